@@ -1,0 +1,73 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// Every C library is a system-library target imported by exactly one Swift wrapper module.
+func systemLibrary(_ name: String, pkgConfig: String, apt: [String]) -> Target {
+    .systemLibrary(name: name, pkgConfig: pkgConfig, providers: [.apt(apt)])
+}
+
+let nio: [Target.Dependency] = [
+    .product(name: "NIOCore", package: "swift-nio"),
+    .product(name: "NIOPosix", package: "swift-nio"),
+]
+let logging: Target.Dependency = .product(name: "Logging", package: "swift-log")
+
+let package = Package(
+    name: "Kindred",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "kindred-interop-server", targets: ["kindred-interop-server"]),
+        .library(name: "KindredGRPC", targets: ["KindredGRPC"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+    ],
+    targets: [
+        // C libraries.
+        systemLibrary("CNghttp2", pkgConfig: "libnghttp2", apt: ["libnghttp2-dev"]),
+        systemLibrary("CProtobufC", pkgConfig: "libprotobuf-c", apt: ["libprotobuf-c-dev"]),
+        systemLibrary("COpenSSL", pkgConfig: "openssl", apt: ["libssl-dev"]),
+        systemLibrary("CLibpq", pkgConfig: "libpq", apt: ["libpq-dev"]),
+        systemLibrary("CArgon2", pkgConfig: "libargon2", apt: ["libargon2-dev"]),
+
+        // Wrappers: the one Swift module per C library.
+        .target(name: "KindredHTTP2", dependencies: ["CNghttp2"] + nio),
+        .target(name: "KindredProtobuf", dependencies: ["CProtobufC"]),
+        .target(name: "KindredOpenSSL", dependencies: ["COpenSSL"] + nio),
+        .target(name: "KindredArgon2", dependencies: ["CArgon2"]),
+
+        // Generated code: protobuf-c C files (CKindredProto) and Swift value types (KindredProto).
+        .target(
+            name: "CKindredProto",
+            dependencies: ["CProtobufC"],
+            cSettings: [.headerSearchPath("generated")]
+        ),
+        .target(name: "KindredProto", dependencies: ["KindredProtobuf", "CKindredProto"]),
+
+        // The gRPC runtime and the standard services every server carries.
+        .target(
+            name: "KindredGRPC",
+            dependencies: ["KindredHTTP2", "KindredProtobuf", "KindredOpenSSL", logging] + nio
+        ),
+        .target(name: "KindredGRPCServices", dependencies: ["KindredGRPC", "KindredProto", logging]),
+
+        // The interop test service (used by tests, the benchmark and Python grpcio).
+        .target(name: "KindredInterop", dependencies: ["KindredGRPC", "KindredGRPCServices", "KindredProto", logging]),
+        .executableTarget(
+            name: "kindred-interop-server",
+            dependencies: ["KindredInterop", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+
+        .testTarget(name: "KindredProtobufTests", dependencies: ["KindredProtobuf", "KindredProto"]),
+        .testTarget(name: "KindredHTTP2Tests", dependencies: ["KindredHTTP2"]),
+        .testTarget(name: "KindredOpenSSLTests", dependencies: ["KindredOpenSSL"] + nio),
+        .testTarget(name: "KindredArgon2Tests", dependencies: ["KindredArgon2"]),
+        .testTarget(
+            name: "KindredGRPCTests",
+            dependencies: ["KindredGRPC", "KindredGRPCServices", "KindredInterop", "KindredProto", "KindredOpenSSL"]
+                + nio
+        ),
+    ]
+)

@@ -1,0 +1,4 @@
+#ifndef KINDRED_CARGON2_SHIM_H
+#define KINDRED_CARGON2_SHIM_H
+#include <argon2.h>
+#endif
