@@ -1,0 +1,137 @@
+import KindredHTTP2
+import NIOCore
+import Testing
+
+/// Records what a session reports.
+private final class Recorder: HTTP2SessionDelegate {
+    var headers: [(Int32, [HTTP2Header], Bool)] = []
+    var data: [Int32: [UInt8]] = [:]
+    var ended: [Int32] = []
+    var closed: [(Int32, HTTP2ErrorCode)] = []
+    var pings = 0
+    var goAway: HTTP2ErrorCode?
+    var consumeImmediately = true
+
+    func http2Session(_ session: HTTP2Session, didReceiveHeaders headers: [HTTP2Header], streamID: Int32, endStream: Bool) {
+        self.headers.append((streamID, headers, endStream))
+    }
+    func http2Session(_ session: HTTP2Session, didReceiveData bytes: UnsafeRawBufferPointer, streamID: Int32) {
+        self.data[streamID, default: []].append(contentsOf: bytes)
+        if self.consumeImmediately { session.consume(streamID: streamID, count: bytes.count) }
+    }
+    func http2Session(_ session: HTTP2Session, didReceiveEndStream streamID: Int32) { self.ended.append(streamID) }
+    func http2Session(_ session: HTTP2Session, streamClosed streamID: Int32, errorCode: HTTP2ErrorCode) {
+        self.closed.append((streamID, errorCode))
+    }
+    func http2Session(_ session: HTTP2Session, didReceivePing ack: Bool) { self.pings += 1 }
+    func http2Session(_ session: HTTP2Session, didReceiveGoAway lastStreamID: Int32, errorCode: HTTP2ErrorCode) {
+        self.goAway = errorCode
+    }
+    func http2Session(_ session: HTTP2Session, didSendData count: Int, streamID: Int32, pendingBytes: Int) {}
+}
+
+/// Moves bytes between two in-memory sessions until both are quiet.
+private func pump(_ a: HTTP2Session, _ b: HTTP2Session) throws {
+    for _ in 0..<100 {
+        var ab = ByteBuffer()
+        var ba = ByteBuffer()
+        let wroteA = try a.write(into: &ab)
+        if wroteA { try b.receive(ab) }
+        let wroteB = try b.write(into: &ba)
+        if wroteB { try a.receive(ba) }
+        if !wroteA && !wroteB { return }
+    }
+}
+
+@Suite struct HTTP2SessionTests {
+    private func requestHeaders(_ path: String = "/svc/Method") -> [HTTP2Header] {
+        [.init(":method", "POST"), .init(":scheme", "http"), .init(":path", path), .init(":authority", "test"),
+         .init("content-type", "application/grpc"), .init("te", "trailers")]
+    }
+
+    @Test func requestResponseWithTrailers() throws {
+        let clientEvents = Recorder()
+        let serverEvents = Recorder()
+        let client = try HTTP2Session(role: .client)
+        let server = try HTTP2Session(role: .server)
+        client.delegate = clientEvents
+        server.delegate = serverEvents
+
+        let stream = try client.submitRequest(headers: self.requestHeaders())
+        client.sendData(streamID: stream, ByteBuffer(bytes: [1, 2, 3]))
+        client.finish(streamID: stream, trailers: nil)
+        try pump(client, server)
+        #expect(serverEvents.headers.first?.1.first(where: { $0.name == ":path" })?.value == "/svc/Method")
+        #expect(serverEvents.data[stream] == [1, 2, 3])
+        #expect(serverEvents.ended == [stream])
+
+        try server.submitResponse(streamID: stream, headers: [.init(":status", "200")], endStream: false)
+        server.sendData(streamID: stream, ByteBuffer(bytes: Array(repeating: 9, count: 100_000)))
+        server.finish(streamID: stream, trailers: [.init("grpc-status", "0")])
+        try pump(client, server)
+        #expect(clientEvents.headers.count == 2)
+        #expect(clientEvents.headers[1].1 == [.init("grpc-status", "0")])
+        #expect(clientEvents.headers[1].2)
+        #expect(clientEvents.data[stream]?.count == 100_000)
+        #expect(clientEvents.closed.map(\.1) == [.noError])
+    }
+
+    @Test func unconsumedDataStopsTheSender() throws {
+        let serverEvents = Recorder()
+        serverEvents.consumeImmediately = false
+        var configuration = HTTP2Configuration()
+        configuration.initialStreamWindowSize = 65_535
+        let client = try HTTP2Session(role: .client)
+        let server = try HTTP2Session(role: .server, configuration: configuration)
+        let clientEvents = Recorder()
+        client.delegate = clientEvents
+        server.delegate = serverEvents
+        let stream = try client.submitRequest(headers: self.requestHeaders())
+        client.sendData(streamID: stream, ByteBuffer(bytes: Array(repeating: 1, count: 1_000_000)))
+        try pump(client, server)
+        // Only one window's worth arrives while the receiver does not consume.
+        #expect(serverEvents.data[stream]?.count == 65_535)
+        #expect(client.pendingOutboundBytes(streamID: stream) == 1_000_000 - 65_535)
+        server.consume(streamID: stream, count: 65_535)
+        try pump(client, server)
+        #expect(serverEvents.data[stream]?.count == 131_070)
+    }
+
+    @Test func oversizedHeaderListResetsOnlyThatStream() throws {
+        let serverEvents = Recorder()
+        let clientEvents = Recorder()
+        var configuration = HTTP2Configuration()
+        configuration.maxHeaderListSize = 1024
+        let client = try HTTP2Session(role: .client)
+        let server = try HTTP2Session(role: .server, configuration: configuration)
+        client.delegate = clientEvents
+        server.delegate = serverEvents
+        let big = try client.submitRequest(headers: self.requestHeaders() + [.init("x-big", String(repeating: "a", count: 2000))])
+        let small = try client.submitRequest(headers: self.requestHeaders())
+        try pump(client, server)
+        #expect(serverEvents.headers.map(\.0) == [small])
+        #expect(clientEvents.closed.contains { $0.0 == big && $0.1 == .enhanceYourCalm })
+    }
+
+    @Test func garbageIsAConnectionError() throws {
+        let server = try HTTP2Session(role: .server)
+        let serverEvents = Recorder()
+        server.delegate = serverEvents
+        #expect(throws: HTTP2SessionError.self) {
+            try server.receive(ByteBuffer(string: "GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+        }
+    }
+
+    @Test func goAwayIsReported() throws {
+        let clientEvents = Recorder()
+        let client = try HTTP2Session(role: .client)
+        let server = try HTTP2Session(role: .server)
+        let serverEvents = Recorder()
+        client.delegate = clientEvents
+        server.delegate = serverEvents
+        try pump(client, server)
+        server.goAway(errorCode: .enhanceYourCalm, debugData: "too_many_pings")
+        try pump(client, server)
+        #expect(clientEvents.goAway == .enhanceYourCalm)
+    }
+}
