@@ -10,4 +10,65 @@
 #include <openssl/pem.h>
 #include <openssl/bio.h>
 #include <openssl/crypto.h>
+#include <openssl/core_names.h>
+#include <openssl/param_build.h>
+#include <openssl/bn.h>
+#include <openssl/ec.h>
+
+// Macro-only OpenSSL APIs, as functions Swift can call.
+
+static inline int kindred_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int version) {
+    return (int)SSL_CTX_set_min_proto_version(ctx, version);
+}
+
+/// No renegotiation (TLS 1.2), server cipher preference, no compression (CRIME).
+static inline void kindred_SSL_CTX_set_default_options(SSL_CTX *ctx) {
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_COMPRESSION);
+}
+
+static inline long kindred_SSL_CTX_set_mode(SSL_CTX *ctx, long mode) {
+    return SSL_CTX_set_mode(ctx, mode);
+}
+
+static inline long kindred_SSL_CTX_set_session_cache_mode(SSL_CTX *ctx, long mode) {
+    return SSL_CTX_set_session_cache_mode(ctx, mode);
+}
+
+static inline int kindred_SSL_set_tlsext_host_name(SSL *ssl, const char *name) {
+    return (int)SSL_set_tlsext_host_name(ssl, name);
+}
+
+static inline int kindred_BIO_set_mem_eof_return(BIO *bio, int value) {
+    return (int)BIO_set_mem_eof_return(bio, value);
+}
+
+static inline long kindred_BIO_get_mem_data(BIO *bio, char **data) {
+    return BIO_get_mem_data(bio, data);
+}
+
+static inline void kindred_OPENSSL_free(void *pointer) {
+    OPENSSL_free(pointer);
+}
+
+static inline unsigned long kindred_XN_FLAG_RFC2253(void) {
+    return XN_FLAG_RFC2253;
+}
+
+static inline int kindred_EVP_PKEY_PUBLIC_KEY(void) {
+    return EVP_PKEY_PUBLIC_KEY;
+}
+
+// OSSL_PARAM_BLD keeps the key names, strings and BIGNUMs it is given by reference until
+// OSSL_PARAM_BLD_to_param(): the names must be static C strings, so they are pushed from C.
+
+static inline int kindred_OSSL_PARAM_BLD_push_rsa_public(OSSL_PARAM_BLD *bld, const BIGNUM *n, const BIGNUM *e) {
+    return OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_RSA_N, n)
+        && OSSL_PARAM_BLD_push_BN(bld, OSSL_PKEY_PARAM_RSA_E, e);
+}
+
+static inline int kindred_OSSL_PARAM_BLD_push_p256_public(OSSL_PARAM_BLD *bld, const unsigned char *point, size_t length) {
+    return OSSL_PARAM_BLD_push_utf8_string(bld, OSSL_PKEY_PARAM_GROUP_NAME, SN_X9_62_prime256v1, 0)
+        && OSSL_PARAM_BLD_push_octet_string(bld, OSSL_PKEY_PARAM_PUB_KEY, point, length);
+}
+
 #endif
