@@ -1,0 +1,141 @@
+import KindredProtobuf
+import NIOCore
+
+/// The client side of one call (one HTTP/2 stream). Mutable state is touched only on `eventLoop`
+/// (hence `@unchecked Sendable`); the calling task reaches it through the async methods, which hop there.
+final class ClientCall: @unchecked Sendable {
+    let eventLoop: any EventLoop
+    let maxMessageSize: Int
+
+    // Loop-confined state.
+    var connection: ClientConnectionHandler?
+    var streamID: Int32 = -1
+    var deframer: MessageDeframer
+    var inbound = CircularBuffer<ByteBuffer>()
+    var responseHeadersReceived = false
+    var responseMetadata = Metadata()
+    var status: RPCError?
+    var trailers = Metadata()
+    var done: Bool { self.status != nil }
+    var messageWaiter: CheckedContinuation<ByteBuffer?, any Error>?
+    var statusWaiters: [CheckedContinuation<RPCError, Never>] = []
+    var writerWaiter: CheckedContinuation<Void, any Error>?
+    var deadlineTimer: Scheduled<Void>?
+
+    init(eventLoop: any EventLoop, maxMessageSize: Int) {
+        self.eventLoop = eventLoop
+        self.maxMessageSize = maxMessageSize
+        self.deframer = MessageDeframer(maxMessageSize: maxMessageSize)
+    }
+
+    private func onLoop(_ body: @escaping @Sendable () -> Void) {
+        if self.eventLoop.inEventLoop {
+            body()
+        } else {
+            self.eventLoop.execute(body)
+        }
+    }
+
+    // MARK: Called from the calling task
+
+    func send<Message: ProtoMessage>(_ message: Message) throws {
+        let bytes: [UInt8]
+        do {
+            bytes = try message.serializedBytes()
+        } catch {
+            throw RPCError(.internalError, "Failed to encode the request")
+        }
+        self.onLoop { self.connection?.send(bytes, on: self) }
+    }
+
+    /// Half-closes the request side.
+    func end() {
+        self.onLoop { self.connection?.end(self) }
+    }
+
+    /// Waits while too many request bytes are queued.
+    func waitUntilWritable() async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            self.onLoop {
+                guard let connection = self.connection, !self.done else {
+                    continuation.resume(throwing: self.status ?? RPCError(.unavailable, "Connection lost"))
+                    return
+                }
+                connection.waitUntilWritable(self, continuation: continuation)
+            }
+        }
+    }
+
+    /// The next response message, nil at the end of the stream (check `finalStatus()` then).
+    func nextMessage() async throws -> ByteBuffer? {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<ByteBuffer?, any Error>) in
+            self.onLoop {
+                precondition(self.messageWaiter == nil, "response stream iterated concurrently")
+                self.messageWaiter = continuation
+                self.deliver()
+            }
+        }
+    }
+
+    func finalStatus() async -> RPCError {
+        await withCheckedContinuation { (continuation: CheckedContinuation<RPCError, Never>) in
+            self.onLoop {
+                if let status = self.status {
+                    continuation.resume(returning: status)
+                } else {
+                    self.statusWaiters.append(continuation)
+                }
+            }
+        }
+    }
+
+    func decode<Message: ProtoMessage>(_ bytes: ByteBuffer) throws -> Message {
+        do {
+            return try bytes.withUnsafeReadableBytes { try Message(serializedBytes: $0) }
+        } catch {
+            throw RPCError(.internalError, "The response is not a valid \(Message.protoMessageName) message")
+        }
+    }
+
+    /// Cancels the call (task cancellation or the body returned early): RST_STREAM and status CANCELLED.
+    func cancel(_ error: RPCError = RPCError(.cancelled, "The call was cancelled")) {
+        self.onLoop { self.connection?.cancel(self, error) ?? self.complete(error) }
+    }
+
+    // MARK: Loop side
+
+    /// Hands queued messages (or the end of the stream) to a waiting reader.
+    func deliver() {
+        guard let waiter = self.messageWaiter else { return }
+        if !self.inbound.isEmpty {
+            self.messageWaiter = nil
+            let message = self.inbound.removeFirst()
+            self.connection?.release(self, count: message.readableBytes + MessageFraming.headerSize)
+            waiter.resume(returning: message)
+        } else if let status = self.status {
+            self.messageWaiter = nil
+            if status.code == .ok {
+                waiter.resume(returning: nil)
+            } else {
+                waiter.resume(throwing: status)
+            }
+        }
+    }
+
+    /// Records the final status once and wakes everyone waiting.
+    func complete(_ status: RPCError) {
+        guard self.status == nil else { return }
+        self.status = status
+        self.deadlineTimer?.cancel()
+        self.deadlineTimer = nil
+        if status.code != .ok { self.inbound.removeAll() }
+        self.deliver()
+        let waiters = self.statusWaiters
+        self.statusWaiters = []
+        for waiter in waiters { waiter.resume(returning: status) }
+        if let writer = self.writerWaiter {
+            self.writerWaiter = nil
+            writer.resume(throwing: status)
+        }
+    }
+}

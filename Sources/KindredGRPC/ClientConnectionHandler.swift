@@ -1,0 +1,344 @@
+import KindredHTTP2
+import Logging
+import NIOCore
+
+/// The client side of one HTTP/2 connection: its nghttp2 session and the calls on it, on its event loop.
+final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let configuration: GRPCClientConfiguration
+    private let scheme: String
+    private let logger: Logger
+    private var session: HTTP2Session?
+    private var context: ChannelHandlerContext?
+    private var calls: [Int32: ClientCall] = [:]
+    private var inRead = false
+    private var flushScheduled = false
+    private var unconsumed: [Int32: (unconsumed: Int, queued: Int)] = [:]
+    /// Set once GOAWAY arrived or the channel closed: no new calls go here.
+    private(set) var isDraining = false
+    private(set) var isClosed = false
+    /// Called on the loop when the connection stops taking new calls (GOAWAY or close).
+    var onDrain: (() -> Void)?
+
+    init(configuration: GRPCClientConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.scheme = configuration.tls == nil ? "http" : "https"
+        self.logger = logger
+    }
+
+    var activeCalls: Int { self.calls.count }
+
+    // MARK: Channel events
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        do {
+            let session = try HTTP2Session(role: .client, configuration: self.configuration.http2)
+            session.delegate = self
+            self.session = session
+        } catch {
+            self.logger.error("HTTP/2 session setup failed", metadata: ["error": "\(error)"])
+            context.close(promise: nil)
+        }
+        if context.channel.isActive { self.flushOutput() }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        self.flushOutput()
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard let session = self.session else { return }
+        self.inRead = true
+        defer { self.inRead = false }
+        do {
+            try session.receive(self.unwrapInboundIn(data))
+        } catch {
+            self.logger.debug("Closing client connection after HTTP/2 error", metadata: ["error": "\(error)"])
+            self.flushOutput()
+            context.close(promise: nil)
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        self.flushOutput()
+        context.fireChannelReadComplete()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.isClosed = true
+        self.isDraining = true
+        let calls = self.calls
+        self.calls.removeAll()
+        for call in calls.values {
+            call.complete(RPCError(.unavailable, "The connection to the server was lost"))
+            call.connection = nil
+        }
+        self.session?.delegate = nil
+        self.session = nil
+        self.onDrain?()
+        self.onDrain = nil
+        self.context = nil
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        self.logger.debug("Client connection error", metadata: ["error": "\(error)"])
+        context.close(promise: nil)
+    }
+
+    // MARK: Output
+
+    private func flushOutput() {
+        guard let session = self.session, let context = self.context else { return }
+        var buffer = context.channel.allocator.buffer(capacity: 0)
+        do {
+            try session.write(into: &buffer)
+        } catch {
+            context.close(promise: nil)
+            return
+        }
+        if buffer.readableBytes > 0 {
+            context.writeAndFlush(self.wrapOutboundOut(buffer), promise: nil)
+        }
+    }
+
+    private func scheduleFlush() {
+        guard !self.inRead, !self.flushScheduled, let context = self.context else { return }
+        self.flushScheduled = true
+        context.eventLoop.assumeIsolated().execute { [self] in
+            self.flushScheduled = false
+            self.flushOutput()
+        }
+    }
+
+    // MARK: Calls (on the loop)
+
+    func start(_ call: ClientCall, path: String, metadata: Metadata, deadline: NIODeadline?) {
+        guard let session = self.session, let context = self.context, !self.isDraining else {
+            call.complete(RPCError(.unavailable, "The connection is closing"))
+            return
+        }
+        var headers = [
+            HTTP2Header(":method", "POST"), HTTP2Header(":scheme", self.scheme), HTTP2Header(":path", path),
+            HTTP2Header(":authority", self.configuration.authority), HTTP2Header("content-type", "application/grpc"),
+            HTTP2Header("te", "trailers"), HTTP2Header("user-agent", "kindred-grpc/1"),
+        ]
+        if let deadline {
+            let remaining = deadline - .now()
+            guard remaining.nanoseconds > 0 else {
+                call.complete(RPCError(.deadlineExceeded, "Deadline exceeded before the call started"))
+                return
+            }
+            headers.append(HTTP2Header("grpc-timeout", GRPCTimeout.format(.nanoseconds(remaining.nanoseconds))))
+        }
+        metadata.appendHeaders(to: &headers)
+        let streamID: Int32
+        do {
+            streamID = try session.submitRequest(headers: headers)
+        } catch {
+            call.complete(RPCError(.unavailable, "The connection cannot open more streams"))
+            return
+        }
+        call.streamID = streamID
+        call.connection = self
+        self.calls[streamID] = call
+        if let deadline {
+            call.deadlineTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
+                call.deadlineTimer = nil
+                self.cancel(call, RPCError(.deadlineExceeded, "Deadline exceeded"))
+            }
+        }
+        self.scheduleFlush()
+    }
+
+    func send(_ bytes: [UInt8], on call: ClientCall) {
+        guard !call.done, let session = self.session, let context = self.context else { return }
+        session.sendData(streamID: call.streamID, MessageFraming.frame(bytes, allocator: context.channel.allocator))
+        self.scheduleFlush()
+    }
+
+    func end(_ call: ClientCall) {
+        guard !call.done, let session = self.session else { return }
+        session.finish(streamID: call.streamID, trailers: nil)
+        self.scheduleFlush()
+    }
+
+    func waitUntilWritable(_ call: ClientCall, continuation: CheckedContinuation<Void, any Error>) {
+        let pending = self.session?.pendingOutboundBytes(streamID: call.streamID) ?? 0
+        if pending <= self.configuration.outboundHighWatermark {
+            continuation.resume()
+        } else {
+            call.writerWaiter = continuation
+        }
+    }
+
+    func cancel(_ call: ClientCall, _ error: RPCError) {
+        guard !call.done else { return }
+        self.session?.resetStream(streamID: call.streamID, errorCode: .cancel)
+        self.calls.removeValue(forKey: call.streamID)
+        self.unconsumed.removeValue(forKey: call.streamID)
+        call.complete(error)
+        call.connection = nil
+        self.scheduleFlush()
+    }
+
+    func release(_ call: ClientCall, count: Int) {
+        if var entry = self.unconsumed[call.streamID] {
+            entry.unconsumed -= count
+            entry.queued -= count
+            self.unconsumed[call.streamID] = entry
+        }
+        self.session?.consume(streamID: call.streamID, count: count)
+        self.scheduleFlush()
+    }
+
+    // MARK: HTTP/2 events
+
+    func http2Session(_ session: HTTP2Session, didReceiveHeaders headers: [HTTP2Header], streamID: Int32, endStream: Bool) {
+        guard let call = self.calls[streamID], !call.done else { return }
+        if !call.responseHeadersReceived {
+            call.responseHeadersReceived = true
+            var httpStatus = ""
+            var contentType = ""
+            for header in headers {
+                if header.name == ":status" { httpStatus = header.value }
+                if header.name == "content-type" { contentType = header.value }
+            }
+            guard httpStatus == "200" else {
+                let code = StatusCode.fromHTTPStatus(Int(httpStatus) ?? 0)
+                self.fail(call, RPCError(code, "Unexpected HTTP status \(httpStatus)"))
+                return
+            }
+            guard endStream || contentType.hasPrefix("application/grpc") else {
+                self.fail(call, RPCError(.unknown, "Unexpected content-type \(contentType)"))
+                return
+            }
+            if !endStream {
+                call.responseMetadata = Metadata(headers: headers)
+                return
+            }
+        }
+        // Trailers, or a trailers-only response.
+        self.completeWithTrailers(call, headers)
+    }
+
+    private func completeWithTrailers(_ call: ClientCall, _ headers: [HTTP2Header]) {
+        var code: StatusCode?
+        var message = ""
+        var details: [UInt8]?
+        for header in headers {
+            switch header.name {
+            case "grpc-status": code = Int(header.value).flatMap(StatusCode.init(rawValue:))
+            case "grpc-message": message = PercentEncoding.decode(header.value)
+            case "grpc-status-details-bin": details = Base64.decode(header.value)
+            default: break
+            }
+        }
+        let trailers = Metadata(headers: headers)
+        call.trailers = trailers
+        var status: RPCError
+        if let code {
+            status = RPCError(code, message, metadata: trailers, details: details)
+        } else {
+            status = RPCError(.unknown, "The response had no grpc-status", metadata: trailers)
+        }
+        if status.code == .ok && call.deframer.hasPartialMessage {
+            status = RPCError(.internalError, "The response ended inside a message")
+        }
+        self.calls.removeValue(forKey: call.streamID)
+        self.unconsumed.removeValue(forKey: call.streamID)
+        call.complete(status)
+        call.connection = nil
+    }
+
+    private func fail(_ call: ClientCall, _ error: RPCError) {
+        self.cancel(call, error)
+    }
+
+    func http2Session(_ session: HTTP2Session, didReceiveData bytes: UnsafeRawBufferPointer, streamID: Int32) {
+        guard let call = self.calls[streamID], !call.done, let context = self.context else {
+            session.consume(streamID: streamID, count: bytes.count)
+            return
+        }
+        call.deframer.append(bytes, allocator: context.channel.allocator)
+        var entry = self.unconsumed[streamID] ?? (0, 0)
+        entry.unconsumed += bytes.count
+        do {
+            while let message = try call.deframer.next() {
+                entry.queued += message.readableBytes + MessageFraming.headerSize
+                call.inbound.append(message)
+            }
+        } catch {
+            session.consume(streamID: streamID, count: entry.unconsumed)
+            self.unconsumed.removeValue(forKey: streamID)
+            switch error {
+            case .messageTooLarge(let length, let limit):
+                self.fail(call, RPCError(.resourceExhausted, "Response message of \(length) bytes exceeds the limit of \(limit)"))
+            default:
+                self.fail(call, RPCError(.internalError, "Invalid response message frame"))
+            }
+            return
+        }
+        let releasable = entry.unconsumed - entry.queued
+        if releasable > 0 {
+            session.consume(streamID: streamID, count: releasable)
+            entry.unconsumed -= releasable
+        }
+        self.unconsumed[streamID] = entry
+        call.deliver()
+    }
+
+    func http2Session(_ session: HTTP2Session, didReceiveEndStream streamID: Int32) {
+        // END_STREAM on DATA: the server sent no trailers.
+        guard let call = self.calls[streamID], !call.done else { return }
+        self.completeWithTrailers(call, [])
+    }
+
+    func http2Session(_ session: HTTP2Session, streamClosed streamID: Int32, errorCode: HTTP2ErrorCode) {
+        self.unconsumed.removeValue(forKey: streamID)
+        guard let call = self.calls.removeValue(forKey: streamID) else { return }
+        if !call.done {
+            let status: RPCError
+            switch errorCode {
+            case .refusedStream: status = RPCError(.unavailable, "The server refused the stream")
+            case .cancel: status = RPCError(.cancelled, "The server cancelled the stream")
+            case .noError: status = RPCError(.internalError, "The stream closed without a status")
+            default: status = RPCError(.internalError, "The server reset the stream (\(errorCode))")
+            }
+            call.complete(status)
+        }
+        call.connection = nil
+    }
+
+    func http2Session(_ session: HTTP2Session, didReceivePing ack: Bool) {}
+
+    func http2Session(_ session: HTTP2Session, didReceiveGoAway lastStreamID: Int32, errorCode: HTTP2ErrorCode) {
+        self.isDraining = true
+        self.onDrain?()
+        self.onDrain = nil
+        if errorCode != .noError {
+            self.logger.debug("Server sent GOAWAY", metadata: ["http2.error": "\(errorCode)"])
+        }
+        // Streams above lastStreamID were never processed: nghttp2 closes them with REFUSED_STREAM.
+    }
+
+    func http2Session(_ session: HTTP2Session, didSendData count: Int, streamID: Int32, pendingBytes: Int) {
+        guard pendingBytes <= self.configuration.outboundHighWatermark / 2,
+            let call = self.calls[streamID], let writer = call.writerWaiter
+        else { return }
+        call.writerWaiter = nil
+        writer.resume()
+    }
+
+    /// Closes the connection once its calls are done (client shutdown).
+    func closeWhenIdle() {
+        self.isDraining = true
+        if self.calls.isEmpty {
+            self.context?.close(promise: nil)
+        }
+    }
+}

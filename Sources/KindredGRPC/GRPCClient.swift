@@ -1,0 +1,243 @@
+import KindredHTTP2
+import KindredOpenSSL
+import KindredProtobuf
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// Configuration of a client for one target.
+public struct GRPCClientConfiguration: Sendable {
+    public var host: String
+    public var port: Int
+    /// TLS (ALPN h2) when set; h2c with prior knowledge otherwise.
+    public var tls: TLSContext?
+    /// The name the server's certificate must carry (SNI and verification); `host` by default.
+    public var tlsServerName: String?
+    /// The :authority header; "host:port" by default.
+    public var authority: String
+    /// HTTP/2 connections kept to the target; calls are spread over them. Default 2.
+    public var connectionCount: Int = 2
+    public var http2 = HTTP2Configuration()
+    /// Largest response message accepted, in bytes. Default 4 MiB.
+    public var maxReceiveMessageSize: Int = 4 << 20
+    /// Deadline for calls that set none and inherit none. Default 30 s: every call has a deadline.
+    public var defaultTimeout: Duration = .seconds(30)
+    /// TCP connect timeout. Default 5 s.
+    public var connectTimeout: Duration = .seconds(5)
+    /// Reconnect backoff (gRPC connection-backoff: 1 s initial, ×1.6, ±20% jitter, at most 120 s).
+    public var backoff = Backoff()
+    /// Request bytes queued per stream above which a writer waits. Default 256 KiB.
+    public var outboundHighWatermark: Int = 256 << 10
+
+    public struct Backoff: Sendable {
+        public var initial: Duration = .seconds(1)
+        public var multiplier: Double = 1.6
+        public var jitter: Double = 0.2
+        public var maximum: Duration = .seconds(120)
+        public init() {}
+
+        /// The delay before reconnect attempt `attempt` (0-based).
+        public func delay(attempt: Int) -> Duration {
+            let base = Double(self.initial.components.seconds) + Double(self.initial.components.attoseconds) / 1e18
+            let maximum = Double(self.maximum.components.seconds)
+            var raw = base
+            for _ in 0..<min(attempt, 64) { raw = min(raw * self.multiplier, maximum) }
+            return .milliseconds(Int64(raw * Double.random(in: (1 - self.jitter)...(1 + self.jitter)) * 1000))
+        }
+    }
+
+    public init(host: String, port: Int, tls: TLSContext? = nil) {
+        self.host = host
+        self.port = port
+        self.tls = tls
+        self.authority = "\(host):\(port)"
+    }
+}
+
+/// Per-call options.
+public struct CallOptions: Sendable {
+    /// The call's timeout; the effective deadline is the earlier of this and the propagated one.
+    public var timeout: Duration?
+    public init(timeout: Duration? = nil) {
+        self.timeout = timeout
+    }
+}
+
+/// A response with its metadata.
+public struct ClientResponse<Message: ProtoMessage>: Sendable {
+    public var message: Message
+    public var metadata: Metadata
+    public var trailers: Metadata
+}
+
+/// A gRPC client for one target: a small pool of HTTP/2 connections, reconnecting with backoff.
+public final class GRPCClient: Sendable {
+    public let configuration: GRPCClientConfiguration
+    private let pool: ConnectionPool
+
+    public init(
+        configuration: GRPCClientConfiguration,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger
+    ) {
+        self.configuration = configuration
+        self.pool = ConnectionPool(configuration: configuration, group: group, logger: logger)
+    }
+
+    /// Closes every connection once its calls are done.
+    public func close() async {
+        await self.pool.close()
+    }
+
+    // MARK: Calls
+
+    public func unary<Request, Response>(
+        _ method: ProtoMethod<Request, Response>,
+        _ request: Request,
+        metadata: Metadata = [:],
+        options: CallOptions = .init()
+    ) async throws -> Response {
+        try await self.unaryWithMetadata(method, request, metadata: metadata, options: options).message
+    }
+
+    public func unaryWithMetadata<Request, Response>(
+        _ method: ProtoMethod<Request, Response>,
+        _ request: Request,
+        metadata: Metadata = [:],
+        options: CallOptions = .init()
+    ) async throws -> ClientResponse<Response> {
+        try await self.withCall(method.path, metadata: metadata, options: options) { call in
+            try call.send(request)
+            call.end()
+            let message = try await call.nextMessage()
+            let status = await call.finalStatus()
+            guard status.code == .ok else { throw status }
+            guard let message else { throw RPCError(.internalError, "The server sent no response message") }
+            return await ClientResponse(message: try call.decode(message), metadata: call.metadataSnapshot(), trailers: status.metadata)
+        }
+    }
+
+    public func serverStreaming<Request, Response, Result: Sendable>(
+        _ method: ProtoMethod<Request, Response>,
+        _ request: Request,
+        metadata: Metadata = [:],
+        options: CallOptions = .init(),
+        _ body: (ClientResponseStream<Response>) async throws -> Result
+    ) async throws -> Result {
+        try await self.withCall(method.path, metadata: metadata, options: options) { call in
+            try call.send(request)
+            call.end()
+            let result = try await body(ClientResponseStream(call: call))
+            try await Self.requireOK(call)
+            return result
+        }
+    }
+
+    public func clientStreaming<Request, Response>(
+        _ method: ProtoMethod<Request, Response>,
+        metadata: Metadata = [:],
+        options: CallOptions = .init(),
+        _ body: (ClientRequestWriter<Request>) async throws -> Void
+    ) async throws -> Response {
+        try await self.withCall(method.path, metadata: metadata, options: options) { call in
+            try await body(ClientRequestWriter(call: call))
+            call.end()
+            let message = try await call.nextMessage()
+            let status = await call.finalStatus()
+            guard status.code == .ok else { throw status }
+            guard let message else { throw RPCError(.internalError, "The server sent no response message") }
+            return try call.decode(message)
+        }
+    }
+
+    public func bidirectionalStreaming<Request, Response, Result: Sendable>(
+        _ method: ProtoMethod<Request, Response>,
+        metadata: Metadata = [:],
+        options: CallOptions = .init(),
+        _ body: (ClientRequestWriter<Request>, ClientResponseStream<Response>) async throws -> Result
+    ) async throws -> Result {
+        try await self.withCall(method.path, metadata: metadata, options: options) { call in
+            let result = try await body(ClientRequestWriter(call: call), ClientResponseStream(call: call))
+            call.end()
+            try await Self.requireOK(call)
+            return result
+        }
+    }
+
+    private static func requireOK(_ call: ClientCall) async throws {
+        // Drain what the body left unread, then check the status.
+        while try await call.nextMessage() != nil {}
+        let status = await call.finalStatus()
+        guard status.code == .ok else { throw status }
+    }
+
+    /// Opens a stream, runs `body`, and cancels the stream if the body throws or the task is cancelled.
+    private func withCall<Result>(
+        _ path: String,
+        metadata: Metadata,
+        options: CallOptions,
+        _ body: (ClientCall) async throws -> Result
+    ) async throws -> Result {
+        let deadline = GRPCDeadline.effective(timeout: options.timeout ?? self.configuration.defaultTimeout)
+        let call = try await self.pool.startCall(path: path, metadata: metadata, deadline: deadline)
+        return try await withTaskCancellationHandler {
+            do {
+                return try await body(call)
+            } catch {
+                call.cancel()
+                // A status from the server beats the local error the body saw.
+                if error is RPCError { throw error }
+                if error is CancellationError { throw RPCError(.cancelled, "The call was cancelled") }
+                throw error
+            }
+        } onCancel: {
+            call.cancel()
+        }
+    }
+}
+
+extension ClientCall {
+    func metadataSnapshot() async -> Metadata {
+        if self.eventLoop.inEventLoop { return self.responseMetadata }
+        return await withCheckedContinuation { continuation in
+            self.eventLoop.execute { continuation.resume(returning: self.responseMetadata) }
+        }
+    }
+}
+
+/// Response messages of a streaming call.
+public struct ClientResponseStream<Message: ProtoMessage>: AsyncSequence, Sendable {
+    public typealias Element = Message
+    let call: ClientCall
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let call: ClientCall
+        public mutating func next() async throws -> Message? {
+            guard let bytes = try await self.call.nextMessage() else { return nil }
+            return try self.call.decode(bytes)
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(call: self.call) }
+
+    /// The response headers' metadata (empty until they arrived).
+    public var metadata: Metadata {
+        get async { await self.call.metadataSnapshot() }
+    }
+}
+
+/// Sends the request messages of a streaming call; `write` waits under backpressure.
+public struct ClientRequestWriter<Message: ProtoMessage>: Sendable {
+    let call: ClientCall
+
+    public func write(_ message: Message) async throws {
+        try self.call.send(message)
+        try await self.call.waitUntilWritable()
+    }
+
+    /// Ends the request stream early (it also ends when the body returns).
+    public func finish() {
+        self.call.end()
+    }
+}

@@ -1,0 +1,68 @@
+import NIOCore
+
+/// The gRPC length-prefixed message framing: 1 byte compressed flag, 4 bytes big-endian length, message.
+enum MessageFraming {
+    static let headerSize = 5
+
+    /// Frames one serialized message into a new buffer.
+    static func frame(_ message: [UInt8], allocator: ByteBufferAllocator) -> ByteBuffer {
+        var buffer = allocator.buffer(capacity: headerSize + message.count)
+        buffer.writeInteger(UInt8(0))
+        buffer.writeInteger(UInt32(message.count))
+        buffer.writeBytes(message)
+        return buffer
+    }
+}
+
+/// Splits received DATA bytes into messages. A value type with no I/O, so it is tested on its own.
+struct MessageDeframer {
+    enum Failure: Error, Equatable {
+        /// The length prefix announced a message larger than the receive limit.
+        case messageTooLarge(length: Int, limit: Int)
+        /// The compressed flag was set but the call negotiated no compression.
+        case compressedWithoutEncoding
+        /// The flag byte is neither 0 nor 1.
+        case invalidFlag(UInt8)
+    }
+
+    let maxMessageSize: Int
+    private var buffer: ByteBuffer?
+    /// Bytes appended so far that belong to a message not yet complete.
+    var bufferedBytes: Int { self.buffer?.readableBytes ?? 0 }
+
+    init(maxMessageSize: Int) {
+        self.maxMessageSize = maxMessageSize
+    }
+
+    mutating func append(_ bytes: UnsafeRawBufferPointer, allocator: ByteBufferAllocator) {
+        if self.buffer == nil {
+            self.buffer = allocator.buffer(capacity: max(bytes.count, 64))
+        }
+        self.buffer!.writeBytes(bytes)
+    }
+
+    /// The next complete message, nil when more bytes are needed.
+    mutating func next() throws(Failure) -> ByteBuffer? {
+        guard var buffer = self.buffer, buffer.readableBytes >= MessageFraming.headerSize else { return nil }
+        let flag = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self)!
+        let length = Int(buffer.getInteger(at: buffer.readerIndex + 1, as: UInt32.self)!)
+        switch flag {
+        case 0: break
+        case 1: throw .compressedWithoutEncoding
+        default: throw .invalidFlag(flag)
+        }
+        if length > self.maxMessageSize { throw .messageTooLarge(length: length, limit: self.maxMessageSize) }
+        guard buffer.readableBytes >= MessageFraming.headerSize + length else { return nil }
+        buffer.moveReaderIndex(forwardBy: MessageFraming.headerSize)
+        let message = buffer.readSlice(length: length)!
+        if buffer.readableBytes == 0 {
+            self.buffer = nil
+        } else {
+            self.buffer = buffer
+        }
+        return message
+    }
+
+    /// True when bytes of an unfinished message remain (the stream ended mid-message).
+    var hasPartialMessage: Bool { self.bufferedBytes > 0 }
+}

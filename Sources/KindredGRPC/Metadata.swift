@@ -1,0 +1,142 @@
+import KindredHTTP2
+
+/// Custom metadata of a call: request headers, response headers or trailers.
+///
+/// Keys are lower-case ASCII. A key ending in `-bin` carries binary values, base64-encoded on the wire;
+/// other values are printable ASCII. Order is kept and keys may repeat.
+public struct Metadata: Hashable, Sendable, ExpressibleByDictionaryLiteral, Sequence {
+    public typealias Key = String
+    public typealias Value = Metadata.Entry
+
+    public enum Entry: Hashable, Sendable {
+        case string(String)
+        case binary([UInt8])
+    }
+
+    public private(set) var entries: [(key: String, value: Entry)] = []
+
+    public init() {}
+    public init(dictionaryLiteral elements: (String, Entry)...) {
+        for (key, value) in elements { self.add(key, value) }
+    }
+
+    public var isEmpty: Bool { self.entries.isEmpty }
+    public var count: Int { self.entries.count }
+
+    public mutating func add(_ key: String, _ value: String) {
+        self.entries.append((key.lowercased(), .string(value)))
+    }
+
+    public mutating func add(_ key: String, binary value: [UInt8]) {
+        self.entries.append((key.lowercased(), .binary(value)))
+    }
+
+    public mutating func add(_ key: String, _ value: Entry) {
+        self.entries.append((key.lowercased(), value))
+    }
+
+    /// The first string value for `key`.
+    public subscript(key: String) -> String? {
+        for entry in self.entries where entry.key == key {
+            if case .string(let value) = entry.value { return value }
+        }
+        return nil
+    }
+
+    /// The first binary value for `key` (which should end in `-bin`).
+    public func binary(_ key: String) -> [UInt8]? {
+        for entry in self.entries where entry.key == key {
+            if case .binary(let value) = entry.value { return value }
+        }
+        return nil
+    }
+
+    public func makeIterator() -> IndexingIterator<[(key: String, value: Entry)]> {
+        self.entries.makeIterator()
+    }
+
+    public static func == (lhs: Metadata, rhs: Metadata) -> Bool {
+        lhs.entries.elementsEqual(rhs.entries) { $0.key == $1.key && $0.value == $1.value }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        for entry in self.entries {
+            hasher.combine(entry.key)
+            hasher.combine(entry.value)
+        }
+    }
+}
+
+extension Metadata {
+    /// Header names the protocol owns; they never appear as custom metadata.
+    static func isReserved(_ name: String) -> Bool {
+        if name.hasPrefix(":") { return true }
+        switch name {
+        case "content-type", "te", "grpc-timeout", "grpc-encoding", "grpc-accept-encoding", "grpc-status",
+            "grpc-message", "grpc-status-details-bin", "content-length", "connection", "host",
+            "transfer-encoding", "keep-alive", "proxy-connection", "upgrade":
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// Builds metadata from received headers, skipping reserved ones. Invalid base64 in a `-bin` value drops
+    /// that entry (as grpc-core does) instead of failing the call.
+    init(headers: [HTTP2Header]) {
+        for header in headers where !Metadata.isReserved(header.name) {
+            if header.name.hasSuffix("-bin") {
+                // Several values may be joined with "," on the wire.
+                for part in header.value.split(separator: ",", omittingEmptySubsequences: false) {
+                    if let bytes = Base64.decode(part.trimmingSpaces) {
+                        self.entries.append((header.name, .binary(bytes)))
+                    }
+                }
+            } else {
+                self.entries.append((header.name, .string(header.value)))
+            }
+        }
+    }
+
+    /// Appends this metadata as header fields, skipping reserved names and values that are not valid
+    /// header values (so a caller cannot inject protocol headers).
+    func appendHeaders(to headers: inout [HTTP2Header]) {
+        for entry in self.entries where !Metadata.isReserved(entry.key) && Metadata.isValidKey(entry.key) {
+            switch entry.value {
+            case .string(let value):
+                guard !entry.key.hasSuffix("-bin"), Metadata.isValidASCIIValue(value) else { continue }
+                headers.append(HTTP2Header(entry.key, value))
+            case .binary(let value):
+                guard entry.key.hasSuffix("-bin") else { continue }
+                headers.append(HTTP2Header(entry.key, Base64.encode(value, padding: false)))
+            }
+        }
+    }
+
+    static func isValidKey(_ key: String) -> Bool {
+        !key.isEmpty
+            && key.utf8.allSatisfy { byte in
+                (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+                    || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".")
+            }
+    }
+
+    static func isValidASCIIValue(_ value: String) -> Bool {
+        value.utf8.allSatisfy { $0 >= 0x20 && $0 <= 0x7E }
+    }
+}
+
+extension Metadata.Entry: ExpressibleByStringLiteral {
+    public init(stringLiteral value: String) {
+        self = .string(value)
+    }
+}
+
+extension Substring {
+    fileprivate var trimmingSpaces: Substring {
+        var result = self
+        while result.first == " " { result.removeFirst() }
+        while result.last == " " { result.removeLast() }
+        return result
+    }
+}

@@ -1,0 +1,130 @@
+import KindredProtobuf
+import NIOCore
+
+/// A service registers its methods' handlers with the router.
+public protocol GRPCService: Sendable {
+    func register(in router: inout GRPCRouter)
+}
+
+/// Maps request paths (`/package.Service/Method`) to handlers.
+public struct GRPCRouter: Sendable {
+    var handlers: [String: MethodHandler] = [:]
+
+    public init() {}
+
+    /// Registered paths, sorted.
+    public var paths: [String] { self.handlers.keys.sorted() }
+
+    /// Fully qualified names of the registered services, sorted.
+    public var serviceNames: [String] {
+        Set(self.handlers.keys.compactMap { path in path.split(separator: "/").first.map(String.init) }).sorted()
+    }
+
+    public mutating func register(_ service: any GRPCService) {
+        service.register(in: &self)
+    }
+
+    public mutating func unary<Request, Response>(
+        _ method: ProtoMethod<Request, Response>,
+        _ handler: @escaping @Sendable (Request, ServerContext) async throws -> Response
+    ) {
+        self.handlers[method.path] = MethodHandler(singleRequest: true) { call, firstMessage in
+            let request: Request = try call.decode(firstMessage!)
+            let response = try await handler(request, ServerContext(call: call))
+            try call.sendMessage(response)
+        }
+    }
+
+    public mutating func serverStreaming<Request, Response>(
+        _ method: ProtoMethod<Request, Response>,
+        _ handler: @escaping @Sendable (Request, ResponseWriter<Response>, ServerContext) async throws -> Void
+    ) {
+        self.handlers[method.path] = MethodHandler(singleRequest: true) { call, firstMessage in
+            let request: Request = try call.decode(firstMessage!)
+            try await handler(request, ResponseWriter(call: call), ServerContext(call: call))
+        }
+    }
+
+    public mutating func clientStreaming<Request, Response>(
+        _ method: ProtoMethod<Request, Response>,
+        _ handler: @escaping @Sendable (RequestStream<Request>, ServerContext) async throws -> Response
+    ) {
+        self.handlers[method.path] = MethodHandler(singleRequest: false) { call, _ in
+            let response = try await handler(RequestStream(call: call), ServerContext(call: call))
+            try call.sendMessage(response)
+        }
+    }
+
+    public mutating func bidirectionalStreaming<Request, Response>(
+        _ method: ProtoMethod<Request, Response>,
+        _ handler: @escaping @Sendable (RequestStream<Request>, ResponseWriter<Response>, ServerContext) async throws
+            -> Void
+    ) {
+        self.handlers[method.path] = MethodHandler(singleRequest: false) { call, _ in
+            try await handler(RequestStream(call: call), ResponseWriter(call: call), ServerContext(call: call))
+        }
+    }
+}
+
+/// A type-erased handler. Single-request methods (unary, server streaming) start once the whole request has
+/// arrived and get it as `firstMessage`; streaming-request methods start at the headers.
+struct MethodHandler: Sendable {
+    let singleRequest: Bool
+    let run: @Sendable (ServerCall, ByteBuffer?) async throws -> Void
+}
+
+/// What a handler knows about its call, and how it sets response metadata.
+public struct ServerContext: Sendable {
+    let call: ServerCall
+
+    /// The request path, `/package.Service/Method`.
+    public var path: String { self.call.path }
+    /// Custom request metadata (reserved protocol headers removed).
+    public var metadata: Metadata { self.call.requestMetadata }
+    /// When the caller stops waiting; nil without `grpc-timeout`.
+    public var deadline: NIODeadline? { self.call.deadline }
+    /// The time left until the deadline.
+    public var remainingTime: Duration? { GRPCDeadline.remaining(until: self.call.deadline) }
+    /// The peer's address, e.g. "127.0.0.1:53422".
+    public var peer: String { self.call.peer }
+    /// Whether the call was cancelled (deadline passed, client reset, server shutdown).
+    public var isCancelled: Bool { Task.isCancelled }
+
+    /// Sets the response headers' custom metadata. Only effective before the first response message.
+    public func setResponseMetadata(_ metadata: Metadata) {
+        self.call.setResponseMetadata(metadata)
+    }
+
+    /// Sets the trailers' custom metadata, sent with the final status.
+    public func setTrailingMetadata(_ metadata: Metadata) {
+        self.call.setTrailingMetadata(metadata)
+    }
+}
+
+/// The request messages of a client-streaming or bidirectional call. Reading is what opens the HTTP/2
+/// flow-control window again: a handler that stops reading makes the client stop sending.
+public struct RequestStream<Message: ProtoMessage>: AsyncSequence, Sendable {
+    public typealias Element = Message
+    let call: ServerCall
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let call: ServerCall
+        public mutating func next() async throws -> Message? {
+            guard let bytes = try await self.call.nextMessage() else { return nil }
+            return try self.call.decode(bytes)
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(call: self.call) }
+}
+
+/// Sends response messages of a streaming call. `write` waits while too many bytes are queued for the
+/// client (backpressure from HTTP/2 flow control).
+public struct ResponseWriter<Message: ProtoMessage>: Sendable {
+    let call: ServerCall
+
+    public func write(_ message: Message) async throws {
+        try self.call.sendMessage(message)
+        try await self.call.waitUntilWritable()
+    }
+}

@@ -1,0 +1,151 @@
+import KindredProtobuf
+import NIOCore
+
+/// One server call (one HTTP/2 stream): the bridge between the connection handler, which owns the stream on
+/// the event loop, and the handler's task.
+///
+/// Every mutable property is touched only on `eventLoop`; methods the handler task calls hop there when
+/// they are not already on it. That confinement is why the class is `@unchecked Sendable`.
+final class ServerCall: @unchecked Sendable {
+    let streamID: Int32
+    let path: String
+    let requestMetadata: Metadata
+    let deadline: NIODeadline?
+    let peer: String
+    let eventLoop: any EventLoop
+    let handler: MethodHandler
+
+    // Loop-confined state.
+    var connection: ServerConnectionHandler?
+    var deframer: MessageDeframer
+    var inbound = CircularBuffer<ByteBuffer>()
+    /// Received bytes not yet returned to the flow-control window (the frames of queued messages).
+    var unconsumedBytes = 0
+    var queuedBytes = 0
+    var inboundEnded = false
+    var readerWaiting: CheckedContinuation<ByteBuffer?, any Error>?
+    var writerWaiting: CheckedContinuation<Void, any Error>?
+    var responseMetadata = Metadata()
+    var trailingMetadata = Metadata()
+    var headersSent = false
+    /// The status has been sent (or the stream is gone): nothing more goes out.
+    var finished = false
+    var cancelled = false
+    var streamClosed = false
+    var handlerStarted = false
+    var handlerDone = false
+    var startTime: NIODeadline?
+    var task: Task<Void, Never>?
+    var deadlineTimer: Scheduled<Void>?
+
+    init(
+        streamID: Int32,
+        path: String,
+        requestMetadata: Metadata,
+        deadline: NIODeadline?,
+        peer: String,
+        eventLoop: any EventLoop,
+        handler: MethodHandler,
+        connection: ServerConnectionHandler,
+        maxMessageSize: Int
+    ) {
+        self.streamID = streamID
+        self.path = path
+        self.requestMetadata = requestMetadata
+        self.deadline = deadline
+        self.peer = peer
+        self.eventLoop = eventLoop
+        self.handler = handler
+        self.connection = connection
+        self.deframer = MessageDeframer(maxMessageSize: maxMessageSize)
+    }
+
+    @inline(__always)
+    private func onLoop(_ body: @escaping @Sendable () -> Void) {
+        if self.eventLoop.inEventLoop {
+            body()
+        } else {
+            self.eventLoop.execute(body)
+        }
+    }
+
+    // MARK: Called from the handler task
+
+    func decode<Message: ProtoMessage>(_ bytes: ByteBuffer) throws -> Message {
+        do {
+            return try bytes.withUnsafeReadableBytes { raw in try Message(serializedBytes: raw) }
+        } catch {
+            throw RPCError(.invalidArgument, "The request is not a valid \(Message.protoMessageName) message")
+        }
+    }
+
+    func sendMessage<Message: ProtoMessage>(_ message: Message) throws {
+        if Task.isCancelled { throw CancellationError() }
+        let bytes: [UInt8]
+        do {
+            bytes = try message.serializedBytes()
+        } catch {
+            throw RPCError(.internalError, "The server failed to encode its response")
+        }
+        self.onLoop {
+            self.connection?.sendMessage(bytes, on: self)
+        }
+    }
+
+    func nextMessage() async throws -> ByteBuffer? {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<ByteBuffer?, any Error>) in
+                self.onLoop {
+                    self.connection?.read(on: self, continuation: continuation)
+                        ?? continuation.resume(throwing: CancellationError())
+                }
+            }
+        } onCancel: {
+            self.onLoop { self.failWaiters(CancellationError()) }
+        }
+    }
+
+    func waitUntilWritable() async throws {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                self.onLoop {
+                    self.connection?.waitUntilWritable(self, continuation: continuation)
+                        ?? continuation.resume(throwing: CancellationError())
+                }
+            }
+        } onCancel: {
+            self.onLoop { self.failWaiters(CancellationError()) }
+        }
+    }
+
+    func setResponseMetadata(_ metadata: Metadata) {
+        self.onLoop { self.responseMetadata = metadata }
+    }
+
+    func setTrailingMetadata(_ metadata: Metadata) {
+        self.onLoop { self.trailingMetadata = metadata }
+    }
+
+    /// The handler returned (nil) or threw.
+    func complete(_ error: RPCError?) {
+        self.onLoop {
+            if let connection = self.connection {
+                connection.finish(self, error: error)
+                connection.handlerFinished(self)
+            }
+        }
+    }
+
+    // MARK: Loop side
+
+    func failWaiters(_ error: any Error) {
+        if let reader = self.readerWaiting {
+            self.readerWaiting = nil
+            reader.resume(throwing: error)
+        }
+        if let writer = self.writerWaiting {
+            self.writerWaiting = nil
+            writer.resume(throwing: error)
+        }
+    }
+}

@@ -1,0 +1,38 @@
+import KindredHTTP2
+import KindredOpenSSL
+import NIOCore
+
+/// Configuration of a gRPC server. Defaults follow DESIGN.md §6 and gRPC's own defaults.
+public struct GRPCServerConfiguration: Sendable {
+    /// Address to listen on. Default 127.0.0.1.
+    public var host: String = "127.0.0.1"
+    /// Port to listen on; 0 picks a free one (see `GRPCServer.localAddress`). Default 0.
+    public var port: Int = 0
+    /// TLS (ALPN h2) when set; plaintext h2c with prior knowledge otherwise.
+    public var tls: TLSContext?
+    /// HTTP/2 settings and abuse limits (max concurrent streams 100, reset/CONTINUATION/SETTINGS limits).
+    public var http2 = HTTP2Configuration()
+    /// Largest request message accepted, in bytes; larger ones fail with RESOURCE_EXHAUSTED. Default 4 MiB.
+    public var maxReceiveMessageSize: Int = 4 << 20
+    /// A connection with no call for this long is closed with GOAWAY. Default 5 minutes.
+    public var idleTimeout: Duration? = .seconds(300)
+    /// A connection older than this is asked to go away (GOAWAY) and closed after `maxConnectionAgeGrace`.
+    /// Default: no limit.
+    public var maxConnectionAge: Duration? = nil
+    /// How long calls may finish after the max-age GOAWAY. Default 30 s.
+    public var maxConnectionAgeGrace: Duration = .seconds(30)
+    /// After this long without receiving anything, the server PINGs the client. Default 2 hours (gRPC's).
+    public var keepaliveTime: Duration = .seconds(7200)
+    /// A keepalive PING not answered within this closes the connection. Default 20 s.
+    public var keepaliveTimeout: Duration = .seconds(20)
+    /// Client PINGs closer together than this count as a strike. Default 5 minutes (gRPC's).
+    public var minPingInterval: Duration = .seconds(300)
+    /// Whether clients may PING while no call is active.
+    public var permitPingWithoutCalls: Bool = false
+    /// Strikes tolerated before GOAWAY ENHANCE_YOUR_CALM. Default 2.
+    public var maxPingStrikes: Int = 2
+    /// Outbound bytes queued per stream above which a writer waits (backpressure). Default 256 KiB.
+    public var outboundHighWatermark: Int = 256 << 10
+
+    public init() {}
+}

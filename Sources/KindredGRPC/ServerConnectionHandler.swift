@@ -1,0 +1,644 @@
+import KindredHTTP2
+import Logging
+import NIOCore
+
+/// Serves gRPC on one connection: owns its nghttp2 session, maps streams to calls and runs their handlers.
+/// Everything here runs on the channel's event loop.
+final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let router: GRPCRouter
+    private let configuration: GRPCServerConfiguration
+    private let logger: Logger
+    private let metrics: ServerMetrics
+    private var session: HTTP2Session?
+    private var context: ChannelHandlerContext?
+    private var executor: EventLoopTaskExecutor?
+    private var calls: [Int32: ServerCall] = [:]
+    /// Handlers whose task has not returned yet (may exceed `calls` after a reset or deadline).
+    private var runningHandlers = 0
+    private var peer = "unknown"
+
+    private var inRead = false
+    private var flushScheduled = false
+    private var draining = false
+    private var closed = false
+
+    private var lastReadTime = NIODeadline.now()
+    private var idleTimer: Scheduled<Void>?
+    private var ageTimer: Scheduled<Void>?
+    private var graceTimer: Scheduled<Void>?
+    private var keepaliveTimer: Scheduled<Void>?
+    private var keepaliveTimeoutTimer: Scheduled<Void>?
+    private var lastPingReceived: NIODeadline?
+    private var pingStrikes = 0
+
+    init(router: GRPCRouter, configuration: GRPCServerConfiguration, logger: Logger, metrics: ServerMetrics) {
+        self.router = router
+        self.configuration = configuration
+        self.logger = logger
+        self.metrics = metrics
+    }
+
+    // MARK: Channel events
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        self.executor = EventLoopTaskExecutor(context.eventLoop)
+        if let address = context.channel.remoteAddress {
+            self.peer = "\(address.ipAddress ?? "unix"):\(address.port ?? 0)"
+        }
+        do {
+            let session = try HTTP2Session(role: .server, configuration: self.configuration.http2)
+            session.delegate = self
+            self.session = session
+        } catch {
+            self.logger.error("HTTP/2 session setup failed", metadata: ["error": "\(error)"])
+            context.close(promise: nil)
+            return
+        }
+        if context.channel.isActive { self.start(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        self.start(context: context)
+        context.fireChannelActive()
+    }
+
+    private var started = false
+    private func start(context: ChannelHandlerContext) {
+        guard !self.started else { return }
+        self.started = true
+        self.metrics.connectionOpened()
+        self.flushOutput()
+        self.armIdleTimer()
+        if let age = self.configuration.maxConnectionAge {
+            // Jitter of ±10% so connections made together do not all go away together.
+            let jitter = Double.random(in: 0.9...1.1)
+            let delay = TimeAmount.nanoseconds(Int64(Double(TimeAmount(age).nanoseconds) * jitter))
+            self.ageTimer = context.eventLoop.assumeIsolated().scheduleTask(in: delay) { [self] in
+                self.logger.debug("Connection reached its max age")
+                self.beginGracefulShutdown(grace: self.configuration.maxConnectionAgeGrace)
+            }
+        }
+        self.armKeepalive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let bytes = self.unwrapInboundIn(data)
+        self.lastReadTime = .now()
+        self.keepaliveTimeoutTimer?.cancel()
+        self.keepaliveTimeoutTimer = nil
+        guard let session = self.session else { return }
+        self.inRead = true
+        defer { self.inRead = false }
+        do {
+            try session.receive(bytes)
+        } catch {
+            // Bad preface, protocol violation or a flood nghttp2 detected: it has queued a GOAWAY.
+            self.logger.debug("Closing connection after HTTP/2 error", metadata: ["error": "\(error)"])
+            self.flushOutput()
+            self.closeConnection()
+            return
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        self.flushOutput()
+        context.fireChannelReadComplete()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.teardown()
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        self.logger.debug("Connection error", metadata: ["error": "\(error)"])
+        self.closeConnection()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ServerShutdownEvent {
+            self.beginGracefulShutdown(grace: (event as! ServerShutdownEvent).grace)
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    private func teardown() {
+        guard !self.closed else { return }
+        self.closed = true
+        self.metrics.connectionClosed()
+        for timer in [self.idleTimer, self.ageTimer, self.graceTimer, self.keepaliveTimer, self.keepaliveTimeoutTimer] {
+            timer?.cancel()
+        }
+        let calls = self.calls
+        self.calls.removeAll()
+        for call in calls.values {
+            call.streamClosed = true
+            call.finished = true
+            self.cancel(call)
+            call.connection = nil
+        }
+        self.session?.delegate = nil
+        self.session = nil
+        self.context = nil
+    }
+
+    private func closeConnection() {
+        guard !self.closed, let context = self.context else { return }
+        context.close(promise: nil)
+    }
+
+    // MARK: Output
+
+    /// Writes whatever nghttp2 has queued. Called at the end of each read batch and, for output produced by
+    /// handlers, once per event-loop tick so responses finished together go out in one write.
+    private func flushOutput() {
+        guard let session = self.session, let context = self.context else { return }
+        var buffer = context.channel.allocator.buffer(capacity: 0)
+        do {
+            try session.write(into: &buffer)
+        } catch {
+            self.logger.error("HTTP/2 session failed", metadata: ["error": "\(error)"])
+            self.closeConnection()
+            return
+        }
+        if buffer.readableBytes > 0 {
+            context.writeAndFlush(self.wrapOutboundOut(buffer), promise: nil)
+        }
+        if self.draining && self.calls.isEmpty && self.runningHandlers == 0 && !session.wantsWrite {
+            self.closeConnection()
+        }
+    }
+
+    private func scheduleFlush() {
+        guard !self.inRead, !self.flushScheduled, let context = self.context else { return }
+        self.flushScheduled = true
+        context.eventLoop.assumeIsolated().execute { [self] in
+            self.flushScheduled = false
+            self.flushOutput()
+        }
+    }
+
+    // MARK: HTTP/2 events
+
+    func http2Session(_ session: HTTP2Session, didReceiveHeaders headers: [HTTP2Header], streamID: Int32, endStream: Bool) {
+        if let call = self.calls[streamID] {
+            // Clients send no trailers in gRPC; treat a second header block as the end of the request.
+            if endStream { self.http2Session(session, didReceiveEndStream: call.streamID) }
+            return
+        }
+        self.pingStrikes = 0
+        self.openCall(streamID: streamID, headers: headers, endStream: endStream)
+    }
+
+    private func openCall(streamID: Int32, headers: [HTTP2Header], endStream: Bool) {
+        guard let session = self.session, let context = self.context else { return }
+        var method = ""
+        var path = ""
+        var contentType = ""
+        var timeout: String?
+        var encoding: String?
+        for header in headers {
+            switch header.name {
+            case ":method": method = header.value
+            case ":path": path = header.value
+            case "content-type": contentType = header.value
+            case "grpc-timeout": timeout = header.value
+            case "grpc-encoding": encoding = header.value
+            default: break
+            }
+        }
+        guard method == "POST" else {
+            self.respondHTTPError(streamID: streamID, status: "405", code: .internalError, "gRPC requires POST")
+            return
+        }
+        guard contentType.hasPrefix("application/grpc") else {
+            self.respondHTTPError(streamID: streamID, status: "415", code: .internalError, "Unsupported content-type")
+            return
+        }
+        guard !self.draining else {
+            session.resetStream(streamID: streamID, errorCode: .refusedStream)
+            return
+        }
+        guard self.runningHandlers < Int(self.configuration.http2.maxConcurrentStreams) else {
+            session.resetStream(streamID: streamID, errorCode: .refusedStream)
+            return
+        }
+        guard let handler = self.router.handlers[path] else {
+            self.metrics.callFinished(path: "unknown", code: .unimplemented, start: nil)
+            self.respondTrailersOnly(streamID: streamID, RPCError(.unimplemented, "Unknown method \(path)"))
+            return
+        }
+        if let encoding, encoding != "identity" {
+            var error = RPCError(.unimplemented, "Compression \(encoding) is not supported")
+            error.metadata.add("grpc-accept-encoding", "identity")
+            self.respondTrailersOnly(streamID: streamID, error)
+            return
+        }
+        var deadline: NIODeadline?
+        if let timeout {
+            guard let duration = GRPCTimeout.parse(timeout) else {
+                self.respondTrailersOnly(streamID: streamID, RPCError(.internalError, "Malformed grpc-timeout"))
+                return
+            }
+            deadline = .now() + TimeAmount(duration)
+        }
+        let call = ServerCall(
+            streamID: streamID,
+            path: path,
+            requestMetadata: Metadata(headers: headers),
+            deadline: deadline,
+            peer: self.peer,
+            eventLoop: context.eventLoop,
+            handler: handler,
+            connection: self,
+            maxMessageSize: self.configuration.maxReceiveMessageSize
+        )
+        self.calls[streamID] = call
+        self.metrics.callStarted()
+        call.startTime = .now()
+        self.idleTimer?.cancel()
+        self.idleTimer = nil
+        if let deadline {
+            call.deadlineTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
+                self.deadlineExceeded(call)
+            }
+        }
+        if !handler.singleRequest {
+            self.startHandler(call, firstMessage: nil)
+        }
+        if endStream {
+            self.http2Session(session, didReceiveEndStream: streamID)
+        }
+    }
+
+    func http2Session(_ session: HTTP2Session, didReceiveData bytes: UnsafeRawBufferPointer, streamID: Int32) {
+        self.pingStrikes = 0
+        guard let call = self.calls[streamID], !call.finished, let context = self.context else {
+            session.consume(streamID: streamID, count: bytes.count)
+            return
+        }
+        call.deframer.append(bytes, allocator: context.channel.allocator)
+        call.unconsumedBytes += bytes.count
+        do {
+            while let message = try call.deframer.next() {
+                call.queuedBytes += message.readableBytes + MessageFraming.headerSize
+                call.inbound.append(message)
+            }
+        } catch {
+            session.consume(streamID: streamID, count: call.unconsumedBytes)
+            call.unconsumedBytes = 0
+            let rpcError: RPCError
+            switch error {
+            case .messageTooLarge(let length, let limit):
+                rpcError = RPCError(.resourceExhausted, "Request message of \(length) bytes exceeds the limit of \(limit)")
+            case .compressedWithoutEncoding:
+                rpcError = RPCError(.internalError, "Compressed message without grpc-encoding")
+            case .invalidFlag:
+                rpcError = RPCError(.internalError, "Invalid message frame")
+            }
+            self.finish(call, error: rpcError)
+            self.cancel(call)
+            return
+        }
+        // Bytes of a message still incomplete go back to the window now (the message is bounded by the receive
+        // limit); bytes of complete messages only when the handler takes them.
+        let releasable = call.unconsumedBytes - call.queuedBytes
+        if releasable > 0 {
+            session.consume(streamID: streamID, count: releasable)
+            call.unconsumedBytes -= releasable
+        }
+        self.deliver(call)
+    }
+
+    func http2Session(_ session: HTTP2Session, didReceiveEndStream streamID: Int32) {
+        guard let call = self.calls[streamID], !call.inboundEnded else { return }
+        call.inboundEnded = true
+        if call.finished { return }
+        if call.deframer.hasPartialMessage {
+            self.finish(call, error: RPCError(.internalError, "The request ended inside a message"))
+            self.cancel(call)
+            return
+        }
+        if call.handler.singleRequest && !call.handlerStarted {
+            guard call.inbound.count == 1 else {
+                let message = call.inbound.isEmpty ? "The request has no message" : "Too many request messages"
+                self.finish(call, error: RPCError(.internalError, message))
+                return
+            }
+            let message = call.inbound.removeFirst()
+            self.release(call, message)
+            self.startHandler(call, firstMessage: message)
+            return
+        }
+        self.deliver(call)
+    }
+
+    func http2Session(_ session: HTTP2Session, streamClosed streamID: Int32, errorCode: HTTP2ErrorCode) {
+        guard let call = self.calls.removeValue(forKey: streamID) else { return }
+        call.streamClosed = true
+        if !call.finished {
+            // The client reset the stream (or the connection is going): cancel the handler.
+            call.finished = true
+            call.deadlineTimer?.cancel()
+            self.metrics.callFinished(path: call.path, code: .cancelled, start: call.startTime)
+            self.cancel(call)
+        }
+        if !call.handlerStarted || call.handlerDone {
+            call.connection = nil
+        }
+        if self.calls.isEmpty && self.runningHandlers == 0 { self.armIdleTimer() }
+    }
+
+    func http2Session(_ session: HTTP2Session, didReceivePing ack: Bool) {
+        if ack {
+            self.keepaliveTimeoutTimer?.cancel()
+            self.keepaliveTimeoutTimer = nil
+            return
+        }
+        let now = NIODeadline.now()
+        defer { self.lastPingReceived = now }
+        let idle = self.calls.isEmpty
+        if idle && !self.configuration.permitPingWithoutCalls {
+            self.pingStrikes += 1
+        } else if let last = self.lastPingReceived, now - last < TimeAmount(self.configuration.minPingInterval) {
+            self.pingStrikes += 1
+        }
+        if self.pingStrikes > self.configuration.maxPingStrikes {
+            self.logger.debug("Too many pings: closing connection")
+            session.goAway(errorCode: .enhanceYourCalm, debugData: "too_many_pings")
+            self.draining = true
+            self.flushOutput()
+            self.closeConnection()
+        }
+    }
+
+    func http2Session(_ session: HTTP2Session, didReceiveGoAway lastStreamID: Int32, errorCode: HTTP2ErrorCode) {
+        self.draining = true
+    }
+
+    func http2Session(_ session: HTTP2Session, didSendData count: Int, streamID: Int32, pendingBytes: Int) {
+        self.pingStrikes = 0
+        guard pendingBytes <= self.configuration.outboundHighWatermark / 2,
+            let call = self.calls[streamID], let writer = call.writerWaiting
+        else { return }
+        call.writerWaiting = nil
+        writer.resume()
+    }
+
+    // MARK: Calls
+
+    private func startHandler(_ call: ServerCall, firstMessage: ByteBuffer?) {
+        guard let executor = self.executor else { return }
+        call.handlerStarted = true
+        self.runningHandlers += 1
+        let logger = self.logger
+        let deadline = call.deadline
+        let handler = call.handler
+        call.task = Task(executorPreference: executor) {
+            var status: RPCError?
+            do {
+                try await GRPCDeadline.$current.withValue(deadline) {
+                    try await handler.run(call, firstMessage)
+                }
+            } catch {
+                let mapped = RPCError.from(error)
+                if mapped.code == .unknown {
+                    logger.warning(
+                        "Handler failed",
+                        metadata: ["rpc.method": "\(call.path)", "error": "\(error)"]
+                    )
+                }
+                status = mapped
+            }
+            call.complete(status)
+        }
+    }
+
+    /// Called on the loop when the handler's task has returned.
+    func handlerFinished(_ call: ServerCall) {
+        self.runningHandlers -= 1
+        call.handlerDone = true
+        if call.streamClosed { call.connection = nil }
+        if self.calls.isEmpty && self.runningHandlers == 0 {
+            self.armIdleTimer()
+            if self.draining { self.scheduleFlush() }
+        }
+    }
+
+    private func deliver(_ call: ServerCall) {
+        guard let reader = call.readerWaiting else { return }
+        if !call.inbound.isEmpty {
+            call.readerWaiting = nil
+            let message = call.inbound.removeFirst()
+            self.release(call, message)
+            reader.resume(returning: message)
+        } else if call.inboundEnded {
+            call.readerWaiting = nil
+            reader.resume(returning: nil)
+        }
+    }
+
+    /// Returns a dequeued message's bytes to the flow-control window.
+    private func release(_ call: ServerCall, _ message: ByteBuffer) {
+        let size = message.readableBytes + MessageFraming.headerSize
+        call.queuedBytes -= size
+        call.unconsumedBytes -= size
+        self.session?.consume(streamID: call.streamID, count: size)
+        self.scheduleFlush()
+    }
+
+    func read(on call: ServerCall, continuation: CheckedContinuation<ByteBuffer?, any Error>) {
+        if call.cancelled {
+            continuation.resume(throwing: CancellationError())
+            return
+        }
+        precondition(call.readerWaiting == nil, "RequestStream iterated concurrently")
+        call.readerWaiting = continuation
+        self.deliver(call)
+    }
+
+    func waitUntilWritable(_ call: ServerCall, continuation: CheckedContinuation<Void, any Error>) {
+        if call.cancelled {
+            continuation.resume(throwing: CancellationError())
+            return
+        }
+        let pending = self.session?.pendingOutboundBytes(streamID: call.streamID) ?? 0
+        if pending <= self.configuration.outboundHighWatermark {
+            continuation.resume()
+        } else {
+            call.writerWaiting = continuation
+        }
+    }
+
+    func sendMessage(_ bytes: [UInt8], on call: ServerCall) {
+        guard !call.finished, let session = self.session, let context = self.context else { return }
+        if !call.headersSent { self.sendHeaders(call) }
+        session.sendData(streamID: call.streamID, MessageFraming.frame(bytes, allocator: context.channel.allocator))
+        self.scheduleFlush()
+    }
+
+    private func sendHeaders(_ call: ServerCall) {
+        guard let session = self.session else { return }
+        call.headersSent = true
+        var headers = [HTTP2Header(":status", "200"), HTTP2Header("content-type", "application/grpc")]
+        call.responseMetadata.appendHeaders(to: &headers)
+        do {
+            try session.submitResponse(streamID: call.streamID, headers: headers, endStream: false)
+        } catch {
+            self.logger.debug("Submitting response headers failed", metadata: ["error": "\(error)"])
+            session.resetStream(streamID: call.streamID, errorCode: .internalError)
+        }
+    }
+
+    /// Sends the call's status, once: trailers after headers, or a trailers-only response.
+    func finish(_ call: ServerCall, error: RPCError?) {
+        guard !call.finished else { return }
+        call.finished = true
+        call.deadlineTimer?.cancel()
+        call.deadlineTimer = nil
+        self.metrics.callFinished(path: call.path, code: error?.code ?? .ok, start: call.startTime)
+        guard let session = self.session, !call.streamClosed else { return }
+        var trailers = Self.statusHeaders(error)
+        call.trailingMetadata.appendHeaders(to: &trailers)
+        if call.headersSent {
+            session.finish(streamID: call.streamID, trailers: trailers)
+        } else {
+            var headers = [HTTP2Header(":status", "200"), HTTP2Header("content-type", "application/grpc")]
+            call.responseMetadata.appendHeaders(to: &headers)
+            headers.append(contentsOf: trailers)
+            call.headersSent = true
+            do {
+                try session.submitResponse(streamID: call.streamID, headers: headers, endStream: true)
+            } catch {
+                session.resetStream(streamID: call.streamID, errorCode: .internalError)
+            }
+        }
+        self.scheduleFlush()
+    }
+
+    private static func statusHeaders(_ error: RPCError?) -> [HTTP2Header] {
+        guard let error else { return [HTTP2Header("grpc-status", "0")] }
+        var headers = [HTTP2Header("grpc-status", String(error.code.rawValue))]
+        if !error.message.isEmpty {
+            headers.append(HTTP2Header("grpc-message", PercentEncoding.encode(error.message)))
+        }
+        if let details = error.details {
+            headers.append(HTTP2Header("grpc-status-details-bin", Base64.encode(details, padding: false)))
+        }
+        error.metadata.appendHeaders(to: &headers)
+        return headers
+    }
+
+    private func respondTrailersOnly(streamID: Int32, _ error: RPCError) {
+        guard let session = self.session else { return }
+        var headers = [HTTP2Header(":status", "200"), HTTP2Header("content-type", "application/grpc")]
+        headers.append(contentsOf: Self.statusHeaders(error))
+        do {
+            try session.submitResponse(streamID: streamID, headers: headers, endStream: true)
+        } catch {
+            session.resetStream(streamID: streamID, errorCode: .internalError)
+        }
+        self.scheduleFlush()
+    }
+
+    private func respondHTTPError(streamID: Int32, status: String, code: StatusCode, _ message: String) {
+        guard let session = self.session else { return }
+        let headers = [
+            HTTP2Header(":status", status), HTTP2Header("grpc-status", String(code.rawValue)),
+            HTTP2Header("grpc-message", PercentEncoding.encode(message)),
+        ]
+        do {
+            try session.submitResponse(streamID: streamID, headers: headers, endStream: true)
+        } catch {
+            session.resetStream(streamID: streamID, errorCode: .internalError)
+        }
+        self.scheduleFlush()
+    }
+
+    private func deadlineExceeded(_ call: ServerCall) {
+        call.deadlineTimer = nil
+        guard !call.finished else { return }
+        self.finish(call, error: RPCError(.deadlineExceeded, "Deadline exceeded"))
+        self.cancel(call)
+        // The client gets its status; stop it sending more.
+        if !call.inboundEnded { self.session?.resetStream(streamID: call.streamID, errorCode: .cancel) }
+        self.scheduleFlush()
+    }
+
+    private func cancel(_ call: ServerCall) {
+        guard !call.cancelled else { return }
+        call.cancelled = true
+        call.task?.cancel()
+        call.failWaiters(CancellationError())
+        if let session = self.session, call.unconsumedBytes > 0 {
+            session.consume(streamID: call.streamID, count: call.unconsumedBytes)
+            call.unconsumedBytes = 0
+        }
+        call.inbound.removeAll()
+    }
+
+    // MARK: Connection lifetime
+
+    private func armIdleTimer() {
+        guard let timeout = self.configuration.idleTimeout, let context = self.context, self.idleTimer == nil else {
+            return
+        }
+        self.idleTimer = context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(timeout)) { [self] in
+            self.idleTimer = nil
+            guard self.calls.isEmpty, self.runningHandlers == 0 else { return }
+            self.logger.debug("Closing idle connection")
+            self.session?.goAway(errorCode: .noError, debugData: "idle")
+            self.draining = true
+            self.flushOutput()
+            self.closeConnection()
+        }
+    }
+
+    private func armKeepalive() {
+        guard let context = self.context else { return }
+        let interval = TimeAmount(self.configuration.keepaliveTime)
+        self.keepaliveTimer = context.eventLoop.assumeIsolated().scheduleTask(in: interval) { [self] in
+            let silent = NIODeadline.now() - self.lastReadTime
+            if silent >= interval, self.keepaliveTimeoutTimer == nil, let context = self.context {
+                self.session?.ping(0x4B49_4E44)
+                self.flushOutput()
+                self.keepaliveTimeoutTimer = context.eventLoop.assumeIsolated().scheduleTask(
+                    in: TimeAmount(self.configuration.keepaliveTimeout)
+                ) { [self] in
+                    self.logger.debug("Keepalive PING unanswered: closing connection")
+                    self.closeConnection()
+                }
+            }
+            self.armKeepalive()
+        }
+    }
+
+    /// GOAWAY, let in-flight calls finish for up to `grace`, then cancel what is left and close.
+    private func beginGracefulShutdown(grace: Duration) {
+        guard !self.draining || self.graceTimer == nil, let session = self.session, let context = self.context else {
+            return
+        }
+        self.draining = true
+        session.shutdownNotice()
+        session.goAway(errorCode: .noError)
+        self.flushOutput()
+        self.graceTimer = context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(grace)) { [self] in
+            for call in self.calls.values where !call.finished {
+                self.finish(call, error: RPCError(.unavailable, "The server is shutting down"))
+                self.cancel(call)
+            }
+            self.flushOutput()
+            self.closeConnection()
+        }
+    }
+}
+
+/// Fired into every server channel to start a graceful shutdown.
+struct ServerShutdownEvent: Sendable {
+    let grace: Duration
+}

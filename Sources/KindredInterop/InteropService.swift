@@ -1,0 +1,125 @@
+import KindredGRPC
+import KindredProto
+import NIOConcurrencyHelpers
+
+private typealias V1 = Kindred.Testing.V1
+
+/// The interop test service (`kindred.testing.v1.InteropService`): every call shape, with knobs for
+/// failures, delays and sizes, and a record of cancellations so tests can check the runtime cancelled a
+/// handler. Used by the runtime tests, the Python grpcio suite and the benchmark.
+public final class InteropService: GRPCService {
+    private struct CallRecord {
+        var cancelled = false
+        var finished = false
+    }
+
+    private let records = NIOLockedValueBox([String: CallRecord]())
+    private let statsProvider: @Sendable () -> V1.ServerStatsResponse
+
+    /// `stats` reports the serving process's counters for GetServerStats.
+    public init(stats: @escaping @Sendable () -> V1.ServerStatsResponse = { V1.ServerStatsResponse() }) {
+        self.statsProvider = stats
+    }
+
+    public func register(in router: inout GRPCRouter) {
+        router.unary(V1.InteropService.Method.echo) { request, context in
+            try await self.track(context) {
+                try await self.echo(request, context: context, index: 0)
+            }
+        }
+        router.serverStreaming(V1.InteropService.Method.expand) { request, writer, context in
+            try await self.track(context) {
+                try Self.failIfAsked(request, context: context)
+                let payload = [UInt8](repeating: 0x6B, count: Int(max(0, min(request.responseSize, 4 << 20))))
+                for index in 0..<max(0, min(request.responseCount, 10_000)) {
+                    var response = V1.EchoResponse()
+                    response.message = request.message
+                    response.payload = payload
+                    response.index = index
+                    try await writer.write(response)
+                }
+            }
+        }
+        router.clientStreaming(V1.InteropService.Method.collect) { requests, context in
+            try await self.track(context) {
+                var response = V1.CollectResponse()
+                for try await request in requests {
+                    try Self.failIfAsked(request, context: context)
+                    response.count += 1
+                    response.joined += request.message
+                    response.payloadBytes += Int64(request.payload.count)
+                }
+                return response
+            }
+        }
+        router.bidirectionalStreaming(V1.InteropService.Method.chat) { requests, writer, context in
+            try await self.track(context) {
+                var index: Int32 = 0
+                for try await request in requests {
+                    try await writer.write(try await self.echo(request, context: context, index: index))
+                    index += 1
+                }
+            }
+        }
+        router.unary(V1.InteropService.Method.getCancellationState) { query, _ in
+            let record = self.records.withLockedValue { $0[query.callID] } ?? CallRecord()
+            var state = V1.CancellationState()
+            state.cancelled = record.cancelled
+            state.finished = record.finished
+            return state
+        }
+        router.unary(V1.InteropService.Method.getServerStats) { _, _ in
+            self.statsProvider()
+        }
+    }
+
+    private func echo(_ request: V1.EchoRequest, context: ServerContext, index: Int32) async throws -> V1.EchoResponse {
+        if request.delayMs > 0 {
+            try await Task.sleep(for: .milliseconds(min(request.delayMs, 60_000)))
+        }
+        try Self.failIfAsked(request, context: context)
+        var initial = Metadata()
+        var trailing = Metadata()
+        var seen: [String] = []
+        for (key, value) in context.metadata {
+            switch value {
+            case .string(let text):
+                seen.append("\(key)=\(text)")
+                if key == "x-echo-initial" { initial.add(key, text) }
+                if key == "x-echo-trailing" { trailing.add(key, text) }
+            case .binary(let bytes):
+                seen.append("\(key)=\(Base64.encode(bytes, padding: false))")
+            }
+        }
+        context.setResponseMetadata(initial)
+        context.setTrailingMetadata(trailing)
+        var response = V1.EchoResponse()
+        response.message = request.message
+        response.payload = request.payload
+        response.index = index
+        response.seenMetadata = seen.sorted()
+        return response
+    }
+
+    private static func failIfAsked(_ request: V1.EchoRequest, context: ServerContext) throws {
+        guard request.failWithCode != 0 else { return }
+        guard let code = StatusCode(rawValue: Int(request.failWithCode)), code != .ok else {
+            throw RPCError(.invalidArgument, "fail_with_code must be 1...16")
+        }
+        throw RPCError(code, request.failWithMessage, details: context.metadata.binary("x-echo-details-bin"))
+    }
+
+    /// Records whether a call tagged with `x-call-id` saw cancellation, and when its handler returned.
+    private func track<T>(_ context: ServerContext, _ body: () async throws -> T) async throws -> T {
+        guard let id = context.metadata["x-call-id"] else { return try await body() }
+        self.records.withLockedValue { $0[id] = CallRecord() }
+        defer {
+            let cancelled = Task.isCancelled
+            self.records.withLockedValue { records in
+                records[id]?.finished = true
+                if cancelled { records[id]?.cancelled = true }
+            }
+        }
+        return try await body()
+    }
+}

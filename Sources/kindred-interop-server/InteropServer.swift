@@ -1,0 +1,73 @@
+import ArgumentParser
+import KindredGRPC
+import KindredGRPCServices
+import KindredInterop
+import KindredOpenSSL
+import KindredProto
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The interop test server: serves `kindred.testing.v1.InteropService` with health and reflection.
+/// Prints `LISTENING host:port` on stdout once it accepts connections.
+@main
+struct InteropServerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "kindred-interop-server",
+        abstract: "Serve the Kindred interop test service (for tests and benchmarks)."
+    )
+
+    @Option(help: "Address to listen on.") var host = "127.0.0.1"
+    @Option(help: "Port to listen on (0 picks a free one).") var port = 50099
+    @Option(help: "PEM certificate chain; enables TLS with ALPN h2.") var tlsCert: String?
+    @Option(help: "PEM private key for --tls-cert.") var tlsKey: String?
+    @Option(help: "PEM CA bundle; requires client certificates (mTLS).") var clientCa: String?
+    @Option(help: "Log level (trace, debug, info, notice, warning, error).") var logLevel = "warning"
+
+    func run() async throws {
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = Logger.Level(rawValue: self.logLevel) ?? .warning
+            return handler
+        }
+        let logger = Logger(label: "kindred.interop")
+        var configuration = GRPCServerConfiguration()
+        configuration.host = self.host
+        configuration.port = self.port
+        if let tlsCert, let tlsKey {
+            var tls = TLSConfiguration.server(certificateChainFile: tlsCert, privateKeyFile: tlsKey)
+            if let clientCa { tls.clientAuthentication = .required(trustRoots: .file(clientCa)) }
+            configuration.tls = try TLSContext(configuration: tls)
+        }
+        let metrics = ServerMetrics()
+        var runner = ServerRunner(
+            configuration: configuration,
+            services: [
+                InteropService(stats: {
+                    var stats = Kindred.Testing.V1.ServerStatsResponse()
+                    stats.activeCalls = Int32(metrics.activeCalls)
+                    stats.openConnections = Int32(metrics.openConnections)
+                    stats.residentBytes = residentBytes()
+                    return stats
+                })
+            ]
+        )
+        runner.metrics = metrics
+        try await runner.run(logger: logger) { address in
+            print("LISTENING \(address.ipAddress ?? self.host):\(address.port ?? self.port)")
+            fflush(nil)
+        }
+    }
+}
+
+/// This process's resident set size, from /proc/self/statm (pages).
+private func residentBytes() -> Int64 {
+    guard let file = fopen("/proc/self/statm", "r") else { return 0 }
+    defer { fclose(file) }
+    var size = 0
+    var resident = 0
+    guard fscanf(file, "%ld %ld", &size, &resident) == 2 else { return 0 }
+    return Int64(resident) * Int64(sysconf(Int32(_SC_PAGESIZE)))
+}

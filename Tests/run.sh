@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The test command: generated-code drift check, every Swift test, and the Python grpcio interop suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+services/install-deps.sh
+proto/check-generated.sh
+
+swift build --build-tests
+swift test --skip-build --parallel --num-workers 2
+
+KINDRED_BIN_PATH="$(swift build --show-bin-path)" python3 -m pytest -q -p no:cacheprovider Tests/Interop

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what building and testing Kindred needs on Debian/Ubuntu: the C libraries, protoc and protoc-c,
+# the PostgreSQL server, h2load, and the Python packages of the interop tests.
+# As root it installs what is missing; otherwise it prints the command to run and fails.
+set -euo pipefail
+
+DEBIAN_PACKAGES=(
+    pkg-config libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler libprotobuf-dev
+    libssl-dev openssl libpq-dev libargon2-dev postgresql nghttp2-client python3-pip
+)
+PYTHON_PACKAGES=(grpcio grpcio-tools grpcio-health-checking grpcio-reflection protobuf pytest h2)
+
+missing=()
+for package in "${DEBIAN_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" -eq 0 ]; then
+        echo "Installing Debian packages: ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    else
+        echo "Missing Debian packages. Run: sudo apt-get install ${missing[*]}" >&2
+        exit 1
+    fi
+fi
+
+if ! python3 -c "import grpc, grpc_tools, grpc_health, grpc_reflection, google.protobuf, pytest, h2" 2>/dev/null; then
+    echo "Installing Python packages: ${PYTHON_PACKAGES[*]}"
+    python3 -m pip install -q "${PYTHON_PACKAGES[@]}" 2>/dev/null \
+        || python3 -m pip install -q --break-system-packages "${PYTHON_PACKAGES[@]}"
+fi
