@@ -51,9 +51,10 @@ public final class TLSHandler: ChannelDuplexHandler {
         case idle
         case handshaking
         case active
-        /// close_notify queued; the channel closes when it is written.
+        /// Closing was started (close, failure or close_notify received): a final close_notify or
+        /// alert is on its way and the channel closes once it is written.
         case closing
-        /// Failed, closed or removed.
+        /// Inactive or removed.
         case closed
     }
 
@@ -302,10 +303,10 @@ public final class TLSHandler: ChannelDuplexHandler {
             self.state = .closing
             self.failPendingWrites(ChannelError.ioOnClosedChannel)
             self.writeOutputThenClose(context: context, mode: .all, promise: promise)
-        case (.all, .closing):
-            // Already closing (close_notify on its way): complete with the channel's close.
+        case (_, .closing):
+            // Already closing, the final write on its way: complete with the channel's close.
             if let promise { context.channel.closeFuture.cascade(to: promise) }
-        case (_, .idle), (_, .handshaking), (_, .active), (_, .closing), (_, .closed):
+        case (_, .idle), (_, .handshaking), (_, .active), (_, .closed):
             if mode == .all {
                 self.state = .closed
                 self.failPendingWrites(ChannelError.ioOnClosedChannel)
@@ -404,23 +405,19 @@ public final class TLSHandler: ChannelDuplexHandler {
         }
     }
 
-    /// Sends OpenSSL's alert (if any), reports `error` and closes the channel.
+    /// Reports `error`, then sends OpenSSL's alert (if any) and closes the channel.
     private func fail(context: ChannelHandlerContext, error: Error) {
-        guard self.state != .closed else { return }
-        self.state = .closed
+        switch self.state {
+        case .idle, .handshaking, .active:
+            break
+        case .closing, .closed:
+            return
+        }
+        // From here, a close from an error handler waits for the alert instead of dropping it.
+        self.state = .closing
         self.failPendingWrites(error)
-        // The alert is flushed before the error is reported, so an error handler that closes at
-        // once does not drop it.
-        let alert = self.connection.takeOutput(allocator: context.channel.allocator)
-        if let alert {
-            context.writeAndFlush(self.wrapOutboundOut(alert)).assumeIsolated().whenComplete { _ in
-                context.close(mode: .all, promise: nil)
-            }
-        }
         context.fireErrorCaught(error)
-        if alert == nil {
-            context.close(mode: .all, promise: nil)
-        }
+        self.writeOutputThenClose(context: context, mode: .all, promise: nil)
     }
 
     private func failPendingWrites(_ error: Error) {
