@@ -138,7 +138,11 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         self.calls.removeAll()
         for call in calls.values {
             call.streamClosed = true
-            call.finished = true
+            if !call.finished {
+                call.finished = true
+                call.deadlineTimer?.cancel()
+                self.metrics.callFinished(path: call.path, code: .cancelled, start: call.startTime)
+            }
             self.cancel(call)
             call.connection = nil
         }
@@ -169,7 +173,9 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         if buffer.readableBytes > 0 {
             context.writeAndFlush(self.wrapOutboundOut(buffer), promise: nil)
         }
-        if self.draining && self.calls.isEmpty && self.runningHandlers == 0 && !session.wantsWrite {
+        if !session.isActive || (self.draining && self.calls.isEmpty && self.runningHandlers == 0 && !session.wantsWrite) {
+            // nghttp2 wants neither to read nor write (it sent GOAWAY after a flood or an error), or a drained
+            // connection has nothing left to do.
             self.closeConnection()
         }
     }

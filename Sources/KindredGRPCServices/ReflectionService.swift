@@ -2,7 +2,7 @@ import KindredGRPC
 import KindredProto
 import KindredProtobuf
 
-private typealias V1 = Grpc.Reflection.V1
+typealias ReflectionV1 = Grpc.Reflection.V1
 
 /// gRPC server reflection (`grpc.reflection.v1` and `v1alpha`), answered from the descriptor set generated
 /// with the code, so grpcurl and Postman can list and call methods.
@@ -33,7 +33,7 @@ public struct ReflectionService: GRPCService {
     }
 
     public func register(in router: inout GRPCRouter) {
-        let method = ProtoMethod<V1.ServerReflectionRequest, V1.ServerReflectionResponse>(
+        let method = ProtoMethod<ReflectionV1.ServerReflectionRequest, ReflectionV1.ServerReflectionResponse>(
             service: self.version.serviceName,
             name: "ServerReflectionInfo",
             kind: .bidirectionalStreaming
@@ -45,8 +45,8 @@ public struct ReflectionService: GRPCService {
         }
     }
 
-    func answer(_ request: V1.ServerReflectionRequest) -> V1.ServerReflectionResponse {
-        var response = V1.ServerReflectionResponse()
+    func answer(_ request: ReflectionV1.ServerReflectionRequest) -> ReflectionV1.ServerReflectionResponse {
+        var response = ReflectionV1.ServerReflectionResponse()
         response.validHost = request.host
         response.originalRequest = request
         switch request.messageRequest {
@@ -55,9 +55,9 @@ public struct ReflectionService: GRPCService {
         case .fileContainingSymbol(let symbol):
             response.messageResponse = self.files(self.files.file(containingSymbol: symbol), missing: "symbol \(symbol)")
         case .listServices:
-            var list = V1.ListServiceResponse()
+            var list = ReflectionV1.ListServiceResponse()
             list.service = self.serviceNames.map { name in
-                var service = V1.ServiceResponse()
+                var service = ReflectionV1.ServiceResponse()
                 service.name = name
                 return service
             }
@@ -74,15 +74,15 @@ public struct ReflectionService: GRPCService {
     private func files(
         _ file: ProtoFileDescriptor?,
         missing: String
-    ) -> V1.ServerReflectionResponse.MessageResponse {
+    ) -> ReflectionV1.ServerReflectionResponse.MessageResponse {
         guard let file else { return Self.error(.notFound, "Unknown \(missing)") }
-        var descriptors = V1.FileDescriptorResponse()
+        var descriptors = ReflectionV1.FileDescriptorResponse()
         descriptors.fileDescriptorProto = self.files.withDependencies(file).map(\.serializedBytes)
         return .fileDescriptorResponse(descriptors)
     }
 
-    private static func error(_ code: StatusCode, _ message: String) -> V1.ServerReflectionResponse.MessageResponse {
-        var error = V1.ErrorResponse()
+    private static func error(_ code: StatusCode, _ message: String) -> ReflectionV1.ServerReflectionResponse.MessageResponse {
+        var error = ReflectionV1.ErrorResponse()
         error.errorCode = Int32(code.rawValue)
         error.errorMessage = message
         return .errorResponse(error)

@@ -1,5 +1,6 @@
 import Dispatch
 import KindredGRPC
+import KindredProto
 import Logging
 import NIOCore
 
@@ -33,8 +34,8 @@ public struct ServerRunner: Sendable {
         let served = Set(names + ["grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"]).sorted()
         let standard: [any GRPCService] = [
             self.health,
-            ReflectionService(version: .v1, files: KindredProtoFiles.all, serviceNames: served),
-            ReflectionService(version: .v1alpha, files: KindredProtoFiles.all, serviceNames: served),
+            ReflectionService(version: .v1, files: ProtoRegistry.fileDescriptors, serviceNames: served),
+            ReflectionService(version: .v1alpha, files: ProtoRegistry.fileDescriptors, serviceNames: served),
         ]
         let server = GRPCServer(
             configuration: self.configuration,
@@ -61,7 +62,8 @@ public struct ServerRunner: Sendable {
 }
 
 /// Waits for the first of some signals, with the default action switched off while waiting.
-final class SignalWaiter: Sendable {
+/// `@unchecked Sendable`: the dispatch sources are only kept alive here, never touched after `init`.
+final class SignalWaiter: @unchecked Sendable {
     private let sources: [any DispatchSourceSignal]
     private let stream: AsyncStream<Int32>
 

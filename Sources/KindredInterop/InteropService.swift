@@ -2,7 +2,7 @@ import KindredGRPC
 import KindredProto
 import NIOConcurrencyHelpers
 
-private typealias V1 = Kindred.Testing.V1
+typealias V1 = Kindred.Testing.V1
 
 /// The interop test service (`kindred.testing.v1.InteropService`): every call shape, with knobs for
 /// failures, delays and sizes, and a record of cancellations so tests can check the runtime cancelled a
@@ -17,7 +17,9 @@ public final class InteropService: GRPCService {
     private let statsProvider: @Sendable () -> V1.ServerStatsResponse
 
     /// `stats` reports the serving process's counters for GetServerStats.
-    public init(stats: @escaping @Sendable () -> V1.ServerStatsResponse = { V1.ServerStatsResponse() }) {
+    public init(
+        stats: @escaping @Sendable () -> Kindred.Testing.V1.ServerStatsResponse = { .init() }
+    ) {
         self.statsProvider = stats
     }
 
@@ -62,7 +64,7 @@ public final class InteropService: GRPCService {
             }
         }
         router.unary(V1.InteropService.Method.getCancellationState) { query, _ in
-            let record = self.records.withLockedValue { $0[query.callID] } ?? CallRecord()
+            let record = self.records.withLockedValue { $0[query.callId] } ?? CallRecord()
             var state = V1.CancellationState()
             state.cancelled = record.cancelled
             state.finished = record.finished

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import KindredGRPC
 import KindredGRPCServices
 import KindredInterop
@@ -62,12 +63,10 @@ struct InteropServerCommand: AsyncParsableCommand {
     }
 }
 
-/// This process's resident set size, from /proc/self/statm (pages).
+/// This process's resident set size, from /proc/self/statm (second field, in pages).
 private func residentBytes() -> Int64 {
-    guard let file = fopen("/proc/self/statm", "r") else { return 0 }
-    defer { fclose(file) }
-    var size = 0
-    var resident = 0
-    guard fscanf(file, "%ld %ld", &size, &resident) == 2 else { return 0 }
-    return Int64(resident) * Int64(sysconf(Int32(_SC_PAGESIZE)))
+    guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+    let fields = statm.split(separator: " ")
+    guard fields.count > 1, let pages = Int64(fields[1]) else { return 0 }
+    return pages * Int64(sysconf(Int32(_SC_PAGESIZE)))
 }

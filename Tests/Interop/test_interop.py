@@ -159,11 +159,14 @@ def test_reflection_lists_and_describes_services(server):
 
 
 def test_reflection_v1(server):
-    from grpc.reflection.v1 import reflection_pb2, reflection_pb2_grpc
+    # grpcio-reflection ships v1alpha's messages only; v1's are wire-identical, so they serve for v1 here.
+    from grpc_reflection.v1alpha import reflection_pb2
 
     with grpc.insecure_channel(server.address) as channel:
-        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
-        responses = list(stub.ServerReflectionInfo(iter([
+        info = channel.stream_stream("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+                                     request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+                                     response_deserializer=reflection_pb2.ServerReflectionResponse.FromString)
+        responses = list(info(iter([
             reflection_pb2.ServerReflectionRequest(list_services=""),
             reflection_pb2.ServerReflectionRequest(file_containing_symbol="kindred.testing.v1.InteropService.Echo"),
             reflection_pb2.ServerReflectionRequest(file_by_filename="no/such.proto"),
