@@ -59,6 +59,64 @@ struct TLSHandlerTests {
         try await server.stop()
     }
 
+    /// With auto-read off, the handler reads on its own during the handshake and again whenever
+    /// ciphertext yielded no plaintext for a reader that asked for data.
+    @Test func worksWithAutoReadOff() async throws {
+        let server = try await TestServer(self.serverConfiguration)
+        let payload = try SecureRandom.bytes(count: 200_000)
+        let client = try await TestClient(
+            port: server.port,
+            configuration: self.clientConfiguration,
+            expectedBytes: payload.count,
+            autoRead: false
+        )
+        #expect(try await client.handshake.get().negotiatedProtocol == "h2")
+        try await client.send([payload])
+        #expect(Array(try await client.received.get().readableBytesView) == payload)
+        try await client.channel.close()
+        try await server.stop()
+    }
+
+    /// The client half-closes (close_notify, then TCP FIN); the server, allowing half-closure,
+    /// sees `inputClosed`, still answers, and closes; the client reads the answer before its close.
+    @Test func halfClosureDeliversCloseNotifyAsInputClosed() async throws {
+        let server = try await TestServer(self.serverConfiguration, remoteHalfClosure: true) {
+            CountThenReplyHandler()
+        }
+        let expected = "received 50000 bytes"
+        let client = try await TestClient(
+            port: server.port,
+            configuration: self.clientConfiguration,
+            expectedBytes: expected.utf8.count,
+            remoteHalfClosure: true
+        )
+        try await client.send([try SecureRandom.bytes(count: 50_000)])
+        try await client.channel.close(mode: .output)
+        #expect(String(buffer: try await client.received.get()) == expected)
+        try await client.channel.closeFuture.get()
+        try await server.stop()
+    }
+
+    /// Without half-closure, a close_notify from the client makes the server answer with its own
+    /// and close: the client's channel closes without error.
+    @Test func closeIsClean() async throws {
+        let server = try await TestServer(self.serverConfiguration)
+        let client = try await TestClient(port: server.port, configuration: self.clientConfiguration, expectedBytes: 3)
+        try await client.send([Array("abc".utf8)])
+        _ = try await client.received.get()
+        try await client.channel.close()
+        var events = server.events.makeAsyncIterator()
+        guard case .handshake = await events.next() else {
+            Issue.record("server handshake did not complete")
+            return
+        }
+        guard case .closed = await events.next() else {
+            Issue.record("server connection should close without error")
+            return
+        }
+        try await server.stop()
+    }
+
     @Test func clientRejectsServerFromAnotherCA() async throws {
         let server = try await TestServer(
             .server(certificateChainFile: self.pki.otherServerCertificate, privateKeyFile: self.pki.otherServerKey)

@@ -6,6 +6,7 @@ import NIOPosix
 enum PeerEvent: Sendable {
     case handshake(TLSHandshakeCompleted)
     case error(String)
+    case closed
 }
 
 /// Echoes every byte back, flushing at the end of each read batch.
@@ -44,6 +45,11 @@ final class ServerRecorder: ChannelInboundHandler {
         self.events.yield(.error("\(error)"))
         context.close(promise: nil)
     }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.events.yield(.closed)
+        context.fireChannelInactive()
+    }
 }
 
 struct TestServer {
@@ -52,18 +58,26 @@ struct TestServer {
 
     var port: Int { self.channel.localAddress!.port! }
 
-    init(_ configuration: TLSConfiguration) async throws {
+    /// - Parameters:
+    ///   - remoteHalfClosure: sets `ChannelOptions.allowRemoteHalfClosure` on accepted channels.
+    ///   - application: the handler above the TLS handler (default: echo).
+    init(
+        _ configuration: TLSConfiguration,
+        remoteHalfClosure: Bool = false,
+        application: @escaping @Sendable () -> any ChannelHandler = { EchoHandler() }
+    ) async throws {
         let context = try TLSContext(configuration: configuration)
         let (events, continuation) = AsyncStream<PeerEvent>.makeStream()
         self.events = events
         self.channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.allowRemoteHalfClosure, value: remoteHalfClosure)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations
                     try pipeline.addHandler(TLSHandler(context: context))
                     try pipeline.addHandler(ServerRecorder(continuation))
-                    try pipeline.addHandler(EchoHandler())
+                    try pipeline.addHandler(application())
                 }
             }
             .bind(host: "127.0.0.1", port: 0)
@@ -88,12 +102,29 @@ final class ClientCollector: ChannelInboundHandler {
     private let handshake: EventLoopPromise<TLSHandshakeCompleted>
     private let received: EventLoopPromise<ByteBuffer>
     private let expectedBytes: Int
+    /// With auto-read off, asks for more after each batch.
+    private let readsManually: Bool
     private var buffer = ByteBuffer()
 
-    init(handshake: EventLoopPromise<TLSHandshakeCompleted>, received: EventLoopPromise<ByteBuffer>, expectedBytes: Int) {
+    init(
+        handshake: EventLoopPromise<TLSHandshakeCompleted>,
+        received: EventLoopPromise<ByteBuffer>,
+        expectedBytes: Int,
+        readsManually: Bool
+    ) {
         self.handshake = handshake
         self.received = received
         self.expectedBytes = expectedBytes
+        self.readsManually = readsManually
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        if self.readsManually { context.read() }
+        context.fireChannelActive()
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if self.readsManually { context.read() }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -133,7 +164,9 @@ struct TestClient {
         port: Int,
         configuration: TLSConfiguration,
         serverName: String? = "localhost",
-        expectedBytes: Int = 0
+        expectedBytes: Int = 0,
+        autoRead: Bool = true,
+        remoteHalfClosure: Bool = false
     ) async throws {
         let context = try TLSContext(configuration: configuration)
         let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
@@ -142,12 +175,19 @@ struct TestClient {
         self.handshake = handshake.futureResult
         self.received = received.futureResult
         self.channel = try await ClientBootstrap(group: eventLoop)
+            .channelOption(.autoRead, value: autoRead)
+            .channelOption(.allowRemoteHalfClosure, value: remoteHalfClosure)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations
                     try pipeline.addHandler(TLSHandler(context: context, serverName: serverName))
                     try pipeline.addHandler(
-                        ClientCollector(handshake: handshake, received: received, expectedBytes: expectedBytes)
+                        ClientCollector(
+                            handshake: handshake,
+                            received: received,
+                            expectedBytes: expectedBytes,
+                            readsManually: !autoRead
+                        )
                     )
                 }
             }
@@ -161,5 +201,28 @@ struct TestClient {
         let futures = chunks.map { channel.write(channel.allocator.buffer(bytes: $0)) }
         channel.flush()
         for future in futures { try await future.get() }
+    }
+}
+
+/// Counts what it receives until the peer half-closes (close_notify), then answers with the count
+/// and closes.
+final class CountThenReplyHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private var count = 0
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        self.count += self.unwrapInboundIn(data).readableBytes
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard let event = event as? ChannelEvent, event == .inputClosed else {
+            context.fireUserInboundEventTriggered(event)
+            return
+        }
+        let reply = context.channel.allocator.buffer(string: "received \(self.count) bytes")
+        context.writeAndFlush(self.wrapOutboundOut(reply), promise: nil)
+        context.close(promise: nil)
     }
 }
