@@ -39,6 +39,15 @@ struct Arena: ~Copyable {
         self.limit = limit
     }
 
+    /// Places an arena at the start of `memory` that allocates from the rest of it. Deinitialize
+    /// the returned pointer to free the arena's heap blocks.
+    static func create(in memory: UnsafeMutableRawBufferPointer, limit: Int) -> UnsafeMutablePointer<Arena> {
+        let headerSize = (MemoryLayout<Arena>.size + 15) & ~15
+        let arena = memory.baseAddress!.bindMemory(to: Arena.self, capacity: 1)
+        arena.initialize(to: Arena(initial: UnsafeMutableRawBufferPointer(rebasing: memory[headerSize...]), limit: limit))
+        return arena
+    }
+
     deinit {
         var block = blocks
         while let current = block {

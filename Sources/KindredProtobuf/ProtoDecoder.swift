@@ -11,9 +11,9 @@ internal import Darwin
 /// field has the expected type and traps otherwise (generated Swift and C code out of step).
 public struct ProtoDecoder: ~Copyable {
     private let base: UnsafeRawPointer
-    private unowned(unsafe) let layout: ProtoMessageLayout
+    private let layout: MessageLayout
 
-    init(base: UnsafeRawPointer, layout: ProtoMessageLayout) {
+    init(base: UnsafeRawPointer, layout: MessageLayout) {
         self.base = base
         self.layout = layout
     }
@@ -52,7 +52,7 @@ public struct ProtoDecoder: ~Copyable {
     public func message<M: ProtoMessage>(_ number: Int32, as type: M.Type = M.self) throws(ProtoError) -> M? {
         let field = layout.fieldForReading(number, FieldShape(.message))
         guard let message = (base + field.pointee.offset).load(as: UnsafeRawPointer?.self) else { return nil }
-        return try makeMessage(message, field.pointee.message!.takeUnretainedValue())
+        return try makeMessage(message, field.pointee.message!)
     }
 
     /// The field number of the member set in the oneof that field `number` belongs to, or 0.
@@ -102,7 +102,7 @@ public struct ProtoDecoder: ~Copyable {
     public func repeatedMessage<M: ProtoMessage>(_ number: Int32, as type: M.Type = M.self) throws(ProtoError) -> [M] {
         let field = layout.fieldForReading(number, FieldShape(.message, repeated: true))
         let (array, count) = repeated(field)
-        let messageLayout = field.pointee.message!.takeUnretainedValue()
+        let messageLayout = field.pointee.message!
         var result: [M] = []
         result.reserveCapacity(count)
         for index in 0..<count {
@@ -120,7 +120,7 @@ public struct ProtoDecoder: ~Copyable {
         let field = layout.fieldForReading(number, FieldShape(.message, repeated: true))
         let (array, count) = repeated(field)
         guard count > 0 else { return [:] }
-        let entryLayout = field.pointee.message!.takeUnretainedValue()
+        let entryLayout = field.pointee.message!
         var result: [Key: Value] = [:]
         result.reserveCapacity(count)
         for index in 0..<count {
@@ -160,17 +160,23 @@ public struct ProtoDecoder: ~Copyable {
     }
 
     private func makeString(_ string: UnsafeRawPointer) throws(ProtoError) -> String {
-        let count: Int
-        // The unpacker allocated length + 1 bytes: that length counts any U+0000 inside.
-        if let size = Arena.recordedSize(of: string), size > 0, string.load(fromByteOffset: size - 1, as: UInt8.self) == 0 {
+        let characters = string.assumingMemoryBound(to: CChar.self)
+        let length = strlen(characters)
+        // The unpacker allocated length + 1 bytes: a longer recorded size means U+0000 inside.
+        var count = length
+        if let size = Arena.recordedSize(of: string), size > length + 1,
+            string.load(fromByteOffset: size - 1, as: UInt8.self) == 0
+        {
             count = size - 1
+        }
+        let result: String?
+        if count == length {
+            // Not generic, unlike String(validating:as:), which looks up metadata on every call.
+            result = String(validatingCString: characters)
         } else {
-            count = strlen(string.assumingMemoryBound(to: CChar.self))
+            result = String(validating: UnsafeRawBufferPointer(start: string, count: count), as: UTF8.self)
         }
-        let utf8 = UnsafeBufferPointer(start: string.assumingMemoryBound(to: UInt8.self), count: count)
-        guard let result = String(validating: utf8, as: UTF8.self) else {
-            throw ProtoError(code: .invalidUTF8, messageName: layout.name)
-        }
+        guard let result else { throw ProtoError(code: .invalidUTF8, messageName: layout.name) }
         return result
     }
 
@@ -181,8 +187,8 @@ public struct ProtoDecoder: ~Copyable {
         return [UInt8](UnsafeRawBufferPointer(start: data, count: count))
     }
 
-    private func makeMessage<M: ProtoMessage>(_ message: UnsafeRawPointer, _ messageLayout: ProtoMessageLayout) throws(ProtoError) -> M {
-        precondition(messageLayout === M.protoMessageLayout, "protobuf message field of another type")
+    private func makeMessage<M: ProtoMessage>(_ message: UnsafeRawPointer, _ messageLayout: MessageLayout) throws(ProtoError) -> M {
+        precondition(messageLayout.storage == M.protoMessageLayout.layout.storage, "protobuf message field of another type")
         return try M(decoder: ProtoDecoder(base: message, layout: messageLayout))
     }
 }

@@ -15,10 +15,10 @@ internal import Darwin
 /// U+0000 is instead written as an unknown field with the same number, which packs the same bytes.
 public struct ProtoEncoder: ~Copyable {
     private let base: UnsafeMutableRawPointer
-    private unowned(unsafe) let layout: ProtoMessageLayout
+    private let layout: MessageLayout
     private let arena: UnsafeMutablePointer<Arena>
 
-    init(base: UnsafeMutableRawPointer, layout: ProtoMessageLayout, arena: UnsafeMutablePointer<Arena>) {
+    init(base: UnsafeMutableRawPointer, layout: MessageLayout, arena: UnsafeMutablePointer<Arena>) {
         self.base = base
         self.layout = layout
         self.arena = arena
@@ -85,7 +85,7 @@ public struct ProtoEncoder: ~Copyable {
     public mutating func setMessage<M: ProtoMessage>(_ number: Int32, _ value: M?) {
         guard let value else { return }
         let field = layout.field(number, FieldShape(.message))
-        let message = makeMessage(value, field.pointee.message!.takeUnretainedValue())
+        let message = makeMessage(value, field.pointee.message!)
         (base + field.pointee.offset).storeBytes(of: message, as: UnsafeMutableRawPointer.self)
     }
 
@@ -124,7 +124,7 @@ public struct ProtoEncoder: ~Copyable {
     public mutating func setMessage<M: ProtoMessage>(oneof number: Int32, _ value: M) {
         let field = layout.field(number, FieldShape(.message, oneof: true))
         setCase(field)
-        let message = makeMessage(value, field.pointee.message!.takeUnretainedValue())
+        let message = makeMessage(value, field.pointee.message!)
         (base + field.pointee.offset).storeBytes(of: message, as: UnsafeMutableRawPointer.self)
     }
 
@@ -190,7 +190,7 @@ public struct ProtoEncoder: ~Copyable {
     public mutating func setRepeatedMessage<M: ProtoMessage>(_ number: Int32, _ values: [M]) {
         guard !values.isEmpty else { return }
         let field = layout.field(number, FieldShape(.message, repeated: true))
-        let messageLayout = field.pointee.message!.takeUnretainedValue()
+        let messageLayout = field.pointee.message!
         let array = allocate(values.count * 8, alignment: 8).assumingMemoryBound(to: UnsafeMutableRawPointer.self)
         for (index, value) in values.enumerated() { array[index] = makeMessage(value, messageLayout) }
         setRepeated(field, UnsafeMutableRawPointer(array), values.count)
@@ -205,7 +205,7 @@ public struct ProtoEncoder: ~Copyable {
     ) {
         guard !map.isEmpty else { return }
         let field = layout.field(number, FieldShape(.message, repeated: true))
-        let entryLayout = field.pointee.message!.takeUnretainedValue()
+        let entryLayout = field.pointee.message!
         let array = allocate(map.count * 8, alignment: 8).assumingMemoryBound(to: UnsafeMutableRawPointer.self)
         for (index, (key, value)) in map.enumerated() {
             let entry = allocateMessage(entryLayout)
@@ -268,14 +268,14 @@ public struct ProtoEncoder: ~Copyable {
         return memory
     }
 
-    private func allocateMessage(_ layout: ProtoMessageLayout) -> UnsafeMutableRawPointer {
+    private func allocateMessage(_ layout: MessageLayout) -> UnsafeMutableRawPointer {
         let message = allocate(layout.size, alignment: 16)
         message.copyMemory(from: layout.initialValue, byteCount: layout.size)
         return message
     }
 
-    private func makeMessage<M: ProtoMessage>(_ value: M, _ messageLayout: ProtoMessageLayout) -> UnsafeMutableRawPointer {
-        precondition(messageLayout === M.protoMessageLayout, "protobuf message field of another type")
+    private func makeMessage<M: ProtoMessage>(_ value: M, _ messageLayout: MessageLayout) -> UnsafeMutableRawPointer {
+        precondition(messageLayout.storage == M.protoMessageLayout.layout.storage, "protobuf message field of another type")
         let message = allocateMessage(messageLayout)
         var encoder = ProtoEncoder(base: message, layout: messageLayout, arena: arena)
         value.encode(to: &encoder)

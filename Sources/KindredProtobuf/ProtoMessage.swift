@@ -19,36 +19,19 @@ public protocol ProtoMessage: Sendable, Hashable {
 extension ProtoMessage {
     /// The message in protobuf wire format.
     public func serializedBytes() throws(ProtoError) -> [UInt8] {
-        try ProtobufC.withCMessage(self) { message, _ throws(ProtoError) in
-            let size = try ProtobufC.packedSize(message)
-            guard size > 0 else { return [] }
-            return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
-                count = ProtobufC.pack(message, into: buffer.baseAddress!)
-                precondition(count == size, "protobuf-c packed a different size than it computed")
-            }
-        }
+        try ProtobufC.serialize(Self.protoMessageLayout.layout) { encoder in self.encode(to: &encoder) }
     }
 
     /// Packs the message into temporary memory and passes the bytes to `body`, which must not let
     /// them escape. Saves the array `serializedBytes()` allocates, e.g. when the caller copies the
     /// bytes into a network buffer anyway.
     public func withUnsafeSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        let result: Result<R, any Error> = try ProtobufC.withCMessage(self) { message, arena throws(ProtoError) in
-            let size = try ProtobufC.packedSize(message)
-            guard let buffer = arena.pointee.allocate(byteCount: Swift.max(size, 1), alignment: 16) else {
-                throw ProtoError(code: .tooLarge, messageName: Self.protoMessageName)
-            }
-            let count = size > 0 ? ProtobufC.pack(message, into: buffer) : 0
-            precondition(count == size, "protobuf-c packed a different size than it computed")
-            return Result { try body(UnsafeRawBufferPointer(start: buffer, count: count)) }
-        }
-        return try result.get()
+        try ProtobufC.withSerializedBytes(Self.protoMessageLayout.layout, { encoder in self.encode(to: &encoder) }, body)
     }
 
-    /// The number of bytes `serializedBytes()` returns.
+    /// The number of bytes `serializedBytes()` returns (`Int.max` past protobuf's 2 GiB limit).
     public var serializedSize: Int {
-        (try? ProtobufC.withCMessage(self) { message, _ throws(ProtoError) in try ProtobufC.packedSize(message) })
-            ?? Int.max
+        (try? ProtobufC.serializedSize(Self.protoMessageLayout.layout) { encoder in self.encode(to: &encoder) }) ?? Int.max
     }
 
     /// Decodes a message from protobuf wire format.
@@ -56,23 +39,44 @@ extension ProtoMessage {
     /// Unknown fields are skipped. Throws on malformed input, strings that are not UTF-8, nesting
     /// deeper than `ProtoDecodingLimits.maximumNesting` and messages too large to unpack.
     public init(serializedBytes bytes: UnsafeRawBufferPointer) throws(ProtoError) {
-        self = try ProtobufC.unpack(Self.self, from: bytes)
+        self.init()
+        try ProtobufC.deserialize(Self.protoMessageLayout.layout, bytes) { decoder throws(ProtoError) in
+            self = try Self(decoder: decoder)
+        }
     }
 
     /// Decodes a message from protobuf wire format; see `init(serializedBytes:)`.
     public init(serializedBytes bytes: [UInt8]) throws(ProtoError) {
-        let result = bytes.withUnsafeBytes { buffer in
-            Result { () throws(ProtoError) in try ProtobufC.unpack(Self.self, from: buffer) }
+        self.init()
+        // withUnsafeBytes rethrows untyped errors; carry the typed one out.
+        var failure: ProtoError?
+        bytes.withUnsafeBytes { buffer in
+            do throws(ProtoError) {
+                try ProtobufC.deserialize(Self.protoMessageLayout.layout, buffer) { decoder throws(ProtoError) in
+                    self = try Self(decoder: decoder)
+                }
+            } catch {
+                failure = error
+            }
         }
-        self = try result.get()
+        if let failure { throw failure }
     }
 
     /// Decodes a message from protobuf wire format; see `init(serializedBytes:)`.
     public init(serializedBytes bytes: ArraySlice<UInt8>) throws(ProtoError) {
-        let result = bytes.withUnsafeBytes { buffer in
-            Result { () throws(ProtoError) in try ProtobufC.unpack(Self.self, from: buffer) }
+        self.init()
+        // withUnsafeBytes rethrows untyped errors; carry the typed one out.
+        var failure: ProtoError?
+        bytes.withUnsafeBytes { buffer in
+            do throws(ProtoError) {
+                try ProtobufC.deserialize(Self.protoMessageLayout.layout, buffer) { decoder throws(ProtoError) in
+                    self = try Self(decoder: decoder)
+                }
+            } catch {
+                failure = error
+            }
         }
-        self = try result.get()
+        if let failure { throw failure }
     }
 }
 

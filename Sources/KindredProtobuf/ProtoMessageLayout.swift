@@ -51,62 +51,45 @@ struct FieldLayout {
     /// The field's `ProtobufCMessageDescriptor`, for message fields.
     var messageDescriptor: UnsafeRawPointer?
     /// The layout of the field's message type.
-    var message: Unmanaged<ProtoMessageLayout>?
+    var message: MessageLayout?
 }
 
 /// The C layout of one message type: its protobuf-c descriptor, struct size, initial value and a
 /// table from field number to field.
 ///
-/// Generated code holds one per message type in a `static let` (see `ProtoMessage.protoMessageLayout`)
-/// and never looks inside. Layouts are built once by `ProtoDescriptorTable` and live for the
-/// whole process.
-public final class ProtoMessageLayout: @unchecked Sendable {
-    // Safety: every stored property is written only while the owning `ProtoDescriptorTable` is
-    // being built, before the layout is published; afterwards the layout is read-only.
+/// A pointer to memory that lives as long as the process, so that the encoder and decoder read it
+/// without reference counting. Owned by a `ProtoMessageLayout`.
+struct MessageLayout {
+    struct Storage {
+        /// `const ProtobufCMessageDescriptor *`.
+        var descriptor: UnsafeRawPointer
+        /// `sizeof` the C struct.
+        var size: Int
+        /// The struct as `message_init` leaves it; copied into every new struct.
+        var initialValue: UnsafeRawPointer
+        /// Fields sorted by number.
+        var fields: UnsafeMutablePointer<FieldLayout>
+        var fieldCount: Int
+        /// `fieldIndex[number]` is an index into `fields`, or -1, for numbers below `denseCount`.
+        var fieldIndex: UnsafeMutablePointer<Int16>
+        var denseCount: Int
+        /// True when a message of this type can contain itself, however indirectly: unpacking
+        /// such a message first checks its nesting depth, since protobuf-c recurses without a limit.
+        var isRecursive: Bool
+        var owner: Unmanaged<ProtoMessageLayout>
+    }
 
-    /// `const ProtobufCMessageDescriptor *`.
-    let descriptor: UnsafeRawPointer
-    let name: String
-    /// `sizeof` the C struct.
-    let size: Int
-    /// The struct as `message_init` leaves it; copied into every new struct.
-    let initialValue: UnsafeRawPointer
-    /// Fields sorted by number.
-    let fields: UnsafeMutableBufferPointer<FieldLayout>
-    /// `fieldIndex[number]` is an index into `fields`, or -1; covers numbers up to `denseLimit`.
-    private let fieldIndex: UnsafeMutableBufferPointer<Int16>
-    /// True when a message of this type can contain itself, however indirectly: unpacking such a
-    /// message first checks its nesting depth, since protobuf-c recurses without a limit.
-    var isRecursive = false
+    let storage: UnsafeMutablePointer<Storage>
 
     static let denseLimit = 255
 
-    init(
-        descriptor: UnsafeRawPointer,
-        name: String,
-        size: Int,
-        initialValue: UnsafeRawPointer,
-        fields: [FieldLayout]
-    ) {
-        self.descriptor = descriptor
-        self.name = name
-        self.size = size
-        self.initialValue = initialValue
-        let sorted = fields.sorted { $0.number < $1.number }
-        self.fields = .allocate(capacity: sorted.count)
-        _ = self.fields.initialize(from: sorted)
-        let denseCount = Swift.min(Int(sorted.last?.number ?? 0), Self.denseLimit) + 1
-        self.fieldIndex = .allocate(capacity: denseCount)
-        self.fieldIndex.initialize(repeating: -1)
-        for (index, field) in sorted.enumerated() where field.number <= Self.denseLimit {
-            self.fieldIndex[Int(field.number)] = Int16(index)
-        }
-    }
-
-    deinit {
-        fields.deallocate()
-        fieldIndex.deallocate()
-    }
+    var descriptor: UnsafeRawPointer { storage.pointee.descriptor }
+    var size: Int { storage.pointee.size }
+    var initialValue: UnsafeRawPointer { storage.pointee.initialValue }
+    var isRecursive: Bool { storage.pointee.isRecursive }
+    var fields: UnsafeMutableBufferPointer<FieldLayout> { .init(start: storage.pointee.fields, count: storage.pointee.fieldCount) }
+    /// Full protobuf name, for error messages.
+    var name: String { storage.pointee.owner.takeUnretainedValue().name }
 
     /// The field with `number` and `shape` for writing; traps when there is none, which means
     /// generated Swift code and generated C code come from different protos (run
@@ -128,33 +111,73 @@ public final class ProtoMessageLayout: @unchecked Sendable {
 
     @inline(__always)
     func lookup(_ number: Int32) -> UnsafeMutablePointer<FieldLayout> {
-        if number >= 0 && Int(number) < fieldIndex.count {
-            let index = Int(fieldIndex[Int(number)])
+        if number >= 0 && Int(number) < storage.pointee.denseCount {
+            let index = Int(storage.pointee.fieldIndex[Int(number)])
             precondition(index >= 0, "protobuf field number missing from the C descriptor")
-            return fields.baseAddress! + index
+            return storage.pointee.fields + index
         }
-        return lookupSparse(number)
-    }
-
-    private func lookupSparse(_ number: Int32) -> UnsafeMutablePointer<FieldLayout> {
-        var low = 0
-        var high = fields.count
-        while low < high {
-            let middle = (low + high) / 2
-            if fields[middle].number < number { low = middle + 1 } else { high = middle }
+        guard let field = fieldIfPresent(number) else {
+            preconditionFailure("protobuf field number missing from the C descriptor")
         }
-        precondition(low < fields.count && fields[low].number == number, "protobuf field number missing")
-        return fields.baseAddress! + low
+        return field
     }
 
     /// The field with `number`, or `nil`; for the wire scanner, which meets unknown numbers.
-    func fieldIfPresent(_ number: Int32) -> FieldLayout? {
+    func fieldIfPresent(_ number: Int32) -> UnsafeMutablePointer<FieldLayout>? {
+        let fields = self.fields
         var low = 0
         var high = fields.count
         while low < high {
             let middle = (low + high) / 2
             if fields[middle].number < number { low = middle + 1 } else { high = middle }
         }
-        return low < fields.count && fields[low].number == number ? fields[low] : nil
+        return low < fields.count && fields[low].number == number ? fields.baseAddress! + low : nil
+    }
+}
+
+/// The protobuf-c layout of one message type, opaque outside this module.
+///
+/// Generated code holds one per message type in a `static let` (see
+/// `ProtoMessage.protoMessageLayout`). Layouts are built once by `ProtoDescriptorTable` and live
+/// for the whole process.
+public final class ProtoMessageLayout: @unchecked Sendable {
+    // Safety: the storage is written only while the owning `ProtoDescriptorTable` is being built,
+    // before the layout is published; afterwards it is read-only.
+
+    let name: String
+    let layout: MessageLayout
+
+    init(descriptor: UnsafeRawPointer, name: String, size: Int, initialValue: UnsafeRawPointer, fields: [FieldLayout]) {
+        self.name = name
+        let sorted = fields.sorted { $0.number < $1.number }
+        let fieldStorage = UnsafeMutablePointer<FieldLayout>.allocate(capacity: Swift.max(sorted.count, 1))
+        fieldStorage.initialize(from: sorted, count: sorted.count)
+        let denseCount = Swift.min(Int(sorted.last?.number ?? 0), MessageLayout.denseLimit) + 1
+        let fieldIndex = UnsafeMutablePointer<Int16>.allocate(capacity: denseCount)
+        fieldIndex.initialize(repeating: -1, count: denseCount)
+        for (index, field) in sorted.enumerated() where field.number <= MessageLayout.denseLimit {
+            fieldIndex[Int(field.number)] = Int16(index)
+        }
+        let storage = UnsafeMutablePointer<MessageLayout.Storage>.allocate(capacity: 1)
+        self.layout = MessageLayout(storage: storage)
+        storage.initialize(
+            to: MessageLayout.Storage(
+                descriptor: descriptor,
+                size: size,
+                initialValue: initialValue,
+                fields: fieldStorage,
+                fieldCount: sorted.count,
+                fieldIndex: fieldIndex,
+                denseCount: denseCount,
+                isRecursive: false,
+                owner: .passUnretained(self)
+            )
+        )
+    }
+
+    deinit {
+        layout.storage.pointee.fields.deallocate()
+        layout.storage.pointee.fieldIndex.deallocate()
+        layout.storage.deallocate()
     }
 }

@@ -30,14 +30,15 @@ public final class ProtoDescriptorTable: @unchecked Sendable {
             pending.append(contentsOf: Self.messageFieldDescriptors(descriptor))
         }
         for layout in byDescriptor.values {
-            for index in layout.fields.indices {
-                if let descriptor = layout.fields[index].messageDescriptor {
-                    layout.fields[index].message = Unmanaged.passUnretained(byDescriptor[descriptor]!)
+            let fields = layout.layout.fields
+            for index in fields.indices {
+                if let descriptor = fields[index].messageDescriptor {
+                    fields[index].message = byDescriptor[descriptor]!.layout
                 }
             }
         }
         for layout in byDescriptor.values {
-            layout.isRecursive = Self.reachesCycle(from: layout)
+            layout.layout.storage.pointee.isRecursive = Self.reachesCycle(from: layout.layout)
         }
     }
 
@@ -126,16 +127,16 @@ public final class ProtoDescriptorTable: @unchecked Sendable {
         }
     }
 
-    private static func reachesCycle(from start: ProtoMessageLayout) -> Bool {
-        var visiting: Set<ObjectIdentifier> = []
-        var done: Set<ObjectIdentifier> = []
-        func visit(_ layout: ProtoMessageLayout) -> Bool {
-            let id = ObjectIdentifier(layout)
+    private static func reachesCycle(from start: MessageLayout) -> Bool {
+        var visiting: Set<UnsafeMutableRawPointer> = []
+        var done: Set<UnsafeMutableRawPointer> = []
+        func visit(_ layout: MessageLayout) -> Bool {
+            let id = UnsafeMutableRawPointer(layout.storage)
             if visiting.contains(id) { return true }
             if done.contains(id) { return false }
             visiting.insert(id)
             for field in layout.fields {
-                if let next = field.message?.takeUnretainedValue(), visit(next) { return true }
+                if let next = field.message, visit(next) { return true }
             }
             visiting.remove(id)
             done.insert(id)
@@ -146,47 +147,90 @@ public final class ProtoDescriptorTable: @unchecked Sendable {
 }
 
 /// Pack and unpack through libprotobuf-c.
+///
+/// The entry points are not generic: `ProtoMessage`'s extension methods are called unspecialized
+/// from other modules, where generic helpers would look up type metadata on every call.
 enum ProtobufC {
     /// Largest message protobuf allows (2 GiB - 1).
     static let maximumMessageSize = Int(Int32.max)
 
-    /// Builds the C struct for `message` in an arena and passes it to `body`.
-    static func withCMessage<M: ProtoMessage, R>(
-        _ message: M,
+    /// Stack memory for the C structs of one pack call; larger messages continue on the heap.
+    private static let packStackSize = 1024
+    /// Stack memory for one unpack call.
+    private static let unpackStackSize = 2048
+
+    /// Builds the C struct of a `layout` message with `encode` in an arena on the stack and
+    /// passes it, and the arena, to `body`.
+    static func withCMessage<R>(
+        _ layout: MessageLayout,
+        _ encode: (inout ProtoEncoder) -> Void,
         _ body: (UnsafePointer<ProtobufCMessage>, UnsafeMutablePointer<Arena>) throws(ProtoError) -> R
     ) throws(ProtoError) -> R {
-        let layout = M.protoMessageLayout
-        let result: Result<R, ProtoError> = withUnsafeTemporaryAllocation(byteCount: 1024, alignment: 16) { stack in
-            var arena = Arena(initial: stack)
-            return withUnsafeMutablePointer(to: &arena) { arena in
-                guard let base = arena.pointee.allocate(byteCount: layout.size, alignment: 16) else {
-                    return .failure(ProtoError(code: .tooLarge, messageName: layout.name))
-                }
-                base.copyMemory(from: layout.initialValue, byteCount: layout.size)
-                var encoder = ProtoEncoder(base: base, layout: layout, arena: arena)
-                message.encode(to: &encoder)
-                return Result { () throws(ProtoError) in
-                    try body(UnsafeRawPointer(base).assumingMemoryBound(to: ProtobufCMessage.self), arena)
-                }
+        try withUnsafeTemporaryAllocation(byteCount: packStackSize, alignment: 16) { stack throws(ProtoError) in
+            let arena = Arena.create(in: stack, limit: .max)
+            defer { arena.deinitialize(count: 1) }
+            guard let base = arena.pointee.allocate(byteCount: layout.size, alignment: 16) else {
+                throw ProtoError(code: .tooLarge, messageName: layout.name)
             }
+            base.copyMemory(from: layout.initialValue, byteCount: layout.size)
+            var encoder = ProtoEncoder(base: base, layout: layout, arena: arena)
+            encode(&encoder)
+            return try body(UnsafeRawPointer(base).assumingMemoryBound(to: ProtobufCMessage.self), arena)
         }
-        return try result.get()
     }
 
-    static func packedSize(_ message: UnsafePointer<ProtobufCMessage>) throws(ProtoError) -> Int {
+    static func serialize(_ layout: MessageLayout, _ encode: (inout ProtoEncoder) -> Void) throws(ProtoError) -> [UInt8] {
+        try withCMessage(layout, encode) { message, _ throws(ProtoError) in
+            let size = try packedSize(message, layout)
+            guard size > 0 else { return [] }
+            return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+                count = protobuf_c_message_pack(message, buffer.baseAddress!)
+                precondition(count == size, "protobuf-c packed a different size than it computed")
+            }
+        }
+    }
+
+    static func serializedSize(_ layout: MessageLayout, _ encode: (inout ProtoEncoder) -> Void) throws(ProtoError) -> Int {
+        try withCMessage(layout, encode) { message, _ throws(ProtoError) in try packedSize(message, layout) }
+    }
+
+    /// Packs into arena memory and passes the bytes to `body`.
+    static func withSerializedBytes<R>(
+        _ layout: MessageLayout,
+        _ encode: (inout ProtoEncoder) -> Void,
+        _ body: (UnsafeRawBufferPointer) throws -> R
+    ) throws -> R {
+        var result: R?
+        var bodyError: (any Error)?
+        try withCMessage(layout, encode) { message, arena throws(ProtoError) in
+            let size = try packedSize(message, layout)
+            guard let buffer = arena.pointee.allocate(byteCount: Swift.max(size, 1), alignment: 16) else {
+                throw ProtoError(code: .tooLarge, messageName: layout.name)
+            }
+            let count = size > 0 ? protobuf_c_message_pack(message, buffer.assumingMemoryBound(to: UInt8.self)) : 0
+            precondition(count == size, "protobuf-c packed a different size than it computed")
+            do {
+                result = try body(UnsafeRawBufferPointer(start: buffer, count: count))
+            } catch {
+                bodyError = error
+            }
+        }
+        if let bodyError { throw bodyError }
+        return result!
+    }
+
+    private static func packedSize(_ message: UnsafePointer<ProtobufCMessage>, _ layout: MessageLayout) throws(ProtoError) -> Int {
         let size = protobuf_c_message_get_packed_size(message)
-        guard size <= maximumMessageSize else { throw ProtoError(code: .tooLarge) }
+        guard size <= maximumMessageSize else { throw ProtoError(code: .tooLarge, messageName: layout.name) }
         return size
     }
 
-    /// Packs into `buffer`, which holds at least `packedSize(message)` bytes.
-    static func pack(_ message: UnsafePointer<ProtobufCMessage>, into buffer: UnsafeMutableRawPointer) -> Int {
-        protobuf_c_message_pack(message, buffer.assumingMemoryBound(to: UInt8.self))
-    }
-
-    /// Unpacks `bytes` as a `M` and builds the Swift value from the C struct.
-    static func unpack<M: ProtoMessage>(_ type: M.Type, from bytes: UnsafeRawBufferPointer) throws(ProtoError) -> M {
-        let layout = M.protoMessageLayout
+    /// Unpacks `bytes` as a `layout` message and passes the C struct to `decode`.
+    static func deserialize(
+        _ layout: MessageLayout,
+        _ bytes: UnsafeRawBufferPointer,
+        _ decode: (borrowing ProtoDecoder) throws(ProtoError) -> Void
+    ) throws(ProtoError) {
         guard bytes.count <= maximumMessageSize else { throw ProtoError(code: .tooLarge, messageName: layout.name) }
         if layout.isRecursive {
             try WireScanner.checkNesting(bytes, layout: layout)
@@ -194,34 +238,31 @@ enum ProtobufC {
         // The unpacked structs may be far larger than the input (an empty sub-message costs two
         // bytes on the wire and a whole struct in memory); bound them.
         let limit = 32 << 20 + 64 * bytes.count
-        let result: Result<M, ProtoError> = withUnsafeTemporaryAllocation(byteCount: 2048, alignment: 16) { stack in
-            var arena = Arena(initial: stack, limit: limit)
-            return withUnsafeMutablePointer(to: &arena) { arena in
-                var allocator = ProtobufCAllocator(
-                    alloc: { data, size in
-                        data!.assumingMemoryBound(to: Arena.self).pointee.allocateRecordingSize(byteCount: size)
-                    },
-                    free: { _, _ in },  // The arena frees everything at once.
-                    allocator_data: UnsafeMutableRawPointer(arena)
+        try withUnsafeTemporaryAllocation(byteCount: unpackStackSize, alignment: 16) { stack throws(ProtoError) in
+            let arena = Arena.create(in: stack, limit: limit)
+            defer { arena.deinitialize(count: 1) }
+            var allocator = ProtobufCAllocator(
+                alloc: { data, size in
+                    data!.assumingMemoryBound(to: Arena.self).pointee.allocateRecordingSize(byteCount: size)
+                },
+                free: { _, _ in },  // The arena frees everything at once.
+                allocator_data: UnsafeMutableRawPointer(arena)
+            )
+            // protobuf_c_message_unpack returns NULL on malformed input or a failed allocation.
+            let data = bytes.baseAddress ?? UnsafeRawPointer(arena)
+            guard
+                let message = protobuf_c_message_unpack(
+                    layout.descriptor.assumingMemoryBound(to: ProtobufCMessageDescriptor.self),
+                    &allocator,
+                    bytes.count,
+                    data.assumingMemoryBound(to: UInt8.self)
                 )
-                // protobuf_c_message_unpack returns NULL on malformed input or a failed allocation.
-                let data = bytes.baseAddress ?? UnsafeRawPointer(arena)
-                guard
-                    let message = protobuf_c_message_unpack(
-                        layout.descriptor.assumingMemoryBound(to: ProtobufCMessageDescriptor.self),
-                        &allocator,
-                        bytes.count,
-                        data.assumingMemoryBound(to: UInt8.self)
-                    )
-                else {
-                    let code: ProtoError.Code = arena.pointee.exceededLimit ? .tooLarge : .malformed
-                    return .failure(ProtoError(code: code, messageName: layout.name))
-                }
-                let decoder = ProtoDecoder(base: UnsafeRawPointer(message), layout: layout)
-                return Result { () throws(ProtoError) in try M(decoder: decoder) }
+            else {
+                let code: ProtoError.Code = arena.pointee.exceededLimit ? .tooLarge : .malformed
+                throw ProtoError(code: code, messageName: layout.name)
             }
+            try decode(ProtoDecoder(base: UnsafeRawPointer(message), layout: layout))
         }
-        return try result.get()
     }
 
     /// Appends a length-delimited unknown field to the message at `base`; protobuf-c packs unknown

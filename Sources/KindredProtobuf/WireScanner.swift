@@ -4,7 +4,7 @@
 /// length prefixes would overflow the stack. Only message types that can contain themselves can
 /// nest deeper than their schema; `ProtobufC.unpack` scans those.
 enum WireScanner {
-    static func checkNesting(_ bytes: UnsafeRawBufferPointer, layout: ProtoMessageLayout) throws(ProtoError) {
+    static func checkNesting(_ bytes: UnsafeRawBufferPointer, layout: MessageLayout) throws(ProtoError) {
         var scanner = Scanner(bytes: bytes)
         do {
             try scanner.scan(layout, end: bytes.count, depth: 1)
@@ -17,7 +17,7 @@ enum WireScanner {
         let bytes: UnsafeRawBufferPointer
         var position = 0
 
-        mutating func scan(_ layout: ProtoMessageLayout, end: Int, depth: Int) throws(ProtoError) {
+        mutating func scan(_ layout: MessageLayout, end: Int, depth: Int) throws(ProtoError) {
             guard depth <= ProtoDecodingLimits.maximumNesting else { throw ProtoError(code: .nestingTooDeep) }
             while position < end {
                 let tag = try varint(end: end)
@@ -30,8 +30,8 @@ enum WireScanner {
                     let length = try varint(end: end)
                     guard length <= UInt64(end - position) else { throw ProtoError(code: .malformed) }
                     let fieldEnd = position + Int(length)
-                    if let field = layout.fieldIfPresent(Int32(tag >> 3)), let message = field.message {
-                        try scan(message.takeUnretainedValue(), end: fieldEnd, depth: depth + 1)
+                    if let field = layout.fieldIfPresent(Int32(tag >> 3)), let message = field.pointee.message {
+                        try scan(message, end: fieldEnd, depth: depth + 1)
                     }
                     position = fieldEnd
                 default:
