@@ -319,6 +319,7 @@ public final class TLSHandler: ChannelDuplexHandler {
     private func encryptFlushedWrites(context: ChannelHandlerContext) {
         var promises: [EventLoopPromise<Void>] = []
         var small: ByteBuffer?  // a run of small writes, not yet encrypted
+        var smallIsOwnRun = false  // whether `small` is our copy (else it is the caller's buffer)
         var failure: OpenSSLError?
         while self.pendingWrites.hasMark {
             var (buffer, promise) = self.pendingWrites.removeFirst()
@@ -326,12 +327,16 @@ public final class TLSHandler: ChannelDuplexHandler {
             guard failure == nil, buffer.readableBytes > 0 else { continue }
             if buffer.readableBytes + (small?.readableBytes ?? 0) <= Self.coalesceLimit {
                 if small == nil {
-                    small = buffer  // no copy unless a second small write follows
+                    small = buffer  // no copy unless another small write follows
+                    smallIsOwnRun = false
                 } else {
-                    if small!.capacity < Self.coalesceLimit {
-                        var run = context.channel.allocator.buffer(capacity: Self.coalesceLimit)
-                        run.writeBuffer(&small!)
-                        small = run
+                    // A second small write: gather into a buffer of our own, never into the
+                    // caller's (which could copy-on-write its whole storage). Mutated in place.
+                    if !smallIsOwnRun {
+                        var own = context.channel.allocator.buffer(capacity: Self.coalesceLimit)
+                        own.writeBuffer(&small!)
+                        small = own
+                        smallIsOwnRun = true
                     }
                     small!.writeBuffer(&buffer)
                 }
@@ -344,6 +349,7 @@ public final class TLSHandler: ChannelDuplexHandler {
             if failure == nil {
                 if buffer.readableBytes < Self.coalesceLimit {
                     small = buffer
+                    smallIsOwnRun = false
                 } else {
                     failure = self.connection.send(buffer)
                 }
