@@ -1,9 +1,9 @@
 internal import CArgon2
 
 #if canImport(Glibc)
-internal import Glibc
+    internal import Glibc
 #elseif canImport(Darwin)
-internal import Darwin
+    internal import Darwin
 #endif
 
 /// Argon2id password hashing with libargon2, stored as PHC strings so parameters can rise later.

@@ -159,7 +159,10 @@ final class EVPKey: @unchecked Sendable {
 /// A `pem_password_cb` that supplies no passphrase: loading an encrypted key fails instead of
 /// OpenSSL's default of prompting on the controlling terminal.
 let refusePassphrase: @convention(c) (UnsafeMutablePointer<CChar>?, Int32, Int32, UnsafeMutableRawPointer?) -> Int32 = {
-    _, _, _, _ in 0
+    _,
+    _,
+    _,
+    _ in 0
 }
 
 /// The contents of a memory BIO as UTF-8 text.

@@ -391,7 +391,8 @@ public final class TLSHandler: ChannelDuplexHandler {
 
     /// Writes and flushes the pending ciphertext (close_notify or an alert), then closes once the
     /// write completes, or after ``closeTimeout`` if the peer stops reading.
-    private func writeOutputThenClose(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+    private func writeOutputThenClose(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?)
+    {
         guard let output = self.connection.takeOutput(allocator: context.channel.allocator) else {
             context.close(mode: mode, promise: promise)
             return

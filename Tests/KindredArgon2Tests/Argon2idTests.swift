@@ -50,7 +50,9 @@ struct Argon2idTests {
         #expect(parsed.hashLength == 32)
     }
 
-    @Test(arguments: ["", "x", "wrong password", "correct horse battery staple ", "a\0b", String(repeating: "ü", count: 200)])
+    @Test(arguments: [
+        "", "x", "wrong password", "correct horse battery staple ", "a\0b", String(repeating: "ü", count: 200),
+    ])
     func wrongPasswordIsMismatch(password: String) throws {
         let encoded = try self.fast.hash(password: "correct horse battery staple")
         #expect(try !self.fast.verify(password: password, encoded: encoded))

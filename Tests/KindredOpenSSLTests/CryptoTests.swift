@@ -25,36 +25,39 @@ struct DigestTests {
     }
 
     /// RFC 4231 test cases 1, 2, 3, 4, 6 and 7 (case 5 tests truncation, which we do not offer).
-    @Test(arguments: [
-        (
-            [UInt8](repeating: 0x0b, count: 20), Array("Hi There".utf8),
-            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"
-        ),
-        (
-            Array("Jefe".utf8), Array("what do ya want for nothing?".utf8),
-            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
-        ),
-        (
-            [UInt8](repeating: 0xaa, count: 20), [UInt8](repeating: 0xdd, count: 50),
-            "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe"
-        ),
-        (
-            Array(1...25), [UInt8](repeating: 0xcd, count: 50),
-            "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b"
-        ),
-        (
-            [UInt8](repeating: 0xaa, count: 131), Array("Test Using Larger Than Block-Size Key - Hash Key First".utf8),
-            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
-        ),
-        (
-            [UInt8](repeating: 0xaa, count: 131),
-            Array(
-                ("This is a test using a larger than block-size key and a larger than block-size data. "
-                    + "The key needs to be hashed before being used by the HMAC algorithm.").utf8
+    @Test(
+        arguments: [
+            (
+                [UInt8](repeating: 0x0b, count: 20), Array("Hi There".utf8),
+                "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"
             ),
-            "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2"
-        ),
-    ] as [([UInt8], [UInt8], String)])
+            (
+                Array("Jefe".utf8), Array("what do ya want for nothing?".utf8),
+                "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+            ),
+            (
+                [UInt8](repeating: 0xaa, count: 20), [UInt8](repeating: 0xdd, count: 50),
+                "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe"
+            ),
+            (
+                Array(1...25), [UInt8](repeating: 0xcd, count: 50),
+                "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b"
+            ),
+            (
+                [UInt8](repeating: 0xaa, count: 131),
+                Array("Test Using Larger Than Block-Size Key - Hash Key First".utf8),
+                "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
+            ),
+            (
+                [UInt8](repeating: 0xaa, count: 131),
+                Array(
+                    ("This is a test using a larger than block-size key and a larger than block-size data. "
+                        + "The key needs to be hashed before being used by the HMAC algorithm.").utf8
+                ),
+                "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2"
+            ),
+        ] as [([UInt8], [UInt8], String)]
+    )
     func hmacSHA256(key: [UInt8], message: [UInt8], code: String) {
         #expect(HMACSHA256.authenticationCode(for: message, key: key) == hex(code))
         #expect(HMACSHA256.isValidAuthenticationCode(hex(code), for: message, key: key))
@@ -173,7 +176,10 @@ struct SignatureTests {
         let key = try Ed25519PrivateKey(pemFile: directory + "/ed.key")
         try Data(try key.sign(message)).write(to: URL(fileURLWithPath: directory + "/ours.sig"))
         let verified = try runChecked(
-            ["openssl", "pkeyutl", "-verify", "-pubin", "-inkey", "ed.pub", "-rawin", "-in", "message", "-sigfile", "ours.sig"],
+            [
+                "openssl", "pkeyutl", "-verify", "-pubin", "-inkey", "ed.pub", "-rawin", "-in", "message", "-sigfile",
+                "ours.sig",
+            ],
             in: directory
         )
         #expect(verified.contains("Signature Verified Successfully"))
@@ -184,26 +190,38 @@ struct SignatureTests {
             in: directory
         )
         let signature = [UInt8](try Data(contentsOf: URL(fileURLWithPath: directory + "/cli.sig")))
-        let publicKey = try Ed25519PublicKey(pemRepresentation: String(contentsOfFile: directory + "/ed.pub", encoding: .utf8))
+        let publicKey = try Ed25519PublicKey(
+            pemRepresentation: String(contentsOfFile: directory + "/ed.pub", encoding: .utf8)
+        )
         #expect(publicKey == key.publicKey)
         #expect(publicKey.isValidSignature(signature, for: message))
     }
 
     @Test func ed25519RejectsOtherKeysAndBadInput() throws {
         let directory = try makeTemporaryDirectory()
-        try runChecked(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "ec.key"], in: directory)
+        try runChecked(
+            ["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "ec.key"],
+            in: directory
+        )
         #expect(throws: OpenSSLError.self) { try Ed25519PrivateKey(pemFile: directory + "/ec.key") }
         #expect(throws: OpenSSLError.self) { try Ed25519PrivateKey(pemFile: directory + "/missing.key") }
         #expect(throws: OpenSSLError.self) { try Ed25519PrivateKey(pemRepresentation: "not pem") }
-        #expect(throws: OpenSSLError.self) { try Ed25519PrivateKey(rawRepresentation: [UInt8](repeating: 1, count: 31)) }
+        #expect(throws: OpenSSLError.self) {
+            try Ed25519PrivateKey(rawRepresentation: [UInt8](repeating: 1, count: 31))
+        }
         #expect(throws: OpenSSLError.self) { try Ed25519PublicKey(rawRepresentation: [UInt8](repeating: 1, count: 33)) }
     }
 
     @Test func rs256SignedByOpenSSLCLI() throws {
         let directory = try makeTemporaryDirectory()
-        try runChecked(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "rsa.key"], in: directory)
+        try runChecked(
+            ["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "rsa.key"],
+            in: directory
+        )
         let modulusLine = try runChecked(["openssl", "rsa", "-in", "rsa.key", "-noout", "-modulus"], in: directory)
-        let modulus = hex(String(modulusLine.trimmingCharacters(in: .whitespacesAndNewlines).dropFirst("Modulus=".count)))
+        let modulus = hex(
+            String(modulusLine.trimmingCharacters(in: .whitespacesAndNewlines).dropFirst("Modulus=".count))
+        )
         let message = Array("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxMjMifQ".utf8)
         try Data(message).write(to: URL(fileURLWithPath: directory + "/message"))
         try runChecked(["openssl", "dgst", "-sha256", "-sign", "rsa.key", "-out", "rsa.sig", "message"], in: directory)
@@ -225,18 +243,31 @@ struct SignatureTests {
 
     @Test func rsaRejectsWeakOrMalformedKeys() throws {
         let directory = try makeTemporaryDirectory()
-        try runChecked(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024", "-out", "weak.key"], in: directory)
+        try runChecked(
+            ["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024", "-out", "weak.key"],
+            in: directory
+        )
         let modulusLine = try runChecked(["openssl", "rsa", "-in", "weak.key", "-noout", "-modulus"], in: directory)
-        let modulus = hex(String(modulusLine.trimmingCharacters(in: .whitespacesAndNewlines).dropFirst("Modulus=".count)))
+        let modulus = hex(
+            String(modulusLine.trimmingCharacters(in: .whitespacesAndNewlines).dropFirst("Modulus=".count))
+        )
         #expect(throws: OpenSSLError.self) { try RSAPublicKey(modulus: modulus, exponent: [1, 0, 1]) }
         #expect(throws: OpenSSLError.self) { try RSAPublicKey(modulus: [], exponent: [1, 0, 1]) }
-        #expect(throws: OpenSSLError.self) { try RSAPublicKey(modulus: [UInt8](repeating: 0xff, count: 256), exponent: [2]) }
+        #expect(throws: OpenSSLError.self) {
+            try RSAPublicKey(modulus: [UInt8](repeating: 0xff, count: 256), exponent: [2])
+        }
     }
 
     @Test func es256SignedByOpenSSLCLI() throws {
         let directory = try makeTemporaryDirectory()
-        try runChecked(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "ec.key"], in: directory)
-        try runChecked(["openssl", "pkey", "-in", "ec.key", "-pubout", "-outform", "DER", "-out", "ec.der"], in: directory)
+        try runChecked(
+            ["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "ec.key"],
+            in: directory
+        )
+        try runChecked(
+            ["openssl", "pkey", "-in", "ec.key", "-pubout", "-outform", "DER", "-out", "ec.der"],
+            in: directory
+        )
         let spki = [UInt8](try Data(contentsOf: URL(fileURLWithPath: directory + "/ec.der")))
         let point = Array(spki.suffix(65))  // the SPKI ends with the uncompressed point 04 ‖ x ‖ y
         #expect(point[0] == 0x04)
@@ -247,7 +278,10 @@ struct SignatureTests {
         // ECDSA signatures are randomised: check several, so r or s with a leading zero byte
         // (a shorter DER integer) is likely to be covered too.
         for _ in 0..<8 {
-            try runChecked(["openssl", "dgst", "-sha256", "-sign", "ec.key", "-out", "ec.sig", "message"], in: directory)
+            try runChecked(
+                ["openssl", "dgst", "-sha256", "-sign", "ec.key", "-out", "ec.sig", "message"],
+                in: directory
+            )
             let der = [UInt8](try Data(contentsOf: URL(fileURLWithPath: directory + "/ec.sig")))
             let signature = rawECDSASignature(fromDER: der)
             #expect(key.isValidES256Signature(signature, for: message))

@@ -2,7 +2,9 @@ import Foundation
 
 /// Runs a command to completion and returns its exit status and combined output.
 @discardableResult
-func run(_ arguments: [String], input: [UInt8]? = nil, in directory: String? = nil) throws -> (status: Int32, output: String) {
+func run(_ arguments: [String], input: [UInt8]? = nil, in directory: String? = nil) throws -> (
+    status: Int32, output: String
+) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = arguments
@@ -35,14 +37,17 @@ struct CommandFailed: Error, CustomStringConvertible {
 }
 
 func makeTemporaryDirectory() throws -> String {
-    let path = FileManager.default.temporaryDirectory.appendingPathComponent("kindred-openssl-\(UUID().uuidString)").path
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("kindred-openssl-\(UUID().uuidString)")
+        .path
     try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     return path
 }
 
 func hex(_ text: String) -> [UInt8] {
     let digits = Array(text.utf8)
-    return stride(from: 0, to: digits.count, by: 2).map { UInt8(String(decoding: digits[$0..<$0 + 2], as: UTF8.self), radix: 16)! }
+    return stride(from: 0, to: digits.count, by: 2).map {
+        UInt8(String(decoding: digits[$0..<$0 + 2], as: UTF8.self), radix: 16)!
+    }
 }
 
 /// A throwaway PKI made with the `openssl` CLI once per test run: a CA with a server certificate
@@ -71,9 +76,25 @@ struct TestPKI: Sendable {
         }
         for ca in ["ca", "other-ca"] {
             try openssl(
-                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                "-keyout", "\(ca).key", "-out", "\(ca).pem", "-days", "2", "-subj", "/CN=Kindred Test \(ca)",
-                "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-keyout",
+                "\(ca).key",
+                "-out",
+                "\(ca).pem",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=Kindred Test \(ca)",
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign"
             )
         }
         try write("server.ext", "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
@@ -81,8 +102,14 @@ struct TestPKI: Sendable {
         // The server key is RSA and the client key EC, so both key types go through the handshake.
         let leaves = [
             ("server", "ca", "/CN=localhost", "server.ext", ["rsa:2048"]),
-            ("client", "ca", "/CN=kindred-test-client/O=Kindred", "client.ext", ["ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"]),
-            ("other-server", "other-ca", "/CN=localhost", "server.ext", ["ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"]),
+            (
+                "client", "ca", "/CN=kindred-test-client/O=Kindred", "client.ext",
+                ["ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"]
+            ),
+            (
+                "other-server", "other-ca", "/CN=localhost", "server.ext",
+                ["ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"]
+            ),
         ]
         for (index, (name, ca, subject, extensions, keySpec)) in leaves.enumerated() {
             try runChecked(
@@ -91,8 +118,22 @@ struct TestPKI: Sendable {
                 in: directory
             )
             try openssl(
-                "x509", "-req", "-in", "\(name).csr", "-CA", "\(ca).pem", "-CAkey", "\(ca).key",
-                "-set_serial", "\(index + 10)", "-days", "2", "-out", "\(name).pem", "-extfile", extensions
+                "x509",
+                "-req",
+                "-in",
+                "\(name).csr",
+                "-CA",
+                "\(ca).pem",
+                "-CAkey",
+                "\(ca).key",
+                "-set_serial",
+                "\(index + 10)",
+                "-days",
+                "2",
+                "-out",
+                "\(name).pem",
+                "-extfile",
+                extensions
             )
         }
         return TestPKI(directory: directory)

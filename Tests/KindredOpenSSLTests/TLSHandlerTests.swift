@@ -24,7 +24,11 @@ struct TLSHandlerTests {
     func echoesData(size: Int) async throws {
         let server = try await TestServer(self.serverConfiguration)
         let payload = try SecureRandom.bytes(count: size)
-        let client = try await TestClient(port: server.port, configuration: self.clientConfiguration, expectedBytes: size)
+        let client = try await TestClient(
+            port: server.port,
+            configuration: self.clientConfiguration,
+            expectedBytes: size
+        )
         let handshake = try await client.handshake.get()
         #expect(handshake.negotiatedProtocol == "h2")
         #expect(handshake.protocolVersion == "TLSv1.3")
@@ -49,9 +53,15 @@ struct TLSHandlerTests {
     /// is held and sent afterwards.
     @Test func coalescesSmallWritesAndHoldsEarlyWrites() async throws {
         let server = try await TestServer(self.serverConfiguration)
-        let chunks = (0..<2000).map { index in [UInt8](repeating: UInt8(truncatingIfNeeded: index), count: 1 + index % 50) }
+        let chunks = (0..<2000).map { index in
+            [UInt8](repeating: UInt8(truncatingIfNeeded: index), count: 1 + index % 50)
+        }
         let total = chunks.reduce(0) { $0 + $1.count }
-        let client = try await TestClient(port: server.port, configuration: self.clientConfiguration, expectedBytes: total)
+        let client = try await TestClient(
+            port: server.port,
+            configuration: self.clientConfiguration,
+            expectedBytes: total
+        )
         try await client.send(chunks)  // probably before the handshake has finished
         let echoed = try await client.received.get()
         #expect(Array(echoed.readableBytesView) == chunks.flatMap { $0 })
@@ -136,7 +146,11 @@ struct TLSHandlerTests {
     @Test(arguments: ["example.com", "127.0.0.2", "localhost.evil"])
     func clientRejectsHostnameMismatch(serverName: String) async throws {
         let server = try await TestServer(self.serverConfiguration)
-        let client = try await TestClient(port: server.port, configuration: self.clientConfiguration, serverName: serverName)
+        let client = try await TestClient(
+            port: server.port,
+            configuration: self.clientConfiguration,
+            serverName: serverName
+        )
         let error = try await #require(throws: OpenSSLError.self) { try await client.handshake.get() }
         #expect(error.code == .handshakeFailed)
         #expect(error.verificationFailure?.contains("mismatch") == true)
@@ -145,7 +159,11 @@ struct TLSHandlerTests {
 
     @Test func clientVerifiesIPAddressSAN() async throws {
         let server = try await TestServer(self.serverConfiguration)
-        let client = try await TestClient(port: server.port, configuration: self.clientConfiguration, serverName: "127.0.0.1")
+        let client = try await TestClient(
+            port: server.port,
+            configuration: self.clientConfiguration,
+            serverName: "127.0.0.1"
+        )
         #expect(try await client.handshake.get().peerCertificateVerified)
         try await client.channel.close()
         try await server.stop()
@@ -419,7 +437,11 @@ struct TLSHandlerTests {
         let port = try #require(Int(portLine.trimmingCharacters(in: .whitespacesAndNewlines)))
 
         let payload = try SecureRandom.bytes(count: 300_000)
-        let client = try await TestClient(port: port, configuration: self.clientConfiguration, expectedBytes: payload.count)
+        let client = try await TestClient(
+            port: port,
+            configuration: self.clientConfiguration,
+            expectedBytes: payload.count
+        )
         #expect(try await client.handshake.get().negotiatedProtocol == "h2")
         try await client.send([payload])
         #expect(Array(try await client.received.get().readableBytesView) == payload)
