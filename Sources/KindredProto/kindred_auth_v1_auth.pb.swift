@@ -87,7 +87,8 @@ extension Kindred.Auth.V1 {
             )
 
             /// Returns an account. The user for their own; admins and services for any.
-            /// NOT_FOUND: no such account (also for non-admins asking for another id: PERMISSION_DENIED).
+            /// NOT_FOUND: no such account. PERMISSION_DENIED: another user's id without ROLE_ADMIN or a
+            /// service token.
             public static let getAccount = ProtoMethod<Kindred.Auth.V1.GetAccountRequest, Kindred.Auth.V1.GetAccountResponse>(
                 service: "kindred.auth.v1.AuthService",
                 name: "GetAccount",

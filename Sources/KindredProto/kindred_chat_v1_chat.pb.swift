@@ -653,7 +653,7 @@ extension Kindred.Chat.V1 {
                 kind: .unary
             )
 
-            /// Closes a thread (unmatch, block, deactivation). Service token or ROLE_ADMIN. Idempotent.
+            /// Closes a thread (unmatch, block, deletion, admin). Service token or ROLE_ADMIN. Idempotent.
             /// NOT_FOUND: unknown thread.
             public static let closeThread = ProtoMethod<Kindred.Chat.V1.CloseThreadRequest, Kindred.Chat.V1.CloseThreadResponse>(
                 service: "kindred.chat.v1.ChatService",

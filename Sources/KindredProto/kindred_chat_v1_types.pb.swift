@@ -395,7 +395,7 @@ extension Kindred.Chat.V1 {
         case unspecified  // = 0
         /// Both participants may send.
         case `open`  // = 1
-        /// Ended by unmatch, block, deactivation or deletion: no new messages, hidden from lists.
+        /// Ended by unmatch, block or account deletion: no new messages, hidden from lists.
         case closed  // = 2
         /// A value this code does not know, kept so that it encodes back unchanged.
         case unrecognized(Swift.Int32)

@@ -4,7 +4,7 @@ public import KindredProtobuf
 
 extension Kindred.Common.V1 {
     /// A calendar date without time zone (birth dates).
-    public struct Date: ProtoMessage {
+    public struct CalendarDate: ProtoMessage {
         /// Year, 1900..9999.
         public var year: Swift.Int32 = 0
 
@@ -16,8 +16,8 @@ extension Kindred.Common.V1 {
 
         public init() {}
 
-        public static var protoMessageName: Swift.String { "kindred.common.v1.Date" }
-        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.common.v1.Date")
+        public static var protoMessageName: Swift.String { "kindred.common.v1.CalendarDate" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.common.v1.CalendarDate")
 
         public func encode(to encoder: inout ProtoEncoder) {
             encoder.setInt32(1, self.year)

@@ -138,8 +138,9 @@ extension Kindred.Common.V1 {
 }
 
 extension Kindred.Common.V1 {
-    /// The account was deactivated: hide the user everywhere (deck, likes, matches, chat) but keep
-    /// their data; a later AccountReactivated restores visibility.
+    /// The account was deactivated: hide the user everywhere (deck, likes, matches, chat threads,
+    /// which also refuse new messages) but keep their data and end nothing; a later
+    /// AccountReactivated restores everything as it was.
     public struct AccountDeactivated: ProtoMessage {
         /// Whether every session was ended (always true today; reserved for softer deactivations).
         public var sessionsRevoked: Swift.Bool = false
@@ -219,7 +220,7 @@ extension Kindred.Common.V1 {
         public var eligible: Swift.Bool = false
 
         /// Birth date (age is computed at query time).
-        public var birthDate: Kindred.Common.V1.Date? = nil
+        public var birthDate: Kindred.Common.V1.CalendarDate? = nil
 
         /// Gender; UNSPECIFIED when not set or when the community does not match on gender.
         public var gender: Kindred.Common.V1.Gender = Kindred.Common.V1.Gender()
@@ -284,7 +285,7 @@ extension Kindred.Common.V1 {
             self.userId = try decoder.string(1)
             self.communityId = try decoder.string(2)
             self.eligible = decoder.bool(3)
-            self.birthDate = try decoder.message(4, as: Kindred.Common.V1.Date.self)
+            self.birthDate = try decoder.message(4, as: Kindred.Common.V1.CalendarDate.self)
             self.gender = decoder.enumValue(5, as: Kindred.Common.V1.Gender.self)
             self.interestedIn = decoder.repeatedEnum(6, as: Kindred.Common.V1.Gender.self)
             self.ageMinYears = decoder.int32(7)
@@ -565,12 +566,11 @@ extension Kindred.Common.V1 {
         case unmatched  // = 1
         /// One side blocked the other.
         case blocked  // = 2
-        /// One side's account was deactivated.
-        case accountDeactivated  // = 3
-        /// One side's account was deleted.
-        case accountDeleted  // = 4
+        /// One side's account was deleted. (Deactivation does not end matches: it hides them until
+        /// reactivation.)
+        case accountDeleted  // = 3
         /// An admin ended it while resolving a report.
-        case admin  // = 5
+        case admin  // = 4
         /// A value this code does not know, kept so that it encodes back unchanged.
         case unrecognized(Swift.Int32)
 
@@ -578,7 +578,6 @@ extension Kindred.Common.V1 {
             .unspecified,
             .unmatched,
             .blocked,
-            .accountDeactivated,
             .accountDeleted,
             .admin,
         ]
@@ -590,9 +589,8 @@ extension Kindred.Common.V1 {
             case 0: self = .unspecified
             case 1: self = .unmatched
             case 2: self = .blocked
-            case 3: self = .accountDeactivated
-            case 4: self = .accountDeleted
-            case 5: self = .admin
+            case 3: self = .accountDeleted
+            case 4: self = .admin
             default: self = .unrecognized(rawValue)
             }
         }
@@ -602,9 +600,8 @@ extension Kindred.Common.V1 {
             case .unspecified: 0
             case .unmatched: 1
             case .blocked: 2
-            case .accountDeactivated: 3
-            case .accountDeleted: 4
-            case .admin: 5
+            case .accountDeleted: 3
+            case .admin: 4
             case .unrecognized(let value): value
             }
         }

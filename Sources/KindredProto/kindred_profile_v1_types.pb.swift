@@ -12,7 +12,7 @@ extension Kindred.Profile.V1 {
 
         /// Birth date; age must be >= the community's min_age_years (FAILED_PRECONDITION,
         /// BELOW_MINIMUM_AGE). Set at creation; afterwards only admins may change it.
-        public var birthDate: Kindred.Common.V1.Date? = nil
+        public var birthDate: Kindred.Common.V1.CalendarDate? = nil
 
         /// Gender; only used when the community matches on gender.
         public var gender: Kindred.Common.V1.Gender = Kindred.Common.V1.Gender()
@@ -64,7 +64,7 @@ extension Kindred.Profile.V1 {
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
             self.displayName = try decoder.string(1)
-            self.birthDate = try decoder.message(2, as: Kindred.Common.V1.Date.self)
+            self.birthDate = try decoder.message(2, as: Kindred.Common.V1.CalendarDate.self)
             self.gender = decoder.enumValue(3, as: Kindred.Common.V1.Gender.self)
             self.interestedIn = decoder.repeatedEnum(4, as: Kindred.Common.V1.Gender.self)
             self.bio = try decoder.string(5)

@@ -46,14 +46,25 @@ public struct ProtoEncoder: ~Copyable {
         if value != 0 { store(value, number, .uint64) }
     }
 
-    /// Sets a `float` field. protobuf-c, like proto3, treats -0.0 as the default and omits it.
+    /// Sets a `float` field. Only +0.0 is the default: -0.0 is written, as protobuf does.
     public mutating func setFloat(_ number: Int32, _ value: Float) {
-        if value != 0 { store(value, number, .float) }
+        if value != 0 {
+            store(value, number, .float)
+        } else if value.sign == .minus {
+            // protobuf-c would skip -0.0 as zero.
+            _ = layout.field(number, FieldShape(.float))
+            appendUnknown(number, .fixed32, value.bitPattern.littleEndian)
+        }
     }
 
-    /// Sets a `double` field. protobuf-c, like proto3, treats -0.0 as the default and omits it.
+    /// Sets a `double` field. Only +0.0 is the default: -0.0 is written, as protobuf does.
     public mutating func setDouble(_ number: Int32, _ value: Double) {
-        if value != 0 { store(value, number, .double) }
+        if value != 0 {
+            store(value, number, .double)
+        } else if value.sign == .minus {
+            _ = layout.field(number, FieldShape(.double))
+            appendUnknown(number, .fixed64, value.bitPattern.littleEndian)
+        }
     }
 
     public mutating func setBool(_ number: Int32, _ value: Bool) {
@@ -314,7 +325,19 @@ public struct ProtoEncoder: ~Copyable {
     private func appendUnknown(_ number: Int32, _ value: String) {
         var value = value
         value.withUTF8 { utf8 in
-            ProtobufC.appendUnknownField(to: base, number: number, bytes: UnsafeRawBufferPointer(utf8), arena: arena)
+            ProtobufC.appendUnknownField(
+                to: base,
+                number: number,
+                kind: .lengthDelimited,
+                bytes: UnsafeRawBufferPointer(utf8),
+                arena: arena
+            )
+        }
+    }
+
+    private func appendUnknown<T: BitwiseCopyable>(_ number: Int32, _ kind: ProtobufC.UnknownFieldKind, _ value: T) {
+        withUnsafeBytes(of: value) { bytes in
+            ProtobufC.appendUnknownField(to: base, number: number, kind: kind, bytes: bytes, arena: arena)
         }
     }
 }

@@ -265,31 +265,54 @@ enum ProtobufC {
         }
     }
 
-    /// Appends a length-delimited unknown field to the message at `base`; protobuf-c packs unknown
-    /// fields after the known ones. Used for strings containing U+0000, which protobuf-c would cut
-    /// at the first NUL.
+    /// How `appendUnknownField` writes a field.
+    enum UnknownFieldKind {
+        case lengthDelimited, fixed32, fixed64
+    }
+
+    /// Appends an unknown field to the message at `base`; protobuf-c packs unknown fields after the
+    /// known ones. Used for values protobuf-c would pack wrongly: strings containing U+0000 (cut at
+    /// the first NUL) and -0.0 (dropped as if it were the default, +0.0).
     static func appendUnknownField(
         to base: UnsafeMutableRawPointer,
         number: Int32,
+        kind: UnknownFieldKind,
         bytes: UnsafeRawBufferPointer,
         arena: UnsafeMutablePointer<Arena>
     ) {
         let message = base.assumingMemoryBound(to: ProtobufCMessage.self)
         let count = Int(message.pointee.n_unknown_fields)
         let stride = MemoryLayout<ProtobufCMessageUnknownField>.stride
+        // protobuf-c copies an unknown field's data after the tag verbatim, so for a
+        // length-delimited field the data starts with the length varint.
+        var prefix: [UInt8] = []
+        var length = UInt64(bytes.count)
+        while kind == .lengthDelimited {
+            prefix.append(UInt8(truncatingIfNeeded: length & 0x7f) | (length > 0x7f ? 0x80 : 0))
+            length >>= 7
+            if length == 0 { break }
+        }
+        let wireType: ProtobufCWireType
+        switch kind {
+        case .lengthDelimited: wireType = PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED
+        case .fixed32: wireType = PROTOBUF_C_WIRE_TYPE_32BIT
+        case .fixed64: wireType = PROTOBUF_C_WIRE_TYPE_64BIT
+        }
+        let dataCount = prefix.count + bytes.count
         guard let fields = arena.pointee.allocate(byteCount: (count + 1) * stride, alignment: 16),
-            let data = arena.pointee.allocate(byteCount: Swift.max(bytes.count, 1), alignment: 1)
-        else { preconditionFailure("arena without limit refused an allocation") }
+            let data = arena.pointee.allocate(byteCount: Swift.max(dataCount, 1), alignment: 1)
+        else { preconditionFailure("out of memory") }
         if count > 0 {
             fields.copyMemory(from: message.pointee.unknown_fields, byteCount: count * stride)
         }
-        if bytes.count > 0 { data.copyMemory(from: bytes.baseAddress!, byteCount: bytes.count) }
+        if !prefix.isEmpty { prefix.withUnsafeBytes { data.copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
+        if bytes.count > 0 { (data + prefix.count).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count) }
         (fields + count * stride).initializeMemory(
             as: ProtobufCMessageUnknownField.self,
             repeating: ProtobufCMessageUnknownField(
                 tag: UInt32(bitPattern: number),
-                wire_type: PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED,
-                len: bytes.count,
+                wire_type: wireType,
+                len: dataCount,
                 data: data.assumingMemoryBound(to: UInt8.self)
             ),
             count: 1

@@ -22,3 +22,18 @@ private typealias Color = Prototest.V1.Color
         #expect(try Kindred.Testing.V1.EchoRequest(serializedBytes: bytes) == request)
     }
 }
+
+@Suite struct NegativeZeroTests {
+    @Test func negativeZeroIsWritten() throws {
+        var scalars = Prototest.V1.Scalars()
+        scalars.floatValue = -0.0
+        scalars.doubleValue = -0.0
+        let bytes = try scalars.serializedBytes()
+        #expect(bytes == [0x5d, 0, 0, 0, 0x80, 0x61, 0, 0, 0, 0, 0, 0, 0, 0x80])
+        let decoded = try Prototest.V1.Scalars(serializedBytes: bytes)
+        #expect(decoded.floatValue.sign == .minus && decoded.doubleValue.sign == .minus)
+        scalars.floatValue = 0
+        scalars.doubleValue = 0
+        #expect(try scalars.serializedBytes() == [])
+    }
+}

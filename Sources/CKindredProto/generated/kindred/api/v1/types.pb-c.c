@@ -343,7 +343,7 @@ static const ProtobufCFieldDescriptor kindred__api__v1__profile_fields__field_de
     PROTOBUF_C_TYPE_MESSAGE,
     0,   /* quantifier_offset */
     offsetof(Kindred__Api__V1__ProfileFields, birth_date),
-    &kindred__common__v1__date__descriptor,
+    &kindred__common__v1__calendar_date__descriptor,
     NULL,
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */

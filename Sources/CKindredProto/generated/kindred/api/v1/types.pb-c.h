@@ -68,7 +68,7 @@ struct  Kindred__Api__V1__ProfileFields
    * Birth date; age must be >= the community's min_age_years. Fixed after creation (support
    * can correct it).
    */
-  Kindred__Common__V1__Date *birth_date;
+  Kindred__Common__V1__CalendarDate *birth_date;
   /*
    * Gender; only used when the community matches on gender.
    */

@@ -42,7 +42,7 @@ typedef enum _Kindred__Chat__V1__ThreadState {
    */
   KINDRED__CHAT__V1__THREAD_STATE__THREAD_STATE_OPEN = 1,
   /*
-   * Ended by unmatch, block, deactivation or deletion: no new messages, hidden from lists.
+   * Ended by unmatch, block or account deletion: no new messages, hidden from lists.
    */
   KINDRED__CHAT__V1__THREAD_STATE__THREAD_STATE_CLOSED = 2
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(KINDRED__CHAT__V1__THREAD_STATE)

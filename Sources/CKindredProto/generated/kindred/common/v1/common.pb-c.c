@@ -7,49 +7,49 @@
 #endif
 
 #include "kindred/common/v1/common.pb-c.h"
-void   kindred__common__v1__date__init
-                     (Kindred__Common__V1__Date         *message)
+void   kindred__common__v1__calendar_date__init
+                     (Kindred__Common__V1__CalendarDate         *message)
 {
-  static const Kindred__Common__V1__Date init_value = KINDRED__COMMON__V1__DATE__INIT;
+  static const Kindred__Common__V1__CalendarDate init_value = KINDRED__COMMON__V1__CALENDAR_DATE__INIT;
   *message = init_value;
 }
-size_t kindred__common__v1__date__get_packed_size
-                     (const Kindred__Common__V1__Date *message)
+size_t kindred__common__v1__calendar_date__get_packed_size
+                     (const Kindred__Common__V1__CalendarDate *message)
 {
-  assert(message->base.descriptor == &kindred__common__v1__date__descriptor);
+  assert(message->base.descriptor == &kindred__common__v1__calendar_date__descriptor);
   return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
 }
-size_t kindred__common__v1__date__pack
-                     (const Kindred__Common__V1__Date *message,
+size_t kindred__common__v1__calendar_date__pack
+                     (const Kindred__Common__V1__CalendarDate *message,
                       uint8_t       *out)
 {
-  assert(message->base.descriptor == &kindred__common__v1__date__descriptor);
+  assert(message->base.descriptor == &kindred__common__v1__calendar_date__descriptor);
   return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
 }
-size_t kindred__common__v1__date__pack_to_buffer
-                     (const Kindred__Common__V1__Date *message,
+size_t kindred__common__v1__calendar_date__pack_to_buffer
+                     (const Kindred__Common__V1__CalendarDate *message,
                       ProtobufCBuffer *buffer)
 {
-  assert(message->base.descriptor == &kindred__common__v1__date__descriptor);
+  assert(message->base.descriptor == &kindred__common__v1__calendar_date__descriptor);
   return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
 }
-Kindred__Common__V1__Date *
-       kindred__common__v1__date__unpack
+Kindred__Common__V1__CalendarDate *
+       kindred__common__v1__calendar_date__unpack
                      (ProtobufCAllocator  *allocator,
                       size_t               len,
                       const uint8_t       *data)
 {
-  return (Kindred__Common__V1__Date *)
-     protobuf_c_message_unpack (&kindred__common__v1__date__descriptor,
+  return (Kindred__Common__V1__CalendarDate *)
+     protobuf_c_message_unpack (&kindred__common__v1__calendar_date__descriptor,
                                 allocator, len, data);
 }
-void   kindred__common__v1__date__free_unpacked
-                     (Kindred__Common__V1__Date *message,
+void   kindred__common__v1__calendar_date__free_unpacked
+                     (Kindred__Common__V1__CalendarDate *message,
                       ProtobufCAllocator *allocator)
 {
   if(!message)
     return;
-  assert(message->base.descriptor == &kindred__common__v1__date__descriptor);
+  assert(message->base.descriptor == &kindred__common__v1__calendar_date__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
 void   kindred__common__v1__geo_point__init
@@ -232,7 +232,7 @@ void   kindred__common__v1__data_count__free_unpacked
   assert(message->base.descriptor == &kindred__common__v1__data_count__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor kindred__common__v1__date__field_descriptors[3] =
+static const ProtobufCFieldDescriptor kindred__common__v1__calendar_date__field_descriptors[3] =
 {
   {
     "year",
@@ -240,7 +240,7 @@ static const ProtobufCFieldDescriptor kindred__common__v1__date__field_descripto
     PROTOBUF_C_LABEL_NONE,
     PROTOBUF_C_TYPE_INT32,
     0,   /* quantifier_offset */
-    offsetof(Kindred__Common__V1__Date, year),
+    offsetof(Kindred__Common__V1__CalendarDate, year),
     NULL,
     NULL,
     0,             /* flags */
@@ -252,7 +252,7 @@ static const ProtobufCFieldDescriptor kindred__common__v1__date__field_descripto
     PROTOBUF_C_LABEL_NONE,
     PROTOBUF_C_TYPE_INT32,
     0,   /* quantifier_offset */
-    offsetof(Kindred__Common__V1__Date, month),
+    offsetof(Kindred__Common__V1__CalendarDate, month),
     NULL,
     NULL,
     0,             /* flags */
@@ -264,36 +264,36 @@ static const ProtobufCFieldDescriptor kindred__common__v1__date__field_descripto
     PROTOBUF_C_LABEL_NONE,
     PROTOBUF_C_TYPE_INT32,
     0,   /* quantifier_offset */
-    offsetof(Kindred__Common__V1__Date, day),
+    offsetof(Kindred__Common__V1__CalendarDate, day),
     NULL,
     NULL,
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
 };
-static const unsigned kindred__common__v1__date__field_indices_by_name[] = {
+static const unsigned kindred__common__v1__calendar_date__field_indices_by_name[] = {
   2,   /* field[2] = day */
   1,   /* field[1] = month */
   0,   /* field[0] = year */
 };
-static const ProtobufCIntRange kindred__common__v1__date__number_ranges[1 + 1] =
+static const ProtobufCIntRange kindred__common__v1__calendar_date__number_ranges[1 + 1] =
 {
   { 1, 0 },
   { 0, 3 }
 };
-const ProtobufCMessageDescriptor kindred__common__v1__date__descriptor =
+const ProtobufCMessageDescriptor kindred__common__v1__calendar_date__descriptor =
 {
   PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-  "kindred.common.v1.Date",
-  "Date",
-  "Kindred__Common__V1__Date",
+  "kindred.common.v1.CalendarDate",
+  "CalendarDate",
+  "Kindred__Common__V1__CalendarDate",
   "kindred.common.v1",
-  sizeof(Kindred__Common__V1__Date),
+  sizeof(Kindred__Common__V1__CalendarDate),
   3,
-  kindred__common__v1__date__field_descriptors,
-  kindred__common__v1__date__field_indices_by_name,
-  1,  kindred__common__v1__date__number_ranges,
-  (ProtobufCMessageInit) kindred__common__v1__date__init,
+  kindred__common__v1__calendar_date__field_descriptors,
+  kindred__common__v1__calendar_date__field_indices_by_name,
+  1,  kindred__common__v1__calendar_date__number_ranges,
+  (ProtobufCMessageInit) kindred__common__v1__calendar_date__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor kindred__common__v1__geo_point__field_descriptors[3] =

@@ -15,7 +15,7 @@ PROTOBUF_C__BEGIN_DECLS
 #endif
 
 
-typedef struct Kindred__Common__V1__Date Kindred__Common__V1__Date;
+typedef struct Kindred__Common__V1__CalendarDate Kindred__Common__V1__CalendarDate;
 typedef struct Kindred__Common__V1__GeoPoint Kindred__Common__V1__GeoPoint;
 typedef struct Kindred__Common__V1__ErrorDetail Kindred__Common__V1__ErrorDetail;
 typedef struct Kindred__Common__V1__FieldViolation Kindred__Common__V1__FieldViolation;
@@ -195,7 +195,7 @@ typedef enum _Kindred__Common__V1__ReportReason {
 /*
  * A calendar date without time zone (birth dates).
  */
-struct  Kindred__Common__V1__Date
+struct  Kindred__Common__V1__CalendarDate
 {
   ProtobufCMessage base;
   /*
@@ -211,8 +211,8 @@ struct  Kindred__Common__V1__Date
    */
   int32_t day;
 };
-#define KINDRED__COMMON__V1__DATE__INIT \
- { PROTOBUF_C_MESSAGE_INIT (&kindred__common__v1__date__descriptor) \
+#define KINDRED__COMMON__V1__CALENDAR_DATE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__common__v1__calendar_date__descriptor) \
     , 0, 0, 0 }
 
 
@@ -329,24 +329,24 @@ struct  Kindred__Common__V1__DataCount
     , (char *)protobuf_c_empty_string, 0 }
 
 
-/* Kindred__Common__V1__Date methods */
-void   kindred__common__v1__date__init
-                     (Kindred__Common__V1__Date         *message);
-size_t kindred__common__v1__date__get_packed_size
-                     (const Kindred__Common__V1__Date   *message);
-size_t kindred__common__v1__date__pack
-                     (const Kindred__Common__V1__Date   *message,
+/* Kindred__Common__V1__CalendarDate methods */
+void   kindred__common__v1__calendar_date__init
+                     (Kindred__Common__V1__CalendarDate         *message);
+size_t kindred__common__v1__calendar_date__get_packed_size
+                     (const Kindred__Common__V1__CalendarDate   *message);
+size_t kindred__common__v1__calendar_date__pack
+                     (const Kindred__Common__V1__CalendarDate   *message,
                       uint8_t             *out);
-size_t kindred__common__v1__date__pack_to_buffer
-                     (const Kindred__Common__V1__Date   *message,
+size_t kindred__common__v1__calendar_date__pack_to_buffer
+                     (const Kindred__Common__V1__CalendarDate   *message,
                       ProtobufCBuffer     *buffer);
-Kindred__Common__V1__Date *
-       kindred__common__v1__date__unpack
+Kindred__Common__V1__CalendarDate *
+       kindred__common__v1__calendar_date__unpack
                      (ProtobufCAllocator  *allocator,
                       size_t               len,
                       const uint8_t       *data);
-void   kindred__common__v1__date__free_unpacked
-                     (Kindred__Common__V1__Date *message,
+void   kindred__common__v1__calendar_date__free_unpacked
+                     (Kindred__Common__V1__CalendarDate *message,
                       ProtobufCAllocator *allocator);
 /* Kindred__Common__V1__GeoPoint methods */
 void   kindred__common__v1__geo_point__init
@@ -426,8 +426,8 @@ void   kindred__common__v1__data_count__free_unpacked
                       ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
-typedef void (*Kindred__Common__V1__Date_Closure)
-                 (const Kindred__Common__V1__Date *message,
+typedef void (*Kindred__Common__V1__CalendarDate_Closure)
+                 (const Kindred__Common__V1__CalendarDate *message,
                   void *closure_data);
 typedef void (*Kindred__Common__V1__GeoPoint_Closure)
                  (const Kindred__Common__V1__GeoPoint *message,
@@ -454,7 +454,7 @@ extern const ProtobufCEnumDescriptor    kindred__common__v1__swipe_action__descr
 extern const ProtobufCEnumDescriptor    kindred__common__v1__community_mode__descriptor;
 extern const ProtobufCEnumDescriptor    kindred__common__v1__photo_variant__descriptor;
 extern const ProtobufCEnumDescriptor    kindred__common__v1__report_reason__descriptor;
-extern const ProtobufCMessageDescriptor kindred__common__v1__date__descriptor;
+extern const ProtobufCMessageDescriptor kindred__common__v1__calendar_date__descriptor;
 extern const ProtobufCMessageDescriptor kindred__common__v1__geo_point__descriptor;
 extern const ProtobufCMessageDescriptor kindred__common__v1__error_detail__descriptor;
 extern const ProtobufCMessageDescriptor kindred__common__v1__field_violation__descriptor;

@@ -1058,7 +1058,7 @@ static const ProtobufCFieldDescriptor kindred__common__v1__candidate_snapshot__f
     PROTOBUF_C_TYPE_MESSAGE,
     0,   /* quantifier_offset */
     offsetof(Kindred__Common__V1__CandidateSnapshot, birth_date),
-    &kindred__common__v1__date__descriptor,
+    &kindred__common__v1__calendar_date__descriptor,
     NULL,
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
@@ -1744,23 +1744,21 @@ const ProtobufCMessageDescriptor kindred__common__v1__user_unblocked__descriptor
   (ProtobufCMessageInit) kindred__common__v1__user_unblocked__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue kindred__common__v1__match_end_reason__enum_values_by_number[6] =
+static const ProtobufCEnumValue kindred__common__v1__match_end_reason__enum_values_by_number[5] =
 {
   { "MATCH_END_REASON_UNSPECIFIED", "KINDRED__COMMON__V1__MATCH_END_REASON__MATCH_END_REASON_UNSPECIFIED", 0 },
   { "MATCH_END_REASON_UNMATCHED", "KINDRED__COMMON__V1__MATCH_END_REASON__MATCH_END_REASON_UNMATCHED", 1 },
   { "MATCH_END_REASON_BLOCKED", "KINDRED__COMMON__V1__MATCH_END_REASON__MATCH_END_REASON_BLOCKED", 2 },
-  { "MATCH_END_REASON_ACCOUNT_DEACTIVATED", "KINDRED__COMMON__V1__MATCH_END_REASON__MATCH_END_REASON_ACCOUNT_DEACTIVATED", 3 },
-  { "MATCH_END_REASON_ACCOUNT_DELETED", "KINDRED__COMMON__V1__MATCH_END_REASON__MATCH_END_REASON_ACCOUNT_DELETED", 4 },
-  { "MATCH_END_REASON_ADMIN", "KINDRED__COMMON__V1__MATCH_END_REASON__MATCH_END_REASON_ADMIN", 5 },
+  { "MATCH_END_REASON_ACCOUNT_DELETED", "KINDRED__COMMON__V1__MATCH_END_REASON__MATCH_END_REASON_ACCOUNT_DELETED", 3 },
+  { "MATCH_END_REASON_ADMIN", "KINDRED__COMMON__V1__MATCH_END_REASON__MATCH_END_REASON_ADMIN", 4 },
 };
 static const ProtobufCIntRange kindred__common__v1__match_end_reason__value_ranges[] = {
-{0, 0},{0, 6}
+{0, 0},{0, 5}
 };
-static const ProtobufCEnumValueIndex kindred__common__v1__match_end_reason__enum_values_by_name[6] =
+static const ProtobufCEnumValueIndex kindred__common__v1__match_end_reason__enum_values_by_name[5] =
 {
-  { "MATCH_END_REASON_ACCOUNT_DEACTIVATED", 3 },
-  { "MATCH_END_REASON_ACCOUNT_DELETED", 4 },
-  { "MATCH_END_REASON_ADMIN", 5 },
+  { "MATCH_END_REASON_ACCOUNT_DELETED", 3 },
+  { "MATCH_END_REASON_ADMIN", 4 },
   { "MATCH_END_REASON_BLOCKED", 2 },
   { "MATCH_END_REASON_UNMATCHED", 1 },
   { "MATCH_END_REASON_UNSPECIFIED", 0 },
@@ -1772,9 +1770,9 @@ const ProtobufCEnumDescriptor kindred__common__v1__match_end_reason__descriptor 
   "MatchEndReason",
   "Kindred__Common__V1__MatchEndReason",
   "kindred.common.v1",
-  6,
+  5,
   kindred__common__v1__match_end_reason__enum_values_by_number,
-  6,
+  5,
   kindred__common__v1__match_end_reason__enum_values_by_name,
   1,
   kindred__common__v1__match_end_reason__value_ranges,

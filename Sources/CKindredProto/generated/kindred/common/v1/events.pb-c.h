@@ -52,17 +52,14 @@ typedef enum _Kindred__Common__V1__MatchEndReason {
    */
   KINDRED__COMMON__V1__MATCH_END_REASON__MATCH_END_REASON_BLOCKED = 2,
   /*
-   * One side's account was deactivated.
+   * One side's account was deleted. (Deactivation does not end matches: it hides them until
+   * reactivation.)
    */
-  KINDRED__COMMON__V1__MATCH_END_REASON__MATCH_END_REASON_ACCOUNT_DEACTIVATED = 3,
-  /*
-   * One side's account was deleted.
-   */
-  KINDRED__COMMON__V1__MATCH_END_REASON__MATCH_END_REASON_ACCOUNT_DELETED = 4,
+  KINDRED__COMMON__V1__MATCH_END_REASON__MATCH_END_REASON_ACCOUNT_DELETED = 3,
   /*
    * An admin ended it while resolving a report.
    */
-  KINDRED__COMMON__V1__MATCH_END_REASON__MATCH_END_REASON_ADMIN = 5
+  KINDRED__COMMON__V1__MATCH_END_REASON__MATCH_END_REASON_ADMIN = 4
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(KINDRED__COMMON__V1__MATCH_END_REASON)
 } Kindred__Common__V1__MatchEndReason;
 
@@ -175,8 +172,9 @@ struct  Kindred__Common__V1__Event
 
 
 /*
- * The account was deactivated: hide the user everywhere (deck, likes, matches, chat) but keep
- * their data; a later AccountReactivated restores visibility.
+ * The account was deactivated: hide the user everywhere (deck, likes, matches, chat threads,
+ * which also refuse new messages) but keep their data and end nothing; a later
+ * AccountReactivated restores everything as it was.
  */
 struct  Kindred__Common__V1__AccountDeactivated
 {
@@ -249,7 +247,7 @@ struct  Kindred__Common__V1__CandidateSnapshot
   /*
    * Birth date (age is computed at query time).
    */
-  Kindred__Common__V1__Date *birth_date;
+  Kindred__Common__V1__CalendarDate *birth_date;
   /*
    * Gender; UNSPECIFIED when not set or when the community does not match on gender.
    */

@@ -208,7 +208,7 @@ static const ProtobufCFieldDescriptor kindred__profile__v1__profile_fields__fiel
     PROTOBUF_C_TYPE_MESSAGE,
     0,   /* quantifier_offset */
     offsetof(Kindred__Profile__V1__ProfileFields, birth_date),
-    &kindred__common__v1__date__descriptor,
+    &kindred__common__v1__calendar_date__descriptor,
     NULL,
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */

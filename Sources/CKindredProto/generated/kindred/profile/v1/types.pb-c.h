@@ -44,7 +44,7 @@ struct  Kindred__Profile__V1__ProfileFields
    * Birth date; age must be >= the community's min_age_years (FAILED_PRECONDITION,
    * BELOW_MINIMUM_AGE). Set at creation; afterwards only admins may change it.
    */
-  Kindred__Common__V1__Date *birth_date;
+  Kindred__Common__V1__CalendarDate *birth_date;
   /*
    * Gender; only used when the community matches on gender.
    */
