@@ -12,6 +12,11 @@ let nio: [Target.Dependency] = [
 ]
 let logging: Target.Dependency = .product(name: "Logging", package: "swift-log")
 
+/// The per-request path (HTTP/2 session, gRPC runtime): release builds skip dynamic exclusivity checks there.
+/// Those modules keep state confined to one event loop and never hold an access across a call that could
+/// re-enter (see HTTP2Session); debug builds and tests keep the checks on and would catch a violation.
+let hotPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+
 let package = Package(
     name: "Kindred",
     platforms: [.macOS(.v15)],
@@ -33,7 +38,7 @@ let package = Package(
         systemLibrary("CArgon2", pkgConfig: "libargon2", apt: ["libargon2-dev"]),
 
         // Wrappers: the one Swift module per C library.
-        .target(name: "KindredHTTP2", dependencies: ["CNghttp2"] + nio),
+        .target(name: "KindredHTTP2", dependencies: ["CNghttp2"] + nio, swiftSettings: hotPath),
         .target(name: "KindredProtobuf", dependencies: ["CProtobufC"]),
         .target(name: "KindredOpenSSL", dependencies: ["COpenSSL"] + nio),
         .target(name: "KindredArgon2", dependencies: ["CArgon2"]),
@@ -49,7 +54,8 @@ let package = Package(
         // The gRPC runtime and the standard services every server carries.
         .target(
             name: "KindredGRPC",
-            dependencies: ["KindredHTTP2", "KindredProtobuf", "KindredOpenSSL", logging] + nio
+            dependencies: ["KindredHTTP2", "KindredProtobuf", "KindredOpenSSL", logging] + nio,
+            swiftSettings: hotPath
         ),
         .target(name: "KindredGRPCServices", dependencies: ["KindredGRPC", "KindredProto", logging]),
 

@@ -39,13 +39,10 @@ final class ClientCall: @unchecked Sendable {
     // MARK: Called from the calling task
 
     func send<Message: ProtoMessage>(_ message: Message) throws {
-        let bytes: [UInt8]
-        do {
-            bytes = try message.serializedBytes()
-        } catch {
-            throw RPCError(.internalError, "Failed to encode the request")
+        let framed = try MessageFraming.frame(message, allocator: ByteBufferAllocator()) {
+            RPCError(.internalError, "Failed to encode the request")
         }
-        self.onLoop { self.connection?.send(bytes, on: self) }
+        self.onLoop { self.connection?.send(framed, on: self) }
     }
 
     /// Half-closes the request side.

@@ -155,9 +155,9 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         self.scheduleFlush()
     }
 
-    func send(_ bytes: [UInt8], on call: ClientCall) {
-        guard !call.done, let session = self.session, let context = self.context else { return }
-        session.sendData(streamID: call.streamID, MessageFraming.frame(bytes, allocator: context.channel.allocator))
+    func send(_ framed: ByteBuffer, on call: ClientCall) {
+        guard !call.done, let session = self.session else { return }
+        session.sendData(streamID: call.streamID, framed)
         self.scheduleFlush()
     }
 

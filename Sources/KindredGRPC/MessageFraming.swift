@@ -1,16 +1,28 @@
+import KindredProtobuf
 import NIOCore
 
 /// The gRPC length-prefixed message framing: 1 byte compressed flag, 4 bytes big-endian length, message.
 enum MessageFraming {
     static let headerSize = 5
 
-    /// Frames one serialized message into a new buffer.
-    static func frame(_ message: [UInt8], allocator: ByteBufferAllocator) -> ByteBuffer {
-        var buffer = allocator.buffer(capacity: headerSize + message.count)
-        buffer.writeInteger(UInt8(0))
-        buffer.writeInteger(UInt32(message.count))
-        buffer.writeBytes(message)
-        return buffer
+    /// Serializes a message straight into a new framed buffer (protobuf-c packs into temporary memory, which is
+    /// copied once, behind the 5-byte prefix).
+    static func frame<Message: ProtoMessage>(
+        _ message: Message,
+        allocator: ByteBufferAllocator,
+        onFailure: () -> RPCError
+    ) throws(RPCError) -> ByteBuffer {
+        do {
+            return try message.withUnsafeSerializedBytes { bytes in
+                var buffer = allocator.buffer(capacity: headerSize + bytes.count)
+                buffer.writeInteger(UInt8(0))
+                buffer.writeInteger(UInt32(bytes.count))
+                buffer.writeBytes(bytes)
+                return buffer
+            }
+        } catch {
+            throw onFailure()
+        }
     }
 }
 

@@ -14,6 +14,7 @@ final class ServerCall: @unchecked Sendable {
     let peer: String
     let eventLoop: any EventLoop
     let handler: MethodHandler
+    let allocator = ByteBufferAllocator()
 
     // Loop-confined state.
     var connection: ServerConnectionHandler?
@@ -81,14 +82,11 @@ final class ServerCall: @unchecked Sendable {
 
     func sendMessage<Message: ProtoMessage>(_ message: Message) throws {
         if Task.isCancelled { throw CancellationError() }
-        let bytes: [UInt8]
-        do {
-            bytes = try message.serializedBytes()
-        } catch {
-            throw RPCError(.internalError, "The server failed to encode its response")
+        let framed = try MessageFraming.frame(message, allocator: self.allocator) {
+            RPCError(.internalError, "The server failed to encode its response")
         }
         self.onLoop {
-            self.connection?.sendMessage(bytes, on: self)
+            self.connection?.sendMessage(framed, on: self)
         }
     }
 

@@ -408,7 +408,11 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         call.task = Task(executorPreference: executor) {
             var status: RPCError?
             do {
-                try await GRPCDeadline.$current.withValue(deadline) {
+                if let deadline {
+                    try await GRPCDeadline.$current.withValue(deadline) {
+                        try await handler.run(call, firstMessage)
+                    }
+                } else {
                     try await handler.run(call, firstMessage)
                 }
             } catch {
@@ -481,18 +485,18 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         }
     }
 
-    func sendMessage(_ bytes: [UInt8], on call: ServerCall) {
-        guard !call.finished, let session = self.session, let context = self.context else { return }
+    func sendMessage(_ framed: ByteBuffer, on call: ServerCall) {
+        guard !call.finished, let session = self.session else { return }
         if !call.headersSent { self.sendHeaders(call) }
-        session.sendData(streamID: call.streamID, MessageFraming.frame(bytes, allocator: context.channel.allocator))
+        session.sendData(streamID: call.streamID, framed)
         self.scheduleFlush()
     }
 
     private func sendHeaders(_ call: ServerCall) {
         guard let session = self.session else { return }
         call.headersSent = true
-        var headers = [HTTP2Header(":status", "200"), HTTP2Header("content-type", "application/grpc")]
-        call.responseMetadata.appendHeaders(to: &headers)
+        var headers = Self.responseHeaders
+        if !call.responseMetadata.isEmpty { call.responseMetadata.appendHeaders(to: &headers) }
         do {
             try session.submitResponse(streamID: call.streamID, headers: headers, endStream: false)
         } catch {
@@ -510,11 +514,11 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         self.metrics.callFinished(path: call.path, code: error?.code ?? .ok, start: call.startTime)
         guard let session = self.session, !call.streamClosed else { return }
         var trailers = Self.statusHeaders(error)
-        call.trailingMetadata.appendHeaders(to: &trailers)
+        if !call.trailingMetadata.isEmpty { call.trailingMetadata.appendHeaders(to: &trailers) }
         if call.headersSent {
             session.finish(streamID: call.streamID, trailers: trailers)
         } else {
-            var headers = [HTTP2Header(":status", "200"), HTTP2Header("content-type", "application/grpc")]
+            var headers = Self.responseHeaders
             call.responseMetadata.appendHeaders(to: &headers)
             headers.append(contentsOf: trailers)
             call.headersSent = true
@@ -527,8 +531,11 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         self.scheduleFlush()
     }
 
+    private static let responseHeaders = [HTTP2Header(":status", "200"), HTTP2Header("content-type", "application/grpc")]
+    private static let okTrailers = [HTTP2Header("grpc-status", "0")]
+
     private static func statusHeaders(_ error: RPCError?) -> [HTTP2Header] {
-        guard let error else { return [HTTP2Header("grpc-status", "0")] }
+        guard let error else { return Self.okTrailers }
         var headers = [HTTP2Header("grpc-status", String(error.code.rawValue))]
         if !error.message.isEmpty {
             headers.append(HTTP2Header("grpc-message", PercentEncoding.encode(error.message)))
@@ -542,7 +549,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
 
     private func respondTrailersOnly(streamID: Int32, _ error: RPCError) {
         guard let session = self.session else { return }
-        var headers = [HTTP2Header(":status", "200"), HTTP2Header("content-type", "application/grpc")]
+        var headers = Self.responseHeaders
         headers.append(contentsOf: Self.statusHeaders(error))
         do {
             try session.submitResponse(streamID: streamID, headers: headers, endStream: true)

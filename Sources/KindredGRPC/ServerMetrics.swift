@@ -3,19 +3,26 @@ import NIOCore
 
 /// Counters of one server, rendered in the Prometheus text format by `prometheusText()`.
 public final class ServerMetrics: Sendable {
-    private struct MethodKey: Hashable {
-        let path: String
-        let code: Int
+    /// Per-method counters: calls by status code, and the summed duration of those that started.
+    private struct MethodStats {
+        var byCode = [Int](repeating: 0, count: 17)
+        var durationSum: Double = 0
+        var durationCount = 0
+
+        mutating func record(code: StatusCode, seconds: Double?) {
+            self.byCode[code.rawValue] += 1
+            if let seconds {
+                self.durationSum += seconds
+                self.durationCount += 1
+            }
+        }
     }
 
     private struct State {
         var connectionsOpen = 0
         var connectionsTotal = 0
         var callsActive = 0
-        var calls: [MethodKey: Int] = [:]
-        /// Sum of call durations per method, in seconds, and the count they cover.
-        var durationSum: [String: Double] = [:]
-        var durationCount: [String: Int] = [:]
+        var methods: [String: MethodStats] = [:]
     }
 
     private let state = NIOLockedValueBox(State())
@@ -41,17 +48,13 @@ public final class ServerMetrics: Sendable {
         let seconds = start.map { Double((NIODeadline.now() - $0).nanoseconds) / 1e9 }
         self.state.withLockedValue { state in
             if start != nil { state.callsActive -= 1 }
-            state.calls[MethodKey(path: path, code: code.rawValue), default: 0] += 1
-            if let seconds {
-                state.durationSum[path, default: 0] += seconds
-                state.durationCount[path, default: 0] += 1
-            }
+            state.methods[path, default: MethodStats()].record(code: code, seconds: seconds)
         }
     }
 
     /// Calls finished with `code` on `path` so far.
     public func finishedCalls(path: String, code: StatusCode) -> Int {
-        self.state.withLockedValue { $0.calls[MethodKey(path: path, code: code.rawValue)] ?? 0 }
+        self.state.withLockedValue { $0.methods[path]?.byCode[code.rawValue] ?? 0 }
     }
 
     /// Calls whose status has not been sent yet.
@@ -70,16 +73,20 @@ public final class ServerMetrics: Sendable {
         out += "grpc_server_calls_active \(state.callsActive)\n"
         out += "# HELP grpc_server_handled_total Calls finished, by method and status code.\n"
         out += "# TYPE grpc_server_handled_total counter\n"
-        for (key, count) in state.calls.sorted(by: { ($0.key.path, $0.key.code) < ($1.key.path, $1.key.code) }) {
-            let code = StatusCode(rawValue: key.code)?.description ?? String(key.code)
-            out += "grpc_server_handled_total{grpc_method=\"\(key.path)\",grpc_code=\"\(code)\"} \(count)\n"
+        let methods = state.methods.sorted { $0.key < $1.key }
+        for (path, stats) in methods {
+            for (code, count) in stats.byCode.enumerated() where count > 0 {
+                let name = StatusCode(rawValue: code)!.description
+                out += "grpc_server_handled_total{grpc_method=\"\(path)\",grpc_code=\"\(name)\"} \(count)\n"
+            }
         }
         out += "# HELP grpc_server_handling_seconds Time from request headers to status, by method.\n"
         out += "# TYPE grpc_server_handling_seconds summary\n"
-        for (path, sum) in state.durationSum.sorted(by: { $0.key < $1.key }) {
-            out += "grpc_server_handling_seconds_sum{grpc_method=\"\(path)\"} \(sum)\n"
-            out += "grpc_server_handling_seconds_count{grpc_method=\"\(path)\"} \(state.durationCount[path] ?? 0)\n"
+        for (path, stats) in methods where stats.durationCount > 0 {
+            out += "grpc_server_handling_seconds_sum{grpc_method=\"\(path)\"} \(stats.durationSum)\n"
+            out += "grpc_server_handling_seconds_count{grpc_method=\"\(path)\"} \(stats.durationCount)\n"
         }
         return out
     }
 }
+

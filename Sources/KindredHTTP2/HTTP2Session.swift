@@ -43,6 +43,9 @@ public final class HTTP2Session {
     private var pendingHeaderRejected = false
     // Outbound DATA queued per stream, drained by nghttp2's data source callback.
     private var outbound: [Int32: Outbound] = [:]
+    // Reused storage for header blocks being submitted.
+    fileprivate var scratchBytes: [UInt8] = []
+    fileprivate var scratchPairs: [nghttp2_nv] = []
 
     /// Outbound state of one stream: bytes waiting for flow-control window and how the stream ends.
     private final class Outbound {
@@ -190,13 +193,13 @@ public final class HTTP2Session {
         guard let session = self.session else { return }
         let rc: Int32
         if endStream {
-            rc = withNameValuePairs(headers) { nva, count in
+            rc = self.withNameValuePairs(headers) { nva, count in
                 nghttp2_submit_response(session, streamID, nva, count, nil)
             }
         } else {
             self.outbound[streamID] = Outbound(buffer: ByteBuffer())
             var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: onDataSourceRead)
-            rc = withNameValuePairs(headers) { nva, count in
+            rc = self.withNameValuePairs(headers) { nva, count in
                 nghttp2_submit_response(session, streamID, nva, count, &provider)
             }
         }
@@ -214,7 +217,7 @@ public final class HTTP2Session {
             throw HTTP2SessionError(code: Int32(NGHTTP2_ERR_INVALID_STATE.rawValue), operation: "submit_request")
         }
         var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: onDataSourceRead)
-        let streamID = withNameValuePairs(headers) { nva, count in
+        let streamID = self.withNameValuePairs(headers) { nva, count in
             nghttp2_submit_request(session, nil, nva, count, &provider, nil)
         }
         // Negative: NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE (ids exhausted), NGHTTP2_ERR_PROTO, NGHTTP2_ERR_NOMEM.
@@ -392,7 +395,7 @@ public final class HTTP2Session {
                     flags.pointee |= NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
                     // Allowed inside this callback; fails only with NGHTTP2_ERR_NOMEM or for an invalid stream,
                     // in which case the stream is already going away.
-                    let rc = withNameValuePairs(trailers) { nva, n in nghttp2_submit_trailer(session, streamID, nva, n) }
+                    let rc = self.withNameValuePairs(trailers) { nva, n in nghttp2_submit_trailer(session, streamID, nva, n) }
                     if rc != 0 { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
                 }
                 self.outbound.removeValue(forKey: streamID)
@@ -519,43 +522,53 @@ private func onDataSourceRead(
 // MARK: - Helpers
 
 /// Lays out the headers as nghttp2_nv entries over one contiguous byte buffer. nghttp2 copies them during the
-/// submit call, so the storage only has to live for `body`.
-private func withNameValuePairs<R>(
-    _ headers: [HTTP2Header],
-    _ body: (UnsafePointer<nghttp2_nv>, Int) -> R
-) -> R {
-    var storage: [UInt8] = []
-    storage.reserveCapacity(headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count })
-    var spans: [(Int, Int, Int, Int)] = []
-    spans.reserveCapacity(headers.count)
-    for header in headers {
-        let nameStart = storage.count
-        storage.append(contentsOf: header.name.utf8)
-        let valueStart = storage.count
-        storage.append(contentsOf: header.value.utf8)
-        spans.append((nameStart, valueStart - nameStart, valueStart, storage.count - valueStart))
-    }
-    return storage.withUnsafeMutableBufferPointer { bytes in
-        // A non-null base even when every header is empty.
-        var placeholder: UInt8 = 0
-        return withUnsafeMutablePointer(to: &placeholder) { empty in
-            let base = bytes.baseAddress ?? empty
-            var nva = spans.map { span in
-                nghttp2_nv(
-                    name: base + span.0,
-                    value: base + span.2,
-                    namelen: span.1,
-                    valuelen: span.3,
-                    flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+/// submit call, so the storage only has to live for `body`. The buffers are the session's scratch space, taken
+/// out for the call (so a nested use would simply allocate) and put back for the next one.
+extension HTTP2Session {
+    fileprivate func withNameValuePairs<R>(
+        _ headers: [HTTP2Header],
+        _ body: (UnsafePointer<nghttp2_nv>, Int) -> R
+    ) -> R {
+        var storage = self.scratchBytes
+        var nva = self.scratchPairs
+        self.scratchBytes = []
+        self.scratchPairs = []
+        defer {
+            storage.removeAll(keepingCapacity: true)
+            nva.removeAll(keepingCapacity: true)
+            self.scratchBytes = storage
+            self.scratchPairs = nva
+        }
+        var total = 0
+        for header in headers { total += header.name.utf8.count + header.value.utf8.count }
+        storage.reserveCapacity(max(total, 1))
+        for header in headers {
+            storage.append(contentsOf: header.name.utf8)
+            storage.append(contentsOf: header.value.utf8)
+        }
+        return storage.withUnsafeMutableBufferPointer { bytes in
+            // Capacity is at least 1, so the base address exists even when every header is empty.
+            let base = bytes.baseAddress!
+            var offset = 0
+            for header in headers {
+                let nameLength = header.name.utf8.count
+                let valueLength = header.value.utf8.count
+                nva.append(
+                    nghttp2_nv(
+                        name: base + offset,
+                        value: base + offset + nameLength,
+                        namelen: nameLength,
+                        valuelen: valueLength,
+                        flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+                    )
                 )
+                offset += nameLength + valueLength
             }
             if nva.isEmpty {
-                nva.append(nghttp2_nv(name: empty, value: empty, namelen: 0, valuelen: 0, flags: 0))
-                return nva.withUnsafeMutableBufferPointer { body($0.baseAddress!, 0) }
+                nva.append(nghttp2_nv(name: base, value: base, namelen: 0, valuelen: 0, flags: 0))
+                return nva.withUnsafeBufferPointer { body($0.baseAddress!, 0) }
             }
-            return nva.withUnsafeMutableBufferPointer { nvaBuffer in
-                body(nvaBuffer.baseAddress!, nvaBuffer.count)
-            }
+            return nva.withUnsafeBufferPointer { body($0.baseAddress!, $0.count) }
         }
     }
 }

@@ -239,6 +239,47 @@ func waitForCancellation(_ client: GRPCClient, callID: String) async throws {
         await harness.stop()
     }
 
+    @Test func slowClientPushesBackOnTheServerWriter() async throws {
+        // A server-streaming handler writing faster than the client reads must wait, not buffer everything.
+        let written = ManagedCounter()
+        let harness = try await Harness.start(services: [FloodService(written: written)])
+        let received = try await harness.client.serverStreaming(FloodService.method, V1.EchoRequest()) { stream in
+            var iterator = stream.makeAsyncIterator()
+            _ = try await iterator.next()
+            try await Task.sleep(for: .milliseconds(500))
+            // 1 MiB client window + 256 KiB watermark ≈ 20 messages of 64 KiB, far from the 400 offered.
+            #expect(written.value < 40, "server writer was not stopped: \(written.value) messages written")
+            var count = 1
+            while try await iterator.next() != nil { count += 1 }
+            return count
+        }
+        #expect(received == 400)
+        await harness.stop()
+    }
+
+    @Test func idleConnectionsCloseAndClientsReconnect() async throws {
+        let harness = try await Harness.start(configure: { $0.idleTimeout = .milliseconds(200) })
+        _ = try await harness.client.unary(V1.InteropService.Method.echo, echo("before"))
+        #expect(harness.server.metrics.openConnections == 1)
+        try await Task.sleep(for: .milliseconds(600))
+        #expect(harness.server.metrics.openConnections == 0)
+        #expect(try await harness.client.unary(V1.InteropService.Method.echo, echo("after")).message == "after")
+        await harness.stop()
+    }
+
+    @Test func maxConnectionAgeDrainsWithoutFailingCalls() async throws {
+        let harness = try await Harness.start(configure: {
+            $0.maxConnectionAge = .milliseconds(200)
+            $0.maxConnectionAgeGrace = .seconds(5)
+        })
+        let slow = try await harness.client.unary(V1.InteropService.Method.echo, echo("slow", delayMs: 600))
+        #expect(slow.message == "slow")
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(harness.server.metrics.openConnections == 0)
+        #expect(try await harness.client.unary(V1.InteropService.Method.echo, echo("new")).message == "new")
+        await harness.stop()
+    }
+
     @Test func gracefulShutdownFinishesInFlightCalls() async throws {
         let harness = try await Harness.start()
         let inFlight = Task { try await harness.client.unary(V1.InteropService.Method.echo, echo("late", delayMs: 500)) }
@@ -328,6 +369,27 @@ struct StallingService: GRPCService {
             var response = V1.CollectResponse()
             for try await _ in requests { response.count += 1 }
             return response
+        }
+    }
+}
+
+/// A server-streaming method that writes 400 messages of 64 KiB, counting completed writes.
+struct FloodService: GRPCService {
+    static let method = ProtoMethod<V1.EchoRequest, V1.EchoResponse>(
+        service: "kindred.testing.v1.Flood",
+        name: "Expand",
+        kind: .serverStreaming
+    )
+    let written: ManagedCounter
+
+    func register(in router: inout GRPCRouter) {
+        router.serverStreaming(Self.method) { _, writer, _ in
+            var response = V1.EchoResponse()
+            response.payload = Array(repeating: 3, count: 64 << 10)
+            for _ in 0..<400 {
+                try await writer.write(response)
+                self.written.increment()
+            }
         }
     }
 }
