@@ -109,7 +109,13 @@ public final class TLSHandler: ChannelDuplexHandler {
     }
 
     public func channelActive(context: ChannelHandlerContext) {
-        self.startHandshake(context: context)
+        if self.state == .handshaking {
+            // Started in handlerAdded (an accepted channel is active before it is registered):
+            // ask again for the read that could not be issued then.
+            context.read()
+        } else {
+            self.startHandshake(context: context)
+        }
         context.fireChannelActive()
     }
 

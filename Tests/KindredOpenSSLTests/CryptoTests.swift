@@ -167,6 +167,7 @@ struct SignatureTests {
 
     @Test func ed25519InteropWithOpenSSLCLI() throws {
         let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
         try runChecked(["openssl", "genpkey", "-algorithm", "ed25519", "-out", "ed.key"], in: directory)
         try runChecked(["openssl", "pkey", "-in", "ed.key", "-pubout", "-out", "ed.pub"], in: directory)
         let message = Array("kindred access token".utf8)
@@ -199,6 +200,7 @@ struct SignatureTests {
 
     @Test func ed25519RejectsOtherKeysAndBadInput() throws {
         let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
         try runChecked(
             ["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "ec.key"],
             in: directory
@@ -214,6 +216,7 @@ struct SignatureTests {
 
     @Test func rs256SignedByOpenSSLCLI() throws {
         let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
         try runChecked(
             ["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "rsa.key"],
             in: directory
@@ -243,6 +246,7 @@ struct SignatureTests {
 
     @Test func rsaRejectsWeakOrMalformedKeys() throws {
         let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
         try runChecked(
             ["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024", "-out", "weak.key"],
             in: directory
@@ -260,6 +264,7 @@ struct SignatureTests {
 
     @Test func es256SignedByOpenSSLCLI() throws {
         let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
         try runChecked(
             ["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "ec.key"],
             in: directory
