@@ -11,7 +11,7 @@ final class ClientCall: @unchecked Sendable {
     var connection: ClientConnectionHandler?
     var streamID: Int32 = -1
     var deframer: MessageDeframer
-    var inbound = CircularBuffer<ByteBuffer>()
+    var inbound = MessageQueue()
     var responseHeadersReceived = false
     var responseMetadata = Metadata()
     var status: RPCError?

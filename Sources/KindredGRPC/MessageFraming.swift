@@ -78,3 +78,32 @@ struct MessageDeframer {
     /// True when bytes of an unfinished message remain (the stream ended mid-message).
     var hasPartialMessage: Bool { self.bufferedBytes > 0 }
 }
+
+/// Received messages waiting for a reader: an array with a moving head, which costs no allocation until the
+/// first message arrives (most calls see one message).
+struct MessageQueue {
+    private var messages: [ByteBuffer] = []
+    private var head = 0
+
+    var count: Int { self.messages.count - self.head }
+    var isEmpty: Bool { self.head == self.messages.count }
+
+    mutating func append(_ message: ByteBuffer) {
+        self.messages.append(message)
+    }
+
+    mutating func removeFirst() -> ByteBuffer {
+        let message = self.messages[self.head]
+        self.head += 1
+        if self.head == self.messages.count {
+            self.messages.removeAll(keepingCapacity: true)
+            self.head = 0
+        }
+        return message
+    }
+
+    mutating func removeAll() {
+        self.messages.removeAll()
+        self.head = 0
+    }
+}

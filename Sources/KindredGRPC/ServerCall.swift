@@ -1,3 +1,4 @@
+import KindredHTTP2
 import KindredProtobuf
 import NIOCore
 
@@ -9,7 +10,9 @@ import NIOCore
 final class ServerCall: @unchecked Sendable {
     let streamID: Int32
     let path: String
-    let requestMetadata: Metadata
+    /// The request's header fields; custom metadata is parsed from them when a handler asks.
+    let requestHeaders: [HTTP2Header]
+    var requestMetadata: Metadata { Metadata(headers: self.requestHeaders) }
     let deadline: NIODeadline?
     let peer: String
     let eventLoop: any EventLoop
@@ -19,7 +22,7 @@ final class ServerCall: @unchecked Sendable {
     // Loop-confined state.
     var connection: ServerConnectionHandler?
     var deframer: MessageDeframer
-    var inbound = CircularBuffer<ByteBuffer>()
+    var inbound = MessageQueue()
     /// Received bytes not yet returned to the flow-control window (the frames of queued messages).
     var unconsumedBytes = 0
     var queuedBytes = 0
@@ -42,7 +45,7 @@ final class ServerCall: @unchecked Sendable {
     init(
         streamID: Int32,
         path: String,
-        requestMetadata: Metadata,
+        requestHeaders: [HTTP2Header],
         deadline: NIODeadline?,
         peer: String,
         eventLoop: any EventLoop,
@@ -52,7 +55,7 @@ final class ServerCall: @unchecked Sendable {
     ) {
         self.streamID = streamID
         self.path = path
-        self.requestMetadata = requestMetadata
+        self.requestHeaders = requestHeaders
         self.deadline = deadline
         self.peer = peer
         self.eventLoop = eventLoop

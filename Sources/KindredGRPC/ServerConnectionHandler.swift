@@ -256,7 +256,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         let call = ServerCall(
             streamID: streamID,
             path: path,
-            requestMetadata: Metadata(headers: headers),
+            requestHeaders: headers,
             deadline: deadline,
             peer: self.peer,
             eventLoop: context.eventLoop,

@@ -31,7 +31,7 @@ run() { # name path body clients streams requests
     local rps mean failed
     rps=$(echo "$out" | awk '/^finished in/ {print $4}')
     mean=$(echo "$out" | awk '/^time for request:/ {print $6}')
-    failed=$(echo "$out" | awk '/^requests:/ {print $8}')
+    failed=$(echo "$out" | awk '/^requests:/ {print $10}')
     printf '%-14s -c%-3s -m%-3s %10s req/s   mean latency %8s   failed %s\n' "$1" "$4" "$5" "$rps" "$mean" "$failed"
 }
 
