@@ -42,6 +42,9 @@ let package = Package(
         .target(name: "KindredProtobuf", dependencies: ["CProtobufC"]),
         .target(name: "KindredOpenSSL", dependencies: ["COpenSSL"] + nio),
         .target(name: "KindredArgon2", dependencies: ["CArgon2"]),
+        .target(name: "KindredPostgres", dependencies: ["CLibpq", logging] + nio),
+        // Starts a private PostgreSQL (initdb into a temporary folder) for tests.
+        .target(name: "KindredPostgresTesting", dependencies: ["KindredPostgres", logging]),
 
         // Generated code: protobuf-c C files (CKindredProto) and Swift value types (KindredProto).
         .target(
@@ -70,6 +73,7 @@ let package = Package(
         .testTarget(name: "KindredHTTP2Tests", dependencies: ["KindredHTTP2"]),
         .testTarget(name: "KindredOpenSSLTests", dependencies: ["KindredOpenSSL"] + nio),
         .testTarget(name: "KindredArgon2Tests", dependencies: ["KindredArgon2"]),
+        .testTarget(name: "KindredPostgresTests", dependencies: ["KindredPostgres", "KindredPostgresTesting"] + nio),
         .testTarget(
             name: "KindredGRPCTests",
             dependencies: ["KindredGRPC", "KindredGRPCServices", "KindredInterop", "KindredProto", "KindredOpenSSL"]
