@@ -21,6 +21,8 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     private(set) var isClosed = false
     /// Called on the loop when the connection stops taking new calls (GOAWAY or close).
     var onDrain: (() -> Void)?
+    /// The client is closing: close once the last call is done.
+    private var closeRequested = false
 
     init(configuration: GRPCClientConfiguration, logger: Logger) {
         self.configuration = configuration
@@ -184,6 +186,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         call.complete(error)
         call.connection = nil
         self.scheduleFlush()
+        self.closeIfDone()
     }
 
     func release(_ call: ClientCall, count: Int) {
@@ -253,6 +256,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         self.unconsumed.removeValue(forKey: call.streamID)
         call.complete(status)
         call.connection = nil
+        self.closeIfDone()
     }
 
     private func fail(_ call: ClientCall, _ error: RPCError) {
@@ -312,6 +316,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             call.complete(status)
         }
         call.connection = nil
+        self.closeIfDone()
     }
 
     func http2Session(_ session: HTTP2Session, didReceivePing ack: Bool) {}
@@ -337,7 +342,12 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     /// Closes the connection once its calls are done (client shutdown).
     func closeWhenIdle() {
         self.isDraining = true
-        if self.calls.isEmpty {
+        self.closeRequested = true
+        self.closeIfDone()
+    }
+
+    private func closeIfDone() {
+        if self.closeRequested && self.calls.isEmpty {
             self.context?.close(promise: nil)
         }
     }
