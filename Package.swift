@@ -69,7 +69,7 @@ let package = Package(
             dependencies: ["KindredInterop", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
 
-        .testTarget(name: "KindredProtobufTests", dependencies: ["KindredProtobuf", "KindredProto"]),
+        .testTarget(name: "KindredProtobufTests", dependencies: ["KindredProtobuf", "KindredProto"], exclude: ["python"]),
         .testTarget(name: "KindredHTTP2Tests", dependencies: ["KindredHTTP2"]),
         .testTarget(name: "KindredOpenSSLTests", dependencies: ["KindredOpenSSL"] + nio),
         .testTarget(name: "KindredArgon2Tests", dependencies: ["KindredArgon2"]),
