@@ -43,6 +43,8 @@ let package = Package(
         .target(name: "KindredOpenSSL", dependencies: ["COpenSSL"] + nio),
         .target(name: "KindredArgon2", dependencies: ["CArgon2"]),
         .target(name: "KindredPostgres", dependencies: ["CLibpq", logging] + nio),
+        // Sends mail to an SMTP relay (STARTTLS through KindredOpenSSL).
+        .target(name: "KindredSMTP", dependencies: ["KindredOpenSSL", logging] + nio),
         // Starts a private PostgreSQL (initdb into a temporary folder) for tests.
         .target(name: "KindredPostgresTesting", dependencies: ["KindredPostgres", logging]),
 
@@ -73,6 +75,7 @@ let package = Package(
         .testTarget(name: "KindredHTTP2Tests", dependencies: ["KindredHTTP2"]),
         .testTarget(name: "KindredOpenSSLTests", dependencies: ["KindredOpenSSL"] + nio),
         .testTarget(name: "KindredArgon2Tests", dependencies: ["KindredArgon2"]),
+        .testTarget(name: "KindredSMTPTests", dependencies: ["KindredSMTP", "KindredOpenSSL"] + nio),
         .testTarget(name: "KindredPostgresTests", dependencies: ["KindredPostgres", "KindredPostgresTesting"] + nio),
         .testTarget(
             name: "KindredGRPCTests",
