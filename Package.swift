@@ -64,6 +64,9 @@ let package = Package(
         ),
         .target(name: "KindredGRPCServices", dependencies: ["KindredGRPC", "KindredProto", logging]),
 
+        // Access tokens: Ed25519 JWT signing and the verification every service uses; OIDC ID tokens.
+        .target(name: "KindredIdentity", dependencies: ["KindredOpenSSL", "KindredGRPC"]),
+
         // The interop test service (used by tests, the benchmark and Python grpcio).
         .target(name: "KindredInterop", dependencies: ["KindredGRPC", "KindredGRPCServices", "KindredProto", logging]),
         .executableTarget(
@@ -75,6 +78,11 @@ let package = Package(
         .testTarget(name: "KindredHTTP2Tests", dependencies: ["KindredHTTP2"]),
         .testTarget(name: "KindredOpenSSLTests", dependencies: ["KindredOpenSSL"] + nio),
         .testTarget(name: "KindredArgon2Tests", dependencies: ["KindredArgon2"]),
+        .testTarget(
+            name: "KindredIdentityTests",
+            dependencies: ["KindredIdentity", "KindredOpenSSL", "KindredGRPC"],
+            exclude: ["python"]
+        ),
         .testTarget(name: "KindredSMTPTests", dependencies: ["KindredSMTP", "KindredOpenSSL"] + nio),
         .testTarget(name: "KindredPostgresTests", dependencies: ["KindredPostgres", "KindredPostgresTesting"] + nio),
         .testTarget(

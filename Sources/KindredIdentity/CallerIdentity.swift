@@ -1,0 +1,94 @@
+import Foundation
+import KindredGRPC
+import KindredOpenSSL
+import NIOConcurrencyHelpers
+
+/// Who is calling: the verified claims of the caller's access token.
+public struct CallerIdentity: Hashable, Sendable {
+    public let claims: AccessTokenClaims
+
+    /// The user id, or nil for a service token.
+    public var userID: String? { self.claims.sub.hasPrefix("service:") ? nil : self.claims.sub }
+    /// The service name for a service token.
+    public var serviceName: String? {
+        self.claims.sub.hasPrefix("service:") ? String(self.claims.sub.dropFirst("service:".count)) : nil
+    }
+    public var sessionID: String? { self.claims.sid }
+    public func hasRole(_ role: String) -> Bool { self.claims.roles.contains(role) }
+    public var isAdmin: Bool { self.hasRole("admin") }
+    public var isService: Bool { self.hasRole("service") && self.serviceName != nil }
+
+    /// Throws PERMISSION_DENIED unless the caller is `userID` (or a service acting for users).
+    public func requireSelf(_ userID: String) throws(RPCError) {
+        guard self.userID == userID || self.isService else {
+            throw RPCError(.permissionDenied, "Not allowed for this caller")
+        }
+    }
+}
+
+/// Authenticates calls in every service: reads `authorization: Bearer <token>`, verifies it with auth's public
+/// keys (cached; refetched when a token names an unknown key, at most once per `refetchInterval`).
+public final class CallerAuthenticator: Sendable {
+    /// Fetches auth's current public keys (key id → key), e.g. by calling auth's GetPublicKeys.
+    public typealias KeyFetcher = @Sendable () async throws -> [String: Ed25519PublicKey]
+
+    private let fetchKeys: KeyFetcher
+    private let refetchInterval: Duration
+    private let state = NIOLockedValueBox(State())
+
+    private struct State {
+        var verifier = AccessTokenVerifier(keys: [:])
+        var lastFetch: ContinuousClock.Instant?
+    }
+
+    public init(refetchInterval: Duration = .seconds(30), fetchKeys: @escaping KeyFetcher) {
+        self.fetchKeys = fetchKeys
+        self.refetchInterval = refetchInterval
+    }
+
+    /// Uses fixed keys (auth itself, tests).
+    public convenience init(keys: [String: Ed25519PublicKey]) {
+        self.init(refetchInterval: .seconds(3600 * 24 * 365)) { keys }
+        self.state.withLockedValue { $0.verifier.keys = keys }
+    }
+
+    /// The caller of this call; UNAUTHENTICATED when the token is missing, malformed, forged or expired.
+    public func authenticate(_ context: ServerContext) async throws(RPCError) -> CallerIdentity {
+        guard let header = context.metadata["authorization"] else {
+            throw RPCError(.unauthenticated, "Missing authorization metadata")
+        }
+        return try await self.authenticate(authorization: header)
+    }
+
+    public func authenticate(authorization header: String) async throws(RPCError) -> CallerIdentity {
+        let prefix = "Bearer "
+        guard header.hasPrefix(prefix) else {
+            throw RPCError(.unauthenticated, "Authorization must be a Bearer token")
+        }
+        let token = String(header.dropFirst(prefix.count))
+        if let kid = AccessTokenVerifier.keyID(of: token), !self.knows(kid) {
+            await self.refreshKeys()
+        }
+        let verifier = self.state.withLockedValue { $0.verifier }
+        do {
+            return CallerIdentity(claims: try verifier.verify(token))
+        } catch {
+            throw RPCError(.unauthenticated, "Invalid access token: \(error)")
+        }
+    }
+
+    private func knows(_ kid: String) -> Bool {
+        self.state.withLockedValue { $0.verifier.keys[kid] != nil }
+    }
+
+    private func refreshKeys() async {
+        let now = ContinuousClock.now
+        let due = self.state.withLockedValue { state -> Bool in
+            if let last = state.lastFetch, now - last < self.refetchInterval { return false }
+            state.lastFetch = now
+            return true
+        }
+        guard due, let keys = try? await self.fetchKeys() else { return }
+        self.state.withLockedValue { $0.verifier.keys = keys }
+    }
+}
