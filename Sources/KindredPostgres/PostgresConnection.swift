@@ -1,0 +1,358 @@
+import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// One libpq connection.
+///
+/// **Threads.** libpq's calls block (connect, and every statement until its result arrives). They
+/// never run on the caller's thread: each operation is submitted to a `NIOThreadPool` (the client's,
+/// sized so every pooled connection has a thread) and the calling task is suspended until the
+/// result is back. Event loops and the Swift cooperative pool are never blocked; pipeline mode and
+/// LISTEN use libpq's non-blocking calls and `poll(2)` on such a thread. Cancelling the calling task
+/// sends a cancel request (`PQcancel`) for the running statement.
+///
+/// One operation at a time: a connection belongs to one task (``PostgresClient/withConnection(isolation:_:)``);
+/// concurrent use throws ``PostgresError/Code/connectionBusy``.
+///
+/// Statements are always parameterised (`PQexecParams`, or `PQprepare` + `PQexecPrepared` through a
+/// per-connection cache keyed by SQL text and parameter types), with binary results.
+public final class PostgresConnection: @unchecked Sendable {
+    // Safety: `pq` and the statement cache are touched only by the one operation that holds the
+    // `phase` in `state` (running on one thread-pool thread), or by the owner when no operation can run.
+    let pq: LibpqConnection
+    private let canceller: LibpqCanceller?
+    let threadPool: NIOThreadPool
+    let logger: Logger
+    private let cacheLimit: Int
+    private var statements: [StatementKey: String] = [:]
+    private var nextStatementNumber = 0
+    private let state = Mutex(State())
+
+    /// The server process serving this connection (`pg_backend_pid()`).
+    public let backendPID: Int32
+
+    private struct State {
+        enum Phase { case idle, queued, running }
+        var phase = Phase.idle
+        var cancelRequested = false
+        var closed = false
+        var broken = false
+        var transactionStatus = TransactionStatus.idle
+    }
+
+    private struct StatementKey: Hashable {
+        var sql: String
+        var types: [UInt32]
+    }
+
+    private init(pq: LibpqConnection, configuration: PostgresConfiguration, threadPool: NIOThreadPool, logger: Logger) {
+        self.pq = pq
+        self.canceller = pq.makeCanceller()
+        self.threadPool = threadPool
+        self.cacheLimit = max(0, configuration.preparedStatementCacheSize)
+        self.backendPID = pq.backendPID
+        var logger = logger
+        logger[metadataKey: "db.backend_pid"] = "\(self.backendPID)"
+        self.logger = logger
+    }
+
+    /// Opens a connection. `connect_timeout` bounds the wait.
+    /// - Parameter threadPool: where libpq's blocking calls run; keep it running while the
+    ///   connection is in use.
+    public static func connect(
+        configuration: PostgresConfiguration,
+        threadPool: NIOThreadPool = .singleton,
+        logger: Logger
+    ) async throws -> PostgresConnection {
+        let parameters = configuration.libpqParameters
+        let pq = try await runBlocking(on: threadPool) { () throws(PostgresError) in
+            try LibpqConnection.connect(parameters: parameters)
+        }
+        let connection = PostgresConnection(pq: pq, configuration: configuration, threadPool: threadPool, logger: logger)
+        connection.logger.debug("postgres connection opened")
+        return connection
+    }
+
+    /// Runs a statement and returns its rows.
+    public func query(_ query: PostgresQuery) async throws -> PostgresRows {
+        try query.bindings.validate()
+        return try await self.run { connection throws(PostgresError) in
+            PostgresRows(try connection.executeOnThread(query))
+        }
+    }
+
+    /// Runs a statement and returns the number of rows it affected.
+    @discardableResult
+    public func execute(_ query: PostgresQuery) async throws -> Int {
+        try await self.query(query).affectedRows
+    }
+
+    /// Whether the connection has been closed or found broken.
+    public var isClosed: Bool {
+        self.state.withLock { $0.closed || $0.broken }
+    }
+
+    /// Closes the connection (at once if idle, else when the running operation ends).
+    public func close() {
+        let finishNow = self.state.withLock { state -> Bool in
+            defer { state.closed = true }
+            return !state.closed && state.phase == .idle
+        }
+        if finishNow {
+            // PQfinish only writes a Terminate message to the non-blocking socket and closes it.
+            self.pq.finish()
+            self.logger.debug("postgres connection closed")
+        }
+    }
+
+    // MARK: Internal operations
+
+    /// Whether the pool may hand the connection out again: open and outside any transaction.
+    var isReusable: Bool {
+        self.state.withLock { !$0.closed && !$0.broken && $0.transactionStatus == .idle }
+    }
+
+    var transactionStatus: TransactionStatus {
+        self.state.withLock { $0.transactionStatus }
+    }
+
+    /// A check without a round trip for an idle connection: a terminated backend has sent its
+    /// FATAL message and closed the socket, which a zero-timeout poll and `PQconsumeInput` notice.
+    func isAliveWhileIdle() -> Bool {
+        let claimed = self.state.withLock { state -> Bool in
+            guard state.phase == .idle, !state.closed, !state.broken else { return false }
+            state.phase = .running
+            return true
+        }
+        guard claimed else { return false }
+        var alive = !self.pq.isBad
+        if alive && self.pq.waitReadable(timeoutMilliseconds: 0) {
+            // Neither call blocks: libpq's socket is non-blocking.
+            alive = self.pq.consumeInput() && !self.pq.isBad
+            _ = self.pq.takeNotifications()
+        }
+        self.state.withLock { state in
+            state.phase = .idle
+            if !alive { state.broken = true }
+        }
+        return alive
+    }
+
+    /// Runs SQL text with the simple query protocol (several statements allowed). Only for SQL that
+    /// comes from the repository (migration files), never with user data.
+    func executeScript(_ sql: String) async throws {
+        try await self.run { connection throws(PostgresError) in
+            _ = try connection.checked(connection.pq.exec(sql))
+        }
+    }
+
+    /// `PQescapeIdentifier`.
+    func escapeIdentifier(_ identifier: String) async throws -> String {
+        try await self.run { connection throws(PostgresError) in
+            guard let escaped = connection.pq.escapeIdentifier(identifier) else {
+                throw PostgresError(code: .invalidParameter, reason: "the identifier cannot be escaped")
+            }
+            return escaped
+        }
+    }
+
+    /// Waits up to `timeoutMilliseconds` for notifications (LISTEN) and returns those that arrived.
+    func waitForNotifications(timeoutMilliseconds: Int32) async throws -> [PostgresNotification] {
+        try await self.run(cancellable: false) { connection throws(PostgresError) in
+            let pq = connection.pq
+            var notifications = pq.takeNotifications()
+            if notifications.isEmpty && pq.waitReadable(timeoutMilliseconds: timeoutMilliseconds) {
+                guard pq.consumeInput() else {
+                    throw PostgresError(
+                        code: .connectionLost,
+                        reason: "the listening connection was lost",
+                        serverMessage: pq.errorMessage
+                    )
+                }
+                notifications = pq.takeNotifications()
+            }
+            if pq.isBad {
+                throw PostgresError(code: .connectionLost, reason: "the listening connection was lost")
+            }
+            return notifications
+        }
+    }
+
+    /// Runs `body` on a thread-pool thread with exclusive use of the connection.
+    /// - Parameter cancellable: whether task cancellation cancels the operation (cleanup such as
+    ///   ROLLBACK runs even in a cancelled task).
+    func run<T: Sendable>(
+        cancellable: Bool = true,
+        _ body: @escaping @Sendable (PostgresConnection) throws(PostgresError) -> T
+    ) async throws -> T {
+        if cancellable && Task.isCancelled {
+            throw PostgresError(code: .cancelled, reason: "the task was cancelled")
+        }
+        try self.state.withLock { state throws(PostgresError) in
+            if state.closed || state.broken {
+                throw PostgresError(code: .connectionLost, reason: "the connection is closed")
+            }
+            guard state.phase == .idle else {
+                throw PostgresError(code: .connectionBusy, reason: "the connection is used by another task")
+            }
+            state.phase = .queued
+            state.cancelRequested = false
+        }
+        let operation = { () async throws -> T in
+            try await Self.runBlocking(on: self.threadPool) { () throws(PostgresError) -> T in
+                try self.state.withLock { state throws(PostgresError) in
+                    if state.cancelRequested {
+                        state.phase = .idle
+                        throw PostgresError(code: .cancelled, reason: "the task was cancelled")
+                    }
+                    state.phase = .running
+                }
+                let result = Result { () throws(PostgresError) in try body(self) }
+                let (transactionStatus, bad) = (self.pq.transactionStatus, self.pq.isBad)
+                let finish = self.state.withLock { state -> Bool in
+                    state.phase = .idle
+                    state.transactionStatus = transactionStatus
+                    state.broken = state.broken || bad
+                    return state.closed
+                }
+                if finish { self.pq.finish() }
+                return try result.get()
+            } onShutdown: {
+                self.state.withLock { $0.phase = .idle }
+            }
+        }
+        if cancellable {
+            return try await withTaskCancellationHandler(operation: operation) { self.requestCancel() }
+        } else {
+            return try await operation()
+        }
+    }
+
+    /// Cancels the running statement (the server answers it with SQLSTATE 57014).
+    private func requestCancel() {
+        let send = self.state.withLock { state -> Bool in
+            switch state.phase {
+            case .idle:
+                return false
+            case .queued:
+                state.cancelRequested = true
+                return false
+            case .running:
+                defer { state.cancelRequested = true }
+                return !state.cancelRequested
+            }
+        }
+        guard send, let canceller = self.canceller else { return }
+        // PQcancel opens a connection to the server: never on the cancelling (maybe event-loop) thread.
+        self.threadPool.submit { state in
+            if case .active = state { canceller.cancelRunningQuery() }
+        }
+    }
+
+    var cancelWasRequested: Bool {
+        self.state.withLock { $0.cancelRequested }
+    }
+
+    /// Runs `body` on `threadPool`; the continuation is resumed from the pool thread.
+    static func runBlocking<T: Sendable>(
+        on threadPool: NIOThreadPool,
+        _ body: @escaping @Sendable () throws(PostgresError) -> T,
+        onShutdown: @escaping @Sendable () -> Void = {}
+    ) async throws -> T {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, Error>) in
+            threadPool.submit { state in
+                switch state {
+                case .active:
+                    continuation.resume(with: Result { () throws(PostgresError) in try body() })
+                case .cancelled:
+                    onShutdown()
+                    continuation.resume(
+                        throwing: PostgresError(code: .poolShutdown, reason: "the blocking-call thread pool is shut down")
+                    )
+                }
+            }
+        }
+    }
+
+    // MARK: On the thread-pool thread
+
+    /// Executes one statement, through the prepared-statement cache when it is enabled.
+    func executeOnThread(_ query: PostgresQuery) throws(PostgresError) -> LibpqResult {
+        guard self.cacheLimit > 0 else {
+            return try self.checked(self.pq.execParams(query.sql, query.bindings))
+        }
+        let key = StatementKey(sql: query.sql, types: query.bindings.parameterTypes)
+        if let name = self.statements[key] {
+            let result = self.pq.execPrepared(name: name, query.bindings)
+            // "cached plan must not change result type": a table changed under the statement.
+            if let result, result.status == .fatalError, result.errorFields.sqlState == "0A000" {
+                self.statements[key] = nil
+                if self.pq.transactionStatus == .idle {
+                    return try self.executeOnThread(query)
+                }
+            }
+            return try self.checked(result)
+        }
+        if self.statements.count >= self.cacheLimit {
+            // Dynamic SQL filled the cache: start over rather than track recency for every call.
+            guard self.pq.transactionStatus == .idle else {
+                return try self.checked(self.pq.execParams(query.sql, query.bindings))
+            }
+            _ = try self.checked(self.pq.exec("DEALLOCATE ALL"))
+            self.statements.removeAll()
+        }
+        self.nextStatementNumber += 1
+        let name = "kindred_\(self.nextStatementNumber)"
+        _ = try self.checked(self.pq.prepare(name: name, sql: query.sql, types: key.types))
+        self.statements[key] = name
+        return try self.checked(self.pq.execPrepared(name: name, query.bindings))
+    }
+
+    /// The name of the cached prepared statement for `query`, if there is one.
+    func cachedStatementName(for query: PostgresQuery) -> String? {
+        self.statements[StatementKey(sql: query.sql, types: query.bindings.parameterTypes)]
+    }
+
+    /// Turns a statement's result into rows or a ``PostgresError``.
+    func checked(_ result: LibpqResult?) throws(PostgresError) -> LibpqResult {
+        guard let result else {
+            // libpq returns no result when it cannot send the query or allocate memory.
+            throw PostgresError(
+                code: self.pq.isBad ? .connectionLost : .queryFailed,
+                reason: self.pq.isBad ? "the connection to the server was lost" : "libpq returned no result",
+                serverMessage: self.pq.errorMessage
+            )
+        }
+        switch result.status {
+        case .tuplesOK, .commandOK, .emptyQuery:
+            return result
+        case .fatalError:
+            throw PostgresError(
+                server: result.errorFields,
+                connectionBroken: self.pq.isBad,
+                cancelRequested: self.cancelWasRequested
+            )
+        case .copy:
+            // The connection is now in COPY mode, which this layer does not drive: drop it.
+            self.pq.finish()
+            throw PostgresError(code: .queryFailed, reason: "COPY is not supported")
+        case .pipelineSync, .pipelineAborted, .other:
+            throw PostgresError(code: .queryFailed, reason: "unexpected result status")
+        }
+    }
+}
+
+/// A notification received by LISTEN.
+public struct PostgresNotification: Sendable, Hashable {
+    public var channel: String
+    public var payload: String
+    /// The server process of the session that sent it.
+    public var backendPID: Int32
+
+    public init(channel: String, payload: String, backendPID: Int32) {
+        self.channel = channel
+        self.payload = payload
+        self.backendPID = backendPID
+    }
+}
