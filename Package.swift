@@ -22,6 +22,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "kindred-interop-server", targets: ["kindred-interop-server"]),
+        .executable(name: "auth-server", targets: ["auth-server"]),
         .library(name: "KindredGRPC", targets: ["KindredGRPC"]),
     ],
     dependencies: [
@@ -67,6 +68,20 @@ let package = Package(
         // Access tokens: Ed25519 JWT signing and the verification every service uses; OIDC ID tokens.
         .target(name: "KindredIdentity", dependencies: ["KindredOpenSSL", "KindredGRPC"]),
 
+        // The auth service: accounts, sessions, tokens (library) and its thin executable.
+        .target(
+            name: "KindredAuth",
+            dependencies: [
+                "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredPostgres", "KindredArgon2",
+                "KindredOpenSSL", "KindredIdentity", "KindredSMTP", logging,
+            ] + nio,
+            resources: [.copy("Resources")]
+        ),
+        .executableTarget(
+            name: "auth-server",
+            dependencies: ["KindredAuth", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+
         // The interop test service (used by tests, the benchmark and Python grpcio).
         .target(name: "KindredInterop", dependencies: ["KindredGRPC", "KindredGRPCServices", "KindredProto", logging]),
         .executableTarget(
@@ -81,6 +96,11 @@ let package = Package(
         .testTarget(
             name: "KindredIdentityTests",
             dependencies: ["KindredIdentity", "KindredOpenSSL", "KindredGRPC"],
+            exclude: ["python"]
+        ),
+        .testTarget(
+            name: "KindredAuthTests",
+            dependencies: ["KindredAuth", "KindredPostgresTesting", "KindredGRPC", "KindredProto", "KindredIdentity"] + nio,
             exclude: ["python"]
         ),
         .testTarget(name: "KindredSMTPTests", dependencies: ["KindredSMTP", "KindredOpenSSL"] + nio),

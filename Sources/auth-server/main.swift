@@ -1,0 +1,1 @@
+print("auth-server: not built yet")
