@@ -67,6 +67,18 @@ struct PythonCompatibilityTests {
         #expect(checked == messages.count)
     }
 
+    /// The descriptors embedded for server reflection parse, build a pool, and define the symbols
+    /// Swift says they define.
+    @Test func reflectionDescriptorsBuildAPool() throws {
+        let work = try Workspace()
+        let files = ProtoRegistry.fileDescriptors.files
+        try files.map { "\($0.name) \(Hex.encode($0.serializedBytes))" }.joined(separator: "\n")
+            .write(to: work.file("swift_descriptors.txt"), atomically: true, encoding: .utf8)
+        try files.flatMap { file in file.symbols.map { "\(file.name) \($0)" } }.joined(separator: "\n")
+            .write(to: work.file("swift_symbols.txt"), atomically: true, encoding: .utf8)
+        try work.python("descriptors")
+    }
+
     private static func random<M: ProtoMessage>(_ type: M.Type, _ generator: inout SplitMix64) throws -> any ProtoMessage {
         try ProtoRandom.message(type, using: &generator)
     }

@@ -11,6 +11,10 @@ proto/ and proto/plugin/testdata into WORK/python with grpc_tools.protoc.
   compat.py verify ROOT WORK
       Reads WORK/python_cases.txt and WORK/swift_output.txt (`id type hex`, Swift's re-encoding of
       each input) and checks that each output parses to a message equal to the expected one.
+  compat.py descriptors ROOT WORK
+      Reads WORK/swift_descriptors.txt (`file hex`, the serialized FileDescriptorProtos Swift embeds
+      for server reflection, imports first) and WORK/swift_symbols.txt (`file symbol`), builds a
+      descriptor pool from the former and checks that it finds every symbol in the right file.
   compat.py echo ROOT WORK
       Reads WORK/swift_cases.txt (`id type hex`, messages Swift made), parses each strictly (no
       unknown fields anywhere) and writes Python's re-serialization to WORK/python_echo.txt.
@@ -337,6 +341,44 @@ def echo(args):
     report(failures, f"parsed and re-serialized {count} Swift messages")
 
 
+def descriptors(args):
+    from google.protobuf import descriptor_pb2
+
+    pool = descriptor_pool.DescriptorPool()
+    failures = []
+    names = []
+    for name, data_hex in read_records(os.path.join(args.work, "swift_descriptors.txt"), 2):
+        proto = descriptor_pb2.FileDescriptorProto.FromString(bytes.fromhex(data_hex))
+        if proto.name != name:
+            failures.append(f"{name}: the descriptor names {proto.name}")
+        if proto.HasField("source_code_info"):
+            failures.append(f"{name}: source info was not stripped")
+        try:
+            pool.Add(proto)
+        except Exception as error:  # noqa: BLE001
+            failures.append(f"{name}: cannot add to a pool: {error}")
+        names.append(name)
+    for name in names:
+        try:
+            pool.FindFileByName(name)
+        except KeyError as error:
+            failures.append(f"{name}: pool cannot build it: {error}")
+    checked = 0
+    for name, symbol in read_records(os.path.join(args.work, "swift_symbols.txt"), 2):
+        try:
+            found = pool.FindFileContainingSymbol(symbol).name
+        except KeyError:
+            try:  # upb's pool does not look up methods by symbol
+                found = pool.FindMethodByName(symbol).containing_service.file.name
+            except KeyError:
+                found = None
+        package = pool.FindFileByName(name).package
+        if found != name and symbol != package:
+            failures.append(f"{symbol}: Swift says {name}, the pool says {found}")
+        checked += 1
+    report(failures, f"built {len(names)} files and found {checked} symbols")
+
+
 def report(failures, summary):
     if failures:
         print(f"{len(failures)} mismatches:", file=sys.stderr)
@@ -348,7 +390,7 @@ def report(failures, summary):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["generate", "verify", "echo"])
+    parser.add_argument("command", choices=["generate", "verify", "echo", "descriptors"])
     parser.add_argument("root", help="repository root (holds proto/)")
     parser.add_argument("work", help="folder for generated modules and case files")
     parser.add_argument("--types-file")
@@ -356,7 +398,7 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     load_modules(args.root, args.work)
-    {"generate": generate, "verify": verify, "echo": echo}[args.command](args)
+    {"generate": generate, "verify": verify, "echo": echo, "descriptors": descriptors}[args.command](args)
 
 
 if __name__ == "__main__":
