@@ -134,7 +134,7 @@ extension SMTPMessage {
             // "=_" cannot occur in quoted-printable or base64 output, so the parts (never 7bit
             // here) cannot contain the boundary.
             let boundary = boundary ?? Self.randomBoundary()
-            content += Array("Content-Type: multipart/alternative; boundary=\"\(boundary)\"\r\n\r\n".utf8)
+            content += Array("Content-Type: multipart/alternative;\r\n boundary=\"\(boundary)\"\r\n\r\n".utf8)
             for (subtype, body) in [("plain", text), ("html", html)] {
                 content += Array("--\(boundary)\r\n".utf8)
                 content += Self.part(subtype: subtype, body: body, allowSevenBit: false)
@@ -183,7 +183,7 @@ extension SMTPMessage {
 
     private static func randomBoundary() -> String {
         var generator = SystemRandomNumberGenerator()
-        let hex = (0..<3).map { _ in String(generator.next() as UInt64, radix: 16) }.joined(separator: ".")
+        let hex = (0..<2).map { _ in String(generator.next() as UInt64, radix: 16) }.joined(separator: ".")
         return "=_kindred_" + hex
     }
 
