@@ -252,7 +252,10 @@ enum MIMEEncoding {
             let firstLength = Self.preferredLineLength - name.utf8.count - 2
             return Self.foldedHeader(name: name, tokens: Self.encodedWords(value, firstLength: firstLength))
         }
-        return Self.foldedHeader(name: name, tokens: value.split(separator: " ", omittingEmptySubsequences: false).map(String.init))
+        return Self.foldedHeader(
+            name: name,
+            tokens: value.split(separator: " ", omittingEmptySubsequences: false).map(String.init)
+        )
     }
 
     /// RFC 5322 §3.2.3 atext: what a display name may hold without quotes (plus spaces).

@@ -24,7 +24,9 @@ struct SMTPReply: Sendable, Hashable {
     /// The text for error reports: lines joined by spaces, control characters dropped, capped.
     var sanitizedText: String {
         let joined = self.lines.joined(separator: " ")
-        let cleaned = String(joined.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.prefix(512).map(Character.init))
+        let cleaned = String(
+            joined.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.prefix(512).map(Character.init)
+        )
         return cleaned
     }
 }

@@ -56,7 +56,10 @@ import Testing
         let line = String(repeating: "x", count: 76)
         #expect(self.string(MIMEEncoding.quotedPrintable(Array(line.utf8))) == line)
         let longer = String(repeating: "x", count: 77)
-        #expect(self.string(MIMEEncoding.quotedPrintable(Array(longer.utf8))) == String(repeating: "x", count: 75) + "=\r\nxx")
+        #expect(
+            self.string(MIMEEncoding.quotedPrintable(Array(longer.utf8))) == String(repeating: "x", count: 75)
+                + "=\r\nxx"
+        )
     }
 
     static func decodeQuotedPrintable(_ text: String) -> String {
@@ -115,7 +118,9 @@ import Testing
         #expect(MIMEEncoding.encodedWords("山田") == ["=?UTF-8?B?5bGx55Sw?="])
     }
 
-    @Test(arguments: ["Rendez-vous au café du Parc, Zoë (Paris)", "Le \"Bon\" café, Paris (centre-ville) près de la gare"])
+    @Test(arguments: [
+        "Rendez-vous au café du Parc, Zoë (Paris)", "Le \"Bon\" café, Paris (centre-ville) près de la gare",
+    ])
     func qEncodedWordsAreSafeInPhrases(text: String) {
         // RFC 2047 §5(3): in a phrase, only letters, digits and !*+-/=_ may appear in Q text.
         let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!*+-/=_")
@@ -137,8 +142,10 @@ import Testing
         #expect(lines.allSatisfy { $0.utf8.count <= 78 })
         #expect(lines[1].hasPrefix(" "))
         // Unfolding (removing CRLF) restores the value.
-        #expect(ascii.dropLast().replacingOccurrences(of: "\r\n", with: "").dropFirst("Subject: ".count)
-            == "Please verify the email address for your new Kindred account within the next 24 hours")
+        #expect(
+            ascii.dropLast().replacingOccurrences(of: "\r\n", with: "").dropFirst("Subject: ".count)
+                == "Please verify the email address for your new Kindred account within the next 24 hours"
+        )
 
         let encoded = MIMEEncoding.unstructuredHeader(name: "Subject", value: String(repeating: "Grüße ", count: 20))
         #expect(encoded.dropLast().components(separatedBy: "\r\n").allSatisfy { $0.utf8.count <= 78 })

@@ -191,7 +191,11 @@ struct SMTPClientTests {
             #expect(results[1].failure?.code == .rejectedRecipient)
             #expect(results[2].failure?.code == .invalidMessage)
             #expect((try? results[3].get()) != nil)
-            #expect(try sink.delivered().compactMap(\.parsed?.messageId) == ["<outbox-1@kindred.test>", "<outbox-4@kindred.test>"])
+            #expect(
+                try sink.delivered().compactMap(\.parsed?.messageId) == [
+                    "<outbox-1@kindred.test>", "<outbox-4@kindred.test>",
+                ]
+            )
         }
     }
 
@@ -210,7 +214,9 @@ struct SMTPClientTests {
         let otherCA = try TestPKI.get().otherCACertificate
         try await SMTPSink.with(SMTPSink.Options(startTLS: true, requireSTARTTLS: true)) { sink in
             let client = try self.client(port: sink.port, security: .startTLS(required: true), trustRoots: otherCA)
-            let error = await self.expectSMTPError(.tlsFailed, transient: true) { try await client.send(self.message()) }
+            let error = await self.expectSMTPError(.tlsFailed, transient: true) {
+                try await client.send(self.message())
+            }
             #expect(error?.detail?.contains("certificate") == true, "\(String(describing: error))")
             #expect(try sink.delivered().isEmpty)
         }

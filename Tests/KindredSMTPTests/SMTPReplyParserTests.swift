@@ -15,7 +15,11 @@ import Testing
     }
 
     @Test func singleLine() throws {
-        #expect(try self.replies("220 mx.example.test ESMTP ready\r\n") == [SMTPReply(code: 220, lines: ["mx.example.test ESMTP ready"])])
+        #expect(
+            try self.replies("220 mx.example.test ESMTP ready\r\n") == [
+                SMTPReply(code: 220, lines: ["mx.example.test ESMTP ready"])
+            ]
+        )
     }
 
     @Test func multiLineSplitAcrossReads() throws {
@@ -29,7 +33,11 @@ import Testing
     }
 
     @Test func bareCodeAndBareLF() throws {
-        #expect(try self.replies("250\n221 bye\n") == [SMTPReply(code: 250, lines: [""]), SMTPReply(code: 221, lines: ["bye"])])
+        #expect(
+            try self.replies("250\n221 bye\n") == [
+                SMTPReply(code: 250, lines: [""]), SMTPReply(code: 221, lines: ["bye"]),
+            ]
+        )
     }
 
     @Test func incompleteReplyWaits() throws {

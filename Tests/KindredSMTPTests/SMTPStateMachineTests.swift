@@ -177,7 +177,10 @@ import Testing
         _ = machine.replyReceived(Self.reply(250))
         _ = machine.replyReceived(Self.reply(250))
         _ = machine.replyReceived(Self.reply(354))
-        #expect(machine.replyReceived(Self.reply(554, "5.7.1 spam")) == .send(.mailFrom(address: "noreply@kindred.test", size: 100)))
+        #expect(
+            machine.replyReceived(Self.reply(554, "5.7.1 spam"))
+                == .send(.mailFrom(address: "noreply@kindred.test", size: 100))
+        )
         #expect(self.outcomes(machine).first == .messageRejected)
     }
 
@@ -238,24 +241,32 @@ import Testing
         #expect(SMTPCommand.authResponse("c2VjcmV0").description == "AUTH-RESPONSE")
     }
 
-    @Test(arguments: [
-        (nil, SMTPError.Code.connectionFailed, true),
-        (nil, .timeout, true),
-        (nil, .tlsFailed, true),
-        (nil, .invalidMessage, false),
-        (nil, .authenticationFailed, false),
-        (450, .rejectedRecipient, true),
-        (550, .rejectedRecipient, false),
-        (421, .connectionFailed, true),
-        (554, .connectionFailed, false),
-    ] as [(Int?, SMTPError.Code, Bool)])
+    @Test(
+        arguments: [
+            (nil, SMTPError.Code.connectionFailed, true),
+            (nil, .timeout, true),
+            (nil, .tlsFailed, true),
+            (nil, .invalidMessage, false),
+            (nil, .authenticationFailed, false),
+            (450, .rejectedRecipient, true),
+            (550, .rejectedRecipient, false),
+            (421, .connectionFailed, true),
+            (554, .connectionFailed, false),
+        ] as [(Int?, SMTPError.Code, Bool)]
+    )
     func transience(replyCode: Int?, code: SMTPError.Code, transient: Bool) {
         #expect(SMTPError(code: code, message: "m", replyCode: replyCode).isTransient == transient)
     }
 
     @Test func errorDescriptionOmitsReplyText() {
-        let error = SMTPError(code: .rejectedRecipient, message: "server refused a recipient", reply: Self.reply(550, "5.1.1 <ada@example.test> unknown"))
-        #expect(error.description == "SMTPError(rejectedRecipient: server refused a recipient, reply: 550 5.1.1, permanent)")
+        let error = SMTPError(
+            code: .rejectedRecipient,
+            message: "server refused a recipient",
+            reply: Self.reply(550, "5.1.1 <ada@example.test> unknown")
+        )
+        #expect(
+            error.description == "SMTPError(rejectedRecipient: server refused a recipient, reply: 550 5.1.1, permanent)"
+        )
         #expect(error.replyText == "5.1.1 <ada@example.test> unknown")
     }
 }
