@@ -103,7 +103,11 @@ let package = Package(
             dependencies: ["KindredAuth", "KindredPostgresTesting", "KindredGRPC", "KindredProto", "KindredIdentity"] + nio,
             exclude: ["python"]
         ),
-        .testTarget(name: "KindredSMTPTests", dependencies: ["KindredSMTP", "KindredOpenSSL"] + nio, exclude: ["python"]),
+        .testTarget(
+            name: "KindredSMTPTests",
+            dependencies: ["KindredSMTP", "KindredOpenSSL", logging] + nio,
+            exclude: ["python"]
+        ),
         .testTarget(name: "KindredPostgresTests", dependencies: ["KindredPostgres", "KindredPostgresTesting"] + nio),
         .testTarget(
             name: "KindredGRPCTests",
