@@ -84,9 +84,9 @@ def test_deadline_exceeded_cancels_the_handler(stub):
     call_id = str(uuid.uuid4())
     started = time.monotonic()
     with pytest.raises(grpc.RpcError) as error:
-        stub.Echo(pb.EchoRequest(delay_ms=5000), timeout=0.3, metadata=[("x-call-id", call_id)])
+        stub.Echo(pb.EchoRequest(delay_ms=20000), timeout=0.3, metadata=[("x-call-id", call_id)])
     assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 10
     wait_for_cancellation(stub, call_id)
 
 

@@ -135,7 +135,14 @@ final class FetchCounter: @unchecked Sendable {
     let fixture: Fixture
     let verifier: IDTokenVerifier
 
+    /// Keys and tokens are made once per test run (RSA key generation takes a while).
+    static let generated: Result<(Fixture, IDTokenVerifier), any Error> = Result { try Self.generate() }
+
     init() throws {
+        (self.fixture, self.verifier) = try Self.generated.get()
+    }
+
+    private static func generate() throws -> (Fixture, IDTokenVerifier) {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("python/make_id_tokens.py")
         let process = Process()
         let output = Pipe()
@@ -148,14 +155,15 @@ final class FetchCounter: @unchecked Sendable {
         guard process.terminationStatus == 0 else {
             throw TokenError(.malformed)  // python3 with `cryptography` is required (services/install-deps.sh)
         }
-        self.fixture = try JSONDecoder().decode(Fixture.self, from: data)
+        let fixture = try JSONDecoder().decode(Fixture.self, from: data)
         let jwks = try JSONSerialization.jsonObject(with: data) as! [String: Any]
         let keySet = try JSONWebKeySet(json: try JSONSerialization.data(withJSONObject: jwks["jwks"]!))
-        self.verifier = IDTokenVerifier(
+        let verifier = IDTokenVerifier(
             issuers: ["https://accounts.google.com", "https://appleid.apple.com"],
             audiences: ["kindred-ios"],
             keySet: keySet
         )
+        return (fixture, verifier)
     }
 
     @Test func keySetKeepsOnlySignatureKeysItCanUse() {
