@@ -25,8 +25,21 @@ extension ProtoMessage {
     /// Packs the message into temporary memory and passes the bytes to `body`, which must not let
     /// them escape. Saves the array `serializedBytes()` allocates, e.g. when the caller copies the
     /// bytes into a network buffer anyway.
+    @inlinable
     public func withUnsafeSerializedBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-        try ProtobufC.withSerializedBytes(Self.protoMessageLayout.layout, { encoder in self.encode(to: &encoder) }, body)
+        // Inlinable so that `R` is concrete in the caller: unspecialized, `R?` would cost a metadata
+        // lookup per call.
+        var result: R?
+        var bodyError: (any Error)?
+        try protoWithSerializedBytes(Self.protoMessageLayout, { encoder in self.encode(to: &encoder) }) { bytes in
+            do {
+                result = try body(bytes)
+            } catch {
+                bodyError = error
+            }
+        }
+        if let bodyError { throw bodyError }
+        return result!
     }
 
     /// The number of bytes `serializedBytes()` returns (`Int.max` past protobuf's 2 GiB limit).
@@ -78,6 +91,16 @@ extension ProtoMessage {
         }
         if let failure { throw failure }
     }
+}
+
+/// The non-generic part of `withUnsafeSerializedBytes`.
+@usableFromInline
+func protoWithSerializedBytes(
+    _ layout: ProtoMessageLayout,
+    _ encode: (inout ProtoEncoder) -> Void,
+    _ body: (UnsafeRawBufferPointer) -> Void
+) throws(ProtoError) {
+    try ProtobufC.withSerializedBytes(layout.layout, encode, body)
 }
 
 /// A protobuf enum as a Swift enum. Proto3 enums are open: values the generated code does not

@@ -195,13 +195,11 @@ enum ProtobufC {
     }
 
     /// Packs into arena memory and passes the bytes to `body`.
-    static func withSerializedBytes<R>(
+    static func withSerializedBytes(
         _ layout: MessageLayout,
         _ encode: (inout ProtoEncoder) -> Void,
-        _ body: (UnsafeRawBufferPointer) throws -> R
-    ) throws -> R {
-        var result: R?
-        var bodyError: (any Error)?
+        _ body: (UnsafeRawBufferPointer) -> Void
+    ) throws(ProtoError) {
         try withCMessage(layout, encode) { message, arena throws(ProtoError) in
             let size = try packedSize(message, layout)
             guard let buffer = arena.pointee.allocate(byteCount: Swift.max(size, 1), alignment: 16) else {
@@ -209,14 +207,8 @@ enum ProtobufC {
             }
             let count = size > 0 ? protobuf_c_message_pack(message, buffer.assumingMemoryBound(to: UInt8.self)) : 0
             precondition(count == size, "protobuf-c packed a different size than it computed")
-            do {
-                result = try body(UnsafeRawBufferPointer(start: buffer, count: count))
-            } catch {
-                bodyError = error
-            }
+            body(UnsafeRawBufferPointer(start: buffer, count: count))
         }
-        if let bodyError { throw bodyError }
-        return result!
     }
 
     private static func packedSize(_ message: UnsafePointer<ProtobufCMessage>, _ layout: MessageLayout) throws(ProtoError) -> Int {

@@ -18,13 +18,18 @@ struct ProtoBenchmarks {
         return request
     }
 
-    private func measure(_ label: String, iterations: Int = 1_000_000, _ body: () throws -> Void) rethrows {
+    /// Prints the best of five batches: the machine is shared, and the minimum is the least noisy.
+    private func measure(_ label: String, iterations: Int = 200_000, _ body: () throws -> Void) rethrows {
         for _ in 0..<iterations / 10 { try body() }
-        let start = ContinuousClock.now
-        for _ in 0..<iterations { try body() }
-        let elapsed = ContinuousClock.now - start
-        let nanoseconds = Double(elapsed.components.seconds) * 1e9 + Double(elapsed.components.attoseconds) / 1e9
-        print("bench \(label): \(String(format: "%.0f", nanoseconds / Double(iterations))) ns/op")
+        var best = Double.infinity
+        for _ in 0..<5 {
+            let start = ContinuousClock.now
+            for _ in 0..<iterations { try body() }
+            let elapsed = ContinuousClock.now - start
+            let nanoseconds = Double(elapsed.components.seconds) * 1e9 + Double(elapsed.components.attoseconds) / 1e9
+            best = min(best, nanoseconds / Double(iterations))
+        }
+        print("bench \(label): \(String(format: "%.0f", best)) ns/op")
     }
 
     @Test func echoRequest() throws {
