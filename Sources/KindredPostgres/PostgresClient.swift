@@ -60,6 +60,7 @@ public final class PostgresClient: Sendable {
 
     /// Lends a connection to `body` and takes it back afterwards. A connection left inside a
     /// transaction is rolled back; a broken one is closed and replaced.
+    @discardableResult
     public func withConnection<T>(
         isolation: isolated (any Actor)? = #isolation,
         _ body: (PostgresConnection) async throws -> T
@@ -184,8 +185,14 @@ public final class PostgresClient: Sendable {
     }
 
     private func isHealthy(_ connection: PostgresConnection, idleSince: ContinuousClock.Instant) async -> Bool {
-        guard connection.isAliveWhileIdle() else { return false }
-        guard idleSince.duration(to: .now) > self.poolConfiguration.healthCheckAfterIdle else { return true }
+        switch connection.checkWhileIdle() {
+        case .dead:
+            return false
+        case .alive:
+            guard idleSince.duration(to: .now) > self.poolConfiguration.healthCheckAfterIdle else { return true }
+        case .unexpectedInput:
+            break
+        }
         do {
             try await connection.run(cancellable: false) { connection throws(PostgresError) in
                 _ = try connection.executeOnThread("SELECT 1")

@@ -117,26 +117,36 @@ public final class PostgresConnection: @unchecked Sendable {
         self.state.withLock { $0.transactionStatus }
     }
 
-    /// A check without a round trip for an idle connection: a terminated backend has sent its
-    /// FATAL message and closed the socket, which a zero-timeout poll and `PQconsumeInput` notice.
-    func isAliveWhileIdle() -> Bool {
+    enum IdleState { case alive, dead, unexpectedInput }
+
+    /// A check without a round trip for an idle connection. A terminated backend sends a FATAL
+    /// message and closes the socket: a zero-timeout poll sees that, `PQconsumeInput` reads it, and
+    /// reading the end of the stream marks the connection bad. Any input on an idle connection is
+    /// unexpected (pool connections do not LISTEN), so the caller confirms with a round trip.
+    func checkWhileIdle() -> IdleState {
         let claimed = self.state.withLock { state -> Bool in
             guard state.phase == .idle, !state.closed, !state.broken else { return false }
             state.phase = .running
             return true
         }
-        guard claimed else { return false }
-        var alive = !self.pq.isBad
-        if alive && self.pq.waitReadable(timeoutMilliseconds: 0) {
-            // Neither call blocks: libpq's socket is non-blocking.
-            alive = self.pq.consumeInput() && !self.pq.isBad
+        guard claimed else { return .dead }
+        var result = IdleState.alive
+        if self.pq.isBad {
+            result = .dead
+        } else if self.pq.waitReadable(timeoutMilliseconds: 0) {
+            result = .unexpectedInput
+            // Neither call blocks (libpq's socket is non-blocking); the second read finds the EOF.
+            for _ in 0..<3 where self.pq.waitReadable(timeoutMilliseconds: 0) {
+                if !self.pq.consumeInput() { break }
+            }
             _ = self.pq.takeNotifications()
+            if self.pq.isBad { result = .dead }
         }
         self.state.withLock { state in
             state.phase = .idle
-            if !alive { state.broken = true }
+            if result == .dead { state.broken = true }
         }
-        return alive
+        return result
     }
 
     /// Runs SQL text with the simple query protocol (several statements allowed). Only for SQL that

@@ -47,6 +47,7 @@ extension PostgresClient {
     /// again. A connection lost during COMMIT throws ``PostgresError/Code/connectionLost``: the
     /// outcome is unknown. If `body` swallowed a statement's error, the aborted transaction is
     /// rolled back and ``PostgresError/Code/queryFailed`` thrown rather than pretending to commit.
+    @discardableResult
     public func withTransaction<T>(
         isolation level: PostgresIsolationLevel = .readCommitted,
         readOnly: Bool = false,

@@ -1,0 +1,68 @@
+import KindredPostgres
+import Testing
+
+@Suite struct PipelineTests {
+    @Test func aHundredInsertsThenAHundredSelectsInOneRoundTripEach() async throws {
+        try await withTestClient { client in
+            try await client.execute("CREATE TABLE items (id bigserial PRIMARY KEY, name text NOT NULL)")
+            let inserts: [PostgresQuery] = (0..<100).map { "INSERT INTO items (name) VALUES (\("item \($0)")) RETURNING id" }
+            let inserted = try await client.pipeline(inserts)
+            #expect(inserted.count == 100)
+            let ids = try inserted.map { try $0.scalar(Int64.self) }
+            #expect(ids == Array(1...100))
+
+            let selects: [PostgresQuery] = ids.reversed().map { "SELECT name FROM items WHERE id = \($0)" }
+            let names = try await client.pipeline(selects).map { try $0.scalar(String.self) }
+            #expect(names == (0..<100).reversed().map { "item \($0)" })
+        }
+    }
+
+    @Test func oneFailingStatementFailsTheBatchAndUndoesIt() async throws {
+        try await withTestClient { client in
+            try await client.execute("CREATE TABLE items (id int PRIMARY KEY)")
+            try await client.withConnection { connection in
+                let error = await #expect(throws: PostgresError.self) {
+                    _ = try await connection.pipeline([
+                        "INSERT INTO items VALUES (1)",
+                        "INSERT INTO items VALUES (1)",
+                        "INSERT INTO items VALUES (3)",
+                    ])
+                }
+                #expect(error?.code == .uniqueViolation)
+                // The batch was one implicit transaction; the connection is usable afterwards.
+                #expect(try await connection.query("SELECT count(*) FROM items").scalar(Int.self) == 0)
+                let again = try await connection.pipeline(["INSERT INTO items VALUES (5)", "SELECT count(*) FROM items"])
+                #expect(try again[1].scalar(Int.self) == 1)
+            }
+        }
+    }
+
+    @Test func pipelinesInsideTransactionsAndWithCachedStatements() async throws {
+        try await withTestClient { client in
+            try await client.execute("CREATE TABLE items (id int PRIMARY KEY, note text)")
+            try await client.withConnection { connection in
+                // Prepared (cached) by an ordinary call first, then used by the pipeline.
+                try await connection.execute("INSERT INTO items VALUES (\(Int32(0)), \("zero"))")
+                _ = try await connection.pipeline((1...20).map { "INSERT INTO items VALUES (\(Int32($0)), \("n\($0)"))" })
+            }
+            try await client.withTransaction { tx in
+                let results = try await tx.pipeline(
+                    (0...20).map { "SELECT note FROM items WHERE id = \(Int32($0))" } + ["SELECT \(Int64(7))"]
+                )
+                #expect(try results[0].scalar(String.self) == "zero")
+                #expect(try results[20].scalar(String.self) == "n20")
+                #expect(try results[21].scalar(Int64.self) == 7)
+            }
+        }
+    }
+
+    @Test func aLargePipelineDoesNotDeadlock() async throws {
+        try await withTestClient { client in
+            let blob = [UInt8](repeating: 0xAB, count: 64 * 1024)
+            let queries: [PostgresQuery] = (0..<200).map { _ in "SELECT \(blob)" }
+            let results = try await client.pipeline(queries)
+            #expect(results.count == 200)
+            #expect(try results[199].scalar([UInt8].self) == blob)
+        }
+    }
+}

@@ -1,0 +1,137 @@
+import KindredPostgres
+import Testing
+
+@Suite struct TransactionTests {
+    @Test func commitAndRollback() async throws {
+        try await withTestClient { client in
+            try await client.execute("CREATE TABLE notes (id int PRIMARY KEY, body text)")
+            let committed = try await client.withTransaction { tx in
+                try await tx.execute("INSERT INTO notes VALUES (1, 'kept')")
+                return try await tx.query("SELECT count(*) FROM notes").scalar(Int.self)
+            }
+            #expect(committed == 1)
+
+            struct Abort: Error {}
+            await #expect(throws: Abort.self) {
+                try await client.withTransaction(isolation: .repeatableRead) { tx in
+                    try await tx.execute("INSERT INTO notes VALUES (2, 'dropped')")
+                    throw Abort()
+                }
+            }
+            let bodies = try await client.query("SELECT body FROM notes ORDER BY id").map { try $0.decode(String.self, at: 0) }
+            #expect(bodies == ["kept"])
+        }
+    }
+
+    @Test func aSwallowedStatementErrorIsNotReportedAsACommit() async throws {
+        try await withTestClient { client in
+            try await client.execute("CREATE TABLE notes (id int PRIMARY KEY)")
+            let error = await #expect(throws: PostgresError.self) {
+                try await client.withTransaction { tx in
+                    try await tx.execute("INSERT INTO notes VALUES (1)")
+                    _ = try? await tx.execute("INSERT INTO notes VALUES (1)")
+                }
+            }
+            #expect(error?.code == .queryFailed)
+            #expect(try await client.query("SELECT count(*) FROM notes").scalar(Int.self) == 0)
+        }
+    }
+
+    @Test func readOnlyTransactionsRefuseWrites() async throws {
+        try await withTestClient { client in
+            try await client.execute("CREATE TABLE notes (id int)")
+            let error = await #expect(throws: PostgresError.self) {
+                try await client.withTransaction(readOnly: true) { tx in
+                    try await tx.execute("INSERT INTO notes VALUES (1)")
+                }
+            }
+            #expect(error?.sqlState == "25006")
+        }
+    }
+
+    /// Write skew: each transaction reads the whole table and inserts a row derived from what it
+    /// read. Under SERIALIZABLE the two cannot both commit as they ran; PostgreSQL aborts one
+    /// with 40001, withTransaction runs it again, and both end up committed.
+    @Test func serializationFailuresAreRetriedUntilBothCommit() async throws {
+        var pool = PostgresClient.PoolConfiguration()
+        pool.maxConnections = 2
+        try await withTestClient(pool: pool) { client in
+            try await client.execute("CREATE TABLE ledger (entry text, total bigint)")
+            try await client.execute("INSERT INTO ledger VALUES ('seed', 1)")
+            let barrier = Barrier(parties: 2)
+
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                for name in ["a", "b"] {
+                    group.addTask {
+                        try await client.withTransaction(isolation: .serializable, maxAttempts: 5) { tx in
+                            let total = try await tx.query("SELECT sum(total)::int8 FROM ledger").scalar(Int64.self)
+                            // Both read before either writes, on the first run only.
+                            if tx.attempt == 1 { await barrier.arrive() }
+                            try await tx.execute("INSERT INTO ledger VALUES (\(name), \(total))")
+                            return tx.attempt
+                        }
+                    }
+                }
+                // One ran once; the other failed with 40001 and committed on its second run.
+                var finalAttempts: [Int] = []
+                for try await attempt in group { finalAttempts.append(attempt) }
+                #expect(finalAttempts.sorted() == [1, 2])
+            }
+            let entries = try await client.query("SELECT entry, total FROM ledger ORDER BY total, entry")
+                .map { try $0.decode((String, Int64).self) }
+            // The retried transaction saw the other's row: 1 + 1 = 2.
+            #expect(entries.map(\.1) == [1, 1, 2])
+        }
+    }
+
+    @Test func serializationFailuresSurfaceWhenAttemptsRunOut() async throws {
+        var pool = PostgresClient.PoolConfiguration()
+        pool.maxConnections = 2
+        try await withTestClient(pool: pool) { client in
+            try await client.execute("CREATE TABLE ledger (total bigint)")
+            let barrier = Barrier(parties: 2)
+            let results = await withTaskGroup(of: PostgresError?.self) { group in
+                for _ in 0..<2 {
+                    group.addTask {
+                        do {
+                            try await client.withTransaction(isolation: .serializable, maxAttempts: 1) { tx in
+                                let total = try await tx.query("SELECT count(*) FROM ledger").scalar(Int64.self)
+                                await barrier.arrive()
+                                try await tx.execute("INSERT INTO ledger VALUES (\(total))")
+                            }
+                            return nil
+                        } catch {
+                            return error as? PostgresError
+                        }
+                    }
+                }
+                var errors: [PostgresError?] = []
+                for await result in group { errors.append(result) }
+                return errors
+            }
+            let failures = results.compactMap { $0 }
+            #expect(failures.count == 1)
+            #expect(failures.first?.code == .serializationFailure)
+            #expect(failures.first?.isRetryable == true)
+        }
+    }
+}
+
+/// Suspends callers until `parties` of them have arrived.
+actor Barrier {
+    private let parties: Int
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    init(parties: Int) {
+        self.parties = parties
+    }
+
+    func arrive() async {
+        if self.waiting.count + 1 == self.parties {
+            for continuation in self.waiting { continuation.resume() }
+            self.waiting.removeAll()
+            return
+        }
+        await withCheckedContinuation { self.waiting.append($0) }
+    }
+}
