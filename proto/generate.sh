@@ -16,9 +16,14 @@ out="$(mkdir -p "${1:-$root}" && cd "${1:-$root}" && pwd)"
 protoc=/usr/bin/protoc
 protoc_c=/usr/bin/protoc-c
 plugin="$root/proto/plugin/protoc-gen-kindred-swift"
-c_dir="$out/Sources/CKindredProto"
-swift_dir="$out/Sources/KindredProto"
 export LC_ALL=C
+
+# Everything is generated into a staging folder first, so that a proto that fails to compile
+# leaves the committed output untouched.
+stage="$(mktemp -d)"
+trap 'rm -rf "$stage"' EXIT
+c_dir="$stage/CKindredProto"
+swift_dir="$stage/KindredProto"
 
 cd "$root/proto"
 # Proto paths as protoc names them: relative to proto/ or to proto/plugin/testdata.
@@ -28,8 +33,7 @@ includes=(-I. -Iplugin/testdata)
 
 # Imports from outside proto/ (well-known types such as google/protobuf/timestamp.proto) need
 # C and Swift code too.
-descriptor_set="$(mktemp)"
-trap 'rm -f "$descriptor_set"' EXIT
+descriptor_set="$stage/descriptors.pb"
 "$protoc" "${includes[@]}" --include_imports --descriptor_set_out="$descriptor_set" "${protos[@]}" "${test_protos[@]}"
 mapfile -t all_protos < <(python3 - "$descriptor_set" <<'EOF'
 import sys
@@ -40,7 +44,6 @@ EOF
 )
 
 # a. protobuf-c
-rm -rf "$c_dir/generated"
 mkdir -p "$c_dir/generated" "$c_dir/include"
 "$protoc_c" "${includes[@]}" --c_out="$c_dir/generated" "${all_protos[@]}"
 
@@ -82,8 +85,16 @@ mkdir -p "$c_dir/generated" "$c_dir/include"
 
 # c, d. Swift types, services, registry and reflection descriptors.
 mkdir -p "$swift_dir"
-find "$swift_dir" -maxdepth 1 -name '*.swift' -delete
 "$protoc" "${includes[@]}" \
     --plugin=protoc-gen-kindred-swift="$plugin" \
     --kindred-swift_out=test_prefix=prototest/:"$swift_dir" \
     "${all_protos[@]}"
+
+# Replace the outputs (and only them: Sources/CKindredProto has no other files of ours).
+mkdir -p "$out/Sources/CKindredProto/include" "$out/Sources/KindredProto"
+rm -rf "$out/Sources/CKindredProto/generated"
+cp -R "$c_dir/generated" "$out/Sources/CKindredProto/generated"
+cp "$c_dir/include/ckindred_proto.h" "$out/Sources/CKindredProto/include/ckindred_proto.h"
+cp "$c_dir/registry.c" "$out/Sources/CKindredProto/registry.c"
+find "$out/Sources/KindredProto" -maxdepth 1 -name '*.swift' -delete
+cp "$swift_dir"/*.swift "$out/Sources/KindredProto/"

@@ -17,6 +17,14 @@ public protocol ProtoMessage: Sendable, Hashable {
 }
 
 extension ProtoMessage {
+    /// A message built by `populate`: `EchoRequest.with { $0.message = "hi" }`.
+    @inlinable
+    public static func with(_ populate: (inout Self) throws -> Void) rethrows -> Self {
+        var message = Self()
+        try populate(&message)
+        return message
+    }
+
     /// The message in protobuf wire format.
     public func serializedBytes() throws(ProtoError) -> [UInt8] {
         try ProtobufC.serialize(Self.protoMessageLayout.layout) { encoder in self.encode(to: &encoder) }

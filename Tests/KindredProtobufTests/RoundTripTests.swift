@@ -49,6 +49,7 @@ private func fullScalars() -> Scalars {
         #expect(bytes == [0x0a, 0x02, 0x68, 0x69, 0x12, 0x02, 0x01, 0x02, 0x18, 0x05])
         #expect(try Kindred.Testing.V1.EchoRequest(serializedBytes: bytes) == request)
         #expect(try Kindred.Testing.V1.EchoRequest(serializedBytes: bytes[...]) == request)
+        #expect(Kindred.Testing.V1.EchoRequest.with { $0.message = "hi"; $0.payload = [1, 2]; $0.failWithCode = 5 } == request)
     }
 
     /// Every type: the default message encodes to nothing, and nothing decodes to the default.
