@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-internal import Glibc
+    internal import Glibc
 #elseif canImport(Darwin)
-internal import Darwin
+    internal import Darwin
 #endif
 
 /// A bump allocator that lives for one pack or unpack call.
@@ -44,7 +44,9 @@ struct Arena: ~Copyable {
     static func create(in memory: UnsafeMutableRawBufferPointer, limit: Int) -> UnsafeMutablePointer<Arena> {
         let headerSize = (MemoryLayout<Arena>.size + 15) & ~15
         let arena = memory.baseAddress!.bindMemory(to: Arena.self, capacity: 1)
-        arena.initialize(to: Arena(initial: UnsafeMutableRawBufferPointer(rebasing: memory[headerSize...]), limit: limit))
+        arena.initialize(
+            to: Arena(initial: UnsafeMutableRawBufferPointer(rebasing: memory[headerSize...]), limit: limit)
+        )
         return arena
     }
 

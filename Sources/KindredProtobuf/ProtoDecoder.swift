@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-internal import Glibc
+    internal import Glibc
 #elseif canImport(Darwin)
-internal import Darwin
+    internal import Darwin
 #endif
 
 /// Reads a message's fields from the struct protobuf-c unpacked.
@@ -106,7 +106,9 @@ public struct ProtoDecoder: ~Copyable {
         var result: [M] = []
         result.reserveCapacity(count)
         for index in 0..<count {
-            result.append(try makeMessage(array.load(fromByteOffset: 8 * index, as: UnsafeRawPointer.self), messageLayout))
+            result.append(
+                try makeMessage(array.load(fromByteOffset: 8 * index, as: UnsafeRawPointer.self), messageLayout)
+            )
         }
         return result
     }
@@ -124,7 +126,10 @@ public struct ProtoDecoder: ~Copyable {
         var result: [Key: Value] = [:]
         result.reserveCapacity(count)
         for index in 0..<count {
-            let entry = ProtoDecoder(base: array.load(fromByteOffset: 8 * index, as: UnsafeRawPointer.self), layout: entryLayout)
+            let entry = ProtoDecoder(
+                base: array.load(fromByteOffset: 8 * index, as: UnsafeRawPointer.self),
+                layout: entryLayout
+            )
             let (key, value) = try decodeEntry(entry)
             result[key] = value
         }
@@ -187,8 +192,13 @@ public struct ProtoDecoder: ~Copyable {
         return [UInt8](UnsafeRawBufferPointer(start: data, count: count))
     }
 
-    private func makeMessage<M: ProtoMessage>(_ message: UnsafeRawPointer, _ messageLayout: MessageLayout) throws(ProtoError) -> M {
-        precondition(messageLayout.storage == M.protoMessageLayout.layout.storage, "protobuf message field of another type")
+    private func makeMessage<M: ProtoMessage>(_ message: UnsafeRawPointer, _ messageLayout: MessageLayout)
+        throws(ProtoError) -> M
+    {
+        precondition(
+            messageLayout.storage == M.protoMessageLayout.layout.storage,
+            "protobuf message field of another type"
+        )
         return try M(decoder: ProtoDecoder(base: message, layout: messageLayout))
     }
 }

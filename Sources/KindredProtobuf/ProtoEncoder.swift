@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-internal import Glibc
+    internal import Glibc
 #elseif canImport(Darwin)
-internal import Darwin
+    internal import Darwin
 #endif
 
 /// Writes a message's fields into the protobuf-c struct that will be packed.
@@ -245,7 +245,10 @@ public struct ProtoEncoder: ~Copyable {
     @inline(__always)
     private func setCase(_ field: UnsafeMutablePointer<FieldLayout>) {
         // protobuf-c's `<oneof>_case` enum values are the member field numbers.
-        (base + field.pointee.quantifierOffset).storeBytes(of: UInt32(bitPattern: field.pointee.number), as: UInt32.self)
+        (base + field.pointee.quantifierOffset).storeBytes(
+            of: UInt32(bitPattern: field.pointee.number),
+            as: UInt32.self
+        )
     }
 
     private mutating func storeRepeated<T: BitwiseCopyable>(_ values: [T], _ number: Int32, _ storage: FieldStorage) {
@@ -265,7 +268,8 @@ public struct ProtoEncoder: ~Copyable {
     }
 
     @inline(__always)
-    private func setRepeated(_ field: UnsafeMutablePointer<FieldLayout>, _ array: UnsafeMutableRawPointer, _ count: Int) {
+    private func setRepeated(_ field: UnsafeMutablePointer<FieldLayout>, _ array: UnsafeMutableRawPointer, _ count: Int)
+    {
         (base + field.pointee.quantifierOffset).storeBytes(of: count, as: Int.self)
         (base + field.pointee.offset).storeBytes(of: array, as: UnsafeMutableRawPointer.self)
     }
@@ -286,7 +290,10 @@ public struct ProtoEncoder: ~Copyable {
     }
 
     private func makeMessage<M: ProtoMessage>(_ value: M, _ messageLayout: MessageLayout) -> UnsafeMutableRawPointer {
-        precondition(messageLayout.storage == M.protoMessageLayout.layout.storage, "protobuf message field of another type")
+        precondition(
+            messageLayout.storage == M.protoMessageLayout.layout.storage,
+            "protobuf message field of another type"
+        )
         let message = allocateMessage(messageLayout)
         var encoder = ProtoEncoder(base: message, layout: messageLayout, arena: arena)
         value.encode(to: &encoder)

@@ -52,7 +52,8 @@ extension ProtoMessage {
 
     /// The number of bytes `serializedBytes()` returns (`Int.max` past protobuf's 2 GiB limit).
     public var serializedSize: Int {
-        (try? ProtobufC.serializedSize(Self.protoMessageLayout.layout) { encoder in self.encode(to: &encoder) }) ?? Int.max
+        (try? ProtobufC.serializedSize(Self.protoMessageLayout.layout) { encoder in self.encode(to: &encoder) })
+            ?? Int.max
     }
 
     /// Decodes a message from protobuf wire format.

@@ -87,7 +87,9 @@ struct MessageLayout {
     var size: Int { storage.pointee.size }
     var initialValue: UnsafeRawPointer { storage.pointee.initialValue }
     var isRecursive: Bool { storage.pointee.isRecursive }
-    var fields: UnsafeMutableBufferPointer<FieldLayout> { .init(start: storage.pointee.fields, count: storage.pointee.fieldCount) }
+    var fields: UnsafeMutableBufferPointer<FieldLayout> {
+        .init(start: storage.pointee.fields, count: storage.pointee.fieldCount)
+    }
     /// Full protobuf name, for error messages.
     var name: String { storage.pointee.owner.takeUnretainedValue().name }
 

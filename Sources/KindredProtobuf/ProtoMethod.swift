@@ -31,7 +31,13 @@ public struct ProtoMethod<Request: ProtoMessage, Response: ProtoMessage>: Sendab
 
     /// The untyped description of this method.
     public var descriptor: ProtoMethodDescriptor {
-        ProtoMethodDescriptor(service: service, name: name, kind: kind, requestType: Request.self, responseType: Response.self)
+        ProtoMethodDescriptor(
+            service: service,
+            name: name,
+            kind: kind,
+            requestType: Request.self,
+            responseType: Response.self
+        )
     }
 }
 

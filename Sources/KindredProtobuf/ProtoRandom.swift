@@ -33,14 +33,17 @@ public enum ProtoRandom {
             arena.pointee.allocate(byteCount: Swift.max(byteCount, 1), alignment: alignment)!
         }
 
-        func makeMessage(_ layout: MessageLayout, depth: Int, using generator: inout some RandomNumberGenerator) -> UnsafeMutableRawPointer {
+        func makeMessage(_ layout: MessageLayout, depth: Int, using generator: inout some RandomNumberGenerator)
+            -> UnsafeMutableRawPointer
+        {
             let base = allocate(layout.size)
             base.copyMemory(from: layout.initialValue, byteCount: layout.size)
             // One member (or none) per oneof; members of one oneof share the case offset.
             var chosen: [Int: Int32] = [:]
             for field in layout.fields where field.shape.isOneof && chosen[field.quantifierOffset] == nil {
                 let members = layout.fields.filter { $0.shape.isOneof && $0.quantifierOffset == field.quantifierOffset }
-                chosen[field.quantifierOffset] = Bool.random(using: &generator) ? members.randomElement(using: &generator)!.number : 0
+                chosen[field.quantifierOffset] =
+                    Bool.random(using: &generator) ? members.randomElement(using: &generator)!.number : 0
             }
             for field in layout.fields {
                 let deeper = depth < maximumDepth
@@ -54,7 +57,12 @@ public enum ProtoRandom {
                     guard count > 0 else { continue }
                     let array = allocate(count * field.storage.elementSize)
                     for index in 0..<count {
-                        storeValue(field, at: array + index * field.storage.elementSize, depth: depth, using: &generator)
+                        storeValue(
+                            field,
+                            at: array + index * field.storage.elementSize,
+                            depth: depth,
+                            using: &generator
+                        )
                     }
                     (base + field.quantifierOffset).storeBytes(of: count, as: Int.self)
                     (base + field.offset).storeBytes(of: array, as: UnsafeMutableRawPointer.self)
@@ -66,18 +74,26 @@ public enum ProtoRandom {
             return base
         }
 
-        func storeValue(_ field: FieldLayout, at address: UnsafeMutableRawPointer, depth: Int, using generator: inout some RandomNumberGenerator) {
+        func storeValue(
+            _ field: FieldLayout,
+            at address: UnsafeMutableRawPointer,
+            depth: Int,
+            using generator: inout some RandomNumberGenerator
+        ) {
             switch field.storage {
             case .int32: address.storeBytes(of: Int32(truncatingIfNeeded: integer(using: &generator)), as: Int32.self)
             case .int64: address.storeBytes(of: Int64(truncatingIfNeeded: integer(using: &generator)), as: Int64.self)
-            case .uint32: address.storeBytes(of: UInt32(truncatingIfNeeded: integer(using: &generator)), as: UInt32.self)
-            case .uint64: address.storeBytes(of: UInt64(truncatingIfNeeded: integer(using: &generator)), as: UInt64.self)
+            case .uint32:
+                address.storeBytes(of: UInt32(truncatingIfNeeded: integer(using: &generator)), as: UInt32.self)
+            case .uint64:
+                address.storeBytes(of: UInt64(truncatingIfNeeded: integer(using: &generator)), as: UInt64.self)
             case .float: address.storeBytes(of: Float(double(using: &generator)), as: Float.self)
             case .double: address.storeBytes(of: double(using: &generator), as: Double.self)
             case .bool: address.storeBytes(of: Int32(Bool.random(using: &generator) ? 1 : 0), as: Int32.self)
             case .enumeration:
                 // Mostly small numbers, known or not; sometimes anything.
-                let value = Int.random(in: 0..<8, using: &generator) == 0
+                let value =
+                    Int.random(in: 0..<8, using: &generator) == 0
                     ? Int32.random(in: .min ... .max, using: &generator) : Int32.random(in: -2...6, using: &generator)
                 address.storeBytes(of: value, as: Int32.self)
             case .string:
@@ -92,7 +108,13 @@ public enum ProtoRandom {
             case .bytes:
                 let count = Int.random(in: 0...8, using: &generator)
                 let data = allocate(count, alignment: 1)
-                for index in 0..<count { data.storeBytes(of: UInt8.random(in: 0...255, using: &generator), toByteOffset: index, as: UInt8.self) }
+                for index in 0..<count {
+                    data.storeBytes(
+                        of: UInt8.random(in: 0...255, using: &generator),
+                        toByteOffset: index,
+                        as: UInt8.self
+                    )
+                }
                 address.storeBytes(of: count, as: Int.self)
                 address.storeBytes(of: data, toByteOffset: 8, as: UnsafeMutableRawPointer.self)
             case .message:
@@ -103,12 +125,18 @@ public enum ProtoRandom {
 
         /// Edge values or uniform 64 random bits; callers truncate.
         func integer(using generator: inout some RandomNumberGenerator) -> UInt64 {
-            let edges: [UInt64] = [0, 1, 2, 127, 128, 300, UInt64(bitPattern: -1), UInt64(bitPattern: -2), 1 << 31, (1 << 31) - 1, 1 << 63, (1 << 63) - 1]
+            let edges: [UInt64] = [
+                0, 1, 2, 127, 128, 300, UInt64(bitPattern: -1), UInt64(bitPattern: -2), 1 << 31, (1 << 31) - 1, 1 << 63,
+                (1 << 63) - 1,
+            ]
             return Bool.random(using: &generator) ? edges.randomElement(using: &generator)! : generator.next()
         }
 
         func double(using generator: inout some RandomNumberGenerator) -> Double {
-            let edges: [Double] = [0, -0.0, 1, -1, 0.5, .infinity, -.infinity, .leastNonzeroMagnitude, .greatestFiniteMagnitude, 1e-300, 3.4e38, 1.5e-45]
+            let edges: [Double] = [
+                0, -0.0, 1, -1, 0.5, .infinity, -.infinity, .leastNonzeroMagnitude, .greatestFiniteMagnitude, 1e-300,
+                3.4e38, 1.5e-45,
+            ]
             if Bool.random(using: &generator) { return edges.randomElement(using: &generator)! }
             return Double.random(in: -1e9...1e9, using: &generator)
         }

@@ -179,7 +179,8 @@ enum ProtobufC {
         }
     }
 
-    static func serialize(_ layout: MessageLayout, _ encode: (inout ProtoEncoder) -> Void) throws(ProtoError) -> [UInt8] {
+    static func serialize(_ layout: MessageLayout, _ encode: (inout ProtoEncoder) -> Void) throws(ProtoError) -> [UInt8]
+    {
         try withCMessage(layout, encode) { message, _ throws(ProtoError) in
             let size = try packedSize(message, layout)
             guard size > 0 else { return [] }
@@ -190,7 +191,9 @@ enum ProtobufC {
         }
     }
 
-    static func serializedSize(_ layout: MessageLayout, _ encode: (inout ProtoEncoder) -> Void) throws(ProtoError) -> Int {
+    static func serializedSize(_ layout: MessageLayout, _ encode: (inout ProtoEncoder) -> Void) throws(ProtoError)
+        -> Int
+    {
         try withCMessage(layout, encode) { message, _ throws(ProtoError) in try packedSize(message, layout) }
     }
 
@@ -211,7 +214,9 @@ enum ProtobufC {
         }
     }
 
-    private static func packedSize(_ message: UnsafePointer<ProtobufCMessage>, _ layout: MessageLayout) throws(ProtoError) -> Int {
+    private static func packedSize(_ message: UnsafePointer<ProtobufCMessage>, _ layout: MessageLayout)
+        throws(ProtoError) -> Int
+    {
         let size = protobuf_c_message_get_packed_size(message)
         guard size <= maximumMessageSize else { throw ProtoError(code: .tooLarge, messageName: layout.name) }
         return size

@@ -39,7 +39,9 @@ struct ProtoBenchmarks {
         var sink = 0
         try measure("encode serializedBytes()") { sink &+= try request.serializedBytes().count }
         try measure("encode withUnsafeSerializedBytes") { sink &+= try request.withUnsafeSerializedBytes { $0.count } }
-        try measure("decode [UInt8]") { sink &+= try Kindred.Testing.V1.EchoRequest(serializedBytes: bytes).message.utf8.count }
+        try measure("decode [UInt8]") {
+            sink &+= try Kindred.Testing.V1.EchoRequest(serializedBytes: bytes).message.utf8.count
+        }
         try bytes.withUnsafeBytes { buffer in
             try measure("decode UnsafeRawBufferPointer") {
                 sink &+= try Kindred.Testing.V1.EchoRequest(serializedBytes: buffer).payload.count

@@ -73,7 +73,9 @@ import Testing
     @Test(arguments: ProtoRegistry.allMessageTypes.map(TypeArgument.init))
     func fuzz(_ type: TypeArgument) throws {
         func run<M: ProtoMessage>(_: M.Type) throws {
-            var generator = SplitMix64(seed: UInt64(truncatingIfNeeded: M.protoMessageName.utf8.reduce(5381) { $0 &* 33 &+ Int($1) }))
+            var generator = SplitMix64(
+                seed: UInt64(truncatingIfNeeded: M.protoMessageName.utf8.reduce(5381) { $0 &* 33 &+ Int($1) })
+            )
             var decoded = 0
             for _ in 0..<1_000 {
                 let count = Int.random(in: 0...48, using: &generator)

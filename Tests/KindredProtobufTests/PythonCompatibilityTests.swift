@@ -18,7 +18,15 @@ struct PythonCompatibilityTests {
         let work = try Workspace()
         let names = ProtoRegistry.allMessageTypes.map { $0.protoMessageName }
         try names.joined(separator: "\n").write(to: work.file("types.txt"), atomically: true, encoding: .utf8)
-        try work.python("generate", "--types-file", work.file("types.txt").path, "--count", "\(Self.messagesPerType)", "--seed", "20261121")
+        try work.python(
+            "generate",
+            "--types-file",
+            work.file("types.txt").path,
+            "--count",
+            "\(Self.messagesPerType)",
+            "--seed",
+            "20261121"
+        )
 
         var output = ""
         var decoded = 0
@@ -61,7 +69,10 @@ struct PythonCompatibilityTests {
         for line in try String(contentsOf: work.file("python_echo.txt"), encoding: .utf8).split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: false)
             let original = try #require(messages[Int(fields[0])!])
-            #expect(try Self.decodes(try Hex.decode(fields[2]), to: original), "case \(fields[0]) (\(fields[1])) changed going through Python")
+            #expect(
+                try Self.decodes(try Hex.decode(fields[2]), to: original),
+                "case \(fields[0]) (\(fields[1])) changed going through Python"
+            )
             checked += 1
         }
         #expect(checked == messages.count)
@@ -79,7 +90,9 @@ struct PythonCompatibilityTests {
         try work.python("descriptors")
     }
 
-    private static func random<M: ProtoMessage>(_ type: M.Type, _ generator: inout SplitMix64) throws -> any ProtoMessage {
+    private static func random<M: ProtoMessage>(_ type: M.Type, _ generator: inout SplitMix64) throws
+        -> any ProtoMessage
+    {
         try ProtoRandom.message(type, using: &generator)
     }
 

@@ -36,7 +36,10 @@ import Testing
     @Test func messageTypesByName() {
         #expect(ProtoRegistry.messageTypesByName.count == ProtoRegistry.allMessageTypes.count)
         for type in ProtoRegistry.allMessageTypes {
-            #expect(ProtoRegistry.messageTypesByName[type.protoMessageName].map(ObjectIdentifier.init) == ObjectIdentifier(type))
+            #expect(
+                ProtoRegistry.messageTypesByName[type.protoMessageName].map(ObjectIdentifier.init)
+                    == ObjectIdentifier(type)
+            )
         }
         #expect(Kindred.Testing.V1.EchoRequest.protoMessageName == "kindred.testing.v1.EchoRequest")
         #expect(Prototest.V1.Outer.Middle.Inner.protoMessageName == "prototest.v1.Outer.Middle.Inner")

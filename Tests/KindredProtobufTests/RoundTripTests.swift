@@ -49,7 +49,11 @@ private func fullScalars() -> Scalars {
         #expect(bytes == [0x0a, 0x02, 0x68, 0x69, 0x12, 0x02, 0x01, 0x02, 0x18, 0x05])
         #expect(try Kindred.Testing.V1.EchoRequest(serializedBytes: bytes) == request)
         #expect(try Kindred.Testing.V1.EchoRequest(serializedBytes: bytes[...]) == request)
-        #expect(Kindred.Testing.V1.EchoRequest.with { $0.message = "hi"; $0.payload = [1, 2]; $0.failWithCode = 5 } == request)
+        #expect(
+            Kindred.Testing.V1.EchoRequest.with {
+                $0.message = "hi"; $0.payload = [1, 2]; $0.failWithCode = 5
+            } == request
+        )
     }
 
     /// Every type: the default message encodes to nothing, and nothing decodes to the default.
@@ -193,7 +197,9 @@ private func fullScalars() -> Scalars {
         maps.fixed32ToFloat = [7: 1.25]
         #expect(try roundTrip(maps) == maps)
         // A repeated key keeps its last value.
-        let bytes: [UInt8] = [0x0a, 0x06, 0x0a, 0x01, 0x6b, 0x12, 0x01, 0x31, 0x0a, 0x06, 0x0a, 0x01, 0x6b, 0x12, 0x01, 0x32]
+        let bytes: [UInt8] = [
+            0x0a, 0x06, 0x0a, 0x01, 0x6b, 0x12, 0x01, 0x31, 0x0a, 0x06, 0x0a, 0x01, 0x6b, 0x12, 0x01, 0x32,
+        ]
         #expect(try Maps(serializedBytes: bytes).stringToString == ["k": "2"])
         // An entry without key or value has the defaults.
         #expect(try Maps(serializedBytes: [0x0a, 0x00]).stringToString == ["": ""])
