@@ -1199,7 +1199,12 @@ public enum ProtoRegistry {
         ProtoFileDescriptor(
             name: "kindred/api/v1/admin.proto",
             package: "kindred.api.v1",
-            dependencies: ["kindred/api/v1/account.proto", "kindred/api/v1/types.proto", "kindred/common/v1/common.proto", "kindred/common/v1/community.proto"],
+            dependencies: [
+                "kindred/api/v1/account.proto",
+                "kindred/api/v1/types.proto",
+                "kindred/common/v1/common.proto",
+                "kindred/common/v1/community.proto",
+            ],
             symbols: [
                 "kindred.api.v1",
                 "kindred.api.v1.ListAccountsRequest",
@@ -1577,7 +1582,11 @@ public enum ProtoRegistry {
         ProtoFileDescriptor(
             name: "kindred/api/v1/deck.proto",
             package: "kindred.api.v1",
-            dependencies: ["kindred/api/v1/types.proto", "kindred/common/v1/common.proto", "kindred/common/v1/community.proto"],
+            dependencies: [
+                "kindred/api/v1/types.proto",
+                "kindred/common/v1/common.proto",
+                "kindred/common/v1/community.proto",
+            ],
             symbols: [
                 "kindred.api.v1",
                 "kindred.api.v1.GetDeckRequest",
@@ -1812,7 +1821,11 @@ public enum ProtoRegistry {
         ProtoFileDescriptor(
             name: "kindred/api/v1/profile.proto",
             package: "kindred.api.v1",
-            dependencies: ["kindred/api/v1/types.proto", "kindred/common/v1/common.proto", "kindred/common/v1/community.proto"],
+            dependencies: [
+                "kindred/api/v1/types.proto",
+                "kindred/common/v1/common.proto",
+                "kindred/common/v1/community.proto",
+            ],
             symbols: [
                 "kindred.api.v1",
                 "kindred.api.v1.GetCommunityRequest",
@@ -2617,7 +2630,11 @@ public enum ProtoRegistry {
         ProtoFileDescriptor(
             name: "kindred/chat/v1/chat.proto",
             package: "kindred.chat.v1",
-            dependencies: ["kindred/chat/v1/types.proto", "kindred/common/v1/common.proto", "kindred/common/v1/events.proto"],
+            dependencies: [
+                "kindred/chat/v1/types.proto",
+                "kindred/common/v1/common.proto",
+                "kindred/common/v1/events.proto",
+            ],
             symbols: [
                 "kindred.chat.v1",
                 "kindred.chat.v1.OpenThreadRequest",
@@ -2764,7 +2781,11 @@ public enum ProtoRegistry {
         ProtoFileDescriptor(
             name: "kindred/discovery/v1/discovery.proto",
             package: "kindred.discovery.v1",
-            dependencies: ["kindred/common/v1/common.proto", "kindred/common/v1/community.proto", "kindred/common/v1/events.proto"],
+            dependencies: [
+                "kindred/common/v1/common.proto",
+                "kindred/common/v1/community.proto",
+                "kindred/common/v1/events.proto",
+            ],
             symbols: [
                 "kindred.discovery.v1",
                 "kindred.discovery.v1.Candidate",
@@ -3030,7 +3051,12 @@ public enum ProtoRegistry {
         ProtoFileDescriptor(
             name: "kindred/match/v1/match.proto",
             package: "kindred.match.v1",
-            dependencies: ["kindred/common/v1/common.proto", "kindred/common/v1/events.proto", "kindred/match/v1/safety.proto", "kindred/match/v1/types.proto"],
+            dependencies: [
+                "kindred/common/v1/common.proto",
+                "kindred/common/v1/events.proto",
+                "kindred/match/v1/safety.proto",
+                "kindred/match/v1/types.proto",
+            ],
             symbols: [
                 "kindred.match.v1",
                 "kindred.match.v1.SwipeRequest",
@@ -3366,7 +3392,12 @@ public enum ProtoRegistry {
         ProtoFileDescriptor(
             name: "kindred/profile/v1/profile.proto",
             package: "kindred.profile.v1",
-            dependencies: ["kindred/common/v1/common.proto", "kindred/common/v1/events.proto", "kindred/profile/v1/photo.proto", "kindred/profile/v1/types.proto"],
+            dependencies: [
+                "kindred/common/v1/common.proto",
+                "kindred/common/v1/events.proto",
+                "kindred/profile/v1/photo.proto",
+                "kindred/profile/v1/types.proto",
+            ],
             symbols: [
                 "kindred.profile.v1",
                 "kindred.profile.v1.CreateProfileRequest",

@@ -23,7 +23,7 @@ extension Grpc.Health.V1 {
 
 extension Grpc.Health.V1 {
     public struct HealthCheckResponse: ProtoMessage {
-        public var status: Grpc.Health.V1.HealthCheckResponse.ServingStatus = Grpc.Health.V1.HealthCheckResponse.ServingStatus()
+        public var status: Grpc.Health.V1.HealthCheckResponse.ServingStatus = .unknown
 
         public init() {}
 
@@ -66,7 +66,7 @@ extension Grpc.Health.V1 {
             }
 
             /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
-            public static func == (lhs: Grpc.Health.V1.HealthCheckResponse.ServingStatus, rhs: Grpc.Health.V1.HealthCheckResponse.ServingStatus) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+            public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
 
             public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
         }
@@ -116,7 +116,7 @@ extension Grpc.Health.V1 {
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
             self.statuses = try decoder.map(1) { entry throws(ProtoError) in
-                (try entry.string(1), try entry.message(2, as: Grpc.Health.V1.HealthCheckResponse.self) ?? Grpc.Health.V1.HealthCheckResponse())
+                (try entry.string(1), try entry.message(2, as: Grpc.Health.V1.HealthCheckResponse.self) ?? .init())
             }
         }
     }
@@ -140,11 +140,12 @@ extension Grpc.Health.V1 {
             /// server unhealthy if they do not receive a timely response.
             ///
             /// Check implementations should be idempotent and side effect free.
-            public static let check = ProtoMethod<Grpc.Health.V1.HealthCheckRequest, Grpc.Health.V1.HealthCheckResponse>(
-                service: "grpc.health.v1.Health",
-                name: "Check",
-                kind: .unary
-            )
+            public static let check =
+                ProtoMethod<Grpc.Health.V1.HealthCheckRequest, Grpc.Health.V1.HealthCheckResponse>(
+                    service: "grpc.health.v1.Health",
+                    name: "Check",
+                    kind: .unary
+                )
 
             /// List provides a non-atomic snapshot of the health of all the available services.
             ///
@@ -179,11 +180,12 @@ extension Grpc.Health.V1 {
             /// should assume this method is not supported and should not retry the
             /// call.  If the call terminates with any other status (including OK),
             /// clients should retry the call with appropriate exponential backoff.
-            public static let watch = ProtoMethod<Grpc.Health.V1.HealthCheckRequest, Grpc.Health.V1.HealthCheckResponse>(
-                service: "grpc.health.v1.Health",
-                name: "Watch",
-                kind: .serverStreaming
-            )
+            public static let watch =
+                ProtoMethod<Grpc.Health.V1.HealthCheckRequest, Grpc.Health.V1.HealthCheckResponse>(
+                    service: "grpc.health.v1.Health",
+                    name: "Watch",
+                    kind: .serverStreaming
+                )
         }
 
         public static let descriptor = ProtoServiceDescriptor(

@@ -70,7 +70,9 @@ extension Grpc.Reflection.V1 {
             case 4:
                 self.messageRequest = .fileContainingSymbol(try decoder.string(4))
             case 5:
-                self.messageRequest = .fileContainingExtension(try decoder.message(5, as: Grpc.Reflection.V1.ExtensionRequest.self) ?? Grpc.Reflection.V1.ExtensionRequest())
+                self.messageRequest = .fileContainingExtension(
+                    try decoder.message(5, as: Grpc.Reflection.V1.ExtensionRequest.self) ?? .init()
+                )
             case 6:
                 self.messageRequest = .allExtensionNumbersOfType(try decoder.string(6))
             case 7:
@@ -164,13 +166,21 @@ extension Grpc.Reflection.V1 {
             self.originalRequest = try decoder.message(2, as: Grpc.Reflection.V1.ServerReflectionRequest.self)
             switch decoder.oneofCase(4) {
             case 4:
-                self.messageResponse = .fileDescriptorResponse(try decoder.message(4, as: Grpc.Reflection.V1.FileDescriptorResponse.self) ?? Grpc.Reflection.V1.FileDescriptorResponse())
+                self.messageResponse = .fileDescriptorResponse(
+                    try decoder.message(4, as: Grpc.Reflection.V1.FileDescriptorResponse.self) ?? .init()
+                )
             case 5:
-                self.messageResponse = .allExtensionNumbersResponse(try decoder.message(5, as: Grpc.Reflection.V1.ExtensionNumberResponse.self) ?? Grpc.Reflection.V1.ExtensionNumberResponse())
+                self.messageResponse = .allExtensionNumbersResponse(
+                    try decoder.message(5, as: Grpc.Reflection.V1.ExtensionNumberResponse.self) ?? .init()
+                )
             case 6:
-                self.messageResponse = .listServicesResponse(try decoder.message(6, as: Grpc.Reflection.V1.ListServiceResponse.self) ?? Grpc.Reflection.V1.ListServiceResponse())
+                self.messageResponse = .listServicesResponse(
+                    try decoder.message(6, as: Grpc.Reflection.V1.ListServiceResponse.self) ?? .init()
+                )
             case 7:
-                self.messageResponse = .errorResponse(try decoder.message(7, as: Grpc.Reflection.V1.ErrorResponse.self) ?? Grpc.Reflection.V1.ErrorResponse())
+                self.messageResponse = .errorResponse(
+                    try decoder.message(7, as: Grpc.Reflection.V1.ErrorResponse.self) ?? .init()
+                )
             default:
                 self.messageResponse = nil
             }
@@ -308,11 +318,12 @@ extension Grpc.Reflection.V1 {
         public enum Method {
             /// The reflection service is structured as a bidirectional stream, ensuring
             /// all related requests go to a single server.
-            public static let serverReflectionInfo = ProtoMethod<Grpc.Reflection.V1.ServerReflectionRequest, Grpc.Reflection.V1.ServerReflectionResponse>(
-                service: "grpc.reflection.v1.ServerReflection",
-                name: "ServerReflectionInfo",
-                kind: .bidirectionalStreaming
-            )
+            public static let serverReflectionInfo =
+                ProtoMethod<Grpc.Reflection.V1.ServerReflectionRequest, Grpc.Reflection.V1.ServerReflectionResponse>(
+                    service: "grpc.reflection.v1.ServerReflection",
+                    name: "ServerReflectionInfo",
+                    kind: .bidirectionalStreaming
+                )
         }
 
         public static let descriptor = ProtoServiceDescriptor(

@@ -42,7 +42,9 @@ extension Grpc.Reflection.V1alpha {
         }
 
         public static var protoMessageName: Swift.String { "grpc.reflection.v1alpha.ServerReflectionRequest" }
-        public static let protoMessageLayout = ProtoDescriptors.layout("grpc.reflection.v1alpha.ServerReflectionRequest")
+        public static let protoMessageLayout = ProtoDescriptors.layout(
+            "grpc.reflection.v1alpha.ServerReflectionRequest"
+        )
 
         public func encode(to encoder: inout ProtoEncoder) {
             encoder.setString(1, self.host)
@@ -70,7 +72,9 @@ extension Grpc.Reflection.V1alpha {
             case 4:
                 self.messageRequest = .fileContainingSymbol(try decoder.string(4))
             case 5:
-                self.messageRequest = .fileContainingExtension(try decoder.message(5, as: Grpc.Reflection.V1alpha.ExtensionRequest.self) ?? Grpc.Reflection.V1alpha.ExtensionRequest())
+                self.messageRequest = .fileContainingExtension(
+                    try decoder.message(5, as: Grpc.Reflection.V1alpha.ExtensionRequest.self) ?? .init()
+                )
             case 6:
                 self.messageRequest = .allExtensionNumbersOfType(try decoder.string(6))
             case 7:
@@ -140,7 +144,9 @@ extension Grpc.Reflection.V1alpha {
         }
 
         public static var protoMessageName: Swift.String { "grpc.reflection.v1alpha.ServerReflectionResponse" }
-        public static let protoMessageLayout = ProtoDescriptors.layout("grpc.reflection.v1alpha.ServerReflectionResponse")
+        public static let protoMessageLayout = ProtoDescriptors.layout(
+            "grpc.reflection.v1alpha.ServerReflectionResponse"
+        )
 
         public func encode(to encoder: inout ProtoEncoder) {
             encoder.setString(1, self.validHost)
@@ -164,13 +170,21 @@ extension Grpc.Reflection.V1alpha {
             self.originalRequest = try decoder.message(2, as: Grpc.Reflection.V1alpha.ServerReflectionRequest.self)
             switch decoder.oneofCase(4) {
             case 4:
-                self.messageResponse = .fileDescriptorResponse(try decoder.message(4, as: Grpc.Reflection.V1alpha.FileDescriptorResponse.self) ?? Grpc.Reflection.V1alpha.FileDescriptorResponse())
+                self.messageResponse = .fileDescriptorResponse(
+                    try decoder.message(4, as: Grpc.Reflection.V1alpha.FileDescriptorResponse.self) ?? .init()
+                )
             case 5:
-                self.messageResponse = .allExtensionNumbersResponse(try decoder.message(5, as: Grpc.Reflection.V1alpha.ExtensionNumberResponse.self) ?? Grpc.Reflection.V1alpha.ExtensionNumberResponse())
+                self.messageResponse = .allExtensionNumbersResponse(
+                    try decoder.message(5, as: Grpc.Reflection.V1alpha.ExtensionNumberResponse.self) ?? .init()
+                )
             case 6:
-                self.messageResponse = .listServicesResponse(try decoder.message(6, as: Grpc.Reflection.V1alpha.ListServiceResponse.self) ?? Grpc.Reflection.V1alpha.ListServiceResponse())
+                self.messageResponse = .listServicesResponse(
+                    try decoder.message(6, as: Grpc.Reflection.V1alpha.ListServiceResponse.self) ?? .init()
+                )
             case 7:
-                self.messageResponse = .errorResponse(try decoder.message(7, as: Grpc.Reflection.V1alpha.ErrorResponse.self) ?? Grpc.Reflection.V1alpha.ErrorResponse())
+                self.messageResponse = .errorResponse(
+                    try decoder.message(7, as: Grpc.Reflection.V1alpha.ErrorResponse.self) ?? .init()
+                )
             default:
                 self.messageResponse = nil
             }
@@ -216,7 +230,9 @@ extension Grpc.Reflection.V1alpha {
         public init() {}
 
         public static var protoMessageName: Swift.String { "grpc.reflection.v1alpha.ExtensionNumberResponse" }
-        public static let protoMessageLayout = ProtoDescriptors.layout("grpc.reflection.v1alpha.ExtensionNumberResponse")
+        public static let protoMessageLayout = ProtoDescriptors.layout(
+            "grpc.reflection.v1alpha.ExtensionNumberResponse"
+        )
 
         public func encode(to encoder: inout ProtoEncoder) {
             encoder.setString(1, self.baseTypeName)
@@ -308,11 +324,12 @@ extension Grpc.Reflection.V1alpha {
         public enum Method {
             /// The reflection service is structured as a bidirectional stream, ensuring
             /// all related requests go to a single server.
-            public static let serverReflectionInfo = ProtoMethod<Grpc.Reflection.V1alpha.ServerReflectionRequest, Grpc.Reflection.V1alpha.ServerReflectionResponse>(
-                service: "grpc.reflection.v1alpha.ServerReflection",
-                name: "ServerReflectionInfo",
-                kind: .bidirectionalStreaming
-            )
+            public static let serverReflectionInfo =
+                ProtoMethod<Grpc.Reflection.V1alpha.ServerReflectionRequest, Grpc.Reflection.V1alpha.ServerReflectionResponse>(
+                    service: "grpc.reflection.v1alpha.ServerReflection",
+                    name: "ServerReflectionInfo",
+                    kind: .bidirectionalStreaming
+                )
         }
 
         public static let descriptor = ProtoServiceDescriptor(

@@ -27,7 +27,7 @@ extension Kindred.Api.V1 {
         public var roles: [Kindred.Common.V1.Role] = []
 
         /// Lifecycle state.
-        public var status: Kindred.Api.V1.AccountStatus = Kindred.Api.V1.AccountStatus()
+        public var status: Kindred.Api.V1.AccountStatus = .unspecified
 
         /// Whether a password is set (false for ID-token accounts until a reset).
         public var passwordSet: Swift.Bool = false
@@ -163,7 +163,7 @@ extension Kindred.Api.V1 {
         public var sessionId: Swift.String = ""
 
         /// How it was started.
-        public var signInMethod: Kindred.Api.V1.SignInMethod = Kindred.Api.V1.SignInMethod()
+        public var signInMethod: Kindred.Api.V1.SignInMethod = .unspecified
 
         /// Device name given at sign-in, 0..64 characters.
         public var deviceName: Swift.String = ""
@@ -340,7 +340,7 @@ extension Kindred.Api.V1 {
             case 1:
                 self.proof = .token(try decoder.string(1))
             case 2:
-                self.proof = .code(try decoder.message(2, as: Kindred.Api.V1.VerificationCode.self) ?? Kindred.Api.V1.VerificationCode())
+                self.proof = .code(try decoder.message(2, as: Kindred.Api.V1.VerificationCode.self) ?? .init())
             default:
                 self.proof = nil
             }
@@ -485,7 +485,7 @@ extension Kindred.Api.V1 {
         public var communityId: Swift.String = ""
 
         /// The provider.
-        public var provider: Kindred.Common.V1.IdentityProvider = Kindred.Common.V1.IdentityProvider()
+        public var provider: Kindred.Common.V1.IdentityProvider = .unspecified
 
         /// The provider's ID token (JWT), at most 8192 characters.
         public var idToken: Swift.String = ""
@@ -1215,7 +1215,7 @@ extension Kindred.Api.V1 {
         }
 
         /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
-        public static func == (lhs: Kindred.Api.V1.AccountStatus, rhs: Kindred.Api.V1.AccountStatus) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
 
         public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
     }
@@ -1265,7 +1265,7 @@ extension Kindred.Api.V1 {
         }
 
         /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
-        public static func == (lhs: Kindred.Api.V1.SignInMethod, rhs: Kindred.Api.V1.SignInMethod) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
 
         public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
     }
@@ -1291,19 +1291,21 @@ extension Kindred.Api.V1 {
             /// Confirms the email with the link token or the code. Anyone; rate limited.
             /// FAILED_PRECONDITION: invalid or expired (TOKEN_EXPIRED). RESOURCE_EXHAUSTED: too many
             /// wrong codes.
-            public static let verifyEmail = ProtoMethod<Kindred.Api.V1.VerifyEmailRequest, Kindred.Api.V1.VerifyEmailResponse>(
-                service: "kindred.api.v1.AccountService",
-                name: "VerifyEmail",
-                kind: .unary
-            )
+            public static let verifyEmail =
+                ProtoMethod<Kindred.Api.V1.VerifyEmailRequest, Kindred.Api.V1.VerifyEmailResponse>(
+                    service: "kindred.api.v1.AccountService",
+                    name: "VerifyEmail",
+                    kind: .unary
+                )
 
             /// Sends the verification email again. Anyone; rate limited (1/minute, 5/day). Same answer
             /// for unknown addresses.
-            public static let resendVerification = ProtoMethod<Kindred.Api.V1.ResendVerificationRequest, Kindred.Api.V1.ResendVerificationResponse>(
-                service: "kindred.api.v1.AccountService",
-                name: "ResendVerification",
-                kind: .unary
-            )
+            public static let resendVerification =
+                ProtoMethod<Kindred.Api.V1.ResendVerificationRequest, Kindred.Api.V1.ResendVerificationResponse>(
+                    service: "kindred.api.v1.AccountService",
+                    name: "ResendVerification",
+                    kind: .unary
+                )
 
             /// Signs in with email or username and password. Anyone; rate limited. UNAUTHENTICATED:
             /// INVALID_CREDENTIALS. FAILED_PRECONDITION: EMAIL_NOT_VERIFIED. PERMISSION_DENIED:
@@ -1317,11 +1319,12 @@ extension Kindred.Api.V1 {
             /// Signs in or up with a Google/Apple ID token (with nonce). Anyone; rate limited.
             /// UNAUTHENTICATED: token or nonce invalid. PERMISSION_DENIED: ACCOUNT_DEACTIVATED.
             /// FAILED_PRECONDITION: sign-up closed, EMAIL_TAKEN.
-            public static let signInWithIdToken = ProtoMethod<Kindred.Api.V1.SignInWithIdTokenRequest, Kindred.Api.V1.SignInWithIdTokenResponse>(
-                service: "kindred.api.v1.AccountService",
-                name: "SignInWithIdToken",
-                kind: .unary
-            )
+            public static let signInWithIdToken =
+                ProtoMethod<Kindred.Api.V1.SignInWithIdTokenRequest, Kindred.Api.V1.SignInWithIdTokenResponse>(
+                    service: "kindred.api.v1.AccountService",
+                    name: "SignInWithIdToken",
+                    kind: .unary
+                )
 
             /// Exchanges the refresh token for new tokens (the old refresh token is spent; never send
             /// two refreshes of the same token concurrently). Anyone holding the token.
@@ -1340,95 +1343,107 @@ extension Kindred.Api.V1 {
             )
 
             /// Ends all sessions, optionally keeping the current one. The user.
-            public static let signOutEverywhere = ProtoMethod<Kindred.Api.V1.SignOutEverywhereRequest, Kindred.Api.V1.SignOutEverywhereResponse>(
-                service: "kindred.api.v1.AccountService",
-                name: "SignOutEverywhere",
-                kind: .unary
-            )
+            public static let signOutEverywhere =
+                ProtoMethod<Kindred.Api.V1.SignOutEverywhereRequest, Kindred.Api.V1.SignOutEverywhereResponse>(
+                    service: "kindred.api.v1.AccountService",
+                    name: "SignOutEverywhere",
+                    kind: .unary
+                )
 
             /// Returns the caller's account. The user.
-            public static let getAccount = ProtoMethod<Kindred.Api.V1.GetAccountRequest, Kindred.Api.V1.GetAccountResponse>(
-                service: "kindred.api.v1.AccountService",
-                name: "GetAccount",
-                kind: .unary
-            )
+            public static let getAccount =
+                ProtoMethod<Kindred.Api.V1.GetAccountRequest, Kindred.Api.V1.GetAccountResponse>(
+                    service: "kindred.api.v1.AccountService",
+                    name: "GetAccount",
+                    kind: .unary
+                )
 
             /// Tells whether a username is free. Anyone; rate limited.
-            public static let checkUsername = ProtoMethod<Kindred.Api.V1.CheckUsernameRequest, Kindred.Api.V1.CheckUsernameResponse>(
-                service: "kindred.api.v1.AccountService",
-                name: "CheckUsername",
-                kind: .unary
-            )
+            public static let checkUsername =
+                ProtoMethod<Kindred.Api.V1.CheckUsernameRequest, Kindred.Api.V1.CheckUsernameResponse>(
+                    service: "kindred.api.v1.AccountService",
+                    name: "CheckUsername",
+                    kind: .unary
+                )
 
             /// Changes the password (needs the current one); ends other sessions. The user.
             /// UNAUTHENTICATED: wrong current password. INVALID_ARGUMENT: password rules.
-            public static let changePassword = ProtoMethod<Kindred.Api.V1.ChangePasswordRequest, Kindred.Api.V1.ChangePasswordResponse>(
-                service: "kindred.api.v1.AccountService",
-                name: "ChangePassword",
-                kind: .unary
-            )
+            public static let changePassword =
+                ProtoMethod<Kindred.Api.V1.ChangePasswordRequest, Kindred.Api.V1.ChangePasswordResponse>(
+                    service: "kindred.api.v1.AccountService",
+                    name: "ChangePassword",
+                    kind: .unary
+                )
 
             /// Emails a password-reset link. Anyone; rate limited. Same answer for unknown addresses.
-            public static let requestPasswordReset = ProtoMethod<Kindred.Api.V1.RequestPasswordResetRequest, Kindred.Api.V1.RequestPasswordResetResponse>(
-                service: "kindred.api.v1.AccountService",
-                name: "RequestPasswordReset",
-                kind: .unary
-            )
+            public static let requestPasswordReset =
+                ProtoMethod<Kindred.Api.V1.RequestPasswordResetRequest, Kindred.Api.V1.RequestPasswordResetResponse>(
+                    service: "kindred.api.v1.AccountService",
+                    name: "RequestPasswordReset",
+                    kind: .unary
+                )
 
             /// Sets a new password with the emailed token; ends every session. Anyone with the token.
             /// FAILED_PRECONDITION: token invalid/used/expired. INVALID_ARGUMENT: password rules.
-            public static let resetPassword = ProtoMethod<Kindred.Api.V1.ResetPasswordRequest, Kindred.Api.V1.ResetPasswordResponse>(
-                service: "kindred.api.v1.AccountService",
-                name: "ResetPassword",
-                kind: .unary
-            )
+            public static let resetPassword =
+                ProtoMethod<Kindred.Api.V1.ResetPasswordRequest, Kindred.Api.V1.ResetPasswordResponse>(
+                    service: "kindred.api.v1.AccountService",
+                    name: "ResetPassword",
+                    kind: .unary
+                )
 
             /// Starts an email change (needs the current password); confirmation goes to the new
             /// address. The user. UNAUTHENTICATED: wrong password. FAILED_PRECONDITION:
             /// REAUTHENTICATION_REQUIRED.
-            public static let changeEmail = ProtoMethod<Kindred.Api.V1.ChangeEmailRequest, Kindred.Api.V1.ChangeEmailResponse>(
-                service: "kindred.api.v1.AccountService",
-                name: "ChangeEmail",
-                kind: .unary
-            )
+            public static let changeEmail =
+                ProtoMethod<Kindred.Api.V1.ChangeEmailRequest, Kindred.Api.V1.ChangeEmailResponse>(
+                    service: "kindred.api.v1.AccountService",
+                    name: "ChangeEmail",
+                    kind: .unary
+                )
 
             /// Completes an email change with the token from the new address. Anyone with the token.
             /// FAILED_PRECONDITION: token invalid/used/expired or EMAIL_TAKEN.
-            public static let confirmEmailChange = ProtoMethod<Kindred.Api.V1.ConfirmEmailChangeRequest, Kindred.Api.V1.ConfirmEmailChangeResponse>(
-                service: "kindred.api.v1.AccountService",
-                name: "ConfirmEmailChange",
-                kind: .unary
-            )
+            public static let confirmEmailChange =
+                ProtoMethod<Kindred.Api.V1.ConfirmEmailChangeRequest, Kindred.Api.V1.ConfirmEmailChangeResponse>(
+                    service: "kindred.api.v1.AccountService",
+                    name: "ConfirmEmailChange",
+                    kind: .unary
+                )
 
             /// Changes the username (once per 24 hours). The user. ALREADY_EXISTS: USERNAME_TAKEN.
-            public static let changeUsername = ProtoMethod<Kindred.Api.V1.ChangeUsernameRequest, Kindred.Api.V1.ChangeUsernameResponse>(
-                service: "kindred.api.v1.AccountService",
-                name: "ChangeUsername",
-                kind: .unary
-            )
+            public static let changeUsername =
+                ProtoMethod<Kindred.Api.V1.ChangeUsernameRequest, Kindred.Api.V1.ChangeUsernameResponse>(
+                    service: "kindred.api.v1.AccountService",
+                    name: "ChangeUsername",
+                    kind: .unary
+                )
 
             /// Lists the caller's sessions. The user.
-            public static let listSessions = ProtoMethod<Kindred.Api.V1.ListSessionsRequest, Kindred.Api.V1.ListSessionsResponse>(
-                service: "kindred.api.v1.AccountService",
-                name: "ListSessions",
-                kind: .unary
-            )
+            public static let listSessions =
+                ProtoMethod<Kindred.Api.V1.ListSessionsRequest, Kindred.Api.V1.ListSessionsResponse>(
+                    service: "kindred.api.v1.AccountService",
+                    name: "ListSessions",
+                    kind: .unary
+                )
 
             /// Ends one of the caller's sessions. The user. NOT_FOUND: not the caller's session.
-            public static let revokeSession = ProtoMethod<Kindred.Api.V1.RevokeSessionRequest, Kindred.Api.V1.RevokeSessionResponse>(
-                service: "kindred.api.v1.AccountService",
-                name: "RevokeSession",
-                kind: .unary
-            )
+            public static let revokeSession =
+                ProtoMethod<Kindred.Api.V1.RevokeSessionRequest, Kindred.Api.V1.RevokeSessionResponse>(
+                    service: "kindred.api.v1.AccountService",
+                    name: "RevokeSession",
+                    kind: .unary
+                )
 
             /// Deletes the caller's account and all their data everywhere (current password, or a
             /// sign-in within the last 10 minutes). The user. Idempotent. UNAUTHENTICATED: wrong
             /// password. FAILED_PRECONDITION: REAUTHENTICATION_REQUIRED.
-            public static let deleteAccount = ProtoMethod<Kindred.Api.V1.DeleteAccountRequest, Kindred.Api.V1.DeleteAccountResponse>(
-                service: "kindred.api.v1.AccountService",
-                name: "DeleteAccount",
-                kind: .unary
-            )
+            public static let deleteAccount =
+                ProtoMethod<Kindred.Api.V1.DeleteAccountRequest, Kindred.Api.V1.DeleteAccountResponse>(
+                    service: "kindred.api.v1.AccountService",
+                    name: "DeleteAccount",
+                    kind: .unary
+                )
         }
 
         public static let descriptor = ProtoServiceDescriptor(

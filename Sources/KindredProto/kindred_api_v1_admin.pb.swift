@@ -12,7 +12,7 @@ extension Kindred.Api.V1 {
         public var query: Swift.String = ""
 
         /// Restrict to a status; UNSPECIFIED = all.
-        public var status: Kindred.Api.V1.AccountStatus = Kindred.Api.V1.AccountStatus()
+        public var status: Kindred.Api.V1.AccountStatus = .unspecified
 
         /// Page size, 1..100; 0 = 20.
         public var pageSize: Swift.Int32 = 0
@@ -372,7 +372,7 @@ extension Kindred.Api.V1 {
         public var communityId: Swift.String = ""
 
         /// Why.
-        public var reason: Kindred.Common.V1.ReportReason = Kindred.Common.V1.ReportReason()
+        public var reason: Kindred.Common.V1.ReportReason = .unspecified
 
         /// Reporter's explanation, 0..1000 characters.
         public var details: Swift.String = ""
@@ -384,10 +384,10 @@ extension Kindred.Api.V1 {
         public var photoIds: [Swift.String] = []
 
         /// State.
-        public var status: Kindred.Api.V1.ReportStatus = Kindred.Api.V1.ReportStatus()
+        public var status: Kindred.Api.V1.ReportStatus = .unspecified
 
         /// Decision; UNSPECIFIED while open.
-        public var resolution: Kindred.Api.V1.ReportResolution = Kindred.Api.V1.ReportResolution()
+        public var resolution: Kindred.Api.V1.ReportResolution = .unspecified
 
         /// Moderator's note, 0..1000 characters.
         public var resolutionNote: Swift.String = ""
@@ -446,7 +446,7 @@ extension Kindred.Api.V1 {
     /// List reports.
     public struct ListReportsRequest: ProtoMessage {
         /// Restrict to a state; UNSPECIFIED = all.
-        public var status: Kindred.Api.V1.ReportStatus = Kindred.Api.V1.ReportStatus()
+        public var status: Kindred.Api.V1.ReportStatus = .unspecified
 
         /// Restrict to reports about this member; empty = all.
         public var reportedUserId: Swift.String = ""
@@ -568,7 +568,7 @@ extension Kindred.Api.V1 {
         public var reportId: Swift.String = ""
 
         /// Decision; UNSPECIFIED is INVALID_ARGUMENT.
-        public var resolution: Kindred.Api.V1.ReportResolution = Kindred.Api.V1.ReportResolution()
+        public var resolution: Kindred.Api.V1.ReportResolution = .unspecified
 
         /// Note for other moderators, 0..1000 characters.
         public var note: Swift.String = ""
@@ -937,7 +937,7 @@ extension Kindred.Api.V1 {
         }
 
         /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
-        public static func == (lhs: Kindred.Api.V1.ReportStatus, rhs: Kindred.Api.V1.ReportStatus) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
 
         public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
     }
@@ -992,7 +992,7 @@ extension Kindred.Api.V1 {
         }
 
         /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
-        public static func == (lhs: Kindred.Api.V1.ReportResolution, rhs: Kindred.Api.V1.ReportResolution) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
 
         public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
     }
@@ -1006,116 +1006,131 @@ extension Kindred.Api.V1 {
         /// The service's methods, with their request and response types.
         public enum Method {
             /// Searches accounts. Admin.
-            public static let listAccounts = ProtoMethod<Kindred.Api.V1.ListAccountsRequest, Kindred.Api.V1.ListAccountsResponse>(
-                service: "kindred.api.v1.AdminService",
-                name: "ListAccounts",
-                kind: .unary
-            )
+            public static let listAccounts =
+                ProtoMethod<Kindred.Api.V1.ListAccountsRequest, Kindred.Api.V1.ListAccountsResponse>(
+                    service: "kindred.api.v1.AdminService",
+                    name: "ListAccounts",
+                    kind: .unary
+                )
 
             /// Returns one account with admin fields and the member's profile. Admin. NOT_FOUND.
-            public static let lookupAccount = ProtoMethod<Kindred.Api.V1.LookupAccountRequest, Kindred.Api.V1.LookupAccountResponse>(
-                service: "kindred.api.v1.AdminService",
-                name: "LookupAccount",
-                kind: .unary
-            )
+            public static let lookupAccount =
+                ProtoMethod<Kindred.Api.V1.LookupAccountRequest, Kindred.Api.V1.LookupAccountResponse>(
+                    service: "kindred.api.v1.AdminService",
+                    name: "LookupAccount",
+                    kind: .unary
+                )
 
             /// Deactivates an account: sessions end, the member disappears everywhere, data is kept.
             /// Admin. Idempotent. NOT_FOUND. FAILED_PRECONDITION: own account.
-            public static let deactivateAccount = ProtoMethod<Kindred.Api.V1.DeactivateAccountRequest, Kindred.Api.V1.DeactivateAccountResponse>(
-                service: "kindred.api.v1.AdminService",
-                name: "DeactivateAccount",
-                kind: .unary
-            )
+            public static let deactivateAccount =
+                ProtoMethod<Kindred.Api.V1.DeactivateAccountRequest, Kindred.Api.V1.DeactivateAccountResponse>(
+                    service: "kindred.api.v1.AdminService",
+                    name: "DeactivateAccount",
+                    kind: .unary
+                )
 
             /// Reactivates a deactivated account. Admin. Idempotent. NOT_FOUND.
-            public static let reactivateAccount = ProtoMethod<Kindred.Api.V1.ReactivateAccountRequest, Kindred.Api.V1.ReactivateAccountResponse>(
-                service: "kindred.api.v1.AdminService",
-                name: "ReactivateAccount",
-                kind: .unary
-            )
+            public static let reactivateAccount =
+                ProtoMethod<Kindred.Api.V1.ReactivateAccountRequest, Kindred.Api.V1.ReactivateAccountResponse>(
+                    service: "kindred.api.v1.AdminService",
+                    name: "ReactivateAccount",
+                    kind: .unary
+                )
 
             /// Deletes an account and all its data everywhere. Admin. Idempotent. NOT_FOUND.
-            public static let deleteUserAccount = ProtoMethod<Kindred.Api.V1.DeleteUserAccountRequest, Kindred.Api.V1.DeleteUserAccountResponse>(
-                service: "kindred.api.v1.AdminService",
-                name: "DeleteUserAccount",
-                kind: .unary
-            )
+            public static let deleteUserAccount =
+                ProtoMethod<Kindred.Api.V1.DeleteUserAccountRequest, Kindred.Api.V1.DeleteUserAccountResponse>(
+                    service: "kindred.api.v1.AdminService",
+                    name: "DeleteUserAccount",
+                    kind: .unary
+                )
 
             /// Replaces an account's roles. Admin. FAILED_PRECONDITION: would remove the last admin.
-            public static let setAccountRoles = ProtoMethod<Kindred.Api.V1.SetAccountRolesRequest, Kindred.Api.V1.SetAccountRolesResponse>(
-                service: "kindred.api.v1.AdminService",
-                name: "SetAccountRoles",
-                kind: .unary
-            )
+            public static let setAccountRoles =
+                ProtoMethod<Kindred.Api.V1.SetAccountRolesRequest, Kindred.Api.V1.SetAccountRolesResponse>(
+                    service: "kindred.api.v1.AdminService",
+                    name: "SetAccountRoles",
+                    kind: .unary
+                )
 
             /// Grants ROLE_ADMIN to an account while the deployment has no admin. Anyone with the
             /// bootstrap secret. PERMISSION_DENIED: wrong secret. FAILED_PRECONDITION: an admin exists.
-            public static let bootstrapAdmin = ProtoMethod<Kindred.Api.V1.BootstrapAdminRequest, Kindred.Api.V1.BootstrapAdminResponse>(
-                service: "kindred.api.v1.AdminService",
-                name: "BootstrapAdmin",
-                kind: .unary
-            )
+            public static let bootstrapAdmin =
+                ProtoMethod<Kindred.Api.V1.BootstrapAdminRequest, Kindred.Api.V1.BootstrapAdminResponse>(
+                    service: "kindred.api.v1.AdminService",
+                    name: "BootstrapAdmin",
+                    kind: .unary
+                )
 
             /// Lists reports (open ones oldest first). Admin.
-            public static let listReports = ProtoMethod<Kindred.Api.V1.ListReportsRequest, Kindred.Api.V1.ListReportsResponse>(
-                service: "kindred.api.v1.AdminService",
-                name: "ListReports",
-                kind: .unary
-            )
+            public static let listReports =
+                ProtoMethod<Kindred.Api.V1.ListReportsRequest, Kindred.Api.V1.ListReportsResponse>(
+                    service: "kindred.api.v1.AdminService",
+                    name: "ListReports",
+                    kind: .unary
+                )
 
             /// Returns a report's evidence: the reported messages and the reported member's card.
             /// Admin. NOT_FOUND.
-            public static let getReportEvidence = ProtoMethod<Kindred.Api.V1.GetReportEvidenceRequest, Kindred.Api.V1.GetReportEvidenceResponse>(
-                service: "kindred.api.v1.AdminService",
-                name: "GetReportEvidence",
-                kind: .unary
-            )
+            public static let getReportEvidence =
+                ProtoMethod<Kindred.Api.V1.GetReportEvidenceRequest, Kindred.Api.V1.GetReportEvidenceResponse>(
+                    service: "kindred.api.v1.AdminService",
+                    name: "GetReportEvidence",
+                    kind: .unary
+                )
 
             /// Records a decision on a report and applies it: ACCOUNT_DEACTIVATED also deactivates the
             /// account, CONTENT_REMOVED deletes the listed photos. Admin. Idempotent for the same
             /// decision. FAILED_PRECONDITION: resolved differently before. NOT_FOUND.
-            public static let resolveReport = ProtoMethod<Kindred.Api.V1.ResolveReportRequest, Kindred.Api.V1.ResolveReportResponse>(
-                service: "kindred.api.v1.AdminService",
-                name: "ResolveReport",
-                kind: .unary
-            )
+            public static let resolveReport =
+                ProtoMethod<Kindred.Api.V1.ResolveReportRequest, Kindred.Api.V1.ResolveReportResponse>(
+                    service: "kindred.api.v1.AdminService",
+                    name: "ResolveReport",
+                    kind: .unary
+                )
 
             /// Deletes any member's photo (moderation). Admin. Idempotent. NOT_FOUND.
-            public static let removePhoto = ProtoMethod<Kindred.Api.V1.RemovePhotoRequest, Kindred.Api.V1.RemovePhotoResponse>(
-                service: "kindred.api.v1.AdminService",
-                name: "RemovePhoto",
-                kind: .unary
-            )
+            public static let removePhoto =
+                ProtoMethod<Kindred.Api.V1.RemovePhotoRequest, Kindred.Api.V1.RemovePhotoResponse>(
+                    service: "kindred.api.v1.AdminService",
+                    name: "RemovePhoto",
+                    kind: .unary
+                )
 
             /// Lists communities. Admin.
-            public static let listCommunities = ProtoMethod<Kindred.Api.V1.ListCommunitiesRequest, Kindred.Api.V1.ListCommunitiesResponse>(
-                service: "kindred.api.v1.AdminService",
-                name: "ListCommunities",
-                kind: .unary
-            )
+            public static let listCommunities =
+                ProtoMethod<Kindred.Api.V1.ListCommunitiesRequest, Kindred.Api.V1.ListCommunitiesResponse>(
+                    service: "kindred.api.v1.AdminService",
+                    name: "ListCommunities",
+                    kind: .unary
+                )
 
             /// Creates a community. Admin. ALREADY_EXISTS. INVALID_ARGUMENT: settings rules.
-            public static let createCommunity = ProtoMethod<Kindred.Api.V1.CreateCommunityRequest, Kindred.Api.V1.CreateCommunityResponse>(
-                service: "kindred.api.v1.AdminService",
-                name: "CreateCommunity",
-                kind: .unary
-            )
+            public static let createCommunity =
+                ProtoMethod<Kindred.Api.V1.CreateCommunityRequest, Kindred.Api.V1.CreateCommunityResponse>(
+                    service: "kindred.api.v1.AdminService",
+                    name: "CreateCommunity",
+                    kind: .unary
+                )
 
             /// Changes a community's name or settings (update mask). Admin. INVALID_ARGUMENT. ABORTED:
             /// VERSION_MISMATCH. NOT_FOUND.
-            public static let updateCommunity = ProtoMethod<Kindred.Api.V1.UpdateCommunityRequest, Kindred.Api.V1.UpdateCommunityResponse>(
-                service: "kindred.api.v1.AdminService",
-                name: "UpdateCommunity",
-                kind: .unary
-            )
+            public static let updateCommunity =
+                ProtoMethod<Kindred.Api.V1.UpdateCommunityRequest, Kindred.Api.V1.UpdateCommunityResponse>(
+                    service: "kindred.api.v1.AdminService",
+                    name: "UpdateCommunity",
+                    kind: .unary
+                )
 
             /// Counts what every service still stores about a user (deletion proof). Admin. Services
             /// that do not answer in time are named in unavailable_parts.
-            public static let getUserFootprint = ProtoMethod<Kindred.Api.V1.GetUserFootprintRequest, Kindred.Api.V1.GetUserFootprintResponse>(
-                service: "kindred.api.v1.AdminService",
-                name: "GetUserFootprint",
-                kind: .unary
-            )
+            public static let getUserFootprint =
+                ProtoMethod<Kindred.Api.V1.GetUserFootprintRequest, Kindred.Api.V1.GetUserFootprintResponse>(
+                    service: "kindred.api.v1.AdminService",
+                    name: "GetUserFootprint",
+                    kind: .unary
+                )
         }
 
         public static let descriptor = ProtoServiceDescriptor(

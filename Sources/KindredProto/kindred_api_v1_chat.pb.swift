@@ -15,7 +15,7 @@ extension Kindred.Api.V1 {
         public var profile: Kindred.Api.V1.ProfileCard? = nil
 
         /// State.
-        public var state: Kindred.Api.V1.ThreadState = Kindred.Api.V1.ThreadState()
+        public var state: Kindred.Api.V1.ThreadState = .unspecified
 
         /// Newest message; unset if none.
         public var lastMessage: Kindred.Api.V1.ChatMessage? = nil
@@ -406,19 +406,21 @@ extension Kindred.Api.V1 {
             self.occurredUnixMs = decoder.int64(2)
             switch decoder.oneofCase(10) {
             case 10:
-                self.event = .message(try decoder.message(10, as: Kindred.Api.V1.ChatMessage.self) ?? Kindred.Api.V1.ChatMessage())
+                self.event = .message(try decoder.message(10, as: Kindred.Api.V1.ChatMessage.self) ?? .init())
             case 11:
-                self.event = .readReceipt(try decoder.message(11, as: Kindred.Api.V1.ReadReceipt.self) ?? Kindred.Api.V1.ReadReceipt())
+                self.event = .readReceipt(try decoder.message(11, as: Kindred.Api.V1.ReadReceipt.self) ?? .init())
             case 12:
-                self.event = .deliveryReceipt(try decoder.message(12, as: Kindred.Api.V1.DeliveryReceipt.self) ?? Kindred.Api.V1.DeliveryReceipt())
+                self.event = .deliveryReceipt(
+                    try decoder.message(12, as: Kindred.Api.V1.DeliveryReceipt.self) ?? .init()
+                )
             case 13:
-                self.event = .matchCreated(try decoder.message(13, as: Kindred.Api.V1.NewMatch.self) ?? Kindred.Api.V1.NewMatch())
+                self.event = .matchCreated(try decoder.message(13, as: Kindred.Api.V1.NewMatch.self) ?? .init())
             case 14:
-                self.event = .threadClosed(try decoder.message(14, as: Kindred.Api.V1.ClosedThread.self) ?? Kindred.Api.V1.ClosedThread())
+                self.event = .threadClosed(try decoder.message(14, as: Kindred.Api.V1.ClosedThread.self) ?? .init())
             case 15:
-                self.event = .heartbeat(try decoder.message(15, as: Kindred.Api.V1.StreamHeartbeat.self) ?? Kindred.Api.V1.StreamHeartbeat())
+                self.event = .heartbeat(try decoder.message(15, as: Kindred.Api.V1.StreamHeartbeat.self) ?? .init())
             case 16:
-                self.event = .resyncRequired(try decoder.message(16, as: Kindred.Api.V1.StreamResync.self) ?? Kindred.Api.V1.StreamResync())
+                self.event = .resyncRequired(try decoder.message(16, as: Kindred.Api.V1.StreamResync.self) ?? .init())
             default:
                 self.event = nil
             }
@@ -526,7 +528,7 @@ extension Kindred.Api.V1 {
         public var threadId: Swift.String = ""
 
         /// Why.
-        public var reason: Kindred.Api.V1.ClosedThreadReason = Kindred.Api.V1.ClosedThreadReason()
+        public var reason: Kindred.Api.V1.ClosedThreadReason = .unspecified
 
         public init() {}
 
@@ -626,7 +628,7 @@ extension Kindred.Api.V1 {
         }
 
         /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
-        public static func == (lhs: Kindred.Api.V1.ThreadState, rhs: Kindred.Api.V1.ThreadState) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
 
         public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
     }
@@ -676,7 +678,7 @@ extension Kindred.Api.V1 {
         }
 
         /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
-        public static func == (lhs: Kindred.Api.V1.ClosedThreadReason, rhs: Kindred.Api.V1.ClosedThreadReason) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
 
         public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
     }
@@ -691,20 +693,22 @@ extension Kindred.Api.V1 {
         public enum Method {
             /// Lists the caller's open threads, most recent activity first, with the other member's
             /// card. Degrades: unavailable_parts may contain "profiles". The user.
-            public static let listThreads = ProtoMethod<Kindred.Api.V1.ListThreadsRequest, Kindred.Api.V1.ListThreadsResponse>(
-                service: "kindred.api.v1.ChatService",
-                name: "ListThreads",
-                kind: .unary
-            )
+            public static let listThreads =
+                ProtoMethod<Kindred.Api.V1.ListThreadsRequest, Kindred.Api.V1.ListThreadsResponse>(
+                    service: "kindred.api.v1.ChatService",
+                    name: "ListThreads",
+                    kind: .unary
+                )
 
             /// Sends a text message. The user (a participant). Idempotent per client_message_id.
             /// NOT_FOUND: unknown thread. FAILED_PRECONDITION: THREAD_CLOSED. INVALID_ARGUMENT: body
             /// rules. RESOURCE_EXHAUSTED: message rate limit.
-            public static let sendMessage = ProtoMethod<Kindred.Api.V1.SendMessageRequest, Kindred.Api.V1.SendMessageResponse>(
-                service: "kindred.api.v1.ChatService",
-                name: "SendMessage",
-                kind: .unary
-            )
+            public static let sendMessage =
+                ProtoMethod<Kindred.Api.V1.SendMessageRequest, Kindred.Api.V1.SendMessageResponse>(
+                    service: "kindred.api.v1.ChatService",
+                    name: "SendMessage",
+                    kind: .unary
+                )
 
             /// Returns a thread's messages newest first, in keyset pages. The user (a participant).
             /// NOT_FOUND: unknown thread.
@@ -724,20 +728,22 @@ extension Kindred.Api.V1 {
 
             /// Marks messages delivered to this device up to one (delivery receipt). The user.
             /// Idempotent. NOT_FOUND.
-            public static let markDelivered = ProtoMethod<Kindred.Api.V1.MarkDeliveredRequest, Kindred.Api.V1.MarkDeliveredResponse>(
-                service: "kindred.api.v1.ChatService",
-                name: "MarkDelivered",
-                kind: .unary
-            )
+            public static let markDelivered =
+                ProtoMethod<Kindred.Api.V1.MarkDeliveredRequest, Kindred.Api.V1.MarkDeliveredResponse>(
+                    service: "kindred.api.v1.ChatService",
+                    name: "MarkDelivered",
+                    kind: .unary
+                )
 
             /// Streams the caller's live events: new messages, read and delivery receipts, new matches,
             /// closed threads, heartbeats every 30 s. Resume after a reconnect with the last
             /// resume_token. The user. Long-lived: use a long deadline and reconnect with backoff.
-            public static let subscribe = ProtoMethod<Kindred.Api.V1.SubscribeRequest, Kindred.Api.V1.SubscribeResponse>(
-                service: "kindred.api.v1.ChatService",
-                name: "Subscribe",
-                kind: .serverStreaming
-            )
+            public static let subscribe =
+                ProtoMethod<Kindred.Api.V1.SubscribeRequest, Kindred.Api.V1.SubscribeResponse>(
+                    service: "kindred.api.v1.ChatService",
+                    name: "Subscribe",
+                    kind: .serverStreaming
+                )
         }
 
         public static let descriptor = ProtoServiceDescriptor(

@@ -180,7 +180,7 @@ extension Kindred.Api.V1 {
         public var targetUserId: Swift.String = ""
 
         /// Like or pass.
-        public var action: Kindred.Common.V1.SwipeAction = Kindred.Common.V1.SwipeAction()
+        public var action: Kindred.Common.V1.SwipeAction = .unspecified
 
         /// Where the card was shown: "deck", "recommendations", "search" or "likes"; 0..32
         /// characters.
@@ -212,7 +212,7 @@ extension Kindred.Api.V1 {
         public var swipeId: Swift.String = ""
 
         /// What happened.
-        public var outcome: Kindred.Api.V1.SwipeOutcome = Kindred.Api.V1.SwipeOutcome()
+        public var outcome: Kindred.Api.V1.SwipeOutcome = .unspecified
 
         /// The new match or connection, when outcome is MATCHED or CONNECTED.
         public var match: Kindred.Api.V1.MatchSummary? = nil
@@ -342,7 +342,7 @@ extension Kindred.Api.V1 {
         }
 
         /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
-        public static func == (lhs: Kindred.Api.V1.SwipeOutcome, rhs: Kindred.Api.V1.SwipeOutcome) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
 
         public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
     }
@@ -366,19 +366,21 @@ extension Kindred.Api.V1 {
             )
 
             /// Returns the top picks (default 3). The user. Same errors as GetDeck.
-            public static let getRecommendations = ProtoMethod<Kindred.Api.V1.GetRecommendationsRequest, Kindred.Api.V1.GetRecommendationsResponse>(
-                service: "kindred.api.v1.DeckService",
-                name: "GetRecommendations",
-                kind: .unary
-            )
+            public static let getRecommendations =
+                ProtoMethod<Kindred.Api.V1.GetRecommendationsRequest, Kindred.Api.V1.GetRecommendationsResponse>(
+                    service: "kindred.api.v1.DeckService",
+                    name: "GetRecommendations",
+                    kind: .unary
+                )
 
             /// Searches compatible members by attributes, text and distance, nearest first. The user.
             /// Same errors as GetDeck; INVALID_ARGUMENT for filters on non-filterable attributes.
-            public static let searchMembers = ProtoMethod<Kindred.Api.V1.SearchMembersRequest, Kindred.Api.V1.SearchMembersResponse>(
-                service: "kindred.api.v1.DeckService",
-                name: "SearchMembers",
-                kind: .unary
-            )
+            public static let searchMembers =
+                ProtoMethod<Kindred.Api.V1.SearchMembersRequest, Kindred.Api.V1.SearchMembersResponse>(
+                    service: "kindred.api.v1.DeckService",
+                    name: "SearchMembers",
+                    kind: .unary
+                )
 
             /// Likes or passes on a member; may create a match (mutual communities) or a connection
             /// (one-way communities). The user. Idempotent per member: repeating it returns the first

@@ -6,7 +6,7 @@ extension Kindred.Api.V1 {
     /// List matches.
     public struct ListMatchesRequest: ProtoMessage {
         /// Restrict to a direction (one-way communities: following / followers); UNSPECIFIED = all.
-        public var direction: Kindred.Api.V1.ConnectionDirection = Kindred.Api.V1.ConnectionDirection()
+        public var direction: Kindred.Api.V1.ConnectionDirection = .unspecified
 
         /// Page size, 1..100; 0 = 20.
         public var pageSize: Swift.Int32 = 0
@@ -359,7 +359,7 @@ extension Kindred.Api.V1 {
         public var targetUserId: Swift.String = ""
 
         /// Why.
-        public var reason: Kindred.Common.V1.ReportReason = Kindred.Common.V1.ReportReason()
+        public var reason: Kindred.Common.V1.ReportReason = .unspecified
 
         /// Explanation, UTF-8, 0..1000 characters (required for OTHER).
         public var details: Swift.String = ""
@@ -439,11 +439,12 @@ extension Kindred.Api.V1 {
             /// Lists the caller's matches/connections, newest first, with cards and chat state.
             /// Degrades: unavailable_parts may contain "profiles" (cards missing) or "chat" (no last
             /// message or unread counts). The user.
-            public static let listMatches = ProtoMethod<Kindred.Api.V1.ListMatchesRequest, Kindred.Api.V1.ListMatchesResponse>(
-                service: "kindred.api.v1.MatchService",
-                name: "ListMatches",
-                kind: .unary
-            )
+            public static let listMatches =
+                ProtoMethod<Kindred.Api.V1.ListMatchesRequest, Kindred.Api.V1.ListMatchesResponse>(
+                    service: "kindred.api.v1.MatchService",
+                    name: "ListMatches",
+                    kind: .unary
+                )
 
             /// Ends a match or connection for both sides (the chat closes). The user. Idempotent.
             /// NOT_FOUND: not the caller's match.
@@ -455,11 +456,12 @@ extension Kindred.Api.V1 {
 
             /// Lists members who liked the caller and whom the caller has not swiped (one-way
             /// communities: followers not followed back), newest first. The user.
-            public static let listLikesReceived = ProtoMethod<Kindred.Api.V1.ListLikesReceivedRequest, Kindred.Api.V1.ListLikesReceivedResponse>(
-                service: "kindred.api.v1.MatchService",
-                name: "ListLikesReceived",
-                kind: .unary
-            )
+            public static let listLikesReceived =
+                ProtoMethod<Kindred.Api.V1.ListLikesReceivedRequest, Kindred.Api.V1.ListLikesReceivedResponse>(
+                    service: "kindred.api.v1.MatchService",
+                    name: "ListLikesReceived",
+                    kind: .unary
+                )
 
             /// Blocks a member: ends any match and hides both from each other everywhere. The other
             /// side is never told. The user. Idempotent. NOT_FOUND: unknown member.
@@ -477,20 +479,22 @@ extension Kindred.Api.V1 {
             )
 
             /// Lists members the caller blocked, newest first. The user.
-            public static let listBlocks = ProtoMethod<Kindred.Api.V1.ListBlocksRequest, Kindred.Api.V1.ListBlocksResponse>(
-                service: "kindred.api.v1.MatchService",
-                name: "ListBlocks",
-                kind: .unary
-            )
+            public static let listBlocks =
+                ProtoMethod<Kindred.Api.V1.ListBlocksRequest, Kindred.Api.V1.ListBlocksResponse>(
+                    service: "kindred.api.v1.MatchService",
+                    name: "ListBlocks",
+                    kind: .unary
+                )
 
             /// Reports a member to the moderators (optionally blocking too). The reported member is
             /// never told. The user; rate limited. Idempotent with idempotency_key. NOT_FOUND: unknown
             /// member. INVALID_ARGUMENT: self, reason missing.
-            public static let reportUser = ProtoMethod<Kindred.Api.V1.ReportUserRequest, Kindred.Api.V1.ReportUserResponse>(
-                service: "kindred.api.v1.MatchService",
-                name: "ReportUser",
-                kind: .unary
-            )
+            public static let reportUser =
+                ProtoMethod<Kindred.Api.V1.ReportUserRequest, Kindred.Api.V1.ReportUserResponse>(
+                    service: "kindred.api.v1.MatchService",
+                    name: "ReportUser",
+                    kind: .unary
+                )
         }
 
         public static let descriptor = ProtoServiceDescriptor(

@@ -157,7 +157,7 @@ extension Kindred.Api.V1 {
         public var matchId: Swift.String = ""
 
         /// Direction of that match from the caller's side; UNSPECIFIED if none.
-        public var direction: Kindred.Api.V1.ConnectionDirection = Kindred.Api.V1.ConnectionDirection()
+        public var direction: Kindred.Api.V1.ConnectionDirection = .unspecified
 
         public init() {}
 
@@ -312,7 +312,7 @@ extension Kindred.Api.V1 {
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
             switch decoder.oneofCase(1) {
             case 1:
-                self.part = .header(try decoder.message(1, as: Kindred.Api.V1.PhotoUploadHeader.self) ?? Kindred.Api.V1.PhotoUploadHeader())
+                self.part = .header(try decoder.message(1, as: Kindred.Api.V1.PhotoUploadHeader.self) ?? .init())
             case 2:
                 self.part = .chunk(decoder.bytes(2))
             default:
@@ -397,7 +397,7 @@ extension Kindred.Api.V1 {
         public var photoId: Swift.String = ""
 
         /// Variant; UNSPECIFIED = CARD.
-        public var variant: Kindred.Common.V1.PhotoVariant = Kindred.Common.V1.PhotoVariant()
+        public var variant: Kindred.Common.V1.PhotoVariant = .unspecified
 
         /// Etag of a cached copy; empty = always send bytes.
         public var ifNoneMatch: Swift.String = ""
@@ -570,63 +570,70 @@ extension Kindred.Api.V1 {
         public enum Method {
             /// Returns the community configuration (mode, required fields, attribute definitions, photo
             /// and age minimums, radius). Anyone. NOT_FOUND: unknown community.
-            public static let getCommunity = ProtoMethod<Kindred.Api.V1.GetCommunityRequest, Kindred.Api.V1.GetCommunityResponse>(
-                service: "kindred.api.v1.ProfileService",
-                name: "GetCommunity",
-                kind: .unary
-            )
+            public static let getCommunity =
+                ProtoMethod<Kindred.Api.V1.GetCommunityRequest, Kindred.Api.V1.GetCommunityResponse>(
+                    service: "kindred.api.v1.ProfileService",
+                    name: "GetCommunity",
+                    kind: .unary
+                )
 
             /// Creates the caller's profile. The user. Idempotent with idempotency_key.
             /// ALREADY_EXISTS: a profile exists. INVALID_ARGUMENT: field rules. FAILED_PRECONDITION:
             /// BELOW_MINIMUM_AGE.
-            public static let createProfile = ProtoMethod<Kindred.Api.V1.CreateProfileRequest, Kindred.Api.V1.CreateProfileResponse>(
-                service: "kindred.api.v1.ProfileService",
-                name: "CreateProfile",
-                kind: .unary
-            )
+            public static let createProfile =
+                ProtoMethod<Kindred.Api.V1.CreateProfileRequest, Kindred.Api.V1.CreateProfileResponse>(
+                    service: "kindred.api.v1.ProfileService",
+                    name: "CreateProfile",
+                    kind: .unary
+                )
 
             /// Returns the caller's own profile. The user. NOT_FOUND: PROFILE_NOT_FOUND (create it).
-            public static let getMyProfile = ProtoMethod<Kindred.Api.V1.GetMyProfileRequest, Kindred.Api.V1.GetMyProfileResponse>(
-                service: "kindred.api.v1.ProfileService",
-                name: "GetMyProfile",
-                kind: .unary
-            )
+            public static let getMyProfile =
+                ProtoMethod<Kindred.Api.V1.GetMyProfileRequest, Kindred.Api.V1.GetMyProfileResponse>(
+                    service: "kindred.api.v1.ProfileService",
+                    name: "GetMyProfile",
+                    kind: .unary
+                )
 
             /// Returns another member's card (with distance and match state). The user; only members
             /// they may see (same community, not blocked either way, eligible or matched).
             /// NOT_FOUND otherwise.
-            public static let getProfile = ProtoMethod<Kindred.Api.V1.GetProfileRequest, Kindred.Api.V1.GetProfileResponse>(
-                service: "kindred.api.v1.ProfileService",
-                name: "GetProfile",
-                kind: .unary
-            )
+            public static let getProfile =
+                ProtoMethod<Kindred.Api.V1.GetProfileRequest, Kindred.Api.V1.GetProfileResponse>(
+                    service: "kindred.api.v1.ProfileService",
+                    name: "GetProfile",
+                    kind: .unary
+                )
 
             /// Updates the fields named in update_paths. The user. INVALID_ARGUMENT: unknown path
             /// ("birth_date" is not writable here) or field rules. ABORTED: VERSION_MISMATCH.
-            public static let updateProfile = ProtoMethod<Kindred.Api.V1.UpdateProfileRequest, Kindred.Api.V1.UpdateProfileResponse>(
-                service: "kindred.api.v1.ProfileService",
-                name: "UpdateProfile",
-                kind: .unary
-            )
+            public static let updateProfile =
+                ProtoMethod<Kindred.Api.V1.UpdateProfileRequest, Kindred.Api.V1.UpdateProfileResponse>(
+                    service: "kindred.api.v1.ProfileService",
+                    name: "UpdateProfile",
+                    kind: .unary
+                )
 
             /// Sets the caller's location (stored only as a ~150 m cell; never returned). The user.
             /// INVALID_ARGUMENT: out of range. RESOURCE_EXHAUSTED: more than one per 60 s.
             /// FAILED_PRECONDITION: IMPLAUSIBLE_LOCATION_JUMP.
-            public static let updateLocation = ProtoMethod<Kindred.Api.V1.UpdateLocationRequest, Kindred.Api.V1.UpdateLocationResponse>(
-                service: "kindred.api.v1.ProfileService",
-                name: "UpdateLocation",
-                kind: .unary
-            )
+            public static let updateLocation =
+                ProtoMethod<Kindred.Api.V1.UpdateLocationRequest, Kindred.Api.V1.UpdateLocationResponse>(
+                    service: "kindred.api.v1.ProfileService",
+                    name: "UpdateLocation",
+                    kind: .unary
+                )
 
             /// Uploads a photo: client stream of one header then 1 MiB chunks, 20 MiB total. The photo
             /// is re-encoded; no metadata (EXIF/GPS) survives. The user. INVALID_ARGUMENT:
             /// UNSUPPORTED_IMAGE, size/checksum mismatch, too small. RESOURCE_EXHAUSTED:
             /// UPLOAD_TOO_LARGE. FAILED_PRECONDITION: PHOTO_LIMIT_REACHED, PROFILE_NOT_FOUND.
-            public static let uploadPhoto = ProtoMethod<Kindred.Api.V1.UploadPhotoRequest, Kindred.Api.V1.UploadPhotoResponse>(
-                service: "kindred.api.v1.ProfileService",
-                name: "UploadPhoto",
-                kind: .clientStreaming
-            )
+            public static let uploadPhoto =
+                ProtoMethod<Kindred.Api.V1.UploadPhotoRequest, Kindred.Api.V1.UploadPhotoResponse>(
+                    service: "kindred.api.v1.ProfileService",
+                    name: "UploadPhoto",
+                    kind: .clientStreaming
+                )
 
             /// Returns a photo variant's bytes, or not_modified when if_none_match matches. The owner
             /// and members who may see the owner's card. NOT_FOUND otherwise.
@@ -637,19 +644,21 @@ extension Kindred.Api.V1 {
             )
 
             /// Deletes one of the caller's photos. The user. Idempotent. NOT_FOUND: not the caller's.
-            public static let deletePhoto = ProtoMethod<Kindred.Api.V1.DeletePhotoRequest, Kindred.Api.V1.DeletePhotoResponse>(
-                service: "kindred.api.v1.ProfileService",
-                name: "DeletePhoto",
-                kind: .unary
-            )
+            public static let deletePhoto =
+                ProtoMethod<Kindred.Api.V1.DeletePhotoRequest, Kindred.Api.V1.DeletePhotoResponse>(
+                    service: "kindred.api.v1.ProfileService",
+                    name: "DeletePhoto",
+                    kind: .unary
+                )
 
             /// Puts the caller's photos in a new order. The user. INVALID_ARGUMENT: not exactly the
             /// profile's photo ids.
-            public static let reorderPhotos = ProtoMethod<Kindred.Api.V1.ReorderPhotosRequest, Kindred.Api.V1.ReorderPhotosResponse>(
-                service: "kindred.api.v1.ProfileService",
-                name: "ReorderPhotos",
-                kind: .unary
-            )
+            public static let reorderPhotos =
+                ProtoMethod<Kindred.Api.V1.ReorderPhotosRequest, Kindred.Api.V1.ReorderPhotosResponse>(
+                    service: "kindred.api.v1.ProfileService",
+                    name: "ReorderPhotos",
+                    kind: .unary
+                )
         }
 
         public static let descriptor = ProtoServiceDescriptor(

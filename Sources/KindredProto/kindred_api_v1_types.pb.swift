@@ -14,7 +14,7 @@ extension Kindred.Api.V1 {
         public var birthDate: Kindred.Common.V1.CalendarDate? = nil
 
         /// Gender; only used when the community matches on gender.
-        public var gender: Kindred.Common.V1.Gender = Kindred.Common.V1.Gender()
+        public var gender: Kindred.Common.V1.Gender = .unspecified
 
         /// Genders the user wants to see, 0..3 distinct values; empty = everyone.
         public var interestedIn: [Kindred.Common.V1.Gender] = []
@@ -161,7 +161,7 @@ extension Kindred.Api.V1 {
         public var ageYears: Swift.Int32 = 0
 
         /// Gender; UNSPECIFIED when not set or the community does not match on gender.
-        public var gender: Kindred.Common.V1.Gender = Kindred.Common.V1.Gender()
+        public var gender: Kindred.Common.V1.Gender = .unspecified
 
         /// Bio, 0..500 characters.
         public var bio: Swift.String = ""
@@ -289,7 +289,7 @@ extension Kindred.Api.V1 {
         public var matchId: Swift.String = ""
 
         /// Direction from the caller's point of view.
-        public var direction: Kindred.Api.V1.ConnectionDirection = Kindred.Api.V1.ConnectionDirection()
+        public var direction: Kindred.Api.V1.ConnectionDirection = .unspecified
 
         /// When the match was created (UTC ms).
         public var createdUnixMs: Swift.Int64 = 0
@@ -424,7 +424,7 @@ extension Kindred.Api.V1 {
         }
 
         /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
-        public static func == (lhs: Kindred.Api.V1.ConnectionDirection, rhs: Kindred.Api.V1.ConnectionDirection) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
 
         public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
     }

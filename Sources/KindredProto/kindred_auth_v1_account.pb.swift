@@ -466,7 +466,7 @@ extension Kindred.Auth.V1 {
         public var query: Swift.String = ""
 
         /// Restrict to one status; UNSPECIFIED = all.
-        public var status: Kindred.Auth.V1.AccountStatus = Kindred.Auth.V1.AccountStatus()
+        public var status: Kindred.Auth.V1.AccountStatus = .unspecified
 
         /// Page size, 1..100; 0 = 20.
         public var pageSize: Swift.Int32 = 0

@@ -24,20 +24,22 @@ extension Kindred.Auth.V1 {
             /// Anyone; rate limited. Repeating with an already used token of a verified account is OK.
             /// FAILED_PRECONDITION: token/code invalid or expired (TOKEN_EXPIRED). RESOURCE_EXHAUSTED:
             /// too many wrong codes.
-            public static let verifyEmail = ProtoMethod<Kindred.Auth.V1.VerifyEmailRequest, Kindred.Auth.V1.VerifyEmailResponse>(
-                service: "kindred.auth.v1.AuthService",
-                name: "VerifyEmail",
-                kind: .unary
-            )
+            public static let verifyEmail =
+                ProtoMethod<Kindred.Auth.V1.VerifyEmailRequest, Kindred.Auth.V1.VerifyEmailResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "VerifyEmail",
+                    kind: .unary
+                )
 
             /// Sends the verification email again (new token and code; old ones stop working).
             /// Anyone; rate limited (1 per minute, 5 per day per address). Same answer for unknown
             /// addresses.
-            public static let resendVerification = ProtoMethod<Kindred.Auth.V1.ResendVerificationRequest, Kindred.Auth.V1.ResendVerificationResponse>(
-                service: "kindred.auth.v1.AuthService",
-                name: "ResendVerification",
-                kind: .unary
-            )
+            public static let resendVerification =
+                ProtoMethod<Kindred.Auth.V1.ResendVerificationRequest, Kindred.Auth.V1.ResendVerificationResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "ResendVerification",
+                    kind: .unary
+                )
 
             /// Signs in with email or username and password; starts a session.
             /// Anyone; rate limited. UNAUTHENTICATED: INVALID_CREDENTIALS (unknown login or wrong
@@ -54,11 +56,12 @@ extension Kindred.Auth.V1 {
             /// Anyone; rate limited. UNAUTHENTICATED: token invalid, expired, wrong audience, nonce
             /// mismatch or reused. PERMISSION_DENIED: ACCOUNT_DEACTIVATED. FAILED_PRECONDITION: sign-up
             /// closed (new account), or EMAIL_TAKEN by an unverified password account.
-            public static let signInWithIdToken = ProtoMethod<Kindred.Auth.V1.SignInWithIdTokenRequest, Kindred.Auth.V1.SignInWithIdTokenResponse>(
-                service: "kindred.auth.v1.AuthService",
-                name: "SignInWithIdToken",
-                kind: .unary
-            )
+            public static let signInWithIdToken =
+                ProtoMethod<Kindred.Auth.V1.SignInWithIdTokenRequest, Kindred.Auth.V1.SignInWithIdTokenResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "SignInWithIdToken",
+                    kind: .unary
+                )
 
             /// Rotates a refresh token: returns new tokens and spends the old refresh token.
             /// Anyone holding the token; rate limited. UNAUTHENTICATED: unknown, expired or revoked
@@ -80,166 +83,186 @@ extension Kindred.Auth.V1 {
 
             /// Ends all of the caller's sessions (optionally keeping the current one).
             /// The user. UNAUTHENTICATED.
-            public static let signOutEverywhere = ProtoMethod<Kindred.Auth.V1.SignOutEverywhereRequest, Kindred.Auth.V1.SignOutEverywhereResponse>(
-                service: "kindred.auth.v1.AuthService",
-                name: "SignOutEverywhere",
-                kind: .unary
-            )
+            public static let signOutEverywhere =
+                ProtoMethod<Kindred.Auth.V1.SignOutEverywhereRequest, Kindred.Auth.V1.SignOutEverywhereResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "SignOutEverywhere",
+                    kind: .unary
+                )
 
             /// Returns an account. The user for their own; admins and services for any.
             /// NOT_FOUND: no such account. PERMISSION_DENIED: another user's id without ROLE_ADMIN or a
             /// service token.
-            public static let getAccount = ProtoMethod<Kindred.Auth.V1.GetAccountRequest, Kindred.Auth.V1.GetAccountResponse>(
-                service: "kindred.auth.v1.AuthService",
-                name: "GetAccount",
-                kind: .unary
-            )
+            public static let getAccount =
+                ProtoMethod<Kindred.Auth.V1.GetAccountRequest, Kindred.Auth.V1.GetAccountResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "GetAccount",
+                    kind: .unary
+                )
 
             /// Tells whether a username is free (no reservation). Anyone; rate limited.
-            public static let checkUsername = ProtoMethod<Kindred.Auth.V1.CheckUsernameRequest, Kindred.Auth.V1.CheckUsernameResponse>(
-                service: "kindred.auth.v1.AuthService",
-                name: "CheckUsername",
-                kind: .unary
-            )
+            public static let checkUsername =
+                ProtoMethod<Kindred.Auth.V1.CheckUsernameRequest, Kindred.Auth.V1.CheckUsernameResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "CheckUsername",
+                    kind: .unary
+                )
 
             /// Changes the password; ends every other session. The user; rate limited.
             /// UNAUTHENTICATED: INVALID_CREDENTIALS (wrong current password). INVALID_ARGUMENT: new
             /// password too short/long/common. FAILED_PRECONDITION: account has no password (use reset).
-            public static let changePassword = ProtoMethod<Kindred.Auth.V1.ChangePasswordRequest, Kindred.Auth.V1.ChangePasswordResponse>(
-                service: "kindred.auth.v1.AuthService",
-                name: "ChangePassword",
-                kind: .unary
-            )
+            public static let changePassword =
+                ProtoMethod<Kindred.Auth.V1.ChangePasswordRequest, Kindred.Auth.V1.ChangePasswordResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "ChangePassword",
+                    kind: .unary
+                )
 
             /// Emails a single-use password-reset link (valid 30 minutes). Anyone; rate limited.
             /// Same answer for unknown addresses.
-            public static let requestPasswordReset = ProtoMethod<Kindred.Auth.V1.RequestPasswordResetRequest, Kindred.Auth.V1.RequestPasswordResetResponse>(
-                service: "kindred.auth.v1.AuthService",
-                name: "RequestPasswordReset",
-                kind: .unary
-            )
+            public static let requestPasswordReset =
+                ProtoMethod<Kindred.Auth.V1.RequestPasswordResetRequest, Kindred.Auth.V1.RequestPasswordResetResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "RequestPasswordReset",
+                    kind: .unary
+                )
 
             /// Sets a new password with the emailed token; ends every session; verifies the email.
             /// Anyone holding the token; rate limited. FAILED_PRECONDITION: token invalid, used or
             /// expired. INVALID_ARGUMENT: password rules.
-            public static let resetPassword = ProtoMethod<Kindred.Auth.V1.ResetPasswordRequest, Kindred.Auth.V1.ResetPasswordResponse>(
-                service: "kindred.auth.v1.AuthService",
-                name: "ResetPassword",
-                kind: .unary
-            )
+            public static let resetPassword =
+                ProtoMethod<Kindred.Auth.V1.ResetPasswordRequest, Kindred.Auth.V1.ResetPasswordResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "ResetPassword",
+                    kind: .unary
+                )
 
             /// Starts an email change: confirmation link to the new address, notice to the old one.
             /// The user; rate limited. UNAUTHENTICATED: wrong current password. FAILED_PRECONDITION:
             /// REAUTHENTICATION_REQUIRED (no password and no recent sign-in).
-            public static let changeEmail = ProtoMethod<Kindred.Auth.V1.ChangeEmailRequest, Kindred.Auth.V1.ChangeEmailResponse>(
-                service: "kindred.auth.v1.AuthService",
-                name: "ChangeEmail",
-                kind: .unary
-            )
+            public static let changeEmail =
+                ProtoMethod<Kindred.Auth.V1.ChangeEmailRequest, Kindred.Auth.V1.ChangeEmailResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "ChangeEmail",
+                    kind: .unary
+                )
 
             /// Completes an email change with the token sent to the new address.
             /// Anyone holding the token (usually the signed-in user). FAILED_PRECONDITION: token
             /// invalid, used or expired, or the address was taken meanwhile (EMAIL_TAKEN).
-            public static let confirmEmailChange = ProtoMethod<Kindred.Auth.V1.ConfirmEmailChangeRequest, Kindred.Auth.V1.ConfirmEmailChangeResponse>(
-                service: "kindred.auth.v1.AuthService",
-                name: "ConfirmEmailChange",
-                kind: .unary
-            )
+            public static let confirmEmailChange =
+                ProtoMethod<Kindred.Auth.V1.ConfirmEmailChangeRequest, Kindred.Auth.V1.ConfirmEmailChangeResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "ConfirmEmailChange",
+                    kind: .unary
+                )
 
             /// Changes the username. The user; rate limited (at most once per 24 hours).
             /// ALREADY_EXISTS: USERNAME_TAKEN. INVALID_ARGUMENT: format.
-            public static let changeUsername = ProtoMethod<Kindred.Auth.V1.ChangeUsernameRequest, Kindred.Auth.V1.ChangeUsernameResponse>(
-                service: "kindred.auth.v1.AuthService",
-                name: "ChangeUsername",
-                kind: .unary
-            )
+            public static let changeUsername =
+                ProtoMethod<Kindred.Auth.V1.ChangeUsernameRequest, Kindred.Auth.V1.ChangeUsernameResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "ChangeUsername",
+                    kind: .unary
+                )
 
             /// Lists the caller's active sessions. The user.
-            public static let listSessions = ProtoMethod<Kindred.Auth.V1.ListSessionsRequest, Kindred.Auth.V1.ListSessionsResponse>(
-                service: "kindred.auth.v1.AuthService",
-                name: "ListSessions",
-                kind: .unary
-            )
+            public static let listSessions =
+                ProtoMethod<Kindred.Auth.V1.ListSessionsRequest, Kindred.Auth.V1.ListSessionsResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "ListSessions",
+                    kind: .unary
+                )
 
             /// Ends one of the caller's sessions. The user. Idempotent for already ended sessions.
             /// NOT_FOUND: not a session of the caller.
-            public static let revokeSession = ProtoMethod<Kindred.Auth.V1.RevokeSessionRequest, Kindred.Auth.V1.RevokeSessionResponse>(
-                service: "kindred.auth.v1.AuthService",
-                name: "RevokeSession",
-                kind: .unary
-            )
+            public static let revokeSession =
+                ProtoMethod<Kindred.Auth.V1.RevokeSessionRequest, Kindred.Auth.V1.RevokeSessionResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "RevokeSession",
+                    kind: .unary
+                )
 
             /// Deletes an account: auth rows at once, other services via AccountDeleted. The user for
             /// their own (current password or sign-in within 10 minutes); admins for any. Idempotent.
             /// UNAUTHENTICATED: wrong password. FAILED_PRECONDITION: REAUTHENTICATION_REQUIRED.
             /// PERMISSION_DENIED: another user's id without ROLE_ADMIN.
-            public static let deleteAccount = ProtoMethod<Kindred.Auth.V1.DeleteAccountRequest, Kindred.Auth.V1.DeleteAccountResponse>(
-                service: "kindred.auth.v1.AuthService",
-                name: "DeleteAccount",
-                kind: .unary
-            )
+            public static let deleteAccount =
+                ProtoMethod<Kindred.Auth.V1.DeleteAccountRequest, Kindred.Auth.V1.DeleteAccountResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "DeleteAccount",
+                    kind: .unary
+                )
 
             /// Returns the public keys that verify tokens (JWKS-like, with key ids). Anyone.
-            public static let getPublicKeys = ProtoMethod<Kindred.Auth.V1.GetPublicKeysRequest, Kindred.Auth.V1.GetPublicKeysResponse>(
-                service: "kindred.auth.v1.AuthService",
-                name: "GetPublicKeys",
-                kind: .unary
-            )
+            public static let getPublicKeys =
+                ProtoMethod<Kindred.Auth.V1.GetPublicKeysRequest, Kindred.Auth.V1.GetPublicKeysResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "GetPublicKeys",
+                    kind: .unary
+                )
 
             /// Issues a short-lived service token to a Kindred service. Services only (by secret).
             /// UNAUTHENTICATED: unknown service or wrong secret.
-            public static let issueServiceToken = ProtoMethod<Kindred.Auth.V1.IssueServiceTokenRequest, Kindred.Auth.V1.IssueServiceTokenResponse>(
-                service: "kindred.auth.v1.AuthService",
-                name: "IssueServiceToken",
-                kind: .unary
-            )
+            public static let issueServiceToken =
+                ProtoMethod<Kindred.Auth.V1.IssueServiceTokenRequest, Kindred.Auth.V1.IssueServiceTokenResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "IssueServiceToken",
+                    kind: .unary
+                )
 
             /// Admin: searches accounts. ROLE_ADMIN. PERMISSION_DENIED otherwise.
-            public static let listAccounts = ProtoMethod<Kindred.Auth.V1.ListAccountsRequest, Kindred.Auth.V1.ListAccountsResponse>(
-                service: "kindred.auth.v1.AuthService",
-                name: "ListAccounts",
-                kind: .unary
-            )
+            public static let listAccounts =
+                ProtoMethod<Kindred.Auth.V1.ListAccountsRequest, Kindred.Auth.V1.ListAccountsResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "ListAccounts",
+                    kind: .unary
+                )
 
             /// Admin: deactivates an account (ends its sessions, emits AccountDeactivated). ROLE_ADMIN.
             /// Idempotent. NOT_FOUND: no account. FAILED_PRECONDITION: the caller's own account.
-            public static let deactivateAccount = ProtoMethod<Kindred.Auth.V1.DeactivateAccountRequest, Kindred.Auth.V1.DeactivateAccountResponse>(
-                service: "kindred.auth.v1.AuthService",
-                name: "DeactivateAccount",
-                kind: .unary
-            )
+            public static let deactivateAccount =
+                ProtoMethod<Kindred.Auth.V1.DeactivateAccountRequest, Kindred.Auth.V1.DeactivateAccountResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "DeactivateAccount",
+                    kind: .unary
+                )
 
             /// Admin: reactivates an account (emits AccountReactivated). ROLE_ADMIN. Idempotent.
             /// NOT_FOUND: no account.
-            public static let reactivateAccount = ProtoMethod<Kindred.Auth.V1.ReactivateAccountRequest, Kindred.Auth.V1.ReactivateAccountResponse>(
-                service: "kindred.auth.v1.AuthService",
-                name: "ReactivateAccount",
-                kind: .unary
-            )
+            public static let reactivateAccount =
+                ProtoMethod<Kindred.Auth.V1.ReactivateAccountRequest, Kindred.Auth.V1.ReactivateAccountResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "ReactivateAccount",
+                    kind: .unary
+                )
 
             /// Admin: replaces an account's roles. ROLE_ADMIN. FAILED_PRECONDITION: it would remove the
             /// last admin. NOT_FOUND: no account.
-            public static let setAccountRoles = ProtoMethod<Kindred.Auth.V1.SetAccountRolesRequest, Kindred.Auth.V1.SetAccountRolesResponse>(
-                service: "kindred.auth.v1.AuthService",
-                name: "SetAccountRoles",
-                kind: .unary
-            )
+            public static let setAccountRoles =
+                ProtoMethod<Kindred.Auth.V1.SetAccountRolesRequest, Kindred.Auth.V1.SetAccountRolesResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "SetAccountRoles",
+                    kind: .unary
+                )
 
             /// Grants ROLE_ADMIN to an account while no admin exists. Anyone with the bootstrap secret.
             /// PERMISSION_DENIED: wrong or unconfigured secret. FAILED_PRECONDITION: an admin exists.
             /// NOT_FOUND: no such account.
-            public static let bootstrapAdmin = ProtoMethod<Kindred.Auth.V1.BootstrapAdminRequest, Kindred.Auth.V1.BootstrapAdminResponse>(
-                service: "kindred.auth.v1.AuthService",
-                name: "BootstrapAdmin",
-                kind: .unary
-            )
+            public static let bootstrapAdmin =
+                ProtoMethod<Kindred.Auth.V1.BootstrapAdminRequest, Kindred.Auth.V1.BootstrapAdminResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "BootstrapAdmin",
+                    kind: .unary
+                )
 
             /// Counts the rows auth holds about a user (deletion proof). ROLE_ADMIN or service token.
-            public static let getUserFootprint = ProtoMethod<Kindred.Auth.V1.GetUserFootprintRequest, Kindred.Auth.V1.GetUserFootprintResponse>(
-                service: "kindred.auth.v1.AuthService",
-                name: "GetUserFootprint",
-                kind: .unary
-            )
+            public static let getUserFootprint =
+                ProtoMethod<Kindred.Auth.V1.GetUserFootprintRequest, Kindred.Auth.V1.GetUserFootprintResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "GetUserFootprint",
+                    kind: .unary
+                )
         }
 
         public static let descriptor = ProtoServiceDescriptor(

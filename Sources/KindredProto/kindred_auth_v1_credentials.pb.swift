@@ -131,7 +131,7 @@ extension Kindred.Auth.V1 {
             case 1:
                 self.proof = .token(try decoder.string(1))
             case 2:
-                self.proof = .code(try decoder.message(2, as: Kindred.Auth.V1.EmailCode.self) ?? Kindred.Auth.V1.EmailCode())
+                self.proof = .code(try decoder.message(2, as: Kindred.Auth.V1.EmailCode.self) ?? .init())
             default:
                 self.proof = nil
             }
@@ -276,7 +276,7 @@ extension Kindred.Auth.V1 {
         public var communityId: Swift.String = ""
 
         /// Which provider issued the token.
-        public var provider: Kindred.Common.V1.IdentityProvider = Kindred.Common.V1.IdentityProvider()
+        public var provider: Kindred.Common.V1.IdentityProvider = .unspecified
 
         /// The ID token (JWT compact form) obtained by the client, at most 8192 characters. Checked:
         /// signature against the provider's keys, iss, aud (the configured client ids), exp, iat.

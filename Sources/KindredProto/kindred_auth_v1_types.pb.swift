@@ -29,7 +29,7 @@ extension Kindred.Auth.V1 {
         public var roles: [Kindred.Common.V1.Role] = []
 
         /// Lifecycle state.
-        public var status: Kindred.Auth.V1.AccountStatus = Kindred.Auth.V1.AccountStatus()
+        public var status: Kindred.Auth.V1.AccountStatus = .unspecified
 
         /// Whether the account has a password (false for accounts created by SignInWithIdToken until
         /// a password is set through RequestPasswordReset/ResetPassword).
@@ -95,7 +95,7 @@ extension Kindred.Auth.V1 {
     /// An external identity linked to an account.
     public struct LinkedIdentity: ProtoMessage {
         /// The provider.
-        public var provider: Kindred.Common.V1.IdentityProvider = Kindred.Common.V1.IdentityProvider()
+        public var provider: Kindred.Common.V1.IdentityProvider = .unspecified
 
         /// Email the provider reported (may be a relay address); empty if none was shared.
         public var providerEmail: Swift.String = ""
@@ -129,7 +129,7 @@ extension Kindred.Auth.V1 {
         public var sessionId: Swift.String = ""
 
         /// How the session was started.
-        public var signInMethod: Kindred.Auth.V1.SignInMethod = Kindred.Auth.V1.SignInMethod()
+        public var signInMethod: Kindred.Auth.V1.SignInMethod = .unspecified
 
         /// Device name the client reported at sign-in, at most 64 characters; may be empty.
         public var deviceName: Swift.String = ""
@@ -272,7 +272,7 @@ extension Kindred.Auth.V1 {
         public var publicKey: [Swift.UInt8] = []
 
         /// Key state.
-        public var status: Kindred.Auth.V1.KeyStatus = Kindred.Auth.V1.KeyStatus()
+        public var status: Kindred.Auth.V1.KeyStatus = .unspecified
 
         /// Tokens signed by this key are not valid before this time (UTC ms).
         public var notBeforeUnixMs: Swift.Int64 = 0
@@ -351,7 +351,7 @@ extension Kindred.Auth.V1 {
         }
 
         /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
-        public static func == (lhs: Kindred.Auth.V1.AccountStatus, rhs: Kindred.Auth.V1.AccountStatus) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
 
         public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
     }
@@ -401,7 +401,7 @@ extension Kindred.Auth.V1 {
         }
 
         /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
-        public static func == (lhs: Kindred.Auth.V1.SignInMethod, rhs: Kindred.Auth.V1.SignInMethod) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
 
         public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
     }
@@ -451,7 +451,7 @@ extension Kindred.Auth.V1 {
         }
 
         /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
-        public static func == (lhs: Kindred.Auth.V1.KeyStatus, rhs: Kindred.Auth.V1.KeyStatus) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
 
         public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
     }

@@ -18,7 +18,7 @@ extension Kindred.Chat.V1 {
         public var initiatorUserId: Swift.String = ""
 
         /// Community mode the match was created under.
-        public var mode: Kindred.Common.V1.CommunityMode = Kindred.Common.V1.CommunityMode()
+        public var mode: Kindred.Common.V1.CommunityMode = .unspecified
 
         public init() {}
 
@@ -76,7 +76,7 @@ extension Kindred.Chat.V1 {
         public var threadId: Swift.String = ""
 
         /// Why (internal; participants only learn ThreadClosedReason).
-        public var reason: Kindred.Common.V1.MatchEndReason = Kindred.Common.V1.MatchEndReason()
+        public var reason: Kindred.Common.V1.MatchEndReason = .unspecified
 
         /// Who ended it; empty for system or admin actions.
         public var endedByUserId: Swift.String = ""
@@ -647,43 +647,48 @@ extension Kindred.Chat.V1 {
         public enum Method {
             /// Opens the thread of a match. Service token (match events) or ROLE_ADMIN. Idempotent per
             /// match id: returns the existing thread.
-            public static let openThread = ProtoMethod<Kindred.Chat.V1.OpenThreadRequest, Kindred.Chat.V1.OpenThreadResponse>(
-                service: "kindred.chat.v1.ChatService",
-                name: "OpenThread",
-                kind: .unary
-            )
+            public static let openThread =
+                ProtoMethod<Kindred.Chat.V1.OpenThreadRequest, Kindred.Chat.V1.OpenThreadResponse>(
+                    service: "kindred.chat.v1.ChatService",
+                    name: "OpenThread",
+                    kind: .unary
+                )
 
             /// Closes a thread (unmatch, block, deletion, admin). Service token or ROLE_ADMIN. Idempotent.
             /// NOT_FOUND: unknown thread.
-            public static let closeThread = ProtoMethod<Kindred.Chat.V1.CloseThreadRequest, Kindred.Chat.V1.CloseThreadResponse>(
-                service: "kindred.chat.v1.ChatService",
-                name: "CloseThread",
-                kind: .unary
-            )
+            public static let closeThread =
+                ProtoMethod<Kindred.Chat.V1.CloseThreadRequest, Kindred.Chat.V1.CloseThreadResponse>(
+                    service: "kindred.chat.v1.ChatService",
+                    name: "CloseThread",
+                    kind: .unary
+                )
 
             /// Lists the caller's open threads, most recent activity first. The user.
-            public static let listThreads = ProtoMethod<Kindred.Chat.V1.ListThreadsRequest, Kindred.Chat.V1.ListThreadsResponse>(
-                service: "kindred.chat.v1.ChatService",
-                name: "ListThreads",
-                kind: .unary
-            )
+            public static let listThreads =
+                ProtoMethod<Kindred.Chat.V1.ListThreadsRequest, Kindred.Chat.V1.ListThreadsResponse>(
+                    service: "kindred.chat.v1.ChatService",
+                    name: "ListThreads",
+                    kind: .unary
+                )
 
             /// Returns the caller's threads by id (last message, unread count) for up to 100 ids.
             /// The user; services with viewer_user_id. Unknown or foreign ids are omitted.
-            public static let getThreadSummaries = ProtoMethod<Kindred.Chat.V1.GetThreadSummariesRequest, Kindred.Chat.V1.GetThreadSummariesResponse>(
-                service: "kindred.chat.v1.ChatService",
-                name: "GetThreadSummaries",
-                kind: .unary
-            )
+            public static let getThreadSummaries =
+                ProtoMethod<Kindred.Chat.V1.GetThreadSummariesRequest, Kindred.Chat.V1.GetThreadSummariesResponse>(
+                    service: "kindred.chat.v1.ChatService",
+                    name: "GetThreadSummaries",
+                    kind: .unary
+                )
 
             /// Sends a text message. The user (a participant). Idempotent per client_message_id.
             /// NOT_FOUND: not a participant. FAILED_PRECONDITION: THREAD_CLOSED. INVALID_ARGUMENT: body
             /// empty, too long or with control characters. RESOURCE_EXHAUSTED: message rate limit.
-            public static let sendMessage = ProtoMethod<Kindred.Chat.V1.SendMessageRequest, Kindred.Chat.V1.SendMessageResponse>(
-                service: "kindred.chat.v1.ChatService",
-                name: "SendMessage",
-                kind: .unary
-            )
+            public static let sendMessage =
+                ProtoMethod<Kindred.Chat.V1.SendMessageRequest, Kindred.Chat.V1.SendMessageResponse>(
+                    service: "kindred.chat.v1.ChatService",
+                    name: "SendMessage",
+                    kind: .unary
+                )
 
             /// Returns a thread's messages newest first, in keyset pages. The user (a participant; also
             /// for closed threads, until deletion). NOT_FOUND: not a participant.
@@ -703,52 +708,58 @@ extension Kindred.Chat.V1 {
 
             /// Marks the other participant's messages delivered to this device up to a message (sends a
             /// delivery receipt). The user (a participant). Idempotent; never moves backwards. NOT_FOUND.
-            public static let markDelivered = ProtoMethod<Kindred.Chat.V1.MarkDeliveredRequest, Kindred.Chat.V1.MarkDeliveredResponse>(
-                service: "kindred.chat.v1.ChatService",
-                name: "MarkDelivered",
-                kind: .unary
-            )
+            public static let markDelivered =
+                ProtoMethod<Kindred.Chat.V1.MarkDeliveredRequest, Kindred.Chat.V1.MarkDeliveredResponse>(
+                    service: "kindred.chat.v1.ChatService",
+                    name: "MarkDelivered",
+                    kind: .unary
+                )
 
             /// Returns the caller's unread totals across open threads. The user; services with
             /// viewer_user_id.
-            public static let getUnreadCount = ProtoMethod<Kindred.Chat.V1.GetUnreadCountRequest, Kindred.Chat.V1.GetUnreadCountResponse>(
-                service: "kindred.chat.v1.ChatService",
-                name: "GetUnreadCount",
-                kind: .unary
-            )
+            public static let getUnreadCount =
+                ProtoMethod<Kindred.Chat.V1.GetUnreadCountRequest, Kindred.Chat.V1.GetUnreadCountResponse>(
+                    service: "kindred.chat.v1.ChatService",
+                    name: "GetUnreadCount",
+                    kind: .unary
+                )
 
             /// Streams the caller's chat events (messages, receipts, matches created, threads closed,
             /// heartbeats) until the client cancels or the deadline passes. The user. Several streams per
             /// user (devices) each get every event. INVALID_ARGUMENT: malformed resume token.
-            public static let subscribe = ProtoMethod<Kindred.Chat.V1.SubscribeRequest, Kindred.Chat.V1.SubscribeResponse>(
-                service: "kindred.chat.v1.ChatService",
-                name: "Subscribe",
-                kind: .serverStreaming
-            )
+            public static let subscribe =
+                ProtoMethod<Kindred.Chat.V1.SubscribeRequest, Kindred.Chat.V1.SubscribeResponse>(
+                    service: "kindred.chat.v1.ChatService",
+                    name: "Subscribe",
+                    kind: .serverStreaming
+                )
 
             /// Admin: reads messages by id (report evidence). ROLE_ADMIN. Unknown ids are omitted.
-            public static let getMessages = ProtoMethod<Kindred.Chat.V1.GetMessagesRequest, Kindred.Chat.V1.GetMessagesResponse>(
-                service: "kindred.chat.v1.ChatService",
-                name: "GetMessages",
-                kind: .unary
-            )
+            public static let getMessages =
+                ProtoMethod<Kindred.Chat.V1.GetMessagesRequest, Kindred.Chat.V1.GetMessagesResponse>(
+                    service: "kindred.chat.v1.ChatService",
+                    name: "GetMessages",
+                    kind: .unary
+                )
 
             /// Consumes events: MatchCreated (open thread, notify both), MatchEnded (close),
             /// UserBlocked, AccountDeactivated/Reactivated, AccountDeleted (erase the user's messages),
             /// CommunityUpdated. Service token only. Idempotent per event id.
-            public static let deliverEvents = ProtoMethod<Kindred.Chat.V1.DeliverEventsRequest, Kindred.Chat.V1.DeliverEventsResponse>(
-                service: "kindred.chat.v1.ChatService",
-                name: "DeliverEvents",
-                kind: .unary
-            )
+            public static let deliverEvents =
+                ProtoMethod<Kindred.Chat.V1.DeliverEventsRequest, Kindred.Chat.V1.DeliverEventsResponse>(
+                    service: "kindred.chat.v1.ChatService",
+                    name: "DeliverEvents",
+                    kind: .unary
+                )
 
             /// Counts the rows chat holds about a user ("threads", "messages_sent", "read_states",
             /// "stream_events"). ROLE_ADMIN or service token.
-            public static let getUserFootprint = ProtoMethod<Kindred.Chat.V1.GetUserFootprintRequest, Kindred.Chat.V1.GetUserFootprintResponse>(
-                service: "kindred.chat.v1.ChatService",
-                name: "GetUserFootprint",
-                kind: .unary
-            )
+            public static let getUserFootprint =
+                ProtoMethod<Kindred.Chat.V1.GetUserFootprintRequest, Kindred.Chat.V1.GetUserFootprintResponse>(
+                    service: "kindred.chat.v1.ChatService",
+                    name: "GetUserFootprint",
+                    kind: .unary
+                )
         }
 
         public static let descriptor = ProtoServiceDescriptor(

@@ -12,7 +12,7 @@ extension Kindred.Chat.V1 {
         public var otherUserId: Swift.String = ""
 
         /// State.
-        public var state: Kindred.Chat.V1.ThreadState = Kindred.Chat.V1.ThreadState()
+        public var state: Kindred.Chat.V1.ThreadState = .unspecified
 
         /// The newest message; unset when the thread has none.
         public var lastMessage: Kindred.Chat.V1.ChatMessage? = nil
@@ -182,19 +182,27 @@ extension Kindred.Chat.V1 {
             self.occurredUnixMs = decoder.int64(2)
             switch decoder.oneofCase(10) {
             case 10:
-                self.event = .message(try decoder.message(10, as: Kindred.Chat.V1.ChatMessage.self) ?? Kindred.Chat.V1.ChatMessage())
+                self.event = .message(try decoder.message(10, as: Kindred.Chat.V1.ChatMessage.self) ?? .init())
             case 11:
-                self.event = .readReceipt(try decoder.message(11, as: Kindred.Chat.V1.ReadReceipt.self) ?? Kindred.Chat.V1.ReadReceipt())
+                self.event = .readReceipt(try decoder.message(11, as: Kindred.Chat.V1.ReadReceipt.self) ?? .init())
             case 12:
-                self.event = .deliveryReceipt(try decoder.message(12, as: Kindred.Chat.V1.DeliveryReceipt.self) ?? Kindred.Chat.V1.DeliveryReceipt())
+                self.event = .deliveryReceipt(
+                    try decoder.message(12, as: Kindred.Chat.V1.DeliveryReceipt.self) ?? .init()
+                )
             case 13:
-                self.event = .matchCreated(try decoder.message(13, as: Kindred.Chat.V1.MatchCreatedNotice.self) ?? Kindred.Chat.V1.MatchCreatedNotice())
+                self.event = .matchCreated(
+                    try decoder.message(13, as: Kindred.Chat.V1.MatchCreatedNotice.self) ?? .init()
+                )
             case 14:
-                self.event = .threadClosed(try decoder.message(14, as: Kindred.Chat.V1.ThreadClosedNotice.self) ?? Kindred.Chat.V1.ThreadClosedNotice())
+                self.event = .threadClosed(
+                    try decoder.message(14, as: Kindred.Chat.V1.ThreadClosedNotice.self) ?? .init()
+                )
             case 15:
-                self.event = .heartbeat(try decoder.message(15, as: Kindred.Chat.V1.Heartbeat.self) ?? Kindred.Chat.V1.Heartbeat())
+                self.event = .heartbeat(try decoder.message(15, as: Kindred.Chat.V1.Heartbeat.self) ?? .init())
             case 16:
-                self.event = .resyncRequired(try decoder.message(16, as: Kindred.Chat.V1.ResyncRequired.self) ?? Kindred.Chat.V1.ResyncRequired())
+                self.event = .resyncRequired(
+                    try decoder.message(16, as: Kindred.Chat.V1.ResyncRequired.self) ?? .init()
+                )
             default:
                 self.event = nil
             }
@@ -297,7 +305,7 @@ extension Kindred.Chat.V1 {
         public var initiatorUserId: Swift.String = ""
 
         /// Community mode the match was created under.
-        public var mode: Kindred.Common.V1.CommunityMode = Kindred.Common.V1.CommunityMode()
+        public var mode: Kindred.Common.V1.CommunityMode = .unspecified
 
         public init() {}
 
@@ -327,7 +335,7 @@ extension Kindred.Chat.V1 {
         public var threadId: Swift.String = ""
 
         /// Why, from the receiver's point of view.
-        public var reason: Kindred.Chat.V1.ThreadClosedReason = Kindred.Chat.V1.ThreadClosedReason()
+        public var reason: Kindred.Chat.V1.ThreadClosedReason = .unspecified
 
         public init() {}
 
@@ -427,7 +435,7 @@ extension Kindred.Chat.V1 {
         }
 
         /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
-        public static func == (lhs: Kindred.Chat.V1.ThreadState, rhs: Kindred.Chat.V1.ThreadState) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
 
         public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
     }
@@ -477,7 +485,7 @@ extension Kindred.Chat.V1 {
         }
 
         /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
-        public static func == (lhs: Kindred.Chat.V1.ThreadClosedReason, rhs: Kindred.Chat.V1.ThreadClosedReason) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
 
         public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
     }

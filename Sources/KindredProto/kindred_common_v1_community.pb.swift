@@ -54,7 +54,7 @@ extension Kindred.Common.V1 {
     /// (a repeated field is replaced as a whole).
     public struct CommunitySettings: ProtoMessage {
         /// How likes become connections. Changing it affects future likes only.
-        public var mode: Kindred.Common.V1.CommunityMode = Kindred.Common.V1.CommunityMode()
+        public var mode: Kindred.Common.V1.CommunityMode = .unspecified
 
         /// Built-in profile fields a profile must fill before it is shown to others (eligible).
         /// Allowed values: "bio", "gender", "interested_in", "photos", "location". "display_name" and
@@ -152,7 +152,7 @@ extension Kindred.Common.V1 {
         public var label: Swift.String = ""
 
         /// Value type.
-        public var attributeType: Kindred.Common.V1.AttributeType = Kindred.Common.V1.AttributeType()
+        public var attributeType: Kindred.Common.V1.AttributeType = .unspecified
 
         /// Allowed values for SINGLE_CHOICE and MULTI_CHOICE, 1..200 entries; empty otherwise.
         public var choices: [Kindred.Common.V1.AttributeChoice] = []
@@ -299,7 +299,9 @@ extension Kindred.Common.V1 {
             case 5:
                 self.value = .choiceValue(try decoder.string(5))
             case 6:
-                self.value = .choiceValues(try decoder.message(6, as: Kindred.Common.V1.AttributeChoiceList.self) ?? Kindred.Common.V1.AttributeChoiceList())
+                self.value = .choiceValues(
+                    try decoder.message(6, as: Kindred.Common.V1.AttributeChoiceList.self) ?? .init()
+                )
             default:
                 self.value = nil
             }
@@ -371,9 +373,13 @@ extension Kindred.Common.V1 {
             self.key = try decoder.string(1)
             switch decoder.oneofCase(2) {
             case 2:
-                self.condition = .anyOf(try decoder.message(2, as: Kindred.Common.V1.AttributeChoiceList.self) ?? Kindred.Common.V1.AttributeChoiceList())
+                self.condition = .anyOf(
+                    try decoder.message(2, as: Kindred.Common.V1.AttributeChoiceList.self) ?? .init()
+                )
             case 3:
-                self.condition = .integerRange(try decoder.message(3, as: Kindred.Common.V1.IntegerRange.self) ?? Kindred.Common.V1.IntegerRange())
+                self.condition = .integerRange(
+                    try decoder.message(3, as: Kindred.Common.V1.IntegerRange.self) ?? .init()
+                )
             case 4:
                 self.condition = .boolEquals(decoder.bool(4))
             default:
@@ -463,7 +469,7 @@ extension Kindred.Common.V1 {
         }
 
         /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
-        public static func == (lhs: Kindred.Common.V1.AttributeType, rhs: Kindred.Common.V1.AttributeType) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
 
         public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
     }

@@ -107,29 +107,47 @@ extension Kindred.Common.V1 {
             self.occurredUnixMs = decoder.int64(6)
             switch decoder.oneofCase(10) {
             case 10:
-                self.payload = .accountDeactivated(try decoder.message(10, as: Kindred.Common.V1.AccountDeactivated.self) ?? Kindred.Common.V1.AccountDeactivated())
+                self.payload = .accountDeactivated(
+                    try decoder.message(10, as: Kindred.Common.V1.AccountDeactivated.self) ?? .init()
+                )
             case 11:
-                self.payload = .accountReactivated(try decoder.message(11, as: Kindred.Common.V1.AccountReactivated.self) ?? Kindred.Common.V1.AccountReactivated())
+                self.payload = .accountReactivated(
+                    try decoder.message(11, as: Kindred.Common.V1.AccountReactivated.self) ?? .init()
+                )
             case 12:
-                self.payload = .accountDeleted(try decoder.message(12, as: Kindred.Common.V1.AccountDeleted.self) ?? Kindred.Common.V1.AccountDeleted())
+                self.payload = .accountDeleted(
+                    try decoder.message(12, as: Kindred.Common.V1.AccountDeleted.self) ?? .init()
+                )
             case 20:
-                self.payload = .profileUpdated(try decoder.message(20, as: Kindred.Common.V1.ProfileUpdated.self) ?? Kindred.Common.V1.ProfileUpdated())
+                self.payload = .profileUpdated(
+                    try decoder.message(20, as: Kindred.Common.V1.ProfileUpdated.self) ?? .init()
+                )
             case 21:
-                self.payload = .locationChanged(try decoder.message(21, as: Kindred.Common.V1.LocationChanged.self) ?? Kindred.Common.V1.LocationChanged())
+                self.payload = .locationChanged(
+                    try decoder.message(21, as: Kindred.Common.V1.LocationChanged.self) ?? .init()
+                )
             case 22:
-                self.payload = .communityUpdated(try decoder.message(22, as: Kindred.Common.V1.CommunityUpdated.self) ?? Kindred.Common.V1.CommunityUpdated())
+                self.payload = .communityUpdated(
+                    try decoder.message(22, as: Kindred.Common.V1.CommunityUpdated.self) ?? .init()
+                )
             case 30:
-                self.payload = .swipeRecorded(try decoder.message(30, as: Kindred.Common.V1.SwipeRecorded.self) ?? Kindred.Common.V1.SwipeRecorded())
+                self.payload = .swipeRecorded(
+                    try decoder.message(30, as: Kindred.Common.V1.SwipeRecorded.self) ?? .init()
+                )
             case 31:
-                self.payload = .swipeUndone(try decoder.message(31, as: Kindred.Common.V1.SwipeUndone.self) ?? Kindred.Common.V1.SwipeUndone())
+                self.payload = .swipeUndone(try decoder.message(31, as: Kindred.Common.V1.SwipeUndone.self) ?? .init())
             case 32:
-                self.payload = .matchCreated(try decoder.message(32, as: Kindred.Common.V1.MatchCreated.self) ?? Kindred.Common.V1.MatchCreated())
+                self.payload = .matchCreated(
+                    try decoder.message(32, as: Kindred.Common.V1.MatchCreated.self) ?? .init()
+                )
             case 33:
-                self.payload = .matchEnded(try decoder.message(33, as: Kindred.Common.V1.MatchEnded.self) ?? Kindred.Common.V1.MatchEnded())
+                self.payload = .matchEnded(try decoder.message(33, as: Kindred.Common.V1.MatchEnded.self) ?? .init())
             case 34:
-                self.payload = .userBlocked(try decoder.message(34, as: Kindred.Common.V1.UserBlocked.self) ?? Kindred.Common.V1.UserBlocked())
+                self.payload = .userBlocked(try decoder.message(34, as: Kindred.Common.V1.UserBlocked.self) ?? .init())
             case 35:
-                self.payload = .userUnblocked(try decoder.message(35, as: Kindred.Common.V1.UserUnblocked.self) ?? Kindred.Common.V1.UserUnblocked())
+                self.payload = .userUnblocked(
+                    try decoder.message(35, as: Kindred.Common.V1.UserUnblocked.self) ?? .init()
+                )
             default:
                 self.payload = nil
             }
@@ -223,7 +241,7 @@ extension Kindred.Common.V1 {
         public var birthDate: Kindred.Common.V1.CalendarDate? = nil
 
         /// Gender; UNSPECIFIED when not set or when the community does not match on gender.
-        public var gender: Kindred.Common.V1.Gender = Kindred.Common.V1.Gender()
+        public var gender: Kindred.Common.V1.Gender = .unspecified
 
         /// Genders the profile wants to see; empty = everyone.
         public var interestedIn: [Kindred.Common.V1.Gender] = []
@@ -380,7 +398,7 @@ extension Kindred.Common.V1 {
         public var targetUserId: Swift.String = ""
 
         /// Like or pass.
-        public var action: Kindred.Common.V1.SwipeAction = Kindred.Common.V1.SwipeAction()
+        public var action: Kindred.Common.V1.SwipeAction = .unspecified
 
         /// Where the swipe came from: "deck", "recommendations", "search", "likes"; may be empty.
         public var surface: Swift.String = ""
@@ -451,7 +469,7 @@ extension Kindred.Common.V1 {
         public var initiatorUserId: Swift.String = ""
 
         /// The community mode the match was created under.
-        public var mode: Kindred.Common.V1.CommunityMode = Kindred.Common.V1.CommunityMode()
+        public var mode: Kindred.Common.V1.CommunityMode = .unspecified
 
         /// When the match was created (UTC ms).
         public var createdUnixMs: Swift.Int64 = 0
@@ -492,7 +510,7 @@ extension Kindred.Common.V1 {
         public var endedByUserId: Swift.String = ""
 
         /// Why it ended. Never revealed to the other user.
-        public var reason: Kindred.Common.V1.MatchEndReason = Kindred.Common.V1.MatchEndReason()
+        public var reason: Kindred.Common.V1.MatchEndReason = .unspecified
 
         public init() {}
 
@@ -607,7 +625,7 @@ extension Kindred.Common.V1 {
         }
 
         /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
-        public static func == (lhs: Kindred.Common.V1.MatchEndReason, rhs: Kindred.Common.V1.MatchEndReason) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
 
         public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
     }

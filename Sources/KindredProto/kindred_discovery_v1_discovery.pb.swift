@@ -144,7 +144,9 @@ extension Kindred.Discovery.V1 {
         public init() {}
 
         public static var protoMessageName: Swift.String { "kindred.discovery.v1.GetRecommendationsResponse" }
-        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.discovery.v1.GetRecommendationsResponse")
+        public static let protoMessageLayout = ProtoDescriptors.layout(
+            "kindred.discovery.v1.GetRecommendationsResponse"
+        )
 
         public func encode(to encoder: inout ProtoEncoder) {
             encoder.setRepeatedMessage(1, self.candidates)
@@ -471,70 +473,78 @@ extension Kindred.Discovery.V1 {
             /// with viewer_user_id. FAILED_PRECONDITION: LOCATION_REQUIRED, PROFILE_INCOMPLETE (the
             /// viewer's own profile is not indexed or lacks requirements). INVALID_ARGUMENT:
             /// PAGE_TOKEN_INVALID (including expired tokens: start again without a token).
-            public static let getDeck = ProtoMethod<Kindred.Discovery.V1.GetDeckRequest, Kindred.Discovery.V1.GetDeckResponse>(
-                service: "kindred.discovery.v1.DiscoveryService",
-                name: "GetDeck",
-                kind: .unary
-            )
+            public static let getDeck =
+                ProtoMethod<Kindred.Discovery.V1.GetDeckRequest, Kindred.Discovery.V1.GetDeckResponse>(
+                    service: "kindred.discovery.v1.DiscoveryService",
+                    name: "GetDeck",
+                    kind: .unary
+                )
 
             /// Returns the top N (default 3) candidates by predicted match likelihood, including the
             /// reciprocal term. Same callers and errors as GetDeck.
-            public static let getRecommendations = ProtoMethod<Kindred.Discovery.V1.GetRecommendationsRequest, Kindred.Discovery.V1.GetRecommendationsResponse>(
-                service: "kindred.discovery.v1.DiscoveryService",
-                name: "GetRecommendations",
-                kind: .unary
-            )
+            public static let getRecommendations =
+                ProtoMethod<Kindred.Discovery.V1.GetRecommendationsRequest, Kindred.Discovery.V1.GetRecommendationsResponse>(
+                    service: "kindred.discovery.v1.DiscoveryService",
+                    name: "GetRecommendations",
+                    kind: .unary
+                )
 
             /// Searches compatible members by attribute filters, text and distance, nearest first.
             /// Already-swiped members are included (the viewer knows their own swipes); members who
             /// passed on the viewer are excluded as in the deck, so comparing search and deck reveals no
             /// pass. Same callers and errors as GetDeck; INVALID_ARGUMENT for filters on non-filterable
             /// attributes.
-            public static let searchMembers = ProtoMethod<Kindred.Discovery.V1.SearchMembersRequest, Kindred.Discovery.V1.SearchMembersResponse>(
-                service: "kindred.discovery.v1.DiscoveryService",
-                name: "SearchMembers",
-                kind: .unary
-            )
+            public static let searchMembers =
+                ProtoMethod<Kindred.Discovery.V1.SearchMembersRequest, Kindred.Discovery.V1.SearchMembersResponse>(
+                    service: "kindred.discovery.v1.DiscoveryService",
+                    name: "SearchMembers",
+                    kind: .unary
+                )
 
             /// Inserts or replaces a candidate from a snapshot (eligible = false removes it). Service
             /// token (profile relay, backfill) or ROLE_ADMIN. Idempotent: older versions are ignored.
-            public static let indexCandidate = ProtoMethod<Kindred.Discovery.V1.IndexCandidateRequest, Kindred.Discovery.V1.IndexCandidateResponse>(
-                service: "kindred.discovery.v1.DiscoveryService",
-                name: "IndexCandidate",
-                kind: .unary
-            )
+            public static let indexCandidate =
+                ProtoMethod<Kindred.Discovery.V1.IndexCandidateRequest, Kindred.Discovery.V1.IndexCandidateResponse>(
+                    service: "kindred.discovery.v1.DiscoveryService",
+                    name: "IndexCandidate",
+                    kind: .unary
+                )
 
             /// Removes a candidate from the index (deactivation, deletion). Service token or ROLE_ADMIN.
             /// Idempotent.
-            public static let removeCandidate = ProtoMethod<Kindred.Discovery.V1.RemoveCandidateRequest, Kindred.Discovery.V1.RemoveCandidateResponse>(
-                service: "kindred.discovery.v1.DiscoveryService",
-                name: "RemoveCandidate",
-                kind: .unary
-            )
+            public static let removeCandidate =
+                ProtoMethod<Kindred.Discovery.V1.RemoveCandidateRequest, Kindred.Discovery.V1.RemoveCandidateResponse>(
+                    service: "kindred.discovery.v1.DiscoveryService",
+                    name: "RemoveCandidate",
+                    kind: .unary
+                )
 
             /// Rebuilds the in-memory index from discovery's tables, optionally backfilling from the
             /// profile service first. ROLE_ADMIN. FAILED_PRECONDITION: a rebuild is already running.
-            public static let rebuildIndex = ProtoMethod<Kindred.Discovery.V1.RebuildIndexRequest, Kindred.Discovery.V1.RebuildIndexResponse>(
-                service: "kindred.discovery.v1.DiscoveryService",
-                name: "RebuildIndex",
-                kind: .unary
-            )
+            public static let rebuildIndex =
+                ProtoMethod<Kindred.Discovery.V1.RebuildIndexRequest, Kindred.Discovery.V1.RebuildIndexResponse>(
+                    service: "kindred.discovery.v1.DiscoveryService",
+                    name: "RebuildIndex",
+                    kind: .unary
+                )
 
             /// Consumes events: ProfileUpdated, LocationChanged, CommunityUpdated, Account*, Swipe*,
             /// Match*, UserBlocked, UserUnblocked. Service token only. Idempotent per event id.
-            public static let deliverEvents = ProtoMethod<Kindred.Discovery.V1.DeliverEventsRequest, Kindred.Discovery.V1.DeliverEventsResponse>(
-                service: "kindred.discovery.v1.DiscoveryService",
-                name: "DeliverEvents",
-                kind: .unary
-            )
+            public static let deliverEvents =
+                ProtoMethod<Kindred.Discovery.V1.DeliverEventsRequest, Kindred.Discovery.V1.DeliverEventsResponse>(
+                    service: "kindred.discovery.v1.DiscoveryService",
+                    name: "DeliverEvents",
+                    kind: .unary
+                )
 
             /// Counts the rows discovery holds about a user ("candidates", "model_weights",
             /// "swipe_features", "exclusions"). ROLE_ADMIN or service token.
-            public static let getUserFootprint = ProtoMethod<Kindred.Discovery.V1.GetUserFootprintRequest, Kindred.Discovery.V1.GetUserFootprintResponse>(
-                service: "kindred.discovery.v1.DiscoveryService",
-                name: "GetUserFootprint",
-                kind: .unary
-            )
+            public static let getUserFootprint =
+                ProtoMethod<Kindred.Discovery.V1.GetUserFootprintRequest, Kindred.Discovery.V1.GetUserFootprintResponse>(
+                    service: "kindred.discovery.v1.DiscoveryService",
+                    name: "GetUserFootprint",
+                    kind: .unary
+                )
         }
 
         public static let descriptor = ProtoServiceDescriptor(

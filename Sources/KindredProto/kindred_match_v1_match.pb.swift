@@ -9,7 +9,7 @@ extension Kindred.Match.V1 {
         public var targetUserId: Swift.String = ""
 
         /// Like or pass.
-        public var action: Kindred.Common.V1.SwipeAction = Kindred.Common.V1.SwipeAction()
+        public var action: Kindred.Common.V1.SwipeAction = .unspecified
 
         /// Where the card was shown: "deck", "recommendations", "search" or "likes"; 0..32
         /// characters; used as a ranking signal.
@@ -41,7 +41,7 @@ extension Kindred.Match.V1 {
         public var swipeId: Swift.String = ""
 
         /// What happened.
-        public var outcome: Kindred.Match.V1.SwipeOutcome = Kindred.Match.V1.SwipeOutcome()
+        public var outcome: Kindred.Match.V1.SwipeOutcome = .unspecified
 
         /// The match or connection, when outcome is MATCHED or CONNECTED.
         public var match: Kindred.Match.V1.Match? = nil
@@ -132,7 +132,7 @@ extension Kindred.Match.V1 {
     /// List the caller's matches.
     public struct ListMatchesRequest: ProtoMessage {
         /// Restrict to one direction; UNSPECIFIED = all.
-        public var direction: Kindred.Match.V1.ConnectionDirection = Kindred.Match.V1.ConnectionDirection()
+        public var direction: Kindred.Match.V1.ConnectionDirection = .unspecified
 
         /// Page size, 1..100; 0 = 20.
         public var pageSize: Swift.Int32 = 0
@@ -526,7 +526,7 @@ extension Kindred.Match.V1 {
         }
 
         /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
-        public static func == (lhs: Kindred.Match.V1.SwipeOutcome, rhs: Kindred.Match.V1.SwipeOutcome) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
 
         public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
     }
@@ -561,11 +561,12 @@ extension Kindred.Match.V1 {
             )
 
             /// Lists the caller's active matches/connections, newest first. The user.
-            public static let listMatches = ProtoMethod<Kindred.Match.V1.ListMatchesRequest, Kindred.Match.V1.ListMatchesResponse>(
-                service: "kindred.match.v1.MatchService",
-                name: "ListMatches",
-                kind: .unary
-            )
+            public static let listMatches =
+                ProtoMethod<Kindred.Match.V1.ListMatchesRequest, Kindred.Match.V1.ListMatchesResponse>(
+                    service: "kindred.match.v1.MatchService",
+                    name: "ListMatches",
+                    kind: .unary
+                )
 
             /// Ends a match or connection for both sides (emits MatchEnded). The user (a participant).
             /// Idempotent. NOT_FOUND: not a match of the caller.
@@ -577,11 +578,12 @@ extension Kindred.Match.V1 {
 
             /// Lists people who liked the caller and whom the caller has not swiped yet, newest first
             /// (one-way communities: followers not followed back). Blocked pairs are excluded. The user.
-            public static let listLikesReceived = ProtoMethod<Kindred.Match.V1.ListLikesReceivedRequest, Kindred.Match.V1.ListLikesReceivedResponse>(
-                service: "kindred.match.v1.MatchService",
-                name: "ListLikesReceived",
-                kind: .unary
-            )
+            public static let listLikesReceived =
+                ProtoMethod<Kindred.Match.V1.ListLikesReceivedRequest, Kindred.Match.V1.ListLikesReceivedResponse>(
+                    service: "kindred.match.v1.MatchService",
+                    name: "ListLikesReceived",
+                    kind: .unary
+                )
 
             /// Blocks a user: ends any match, hides both from each other everywhere (emits UserBlocked
             /// and MatchEnded). The user. Idempotent. NOT_FOUND: unknown user. INVALID_ARGUMENT: self.
@@ -599,68 +601,76 @@ extension Kindred.Match.V1 {
             )
 
             /// Lists the users the caller blocked, newest first. The user.
-            public static let listBlocks = ProtoMethod<Kindred.Match.V1.ListBlocksRequest, Kindred.Match.V1.ListBlocksResponse>(
-                service: "kindred.match.v1.MatchService",
-                name: "ListBlocks",
-                kind: .unary
-            )
+            public static let listBlocks =
+                ProtoMethod<Kindred.Match.V1.ListBlocksRequest, Kindred.Match.V1.ListBlocksResponse>(
+                    service: "kindred.match.v1.MatchService",
+                    name: "ListBlocks",
+                    kind: .unary
+                )
 
             /// Files a report about a user (optionally blocking them too). The user; rate limited.
             /// Idempotent with idempotency_key. NOT_FOUND: unknown user. INVALID_ARGUMENT: self,
             /// UNSPECIFIED reason, too much evidence. RESOURCE_EXHAUSTED: report rate.
-            public static let reportUser = ProtoMethod<Kindred.Match.V1.ReportUserRequest, Kindred.Match.V1.ReportUserResponse>(
-                service: "kindred.match.v1.MatchService",
-                name: "ReportUser",
-                kind: .unary
-            )
+            public static let reportUser =
+                ProtoMethod<Kindred.Match.V1.ReportUserRequest, Kindred.Match.V1.ReportUserResponse>(
+                    service: "kindred.match.v1.MatchService",
+                    name: "ReportUser",
+                    kind: .unary
+                )
 
             /// Keeps the candidate ids the viewer may still see: not swiped by the viewer (undone passes
             /// count as unswiped), not blocked either way, not passed on the viewer, not matched.
             /// Service token (discovery) or the viewer. INVALID_ARGUMENT: more than 1000 ids.
-            public static let filterUnseen = ProtoMethod<Kindred.Match.V1.FilterUnseenRequest, Kindred.Match.V1.FilterUnseenResponse>(
-                service: "kindred.match.v1.MatchService",
-                name: "FilterUnseen",
-                kind: .unary
-            )
+            public static let filterUnseen =
+                ProtoMethod<Kindred.Match.V1.FilterUnseenRequest, Kindred.Match.V1.FilterUnseenResponse>(
+                    service: "kindred.match.v1.MatchService",
+                    name: "FilterUnseen",
+                    kind: .unary
+                )
 
             /// Returns the pair state between a viewer and up to 100 users (block, match, own swipe).
             /// Service token or the viewer (for their own relations).
-            public static let getRelations = ProtoMethod<Kindred.Match.V1.GetRelationsRequest, Kindred.Match.V1.GetRelationsResponse>(
-                service: "kindred.match.v1.MatchService",
-                name: "GetRelations",
-                kind: .unary
-            )
+            public static let getRelations =
+                ProtoMethod<Kindred.Match.V1.GetRelationsRequest, Kindred.Match.V1.GetRelationsResponse>(
+                    service: "kindred.match.v1.MatchService",
+                    name: "GetRelations",
+                    kind: .unary
+                )
 
             /// Admin: lists reports, oldest open first. ROLE_ADMIN.
-            public static let listReports = ProtoMethod<Kindred.Match.V1.ListReportsRequest, Kindred.Match.V1.ListReportsResponse>(
-                service: "kindred.match.v1.MatchService",
-                name: "ListReports",
-                kind: .unary
-            )
+            public static let listReports =
+                ProtoMethod<Kindred.Match.V1.ListReportsRequest, Kindred.Match.V1.ListReportsResponse>(
+                    service: "kindred.match.v1.MatchService",
+                    name: "ListReports",
+                    kind: .unary
+                )
 
             /// Admin: records the decision on a report. ROLE_ADMIN. Idempotent for the same resolution.
             /// NOT_FOUND: unknown report. FAILED_PRECONDITION: already resolved differently.
-            public static let resolveReport = ProtoMethod<Kindred.Match.V1.ResolveReportRequest, Kindred.Match.V1.ResolveReportResponse>(
-                service: "kindred.match.v1.MatchService",
-                name: "ResolveReport",
-                kind: .unary
-            )
+            public static let resolveReport =
+                ProtoMethod<Kindred.Match.V1.ResolveReportRequest, Kindred.Match.V1.ResolveReportResponse>(
+                    service: "kindred.match.v1.MatchService",
+                    name: "ResolveReport",
+                    kind: .unary
+                )
 
             /// Consumes events: AccountDeactivated, AccountReactivated, AccountDeleted,
             /// CommunityUpdated. Service token only. Idempotent per event id.
-            public static let deliverEvents = ProtoMethod<Kindred.Match.V1.DeliverEventsRequest, Kindred.Match.V1.DeliverEventsResponse>(
-                service: "kindred.match.v1.MatchService",
-                name: "DeliverEvents",
-                kind: .unary
-            )
+            public static let deliverEvents =
+                ProtoMethod<Kindred.Match.V1.DeliverEventsRequest, Kindred.Match.V1.DeliverEventsResponse>(
+                    service: "kindred.match.v1.MatchService",
+                    name: "DeliverEvents",
+                    kind: .unary
+                )
 
             /// Counts the rows match holds about a user ("swipes_given", "swipes_received", "matches",
             /// "blocks", "reports_filed", "reports_received"). ROLE_ADMIN or service token.
-            public static let getUserFootprint = ProtoMethod<Kindred.Match.V1.GetUserFootprintRequest, Kindred.Match.V1.GetUserFootprintResponse>(
-                service: "kindred.match.v1.MatchService",
-                name: "GetUserFootprint",
-                kind: .unary
-            )
+            public static let getUserFootprint =
+                ProtoMethod<Kindred.Match.V1.GetUserFootprintRequest, Kindred.Match.V1.GetUserFootprintResponse>(
+                    service: "kindred.match.v1.MatchService",
+                    name: "GetUserFootprint",
+                    kind: .unary
+                )
         }
 
         public static let descriptor = ProtoServiceDescriptor(

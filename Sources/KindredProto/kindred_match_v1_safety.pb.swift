@@ -164,7 +164,7 @@ extension Kindred.Match.V1 {
         public var targetUserId: Swift.String = ""
 
         /// Why.
-        public var reason: Kindred.Common.V1.ReportReason = Kindred.Common.V1.ReportReason()
+        public var reason: Kindred.Common.V1.ReportReason = .unspecified
 
         /// Explanation, UTF-8, 0..1000 characters (required for REPORT_REASON_OTHER).
         public var details: Swift.String = ""
@@ -238,7 +238,7 @@ extension Kindred.Match.V1 {
     /// Admin: list reports.
     public struct ListReportsRequest: ProtoMessage {
         /// Restrict to one status; UNSPECIFIED = all.
-        public var status: Kindred.Match.V1.ReportStatus = Kindred.Match.V1.ReportStatus()
+        public var status: Kindred.Match.V1.ReportStatus = .unspecified
 
         /// Restrict to reports about this user; empty = all.
         public var reportedUserId: Swift.String = ""
@@ -308,7 +308,7 @@ extension Kindred.Match.V1 {
         public var reportId: Swift.String = ""
 
         /// The decision; UNSPECIFIED is INVALID_ARGUMENT.
-        public var resolution: Kindred.Match.V1.ReportResolution = Kindred.Match.V1.ReportResolution()
+        public var resolution: Kindred.Match.V1.ReportResolution = .unspecified
 
         /// Note for other admins, 0..1000 characters.
         public var note: Swift.String = ""

@@ -12,10 +12,10 @@ extension Kindred.Match.V1 {
         public var otherUserId: Swift.String = ""
 
         /// Community mode the match was created under.
-        public var mode: Kindred.Common.V1.CommunityMode = Kindred.Common.V1.CommunityMode()
+        public var mode: Kindred.Common.V1.CommunityMode = .unspecified
 
         /// Direction from the caller's point of view.
-        public var direction: Kindred.Match.V1.ConnectionDirection = Kindred.Match.V1.ConnectionDirection()
+        public var direction: Kindred.Match.V1.ConnectionDirection = .unspecified
 
         /// When the match or connection was created (UTC ms).
         public var createdUnixMs: Swift.Int64 = 0
@@ -61,10 +61,10 @@ extension Kindred.Match.V1 {
         public var matchId: Swift.String = ""
 
         /// Direction of that connection from the viewer's side; UNSPECIFIED if none.
-        public var direction: Kindred.Match.V1.ConnectionDirection = Kindred.Match.V1.ConnectionDirection()
+        public var direction: Kindred.Match.V1.ConnectionDirection = .unspecified
 
         /// The viewer's own swipe on user_id; UNSPECIFIED if none (or undone).
-        public var viewerSwipe: Kindred.Common.V1.SwipeAction = Kindred.Common.V1.SwipeAction()
+        public var viewerSwipe: Kindred.Common.V1.SwipeAction = .unspecified
 
         public init() {}
 
@@ -105,7 +105,7 @@ extension Kindred.Match.V1 {
         public var communityId: Swift.String = ""
 
         /// Why.
-        public var reason: Kindred.Common.V1.ReportReason = Kindred.Common.V1.ReportReason()
+        public var reason: Kindred.Common.V1.ReportReason = .unspecified
 
         /// Reporter's explanation, UTF-8, 0..1000 characters.
         public var details: Swift.String = ""
@@ -117,10 +117,10 @@ extension Kindred.Match.V1 {
         public var photoIds: [Swift.String] = []
 
         /// Moderation state.
-        public var status: Kindred.Match.V1.ReportStatus = Kindred.Match.V1.ReportStatus()
+        public var status: Kindred.Match.V1.ReportStatus = .unspecified
 
         /// The decision; UNSPECIFIED while open.
-        public var resolution: Kindred.Match.V1.ReportResolution = Kindred.Match.V1.ReportResolution()
+        public var resolution: Kindred.Match.V1.ReportResolution = .unspecified
 
         /// Admin's note, 0..1000 characters.
         public var resolutionNote: Swift.String = ""
@@ -220,7 +220,7 @@ extension Kindred.Match.V1 {
         }
 
         /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
-        public static func == (lhs: Kindred.Match.V1.ConnectionDirection, rhs: Kindred.Match.V1.ConnectionDirection) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
 
         public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
     }
@@ -265,7 +265,7 @@ extension Kindred.Match.V1 {
         }
 
         /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
-        public static func == (lhs: Kindred.Match.V1.ReportStatus, rhs: Kindred.Match.V1.ReportStatus) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
 
         public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
     }
@@ -320,7 +320,7 @@ extension Kindred.Match.V1 {
         }
 
         /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
-        public static func == (lhs: Kindred.Match.V1.ReportResolution, rhs: Kindred.Match.V1.ReportResolution) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
 
         public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
     }

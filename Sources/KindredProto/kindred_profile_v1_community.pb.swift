@@ -221,35 +221,39 @@ extension Kindred.Profile.V1 {
         public enum Method {
             /// Returns a community's configuration. Anyone (clients need it before sign-up to render
             /// forms). NOT_FOUND: unknown community.
-            public static let getCommunity = ProtoMethod<Kindred.Profile.V1.GetCommunityRequest, Kindred.Profile.V1.GetCommunityResponse>(
-                service: "kindred.profile.v1.CommunityService",
-                name: "GetCommunity",
-                kind: .unary
-            )
+            public static let getCommunity =
+                ProtoMethod<Kindred.Profile.V1.GetCommunityRequest, Kindred.Profile.V1.GetCommunityResponse>(
+                    service: "kindred.profile.v1.CommunityService",
+                    name: "GetCommunity",
+                    kind: .unary
+                )
 
             /// Lists communities ordered by id. ROLE_ADMIN or service token.
-            public static let listCommunities = ProtoMethod<Kindred.Profile.V1.ListCommunitiesRequest, Kindred.Profile.V1.ListCommunitiesResponse>(
-                service: "kindred.profile.v1.CommunityService",
-                name: "ListCommunities",
-                kind: .unary
-            )
+            public static let listCommunities =
+                ProtoMethod<Kindred.Profile.V1.ListCommunitiesRequest, Kindred.Profile.V1.ListCommunitiesResponse>(
+                    service: "kindred.profile.v1.CommunityService",
+                    name: "ListCommunities",
+                    kind: .unary
+                )
 
             /// Creates a community. ROLE_ADMIN. ALREADY_EXISTS: id taken. INVALID_ARGUMENT: settings
             /// rules (ranges, duplicate attribute keys, choices missing for choice types).
-            public static let createCommunity = ProtoMethod<Kindred.Profile.V1.CreateCommunityRequest, Kindred.Profile.V1.CreateCommunityResponse>(
-                service: "kindred.profile.v1.CommunityService",
-                name: "CreateCommunity",
-                kind: .unary
-            )
+            public static let createCommunity =
+                ProtoMethod<Kindred.Profile.V1.CreateCommunityRequest, Kindred.Profile.V1.CreateCommunityResponse>(
+                    service: "kindred.profile.v1.CommunityService",
+                    name: "CreateCommunity",
+                    kind: .unary
+                )
 
             /// Changes a community's name or settings (emits CommunityUpdated). Profiles are re-checked
             /// for eligibility. ROLE_ADMIN. INVALID_ARGUMENT: unknown path, settings rules, changing the
             /// attribute_type of an existing key. ABORTED: VERSION_MISMATCH. NOT_FOUND: unknown community.
-            public static let updateCommunity = ProtoMethod<Kindred.Profile.V1.UpdateCommunityRequest, Kindred.Profile.V1.UpdateCommunityResponse>(
-                service: "kindred.profile.v1.CommunityService",
-                name: "UpdateCommunity",
-                kind: .unary
-            )
+            public static let updateCommunity =
+                ProtoMethod<Kindred.Profile.V1.UpdateCommunityRequest, Kindred.Profile.V1.UpdateCommunityResponse>(
+                    service: "kindred.profile.v1.CommunityService",
+                    name: "UpdateCommunity",
+                    kind: .unary
+                )
         }
 
         public static let descriptor = ProtoServiceDescriptor(

@@ -37,7 +37,7 @@ extension Kindred.Profile.V1 {
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
             switch decoder.oneofCase(1) {
             case 1:
-                self.part = .header(try decoder.message(1, as: Kindred.Profile.V1.PhotoUploadHeader.self) ?? Kindred.Profile.V1.PhotoUploadHeader())
+                self.part = .header(try decoder.message(1, as: Kindred.Profile.V1.PhotoUploadHeader.self) ?? .init())
             case 2:
                 self.part = .chunk(decoder.bytes(2))
             default:
@@ -125,7 +125,7 @@ extension Kindred.Profile.V1 {
         public var photoId: Swift.String = ""
 
         /// Which variant; UNSPECIFIED = CARD.
-        public var variant: Kindred.Common.V1.PhotoVariant = Kindred.Common.V1.PhotoVariant()
+        public var variant: Kindred.Common.V1.PhotoVariant = .unspecified
 
         /// An etag from an earlier response; if it still matches, the answer is not_modified without
         /// bytes. Empty = always send the bytes.

@@ -273,7 +273,9 @@ extension Kindred.Profile.V1 {
         public init() {}
 
         public static var protoMessageName: Swift.String { "kindred.profile.v1.ListProfileIndexEntriesRequest" }
-        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.profile.v1.ListProfileIndexEntriesRequest")
+        public static let protoMessageLayout = ProtoDescriptors.layout(
+            "kindred.profile.v1.ListProfileIndexEntriesRequest"
+        )
 
         public func encode(to encoder: inout ProtoEncoder) {
             encoder.setString(1, self.communityId)
@@ -303,7 +305,9 @@ extension Kindred.Profile.V1 {
         public init() {}
 
         public static var protoMessageName: Swift.String { "kindred.profile.v1.ListProfileIndexEntriesResponse" }
-        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.profile.v1.ListProfileIndexEntriesResponse")
+        public static let protoMessageLayout = ProtoDescriptors.layout(
+            "kindred.profile.v1.ListProfileIndexEntriesResponse"
+        )
 
         public func encode(to encoder: inout ProtoEncoder) {
             encoder.setRepeatedMessage(1, self.entries)
@@ -412,105 +416,117 @@ extension Kindred.Profile.V1 {
             /// Creates the caller's profile in their community. The user. Idempotent with
             /// idempotency_key. ALREADY_EXISTS: a profile exists (without matching key).
             /// INVALID_ARGUMENT: field rules. FAILED_PRECONDITION: BELOW_MINIMUM_AGE.
-            public static let createProfile = ProtoMethod<Kindred.Profile.V1.CreateProfileRequest, Kindred.Profile.V1.CreateProfileResponse>(
-                service: "kindred.profile.v1.ProfileService",
-                name: "CreateProfile",
-                kind: .unary
-            )
+            public static let createProfile =
+                ProtoMethod<Kindred.Profile.V1.CreateProfileRequest, Kindred.Profile.V1.CreateProfileResponse>(
+                    service: "kindred.profile.v1.ProfileService",
+                    name: "CreateProfile",
+                    kind: .unary
+                )
 
             /// Returns a full profile (owner view). The user for their own; admins and services for
             /// any. NOT_FOUND: no profile. PERMISSION_DENIED: another user's profile.
-            public static let getProfile = ProtoMethod<Kindred.Profile.V1.GetProfileRequest, Kindred.Profile.V1.GetProfileResponse>(
-                service: "kindred.profile.v1.ProfileService",
-                name: "GetProfile",
-                kind: .unary
-            )
+            public static let getProfile =
+                ProtoMethod<Kindred.Profile.V1.GetProfileRequest, Kindred.Profile.V1.GetProfileResponse>(
+                    service: "kindred.profile.v1.ProfileService",
+                    name: "GetProfile",
+                    kind: .unary
+                )
 
             /// Returns the cards of up to 100 profiles as the viewer sees them (with distance). The user
             /// as viewer; services with viewer_user_id. Invisible or unknown ids are listed as missing,
             /// never an error.
-            public static let getProfiles = ProtoMethod<Kindred.Profile.V1.GetProfilesRequest, Kindred.Profile.V1.GetProfilesResponse>(
-                service: "kindred.profile.v1.ProfileService",
-                name: "GetProfiles",
-                kind: .unary
-            )
+            public static let getProfiles =
+                ProtoMethod<Kindred.Profile.V1.GetProfilesRequest, Kindred.Profile.V1.GetProfilesResponse>(
+                    service: "kindred.profile.v1.ProfileService",
+                    name: "GetProfiles",
+                    kind: .unary
+                )
 
             /// Updates the fields named in update_paths. The user for their own; admins for any (needed
             /// for "birth_date"). INVALID_ARGUMENT: unknown path or field rules. ABORTED:
             /// VERSION_MISMATCH with expected_version. NOT_FOUND: no profile.
-            public static let updateProfile = ProtoMethod<Kindred.Profile.V1.UpdateProfileRequest, Kindred.Profile.V1.UpdateProfileResponse>(
-                service: "kindred.profile.v1.ProfileService",
-                name: "UpdateProfile",
-                kind: .unary
-            )
+            public static let updateProfile =
+                ProtoMethod<Kindred.Profile.V1.UpdateProfileRequest, Kindred.Profile.V1.UpdateProfileResponse>(
+                    service: "kindred.profile.v1.ProfileService",
+                    name: "UpdateProfile",
+                    kind: .unary
+                )
 
             /// Sets the caller's location from a point (stored as a coarse cell only). The user.
             /// INVALID_ARGUMENT: coordinates out of range. RESOURCE_EXHAUSTED: more than one update per
             /// 60 seconds. FAILED_PRECONDITION: IMPLAUSIBLE_LOCATION_JUMP (implies > 1000 km/h since the
             /// last update). NOT_FOUND: no profile.
-            public static let updateLocation = ProtoMethod<Kindred.Profile.V1.UpdateLocationRequest, Kindred.Profile.V1.UpdateLocationResponse>(
-                service: "kindred.profile.v1.ProfileService",
-                name: "UpdateLocation",
-                kind: .unary
-            )
+            public static let updateLocation =
+                ProtoMethod<Kindred.Profile.V1.UpdateLocationRequest, Kindred.Profile.V1.UpdateLocationResponse>(
+                    service: "kindred.profile.v1.ProfileService",
+                    name: "UpdateLocation",
+                    kind: .unary
+                )
 
             /// Uploads a photo as a client stream (header, then chunks; total cap 20 MiB). The user.
             /// INVALID_ARGUMENT: protocol, size or checksum mismatch, UNSUPPORTED_IMAGE, image smaller
             /// than 320x320 or larger than 40 megapixels. RESOURCE_EXHAUSTED: UPLOAD_TOO_LARGE or upload
             /// rate. FAILED_PRECONDITION: PHOTO_LIMIT_REACHED (community max_photos). NOT_FOUND: no
             /// profile.
-            public static let uploadPhoto = ProtoMethod<Kindred.Profile.V1.UploadPhotoRequest, Kindred.Profile.V1.UploadPhotoResponse>(
-                service: "kindred.profile.v1.ProfileService",
-                name: "UploadPhoto",
-                kind: .clientStreaming
-            )
+            public static let uploadPhoto =
+                ProtoMethod<Kindred.Profile.V1.UploadPhotoRequest, Kindred.Profile.V1.UploadPhotoResponse>(
+                    service: "kindred.profile.v1.ProfileService",
+                    name: "UploadPhoto",
+                    kind: .clientStreaming
+                )
 
             /// Returns one variant of a photo, or not_modified for a matching etag. The owner, members
             /// who may see the owner's card, admins, services. NOT_FOUND: unknown or not visible.
-            public static let getPhoto = ProtoMethod<Kindred.Profile.V1.GetPhotoRequest, Kindred.Profile.V1.GetPhotoResponse>(
-                service: "kindred.profile.v1.ProfileService",
-                name: "GetPhoto",
-                kind: .unary
-            )
+            public static let getPhoto =
+                ProtoMethod<Kindred.Profile.V1.GetPhotoRequest, Kindred.Profile.V1.GetPhotoResponse>(
+                    service: "kindred.profile.v1.ProfileService",
+                    name: "GetPhoto",
+                    kind: .unary
+                )
 
             /// Deletes a photo. The owner; admins (moderation). Idempotent: deleting a deleted photo of
             /// the caller is OK. NOT_FOUND: not the caller's photo.
-            public static let deletePhoto = ProtoMethod<Kindred.Profile.V1.DeletePhotoRequest, Kindred.Profile.V1.DeletePhotoResponse>(
-                service: "kindred.profile.v1.ProfileService",
-                name: "DeletePhoto",
-                kind: .unary
-            )
+            public static let deletePhoto =
+                ProtoMethod<Kindred.Profile.V1.DeletePhotoRequest, Kindred.Profile.V1.DeletePhotoResponse>(
+                    service: "kindred.profile.v1.ProfileService",
+                    name: "DeletePhoto",
+                    kind: .unary
+                )
 
             /// Reorders the caller's photos. The user. INVALID_ARGUMENT: not exactly the profile's ids.
-            public static let reorderPhotos = ProtoMethod<Kindred.Profile.V1.ReorderPhotosRequest, Kindred.Profile.V1.ReorderPhotosResponse>(
-                service: "kindred.profile.v1.ProfileService",
-                name: "ReorderPhotos",
-                kind: .unary
-            )
+            public static let reorderPhotos =
+                ProtoMethod<Kindred.Profile.V1.ReorderPhotosRequest, Kindred.Profile.V1.ReorderPhotosResponse>(
+                    service: "kindred.profile.v1.ProfileService",
+                    name: "ReorderPhotos",
+                    kind: .unary
+                )
 
             /// Pages through index snapshots of all profiles (discovery backfill and rebuild).
             /// Service token only. PERMISSION_DENIED otherwise.
-            public static let listProfileIndexEntries = ProtoMethod<Kindred.Profile.V1.ListProfileIndexEntriesRequest, Kindred.Profile.V1.ListProfileIndexEntriesResponse>(
-                service: "kindred.profile.v1.ProfileService",
-                name: "ListProfileIndexEntries",
-                kind: .unary
-            )
+            public static let listProfileIndexEntries =
+                ProtoMethod<Kindred.Profile.V1.ListProfileIndexEntriesRequest, Kindred.Profile.V1.ListProfileIndexEntriesResponse>(
+                    service: "kindred.profile.v1.ProfileService",
+                    name: "ListProfileIndexEntries",
+                    kind: .unary
+                )
 
             /// Consumes events from other services' outbox relays (AccountDeactivated, AccountReactivated,
             /// AccountDeleted). Service token only. Idempotent per event id.
-            public static let deliverEvents = ProtoMethod<Kindred.Profile.V1.DeliverEventsRequest, Kindred.Profile.V1.DeliverEventsResponse>(
-                service: "kindred.profile.v1.ProfileService",
-                name: "DeliverEvents",
-                kind: .unary
-            )
+            public static let deliverEvents =
+                ProtoMethod<Kindred.Profile.V1.DeliverEventsRequest, Kindred.Profile.V1.DeliverEventsResponse>(
+                    service: "kindred.profile.v1.ProfileService",
+                    name: "DeliverEvents",
+                    kind: .unary
+                )
 
             /// Counts the rows profile holds about a user ("profiles", "photos", "photo_variants",
             /// "attribute_values", "locations"). ROLE_ADMIN or service token.
-            public static let getUserFootprint = ProtoMethod<Kindred.Profile.V1.GetUserFootprintRequest, Kindred.Profile.V1.GetUserFootprintResponse>(
-                service: "kindred.profile.v1.ProfileService",
-                name: "GetUserFootprint",
-                kind: .unary
-            )
+            public static let getUserFootprint =
+                ProtoMethod<Kindred.Profile.V1.GetUserFootprintRequest, Kindred.Profile.V1.GetUserFootprintResponse>(
+                    service: "kindred.profile.v1.ProfileService",
+                    name: "GetUserFootprint",
+                    kind: .unary
+                )
         }
 
         public static let descriptor = ProtoServiceDescriptor(

@@ -15,7 +15,7 @@ extension Kindred.Profile.V1 {
         public var birthDate: Kindred.Common.V1.CalendarDate? = nil
 
         /// Gender; only used when the community matches on gender.
-        public var gender: Kindred.Common.V1.Gender = Kindred.Common.V1.Gender()
+        public var gender: Kindred.Common.V1.Gender = .unspecified
 
         /// Genders the user wants to see, 0..3 distinct values; empty = everyone.
         public var interestedIn: [Kindred.Common.V1.Gender] = []
@@ -169,7 +169,7 @@ extension Kindred.Profile.V1 {
         public var ageYears: Swift.Int32 = 0
 
         /// Gender; UNSPECIFIED when not set or the community does not match on gender.
-        public var gender: Kindred.Common.V1.Gender = Kindred.Common.V1.Gender()
+        public var gender: Kindred.Common.V1.Gender = .unspecified
 
         /// Bio, 0..500 characters.
         public var bio: Swift.String = ""

@@ -242,18 +242,20 @@ extension Kindred.Testing.V1 {
             )
 
             /// Reports whether a call carrying `x-call-id` was cancelled by the server runtime.
-            public static let getCancellationState = ProtoMethod<Kindred.Testing.V1.CancellationQuery, Kindred.Testing.V1.CancellationState>(
-                service: "kindred.testing.v1.InteropService",
-                name: "GetCancellationState",
-                kind: .unary
-            )
+            public static let getCancellationState =
+                ProtoMethod<Kindred.Testing.V1.CancellationQuery, Kindred.Testing.V1.CancellationState>(
+                    service: "kindred.testing.v1.InteropService",
+                    name: "GetCancellationState",
+                    kind: .unary
+                )
 
             /// Reports the server's call and connection counters.
-            public static let getServerStats = ProtoMethod<Kindred.Testing.V1.ServerStatsRequest, Kindred.Testing.V1.ServerStatsResponse>(
-                service: "kindred.testing.v1.InteropService",
-                name: "GetServerStats",
-                kind: .unary
-            )
+            public static let getServerStats =
+                ProtoMethod<Kindred.Testing.V1.ServerStatsRequest, Kindred.Testing.V1.ServerStatsResponse>(
+                    service: "kindred.testing.v1.InteropService",
+                    name: "GetServerStats",
+                    kind: .unary
+                )
         }
 
         public static let descriptor = ProtoServiceDescriptor(

@@ -36,9 +36,9 @@ extension Prototest.V1 {
 
         public var bytesValue: [Swift.UInt8] = []
 
-        public var color: Prototest.V1.Color = Prototest.V1.Color()
+        public var color: Prototest.V1.Color = .unspecified
 
-        public var keyword: Prototest.V1.Keyword = Prototest.V1.Keyword()
+        public var keyword: Prototest.V1.Keyword = .`default`
 
         public init() {}
 
@@ -202,7 +202,7 @@ extension Prototest.V1 {
             public struct Inner: ProtoMessage {
                 public var text: Swift.String = ""
 
-                public var level: Prototest.V1.Outer.Middle.Level = Prototest.V1.Outer.Middle.Level()
+                public var level: Prototest.V1.Outer.Middle.Level = .unspecified
 
                 public init() {}
 
@@ -254,7 +254,7 @@ extension Prototest.V1 {
                 }
 
                 /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
-                public static func == (lhs: Prototest.V1.Outer.Middle.Level, rhs: Prototest.V1.Outer.Middle.Level) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+                public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
 
                 public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
             }
@@ -366,7 +366,7 @@ extension Prototest.V1 {
             case 5:
                 self.value = .color(decoder.enumValue(5, as: Prototest.V1.Color.self))
             case 6:
-                self.value = .scalars(try decoder.message(6, as: Prototest.V1.Scalars.self) ?? Prototest.V1.Scalars())
+                self.value = .scalars(try decoder.message(6, as: Prototest.V1.Scalars.self) ?? .init())
             case 7:
                 self.value = .ratio(decoder.double(7))
             case 8:
@@ -376,7 +376,7 @@ extension Prototest.V1 {
             }
             switch decoder.oneofCase(9) {
             case 9:
-                self.other = .inner(try decoder.message(9, as: Prototest.V1.Outer.Middle.Inner.self) ?? Prototest.V1.Outer.Middle.Inner())
+                self.other = .inner(try decoder.message(9, as: Prototest.V1.Outer.Middle.Inner.self) ?? .init())
             case 10:
                 self.other = .id(decoder.uint64(10))
             default:
@@ -454,7 +454,7 @@ extension Prototest.V1 {
                 (entry.bool(1), entry.enumValue(2, as: Prototest.V1.Color.self))
             }
             self.stringToMessage = try decoder.map(5) { entry throws(ProtoError) in
-                (try entry.string(1), try entry.message(2, as: Prototest.V1.Scalars.self) ?? Prototest.V1.Scalars())
+                (try entry.string(1), try entry.message(2, as: Prototest.V1.Scalars.self) ?? .init())
             }
             self.sint64ToDouble = try decoder.map(6) { entry throws(ProtoError) in
                 (entry.int64(1), entry.double(2))
@@ -526,14 +526,14 @@ extension Prototest.V1 {
             self.children = try decoder.repeatedMessage(4, as: Prototest.V1.Tree.self)
             switch decoder.oneofCase(5) {
             case 5:
-                self.extra = .alternative(try decoder.message(5, as: Prototest.V1.Tree.self) ?? Prototest.V1.Tree())
+                self.extra = .alternative(try decoder.message(5, as: Prototest.V1.Tree.self) ?? .init())
             case 6:
                 self.extra = .note(try decoder.string(6))
             default:
                 self.extra = nil
             }
             self.named = try decoder.map(7) { entry throws(ProtoError) in
-                (try entry.string(1), try entry.message(2, as: Prototest.V1.Tree.self) ?? Prototest.V1.Tree())
+                (try entry.string(1), try entry.message(2, as: Prototest.V1.Tree.self) ?? .init())
             }
         }
     }
@@ -701,7 +701,7 @@ extension Prototest.V1 {
         }
 
         /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
-        public static func == (lhs: Prototest.V1.Color, rhs: Prototest.V1.Color) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
 
         public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
     }
@@ -747,7 +747,7 @@ extension Prototest.V1 {
         }
 
         /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
-        public static func == (lhs: Prototest.V1.Keyword, rhs: Prototest.V1.Keyword) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
 
         public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
     }
