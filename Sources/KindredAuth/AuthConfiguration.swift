@@ -1,0 +1,156 @@
+import Foundation
+import KindredArgon2
+
+/// Everything the auth service can be configured with. `init(environment:)` reads the
+/// `KINDRED_AUTH_*` environment variables; every key, its type and default are listed here and in
+/// `services/auth/README.md`.
+public struct AuthConfiguration: Sendable {
+    /// `KINDRED_AUTH_LISTEN` (host:port), default `127.0.0.1:50051`.
+    public var listenHost = "127.0.0.1"
+    public var listenPort = 50051
+    /// `KINDRED_AUTH_DATABASE_URL` (libpq URL or conninfo), default `postgresql:///kindred`.
+    public var databaseURL = "postgresql:///kindred"
+    /// `KINDRED_AUTH_DATABASE_POOL_SIZE` (int), default 10.
+    public var databasePoolSize = 10
+    /// `KINDRED_AUTH_DATA_DIR` (path), default `./data/auth`: where a missing signing key is generated.
+    public var dataDirectory = "./data/auth"
+    /// `KINDRED_AUTH_SIGNING_KEY_FILE` (path to an Ed25519 PKCS#8 PEM), default `<data dir>/signing-key.pem`;
+    /// generated when missing.
+    public var signingKeyFile: String?
+    /// `KINDRED_AUTH_ACCESS_TOKEN_TTL_SECONDS` (int, 60..900), default 900.
+    public var accessTokenLifetime: Int64 = 900
+    /// `KINDRED_AUTH_REFRESH_TOKEN_TTL_SECONDS` (int), default 2,592,000 (30 days).
+    public var refreshTokenLifetime: Int64 = 30 * 86_400
+    /// `KINDRED_AUTH_SESSION_MAX_SECONDS` (int), default 2,592,000 (30 days): absolute session lifetime.
+    public var sessionMaxLifetime: Int64 = 30 * 86_400
+    /// `KINDRED_AUTH_VERIFY_TOKEN_TTL_SECONDS` (int), default 86,400 (24 h).
+    public var verifyEmailTokenLifetime: Int64 = 86_400
+    /// `KINDRED_AUTH_RESET_TOKEN_TTL_SECONDS` (int), default 1,800 (30 min).
+    public var resetTokenLifetime: Int64 = 1_800
+    /// `KINDRED_AUTH_EMAIL_CHANGE_TOKEN_TTL_SECONDS` (int), default 3,600 (1 h).
+    public var emailChangeTokenLifetime: Int64 = 3_600
+    /// `KINDRED_AUTH_RECENT_SIGN_IN_SECONDS` (int), default 600: how recent a sign-in replaces the password.
+    public var recentSignInWindow: Int64 = 600
+    /// `KINDRED_AUTH_ARGON2_MEMORY_KIB` (int), default 19456; `KINDRED_AUTH_ARGON2_ITERATIONS` (int), default 2;
+    /// `KINDRED_AUTH_ARGON2_PARALLELISM` (int), default 1 (OWASP). Lower values are for tests only.
+    public var argon2 = Argon2id.Parameters.owasp
+    /// `KINDRED_AUTH_HASH_THREADS` (int), default the number of cores: concurrent Argon2 computations.
+    public var hashThreads = ProcessInfo.processInfo.activeProcessorCount
+    /// `KINDRED_AUTH_SMTP_HOST` (string), default `127.0.0.1`; `KINDRED_AUTH_SMTP_PORT` (int), default 25;
+    /// `KINDRED_AUTH_SMTP_SECURITY` (`none` | `starttls` | `tls`), default `starttls`;
+    /// `KINDRED_AUTH_SMTP_USERNAME` / `KINDRED_AUTH_SMTP_PASSWORD` (strings), default none.
+    public var smtpHost = "127.0.0.1"
+    public var smtpPort = 25
+    public var smtpSecurity = "starttls"
+    public var smtpUsername: String?
+    public var smtpPassword: String?
+    /// `KINDRED_AUTH_MAIL_FROM` (address), default `no-reply@kindred.invalid`.
+    public var mailFrom = "no-reply@kindred.invalid"
+    /// `KINDRED_AUTH_LINK_BASE_URL` (URL), default `https://kindred.invalid`: base of links in emails.
+    public var linkBaseURL = "https://kindred.invalid"
+    /// `KINDRED_AUTH_MAIL_POLL_MS` (int), default 1000: how often the mail relay looks for work when idle.
+    public var mailPollInterval: Duration = .seconds(1)
+    /// `KINDRED_AUTH_MAIL_MAX_ATTEMPTS` (int), default 12: transient SMTP failures retried with backoff.
+    public var mailMaxAttempts = 12
+    /// `KINDRED_AUTH_SIGN_IN_FAILURES_PER_HOUR` (int), default 100: failed sign-ins per account per hour.
+    public var signInFailuresPerHour = 100
+    /// `KINDRED_AUTH_SIGN_IN_FREE_FAILURES` (int), default 5: failures before exponential backoff starts.
+    public var signInFreeFailures = 5
+    /// `KINDRED_AUTH_IP_REQUESTS_PER_MINUTE` (int), default 60: sign-in/sign-up attempts per client address.
+    public var ipRequestsPerMinute = 60
+    /// `KINDRED_AUTH_MAIL_PER_ADDRESS_PER_DAY` (int), default 5: mails triggered per address per day, at most
+    /// one per minute.
+    public var mailsPerAddressPerDay = 5
+    /// `KINDRED_AUTH_MAIL_PER_IP_PER_HOUR` (int), default 30: mail-sending requests per client address.
+    public var mailsPerIPPerHour = 30
+    /// `KINDRED_AUTH_BOOTSTRAP_SECRET` (string, 32..256), default none (BootstrapAdmin disabled).
+    public var bootstrapSecret: String?
+    /// `KINDRED_AUTH_OIDC_ISSUERS` (comma-separated), default `https://accounts.google.com,https://appleid.apple.com`;
+    /// `KINDRED_AUTH_OIDC_AUDIENCES` (comma-separated client ids), default none (SignInWithIdToken disabled);
+    /// `KINDRED_AUTH_OIDC_JWKS_FILE` (path to a JWKS JSON file), default none.
+    public var oidcIssuers: Set<String> = ["https://accounts.google.com", "https://appleid.apple.com"]
+    public var oidcAudiences: Set<String> = []
+    public var oidcJWKSFile: String?
+
+    public init() {}
+
+    public init(environment: [String: String] = ProcessInfo.processInfo.environment) throws {
+        func string(_ key: String) -> String? {
+            guard let value = environment[key]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+            return value
+        }
+        func int(_ key: String) throws -> Int? {
+            guard let text = string(key) else { return nil }
+            guard let value = Int(text) else { throw ConfigurationError(key: key, problem: "must be an integer") }
+            return value
+        }
+        if let listen = string("KINDRED_AUTH_LISTEN") {
+            guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]) else {
+                throw ConfigurationError(key: "KINDRED_AUTH_LISTEN", problem: "must be host:port")
+            }
+            self.listenHost = String(listen[..<colon])
+            self.listenPort = port
+        }
+        if let value = string("KINDRED_AUTH_DATABASE_URL") { self.databaseURL = value }
+        if let value = try int("KINDRED_AUTH_DATABASE_POOL_SIZE") { self.databasePoolSize = value }
+        if let value = string("KINDRED_AUTH_DATA_DIR") { self.dataDirectory = value }
+        self.signingKeyFile = string("KINDRED_AUTH_SIGNING_KEY_FILE")
+        if let value = try int("KINDRED_AUTH_ACCESS_TOKEN_TTL_SECONDS") {
+            guard (60...900).contains(value) else {
+                throw ConfigurationError(key: "KINDRED_AUTH_ACCESS_TOKEN_TTL_SECONDS", problem: "must be 60..900")
+            }
+            self.accessTokenLifetime = Int64(value)
+        }
+        if let value = try int("KINDRED_AUTH_REFRESH_TOKEN_TTL_SECONDS") { self.refreshTokenLifetime = Int64(value) }
+        if let value = try int("KINDRED_AUTH_SESSION_MAX_SECONDS") { self.sessionMaxLifetime = Int64(value) }
+        if let value = try int("KINDRED_AUTH_VERIFY_TOKEN_TTL_SECONDS") { self.verifyEmailTokenLifetime = Int64(value) }
+        if let value = try int("KINDRED_AUTH_RESET_TOKEN_TTL_SECONDS") { self.resetTokenLifetime = Int64(value) }
+        if let value = try int("KINDRED_AUTH_EMAIL_CHANGE_TOKEN_TTL_SECONDS") {
+            self.emailChangeTokenLifetime = Int64(value)
+        }
+        if let value = try int("KINDRED_AUTH_RECENT_SIGN_IN_SECONDS") { self.recentSignInWindow = Int64(value) }
+        if let value = try int("KINDRED_AUTH_ARGON2_MEMORY_KIB") { self.argon2.memoryKiB = UInt32(value) }
+        if let value = try int("KINDRED_AUTH_ARGON2_ITERATIONS") { self.argon2.iterations = UInt32(value) }
+        if let value = try int("KINDRED_AUTH_ARGON2_PARALLELISM") { self.argon2.parallelism = UInt32(value) }
+        if let value = try int("KINDRED_AUTH_HASH_THREADS") { self.hashThreads = max(1, value) }
+        if let value = string("KINDRED_AUTH_SMTP_HOST") { self.smtpHost = value }
+        if let value = try int("KINDRED_AUTH_SMTP_PORT") { self.smtpPort = value }
+        if let value = string("KINDRED_AUTH_SMTP_SECURITY") {
+            guard ["none", "starttls", "tls"].contains(value) else {
+                throw ConfigurationError(key: "KINDRED_AUTH_SMTP_SECURITY", problem: "must be none, starttls or tls")
+            }
+            self.smtpSecurity = value
+        }
+        self.smtpUsername = string("KINDRED_AUTH_SMTP_USERNAME")
+        self.smtpPassword = string("KINDRED_AUTH_SMTP_PASSWORD")
+        if let value = string("KINDRED_AUTH_MAIL_FROM") { self.mailFrom = value }
+        if let value = string("KINDRED_AUTH_LINK_BASE_URL") { self.linkBaseURL = value }
+        if let value = try int("KINDRED_AUTH_MAIL_POLL_MS") { self.mailPollInterval = .milliseconds(value) }
+        if let value = try int("KINDRED_AUTH_MAIL_MAX_ATTEMPTS") { self.mailMaxAttempts = value }
+        if let value = try int("KINDRED_AUTH_SIGN_IN_FAILURES_PER_HOUR") { self.signInFailuresPerHour = value }
+        if let value = try int("KINDRED_AUTH_SIGN_IN_FREE_FAILURES") { self.signInFreeFailures = value }
+        if let value = try int("KINDRED_AUTH_IP_REQUESTS_PER_MINUTE") { self.ipRequestsPerMinute = value }
+        if let value = try int("KINDRED_AUTH_MAIL_PER_ADDRESS_PER_DAY") { self.mailsPerAddressPerDay = value }
+        if let value = try int("KINDRED_AUTH_MAIL_PER_IP_PER_HOUR") { self.mailsPerIPPerHour = value }
+        self.bootstrapSecret = string("KINDRED_AUTH_BOOTSTRAP_SECRET")
+        if let value = string("KINDRED_AUTH_OIDC_ISSUERS") { self.oidcIssuers = Self.list(value) }
+        if let value = string("KINDRED_AUTH_OIDC_AUDIENCES") { self.oidcAudiences = Self.list(value) }
+        self.oidcJWKSFile = string("KINDRED_AUTH_OIDC_JWKS_FILE")
+    }
+
+    /// The signing key path: the configured file, else `<data dir>/signing-key.pem`.
+    public var effectiveSigningKeyFile: String {
+        self.signingKeyFile ?? (self.dataDirectory as NSString).appendingPathComponent("signing-key.pem")
+    }
+
+    private static func list(_ value: String) -> Set<String> {
+        Set(value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+    }
+}
+
+/// A configuration value that cannot be used; names the key, never prints the value (it may be a secret).
+public struct ConfigurationError: Error, CustomStringConvertible {
+    public var key: String
+    public var problem: String
+    public var description: String { "\(self.key) \(self.problem)" }
+}

@@ -1,0 +1,96 @@
+import KindredGRPC
+import KindredProto
+
+/// Every failure the auth service reports to callers, and the ONE place that maps it to a gRPC status
+/// and a `kindred.common.v1.ErrorDetail` in the `kindred-error-bin` trailer. Messages are fixed texts:
+/// never SQL, hashes, tokens or another user's data.
+public struct AuthError: Error, RPCErrorConvertible, CustomStringConvertible, Sendable {
+    public struct Code: Hashable, Sendable {
+        fileprivate enum Base: Hashable, Sendable {
+            case invalidArgument, invalidCredentials, unauthenticated, tokenReused, emailNotVerified
+            case accountDeactivated, permissionDenied, usernameTaken, rateLimited, tokenInvalid
+            case reauthenticationRequired, notFound, failedPrecondition, emailTaken, unavailable
+        }
+        fileprivate let base: Base
+
+        /// Request fields are invalid (see `violations`).
+        public static let invalidArgument = Code(base: .invalidArgument)
+        /// Unknown login or wrong password, indistinguishable.
+        public static let invalidCredentials = Code(base: .invalidCredentials)
+        /// No valid access or refresh token.
+        public static let unauthenticated = Code(base: .unauthenticated)
+        /// A spent refresh token was presented; its session has been revoked.
+        public static let tokenReused = Code(base: .tokenReused)
+        public static let emailNotVerified = Code(base: .emailNotVerified)
+        public static let accountDeactivated = Code(base: .accountDeactivated)
+        public static let permissionDenied = Code(base: .permissionDenied)
+        /// Usernames are public, so this is the only ALREADY_EXISTS.
+        public static let usernameTaken = Code(base: .usernameTaken)
+        public static let rateLimited = Code(base: .rateLimited)
+        /// One-time email token invalid, used or expired.
+        public static let tokenInvalid = Code(base: .tokenInvalid)
+        public static let reauthenticationRequired = Code(base: .reauthenticationRequired)
+        public static let notFound = Code(base: .notFound)
+        public static let failedPrecondition = Code(base: .failedPrecondition)
+        public static let emailTaken = Code(base: .emailTaken)
+        public static let unavailable = Code(base: .unavailable)
+    }
+
+    public var code: Code
+    public var message: String
+    public var violations: [Kindred.Common.V1.FieldViolation] = []
+    public var retryAfterMilliseconds: Int64 = 0
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    static func invalid(_ field: String, _ reason: String, _ hint: String) -> AuthError {
+        var violation = Kindred.Common.V1.FieldViolation()
+        violation.field = field
+        violation.reason = reason
+        violation.hint = hint
+        var error = AuthError(.invalidArgument, "The request is invalid")
+        error.violations = [violation]
+        return error
+    }
+
+    static func rateLimited(retryAfter: Duration) -> AuthError {
+        var error = AuthError(.rateLimited, "Too many requests; try again later")
+        let (seconds, attoseconds) = retryAfter.components
+        error.retryAfterMilliseconds = max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+        return error
+    }
+
+    public var description: String { "AuthError(\(self.code.base): \(self.message))" }
+
+    public var rpcError: RPCError {
+        let (status, reason): (StatusCode, String) =
+            switch self.code.base {
+            case .invalidArgument: (.invalidArgument, self.violations.first?.reason == "PASSWORD_TOO_COMMON"
+                ? "PASSWORD_TOO_COMMON" : "INVALID_ARGUMENT")
+            case .invalidCredentials: (.unauthenticated, "INVALID_CREDENTIALS")
+            case .unauthenticated: (.unauthenticated, "UNAUTHENTICATED")
+            case .tokenReused: (.unauthenticated, "TOKEN_REUSED")
+            case .emailNotVerified: (.failedPrecondition, "EMAIL_NOT_VERIFIED")
+            case .accountDeactivated: (.permissionDenied, "ACCOUNT_DEACTIVATED")
+            case .permissionDenied: (.permissionDenied, "PERMISSION_DENIED")
+            case .usernameTaken: (.alreadyExists, "USERNAME_TAKEN")
+            case .rateLimited: (.resourceExhausted, "RATE_LIMITED")
+            case .tokenInvalid: (.failedPrecondition, "TOKEN_EXPIRED")
+            case .reauthenticationRequired: (.failedPrecondition, "REAUTHENTICATION_REQUIRED")
+            case .notFound: (.notFound, "NOT_FOUND")
+            case .failedPrecondition: (.failedPrecondition, "FAILED_PRECONDITION")
+            case .emailTaken: (.failedPrecondition, "EMAIL_TAKEN")
+            case .unavailable: (.unavailable, "UNAVAILABLE")
+            }
+        var detail = Kindred.Common.V1.ErrorDetail()
+        detail.reason = reason
+        detail.fieldViolations = self.violations
+        detail.retryAfterMs = self.retryAfterMilliseconds
+        var metadata = Metadata()
+        if let bytes = try? detail.serializedBytes() { metadata.add("kindred-error-bin", binary: bytes) }
+        return RPCError(status, self.message, metadata: metadata)
+    }
+}

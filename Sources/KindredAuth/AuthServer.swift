@@ -1,0 +1,102 @@
+import Foundation
+import KindredGRPC
+import KindredGRPCServices
+import KindredPostgres
+import KindredProto
+import KindredSMTP
+import Logging
+import NIOCore
+
+/// The whole auth service, built from a configuration: database pool, Argon2 pool, signing key, mail relay
+/// and the gRPC server (with health and reflection). `auth-server` is a thin wrapper around it; tests start
+/// it in-process.
+public final class AuthServer: Sendable {
+    public let configuration: AuthConfiguration
+    public let database: PostgresClient
+    public let hasher: PasswordHasher
+    public let service: AuthService
+    public let relay: MailRelay
+    public let runner: ServerRunner
+    private let logger: Logger
+
+    public init(configuration: AuthConfiguration, limiter: RateLimiter = RateLimiter(), logger: Logger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        var postgres = try PostgresConfiguration(configuration.databaseURL)
+        postgres.applicationName = "kindred-auth"
+        postgres.settings["search_path"] = "auth"
+        var pool = PostgresClient.PoolConfiguration()
+        pool.maxConnections = configuration.databasePoolSize
+        self.database = PostgresClient(configuration: postgres, pool: pool, logger: logger)
+        self.hasher = try PasswordHasher(parameters: configuration.argon2, threads: configuration.hashThreads)
+        let signingKey = try SigningKey.loadOrCreate(path: configuration.effectiveSigningKeyFile)
+        let security: SMTPConfiguration.Security =
+            switch configuration.smtpSecurity {
+            case "none": .none
+            case "tls": .implicitTLS
+            default: .startTLS(required: true)
+            }
+        var credentials: SMTPConfiguration.Credentials?
+        if let username = configuration.smtpUsername {
+            credentials = .init(username: username, password: configuration.smtpPassword ?? "")
+        }
+        let smtp = try SMTPClient(
+            configuration: SMTPConfiguration(
+                host: configuration.smtpHost, port: configuration.smtpPort, security: security, credentials: credentials,
+                connectTimeout: .seconds(5), commandTimeout: .seconds(10)
+            ),
+            logger: logger
+        )
+        let relay = MailRelay(database: self.database, smtp: smtp, configuration: configuration, logger: logger)
+        self.relay = relay
+        self.service = AuthService(
+            configuration: configuration,
+            database: self.database,
+            hasher: self.hasher,
+            signingKey: signingKey,
+            commonPasswords: try CommonPasswords.bundled(),
+            limiter: limiter,
+            mailRelayNudge: { relay.nudge() },
+            logger: logger
+        )
+        var server = GRPCServerConfiguration()
+        server.host = configuration.listenHost
+        server.port = configuration.listenPort
+        self.runner = ServerRunner(configuration: server, services: [self.service])
+    }
+
+    /// The migrations in `services/auth/migrations`, found relative to `directory` or the working directory.
+    public static func migrator(directory: String? = nil) throws -> PostgresMigrator {
+        let path = directory ?? ProcessInfo.processInfo.environment["KINDRED_AUTH_MIGRATIONS_DIR"] ?? "services/auth/migrations"
+        return try PostgresMigrator(schema: "auth", directory: path)
+    }
+
+    public func migrate(directory: String? = nil) async throws {
+        let applied = try await Self.migrator(directory: directory).migrate(on: self.database, logger: self.logger)
+        self.logger.info("migrations applied", metadata: ["db.migrations": "\(applied.count)"])
+    }
+
+    /// Serves until SIGTERM/SIGINT, with the mail relay running alongside.
+    public func serve(onListening: @Sendable @escaping (SocketAddress) -> Void = { _ in }) async throws {
+        let relayTask = Task { await self.relay.run() }
+        defer { relayTask.cancel() }
+        try await self.runner.run(logger: self.logger, onListening: onListening)
+        relayTask.cancel()
+        await relayTask.value
+        await self.shutdown()
+    }
+
+    /// Starts the gRPC server and the relay without waiting for signals (tests); stop with `stop`.
+    public func start() async throws -> (server: GRPCServer, relay: Task<Void, Never>, address: SocketAddress) {
+        let server = self.runner.makeServer(logger: self.logger)
+        let address = try await server.start()
+        self.runner.health.setStatus(true)
+        let relay = Task { await self.relay.run() }
+        return (server, relay, address)
+    }
+
+    public func shutdown() async {
+        await self.database.shutdown()
+        await self.hasher.shutdown()
+    }
+}

@@ -1,0 +1,212 @@
+import Foundation
+import KindredPostgres
+import KindredSMTP
+import Logging
+
+/// A mail to queue: written to `mail_outbox` in the transaction of the change that causes it.
+struct OutgoingMail: Sendable {
+    var recipient: String
+    var subject: String
+    var body: String
+}
+
+/// The texts of the service's mails (English; `locale` is stored for later translations).
+struct MailComposer: Sendable {
+    let configuration: AuthConfiguration
+
+    private func link(_ path: String, _ token: String) -> String {
+        "\(self.configuration.linkBaseURL)/\(path)?token=\(token)"
+    }
+
+    func verification(to email: String, token: String, code: String) -> OutgoingMail {
+        OutgoingMail(
+            recipient: email,
+            subject: "Confirm your email address",
+            body: """
+                Welcome to Kindred!
+
+                Confirm your email address with this link (valid for 24 hours):
+                \(self.link("verify-email", token))
+
+                Or type this code in the app: \(code)
+
+                If you did not sign up, ignore this mail.
+                """
+        )
+    }
+
+    func alreadyRegistered(to email: String) -> OutgoingMail {
+        OutgoingMail(
+            recipient: email,
+            subject: "You already have a Kindred account",
+            body: """
+                Someone (hopefully you) tried to sign up with this address, but it already has an account.
+                Sign in, or reset your password if you forgot it. If it was not you, ignore this mail.
+                """
+        )
+    }
+
+    func passwordReset(to email: String, token: String) -> OutgoingMail {
+        OutgoingMail(
+            recipient: email,
+            subject: "Reset your password",
+            body: """
+                Reset your Kindred password with this link (valid for 30 minutes, once):
+                \(self.link("reset-password", token))
+
+                If you did not ask for this, ignore this mail; your password stays unchanged.
+                """
+        )
+    }
+
+    func emailChangeConfirmation(to email: String, token: String) -> OutgoingMail {
+        OutgoingMail(
+            recipient: email,
+            subject: "Confirm your new email address",
+            body: """
+                Confirm that this is the new address of your Kindred account (valid for 1 hour, once):
+                \(self.link("confirm-email", token))
+                """
+        )
+    }
+
+    func emailChangeNotice(to email: String) -> OutgoingMail {
+        OutgoingMail(
+            recipient: email,
+            subject: "Your email address is being changed",
+            body: """
+                A change of your Kindred account's email address was requested. If it was not you, \
+                reset your password now.
+                """
+        )
+    }
+
+    func addressInUseNotice(to email: String) -> OutgoingMail {
+        OutgoingMail(
+            recipient: email,
+            subject: "Email change request",
+            body: """
+                Someone asked to move a Kindred account to this address, but it already belongs to an account.
+                No change was made. If it was not you, ignore this mail.
+                """
+        )
+    }
+}
+
+extension PostgresTransaction {
+    func enqueue(_ mail: OutgoingMail, accountID: String?) async throws {
+        try await self.execute(
+            """
+            INSERT INTO mail_outbox (account_id, recipient, subject, text_body)
+            VALUES (\(accountID), \(mail.recipient), \(mail.subject), \(mail.body))
+            """
+        )
+    }
+}
+
+/// Sends `mail_outbox` rows through SMTP. Rows are claimed with `FOR UPDATE SKIP LOCKED` (several instances
+/// can run), marked sent only after the SMTP server accepted the message, and retried with exponential
+/// backoff on transient failures. The Message-ID derives from the row id, so a crash between the server's
+/// acceptance and the commit re-sends an identical mail at worst, and never loses one.
+public final class MailRelay: Sendable {
+    private let database: PostgresClient
+    private let smtp: SMTPClient
+    private let configuration: AuthConfiguration
+    private let logger: Logger
+    private let wakeups: AsyncStream<Void>
+    private let wakeupContinuation: AsyncStream<Void>.Continuation
+
+    public init(database: PostgresClient, smtp: SMTPClient, configuration: AuthConfiguration, logger: Logger) {
+        self.database = database
+        self.smtp = smtp
+        self.configuration = configuration
+        self.logger = logger
+        (self.wakeups, self.wakeupContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// Asks the relay to look for work now (called after a transaction queued mail).
+    public func nudge() { self.wakeupContinuation.yield() }
+
+    /// Runs until the task is cancelled.
+    public func run() async {
+        let interval = self.configuration.mailPollInterval
+        await withTaskGroup(of: Void.self) { group in
+            // A ticker turns the poll interval into wake-ups, so one loop handles both.
+            group.addTask { [wakeupContinuation] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: interval)
+                    wakeupContinuation.yield()
+                }
+            }
+            group.addTask {
+                for await _ in self.wakeups {
+                    if Task.isCancelled { break }
+                    while !Task.isCancelled, (try? await self.sendBatch()) ?? 0 > 0 {}
+                }
+            }
+            await withTaskCancellationHandler {
+                await group.next()
+            } onCancel: {
+                self.wakeupContinuation.finish()
+            }
+            group.cancelAll()
+        }
+    }
+
+    /// Sends up to 10 due messages; returns how many rows it handled.
+    @discardableResult
+    public func sendBatch() async throws -> Int {
+        do {
+            return try await self.database.withTransaction(maxAttempts: 1) { transaction in
+                let rows = try await transaction.query(
+                    """
+                    SELECT id, recipient, subject, text_body, attempts, created_at FROM mail_outbox
+                    WHERE sent_at IS NULL AND failed_at IS NULL AND next_attempt_at <= now()
+                    ORDER BY id LIMIT 10 FOR UPDATE SKIP LOCKED
+                    """
+                )
+                for row in rows {
+                    let (id, recipient, subject, body, attempts, created) = try row.decode(
+                        (Int64, String, String, String, Int32, PostgresTimestamp).self
+                    )
+                    let message = SMTPMessage(
+                        from: .init(self.configuration.mailFrom, displayName: "Kindred"),
+                        to: [.init(recipient)],
+                        subject: subject,
+                        textBody: body,
+                        messageID: "auth-outbox-\(id)@kindred.invalid",
+                        date: Date(timeIntervalSince1970: Double(created.millisecondsSinceEpoch) / 1000)
+                    )
+                    do {
+                        try await self.smtp.send(message)
+                        try await transaction.execute("UPDATE mail_outbox SET sent_at = now(), attempts = attempts + 1 WHERE id = \(id)")
+                        self.logger.debug("mail sent", metadata: ["mail.outbox_id": "\(id)"])
+                    } catch let error as SMTPError where error.isTransient && Int(attempts) + 1 < self.configuration.mailMaxAttempts {
+                        // 2 s, 4 s, 8 s … at most 1 h.
+                        let delay = min(Int64(1) << min(Int64(attempts) + 1, 12), 3600)
+                        try await transaction.execute(
+                            """
+                            UPDATE mail_outbox SET attempts = attempts + 1, last_error = \(error.code.description),
+                                next_attempt_at = now() + make_interval(secs => \(Double(delay)))
+                            WHERE id = \(id)
+                            """
+                        )
+                        self.logger.warning("mail send failed, will retry", metadata: ["mail.outbox_id": "\(id)", "smtp.code": "\(error.code)"])
+                    } catch let error as SMTPError {
+                        try await transaction.execute(
+                            """
+                            UPDATE mail_outbox SET attempts = attempts + 1, failed_at = now(), last_error = \(error.code.description)
+                            WHERE id = \(id)
+                            """
+                        )
+                        self.logger.error("mail send failed permanently", metadata: ["mail.outbox_id": "\(id)", "smtp.code": "\(error.code)"])
+                    }
+                }
+                return rows.count
+            }
+        } catch {
+            self.logger.warning("mail relay pass failed", metadata: ["error.type": "\(type(of: error))"])
+            throw error
+        }
+    }
+}

@@ -1,0 +1,40 @@
+import KindredArgon2
+import NIOPosix
+
+/// Argon2id off the event loops: a dedicated thread pool whose size caps concurrent hashes (each one takes
+/// ~19 MiB and ~20 ms of a core at OWASP parameters). Calls queue when every thread is busy.
+public final class PasswordHasher: Sendable {
+    let argon2: Argon2id
+    private let pool: NIOThreadPool
+    /// A hash of a random password with the current parameters: verified against when the account does not
+    /// exist, so an unknown login costs the same as a wrong password.
+    private let dummyHash: String
+
+    public init(parameters: Argon2id.Parameters, threads: Int) throws {
+        self.argon2 = Argon2id(parameters: parameters)
+        self.pool = NIOThreadPool(numberOfThreads: max(1, threads))
+        self.pool.start()
+        self.dummyHash = try self.argon2.hash(password: "kindred-dummy-password-\(UInt64.random(in: 0...UInt64.max))")
+    }
+
+    public func hash(_ password: String) async throws -> String {
+        let argon2 = self.argon2
+        return try await self.pool.runIfActive { try argon2.hash(password: password) }
+    }
+
+    /// Verifies `password` against `encoded`, or against the dummy hash when there is no account.
+    public func verify(_ password: String, encoded: String?) async throws -> Bool {
+        let argon2 = self.argon2
+        let target = encoded ?? self.dummyHash
+        let matches = try await self.pool.runIfActive { (try? argon2.verify(password: password, encoded: target)) ?? false }
+        return encoded != nil && matches
+    }
+
+    public func needsRehash(_ encoded: String) -> Bool {
+        (try? self.argon2.needsRehash(encoded: encoded)) ?? true
+    }
+
+    public func shutdown() async {
+        try? await self.pool.shutdownGracefully()
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+import KindredOpenSSL
+
+/// Opaque one-time and refresh tokens: 256 random bits, base64url for the client, SHA-256 in the database.
+enum OpaqueToken {
+    static func generate() throws -> (token: String, hash: [UInt8]) {
+        let token = Base64URL.encode(try SecureRandom.bytes(count: 32))
+        return (token, self.hash(token))
+    }
+
+    static func hash(_ token: String) -> [UInt8] { SHA256.hash(Array(token.utf8)) }
+
+    /// Whether `token` could be one of ours (base64url, 1..128 characters); anything else is rejected unhashed.
+    static func isPlausible(_ token: String) -> Bool {
+        !token.isEmpty && token.utf8.count <= 128 && Base64URL.decode(token) != nil
+    }
+}
+
+/// Six-digit email codes, stored as SHA-256(account id || code).
+enum EmailCodeSecret {
+    static func generate() throws -> String {
+        let bytes = try SecureRandom.bytes(count: 4)
+        let value = bytes.reduce(UInt32(0)) { $0 << 8 | UInt32($1) } % 1_000_000
+        let digits = String(value)
+        return String(repeating: "0", count: 6 - digits.count) + digits
+    }
+
+    static func hash(accountID: String, code: String) -> [UInt8] { SHA256.hash(Array((accountID + ":" + code).utf8)) }
+}
+
+/// UUIDv7 (RFC 9562): 48-bit Unix milliseconds, version and variant bits, random rest; canonical text.
+enum UUIDv7 {
+    static func generate(now: Date = Date()) throws -> String {
+        var bytes = try SecureRandom.bytes(count: 16)
+        let milliseconds = UInt64(now.timeIntervalSince1970 * 1000)
+        for index in 0..<6 { bytes[index] = UInt8(truncatingIfNeeded: milliseconds >> (40 - 8 * UInt64(index))) }
+        bytes[6] = (bytes[6] & 0x0f) | 0x70
+        bytes[8] = (bytes[8] & 0x3f) | 0x80
+        let hex = bytes.map { String(format: "%02x", $0) }.joined()
+        let characters = Array(hex)
+        return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(characters[$0]) }.joined(separator: "-")
+    }
+
+    static func isValid(_ text: String) -> Bool {
+        UUID(uuidString: text) != nil && text.count == 36
+    }
+}
+
+/// The service's Ed25519 signing key: loaded from a PEM file, generated (mode 0600) when missing.
+public struct SigningKey: Sendable {
+    public let keyID: String
+    public let privateKey: Ed25519PrivateKey
+    public let createdUnixMilliseconds: Int64
+
+    public init(privateKey: Ed25519PrivateKey, createdUnixMilliseconds: Int64 = 0) {
+        self.privateKey = privateKey
+        // A stable id derived from the public key: the same key always has the same "kid".
+        self.keyID = String(Base64URL.encode(SHA256.hash(privateKey.publicKey.rawRepresentation)).prefix(16))
+        self.createdUnixMilliseconds = createdUnixMilliseconds
+    }
+
+    public static func loadOrCreate(path: String) throws -> SigningKey {
+        let manager = FileManager.default
+        if !manager.fileExists(atPath: path) {
+            let directory = (path as NSString).deletingLastPathComponent
+            if !directory.isEmpty {
+                try manager.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            }
+            let key = try Ed25519PrivateKey()
+            guard manager.createFile(
+                atPath: path, contents: Data(try key.pemRepresentation.utf8), attributes: [.posixPermissions: 0o600]
+            ) else {
+                throw ConfigurationError(key: "KINDRED_AUTH_SIGNING_KEY_FILE", problem: "cannot be created")
+            }
+        }
+        let attributes = try manager.attributesOfItem(atPath: path)
+        let created = (attributes[.creationDate] as? Date) ?? (attributes[.modificationDate] as? Date) ?? Date()
+        return SigningKey(
+            privateKey: try Ed25519PrivateKey(pemFile: path),
+            createdUnixMilliseconds: Int64(created.timeIntervalSince1970 * 1000)
+        )
+    }
+}
