@@ -54,6 +54,20 @@ import Testing
         #expect(throws: ProtoError.self) { _ = try Prototest.V1.Outer(serializedBytes: [0x1a, 0x02, 0x08, 0x80]) }
     }
 
+    /// protobuf-c's structs can be many times larger than the input (an empty element of a
+    /// repeated message field costs two bytes on the wire and a whole struct in memory): the
+    /// decoder refuses to spend more than 32 MiB plus 64 times the input size.
+    @Test func expansionBeyondTheMemoryBudgetIsRefused() throws {
+        let emptyChildren = Array(repeating: [UInt8]([0x22, 0x00]), count: 2 << 20).flatMap { $0 }
+        #expect(throws: ProtoError(code: .tooLarge, messageName: "prototest.v1.Tree")) {
+            _ = try Prototest.V1.Tree(serializedBytes: emptyChildren)
+        }
+        // The same number of bytes in fewer, larger elements decodes.
+        var tree = Prototest.V1.Tree()
+        tree.children = Array(repeating: .with { $0.label = String(repeating: "x", count: 1000) }, count: 4000)
+        #expect(try Prototest.V1.Tree(serializedBytes: tree.serializedBytes()) == tree)
+    }
+
     @Test func everyPrefixOfAValidMessage() throws {
         var generator = SplitMix64(seed: 99)
         for _ in 0..<20 {
