@@ -153,8 +153,13 @@ struct SignUpTests {
             let mail = try await auth.mails(to: email)[0]
             let id = try await auth.database.query("SELECT id FROM mail_outbox WHERE recipient = \(email)").scalar(Int64.self)
             #expect(mail.messageID == "<auth-outbox-\(id)@kindred.invalid>")
-            let sent = try await auth.database.query("SELECT sent_at IS NOT NULL FROM mail_outbox WHERE id = \(id)")
-            #expect(try sent.scalar(Bool.self))
+            // Marked sent once the batch's transaction commits, just after the server accepted the message.
+            var sent = false
+            for _ in 0..<100 where !sent {
+                sent = try await auth.database.query("SELECT sent_at IS NOT NULL FROM mail_outbox WHERE id = \(id)").scalar(Bool.self)
+                if !sent { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            #expect(sent)
         }
     }
 
