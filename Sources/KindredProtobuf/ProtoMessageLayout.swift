@@ -178,6 +178,7 @@ public final class ProtoMessageLayout: @unchecked Sendable {
     }
 
     deinit {
+        layout.storage.pointee.initialValue.deallocate()
         layout.storage.pointee.fields.deallocate()
         layout.storage.pointee.fieldIndex.deallocate()
         layout.storage.deallocate()

@@ -1,5 +1,5 @@
 // The one file that talks to libprotobuf-c. Everything else in this module sees protobuf-c
-// messages as raw memory described by `ProtoMessageLayout`.
+// messages as raw memory described by `MessageLayout`.
 
 internal import CProtobufC
 
