@@ -105,8 +105,8 @@ struct PythonCompatibilityTests {
     }
 }
 
-/// A temporary folder holding the Python modules and the case files of one test.
-private struct Workspace {
+/// A temporary folder holding the Python modules and the case files of one test; removed with it.
+private final class Workspace {
     let url: URL
     let root: URL
 
@@ -116,6 +116,10 @@ private struct Workspace {
             .deletingLastPathComponent()
         url = FileManager.default.temporaryDirectory.appendingPathComponent("kindred-proto-compat-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(at: url)
     }
 
     func file(_ name: String) -> URL { url.appendingPathComponent(name) }
@@ -143,7 +147,6 @@ private struct Workspace {
             Issue.record("compat.py \(command) failed (\(process.terminationStatus)):\n\(errorText)\(outputText)")
             throw CompatibilityFailure()
         }
-        try? FileManager.default.removeItem(at: url.appendingPathComponent("python/__pycache__"))
     }
 }
 
