@@ -25,7 +25,7 @@ struct AccountRecord: Sendable {
     init(_ row: PostgresRow) throws {
         self.id = try row.decode(String.self, at: 0)
         self.communityID = try row.decode(String.self, at: 1)
-        self.email = try row.decode(String.self, at: 2)
+        self.email = try row.decode(String?.self, at: 2) ?? ""
         self.emailVerified = try row.decode(Bool.self, at: 3)
         self.pendingEmail = try row.decode(String?.self, at: 4)
         self.username = try row.decode(String.self, at: 5)

@@ -1,6 +1,7 @@
 import Foundation
 import KindredGRPC
 import KindredGRPCServices
+import KindredIdentity
 import KindredPostgres
 import KindredProto
 import KindredSMTP
@@ -49,6 +50,11 @@ public final class AuthServer: Sendable {
         )
         let relay = MailRelay(database: self.database, smtp: smtp, configuration: configuration, logger: logger)
         self.relay = relay
+        var idTokenVerifier: IDTokenVerifier?
+        if let jwks = configuration.oidcJWKSFile, !configuration.oidcAudiences.isEmpty {
+            let keySet = try JSONWebKeySet(json: try Data(contentsOf: URL(fileURLWithPath: jwks)))
+            idTokenVerifier = IDTokenVerifier(issuers: configuration.oidcIssuers, audiences: configuration.oidcAudiences, keySet: keySet)
+        }
         self.service = AuthService(
             configuration: configuration,
             database: self.database,
@@ -56,6 +62,7 @@ public final class AuthServer: Sendable {
             signingKey: signingKey,
             commonPasswords: try CommonPasswords.bundled(),
             limiter: limiter,
+            idTokenVerifier: idTokenVerifier,
             mailRelayNudge: { relay.nudge() },
             logger: logger
         )

@@ -90,6 +90,9 @@ public final class AuthService: GRPCService, Sendable {
         router.unary(M.reactivateAccount) { request, context in
             try await self.handle(context) { try await self.reactivateAccount(request, context) }
         }
+        router.unary(M.signInWithIdToken) { request, context in
+            try await self.handle(context) { try await self.signInWithIdToken(request, context) }
+        }
         router.unary(M.getUserFootprint) { request, context in
             try await self.handle(context) { try await self.getUserFootprint(request, context) }
         }

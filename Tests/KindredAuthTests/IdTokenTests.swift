@@ -1,0 +1,90 @@
+import Foundation
+import KindredGRPC
+import KindredOpenSSL
+import KindredProto
+import Testing
+
+@testable import KindredAuth
+
+@Suite("SignInWithIdToken")
+struct IdTokenTests {
+    /// Writes a JWKS into `directory` and returns ID tokens for `claims`, signed by `python/id_tokens.py`.
+    static func makeTokens(_ claims: [[String: Any]], directory: String) throws -> [String] {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("python/id_tokens.py").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", script, directory + "/jwks.json"]
+        let input = Pipe()
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        input.fileHandleForWriting.write(try JSONSerialization.data(withJSONObject: claims))
+        try input.fileHandleForWriting.close()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw TestSetupError(message: "id_tokens.py failed (cryptography installed?)") }
+        return try JSONDecoder().decode([String].self, from: data)
+    }
+
+    static func nonceHash(_ nonce: String) -> String { SHA256.hash(Array(nonce.utf8)).map { String(format: "%02x", $0) }.joined() }
+
+    static func claims(sub: String, email: String?, nonce: String, aud: String = "kindred-ios") -> [String: Any] {
+        let now = Int(Date().timeIntervalSince1970)
+        var claims: [String: Any] = [
+            "iss": "https://accounts.google.com", "sub": sub, "aud": aud, "iat": now, "exp": now + 600,
+            "nonce": nonceHash(nonce),
+        ]
+        if let email { claims["email"] = email; claims["email_verified"] = true }
+        return claims
+    }
+
+    @Test func createsLinksAndRejects() async throws {
+        let directory = NSTemporaryDirectory() + "kindred-auth-oidc-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let newEmail = AuthHarness.uniqueEmail("google")
+        let existingEmail = AuthHarness.uniqueEmail("existing")
+        let nonces = (0..<5).map { _ in UUID().uuidString }
+        let tokens = try Self.makeTokens(
+            [
+                Self.claims(sub: "g-1", email: newEmail, nonce: nonces[0]),
+                Self.claims(sub: "g-1", email: newEmail, nonce: nonces[1]),
+                Self.claims(sub: "g-2", email: existingEmail, nonce: nonces[2]),
+                Self.claims(sub: "g-3", email: nil, nonce: nonces[3], aud: "someone-else"),
+            ],
+            directory: directory
+        )
+        try await AuthHarness.with(configure: {
+            $0.oidcAudiences = ["kindred-ios"]
+            $0.oidcJWKSFile = directory + "/jwks.json"
+        }) { auth in
+            func request(_ token: String, _ nonce: String) -> Kindred.Auth.V1.SignInWithIdTokenRequest {
+                var request = Kindred.Auth.V1.SignInWithIdTokenRequest()
+                request.communityId = auth.community
+                request.provider = .google
+                request.idToken = token
+                request.nonce = nonce
+                return request
+            }
+            let created = try await auth.call(Auth.signInWithIdToken, request(tokens[0], nonces[0]))
+            #expect(created.accountCreated && !created.identityLinked)
+            #expect(created.account?.email == newEmail && created.account?.passwordSet == false && created.account?.status == .active)
+            // The same nonce again is refused (replay); a new nonce signs in to the same account.
+            await expectRPCError(.unauthenticated) { _ = try await auth.call(Auth.signInWithIdToken, request(tokens[0], nonces[0])) }
+            let again = try await auth.call(Auth.signInWithIdToken, request(tokens[1], nonces[1]))
+            #expect(!again.accountCreated && again.account?.userId == created.account?.userId)
+            let sessions = try await auth.call(Auth.listSessions, .init(), token: again.tokens!.accessToken)
+            #expect(sessions.sessions.allSatisfy { $0.signInMethod == .google })
+
+            // An existing verified account with the same email gets the identity linked.
+            let existing = try await auth.activeUser(email: existingEmail)
+            let linked = try await auth.call(Auth.signInWithIdToken, request(tokens[2], nonces[2]))
+            #expect(linked.identityLinked && linked.account?.userId == existing.account.userId)
+
+            // Wrong audience, wrong nonce.
+            await expectRPCError(.unauthenticated) { _ = try await auth.call(Auth.signInWithIdToken, request(tokens[3], nonces[3])) }
+            await expectRPCError(.unauthenticated) { _ = try await auth.call(Auth.signInWithIdToken, request(tokens[1], nonces[4])) }
+        }
+    }
+}
