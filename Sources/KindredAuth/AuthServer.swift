@@ -83,6 +83,31 @@ public final class AuthServer: Sendable {
         self.logger.info("migrations applied", metadata: ["db.migrations": "\(applied.count)"])
     }
 
+    /// Grants ROLE_ADMIN to the account with `email` (operator command; no RPC involved). Returns its user id.
+    /// Throws NOT_FOUND when no account has the address, FAILED_PRECONDITION when several communities do and
+    /// `community` was not given.
+    public func bootstrapAdmin(email rawEmail: String, community: String?) async throws -> String {
+        let email = try Validation.email(rawEmail)
+        return try await self.database.withTransaction { transaction in
+            let rows = try await transaction.query(
+                """
+                SELECT id FROM accounts WHERE email = \(email) AND (\(community)::text IS NULL OR community_id = \(community))
+                FOR UPDATE
+                """
+            )
+            guard !rows.isEmpty else { throw AuthError(.notFound, "No account has this address") }
+            guard rows.count == 1 else { throw AuthError(.failedPrecondition, "Several communities have this address: pass --community") }
+            let id = try rows[0].decode(String.self, at: 0)
+            try await transaction.execute(
+                """
+                UPDATE accounts SET roles = ARRAY(SELECT DISTINCT unnest(roles || ARRAY['user', 'admin']) ORDER BY 1)
+                WHERE id = \(id)
+                """
+            )
+            return id
+        }
+    }
+
     /// Serves until SIGTERM/SIGINT, with the mail relay running alongside.
     public func serve(onListening: @Sendable @escaping (SocketAddress) -> Void = { _ in }) async throws {
         let relayTask = Task { await self.relay.run() }

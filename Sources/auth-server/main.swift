@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import KindredAuth
 import KindredGRPC
+import KindredPostgres
 import KindredProto
 import Logging
 
@@ -12,7 +13,7 @@ struct AuthServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "auth-server",
         abstract: "The Kindred auth service.",
-        subcommands: [Serve.self, Migrate.self, Healthcheck.self],
+        subcommands: [Serve.self, Migrate.self, Healthcheck.self, BootstrapAdmin.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -37,7 +38,7 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let logger = self.logging.bootstrap()
-        let server = try AuthServer(configuration: try AuthConfiguration(), logger: logger)
+        let server = try AuthServer(configuration: try AuthConfiguration(environment: ProcessInfo.processInfo.environment), logger: logger)
         try await server.serve { address in
             logger.notice("listening", metadata: ["net.address": "\(address)"])
         }
@@ -51,11 +52,13 @@ struct Migrate: AsyncParsableCommand {
 
     func run() async throws {
         let logger = self.logging.bootstrap()
-        let server = try AuthServer(configuration: try AuthConfiguration(), logger: logger)
+        let server = try AuthServer(configuration: try AuthConfiguration(environment: ProcessInfo.processInfo.environment), logger: logger)
         do {
             try await server.migrate(directory: self.directory)
         } catch {
             await server.shutdown()
+            // The operator's terminal: the server's own message helps (it never contains user data here).
+            if let error = error as? PostgresError { print("migrate failed: \(error) \(error.serverMessage ?? "")") }
             throw error
         }
         await server.shutdown()
@@ -66,7 +69,7 @@ struct Healthcheck: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Exit 0 when the server at KINDRED_AUTH_LISTEN is SERVING.")
 
     func run() async throws {
-        let configuration = try AuthConfiguration()
+        let configuration = try AuthConfiguration(environment: ProcessInfo.processInfo.environment)
         let host = configuration.listenHost == "0.0.0.0" ? "127.0.0.1" : configuration.listenHost
         var clientConfiguration = GRPCClientConfiguration(host: host, port: configuration.listenPort)
         clientConfiguration.defaultTimeout = .seconds(3)
@@ -85,5 +88,29 @@ struct Healthcheck: AsyncParsableCommand {
             throw ExitCode(1)
         }
         print("SERVING")
+    }
+}
+
+struct BootstrapAdmin: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bootstrap-admin",
+        abstract: "Grant the admin role to an existing account (operator access to the database required)."
+    )
+    @OptionGroup var logging: LoggingOptions
+    @Option(help: "Email address of the account.") var email: String
+    @Option(help: "Community of the account (needed when several communities have the address).") var community: String?
+
+    func run() async throws {
+        let logger = self.logging.bootstrap()
+        let server = try AuthServer(configuration: try AuthConfiguration(environment: ProcessInfo.processInfo.environment), logger: logger)
+        do {
+            let userID = try await server.bootstrapAdmin(email: self.email, community: self.community)
+            print("admin granted to user \(userID)")
+        } catch {
+            await server.shutdown()
+            print("bootstrap-admin failed: \(error)")
+            throw ExitCode(1)
+        }
+        await server.shutdown()
     }
 }

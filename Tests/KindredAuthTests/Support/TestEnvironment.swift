@@ -79,6 +79,19 @@ actor TestEnvironment {
         return Self.url(started, database: name)
     }
 
+    /// An empty database (for `auth-server migrate`); returns its URL.
+    func makeEmptyDatabase() async throws -> String {
+        let started = try await self.start()
+        self.databaseCounter += 1
+        let name = "auth_empty_\(self.databaseCounter)"
+        let admin = PostgresClient(
+            configuration: try PostgresConfiguration(Self.url(started, database: "postgres")), logger: self.logger
+        )
+        try await admin.execute(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
+        await admin.shutdown()
+        return Self.url(started, database: name)
+    }
+
     static func url(_ started: Started, database: String) -> String {
         "postgresql://postgres@/\(database)?host=\(started.socketDirectory)&port=\(started.port)"
     }
