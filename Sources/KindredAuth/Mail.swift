@@ -154,10 +154,22 @@ public final class MailRelay: Sendable {
     }
 
     /// Sends up to 10 due messages; returns how many rows it handled.
+    ///
+    /// Rows are claimed in a short transaction (`FOR UPDATE SKIP LOCKED`, then leased for `leaseSeconds` by moving
+    /// `next_attempt_at`), sent over one SMTP connection with no transaction open, then marked. A crash after
+    /// the server accepted a message leaves the row leased but unsent: it is sent again, identical (same
+    /// Message-ID), once the lease ends.
     @discardableResult
     public func sendBatch() async throws -> Int {
+        struct Claimed {
+            var id: Int64
+            var attempts: Int32
+            var message: SMTPMessage
+        }
+        let leaseSeconds = 120.0
+        let claimed: [Claimed]
         do {
-            return try await self.database.withTransaction(maxAttempts: 1) { transaction in
+            claimed = try await self.database.withTransaction { transaction in
                 let rows = try await transaction.query(
                     """
                     SELECT id, recipient, subject, text_body, attempts, created_at FROM mail_outbox
@@ -165,7 +177,7 @@ public final class MailRelay: Sendable {
                     ORDER BY id LIMIT 10 FOR UPDATE SKIP LOCKED
                     """
                 )
-                for row in rows {
+                let claimed = try rows.map { row in
                     let (id, recipient, subject, body, attempts, created) = try row.decode(
                         (Int64, String, String, String, Int32, PostgresTimestamp).self
                     )
@@ -177,36 +189,50 @@ public final class MailRelay: Sendable {
                         messageID: "auth-outbox-\(id)@kindred.invalid",
                         date: Date(timeIntervalSince1970: Double(created.millisecondsSinceEpoch) / 1000)
                     )
-                    do {
-                        try await self.smtp.send(message)
-                        try await transaction.execute("UPDATE mail_outbox SET sent_at = now(), attempts = attempts + 1 WHERE id = \(id)")
-                        self.logger.debug("mail sent", metadata: ["mail.outbox_id": "\(id)"])
-                    } catch let error as SMTPError where error.isTransient && Int(attempts) + 1 < self.configuration.mailMaxAttempts {
-                        // 2 s, 4 s, 8 s … at most 1 h.
-                        let delay = min(Int64(1) << min(Int64(attempts) + 1, 12), 3600)
-                        try await transaction.execute(
-                            """
-                            UPDATE mail_outbox SET attempts = attempts + 1, last_error = \(error.code.description),
-                                next_attempt_at = now() + make_interval(secs => \(Double(delay)))
-                            WHERE id = \(id)
-                            """
-                        )
-                        self.logger.warning("mail send failed, will retry", metadata: ["mail.outbox_id": "\(id)", "smtp.code": "\(error.code)"])
-                    } catch let error as SMTPError {
-                        try await transaction.execute(
-                            """
-                            UPDATE mail_outbox SET attempts = attempts + 1, failed_at = now(), last_error = \(error.code.description)
-                            WHERE id = \(id)
-                            """
-                        )
-                        self.logger.error("mail send failed permanently", metadata: ["mail.outbox_id": "\(id)", "smtp.code": "\(error.code)"])
-                    }
+                    return Claimed(id: id, attempts: attempts, message: message)
                 }
-                return rows.count
+                if !claimed.isEmpty {
+                    try await transaction.execute(
+                        """
+                        UPDATE mail_outbox SET next_attempt_at = now() + make_interval(secs => \(leaseSeconds))
+                        WHERE id = ANY(\(claimed.map(\.id)))
+                        """
+                    )
+                }
+                return claimed
             }
         } catch {
-            self.logger.warning("mail relay pass failed", metadata: ["error.type": "\(type(of: error))"])
+            self.logger.warning("mail relay could not claim mail", metadata: ["error.type": "\(type(of: error))"])
             throw error
         }
+        guard !claimed.isEmpty else { return 0 }
+        let results = await self.smtp.send(claimed.map(\.message))
+        for (row, result) in zip(claimed, results) {
+            switch result {
+            case .success:
+                try await self.database.execute("UPDATE mail_outbox SET sent_at = now(), attempts = attempts + 1 WHERE id = \(row.id)")
+                self.logger.debug("mail sent", metadata: ["mail.outbox_id": "\(row.id)"])
+            case .failure(let error) where error.isTransient && Int(row.attempts) + 1 < self.configuration.mailMaxAttempts:
+                // 2 s, 4 s, 8 s … at most 1 h.
+                let delay = min(Int64(1) << min(Int64(row.attempts) + 1, 12), 3600)
+                try await self.database.execute(
+                    """
+                    UPDATE mail_outbox SET attempts = attempts + 1, last_error = \(error.code.description),
+                        next_attempt_at = now() + make_interval(secs => \(Double(delay)))
+                    WHERE id = \(row.id)
+                    """
+                )
+                self.logger.warning("mail send failed, will retry", metadata: ["mail.outbox_id": "\(row.id)", "smtp.code": "\(error.code)"])
+            case .failure(let error):
+                try await self.database.execute(
+                    """
+                    UPDATE mail_outbox SET attempts = attempts + 1, failed_at = now(), last_error = \(error.code.description)
+                    WHERE id = \(row.id)
+                    """
+                )
+                self.logger.error("mail send failed permanently", metadata: ["mail.outbox_id": "\(row.id)", "smtp.code": "\(error.code)"])
+            }
+        }
+        return claimed.count
     }
 }

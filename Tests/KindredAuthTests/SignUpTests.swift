@@ -163,6 +163,25 @@ struct SignUpTests {
         }
     }
 
+    @Test func aCrashBeforeMarkingSentResendsTheIdenticalMail() async throws {
+        try await AuthHarness.with { auth in
+            let email = AuthHarness.uniqueEmail()
+            try await auth.signUp(email: email, username: AuthHarness.uniqueUsername())
+            let first = try await auth.mails(to: email)[0]
+            // As if the relay died after the SMTP server accepted the mail but before it recorded that.
+            var updated = 0
+            for _ in 0..<100 where updated == 0 {
+                updated = try await auth.database.execute(
+                    "UPDATE mail_outbox SET sent_at = NULL, next_attempt_at = now() WHERE recipient = \(email) AND sent_at IS NOT NULL"
+                )
+                if updated == 0 { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            let mails = try await auth.mails(to: email, count: 2)
+            #expect(mails[1].messageID == first.messageID)
+            #expect(mails[1].text == first.text)
+        }
+    }
+
     @Test func signUpIsRateLimitedPerAddress() async throws {
         try await AuthHarness.with { auth in
             let email = AuthHarness.uniqueEmail()
