@@ -39,8 +39,11 @@ final class LibpqConnection: @unchecked Sendable {
             PQfinish(conn)
             throw PostgresError(code: .connectionFailed, reason: "could not connect", serverMessage: message)
         }
-        // Text is decoded as UTF-8; the configuration asks for it, this makes sure.
-        precondition(PQclientEncoding(conn) == pg_char_to_encoding("UTF8"), "client_encoding must be UTF8")
+        // Text is decoded as UTF-8; the configuration asks for it, an `options` override could not.
+        guard PQclientEncoding(conn) == pg_char_to_encoding("UTF8") else {
+            PQfinish(conn)
+            throw PostgresError(code: .invalidConfiguration, reason: "client_encoding must be UTF8")
+        }
         return LibpqConnection(takingOwnership: conn)
     }
 

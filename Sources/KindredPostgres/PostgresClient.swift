@@ -49,6 +49,9 @@ public final class PostgresClient: Sendable {
         var closed = false
     }
 
+    /// Whether ``shutdown()`` has stopped the thread pool.
+    private let threadPoolStopped = Mutex(false)
+
     public init(configuration: PostgresConfiguration, pool: PoolConfiguration = PoolConfiguration(), logger: Logger) {
         self.configuration = configuration
         self.poolConfiguration = pool
@@ -56,6 +59,13 @@ public final class PostgresClient: Sendable {
         self.state = Mutex(PoolStateMachine(maxConnections: pool.maxConnections, idleTimeout: pool.idleTimeout))
         self.threadPool = NIOThreadPool(numberOfThreads: pool.maxConnections + 2)
         self.threadPool.start()
+    }
+
+    deinit {
+        // Dropped without shutdown(): connections close with their objects; stop the threads too.
+        if !self.threadPoolStopped.withLock({ $0 }) {
+            self.threadPool.shutdownGracefully { _ in }
+        }
     }
 
     /// Lends a connection to `body` and takes it back afterwards. A connection left inside a
@@ -116,10 +126,12 @@ public final class PostgresClient: Sendable {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             self.perform(self.state.withLock { $0.shutdown(continuation) })
         }
-        do {
-            try await self.threadPool.shutdownGracefully()
-        } catch {
-            self.logger.debug("postgres thread pool was already shut down")
+        let stopThreads = self.threadPoolStopped.withLock { stopped in
+            defer { stopped = true }
+            return !stopped
+        }
+        if stopThreads {
+            try? await self.threadPool.shutdownGracefully()
         }
     }
 
@@ -154,7 +166,8 @@ public final class PostgresClient: Sendable {
     private func acquireLease() async throws -> PoolStateMachine.Lease {
         let id = self.state.withLock { $0.makeID() }
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<PoolStateMachine.Lease, any Error>) in
+            try await withCheckedThrowingContinuation {
+                (continuation: CheckedContinuation<PoolStateMachine.Lease, any Error>) in
                 if Task.isCancelled {
                     continuation.resume(throwing: PostgresError(code: .cancelled, reason: "the task was cancelled"))
                     return

@@ -18,7 +18,11 @@ extension PostgresConnection {
     private func pipelineOnThread(_ queries: [PostgresQuery]) throws(PostgresError) -> [PostgresRows] {
         let pq = self.pq
         guard pq.enterPipelineMode() else {
-            throw PostgresError(code: .queryFailed, reason: "could not enter pipeline mode", serverMessage: pq.errorMessage)
+            throw PostgresError(
+                code: .queryFailed,
+                reason: "could not enter pipeline mode",
+                serverMessage: pq.errorMessage
+            )
         }
         guard pq.setNonBlocking(true) else {
             _ = pq.exitPipelineMode()
@@ -95,6 +99,10 @@ extension PostgresConnection {
     }
 
     private func lostOrFailed(_ reason: String) -> PostgresError {
-        PostgresError(code: self.pq.isBad ? .connectionLost : .queryFailed, reason: reason, serverMessage: self.pq.errorMessage)
+        PostgresError(
+            code: self.pq.isBad ? .connectionLost : .queryFailed,
+            reason: reason,
+            serverMessage: self.pq.errorMessage
+        )
     }
 }

@@ -69,7 +69,12 @@ public final class PostgresConnection: @unchecked Sendable {
         let pq = try await runBlocking(on: threadPool) { () throws(PostgresError) in
             try LibpqConnection.connect(parameters: parameters)
         }
-        let connection = PostgresConnection(pq: pq, configuration: configuration, threadPool: threadPool, logger: logger)
+        let connection = PostgresConnection(
+            pq: pq,
+            configuration: configuration,
+            threadPool: threadPool,
+            logger: logger
+        )
         connection.logger.debug("postgres connection opened")
         return connection
     }
@@ -278,7 +283,10 @@ public final class PostgresConnection: @unchecked Sendable {
                 case .cancelled:
                     onShutdown()
                     continuation.resume(
-                        throwing: PostgresError(code: .poolShutdown, reason: "the blocking-call thread pool is shut down")
+                        throwing: PostgresError(
+                            code: .poolShutdown,
+                            reason: "the blocking-call thread pool is shut down"
+                        )
                     )
                 }
             }

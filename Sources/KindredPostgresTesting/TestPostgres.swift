@@ -87,12 +87,15 @@ public final class TestPostgres: Sendable {
     ) async throws -> TestPostgres {
         let binaries = try findServerBinaries()
         let runAs = try serverUser()
+        removeStaleFolders()
         var template = Array("/tmp/kindred-pg-XXXXXX".utf8CString)
         guard mkdtemp(&template) != nil else { throw TestPostgresError("cannot create a temporary folder") }
         let directory = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let dataDirectory = directory + "/data"
         let logFile = directory + "/postgres.log"
         _ = FileManager.default.createFile(atPath: logFile, contents: nil)
+        // Lets a later run remove the folder if this process dies before the server starts.
+        _ = FileManager.default.createFile(atPath: directory + "/owner", contents: Data(String(getpid()).utf8))
         if let runAs {
             guard chown(directory, runAs.uid, runAs.gid) == 0, chown(logFile, runAs.uid, runAs.gid) == 0 else {
                 throw TestPostgresError("cannot hand \(directory) to the postgres user")
@@ -101,7 +104,10 @@ public final class TestPostgres: Sendable {
 
         let initdb = try spawnShell(
             "exec \"$@\"",
-            [binaries.initdb, "-D", dataDirectory, "-A", "trust", "-U", "kindred", "--no-sync", "-E", "UTF8", "--locale=C"],
+            [
+                binaries.initdb, "-D", dataDirectory, "-A", "trust", "-U", "kindred", "--no-sync", "-E", "UTF8",
+                "--locale=C",
+            ],
             asUser: runAs?.name,
             log: logFile
         )
@@ -205,6 +211,21 @@ private func stopSharedServerAtExit() {
     }
 }
 
+/// Removes folders of earlier runs whose test process is gone and whose server is not running
+/// (a run killed between `initdb` and the server start leaves its folder behind).
+private func removeStaleFolders() {
+    guard let names = try? FileManager.default.contentsOfDirectory(atPath: "/tmp") else { return }
+    for name in names where name.hasPrefix("kindred-pg-") {
+        let directory = "/tmp/" + name
+        guard let owner = try? String(contentsOfFile: directory + "/owner", encoding: .utf8),
+            let ownerPID = pid_t(owner.trimmingCharacters(in: .whitespacesAndNewlines)),
+            !FileManager.default.fileExists(atPath: "/proc/\(ownerPID)")
+        else { continue }
+        if let server = postmasterPID(directory), kill(server, 0) == 0 { continue }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
 private func postmasterPID(_ directory: String) -> pid_t? {
     guard let contents = try? String(contentsOfFile: directory + "/data/postmaster.pid", encoding: .utf8),
         let firstLine = contents.split(separator: "\n").first
@@ -231,7 +252,9 @@ private func findServerBinaries() throws -> ServerBinaries {
     for directory in candidates {
         let initdb = directory + "/initdb"
         let postgres = directory + "/postgres"
-        if FileManager.default.isExecutableFile(atPath: initdb) && FileManager.default.isExecutableFile(atPath: postgres) {
+        if FileManager.default.isExecutableFile(atPath: initdb)
+            && FileManager.default.isExecutableFile(atPath: postgres)
+        {
             return ServerBinaries(initdb: initdb, postgres: postgres)
         }
     }

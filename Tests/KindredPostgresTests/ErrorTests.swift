@@ -84,7 +84,9 @@ import Testing
     }
 
     @Test func badConnectionStringsAndUnreachableServers() async throws {
-        let malformed = #expect(throws: PostgresError.self) { _ = try PostgresConfiguration("postgresql://a b:secret@[") }
+        let malformed = #expect(throws: PostgresError.self) {
+            _ = try PostgresConfiguration("postgresql://a b:secret@[")
+        }
         #expect(malformed?.code == .invalidConfiguration)
         #expect(malformed.map { !$0.description.contains("secret") } == true)
 

@@ -162,7 +162,8 @@ private func withMigrationDirectory<T>(
     _ files: [String: String],
     _ body: (String) async throws -> T
 ) async throws -> T {
-    let directory = NSTemporaryDirectory() + "kindred-migrations-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+    let directory =
+        NSTemporaryDirectory() + "kindred-migrations-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: directory) }
     for (name, contents) in files {
@@ -172,7 +173,8 @@ private func withMigrationDirectory<T>(
 }
 
 private func withMigrationDirectorySync(_ files: [String: String], _ body: (String) throws -> Void) throws {
-    let directory = NSTemporaryDirectory() + "kindred-migrations-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+    let directory =
+        NSTemporaryDirectory() + "kindred-migrations-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: directory) }
     for (name, contents) in files {

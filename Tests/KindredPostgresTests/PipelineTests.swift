@@ -5,7 +5,9 @@ import Testing
     @Test func aHundredInsertsThenAHundredSelectsInOneRoundTripEach() async throws {
         try await withTestClient { client in
             try await client.execute("CREATE TABLE items (id bigserial PRIMARY KEY, name text NOT NULL)")
-            let inserts: [PostgresQuery] = (0..<100).map { "INSERT INTO items (name) VALUES (\("item \($0)")) RETURNING id" }
+            let inserts: [PostgresQuery] = (0..<100).map {
+                "INSERT INTO items (name) VALUES (\("item \($0)")) RETURNING id"
+            }
             let inserted = try await client.pipeline(inserts)
             #expect(inserted.count == 100)
             let ids = try inserted.map { try $0.scalar(Int64.self) }
@@ -31,7 +33,9 @@ import Testing
                 #expect(error?.code == .uniqueViolation)
                 // The batch was one implicit transaction; the connection is usable afterwards.
                 #expect(try await connection.query("SELECT count(*) FROM items").scalar(Int.self) == 0)
-                let again = try await connection.pipeline(["INSERT INTO items VALUES (5)", "SELECT count(*) FROM items"])
+                let again = try await connection.pipeline([
+                    "INSERT INTO items VALUES (5)", "SELECT count(*) FROM items",
+                ])
                 #expect(try again[1].scalar(Int.self) == 1)
             }
         }
@@ -43,7 +47,9 @@ import Testing
             try await client.withConnection { connection in
                 // Prepared (cached) by an ordinary call first, then used by the pipeline.
                 try await connection.execute("INSERT INTO items VALUES (\(Int32(0)), \("zero"))")
-                _ = try await connection.pipeline((1...20).map { "INSERT INTO items VALUES (\(Int32($0)), \("n\($0)"))" })
+                _ = try await connection.pipeline(
+                    (1...20).map { "INSERT INTO items VALUES (\(Int32($0)), \("n\($0)"))" }
+                )
             }
             try await client.withTransaction { tx in
                 let results = try await tx.pipeline(

@@ -18,7 +18,9 @@ import Testing
                     throw Abort()
                 }
             }
-            let bodies = try await client.query("SELECT body FROM notes ORDER BY id").map { try $0.decode(String.self, at: 0) }
+            let bodies = try await client.query("SELECT body FROM notes ORDER BY id").map {
+                try $0.decode(String.self, at: 0)
+            }
             #expect(bodies == ["kept"])
         }
     }

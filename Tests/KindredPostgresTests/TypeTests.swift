@@ -57,7 +57,9 @@ import Testing
             let rows = try await client.query("SELECT * FROM things ORDER BY id")
             #expect(rows.count == 2)
             #expect(
-                rows.columnNames == ["id", "small", "flag", "ratio", "label", "data", "at", "ids", "tags", "ref", "doc"]
+                rows.columnNames == [
+                    "id", "small", "flag", "ratio", "label", "data", "at", "ids", "tags", "ref", "doc",
+                ]
             )
             let full = rows[0]
             #expect(try full.decode(Int32.self, column: "small") == 5)
@@ -107,7 +109,9 @@ import Testing
                 String(repeating: "ß", count: 10_000),
             ]
             for sample in samples {
-                let row = try await client.query("SELECT \(sample)::text, length(\(sample)), octet_length(\(sample))")[0]
+                let row = try await client.query("SELECT \(sample)::text, length(\(sample)), octet_length(\(sample))")[
+                    0
+                ]
                 #expect(try row.decode(String.self, at: 0) == sample)
                 #expect(try row.decode(Int.self, at: 1) == sample.unicodeScalars.count)
                 #expect(try row.decode(Int.self, at: 2) == sample.utf8.count)
