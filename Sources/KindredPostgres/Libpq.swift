@@ -1,6 +1,7 @@
 // The only file that imports libpq. Everything else in the module works with the Swift types below,
 // so no C type reaches a public API and every libpq call and its return codes are in one place.
 internal import CLibpq
+import Logging
 
 #if canImport(Glibc)
     internal import Glibc
@@ -14,9 +15,14 @@ internal import CLibpq
 /// that operation runs on one thread-pool thread. `PQfinish` in `deinit`.
 final class LibpqConnection: @unchecked Sendable {
     private var conn: OpaquePointer?
+    /// Receives the server's notices; must outlive `conn` (it is released after `PQfinish`).
+    private let notices: NoticeLogger
 
-    private init(takingOwnership conn: OpaquePointer) {
+    private init(takingOwnership conn: OpaquePointer, logger: Logger) {
         self.conn = conn
+        self.notices = NoticeLogger(logger: logger)
+        // Without a receiver libpq prints notices ("relation … already exists, skipping") to stderr.
+        PQsetNoticeReceiver(conn, receiveNotice, Unmanaged.passUnretained(self.notices).toOpaque())
     }
 
     deinit {
@@ -26,7 +32,7 @@ final class LibpqConnection: @unchecked Sendable {
     }
 
     /// Opens a connection with `PQconnectdbParams`. Blocks for up to `connect_timeout`.
-    static func connect(parameters: [(String, String)]) throws(PostgresError) -> LibpqConnection {
+    static func connect(parameters: [(String, String)], logger: Logger) throws(PostgresError) -> LibpqConnection {
         let conn = withCStringArrays(parameters.map(\.0), parameters.map(\.1)) { keywords, values in
             // Returns NULL only when libpq cannot allocate the PGconn; otherwise check PQstatus.
             PQconnectdbParams(keywords, values, 0)
@@ -44,7 +50,7 @@ final class LibpqConnection: @unchecked Sendable {
             PQfinish(conn)
             throw PostgresError(code: .invalidConfiguration, reason: "client_encoding must be UTF8")
         }
-        return LibpqConnection(takingOwnership: conn)
+        return LibpqConnection(takingOwnership: conn, logger: logger)
     }
 
     /// Parses a `postgresql://` URL or a `key=value` conninfo string with libpq's own parser.
@@ -261,6 +267,31 @@ final class LibpqConnection: @unchecked Sendable {
         let text = String(cString: pointer).trimmingTrailingWhitespace()
         return text.isEmpty ? nil : text
     }
+}
+
+/// Logs the server's NOTICE/WARNING messages (they never abort a statement).
+private final class NoticeLogger {
+    let logger: Logger
+
+    init(logger: Logger) {
+        self.logger = logger
+    }
+}
+
+/// libpq's notice receiver: recovers the NoticeLogger from `arg`.
+private func receiveNotice(_ arg: UnsafeMutableRawPointer?, _ result: OpaquePointer?) {
+    guard let arg, let result else { return }
+    let notices = Unmanaged<NoticeLogger>.fromOpaque(arg).takeUnretainedValue()
+    func field(_ code: Unicode.Scalar) -> String {
+        PQresultErrorField(result, Int32(code.value)).map { String(cString: $0) } ?? "-"
+    }
+    let severity = field("V")
+    // Notices can quote values, like error messages: debug level, where logs may hold detail.
+    notices.logger.log(
+        level: severity == "WARNING" ? .notice : .debug,
+        "postgres notice",
+        metadata: ["db.severity": "\(severity)", "db.sqlstate": "\(field("C"))", "db.message": "\(field("M"))"]
+    )
 }
 
 enum TransactionStatus: Sendable {

@@ -67,7 +67,7 @@ public final class PostgresConnection: @unchecked Sendable {
     ) async throws -> PostgresConnection {
         let parameters = configuration.libpqParameters
         let pq = try await runBlocking(on: threadPool) { () throws(PostgresError) in
-            try LibpqConnection.connect(parameters: parameters)
+            try LibpqConnection.connect(parameters: parameters, logger: logger)
         }
         let connection = PostgresConnection(
             pq: pq,
