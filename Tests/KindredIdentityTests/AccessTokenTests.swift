@@ -3,7 +3,7 @@ import KindredGRPC
 import KindredOpenSSL
 import Testing
 
-@testable import KindredIdentity
+import KindredIdentity
 
 @Suite struct AccessTokenTests {
     let signer: AccessTokenSigner
