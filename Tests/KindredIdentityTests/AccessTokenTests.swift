@@ -1,9 +1,8 @@
 import Foundation
 import KindredGRPC
+import KindredIdentity
 import KindredOpenSSL
 import Testing
-
-import KindredIdentity
 
 @Suite struct AccessTokenTests {
     let signer: AccessTokenSigner
