@@ -72,6 +72,12 @@ public struct AuthConfiguration: Sendable {
     public var oidcAudiences: Set<String> = []
     public var oidcJWKSFile: String?
 
+    /// `KINDRED_AUTH_SERVICE_SECRET_<NAME>` (string, 32..256) for NAME in GATEWAY, PROFILE, DISCOVERY, MATCH,
+    /// CHAT, default none: the secret each service presents to IssueServiceToken. Unset = that service cannot
+    /// obtain tokens.
+    public var serviceSecrets: [String: String] = [:]
+    public static let serviceNames = ["gateway", "profile", "discovery", "match", "chat"]
+
     public init() {}
 
     public init(environment: [String: String] = ProcessInfo.processInfo.environment) throws {
@@ -136,6 +142,15 @@ public struct AuthConfiguration: Sendable {
         if let value = string("KINDRED_AUTH_OIDC_ISSUERS") { self.oidcIssuers = Self.list(value) }
         if let value = string("KINDRED_AUTH_OIDC_AUDIENCES") { self.oidcAudiences = Self.list(value) }
         self.oidcJWKSFile = string("KINDRED_AUTH_OIDC_JWKS_FILE")
+        for name in Self.serviceNames {
+            let key = "KINDRED_AUTH_SERVICE_SECRET_" + name.uppercased()
+            guard let secret = string(key) else { continue }
+            guard (32...256).contains(secret.count) else { throw ConfigurationError(key: key, problem: "must be 32..256 characters") }
+            self.serviceSecrets[name] = secret
+        }
+        if let secret = self.bootstrapSecret, !(32...256).contains(secret.count) {
+            throw ConfigurationError(key: "KINDRED_AUTH_BOOTSTRAP_SECRET", problem: "must be 32..256 characters")
+        }
     }
 
     /// The signing key path: the configured file, else `<data dir>/signing-key.pem`.

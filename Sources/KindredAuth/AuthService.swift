@@ -93,6 +93,16 @@ public final class AuthService: GRPCService, Sendable {
         router.unary(M.signInWithIdToken) { request, context in
             try await self.handle(context) { try await self.signInWithIdToken(request, context) }
         }
+        router.unary(M.issueServiceToken) { request, context in
+            try await self.handle(context) { try await self.issueServiceToken(request, context) }
+        }
+        router.unary(M.bootstrapAdmin) { request, context in
+            try await self.handle(context) { try await self.bootstrapAdminRPC(request, context) }
+        }
+        router.unary(M.setAccountRoles) { request, context in
+            try await self.handle(context) { try await self.setAccountRoles(request, context) }
+        }
+        router.unary(M.listAccounts) { request, context in try await self.handle(context) { try await self.listAccounts(request, context) } }
         router.unary(M.getUserFootprint) { request, context in
             try await self.handle(context) { try await self.getUserFootprint(request, context) }
         }
