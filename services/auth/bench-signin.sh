@@ -15,13 +15,18 @@ fi
 PGBIN=/usr/lib/postgresql/15/bin
 WORK="$(mktemp -d /tmp/kindred-auth-bench.XXXXXX)"
 RUN=()
-if [[ "$(id -u)" == 0 ]]; then chown postgres "$WORK"; RUN=(runuser -u postgres --); fi
+if [[ "$(id -u)" == 0 ]]; then chown postgres "$WORK"; RUN=(setpriv --reuid=postgres --regid=postgres --init-groups --); fi
 "${RUN[@]}" "$PGBIN/initdb" -D "$WORK/data" -U postgres -A trust --no-sync >/dev/null
 PORT=$((20000 + RANDOM % 20000))
 "${RUN[@]}" "$PGBIN/postgres" -D "$WORK/data" -k "$WORK" -p "$PORT" -c listen_addresses= >"$WORK/pg.log" 2>&1 &
 PG=$!
 SERVER=""
-cleanup() { [[ -n "$SERVER" ]] && kill "$SERVER" 2>/dev/null; kill -INT "$PG" 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"; }
+cleanup() {
+    if [[ -n "$SERVER" ]]; then kill "$SERVER" 2>/dev/null || true; fi
+    kill -INT "$PG" 2>/dev/null || true
+    wait 2>/dev/null || true
+    rm -rf "$WORK"
+}
 trap cleanup EXIT
 until "$PGBIN/pg_isready" -q -h "$WORK" -p "$PORT"; do sleep 0.2; done
 

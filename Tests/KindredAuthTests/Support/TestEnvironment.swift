@@ -7,23 +7,25 @@ import Testing
 import Glibc
 #endif
 
-/// A child process that stops when this test process ends: it runs under a shell that waits for its stdin
-/// (a pipe we hold) to close, then stops the child.
+/// A child process that stops when this test process ends.
 final class ChildProcess: @unchecked Sendable {
     let process = Process()
     let input = Pipe()
     let output = Pipe()
 
-    /// `direct`: the program itself exits when its stdin closes. Otherwise a shell waits for stdin to close,
-    /// stops the program with `stopSignal` and removes `cleanup`.
+    /// `direct`: the program itself exits when its stdin closes. Otherwise a shell waits for this process to
+    /// end, stops the program with `stopSignal` and removes `cleanup`.
     init(_ arguments: [String], direct: Bool = false, stopSignal: String = "TERM", cleanup: String? = nil) throws {
         if direct {
             self.process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
             self.process.arguments = arguments
         } else {
-            // `cat` returns when our end of the pipe closes (also when this process dies).
+            // Polls for this test process instead of waiting for stdin to close: the shell inherits the
+            // pipe's write end, so EOF would never come.
             let remove = cleanup.map { "; rm -rf '\($0)'" } ?? ""
-            let script = "\"$@\" </dev/null & child=$!; cat >/dev/null; kill -\(stopSignal) $child 2>/dev/null; wait $child\(remove)"
+            let script =
+                "\"$@\" </dev/null & child=$!; while kill -0 \(getpid()) 2>/dev/null && kill -0 $child 2>/dev/null; do sleep 0.5; done; "
+                + "kill -\(stopSignal) $child 2>/dev/null; wait $child\(remove)"
             self.process.executableURL = URL(fileURLWithPath: "/bin/sh")
             self.process.arguments = ["-c", script, "sh"] + arguments
         }
@@ -103,7 +105,8 @@ actor TestEnvironment {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let asRoot = getuid() == 0
         if asRoot { try run(["/bin/chown", "postgres:postgres", directory]) }
-        let prefix = asRoot ? ["/usr/sbin/runuser", "-u", "postgres", "--"] : []
+        // setpriv execs the program itself (runuser would stay as a parent that does not pass SIGINT on).
+        let prefix = asRoot ? ["/usr/bin/setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", "--"] : []
         try run(prefix + ["\(bin)/initdb", "-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"])
         let port = Int.random(in: 20_000...60_000)
         let postgres = try ChildProcess(
