@@ -66,7 +66,7 @@ struct CommandTests {
         try serve.run()
         defer { if serve.isRunning { serve.terminate() } }
         var healthy = false
-        for _ in 0..<100 where !healthy {
+        for _ in 0..<300 where !healthy {
             healthy = try Self.run(["healthcheck"], environment: env).status == 0
             if !healthy { try await Task.sleep(for: .milliseconds(100)) }
         }

@@ -136,7 +136,7 @@ struct SignUpTests {
             let greylisted = "greylisted@example.com"
             try await auth.signUp(email: greylisted, username: AuthHarness.uniqueUsername())
             var attempts: Int32 = 0
-            for _ in 0..<100 {
+            for _ in 0..<400 {
                 let rows = try await auth.database.query("SELECT attempts FROM mail_outbox WHERE recipient = \(greylisted)")
                 attempts = try rows.first?.decode(Int32.self, at: 0) ?? 0
                 if attempts > 0 { break }
@@ -155,7 +155,7 @@ struct SignUpTests {
             #expect(mail.messageID == "<auth-outbox-\(id)@kindred.invalid>")
             // Marked sent once the batch's transaction commits, just after the server accepted the message.
             var sent = false
-            for _ in 0..<100 where !sent {
+            for _ in 0..<400 where !sent {
                 sent = try await auth.database.query("SELECT sent_at IS NOT NULL FROM mail_outbox WHERE id = \(id)").scalar(Bool.self)
                 if !sent { try await Task.sleep(for: .milliseconds(50)) }
             }
@@ -170,7 +170,7 @@ struct SignUpTests {
             let first = try await auth.mails(to: email)[0]
             // As if the relay died after the SMTP server accepted the mail but before it recorded that.
             var updated = 0
-            for _ in 0..<100 where updated == 0 {
+            for _ in 0..<400 where updated == 0 {
                 updated = try await auth.database.execute(
                     "UPDATE mail_outbox SET sent_at = NULL, next_attempt_at = now() WHERE recipient = \(email) AND sent_at IS NOT NULL"
                 )

@@ -112,7 +112,7 @@ actor TestEnvironment {
         let postgres = try ChildProcess(
             prefix + [
                 "\(bin)/postgres", "-D", data, "-k", directory, "-p", String(port), "-c", "listen_addresses=",
-                "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=200",
+                "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=400",
             ],
             stopSignal: "INT",
             cleanup: directory
@@ -124,7 +124,7 @@ actor TestEnvironment {
             configuration: try PostgresConfiguration(url(started, database: "postgres")), logger: logger
         )
         var ready = false
-        for _ in 0..<100 {
+        for _ in 0..<300 {
             if (try? await admin.query("SELECT 1")) != nil { ready = true; break }
             try await Task.sleep(for: .milliseconds(100))
         }
@@ -224,9 +224,9 @@ enum Mailbox {
         }
     }
 
-    /// Waits (up to 10 s) until `count` mails to `address` arrived; returns them in arrival order.
+    /// Waits (up to 30 s, for loaded CI machines) until `count` mails to `address` arrived; returns them in order.
     static func wait(for address: String, count: Int = 1, in directory: String) async throws -> [CapturedMail] {
-        for _ in 0..<200 {
+        for _ in 0..<600 {
             let mails = all(in: directory).filter { $0.recipients.contains(address) }
             if mails.count >= count { return mails }
             try await Task.sleep(for: .milliseconds(50))
