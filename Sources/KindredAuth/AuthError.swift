@@ -63,13 +63,16 @@ public struct AuthError: Error, RPCErrorConvertible, CustomStringConvertible, Se
         return error
     }
 
+    /// Field reasons that are also documented ErrorDetail reasons of their own.
+    private static let topLevelReasons: Set<String> = ["PASSWORD_TOO_COMMON", "PAGE_TOKEN_INVALID"]
+
     public var description: String { "AuthError(\(self.code.base): \(self.message))" }
 
     public var rpcError: RPCError {
         let (status, reason): (StatusCode, String) =
             switch self.code.base {
-            case .invalidArgument: (.invalidArgument, self.violations.first?.reason == "PASSWORD_TOO_COMMON"
-                ? "PASSWORD_TOO_COMMON" : "INVALID_ARGUMENT")
+            case .invalidArgument:
+                (.invalidArgument, self.violations.first.flatMap { Self.topLevelReasons.contains($0.reason) ? $0.reason : nil } ?? "INVALID_ARGUMENT")
             case .invalidCredentials: (.unauthenticated, "INVALID_CREDENTIALS")
             case .unauthenticated: (.unauthenticated, "UNAUTHENTICATED")
             case .tokenReused: (.unauthenticated, "TOKEN_REUSED")

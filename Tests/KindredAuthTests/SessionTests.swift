@@ -126,7 +126,9 @@ struct SessionTests {
             #expect(second.sessions.count == 1 && second.nextPageToken.isEmpty)
             #expect(second.sessions[0].sessionId != first.sessions[0].sessionId)
             page.pageToken = "forged"
-            await expectRPCError(.invalidArgument) { _ = try await auth.call(Auth.listSessions, page, token: user.tokens.accessToken) }
+            await expectRPCError(.invalidArgument, reason: "PAGE_TOKEN_INVALID") {
+                _ = try await auth.call(Auth.listSessions, page, token: user.tokens.accessToken)
+            }
 
             var revoke = Kindred.Auth.V1.RevokeSessionRequest()
             revoke.sessionId = other.sessionId
