@@ -71,7 +71,9 @@ struct AccountRecord: Sendable {
 extension PostgresTransaction {
     /// The account with `id`, locked for update.
     func lockAccount(id: String) async throws -> AccountRecord? {
-        let rows = try await self.query("SELECT \(unescaped: AccountRecord.columns) FROM accounts WHERE id = \(id) FOR UPDATE")
+        let rows = try await self.query(
+            "SELECT \(unescaped: AccountRecord.columns) FROM accounts WHERE id = \(id) FOR UPDATE"
+        )
         return try rows.first.map(AccountRecord.init)
     }
 

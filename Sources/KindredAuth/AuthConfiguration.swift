@@ -145,7 +145,9 @@ public struct AuthConfiguration: Sendable {
         for name in Self.serviceNames {
             let key = "KINDRED_AUTH_SERVICE_SECRET_" + name.uppercased()
             guard let secret = string(key) else { continue }
-            guard (32...256).contains(secret.count) else { throw ConfigurationError(key: key, problem: "must be 32..256 characters") }
+            guard (32...256).contains(secret.count) else {
+                throw ConfigurationError(key: key, problem: "must be 32..256 characters")
+            }
             self.serviceSecrets[name] = secret
         }
         if let secret = self.bootstrapSecret, !(32...256).contains(secret.count) {

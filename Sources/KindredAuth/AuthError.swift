@@ -72,7 +72,11 @@ public struct AuthError: Error, RPCErrorConvertible, CustomStringConvertible, Se
         let (status, reason): (StatusCode, String) =
             switch self.code.base {
             case .invalidArgument:
-                (.invalidArgument, self.violations.first.flatMap { Self.topLevelReasons.contains($0.reason) ? $0.reason : nil } ?? "INVALID_ARGUMENT")
+                (
+                    .invalidArgument,
+                    self.violations.first.flatMap { Self.topLevelReasons.contains($0.reason) ? $0.reason : nil }
+                        ?? "INVALID_ARGUMENT"
+                )
             case .invalidCredentials: (.unauthenticated, "INVALID_CREDENTIALS")
             case .unauthenticated: (.unauthenticated, "UNAUTHENTICATED")
             case .tokenReused: (.unauthenticated, "TOKEN_REUSED")

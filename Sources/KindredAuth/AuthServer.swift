@@ -43,8 +43,12 @@ public final class AuthServer: Sendable {
         }
         let smtp = try SMTPClient(
             configuration: SMTPConfiguration(
-                host: configuration.smtpHost, port: configuration.smtpPort, security: security, credentials: credentials,
-                connectTimeout: .seconds(5), commandTimeout: .seconds(10)
+                host: configuration.smtpHost,
+                port: configuration.smtpPort,
+                security: security,
+                credentials: credentials,
+                connectTimeout: .seconds(5),
+                commandTimeout: .seconds(10)
             ),
             logger: logger
         )
@@ -53,7 +57,11 @@ public final class AuthServer: Sendable {
         var idTokenVerifier: IDTokenVerifier?
         if let jwks = configuration.oidcJWKSFile, !configuration.oidcAudiences.isEmpty {
             let keySet = try JSONWebKeySet(json: try Data(contentsOf: URL(fileURLWithPath: jwks)))
-            idTokenVerifier = IDTokenVerifier(issuers: configuration.oidcIssuers, audiences: configuration.oidcAudiences, keySet: keySet)
+            idTokenVerifier = IDTokenVerifier(
+                issuers: configuration.oidcIssuers,
+                audiences: configuration.oidcAudiences,
+                keySet: keySet
+            )
         }
         self.service = AuthService(
             configuration: configuration,
@@ -74,7 +82,9 @@ public final class AuthServer: Sendable {
 
     /// The migrations in `services/auth/migrations`, found relative to `directory` or the working directory.
     public static func migrator(directory: String? = nil) throws -> PostgresMigrator {
-        let path = directory ?? ProcessInfo.processInfo.environment["KINDRED_AUTH_MIGRATIONS_DIR"] ?? "services/auth/migrations"
+        let path =
+            directory ?? ProcessInfo.processInfo.environment["KINDRED_AUTH_MIGRATIONS_DIR"]
+            ?? "services/auth/migrations"
         return try PostgresMigrator(schema: "auth", directory: path)
     }
 
@@ -96,7 +106,9 @@ public final class AuthServer: Sendable {
                 """
             )
             guard !rows.isEmpty else { throw AuthError(.notFound, "No account has this address") }
-            guard rows.count == 1 else { throw AuthError(.failedPrecondition, "Several communities have this address: pass --community") }
+            guard rows.count == 1 else {
+                throw AuthError(.failedPrecondition, "Several communities have this address: pass --community")
+            }
             let id = try rows[0].decode(String.self, at: 0)
             try await transaction.execute(
                 """

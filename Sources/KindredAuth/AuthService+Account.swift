@@ -17,7 +17,9 @@ extension AuthService {
         try Validation.presentedPassword(password, field: field)
         let key = "acct:" + account.id
         if let wait = self.limiter.signInDelay(
-            key, free: self.configuration.signInFreeFailures, perHour: self.configuration.signInFailuresPerHour
+            key,
+            free: self.configuration.signInFreeFailures,
+            perHour: self.configuration.signInFailuresPerHour
         ) {
             throw AuthError.rateLimited(retryAfter: wait)
         }
@@ -46,14 +48,23 @@ extension AuthService {
         guard account.passwordHash != nil else {
             throw AuthError(.failedPrecondition, "The account has no password; use a password reset")
         }
-        try await self.reauthenticate(user, account: account, password: request.currentPassword, field: "current_password")
+        try await self.reauthenticate(
+            user,
+            account: account,
+            password: request.currentPassword,
+            field: "current_password"
+        )
         let newHash = try await self.hasher.hash(request.newPassword)
         let ended = try await self.database.withTransaction { transaction in
             try await transaction.execute("UPDATE accounts SET password_hash = \(newHash) WHERE id = \(user.userID)")
             try await transaction.execute(
                 "UPDATE email_tokens SET used_at = now() WHERE account_id = \(user.userID) AND purpose = 'reset_password' AND used_at IS NULL"
             )
-            return try await transaction.revokeSessions(accountID: user.userID, except: user.sessionID, reason: "password_changed")
+            return try await transaction.revokeSessions(
+                accountID: user.userID,
+                except: user.sessionID,
+                reason: "password_changed"
+            )
         }
         var response = Kindred.Auth.V1.ChangePasswordResponse()
         response.endedSessions = Int32(ended)
@@ -145,7 +156,12 @@ extension AuthService {
         guard let account = try await self.database.account(id: user.userID) else {
             throw AuthError(.unauthenticated, "The session has ended")
         }
-        try await self.reauthenticate(user, account: account, password: request.currentPassword, field: "current_password")
+        try await self.reauthenticate(
+            user,
+            account: account,
+            password: request.currentPassword,
+            field: "current_password"
+        )
         try self.acquireMailQuota(address: "\(account.communityID):\(newEmail)", context: context)
         let (token, hash) = try OpaqueToken.generate()
         let expires = PostgresTimestamp.now.adding(seconds: self.configuration.emailChangeTokenLifetime)
@@ -163,9 +179,12 @@ extension AuthService {
                     VALUES (\(hash), \(account.id), 'change_email', \(newEmail), \(expires))
                     """
                 )
-                try await transaction.execute("UPDATE accounts SET pending_email = \(newEmail) WHERE id = \(account.id)")
+                try await transaction.execute(
+                    "UPDATE accounts SET pending_email = \(newEmail) WHERE id = \(account.id)"
+                )
                 try await transaction.enqueue(
-                    self.mail.emailChangeConfirmation(to: newEmail, token: token), accountID: account.id
+                    self.mail.emailChangeConfirmation(to: newEmail, token: token),
+                    accountID: account.id
                 )
             } else if try taken[0].decode(String.self, at: 0) != account.id {
                 try await transaction.enqueue(self.mail.addressInUseNotice(to: newEmail), accountID: nil)
@@ -261,8 +280,15 @@ extension AuthService {
         guard UUIDv7.isValid(target) else { throw AuthError.invalid("user_id", "INVALID_FORMAT", "a user id") }
         let byUser = target == user.userID
         if byUser {
-            guard let account = try await self.database.account(id: target) else { throw AuthError(.unauthenticated, "The session has ended") }
-            try await self.reauthenticate(user, account: account, password: request.currentPassword, field: "current_password")
+            guard let account = try await self.database.account(id: target) else {
+                throw AuthError(.unauthenticated, "The session has ended")
+            }
+            try await self.reauthenticate(
+                user,
+                account: account,
+                password: request.currentPassword,
+                field: "current_password"
+            )
         } else {
             guard user.isAdmin else { throw AuthError(.permissionDenied, "Only admins can delete other accounts") }
         }
@@ -272,8 +298,11 @@ extension AuthService {
             var payload = Kindred.Common.V1.AccountDeleted()
             payload.requestedByUser = byUser
             try await transaction.appendEvent(
-                userID: account.id, communityID: account.communityID, type: "account.deleted",
-                payload: .accountDeleted(payload), at: deletedAt
+                userID: account.id,
+                communityID: account.communityID,
+                type: "account.deleted",
+                payload: .accountDeleted(payload),
+                at: deletedAt
             )
             // Sessions, refresh tokens, email tokens, identities and queued mail go with it (ON DELETE CASCADE).
             try await transaction.execute("DELETE FROM accounts WHERE id = \(account.id)")
@@ -293,7 +322,9 @@ extension PostgresTransaction {
         payload: Kindred.Common.V1.Event.Payload,
         at time: PostgresTimestamp
     ) async throws {
-        let sequence = try await self.query("SELECT nextval(pg_get_serial_sequence('events_outbox', 'id'))").scalar(Int64.self)
+        let sequence = try await self.query("SELECT nextval(pg_get_serial_sequence('events_outbox', 'id'))").scalar(
+            Int64.self
+        )
         var event = Kindred.Common.V1.Event()
         event.eventId = try UUIDv7.generate()
         event.producer = "auth"

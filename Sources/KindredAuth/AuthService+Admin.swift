@@ -17,10 +17,16 @@ extension AuthService {
         let admin = try await self.requireAdmin(context)
         let target = request.userId.lowercased()
         guard UUIDv7.isValid(target) else { throw AuthError.invalid("user_id", "INVALID_FORMAT", "a user id") }
-        guard target != admin.userID else { throw AuthError(.failedPrecondition, "Admins cannot deactivate themselves") }
-        guard (1...500).contains(request.note.count) else { throw AuthError.invalid("note", "OUT_OF_RANGE", "1..500 characters") }
+        guard target != admin.userID else {
+            throw AuthError(.failedPrecondition, "Admins cannot deactivate themselves")
+        }
+        guard (1...500).contains(request.note.count) else {
+            throw AuthError.invalid("note", "OUT_OF_RANGE", "1..500 characters")
+        }
         let account = try await self.database.withTransaction { transaction in
-            guard let account = try await transaction.lockAccount(id: target) else { throw AuthError(.notFound, "No such account") }
+            guard let account = try await transaction.lockAccount(id: target) else {
+                throw AuthError(.notFound, "No such account")
+            }
             if account.status == "deactivated" { return account }
             let now = PostgresTimestamp.now
             try await transaction.execute(
@@ -33,8 +39,11 @@ extension AuthService {
             var payload = Kindred.Common.V1.AccountDeactivated()
             payload.sessionsRevoked = true
             try await transaction.appendEvent(
-                userID: target, communityID: account.communityID, type: "account.deactivated",
-                payload: .accountDeactivated(payload), at: now
+                userID: target,
+                communityID: account.communityID,
+                type: "account.deactivated",
+                payload: .accountDeactivated(payload),
+                at: now
             )
             return try await transaction.lockAccount(id: target) ?? account
         }
@@ -51,7 +60,9 @@ extension AuthService {
         let target = request.userId.lowercased()
         guard UUIDv7.isValid(target) else { throw AuthError.invalid("user_id", "INVALID_FORMAT", "a user id") }
         let account = try await self.database.withTransaction { transaction in
-            guard let account = try await transaction.lockAccount(id: target) else { throw AuthError(.notFound, "No such account") }
+            guard let account = try await transaction.lockAccount(id: target) else {
+                throw AuthError(.notFound, "No such account")
+            }
             guard account.status == "deactivated" else { return account }
             let status = account.emailVerified ? "active" : "pending"
             try await transaction.execute(
@@ -62,8 +73,11 @@ extension AuthService {
             var payload = Kindred.Common.V1.AccountReactivated()
             payload.deactivatedSinceUnixMs = account.deactivatedAt?.millisecondsSinceEpoch ?? 0
             try await transaction.appendEvent(
-                userID: target, communityID: account.communityID, type: "account.reactivated",
-                payload: .accountReactivated(payload), at: .now
+                userID: target,
+                communityID: account.communityID,
+                type: "account.reactivated",
+                payload: .accountReactivated(payload),
+                at: .now
             )
             return try await transaction.lockAccount(id: target) ?? account
         }
@@ -80,7 +94,9 @@ extension AuthService {
         do { identity = try await self.authenticator.authenticate(context) } catch {
             throw AuthError(.unauthenticated, "A valid access token is required")
         }
-        guard identity.isAdmin || identity.isService else { throw AuthError(.permissionDenied, "Admins and services only") }
+        guard identity.isAdmin || identity.isService else {
+            throw AuthError(.permissionDenied, "Admins and services only")
+        }
         let target = request.userId.lowercased()
         guard UUIDv7.isValid(target) else { throw AuthError.invalid("user_id", "INVALID_FORMAT", "a user id") }
         let counts = try await Self.footprint(of: target, in: self.database)

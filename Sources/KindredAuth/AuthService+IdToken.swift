@@ -27,9 +27,15 @@ extension AuthService {
         default: throw AuthError.invalid("provider", "REQUIRED", "GOOGLE or APPLE")
         }
         guard !request.idToken.isEmpty, request.idToken.utf8.count <= 8192 else {
-            throw AuthError.invalid("id_token", request.idToken.isEmpty ? "REQUIRED" : "TOO_LONG", "at most 8192 characters")
+            throw AuthError.invalid(
+                "id_token",
+                request.idToken.isEmpty ? "REQUIRED" : "TOO_LONG",
+                "at most 8192 characters"
+            )
         }
-        guard (16...128).contains(request.nonce.count) else { throw AuthError.invalid("nonce", "OUT_OF_RANGE", "16..128 characters") }
+        guard (16...128).contains(request.nonce.count) else {
+            throw AuthError.invalid("nonce", "OUT_OF_RANGE", "16..128 characters")
+        }
         let requestedUsername = request.username.isEmpty ? nil : try Validation.username(request.username)
         try self.acquireAddressQuota("signin", context: context)
         guard let verifier = self.idTokenVerifier else {
@@ -63,16 +69,25 @@ extension AuthService {
                 WHERE i.provider = \(provider) AND i.subject = \(claims.subject) AND a.community_id = \(community)
                 """
             )
-            if let row = linked.first, let account = try await transaction.lockAccount(id: try row.decode(String.self, at: 0)) {
+            if let row = linked.first,
+                let account = try await transaction.lockAccount(id: try row.decode(String.self, at: 0))
+            {
                 guard account.status != "deactivated" else { return .deactivated }
-                let tokens = try await self.startSession(transaction, account: account, method: method, client: request.client)
+                let tokens = try await self.startSession(
+                    transaction,
+                    account: account,
+                    method: method,
+                    client: request.client
+                )
                 return .signedIn(tokens, account, created: false, linked: false)
             }
             if let email {
                 let existing = try await transaction.query(
                     "SELECT id FROM accounts WHERE community_id = \(community) AND email = \(email) FOR UPDATE"
                 )
-                if let row = existing.first, let account = try await transaction.lockAccount(id: try row.decode(String.self, at: 0)) {
+                if let row = existing.first,
+                    let account = try await transaction.lockAccount(id: try row.decode(String.self, at: 0))
+                {
                     guard account.status != "deactivated" else { return .deactivated }
                     // Linking to an address nobody proved they own would hand the account to the token holder.
                     guard account.emailVerified else { return .emailTakenByUnverifiedAccount }
@@ -82,12 +97,19 @@ extension AuthService {
                         VALUES (\(provider), \(claims.subject), \(account.id), \(claims.email ?? ""))
                         """
                     )
-                    let tokens = try await self.startSession(transaction, account: account, method: method, client: request.client)
+                    let tokens = try await self.startSession(
+                        transaction,
+                        account: account,
+                        method: method,
+                        client: request.client
+                    )
                     return .signedIn(tokens, account, created: false, linked: true)
                 }
             }
             let accountID = try UUIDv7.generate()
-            let username = try requestedUsername ?? ("user_" + (try SecureRandom.bytes(count: 6)).map { String(format: "%02x", $0) }.joined())
+            let username =
+                try requestedUsername
+                ?? ("user_" + (try SecureRandom.bytes(count: 6)).map { String(format: "%02x", $0) }.joined())
             do {
                 try await transaction.execute(
                     """
@@ -105,8 +127,15 @@ extension AuthService {
                 VALUES (\(provider), \(claims.subject), \(accountID), \(claims.email ?? ""))
                 """
             )
-            guard let account = try await transaction.lockAccount(id: accountID) else { throw AuthError(.unavailable, "Try again") }
-            let tokens = try await self.startSession(transaction, account: account, method: method, client: request.client)
+            guard let account = try await transaction.lockAccount(id: accountID) else {
+                throw AuthError(.unavailable, "Try again")
+            }
+            let tokens = try await self.startSession(
+                transaction,
+                account: account,
+                method: method,
+                client: request.client
+            )
             return .signedIn(tokens, account, created: true, linked: false)
         }
         switch outcome {
@@ -118,7 +147,8 @@ extension AuthService {
             response.identityLinked = linked
             return response
         case .deactivated: throw AuthError(.accountDeactivated, "The account is deactivated")
-        case .emailTakenByUnverifiedAccount: throw AuthError(.emailTaken, "The address belongs to an unverified account")
+        case .emailTakenByUnverifiedAccount:
+            throw AuthError(.emailTaken, "The address belongs to an unverified account")
         }
     }
 }

@@ -15,7 +15,8 @@ extension AuthService {
         let expected = self.configuration.serviceSecrets[request.serviceName]
         // Compared even for unknown names, so the answer takes the same time.
         let matches = ConstantTime.equals(
-            SHA256.hash(Array(request.clientSecret.utf8)), SHA256.hash(Array((expected ?? "\u{0}unset").utf8))
+            SHA256.hash(Array(request.clientSecret.utf8)),
+            SHA256.hash(Array((expected ?? "\u{0}unset").utf8))
         )
         guard let _ = expected, matches else { throw AuthError(.unauthenticated, "Unknown service or wrong secret") }
         let now = Int64(Date().timeIntervalSince1970)
@@ -77,7 +78,9 @@ extension AuthService {
         }
         let sorted = roles.sorted()
         let account = try await self.database.withTransaction(isolation: .serializable) { transaction in
-            guard let account = try await transaction.lockAccount(id: target) else { throw AuthError(.notFound, "No such account") }
+            guard let account = try await transaction.lockAccount(id: target) else {
+                throw AuthError(.notFound, "No such account")
+            }
             if account.roles.contains("admin") && !roles.contains("admin") {
                 let others = try await transaction.query(
                     "SELECT 1 FROM accounts WHERE 'admin' = ANY(roles) AND id <> \(target) LIMIT 1"
@@ -97,7 +100,9 @@ extension AuthService {
         _ context: ServerContext
     ) async throws -> Kindred.Auth.V1.ListAccountsResponse {
         let admin = try await self.requireAdmin(context)
-        guard (0...100).contains(request.pageSize) else { throw AuthError.invalid("page_size", "OUT_OF_RANGE", "0..100") }
+        guard (0...100).contains(request.pageSize) else {
+            throw AuthError.invalid("page_size", "OUT_OF_RANGE", "0..100")
+        }
         guard request.query.count <= 254 else { throw AuthError.invalid("query", "TOO_LONG", "at most 254 characters") }
         let community: String? = request.communityId.isEmpty ? nil : try Validation.community(request.communityId)
         let status: String? =
@@ -118,7 +123,8 @@ extension AuthService {
             offset = decoded
         }
         // Prefix match: escape LIKE's wildcards in the user's text.
-        let pattern = query.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "\\%")
+        let pattern =
+            query.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "\\%")
             .replacingOccurrences(of: "_", with: "\\_") + "%"
         let rows = try await self.database.query(
             """

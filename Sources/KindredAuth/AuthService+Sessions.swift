@@ -24,7 +24,11 @@ extension AuthService {
         )
         try await transaction.execute("UPDATE accounts SET last_sign_in_at = \(now) WHERE id = \(account.id)")
         return try await self.issueTokens(
-            transaction, account: account, sessionID: sessionID, authTime: now, sessionEnd: sessionEnd
+            transaction,
+            account: account,
+            sessionID: sessionID,
+            authTime: now,
+            sessionEnd: sessionEnd
         )
     }
 
@@ -66,10 +70,14 @@ extension AuthService {
         return bundle
     }
 
-    func signIn(_ request: Kindred.Auth.V1.SignInRequest, _ context: ServerContext) async throws -> Kindred.Auth.V1.SignInResponse {
+    func signIn(_ request: Kindred.Auth.V1.SignInRequest, _ context: ServerContext) async throws
+        -> Kindred.Auth.V1.SignInResponse
+    {
         let community = try Validation.community(request.communityId)
         let login = request.login.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
-        guard (3...254).contains(login.count) else { throw AuthError.invalid("login", "INVALID_FORMAT", "3..254 characters") }
+        guard (3...254).contains(login.count) else {
+            throw AuthError.invalid("login", "INVALID_FORMAT", "3..254 characters")
+        }
         try Validation.presentedPassword(request.password, field: "password")
         try self.acquireAddressQuota("signin", context: context)
 
@@ -84,7 +92,9 @@ extension AuthService {
         // Unknown logins are throttled under their own name, so both cases behave alike.
         let throttleKey = account.map { "acct:" + $0.id } ?? "login:\(community):\(login)"
         if let wait = self.limiter.signInDelay(
-            throttleKey, free: self.configuration.signInFreeFailures, perHour: self.configuration.signInFailuresPerHour
+            throttleKey,
+            free: self.configuration.signInFreeFailures,
+            perHour: self.configuration.signInFailuresPerHour
         ) {
             throw AuthError.rateLimited(retryAfter: wait)
         }
@@ -98,14 +108,21 @@ extension AuthService {
         case "deactivated": throw AuthError(.accountDeactivated, "The account is deactivated")
         default: break
         }
-        let rehash = account.passwordHash.map(self.hasher.needsRehash) == true ? try await self.hasher.hash(request.password) : nil
+        let rehash =
+            account.passwordHash.map(self.hasher.needsRehash) == true
+            ? try await self.hasher.hash(request.password) : nil
         let bundle = try await self.database.withTransaction { transaction in
             if let rehash {
                 try await transaction.execute(
                     "UPDATE accounts SET password_hash = \(rehash) WHERE id = \(account.id) AND password_hash = \(account.passwordHash)"
                 )
             }
-            return try await self.startSession(transaction, account: account, method: "password", client: request.client)
+            return try await self.startSession(
+                transaction,
+                account: account,
+                method: "password",
+                client: request.client
+            )
         }
         var response = Kindred.Auth.V1.SignInResponse()
         response.tokens = bundle
@@ -120,7 +137,9 @@ extension AuthService {
         case deactivated
     }
 
-    func refresh(_ request: Kindred.Auth.V1.RefreshRequest, _ context: ServerContext) async throws -> Kindred.Auth.V1.RefreshResponse {
+    func refresh(_ request: Kindred.Auth.V1.RefreshRequest, _ context: ServerContext) async throws
+        -> Kindred.Auth.V1.RefreshResponse
+    {
         let token = try Validation.token(request.refreshToken, field: "refresh_token")
         try self.acquireAddressQuota("refresh", context: context)
         let hash = OpaqueToken.hash(token)
@@ -135,9 +154,10 @@ extension AuthService {
                 """
             )
             guard let row = rows.first else { return .invalid }
-            let (sessionID, spent, tokenLive, notRevoked, notExpired, sessionStart, sessionEnd, accountID) = try row.decode(
-                (String, Bool, Bool, Bool, Bool, PostgresTimestamp, PostgresTimestamp, String).self
-            )
+            let (sessionID, spent, tokenLive, notRevoked, notExpired, sessionStart, sessionEnd, accountID) =
+                try row.decode(
+                    (String, Bool, Bool, Bool, Bool, PostgresTimestamp, PostgresTimestamp, String).self
+                )
             if spent {
                 // A spent token again: either it was stolen or the client is confused; end the family.
                 try await transaction.execute(
@@ -148,7 +168,8 @@ extension AuthService {
                 )
                 return .reused
             }
-            guard tokenLive, notRevoked, notExpired, let account = try await transaction.lockAccount(id: accountID) else {
+            guard tokenLive, notRevoked, notExpired, let account = try await transaction.lockAccount(id: accountID)
+            else {
                 return .invalid
             }
             guard account.status == "active" else { return .deactivated }
@@ -156,7 +177,11 @@ extension AuthService {
             try await transaction.execute("UPDATE sessions SET last_used_at = now() WHERE id = \(sessionID)")
             return .rotated(
                 try await self.issueTokens(
-                    transaction, account: account, sessionID: sessionID, authTime: sessionStart, sessionEnd: sessionEnd
+                    transaction,
+                    account: account,
+                    sessionID: sessionID,
+                    authTime: sessionStart,
+                    sessionEnd: sessionEnd
                 )
             )
         }
@@ -171,7 +196,9 @@ extension AuthService {
         }
     }
 
-    func signOut(_ request: Kindred.Auth.V1.SignOutRequest, _ context: ServerContext) async throws -> Kindred.Auth.V1.SignOutResponse {
+    func signOut(_ request: Kindred.Auth.V1.SignOutRequest, _ context: ServerContext) async throws
+        -> Kindred.Auth.V1.SignOutResponse
+    {
         if context.metadata["authorization"] != nil, let caller = await self.optionalCaller(context),
             let userID = caller.userID, let sessionID = caller.sessionID
         {
@@ -193,7 +220,9 @@ extension AuthService {
             RETURNING id
             """
         )
-        guard !rows.isEmpty else { throw AuthError(.unauthenticated, "A valid access token or refresh token is required") }
+        guard !rows.isEmpty else {
+            throw AuthError(.unauthenticated, "A valid access token or refresh token is required")
+        }
         return .init()
     }
 
@@ -204,7 +233,9 @@ extension AuthService {
         let user = try await self.requireUser(context)
         let ended = try await self.database.withTransaction { transaction in
             try await transaction.revokeSessions(
-                accountID: user.userID, except: request.keepCurrent ? user.sessionID : nil, reason: "sign_out_everywhere"
+                accountID: user.userID,
+                except: request.keepCurrent ? user.sessionID : nil,
+                reason: "sign_out_everywhere"
             )
         }
         var response = Kindred.Auth.V1.SignOutEverywhereResponse()
@@ -217,7 +248,9 @@ extension AuthService {
         _ context: ServerContext
     ) async throws -> Kindred.Auth.V1.ListSessionsResponse {
         let user = try await self.requireUser(context)
-        guard (0...100).contains(request.pageSize) else { throw AuthError.invalid("page_size", "OUT_OF_RANGE", "0..100") }
+        guard (0...100).contains(request.pageSize) else {
+            throw AuthError.invalid("page_size", "OUT_OF_RANGE", "0..100")
+        }
         let pageSize = request.pageSize == 0 ? 20 : Int(request.pageSize)
         var offset = 0
         if !request.pageToken.isEmpty {
@@ -252,7 +285,11 @@ extension AuthService {
             response.sessions.append(session)
         }
         if rows.count > pageSize {
-            response.nextPageToken = PageToken.encode(offset: offset + pageSize, key: self.pageTokenKey, scope: user.userID)
+            response.nextPageToken = PageToken.encode(
+                offset: offset + pageSize,
+                key: self.pageTokenKey,
+                scope: user.userID
+            )
         }
         return response
     }
@@ -262,7 +299,9 @@ extension AuthService {
         _ context: ServerContext
     ) async throws -> Kindred.Auth.V1.RevokeSessionResponse {
         let user = try await self.requireUser(context)
-        guard UUIDv7.isValid(request.sessionID) else { throw AuthError.invalid("session_id", "INVALID_FORMAT", "a session id") }
+        guard UUIDv7.isValid(request.sessionID) else {
+            throw AuthError.invalid("session_id", "INVALID_FORMAT", "a session id")
+        }
         let rows = try await self.database.query(
             """
             UPDATE sessions SET revoked_at = COALESCE(revoked_at, now()), revoke_reason = COALESCE(revoke_reason, 'revoked')
@@ -273,7 +312,9 @@ extension AuthService {
         return .init()
     }
 
-    func getAccount(_ request: Kindred.Auth.V1.GetAccountRequest, _ context: ServerContext) async throws -> Kindred.Auth.V1.GetAccountResponse {
+    func getAccount(_ request: Kindred.Auth.V1.GetAccountRequest, _ context: ServerContext) async throws
+        -> Kindred.Auth.V1.GetAccountResponse
+    {
         let identity: CallerIdentity
         do { identity = try await self.authenticator.authenticate(context) } catch {
             throw AuthError(.unauthenticated, "A valid access token is required")
@@ -281,8 +322,12 @@ extension AuthService {
         let target = request.userID.isEmpty ? (identity.userID ?? "") : request.userID.lowercased()
         guard UUIDv7.isValid(target) else { throw AuthError.invalid("user_id", "INVALID_FORMAT", "a user id") }
         let privileged = identity.isAdmin || identity.isService
-        guard target == identity.userID || privileged else { throw AuthError(.permissionDenied, "Not allowed for this caller") }
-        guard let account = try await self.database.account(id: target) else { throw AuthError(.notFound, "No such account") }
+        guard target == identity.userID || privileged else {
+            throw AuthError(.permissionDenied, "Not allowed for this caller")
+        }
+        guard let account = try await self.database.account(id: target) else {
+            throw AuthError(.notFound, "No such account")
+        }
         var response = Kindred.Auth.V1.GetAccountResponse()
         response.account = account.proto(forAdmin: identity.isAdmin)
         return response

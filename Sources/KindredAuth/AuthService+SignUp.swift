@@ -19,7 +19,8 @@ extension AuthService {
 
     func acquireAddressQuota(_ bucket: String, context: ServerContext) throws {
         let ip = self.clientAddress(context)
-        if let wait = self.limiter.acquire("\(bucket):" + ip, limit: self.configuration.ipRequestsPerMinute, window: 60) {
+        if let wait = self.limiter.acquire("\(bucket):" + ip, limit: self.configuration.ipRequestsPerMinute, window: 60)
+        {
             throw AuthError.rateLimited(retryAfter: wait)
         }
     }
@@ -41,7 +42,9 @@ extension AuthService {
         try await transaction.enqueue(self.mail.verification(to: email, token: token, code: code), accountID: accountID)
     }
 
-    func signUp(_ request: Kindred.Auth.V1.SignUpRequest, _ context: ServerContext) async throws -> Kindred.Auth.V1.SignUpResponse {
+    func signUp(_ request: Kindred.Auth.V1.SignUpRequest, _ context: ServerContext) async throws
+        -> Kindred.Auth.V1.SignUpResponse
+    {
         let community = try Validation.community(request.communityId)
         let email = try Validation.email(request.email)
         let username = try Validation.username(request.username)
@@ -145,7 +148,12 @@ extension AuthService {
                     )
                     return .wrongCode
                 }
-                return try await self.markVerified(transaction, accountID: accountID, tokenHash: tokenHash, email: email)
+                return try await self.markVerified(
+                    transaction,
+                    accountID: accountID,
+                    tokenHash: tokenHash,
+                    email: email
+                )
             }
         case nil:
             throw AuthError.invalid("proof", "REQUIRED", "a token or a code")
@@ -191,7 +199,11 @@ extension AuthService {
                 "SELECT id FROM accounts WHERE community_id = \(community) AND email = \(email) AND status = 'pending' FOR UPDATE"
             )
             if let row = rows.first {
-                try await self.issueVerification(transaction, accountID: try row.decode(String.self, at: 0), email: email)
+                try await self.issueVerification(
+                    transaction,
+                    accountID: try row.decode(String.self, at: 0),
+                    email: email
+                )
             }
         }
         self.mailRelayNudge()

@@ -48,42 +48,72 @@ public final class AuthService: GRPCService, Sendable {
         self.mailRelayNudge = mailRelayNudge
         self.idTokenVerifier = idTokenVerifier
         self.logger = logger
-        self.pageTokenKey = SHA256.hash(Array(("kindred-auth-page-token:" + ((try? signingKey.privateKey.pemRepresentation) ?? signingKey.keyID)).utf8))
+        self.pageTokenKey = SHA256.hash(
+            Array(
+                ("kindred-auth-page-token:" + ((try? signingKey.privateKey.pemRepresentation) ?? signingKey.keyID)).utf8
+            )
+        )
     }
 
     public func register(in router: inout GRPCRouter) {
         typealias M = Kindred.Auth.V1.AuthService.Method
-        router.unary(M.signUp) { request, context in try await self.handle(context) { try await self.signUp(request, context) } }
-        router.unary(M.verifyEmail) { request, context in try await self.handle(context) { try await self.verifyEmail(request, context) } }
+        router.unary(M.signUp) { request, context in
+            try await self.handle(context) { try await self.signUp(request, context) }
+        }
+        router.unary(M.verifyEmail) { request, context in
+            try await self.handle(context) { try await self.verifyEmail(request, context) }
+        }
         router.unary(M.resendVerification) { request, context in
             try await self.handle(context) { try await self.resendVerification(request, context) }
         }
-        router.unary(M.signIn) { request, context in try await self.handle(context) { try await self.signIn(request, context) } }
-        router.unary(M.refresh) { request, context in try await self.handle(context) { try await self.refresh(request, context) } }
-        router.unary(M.signOut) { request, context in try await self.handle(context) { try await self.signOut(request, context) } }
+        router.unary(M.signIn) { request, context in
+            try await self.handle(context) { try await self.signIn(request, context) }
+        }
+        router.unary(M.refresh) { request, context in
+            try await self.handle(context) { try await self.refresh(request, context) }
+        }
+        router.unary(M.signOut) { request, context in
+            try await self.handle(context) { try await self.signOut(request, context) }
+        }
         router.unary(M.signOutEverywhere) { request, context in
             try await self.handle(context) { try await self.signOutEverywhere(request, context) }
         }
-        router.unary(M.listSessions) { request, context in try await self.handle(context) { try await self.listSessions(request, context) } }
-        router.unary(M.revokeSession) { request, context in try await self.handle(context) { try await self.revokeSession(request, context) } }
-        router.unary(M.getPublicKeys) { request, context in try await self.handle(context) { try self.getPublicKeys(request) } }
-        router.unary(M.getAccount) { request, context in try await self.handle(context) { try await self.getAccount(request, context) } }
-        router.unary(M.checkUsername) { request, context in try await self.handle(context) { try await self.checkUsername(request, context) } }
+        router.unary(M.listSessions) { request, context in
+            try await self.handle(context) { try await self.listSessions(request, context) }
+        }
+        router.unary(M.revokeSession) { request, context in
+            try await self.handle(context) { try await self.revokeSession(request, context) }
+        }
+        router.unary(M.getPublicKeys) { request, context in
+            try await self.handle(context) { try self.getPublicKeys(request) }
+        }
+        router.unary(M.getAccount) { request, context in
+            try await self.handle(context) { try await self.getAccount(request, context) }
+        }
+        router.unary(M.checkUsername) { request, context in
+            try await self.handle(context) { try await self.checkUsername(request, context) }
+        }
         router.unary(M.changePassword) { request, context in
             try await self.handle(context) { try await self.changePassword(request, context) }
         }
         router.unary(M.requestPasswordReset) { request, context in
             try await self.handle(context) { try await self.requestPasswordReset(request, context) }
         }
-        router.unary(M.resetPassword) { request, context in try await self.handle(context) { try await self.resetPassword(request, context) } }
-        router.unary(M.changeEmail) { request, context in try await self.handle(context) { try await self.changeEmail(request, context) } }
+        router.unary(M.resetPassword) { request, context in
+            try await self.handle(context) { try await self.resetPassword(request, context) }
+        }
+        router.unary(M.changeEmail) { request, context in
+            try await self.handle(context) { try await self.changeEmail(request, context) }
+        }
         router.unary(M.confirmEmailChange) { request, context in
             try await self.handle(context) { try await self.confirmEmailChange(request, context) }
         }
         router.unary(M.changeUsername) { request, context in
             try await self.handle(context) { try await self.changeUsername(request, context) }
         }
-        router.unary(M.deleteAccount) { request, context in try await self.handle(context) { try await self.deleteAccount(request, context) } }
+        router.unary(M.deleteAccount) { request, context in
+            try await self.handle(context) { try await self.deleteAccount(request, context) }
+        }
         router.unary(M.deactivateAccount) { request, context in
             try await self.handle(context) { try await self.deactivateAccount(request, context) }
         }
@@ -102,7 +132,9 @@ public final class AuthService: GRPCService, Sendable {
         router.unary(M.setAccountRoles) { request, context in
             try await self.handle(context) { try await self.setAccountRoles(request, context) }
         }
-        router.unary(M.listAccounts) { request, context in try await self.handle(context) { try await self.listAccounts(request, context) } }
+        router.unary(M.listAccounts) { request, context in
+            try await self.handle(context) { try await self.listAccounts(request, context) }
+        }
         router.unary(M.getUserFootprint) { request, context in
             try await self.handle(context) { try await self.getUserFootprint(request, context) }
         }
@@ -110,7 +142,9 @@ public final class AuthService: GRPCService, Sendable {
 
     /// The one error funnel: domain errors become RPC errors (with ErrorDetail), database and other failures
     /// become UNAVAILABLE/INTERNAL with a fixed message; the detail only goes to the log, without user data.
-    private func handle<Response>(_ context: ServerContext, _ body: () async throws -> Response) async throws -> Response {
+    private func handle<Response>(_ context: ServerContext, _ body: () async throws -> Response) async throws
+        -> Response
+    {
         do {
             return try await body()
         } catch let error as AuthError {
@@ -122,14 +156,22 @@ public final class AuthService: GRPCService, Sendable {
         } catch let error as PostgresError {
             self.logger.error(
                 "database failure",
-                metadata: ["rpc.method": "\(context.path)", "db.code": "\(error.code)", "db.sqlstate": "\(error.sqlState ?? "-")"]
+                metadata: [
+                    "rpc.method": "\(context.path)", "db.code": "\(error.code)",
+                    "db.sqlstate": "\(error.sqlState ?? "-")",
+                ]
             )
-            let transient: Set<PostgresError.Code> = [.poolTimeout, .connectionFailed, .connectionLost, .statementTimeout, .lockTimeout]
+            let transient: Set<PostgresError.Code> = [
+                .poolTimeout, .connectionFailed, .connectionLost, .statementTimeout, .lockTimeout,
+            ]
             throw transient.contains(error.code)
                 ? AuthError(.unavailable, "The service is busy; try again").rpcError
                 : RPCError(.internalError, "The server failed to process the call")
         } catch {
-            self.logger.error("unexpected failure", metadata: ["rpc.method": "\(context.path)", "error.type": "\(type(of: error))"])
+            self.logger.error(
+                "unexpected failure",
+                metadata: ["rpc.method": "\(context.path)", "error.type": "\(type(of: error))"]
+            )
             throw RPCError(.internalError, "The server failed to process the call")
         }
     }
@@ -160,7 +202,9 @@ public final class AuthService: GRPCService, Sendable {
             throw AuthError(.unauthenticated, "A valid access token is required")
         }
         guard let userID = identity.userID else { throw AuthError(.permissionDenied, "A user token is required") }
-        guard let sessionID = identity.sessionID else { throw AuthError(.unauthenticated, "A session token is required") }
+        guard let sessionID = identity.sessionID else {
+            throw AuthError(.unauthenticated, "A session token is required")
+        }
         let rows = try await self.database.query(
             """
             SELECT 1 FROM sessions s JOIN accounts a ON a.id = s.account_id
@@ -179,7 +223,8 @@ public final class AuthService: GRPCService, Sendable {
 
     // MARK: Keys
 
-    func getPublicKeys(_ request: Kindred.Auth.V1.GetPublicKeysRequest) throws -> Kindred.Auth.V1.GetPublicKeysResponse {
+    func getPublicKeys(_ request: Kindred.Auth.V1.GetPublicKeysRequest) throws -> Kindred.Auth.V1.GetPublicKeysResponse
+    {
         var key = Kindred.Auth.V1.PublicKey()
         key.keyId = self.signingKey.keyID
         key.algorithm = AccessTokenPolicy.algorithm

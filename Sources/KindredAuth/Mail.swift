@@ -210,9 +210,12 @@ public final class MailRelay: Sendable {
         for (row, result) in zip(claimed, results) {
             switch result {
             case .success:
-                try await self.database.execute("UPDATE mail_outbox SET sent_at = now(), attempts = attempts + 1 WHERE id = \(row.id)")
+                try await self.database.execute(
+                    "UPDATE mail_outbox SET sent_at = now(), attempts = attempts + 1 WHERE id = \(row.id)"
+                )
                 self.logger.debug("mail sent", metadata: ["mail.outbox_id": "\(row.id)"])
-            case .failure(let error) where error.isTransient && Int(row.attempts) + 1 < self.configuration.mailMaxAttempts:
+            case .failure(let error)
+            where error.isTransient && Int(row.attempts) + 1 < self.configuration.mailMaxAttempts:
                 // 2 s, 4 s, 8 s … at most 1 h.
                 let delay = min(Int64(1) << min(Int64(row.attempts) + 1, 12), 3600)
                 try await self.database.execute(
@@ -222,7 +225,10 @@ public final class MailRelay: Sendable {
                     WHERE id = \(row.id)
                     """
                 )
-                self.logger.warning("mail send failed, will retry", metadata: ["mail.outbox_id": "\(row.id)", "smtp.code": "\(error.code)"])
+                self.logger.warning(
+                    "mail send failed, will retry",
+                    metadata: ["mail.outbox_id": "\(row.id)", "smtp.code": "\(error.code)"]
+                )
             case .failure(let error):
                 try await self.database.execute(
                     """
@@ -230,7 +236,10 @@ public final class MailRelay: Sendable {
                     WHERE id = \(row.id)
                     """
                 )
-                self.logger.error("mail send failed permanently", metadata: ["mail.outbox_id": "\(row.id)", "smtp.code": "\(error.code)"])
+                self.logger.error(
+                    "mail send failed permanently",
+                    metadata: ["mail.outbox_id": "\(row.id)", "smtp.code": "\(error.code)"]
+                )
             }
         }
         return claimed.count

@@ -26,7 +26,9 @@ public final class PasswordHasher: Sendable {
     public func verify(_ password: String, encoded: String?) async throws -> Bool {
         let argon2 = self.argon2
         let target = encoded ?? self.dummyHash
-        let matches = try await self.pool.runIfActive { (try? argon2.verify(password: password, encoded: target)) ?? false }
+        let matches = try await self.pool.runIfActive {
+            (try? argon2.verify(password: password, encoded: target)) ?? false
+        }
         return encoded != nil && matches
     }
 

@@ -67,9 +67,13 @@ public struct SigningKey: Sendable {
                 try manager.createDirectory(atPath: directory, withIntermediateDirectories: true)
             }
             let key = try Ed25519PrivateKey()
-            guard manager.createFile(
-                atPath: path, contents: Data(try key.pemRepresentation.utf8), attributes: [.posixPermissions: 0o600]
-            ) else {
+            guard
+                manager.createFile(
+                    atPath: path,
+                    contents: Data(try key.pemRepresentation.utf8),
+                    attributes: [.posixPermissions: 0o600]
+                )
+            else {
                 throw ConfigurationError(key: "KINDRED_AUTH_SIGNING_KEY_FILE", problem: "cannot be created")
             }
         }

@@ -84,8 +84,13 @@ public struct CommonPasswords: Sendable {
     public init(entries: Set<String>) { self.entries = entries }
 
     public static func bundled() throws -> CommonPasswords {
-        guard let url = Bundle.module.url(forResource: "common-passwords", withExtension: "txt", subdirectory: "Resources")
-            ?? Bundle.module.url(forResource: "common-passwords", withExtension: "txt")
+        guard
+            let url = Bundle.module.url(
+                forResource: "common-passwords",
+                withExtension: "txt",
+                subdirectory: "Resources"
+            )
+                ?? Bundle.module.url(forResource: "common-passwords", withExtension: "txt")
         else {
             throw ConfigurationError(key: "Resources/common-passwords.txt", problem: "is missing from the bundle")
         }

@@ -38,7 +38,10 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let logger = self.logging.bootstrap()
-        let server = try AuthServer(configuration: try AuthConfiguration(environment: ProcessInfo.processInfo.environment), logger: logger)
+        let server = try AuthServer(
+            configuration: try AuthConfiguration(environment: ProcessInfo.processInfo.environment),
+            logger: logger
+        )
         try await server.serve { address in
             logger.notice("listening", metadata: ["net.address": "\(address)"])
         }
@@ -52,7 +55,10 @@ struct Migrate: AsyncParsableCommand {
 
     func run() async throws {
         let logger = self.logging.bootstrap()
-        let server = try AuthServer(configuration: try AuthConfiguration(environment: ProcessInfo.processInfo.environment), logger: logger)
+        let server = try AuthServer(
+            configuration: try AuthConfiguration(environment: ProcessInfo.processInfo.environment),
+            logger: logger
+        )
         do {
             try await server.migrate(directory: self.directory)
         } catch {
@@ -66,7 +72,9 @@ struct Migrate: AsyncParsableCommand {
 }
 
 struct Healthcheck: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Exit 0 when the server at KINDRED_AUTH_LISTEN is SERVING.")
+    static let configuration = CommandConfiguration(
+        abstract: "Exit 0 when the server at KINDRED_AUTH_LISTEN is SERVING."
+    )
 
     func run() async throws {
         let configuration = try AuthConfiguration(environment: ProcessInfo.processInfo.environment)
@@ -102,7 +110,10 @@ struct BootstrapAdmin: AsyncParsableCommand {
 
     func run() async throws {
         let logger = self.logging.bootstrap()
-        let server = try AuthServer(configuration: try AuthConfiguration(environment: ProcessInfo.processInfo.environment), logger: logger)
+        let server = try AuthServer(
+            configuration: try AuthConfiguration(environment: ProcessInfo.processInfo.environment),
+            logger: logger
+        )
         do {
             let userID = try await server.bootstrapAdmin(email: self.email, community: self.community)
             print("admin granted to user \(userID)")

@@ -20,7 +20,9 @@ struct AccountTests {
             }
             request.currentPassword = "correct horse battery"
             request.newPassword = "password"
-            await expectRPCError(.invalidArgument) { _ = try await auth.call(Auth.changePassword, request, token: user.tokens.accessToken) }
+            await expectRPCError(.invalidArgument) {
+                _ = try await auth.call(Auth.changePassword, request, token: user.tokens.accessToken)
+            }
             request.newPassword = "a brand new secret"
             let response = try await auth.call(Auth.changePassword, request, token: user.tokens.accessToken)
             #expect(response.endedSessions == 1)
@@ -50,7 +52,9 @@ struct AccountTests {
             reset.newPassword = "reset to something long"
             #expect(try await auth.call(Auth.resetPassword, reset).endedSessions == 1)
             await expectRPCError(.unauthenticated) { _ = try await auth.refresh(user.tokens.refreshToken) }
-            await expectRPCError(.failedPrecondition, reason: "TOKEN_EXPIRED") { _ = try await auth.call(Auth.resetPassword, reset) }
+            await expectRPCError(.failedPrecondition, reason: "TOKEN_EXPIRED") {
+                _ = try await auth.call(Auth.resetPassword, reset)
+            }
             _ = try await auth.signIn(login: user.email, password: "reset to something long")
         }
     }
@@ -63,7 +67,9 @@ struct AccountTests {
             request.email = user.email
             _ = try await auth.call(Auth.requestPasswordReset, request)
             let token = try #require(try await auth.mails(to: user.email, count: 2)[1].token)
-            try await auth.database.execute("UPDATE email_tokens SET expires_at = now() - interval '1 second' WHERE purpose = 'reset_password'")
+            try await auth.database.execute(
+                "UPDATE email_tokens SET expires_at = now() - interval '1 second' WHERE purpose = 'reset_password'"
+            )
             var reset = Kindred.Auth.V1.ResetPasswordRequest()
             reset.token = token
             reset.newPassword = "reset to something long"
@@ -75,7 +81,9 @@ struct AccountTests {
         try await AuthHarness.with { auth in
             let user = try await auth.activeUser()
             for _ in 0..<5 {
-                await expectRPCError(.unauthenticated) { _ = try await auth.signIn(login: user.email, password: "wrong password!") }
+                await expectRPCError(.unauthenticated) {
+                    _ = try await auth.signIn(login: user.email, password: "wrong password!")
+                }
             }
             await expectRPCError(.resourceExhausted) { _ = try await auth.signIn(login: user.email) }
             var request = Kindred.Auth.V1.RequestPasswordResetRequest()
@@ -116,7 +124,9 @@ struct AccountTests {
             var request = Kindred.Auth.V1.ChangeEmailRequest()
             request.newEmail = newEmail.uppercased()
             request.currentPassword = "wrong password!"
-            await expectRPCError(.unauthenticated) { _ = try await auth.call(Auth.changeEmail, request, token: user.tokens.accessToken) }
+            await expectRPCError(.unauthenticated) {
+                _ = try await auth.call(Auth.changeEmail, request, token: user.tokens.accessToken)
+            }
             request.currentPassword = "correct horse battery"
             let response = try await auth.call(Auth.changeEmail, request, token: user.tokens.accessToken)
             #expect(response.pendingEmail == newEmail)
@@ -156,9 +166,14 @@ struct AccountTests {
                 _ = try await auth.call(Auth.changeUsername, request, token: user.tokens.accessToken)
             }
             request.newUsername = "Fresh.Name_1"
-            #expect(try await auth.call(Auth.changeUsername, request, token: user.tokens.accessToken).username == "fresh.name_1")
+            #expect(
+                try await auth.call(Auth.changeUsername, request, token: user.tokens.accessToken).username
+                    == "fresh.name_1"
+            )
             request.newUsername = "another_name"
-            await expectRPCError(.resourceExhausted) { _ = try await auth.call(Auth.changeUsername, request, token: user.tokens.accessToken) }
+            await expectRPCError(.resourceExhausted) {
+                _ = try await auth.call(Auth.changeUsername, request, token: user.tokens.accessToken)
+            }
             _ = try await auth.signIn(login: "fresh.name_1")
         }
     }
@@ -169,20 +184,28 @@ struct AccountTests {
             _ = try await auth.signIn(login: user.email)
             var request = Kindred.Auth.V1.DeleteAccountRequest()
             request.currentPassword = "wrong password!"
-            await expectRPCError(.unauthenticated) { _ = try await auth.call(Auth.deleteAccount, request, token: user.tokens.accessToken) }
+            await expectRPCError(.unauthenticated) {
+                _ = try await auth.call(Auth.deleteAccount, request, token: user.tokens.accessToken)
+            }
             request.currentPassword = "correct horse battery"
             let response = try await auth.call(Auth.deleteAccount, request, token: user.tokens.accessToken)
             #expect(response.deletedUnixMs > 0)
             let footprint = try await AuthService.footprint(of: user.account.userId, in: auth.database)
             #expect(footprint.allSatisfy { $0.1 == 0 }, "\(footprint)")
-            let mails = try await auth.database.query("SELECT count(*) FROM mail_outbox WHERE recipient = \(user.email)")
+            let mails = try await auth.database.query(
+                "SELECT count(*) FROM mail_outbox WHERE recipient = \(user.email)"
+            )
             #expect(try mails.scalar(Int64.self) == 0)
-            let rows = try await auth.database.query("SELECT event_type, payload FROM events_outbox WHERE user_id = \(user.account.userId)")
+            let rows = try await auth.database.query(
+                "SELECT event_type, payload FROM events_outbox WHERE user_id = \(user.account.userId)"
+            )
             #expect(rows.count == 1)
             let (type, payload) = try rows[0].decode((String, [UInt8]).self)
             #expect(type == "account.deleted")
             let event = try Kindred.Common.V1.Event(serializedBytes: payload)
-            #expect(event.producer == "auth" && event.userId == user.account.userId && event.communityId == auth.community)
+            #expect(
+                event.producer == "auth" && event.userId == user.account.userId && event.communityId == auth.community
+            )
             #expect(event.payload == .accountDeleted(.with { $0.requestedByUser = true }))
             await expectRPCError(.unauthenticated) { _ = try await auth.refresh(user.tokens.refreshToken) }
             await expectRPCError(.unauthenticated) { _ = try await auth.signIn(login: user.email) }
@@ -201,31 +224,41 @@ struct AccountTests {
         try await AuthHarness.with { auth in
             let user = try await auth.activeUser()
             _ = try await auth.call(Auth.deleteAccount, .init(), token: user.tokens.accessToken)
-            #expect(try await AuthService.footprint(of: user.account.userId, in: auth.database).allSatisfy { $0.1 == 0 })
+            #expect(
+                try await AuthService.footprint(of: user.account.userId, in: auth.database).allSatisfy { $0.1 == 0 }
+            )
         }
     }
 
     @Test func adminDeactivatesAndReactivates() async throws {
         try await AuthHarness.with { auth in
             let admin = try await auth.activeUser()
-            try await auth.database.execute("UPDATE accounts SET roles = ARRAY['user', 'admin'] WHERE id = \(admin.account.userId)")
+            try await auth.database.execute(
+                "UPDATE accounts SET roles = ARRAY['user', 'admin'] WHERE id = \(admin.account.userId)"
+            )
             let adminToken = try await auth.signIn(login: admin.email).tokens!.accessToken
             let user = try await auth.activeUser()
             var deactivate = Kindred.Auth.V1.DeactivateAccountRequest()
             deactivate.userId = user.account.userId
             deactivate.note = "spam reports"
-            await expectRPCError(.permissionDenied) { _ = try await auth.call(Auth.deactivateAccount, deactivate, token: user.tokens.accessToken) }
+            await expectRPCError(.permissionDenied) {
+                _ = try await auth.call(Auth.deactivateAccount, deactivate, token: user.tokens.accessToken)
+            }
             let response = try await auth.call(Auth.deactivateAccount, deactivate, token: adminToken)
             #expect(response.account?.status == .deactivated && response.account?.deactivationNote == "spam reports")
             await expectRPCError(.unauthenticated) { _ = try await auth.refresh(user.tokens.refreshToken) }
-            await expectRPCError(.permissionDenied, reason: "ACCOUNT_DEACTIVATED") { _ = try await auth.signIn(login: user.email) }
+            await expectRPCError(.permissionDenied, reason: "ACCOUNT_DEACTIVATED") {
+                _ = try await auth.signIn(login: user.email)
+            }
             // A wrong password still gets the generic answer: deactivation is only revealed after the right one.
             await expectRPCError(.unauthenticated, reason: "INVALID_CREDENTIALS") {
                 _ = try await auth.signIn(login: user.email, password: "wrong password!")
             }
             var reactivate = Kindred.Auth.V1.ReactivateAccountRequest()
             reactivate.userId = user.account.userId
-            #expect(try await auth.call(Auth.reactivateAccount, reactivate, token: adminToken).account?.status == .active)
+            #expect(
+                try await auth.call(Auth.reactivateAccount, reactivate, token: adminToken).account?.status == .active
+            )
             _ = try await auth.signIn(login: user.email)
             let types = try await auth.database.query(
                 "SELECT event_type FROM events_outbox WHERE user_id = \(user.account.userId) ORDER BY id"
@@ -242,7 +275,9 @@ struct AccountTests {
             #expect(mine.account?.email == user.email && mine.account?.passwordSet == true)
             var request = Kindred.Auth.V1.GetAccountRequest()
             request.userId = other.account.userId
-            await expectRPCError(.permissionDenied) { _ = try await auth.call(Auth.getAccount, request, token: user.tokens.accessToken) }
+            await expectRPCError(.permissionDenied) {
+                _ = try await auth.call(Auth.getAccount, request, token: user.tokens.accessToken)
+            }
         }
     }
 }

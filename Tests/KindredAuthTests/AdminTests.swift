@@ -24,8 +24,10 @@ struct AdminTests {
             request.serviceName = "gateway"
             let token = try await auth.call(Auth.issueServiceToken, request)
             let key = try await auth.call(Auth.getPublicKeys, .init()).keys[0]
-            let claims = try AccessTokenVerifier(keys: [key.keyId: try Ed25519PublicKey(rawRepresentation: key.publicKey)])
-                .verify(token.accessToken)
+            let claims = try AccessTokenVerifier(keys: [
+                key.keyId: try Ed25519PublicKey(rawRepresentation: key.publicKey)
+            ])
+            .verify(token.accessToken)
             #expect(claims.sub == "service:gateway" && claims.roles == ["service"] && claims.sid == nil)
             #expect(claims.exp - claims.iat <= 900)
 
@@ -64,12 +66,18 @@ struct AdminTests {
             var roles = Kindred.Auth.V1.SetAccountRolesRequest()
             roles.userId = first.account.userId
             roles.roles = [.user]
-            await expectRPCError(.failedPrecondition) { _ = try await auth.call(Auth.setAccountRoles, roles, token: adminToken) }
+            await expectRPCError(.failedPrecondition) {
+                _ = try await auth.call(Auth.setAccountRoles, roles, token: adminToken)
+            }
             roles.roles = [.service]
-            await expectRPCError(.invalidArgument) { _ = try await auth.call(Auth.setAccountRoles, roles, token: adminToken) }
+            await expectRPCError(.invalidArgument) {
+                _ = try await auth.call(Auth.setAccountRoles, roles, token: adminToken)
+            }
             roles.userId = second.account.userId
             roles.roles = [.admin]
-            #expect(try await auth.call(Auth.setAccountRoles, roles, token: adminToken).account?.roles == [.admin, .user])
+            #expect(
+                try await auth.call(Auth.setAccountRoles, roles, token: adminToken).account?.roles == [.admin, .user]
+            )
             await expectRPCError(.permissionDenied) {
                 _ = try await auth.call(Auth.listAccounts, .init(), token: first.tokens.accessToken)  // token from before: roles ["user"]
             }
@@ -83,12 +91,18 @@ struct AdminTests {
             let page2 = try await auth.call(Auth.listAccounts, list, token: adminToken)
             #expect(page2.accounts.map(\.userId) == [first.account.userId] && page2.nextPageToken.isEmpty)
             list.query = "x"  // the token belongs to other filters
-            await expectRPCError(.invalidArgument) { _ = try await auth.call(Auth.listAccounts, list, token: adminToken) }
+            await expectRPCError(.invalidArgument) {
+                _ = try await auth.call(Auth.listAccounts, list, token: adminToken)
+            }
             list.pageToken = ""
             list.query = String(first.username.prefix(6)).uppercased() + "%"
             #expect(try await auth.call(Auth.listAccounts, list, token: adminToken).accounts.isEmpty)  // % is literal
             list.query = first.email
-            #expect(try await auth.call(Auth.listAccounts, list, token: adminToken).accounts.map(\.userId) == [first.account.userId])
+            #expect(
+                try await auth.call(Auth.listAccounts, list, token: adminToken).accounts.map(\.userId) == [
+                    first.account.userId
+                ]
+            )
         }
     }
 }

@@ -4,7 +4,7 @@ import Logging
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The `auth-server` executable: migrate, serve, healthcheck, bootstrap-admin, as an operator runs them.
@@ -12,7 +12,8 @@ import Glibc
 struct CommandTests {
     /// The executable built next to the test bundle.
     static var executable: String? {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let exe =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         let candidate = URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("auth-server").path
         return FileManager.default.isExecutableFile(atPath: candidate) ? candidate : nil
     }
@@ -45,14 +46,19 @@ struct CommandTests {
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) } }
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, length) }
+        }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) }
+        }
         let port = Int(UInt16(bigEndian: address.sin_port))
         close(probe)
         let env = [
             "KINDRED_AUTH_DATABASE_URL": url, "KINDRED_AUTH_LISTEN": "127.0.0.1:\(port)",
             "KINDRED_AUTH_DATA_DIR": dataDirectory, "KINDRED_AUTH_SMTP_PORT": String(started.smtpPort),
-            "KINDRED_AUTH_SMTP_SECURITY": "none", "KINDRED_AUTH_ARGON2_MEMORY_KIB": "64", "KINDRED_AUTH_ARGON2_ITERATIONS": "1",
+            "KINDRED_AUTH_SMTP_SECURITY": "none", "KINDRED_AUTH_ARGON2_MEMORY_KIB": "64",
+            "KINDRED_AUTH_ARGON2_ITERATIONS": "1",
         ]
         #expect(try Self.run(["migrate"], environment: env).status == 0)
         #expect(try Self.run(["migrate"], environment: env).status == 0)  // nothing left to apply

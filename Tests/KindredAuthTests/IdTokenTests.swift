@@ -10,7 +10,9 @@ import Testing
 struct IdTokenTests {
     /// Writes a JWKS into `directory` and returns ID tokens for `claims`, signed by `python/id_tokens.py`.
     static func makeTokens(_ claims: [[String: Any]], directory: String) throws -> [String] {
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("python/id_tokens.py").path
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+            "python/id_tokens.py"
+        ).path
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", script, directory + "/jwks.json"]
@@ -23,11 +25,15 @@ struct IdTokenTests {
         try input.fileHandleForWriting.close()
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw TestSetupError(message: "id_tokens.py failed (cryptography installed?)") }
+        guard process.terminationStatus == 0 else {
+            throw TestSetupError(message: "id_tokens.py failed (cryptography installed?)")
+        }
         return try JSONDecoder().decode([String].self, from: data)
     }
 
-    static func nonceHash(_ nonce: String) -> String { SHA256.hash(Array(nonce.utf8)).map { String(format: "%02x", $0) }.joined() }
+    static func nonceHash(_ nonce: String) -> String {
+        SHA256.hash(Array(nonce.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
 
     static func claims(sub: String, email: String?, nonce: String, aud: String = "kindred-ios") -> [String: Any] {
         let now = Int(Date().timeIntervalSince1970)
@@ -69,9 +75,14 @@ struct IdTokenTests {
             }
             let created = try await auth.call(Auth.signInWithIdToken, request(tokens[0], nonces[0]))
             #expect(created.accountCreated && !created.identityLinked)
-            #expect(created.account?.email == newEmail && created.account?.passwordSet == false && created.account?.status == .active)
+            #expect(
+                created.account?.email == newEmail && created.account?.passwordSet == false
+                    && created.account?.status == .active
+            )
             // The same nonce again is refused (replay); a new nonce signs in to the same account.
-            await expectRPCError(.unauthenticated) { _ = try await auth.call(Auth.signInWithIdToken, request(tokens[0], nonces[0])) }
+            await expectRPCError(.unauthenticated) {
+                _ = try await auth.call(Auth.signInWithIdToken, request(tokens[0], nonces[0]))
+            }
             let again = try await auth.call(Auth.signInWithIdToken, request(tokens[1], nonces[1]))
             #expect(!again.accountCreated && again.account?.userId == created.account?.userId)
             let sessions = try await auth.call(Auth.listSessions, .init(), token: again.tokens!.accessToken)
@@ -83,8 +94,12 @@ struct IdTokenTests {
             #expect(linked.identityLinked && linked.account?.userId == existing.account.userId)
 
             // Wrong audience, wrong nonce.
-            await expectRPCError(.unauthenticated) { _ = try await auth.call(Auth.signInWithIdToken, request(tokens[3], nonces[3])) }
-            await expectRPCError(.unauthenticated) { _ = try await auth.call(Auth.signInWithIdToken, request(tokens[1], nonces[4])) }
+            await expectRPCError(.unauthenticated) {
+                _ = try await auth.call(Auth.signInWithIdToken, request(tokens[3], nonces[3]))
+            }
+            await expectRPCError(.unauthenticated) {
+                _ = try await auth.call(Auth.signInWithIdToken, request(tokens[1], nonces[4]))
+            }
         }
     }
 }

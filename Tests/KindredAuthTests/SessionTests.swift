@@ -17,7 +17,8 @@ struct SessionTests {
             #expect(keys.keys.count == 1)
             let key = keys.keys[0]
             #expect(key.algorithm == "EdDSA" && key.curve == "Ed25519" && key.status == .signing)
-            let verifier = AccessTokenVerifier(keys: [key.keyId: try Ed25519PublicKey(rawRepresentation: key.publicKey)])
+            let verifier = AccessTokenVerifier(keys: [key.keyId: try Ed25519PublicKey(rawRepresentation: key.publicKey)]
+            )
             let claims = try verifier.verify(user.tokens.accessToken)
             #expect(claims.sub == user.account.userId)
             #expect(claims.sid == user.tokens.sessionId)
@@ -59,8 +60,12 @@ struct SessionTests {
             #expect(second.sessionId == user.tokens.sessionId)
             let third = try await auth.refresh(second.refreshToken)
             // The first token again: reuse. The whole session ends, including the newest token.
-            await expectRPCError(.unauthenticated, reason: "TOKEN_REUSED") { _ = try await auth.refresh(user.tokens.refreshToken) }
-            await expectRPCError(.unauthenticated, reason: "UNAUTHENTICATED") { _ = try await auth.refresh(third.refreshToken) }
+            await expectRPCError(.unauthenticated, reason: "TOKEN_REUSED") {
+                _ = try await auth.refresh(user.tokens.refreshToken)
+            }
+            await expectRPCError(.unauthenticated, reason: "UNAUTHENTICATED") {
+                _ = try await auth.refresh(third.refreshToken)
+            }
             // Access tokens of the revoked session no longer work at auth either.
             await expectRPCError(.unauthenticated) {
                 _ = try await auth.call(Auth.listSessions, .init(), token: third.accessToken)
@@ -75,7 +80,9 @@ struct SessionTests {
             await expectRPCError(.unauthenticated) { _ = try await auth.refresh(user.tokens.refreshToken) }
             // Absolute session lifetime: a fresh token of a session past its end does not refresh.
             let again = try await auth.signIn(login: user.email).tokens!
-            try await auth.database.execute("UPDATE sessions SET expires_at = now() - interval '1 second' WHERE id = \(again.sessionId)")
+            try await auth.database.execute(
+                "UPDATE sessions SET expires_at = now() - interval '1 second' WHERE id = \(again.sessionId)"
+            )
             await expectRPCError(.unauthenticated) { _ = try await auth.refresh(again.refreshToken) }
             // The refresh token never outlives the session: 30 days by default.
             let fresh = try await auth.signIn(login: user.email).tokens!
@@ -135,7 +142,9 @@ struct SessionTests {
             _ = try await auth.call(Auth.revokeSession, revoke, token: user.tokens.accessToken)
             await expectRPCError(.unauthenticated) { _ = try await auth.refresh(other.refreshToken) }
             revoke.sessionId = UUID().uuidString.lowercased()
-            await expectRPCError(.notFound) { _ = try await auth.call(Auth.revokeSession, revoke, token: user.tokens.accessToken) }
+            await expectRPCError(.notFound) {
+                _ = try await auth.call(Auth.revokeSession, revoke, token: user.tokens.accessToken)
+            }
             await expectRPCError(.unauthenticated) { _ = try await auth.call(Auth.listSessions, .init()) }
         }
     }
@@ -172,10 +181,16 @@ struct SessionTests {
     @Test func oldParametersAreRehashedOnSignIn() async throws {
         try await AuthHarness.with { auth in
             let user = try await auth.activeUser()
-            let old = try Argon2id(parameters: .init(memoryKiB: 32, iterations: 2, parallelism: 1)).hash(password: "correct horse battery")
-            try await auth.database.execute("UPDATE accounts SET password_hash = \(old) WHERE id = \(user.account.userId)")
+            let old = try Argon2id(parameters: .init(memoryKiB: 32, iterations: 2, parallelism: 1)).hash(
+                password: "correct horse battery"
+            )
+            try await auth.database.execute(
+                "UPDATE accounts SET password_hash = \(old) WHERE id = \(user.account.userId)"
+            )
             _ = try await auth.signIn(login: user.email)
-            let now = try await auth.database.query("SELECT password_hash FROM accounts WHERE id = \(user.account.userId)").scalar(String.self)
+            let now = try await auth.database.query(
+                "SELECT password_hash FROM accounts WHERE id = \(user.account.userId)"
+            ).scalar(String.self)
             #expect(now != old)
             #expect(now.hasPrefix("$argon2id$v=19$m=64,t=1,p=1$"))
         }
@@ -184,9 +199,13 @@ struct SessionTests {
     @Test func realOWASPParameters() async throws {
         try await AuthHarness.with(realArgon2: true) { auth in
             let user = try await auth.activeUser()
-            let hash = try await auth.database.query("SELECT password_hash FROM accounts WHERE id = \(user.account.userId)").scalar(String.self)
+            let hash = try await auth.database.query(
+                "SELECT password_hash FROM accounts WHERE id = \(user.account.userId)"
+            ).scalar(String.self)
             #expect(hash.hasPrefix("$argon2id$v=19$m=19456,t=2,p=1$"))
-            await expectRPCError(.unauthenticated) { _ = try await auth.signIn(login: user.email, password: "not the password") }
+            await expectRPCError(.unauthenticated) {
+                _ = try await auth.signIn(login: user.email, password: "not the password")
+            }
             _ = try await auth.signIn(login: user.username)
         }
     }

@@ -12,7 +12,10 @@ struct SignUpTests {
             let email = AuthHarness.uniqueEmail()
             let username = AuthHarness.uniqueUsername()
             // Upper-case domain and local part, surrounding spaces: normalised.
-            let response = try await auth.signUp(email: "  " + email.uppercased() + " ", username: username.uppercased())
+            let response = try await auth.signUp(
+                email: "  " + email.uppercased() + " ",
+                username: username.uppercased()
+            )
             #expect(response.resendAfterSeconds == 60)
             let mail = try await auth.mails(to: email)[0]
             #expect(mail.subject == "Confirm your email address")
@@ -31,7 +34,9 @@ struct SignUpTests {
             #expect(signedIn.account?.username == username)
             #expect(signedIn.account?.status == .active)
             // The token is stored hashed only.
-            let stored = try await auth.database.query("SELECT count(*) FROM email_tokens WHERE token_hash = \(Array(token.utf8))")
+            let stored = try await auth.database.query(
+                "SELECT count(*) FROM email_tokens WHERE token_hash = \(Array(token.utf8))"
+            )
             #expect(try stored.scalar(Int64.self) == 0)
         }
     }
@@ -61,7 +66,11 @@ struct SignUpTests {
         try await AuthHarness.with { auth in
             let user = try await auth.activeUser()
             auth.clock.advance(seconds: 61)
-            let again = try await auth.signUp(email: user.email, username: AuthHarness.uniqueUsername(), password: "another long password")
+            let again = try await auth.signUp(
+                email: user.email,
+                username: AuthHarness.uniqueUsername(),
+                password: "another long password"
+            )
             #expect(again.resendAfterSeconds == 60)
             let mails = try await auth.mails(to: user.email, count: 2)
             #expect(mails[1].subject == "You already have a Kindred account")
@@ -90,7 +99,11 @@ struct SignUpTests {
     func passwordRules(password: String, field: String, reason: String) async throws {
         try await AuthHarness.with { auth in
             let detail = await expectRPCError(.invalidArgument) {
-                try await auth.signUp(email: AuthHarness.uniqueEmail(), username: AuthHarness.uniqueUsername(), password: password)
+                try await auth.signUp(
+                    email: AuthHarness.uniqueEmail(),
+                    username: AuthHarness.uniqueUsername(),
+                    password: password
+                )
             }
             #expect(detail?.fieldViolations.first?.field == field)
             #expect(detail?.fieldViolations.first?.reason == reason)
@@ -100,8 +113,12 @@ struct SignUpTests {
     @Test func passwordLengthCountsCharactersAndNeverTruncates() async throws {
         // 8 emoji = 8 characters (32 bytes): accepted; 128 multi-byte characters accepted, 129 refused.
         #expect(throws: Never.self) { try Validation.newPassword("🐶🐱🐭🐹🐰🦊🐻🐼", field: "p", common: .init(entries: [])) }
-        #expect(throws: Never.self) { try Validation.newPassword(String(repeating: "é", count: 128), field: "p", common: .init(entries: [])) }
-        #expect(throws: AuthError.self) { try Validation.newPassword(String(repeating: "é", count: 129), field: "p", common: .init(entries: [])) }
+        #expect(throws: Never.self) {
+            try Validation.newPassword(String(repeating: "é", count: 128), field: "p", common: .init(entries: []))
+        }
+        #expect(throws: AuthError.self) {
+            try Validation.newPassword(String(repeating: "é", count: 129), field: "p", common: .init(entries: []))
+        }
         try await AuthHarness.with { auth in
             let long = String(repeating: "ü", count: 100) + "-end-A"
             let user = try await auth.activeUser(password: long)
@@ -137,7 +154,9 @@ struct SignUpTests {
             try await auth.signUp(email: greylisted, username: AuthHarness.uniqueUsername())
             var attempts: Int32 = 0
             for _ in 0..<400 {
-                let rows = try await auth.database.query("SELECT attempts FROM mail_outbox WHERE recipient = \(greylisted)")
+                let rows = try await auth.database.query(
+                    "SELECT attempts FROM mail_outbox WHERE recipient = \(greylisted)"
+                )
                 attempts = try rows.first?.decode(Int32.self, at: 0) ?? 0
                 if attempts > 0 { break }
                 try await Task.sleep(for: .milliseconds(50))
@@ -151,12 +170,15 @@ struct SignUpTests {
             let email = AuthHarness.uniqueEmail()
             try await auth.signUp(email: email, username: AuthHarness.uniqueUsername())
             let mail = try await auth.mails(to: email)[0]
-            let id = try await auth.database.query("SELECT id FROM mail_outbox WHERE recipient = \(email)").scalar(Int64.self)
+            let id = try await auth.database.query("SELECT id FROM mail_outbox WHERE recipient = \(email)").scalar(
+                Int64.self
+            )
             #expect(mail.messageID == "<auth-outbox-\(id)@kindred.invalid>")
             // Marked sent once the batch's transaction commits, just after the server accepted the message.
             var sent = false
             for _ in 0..<400 where !sent {
-                sent = try await auth.database.query("SELECT sent_at IS NOT NULL FROM mail_outbox WHERE id = \(id)").scalar(Bool.self)
+                sent = try await auth.database.query("SELECT sent_at IS NOT NULL FROM mail_outbox WHERE id = \(id)")
+                    .scalar(Bool.self)
                 if !sent { try await Task.sleep(for: .milliseconds(50)) }
             }
             #expect(sent)

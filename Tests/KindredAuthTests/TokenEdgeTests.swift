@@ -13,7 +13,9 @@ struct TokenEdgeTests {
             try await auth.signUp(email: email, username: AuthHarness.uniqueUsername())
             let first = try #require(try await auth.mails(to: email)[0].token)
             try await auth.database.execute("UPDATE email_tokens SET expires_at = now() - interval '1 second'")
-            await expectRPCError(.failedPrecondition, reason: "TOKEN_EXPIRED") { _ = try await auth.verify(token: first) }
+            await expectRPCError(.failedPrecondition, reason: "TOKEN_EXPIRED") {
+                _ = try await auth.verify(token: first)
+            }
             auth.clock.advance(seconds: 61)
             var resend = Kindred.Auth.V1.ResendVerificationRequest()
             resend.communityId = auth.community
@@ -40,7 +42,9 @@ struct TokenEdgeTests {
             proof.code = code == "123456" ? "654321" : "123456"
             var request = Kindred.Auth.V1.VerifyEmailRequest()
             request.proof = .code(proof)
-            for _ in 0..<5 { await expectRPCError(.failedPrecondition) { _ = try await auth.call(Auth.verifyEmail, request) } }
+            for _ in 0..<5 {
+                await expectRPCError(.failedPrecondition) { _ = try await auth.call(Auth.verifyEmail, request) }
+            }
             proof.code = code
             request.proof = .code(proof)
             await expectRPCError(.resourceExhausted) { _ = try await auth.call(Auth.verifyEmail, request) }
@@ -53,7 +57,9 @@ struct TokenEdgeTests {
             let results = await withTaskGroup(of: Result<Kindred.Auth.V1.TokenBundle, any Error>.self) { group in
                 for _ in 0..<4 {
                     group.addTask {
-                        do { return .success(try await auth.refresh(user.tokens.refreshToken)) } catch { return .failure(error) }
+                        do { return .success(try await auth.refresh(user.tokens.refreshToken)) } catch {
+                            return .failure(error)
+                        }
                     }
                 }
                 return await group.reduce(into: []) { $0.append($1) }

@@ -54,13 +54,22 @@ struct AuthHarness {
         defer { try? FileManager.default.removeItem(atPath: configuration.dataDirectory) }
         let logger = Logger(label: "kindred.auth.test")
         let clock = TestClock()
-        let server = try AuthServer(configuration: configuration, limiter: RateLimiter(now: { clock.now }), logger: logger)
+        let server = try AuthServer(
+            configuration: configuration,
+            limiter: RateLimiter(now: { clock.now }),
+            logger: logger
+        )
         let (grpcServer, relay, address) = try await server.start()
         let client = GRPCClient(
-            configuration: GRPCClientConfiguration(host: "127.0.0.1", port: address.port ?? 0), logger: logger
+            configuration: GRPCClientConfiguration(host: "127.0.0.1", port: address.port ?? 0),
+            logger: logger
         )
         let harness = AuthHarness(
-            server: server, client: client, mailDirectory: started.mailDirectory, database: server.database, clock: clock
+            server: server,
+            client: client,
+            mailDirectory: started.mailDirectory,
+            database: server.database,
+            clock: clock
         )
         let result: Result<T, any Error>
         do { result = .success(try await body(harness)) } catch { result = .failure(error) }
@@ -90,10 +99,13 @@ struct AuthHarness {
         "\(prefix)-\(UUID().uuidString.prefix(8).lowercased())@example.com"
     }
 
-    static func uniqueUsername() -> String { "u_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "") }
+    static func uniqueUsername() -> String {
+        "u_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")
+    }
 
     @discardableResult
-    func signUp(email: String, username: String, password: String = "correct horse battery", ip: String? = nil) async throws
+    func signUp(email: String, username: String, password: String = "correct horse battery", ip: String? = nil)
+        async throws
         -> Kindred.Auth.V1.SignUpResponse
     {
         var request = Kindred.Auth.V1.SignUpRequest()
@@ -162,7 +174,9 @@ func expectRPCError(
         return nil
     } catch let error as RPCError {
         #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
-        let detail = error.metadata.binary("kindred-error-bin").flatMap { try? Kindred.Common.V1.ErrorDetail(serializedBytes: $0) }
+        let detail = error.metadata.binary("kindred-error-bin").flatMap {
+            try? Kindred.Common.V1.ErrorDetail(serializedBytes: $0)
+        }
         if let reason { #expect(detail?.reason == reason, "\(error)", sourceLocation: sourceLocation) }
         return detail
     } catch {

@@ -4,7 +4,7 @@ import Logging
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A child process that stops when this test process ends.
@@ -73,7 +73,8 @@ actor TestEnvironment {
         self.databaseCounter += 1
         let name = "auth_test_\(self.databaseCounter)"
         let admin = PostgresClient(
-            configuration: try PostgresConfiguration(Self.url(started, database: "postgres")), logger: self.logger
+            configuration: try PostgresConfiguration(Self.url(started, database: "postgres")),
+            logger: self.logger
         )
         defer { Task { await admin.shutdown() } }
         try await admin.execute(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name) TEMPLATE auth_template"))
@@ -87,7 +88,8 @@ actor TestEnvironment {
         self.databaseCounter += 1
         let name = "auth_empty_\(self.databaseCounter)"
         let admin = PostgresClient(
-            configuration: try PostgresConfiguration(Self.url(started, database: "postgres")), logger: self.logger
+            configuration: try PostgresConfiguration(Self.url(started, database: "postgres")),
+            logger: self.logger
         )
         try await admin.execute(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
         await admin.shutdown()
@@ -112,7 +114,8 @@ actor TestEnvironment {
         let postgres = try ChildProcess(
             prefix + [
                 "\(bin)/postgres", "-D", data, "-k", directory, "-p", String(port), "-c", "listen_addresses=",
-                "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=400",
+                "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c",
+                "max_connections=400",
             ],
             stopSignal: "INT",
             cleanup: directory
@@ -121,7 +124,8 @@ actor TestEnvironment {
         var started = Started(socketDirectory: directory, port: port, smtpPort: 0, mailDirectory: directory + "/mail")
         // Wait for the server, then build the migrated template.
         let admin = PostgresClient(
-            configuration: try PostgresConfiguration(url(started, database: "postgres")), logger: logger
+            configuration: try PostgresConfiguration(url(started, database: "postgres")),
+            logger: logger
         )
         var ready = false
         for _ in 0..<300 {
@@ -132,17 +136,22 @@ actor TestEnvironment {
         try await admin.execute("CREATE DATABASE auth_template")
         await admin.shutdown()
         let template = PostgresClient(
-            configuration: try PostgresConfiguration(url(started, database: "auth_template")), logger: logger
+            configuration: try PostgresConfiguration(url(started, database: "auth_template")),
+            logger: logger
         )
         try await PostgresMigrator(
-            schema: "auth", directory: repositoryRoot.appendingPathComponent("services/auth/migrations").path
+            schema: "auth",
+            directory: repositoryRoot.appendingPathComponent("services/auth/migrations").path
         ).migrate(on: template, logger: logger)
         await template.shutdown()
 
         // The SMTP sink of the KindredSMTP tests (aiosmtpd), reused by path.
         try FileManager.default.createDirectory(atPath: started.mailDirectory, withIntermediateDirectories: true)
         let script = repositoryRoot.appendingPathComponent("Tests/KindredSMTPTests/python/smtp_sink.py").path
-        let sink = try ChildProcess(["python3", script, started.mailDirectory, "--tempfail-rcpt", "greylisted@example.com"], direct: true)
+        let sink = try ChildProcess(
+            ["python3", script, started.mailDirectory, "--tempfail-rcpt", "greylisted@example.com"],
+            direct: true
+        )
         keepAlive.append(sink)
         let line = sink.output.fileHandleForReading.readLine()
         guard let line, line.hasPrefix("LISTENING "), let smtpPort = Int(line.dropFirst("LISTENING ".count)) else {
