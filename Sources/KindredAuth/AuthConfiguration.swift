@@ -12,8 +12,8 @@ public struct AuthConfiguration: Sendable {
     public var databaseURL = "postgresql:///kindred"
     /// `KINDRED_AUTH_DATABASE_POOL_SIZE` (int), default 10.
     public var databasePoolSize = 10
-    /// `KINDRED_AUTH_DATA_DIR` (path), default `./data/auth`: where a missing signing key is generated.
-    public var dataDirectory = "./data/auth"
+    /// `KINDRED_AUTH_DATA_DIR` (path), default `./.data/auth` (ignored by git): where a missing signing key is generated.
+    public var dataDirectory = "./.data/auth"
     /// `KINDRED_AUTH_SIGNING_KEY_FILE` (path to an Ed25519 PKCS#8 PEM), default `<data dir>/signing-key.pem`;
     /// generated when missing.
     public var signingKeyFile: String?
