@@ -292,7 +292,12 @@ private func serverUser() throws -> ServerUser? {
 /// Not Foundation's `Process`: its children start with most signals blocked, and a shell with
 /// SIGCHLD blocked never returns from `wait`, which the server wrapper relies on.
 private func spawnShell(_ script: String, _ arguments: [String], asUser user: String?, log: String) throws -> pid_t {
-    let shell = ["/bin/sh", "-c", "LC_ALL=C; export LC_ALL; exec >>\"$0\" 2>&1; " + script, log] + arguments
+    // The shell first closes every descriptor above 2: the test process's pipes are not close-on-exec, and a
+    // long-lived PostgreSQL holding the write end of another child's stdin pipe would keep that child from ever
+    // seeing EOF (seen: a Python helper waiting for EOF hung the whole test run). bash, since dash cannot name
+    // descriptors above 9.
+    let closeInherited = "for fd in /proc/$$/fd/*; do n=${fd##*/}; [ \"$n\" -gt 2 ] && eval \"exec $n>&-\"; done; "
+    let shell = ["/bin/bash", "-c", closeInherited + "LC_ALL=C; export LC_ALL; exec >>\"$0\" 2>&1; " + script, log] + arguments
     let argv = user.map { ["/usr/sbin/runuser", "-u", $0, "--"] + shell } ?? shell
 
     var attributes = posix_spawnattr_t()
@@ -312,7 +317,6 @@ private func spawnShell(_ script: String, _ arguments: [String], asUser user: St
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
     posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
     posix_spawn_file_actions_adddup2(&actions, 1, 2)
-
     let cArguments = argv.map { strdup($0) } + [nil]
     defer { for argument in cArguments { free(argument) } }
     var pid = pid_t()

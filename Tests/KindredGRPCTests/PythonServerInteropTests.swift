@@ -36,6 +36,9 @@ import Testing
 
         func stop() {
             try? self.input.fileHandleForWriting.close()
+            // SIGKILL too: a child spawned concurrently may hold the stdin pipe open, so EOF may never come, and
+            // Foundation starts children with SIGTERM blocked.
+            if self.process.isRunning { kill(self.process.processIdentifier, SIGKILL) }
             self.process.waitUntilExit()
         }
     }

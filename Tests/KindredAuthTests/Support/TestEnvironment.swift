@@ -37,6 +37,9 @@ final class ChildProcess: @unchecked Sendable {
 
     func stop() {
         try? self.input.fileHandleForWriting.close()
+        // Also SIGKILL: another child may have inherited the stdin pipe, so EOF alone may never come, and
+        // Foundation starts children with SIGTERM blocked.
+        if self.process.isRunning { kill(self.process.processIdentifier, SIGKILL) }
         self.process.waitUntilExit()
     }
 }

@@ -74,16 +74,23 @@ struct SMTPSink: Sendable {
         do {
             result = try await body(sink)
         } catch {
-            try? input.fileHandleForWriting.close()
+            Self.stop(process, input: input)
             for await _ in exited.stream {}
             throw error
         }
-        try? input.fileHandleForWriting.close()
+        Self.stop(process, input: input)
         for await _ in exited.stream {}
         return result
     }
 
     /// Reads the first line without blocking a cooperative thread.
+    /// Closes the sink's stdin and kills it: a child spawned concurrently by another test may hold the stdin pipe
+    /// open, so EOF alone may never arrive, and Foundation starts children with SIGTERM blocked.
+    private static func stop(_ process: Process, input: Pipe) {
+        try? input.fileHandleForWriting.close()
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+
     private static func firstLine(of handle: FileHandle) async -> String? {
         await withCheckedContinuation { continuation in
             Thread.detachNewThread {
