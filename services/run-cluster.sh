@@ -19,10 +19,13 @@ fi
 : >"$RUN/pids"
 
 stop() {
-    echo "Stopping..."
+    trap - INT TERM EXIT
+    [ -f "$RUN/pids" ] || exit 0
+    echo "Stopping (SIGTERM: servers drain and exit)..."
     xargs -r kill -TERM <"$RUN/pids" 2>/dev/null || true
     wait || true
     rm -f "$RUN/pids"
+    exit 0
 }
 trap stop INT TERM EXIT
 
