@@ -1,4 +1,5 @@
 import KindredHTTP2
+import KindredProtobuf
 import Logging
 import NIOCore
 
@@ -96,15 +97,11 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
 
     private func flushOutput() {
         guard let session = self.session, let context = self.context else { return }
-        var buffer = context.channel.allocator.buffer(capacity: 0)
         do {
-            try session.write(into: &buffer)
+            try session.flush(to: context)
         } catch {
+            self.logger.debug("HTTP/2 session failed", metadata: ["error": "\(error)"])
             context.close(promise: nil)
-            return
-        }
-        if buffer.readableBytes > 0 {
-            context.writeAndFlush(self.wrapOutboundOut(buffer), promise: nil)
         }
     }
 

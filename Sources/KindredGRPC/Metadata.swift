@@ -1,4 +1,5 @@
 import KindredHTTP2
+import KindredProtobuf
 
 /// Custom metadata of a call: request headers, response headers or trailers.
 ///

@@ -1,4 +1,5 @@
 import KindredHTTP2
+import KindredProtobuf
 import Logging
 import NIOCore
 
@@ -120,8 +121,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is ServerShutdownEvent {
-            self.beginGracefulShutdown(grace: (event as! ServerShutdownEvent).grace)
+        if let shutdown = event as? ServerShutdownEvent {
+            self.beginGracefulShutdown(grace: shutdown.grace)
         } else {
             context.fireUserInboundEventTriggered(event)
         }
@@ -162,16 +163,12 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     /// handlers, once per event-loop tick so responses finished together go out in one write.
     private func flushOutput() {
         guard let session = self.session, let context = self.context else { return }
-        var buffer = context.channel.allocator.buffer(capacity: 0)
         do {
-            try session.write(into: &buffer)
+            try session.flush(to: context)
         } catch {
             self.logger.error("HTTP/2 session failed", metadata: ["error": "\(error)"])
             self.closeConnection()
             return
-        }
-        if buffer.readableBytes > 0 {
-            context.writeAndFlush(self.wrapOutboundOut(buffer), promise: nil)
         }
         if !session.isActive || (self.draining && self.calls.isEmpty && self.runningHandlers == 0 && !session.wantsWrite) {
             // nghttp2 wants neither to read nor write (it sent GOAWAY after a flood or an error), or a drained

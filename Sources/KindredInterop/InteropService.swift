@@ -1,5 +1,6 @@
 import KindredGRPC
 import KindredProto
+import KindredProtobuf
 import NIOConcurrencyHelpers
 
 typealias V1 = Kindred.Testing.V1

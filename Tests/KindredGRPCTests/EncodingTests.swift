@@ -1,4 +1,5 @@
 import KindredHTTP2
+import KindredProtobuf
 import NIOCore
 import Testing
 
