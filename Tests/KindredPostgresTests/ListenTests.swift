@@ -45,15 +45,19 @@ import Testing
                 let events = try await client.listen(channel: "gone")
                 for try await _ in events {}
             }
-            try await Task.sleep(for: .milliseconds(200))
-            let listening = try await client.query(
-                "SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN \"gone\"'"
-            ).scalar(Int.self)
+            // Wait (up to 20 s on a loaded machine) until the listener's LISTEN is visible.
+            var listening = 0
+            for _ in 0..<400 where listening == 0 {
+                try await Task.sleep(for: .milliseconds(50))
+                listening = try await client.query(
+                    "SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN \"gone\"'"
+                ).scalar(Int.self)
+            }
             #expect(listening == 1)
             consumer.cancel()
             _ = try? await consumer.value
             var remaining = 1
-            for _ in 0..<100 where remaining > 0 {
+            for _ in 0..<400 where remaining > 0 {
                 try await Task.sleep(for: .milliseconds(20))
                 remaining = try await client.query(
                     "SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN \"gone\"'"
