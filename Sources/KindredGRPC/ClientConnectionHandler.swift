@@ -116,10 +116,12 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
 
     // MARK: Calls (on the loop)
 
-    func start(_ call: ClientCall, path: String, metadata: Metadata, deadline: NIODeadline?) {
+    /// Opens the call's stream. Returns false, touching nothing, when this connection no longer takes calls
+    /// (GOAWAY received or closed): nothing was sent, so the pool retries the call on another connection.
+    /// Every other failure completes the call with its status and returns true.
+    func start(_ call: ClientCall, path: String, metadata: Metadata, deadline: NIODeadline?) -> Bool {
         guard let session = self.session, let context = self.context, !self.isDraining else {
-            call.complete(RPCError(.unavailable, "The connection is closing"))
-            return
+            return false
         }
         var headers = [
             HTTP2Header(":method", "POST"), HTTP2Header(":scheme", self.scheme), HTTP2Header(":path", path),
@@ -130,7 +132,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             let remaining = deadline - .now()
             guard remaining.nanoseconds > 0 else {
                 call.complete(RPCError(.deadlineExceeded, "Deadline exceeded before the call started"))
-                return
+                return true
             }
             headers.append(HTTP2Header("grpc-timeout", GRPCTimeout.format(.nanoseconds(remaining.nanoseconds))))
         }
@@ -140,7 +142,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             streamID = try session.submitRequest(headers: headers)
         } catch {
             call.complete(RPCError(.unavailable, "The connection cannot open more streams"))
-            return
+            return true
         }
         call.streamID = streamID
         call.connection = self
@@ -152,6 +154,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             }
         }
         self.scheduleFlush()
+        return true
     }
 
     func send(_ framed: ByteBuffer, on call: ClientCall) {

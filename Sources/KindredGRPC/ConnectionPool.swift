@@ -28,6 +28,8 @@ final class ConnectionPool: Sendable {
     struct Connection: Sendable {
         let channel: any Channel
         let handler: NIOLoopBound<ClientConnectionHandler>
+        /// The pool slot holding it.
+        let slot: Int
     }
 
     init(configuration: GRPCClientConfiguration, group: any EventLoopGroup, logger: Logger) {
@@ -38,18 +40,27 @@ final class ConnectionPool: Sendable {
         self.state = NIOLockedValueBox(State(slots: slots))
     }
 
-    /// Picks a connection and opens a stream for the call on it.
+    /// Picks a connection and opens a stream for the call on it. A connection that turns out to be going away
+    /// (its GOAWAY raced with the pick) refuses the call before anything is sent; the call then moves to another
+    /// connection (gRPC's transparent retry), at most a few times.
     func startCall(path: String, metadata: Metadata, deadline: NIODeadline?) async throws -> ClientCall {
-        let connection = try await self.connection()
-        let loop = connection.channel.eventLoop
-        let call = ClientCall(eventLoop: loop, maxMessageSize: self.configuration.maxReceiveMessageSize)
-        let handler = connection.handler
-        if loop.inEventLoop {
-            handler.value.start(call, path: path, metadata: metadata, deadline: deadline)
-        } else {
-            loop.execute { handler.value.start(call, path: path, metadata: metadata, deadline: deadline) }
+        for _ in 0..<3 {
+            let connection = try await self.connection()
+            let loop = connection.channel.eventLoop
+            let call = ClientCall(eventLoop: loop, maxMessageSize: self.configuration.maxReceiveMessageSize)
+            let handler = connection.handler
+            let started: Bool
+            if loop.inEventLoop {
+                started = handler.value.start(call, path: path, metadata: metadata, deadline: deadline)
+            } else {
+                started = try await loop.submit {
+                    handler.value.start(call, path: path, metadata: metadata, deadline: deadline)
+                }.get()
+            }
+            if started { return call }
+            self.drained(index: connection.slot, channel: connection.channel)
         }
-        return call
+        throw RPCError(.unavailable, "No connection to \(self.configuration.authority) is available")
     }
 
     private enum Choice {
@@ -137,7 +148,11 @@ final class ConnectionPool: Sendable {
             case .success(let channel):
                 do {
                     let handler = try channel.pipeline.syncOperations.handler(type: ClientConnectionHandler.self)
-                    let connection = Connection(channel: channel, handler: NIOLoopBound(handler, eventLoop: channel.eventLoop))
+                    let connection = Connection(
+                        channel: channel,
+                        handler: NIOLoopBound(handler, eventLoop: channel.eventLoop),
+                        slot: index
+                    )
                     handler.onDrain = { [weak self] in self?.drained(index: index, channel: channel) }
                     self.state.withLockedValue { $0.slots[index] = .ready(connection) }
                     promise.succeed(connection)
