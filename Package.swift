@@ -23,6 +23,8 @@ let package = Package(
     products: [
         .executable(name: "kindred-interop-server", targets: ["kindred-interop-server"]),
         .executable(name: "auth-server", targets: ["auth-server"]),
+        .executable(name: "gateway-server", targets: ["gateway-server"]),
+        .executable(name: "kindred", targets: ["kindred"]),
         .library(name: "KindredGRPC", targets: ["KindredGRPC"]),
     ],
     dependencies: [
@@ -63,7 +65,14 @@ let package = Package(
             dependencies: ["KindredHTTP2", "KindredProtobuf", "KindredOpenSSL", logging] + nio,
             swiftSettings: hotPath
         ),
-        .target(name: "KindredGRPCServices", dependencies: ["KindredGRPC", "KindredProto", logging]),
+        // Health, reflection and what every server shares: runner, admin (metrics) port, logging, configuration.
+        .target(
+            name: "KindredGRPCServices",
+            dependencies: [
+                "KindredGRPC", "KindredProto", "KindredOpenSSL", logging,
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ] + nio
+        ),
 
         // Access tokens: Ed25519 JWT signing and the verification every service uses; OIDC ID tokens.
         .target(name: "KindredIdentity", dependencies: ["KindredOpenSSL", "KindredGRPC"]),
@@ -81,6 +90,27 @@ let package = Package(
             name: "auth-server",
             dependencies: ["KindredAuth", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
+
+        // The gateway: the public API (kindred.api.v1), authentication, limits, fan-out (library) and its executable.
+        .target(
+            name: "KindredGateway",
+            dependencies: ["KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredIdentity", "KindredOpenSSL", logging]
+                + nio
+        ),
+        .executableTarget(
+            name: "gateway-server",
+            dependencies: ["KindredGateway", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+
+        // The `kindred` command-line client (library + thin executable).
+        .target(
+            name: "KindredCLI",
+            dependencies: [
+                "KindredGRPC", "KindredProto", "KindredOpenSSL",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ] + nio
+        ),
+        .executableTarget(name: "kindred", dependencies: ["KindredCLI"]),
 
         // The interop test service (used by tests, the benchmark and Python grpcio).
         .target(name: "KindredInterop", dependencies: ["KindredGRPC", "KindredGRPCServices", "KindredProto", logging]),
@@ -108,6 +138,14 @@ let package = Package(
             dependencies: ["KindredSMTP", "KindredOpenSSL", logging] + nio,
             exclude: ["python"]
         ),
+        .testTarget(
+            name: "KindredGatewayTests",
+            dependencies: [
+                "KindredGateway", "KindredAuth", "KindredPostgresTesting", "KindredGRPC", "KindredGRPCServices",
+                "KindredProto", "KindredIdentity",
+            ] + nio
+        ),
+        .testTarget(name: "KindredCLITests", dependencies: ["KindredCLI", "KindredProto"]),
         .testTarget(name: "KindredPostgresTests", dependencies: ["KindredPostgres", "KindredPostgresTesting"] + nio),
         .testTarget(
             name: "KindredGRPCTests",

@@ -1,0 +1,3 @@
+import KindredGateway
+
+print("gateway-server: not built yet")

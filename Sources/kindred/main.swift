@@ -1,0 +1,3 @@
+import KindredCLI
+
+await KindredCommand.main()
