@@ -180,6 +180,10 @@ public final class GRPCClient: Sendable {
         _ body: (ClientCall) async throws -> Result
     ) async throws -> Result {
         let deadline = GRPCDeadline.effective(timeout: options.timeout ?? self.configuration.defaultTimeout)
+        var metadata = metadata
+        if let requestID = GRPCRequestID.current, metadata[GRPCRequestID.metadataKey] == nil {
+            metadata.add(GRPCRequestID.metadataKey, requestID)
+        }
         let call = try await self.pool.startCall(path: path, metadata: metadata, deadline: deadline)
         return try await withTaskCancellationHandler {
             do {

@@ -87,6 +87,9 @@ public struct ServerContext: Sendable {
     public var remainingTime: Duration? { GRPCDeadline.remaining(until: self.call.deadline) }
     /// The peer's address, e.g. "127.0.0.1:53422".
     public var peer: String { self.call.peer }
+    /// The request id of this call (the caller's `x-request-id`, or a new one); outgoing calls made by the handler
+    /// carry it on.
+    public var requestID: String { GRPCRequestID.current ?? self.call.requestID }
     /// Whether the call was cancelled (deadline passed, client reset, server shutdown).
     public var isCancelled: Bool { Task.isCancelled }
 

@@ -13,6 +13,10 @@ final class ServerCall: @unchecked Sendable {
     /// The request's header fields; custom metadata is parsed from them when a handler asks.
     let requestHeaders: [HTTP2Header]
     var requestMetadata: Metadata { Metadata(headers: self.requestHeaders) }
+    /// The caller's `x-request-id` when usable, else a new one (computed once, on the loop, when first asked).
+    lazy var requestID: String = GRPCRequestID.accept(
+        self.requestHeaders.first { $0.name == GRPCRequestID.metadataKey }?.value
+    )
     let deadline: NIODeadline?
     let peer: String
     let eventLoop: any EventLoop

@@ -1,5 +1,6 @@
 import KindredHTTP2
 import KindredOpenSSL
+import Logging
 import NIOCore
 
 /// Configuration of a gRPC server. Defaults follow DESIGN.md §6 and gRPC's own defaults.
@@ -33,6 +34,9 @@ public struct GRPCServerConfiguration: Sendable {
     public var maxPingStrikes: Int = 2
     /// Outbound bytes queued per stream above which a writer waits (backpressure). Default 256 KiB.
     public var outboundHighWatermark: Int = 256 << 10
+    /// When set, every finished call is logged at this level (method, status, duration, request id, peer).
+    /// Default nil: no per-call log line (benchmarks, the interop server).
+    public var accessLogLevel: Logger.Level? = nil
 
     public init() {}
 }

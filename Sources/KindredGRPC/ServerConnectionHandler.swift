@@ -402,22 +402,25 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         let logger = self.logger
         let deadline = call.deadline
         let handler = call.handler
+        let requestID = call.requestID
         call.task = Task(executorPreference: executor) {
             var status: RPCError?
             do {
-                if let deadline {
-                    try await GRPCDeadline.$current.withValue(deadline) {
+                try await GRPCRequestID.$current.withValue(requestID) {
+                    if let deadline {
+                        try await GRPCDeadline.$current.withValue(deadline) {
+                            try await handler.run(call, firstMessage)
+                        }
+                    } else {
                         try await handler.run(call, firstMessage)
                     }
-                } else {
-                    try await handler.run(call, firstMessage)
                 }
             } catch {
                 let mapped = RPCError.from(error)
                 if mapped.code == .unknown {
                     logger.warning(
                         "Handler failed",
-                        metadata: ["rpc.method": "\(call.path)", "error": "\(error)"]
+                        metadata: ["rpc.method": "\(call.path)", "request_id": "\(requestID)", "error": "\(error)"]
                     )
                 }
                 status = mapped
@@ -502,6 +505,25 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         }
     }
 
+    /// One line per finished call: what was called, how it ended, how long it took, and the request id that
+    /// ties it to the caller's and downstream services' lines. Never message contents or metadata values.
+    private func logAccess(_ call: ServerCall, error: RPCError?, level: Logger.Level) {
+        let code = error?.code ?? .ok
+        var metadata: Logger.Metadata = [
+            "rpc.method": "\(call.path)",
+            "grpc.code": "\(code)",
+            "request_id": "\(call.requestID)",
+            "net.peer": "\(call.peer)",
+        ]
+        if let start = call.startTime {
+            let micros = (NIODeadline.now() - start).nanoseconds / 1000
+            metadata["duration_ms"] = "\(Double(micros) / 1000)"
+        }
+        // Server-side failures are worth a louder line than the routine ones.
+        let serverFault: Set<StatusCode> = [.unknown, .internalError, .dataLoss]
+        self.logger.log(level: serverFault.contains(code) ? max(level, .warning) : level, "rpc", metadata: metadata)
+    }
+
     /// Sends the call's status, once: trailers after headers, or a trailers-only response.
     func finish(_ call: ServerCall, error: RPCError?) {
         guard !call.finished else { return }
@@ -509,6 +531,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         call.deadlineTimer?.cancel()
         call.deadlineTimer = nil
         self.metrics.callFinished(path: call.path, code: error?.code ?? .ok, start: call.startTime)
+        if let level = self.configuration.accessLogLevel { self.logAccess(call, error: error, level: level) }
         guard let session = self.session, !call.streamClosed else { return }
         var trailers = Self.statusHeaders(error)
         if !call.trailingMetadata.isEmpty { call.trailingMetadata.appendHeaders(to: &trailers) }

@@ -18,10 +18,31 @@ public struct ServerRunner: Sendable {
     public let health = HealthService()
     /// The server's counters (calls, connections), shared with whoever renders them.
     public var metrics = ServerMetrics()
+    /// The admin port (Prometheus `/metrics`, `/healthz`); nil = none.
+    public var admin: AdminServer.Configuration?
+    /// More Prometheus text appended to the runtime's counters (pool statistics, service counters).
+    public var extraMetrics: [@Sendable () -> String] = []
 
     public init(configuration: GRPCServerConfiguration, services: [any GRPCService]) {
         self.configuration = configuration
         self.services = services
+    }
+
+    /// Everything `/metrics` shows: the runtime's counters, then each extra source.
+    public func prometheusText() -> String {
+        self.extraMetrics.reduce(self.metrics.prometheusText()) { $0 + $1() }
+    }
+
+    /// The admin server for `admin`, if configured (not started).
+    public func makeAdminServer(logger: Logger) -> AdminServer? {
+        guard let admin = self.admin else { return nil }
+        let health = self.health
+        return AdminServer(
+            configuration: admin,
+            logger: logger,
+            metrics: { [self] in self.prometheusText() },
+            healthy: { health.status(of: "") == true }
+        )
     }
 
     /// Builds the server with the standard services added.
@@ -52,12 +73,21 @@ public struct ServerRunner: Sendable {
         let server = self.makeServer(logger: logger)
         let signals = SignalWaiter([SIGTERM, SIGINT])
         let address = try await server.start()
+        let adminServer = self.makeAdminServer(logger: logger)
+        do {
+            try await adminServer?.start()
+        } catch {
+            await server.shutdown(grace: .zero)
+            throw error
+        }
         self.health.setStatus(true)
         onListening(address)
         let signal = await signals.wait()
-        logger.info("Shutting down", metadata: ["signal": "\(signal)"])
+        logger.notice("shutting down: health NOT_SERVING, draining calls", metadata: ["signal": "\(signal)"])
         self.health.setAll(false)
         await server.shutdown(grace: self.shutdownGrace)
+        await adminServer?.stop()
+        logger.notice("stopped")
     }
 }
 

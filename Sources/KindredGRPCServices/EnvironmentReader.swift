@@ -1,0 +1,111 @@
+import Foundation
+
+/// A configuration key with a bad value. The message names the key and what it must be; never the value
+/// (it may be a secret).
+public struct ConfigurationError: Error, CustomStringConvertible, Sendable {
+    public let key: String
+    public let problem: String
+    public init(key: String, problem: String) {
+        self.key = key
+        self.problem = problem
+    }
+    public var description: String { "\(self.key) \(self.problem)" }
+}
+
+/// Reads server configuration from environment variables: unset or blank means "use the default"; a value
+/// that does not parse is a `ConfigurationError` (the server refuses to start rather than guess).
+public struct EnvironmentReader: Sendable {
+    public let environment: [String: String]
+
+    public init(_ environment: [String: String] = ProcessInfo.processInfo.environment) {
+        self.environment = environment
+    }
+
+    /// The trimmed value, or nil when unset or blank.
+    public func string(_ key: String) -> String? {
+        guard let value = self.environment[key]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else {
+            return nil
+        }
+        return value
+    }
+
+    public func value<T>(_ key: String, default value: T, problem: String, _ parse: (String) -> T?) throws -> T {
+        guard let text = self.string(key) else { return value }
+        guard let parsed = parse(text) else { throw ConfigurationError(key: key, problem: problem) }
+        return parsed
+    }
+
+    public func int(_ key: String, default value: Int, in range: ClosedRange<Int> = Int.min...Int.max) throws -> Int {
+        try self.value(key, default: value, problem: "must be an integer in \(range.lowerBound)...\(range.upperBound)") {
+            Int($0).flatMap { range.contains($0) ? $0 : nil }
+        }
+    }
+
+    public func double(_ key: String, default value: Double, in range: ClosedRange<Double>) throws -> Double {
+        try self.value(key, default: value, problem: "must be a number in \(range.lowerBound)...\(range.upperBound)") {
+            Double($0).flatMap { range.contains($0) ? $0 : nil }
+        }
+    }
+
+    public func bool(_ key: String, default value: Bool) throws -> Bool {
+        try self.value(key, default: value, problem: "must be true or false") {
+            switch $0.lowercased() {
+            case "1", "true", "yes", "on": true
+            case "0", "false", "no", "off": false
+            default: nil
+            }
+        }
+    }
+
+    /// Milliseconds as a Duration.
+    public func milliseconds(_ key: String, default value: Duration, in range: ClosedRange<Int> = 1...86_400_000) throws
+        -> Duration
+    {
+        guard self.string(key) != nil else { return value }
+        return .milliseconds(try self.int(key, default: 0, in: range))
+    }
+
+    /// `host:port` (IPv6 hosts in brackets: `[::1]:50050`).
+    public func address(_ key: String, default value: HostPort) throws -> HostPort {
+        try self.value(key, default: value, problem: "must be host:port") { HostPort($0) }
+    }
+
+    /// Like `address`, but `off` (or `none`, `disabled`) turns the listener off.
+    public func optionalAddress(_ key: String, default value: HostPort?) throws -> HostPort? {
+        if let text = self.string(key), ["off", "none", "disabled"].contains(text.lowercased()) { return nil }
+        return try self.value(key, default: value, problem: "must be host:port or off") { HostPort($0) }
+    }
+}
+
+/// A listen or peer address.
+public struct HostPort: Hashable, Sendable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    public init?(_ text: String) {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+            (0...65_535).contains(port)
+        else { return nil }
+        var host = String(text[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty else { return nil }
+        self.host = host
+        self.port = port
+    }
+
+    /// Where a local probe reaches a server listening on this address (`0.0.0.0` → loopback).
+    public var dialable: HostPort {
+        switch self.host {
+        case "0.0.0.0": HostPort(host: "127.0.0.1", port: self.port)
+        case "::": HostPort(host: "::1", port: self.port)
+        default: self
+        }
+    }
+
+    public var description: String { self.host.contains(":") ? "[\(self.host)]:\(self.port)" : "\(self.host):\(self.port)" }
+}
