@@ -1,5 +1,6 @@
 import Foundation
 import KindredArgon2
+import KindredGRPCServices
 
 /// Everything the auth service can be configured with. `init(environment:)` reads the
 /// `KINDRED_AUTH_*` environment variables; every key, its type and default are listed here and in
@@ -8,6 +9,15 @@ public struct AuthConfiguration: Sendable {
     /// `KINDRED_AUTH_LISTEN` (host:port), default `127.0.0.1:50051`.
     public var listenHost = "127.0.0.1"
     public var listenPort = 50051
+    /// `KINDRED_AUTH_ADMIN_LISTEN` (host:port, or `off`), default `127.0.0.1:50151`: Prometheus text at `/metrics`,
+    /// `/healthz`.
+    public var adminListen: HostPort? = HostPort(host: "127.0.0.1", port: 50151)
+    /// `KINDRED_AUTH_TLS_CERT_FILE` / `KINDRED_AUTH_TLS_KEY_FILE` (PEM paths), default none: TLS (ALPN h2) when
+    /// both are set, h2c otherwise.
+    public var tlsCertificateFile: String?
+    public var tlsKeyFile: String?
+    /// `KINDRED_AUTH_ACCESS_LOG` (bool), default true: one info line per finished call.
+    public var accessLog = true
     /// `KINDRED_AUTH_DATABASE_URL` (libpq URL or conninfo), default `postgresql:///kindred`.
     public var databaseURL = "postgresql:///kindred"
     /// `KINDRED_AUTH_DATABASE_POOL_SIZE` (int), default 10.
@@ -97,6 +107,14 @@ public struct AuthConfiguration: Sendable {
             self.listenHost = String(listen[..<colon])
             self.listenPort = port
         }
+        let reader = EnvironmentReader(environment)
+        self.adminListen = try reader.optionalAddress("KINDRED_AUTH_ADMIN_LISTEN", default: self.adminListen)
+        self.tlsCertificateFile = string("KINDRED_AUTH_TLS_CERT_FILE")
+        self.tlsKeyFile = string("KINDRED_AUTH_TLS_KEY_FILE")
+        guard (self.tlsCertificateFile == nil) == (self.tlsKeyFile == nil) else {
+            throw ConfigurationError(key: "KINDRED_AUTH_TLS_CERT_FILE", problem: "and KINDRED_AUTH_TLS_KEY_FILE must be set together")
+        }
+        self.accessLog = try reader.bool("KINDRED_AUTH_ACCESS_LOG", default: true)
         if let value = string("KINDRED_AUTH_DATABASE_URL") { self.databaseURL = value }
         if let value = try int("KINDRED_AUTH_DATABASE_POOL_SIZE") { self.databasePoolSize = value }
         if let value = string("KINDRED_AUTH_DATA_DIR") { self.dataDirectory = value }
@@ -165,9 +183,3 @@ public struct AuthConfiguration: Sendable {
     }
 }
 
-/// A configuration value that cannot be used; names the key, never prints the value (it may be a secret).
-public struct ConfigurationError: Error, CustomStringConvertible {
-    public var key: String
-    public var problem: String
-    public var description: String { "\(self.key) \(self.problem)" }
-}

@@ -2,6 +2,7 @@ import Foundation
 import KindredGRPC
 import KindredGRPCServices
 import KindredIdentity
+import KindredOpenSSL
 import KindredPostgres
 import KindredProto
 import KindredSMTP
@@ -77,7 +78,17 @@ public final class AuthServer: Sendable {
         var server = GRPCServerConfiguration()
         server.host = configuration.listenHost
         server.port = configuration.listenPort
-        self.runner = ServerRunner(configuration: server, services: [self.service])
+        server.accessLogLevel = configuration.accessLog ? .info : nil
+        if let certificate = configuration.tlsCertificateFile, let key = configuration.tlsKeyFile {
+            server.tls = try TLSContext(
+                configuration: .server(certificateChainFile: certificate, privateKeyFile: key)
+            )
+        }
+        var runner = ServerRunner(configuration: server, services: [self.service])
+        runner.admin = configuration.adminListen.map { AdminServer.Configuration(host: $0.host, port: $0.port) }
+        let database = self.database
+        runner.extraMetrics = [{ database.statistics.prometheusText(pool: "auth") }]
+        self.runner = runner
     }
 
     /// The migrations in `services/auth/migrations`, found relative to `directory` or the working directory.

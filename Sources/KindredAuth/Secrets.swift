@@ -1,4 +1,5 @@
 import Foundation
+import KindredGRPCServices
 import KindredOpenSSL
 
 /// Opaque one-time and refresh tokens: 256 random bits, base64url for the client, SHA-256 in the database.

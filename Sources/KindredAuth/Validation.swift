@@ -1,4 +1,5 @@
 import Foundation
+import KindredGRPCServices
 
 /// Input rules of the auth contract. Each function returns the normalised value or throws INVALID_ARGUMENT
 /// naming the field.

@@ -2,6 +2,8 @@ import ArgumentParser
 import Foundation
 import KindredAuth
 import KindredGRPC
+import KindredGRPCServices
+import KindredOpenSSL
 import KindredPostgres
 import KindredProto
 import Logging
@@ -19,16 +21,11 @@ struct AuthServerCommand: AsyncParsableCommand {
 }
 
 struct LoggingOptions: ParsableArguments {
-    @Option(help: "Log level (trace, debug, info, notice, warning, error).") var logLevel = "info"
+    @Option(help: "Log level (trace, debug, info, notice, warning, error); default KINDRED_LOG_LEVEL or info.")
+    var logLevel: String?
 
-    func bootstrap() -> Logger {
-        let level = Logger.Level(rawValue: self.logLevel) ?? .info
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
-        return Logger(label: "kindred.auth")
+    func bootstrap() throws -> Logger {
+        try ServerLogging.bootstrap(label: "kindred.auth", level: self.logLevel.flatMap { Logger.Level(rawValue: $0) })
     }
 }
 
@@ -37,7 +34,7 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
 
     func run() async throws {
-        let logger = self.logging.bootstrap()
+        let logger = try self.logging.bootstrap()
         let server = try AuthServer(
             configuration: try AuthConfiguration(environment: ProcessInfo.processInfo.environment),
             logger: logger
@@ -54,7 +51,7 @@ struct Migrate: AsyncParsableCommand {
     @Option(help: "Directory of NNNN_name.sql files.") var directory = "services/auth/migrations"
 
     func run() async throws {
-        let logger = self.logging.bootstrap()
+        let logger = try self.logging.bootstrap()
         let server = try AuthServer(
             configuration: try AuthConfiguration(environment: ProcessInfo.processInfo.environment),
             logger: logger
@@ -78,20 +75,9 @@ struct Healthcheck: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try AuthConfiguration(environment: ProcessInfo.processInfo.environment)
-        let host = configuration.listenHost == "0.0.0.0" ? "127.0.0.1" : configuration.listenHost
-        var clientConfiguration = GRPCClientConfiguration(host: host, port: configuration.listenPort)
-        clientConfiguration.defaultTimeout = .seconds(3)
-        let client = GRPCClient(configuration: clientConfiguration, logger: Logger(label: "kindred.auth.healthcheck"))
-        var request = Grpc.Health.V1.HealthCheckRequest()
-        request.service = ""
-        let serving: Bool
-        do {
-            serving = try await client.unary(Grpc.Health.V1.Health.Method.check, request).status == .serving
-        } catch {
-            serving = false
-        }
-        await client.close()
-        if !serving {
+        let tls = try configuration.tlsCertificateFile.map { try HealthProbe.tls(trusting: $0) }
+        let address = HostPort(host: configuration.listenHost, port: configuration.listenPort)
+        guard await HealthProbe.isServing(address, tls: tls) else {
             print("NOT SERVING")
             throw ExitCode(1)
         }
@@ -109,7 +95,7 @@ struct BootstrapAdmin: AsyncParsableCommand {
     @Option(help: "Community of the account (needed when several communities have the address).") var community: String?
 
     func run() async throws {
-        let logger = self.logging.bootstrap()
+        let logger = try self.logging.bootstrap()
         let server = try AuthServer(
             configuration: try AuthConfiguration(environment: ProcessInfo.processInfo.environment),
             logger: logger
