@@ -6,6 +6,15 @@ import Logging
 /// What `<server> healthcheck` does: asks the server's own gRPC health service and answers whether it is
 /// SERVING (compose and the native cluster run it).
 public enum HealthProbe {
+    /// TLS for probing a server on this machine: trusts the server's own certificate file (a self-signed
+    /// certificate, or a chain file that includes its root) and skips the hostname check, since the probe dials
+    /// the loopback address rather than the certificate's name.
+    public static func tls(trusting certificateFile: String) throws -> TLSContext {
+        try TLSContext(
+            configuration: TLSConfiguration(role: .client, trustRoots: .file(certificateFile), verifiesHostname: false)
+        )
+    }
+
     public static func isServing(
         _ address: HostPort,
         tls: TLSContext? = nil,

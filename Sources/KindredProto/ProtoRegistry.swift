@@ -1674,7 +1674,11 @@ public enum ProtoRegistry {
         ProtoFileDescriptor(
             name: "kindred/api/v1/home.proto",
             package: "kindred.api.v1",
-            dependencies: ["kindred/api/v1/types.proto", "kindred/common/v1/community.proto"],
+            dependencies: [
+                "kindred/api/v1/account.proto",
+                "kindred/api/v1/types.proto",
+                "kindred/common/v1/community.proto",
+            ],
             symbols: [
                 "kindred.api.v1",
                 "kindred.api.v1.GetHomeRequest",
@@ -1694,25 +1698,27 @@ public enum ProtoRegistry {
                 "kindred.api.v1.GetHomeResponse.unread_threads",
                 "kindred.api.v1.GetHomeResponse.likes_received",
                 "kindred.api.v1.GetHomeResponse.unavailable_parts",
+                "kindred.api.v1.GetHomeResponse.account",
                 "kindred.api.v1.HomeService",
                 "kindred.api.v1.HomeService.GetHome",
             ],
             services: ["kindred.api.v1.HomeService"],
             base64: """
-            ChlraW5kcmVkL2FwaS92MS9ob21lLnByb3RvEg5raW5kcmVkLmFwaS52MRoaa2luZHJlZC9hcGkvdjEvdHlwZXMucHJvdG8a
-            IWtpbmRyZWQvY29tbW9uL3YxL2NvbW11bml0eS5wcm90byKKAQoOR2V0SG9tZVJlcXVlc3QSJAoOZGVja19wYWdlX3NpemUY
-            ASABKAVSDGRlY2tQYWdlU2l6ZRIqChFtYXRjaGVzX3BhZ2Vfc2l6ZRgCIAEoBVIPbWF0Y2hlc1BhZ2VTaXplEiYKD3RvcF9w
-            aWNrc19saW1pdBgDIAEoBVINdG9wUGlja3NMaW1pdCLQBAoPR2V0SG9tZVJlc3BvbnNlEjMKB3Byb2ZpbGUYASABKAsyGS5r
-            aW5kcmVkLmFwaS52MS5NeVByb2ZpbGVSB3Byb2ZpbGUSIwoNbmVlZHNfcHJvZmlsZRgCIAEoCFIMbmVlZHNQcm9maWxlEjoK
-            CWNvbW11bml0eRgDIAEoCzIcLmtpbmRyZWQuY29tbW9uLnYxLkNvbW11bml0eVIJY29tbXVuaXR5EiwKBGRlY2sYBCADKAsy
-            GC5raW5kcmVkLmFwaS52MS5EZWNrQ2FyZFIEZGVjaxIvChRkZWNrX25leHRfcGFnZV90b2tlbhgFIAEoCVIRZGVja05leHRQ
-            YWdlVG9rZW4SNQoJdG9wX3BpY2tzGAYgAygLMhgua2luZHJlZC5hcGkudjEuRGVja0NhcmRSCHRvcFBpY2tzEjYKB21hdGNo
-            ZXMYByADKAsyHC5raW5kcmVkLmFwaS52MS5NYXRjaFN1bW1hcnlSB21hdGNoZXMSNQoXbWF0Y2hlc19uZXh0X3BhZ2VfdG9r
-            ZW4YCCABKAlSFG1hdGNoZXNOZXh0UGFnZVRva2VuEicKD3VucmVhZF9tZXNzYWdlcxgJIAEoBVIOdW5yZWFkTWVzc2FnZXMS
-            JQoOdW5yZWFkX3RocmVhZHMYCiABKAVSDXVucmVhZFRocmVhZHMSJQoObGlrZXNfcmVjZWl2ZWQYCyABKAVSDWxpa2VzUmVj
-            ZWl2ZWQSKwoRdW5hdmFpbGFibGVfcGFydHMYDCADKAlSEHVuYXZhaWxhYmxlUGFydHMyWQoLSG9tZVNlcnZpY2USSgoHR2V0
-            SG9tZRIeLmtpbmRyZWQuYXBpLnYxLkdldEhvbWVSZXF1ZXN0Gh8ua2luZHJlZC5hcGkudjEuR2V0SG9tZVJlc3BvbnNlYgZw
-            cm90bzM=
+            ChlraW5kcmVkL2FwaS92MS9ob21lLnByb3RvEg5raW5kcmVkLmFwaS52MRoca2luZHJlZC9hcGkvdjEvYWNjb3VudC5wcm90
+            bxoaa2luZHJlZC9hcGkvdjEvdHlwZXMucHJvdG8aIWtpbmRyZWQvY29tbW9uL3YxL2NvbW11bml0eS5wcm90byKKAQoOR2V0
+            SG9tZVJlcXVlc3QSJAoOZGVja19wYWdlX3NpemUYASABKAVSDGRlY2tQYWdlU2l6ZRIqChFtYXRjaGVzX3BhZ2Vfc2l6ZRgC
+            IAEoBVIPbWF0Y2hlc1BhZ2VTaXplEiYKD3RvcF9waWNrc19saW1pdBgDIAEoBVINdG9wUGlja3NMaW1pdCKDBQoPR2V0SG9t
+            ZVJlc3BvbnNlEjMKB3Byb2ZpbGUYASABKAsyGS5raW5kcmVkLmFwaS52MS5NeVByb2ZpbGVSB3Byb2ZpbGUSIwoNbmVlZHNf
+            cHJvZmlsZRgCIAEoCFIMbmVlZHNQcm9maWxlEjoKCWNvbW11bml0eRgDIAEoCzIcLmtpbmRyZWQuY29tbW9uLnYxLkNvbW11
+            bml0eVIJY29tbXVuaXR5EiwKBGRlY2sYBCADKAsyGC5raW5kcmVkLmFwaS52MS5EZWNrQ2FyZFIEZGVjaxIvChRkZWNrX25l
+            eHRfcGFnZV90b2tlbhgFIAEoCVIRZGVja05leHRQYWdlVG9rZW4SNQoJdG9wX3BpY2tzGAYgAygLMhgua2luZHJlZC5hcGku
+            djEuRGVja0NhcmRSCHRvcFBpY2tzEjYKB21hdGNoZXMYByADKAsyHC5raW5kcmVkLmFwaS52MS5NYXRjaFN1bW1hcnlSB21h
+            dGNoZXMSNQoXbWF0Y2hlc19uZXh0X3BhZ2VfdG9rZW4YCCABKAlSFG1hdGNoZXNOZXh0UGFnZVRva2VuEicKD3VucmVhZF9t
+            ZXNzYWdlcxgJIAEoBVIOdW5yZWFkTWVzc2FnZXMSJQoOdW5yZWFkX3RocmVhZHMYCiABKAVSDXVucmVhZFRocmVhZHMSJQoO
+            bGlrZXNfcmVjZWl2ZWQYCyABKAVSDWxpa2VzUmVjZWl2ZWQSKwoRdW5hdmFpbGFibGVfcGFydHMYDCADKAlSEHVuYXZhaWxh
+            YmxlUGFydHMSMQoHYWNjb3VudBgNIAEoCzIXLmtpbmRyZWQuYXBpLnYxLkFjY291bnRSB2FjY291bnQyWQoLSG9tZVNlcnZp
+            Y2USSgoHR2V0SG9tZRIeLmtpbmRyZWQuYXBpLnYxLkdldEhvbWVSZXF1ZXN0Gh8ua2luZHJlZC5hcGkudjEuR2V0SG9tZVJl
+            c3BvbnNlYgZwcm90bzM=
             """
         ),
         ProtoFileDescriptor(

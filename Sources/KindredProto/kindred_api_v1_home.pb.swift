@@ -69,9 +69,12 @@ extension Kindred.Api.V1 {
         /// Pending likes received (capped at 10000).
         public var likesReceived: Swift.Int32 = 0
 
-        /// Parts that could not be fetched in time: "community", "deck", "top_picks", "matches",
-        /// "chat", "likes"; empty when complete.
+        /// Parts that could not be fetched in time or whose service is not running: "profile",
+        /// "community", "deck", "top_picks", "matches", "chat", "likes"; empty when complete.
         public var unavailableParts: [Swift.String] = []
+
+        /// The caller's account.
+        public var account: Kindred.Api.V1.Account? = nil
 
         public init() {}
 
@@ -91,6 +94,7 @@ extension Kindred.Api.V1 {
             encoder.setInt32(10, self.unreadThreads)
             encoder.setInt32(11, self.likesReceived)
             encoder.setRepeatedString(12, self.unavailableParts)
+            encoder.setMessage(13, self.account)
         }
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
@@ -106,6 +110,7 @@ extension Kindred.Api.V1 {
             self.unreadThreads = decoder.int32(10)
             self.likesReceived = decoder.int32(11)
             self.unavailableParts = try decoder.repeatedString(12)
+            self.account = try decoder.message(13, as: Kindred.Api.V1.Account.self)
         }
     }
 }
@@ -117,11 +122,13 @@ extension Kindred.Api.V1 {
 
         /// The service's methods, with their request and response types.
         public enum Method {
-            /// Returns the caller's profile, community configuration, first deck page, top picks,
-            /// first matches page, unread totals and pending likes, fetched in parallel under one
-            /// deadline. Only the profile part is essential; a slow or failed other part is left empty
-            /// and named in unavailable_parts. A caller without a profile gets profile unset and
-            /// needs_profile = true (deck parts are then empty). The user.
+            /// Returns the caller's account and profile, community configuration, first deck page, top
+            /// picks, first matches page, unread totals and pending likes, fetched in parallel under one
+            /// deadline. The account part is essential (it also proves the session is live), and so is the
+            /// profile part once the cluster runs the profile service; a slow or failed other part is left
+            /// empty and named in unavailable_parts (so is a part whose service the cluster does not run).
+            /// A caller without a profile gets profile unset and needs_profile = true (deck parts are then
+            /// empty). The user.
             public static let getHome = ProtoMethod<Kindred.Api.V1.GetHomeRequest, Kindred.Api.V1.GetHomeResponse>(
                 service: "kindred.api.v1.HomeService",
                 name: "GetHome",

@@ -161,7 +161,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__get_home_request__descriptor 
   (ProtobufCMessageInit) kindred__api__v1__get_home_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__api__v1__get_home_response__field_descriptors[12] =
+static const ProtobufCFieldDescriptor kindred__api__v1__get_home_response__field_descriptors[13] =
 {
   {
     "profile",
@@ -307,8 +307,21 @@ static const ProtobufCFieldDescriptor kindred__api__v1__get_home_response__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "account",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__GetHomeResponse, account),
+    &kindred__api__v1__account__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__api__v1__get_home_response__field_indices_by_name[] = {
+  12,   /* field[12] = account */
   2,   /* field[2] = community */
   3,   /* field[3] = deck */
   4,   /* field[4] = deck_next_page_token */
@@ -325,7 +338,7 @@ static const unsigned kindred__api__v1__get_home_response__field_indices_by_name
 static const ProtobufCIntRange kindred__api__v1__get_home_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 12 }
+  { 0, 13 }
 };
 const ProtobufCMessageDescriptor kindred__api__v1__get_home_response__descriptor =
 {
@@ -335,7 +348,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__get_home_response__descriptor
   "Kindred__Api__V1__GetHomeResponse",
   "kindred.api.v1",
   sizeof(Kindred__Api__V1__GetHomeResponse),
-  12,
+  13,
   kindred__api__v1__get_home_response__field_descriptors,
   kindred__api__v1__get_home_response__field_indices_by_name,
   1,  kindred__api__v1__get_home_response__number_ranges,
