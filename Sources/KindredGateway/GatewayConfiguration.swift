@@ -1,4 +1,90 @@
-/// Placeholder: the gateway lands in this module.
+import Foundation
+import KindredGRPCServices
+
+/// Everything the gateway can be configured with. `init(environment:)` reads the `KINDRED_GATEWAY_*`
+/// environment variables; each key, its type and default are listed here and in services/gateway/README.md.
 public struct GatewayConfiguration: Sendable {
+    /// `KINDRED_GATEWAY_LISTEN` (host:port), default `127.0.0.1:50050`: the public gRPC port.
+    public var listen = HostPort(host: "127.0.0.1", port: 50050)
+    /// `KINDRED_GATEWAY_ADMIN_LISTEN` (host:port or `off`), default `127.0.0.1:50150`: `/metrics`, `/healthz`.
+    public var adminListen: HostPort? = HostPort(host: "127.0.0.1", port: 50150)
+    /// `KINDRED_GATEWAY_TLS_CERT_FILE` / `KINDRED_GATEWAY_TLS_KEY_FILE` (PEM paths), default none: TLS with ALPN
+    /// h2 when both are set, h2c otherwise (local use).
+    public var tlsCertificateFile: String?
+    public var tlsKeyFile: String?
+    /// `KINDRED_GATEWAY_AUTH_ADDRESS` (host:port), default `127.0.0.1:50051`.
+    public var authAddress = HostPort(host: "127.0.0.1", port: 50051)
+    /// `KINDRED_GATEWAY_PROFILE_ADDRESS`, `..._DISCOVERY_ADDRESS`, `..._MATCH_ADDRESS`, `..._CHAT_ADDRESS`
+    /// (host:port), default none: services this cluster runs. Parts of the API backed by a service that is not
+    /// configured answer UNIMPLEMENTED, and GetHome lists them in `unavailable_parts`.
+    public var profileAddress: HostPort?
+    public var discoveryAddress: HostPort?
+    public var matchAddress: HostPort?
+    public var chatAddress: HostPort?
+    /// `KINDRED_GATEWAY_SERVICE_TLS_CA_FILE` (PEM path), default none: when set, calls to the services use TLS
+    /// and trust this CA; h2c otherwise (a private network).
+    public var serviceTLSCAFile: String?
+    /// `KINDRED_GATEWAY_DOWNSTREAM_TIMEOUT_MS` (int), default 5000: the deadline of a downstream call when the
+    /// client's remaining deadline is longer or absent.
+    public var downstreamTimeout: Duration = .seconds(5)
+    /// `KINDRED_GATEWAY_MAX_DEADLINE_MS` (int), default 30000: client deadlines are capped at this.
+    public var maxDeadline: Duration = .seconds(30)
+    /// `KINDRED_GATEWAY_PART_TIMEOUT_MS` (int), default 1500: how long an aggregating call (GetHome) waits for a
+    /// non-essential part before answering without it.
+    public var partTimeout: Duration = .milliseconds(1500)
+    /// `KINDRED_GATEWAY_CLIENT_RATE` (calls/s, decimal) and `KINDRED_GATEWAY_CLIENT_BURST` (int), default 20
+    /// and 60: token bucket per client address.
+    public var clientRate = 20.0
+    public var clientBurst = 60
+    /// `KINDRED_GATEWAY_ACCOUNT_RATE` (calls/s) and `KINDRED_GATEWAY_ACCOUNT_BURST` (int), default 10 and 40:
+    /// token bucket per signed-in account (all its devices together).
+    public var accountRate = 10.0
+    public var accountBurst = 40
+    /// `KINDRED_GATEWAY_ANONYMOUS_RATE` (calls/s) and `KINDRED_GATEWAY_ANONYMOUS_BURST` (int), default 1 and 10:
+    /// an extra, stricter bucket per client address for the calls that need no token (sign-up, sign-in,
+    /// password reset...), on top of auth's own per-account limits.
+    public var anonymousRate = 1.0
+    public var anonymousBurst = 10
+    /// `KINDRED_GATEWAY_CLIENT_IP_HEADER` (header name), default none: take the client address from this header
+    /// (first value of a comma-separated list) instead of the peer address. Only behind a trusted proxy that
+    /// sets it; otherwise clients could pick their own rate-limit key.
+    public var clientIPHeader: String?
+    /// `KINDRED_GATEWAY_ACCESS_LOG` (bool), default true: one info line per finished call.
+    public var accessLog = true
+
     public init() {}
+
+    public init(environment: [String: String]) throws {
+        let reader = EnvironmentReader(environment)
+        self.listen = try reader.address("KINDRED_GATEWAY_LISTEN", default: self.listen)
+        self.adminListen = try reader.optionalAddress("KINDRED_GATEWAY_ADMIN_LISTEN", default: self.adminListen)
+        self.tlsCertificateFile = reader.string("KINDRED_GATEWAY_TLS_CERT_FILE")
+        self.tlsKeyFile = reader.string("KINDRED_GATEWAY_TLS_KEY_FILE")
+        guard (self.tlsCertificateFile == nil) == (self.tlsKeyFile == nil) else {
+            throw ConfigurationError(
+                key: "KINDRED_GATEWAY_TLS_CERT_FILE",
+                problem: "and KINDRED_GATEWAY_TLS_KEY_FILE must be set together"
+            )
+        }
+        self.authAddress = try reader.address("KINDRED_GATEWAY_AUTH_ADDRESS", default: self.authAddress)
+        self.profileAddress = try reader.optionalAddress("KINDRED_GATEWAY_PROFILE_ADDRESS", default: nil)
+        self.discoveryAddress = try reader.optionalAddress("KINDRED_GATEWAY_DISCOVERY_ADDRESS", default: nil)
+        self.matchAddress = try reader.optionalAddress("KINDRED_GATEWAY_MATCH_ADDRESS", default: nil)
+        self.chatAddress = try reader.optionalAddress("KINDRED_GATEWAY_CHAT_ADDRESS", default: nil)
+        self.serviceTLSCAFile = reader.string("KINDRED_GATEWAY_SERVICE_TLS_CA_FILE")
+        self.downstreamTimeout = try reader.milliseconds(
+            "KINDRED_GATEWAY_DOWNSTREAM_TIMEOUT_MS", default: self.downstreamTimeout, in: 10...300_000)
+        self.maxDeadline = try reader.milliseconds("KINDRED_GATEWAY_MAX_DEADLINE_MS", default: self.maxDeadline, in: 100...300_000)
+        self.partTimeout = try reader.milliseconds("KINDRED_GATEWAY_PART_TIMEOUT_MS", default: self.partTimeout, in: 10...60_000)
+        self.clientRate = try reader.double("KINDRED_GATEWAY_CLIENT_RATE", default: self.clientRate, in: 0.01...1_000_000)
+        self.clientBurst = try reader.int("KINDRED_GATEWAY_CLIENT_BURST", default: self.clientBurst, in: 1...1_000_000)
+        self.accountRate = try reader.double("KINDRED_GATEWAY_ACCOUNT_RATE", default: self.accountRate, in: 0.01...1_000_000)
+        self.accountBurst = try reader.int("KINDRED_GATEWAY_ACCOUNT_BURST", default: self.accountBurst, in: 1...1_000_000)
+        self.anonymousRate = try reader.double(
+            "KINDRED_GATEWAY_ANONYMOUS_RATE", default: self.anonymousRate, in: 0.01...1_000_000)
+        self.anonymousBurst = try reader.int(
+            "KINDRED_GATEWAY_ANONYMOUS_BURST", default: self.anonymousBurst, in: 1...1_000_000)
+        self.clientIPHeader = reader.string("KINDRED_GATEWAY_CLIENT_IP_HEADER")?.lowercased()
+        self.accessLog = try reader.bool("KINDRED_GATEWAY_ACCESS_LOG", default: self.accessLog)
+    }
 }

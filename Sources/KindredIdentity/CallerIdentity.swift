@@ -52,6 +52,20 @@ public final class CallerAuthenticator: Sendable {
         self.state.withLockedValue { $0.verifier.keys = keys }
     }
 
+    /// Fetches the keys now, whatever the refetch interval (at startup); false when the fetch failed.
+    @discardableResult
+    public func prefetch() async -> Bool {
+        guard let keys = try? await self.fetchKeys() else { return false }
+        self.state.withLockedValue {
+            $0.verifier.keys = keys
+            $0.lastFetch = ContinuousClock.now
+        }
+        return true
+    }
+
+    /// Whether any key is known (false until the first successful fetch).
+    public var hasKeys: Bool { self.state.withLockedValue { !$0.verifier.keys.isEmpty } }
+
     /// The caller of this call; UNAUTHENTICATED when the token is missing, malformed, forged or expired.
     public func authenticate(_ context: ServerContext) async throws(RPCError) -> CallerIdentity {
         guard let header = context.metadata["authorization"] else {

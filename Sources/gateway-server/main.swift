@@ -1,3 +1,69 @@
+import ArgumentParser
+import Foundation
+import KindredGRPCServices
 import KindredGateway
+import Logging
 
-print("gateway-server: not built yet")
+/// `gateway-server serve|migrate|healthcheck`. Configuration comes from `KINDRED_GATEWAY_*` environment
+/// variables (see services/gateway/README.md); all the work happens in `KindredGateway.GatewayServer`.
+@main
+struct GatewayServerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "gateway-server",
+        abstract: "The Kindred gateway: the public gRPC API in front of the services.",
+        subcommands: [Serve.self, Migrate.self, Healthcheck.self],
+        defaultSubcommand: Serve.self
+    )
+}
+
+struct LoggingOptions: ParsableArguments {
+    @Option(help: "Log level (trace, debug, info, notice, warning, error); default KINDRED_LOG_LEVEL or info.")
+    var logLevel: String?
+
+    func bootstrap() throws -> Logger {
+        try ServerLogging.bootstrap(label: "kindred.gateway", level: self.logLevel.flatMap { Logger.Level(rawValue: $0) })
+    }
+}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Serve the public API.")
+    @OptionGroup var logging: LoggingOptions
+
+    func run() async throws {
+        let logger = try self.logging.bootstrap()
+        let server = try GatewayServer(
+            configuration: try GatewayConfiguration(environment: ProcessInfo.processInfo.environment),
+            logger: logger
+        )
+        try await server.serve { address in
+            logger.notice("listening", metadata: ["net.address": "\(address)"])
+        }
+    }
+}
+
+struct Migrate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Nothing to migrate: the gateway keeps no tables (present so every server has the same commands)."
+    )
+
+    func run() async throws {
+        _ = try GatewayConfiguration(environment: ProcessInfo.processInfo.environment)
+        print("gateway: no database, nothing to migrate")
+    }
+}
+
+struct Healthcheck: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Exit 0 when the gateway at KINDRED_GATEWAY_LISTEN is SERVING."
+    )
+
+    func run() async throws {
+        let configuration = try GatewayConfiguration(environment: ProcessInfo.processInfo.environment)
+        let tls = try configuration.tlsCertificateFile.map { try HealthProbe.tls(trusting: $0) }
+        guard await HealthProbe.isServing(configuration.listen, tls: tls) else {
+            print("NOT SERVING")
+            throw ExitCode(1)
+        }
+        print("SERVING")
+    }
+}

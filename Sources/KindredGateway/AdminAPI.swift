@@ -1,0 +1,151 @@
+import KindredGRPC
+import KindredProto
+
+/// `kindred.api.v1.AdminService`: moderation and account administration, for callers with the admin role.
+/// Account administration is served by auth; report, photo and community administration need the match and
+/// profile services and answer UNIMPLEMENTED (reason NOT_DEPLOYED) until the cluster runs them.
+struct AdminAPI: GRPCService {
+    let gateway: Gateway
+
+    func register(in router: inout GRPCRouter) {
+        typealias M = Api.AdminService.Method
+        typealias A = AuthApi.AuthService.Method
+        let gateway = self.gateway
+        let auth = gateway.auth
+
+        router.unary(M.listAccounts) { request, context in
+            let caller = try await gateway.admit(context, .admin)
+            let response = try await auth.call(A.listAccounts, AuthApi.ListAccountsRequest(request), as: caller)
+            var answer = Api.ListAccountsResponse()
+            answer.accounts = response.accounts.map(Api.Account.init)
+            answer.nextPageToken = response.nextPageToken
+            return answer
+        }
+        router.unary(M.lookupAccount) { request, context in
+            let caller = try await gateway.admit(context, .admin)
+            var forwarded = AuthApi.GetAccountRequest()
+            forwarded.userId = request.userId
+            let response = try await auth.call(A.getAccount, forwarded, as: caller)
+            var answer = Api.LookupAccountResponse()
+            answer.account = response.account.map(Api.Account.init)
+            return answer
+        }
+        router.unary(M.deactivateAccount) { request, context in
+            let caller = try await gateway.admit(context, .admin)
+            var forwarded = AuthApi.DeactivateAccountRequest()
+            forwarded.userId = request.userId
+            forwarded.note = request.note
+            forwarded.reportId = request.reportId
+            let response = try await auth.call(A.deactivateAccount, forwarded, as: caller)
+            var answer = Api.DeactivateAccountResponse()
+            answer.account = response.account.map(Api.Account.init)
+            return answer
+        }
+        router.unary(M.reactivateAccount) { request, context in
+            let caller = try await gateway.admit(context, .admin)
+            var forwarded = AuthApi.ReactivateAccountRequest()
+            forwarded.userId = request.userId
+            forwarded.note = request.note
+            let response = try await auth.call(A.reactivateAccount, forwarded, as: caller)
+            var answer = Api.ReactivateAccountResponse()
+            answer.account = response.account.map(Api.Account.init)
+            return answer
+        }
+        router.unary(M.deleteUserAccount) { request, context in
+            let caller = try await gateway.admit(context, .admin)
+            guard !request.userId.isEmpty else {
+                throw GatewayErrors.make(.invalidArgument, "user_id is required", reason: "INVALID_ARGUMENT")
+            }
+            var forwarded = AuthApi.DeleteAccountRequest()
+            forwarded.userId = request.userId
+            let response = try await auth.call(A.deleteAccount, forwarded, as: caller)
+            var answer = Api.DeleteUserAccountResponse()
+            answer.deletedUnixMs = response.deletedUnixMs
+            return answer
+        }
+        router.unary(M.setAccountRoles) { request, context in
+            let caller = try await gateway.admit(context, .admin)
+            var forwarded = AuthApi.SetAccountRolesRequest()
+            forwarded.userId = request.userId
+            forwarded.roles = request.roles
+            let response = try await auth.call(A.setAccountRoles, forwarded, as: caller)
+            var answer = Api.SetAccountRolesResponse()
+            answer.account = response.account.map(Api.Account.init)
+            return answer
+        }
+        router.unary(M.bootstrapAdmin) { request, context in
+            // Anyone holding the bootstrap secret; auth compares it and refuses once an admin exists.
+            let caller = try await gateway.admit(context, .anyone)
+            var forwarded = AuthApi.BootstrapAdminRequest()
+            forwarded.bootstrapSecret = request.bootstrapSecret
+            forwarded.communityId = request.communityId
+            forwarded.login = request.login
+            let response = try await auth.call(A.bootstrapAdmin, forwarded, as: caller)
+            var answer = Api.BootstrapAdminResponse()
+            answer.account = response.account.map(Api.Account.init)
+            return answer
+        }
+        router.unary(M.getUserFootprint) { request, context in
+            let caller = try await gateway.admit(context, .admin)
+            return try await gateway.userFootprint(request.userId, caller)
+        }
+
+        router.unary(M.listReports) { _, context in try await Self.notDeployed(gateway, context, "Report moderation") }
+        router.unary(M.getReportEvidence) { _, context in
+            try await Self.notDeployed(gateway, context, "Report moderation")
+        }
+        router.unary(M.resolveReport) { _, context in try await Self.notDeployed(gateway, context, "Report moderation") }
+        router.unary(M.removePhoto) { _, context in try await Self.notDeployed(gateway, context, "Photo moderation") }
+        router.unary(M.listCommunities) { _, context in
+            try await Self.notDeployed(gateway, context, "Community administration")
+        }
+        router.unary(M.createCommunity) { _, context in
+            try await Self.notDeployed(gateway, context, "Community administration")
+        }
+        router.unary(M.updateCommunity) { _, context in
+            try await Self.notDeployed(gateway, context, "Community administration")
+        }
+    }
+
+    /// Admits the caller (an admin), then answers UNIMPLEMENTED: the backing service is not in this cluster.
+    private static func notDeployed<Response>(_ gateway: Gateway, _ context: ServerContext, _ what: String)
+        async throws -> Response
+    {
+        _ = try await gateway.admit(context, .admin)
+        throw GatewayErrors.notDeployed(what)
+    }
+}
+
+extension Gateway {
+    /// Row counts of a user in every service that holds user data, gathered in parallel; services that do not
+    /// answer in time (or are not deployed) are listed in `unavailable_parts`.
+    func userFootprint(_ userID: String, _ caller: Caller) async throws -> Api.GetUserFootprintResponse {
+        guard !userID.isEmpty else {
+            throw GatewayErrors.make(.invalidArgument, "user_id is required", reason: "INVALID_ARGUMENT")
+        }
+        let auth = self.auth
+        let parts: [FanOut<Api.GetUserFootprintResponse>.Part] = [
+            .init(name: "auth", essential: false) {
+                var request = AuthApi.GetUserFootprintRequest()
+                request.userId = userID
+                let response = try await auth.call(AuthApi.AuthService.Method.getUserFootprint, request, as: caller)
+                return { answer in
+                    var footprint = Api.ServiceFootprint()
+                    footprint.service = "auth"
+                    footprint.counts = response.counts
+                    answer.services.append(footprint)
+                }
+            },
+            .init(name: "profile", essential: false, fetch: nil),
+            .init(name: "discovery", essential: false, fetch: nil),
+            .init(name: "match", essential: false, fetch: nil),
+            .init(name: "chat", essential: false, fetch: nil),
+        ]
+        var (answer, missing) = try await FanOut(partTimeout: self.configuration.partTimeout).gather(.init(), parts)
+        for part in missing { self.metrics.partMissing("footprint." + part) }
+        answer.services.sort { $0.service < $1.service }
+        answer.unavailableParts = missing
+        answer.totalRows = answer.services.reduce(0) { $0 + $1.counts.reduce(0) { $0 + $1.rows } }
+        return answer
+    }
+}

@@ -1,0 +1,34 @@
+import KindredGRPC
+import KindredProtobuf
+import Logging
+
+/// One service behind the gateway: its client, the default deadline of calls to it, and the error mapping.
+/// Every call carries the caller's identity (their access token), the client's address and the request id
+/// (added by the runtime), and ends no later than the client's own deadline.
+struct Downstream: Sendable {
+    let name: String
+    let client: GRPCClient
+    let timeout: Duration
+    let metrics: GatewayMetrics
+    let logger: Logger
+
+    func call<Request, Response>(
+        _ method: ProtoMethod<Request, Response>,
+        _ request: Request,
+        as caller: Caller
+    ) async throws(RPCError) -> Response {
+        do {
+            let response = try await self.client.unary(
+                method,
+                request,
+                metadata: caller.forwardedMetadata,
+                options: CallOptions(timeout: self.timeout)
+            )
+            self.metrics.downstreamFinished(service: self.name, code: .ok)
+            return response
+        } catch {
+            self.metrics.downstreamFinished(service: self.name, code: (error as? RPCError)?.code ?? .unavailable)
+            throw GatewayErrors.fromDownstream(error, service: self.name, logger: self.logger)
+        }
+    }
+}

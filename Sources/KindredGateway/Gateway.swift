@@ -1,0 +1,147 @@
+import KindredGRPC
+import KindredGRPCServices
+import KindredIdentity
+import KindredOpenSSL
+import KindredProto
+import Logging
+import NIOCore
+
+/// The gateway's shared machinery: the services behind it, token verification, rate limits and fan-out.
+/// The public API services (AccountAPI, AdminAPI, HomeAPI) are thin: each RPC admits its caller here, calls
+/// one or more services, and converts the answer.
+public final class Gateway: Sendable {
+    public let configuration: GatewayConfiguration
+    public let metrics = GatewayMetrics()
+    let auth: Downstream
+    let authenticator: CallerAuthenticator
+    let clientLimiter: RateLimiter
+    let accountLimiter: RateLimiter
+    let anonymousLimiter: RateLimiter
+    let logger: Logger
+    private let clients: [GRPCClient]
+
+    public init(configuration: GatewayConfiguration, logger: Logger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        let serviceTLS = try configuration.serviceTLSCAFile.map {
+            try TLSContext(configuration: .client(trustRoots: .file($0)))
+        }
+        func client(_ address: HostPort) -> GRPCClient {
+            var client = GRPCClientConfiguration(host: address.host, port: address.port, tls: serviceTLS)
+            client.defaultTimeout = configuration.downstreamTimeout
+            client.connectTimeout = .seconds(2)
+            return GRPCClient(configuration: client, logger: logger)
+        }
+        let authClient = client(configuration.authAddress)
+        self.clients = [authClient]
+        self.auth = Downstream(
+            name: "auth",
+            client: authClient,
+            timeout: configuration.downstreamTimeout,
+            metrics: self.metrics,
+            logger: logger
+        )
+        self.authenticator = CallerAuthenticator(refetchInterval: .seconds(5)) {
+            let response = try await authClient.unary(
+                AuthApi.AuthService.Method.getPublicKeys,
+                AuthApi.GetPublicKeysRequest(),
+                options: CallOptions(timeout: .seconds(3))
+            )
+            var keys: [String: Ed25519PublicKey] = [:]
+            for key in response.keys where key.curve == "Ed25519" && key.status != .retired {
+                keys[key.keyId] = try Ed25519PublicKey(rawRepresentation: key.publicKey)
+            }
+            return keys
+        }
+        self.clientLimiter = RateLimiter(rate: configuration.clientRate, burst: configuration.clientBurst)
+        self.accountLimiter = RateLimiter(rate: configuration.accountRate, burst: configuration.accountBurst)
+        self.anonymousLimiter = RateLimiter(rate: configuration.anonymousRate, burst: configuration.anonymousBurst)
+    }
+
+    /// The public API services, ready to serve.
+    public var services: [any GRPCService] {
+        [AccountAPI(gateway: self), HomeAPI(gateway: self), AdminAPI(gateway: self)]
+    }
+
+    /// Fetches auth's keys until it answers (in the background at startup; calls that arrive first fetch too).
+    public func warmUp() async {
+        var delay: Duration = .milliseconds(100)
+        while !Task.isCancelled {
+            if await self.authenticator.prefetch() {
+                self.logger.info("auth signing keys loaded")
+                return
+            }
+            try? await Task.sleep(for: delay)
+            delay = min(delay * 2, .seconds(5))
+        }
+    }
+
+    public func shutdown() async {
+        for client in self.clients { await client.close() }
+    }
+
+    // MARK: Admission
+
+    /// Admits one call: rate limits by client address (and by account once known), verifies the access token
+    /// when the RPC needs one, echoes the request id, and prepares the metadata forwarded to services.
+    func admit(_ context: ServerContext, _ access: Access) async throws(RPCError) -> Caller {
+        context.setResponseMetadata([GRPCRequestID.metadataKey: .string(context.requestID)])
+        let address = self.clientAddress(context)
+        try self.take(self.clientLimiter, address, bucket: "client")
+        if case .anyone = access { try self.take(self.anonymousLimiter, address, bucket: "anonymous") }
+
+        var forwarded: Metadata = ["x-kindred-client-ip": .string(address)]
+        var identity: CallerIdentity?
+        switch access {
+        case .anyone:
+            break
+        case .tokenOptional:
+            if let authorization = context.metadata["authorization"] { forwarded.add("authorization", authorization) }
+        case .user, .admin:
+            guard let authorization = context.metadata["authorization"] else {
+                self.metrics.rejectedToken()
+                throw GatewayErrors.unauthenticated("Missing authorization metadata: send `authorization: Bearer <access token>`")
+            }
+            let verified: CallerIdentity
+            do {
+                verified = try await self.authenticator.authenticate(authorization: authorization)
+            } catch {
+                guard self.authenticator.hasKeys else {
+                    throw GatewayErrors.make(.unavailable, "Sign-in is temporarily unavailable; retry with backoff", reason: "UNAVAILABLE")
+                }
+                self.metrics.rejectedToken()
+                throw GatewayErrors.unauthenticated("The access token is missing, expired or invalid: refresh it and retry")
+            }
+            guard let userID = verified.userID else {
+                throw GatewayErrors.make(.permissionDenied, "A user access token is required", reason: "PERMISSION_DENIED")
+            }
+            if case .admin = access, !verified.isAdmin {
+                throw GatewayErrors.make(.permissionDenied, "This call needs the admin role", reason: "PERMISSION_DENIED")
+            }
+            try self.take(self.accountLimiter, userID, bucket: "account")
+            forwarded.add("authorization", authorization)
+            identity = verified
+        }
+        return Caller(identity: identity, clientAddress: address, forwardedMetadata: forwarded)
+    }
+
+    private func take(_ limiter: RateLimiter, _ key: String, bucket: String) throws(RPCError) {
+        if let wait = limiter.acquire(key) {
+            self.metrics.rateLimited(bucket: bucket)
+            throw GatewayErrors.rateLimited(retryAfter: wait)
+        }
+    }
+
+    /// The configured proxy header's first address when set and present, else the peer's host.
+    func clientAddress(_ context: ServerContext) -> String {
+        if let header = self.configuration.clientIPHeader, let value = context.metadata[header],
+            let first = value.split(separator: ",").first?.trimmingCharacters(in: .whitespaces), !first.isEmpty
+        {
+            return first
+        }
+        let peer = context.peer
+        guard let colon = peer.lastIndex(of: ":") else { return peer }
+        let host = peer[..<colon]
+        return host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : String(host)
+    }
+}
