@@ -1,3 +1,3 @@
 import KindredCLI
 
-await KindredCommand.main()
+await KindredCommand.execute()
