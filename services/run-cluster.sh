@@ -1,47 +1,393 @@
 #!/usr/bin/env bash
-# Starts the local Kindred cluster: builds the servers (release) and runs every server that exists,
-# each answering gRPC health checks, until Ctrl-C. Today that is the interop test server (the runtime
-# foundation); auth, profile, discovery, match, chat and the gateway join as they are built.
+# Runs the whole Kindred cluster on this machine, in the foreground, until Ctrl-C (or SIGTERM):
+#   1. installs missing Debian/Python packages (services/install-deps.sh; as root, else it says what to run);
+#   2. builds the servers and the `kindred` CLI (release), unless KINDRED_BIN_DIR names ready binaries;
+#   3. starts a private PostgreSQL (data in $KINDRED_DATA_DIR/postgres, kept between runs; unix socket only,
+#      in a private folder), creates the database and one role per service with tables
+#      (services/postgres/init-roles.sh, shared with compose.yaml), runs every server's migrations as its role;
+#   4. starts a development SMTP sink (services/smtp-sink): mails become files, codes appear in its log;
+#   5. starts every server that exists (auth, ..., then the gateway), each waited for until SERVING;
+#   6. prints "Kindred is up: gateway at 127.0.0.1:<port>", then watches: a server that dies stops the cluster.
+# Ctrl-C/SIGTERM: servers get SIGTERM (gateway first; each drains and exits 0), then the sink, then
+# PostgreSQL (fast shutdown); exit 0 when all of them stopped cleanly.
+#
+# Settings (environment; defaults in services/cluster.env):
+#   KINDRED_BIN_DIR       folder with <server>-server binaries and kindred; set = no build
+#   KINDRED_CLUSTER_DIR   runtime folder: pids, logs/, mail/, PostgreSQL socket (default .cluster)
+#   KINDRED_DATA_DIR      persistent folder: postgres/, auth/ (signing key), secrets/ (default .data)
+#   KINDRED_PORT_BASE     gRPC port of the gateway; server i of KINDRED_SERVERS gets base+i, admin base+100+i
+#   KINDRED_SMTP_PORT     SMTP sink port (default 2525)
+#   KINDRED_START_TIMEOUT seconds each step may take to come up (default 60)
+#   KINDRED_LOG_LEVEL, KINDRED_LOG_FORMAT and any KINDRED_<SERVICE>_* setting not set here pass through.
+# $KINDRED_CLUSTER_DIR/pids lists "name pid" per line (run-cluster, postgres, smtp-sink, auth, gateway, ...).
 set -euo pipefail
-cd "$(dirname "$0")/.."
 
-services/install-deps.sh
-echo "Building the servers (release)..."
-swift build -c release --product kindred-interop-server
-BIN="$(swift build -c release --show-bin-path)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+# shellcheck source=services/cluster.env
+source services/cluster.env
 
-RUN=.cluster
-mkdir -p "$RUN/logs"
-if [ -f "$RUN/pids" ] && xargs -r kill -0 <"$RUN/pids" 2>/dev/null; then
-    echo "A Kindred cluster is already running from this checkout (pids: $(tr '\n' ' ' <"$RUN/pids"))." >&2
+absolute() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$ROOT/$1" ;; esac; }
+say() { printf '%s\n' "$*"; }
+fail() { printf 'run-cluster: %s\n' "$*" >&2; exit 1; }
+
+PORT_BASE="${KINDRED_PORT_BASE:-$KINDRED_DEFAULT_PORT_BASE}"
+SMTP_PORT="${KINDRED_SMTP_PORT:-$KINDRED_DEFAULT_SMTP_PORT}"
+START_TIMEOUT="${KINDRED_START_TIMEOUT:-60}"
+for number in "$PORT_BASE" "$SMTP_PORT" "$START_TIMEOUT"; do
+    [[ "$number" =~ ^[0-9]+$ ]] || fail "not a number: $number"
+done
+((PORT_BASE >= 1024 && PORT_BASE + KINDRED_ADMIN_PORT_OFFSET + 10 < 65536)) || fail "KINDRED_PORT_BASE out of range"
+CLUSTER_DIR="$(absolute "${KINDRED_CLUSTER_DIR:-.cluster}")"
+DATA_DIR="$(absolute "${KINDRED_DATA_DIR:-.data}")"
+LOG_DIR="$CLUSTER_DIR/logs"
+MAIL_DIR="$CLUSTER_DIR/mail"
+PIDS="$CLUSTER_DIR/pids"
+read -r -a SERVERS <<<"$KINDRED_SERVERS"
+export KINDRED_LOG_LEVEL="${KINDRED_LOG_LEVEL:-info}" KINDRED_LOG_FORMAT="${KINDRED_LOG_FORMAT:-text}"
+
+port_of() { # port_of NAME [admin]
+    local i offset=0
+    [ -n "${2:-}" ] && offset=$KINDRED_ADMIN_PORT_OFFSET
+    for i in "${!SERVERS[@]}"; do
+        if [ "${SERVERS[$i]}" = "$1" ]; then
+            echo $((PORT_BASE + offset + i))
+            return
+        fi
+    done
+    fail "unknown server $1"
+}
+has_tables() { [[ " $KINDRED_SERVERS_WITH_TABLES " == *" $1 "* ]]; }
+
+# ---------------------------------------------------------------------------------------------------------
+# One cluster per runtime folder. The lock is held by this shell only (children get fd 9 closed), so a
+# cluster whose script was killed leaves its lock free and its pids file behind (handled below).
+mkdir -p "$CLUSTER_DIR"
+exec 9>"$CLUSTER_DIR/lock"
+if ! flock -n 9; then
+    {
+        say "A Kindred cluster is already running from $CLUSTER_DIR:"
+        [ -f "$PIDS" ] && sed 's/^/    /' "$PIDS"
+        supervisor="$(awk '$1 == "run-cluster" { print $2 }' "$PIDS" 2>/dev/null || true)"
+        say "Stop it with Ctrl-C in its terminal${supervisor:+, or: kill $supervisor}."
+    } >&2
     exit 1
 fi
-: >"$RUN/pids"
 
-stop() {
-    trap - INT TERM EXIT
-    [ -f "$RUN/pids" ] || exit 0
-    echo "Stopping (SIGTERM: servers drain and exit)..."
-    xargs -r kill -TERM <"$RUN/pids" 2>/dev/null || true
-    wait || true
-    rm -f "$RUN/pids"
-    exit 0
+# The state of /proc says whether a pid is running (a zombie is not); kill -0 would count zombies.
+alive() {
+    local stat
+    stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
+    stat="${stat##*) }"
+    [ "${stat:0:1}" != Z ]
 }
-trap stop INT TERM EXIT
+# Is pid $1 still the program we started (its command line contains $2)? Guards against reused pids.
+is_ours() {
+    local command
+    alive "$1" && command="$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null)" && [[ "$command" == *"$2"* ]]
+}
 
-"$BIN/kindred-interop-server" --host 127.0.0.1 --port 50099 --log-level info \
-    >"$RUN/logs/interop.out" 2>"$RUN/logs/interop.log" &
-echo $! >>"$RUN/pids"
+# ---------------------------------------------------------------------------------------------------------
+# Leftovers of a cluster that did not stop cleanly (its script was killed): stop them before starting anew.
+if [ -f "$PIDS" ]; then
+    while read -r name pid; do
+        case "$name" in
+            run-cluster) continue ;;
+            postgres) is_ours "$pid" postgres || continue ;;
+            smtp-sink) is_ours "$pid" smtp_sink.py || continue ;;
+            *) is_ours "$pid" "$name-server" || continue ;;
+        esac
+        say "Stopping $name (pid $pid), left over from a cluster that did not stop cleanly"
+        if [ "$name" = postgres ]; then kill -INT "$pid"; else kill -TERM "$pid"; fi
+        for _ in $(seq 300); do alive "$pid" || break; sleep 0.1; done
+        if alive "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
+    done <"$PIDS"
+    rm -f "$PIDS"
+fi
 
-for _ in $(seq 100); do grep -q LISTENING "$RUN/logs/interop.out" 2>/dev/null && break; sleep 0.1; done
-grep -q LISTENING "$RUN/logs/interop.out" || { echo "interop server failed to start; see $RUN/logs/interop.log" >&2; exit 1; }
-python3 - <<'PY'
-import grpc, sys
-sys.path.insert(0, "")
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-with grpc.insecure_channel("127.0.0.1:50099") as channel:
-    status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5).status
-    print("interop server health:", health_pb2.HealthCheckResponse.ServingStatus.Name(status))
-PY
-echo "Kindred is up: interop test server at 127.0.0.1:50099 (h2c). Logs in $RUN/logs. Ctrl-C stops it."
-wait
+# ---------------------------------------------------------------------------------------------------------
+services/install-deps.sh
+
+if [ -n "${KINDRED_BIN_DIR:-}" ]; then
+    BIN="$(absolute "$KINDRED_BIN_DIR")"
+    [ -d "$BIN" ] || fail "KINDRED_BIN_DIR $BIN is not a folder"
+else
+    # Only products Package.swift declares: every <name>-server of KINDRED_SERVERS, and the CLI.
+    products=()
+    for name in "${SERVERS[@]}"; do
+        if grep -q "\.executable(name: \"$name-server\"" Package.swift; then products+=("$name-server"); fi
+    done
+    if grep -q '\.executable(name: "kindred"' Package.swift; then products+=(kindred); fi
+    say "Building ${products[*]} (release)..."
+    for product in "${products[@]}"; do swift build -c release --product "$product"; done
+    BIN="$(swift build -c release --show-bin-path)"
+fi
+
+# A server takes part when its binary exists and has the server contract (serve, migrate, healthcheck).
+START_ORDER=()
+for name in "${SERVERS[@]}" ; do
+    [ "$name" = gateway ] && continue
+    START_ORDER+=("$name")
+done
+START_ORDER+=(gateway) # the front door opens last
+RUNNING_ORDER=()
+for name in "${START_ORDER[@]}"; do
+    binary="$BIN/$name-server"
+    if [ ! -x "$binary" ]; then
+        say "Notice: $name-server is not in $BIN; running without the $name service."
+    elif [[ "$("$binary" --help 2>&1 || true)" != *healthcheck* ]]; then
+        say "Notice: $binary has no healthcheck subcommand yet; running without the $name service."
+    else
+        RUNNING_ORDER+=("$name")
+    fi
+done
+[ ${#RUNNING_ORDER[@]} -gt 0 ] || fail "no server binaries in $BIN"
+
+# Ports must be free before anything starts (a bash /dev/tcp connect succeeds only if something listens).
+port_taken() { (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+for name in "${RUNNING_ORDER[@]}"; do
+    for port in "$(port_of "$name")" "$(port_of "$name" admin)"; do
+        port_taken "$port" && fail "port $port ($name) is in use: stop what uses it or set KINDRED_PORT_BASE"
+    done
+done
+port_taken "$SMTP_PORT" && fail "port $SMTP_PORT (SMTP sink) is in use: set KINDRED_SMTP_PORT"
+
+# ---------------------------------------------------------------------------------------------------------
+# Shutdown: reverse start order, each bounded; a second Ctrl-C skips the waiting (SIGKILL).
+SERVER_PIDS=() # "name pid", in start order
+SINK_PID=""
+PG_STARTED=""
+STOPPING=""
+FORCE=""
+stop_process() { # stop_process NAME PID SIGNAL -> sets STOP_STATUS to the exit status (or 'killed')
+    local name="$1" pid="$2" waited=0
+    kill "-$3" "$pid" 2>/dev/null || true
+    while alive "$pid" && [ -z "$FORCE" ] && [ $waited -lt 300 ]; do sleep 0.1; waited=$((waited + 1)); done
+    if alive "$pid"; then
+        say "$name did not stop within 30 s; killing it"
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
+    STOP_STATUS=0
+    wait "$pid" 2>/dev/null || STOP_STATUS=$?
+}
+stop_all() { # stop_all EXIT_STATUS
+    local status="$1" i name pid
+    [ -n "$STOPPING" ] && return
+    STOPPING=1
+    set +e
+    trap 'FORCE=1' INT TERM HUP
+    say "Stopping the cluster..."
+    for ((i = ${#SERVER_PIDS[@]} - 1; i >= 0; i--)); do
+        read -r name pid <<<"${SERVER_PIDS[$i]}"
+        stop_process "$name" "$pid" TERM
+        if [ "$STOP_STATUS" = 0 ]; then
+            say "  $name stopped (exit 0)"
+        else
+            say "  $name exited with status $STOP_STATUS; last lines of $LOG_DIR/$name.log:"
+            tail -n 20 "$LOG_DIR/$name.log" | sed 's/^/    /'
+            status=1
+        fi
+    done
+    if [ -n "$SINK_PID" ]; then
+        stop_process smtp-sink "$SINK_PID" TERM
+        if [ "$STOP_STATUS" = 0 ]; then
+            say "  smtp-sink stopped"
+        else
+            say "  smtp-sink exited with status $STOP_STATUS"
+            status=1
+        fi
+    fi
+    if [ -n "$PG_STARTED" ]; then
+        if as_postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" -m fast -w -t 60 stop >>"$LOG_DIR/postgres.log" 2>&1; then
+            say "  postgres stopped"
+        else
+            say "  pg_ctl stop failed; see $LOG_DIR/postgres.log"
+            status=1
+        fi
+        [ -n "${PG_SOCKET_TEMP:-}" ] && rm -rf "$PG_SOCKET_TEMP"
+    fi
+    rm -f "$PIDS"
+    if [ "$status" = 0 ]; then say "Kindred stopped."; else say "Kindred stopped with errors."; fi
+    exit "$status"
+}
+trap 'stop_all 0' INT TERM HUP
+trap 'stop_all $?' EXIT
+
+record_pid() { echo "$1 $2" >>"$PIDS"; }
+mkdir -p "$LOG_DIR" "$MAIL_DIR" "$DATA_DIR"
+: >"$PIDS"
+record_pid run-cluster $$
+
+# Waits until "$@" succeeds, at most START_TIMEOUT s, while process $WAIT_PID (if set) stays alive.
+wait_until() {
+    local deadline=$((SECONDS + START_TIMEOUT))
+    until "$@" >/dev/null 2>&1; do
+        if [ -n "${WAIT_PID:-}" ] && ! alive "$WAIT_PID"; then return 2; fi
+        [ $SECONDS -lt $deadline ] || return 1
+        sleep 0.2
+    done
+}
+startup_failed() { # startup_failed WHAT LOG
+    say "run-cluster: $1; last lines of $2:" >&2
+    tail -n 30 "$2" | sed 's/^/    /' >&2
+    exit 1
+}
+
+# ---------------------------------------------------------------------------------------------------------
+# PostgreSQL: the highest installed version; as root it runs as the postgres user (initdb refuses root).
+PG_BIN="$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -n 1)"
+[ -x "$PG_BIN/pg_ctl" ] || fail "PostgreSQL server binaries not found in /usr/lib/postgresql/*/bin"
+PG_DATA="$DATA_DIR/postgres"
+PG_LOG="$LOG_DIR/postgres.log"
+if [ "$(id -u)" -eq 0 ]; then
+    id postgres >/dev/null 2>&1 || fail "running as root, but there is no postgres user to run PostgreSQL as"
+    as_postgres() { runuser -u postgres -- "$@"; }
+else
+    as_postgres() { "$@"; }
+fi
+# The socket lives in a private folder (mode 0700): only this user (and root) can connect, so trust
+# authentication on it is safe. A socket path must fit in 107 bytes; long checkouts use a /tmp folder.
+PG_SOCKET="$CLUSTER_DIR/postgres"
+if [ ${#PG_SOCKET} -gt 90 ]; then
+    PG_SOCKET_TEMP="$(mktemp -d /tmp/kindred-pg.XXXXXX)"
+    PG_SOCKET="$PG_SOCKET_TEMP"
+fi
+mkdir -p "$PG_SOCKET" "$PG_DATA"
+chmod 0700 "$PG_SOCKET" "$PG_DATA"
+: >"$PG_LOG"
+if [ "$(id -u)" -eq 0 ]; then
+    chown postgres: "$PG_SOCKET" "$PG_DATA" "$PG_LOG"
+    as_postgres test -w "$PG_DATA" -a -w "$PG_SOCKET" -a -w "$PG_LOG" \
+        || fail "the postgres user cannot reach $PG_DATA, $PG_SOCKET or $PG_LOG (a private parent folder?): set KINDRED_DATA_DIR/KINDRED_CLUSTER_DIR elsewhere"
+fi
+
+pg_version="$(basename "$(dirname "$PG_BIN")")"
+if [ ! -f "$PG_DATA/PG_VERSION" ]; then
+    say "Creating the PostgreSQL $pg_version database in $PG_DATA..."
+    as_postgres "$PG_BIN/initdb" -D "$PG_DATA" -U postgres -A trust -E UTF8 --locale=C >>"$PG_LOG" 2>&1 9>&- \
+        || startup_failed "initdb failed" "$PG_LOG"
+    echo "include_if_exists = 'kindred.conf'" >>"$PG_DATA/postgresql.conf"
+elif [ "$(cat "$PG_DATA/PG_VERSION")" != "$pg_version" ]; then
+    fail "$PG_DATA was made by PostgreSQL $(cat "$PG_DATA/PG_VERSION"), this machine runs $pg_version: remove it (data is lost) or install that version"
+fi
+# Rewritten on every start: the socket folder may move between runs.
+cat >"$PG_DATA/kindred.conf" <<CONF
+# Written by services/run-cluster.sh on every start.
+listen_addresses = ''
+unix_socket_directories = '$PG_SOCKET'
+unix_socket_permissions = 0700
+port = 5432
+fsync = on
+synchronous_commit = on
+CONF
+if [ "$(id -u)" -eq 0 ]; then chown postgres: "$PG_DATA/kindred.conf"; fi
+# shellcheck disable=SC2094 # pg_ctl appends to the log itself, as its own messages do
+as_postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t "$START_TIMEOUT" start >>"$PG_LOG" 2>&1 9>&- \
+    || startup_failed "PostgreSQL did not start" "$PG_LOG"
+PG_STARTED=1
+record_pid postgres "$(head -n 1 "$PG_DATA/postmaster.pid")"
+
+PGHOST="$PG_SOCKET" PGPORT=5432 PGUSER=postgres PSQL="$PG_BIN/psql" KINDRED_DATABASE="$KINDRED_DATABASE" \
+    KINDRED_SERVERS_WITH_TABLES="$KINDRED_SERVERS_WITH_TABLES" \
+    services/postgres/init-roles.sh >>"$PG_LOG" 2>&1 9>&- || startup_failed "creating roles failed" "$PG_LOG"
+
+# ---------------------------------------------------------------------------------------------------------
+# Per-server settings. A new server adds its function here (and its name in services/cluster.env).
+urlencode_path() { # libpq URL query value: keep [A-Za-z0-9/._-], percent-encode the rest
+    local LC_ALL=C path="$1" out="" c i
+    for ((i = 0; i < ${#path}; i++)); do
+        c="${path:i:1}"
+        case "$c" in [A-Za-z0-9/._-]) out+="$c" ;; *) out+="$(printf '%%%02X' "'$c")" ;; esac
+    done
+    printf '%s\n' "$out"
+}
+database_url() { echo "postgresql://kindred_$1@/$KINDRED_DATABASE?host=$(urlencode_path "$PG_SOCKET")"; }
+secret() { # one random secret per data folder and name, kept in $DATA_DIR/secrets/<name> (mode 0600)
+    local file="$DATA_DIR/secrets/$1"
+    if [ ! -s "$file" ]; then
+        mkdir -p "$DATA_DIR/secrets" && chmod 0700 "$DATA_DIR/secrets"
+        (umask 077 && openssl rand -hex 32 >"$file")
+    fi
+    cat "$file"
+}
+server_env_auth() {
+    SERVER_ENV=(
+        KINDRED_AUTH_LISTEN="127.0.0.1:$(port_of auth)"
+        KINDRED_AUTH_ADMIN_LISTEN="127.0.0.1:$(port_of auth admin)"
+        KINDRED_AUTH_DATABASE_URL="$(database_url auth)"
+        KINDRED_AUTH_MIGRATIONS_DIR="$ROOT/services/auth/migrations"
+        KINDRED_AUTH_DATA_DIR="$DATA_DIR/auth"
+        KINDRED_AUTH_SMTP_HOST=127.0.0.1
+        KINDRED_AUTH_SMTP_PORT="$SMTP_PORT"
+        KINDRED_AUTH_SMTP_SECURITY=none
+        KINDRED_AUTH_SERVICE_SECRET_GATEWAY="$(secret gateway)"
+    )
+}
+server_env_gateway() {
+    SERVER_ENV=(
+        KINDRED_GATEWAY_LISTEN="127.0.0.1:$(port_of gateway)"
+        KINDRED_GATEWAY_ADMIN_LISTEN="127.0.0.1:$(port_of gateway admin)"
+        KINDRED_GATEWAY_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
+        KINDRED_GATEWAY_SERVICE_SECRET="$(secret gateway)"
+    )
+}
+
+# ---------------------------------------------------------------------------------------------------------
+# Migrations, each as its service's role, from the checkout (cwd = the repository).
+for name in "${RUNNING_ORDER[@]}"; do
+    "server_env_$name"
+    log="$LOG_DIR/$name-migrate.log"
+    env "${SERVER_ENV[@]}" "$BIN/$name-server" migrate >"$log" 2>&1 9>&- \
+        || startup_failed "$name-server migrate failed" "$log"
+    has_tables "$name" && say "Migrated $name (schema $name, role kindred_$name)."
+done
+
+# The SMTP sink, in its own session like the servers: Ctrl-C reaches only this script, which stops
+# everything in order.
+setsid python3 services/smtp-sink/smtp_sink.py "$MAIL_DIR" --host 127.0.0.1 --port "$SMTP_PORT" \
+    >"$LOG_DIR/smtp-sink.log" 2>&1 9>&- </dev/null &
+SINK_PID=$!
+record_pid smtp-sink "$SINK_PID"
+WAIT_PID=$SINK_PID wait_until grep -q '^LISTENING' "$LOG_DIR/smtp-sink.log" \
+    || startup_failed "the SMTP sink did not start" "$LOG_DIR/smtp-sink.log"
+
+for name in "${RUNNING_ORDER[@]}"; do
+    "server_env_$name"
+    env "${SERVER_ENV[@]}" setsid "$BIN/$name-server" serve >"$LOG_DIR/$name.log" 2>&1 9>&- </dev/null &
+    pid=$!
+    SERVER_PIDS+=("$name $pid")
+    record_pid "$name" "$pid"
+    WAIT_PID=$pid wait_until env "${SERVER_ENV[@]}" "$BIN/$name-server" healthcheck 9>&- \
+        || startup_failed "$name-server did not report SERVING within ${START_TIMEOUT} s" "$LOG_DIR/$name.log"
+    say "Started $name (pid $pid): gRPC 127.0.0.1:$(port_of "$name"), metrics http://127.0.0.1:$(port_of "$name" admin)/metrics"
+done
+
+# ---------------------------------------------------------------------------------------------------------
+if [[ " ${RUNNING_ORDER[*]} " == *" gateway "* ]]; then
+    say "Kindred is up: gateway at 127.0.0.1:$(port_of gateway)"
+else
+    say "Kindred is up without a gateway: auth at 127.0.0.1:$(port_of auth)"
+fi
+cli="$BIN/kindred"
+[ -x "$cli" ] || cli=kindred
+cat <<EOF
+  logs:  $LOG_DIR/<server>.log (postgres.log, smtp-sink.log)
+  mail:  $MAIL_DIR (one .eml per mail; smtp-sink.log shows each mail's code)
+  pids:  $PIDS
+  try:   $cli --gateway 127.0.0.1:$(port_of gateway) --community demo signup --email you@example.com --username you
+Ctrl-C stops the cluster.
+EOF
+
+# Watch: a server, the sink or PostgreSQL that dies on its own stops everything (exit 1).
+while true; do
+    for entry in "${SERVER_PIDS[@]}" "smtp-sink $SINK_PID" "postgres $(head -n 1 "$PG_DATA/postmaster.pid" 2>/dev/null || echo 0)"; do
+        read -r name pid <<<"$entry"
+        if ! alive "$pid"; then
+            say "run-cluster: $name (pid $pid) exited unexpectedly; last lines of its log:" >&2
+            tail -n 20 "$LOG_DIR/$name.log" 2>/dev/null | sed 's/^/    /' >&2
+            stop_all 1
+        fi
+    done
+    sleep 1 &
+    wait $! || true
+done

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Creates the Kindred database and, for every service with tables, a login role that owns the service's
+# schema (kindred_auth owns schema auth, ...). Services connect and migrate as their own role, so none can
+# read or change another service's tables. Idempotent: safe on every start.
+#
+# Shared by services/run-cluster.sh (native) and compose.yaml (mounted into /docker-entrypoint-initdb.d).
+# Input (environment):
+#   KINDRED_SERVERS_WITH_TABLES   space-separated service names (services/cluster.env), required
+#   KINDRED_DATABASE              database name, default kindred
+#   KINDRED_<SERVICE>_DB_PASSWORD the role's password (compose: TCP with scram-sha-256); unset or empty = no
+#                                 password (native: unix socket in a private folder, trust)
+#   PGHOST, PGPORT, PGUSER        a superuser connection (PGUSER defaults to POSTGRES_USER, then postgres)
+#   PSQL                          psql binary, default psql
+set -euo pipefail
+
+database="${KINDRED_DATABASE:-kindred}"
+services="${KINDRED_SERVERS_WITH_TABLES:?KINDRED_SERVERS_WITH_TABLES is not set (see services/cluster.env)}"
+psql="${PSQL:-psql}"
+export PGUSER="${PGUSER:-${POSTGRES_USER:-postgres}}"
+
+"$psql" -X -q -v ON_ERROR_STOP=1 -d postgres -v db="$database" <<'SQL'
+SELECT format('CREATE DATABASE %I', :'db') WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = :'db')
+\gexec
+-- Only the service roles (granted below) and superusers may connect.
+REVOKE ALL ON DATABASE :"db" FROM PUBLIC;
+SQL
+
+for service in $services; do
+    password_variable="KINDRED_${service^^}_DB_PASSWORD"
+    "$psql" -X -q -v ON_ERROR_STOP=1 -d "$database" -v db="$database" -v role="kindred_$service" \
+        -v schema="$service" -v password="${!password_variable:-}" <<'SQL'
+SELECT format('CREATE ROLE %I LOGIN', :'role') WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'role')
+\gexec
+SELECT format('ALTER ROLE %I LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD %L', :'role', NULLIF(:'password', ''))
+\gexec
+-- CREATE: the migrator runs CREATE SCHEMA IF NOT EXISTS, which PostgreSQL checks against the database's
+-- CREATE privilege even when the schema exists. Drop it once the migrator skips an existing schema.
+GRANT CONNECT, TEMPORARY, CREATE ON DATABASE :"db" TO :"role";
+CREATE SCHEMA IF NOT EXISTS :"schema" AUTHORIZATION :"role";
+ALTER SCHEMA :"schema" OWNER TO :"role";
+REVOKE ALL ON SCHEMA :"schema" FROM PUBLIC;
+SQL
+    echo "init-roles: database $database, role kindred_$service owns schema $service"
+done
