@@ -25,10 +25,9 @@ public struct GatewayConfiguration: Sendable {
     /// and trust this CA; h2c otherwise (a private network).
     public var serviceTLSCAFile: String?
     /// `KINDRED_GATEWAY_DOWNSTREAM_TIMEOUT_MS` (int), default 5000: the deadline of a downstream call when the
-    /// client's remaining deadline is longer or absent.
+    /// client's remaining deadline is longer or absent. This is also what caps long client deadlines: no
+    /// unary call of the public API waits on a service for longer.
     public var downstreamTimeout: Duration = .seconds(5)
-    /// `KINDRED_GATEWAY_MAX_DEADLINE_MS` (int), default 30000: client deadlines are capped at this.
-    public var maxDeadline: Duration = .seconds(30)
     /// `KINDRED_GATEWAY_PART_TIMEOUT_MS` (int), default 1500: how long an aggregating call (GetHome) waits for a
     /// non-essential part before answering without it.
     public var partTimeout: Duration = .milliseconds(1500)
@@ -74,7 +73,6 @@ public struct GatewayConfiguration: Sendable {
         self.serviceTLSCAFile = reader.string("KINDRED_GATEWAY_SERVICE_TLS_CA_FILE")
         self.downstreamTimeout = try reader.milliseconds(
             "KINDRED_GATEWAY_DOWNSTREAM_TIMEOUT_MS", default: self.downstreamTimeout, in: 10...300_000)
-        self.maxDeadline = try reader.milliseconds("KINDRED_GATEWAY_MAX_DEADLINE_MS", default: self.maxDeadline, in: 100...300_000)
         self.partTimeout = try reader.milliseconds("KINDRED_GATEWAY_PART_TIMEOUT_MS", default: self.partTimeout, in: 10...60_000)
         self.clientRate = try reader.double("KINDRED_GATEWAY_CLIENT_RATE", default: self.clientRate, in: 0.01...1_000_000)
         self.clientBurst = try reader.int("KINDRED_GATEWAY_CLIENT_BURST", default: self.clientBurst, in: 1...1_000_000)
