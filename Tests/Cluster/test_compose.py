@@ -1,0 +1,281 @@
+"""compose.yaml and services/Dockerfile agree with the native cluster (services/cluster.env, run-cluster.sh)
+and with Package.swift. No Docker engine is needed: docker-compose validates and interpolates the file, and
+the structure is checked on the parsed YAML."""
+
+import os
+import re
+import shutil
+import subprocess
+import urllib.parse
+
+import pytest
+import yaml
+
+from cluster_config import (
+    ADMIN_PORT_OFFSET,
+    DATABASE,
+    DEFAULT_PORT_BASE,
+    DEFAULT_SMTP_PORT,
+    ROOT,
+    SERVERS,
+    SERVERS_WITH_TABLES,
+    admin_port,
+    declared_server_products,
+    port,
+)
+
+COMPOSE_FILE = ROOT / "compose.yaml"
+DOCKERFILE = ROOT / "services" / "Dockerfile"
+RUN_CLUSTER = ROOT / "services" / "run-cluster.sh"
+KINDRED_IMAGE = "kindred:dev"
+
+# The servers this repository builds today; a server of cluster.env without an executable is not required yet.
+SERVERS_BUILT = declared_server_products()
+
+
+def interpolate(value):
+    """Compose's ${VAR:-default} / ${VAR-default} / ${VAR} with an empty environment: the defaults."""
+    if isinstance(value, str):
+        def replace(match):
+            assert match.group(2) is not None, f"{match.group(0)} has no default: compose would need it set"
+            return match.group(3)
+        return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}", replace, value)
+    if isinstance(value, list):
+        return [interpolate(item) for item in value]
+    if isinstance(value, dict):
+        return {key: interpolate(item) for key, item in value.items()}
+    return value
+
+
+@pytest.fixture(scope="module")
+def raw():
+    return yaml.safe_load(COMPOSE_FILE.read_text())
+
+
+@pytest.fixture(scope="module")
+def services(raw):
+    return interpolate(raw["services"])
+
+
+def environment(service) -> dict:
+    env = service.get("environment", {})
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) for item in env)
+    return {key: str(value) for key, value in env.items()}
+
+
+def compose_command():
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    return None
+
+
+def test_docker_compose_accepts_the_file_and_agrees_with_this_parse(services):
+    command = compose_command()
+    if command is None:
+        pytest.skip("neither docker-compose nor `docker compose` is installed (services/install-deps.sh adds it)")
+    # Without KINDRED_* from the caller's environment, compose fills in the documented defaults.
+    env = {key: value for key, value in os.environ.items() if not key.startswith("KINDRED_")}
+    check = subprocess.run([*command, "-f", str(COMPOSE_FILE), "config", "-q"], cwd=ROOT, env=env,
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    rendered = subprocess.run([*command, "-f", str(COMPOSE_FILE), "config"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, check=True).stdout
+    config = yaml.safe_load(rendered)["services"]
+    assert set(config) == set(services)
+    for name, service in services.items():
+        assert environment(config[name]) == environment(service), name
+        assert config[name].get("depends_on", {}) == service.get("depends_on", {}), name
+
+
+def test_every_service_is_there(services):
+    expected = {"postgres", "smtp-sink", *SERVERS_BUILT, *(f"{name}-migrate" for name in SERVERS_WITH_TABLES)}
+    assert expected <= set(services), f"missing: {expected - set(services)}"
+    unexpected = set(services) - expected
+    assert not unexpected, f"services compose has but the native cluster does not: {unexpected}"
+
+
+def test_services_with_tables_match_migrations_folders(services):
+    folders = sorted(p.parent.name for p in (ROOT / "services").glob("*/migrations") if p.is_dir())
+    assert folders == sorted(SERVERS_WITH_TABLES), "services/cluster.env KINDRED_SERVERS_WITH_TABLES vs folders"
+    for name in SERVERS_WITH_TABLES:
+        assert list((ROOT / "services" / name / "migrations").glob("[0-9][0-9][0-9][0-9]_*.sql")), name
+    postgres_env = environment(services["postgres"])
+    assert postgres_env["KINDRED_SERVERS_WITH_TABLES"].split() == SERVERS_WITH_TABLES
+    assert postgres_env["POSTGRES_DB"] == DATABASE == postgres_env["KINDRED_DATABASE"]
+
+
+def test_postgres_runs_the_shared_role_script_and_is_health_checked(services):
+    postgres = services["postgres"]
+    assert postgres["image"].startswith("postgres:")
+    mounts = [volume.split(":") for volume in postgres["volumes"]]
+    assert ["./services/postgres/init-roles.sh", "/docker-entrypoint-initdb.d/10-init-roles.sh", "ro"] in mounts
+    test = postgres["healthcheck"]["test"]
+    assert test[0] == "CMD" and "pg_isready" in test and test[test.index("-h") + 1] == "127.0.0.1"
+    assert "synchronous_commit=on" in postgres["command"]
+    for name in SERVERS_WITH_TABLES:
+        assert f"KINDRED_{name.upper()}_DB_PASSWORD" in environment(postgres), name
+
+
+def test_servers_are_health_checked_by_their_own_healthcheck_command(services):
+    for name in SERVERS_BUILT:
+        service = services[name]
+        assert service["image"] == KINDRED_IMAGE
+        assert service["command"] == [f"{name}-server", "serve"]
+        assert service["healthcheck"]["test"] == ["CMD", f"{name}-server", "healthcheck"]
+        assert service["restart"] == "unless-stopped"
+    assert services["smtp-sink"]["healthcheck"]["test"][0] == "CMD"
+
+
+def test_start_order_through_depends_on(services):
+    for name in SERVERS_WITH_TABLES:
+        migrate = services[f"{name}-migrate"]
+        assert migrate["command"] == [f"{name}-server", "migrate"]
+        assert migrate["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+        assert migrate["restart"] == "no", "a one-shot step must not restart"
+        assert environment(migrate) == environment(services[name]), "migrate and serve must see the same settings"
+        assert services[name]["depends_on"][f"{name}-migrate"] == {"condition": "service_completed_successfully"}
+    assert services["auth"]["depends_on"]["smtp-sink"]["condition"] in ("service_healthy", "service_started")
+    gateway_needs = services["gateway"]["depends_on"]
+    for name in SERVERS_BUILT:
+        if name != "gateway":
+            assert gateway_needs[name] == {"condition": "service_healthy"}, name
+
+
+def test_only_the_gateway_publishes_a_port(services):
+    for name, service in services.items():
+        assert "network_mode" not in service, name
+        if name != "gateway":
+            assert "ports" not in service, f"{name} publishes a port"
+    (published,) = services["gateway"]["ports"]
+    host, host_port, container_port = published.rsplit(":", 2)
+    assert host == "127.0.0.1", "the dev default publishes on loopback only"
+    assert int(host_port) == int(container_port) == port("gateway")
+
+
+def test_ports_and_addresses_match_the_native_defaults(services):
+    for name in SERVERS_BUILT:
+        env = environment(services[name])
+        assert env[f"KINDRED_{name.upper()}_LISTEN"] == f"0.0.0.0:{port(name)}"
+        assert env[f"KINDRED_{name.upper()}_ADMIN_LISTEN"] == f"0.0.0.0:{admin_port(name)}"
+    gateway = environment(services["gateway"])
+    for name in SERVERS_BUILT:
+        if name != "gateway":
+            assert gateway[f"KINDRED_GATEWAY_{name.upper()}_ADDRESS"] == f"{name}:{port(name)}"
+    auth = environment(services["auth"])
+    assert auth["KINDRED_AUTH_SMTP_HOST"] == "smtp-sink" and int(auth["KINDRED_AUTH_SMTP_PORT"]) == DEFAULT_SMTP_PORT
+    assert auth["KINDRED_AUTH_SMTP_SECURITY"] == "none"
+    sink = services["smtp-sink"]["command"]
+    assert int(sink[sink.index("--port") + 1]) == DEFAULT_SMTP_PORT
+    assert auth["KINDRED_AUTH_SERVICE_SECRET_GATEWAY"] == gateway["KINDRED_GATEWAY_SERVICE_SECRET"]
+    assert len(auth["KINDRED_AUTH_SERVICE_SECRET_GATEWAY"]) >= 32, "auth refuses secrets under 32 characters"
+    assert DEFAULT_PORT_BASE == 50050 and ADMIN_PORT_OFFSET == 100, "the documented defaults"
+
+
+def test_database_urls_use_each_services_own_role(services):
+    for name in SERVERS_WITH_TABLES:
+        url = urllib.parse.urlsplit(environment(services[name])[f"KINDRED_{name.upper()}_DATABASE_URL"])
+        assert (url.scheme, url.username, url.hostname, url.port, url.path) == (
+            "postgresql", f"kindred_{name}", "postgres", 5432, f"/{DATABASE}")
+        postgres_password = environment(services["postgres"])[f"KINDRED_{name.upper()}_DB_PASSWORD"]
+        assert url.password == postgres_password, "the role's password and the server's URL must agree"
+        assert environment(services[name])[f"KINDRED_{name.upper()}_MIGRATIONS_DIR"] == f"/app/services/{name}/migrations"
+
+
+def test_passwords_come_from_the_environment_with_dev_defaults():
+    text = COMPOSE_FILE.read_text()
+    assert "DEVELOPMENT ONLY" in text
+    for variable in ["KINDRED_POSTGRES_PASSWORD", "KINDRED_GATEWAY_SERVICE_SECRET",
+                     *(f"KINDRED_{name.upper()}_DB_PASSWORD" for name in SERVERS_WITH_TABLES)]:
+        assert re.search(r"\$\{" + variable + r":-[^}]+\}", text), variable
+    # No literal password outside an interpolation default.
+    for match in re.finditer(r"^\s*([A-Z_]*(?:PASSWORD|SECRET)[A-Z_]*): *(\S+)", text, re.M):
+        assert match.group(2).startswith("${"), match.group(0)
+
+
+def test_shared_settings_come_from_x_anchors(raw, services):
+    assert {"x-kindred-image", "x-logging", "x-server"} <= set(raw)
+    logging = interpolate(raw["x-logging"])
+    for name, service in services.items():
+        assert service["logging"] == logging, name
+        if name not in ("postgres", "smtp-sink"):
+            assert service["image"] == KINDRED_IMAGE
+            assert service["build"] == {"context": ".", "dockerfile": "services/Dockerfile", "target": "runtime"}
+
+
+def native_settings():
+    """KINDRED_* names run-cluster.sh sets per server (its server_env_<name> functions)."""
+    text = RUN_CLUSTER.read_text()
+    found = {}
+    for name, body in re.findall(r"server_env_(\w+)\(\) \{\n\s+SERVER_ENV=\((.*?)\n\s+\)", text, re.S):
+        found[name] = set(re.findall(r"^\s*(KINDRED_[A-Z0-9_]+)=", body, re.M))
+    return found
+
+
+def test_compose_sets_what_the_native_cluster_sets(services):
+    native = native_settings()
+    assert set(native) >= set(SERVERS_BUILT), "run-cluster.sh needs a server_env_<name> for every server"
+    for name in SERVERS_BUILT:
+        missing = native[name] - set(environment(services[name]))
+        assert not missing, f"{name}: compose lacks {missing}"
+
+
+# ---- services/Dockerfile ----
+
+def dockerfile_products():
+    """Runs the Dockerfile's own product selection against this checkout's Package.swift."""
+    text = DOCKERFILE.read_text()
+    match = re.search(r'products="\$\((.*?)\) kindred"', text, re.S)
+    assert match, "the Dockerfile's product list moved: update this test"
+    command = match.group(1).replace("\\\n", " ")
+    output = subprocess.run(["sh", "-c", command], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return output.split() + ["kindred"]
+
+
+def test_dockerfile_builds_every_server_product_and_the_cli():
+    products = dockerfile_products()
+    assert sorted(products) == sorted([f"{name}-server" for name in SERVERS_BUILT] + ["kindred"])
+    assert "--static-swift-stdlib" in DOCKERFILE.read_text()
+
+
+def test_dockerfile_installs_every_system_library():
+    text = DOCKERFILE.read_text()
+    build, runtime = text.split("AS runtime")
+    apt = re.findall(r'apt: \["([^"]+)"\]', (ROOT / "Package.swift").read_text())
+    assert apt, "Package.swift lists its apt providers"
+    runtime_package = {"libnghttp2-dev": "libnghttp2-14", "libprotobuf-c-dev": "libprotobuf-c1",
+                       "libssl-dev": "libssl3", "libpq-dev": "libpq5", "libargon2-dev": "libargon2-1"}
+    for package in apt:
+        assert re.search(rf"\b{re.escape(package)}\b", build), f"build stage lacks {package}"
+        assert package in runtime_package, f"add the runtime library of {package} to this test and the Dockerfile"
+        assert re.search(rf"\b{re.escape(runtime_package[package])}\b", runtime), runtime_package[package]
+    assert "-dev" not in re.sub(r"#.*", "", runtime), "the runtime stage needs no -dev packages"
+    assert re.search(r"^USER kindred$", runtime, re.M), "servers run as a non-root user"
+
+
+def test_dockerfile_ships_the_migrations_where_compose_looks():
+    text = DOCKERFILE.read_text()
+    assert "for migrations in services/*/migrations" in text and "WORKDIR /app" in text
+    for name in SERVERS_WITH_TABLES:
+        assert f"KINDRED_{name.upper()}_MIGRATIONS_DIR=/app/services/{name}/migrations" in text or name != "auth"
+        assert (ROOT / "services" / name / "migrations").is_dir()
+
+
+def test_dockerignore_keeps_build_products_and_data_out():
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    for pattern in [".build*", ".data", ".cluster", ".git"]:
+        assert pattern in ignored, pattern
+
+
+# ---- shell scripts ----
+
+@pytest.mark.parametrize("script", ["services/run-cluster.sh", "services/postgres/init-roles.sh",
+                                    "services/install-deps.sh"])
+def test_shell_scripts_parse_and_pass_shellcheck(script):
+    subprocess.run(["bash", "-n", script], cwd=ROOT, check=True)
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck is not installed (services/install-deps.sh adds it)")
+    lint = subprocess.run(["shellcheck", "-x", script], cwd=ROOT, capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout
