@@ -368,13 +368,14 @@ if [[ " ${RUNNING_ORDER[*]} " == *" gateway "* ]]; then
 else
     say "Kindred is up without a gateway: auth at 127.0.0.1:$(port_of auth)"
 fi
-cli="$BIN/kindred"
-[ -x "$cli" ] || cli=kindred
 cat <<EOF
   logs:  $LOG_DIR/<server>.log (postgres.log, smtp-sink.log)
   mail:  $MAIL_DIR (one .eml per mail; smtp-sink.log shows each mail's code)
   pids:  $PIDS
-  try:   $cli --gateway 127.0.0.1:$(port_of gateway) --community demo signup --email you@example.com --username you
+  try:   export PATH="$BIN:\$PATH" KINDRED_GATEWAY=127.0.0.1:$(port_of gateway)
+         kindred signup --email you@example.com --username you     # asks for a password; mails a code
+         grep code= $LOG_DIR/smtp-sink.log
+         kindred verify --email you@example.com --code <code> && kindred signin you && kindred whoami
 Ctrl-C stops the cluster.
 EOF
 
