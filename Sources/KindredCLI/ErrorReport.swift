@@ -61,7 +61,7 @@ public struct ErrorReport: Hashable, Sendable {
         case .unavailable:
             // Sent by the gateway: it or a service behind it cannot serve the call now.
             return "the gateway at \(target.address) is unavailable"
-                + (message.isEmpty ? "" : ": \(message)") + "; try again later"
+                + (message.isEmpty ? "; try again later" : ": \(message)")
         case .deadlineExceeded:
             return
                 "no answer from \(target.address) within \(Self.seconds(milliseconds: timeout.milliseconds)) (raise --timeout?)"
