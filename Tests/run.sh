@@ -9,4 +9,4 @@ proto/check-generated.sh
 swift build --build-tests
 swift test --skip-build --parallel --num-workers 2
 
-KINDRED_BIN_PATH="$(swift build --show-bin-path)" python3 -m pytest -q -p no:cacheprovider Tests/Interop
+KINDRED_BIN_PATH="$(swift build --show-bin-path)" python3 -m pytest -q -p no:cacheprovider Tests/Interop Tests/Cluster

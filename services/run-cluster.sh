@@ -18,6 +18,7 @@
 #   KINDRED_PORT_BASE     gRPC port of the gateway; server i of KINDRED_SERVERS gets base+i, admin base+100+i
 #   KINDRED_SMTP_PORT     SMTP sink port (default 2525)
 #   KINDRED_START_TIMEOUT seconds each step may take to come up (default 60)
+#   KINDRED_ON_SERVER_EXIT  stop (default): a server exiting on its own stops the cluster; keep: the rest runs on
 #   KINDRED_LOG_LEVEL, KINDRED_LOG_FORMAT and any KINDRED_<SERVICE>_* setting not set here pass through.
 # $KINDRED_CLUSTER_DIR/pids lists "name pid" per line (run-cluster, postgres, smtp-sink, auth, gateway, ...).
 set -euo pipefail
@@ -155,6 +156,8 @@ port_taken "$SMTP_PORT" && fail "port $SMTP_PORT (SMTP sink) is in use: set KIND
 # ---------------------------------------------------------------------------------------------------------
 # Shutdown: reverse start order, each bounded; a second Ctrl-C skips the waiting (SIGKILL).
 SERVER_PIDS=() # "name pid", in start order
+declare -A EXITED=() # name -> exit status, of servers that exited while the cluster ran
+ON_SERVER_EXIT="${KINDRED_ON_SERVER_EXIT:-stop}"
 SINK_PID=""
 PG_STARTED=""
 STOPPING=""
@@ -179,6 +182,11 @@ stop_all() { # stop_all EXIT_STATUS
     say "Stopping the cluster..."
     for ((i = ${#SERVER_PIDS[@]} - 1; i >= 0; i--)); do
         read -r name pid <<<"${SERVER_PIDS[$i]}"
+        if [ -n "${EXITED[$name]:-}" ]; then
+            say "  $name had exited before (status ${EXITED[$name]})"
+            [ "${EXITED[$name]}" = 0 ] || status=1
+            continue
+        fi
         stop_process "$name" "$pid" TERM
         if [ "$STOP_STATUS" = 0 ]; then
             say "  $name stopped (exit 0)"
@@ -379,9 +387,21 @@ cat <<EOF
 Ctrl-C stops the cluster.
 EOF
 
-# Watch: a server, the sink or PostgreSQL that dies on its own stops everything (exit 1).
+# Watch. A server that exits on its own stops the cluster (exit 1), unless KINDRED_ON_SERVER_EXIT=keep: then the
+# others keep running (tests stop one server on purpose). The sink or PostgreSQL dying always stops it.
 while true; do
-    for entry in "${SERVER_PIDS[@]}" "smtp-sink $SINK_PID" "postgres $(head -n 1 "$PG_DATA/postmaster.pid" 2>/dev/null || echo 0)"; do
+    for entry in "${SERVER_PIDS[@]}"; do
+        read -r name pid <<<"$entry"
+        if [ -n "${EXITED[$name]:-}" ] || alive "$pid"; then continue; fi
+        code=0
+        wait "$pid" || code=$?
+        EXITED[$name]=$code
+        say "run-cluster: $name (pid $pid) exited on its own with status $code; last lines of $LOG_DIR/$name.log:" >&2
+        tail -n 20 "$LOG_DIR/$name.log" 2>/dev/null | sed 's/^/    /' >&2
+        [ "$ON_SERVER_EXIT" = keep ] || stop_all 1
+        say "run-cluster: the other servers keep running (KINDRED_ON_SERVER_EXIT=keep)" >&2
+    done
+    for entry in "smtp-sink $SINK_PID" "postgres $(head -n 1 "$PG_DATA/postmaster.pid" 2>/dev/null || echo 0)"; do
         read -r name pid <<<"$entry"
         if ! alive "$pid"; then
             say "run-cluster: $name (pid $pid) exited unexpectedly; last lines of its log:" >&2

@@ -1,0 +1,208 @@
+"""Helpers of the end-to-end tests: generated stubs of the public API, and whole clusters started with
+services/run-cluster.sh (the README's command) on free ports, in temporary folders, with the binaries of
+KINDRED_BIN_PATH (no build)."""
+
+import email
+import email.policy
+import os
+import pathlib
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from cluster_config import ADMIN_PORT_OFFSET, SERVERS
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PROTOS = sorted(
+    str(path.relative_to(ROOT / "proto"))
+    for folder in ("kindred/api/v1", "kindred/common/v1")
+    for path in (ROOT / "proto" / folder).glob("*.proto")
+)
+
+_stub_dir = tempfile.mkdtemp(prefix="kindred-cluster-stubs-")
+subprocess.run(
+    [sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT / 'proto'}", f"--python_out={_stub_dir}",
+     f"--grpc_python_out={_stub_dir}", *PROTOS],
+    check=True,
+)
+sys.path.insert(0, _stub_dir)
+
+START_TIMEOUT = 120
+# The tests sign in and up far more often from 127.0.0.1 than one person would; the gateway's and auth's
+# per-address limits (tested in Tests/KindredGatewayTests and KindredAuthTests) are lifted for them.
+RELAXED_LIMITS = {
+    "KINDRED_GATEWAY_CLIENT_RATE": "100000", "KINDRED_GATEWAY_CLIENT_BURST": "100000",
+    "KINDRED_GATEWAY_ANONYMOUS_RATE": "100000", "KINDRED_GATEWAY_ANONYMOUS_BURST": "100000",
+    "KINDRED_GATEWAY_ACCOUNT_RATE": "100000", "KINDRED_GATEWAY_ACCOUNT_BURST": "100000",
+    "KINDRED_AUTH_IP_REQUESTS_PER_MINUTE": "100000", "KINDRED_AUTH_MAIL_PER_IP_PER_HOUR": "100000",
+}
+
+
+def bin_dir() -> pathlib.Path:
+    if "KINDRED_BIN_PATH" in os.environ:
+        return pathlib.Path(os.environ["KINDRED_BIN_PATH"])
+    return pathlib.Path(subprocess.run(["swift", "build", "--show-bin-path"], cwd=ROOT, check=True,
+                                       capture_output=True, text=True).stdout.strip())
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_base() -> tuple:
+    """A port base whose gRPC and admin ports are all free, and a free SMTP port."""
+    for _ in range(200):
+        base = 46050 + 10 * random.randrange(0, 150)
+        ports = [base + i for i in range(len(SERVERS))] + [base + ADMIN_PORT_OFFSET + i for i in range(len(SERVERS))]
+        smtp = base + ADMIN_PORT_OFFSET + 50
+        if all(port_is_free(p) for p in ports + [smtp]):
+            return base, smtp
+    raise RuntimeError("no free port range found")
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def processes_mentioning(text: str) -> list:
+    """Pids whose command line contains text (e.g. this cluster's data folder)."""
+    found = []
+    for entry in pathlib.Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if text in command and process_alive(int(entry.name)):
+                found.append((int(entry.name), command))
+    return found
+
+
+class Cluster:
+    """One run of services/run-cluster.sh."""
+
+    def __init__(self, **extra_env: str):
+        self.base, self.smtp_port = free_port_base()
+        # Readable by the postgres user (PostgreSQL runs as postgres when the tests run as root).
+        self.folder = pathlib.Path(tempfile.mkdtemp(prefix="kindred-cluster-"))
+        self.folder.chmod(0o755)
+        self.run_dir = self.folder / "run"
+        self.data_dir = self.folder / "data"
+        self.mail_dir = self.run_dir / "mail"
+        self.env = dict(os.environ, KINDRED_BIN_DIR=str(bin_dir()), KINDRED_CLUSTER_DIR=str(self.run_dir),
+                        KINDRED_DATA_DIR=str(self.data_dir), KINDRED_PORT_BASE=str(self.base),
+                        KINDRED_SMTP_PORT=str(self.smtp_port), **RELAXED_LIMITS, **extra_env)
+        self.lines = []
+        self.up = threading.Event()
+        self.process = subprocess.Popen([str(ROOT / "services" / "run-cluster.sh")], cwd=ROOT, env=self.env,
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True)
+        threading.Thread(target=self._read_output, daemon=True).start()
+        deadline = time.monotonic() + START_TIMEOUT
+        while not self.up.wait(0.1):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop(force_cleanup=True)
+                raise RuntimeError("the cluster did not come up:\n" + self.output())
+
+    def _read_output(self):
+        for line in self.process.stdout:
+            self.lines.append(line)
+            if line.startswith(f"Kindred is up: gateway at 127.0.0.1:{self.base}"):
+                self.up.set()
+
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def port(self, name: str) -> int:
+        return self.base + SERVERS.index(name)
+
+    def admin_port(self, name: str) -> int:
+        return self.base + ADMIN_PORT_OFFSET + SERVERS.index(name)
+
+    @property
+    def gateway(self) -> str:
+        return f"127.0.0.1:{self.port('gateway')}"
+
+    def pids(self) -> dict:
+        """name -> pid from the cluster's pids file (run-cluster, postgres, smtp-sink, auth, gateway, ...)."""
+        lines = (self.run_dir / "pids").read_text().split("\n")
+        return {name: int(pid) for name, pid in (line.split() for line in lines if line.strip())}
+
+    def servers(self) -> list:
+        return [name for name in self.pids() if name in SERVERS]
+
+    def wait_for_mail(self, address: str, subject: str = "Confirm your email address", timeout: float = 30) -> str:
+        """The plain-text body of the newest mail to address with this subject (the sink's .eml files)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for path in sorted(self.mail_dir.glob("mail-*.eml"), reverse=True):
+                message = email.message_from_bytes(path.read_bytes(), policy=email.policy.default)
+                if address in message["X-RcptTo"] and message["Subject"] == subject:
+                    return message.get_body(preferencelist=("plain",)).get_content()
+            time.sleep(0.05)
+        raise AssertionError(f"no mail {subject!r} to {address} within {timeout} s")
+
+    def verification_code(self, address: str) -> str:
+        code = re.search(r"code in the app: (\d{6})", self.wait_for_mail(address))
+        assert code, "the verification mail has no 6-digit code"
+        # The sink logged the same code.
+        sink_log = (self.run_dir / "logs" / "smtp-sink.log").read_text()
+        assert f"to={address} " in sink_log and f"code={code.group(1)}" in sink_log
+        return code.group(1)
+
+    def stop(self, force_cleanup: bool = False, timeout: float = 90) -> int:
+        """Ctrl-C (SIGINT) and wait; returns the script's exit status. With force_cleanup (a failed start),
+        whatever of the cluster is still running afterwards is killed."""
+        try:
+            pids = self.pids()
+        except (FileNotFoundError, ValueError):
+            pids = {}
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if force_cleanup:
+            for pid in self.leftovers(pids):
+                os.kill(pid, signal.SIGKILL)
+        return self.process.returncode
+
+    def leftovers(self, pids: dict) -> list:
+        """Processes of this cluster still running: of the pids recorded while it ran, or naming its folders."""
+        return sorted({pid for pid in pids.values() if process_alive(pid)}
+                      | {pid for pid, _ in processes_mentioning(str(self.folder))})
+
+
+def assert_clean_stop(running: Cluster, pids: dict, exited_before: tuple = ()):
+    """Ctrl-C: the script exits 0, every server reports exit 0, nothing of the cluster is left running."""
+    status = running.stop()
+    output = running.output()
+    left = running.leftovers(pids)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert status == 0, f"run-cluster.sh exited {status} after Ctrl-C:\n{output}"
+    assert not left, f"processes left after Ctrl-C: {left}\n{output}"
+    for name in pids:
+        if name in SERVERS:
+            expected = f"  {name} had exited before (status 0)" if name in exited_before else f"  {name} stopped (exit 0)"
+            assert expected in output, output
+    assert "  postgres stopped" in output and "Kindred stopped." in output, output
+    shutil.rmtree(running.folder, ignore_errors=True)

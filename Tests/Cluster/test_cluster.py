@@ -1,0 +1,305 @@
+"""The whole cluster, started by services/run-cluster.sh, driven from outside as an app would: Python grpcio
+through the gateway's public API, the `kindred` CLI, the admin ports, and SIGTERM to a server under load."""
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+import urllib.request
+import uuid
+
+import grpc
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from cluster_harness import ROOT, Cluster, assert_clean_stop, bin_dir
+
+from kindred.api.v1 import account_pb2, account_pb2_grpc, home_pb2, home_pb2_grpc  # noqa: E402
+
+TIMEOUT = 30
+PASSWORD = "correct horse battery staple"
+NEW_PASSWORD = "purple monkey dishwasher 42"
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:10]}"
+
+
+def bearer(token: str) -> list:
+    return [("authorization", f"Bearer {token}")]
+
+
+def expect_code(code, call):
+    try:
+        call()
+    except grpc.RpcError as error:
+        assert error.code() == code, f"expected {code}, got {error.code()}: {error.details()}"
+        return error
+    raise AssertionError(f"expected {code}, the call succeeded")
+
+
+@pytest.fixture(scope="module")
+def channel(cluster):
+    with grpc.insecure_channel(cluster.gateway) as channel:
+        yield channel
+
+
+@pytest.fixture(scope="module")
+def accounts(channel):
+    return account_pb2_grpc.AccountServiceStub(channel)
+
+
+def sign_up_and_verify(cluster, accounts, community, email, username, password=PASSWORD):
+    accounts.SignUp(account_pb2.SignUpRequest(community_id=community, email=email, username=username,
+                                              password=password), timeout=TIMEOUT)
+    code = cluster.verification_code(email)
+    verified = accounts.VerifyEmail(account_pb2.VerifyEmailRequest(
+        code=account_pb2.VerificationCode(community_id=community, email=email, code=code)), timeout=TIMEOUT)
+    assert verified.email == email
+
+
+@pytest.fixture(scope="module")
+def signed_in(cluster, accounts):
+    """One verified, signed-in account for the tests that only need a valid token."""
+    community, email, username = unique("e2e-"), f"{unique('bo-')}@example.com", unique("bo_")
+    sign_up_and_verify(cluster, accounts, community, email, username)
+    return accounts.SignIn(account_pb2.SignInRequest(community_id=community, login=email, password=PASSWORD),
+                           timeout=TIMEOUT)
+
+
+# ---- the cluster itself ----
+
+def test_every_server_reports_serving_on_its_port(cluster):
+    servers = cluster.servers()
+    assert {"auth", "gateway"} <= set(servers), f"run-cluster.sh started only {servers}"
+    for name in servers:
+        with grpc.insecure_channel(f"127.0.0.1:{cluster.port(name)}") as channel:
+            status = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10).status
+        assert status == health_pb2.HealthCheckResponse.SERVING, name
+
+
+def test_admin_ports_serve_prometheus_metrics(cluster, accounts):
+    # One call through the gateway, so both servers have counted something.
+    accounts.CheckUsername(account_pb2.CheckUsernameRequest(community_id="e2e-metrics", username="someone"),
+                           timeout=TIMEOUT)
+    for name in cluster.servers():
+        with urllib.request.urlopen(f"http://127.0.0.1:{cluster.admin_port(name)}/metrics", timeout=10) as response:
+            assert response.status == 200
+            assert response.headers["Content-Type"].startswith("text/plain"), name
+            text = response.read().decode()
+        assert "# TYPE grpc_server_handled_total counter" in text, name
+        with urllib.request.urlopen(f"http://127.0.0.1:{cluster.admin_port(name)}/healthz", timeout=10) as response:
+            assert response.status == 200
+    gateway = urllib.request.urlopen(f"http://127.0.0.1:{cluster.admin_port('gateway')}/metrics", timeout=10).read()
+    assert b'grpc_method="/kindred.api.v1.AccountService/CheckUsername",grpc_code="OK"' in gateway
+    assert b'gateway_downstream_calls_total{service="auth"' in gateway
+
+
+def test_a_second_run_cluster_refuses_and_leaves_the_running_one_alone(cluster):
+    before = cluster.pids()
+    second = subprocess.run([str(ROOT / "services" / "run-cluster.sh")], env=cluster.env, stdin=subprocess.DEVNULL,
+                            capture_output=True, text=True, timeout=60)
+    assert second.returncode != 0
+    assert "already running" in second.stderr
+    assert f"run-cluster {before['run-cluster']}" in second.stderr and f"kill {before['run-cluster']}" in second.stderr
+    assert cluster.pids() == before and cluster.process.poll() is None
+    test_every_server_reports_serving_on_its_port(cluster)
+
+
+# ---- the public API through the gateway, with grpcio ----
+
+def test_account_lifecycle_through_the_gateway(cluster, accounts):
+    community, email, username = unique("e2e-"), f"{unique('ann-')}@example.com", unique("ann_")
+    sign_up_and_verify(cluster, accounts, community, email, username)
+
+    signed_in = accounts.SignIn(account_pb2.SignInRequest(
+        community_id=community, login=email, password=PASSWORD,
+        client=account_pb2.ClientInfo(device_name="pytest")), timeout=TIMEOUT)
+    first = signed_in.tokens
+    assert signed_in.account.username == username and signed_in.account.email_verified
+    me = accounts.GetAccount(account_pb2.GetAccountRequest(), metadata=bearer(first.access_token),
+                             timeout=TIMEOUT).account
+    assert (me.user_id, me.email, me.username, me.community_id) == (signed_in.account.user_id, email, username,
+                                                                     community)
+    assert me.status == account_pb2.ACCOUNT_STATUS_ACTIVE and me.password_set
+
+    rotated = accounts.Refresh(account_pb2.RefreshRequest(refresh_token=first.refresh_token), timeout=TIMEOUT).tokens
+    assert rotated.refresh_token != first.refresh_token and rotated.session_id == first.session_id
+    assert accounts.GetAccount(account_pb2.GetAccountRequest(), metadata=bearer(rotated.access_token),
+                               timeout=TIMEOUT).account.user_id == me.user_id
+    # The spent refresh token again: reuse, which revokes the whole family (the rotated token too).
+    expect_code(grpc.StatusCode.UNAUTHENTICATED, lambda: accounts.Refresh(
+        account_pb2.RefreshRequest(refresh_token=first.refresh_token), timeout=TIMEOUT))
+    expect_code(grpc.StatusCode.UNAUTHENTICATED, lambda: accounts.Refresh(
+        account_pb2.RefreshRequest(refresh_token=rotated.refresh_token), timeout=TIMEOUT))
+
+    second = accounts.SignIn(account_pb2.SignInRequest(community_id=community, login=username, password=PASSWORD),
+                             timeout=TIMEOUT).tokens
+    accounts.ChangePassword(account_pb2.ChangePasswordRequest(current_password=PASSWORD, new_password=NEW_PASSWORD),
+                            metadata=bearer(second.access_token), timeout=TIMEOUT)
+    expect_code(grpc.StatusCode.UNAUTHENTICATED, lambda: accounts.SignIn(account_pb2.SignInRequest(
+        community_id=community, login=email, password=PASSWORD), timeout=TIMEOUT))
+    third = accounts.SignIn(account_pb2.SignInRequest(community_id=community, login=email, password=NEW_PASSWORD),
+                            timeout=TIMEOUT).tokens
+
+    sessions = accounts.ListSessions(account_pb2.ListSessionsRequest(), metadata=bearer(third.access_token),
+                                     timeout=TIMEOUT).sessions
+    ids = {session.session_id for session in sessions}
+    assert {second.session_id, third.session_id} <= ids and first.session_id not in ids
+    assert [s.session_id for s in sessions if s.current] == [third.session_id]
+
+    accounts.SignOut(account_pb2.SignOutRequest(), metadata=bearer(third.access_token), timeout=TIMEOUT)
+    expect_code(grpc.StatusCode.UNAUTHENTICATED, lambda: accounts.Refresh(
+        account_pb2.RefreshRequest(refresh_token=third.refresh_token), timeout=TIMEOUT))
+
+    deleted = accounts.DeleteAccount(account_pb2.DeleteAccountRequest(current_password=NEW_PASSWORD),
+                                     metadata=bearer(second.access_token), timeout=TIMEOUT)
+    assert deleted.deleted_unix_ms > 0
+    expect_code(grpc.StatusCode.UNAUTHENTICATED, lambda: accounts.SignIn(account_pb2.SignInRequest(
+        community_id=community, login=email, password=NEW_PASSWORD), timeout=TIMEOUT))
+
+
+def forged(token: str) -> str:
+    """The same header and claims, signed with a key auth never had."""
+    header, payload, _ = token.split(".")
+    signature = Ed25519PrivateKey.generate().sign(f"{header}.{payload}".encode())
+    return f"{header}.{payload}.{base64.urlsafe_b64encode(signature).rstrip(b'=').decode()}"
+
+
+def test_calls_without_a_valid_token_are_unauthenticated(accounts, signed_in):
+    token = signed_in.tokens.access_token
+    assert accounts.GetAccount(account_pb2.GetAccountRequest(), metadata=bearer(token), timeout=TIMEOUT).account
+    header, payload, signature = token.split(".")
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    tampered_claims = dict(claims, sub=str(uuid.uuid4()))
+    tampered = ".".join([header, base64.urlsafe_b64encode(json.dumps(tampered_claims).encode()).rstrip(b"=").decode(),
+                         signature])
+    # (Not "Bearer " with a trailing space: HTTP/2 forbids that header value, and nghttp2 resets the stream.)
+    for metadata in [None, bearer(forged(token)), bearer(tampered), bearer("garbage"), bearer("a.b.c"),
+                     [("authorization", "Bearer")], [("authorization", token)],
+                     [("authorization", "Basic dXNlcjpwYXNz")]]:
+        expect_code(grpc.StatusCode.UNAUTHENTICATED, lambda: accounts.GetAccount(
+            account_pb2.GetAccountRequest(), metadata=metadata, timeout=TIMEOUT))
+
+
+def test_bad_input_is_invalid_argument(accounts):
+    for request in [
+        account_pb2.SignUpRequest(community_id="e2e-input", email="not-an-email", username="valid_name",
+                                  password=PASSWORD),
+        account_pb2.SignUpRequest(community_id="e2e-input", email="ok@example.com", username="x",
+                                  password=PASSWORD),
+        account_pb2.SignUpRequest(community_id="e2e-input", email="ok@example.com", username="valid_name",
+                                  password="short"),
+        account_pb2.SignUpRequest(community_id="Not A Slug!", email="ok@example.com", username="valid_name",
+                                  password=PASSWORD),
+    ]:
+        expect_code(grpc.StatusCode.INVALID_ARGUMENT, lambda: accounts.SignUp(request, timeout=TIMEOUT))
+
+
+def test_home_returns_the_account_and_names_the_missing_parts(cluster, channel, signed_in):
+    home = home_pb2_grpc.HomeServiceStub(channel)
+    response = home.GetHome(home_pb2.GetHomeRequest(), metadata=bearer(signed_in.tokens.access_token),
+                            timeout=TIMEOUT)
+    assert response.account.user_id == signed_in.account.user_id
+    assert response.account.username == signed_in.account.username
+    if "profile" not in cluster.servers():
+        assert "profile" in response.unavailable_parts and not response.HasField("profile")
+    expect_code(grpc.StatusCode.UNAUTHENTICATED, lambda: home.GetHome(home_pb2.GetHomeRequest(), timeout=TIMEOUT))
+
+
+# ---- the kindred CLI ----
+
+def kindred(cluster, config_dir, community, *args, stdin="", gateway=None):
+    env = dict(os.environ, KINDRED_GATEWAY=gateway or cluster.gateway, KINDRED_COMMUNITY=community,
+               KINDRED_CONFIG_DIR=str(config_dir))
+    return subprocess.run([str(bin_dir() / "kindred"), *args], env=env, input=stdin, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_account_lifecycle_with_the_kindred_cli(cluster, tmp_path):
+    community, email, username = unique("cli-"), f"{unique('cy-')}@example.com", unique("cy_")
+
+    def run(*args, stdin="", status=0):
+        result = kindred(cluster, tmp_path / "config", community, *args, stdin=stdin)
+        assert result.returncode == status, f"kindred {' '.join(args)} -> {result.returncode}\n{result.stdout}{result.stderr}"
+        return result
+
+    run("signup", "--email", email, "--username", username, stdin=PASSWORD + "\n")
+    run("verify", "--email", email, "--code", cluster.verification_code(email))
+    assert username in run("signin", username, stdin=PASSWORD + "\n").stdout
+    assert (tmp_path / "config" / "session.json").stat().st_mode & 0o077 == 0, "session.json must be private"
+    me = json.loads(run("whoami", "--json").stdout)
+    assert (me["username"], me["email"], me["email_verified"], me["community_id"]) == (username, email, True,
+                                                                                        community)
+    sessions = json.loads(run("sessions", "--json").stdout)["sessions"]
+    assert [s["session_id"] for s in sessions if s.get("current")] == [me["session_id"]]
+
+    run("change-password", stdin=f"{PASSWORD}\n{NEW_PASSWORD}\n")
+    run("signout")
+    run("whoami", status=2)  # not signed in: local state, no call
+    run("signin", email, stdin=PASSWORD + "\n", status=1)  # the old password is refused by the gateway
+    run("signin", email, stdin=NEW_PASSWORD + "\n")
+    run("delete-account", "--yes", stdin=NEW_PASSWORD + "\n")
+    run("signin", email, stdin=NEW_PASSWORD + "\n", status=1)
+
+    closed = kindred(cluster, tmp_path / "other", community, "check-username", "someone", gateway="127.0.0.1:1")
+    assert closed.returncode == 3, closed.stderr
+
+
+# ---- SIGTERM to a server under load (its own cluster: auth goes away for good) ----
+
+def test_sigterm_lets_in_flight_calls_finish_and_later_calls_fail_unavailable():
+    # keep: run-cluster.sh reports auth's exit instead of stopping the whole cluster, so the gateway stays up.
+    cluster = Cluster(KINDRED_ON_SERVER_EXIT="keep")
+    pids = cluster.pids()
+    try:
+        with grpc.insecure_channel(cluster.gateway) as channel:
+            accounts = account_pb2_grpc.AccountServiceStub(channel)
+            community, email, username = unique("term-"), f"{unique('cy-')}@example.com", unique("cy_")
+            sign_up_and_verify(cluster, accounts, community, email, username)
+
+            # Each SignIn hashes with Argon2id (tens of ms on this machine's cores): 24 of them queue up in auth.
+            request = account_pb2.SignInRequest(community_id=community, login=email, password=PASSWORD)
+            finished_at, lock = {}, threading.Lock()
+            futures = []
+            for index in range(24):
+                future = accounts.SignIn.future(request, timeout=TIMEOUT)
+                future.add_done_callback(lambda f, i=index: (lock.acquire(), finished_at.setdefault(i, time.monotonic()),
+                                                              lock.release()))
+                futures.append(future)
+            futures[0].result()  # auth is busy with the rest now
+            signalled_at = time.monotonic()
+            os.kill(pids["auth"], signal.SIGTERM)
+
+            results = []
+            for future in futures:
+                try:
+                    results.append(("OK", future.result().tokens.session_id))
+                except grpc.RpcError as error:
+                    results.append((error.code().name, error.details()))
+            assert all(code == "OK" for code, _ in results), results
+            late = [i for i, at in finished_at.items() if at > signalled_at]
+            assert len(late) >= 8, f"only {len(late)} calls were still in flight at SIGTERM: nothing was drained"
+
+            # auth drained and exited 0 (run-cluster.sh reaped it and says so).
+            deadline = time.monotonic() + 30
+            line = f"auth (pid {pids['auth']}) exited on its own with status"
+            while line not in cluster.output() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert f"{line} 0;" in cluster.output(), cluster.output()
+
+            # New calls through the gateway: a clean UNAVAILABLE, well within their deadline, every time.
+            for _ in range(3):
+                started = time.monotonic()
+                error = expect_code(grpc.StatusCode.UNAVAILABLE, lambda: accounts.SignIn(request, timeout=10))
+                assert time.monotonic() - started < 8, "the gateway held the call instead of failing it"
+                assert "retry" in error.details().lower()
+            with grpc.insecure_channel(cluster.gateway) as fresh:
+                status = health_pb2_grpc.HealthStub(fresh).Check(health_pb2.HealthCheckRequest(), timeout=10).status
+            assert status == health_pb2.HealthCheckResponse.SERVING, "the gateway itself stays up"
+    finally:
+        assert_clean_stop(cluster, pids, exited_before=("auth",))
