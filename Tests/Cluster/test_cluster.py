@@ -42,6 +42,16 @@ def expect_code(code, call):
     raise AssertionError(f"expected {code}, the call succeeded")
 
 
+# Here rather than in a conftest.py: Tests/Interop's tests import their own `conftest` module by that name.
+@pytest.fixture(scope="module")
+def cluster():
+    """The cluster the tests of this file share (but the last); stopped with Ctrl-C when they are done."""
+    running = Cluster()
+    pids = running.pids()
+    yield running
+    assert_clean_stop(running, pids)
+
+
 @pytest.fixture(scope="module")
 def channel(cluster):
     with grpc.insecure_channel(cluster.gateway) as channel:
