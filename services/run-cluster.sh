@@ -13,6 +13,7 @@
 #
 # Settings (environment; defaults in services/cluster.env):
 #   KINDRED_BIN_DIR       folder with <server>-server binaries and kindred; set = no build
+#   KINDRED_BUILD_PATH    SwiftPM scratch path of the build (default .build)
 #   KINDRED_CLUSTER_DIR   runtime folder: pids, logs/, mail/, PostgreSQL socket (default .cluster)
 #   KINDRED_DATA_DIR      persistent folder: postgres/, auth/ (signing key), secrets/ (default .data)
 #   KINDRED_PORT_BASE     gRPC port of the gateway; server i of KINDRED_SERVERS gets base+i, admin base+100+i
@@ -119,9 +120,11 @@ else
         if grep -q "\.executable(name: \"$name-server\"" Package.swift; then products+=("$name-server"); fi
     done
     if grep -q '\.executable(name: "kindred"' Package.swift; then products+=(kindred); fi
+    build=(swift build -c release)
+    [ -n "${KINDRED_BUILD_PATH:-}" ] && build+=(--scratch-path "$KINDRED_BUILD_PATH")
     say "Building ${products[*]} (release)..."
-    for product in "${products[@]}"; do swift build -c release --product "$product"; done
-    BIN="$(swift build -c release --show-bin-path)"
+    for product in "${products[@]}"; do "${build[@]}" --product "$product"; done
+    BIN="$("${build[@]}" --show-bin-path)"
 fi
 
 # A server takes part when its binary exists and has the server contract (serve, migrate, healthcheck).
@@ -380,6 +383,7 @@ cat <<EOF
   logs:  $LOG_DIR/<server>.log (postgres.log, smtp-sink.log)
   mail:  $MAIL_DIR (one .eml per mail; smtp-sink.log shows each mail's code)
   pids:  $PIDS
+  db:    $PG_BIN/psql "postgresql://postgres@/$KINDRED_DATABASE?host=$(urlencode_path "$PG_SOCKET")"
   try:   export PATH="$BIN:\$PATH" KINDRED_GATEWAY=127.0.0.1:$(port_of gateway)
          kindred signup --email you@example.com --username you     # asks for a password; mails a code
          grep code= $LOG_DIR/smtp-sink.log
@@ -409,6 +413,6 @@ while true; do
             stop_all 1
         fi
     done
-    sleep 1 &
+    sleep 1 9>&- &
     wait $! || true
 done

@@ -2,6 +2,7 @@
 services/run-cluster.sh (the README's command) on free ports, in temporary folders, with the binaries of
 KINDRED_BIN_PATH (no build)."""
 
+import atexit
 import email
 import email.policy
 import os
@@ -33,6 +34,7 @@ subprocess.run(
     check=True,
 )
 sys.path.insert(0, _stub_dir)
+atexit.register(shutil.rmtree, _stub_dir, True)
 
 START_TIMEOUT = 120
 # The tests sign in and up far more often from 127.0.0.1 than one person would; the gateway's and auth's
@@ -97,10 +99,13 @@ def processes_mentioning(text: str) -> list:
 class Cluster:
     """One run of services/run-cluster.sh."""
 
-    def __init__(self, **extra_env: str):
-        self.base, self.smtp_port = free_port_base()
+    def __init__(self, folder: pathlib.Path = None, wait: bool = True, ports: tuple = None, **extra_env: str):
+        """Starts run-cluster.sh in `folder` (a new temporary one by default; an old one = a restart on the same
+        data) on `ports` (port base, SMTP port; free ones by default) and, with `wait`, returns once it printed
+        "Kindred is up"."""
+        self.base, self.smtp_port = ports or free_port_base()
         # Readable by the postgres user (PostgreSQL runs as postgres when the tests run as root).
-        self.folder = pathlib.Path(tempfile.mkdtemp(prefix="kindred-cluster-"))
+        self.folder = folder or pathlib.Path(tempfile.mkdtemp(prefix="kindred-cluster-"))
         self.folder.chmod(0o755)
         self.run_dir = self.folder / "run"
         self.data_dir = self.folder / "data"
@@ -113,7 +118,10 @@ class Cluster:
         self.process = subprocess.Popen([str(ROOT / "services" / "run-cluster.sh")], cwd=ROOT, env=self.env,
                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True)
-        threading.Thread(target=self._read_output, daemon=True).start()
+        self.reader = threading.Thread(target=self._read_output, daemon=True)
+        self.reader.start()
+        if not wait:
+            return
         deadline = time.monotonic() + START_TIMEOUT
         while not self.up.wait(0.1):
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -128,6 +136,22 @@ class Cluster:
 
     def output(self) -> str:
         return "".join(self.lines)
+
+    def wait_for_exit(self, timeout: float = 60) -> int:
+        status = self.process.wait(timeout=timeout)
+        self.reader.join(timeout=10)
+        return status
+
+    def psql(self, sql: str, user: str = "postgres") -> str:
+        """Runs SQL in the cluster's database through the psql line run-cluster.sh prints (unix socket)."""
+        line = next(line for line in self.lines if line.strip().startswith("db:"))
+        psql, url = re.match(r'\s*db:\s+(\S+) "(.+)"', line).groups()
+        url = url.replace("postgresql://postgres@", f"postgresql://{user}@", 1)
+        result = subprocess.run([psql, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql, url],
+                                capture_output=True, text=True, timeout=30)
+        if result.returncode != 0:
+            raise RuntimeError(result.stderr.strip())
+        return result.stdout.strip()
 
     def port(self, name: str) -> int:
         return self.base + SERVERS.index(name)
@@ -191,7 +215,7 @@ class Cluster:
                       | {pid for pid, _ in processes_mentioning(str(self.folder))})
 
 
-def assert_clean_stop(running: Cluster, pids: dict, exited_before: tuple = ()):
+def assert_clean_stop(running: Cluster, pids: dict, exited_before: tuple = (), keep_folder: bool = False):
     """Ctrl-C: the script exits 0, every server reports exit 0, nothing of the cluster is left running."""
     status = running.stop()
     output = running.output()
@@ -205,4 +229,5 @@ def assert_clean_stop(running: Cluster, pids: dict, exited_before: tuple = ()):
             expected = f"  {name} had exited before (status 0)" if name in exited_before else f"  {name} stopped (exit 0)"
             assert expected in output, output
     assert "  postgres stopped" in output and "Kindred stopped." in output, output
-    shutil.rmtree(running.folder, ignore_errors=True)
+    if not keep_folder:
+        shutil.rmtree(running.folder, ignore_errors=True)

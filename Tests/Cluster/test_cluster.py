@@ -4,7 +4,11 @@ through the gateway's public API, the `kindred` CLI, the admin ports, and SIGTER
 import base64
 import json
 import os
+import pathlib
+import pwd
+import shutil
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -16,7 +20,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cluster_harness import ROOT, Cluster, assert_clean_stop, bin_dir
+from cluster_config import SERVERS_WITH_TABLES
+from cluster_harness import ROOT, Cluster, assert_clean_stop, bin_dir, free_port_base, processes_mentioning
 
 from kindred.api.v1 import account_pb2, account_pb2_grpc, home_pb2, home_pb2_grpc  # noqa: E402
 
@@ -107,6 +112,33 @@ def test_admin_ports_serve_prometheus_metrics(cluster, accounts):
     gateway = urllib.request.urlopen(f"http://127.0.0.1:{cluster.admin_port('gateway')}/metrics", timeout=10).read()
     assert b'grpc_method="/kindred.api.v1.AccountService/CheckUsername",grpc_code="OK"' in gateway
     assert b'gateway_downstream_calls_total{service="auth"' in gateway
+
+
+def test_private_postgres_with_one_role_per_service(cluster):
+    assert cluster.psql("SHOW listen_addresses") == "", "unix socket only"
+    assert cluster.psql("SHOW synchronous_commit") == "on" and cluster.psql("SHOW fsync") == "on"
+    if os.geteuid() == 0:
+        postmaster = cluster.pids()["postgres"]
+        uid = int(next(line for line in pathlib.Path(f"/proc/{postmaster}/status").read_text().splitlines()
+                       if line.startswith("Uid:")).split()[1])
+        assert uid == pwd.getpwnam("postgres").pw_uid, "as root, PostgreSQL runs as the postgres user"
+    for name in SERVERS_WITH_TABLES:
+        role = f"kindred_{name}"
+        assert cluster.psql(f"SELECT nspowner::regrole FROM pg_namespace WHERE nspname = '{name}'") == role
+        assert cluster.psql(f"SELECT rolsuper, rolcreaterole, rolcreatedb FROM pg_roles WHERE rolname = '{role}'") \
+            == "f|f|f"
+        # The migrations ran as the service's role: it owns every table, and it can read them.
+        assert cluster.psql(f"SELECT DISTINCT tableowner FROM pg_tables WHERE schemaname = '{name}'") == role
+        migrations = sorted((ROOT / "services" / name / "migrations").glob("*.sql"))
+        assert cluster.psql(f"SELECT max(version) FROM {name}.schema_migrations", user=role) == \
+            str(int(migrations[-1].name[:4]))
+    # Nobody else may even connect to the database.
+    cluster.psql("CREATE ROLE kindred_probe LOGIN")
+    try:
+        with pytest.raises(RuntimeError, match="permission denied"):
+            cluster.psql("SELECT 1", user="kindred_probe")
+    finally:
+        cluster.psql("DROP ROLE kindred_probe")
 
 
 def test_a_second_run_cluster_refuses_and_leaves_the_running_one_alone(cluster):
@@ -258,6 +290,63 @@ def test_account_lifecycle_with_the_kindred_cli(cluster, tmp_path):
 
     closed = kindred(cluster, tmp_path / "other", community, "check-username", "someone", gateway="127.0.0.1:1")
     assert closed.returncode == 3, closed.stderr
+
+
+# ---- starting and restarting ----
+
+def test_a_restart_keeps_accounts_and_signing_keys():
+    first = Cluster()
+    pids = first.pids()
+    try:
+        assert "Creating the PostgreSQL" in first.output()
+        with grpc.insecure_channel(first.gateway) as channel:
+            accounts = account_pb2_grpc.AccountServiceStub(channel)
+            community, email, username = unique("rs-"), f"{unique('di-')}@example.com", unique("di_")
+            sign_up_and_verify(first, accounts, community, email, username)
+            before = accounts.SignIn(account_pb2.SignInRequest(community_id=community, login=email,
+                                                               password=PASSWORD), timeout=TIMEOUT)
+    finally:
+        assert_clean_stop(first, pids, keep_folder=True)
+
+    second = Cluster(folder=first.folder)
+    pids = second.pids()
+    try:
+        assert "Creating the PostgreSQL" not in second.output(), "the data folder is reused"
+        with grpc.insecure_channel(second.gateway) as channel:
+            accounts = account_pb2_grpc.AccountServiceStub(channel)
+            # The token of the first run verifies: auth kept its signing key in the data folder.
+            me = accounts.GetAccount(account_pb2.GetAccountRequest(), metadata=bearer(before.tokens.access_token),
+                                     timeout=TIMEOUT).account
+            assert me.user_id == before.account.user_id
+            again = accounts.SignIn(account_pb2.SignInRequest(community_id=community, login=username,
+                                                              password=PASSWORD), timeout=TIMEOUT)
+            assert again.account.user_id == before.account.user_id
+    finally:
+        assert_clean_stop(second, pids)
+
+
+def test_a_taken_port_stops_the_start_before_anything_runs():
+    base, smtp = free_port_base()
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", base + 1))  # auth's port
+        blocker.listen()
+        refused = Cluster(wait=False, ports=(base, smtp))
+        assert refused.wait_for_exit() == 1
+    assert f"port {base + 1} (auth) is in use" in refused.output()
+    assert "postgres" not in refused.output().lower().replace("postgresql", "")
+    assert not processes_mentioning(str(refused.folder))
+    shutil.rmtree(refused.folder)
+
+
+def test_a_server_that_cannot_start_stops_everything_with_its_log():
+    broken = Cluster(wait=False, KINDRED_AUTH_ACCESS_TOKEN_TTL_SECONDS="5")  # auth accepts 60..900
+    assert broken.wait_for_exit(timeout=120) == 1
+    output = broken.output()
+    assert "auth-server" in output and "failed" in output
+    assert "KINDRED_AUTH_ACCESS_TOKEN_TTL_SECONDS" in output, "the log tail names the problem"
+    assert "  postgres stopped" in output and "Kindred is up" not in output
+    assert not processes_mentioning(str(broken.folder))
+    shutil.rmtree(broken.folder)
 
 
 # ---- SIGTERM to a server under load (its own cluster: auth goes away for good) ----
