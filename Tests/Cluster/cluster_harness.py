@@ -129,9 +129,11 @@ class Cluster:
                 raise RuntimeError("the cluster did not come up:\n" + self.output())
 
     def _read_output(self):
+        announced = False
         for line in self.process.stdout:
             self.lines.append(line)
-            if line.startswith(f"Kindred is up: gateway at 127.0.0.1:{self.base}"):
+            announced = announced or line.startswith(f"Kindred is up: gateway at 127.0.0.1:{self.base}")
+            if announced and line.startswith("Ctrl-C stops the cluster."):  # the summary's last line
                 self.up.set()
 
     def output(self) -> str:

@@ -6,12 +6,14 @@ import json
 import os
 import pathlib
 import pwd
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import threading
 import time
+import urllib.parse
 import urllib.request
 import uuid
 
@@ -132,6 +134,21 @@ def test_private_postgres_with_one_role_per_service(cluster):
         migrations = sorted((ROOT / "services" / name / "migrations").glob("*.sql"))
         assert cluster.psql(f"SELECT max(version) FROM {name}.schema_migrations", user=role) == \
             str(int(migrations[-1].name[:4]))
+    # The role script is idempotent and also serves compose, where each role gets a password (scram).
+    line = next(line for line in cluster.lines if line.strip().startswith("db:"))
+    psql, socket_dir = re.search(r'db:\s+(\S+) ".*host=([^"]+)"', line).groups()
+    env = dict(os.environ, PGHOST=urllib.parse.unquote(socket_dir), PGPORT="5432", PGUSER="postgres",
+               PSQL=psql, KINDRED_SERVERS_WITH_TABLES=" ".join(SERVERS_WITH_TABLES))
+    role_passwords = "SELECT string_agg(coalesce(left(rolpassword, 14), 'none'), ',' ORDER BY rolname) " \
+        "FROM pg_authid WHERE rolname LIKE 'kindred\\_%'"
+    assert cluster.psql(role_passwords) == ",".join(["none"] * len(SERVERS_WITH_TABLES))
+    passwords = {f"KINDRED_{name.upper()}_DB_PASSWORD": unique("pw-") for name in SERVERS_WITH_TABLES}
+    subprocess.run([str(ROOT / "services" / "postgres" / "init-roles.sh")], env=dict(env, **passwords), check=True,
+                   capture_output=True)
+    assert cluster.psql(role_passwords) == ",".join(["SCRAM-SHA-256$"] * len(SERVERS_WITH_TABLES))
+    subprocess.run([str(ROOT / "services" / "postgres" / "init-roles.sh")], env=env, check=True, capture_output=True)
+    assert cluster.psql(role_passwords) == ",".join(["none"] * len(SERVERS_WITH_TABLES))
+
     # Nobody else may even connect to the database.
     cluster.psql("CREATE ROLE kindred_probe LOGIN")
     try:
