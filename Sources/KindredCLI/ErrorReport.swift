@@ -100,7 +100,8 @@ public struct ErrorReport: Hashable, Sendable {
         "EMAIL_NOT_VERIFIED": "confirm the address: `kindred verify --email ADDRESS --code CODE` "
             + "(`kindred resend-verification --email ADDRESS` sends a new code)",
         "REAUTHENTICATION_REQUIRED": "sign in again (`kindred signin`) and retry within 10 minutes",
-        "TOKEN_EXPIRED": "ask for a new one (`kindred resend-verification` or `kindred password-reset request`)",
+        "TOKEN_EXPIRED":
+            "ask for a new mail: `kindred resend-verification` (sign-up) or `kindred password-reset request`",
         "TOKEN_REUSED": "the session was ended for safety: run `kindred signin`",
         "PASSWORD_TOO_COMMON": "choose a less common password",
     ]

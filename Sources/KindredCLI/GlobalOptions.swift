@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 
 /// The options every subcommand takes (`kindred <command> [options]`).
 ///
@@ -117,10 +118,12 @@ public struct Settings: Hashable, Sendable {
 
     /// Resolves the settings: flag, then environment variable, then the signed-in `session`, then the default.
     /// TLS comes from --tls/--ca-file, or from the session when the address is the session's.
+    /// A relative --ca-file is made absolute against `workingDirectory`: the session keeps it for later commands.
     public static func resolve(
         _ options: GlobalOptions,
         environment: [String: String],
-        session: StoredSession?
+        session: StoredSession?,
+        workingDirectory: String = FileManager.default.currentDirectoryPath
     ) throws(CLIError) -> Settings {
         let addressText =
             options.gateway ?? environment["KINDRED_GATEWAY"] ?? session?.gateway ?? GatewayTarget.defaultAddress
@@ -130,7 +133,7 @@ public struct Settings: Hashable, Sendable {
         var target = GatewayTarget(host: host, port: port)
         if options.tls || options.caFile != nil {
             target.tls = true
-            target.caFile = options.caFile
+            target.caFile = options.caFile.map { $0.hasPrefix("/") ? $0 : workingDirectory + "/" + $0 }
         } else if let session, session.gateway == target.address {
             target.tls = session.tls
             target.caFile = session.caFile

@@ -73,6 +73,13 @@ import Testing
         let explicit = try Settings.resolve(self.options(["--ca-file", "/other.pem"]), environment: [:], session: nil)
         #expect(explicit.target.tls)
         #expect(explicit.target.caFile == "/other.pem")
+        let relative = try Settings.resolve(
+            self.options(["--ca-file", "certs/ca.pem"]),
+            environment: [:],
+            session: nil,
+            workingDirectory: "/work"
+        )
+        #expect(relative.target.caFile == "/work/certs/ca.pem")
     }
 
     @Test func badEnvironmentIsAUsageError() throws {
