@@ -92,7 +92,9 @@ is_ours() {
 # ---------------------------------------------------------------------------------------------------------
 # Leftovers of a cluster that did not stop cleanly (its script was killed): stop them before starting anew.
 if [ -f "$PIDS" ]; then
-    while read -r name pid; do
+    mapfile -t entries <"$PIDS"
+    for ((i = ${#entries[@]} - 1; i >= 0; i--)); do # reverse start order: servers, sink, PostgreSQL
+        read -r name pid <<<"${entries[$i]}"
         case "$name" in
             run-cluster) continue ;;
             postgres) is_ours "$pid" postgres || continue ;;
@@ -103,7 +105,7 @@ if [ -f "$PIDS" ]; then
         if [ "$name" = postgres ]; then kill -INT "$pid"; else kill -TERM "$pid"; fi
         for _ in $(seq 300); do alive "$pid" || break; sleep 0.1; done
         if alive "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
-    done <"$PIDS"
+    done
     rm -f "$PIDS"
 fi
 
@@ -129,7 +131,7 @@ fi
 
 # A server takes part when its binary exists and has the server contract (serve, migrate, healthcheck).
 START_ORDER=()
-for name in "${SERVERS[@]}" ; do
+for name in "${SERVERS[@]}"; do
     [ "$name" = gateway ] && continue
     START_ORDER+=("$name")
 done
@@ -165,7 +167,7 @@ SINK_PID=""
 PG_STARTED=""
 STOPPING=""
 FORCE=""
-stop_process() { # stop_process NAME PID SIGNAL -> sets STOP_STATUS to the exit status (or 'killed')
+stop_process() { # stop_process NAME PID SIGNAL -> sets STOP_STATUS to its exit status (128+n: killed by signal n)
     local name="$1" pid="$2" waited=0
     kill "-$3" "$pid" 2>/dev/null || true
     while alive "$pid" && [ -z "$FORCE" ] && [ $waited -lt 300 ]; do sleep 0.1; waited=$((waited + 1)); done
@@ -208,19 +210,22 @@ stop_all() { # stop_all EXIT_STATUS
             status=1
         fi
     fi
-    if [ -n "$PG_STARTED" ]; then
+    if [ -n "$PG_STARTED" ] && as_postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" status >/dev/null 2>&1; then
         if as_postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" -m fast -w -t 60 stop >>"$LOG_DIR/postgres.log" 2>&1; then
             say "  postgres stopped"
         else
             say "  pg_ctl stop failed; see $LOG_DIR/postgres.log"
             status=1
         fi
-        [ -n "${PG_SOCKET_TEMP:-}" ] && rm -rf "$PG_SOCKET_TEMP"
     fi
+    [ -n "${PG_SOCKET_TEMP:-}" ] && rm -rf "$PG_SOCKET_TEMP"
     rm -f "$PIDS"
     if [ "$status" = 0 ]; then say "Kindred stopped."; else say "Kindred stopped with errors."; fi
     exit "$status"
 }
+# A shell that started this script in the background (without job control) made it ignore SIGINT, which bash
+# then cannot trap: say how to stop it instead.
+if [ -n "$(trap -p INT)" ]; then say "Note: started with Ctrl-C (SIGINT) ignored; stop the cluster with: kill $$"; fi
 trap 'stop_all 0' INT TERM HUP
 trap 'stop_all $?' EXIT
 
@@ -292,10 +297,10 @@ fsync = on
 synchronous_commit = on
 CONF
 if [ "$(id -u)" -eq 0 ]; then chown postgres: "$PG_DATA/kindred.conf"; fi
+PG_STARTED=1 # from here on, stopping includes PostgreSQL (even if pg_ctl gives up waiting for it)
 # shellcheck disable=SC2094 # pg_ctl appends to the log itself, as its own messages do
 as_postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t "$START_TIMEOUT" start >>"$PG_LOG" 2>&1 9>&- \
     || startup_failed "PostgreSQL did not start" "$PG_LOG"
-PG_STARTED=1
 record_pid postgres "$(head -n 1 "$PG_DATA/postmaster.pid")"
 
 PGHOST="$PG_SOCKET" PGPORT=5432 PGUSER=postgres PSQL="$PG_BIN/psql" KINDRED_DATABASE="$KINDRED_DATABASE" \
