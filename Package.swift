@@ -106,7 +106,7 @@ let package = Package(
         .target(
             name: "KindredCLI",
             dependencies: [
-                "KindredGRPC", "KindredProto", "KindredOpenSSL",
+                "KindredGRPC", "KindredProto", "KindredProtobuf", "KindredOpenSSL", logging,
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ] + nio
         ),
@@ -145,7 +145,7 @@ let package = Package(
                 "KindredProto", "KindredIdentity",
             ] + nio
         ),
-        .testTarget(name: "KindredCLITests", dependencies: ["KindredCLI", "KindredProto"]),
+        .testTarget(name: "KindredCLITests", dependencies: ["KindredCLI", "KindredProto", "KindredGRPC", "KindredProtobuf"]),
         .testTarget(name: "KindredPostgresTests", dependencies: ["KindredPostgres", "KindredPostgresTesting"] + nio),
         .testTarget(
             name: "KindredGRPCTests",

@@ -37,9 +37,18 @@ public final class CallerAuthenticator: Sendable {
     private let state = NIOLockedValueBox(State())
 
     private struct State {
-        var verifier = AccessTokenVerifier(keys: [:])
+        var verifier = AccessTokenVerifier(keys: [:]) {
+            didSet { self.verified.removeAll() }  // new keys: verify everything again
+        }
         var lastFetch: ContinuousClock.Instant?
+        /// Tokens whose signature and claims were verified, by token text. A client sends the same access token
+        /// on every call for up to 15 minutes, so most calls skip the Ed25519 verification and the JSON
+        /// parsing; the time checks (exp, nbf) still run on every call.
+        var verified: [String: AccessTokenClaims] = [:]
     }
+
+    /// Bound on `verified`; when full it is emptied (cheap, and a flood of distinct tokens can't grow it).
+    private static let maxCachedTokens = 10_000
 
     public init(refetchInterval: Duration = .seconds(30), fetchKeys: @escaping KeyFetcher) {
         self.fetchKeys = fetchKeys
@@ -74,21 +83,40 @@ public final class CallerAuthenticator: Sendable {
         return try await self.authenticate(authorization: header)
     }
 
-    public func authenticate(authorization header: String) async throws(RPCError) -> CallerIdentity {
+    public func authenticate(
+        authorization header: String,
+        now: Int64 = Int64(Date().timeIntervalSince1970)
+    ) async throws(RPCError) -> CallerIdentity {
         let prefix = "Bearer "
         guard header.hasPrefix(prefix) else {
             throw RPCError(.unauthenticated, "Authorization must be a Bearer token")
         }
         let token = String(header.dropFirst(prefix.count))
+        if let (claims, leeway) = self.state.withLockedValue({ state in
+            state.verified[token].map { ($0, state.verifier.leewaySeconds) }
+        }) {
+            guard claims.exp > now - leeway, claims.nbf <= now + leeway else {
+                throw RPCError(.unauthenticated, "Invalid access token: expired")
+            }
+            return CallerIdentity(claims: claims)
+        }
         if let kid = AccessTokenVerifier.keyID(of: token), !self.knows(kid) {
             await self.refreshKeys()
         }
         let verifier = self.state.withLockedValue { $0.verifier }
+        let claims: AccessTokenClaims
         do {
-            return CallerIdentity(claims: try verifier.verify(token))
+            claims = try verifier.verify(token, now: now)
         } catch {
             throw RPCError(.unauthenticated, "Invalid access token: \(error)")
         }
+        self.state.withLockedValue { state in
+            // Only under the keys it was verified with (a refetch may have happened meanwhile).
+            guard state.verifier.keys == verifier.keys else { return }
+            if state.verified.count >= Self.maxCachedTokens { state.verified.removeAll(keepingCapacity: true) }
+            state.verified[token] = claims
+        }
+        return CallerIdentity(claims: claims)
     }
 
     private func knows(_ kid: String) -> Bool {

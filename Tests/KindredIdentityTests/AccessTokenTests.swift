@@ -116,6 +116,27 @@ import Testing
             _ = try await authenticator.authenticate(authorization: "Basic abc")
         }
     }
+
+    @Test func verifiedTokensAreCachedButStillExpire() async throws {
+        let authenticator = CallerAuthenticator(keys: ["k1": self.signer.publicKey])
+        let issued = Int64(Date().timeIntervalSince1970)
+        let claims = AccessTokenClaims(
+            subject: "user-3", issuedAt: issued, lifetimeSeconds: 900, tokenID: "t", sessionID: "s", roles: ["user"])
+        let header = "Bearer \(try self.signer.sign(claims))"
+        #expect(try await authenticator.authenticate(authorization: header, now: issued).userID == "user-3")
+        // Second time from the cache: same identity.
+        #expect(try await authenticator.authenticate(authorization: header, now: issued + 60).userID == "user-3")
+        // Past exp (+ leeway) the cached token is refused like any expired one.
+        await #expect(throws: RPCError.self) {
+            _ = try await authenticator.authenticate(authorization: header, now: issued + 900 + 31)
+        }
+        // A token differing in one signature character is verified on its own, not matched to the cached one.
+        var forged = Array(header)
+        forged[forged.count - 2] = forged[forged.count - 2] == "A" ? "B" : "A"
+        await #expect(throws: RPCError.self) {
+            _ = try await authenticator.authenticate(authorization: String(forged), now: issued)
+        }
+    }
 }
 
 final class FetchCounter: @unchecked Sendable {
