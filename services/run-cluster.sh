@@ -308,7 +308,8 @@ PGHOST="$PG_SOCKET" PGPORT=5432 PGUSER=postgres PSQL="$PG_BIN/psql" KINDRED_DATA
     services/postgres/init-roles.sh >>"$PG_LOG" 2>&1 9>&- || startup_failed "creating roles failed" "$PG_LOG"
 
 # ---------------------------------------------------------------------------------------------------------
-# Per-server settings. A new server adds its function here (and its name in services/cluster.env).
+# Per-server settings. A new server needs its name in services/cluster.env (and in KINDRED_SERVERS_WITH_TABLES
+# when it has migrations); a server_env_<name> function only for settings beyond the common ones.
 urlencode_path() { # libpq URL query value: keep [A-Za-z0-9/._-], percent-encode the rest
     local LC_ALL=C path="$1" out="" c i
     for ((i = 0; i < ${#path}; i++)); do
@@ -326,13 +327,26 @@ secret() { # one random secret per data folder and name, kept in $DATA_DIR/secre
     fi
     cat "$file"
 }
-server_env_auth() {
+# What every server gets, by the naming convention KINDRED_<NAME>_*: its listen and admin addresses, and
+# when it has tables its database URL (as its own role), migrations folder and data folder.
+server_env_common() {
+    local name="$1" prefix
+    prefix="KINDRED_${1^^}"
     SERVER_ENV=(
-        KINDRED_AUTH_LISTEN="127.0.0.1:$(port_of auth)"
-        KINDRED_AUTH_ADMIN_LISTEN="127.0.0.1:$(port_of auth admin)"
-        KINDRED_AUTH_DATABASE_URL="$(database_url auth)"
-        KINDRED_AUTH_MIGRATIONS_DIR="$ROOT/services/auth/migrations"
-        KINDRED_AUTH_DATA_DIR="$DATA_DIR/auth"
+        "${prefix}_LISTEN=127.0.0.1:$(port_of "$name")"
+        "${prefix}_ADMIN_LISTEN=127.0.0.1:$(port_of "$name" admin)"
+    )
+    if has_tables "$name"; then
+        SERVER_ENV+=(
+            "${prefix}_DATABASE_URL=$(database_url "$name")"
+            "${prefix}_MIGRATIONS_DIR=$ROOT/services/$name/migrations"
+            "${prefix}_DATA_DIR=$DATA_DIR/$name"
+        )
+    fi
+}
+# Settings of one server beyond the common ones; a server without a function here gets only those.
+server_env_auth() {
+    SERVER_ENV+=(
         KINDRED_AUTH_SMTP_HOST=127.0.0.1
         KINDRED_AUTH_SMTP_PORT="$SMTP_PORT"
         KINDRED_AUTH_SMTP_SECURITY=none
@@ -340,18 +354,21 @@ server_env_auth() {
     )
 }
 server_env_gateway() {
-    SERVER_ENV=(
-        KINDRED_GATEWAY_LISTEN="127.0.0.1:$(port_of gateway)"
-        KINDRED_GATEWAY_ADMIN_LISTEN="127.0.0.1:$(port_of gateway admin)"
-        KINDRED_GATEWAY_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
-        KINDRED_GATEWAY_SERVICE_SECRET="$(secret gateway)"
-    )
+    local name
+    SERVER_ENV+=(KINDRED_GATEWAY_SERVICE_SECRET="$(secret gateway)")
+    for name in "${RUNNING_ORDER[@]}"; do # every service this cluster runs, e.g. KINDRED_GATEWAY_AUTH_ADDRESS
+        [ "$name" = gateway ] || SERVER_ENV+=("KINDRED_GATEWAY_${name^^}_ADDRESS=127.0.0.1:$(port_of "$name")")
+    done
+}
+server_env() { # server_env NAME -> SERVER_ENV
+    server_env_common "$1"
+    if declare -F "server_env_$1" >/dev/null; then "server_env_$1"; fi
 }
 
 # ---------------------------------------------------------------------------------------------------------
 # Migrations, each as its service's role, from the checkout (cwd = the repository).
 for name in "${RUNNING_ORDER[@]}"; do
-    "server_env_$name"
+    server_env "$name"
     log="$LOG_DIR/$name-migrate.log"
     env "${SERVER_ENV[@]}" "$BIN/$name-server" migrate >"$log" 2>&1 9>&- \
         || startup_failed "$name-server migrate failed" "$log"
@@ -368,7 +385,7 @@ WAIT_PID=$SINK_PID wait_until grep -q '^LISTENING' "$LOG_DIR/smtp-sink.log" \
     || startup_failed "the SMTP sink did not start" "$LOG_DIR/smtp-sink.log"
 
 for name in "${RUNNING_ORDER[@]}"; do
-    "server_env_$name"
+    server_env "$name"
     env "${SERVER_ENV[@]}" setsid "$BIN/$name-server" serve >"$LOG_DIR/$name.log" 2>&1 9>&- </dev/null &
     pid=$!
     SERVER_PIDS+=("$name $pid")

@@ -206,17 +206,31 @@ def test_shared_settings_come_from_x_anchors(raw, services):
 
 
 def native_settings():
-    """KINDRED_* names run-cluster.sh sets per server (its server_env_<name> functions)."""
+    """KINDRED_* names run-cluster.sh sets per server: the common ones of server_env_common (by the naming
+    convention KINDRED_<NAME>_*; some only for servers with tables), those of its server_env_<name> function,
+    and the gateway's address of every other server."""
     text = RUN_CLUSTER.read_text()
+    common = re.search(r"^server_env_common\(\) \{\n(.*?)^\}", text, re.S | re.M).group(1)
+    always, with_tables = common.split("if has_tables")
+    suffixes = lambda body: re.findall(r'"\$\{prefix\}_([A-Z0-9_]+)=', body)  # noqa: E731
+    assert suffixes(always) and suffixes(with_tables), "server_env_common changed shape: update this test"
     found = {}
-    for name, body in re.findall(r"server_env_(\w+)\(\) \{\n\s+SERVER_ENV=\((.*?)\n\s+\)", text, re.S):
-        found[name] = set(re.findall(r"^\s*(KINDRED_[A-Z0-9_]+)=", body, re.M))
+    for name in SERVERS_BUILT:
+        keys = {f"KINDRED_{name.upper()}_{suffix}" for suffix in suffixes(always)}
+        if name in SERVERS_WITH_TABLES:
+            keys |= {f"KINDRED_{name.upper()}_{suffix}" for suffix in suffixes(with_tables)}
+        own = re.search(rf"^server_env_{name}\(\) \{{\n(.*?)^\}}", text, re.S | re.M)
+        if own:
+            keys |= set(re.findall(r"\b(KINDRED_[A-Z0-9_]+)=", own.group(1)))
+            if "KINDRED_GATEWAY_${name^^}_ADDRESS" in own.group(1):
+                keys |= {f"KINDRED_GATEWAY_{other.upper()}_ADDRESS" for other in SERVERS_BUILT if other != name}
+        found[name] = keys
     return found
 
 
 def test_compose_sets_what_the_native_cluster_sets(services):
     native = native_settings()
-    assert set(native) >= set(SERVERS_BUILT), "run-cluster.sh needs a server_env_<name> for every server"
+    assert "KINDRED_AUTH_SMTP_PORT" in native["auth"] and "KINDRED_GATEWAY_AUTH_ADDRESS" in native["gateway"]
     for name in SERVERS_BUILT:
         missing = native[name] - set(environment(services[name]))
         assert not missing, f"{name}: compose lacks {missing}"
