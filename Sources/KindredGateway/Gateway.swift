@@ -69,10 +69,28 @@ public final class Gateway: Sendable {
         while !Task.isCancelled {
             if await self.authenticator.prefetch() {
                 self.logger.info("auth signing keys loaded")
+                await self.checkServiceSecret()
                 return
             }
             try? await Task.sleep(for: delay)
             delay = min(delay * 2, .seconds(5))
+        }
+    }
+
+    /// Asks auth for a service token with the configured secret; a refusal is logged (the secret is not).
+    private func checkServiceSecret() async {
+        guard let secret = self.configuration.serviceSecret else { return }
+        var request = AuthApi.IssueServiceTokenRequest()
+        request.serviceName = "gateway"
+        request.clientSecret = secret
+        do {
+            _ = try await self.auth.client.unary(
+                AuthApi.AuthService.Method.issueServiceToken, request, options: CallOptions(timeout: .seconds(3)))
+            self.logger.info("service secret accepted by auth")
+        } catch {
+            self.logger.warning(
+                "auth refused KINDRED_GATEWAY_SERVICE_SECRET: check KINDRED_AUTH_SERVICE_SECRET_GATEWAY",
+                metadata: ["error": "\(error)"])
         }
     }
 

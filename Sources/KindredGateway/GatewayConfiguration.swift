@@ -21,6 +21,11 @@ public struct GatewayConfiguration: Sendable {
     public var discoveryAddress: HostPort?
     public var matchAddress: HostPort?
     public var chatAddress: HostPort?
+    /// `KINDRED_GATEWAY_SERVICE_SECRET` (string, 32..256), default none: the gateway's secret for auth's
+    /// IssueServiceToken (auth's `KINDRED_AUTH_SERVICE_SECRET_GATEWAY`), for calls the gateway makes on no user's
+    /// behalf. No call of today's API needs one; when set, the gateway checks it with auth at start and logs a
+    /// warning if auth refuses it, so a misconfigured cluster shows before the first such call.
+    public var serviceSecret: String?
     /// `KINDRED_GATEWAY_SERVICE_TLS_CA_FILE` (PEM path), default none: when set, calls to the services use TLS
     /// and trust this CA; h2c otherwise (a private network).
     public var serviceTLSCAFile: String?
@@ -71,6 +76,9 @@ public struct GatewayConfiguration: Sendable {
         self.matchAddress = try reader.optionalAddress("KINDRED_GATEWAY_MATCH_ADDRESS", default: nil)
         self.chatAddress = try reader.optionalAddress("KINDRED_GATEWAY_CHAT_ADDRESS", default: nil)
         self.serviceTLSCAFile = reader.string("KINDRED_GATEWAY_SERVICE_TLS_CA_FILE")
+        self.serviceSecret = try reader.value(
+            "KINDRED_GATEWAY_SERVICE_SECRET", default: nil, problem: "must be 32..256 characters"
+        ) { (32...256).contains($0.count) ? $0 : nil }
         self.downstreamTimeout = try reader.milliseconds(
             "KINDRED_GATEWAY_DOWNSTREAM_TIMEOUT_MS", default: self.downstreamTimeout, in: 10...300_000)
         self.partTimeout = try reader.milliseconds("KINDRED_GATEWAY_PART_TIMEOUT_MS", default: self.partTimeout, in: 10...60_000)

@@ -96,7 +96,12 @@ public struct PostgresMigrator: Sendable {
         try await connection.execute("SELECT set_config('lock_timeout', \(lockTimeout), true)")
         try await connection.execute("SELECT set_config('statement_timeout', \(statementTimeout), true)")
         try await connection.execute("SELECT pg_advisory_xact_lock(hashtext(\("kindred.migrations." + self.schema)))")
-        try await connection.execute("CREATE SCHEMA IF NOT EXISTS \(identifier: self.schema)")
+        // Created only when missing: CREATE SCHEMA IF NOT EXISTS checks the database's CREATE privilege even when
+        // the schema exists, and a service role that owns its schema needs no such privilege.
+        let exists = try await connection.query("SELECT 1 FROM pg_namespace WHERE nspname = \(self.schema)")
+        if exists.isEmpty {
+            try await connection.execute("CREATE SCHEMA \(identifier: self.schema)")
+        }
         try await connection.execute(
             """
             CREATE TABLE IF NOT EXISTS \(identifier: self.schema).schema_migrations (

@@ -48,7 +48,8 @@ struct Serve: AsyncParsableCommand {
 struct Migrate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Apply the auth schema migrations.")
     @OptionGroup var logging: LoggingOptions
-    @Option(help: "Directory of NNNN_name.sql files.") var directory = "services/auth/migrations"
+    @Option(help: "Directory of NNNN_name.sql files (default KINDRED_AUTH_MIGRATIONS_DIR, else services/auth/migrations).")
+    var directory: String?
 
     func run() async throws {
         let logger = try self.logging.bootstrap()

@@ -13,6 +13,7 @@ switched off, so the figures measure the work rather than the limits.
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -65,6 +66,7 @@ def main():
         channel.close()
     finally:
         cluster.stop(force_cleanup=True)
+        shutil.rmtree(cluster.folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

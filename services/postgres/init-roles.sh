@@ -33,9 +33,8 @@ SELECT format('CREATE ROLE %I LOGIN', :'role') WHERE NOT EXISTS (SELECT FROM pg_
 \gexec
 SELECT format('ALTER ROLE %I LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD %L', :'role', NULLIF(:'password', ''))
 \gexec
--- CREATE: the migrator runs CREATE SCHEMA IF NOT EXISTS, which PostgreSQL checks against the database's
--- CREATE privilege even when the schema exists. Drop it once the migrator skips an existing schema.
-GRANT CONNECT, TEMPORARY, CREATE ON DATABASE :"db" TO :"role";
+-- No CREATE on the database: the role owns its schema, and the migrator creates a schema only when missing.
+GRANT CONNECT, TEMPORARY ON DATABASE :"db" TO :"role";
 CREATE SCHEMA IF NOT EXISTS :"schema" AUTHORIZATION :"role";
 ALTER SCHEMA :"schema" OWNER TO :"role";
 REVOKE ALL ON SCHEMA :"schema" FROM PUBLIC;
