@@ -96,6 +96,11 @@ def processes_mentioning(text: str) -> list:
     return found
 
 
+def _default_signals():
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT):
+        signal.signal(number, signal.SIG_DFL)
+
+
 class Cluster:
     """One run of services/run-cluster.sh."""
 
@@ -115,7 +120,11 @@ class Cluster:
                         KINDRED_SMTP_PORT=str(self.smtp_port), **RELAXED_LIMITS, **extra_env)
         self.lines = []
         self.up = threading.Event()
+        # The tests stop the cluster with Ctrl-C (SIGINT). A test run started in the background (CI jobs often
+        # are) inherits SIGINT ignored, and bash cannot trap a signal ignored on entry: give the script the
+        # default disposition, as a terminal would.
         self.process = subprocess.Popen([str(ROOT / "services" / "run-cluster.sh")], cwd=ROOT, env=self.env,
+                                        preexec_fn=_default_signals,
                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True)
         self.reader = threading.Thread(target=self._read_output, daemon=True)
