@@ -1,24 +1,40 @@
 import Foundation
 
 /// Runs a command to completion and returns its exit status and combined output.
+///
+/// Input and output go through temporary files, not pipes: a long-lived child started meanwhile by another
+/// test (PostgreSQL's runuser, an SMTP sink) can inherit a pipe's write end, and then EOF never comes. A
+/// command still running after 60 s is killed (SIGKILL: Foundation starts children with most signals blocked,
+/// so `timeout`'s own alarm may never fire).
 @discardableResult
 func run(_ arguments: [String], input: [UInt8]? = nil, in directory: String? = nil) throws -> (
     status: Int32, output: String
 ) {
+    let scratch = NSTemporaryDirectory() + "kindred-run-\(UUID().uuidString)"
+    try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: scratch) }
+    let inputPath = scratch + "/input"
+    let outputPath = scratch + "/output"
+    FileManager.default.createFile(atPath: inputPath, contents: Data(input ?? []))
+    FileManager.default.createFile(atPath: outputPath, contents: nil)
+
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = arguments
     if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = output
-    let stdin = Pipe()
-    process.standardInput = stdin
+    let inputHandle = try FileHandle(forReadingFrom: URL(fileURLWithPath: inputPath))
+    let outputHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
+    process.standardInput = inputHandle
+    process.standardOutput = outputHandle
+    process.standardError = outputHandle
     try process.run()
-    if let input { stdin.fileHandleForWriting.write(Data(input)) }
-    try stdin.fileHandleForWriting.close()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
+    try? inputHandle.close()
+    try? outputHandle.close()
+    let deadline = Date().addingTimeInterval(60)
+    while process.isRunning && Date() < deadline { usleep(20_000) }
+    if process.isRunning { kill(process.processIdentifier, SIGKILL) }
     process.waitUntilExit()
+    let data = FileManager.default.contents(atPath: outputPath) ?? Data()
     return (process.terminationStatus, String(decoding: data, as: UTF8.self))
 }
 

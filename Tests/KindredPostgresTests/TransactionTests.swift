@@ -74,10 +74,12 @@ import Testing
                         }
                     }
                 }
-                // One ran once; the other failed with 40001 and committed on its second run.
+                // One ran once; the other failed with 40001 and committed on a later run (usually the second;
+                // on a loaded machine its retry can overlap the first's commit and fail once more).
                 var finalAttempts: [Int] = []
                 for try await attempt in group { finalAttempts.append(attempt) }
-                #expect(finalAttempts.sorted() == [1, 2])
+                let sorted = finalAttempts.sorted()
+                #expect(sorted.count == 2 && sorted[0] == 1 && (2...5).contains(sorted[1]), "\(sorted)")
             }
             let entries = try await client.query("SELECT entry, total FROM ledger ORDER BY total, entry")
                 .map { try $0.decode((String, Int64).self) }
