@@ -298,7 +298,11 @@ private func spawnShell(_ script: String, _ arguments: [String], asUser user: St
     // descriptors above 9.
     let closeInherited = "for fd in /proc/$$/fd/*; do n=${fd##*/}; [ \"$n\" -gt 2 ] && eval \"exec $n>&-\"; done; "
     let shell = ["/bin/bash", "-c", closeInherited + "LC_ALL=C; export LC_ALL; exec >>\"$0\" 2>&1; " + script, log] + arguments
-    let argv = user.map { ["/usr/sbin/runuser", "-u", $0, "--"] + shell } ?? shell
+    // runuser stays alive as the server's parent, so it must not inherit descriptors either: a first shell
+    // closes them and then becomes runuser (seen: runuser holding another test's stdin pipe hung that test).
+    let argv =
+        user.map { ["/bin/bash", "-c", closeInherited + "exec \"$@\"", "bash", "/usr/sbin/runuser", "-u", $0, "--"] + shell }
+        ?? shell
 
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)

@@ -31,13 +31,14 @@ struct FanOutAndLimiterTests {
         let (answer, missing) = try await FanOut<Answer>(partTimeout: .milliseconds(200)).gather(
             .init(),
             [
-                Self.part("a", essential: true), Self.part("slow", after: .seconds(30)), Self.part("broken", fails: true),
+                Self.part("a", essential: true), Self.part("slow", after: .seconds(300)), Self.part("broken", fails: true),
                 Part(name: "absent", essential: false, fetch: nil),
             ]
         )
         #expect(answer.values == ["a"])
         #expect(missing == ["slow", "broken", "absent"])
-        #expect(ContinuousClock.now - started < .seconds(10))
+        // Far less than the slow part's 300 s (a generous bound: parallel tests can starve the 2-core pool).
+        #expect(ContinuousClock.now - started < .seconds(60))
     }
 
     @Test("an essential failure fails the whole call with its error")

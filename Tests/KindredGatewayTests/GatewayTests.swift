@@ -152,9 +152,9 @@ struct GatewayTests {
             let error = await expectRPCError(.unavailable) {
                 _ = try await harness.client.unary(
                     Account.getAccount, Api.GetAccountRequest(), metadata: GatewayHarness.bearer(tokens),
-                    options: CallOptions(timeout: .seconds(20)))
+                    options: CallOptions(timeout: .seconds(120)))
             }
-            #expect(ContinuousClock.now - started < .seconds(15))
+            #expect(ContinuousClock.now - started < .seconds(60))  // far less than the 120 s deadline
             #expect(error?.message.contains("127.0.0.1") == false)
             #expect(error.flatMap(errorDetail)?.reason == "UNAVAILABLE")
         }
