@@ -181,9 +181,7 @@ public final class AuthService: GRPCService, Sendable {
     /// The client's address: `x-kindred-client-ip` (set by the gateway), else the peer's host.
     func clientAddress(_ context: ServerContext) -> String {
         if let forwarded = context.metadata["x-kindred-client-ip"], !forwarded.isEmpty { return forwarded }
-        let peer = context.peer
-        if let colon = peer.lastIndex(of: ":") { return String(peer[..<colon]) }
-        return peer
+        return context.peerHost
     }
 
     struct User {

@@ -87,6 +87,12 @@ public struct ServerContext: Sendable {
     public var remainingTime: Duration? { GRPCDeadline.remaining(until: self.call.deadline) }
     /// The peer's address, e.g. "127.0.0.1:53422".
     public var peer: String { self.call.peer }
+    /// The peer's host without the port, e.g. "127.0.0.1" or "::1" (the per-address rate-limit key).
+    public var peerHost: String {
+        let peer = self.call.peer
+        guard let colon = peer.lastIndex(of: ":") else { return peer }
+        return String(peer[..<colon])
+    }
     /// The request id of this call (the caller's `x-request-id`, or a new one); outgoing calls made by the handler
     /// carry it on.
     public var requestID: String { GRPCRequestID.current ?? self.call.requestID }

@@ -157,9 +157,6 @@ public final class Gateway: Sendable {
         {
             return first
         }
-        let peer = context.peer
-        guard let colon = peer.lastIndex(of: ":") else { return peer }
-        let host = peer[..<colon]
-        return host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : String(host)
+        return context.peerHost
     }
 }
