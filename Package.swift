@@ -106,7 +106,7 @@ let package = Package(
         .target(
             name: "KindredCLI",
             dependencies: [
-                "KindredGRPC", "KindredProto", "KindredProtobuf", "KindredOpenSSL", logging,
+                "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredProtobuf", "KindredOpenSSL", logging,
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ] + nio
         ),
@@ -130,7 +130,10 @@ let package = Package(
         ),
         .testTarget(
             name: "KindredAuthTests",
-            dependencies: ["KindredAuth", "KindredPostgresTesting", "KindredGRPC", "KindredProto", "KindredIdentity"] + nio,
+            dependencies: [
+                "KindredAuth", "KindredPostgresTesting", "KindredGRPC", "KindredGRPCServices", "KindredProto",
+                "KindredIdentity",
+            ] + nio,
             exclude: ["python"]
         ),
         .testTarget(

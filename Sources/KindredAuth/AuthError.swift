@@ -1,4 +1,5 @@
 import KindredGRPC
+import KindredGRPCServices
 import KindredProto
 
 /// Every failure the auth service reports to callers, and the ONE place that maps it to a gRPC status
@@ -96,8 +97,6 @@ public struct AuthError: Error, RPCErrorConvertible, CustomStringConvertible, Se
         detail.reason = reason
         detail.fieldViolations = self.violations
         detail.retryAfterMs = self.retryAfterMilliseconds
-        var metadata = Metadata()
-        if let bytes = try? detail.serializedBytes() { metadata.add("kindred-error-bin", binary: bytes) }
-        return RPCError(status, self.message, metadata: metadata)
+        return RPCError(status, self.message, metadata: detail.metadata)
     }
 }

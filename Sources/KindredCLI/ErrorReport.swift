@@ -1,4 +1,5 @@
 import KindredGRPC
+import KindredGRPCServices
 import KindredProto
 
 /// What `kindred` prints to stderr for a failed command, and the exit status. The one place that turns
@@ -118,12 +119,6 @@ public struct ErrorReport: Hashable, Sendable {
 }
 
 extension RPCError {
-    /// The `kindred.common.v1.ErrorDetail` from the `kindred-error-bin` trailer, when present and valid.
-    public var errorDetail: Kindred.Common.V1.ErrorDetail? {
-        guard let bytes = self.metadata.binary("kindred-error-bin") else { return nil }
-        return try? Kindred.Common.V1.ErrorDetail(serializedBytes: bytes)
-    }
-
     /// The detail's reason code, e.g. "INVALID_CREDENTIALS".
     public var reason: String? {
         guard let reason = self.errorDetail?.reason, !reason.isEmpty else { return nil }

@@ -1,12 +1,11 @@
 import KindredGRPC
+import KindredGRPCServices
 import KindredProto
 import Logging
 
 /// Errors the gateway answers with: a gRPC status, a fixed message, and a `kindred-error-bin` trailer
 /// (kindred.common.v1.ErrorDetail) carrying the reason code, retry hint and the request id.
 enum GatewayErrors {
-    static let detailKey = "kindred-error-bin"
-
     static func make(_ code: StatusCode, _ message: String, reason: String, retryAfter: Duration? = nil) -> RPCError {
         var detail = Kindred.Common.V1.ErrorDetail()
         detail.reason = reason
@@ -33,9 +32,7 @@ enum GatewayErrors {
     static func trailer(_ detail: Kindred.Common.V1.ErrorDetail) -> Metadata {
         var detail = detail
         if detail.requestId.isEmpty, let id = GRPCRequestID.current { detail.requestId = id }
-        var metadata = Metadata()
-        if let bytes = try? detail.serializedBytes() { metadata.add(self.detailKey, binary: bytes) }
-        return metadata
+        return detail.metadata
     }
 
     /// What a client sees of a downstream failure. Statuses that describe the request (bad argument, not
@@ -51,12 +48,11 @@ enum GatewayErrors {
         switch error.code {
         case .invalidArgument, .notFound, .alreadyExists, .permissionDenied, .unauthenticated, .failedPrecondition,
             .resourceExhausted, .aborted, .outOfRange:
-            var detail = Kindred.Common.V1.ErrorDetail()
-            if let bytes = error.metadata.binary(self.detailKey),
-                let decoded = try? Kindred.Common.V1.ErrorDetail(serializedBytes: bytes)
-            {
+            var detail: Kindred.Common.V1.ErrorDetail
+            if let decoded = error.errorDetail {
                 detail = decoded
             } else {
+                detail = Kindred.Common.V1.ErrorDetail()
                 detail.reason = error.code.description
             }
             return RPCError(error.code, error.message, metadata: self.trailer(detail))

@@ -117,10 +117,7 @@ struct GatewayHarness {
 }
 
 /// The ErrorDetail of a failed call.
-func errorDetail(_ error: RPCError) -> Kindred.Common.V1.ErrorDetail? {
-    guard let bytes = error.metadata.binary("kindred-error-bin") else { return nil }
-    return try? Kindred.Common.V1.ErrorDetail(serializedBytes: bytes)
-}
+func errorDetail(_ error: RPCError) -> Kindred.Common.V1.ErrorDetail? { error.errorDetail }
 
 /// Runs `body` and returns the RPCError it throws (fails the test when it succeeds).
 func expectRPCError(

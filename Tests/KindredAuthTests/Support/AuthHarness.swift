@@ -2,6 +2,7 @@ import Foundation
 import KindredArgon2
 import KindredAuth
 import KindredGRPC
+import KindredGRPCServices
 import KindredPostgres
 import KindredProto
 import KindredProtobuf
@@ -174,9 +175,7 @@ func expectRPCError(
         return nil
     } catch let error as RPCError {
         #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
-        let detail = error.metadata.binary("kindred-error-bin").flatMap {
-            try? Kindred.Common.V1.ErrorDetail(serializedBytes: $0)
-        }
+        let detail = error.errorDetail
         if let reason { #expect(detail?.reason == reason, "\(error)", sourceLocation: sourceLocation) }
         return detail
     } catch {
