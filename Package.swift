@@ -71,6 +71,7 @@ let package = Package(
             dependencies: [
                 "KindredGRPC", "KindredProto", "KindredOpenSSL", logging,
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ] + nio
         ),
 

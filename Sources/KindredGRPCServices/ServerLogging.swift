@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 import Logging
 
@@ -35,6 +36,18 @@ public enum ServerLogging {
             }
         }
         return Logger(label: label)
+    }
+}
+
+/// The `--log-level` option every server command takes (over `KINDRED_LOG_LEVEL`).
+public struct ServerLoggingOptions: ParsableArguments {
+    @Option(help: "Log level (trace, debug, info, notice, warning, error); default KINDRED_LOG_LEVEL or info.")
+    public var logLevel: String?
+
+    public init() {}
+
+    public func bootstrap(label: String) throws -> Logger {
+        try ServerLogging.bootstrap(label: label, level: self.logLevel.flatMap { Logger.Level(rawValue: $0) })
     }
 }
 

@@ -20,21 +20,12 @@ struct AuthServerCommand: AsyncParsableCommand {
     )
 }
 
-struct LoggingOptions: ParsableArguments {
-    @Option(help: "Log level (trace, debug, info, notice, warning, error); default KINDRED_LOG_LEVEL or info.")
-    var logLevel: String?
-
-    func bootstrap() throws -> Logger {
-        try ServerLogging.bootstrap(label: "kindred.auth", level: self.logLevel.flatMap { Logger.Level(rawValue: $0) })
-    }
-}
-
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Serve the auth gRPC API (and send queued mail).")
-    @OptionGroup var logging: LoggingOptions
+    @OptionGroup var logging: ServerLoggingOptions
 
     func run() async throws {
-        let logger = try self.logging.bootstrap()
+        let logger = try self.logging.bootstrap(label: "kindred.auth")
         let server = try AuthServer(
             configuration: try AuthConfiguration(environment: ProcessInfo.processInfo.environment),
             logger: logger
@@ -47,12 +38,12 @@ struct Serve: AsyncParsableCommand {
 
 struct Migrate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Apply the auth schema migrations.")
-    @OptionGroup var logging: LoggingOptions
+    @OptionGroup var logging: ServerLoggingOptions
     @Option(help: "Directory of NNNN_name.sql files (default KINDRED_AUTH_MIGRATIONS_DIR, else services/auth/migrations).")
     var directory: String?
 
     func run() async throws {
-        let logger = try self.logging.bootstrap()
+        let logger = try self.logging.bootstrap(label: "kindred.auth")
         let server = try AuthServer(
             configuration: try AuthConfiguration(environment: ProcessInfo.processInfo.environment),
             logger: logger
@@ -91,12 +82,12 @@ struct BootstrapAdmin: AsyncParsableCommand {
         commandName: "bootstrap-admin",
         abstract: "Grant the admin role to an existing account (operator access to the database required)."
     )
-    @OptionGroup var logging: LoggingOptions
+    @OptionGroup var logging: ServerLoggingOptions
     @Option(help: "Email address of the account.") var email: String
     @Option(help: "Community of the account (needed when several communities have the address).") var community: String?
 
     func run() async throws {
-        let logger = try self.logging.bootstrap()
+        let logger = try self.logging.bootstrap(label: "kindred.auth")
         let server = try AuthServer(
             configuration: try AuthConfiguration(environment: ProcessInfo.processInfo.environment),
             logger: logger

@@ -16,21 +16,12 @@ struct GatewayServerCommand: AsyncParsableCommand {
     )
 }
 
-struct LoggingOptions: ParsableArguments {
-    @Option(help: "Log level (trace, debug, info, notice, warning, error); default KINDRED_LOG_LEVEL or info.")
-    var logLevel: String?
-
-    func bootstrap() throws -> Logger {
-        try ServerLogging.bootstrap(label: "kindred.gateway", level: self.logLevel.flatMap { Logger.Level(rawValue: $0) })
-    }
-}
-
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Serve the public API.")
-    @OptionGroup var logging: LoggingOptions
+    @OptionGroup var logging: ServerLoggingOptions
 
     func run() async throws {
-        let logger = try self.logging.bootstrap()
+        let logger = try self.logging.bootstrap(label: "kindred.gateway")
         let server = try GatewayServer(
             configuration: try GatewayConfiguration(environment: ProcessInfo.processInfo.environment),
             logger: logger
