@@ -520,8 +520,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             metadata["duration_ms"] = "\(Double(micros) / 1000)"
         }
         // Server-side failures are worth a louder line than the routine ones.
-        let serverFault: Set<StatusCode> = [.unknown, .internalError, .dataLoss]
-        self.logger.log(level: serverFault.contains(code) ? max(level, .warning) : level, "rpc", metadata: metadata)
+        let serverFault = code == .unknown || code == .internalError || code == .dataLoss
+        self.logger.log(level: serverFault ? max(level, .warning) : level, "rpc", metadata: metadata)
     }
 
     /// Sends the call's status, once: trailers after headers, or a trailers-only response.
