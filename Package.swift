@@ -31,6 +31,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         // C libraries.
@@ -72,7 +73,20 @@ let package = Package(
                 "KindredGRPC", "KindredProto", "KindredOpenSSL", logging,
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ] + nio
+        ),
+        // The service kit: what every service with tables shares (the generic server command, database
+        // settings and migrations). Apart from KindredGRPCServices because the kindred CLI uses that module and
+        // must not pull in libpq.
+        .target(
+            name: "KindredServiceKit",
+            dependencies: [
+                "KindredGRPC", "KindredGRPCServices", "KindredPostgres", logging,
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
         ),
 
         // Access tokens: Ed25519 JWT signing and the verification every service uses; OIDC ID tokens.
@@ -152,9 +166,15 @@ let package = Package(
         .testTarget(name: "KindredCLITests", dependencies: ["KindredCLI", "KindredProto", "KindredGRPC", "KindredProtobuf"]),
         .testTarget(name: "KindredPostgresTests", dependencies: ["KindredPostgres", "KindredPostgresTesting"] + nio),
         .testTarget(
+            name: "KindredServiceKitTests",
+            dependencies: ["KindredServiceKit", "KindredGRPCServices", "KindredPostgresTesting", "KindredPostgres"]
+        ),
+        .testTarget(
             name: "KindredGRPCTests",
-            dependencies: ["KindredGRPC", "KindredGRPCServices", "KindredInterop", "KindredProto", "KindredOpenSSL"]
-                + nio
+            dependencies: [
+                "KindredGRPC", "KindredGRPCServices", "KindredInterop", "KindredProto", "KindredOpenSSL",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ] + nio
         ),
     ]
 )

@@ -87,15 +87,31 @@ public struct HostPort: Hashable, Sendable, CustomStringConvertible {
         self.port = port
     }
 
+    /// Parses `host:port`: a port in 0...65535, and a host that is a name or IPv4 address, or an IPv6 address
+    /// in brackets (`[::1]:50050`). An IPv6 address without brackets is ambiguous and refused.
     public init?(_ text: String) {
         guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
             (0...65_535).contains(port)
         else { return nil }
-        var host = String(text[..<colon])
-        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        var host = Substring(text[..<colon])
+        let bracketed = host.hasPrefix("[") && host.hasSuffix("]")
+        if bracketed { host = host.dropFirst().dropLast() }
         guard !host.isEmpty else { return nil }
-        self.host = host
+        guard host.allSatisfy(bracketed ? Self.isIPv6Character : Self.isHostNameCharacter),
+            !bracketed || host.contains(":")
+        else { return nil }
+        self.host = String(host)
         self.port = port
+    }
+
+    private static func isIPv6Character(_ character: Character) -> Bool {
+        character.isHexDigit || character == ":" || character == "." || character == "%"
+            || (character.isASCII && character.isLetter)  // a zone id after %: fe80::1%eth0
+    }
+
+    private static func isHostNameCharacter(_ character: Character) -> Bool {
+        guard character.isASCII else { return false }
+        return character.isLetter || character.isNumber || character == "." || character == "-" || character == "_"
     }
 
     /// Where a local probe reaches a server listening on this address (`0.0.0.0` → loopback).

@@ -1,16 +1,16 @@
-import Dispatch
 import KindredGRPC
 import KindredProto
 import Logging
 import NIOCore
+import ServiceLifecycle
+import UnixSignals
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
-/// Runs a gRPC server the way every Kindred server runs: with the health and reflection services, SERVING
-/// once listening, and a graceful shutdown on SIGTERM or SIGINT (health NOT_SERVING, GOAWAY, in-flight calls
-/// finish within `shutdownGrace`, then return).
+/// Runs a gRPC server the way every Kindred server runs: with the health and reflection services, the admin
+/// port, and the server's background loops (relays, watchers), all under one swift-service-lifecycle
+/// `ServiceGroup`. They start in order — admin port, background loops, gRPC server — and on SIGTERM or SIGINT
+/// stop in reverse: health NOT_SERVING, GOAWAY, in-flight calls finish within `shutdownGrace`, then the
+/// background loops stop (so what the last calls queued is still being delivered while they drain), then
+/// the admin port.
 public struct ServerRunner: Sendable {
     public var configuration: GRPCServerConfiguration
     public var services: [any GRPCService]
@@ -22,6 +22,9 @@ public struct ServerRunner: Sendable {
     public var admin: AdminServer.Configuration?
     /// More Prometheus text appended to the runtime's counters (pool statistics, service counters).
     public var extraMetrics: [@Sendable () -> String] = []
+    /// Loops that run beside the gRPC server for as long as it serves (mail and event relays, watchers).
+    /// Each is cancelled after the gRPC server has drained; one that ends or fails by itself stops the server.
+    public var background: [BackgroundTask] = []
 
     public init(configuration: GRPCServerConfiguration, services: [any GRPCService]) {
         self.configuration = configuration
@@ -68,49 +71,119 @@ public struct ServerRunner: Sendable {
         return server
     }
 
-    /// Starts the server, calls `onListening` with its address, and returns after a signal-driven shutdown.
-    public func run(logger: Logger, onListening: @Sendable (SocketAddress) -> Void = { _ in }) async throws {
-        let server = self.makeServer(logger: logger)
-        let signals = SignalWaiter([SIGTERM, SIGINT])
-        let address = try await server.start()
-        let adminServer = self.makeAdminServer(logger: logger)
-        do {
-            try await adminServer?.start()
-        } catch {
-            await server.shutdown(grace: .zero)
-            throw error
+    /// The lifecycle services in start order: admin port, background loops, gRPC server.
+    public func lifecycleServices(
+        logger: Logger,
+        onListening: @escaping @Sendable (SocketAddress) -> Void = { _ in }
+    ) -> [ServiceGroupConfiguration.ServiceConfiguration] {
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        if let admin = self.makeAdminServer(logger: logger) {
+            services.append(.init(service: AdminPortService(server: admin)))
         }
-        self.health.setStatus(true)
-        onListening(address)
-        let signal = await signals.wait()
-        logger.notice("shutting down: health NOT_SERVING, draining calls", metadata: ["signal": "\(signal)"])
-        self.health.setAll(false)
-        await server.shutdown(grace: self.shutdownGrace)
-        await adminServer?.stop()
+        for task in self.background {
+            services.append(.init(service: task))
+        }
+        let server = GRPCServerService(
+            server: self.makeServer(logger: logger),
+            health: self.health,
+            grace: self.shutdownGrace,
+            logger: logger,
+            onListening: onListening
+        )
+        services.append(.init(service: server))
+        return services
+    }
+
+    /// The service group that runs everything; `signals` start its graceful shutdown (tests pass none and call
+    /// `triggerGracefulShutdown()`).
+    public func makeServiceGroup(
+        logger: Logger,
+        signals: [UnixSignal] = [.sigterm, .sigint],
+        onListening: @escaping @Sendable (SocketAddress) -> Void = { _ in }
+    ) -> ServiceGroup {
+        ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: self.lifecycleServices(logger: logger, onListening: onListening),
+                gracefulShutdownSignals: signals,
+                logger: logger
+            )
+        )
+    }
+
+    /// Starts everything, calls `onListening` with the gRPC address, and returns after a signal-driven
+    /// shutdown (SIGTERM or SIGINT). Throws what made a service fail (a port in use, a loop that crashed).
+    public func run(logger: Logger, onListening: @escaping @Sendable (SocketAddress) -> Void = { _ in }) async throws {
+        try await self.makeServiceGroup(logger: logger, onListening: onListening).run()
         logger.notice("stopped")
     }
 }
 
-/// Waits for the first of some signals, with the default action switched off while waiting.
-/// `@unchecked Sendable`: the dispatch sources are only kept alive here, never touched after `init`.
-final class SignalWaiter: @unchecked Sendable {
-    private let sources: [any DispatchSourceSignal]
-    private let stream: AsyncStream<Int32>
+/// A loop that runs beside a server until it is cancelled (a relay, a watcher). `run` must return soon after
+/// its task is cancelled.
+public struct BackgroundTask: Service, CustomStringConvertible {
+    public let name: String
+    private let body: @Sendable () async throws -> Void
 
-    init(_ signals: [Int32]) {
-        let (stream, continuation) = AsyncStream.makeStream(of: Int32.self)
-        self.stream = stream
-        self.sources = signals.map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { continuation.yield(number) }
-            source.resume()
-            return source
-        }
+    public init(_ name: String, _ body: @escaping @Sendable () async throws -> Void) {
+        self.name = name
+        self.body = body
     }
 
-    func wait() async -> Int32 {
-        for await number in self.stream { return number }
-        return 0
+    public var description: String { self.name }
+
+    public func run() async throws {
+        // A graceful shutdown cancels the loop; a loop that returns on its own before that is a failure of the
+        // server (ServiceGroup then stops everything), since nothing would do its work any more.
+        try await cancelWhenGracefulShutdown { try await self.body() }
+        if !Task.isShuttingDownGracefully && !Task.isCancelled {
+            throw BackgroundTaskEnded(name: self.name)
+        }
+    }
+}
+
+/// A background loop ended while the server was still serving.
+public struct BackgroundTaskEnded: Error, CustomStringConvertible {
+    public let name: String
+    public var description: String { "background task \(self.name) ended while the server was serving" }
+}
+
+/// The gRPC server as a lifecycle service: serves until the graceful shutdown, then health NOT_SERVING, GOAWAY
+/// and drain within `grace` (no grace when the group is cancelled instead).
+struct GRPCServerService: Service, CustomStringConvertible {
+    let server: GRPCServer
+    let health: HealthService
+    let grace: Duration
+    let logger: Logger
+    let onListening: @Sendable (SocketAddress) -> Void
+
+    var description: String { "grpc-server" }
+
+    func run() async throws {
+        let address = try await self.server.start()
+        self.health.setStatus(true)
+        self.onListening(address)
+        let graceful: Bool
+        do {
+            try await gracefulShutdown()
+            graceful = true
+        } catch {
+            graceful = false
+        }
+        self.logger.notice("shutting down: health NOT_SERVING, draining calls")
+        self.health.setAll(false)
+        await self.server.shutdown(grace: graceful ? self.grace : .zero)
+    }
+}
+
+/// The admin HTTP port as a lifecycle service: up until the graceful shutdown.
+struct AdminPortService: Service, CustomStringConvertible {
+    let server: AdminServer
+
+    var description: String { "admin-port" }
+
+    func run() async throws {
+        _ = try await self.server.start()
+        try? await gracefulShutdown()
+        await self.server.stop()
     }
 }

@@ -1,0 +1,64 @@
+import KindredGRPC
+import KindredOpenSSL
+
+/// The settings every server reads the same way under its own prefix (`KINDRED_AUTH_`, `KINDRED_GATEWAY_`...):
+/// where it listens, its admin port, TLS and the access log. `healthcheck` needs only these.
+public struct ServerEndpointSettings: Sendable, Equatable {
+    /// `KINDRED_<SERVER>_LISTEN` (host:port; IPv6 in brackets), default `127.0.0.1:<the server's port>`.
+    public var listen: HostPort
+    /// `KINDRED_<SERVER>_ADMIN_LISTEN` (host:port, or `off`), default `127.0.0.1:<port + 100>`: Prometheus text at
+    /// `/metrics`, `/healthz`.
+    public var adminListen: HostPort?
+    /// `KINDRED_<SERVER>_TLS_CERT_FILE` / `KINDRED_<SERVER>_TLS_KEY_FILE` (PEM paths), default none: TLS with ALPN
+    /// h2 when both are set, h2c otherwise.
+    public var tlsCertificateFile: String?
+    public var tlsKeyFile: String?
+    /// `KINDRED_<SERVER>_ACCESS_LOG` (bool), default true: one info line per finished call.
+    public var accessLog = true
+
+    /// The defaults of a server whose gRPC port is `port`.
+    public init(defaultPort port: Int) {
+        self.listen = HostPort(host: "127.0.0.1", port: port)
+        self.adminListen = HostPort(host: "127.0.0.1", port: port + 100)
+    }
+
+    /// Reads `<prefix>LISTEN`, `<prefix>ADMIN_LISTEN`, `<prefix>TLS_CERT_FILE`, `<prefix>TLS_KEY_FILE` and
+    /// `<prefix>ACCESS_LOG`, e.g. with `prefix` `KINDRED_AUTH_`.
+    public init(prefix: String, defaultPort port: Int, environment: EnvironmentReader) throws {
+        self.init(defaultPort: port)
+        self.listen = try environment.address(prefix + "LISTEN", default: self.listen)
+        self.adminListen = try environment.optionalAddress(prefix + "ADMIN_LISTEN", default: self.adminListen)
+        self.tlsCertificateFile = environment.string(prefix + "TLS_CERT_FILE")
+        self.tlsKeyFile = environment.string(prefix + "TLS_KEY_FILE")
+        guard (self.tlsCertificateFile == nil) == (self.tlsKeyFile == nil) else {
+            throw ConfigurationError(
+                key: prefix + "TLS_CERT_FILE",
+                problem: "and \(prefix)TLS_KEY_FILE must be set together"
+            )
+        }
+        self.accessLog = try environment.bool(prefix + "ACCESS_LOG", default: self.accessLog)
+    }
+
+    /// The gRPC server configuration these settings describe (loads the TLS files when set).
+    public func serverConfiguration() throws -> GRPCServerConfiguration {
+        var server = GRPCServerConfiguration()
+        server.host = self.listen.host
+        server.port = self.listen.port
+        server.accessLogLevel = self.accessLog ? .info : nil
+        if let certificate = self.tlsCertificateFile, let key = self.tlsKeyFile {
+            server.tls = try TLSContext(configuration: .server(certificateChainFile: certificate, privateKeyFile: key))
+        }
+        return server
+    }
+
+    /// The admin port's configuration, nil when off.
+    public var adminConfiguration: AdminServer.Configuration? {
+        self.adminListen.map { AdminServer.Configuration(host: $0.host, port: $0.port) }
+    }
+
+    /// Whether the server listening here answers SERVING on its health service (what `healthcheck` asks).
+    public func probe() async throws -> Bool {
+        let tls = try self.tlsCertificateFile.map { try HealthProbe.tls(trusting: $0) }
+        return await HealthProbe.isServing(self.listen, tls: tls)
+    }
+}

@@ -1,0 +1,70 @@
+import KindredGRPCServices
+import KindredPostgres
+import Logging
+
+/// The database settings every server with tables reads the same way under its own prefix.
+public struct DatabaseSettings: Sendable, Equatable {
+    /// The schema the server owns (its tables, its `schema_migrations`); also its `search_path`.
+    public var schema: String
+    /// The `application_name` the server's connections show in `pg_stat_activity`: `kindred-<server>`.
+    public var applicationName: String
+    /// `KINDRED_<SERVER>_DATABASE_URL` (libpq URL or conninfo), default `postgresql:///kindred`.
+    public var url = "postgresql:///kindred"
+    /// `KINDRED_<SERVER>_DATABASE_POOL_SIZE` (int, 1...500), default 10: connections the server may open.
+    public var poolSize = 10
+    /// `KINDRED_<SERVER>_MIGRATIONS_DIR` (path), default `services/<server>/migrations` (relative to the working
+    /// directory; the container image sets it).
+    public var migrationsDirectory: String
+
+    /// The defaults for `server` owning `schema`.
+    public init(server: String, schema: String) {
+        self.schema = schema
+        self.applicationName = "kindred-\(server)"
+        self.migrationsDirectory = "services/\(server)/migrations"
+    }
+
+    /// Reads `KINDRED_<SERVER>_DATABASE_URL`, `..._DATABASE_POOL_SIZE` and `..._MIGRATIONS_DIR`.
+    public init(server: String, schema: String, environment: EnvironmentReader) throws {
+        self.init(server: server, schema: schema)
+        let prefix = "KINDRED_\(server.uppercased())_"
+        self.url = environment.string(prefix + "DATABASE_URL") ?? self.url
+        // Checked here rather than at the first query, so a typo stops the start naming the key.
+        guard (try? PostgresConfiguration(self.url)) != nil else {
+            throw ConfigurationError(key: prefix + "DATABASE_URL", problem: "must be a libpq URL or conninfo string")
+        }
+        self.poolSize = try environment.int(prefix + "DATABASE_POOL_SIZE", default: self.poolSize, in: 1...500)
+        self.migrationsDirectory = environment.string(prefix + "MIGRATIONS_DIR") ?? self.migrationsDirectory
+    }
+
+    /// A connection pool for the server: its schema first on the search path, its application name.
+    public func makeClient(logger: Logger) throws -> PostgresClient {
+        var postgres = try PostgresConfiguration(self.url)
+        postgres.applicationName = self.applicationName
+        postgres.settings["search_path"] = self.schema
+        var pool = PostgresClient.PoolConfiguration()
+        pool.maxConnections = self.poolSize
+        return PostgresClient(configuration: postgres, pool: pool, logger: logger)
+    }
+
+    /// The server's migrator (its schema, its migrations folder).
+    public func migrator() throws -> PostgresMigrator {
+        try PostgresMigrator(schema: self.schema, directory: self.migrationsDirectory)
+    }
+
+    /// Applies the pending migrations with a pool of its own (closed before returning); returns those applied.
+    @discardableResult
+    public func migrate(logger: Logger) async throws -> [PostgresMigration] {
+        let migrator = try self.migrator()
+        var single = self
+        single.poolSize = 1
+        let client = try single.makeClient(logger: logger)
+        do {
+            let applied = try await migrator.migrate(on: client, logger: logger)
+            await client.shutdown()
+            return applied
+        } catch {
+            await client.shutdown()
+            throw error
+        }
+    }
+}

@@ -1,0 +1,49 @@
+import ArgumentParser
+import KindredGRPCServices
+import Logging
+
+/// One Kindred server as the generic `ServerCommand` sees it. A server's executable is a few lines:
+///
+/// ```swift
+/// import KindredAuth
+/// import KindredServiceKit
+///
+/// await ServerCommand<AuthServerDefinition>.main()
+/// ```
+///
+/// Naming conventions follow from `name`: settings are `KINDRED_<NAME>_*`, the logger is `kindred.<name>`,
+/// the migrations are in `services/<name>/migrations`.
+public protocol ServerDefinition: Sendable {
+    /// The server's short name, lower case: `auth`, `gateway`, `profile`...
+    static var name: String { get }
+    /// One line for `--help`.
+    static var summary: String { get }
+    /// The gRPC port when `KINDRED_<NAME>_LISTEN` is unset; the admin port is this + 100.
+    static var defaultPort: Int { get }
+    /// The PostgreSQL schema the server owns and migrates; nil for a server without tables.
+    static var schema: String? { get }
+    /// Subcommands beyond `serve`, `migrate` and `healthcheck` (auth's `bootstrap-admin`).
+    static var extraCommands: [any ParsableCommand.Type] { get }
+    /// Builds the server from its settings and serves until SIGTERM/SIGINT (then drains and returns).
+    static func serve(settings: EnvironmentReader, logger: Logger) async throws
+}
+
+extension ServerDefinition {
+    public static var extraCommands: [any ParsableCommand.Type] { [] }
+
+    /// `KINDRED_<NAME>_`: the prefix of every setting of this server.
+    public static var settingsPrefix: String { "KINDRED_\(Self.name.uppercased())_" }
+
+    /// The label of the server's logger: `kindred.<name>`.
+    public static var loggerLabel: String { "kindred.\(Self.name)" }
+
+    /// The listen, admin, TLS and access-log settings of this server.
+    public static func endpoint(_ settings: EnvironmentReader) throws -> ServerEndpointSettings {
+        try ServerEndpointSettings(prefix: Self.settingsPrefix, defaultPort: Self.defaultPort, environment: settings)
+    }
+
+    /// The database settings of this server; nil when it has no tables.
+    public static func database(_ settings: EnvironmentReader) throws -> DatabaseSettings? {
+        try Self.schema.map { try DatabaseSettings(server: Self.name, schema: $0, environment: settings) }
+    }
+}

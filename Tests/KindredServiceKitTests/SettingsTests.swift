@@ -1,0 +1,133 @@
+import Foundation
+import KindredGRPCServices
+import KindredPostgres
+import KindredPostgresTesting
+import KindredServiceKit
+import Logging
+import Testing
+
+/// A server definition for the tests: settings under `KINDRED_DEMO_`, schema `demo`.
+private enum DemoServer: ServerDefinition {
+    static let name = "demo"
+    static let summary = "A server for tests."
+    static let defaultPort = 50070
+    static let schema: String? = "demo"
+    static func serve(settings: EnvironmentReader, logger: Logger) async throws {}
+}
+
+@Suite("Settings: every server's listen, admin, TLS and database keys")
+struct SettingsTests {
+    @Test(
+        "host:port values",
+        arguments: [
+            ("127.0.0.1:50051", HostPort(host: "127.0.0.1", port: 50051)),
+            ("0.0.0.0:0", HostPort(host: "0.0.0.0", port: 0)),
+            ("auth:50051", HostPort(host: "auth", port: 50051)),
+            ("auth.kindred.svc.cluster.local:443", HostPort(host: "auth.kindred.svc.cluster.local", port: 443)),
+            ("[::1]:50051", HostPort(host: "::1", port: 50051)),
+            ("[fe80::1%eth0]:9", HostPort(host: "fe80::1%eth0", port: 9)),
+        ] as [(String, HostPort)]
+    )
+    func goodAddresses(text: String, expected: HostPort) {
+        #expect(HostPort(text) == expected)
+    }
+
+    @Test(
+        "bad host:port values are refused",
+        arguments: [
+            "", "50051", ":50051", "localhost", "localhost:", "localhost:70000", "localhost:-1", "localhost:http",
+            "::1:50051", "[::1]", "[]:80", "[localhost]:80", "a b:80", "host/path:80", "[::1:80", "résumé:80",
+        ]
+    )
+    func badAddresses(text: String) {
+        #expect(HostPort(text) == nil)
+    }
+
+    @Test("defaults follow the server's port; the admin port is 100 above")
+    func endpointDefaults() throws {
+        let endpoint = try DemoServer.endpoint(EnvironmentReader([:]))
+        #expect(endpoint.listen == HostPort(host: "127.0.0.1", port: 50070))
+        #expect(endpoint.adminListen == HostPort(host: "127.0.0.1", port: 50170))
+        #expect(endpoint.tlsCertificateFile == nil && endpoint.accessLog)
+        let database = try #require(try DemoServer.database(EnvironmentReader([:])))
+        #expect(database.url == "postgresql:///kindred" && database.poolSize == 10)
+        #expect(database.schema == "demo" && database.migrationsDirectory == "services/demo/migrations")
+        #expect(database.applicationName == "kindred-demo")
+    }
+
+    @Test("values are read under the server's prefix")
+    func endpointValues() throws {
+        let settings = EnvironmentReader([
+            "KINDRED_DEMO_LISTEN": "[::]:6000", "KINDRED_DEMO_ADMIN_LISTEN": "off",
+            "KINDRED_DEMO_TLS_CERT_FILE": "/c.pem", "KINDRED_DEMO_TLS_KEY_FILE": "/k.pem",
+            "KINDRED_DEMO_ACCESS_LOG": "false", "KINDRED_DEMO_DATABASE_URL": "postgresql://db/kindred",
+            "KINDRED_DEMO_DATABASE_POOL_SIZE": " 25 ", "KINDRED_DEMO_MIGRATIONS_DIR": "/app/migrations",
+            "KINDRED_OTHER_LISTEN": "garbage",
+        ])
+        let endpoint = try DemoServer.endpoint(settings)
+        #expect(endpoint.listen == HostPort(host: "::", port: 6000))
+        #expect(endpoint.adminListen == nil && !endpoint.accessLog)
+        #expect(endpoint.tlsCertificateFile == "/c.pem" && endpoint.tlsKeyFile == "/k.pem")
+        let database = try #require(try DemoServer.database(settings))
+        #expect(database.url == "postgresql://db/kindred" && database.poolSize == 25)
+        #expect(database.migrationsDirectory == "/app/migrations")
+    }
+
+    @Test(
+        "a bad value names its key (never the value)",
+        arguments: [
+            ("KINDRED_DEMO_LISTEN", "localhost:70000"),
+            ("KINDRED_DEMO_LISTEN", "::1:50051"),
+            ("KINDRED_DEMO_LISTEN", "s3cr3t-garbage"),
+            ("KINDRED_DEMO_ADMIN_LISTEN", "on"),
+            ("KINDRED_DEMO_ACCESS_LOG", "maybe"),
+            ("KINDRED_DEMO_TLS_CERT_FILE", "/only-the-cert.pem"),
+            ("KINDRED_DEMO_DATABASE_POOL_SIZE", "0"),
+            ("KINDRED_DEMO_DATABASE_POOL_SIZE", "ten"),
+            ("KINDRED_DEMO_DATABASE_POOL_SIZE", "100000"),
+            ("KINDRED_DEMO_DATABASE_URL", "s3cr3t password only"),
+        ] as [(String, String)]
+    )
+    func badValues(key: String, value: String) throws {
+        let settings = EnvironmentReader([key: value])
+        let error = try #require(
+            throws: ConfigurationError.self,
+            performing: {
+                _ = try DemoServer.endpoint(settings)
+                _ = try DemoServer.database(settings)
+            }
+        )
+        #expect(error.key == key)
+        // The message may not repeat what was given (it may be a secret); short values such as "0" can occur
+        // in the text of the rule ("1...500") by chance.
+        if value.count > 3 { #expect(!error.description.contains(value)) }
+    }
+
+    @Test("migrate applies the server's migrations with only the database settings, once")
+    func migrateWithDatabaseSettingsOnly() async throws {
+        let postgres = try await TestPostgres.shared()
+        let name = "kit_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        _ = try await postgres.createDatabase(name)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("kit-migrations-\(name)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try "CREATE TABLE things (id bigint PRIMARY KEY);".write(
+            to: folder.appendingPathComponent("0001_things.sql"), atomically: true, encoding: .utf8)
+
+        let settings = EnvironmentReader([
+            "KINDRED_DEMO_DATABASE_URL": "postgresql://\(postgres.user)@/\(name)?host=\(postgres.directory)&port=\(postgres.port)",
+            "KINDRED_DEMO_MIGRATIONS_DIR": folder.path,
+            // Everything else a server might need is broken: migrate must not read it.
+            "KINDRED_DEMO_LISTEN": "garbage",
+        ])
+        let database = try #require(try DemoServer.database(settings))
+        let logger = Logger(label: "test.migrate")
+        #expect(try await database.migrate(logger: logger).map(\.version) == [1])
+        #expect(try await database.migrate(logger: logger).isEmpty)
+
+        let client = try database.makeClient(logger: logger)
+        let rows = try await client.query("SELECT count(*) FROM demo.things")
+        #expect(try rows[0].decode(Int.self, at: 0) == 0)
+        await client.shutdown()
+    }
+}
