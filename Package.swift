@@ -109,13 +109,12 @@ let package = Package(
         // The gateway: the public API (kindred.api.v1), authentication, limits, fan-out (library) and its executable.
         .target(
             name: "KindredGateway",
-            dependencies: ["KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredIdentity", "KindredOpenSSL", logging]
-                + nio
+            dependencies: [
+                "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredIdentity",
+                "KindredOpenSSL", logging,
+            ] + nio
         ),
-        .executableTarget(
-            name: "gateway-server",
-            dependencies: ["KindredGateway", .product(name: "ArgumentParser", package: "swift-argument-parser")]
-        ),
+        .executableTarget(name: "gateway-server", dependencies: ["KindredGateway", "KindredServiceKit"]),
 
         // The `kindred` command-line client (library + thin executable).
         .target(

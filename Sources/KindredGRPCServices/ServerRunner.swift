@@ -118,15 +118,63 @@ public struct ServerRunner: Sendable {
     }
 }
 
-/// A loop that runs beside a server until it is cancelled (a relay, a watcher). `run` must return soon after
-/// its task is cancelled.
+extension ServerRunner {
+    /// Starts everything `run` runs, without signal handling (tests, in-process use), and returns once the gRPC
+    /// server listens. Throws what stopped the start (a port in use...).
+    public func start(logger: Logger) async throws -> RunningServer {
+        let (addresses, continuation) = AsyncThrowingStream.makeStream(of: SocketAddress.self)
+        let group = self.makeServiceGroup(logger: logger, signals: []) { continuation.yield($0) }
+        let task = Task {
+            do {
+                try await group.run()
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+                throw error
+            }
+        }
+        guard let address = try await addresses.first(where: { _ in true }) else {
+            throw BackgroundTaskEnded(name: "grpc-server")
+        }
+        return RunningServer(address: address, group: group, task: task)
+    }
+}
+
+/// A server started by `ServerRunner.start`: stop it with `stop()` (the same graceful shutdown as SIGTERM).
+public struct RunningServer: Sendable {
+    /// Where the gRPC server listens.
+    public let address: SocketAddress
+    fileprivate let group: ServiceGroup
+    fileprivate let task: Task<Void, any Error>
+
+    /// The gRPC port (convenience for tests).
+    public var port: Int { self.address.port ?? 0 }
+
+    /// Drains calls, stops the background loops and the admin port, and waits until all of it is done.
+    public func stop() async {
+        await self.group.triggerGracefulShutdown()
+        _ = try? await self.task.value
+    }
+}
+
+/// Work that runs beside a server: a loop until it is cancelled (a relay, a watcher), or a one-off step at start
+/// (`once`). A loop's `run` must return soon after its task is cancelled.
 public struct BackgroundTask: Service, CustomStringConvertible {
     public let name: String
     private let body: @Sendable () async throws -> Void
 
+    /// A loop that runs until the server stops.
     public init(_ name: String, _ body: @escaping @Sendable () async throws -> Void) {
         self.name = name
         self.body = body
+    }
+
+    /// A step that runs once when the server starts and may finish early (a warm-up).
+    public static func once(_ name: String, _ body: @escaping @Sendable () async throws -> Void) -> BackgroundTask {
+        BackgroundTask(name) {
+            try await body()
+            try await gracefulShutdown()
+        }
     }
 
     public var description: String { self.name }
@@ -134,7 +182,11 @@ public struct BackgroundTask: Service, CustomStringConvertible {
     public func run() async throws {
         // A graceful shutdown cancels the loop; a loop that returns on its own before that is a failure of the
         // server (ServiceGroup then stops everything), since nothing would do its work any more.
-        try await cancelWhenGracefulShutdown { try await self.body() }
+        do {
+            try await cancelWhenGracefulShutdown { try await self.body() }
+        } catch is CancellationError where Task.isShuttingDownGracefully || Task.isCancelled {
+            return
+        }
         if !Task.isShuttingDownGracefully && !Task.isCancelled {
             throw BackgroundTaskEnded(name: self.name)
         }

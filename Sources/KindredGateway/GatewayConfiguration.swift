@@ -4,14 +4,12 @@ import KindredGRPCServices
 /// Everything the gateway can be configured with. `init(environment:)` reads the `KINDRED_GATEWAY_*`
 /// environment variables; each key, its type and default are listed here and in services/gateway/README.md.
 public struct GatewayConfiguration: Sendable {
-    /// `KINDRED_GATEWAY_LISTEN` (host:port), default `127.0.0.1:50050`: the public gRPC port.
-    public var listen = HostPort(host: "127.0.0.1", port: 50050)
-    /// `KINDRED_GATEWAY_ADMIN_LISTEN` (host:port or `off`), default `127.0.0.1:50150`: `/metrics`, `/healthz`.
-    public var adminListen: HostPort? = HostPort(host: "127.0.0.1", port: 50150)
-    /// `KINDRED_GATEWAY_TLS_CERT_FILE` / `KINDRED_GATEWAY_TLS_KEY_FILE` (PEM paths), default none: TLS with ALPN
-    /// h2 when both are set, h2c otherwise (local use).
-    public var tlsCertificateFile: String?
-    public var tlsKeyFile: String?
+    /// The public gRPC port, the admin port, TLS and the access log, read like every server's
+    /// (`ServerEndpointSettings`): `KINDRED_GATEWAY_LISTEN` (default `127.0.0.1:50050`),
+    /// `KINDRED_GATEWAY_ADMIN_LISTEN` (default `127.0.0.1:50150`, or `off`), `KINDRED_GATEWAY_TLS_CERT_FILE` /
+    /// `KINDRED_GATEWAY_TLS_KEY_FILE` (TLS with ALPN h2 when both are set, h2c otherwise), `KINDRED_GATEWAY_ACCESS_LOG`
+    /// (default true).
+    public var endpoint = ServerEndpointSettings(defaultPort: 50050)
     /// `KINDRED_GATEWAY_AUTH_ADDRESS` (host:port), default `127.0.0.1:50051`.
     public var authAddress = HostPort(host: "127.0.0.1", port: 50051)
     /// `KINDRED_GATEWAY_PROFILE_ADDRESS`, `..._DISCOVERY_ADDRESS`, `..._MATCH_ADDRESS`, `..._CHAT_ADDRESS`
@@ -53,23 +51,15 @@ public struct GatewayConfiguration: Sendable {
     /// (first value of a comma-separated list) instead of the peer address. Only behind a trusted proxy that
     /// sets it; otherwise clients could pick their own rate-limit key.
     public var clientIPHeader: String?
-    /// `KINDRED_GATEWAY_ACCESS_LOG` (bool), default true: one info line per finished call.
-    public var accessLog = true
-
     public init() {}
 
+    /// Reads the `KINDRED_GATEWAY_*` settings; a bad value throws `ConfigurationError` naming the key.
     public init(environment: [String: String]) throws {
-        let reader = EnvironmentReader(environment)
-        self.listen = try reader.address("KINDRED_GATEWAY_LISTEN", default: self.listen)
-        self.adminListen = try reader.optionalAddress("KINDRED_GATEWAY_ADMIN_LISTEN", default: self.adminListen)
-        self.tlsCertificateFile = reader.string("KINDRED_GATEWAY_TLS_CERT_FILE")
-        self.tlsKeyFile = reader.string("KINDRED_GATEWAY_TLS_KEY_FILE")
-        guard (self.tlsCertificateFile == nil) == (self.tlsKeyFile == nil) else {
-            throw ConfigurationError(
-                key: "KINDRED_GATEWAY_TLS_CERT_FILE",
-                problem: "and KINDRED_GATEWAY_TLS_KEY_FILE must be set together"
-            )
-        }
+        try self.init(EnvironmentReader(environment))
+    }
+
+    public init(_ reader: EnvironmentReader) throws {
+        self.endpoint = try ServerEndpointSettings(prefix: "KINDRED_GATEWAY_", defaultPort: 50050, environment: reader)
         self.authAddress = try reader.address("KINDRED_GATEWAY_AUTH_ADDRESS", default: self.authAddress)
         self.profileAddress = try reader.optionalAddress("KINDRED_GATEWAY_PROFILE_ADDRESS", default: nil)
         self.discoveryAddress = try reader.optionalAddress("KINDRED_GATEWAY_DISCOVERY_ADDRESS", default: nil)
@@ -91,6 +81,5 @@ public struct GatewayConfiguration: Sendable {
         self.anonymousBurst = try reader.int(
             "KINDRED_GATEWAY_ANONYMOUS_BURST", default: self.anonymousBurst, in: 1...1_000_000)
         self.clientIPHeader = reader.string("KINDRED_GATEWAY_CLIENT_IP_HEADER")?.lowercased()
-        self.accessLog = try reader.bool("KINDRED_GATEWAY_ACCESS_LOG", default: self.accessLog)
     }
 }

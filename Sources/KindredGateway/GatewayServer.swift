@@ -1,6 +1,7 @@
 import KindredGRPC
 import KindredGRPCServices
 import KindredOpenSSL
+import KindredServiceKit
 import Logging
 import NIOCore
 
@@ -14,40 +15,48 @@ public final class GatewayServer: Sendable {
     public init(configuration: GatewayConfiguration, logger: Logger) throws {
         self.logger = logger
         self.gateway = try Gateway(configuration: configuration, logger: logger)
-        var server = GRPCServerConfiguration()
-        server.host = configuration.listen.host
-        server.port = configuration.listen.port
-        server.accessLogLevel = configuration.accessLog ? .info : nil
+        var server = try configuration.endpoint.serverConfiguration()
         // Clients on phones come and go: close connections idle for 5 minutes, recycle them after an hour.
         server.maxConnectionAge = .seconds(3600)
-        if let certificate = configuration.tlsCertificateFile, let key = configuration.tlsKeyFile {
-            server.tls = try TLSContext(configuration: .server(certificateChainFile: certificate, privateKeyFile: key))
-        }
         var runner = ServerRunner(configuration: server, services: self.gateway.services)
-        runner.admin = configuration.adminListen.map { AdminServer.Configuration(host: $0.host, port: $0.port) }
+        runner.admin = configuration.endpoint.adminConfiguration
         let gateway = self.gateway
         runner.extraMetrics = [{ gateway.metrics.prometheusText() }]
+        // Fetches auth's public keys (with backoff) while the server starts; done once keys are known.
+        runner.background = [.once("key-warm-up") { await gateway.warmUp() }]
         self.runner = runner
     }
 
     /// Serves until SIGTERM/SIGINT (then health NOT_SERVING, in-flight calls finish, exit).
     public func serve(onListening: @Sendable @escaping (SocketAddress) -> Void = { _ in }) async throws {
-        let warmUp = Task { await self.gateway.warmUp() }
-        defer { warmUp.cancel() }
         try await self.runner.run(logger: self.logger, onListening: onListening)
         await self.gateway.shutdown()
     }
 
-    /// Starts the server without waiting for signals (tests); stop with `server.shutdown` then `shutdown()`.
-    public func start() async throws -> (server: GRPCServer, address: SocketAddress) {
-        let server = self.runner.makeServer(logger: self.logger)
-        let address = try await server.start()
-        self.runner.health.setStatus(true)
+    /// Starts the server without waiting for signals (tests), once auth's keys are fetched; stop it with
+    /// `stop()` on the result, then `shutdown()`.
+    public func start() async throws -> RunningServer {
+        let running = try await self.runner.start(logger: self.logger)
         await self.gateway.warmUp()
-        return (server, address)
+        return running
     }
 
     public func shutdown() async {
         await self.gateway.shutdown()
+    }
+}
+
+/// The gateway as the generic server command runs it: `gateway-server serve | migrate | healthcheck`.
+public enum GatewayServerDefinition: ServerDefinition {
+    public static let name = "gateway"
+    public static let summary = "The Kindred gateway: the public gRPC API in front of the services."
+    public static let defaultPort = 50050
+    public static let schema: String? = nil
+
+    public static func serve(settings: EnvironmentReader, logger: Logger) async throws {
+        let server = try GatewayServer(configuration: GatewayConfiguration(settings), logger: logger)
+        try await server.serve { address in
+            logger.notice("listening", metadata: ["net.address": "\(address)"])
+        }
     }
 }

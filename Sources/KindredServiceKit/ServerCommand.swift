@@ -5,6 +5,7 @@ import KindredPostgres
 import Logging
 
 /// `<name>-server serve | migrate | healthcheck` (+ the server's own subcommands), the same for every server.
+/// A server's `main.swift` is `await ServerCommand<TheServerDefinition>.runFromCommandLine()`.
 ///
 /// - `serve` (the default) builds the server from `KINDRED_<NAME>_*` and serves until SIGTERM/SIGINT.
 /// - `migrate` applies the migrations of the server's schema; it reads only the database settings and builds
@@ -26,6 +27,22 @@ public struct ServerCommand<Server: ServerDefinition>: AsyncParsableCommand {
     }
 
     public init() {}
+
+    /// Parses the process's arguments and runs the chosen subcommand, as `@main` would (a generic type cannot be
+    /// `@main`, and a bare `main()` call picks ArgumentParser's synchronous entry point, which refuses async
+    /// commands).
+    public static func runFromCommandLine() async {
+        do {
+            var command = try await Self.asyncParseAsRoot(nil)
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            Self.exit(withError: error)
+        }
+    }
 }
 
 /// `serve`: the gRPC API, the admin port and the server's background loops.

@@ -8,7 +8,7 @@ import Logging
 /// import KindredAuth
 /// import KindredServiceKit
 ///
-/// await ServerCommand<AuthServerDefinition>.main()
+/// await ServerCommand<AuthServerDefinition>.runFromCommandLine()
 /// ```
 ///
 /// Naming conventions follow from `name`: settings are `KINDRED_<NAME>_*`, the logger is `kindred.<name>`,

@@ -7,8 +7,8 @@ struct ConfigurationTests {
     @Test("defaults match the documented local addresses")
     func defaults() throws {
         let configuration = try GatewayConfiguration(environment: [:])
-        #expect(configuration.listen == HostPort(host: "127.0.0.1", port: 50050))
-        #expect(configuration.adminListen == HostPort(host: "127.0.0.1", port: 50150))
+        #expect(configuration.endpoint.listen == HostPort(host: "127.0.0.1", port: 50050))
+        #expect(configuration.endpoint.adminListen == HostPort(host: "127.0.0.1", port: 50150))
         #expect(configuration.authAddress == HostPort(host: "127.0.0.1", port: 50051))
         #expect(configuration.profileAddress == nil)
     }
@@ -20,8 +20,8 @@ struct ConfigurationTests {
             "KINDRED_GATEWAY_AUTH_ADDRESS": "auth:50051", "KINDRED_GATEWAY_CLIENT_RATE": "2.5",
             "KINDRED_GATEWAY_DOWNSTREAM_TIMEOUT_MS": "750",
         ])
-        #expect(configuration.listen == HostPort(host: "0.0.0.0", port: 6000))
-        #expect(configuration.adminListen == nil)
+        #expect(configuration.endpoint.listen == HostPort(host: "0.0.0.0", port: 6000))
+        #expect(configuration.endpoint.adminListen == nil)
         #expect(configuration.authAddress == HostPort(host: "auth", port: 50051))
         #expect(configuration.clientRate == 2.5)
         #expect(configuration.downstreamTimeout == .milliseconds(750))

@@ -50,15 +50,15 @@ struct GatewayHarness {
         let (authServer, relay, authAddress) = try await auth.start()
 
         var configuration = GatewayConfiguration()
-        configuration.listen = HostPort(host: "127.0.0.1", port: 0)
-        configuration.adminListen = nil
+        configuration.endpoint.listen = HostPort(host: "127.0.0.1", port: 0)
+        configuration.endpoint.adminListen = nil
         configuration.authAddress = HostPort(host: "127.0.0.1", port: authAddress.port!)
         configuration.partTimeout = .milliseconds(300)
         configure(&configuration)
         let gateway = try GatewayServer(configuration: configuration, logger: logger)
-        let (gatewayServer, address) = try await gateway.start()
+        let gatewayServer = try await gateway.start()
         let client = GRPCClient(
-            configuration: GRPCClientConfiguration(host: "127.0.0.1", port: address.port!),
+            configuration: GRPCClientConfiguration(host: "127.0.0.1", port: gatewayServer.port),
             logger: logger
         )
         let harness = GatewayHarness(
@@ -71,7 +71,7 @@ struct GatewayHarness {
         let result: Result<T, any Error>
         do { result = .success(try await body(harness)) } catch { result = .failure(error) }
         await client.close()
-        await gatewayServer.shutdown(grace: .seconds(1))
+        await gatewayServer.stop()
         await gateway.shutdown()
         await authServer.shutdown(grace: .seconds(1))
         relay.cancel()
