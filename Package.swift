@@ -96,15 +96,13 @@ let package = Package(
         .target(
             name: "KindredAuth",
             dependencies: [
-                "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredPostgres", "KindredArgon2",
-                "KindredOpenSSL", "KindredIdentity", "KindredSMTP", logging,
+                "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredPostgres",
+                "KindredArgon2", "KindredOpenSSL", "KindredIdentity", "KindredSMTP", logging,
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ] + nio,
             resources: [.copy("Resources")]
         ),
-        .executableTarget(
-            name: "auth-server",
-            dependencies: ["KindredAuth", .product(name: "ArgumentParser", package: "swift-argument-parser")]
-        ),
+        .executableTarget(name: "auth-server", dependencies: ["KindredAuth", "KindredServiceKit"]),
 
         // The gateway: the public API (kindred.api.v1), authentication, limits, fan-out (library) and its executable.
         .target(

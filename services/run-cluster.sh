@@ -390,8 +390,13 @@ for name in "${RUNNING_ORDER[@]}"; do
     pid=$!
     SERVER_PIDS+=("$name $pid")
     record_pid "$name" "$pid"
-    WAIT_PID=$pid wait_until env "${SERVER_ENV[@]}" "$BIN/$name-server" healthcheck 9>&- \
-        || startup_failed "$name-server did not report SERVING within ${START_TIMEOUT} s" "$LOG_DIR/$name.log"
+    waited=0
+    WAIT_PID=$pid wait_until env "${SERVER_ENV[@]}" "$BIN/$name-server" healthcheck 9>&- || waited=$?
+    case $waited in
+        0) ;;
+        2) startup_failed "$name-server failed to start (it exited)" "$LOG_DIR/$name.log" ;;
+        *) startup_failed "$name-server did not report SERVING within ${START_TIMEOUT} s" "$LOG_DIR/$name.log" ;;
+    esac
     say "Started $name (pid $pid): gRPC 127.0.0.1:$(port_of "$name"), metrics http://127.0.0.1:$(port_of "$name" admin)/metrics"
 done
 

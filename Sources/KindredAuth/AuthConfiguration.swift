@@ -1,33 +1,25 @@
 import Foundation
 import KindredArgon2
 import KindredGRPCServices
+import KindredServiceKit
 
 /// Everything the auth service can be configured with. `init(environment:)` reads the
 /// `KINDRED_AUTH_*` environment variables; every key, its type and default are listed here and in
 /// `services/auth/README.md`.
 public struct AuthConfiguration: Sendable {
-    /// `KINDRED_AUTH_LISTEN` (host:port), default `127.0.0.1:50051`.
-    public var listenHost = "127.0.0.1"
-    public var listenPort = 50051
-    /// `KINDRED_AUTH_ADMIN_LISTEN` (host:port, or `off`), default `127.0.0.1:50151`: Prometheus text at `/metrics`,
-    /// `/healthz`.
-    public var adminListen: HostPort? = HostPort(host: "127.0.0.1", port: 50151)
-    /// `KINDRED_AUTH_TLS_CERT_FILE` / `KINDRED_AUTH_TLS_KEY_FILE` (PEM paths), default none: TLS (ALPN h2) when
-    /// both are set, h2c otherwise.
-    public var tlsCertificateFile: String?
-    public var tlsKeyFile: String?
-    /// `KINDRED_AUTH_ACCESS_LOG` (bool), default true: one info line per finished call.
-    public var accessLog = true
-    /// `KINDRED_AUTH_DATABASE_URL` (libpq URL or conninfo), default `postgresql:///kindred`.
-    public var databaseURL = "postgresql:///kindred"
-    /// `KINDRED_AUTH_DATABASE_POOL_SIZE` (int), default 10.
-    public var databasePoolSize = 10
+    /// The gRPC port, the admin port, TLS and the access log, read like every server's (`ServerEndpointSettings`):
+    /// `KINDRED_AUTH_LISTEN` (default `127.0.0.1:50051`), `KINDRED_AUTH_ADMIN_LISTEN` (default `127.0.0.1:50151`, or
+    /// `off`), `KINDRED_AUTH_TLS_CERT_FILE` / `KINDRED_AUTH_TLS_KEY_FILE`, `KINDRED_AUTH_ACCESS_LOG` (default true).
+    public var endpoint = ServerEndpointSettings(defaultPort: AuthServerDefinition.defaultPort)
+    /// `KINDRED_AUTH_DATABASE_URL` (default `postgresql:///kindred`), `KINDRED_AUTH_DATABASE_POOL_SIZE` (1...500,
+    /// default 10), `KINDRED_AUTH_MIGRATIONS_DIR` (default `services/auth/migrations`): see `DatabaseSettings`.
+    public var database = DatabaseSettings(server: "auth", schema: "auth")
     /// `KINDRED_AUTH_DATA_DIR` (path), default `./.data/auth` (ignored by git): where a missing signing key is generated.
     public var dataDirectory = "./.data/auth"
     /// `KINDRED_AUTH_SIGNING_KEY_FILE` (path to an Ed25519 PKCS#8 PEM), default `<data dir>/signing-key.pem`;
     /// generated when missing.
     public var signingKeyFile: String?
-    /// `KINDRED_AUTH_ACCESS_TOKEN_TTL_SECONDS` (int, 60..900), default 900.
+    /// `KINDRED_AUTH_ACCESS_TOKEN_TTL_SECONDS` (int, 60...900), default 900.
     public var accessTokenLifetime: Int64 = 900
     /// `KINDRED_AUTH_REFRESH_TOKEN_TTL_SECONDS` (int), default 2,592,000 (30 days).
     public var refreshTokenLifetime: Int64 = 30 * 86_400
@@ -90,86 +82,67 @@ public struct AuthConfiguration: Sendable {
 
     public init() {}
 
+    /// Reads the `KINDRED_AUTH_*` settings; a bad value throws `ConfigurationError` naming the key.
     public init(environment: [String: String] = ProcessInfo.processInfo.environment) throws {
-        func string(_ key: String) -> String? {
-            guard let value = environment[key]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
-            return value
-        }
-        func int(_ key: String) throws -> Int? {
-            guard let text = string(key) else { return nil }
-            guard let value = Int(text) else { throw ConfigurationError(key: key, problem: "must be an integer") }
-            return value
-        }
-        if let listen = string("KINDRED_AUTH_LISTEN") {
-            guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]) else {
-                throw ConfigurationError(key: "KINDRED_AUTH_LISTEN", problem: "must be host:port")
-            }
-            self.listenHost = String(listen[..<colon])
-            self.listenPort = port
-        }
-        let reader = EnvironmentReader(environment)
-        self.adminListen = try reader.optionalAddress("KINDRED_AUTH_ADMIN_LISTEN", default: self.adminListen)
-        self.tlsCertificateFile = string("KINDRED_AUTH_TLS_CERT_FILE")
-        self.tlsKeyFile = string("KINDRED_AUTH_TLS_KEY_FILE")
-        guard (self.tlsCertificateFile == nil) == (self.tlsKeyFile == nil) else {
-            throw ConfigurationError(key: "KINDRED_AUTH_TLS_CERT_FILE", problem: "and KINDRED_AUTH_TLS_KEY_FILE must be set together")
-        }
-        self.accessLog = try reader.bool("KINDRED_AUTH_ACCESS_LOG", default: true)
-        if let value = string("KINDRED_AUTH_DATABASE_URL") { self.databaseURL = value }
-        if let value = try int("KINDRED_AUTH_DATABASE_POOL_SIZE") { self.databasePoolSize = value }
-        if let value = string("KINDRED_AUTH_DATA_DIR") { self.dataDirectory = value }
-        self.signingKeyFile = string("KINDRED_AUTH_SIGNING_KEY_FILE")
-        if let value = try int("KINDRED_AUTH_ACCESS_TOKEN_TTL_SECONDS") {
-            guard (60...900).contains(value) else {
-                throw ConfigurationError(key: "KINDRED_AUTH_ACCESS_TOKEN_TTL_SECONDS", problem: "must be 60..900")
-            }
-            self.accessTokenLifetime = Int64(value)
-        }
-        if let value = try int("KINDRED_AUTH_REFRESH_TOKEN_TTL_SECONDS") { self.refreshTokenLifetime = Int64(value) }
-        if let value = try int("KINDRED_AUTH_SESSION_MAX_SECONDS") { self.sessionMaxLifetime = Int64(value) }
-        if let value = try int("KINDRED_AUTH_VERIFY_TOKEN_TTL_SECONDS") { self.verifyEmailTokenLifetime = Int64(value) }
-        if let value = try int("KINDRED_AUTH_RESET_TOKEN_TTL_SECONDS") { self.resetTokenLifetime = Int64(value) }
-        if let value = try int("KINDRED_AUTH_EMAIL_CHANGE_TOKEN_TTL_SECONDS") {
-            self.emailChangeTokenLifetime = Int64(value)
-        }
-        if let value = try int("KINDRED_AUTH_RECENT_SIGN_IN_SECONDS") { self.recentSignInWindow = Int64(value) }
-        if let value = try int("KINDRED_AUTH_ARGON2_MEMORY_KIB") { self.argon2.memoryKiB = UInt32(value) }
-        if let value = try int("KINDRED_AUTH_ARGON2_ITERATIONS") { self.argon2.iterations = UInt32(value) }
-        if let value = try int("KINDRED_AUTH_ARGON2_PARALLELISM") { self.argon2.parallelism = UInt32(value) }
-        if let value = try int("KINDRED_AUTH_HASH_THREADS") { self.hashThreads = max(1, value) }
-        if let value = string("KINDRED_AUTH_SMTP_HOST") { self.smtpHost = value }
-        if let value = try int("KINDRED_AUTH_SMTP_PORT") { self.smtpPort = value }
-        if let value = string("KINDRED_AUTH_SMTP_SECURITY") {
-            guard ["none", "starttls", "tls"].contains(value) else {
-                throw ConfigurationError(key: "KINDRED_AUTH_SMTP_SECURITY", problem: "must be none, starttls or tls")
-            }
-            self.smtpSecurity = value
-        }
-        self.smtpUsername = string("KINDRED_AUTH_SMTP_USERNAME")
-        self.smtpPassword = string("KINDRED_AUTH_SMTP_PASSWORD")
-        if let value = string("KINDRED_AUTH_MAIL_FROM") { self.mailFrom = value }
-        if let value = string("KINDRED_AUTH_LINK_BASE_URL") { self.linkBaseURL = value }
-        if let value = try int("KINDRED_AUTH_MAIL_POLL_MS") { self.mailPollInterval = .milliseconds(value) }
-        if let value = try int("KINDRED_AUTH_MAIL_MAX_ATTEMPTS") { self.mailMaxAttempts = value }
-        if let value = try int("KINDRED_AUTH_SIGN_IN_FAILURES_PER_HOUR") { self.signInFailuresPerHour = value }
-        if let value = try int("KINDRED_AUTH_SIGN_IN_FREE_FAILURES") { self.signInFreeFailures = value }
-        if let value = try int("KINDRED_AUTH_IP_REQUESTS_PER_MINUTE") { self.ipRequestsPerMinute = value }
-        if let value = try int("KINDRED_AUTH_MAIL_PER_ADDRESS_PER_DAY") { self.mailsPerAddressPerDay = value }
-        if let value = try int("KINDRED_AUTH_MAIL_PER_IP_PER_HOUR") { self.mailsPerIPPerHour = value }
-        self.bootstrapSecret = string("KINDRED_AUTH_BOOTSTRAP_SECRET")
-        if let value = string("KINDRED_AUTH_OIDC_ISSUERS") { self.oidcIssuers = Self.list(value) }
-        if let value = string("KINDRED_AUTH_OIDC_AUDIENCES") { self.oidcAudiences = Self.list(value) }
-        self.oidcJWKSFile = string("KINDRED_AUTH_OIDC_JWKS_FILE")
+        try self.init(EnvironmentReader(environment))
+    }
+
+    public init(_ reader: EnvironmentReader) throws {
+        let day: Int64 = 86_400
+        self.endpoint = try AuthServerDefinition.endpoint(reader)
+        self.database = try AuthServerDefinition.database(reader) ?? self.database
+        self.dataDirectory = reader.string("KINDRED_AUTH_DATA_DIR") ?? self.dataDirectory
+        self.signingKeyFile = reader.string("KINDRED_AUTH_SIGNING_KEY_FILE")
+        self.accessTokenLifetime = try reader.seconds(
+            "KINDRED_AUTH_ACCESS_TOKEN_TTL_SECONDS", default: self.accessTokenLifetime, in: 60...900)
+        self.refreshTokenLifetime = try reader.seconds(
+            "KINDRED_AUTH_REFRESH_TOKEN_TTL_SECONDS", default: self.refreshTokenLifetime, in: 60...(365 * day))
+        self.sessionMaxLifetime = try reader.seconds(
+            "KINDRED_AUTH_SESSION_MAX_SECONDS", default: self.sessionMaxLifetime, in: 60...(365 * day))
+        self.verifyEmailTokenLifetime = try reader.seconds(
+            "KINDRED_AUTH_VERIFY_TOKEN_TTL_SECONDS", default: self.verifyEmailTokenLifetime, in: 60...(30 * day))
+        self.resetTokenLifetime = try reader.seconds(
+            "KINDRED_AUTH_RESET_TOKEN_TTL_SECONDS", default: self.resetTokenLifetime, in: 60...day)
+        self.emailChangeTokenLifetime = try reader.seconds(
+            "KINDRED_AUTH_EMAIL_CHANGE_TOKEN_TTL_SECONDS", default: self.emailChangeTokenLifetime, in: 60...day)
+        self.recentSignInWindow = try reader.seconds(
+            "KINDRED_AUTH_RECENT_SIGN_IN_SECONDS", default: self.recentSignInWindow, in: 0...day)
+        self.argon2.memoryKiB = UInt32(
+            try reader.int("KINDRED_AUTH_ARGON2_MEMORY_KIB", default: Int(self.argon2.memoryKiB), in: 8...4_194_304))
+        self.argon2.iterations = UInt32(
+            try reader.int("KINDRED_AUTH_ARGON2_ITERATIONS", default: Int(self.argon2.iterations), in: 1...100))
+        self.argon2.parallelism = UInt32(
+            try reader.int("KINDRED_AUTH_ARGON2_PARALLELISM", default: Int(self.argon2.parallelism), in: 1...64))
+        self.hashThreads = try reader.int("KINDRED_AUTH_HASH_THREADS", default: self.hashThreads, in: 1...256)
+        self.smtpHost = reader.string("KINDRED_AUTH_SMTP_HOST") ?? self.smtpHost
+        self.smtpPort = try reader.int("KINDRED_AUTH_SMTP_PORT", default: self.smtpPort, in: 1...65_535)
+        self.smtpSecurity = try reader.choice(
+            "KINDRED_AUTH_SMTP_SECURITY", default: self.smtpSecurity,
+            ["none": "none", "starttls": "starttls", "tls": "tls"])
+        self.smtpUsername = reader.string("KINDRED_AUTH_SMTP_USERNAME")
+        self.smtpPassword = reader.string("KINDRED_AUTH_SMTP_PASSWORD")
+        self.mailFrom = reader.string("KINDRED_AUTH_MAIL_FROM") ?? self.mailFrom
+        self.linkBaseURL = reader.string("KINDRED_AUTH_LINK_BASE_URL") ?? self.linkBaseURL
+        self.mailPollInterval = try reader.milliseconds(
+            "KINDRED_AUTH_MAIL_POLL_MS", default: self.mailPollInterval, in: 10...3_600_000)
+        self.mailMaxAttempts = try reader.int("KINDRED_AUTH_MAIL_MAX_ATTEMPTS", default: self.mailMaxAttempts, in: 1...100)
+        self.signInFailuresPerHour = try reader.int(
+            "KINDRED_AUTH_SIGN_IN_FAILURES_PER_HOUR", default: self.signInFailuresPerHour, in: 1...1_000_000)
+        self.signInFreeFailures = try reader.int(
+            "KINDRED_AUTH_SIGN_IN_FREE_FAILURES", default: self.signInFreeFailures, in: 0...1_000)
+        self.ipRequestsPerMinute = try reader.int(
+            "KINDRED_AUTH_IP_REQUESTS_PER_MINUTE", default: self.ipRequestsPerMinute, in: 1...1_000_000)
+        self.mailsPerAddressPerDay = try reader.int(
+            "KINDRED_AUTH_MAIL_PER_ADDRESS_PER_DAY", default: self.mailsPerAddressPerDay, in: 1...1_000)
+        self.mailsPerIPPerHour = try reader.int(
+            "KINDRED_AUTH_MAIL_PER_IP_PER_HOUR", default: self.mailsPerIPPerHour, in: 1...1_000_000)
+        self.bootstrapSecret = try reader.secret("KINDRED_AUTH_BOOTSTRAP_SECRET", length: 32...256)
+        self.oidcIssuers = reader.list("KINDRED_AUTH_OIDC_ISSUERS", default: self.oidcIssuers)
+        self.oidcAudiences = reader.list("KINDRED_AUTH_OIDC_AUDIENCES", default: self.oidcAudiences)
+        self.oidcJWKSFile = reader.string("KINDRED_AUTH_OIDC_JWKS_FILE")
         for name in Self.serviceNames {
             let key = "KINDRED_AUTH_SERVICE_SECRET_" + name.uppercased()
-            guard let secret = string(key) else { continue }
-            guard (32...256).contains(secret.count) else {
-                throw ConfigurationError(key: key, problem: "must be 32..256 characters")
-            }
-            self.serviceSecrets[name] = secret
-        }
-        if let secret = self.bootstrapSecret, !(32...256).contains(secret.count) {
-            throw ConfigurationError(key: "KINDRED_AUTH_BOOTSTRAP_SECRET", problem: "must be 32..256 characters")
+            self.serviceSecrets[name] = try reader.secret(key, length: 32...256)
         }
     }
 
@@ -178,8 +151,4 @@ public struct AuthConfiguration: Sendable {
         self.signingKeyFile ?? (self.dataDirectory as NSString).appendingPathComponent("signing-key.pem")
     }
 
-    private static func list(_ value: String) -> Set<String> {
-        Set(value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
-    }
 }
-

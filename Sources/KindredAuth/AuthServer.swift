@@ -24,12 +24,7 @@ public final class AuthServer: Sendable {
     public init(configuration: AuthConfiguration, limiter: RateLimiter = RateLimiter(), logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
-        var postgres = try PostgresConfiguration(configuration.databaseURL)
-        postgres.applicationName = "kindred-auth"
-        postgres.settings["search_path"] = "auth"
-        var pool = PostgresClient.PoolConfiguration()
-        pool.maxConnections = configuration.databasePoolSize
-        self.database = PostgresClient(configuration: postgres, pool: pool, logger: logger)
+        self.database = try configuration.database.makeClient(logger: logger)
         self.hasher = try PasswordHasher(parameters: configuration.argon2, threads: configuration.hashThreads)
         let signingKey = try SigningKey.loadOrCreate(path: configuration.effectiveSigningKeyFile)
         let security: SMTPConfiguration.Security =
@@ -75,41 +70,30 @@ public final class AuthServer: Sendable {
             mailRelayNudge: { relay.nudge() },
             logger: logger
         )
-        var server = GRPCServerConfiguration()
-        server.host = configuration.listenHost
-        server.port = configuration.listenPort
-        server.accessLogLevel = configuration.accessLog ? .info : nil
-        if let certificate = configuration.tlsCertificateFile, let key = configuration.tlsKeyFile {
-            server.tls = try TLSContext(
-                configuration: .server(certificateChainFile: certificate, privateKeyFile: key)
-            )
-        }
-        var runner = ServerRunner(configuration: server, services: [self.service])
-        runner.admin = configuration.adminListen.map { AdminServer.Configuration(host: $0.host, port: $0.port) }
+        var runner = ServerRunner(configuration: try configuration.endpoint.serverConfiguration(), services: [self.service])
+        runner.admin = configuration.endpoint.adminConfiguration
         let database = self.database
         runner.extraMetrics = [{ database.statistics.prometheusText(pool: "auth") }]
+        runner.background = [BackgroundTask("mail-relay") { await relay.run() }]
         self.runner = runner
     }
 
-    /// The migrations in `services/auth/migrations`, found relative to `directory` or the working directory.
-    public static func migrator(directory: String? = nil) throws -> PostgresMigrator {
-        let path =
-            directory ?? ProcessInfo.processInfo.environment["KINDRED_AUTH_MIGRATIONS_DIR"]
-            ?? "services/auth/migrations"
-        return try PostgresMigrator(schema: "auth", directory: path)
-    }
-
+    /// Applies the auth migrations (from `directory`, else the configured folder) on the server's pool.
     public func migrate(directory: String? = nil) async throws {
-        let applied = try await Self.migrator(directory: directory).migrate(on: self.database, logger: self.logger)
+        var settings = self.configuration.database
+        if let directory { settings.migrationsDirectory = directory }
+        let applied = try await settings.migrator().migrate(on: self.database, logger: self.logger)
         self.logger.info("migrations applied", metadata: ["db.migrations": "\(applied.count)"])
     }
 
     /// Grants ROLE_ADMIN to the account with `email` (operator command; no RPC involved). Returns its user id.
     /// Throws NOT_FOUND when no account has the address, FAILED_PRECONDITION when several communities do and
-    /// `community` was not given.
-    public func bootstrapAdmin(email rawEmail: String, community: String?) async throws -> String {
+    /// `community` was not given. Needs only the database.
+    public static func bootstrapAdmin(email rawEmail: String, community: String?, database: PostgresClient) async throws
+        -> String
+    {
         let email = try Validation.email(rawEmail)
-        return try await self.database.withTransaction { transaction in
+        return try await database.withTransaction { transaction in
             let rows = try await transaction.query(
                 """
                 SELECT id FROM accounts WHERE email = \(email) AND (\(community)::text IS NULL OR community_id = \(community))
@@ -131,25 +115,24 @@ public final class AuthServer: Sendable {
         }
     }
 
-    /// Serves until SIGTERM/SIGINT, with the mail relay running alongside.
+    /// Serves until SIGTERM/SIGINT, with the mail relay running alongside; closes the pools afterwards.
     public func serve(onListening: @Sendable @escaping (SocketAddress) -> Void = { _ in }) async throws {
-        let relayTask = Task { await self.relay.run() }
-        defer { relayTask.cancel() }
-        try await self.runner.run(logger: self.logger, onListening: onListening)
-        relayTask.cancel()
-        await relayTask.value
+        do {
+            try await self.runner.run(logger: self.logger, onListening: onListening)
+        } catch {
+            await self.shutdown()
+            throw error
+        }
         await self.shutdown()
     }
 
-    /// Starts the gRPC server and the relay without waiting for signals (tests); stop with `stop`.
-    public func start() async throws -> (server: GRPCServer, relay: Task<Void, Never>, address: SocketAddress) {
-        let server = self.runner.makeServer(logger: self.logger)
-        let address = try await server.start()
-        self.runner.health.setStatus(true)
-        let relay = Task { await self.relay.run() }
-        return (server, relay, address)
+    /// Starts the gRPC server, the admin port and the relay without waiting for signals (tests); stop it with
+    /// `stop()` on the result, then `shutdown()`.
+    public func start() async throws -> RunningServer {
+        try await self.runner.start(logger: self.logger)
     }
 
+    /// Closes the database pool and the Argon2 threads.
     public func shutdown() async {
         await self.database.shutdown()
         await self.hasher.shutdown()

@@ -65,6 +65,33 @@ public struct EnvironmentReader: Sendable {
         return .milliseconds(try self.int(key, default: 0, in: range))
     }
 
+    /// Whole seconds, as the `Int64` counts the services store (token lifetimes, windows).
+    public func seconds(_ key: String, default value: Int64, in range: ClosedRange<Int64>) throws -> Int64 {
+        try self.value(key, default: value, problem: "must be a whole number of seconds in \(range.lowerBound)...\(range.upperBound)") {
+            Int64($0).flatMap { range.contains($0) ? $0 : nil }
+        }
+    }
+
+    /// One of a fixed set of words (compared in lower case).
+    public func choice<T>(_ key: String, default value: T, _ choices: KeyValuePairs<String, T>) throws -> T {
+        try self.value(key, default: value, problem: "must be " + choices.map(\.key).joined(separator: ", ")) { text in
+            choices.first { $0.key == text.lowercased() }?.value
+        }
+    }
+
+    /// A comma-separated list; blank items are dropped.
+    public func list(_ key: String, default value: Set<String>) -> Set<String> {
+        guard let text = self.string(key) else { return value }
+        return Set(text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+    }
+
+    /// A secret whose length must be within `length` (the value never appears in an error).
+    public func secret(_ key: String, length: ClosedRange<Int>) throws -> String? {
+        try self.value(key, default: nil, problem: "must be \(length.lowerBound)..\(length.upperBound) characters") {
+            length.contains($0.count) ? $0 : nil
+        }
+    }
+
     /// `host:port` (IPv6 hosts in brackets: `[::1]:50050`).
     public func address(_ key: String, default value: HostPort) throws -> HostPort {
         try self.value(key, default: value, problem: "must be host:port") { HostPort($0) }

@@ -31,11 +31,11 @@ struct GatewayHarness {
         let database = "gateway_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
         _ = try await postgres.createDatabase(database)
         var authConfiguration = AuthConfiguration()
-        authConfiguration.databaseURL =
+        authConfiguration.database.url =
             "postgresql://\(postgres.user)@/\(database)?host=\(postgres.socketDirectory)&port=\(postgres.port)"
-        authConfiguration.databasePoolSize = 4
-        authConfiguration.listenPort = 0
-        authConfiguration.adminListen = nil
+        authConfiguration.database.poolSize = 4
+        authConfiguration.endpoint.listen = HostPort(host: "127.0.0.1", port: 0)
+        authConfiguration.endpoint.adminListen = nil
         authConfiguration.dataDirectory = NSTemporaryDirectory() + "kindred-gateway-test-\(UUID().uuidString)"
         authConfiguration.smtpPort = 9  // nothing listens: mail stays queued, which these tests don't need
         authConfiguration.smtpSecurity = "none"
@@ -47,12 +47,12 @@ struct GatewayHarness {
         logger.logLevel = .error
         let auth = try AuthServer(configuration: authConfiguration, logger: logger)
         try await auth.migrate(directory: Self.repositoryRoot + "/services/auth/migrations")
-        let (authServer, relay, authAddress) = try await auth.start()
+        let authServer = try await auth.start()
 
         var configuration = GatewayConfiguration()
         configuration.endpoint.listen = HostPort(host: "127.0.0.1", port: 0)
         configuration.endpoint.adminListen = nil
-        configuration.authAddress = HostPort(host: "127.0.0.1", port: authAddress.port!)
+        configuration.authAddress = HostPort(host: "127.0.0.1", port: authServer.port)
         configuration.partTimeout = .milliseconds(300)
         configure(&configuration)
         let gateway = try GatewayServer(configuration: configuration, logger: logger)
@@ -65,17 +65,15 @@ struct GatewayHarness {
             auth: auth,
             gateway: gateway,
             client: client,
-            authAddress: authAddress.port!,
-            stopAuth: { await authServer.shutdown(grace: .seconds(5)) }
+            authAddress: authServer.port,
+            stopAuth: { await authServer.stop() }
         )
         let result: Result<T, any Error>
         do { result = .success(try await body(harness)) } catch { result = .failure(error) }
         await client.close()
         await gatewayServer.stop()
         await gateway.shutdown()
-        await authServer.shutdown(grace: .seconds(1))
-        relay.cancel()
-        await relay.value
+        await authServer.stop()
         await auth.shutdown()
         return try result.get()
     }

@@ -38,10 +38,10 @@ struct AuthHarness {
         let environment = TestEnvironment.shared
         let started = try await environment.start()
         var configuration = AuthConfiguration()
-        configuration.databaseURL = try await environment.makeDatabase()
-        configuration.databasePoolSize = 4
-        configuration.listenHost = "127.0.0.1"
-        configuration.listenPort = 0
+        configuration.database.url = try await environment.makeDatabase()
+        configuration.database.poolSize = 4
+        configuration.endpoint.listen = HostPort(host: "127.0.0.1", port: 0)
+        configuration.endpoint.adminListen = nil
         configuration.dataDirectory = NSTemporaryDirectory() + "kindred-auth-key-\(UUID().uuidString)"
         configuration.smtpHost = "127.0.0.1"
         configuration.smtpPort = started.smtpPort
@@ -60,9 +60,9 @@ struct AuthHarness {
             limiter: RateLimiter(now: { clock.now }),
             logger: logger
         )
-        let (grpcServer, relay, address) = try await server.start()
+        let running = try await server.start()
         let client = GRPCClient(
-            configuration: GRPCClientConfiguration(host: "127.0.0.1", port: address.port ?? 0),
+            configuration: GRPCClientConfiguration(host: "127.0.0.1", port: running.port),
             logger: logger
         )
         let harness = AuthHarness(
@@ -75,9 +75,7 @@ struct AuthHarness {
         let result: Result<T, any Error>
         do { result = .success(try await body(harness)) } catch { result = .failure(error) }
         await client.close()
-        await grpcServer.shutdown(grace: .seconds(1))
-        relay.cancel()
-        await relay.value
+        await running.stop()
         await server.shutdown()
         return try result.get()
     }
