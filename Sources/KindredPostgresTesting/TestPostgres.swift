@@ -37,6 +37,8 @@ public final class TestPostgres: Sendable {
     private let wrapperPID: pid_t
     private let logger: Logger
     private let stopped = Mutex(false)
+    /// Migrated template databases by schema and migrations folder, each built once.
+    private let templates = Mutex([String: Task<String, any Error>]())
 
     private init(directory: String, wrapperPID: pid_t, logger: Logger) {
         self.directory = directory
@@ -61,6 +63,42 @@ public final class TestPostgres: Sendable {
         defer { connection.close() }
         try await connection.execute("CREATE DATABASE \(identifier: name)")
         return self.configuration(database: name)
+    }
+
+    /// A libpq URL for `database` on this server.
+    public func url(database: String) -> String {
+        "postgresql://\(self.user)@/\(database)?host=\(self.directory)&port=\(self.port)"
+    }
+
+    /// A fresh database with a service's migrations applied; returns its URL. The migrations run once per
+    /// (schema, folder) into a template database; each call then clones the template (`CREATE DATABASE ...
+    /// TEMPLATE`), which takes milliseconds, so every test can have its own migrated database.
+    public func createMigratedDatabase(schema: String, migrations directory: String) async throws -> String {
+        let key = schema + "\u{0}" + directory
+        let task = self.templates.withLock { templates in
+            if let task = templates[key] { return task }
+            let name = "template_\(schema)_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+            let task = Task { () throws -> String in
+                let configuration = try await self.createDatabase(name)
+                let client = PostgresClient(configuration: configuration, logger: self.logger)
+                do {
+                    _ = try await PostgresMigrator(schema: schema, directory: directory).migrate(on: client, logger: self.logger)
+                    await client.shutdown()
+                } catch {
+                    await client.shutdown()
+                    throw error
+                }
+                return name
+            }
+            templates[key] = task
+            return task
+        }
+        let template = try await task.value
+        let name = "test_\(schema)_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        let connection = try await PostgresConnection.connect(configuration: self.configuration(), logger: self.logger)
+        defer { connection.close() }
+        try await connection.execute("CREATE DATABASE \(identifier: name) TEMPLATE \(identifier: template)")
+        return self.url(database: name)
     }
 
     // MARK: Starting
@@ -124,7 +162,7 @@ public final class TestPostgres: Sendable {
         // gone, and removes the folder after postgres exits.
         let wrapper = """
             "$1" -D "$2" -k "$3" -p 5432 -c listen_addresses= -c fsync=off -c full_page_writes=off \\
-                -c max_connections=100 -c deadlock_timeout=200ms &
+                -c max_connections=400 -c deadlock_timeout=200ms &
             pg=$!
             (
                 while kill -0 "$pg" 2>/dev/null; do

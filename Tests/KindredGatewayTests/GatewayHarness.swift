@@ -28,11 +28,9 @@ struct GatewayHarness {
         _ body: (GatewayHarness) async throws -> T
     ) async throws -> T {
         let postgres = try await TestPostgres.shared()
-        let database = "gateway_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
-        _ = try await postgres.createDatabase(database)
         var authConfiguration = AuthConfiguration()
-        authConfiguration.database.url =
-            "postgresql://\(postgres.user)@/\(database)?host=\(postgres.socketDirectory)&port=\(postgres.port)"
+        authConfiguration.database.url = try await postgres.createMigratedDatabase(
+            schema: "auth", migrations: Self.repositoryRoot + "/services/auth/migrations")
         authConfiguration.database.poolSize = 4
         authConfiguration.endpoint.listen = HostPort(host: "127.0.0.1", port: 0)
         authConfiguration.endpoint.adminListen = nil
@@ -46,7 +44,6 @@ struct GatewayHarness {
         var logger = Logger(label: "kindred.gateway.test")
         logger.logLevel = .error
         let auth = try AuthServer(configuration: authConfiguration, logger: logger)
-        try await auth.migrate(directory: Self.repositoryRoot + "/services/auth/migrations")
         let authServer = try await auth.start()
 
         var configuration = GatewayConfiguration()

@@ -1,5 +1,6 @@
 import Foundation
 import KindredPostgres
+import KindredPostgresTesting
 import Logging
 import Testing
 
@@ -7,177 +8,77 @@ import Testing
     import Glibc
 #endif
 
-/// A child process that stops when this test process ends.
+/// A child process (the SMTP sink) that exits when its stdin closes, that is when this test process ends.
 final class ChildProcess: @unchecked Sendable {
     let process = Process()
     let input = Pipe()
     let output = Pipe()
 
-    /// `direct`: the program itself exits when its stdin closes. Otherwise a shell waits for this process to
-    /// end, stops the program with `stopSignal` and removes `cleanup`.
-    init(_ arguments: [String], direct: Bool = false, stopSignal: String = "TERM", cleanup: String? = nil) throws {
-        if direct {
-            self.process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            self.process.arguments = arguments
-        } else {
-            // Polls for this test process instead of waiting for stdin to close: the shell inherits the
-            // pipe's write end, so EOF would never come.
-            let remove = cleanup.map { "; rm -rf '\($0)'" } ?? ""
-            let script =
-                "\"$@\" </dev/null & child=$!; while kill -0 \(getpid()) 2>/dev/null && kill -0 $child 2>/dev/null; do sleep 0.5; done; "
-                + "kill -\(stopSignal) $child 2>/dev/null; wait $child\(remove)"
-            self.process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            self.process.arguments = ["-c", script, "sh"] + arguments
-        }
+    init(_ arguments: [String]) throws {
+        self.process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        self.process.arguments = arguments
         self.process.standardInput = self.input
         self.process.standardOutput = self.output
         self.process.standardError = FileHandle(forWritingAtPath: "/dev/null")
         try self.process.run()
     }
-
-    func stop() {
-        try? self.input.fileHandleForWriting.close()
-        // Also SIGKILL: another child may have inherited the stdin pipe, so EOF alone may never come, and
-        // Foundation starts children with SIGTERM blocked.
-        if self.process.isRunning { kill(self.process.processIdentifier, SIGKILL) }
-        self.process.waitUntilExit()
-    }
 }
 
-/// One PostgreSQL server and one SMTP sink for the whole test run; each test gets its own database cloned
-/// from a migrated template.
+/// The test run's PostgreSQL (`TestPostgres.shared()`) and one SMTP sink for the whole test run; each test gets
+/// its own database cloned from a migrated template.
 actor TestEnvironment {
     static let shared = TestEnvironment()
 
     struct Started {
-        var socketDirectory: String
-        var port: Int
+        var postgres: TestPostgres
         var smtpPort: Int
         var mailDirectory: String
     }
 
     private var started: Task<Started, any Error>?
-    private var databaseCounter = 0
     let logger = Logger(label: "kindred.auth.tests")
 
     static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent()
+    static let migrations = repositoryRoot.appendingPathComponent("services/auth/migrations").path
 
     func start() async throws -> Started {
         if let started { return try await started.value }
-        let task = Task { try await Self.launch(logger: self.logger) }
+        let task = Task { try await Self.launch() }
         self.started = task
         return try await task.value
     }
 
     /// A fresh database with the auth schema migrated; returns its URL.
     func makeDatabase() async throws -> String {
-        let started = try await self.start()
-        self.databaseCounter += 1
-        let name = "auth_test_\(self.databaseCounter)"
-        let admin = PostgresClient(
-            configuration: try PostgresConfiguration(Self.url(started, database: "postgres")),
-            logger: self.logger
-        )
-        defer { Task { await admin.shutdown() } }
-        try await admin.execute(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name) TEMPLATE auth_template"))
-        await admin.shutdown()
-        return Self.url(started, database: name)
+        try await self.start().postgres.createMigratedDatabase(schema: "auth", migrations: Self.migrations)
     }
 
     /// An empty database (for `auth-server migrate`); returns its URL.
     func makeEmptyDatabase() async throws -> String {
-        let started = try await self.start()
-        self.databaseCounter += 1
-        let name = "auth_empty_\(self.databaseCounter)"
-        let admin = PostgresClient(
-            configuration: try PostgresConfiguration(Self.url(started, database: "postgres")),
-            logger: self.logger
-        )
-        try await admin.execute(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
-        await admin.shutdown()
-        return Self.url(started, database: name)
+        let postgres = try await self.start().postgres
+        let name = "auth_empty_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        _ = try await postgres.createDatabase(name)
+        return postgres.url(database: name)
     }
 
-    static func url(_ started: Started, database: String) -> String {
-        "postgresql://postgres@/\(database)?host=\(started.socketDirectory)&port=\(started.port)"
-    }
-
-    private static func launch(logger: Logger) async throws -> Started {
-        let bin = "/usr/lib/postgresql/15/bin"
-        let directory = NSTemporaryDirectory() + "kindred-auth-tests-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        let data = directory + "/data"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let asRoot = getuid() == 0
-        if asRoot { try run(["/bin/chown", "postgres:postgres", directory]) }
-        // setpriv execs the program itself (runuser would stay as a parent that does not pass SIGINT on).
-        let prefix = asRoot ? ["/usr/bin/setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", "--"] : []
-        try run(prefix + ["\(bin)/initdb", "-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"])
-        let port = Int.random(in: 20_000...60_000)
-        let postgres = try ChildProcess(
-            prefix + [
-                "\(bin)/postgres", "-D", data, "-k", directory, "-p", String(port), "-c", "listen_addresses=",
-                "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c",
-                "max_connections=400",
-            ],
-            stopSignal: "INT",
-            cleanup: directory
-        )
-        keepAlive.append(postgres)
-        var started = Started(socketDirectory: directory, port: port, smtpPort: 0, mailDirectory: directory + "/mail")
-        // Wait for the server, then build the migrated template.
-        let admin = PostgresClient(
-            configuration: try PostgresConfiguration(url(started, database: "postgres")),
-            logger: logger
-        )
-        var ready = false
-        for _ in 0..<300 {
-            if (try? await admin.query("SELECT 1")) != nil { ready = true; break }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        guard ready else { throw TestSetupError(message: "PostgreSQL did not start") }
-        try await admin.execute("CREATE DATABASE auth_template")
-        await admin.shutdown()
-        let template = PostgresClient(
-            configuration: try PostgresConfiguration(url(started, database: "auth_template")),
-            logger: logger
-        )
-        try await PostgresMigrator(
-            schema: "auth",
-            directory: repositoryRoot.appendingPathComponent("services/auth/migrations").path
-        ).migrate(on: template, logger: logger)
-        await template.shutdown()
-
+    private static func launch() async throws -> Started {
+        let postgres = try await TestPostgres.shared()
+        // Inside the server's folder, which is deleted when the test process ends.
+        let mailDirectory = postgres.directory + "/auth-mail"
         // The SMTP sink of the KindredSMTP tests (aiosmtpd), reused by path.
-        try FileManager.default.createDirectory(atPath: started.mailDirectory, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: mailDirectory, withIntermediateDirectories: true)
         let script = repositoryRoot.appendingPathComponent("Tests/KindredSMTPTests/python/smtp_sink.py").path
-        let sink = try ChildProcess(
-            ["python3", script, started.mailDirectory, "--tempfail-rcpt", "greylisted@example.com"],
-            direct: true
-        )
+        let sink = try ChildProcess(["python3", script, mailDirectory, "--tempfail-rcpt", "greylisted@example.com"])
         keepAlive.append(sink)
         let line = sink.output.fileHandleForReading.readLine()
         guard let line, line.hasPrefix("LISTENING "), let smtpPort = Int(line.dropFirst("LISTENING ".count)) else {
             throw TestSetupError(message: "smtp_sink.py did not start (is aiosmtpd installed?)")
         }
-        started.smtpPort = smtpPort
-        return started
+        return Started(postgres: postgres, smtpPort: smtpPort, mailDirectory: mailDirectory)
     }
 
     nonisolated(unsafe) private static var keepAlive: [ChildProcess] = []
-
-    private static func run(_ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: arguments[0])
-        process.arguments = Array(arguments.dropFirst())
-        process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
-        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw TestSetupError(message: "\(arguments[0]) exited with \(process.terminationStatus)")
-        }
-    }
 }
 
 struct TestSetupError: Error, CustomStringConvertible {
