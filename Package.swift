@@ -90,6 +90,12 @@ let package = Package(
         ),
 
         // Access tokens: Ed25519 JWT signing and the verification every service uses; OIDC ID tokens.
+        // Tests: a real server of any service on a private, freshly migrated database.
+        .target(
+            name: "KindredServiceTesting",
+            dependencies: ["KindredServiceKit", "KindredGRPC", "KindredGRPCServices", "KindredPostgresTesting", logging]
+        ),
+
         .target(name: "KindredIdentity", dependencies: ["KindredOpenSSL", "KindredGRPC"]),
 
         // The auth service: accounts, sessions, tokens (library) and its thin executable.
@@ -164,7 +170,10 @@ let package = Package(
         .testTarget(name: "KindredPostgresTests", dependencies: ["KindredPostgres", "KindredPostgresTesting"] + nio),
         .testTarget(
             name: "KindredServiceKitTests",
-            dependencies: ["KindredServiceKit", "KindredGRPCServices", "KindredPostgresTesting", "KindredPostgres"]
+            dependencies: [
+                "KindredServiceKit", "KindredServiceTesting", "KindredGRPCServices", "KindredGRPC", "KindredProto",
+                "KindredInterop", "KindredPostgresTesting", "KindredPostgres",
+            ]
         ),
         .testTarget(
             name: "KindredGRPCTests",

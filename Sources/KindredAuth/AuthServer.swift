@@ -6,13 +6,14 @@ import KindredOpenSSL
 import KindredPostgres
 import KindredProto
 import KindredSMTP
+import KindredServiceKit
 import Logging
 import NIOCore
 
 /// The whole auth service, built from a configuration: database pool, Argon2 pool, signing key, mail relay
 /// and the gRPC server (with health and reflection). `auth-server` is a thin wrapper around it; tests start
 /// it in-process.
-public final class AuthServer: Sendable {
+public final class AuthServer: ServiceServer {
     public let configuration: AuthConfiguration
     public let database: PostgresClient
     public let hasher: PasswordHasher
@@ -113,17 +114,6 @@ public final class AuthServer: Sendable {
             )
             return id
         }
-    }
-
-    /// Serves until SIGTERM/SIGINT, with the mail relay running alongside; closes the pools afterwards.
-    public func serve(onListening: @Sendable @escaping (SocketAddress) -> Void = { _ in }) async throws {
-        do {
-            try await self.runner.run(logger: self.logger, onListening: onListening)
-        } catch {
-            await self.shutdown()
-            throw error
-        }
-        await self.shutdown()
     }
 
     /// Starts the gRPC server, the admin port and the relay without waiting for signals (tests); stop it with

@@ -13,11 +13,8 @@ public enum AuthServerDefinition: ServerDefinition {
     public static let schema: String? = "auth"
     public static var extraCommands: [any ParsableCommand.Type] { [BootstrapAdminCommand.self] }
 
-    public static func serve(settings: EnvironmentReader, logger: Logger) async throws {
-        let server = try AuthServer(configuration: AuthConfiguration(settings), logger: logger)
-        try await server.serve { address in
-            logger.notice("listening", metadata: ["net.address": "\(address)"])
-        }
+    public static func makeServer(settings: EnvironmentReader, logger: Logger) async throws -> AuthServer {
+        try AuthServer(configuration: AuthConfiguration(settings), logger: logger)
     }
 }
 

@@ -7,7 +7,7 @@ import NIOCore
 
 /// The gateway process: the public API on the gRPC port (TLS or h2c), health and reflection, the admin port.
 /// `gateway-server` is a thin wrapper around it; tests start it in-process.
-public final class GatewayServer: Sendable {
+public final class GatewayServer: ServiceServer {
     public let gateway: Gateway
     public let runner: ServerRunner
     private let logger: Logger
@@ -25,12 +25,6 @@ public final class GatewayServer: Sendable {
         // Fetches auth's public keys (with backoff) while the server starts; done once keys are known.
         runner.background = [.once("key-warm-up") { await gateway.warmUp() }]
         self.runner = runner
-    }
-
-    /// Serves until SIGTERM/SIGINT (then health NOT_SERVING, in-flight calls finish, exit).
-    public func serve(onListening: @Sendable @escaping (SocketAddress) -> Void = { _ in }) async throws {
-        try await self.runner.run(logger: self.logger, onListening: onListening)
-        await self.gateway.shutdown()
     }
 
     /// Starts the server without waiting for signals (tests), once auth's keys are fetched; stop it with
@@ -53,10 +47,7 @@ public enum GatewayServerDefinition: ServerDefinition {
     public static let defaultPort = 50050
     public static let schema: String? = nil
 
-    public static func serve(settings: EnvironmentReader, logger: Logger) async throws {
-        let server = try GatewayServer(configuration: GatewayConfiguration(settings), logger: logger)
-        try await server.serve { address in
-            logger.notice("listening", metadata: ["net.address": "\(address)"])
-        }
+    public static func makeServer(settings: EnvironmentReader, logger: Logger) async throws -> GatewayServer {
+        try GatewayServer(configuration: GatewayConfiguration(settings), logger: logger)
     }
 }

@@ -24,8 +24,19 @@ public protocol ServerDefinition: Sendable {
     static var schema: String? { get }
     /// Subcommands beyond `serve`, `migrate` and `healthcheck` (auth's `bootstrap-admin`).
     static var extraCommands: [any ParsableCommand.Type] { get }
-    /// Builds the server from its settings and serves until SIGTERM/SIGINT (then drains and returns).
-    static func serve(settings: EnvironmentReader, logger: Logger) async throws
+
+    /// What `makeServer` builds.
+    associatedtype Server: ServiceServer
+    /// Builds the server from its settings (pools, keys, clients, the runner); starts nothing. `serve` runs it,
+    /// the test harness starts it on a private database.
+    static func makeServer(settings: EnvironmentReader, logger: Logger) async throws -> Server
+}
+
+/// A built server: its runner (gRPC services, admin port, background loops) and what to close after it stopped.
+public protocol ServiceServer: Sendable {
+    var runner: ServerRunner { get }
+    /// Closes what the server holds (database pool, worker threads) once the runner has stopped.
+    func shutdown() async
 }
 
 extension ServerDefinition {
@@ -40,6 +51,20 @@ extension ServerDefinition {
     /// The listen, admin, TLS and access-log settings of this server.
     public static func endpoint(_ settings: EnvironmentReader) throws -> ServerEndpointSettings {
         try ServerEndpointSettings(prefix: Self.settingsPrefix, defaultPort: Self.defaultPort, environment: settings)
+    }
+
+    /// Builds the server and serves until SIGTERM/SIGINT: drains, stops its loops, closes its resources.
+    public static func serve(settings: EnvironmentReader, logger: Logger) async throws {
+        let server = try await Self.makeServer(settings: settings, logger: logger)
+        do {
+            try await server.runner.run(logger: logger) { address in
+                logger.notice("listening", metadata: ["net.address": "\(address)"])
+            }
+        } catch {
+            await server.shutdown()
+            throw error
+        }
+        await server.shutdown()
     }
 
     /// The database settings of this server; nil when it has no tables.

@@ -6,14 +6,6 @@ import KindredServiceKit
 import Logging
 import Testing
 
-/// A server definition for the tests: settings under `KINDRED_DEMO_`, schema `demo`.
-private enum DemoServer: ServerDefinition {
-    static let name = "demo"
-    static let summary = "A server for tests."
-    static let defaultPort = 50070
-    static let schema: String? = "demo"
-    static func serve(settings: EnvironmentReader, logger: Logger) async throws {}
-}
 
 @Suite("Settings: every server's listen, admin, TLS and database keys")
 struct SettingsTests {
