@@ -59,8 +59,8 @@ struct ErrorMappingTests {
     }
 
     @Test("field violations and the request id travel in kindred-error-bin")
-    func detail() async throws {
-        let error = await GRPCRequestID.$current.withValue("req-7") {
+    func detail() throws {
+        let error = GRPCRequestID.$current.withValue("req-7") {
             RPCError.detailed(
                 .invalidArgument, "The request is invalid", reason: "INVALID_ARGUMENT",
                 violations: [.init(field: "username", reason: "TOO_LONG", hint: "1..64 characters")]
