@@ -95,7 +95,10 @@ public final class TestPostgres: Sendable {
         }
         let template = try await task.value
         let name = "test_\(schema)_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
-        let connection = try await PostgresConnection.connect(configuration: self.configuration(), logger: self.logger)
+        // Copying the template can take seconds on a loaded machine: no statement timeout here.
+        var configuration = self.configuration()
+        configuration.statementTimeout = nil
+        let connection = try await PostgresConnection.connect(configuration: configuration, logger: self.logger)
         defer { connection.close() }
         try await connection.execute("CREATE DATABASE \(identifier: name) TEMPLATE \(identifier: template)")
         return self.url(database: name)
