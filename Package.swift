@@ -78,12 +78,23 @@ let package = Package(
         // Access tokens: Ed25519 JWT signing and the verification every service uses; OIDC ID tokens.
         .target(name: "KindredIdentity", dependencies: ["KindredOpenSSL", "KindredGRPC"]),
 
+        // The service kit: events (outbox, relay, inbox), service identity, page tokens. A module of its own, not
+        // part of KindredGRPCServices, because the kindred CLI depends on KindredGRPCServices and must not pull in
+        // libpq.
+        .target(
+            name: "KindredServiceKit",
+            dependencies: [
+                "KindredGRPC", "KindredGRPCServices", "KindredPostgres", "KindredIdentity", "KindredProto",
+                "KindredProtobuf", "KindredOpenSSL", logging,
+            ] + nio
+        ),
+
         // The auth service: accounts, sessions, tokens (library) and its thin executable.
         .target(
             name: "KindredAuth",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredPostgres", "KindredArgon2",
-                "KindredOpenSSL", "KindredIdentity", "KindredSMTP", logging,
+                "KindredOpenSSL", "KindredIdentity", "KindredSMTP", "KindredServiceKit", logging,
             ] + nio,
             resources: [.copy("Resources")]
         ),
@@ -133,7 +144,7 @@ let package = Package(
             name: "KindredAuthTests",
             dependencies: [
                 "KindredAuth", "KindredPostgresTesting", "KindredGRPC", "KindredGRPCServices", "KindredProto",
-                "KindredIdentity",
+                "KindredIdentity", "KindredServiceKit",
             ] + nio,
             exclude: ["python"]
         ),
@@ -147,6 +158,13 @@ let package = Package(
             dependencies: [
                 "KindredGateway", "KindredAuth", "KindredPostgresTesting", "KindredGRPC", "KindredGRPCServices",
                 "KindredProto", "KindredIdentity",
+            ] + nio
+        ),
+        .testTarget(
+            name: "KindredServiceKitTests",
+            dependencies: [
+                "KindredServiceKit", "KindredPostgresTesting", "KindredPostgres", "KindredGRPC", "KindredProto",
+                "KindredIdentity", "KindredOpenSSL", logging,
             ] + nio
         ),
         .testTarget(name: "KindredCLITests", dependencies: ["KindredCLI", "KindredProto", "KindredGRPC", "KindredProtobuf"]),
