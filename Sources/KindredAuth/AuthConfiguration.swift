@@ -1,6 +1,7 @@
 import Foundation
 import KindredArgon2
 import KindredGRPCServices
+import KindredServiceKit
 
 /// Everything the auth service can be configured with. `init(environment:)` reads the
 /// `KINDRED_AUTH_*` environment variables; every key, its type and default are listed here and in
@@ -88,6 +89,14 @@ public struct AuthConfiguration: Sendable {
     public var serviceSecrets: [String: String] = [:]
     public static let serviceNames = ["gateway", "profile", "discovery", "match", "chat"]
 
+    /// `KINDRED_AUTH_EVENT_CONSUMERS` (comma-separated `name=host:port`, e.g.
+    /// `profile=127.0.0.1:50052,chat=127.0.0.1:50055`), default none: where the events relay delivers account
+    /// events (the service kit's `OutboxRelay`). Events for consumers not listed wait in the outbox.
+    public var eventConsumers: [EventConsumer] = []
+    /// `KINDRED_AUTH_EVENT_POLL_MS` (integer ms), default 1000: how often the events relay looks for due
+    /// retries (new events wake it at once through NOTIFY).
+    public var eventPollInterval: Duration = .seconds(1)
+
     public init() {}
 
     public init(environment: [String: String] = ProcessInfo.processInfo.environment) throws {
@@ -167,6 +176,15 @@ public struct AuthConfiguration: Sendable {
                 throw ConfigurationError(key: key, problem: "must be 32..256 characters")
             }
             self.serviceSecrets[name] = secret
+        }
+        if let value = string("KINDRED_AUTH_EVENT_CONSUMERS") {
+            self.eventConsumers = try EventConsumer.parseList(value, key: "KINDRED_AUTH_EVENT_CONSUMERS")
+        }
+        if let value = try int("KINDRED_AUTH_EVENT_POLL_MS") {
+            guard (10...60_000).contains(value) else {
+                throw ConfigurationError(key: "KINDRED_AUTH_EVENT_POLL_MS", problem: "must be 10..60000")
+            }
+            self.eventPollInterval = .milliseconds(value)
         }
         if let secret = self.bootstrapSecret, !(32...256).contains(secret.count) {
             throw ConfigurationError(key: "KINDRED_AUTH_BOOTSTRAP_SECRET", problem: "must be 32..256 characters")

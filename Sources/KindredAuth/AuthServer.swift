@@ -6,6 +6,7 @@ import KindredOpenSSL
 import KindredPostgres
 import KindredProto
 import KindredSMTP
+import KindredServiceKit
 import Logging
 import NIOCore
 
@@ -18,6 +19,8 @@ public final class AuthServer: Sendable {
     public let hasher: PasswordHasher
     public let service: AuthService
     public let relay: MailRelay
+    /// Delivers account events to the configured consumers; nil when none is configured.
+    public let eventRelay: OutboxRelay?
     public let runner: ServerRunner
     private let logger: Logger
 
@@ -75,6 +78,19 @@ public final class AuthServer: Sendable {
             mailRelayNudge: { relay.nudge() },
             logger: logger
         )
+        if configuration.eventConsumers.isEmpty {
+            self.eventRelay = nil
+        } else {
+            var events = OutboxRelayConfiguration(producer: "auth", consumers: configuration.eventConsumers)
+            events.pollInterval = configuration.eventPollInterval
+            let service = self.service
+            self.eventRelay = OutboxRelay(
+                configuration: events,
+                database: self.database,
+                tokens: ServiceTokenSource { try service.signServiceToken(for: "auth") },
+                logger: logger
+            )
+        }
         var server = GRPCServerConfiguration()
         server.host = configuration.listenHost
         server.port = configuration.listenPort
@@ -88,6 +104,7 @@ public final class AuthServer: Sendable {
         runner.admin = configuration.adminListen.map { AdminServer.Configuration(host: $0.host, port: $0.port) }
         let database = self.database
         runner.extraMetrics = [{ database.statistics.prometheusText(pool: "auth") }]
+        if let metrics = self.eventRelay?.metrics { runner.extraMetrics.append { metrics.prometheusText() } }
         self.runner = runner
     }
 
@@ -131,9 +148,9 @@ public final class AuthServer: Sendable {
         }
     }
 
-    /// Serves until SIGTERM/SIGINT, with the mail relay running alongside.
+    /// Serves until SIGTERM/SIGINT, with the mail and events relays running alongside.
     public func serve(onListening: @Sendable @escaping (SocketAddress) -> Void = { _ in }) async throws {
-        let relayTask = Task { await self.relay.run() }
+        let relayTask = Task { await self.runRelays() }
         defer { relayTask.cancel() }
         try await self.runner.run(logger: self.logger, onListening: onListening)
         relayTask.cancel()
@@ -146,8 +163,16 @@ public final class AuthServer: Sendable {
         let server = self.runner.makeServer(logger: self.logger)
         let address = try await server.start()
         self.runner.health.setStatus(true)
-        let relay = Task { await self.relay.run() }
+        let relay = Task { await self.runRelays() }
         return (server, relay, address)
+    }
+
+    /// The mail relay and the events relay, until cancelled.
+    private func runRelays() async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.relay.run() }
+            if let events = self.eventRelay { group.addTask { await events.run() } }
+        }
     }
 
     public func shutdown() async {
