@@ -57,7 +57,7 @@ public final class OutboxRelay: Sendable {
     /// Delivers until the task is cancelled, then ends its leases and closes its connections.
     public func run() async {
         guard !self.configuration.consumers.isEmpty else { return }
-        await self.registerConsumers()
+        await self.registerConsumersUntilDone()
         let wakeups = self.configuration.consumers.map { _ in
             AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         }
@@ -169,13 +169,20 @@ public final class OutboxRelay: Sendable {
         }
     }
 
+    /// Adds the configured consumers to `events_consumers` (``run()`` does it first). Events appended before a
+    /// consumer is registered are not delivered to it: a producer's migration registers the consumers its
+    /// contract names, so nothing written before the first relay ran is missed.
+    public func registerConsumers() async throws {
+        try await self.store.register(consumers: self.configuration.consumers.map(\.name))
+    }
+
     // MARK: Loops
 
-    private func registerConsumers() async {
+    private func registerConsumersUntilDone() async {
         var delay: Duration = .milliseconds(100)
         while !Task.isCancelled {
             do {
-                try await self.store.register(consumers: self.configuration.consumers.map(\.name))
+                try await self.registerConsumers()
                 return
             } catch {
                 self.logger.warning("events relay cannot register its consumers yet", metadata: ["error.type": "\(type(of: error))"])
