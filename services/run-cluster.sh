@@ -336,6 +336,11 @@ server_env_common() {
         "${prefix}_LISTEN=127.0.0.1:$(port_of "$name")"
         "${prefix}_ADMIN_LISTEN=127.0.0.1:$(port_of "$name" admin)"
     )
+    local consumers="KINDRED_EVENT_CONSUMERS_OF_${1^^}" consumer list=""
+    for consumer in ${!consumers:-}; do # e.g. KINDRED_AUTH_EVENT_CONSUMERS=profile=127.0.0.1:50052,...
+        list+="${list:+,}$consumer=127.0.0.1:$(port_of "$consumer")"
+    done
+    [ -z "$list" ] || SERVER_ENV+=("${prefix}_EVENT_CONSUMERS=$list")
     if has_tables "$name"; then
         SERVER_ENV+=(
             "${prefix}_DATABASE_URL=$(database_url "$name")"
