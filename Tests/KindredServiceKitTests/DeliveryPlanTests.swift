@@ -24,7 +24,7 @@ import Testing
 
     @Test func batchStopsAtTheLimit() {
         let events = (1...150).map { event("a", Int64($0)) }
-        let plan = DeliveryPlan(claimed: [claimed("a"), claimed("b")], events: events, readLimit: 150)
+        let plan = DeliveryPlan(claimed: [claimed("a"), claimed("b")], events: events, readLimit: 200)
         #expect(plan.batch.count == 100 && plan.batch.last?.sequence == 100)
         #expect(plan.outcomes(acknowledgedIDs: Set(plan.batch.map(\.eventID)))["a"] == .delivered(acknowledged: 100, count: 100))
         // b had nothing in a read that was not cut short: nothing pending.

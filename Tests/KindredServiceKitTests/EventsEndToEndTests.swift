@@ -108,7 +108,7 @@ import Testing
         let consumer = TestConsumer(name: "sink", database: database.consumer)
         consumer.control.withLock { $0.delayPerEvent = .milliseconds(20) }
         let address = try await consumer.start()
-        let first = try await database.relay(database.relayConfiguration([address]))
+        let first = try await database.relay(database.relayConfiguration([address], lease: .seconds(2)))
         for index in 0..<40 { try await database.append(partition: "user-\(index % 4)") }
         // A relay that dies inside a batch: no acknowledgement recorded, its leases left behind.
         let killed = Task { try await first.deliverOnce(to: address) }
@@ -119,7 +119,7 @@ import Testing
         #expect(appliedBeforeRestart < 40)
         consumer.control.withLock { $0.delayPerEvent = .zero }
         // A new relay takes over once the dead one's leases end (2 s in tests).
-        let second = try await database.relay(database.relayConfiguration([address]))
+        let second = try await database.relay(database.relayConfiguration([address], lease: .seconds(2)))
         let running = Task { await second.run() }
         #expect(try await eventually { try await database.effects().count == 40 })
         try await Task.sleep(for: .milliseconds(200))

@@ -102,12 +102,14 @@ struct EventsDatabase {
         }
     }
 
-    /// A relay configuration with short timings for tests.
-    func relayConfiguration(_ consumers: [EventConsumer]) -> OutboxRelayConfiguration {
+    /// A relay configuration with short timings for tests. The call timeout leaves room for a loaded machine
+    /// (a call that times out is redelivered, which some tests count); `lease` is what a relay that died
+    /// costs its partitions.
+    func relayConfiguration(_ consumers: [EventConsumer], lease: Duration = .seconds(10)) -> OutboxRelayConfiguration {
         var configuration = OutboxRelayConfiguration(producer: "producer", consumers: consumers)
         configuration.pollInterval = .milliseconds(100)
-        configuration.lease = .seconds(2)
-        configuration.callTimeout = .seconds(1)
+        configuration.lease = lease
+        configuration.callTimeout = min(.seconds(5), lease / 2)
         configuration.backoff = RetryBackoff(initial: .milliseconds(20), maximum: .milliseconds(200))
         configuration.metricsInterval = .milliseconds(100)
         return configuration
