@@ -55,10 +55,14 @@ public final class ServiceTokenSource: Sendable {
 
     /// A token valid for at least the refresh margin (fetching one if needed).
     public func token() async throws -> String {
+        enum Next {
+            case cached(String)
+            case wait(Task<String, any Error>)
+        }
         let now = self.now()
-        let task: Task<String, any Error> = self.state.withLock { state in
-            if let token = state.cache.usableToken(at: now) { return Task { token } }
-            if let inFlight = state.inFlight { return inFlight }
+        let next: Next = self.state.withLock { state in
+            if let token = state.cache.usableToken(at: now) { return .cached(token) }
+            if let inFlight = state.inFlight { return .wait(inFlight) }
             let task = Task { [fetch, refreshMargin, self] in
                 defer { self.state.withLock { $0.inFlight = nil } }
                 let (token, expires) = try await fetch()
@@ -69,9 +73,12 @@ public final class ServiceTokenSource: Sendable {
                 return token
             }
             state.inFlight = task
-            return task
+            return .wait(task)
         }
-        return try await task.value
+        switch next {
+        case .cached(let token): return token
+        case .wait(let task): return try await task.value
+        }
     }
 
     /// `authorization: Bearer <token>` for a call.

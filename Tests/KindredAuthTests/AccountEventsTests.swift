@@ -28,9 +28,9 @@ import Testing
                 guard let authenticator = self.authenticator.withLock({ $0 }) else {
                     throw RPCError(.unavailable, "not ready")
                 }
-                try await ServiceAccess(authenticator: authenticator).requireService(["auth"], context)
+                let producer = try await ServiceAccess(authenticator: authenticator).requireService(["auth"], context)
                 var response = Kindred.Match.V1.DeliverEventsResponse()
-                response.acknowledgedEventIds = try await self.inbox.process(request.events) { event, transaction in
+                response.acknowledgedEventIds = try await self.inbox.process(request.events, from: producer) { event, transaction in
                     try await transaction.execute(
                         "INSERT INTO received (type, user_id) VALUES (\(event.payload?.typeName ?? "?"), \(event.userId))"
                     )

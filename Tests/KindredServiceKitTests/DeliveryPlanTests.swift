@@ -1,7 +1,9 @@
+import Foundation
 import KindredGRPCServices
 import KindredProto
-import KindredServiceKit
 import Testing
+
+@testable import KindredServiceKit
 
 /// The delivery rules as values, without I/O.
 @Suite struct DeliveryPlanTests {
@@ -87,6 +89,38 @@ import Testing
             == "/kindred.discovery.v1.DiscoveryService/DeliverEvents")
         #expect(Kindred.Chat.V1.ChatService.Method.deliverEvents.path
             == DeliverEventsMethod.method(for: EventConsumer(name: "chat", host: "h", port: 1)).path)
+    }
+
+    @Test func inboxStopsAPartitionAtItsFirstFailureAndKeepsOthersGoing() {
+        func event(_ producer: String, _ user: String, _ id: String) -> Kindred.Common.V1.Event {
+            var event = Kindred.Common.V1.Event()
+            event.producer = producer
+            event.userId = user
+            event.eventId = id
+            return event
+        }
+        var batch = InboxBatch()
+        let a1 = event("auth", "a", "1"), a2 = event("auth", "a", "2"), b1 = event("auth", "b", "3")
+        let matchA = event("match", "a", "4")
+        #expect(batch.shouldProcess(a1))
+        batch.fail(a1)
+        #expect(!batch.shouldProcess(a2))
+        #expect(batch.shouldProcess(b1) && batch.shouldProcess(matchA))  // partitions are per producer
+        batch.acknowledge(b1)
+        batch.acknowledge(matchA)
+        #expect(batch.acknowledged == ["3", "4"])
+    }
+
+    @Test func serviceTokenCacheRefreshesBeforeExpiry() {
+        var cache = ServiceTokenCache()
+        let start = Date(timeIntervalSince1970: 1_000)
+        #expect(cache.usableToken(at: start) == nil)
+        cache.store(token: "t", expiresUnixMs: 1_900_000, fetchedAt: start, margin: .seconds(60))
+        #expect(cache.usableToken(at: start.addingTimeInterval(839)) == "t")
+        #expect(cache.usableToken(at: start.addingTimeInterval(840)) == nil)
+        // Already expired when stored (clock skew): never handed out.
+        cache.store(token: "old", expiresUnixMs: 900_000, fetchedAt: start, margin: .seconds(60))
+        #expect(cache.usableToken(at: start) == nil)
     }
 
     @Test func metricsRenderPerConsumer() {

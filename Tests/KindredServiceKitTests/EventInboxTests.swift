@@ -1,4 +1,5 @@
 import Foundation
+import KindredGRPC
 import KindredPostgres
 import KindredProto
 import KindredServiceKit
@@ -21,7 +22,7 @@ import Testing
         let inbox = EventInbox(database: database.consumer, logger: testLogger)
         let events = [try event("a", 1), try event("b", 1), try event("a", 2), try event("b", 2), try event("a", 3)]
         let failing = events[0].eventId
-        let acknowledged = try await inbox.process(events) { event, transaction in
+        let acknowledged = try await inbox.process(events, from: "producer") { event, transaction in
             if event.eventId == failing { throw CancellationError() }
             try await transaction.execute(
                 "INSERT INTO effects (event_id, partition_key, sequence) VALUES (\(event.eventId)::uuid, \(event.partitionKey), \(event.sequence))"
@@ -29,7 +30,7 @@ import Testing
         }
         #expect(acknowledged == [events[1].eventId, events[3].eventId])
         // The failed event left no id behind: its redelivery applies it.
-        let again = try await inbox.process(events) { event, transaction in
+        let again = try await inbox.process(events, from: "producer") { event, transaction in
             try await transaction.execute(
                 "INSERT INTO effects (event_id, partition_key, sequence) VALUES (\(event.eventId)::uuid, \(event.partitionKey), \(event.sequence))"
             )
@@ -40,12 +41,28 @@ import Testing
         await database.shutdown()
     }
 
+    @Test func batchesTooLargeOrFromAnotherProducerAreRefusedWhole() async throws {
+        let database = try await EventsDatabase.make()
+        let inbox = EventInbox(database: database.consumer, logger: testLogger)
+        let tooMany = try (1...101).map { try event("a", Int64($0)) }
+        let forged = [try event("a", 1), try event("b", 1, producer: "auth")]
+        for batch in [tooMany, forged] {
+            await #expect {
+                _ = try await inbox.process(batch, from: "producer") { _, _ in }
+            } throws: { ($0 as? RPCError)?.code == .invalidArgument }
+        }
+        let recorded = try await database.consumer.query("SELECT count(*) FROM events_inbox").scalar(Int64.self)
+        #expect(recorded == 0)
+        #expect(try await inbox.process([], from: "producer") { _, _ in }.isEmpty)
+        await database.shutdown()
+    }
+
     @Test func purgeKeepsIdsYoungerThanTheRetention() async throws {
         let database = try await EventsDatabase.make()
         let inbox = EventInbox(database: database.consumer, logger: testLogger)
         let old = try event("a", 1)
         let recent = try event("a", 2)
-        _ = try await inbox.process([old, recent]) { _, _ in }
+        _ = try await inbox.process([old, recent], from: "producer") { _, _ in }
         try await database.consumer.execute(
             "UPDATE events_inbox SET processed_at = now() - interval '9 days' WHERE event_id = \(old.eventId)::uuid"
         )

@@ -164,6 +164,26 @@ import Testing
         await database.shutdown()
     }
 
+    @Test func cancelledRelayStopsPromptlyAndFreesItsPartitions() async throws {
+        let database = try await EventsDatabase.make()
+        let consumer = TestConsumer(name: "sink", database: database.consumer)
+        consumer.control.withLock { $0.delayPerEvent = .milliseconds(50) }
+        let relay = try await database.relay(database.relayConfiguration([try await consumer.start()]))
+        for index in 0..<30 { try await database.append(partition: "user-\(index % 3)") }
+        let running = Task { await relay.run() }
+        #expect(try await eventually { try await database.effects().count >= 2 })
+        let leased = try await database.producer.query("SELECT count(*) FROM events_cursors WHERE leased_by IS NOT NULL")
+        #expect(try leased.scalar(Int64.self) > 0)
+        let start = ContinuousClock.now
+        running.cancel()
+        await running.value
+        #expect(ContinuousClock.now - start < .seconds(3))
+        let stillLeased = try await database.producer.query("SELECT count(*) FROM events_cursors WHERE leased_by IS NOT NULL")
+        #expect(try stillLeased.scalar(Int64.self) == 0)
+        await consumer.stop()
+        await database.shutdown()
+    }
+
     @Test func unknownPayloadsAreAcknowledgedAndOtherServicesAreRefused() async throws {
         let database = try await EventsDatabase.make()
         let consumer = TestConsumer(name: "sink", database: database.consumer)

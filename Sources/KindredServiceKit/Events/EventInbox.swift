@@ -9,9 +9,9 @@ import Logging
 ///
 /// ```swift
 /// func deliverEvents(_ request: DeliverEventsRequest, _ context: ServerContext) async throws -> DeliverEventsResponse {
-///     try await self.access.requireService(["auth", "profile", "match"], context)
+///     let producer = try await self.access.requireService(["auth", "profile", "match"], context)
 ///     var response = DeliverEventsResponse()
-///     response.acknowledgedEventIds = try await self.inbox.process(request.events) { event, transaction in
+///     response.acknowledgedEventIds = try await self.inbox.process(request.events, from: producer) { event, transaction in
 ///         switch event.payload {
 ///         case .accountDeleted?: try await transaction.execute("DELETE FROM profiles WHERE user_id = \(event.userId)")
 ///         default: break  // irrelevant here: acknowledged all the same
@@ -22,6 +22,8 @@ import Logging
 /// ```
 ///
 /// The rules of proto/kindred/common/v1/events.proto, kept here once:
+/// - A batch has at most 100 events, all from the calling service (`from`): anything else is refused with
+///   INVALID_ARGUMENT before any effect, so a service cannot pass events off as another's.
 /// - Exactly-once effect: each event runs in its own transaction that first records `event_id` in
 ///   `events_inbox`; a redelivered event finds its id there, runs nothing and is acknowledged.
 /// - Order per partition: once an event of a partition fails, the later events of that partition in the
@@ -49,8 +51,19 @@ public struct EventInbox: Sendable {
         self.logger = logger
     }
 
-    /// Processes `events` in order and returns the ids to acknowledge.
-    public func process(_ events: [Kindred.Common.V1.Event], handler: Handler) async throws -> [String] {
+    /// Processes `events` from `producer` (the caller's service name, from ``ServiceAccess``) in order and
+    /// returns the ids to acknowledge.
+    public func process(
+        _ events: [Kindred.Common.V1.Event],
+        from producer: String,
+        handler: Handler
+    ) async throws -> [String] {
+        guard events.count <= DeliveryPlan.maxBatch else {
+            throw RPCError(.invalidArgument, "At most \(DeliveryPlan.maxBatch) events per call")
+        }
+        guard events.allSatisfy({ $0.producer == producer }) else {
+            throw RPCError(.invalidArgument, "Events must come from their producer")
+        }
         var decisions = InboxBatch()
         for event in events {
             guard decisions.shouldProcess(event) else { continue }

@@ -166,7 +166,7 @@ final class TestConsumer: GRPCService, Sendable {
         _ request: DeliverEventsMethod.Request,
         _ context: ServerContext
     ) async throws -> DeliverEventsMethod.Response {
-        try await self.access.requireService(["producer"], context)
+        let producer = try await self.access.requireService(["producer"], context)
         let fail = self.control.withLock { control -> Bool in
             guard control.failCalls > 0 else { return false }
             control.failCalls -= 1
@@ -174,7 +174,7 @@ final class TestConsumer: GRPCService, Sendable {
         }
         if fail { throw RPCError(.unavailable, "Consumer is failing on purpose") }
         self.control.withLock { $0.received += request.events.map(\.eventId) }
-        let acknowledged = try await self.inbox.process(request.events) { event, transaction in
+        let acknowledged = try await self.inbox.process(request.events, from: producer) { event, transaction in
             let (delay, failNow) = self.control.withLock { ($0.delayPerEvent, $0.failOnce.remove(event.eventId) != nil) }
             if delay > .zero { try await Task.sleep(for: delay) }
             if failNow { throw RPCError(.internalError, "effect failed on purpose") }
