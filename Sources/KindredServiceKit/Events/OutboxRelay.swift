@@ -140,9 +140,13 @@ public final class OutboxRelay: Sendable {
         let errorText = failure.map { Self.describe($0) } ?? (partitionFailed ? "not acknowledged" : nil)
         try await self.store.record(consumer: consumer.name, outcomes: outcomes, delays: delays, error: errorText)
         if delivered > 0 { self.metrics.recordDelivered(consumer.name, count: delivered) }
+        // A consumer that stays down (or is not deployed yet) would log at every retry: warn when a partition
+        // starts failing, then only at debug level; the failures counter shows the rest.
+        let level: Logger.Level = claimed.contains { $0.attempts == 0 } ? .warning : .debug
         if let failure {
             self.metrics.recordFailure(consumer.name)
-            self.logger.warning(
+            self.logger.log(
+                level: level,
                 "event delivery failed, will retry",
                 metadata: [
                     "events.consumer": "\(consumer.name)", "events.batch": "\(plan.batch.count)",
@@ -153,7 +157,8 @@ public final class OutboxRelay: Sendable {
         }
         if partitionFailed {
             self.metrics.recordFailure(consumer.name)
-            self.logger.warning(
+            self.logger.log(
+                level: level,
                 "consumer left events unacknowledged, will retry",
                 metadata: ["events.consumer": "\(consumer.name)", "events.acknowledged": "\(delivered)"]
             )
