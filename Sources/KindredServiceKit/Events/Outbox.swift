@@ -23,6 +23,9 @@ import KindredProto
 /// (`events_consumers`, written by the relay from its configuration) gets its cursor row marked pending, and
 /// the commit sends a NOTIFY on ``channel`` that wakes the relays at once.
 ///
+/// In a SERIALIZABLE transaction, two appends to the same partition at once conflict on the counter row;
+/// `withTransaction` retries the loser (up to its `maxAttempts`), as for any other conflict.
+///
 /// The tables are in ``schemaSQL``; a producer copies it into a numbered migration of its own.
 public struct Outbox: Sendable {
     /// The producing service: "auth", "profile", "match", "chat".
