@@ -19,7 +19,10 @@ import KindredProto
 /// `append` fills the envelope: `producer`, a UUIDv7 `event_id`, `occurred_unix_ms` (when unset) and the
 /// partition's next `sequence`. The sequence comes from a per-partition counter row (`events_partitions`)
 /// that the transaction keeps locked until it ends, so two transactions appending to the same partition
-/// commit in sequence order: the relay can never see sequence n+1 without n. Every registered consumer
+/// commit in sequence order: the relay can never see sequence n+1 without n. A partition's counter starts
+/// at the outbox's global id counter (which every append advances by two or more), so when the relay
+/// removes an idle partition's rows (``OutboxRelay``'s purge: no user id outlives its events by more than
+/// the retention) and the partition comes back, its sequences still only grow. Every registered consumer
 /// (`events_consumers`, written by the relay from its configuration) gets its cursor row marked pending, and
 /// the commit sends a NOTIFY on ``channel`` that wakes the relays at once.
 ///
@@ -54,7 +57,8 @@ public struct Outbox: Sendable {
         // Locks the partition's counter row until the transaction ends (see the type's documentation).
         event.sequence = try await transaction.query(
             """
-            INSERT INTO events_partitions (partition_key, last_sequence) VALUES (\(partition), 1)
+            INSERT INTO events_partitions (partition_key, last_sequence)
+            VALUES (\(partition), nextval(pg_get_serial_sequence('events_outbox', 'id')))
             ON CONFLICT (partition_key) DO UPDATE SET last_sequence = events_partitions.last_sequence + 1
             RETURNING last_sequence
             """

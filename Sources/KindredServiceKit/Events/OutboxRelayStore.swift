@@ -124,21 +124,50 @@ struct OutboxRelayStore: Sendable {
         return (Int(count), oldest)
     }
 
-    /// Deletes up to 1000 events older than `retention` that every consumer has acknowledged; returns how many.
+    /// Deletes up to 1000 events older than `retention` that every consumer has acknowledged, then the
+    /// cursors and counters of partitions left without events (all caught up, none leased): a deleted
+    /// user's id leaves the producer's tables with its last event. Returns how many events went.
+    ///
+    /// A partition that gets a new event meanwhile is safe: its cursor no longer qualifies (the append
+    /// moved `appended_sequence`), and a counter deleted under a concurrent append only makes the next
+    /// append start again from the global counter, above every sequence the partition had.
     func purgeDelivered(retention: Duration) async throws -> Int {
+        let partitions = try await self.database.query(
+            """
+            WITH gone AS (
+                DELETE FROM events_outbox WHERE id IN (
+                    SELECT o.id FROM events_outbox o
+                    WHERE o.created_at < now() - make_interval(secs => \(retention.seconds))
+                      AND NOT EXISTS (
+                          SELECT 1 FROM events_cursors c
+                          WHERE c.partition_key = o.partition_key AND c.acknowledged_sequence < o.sequence
+                      )
+                    ORDER BY o.id LIMIT 1000
+                )
+                RETURNING partition_key
+            )
+            SELECT partition_key, count(*) FROM gone GROUP BY partition_key
+            """
+        ).map { try $0.decode((String, Int64).self) }
+        guard !partitions.isEmpty else { return 0 }
+        let keys = partitions.map(\.0)
         try await self.database.execute(
             """
-            DELETE FROM events_outbox WHERE id IN (
-                SELECT o.id FROM events_outbox o
-                WHERE o.created_at < now() - make_interval(secs => \(retention.seconds))
-                  AND NOT EXISTS (
-                      SELECT 1 FROM events_cursors c
-                      WHERE c.partition_key = o.partition_key AND c.acknowledged_sequence < o.sequence
-                  )
-                ORDER BY o.id LIMIT 1000
-            )
+            DELETE FROM events_cursors c
+            WHERE c.partition_key = ANY(\(keys)::text[])
+              AND c.acknowledged_sequence >= c.appended_sequence AND c.leased_by IS NULL
+              AND NOT EXISTS (SELECT 1 FROM events_outbox o WHERE o.partition_key = c.partition_key)
             """
         )
+        try await self.database.execute(
+            """
+            DELETE FROM events_partitions p
+            WHERE p.partition_key = ANY(\(keys)::text[])
+              AND NOT EXISTS (SELECT 1 FROM events_outbox o WHERE o.partition_key = p.partition_key)
+              AND NOT EXISTS (SELECT 1 FROM events_cursors c WHERE c.partition_key = p.partition_key)
+            """
+        )
+        return Int(partitions.reduce(0) { $0 + $1.1 })
     }
 }
 
