@@ -31,7 +31,11 @@ public final class ServiceTokenSource: Sendable {
     /// - Parameters:
     ///   - refreshMargin: how long before expiry a token is replaced (capped at half its lifetime). Default 60 s.
     ///   - now: the clock (tests move it).
-    public init(refreshMargin: Duration = .seconds(60), now: @escaping @Sendable () -> Date = Date.init, fetch: @escaping Fetch) {
+    public init(
+        refreshMargin: Duration = .seconds(60),
+        now: @escaping @Sendable () -> Date = Date.init,
+        fetch: @escaping Fetch
+    ) {
         self.fetch = fetch
         self.refreshMargin = refreshMargin
         self.now = now
@@ -39,7 +43,12 @@ public final class ServiceTokenSource: Sendable {
 
     /// Tokens from auth's IssueServiceToken for `serviceName` with its secret (auth's
     /// `KINDRED_AUTH_SERVICE_SECRET_<NAME>`).
-    public convenience init(auth: GRPCClient, serviceName: String, secret: String, refreshMargin: Duration = .seconds(60)) {
+    public convenience init(
+        auth: GRPCClient,
+        serviceName: String,
+        secret: String,
+        refreshMargin: Duration = .seconds(60)
+    ) {
         self.init(refreshMargin: refreshMargin) {
             var request = Kindred.Auth.V1.IssueServiceTokenRequest()
             request.serviceName = serviceName

@@ -30,9 +30,13 @@ import Testing
                 }
                 let producer = try await ServiceAccess(authenticator: authenticator).requireService(["auth"], context)
                 var response = Kindred.Match.V1.DeliverEventsResponse()
-                response.acknowledgedEventIds = try await self.inbox.process(request.events, from: producer) { event, transaction in
+                response.acknowledgedEventIds = try await self.inbox.process(request.events, from: producer) {
+                    event,
+                    transaction in
                     try await transaction.execute(
-                        "INSERT INTO received (type, user_id) VALUES (\(event.payload?.typeName ?? "?"), \(event.userId))"
+                        """
+                        INSERT INTO received (type, user_id) VALUES (\(event.payload?.typeName ?? "?"), \(event.userId))
+                        """
                     )
                 }
                 return response
@@ -50,7 +54,8 @@ import Testing
                 PostgresMigration(
                     version: 1,
                     name: "inbox",
-                    sql: EventInbox.schemaSQL + "\nCREATE TABLE received (id bigserial PRIMARY KEY, type text, user_id text);"
+                    sql: EventInbox.schemaSQL
+                        + "\nCREATE TABLE received (id bigserial PRIMARY KEY, type text, user_id text);"
                 )
             ]
         ).migrate(on: database, logger: Logger(label: "kindred.auth.test.consumer"))
@@ -58,7 +63,11 @@ import Testing
         var serverConfiguration = GRPCServerConfiguration()
         serverConfiguration.host = "127.0.0.1"
         serverConfiguration.port = 0
-        let server = GRPCServer(configuration: serverConfiguration, services: [consumer], logger: Logger(label: "kindred.auth.test.consumer"))
+        let server = GRPCServer(
+            configuration: serverConfiguration,
+            services: [consumer],
+            logger: Logger(label: "kindred.auth.test.consumer")
+        )
         let port = try await server.start().port ?? 0
 
         try await AuthHarness.with(configure: {

@@ -28,10 +28,17 @@ import Testing
         let events = (1...150).map { event("a", Int64($0)) }
         let plan = DeliveryPlan(claimed: [claimed("a"), claimed("b")], events: events, readLimit: 200)
         #expect(plan.batch.count == 100 && plan.batch.last?.sequence == 100)
-        #expect(plan.outcomes(acknowledgedIDs: Set(plan.batch.map(\.eventID)))["a"] == .delivered(acknowledged: 100, count: 100))
+        #expect(
+            plan.outcomes(acknowledgedIDs: Set(plan.batch.map(\.eventID)))["a"]
+                == .delivered(acknowledged: 100, count: 100)
+        )
         // b had nothing in a read that was not cut short: nothing pending.
         #expect(plan.outcomes(acknowledgedIDs: [])["b"] == .nothingPending)
-        let cut = DeliveryPlan(claimed: [claimed("a"), claimed("b")], events: Array(events.prefix(100)), readLimit: 100)
+        let cut = DeliveryPlan(
+            claimed: [claimed("a"), claimed("b")],
+            events: Array(events.prefix(100)),
+            readLimit: 100
+        )
         #expect(cut.outcomes(acknowledgedIDs: [])["b"] == .untouched)
     }
 
@@ -46,20 +53,33 @@ import Testing
 
     @Test(arguments: Self.prefixes)
     func cursorMovesToTheAcknowledgedPrefix(acknowledged: [String], expected: DeliveryPlan.Outcome) {
-        let plan = DeliveryPlan(claimed: [claimed("a"), claimed("b")], events: [event("a", 1), event("b", 1), event("a", 2), event("a", 3)])
+        let plan = DeliveryPlan(
+            claimed: [claimed("a"), claimed("b")],
+            events: [event("a", 1), event("b", 1), event("a", 2), event("a", 3)]
+        )
         let outcomes = plan.outcomes(acknowledgedIDs: Set(acknowledged + ["b1"]))
         #expect(outcomes["a"] == expected)
         #expect(outcomes["b"] == .delivered(acknowledged: 1, count: 1))
     }
 
     @Test func aFailedCallFailsEverySentPartition() {
-        let plan = DeliveryPlan(claimed: [claimed("a", after: 4), claimed("b", after: 2)], events: [event("a", 5), event("b", 3)])
-        #expect(plan.outcomesOfFailedCall() == ["a": .failed(acknowledged: 4, count: 0), "b": .failed(acknowledged: 2, count: 0)])
+        let plan = DeliveryPlan(
+            claimed: [claimed("a", after: 4), claimed("b", after: 2)],
+            events: [event("a", 5), event("b", 3)]
+        )
+        #expect(
+            plan.outcomesOfFailedCall() == [
+                "a": .failed(acknowledged: 4, count: 0), "b": .failed(acknowledged: 2, count: 0),
+            ]
+        )
     }
 
     @Test func backoffDoublesToItsCapWithJitterInTheUpperHalf() {
         let backoff = RetryBackoff(initial: .milliseconds(200), maximum: .seconds(60))
-        #expect((1...6).map { backoff.nominal(afterFailures: $0) } == [200, 400, 800, 1600, 3200, 6400].map { .milliseconds($0) })
+        #expect(
+            (1...6).map { backoff.nominal(afterFailures: $0) }
+                == [200, 400, 800, 1600, 3200, 6400].map { .milliseconds($0) }
+        )
         #expect(backoff.nominal(afterFailures: 20) == .seconds(60))
         #expect(backoff.nominal(afterFailures: 500) == .seconds(60))
         #expect(backoff.delay(afterFailures: 3, unit: 0) == .milliseconds(400))
@@ -76,7 +96,9 @@ import Testing
         #expect(try EventConsumer.parseList(text, key: "K").map(\.description) == expected)
     }
 
-    @Test(arguments: ["profile", "profile=host", "profile=host:0", "profile=host:70000", "Profile=h:1", "=h:1", "a=:1", "a=h:1,a=h:2"])
+    @Test(arguments: [
+        "profile", "profile=host", "profile=host:0", "profile=host:70000", "Profile=h:1", "=h:1", "a=:1", "a=h:1,a=h:2",
+    ])
     func badConsumerListsNameTheKey(text: String) {
         #expect(throws: ConfigurationError.self) { try EventConsumer.parseList(text, key: "KINDRED_X_EVENT_CONSUMERS") }
         do { _ = try EventConsumer.parseList(text, key: "KINDRED_X_EVENT_CONSUMERS") } catch {
@@ -85,10 +107,14 @@ import Testing
     }
 
     @Test func consumerServicePaths() {
-        #expect(DeliverEventsMethod.method(for: EventConsumer(name: "discovery", host: "h", port: 1)).path
-            == "/kindred.discovery.v1.DiscoveryService/DeliverEvents")
-        #expect(Kindred.Chat.V1.ChatService.Method.deliverEvents.path
-            == DeliverEventsMethod.method(for: EventConsumer(name: "chat", host: "h", port: 1)).path)
+        #expect(
+            DeliverEventsMethod.method(for: EventConsumer(name: "discovery", host: "h", port: 1)).path
+                == "/kindred.discovery.v1.DiscoveryService/DeliverEvents"
+        )
+        #expect(
+            Kindred.Chat.V1.ChatService.Method.deliverEvents.path
+                == DeliverEventsMethod.method(for: EventConsumer(name: "chat", host: "h", port: 1)).path
+        )
     }
 
     @Test func inboxStopsAPartitionAtItsFirstFailureAndKeepsOthersGoing() {
@@ -126,7 +152,10 @@ import Testing
     @Test func metricsRenderPerConsumer() {
         let metrics = EventRelayMetrics(producer: "auth", consumers: ["chat", "profile"])
         let text = metrics.prometheusText()
-        for name in ["kindred_events_pending", "kindred_events_oldest_pending_seconds", "kindred_events_delivered_total", "kindred_events_delivery_failures_total"] {
+        for name in [
+            "kindred_events_pending", "kindred_events_oldest_pending_seconds", "kindred_events_delivered_total",
+            "kindred_events_delivery_failures_total",
+        ] {
             #expect(text.contains("\(name){producer=\"auth\",consumer=\"chat\"} 0"))
             #expect(text.contains("\(name){producer=\"auth\",consumer=\"profile\"} 0"))
         }

@@ -7,7 +7,9 @@ import Testing
 
 /// The consumer side against a real PostgreSQL, without gRPC.
 @Suite struct EventInboxTests {
-    private func event(_ partition: String, _ sequence: Int64, producer: String = "producer") throws -> Kindred.Common.V1.Event {
+    private func event(_ partition: String, _ sequence: Int64, producer: String = "producer") throws
+        -> Kindred.Common.V1.Event
+    {
         var event = Kindred.Common.V1.Event()
         event.eventId = try UUIDv7.generate()
         event.producer = producer
@@ -25,14 +27,20 @@ import Testing
         let acknowledged = try await inbox.process(events, from: "producer") { event, transaction in
             if event.eventId == failing { throw CancellationError() }
             try await transaction.execute(
-                "INSERT INTO effects (event_id, partition_key, sequence) VALUES (\(event.eventId)::uuid, \(event.partitionKey), \(event.sequence))"
+                """
+                INSERT INTO effects (event_id, partition_key, sequence)
+                VALUES (\(event.eventId)::uuid, \(event.partitionKey), \(event.sequence))
+                """
             )
         }
         #expect(acknowledged == [events[1].eventId, events[3].eventId])
         // The failed event left no id behind: its redelivery applies it.
         let again = try await inbox.process(events, from: "producer") { event, transaction in
             try await transaction.execute(
-                "INSERT INTO effects (event_id, partition_key, sequence) VALUES (\(event.eventId)::uuid, \(event.partitionKey), \(event.sequence))"
+                """
+                INSERT INTO effects (event_id, partition_key, sequence)
+                VALUES (\(event.eventId)::uuid, \(event.partitionKey), \(event.sequence))
+                """
             )
         }
         #expect(again == events.map(\.eventId))
@@ -89,7 +97,9 @@ import Testing
         var community = Kindred.Common.V1.Event()
         community.communityId = "dogs"
         community.payload = .communityUpdated(.init())
-        let written = try await database.producer.withTransaction { try await database.outbox.append(community, in: $0) }
+        let written = try await database.producer.withTransaction {
+            try await database.outbox.append(community, in: $0)
+        }
         #expect(written.sequence > 0 && written.producer == "producer" && UUIDv7.isValid(written.eventId))
         let partition = try await database.producer.query("SELECT partition_key FROM events_outbox").scalar(String.self)
         #expect(partition == "dogs")

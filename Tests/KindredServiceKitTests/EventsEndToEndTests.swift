@@ -67,7 +67,11 @@ import Testing
         for index in 0..<10 { try await database.append(partition: "user-\(index % 3)") }
         #expect(try await eventually { relay.metrics.consumer("sink").failures >= 2 })
         #expect(try await eventually { relay.metrics.consumer("sink").pending == 10 })
-        #expect(relay.metrics.prometheusText().contains("kindred_events_pending{producer=\"producer\",consumer=\"sink\"} 10"))
+        #expect(
+            relay.metrics.prometheusText().contains(
+                "kindred_events_pending{producer=\"producer\",consumer=\"sink\"} 10"
+            )
+        )
         // Deployed, but failing: two calls answered UNAVAILABLE, and one effect throws once.
         let second = try await database.append(partition: "user-1")
         consumer.control.withLock {
@@ -206,13 +210,17 @@ import Testing
         for index in 0..<30 { try await database.append(partition: "user-\(index % 3)") }
         let running = Task { await relay.run() }
         #expect(try await eventually { try await database.effects().count >= 2 })
-        let leased = try await database.producer.query("SELECT count(*) FROM events_cursors WHERE leased_by IS NOT NULL")
+        let leased = try await database.producer.query(
+            "SELECT count(*) FROM events_cursors WHERE leased_by IS NOT NULL"
+        )
         #expect(try leased.scalar(Int64.self) > 0)
         let start = ContinuousClock.now
         running.cancel()
         await running.value
         #expect(ContinuousClock.now - start < .seconds(3))
-        let stillLeased = try await database.producer.query("SELECT count(*) FROM events_cursors WHERE leased_by IS NOT NULL")
+        let stillLeased = try await database.producer.query(
+            "SELECT count(*) FROM events_cursors WHERE leased_by IS NOT NULL"
+        )
         #expect(try stillLeased.scalar(Int64.self) == 0)
         await consumer.stop()
         await database.shutdown()
@@ -222,7 +230,10 @@ import Testing
         let database = try await EventsDatabase.make()
         let consumer = TestConsumer(name: "sink", database: database.consumer)
         let address = try await consumer.start()
-        let client = GRPCClient(configuration: GRPCClientConfiguration(host: "127.0.0.1", port: address.port), logger: testLogger)
+        let client = GRPCClient(
+            configuration: GRPCClientConfiguration(host: "127.0.0.1", port: address.port),
+            logger: testLogger
+        )
         var event = Kindred.Common.V1.Event()
         event.eventId = try UUIDv7.generate()
         event.producer = "producer"
@@ -232,12 +243,19 @@ import Testing
         request.events = [event]
         let method = DeliverEventsMethod.method(for: address)
         func metadata(_ token: String) -> Metadata { ["authorization": .string("Bearer " + token)] }
-        let response = try await client.unary(method, request, metadata: metadata(try TestIdentity.serviceToken("producer")))
+        let response = try await client.unary(
+            method,
+            request,
+            metadata: metadata(try TestIdentity.serviceToken("producer"))
+        )
         #expect(response.acknowledgedEventIds == [event.eventId])
         #expect(try await database.effects().isEmpty)
         let refusals: [(String?, StatusCode)] = [
             (nil, .unauthenticated),
-            (try TestIdentity.token(subject: "0190a000-0000-7000-8000-000000000001", roles: ["user", "admin"]), .permissionDenied),
+            (
+                try TestIdentity.token(subject: "0190a000-0000-7000-8000-000000000001", roles: ["user", "admin"]),
+                .permissionDenied
+            ),
             (try TestIdentity.serviceToken("chat"), .permissionDenied),
         ]
         for (token, code) in refusals {

@@ -35,7 +35,9 @@ import Testing
         var macChanged = bytes
         macChanged[macChanged.count - 1] ^= 1
         bytes.removeAll { $0 == 0 }
-        for forged in [offsetChanged, macChanged, bytes].map({ Base64URL.encode($0) }) + ["", "garbage!", String(repeating: "A", count: 300)] {
+        for forged in [offsetChanged, macChanged, bytes].map({ Base64URL.encode($0) }) + [
+            "", "garbage!", String(repeating: "A", count: 300),
+        ] {
             #expect(PageToken.decode(forged, key: self.key, scope: "s", now: self.now) == nil)
         }
     }

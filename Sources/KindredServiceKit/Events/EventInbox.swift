@@ -8,10 +8,13 @@ import Logging
 /// event's id, and answers which events are durably handled.
 ///
 /// ```swift
-/// func deliverEvents(_ request: DeliverEventsRequest, _ context: ServerContext) async throws -> DeliverEventsResponse {
+/// func deliverEvents(_ request: DeliverEventsRequest, _ context: ServerContext) async throws
+///     -> DeliverEventsResponse
+/// {
 ///     let producer = try await self.access.requireService(["auth", "profile", "match"], context)
 ///     var response = DeliverEventsResponse()
-///     response.acknowledgedEventIds = try await self.inbox.process(request.events, from: producer) { event, transaction in
+///     response.acknowledgedEventIds = try await self.inbox.process(request.events, from: producer) {
+///         event, transaction in
 ///         switch event.payload {
 ///         case .accountDeleted?: try await transaction.execute("DELETE FROM profiles WHERE user_id = \(event.userId)")
 ///         default: break  // irrelevant here: acknowledged all the same

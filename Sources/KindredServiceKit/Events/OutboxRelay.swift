@@ -40,7 +40,10 @@ public final class OutboxRelay: Sendable {
         self.database = database
         self.tokens = tokens
         self.logger = logger
-        self.metrics = EventRelayMetrics(producer: configuration.producer, consumers: configuration.consumers.map(\.name))
+        self.metrics = EventRelayMetrics(
+            producer: configuration.producer,
+            consumers: configuration.consumers.map(\.name)
+        )
         let owner = "\(ProcessInfo.processInfo.hostName)/\(getpid())/\(UInt32.random(in: 0...UInt32.max))"
         self.store = OutboxRelayStore(database: database, owner: owner)
         var clients: [String: GRPCClient] = [:]
@@ -79,7 +82,10 @@ public final class OutboxRelay: Sendable {
         // Not in the cancelled task: its queries would be cancelled too.
         await Task { [store, logger] in
             do { try await store.releaseLeases() } catch {
-                logger.warning("events relay could not release its leases", metadata: ["error.type": "\(type(of: error))"])
+                logger.warning(
+                    "events relay could not release its leases",
+                    metadata: ["error.type": "\(type(of: error))"]
+                )
             }
         }.value
         for client in self.clients.values { await client.close() }
@@ -99,7 +105,12 @@ public final class OutboxRelay: Sendable {
         let plan: DeliveryPlan
         do {
             let events = try await self.store.events(after: claimed, limit: configuration.maxBatch)
-            plan = DeliveryPlan(claimed: claimed, events: events, readLimit: configuration.maxBatch, maxBatch: configuration.maxBatch)
+            plan = DeliveryPlan(
+                claimed: claimed,
+                events: events,
+                readLimit: configuration.maxBatch,
+                maxBatch: configuration.maxBatch
+            )
         } catch {
             try? await self.store.record(
                 consumer: consumer.name,
@@ -197,7 +208,10 @@ public final class OutboxRelay: Sendable {
                 try await self.registerConsumers()
                 return
             } catch {
-                self.logger.warning("events relay cannot register its consumers yet", metadata: ["error.type": "\(type(of: error))"])
+                self.logger.warning(
+                    "events relay cannot register its consumers yet",
+                    metadata: ["error.type": "\(type(of: error))"]
+                )
                 try? await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(5))
             }
@@ -225,7 +239,10 @@ public final class OutboxRelay: Sendable {
                 for try await _ in notifications { wakeAll() }
             } catch {
                 if Task.isCancelled { return }
-                self.logger.warning("events relay lost its LISTEN connection", metadata: ["error.type": "\(type(of: error))"])
+                self.logger.warning(
+                    "events relay lost its LISTEN connection",
+                    metadata: ["error.type": "\(type(of: error))"]
+                )
             }
             try? await Task.sleep(for: .seconds(1))
         }

@@ -70,7 +70,8 @@ struct EventsDatabase {
             sql: EventInbox.schemaSQL + """
 
                 CREATE TABLE effects (
-                    id bigserial PRIMARY KEY, event_id uuid NOT NULL, partition_key text NOT NULL, sequence bigint NOT NULL
+                    id bigserial PRIMARY KEY, event_id uuid NOT NULL, partition_key text NOT NULL,
+                    sequence bigint NOT NULL
                 );
                 """
         )
@@ -157,7 +158,8 @@ final class TestConsumer: GRPCService, Sendable {
 
     func register(in router: inout GRPCRouter) {
         router.unary(DeliverEventsMethod.method(for: EventConsumer(name: self.name, host: "", port: 0))) {
-            request, context in
+            request,
+            context in
             try await self.deliverEvents(request, context)
         }
     }
@@ -175,7 +177,9 @@ final class TestConsumer: GRPCService, Sendable {
         if fail { throw RPCError(.unavailable, "Consumer is failing on purpose") }
         self.control.withLock { $0.received += request.events.map(\.eventId) }
         let acknowledged = try await self.inbox.process(request.events, from: producer) { event, transaction in
-            let (delay, failNow) = self.control.withLock { ($0.delayPerEvent, $0.failOnce.remove(event.eventId) != nil) }
+            let (delay, failNow) = self.control.withLock {
+                ($0.delayPerEvent, $0.failOnce.remove(event.eventId) != nil)
+            }
             if delay > .zero { try await Task.sleep(for: delay) }
             if failNow { throw RPCError(.internalError, "effect failed on purpose") }
             try await transaction.execute(
