@@ -96,13 +96,16 @@ import Testing
                 try await database.query("SELECT type FROM received WHERE user_id = \(user.account.userId) ORDER BY id")
                     .map { try $0.decode(String.self, at: 0) }
             }
-            let deadline = ContinuousClock.now + .seconds(10)
-            while try await received().count < 3, ContinuousClock.now < deadline {
+            // Generous bound for a loaded machine; a healthy run takes milliseconds.
+            let deadline = ContinuousClock.now + .seconds(30)
+            let delivered = "kindred_events_delivered_total{producer=\"auth\",consumer=\"match\"} 3"
+            while try await received().count < 3 || !auth.server.runner.prometheusText().contains(delivered),
+                ContinuousClock.now < deadline
+            {
                 try await Task.sleep(for: .milliseconds(50))
             }
             #expect(try await received() == ["account.deactivated", "account.reactivated", "account.deleted"])
-            let metrics = auth.server.runner.prometheusText()
-            #expect(metrics.contains("kindred_events_delivered_total{producer=\"auth\",consumer=\"match\"} 3"))
+            #expect(auth.server.runner.prometheusText().contains(delivered))
         }
         await server.shutdown(grace: .milliseconds(200))
         await database.shutdown()

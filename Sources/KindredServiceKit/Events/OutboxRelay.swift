@@ -149,7 +149,15 @@ public final class OutboxRelay: Sendable {
             }
         }
         let errorText = failure.map { Self.describe($0) } ?? (partitionFailed ? "not acknowledged" : nil)
-        try await self.store.record(consumer: consumer.name, outcomes: outcomes, delays: delays, error: errorText)
+        // The consumer's answer is worth a few tries: lost, it costs a redelivery after the lease.
+        for attempt in 1...3 {
+            do {
+                try await self.store.record(consumer: consumer.name, outcomes: outcomes, delays: delays, error: errorText)
+                break
+            } catch where attempt < 3 && !Task.isCancelled {
+                try await Task.sleep(for: .milliseconds(100 * attempt))
+            }
+        }
         if delivered > 0 { self.metrics.recordDelivered(consumer.name, count: delivered) }
         // A consumer that stays down (or is not deployed yet) would log at every retry: warn when a partition
         // starts failing, then only at debug level; the failures counter shows the rest.

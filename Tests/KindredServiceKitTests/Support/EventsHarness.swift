@@ -56,7 +56,7 @@ struct EventsDatabase {
             var configuration = base
             configuration.settings["search_path"] = schema
             var pool = PostgresClient.PoolConfiguration()
-            pool.maxConnections = 6
+            pool.maxConnections = 10
             let client = PostgresClient(configuration: configuration, pool: pool, logger: testLogger)
             _ = try await PostgresMigrator(
                 schema: schema,
@@ -215,9 +215,10 @@ final class TestConsumer: GRPCService, Sendable {
     }
 }
 
-/// Waits until `condition` holds, checking every 20 ms, at most `timeout`.
+/// Waits until `condition` holds, checking every 20 ms, at most `timeout` (generous: the machine running the
+/// tests may be busy building; a healthy run takes far less).
 func eventually(
-    timeout: Duration = .seconds(10),
+    timeout: Duration = .seconds(30),
     _ condition: () async throws -> Bool
 ) async throws -> Bool {
     let deadline = ContinuousClock.now + timeout
