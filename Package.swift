@@ -77,26 +77,28 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ] + nio
         ),
-        // The service kit: what every service with tables shares (the generic server command, database
-        // settings and migrations). Apart from KindredGRPCServices because the kindred CLI uses that module and
-        // must not pull in libpq.
+
+        // Access tokens: Ed25519 JWT signing and the verification every service uses; OIDC ID tokens.
+        .target(name: "KindredIdentity", dependencies: ["KindredOpenSSL", "KindredGRPC"]),
+
+        // The service kit: what every service shares beyond the runtime — the generic server command, database
+        // settings and migrations, error mapping, events (outbox, relay, inbox), service identity, page tokens.
+        // A module of its own, not part of KindredGRPCServices, because the kindred CLI depends on
+        // KindredGRPCServices and must not pull in libpq.
         .target(
             name: "KindredServiceKit",
             dependencies: [
-                "KindredGRPC", "KindredGRPCServices", "KindredPostgres", logging,
+                "KindredGRPC", "KindredGRPCServices", "KindredPostgres", "KindredIdentity", "KindredProto",
+                "KindredProtobuf", "KindredOpenSSL", logging,
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ]
+            ] + nio
         ),
-
-        // Access tokens: Ed25519 JWT signing and the verification every service uses; OIDC ID tokens.
         // Tests: a real server of any service on a private, freshly migrated database.
         .target(
             name: "KindredServiceTesting",
             dependencies: ["KindredServiceKit", "KindredGRPC", "KindredGRPCServices", "KindredPostgresTesting", logging]
         ),
-
-        .target(name: "KindredIdentity", dependencies: ["KindredOpenSSL", "KindredGRPC"]),
 
         // The auth service: accounts, sessions, tokens (library) and its thin executable.
         .target(
@@ -150,7 +152,7 @@ let package = Package(
             name: "KindredAuthTests",
             dependencies: [
                 "KindredAuth", "KindredPostgresTesting", "KindredGRPC", "KindredGRPCServices", "KindredProto",
-                "KindredIdentity",
+                "KindredIdentity", "KindredServiceKit",
             ] + nio,
             exclude: ["python"]
         ),
@@ -172,8 +174,9 @@ let package = Package(
             name: "KindredServiceKitTests",
             dependencies: [
                 "KindredServiceKit", "KindredServiceTesting", "KindredGRPCServices", "KindredGRPC", "KindredProto",
-                "KindredInterop", "KindredPostgresTesting", "KindredPostgres",
-            ]
+                "KindredInterop", "KindredPostgresTesting", "KindredPostgres", "KindredIdentity", "KindredOpenSSL",
+                logging,
+            ] + nio
         ),
         .testTarget(
             name: "KindredGRPCTests",

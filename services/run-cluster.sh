@@ -344,9 +344,16 @@ server_env_common() {
         )
     fi
 }
+# The consumers of a producer's events (cluster.env KINDRED_EVENT_CONSUMERS_OF_<NAME>) as name=host:port,...
+event_consumers() {
+    local variable="KINDRED_EVENT_CONSUMERS_OF_${1^^}" consumer list=""
+    for consumer in ${!variable:-}; do list+="${list:+,}$consumer=127.0.0.1:$(port_of "$consumer")"; done
+    echo "$list"
+}
 # Settings of one server beyond the common ones; a server without a function here gets only those.
 server_env_auth() {
     SERVER_ENV+=(
+        KINDRED_AUTH_EVENT_CONSUMERS="$(event_consumers auth)"
         KINDRED_AUTH_SMTP_HOST=127.0.0.1
         KINDRED_AUTH_SMTP_PORT="$SMTP_PORT"
         KINDRED_AUTH_SMTP_SECURITY=none

@@ -80,6 +80,14 @@ public struct AuthConfiguration: Sendable {
     public var serviceSecrets: [String: String] = [:]
     public static let serviceNames = ["gateway", "profile", "discovery", "match", "chat"]
 
+    /// `KINDRED_AUTH_EVENT_CONSUMERS` (comma-separated `name=host:port`, e.g.
+    /// `profile=127.0.0.1:50052,chat=127.0.0.1:50055`), default none: where the events relay delivers account
+    /// events (the service kit's `OutboxRelay`). Events for consumers not listed wait in the outbox.
+    public var eventConsumers: [EventConsumer] = []
+    /// `KINDRED_AUTH_EVENT_POLL_MS` (int, 10...60000), default 1000: how often the events relay looks for due
+    /// retries (new events wake it at once through NOTIFY).
+    public var eventPollInterval: Duration = .seconds(1)
+
     public init() {}
 
     /// Reads the `KINDRED_AUTH_*` settings; a bad value throws `ConfigurationError` naming the key.
@@ -144,6 +152,11 @@ public struct AuthConfiguration: Sendable {
             let key = "KINDRED_AUTH_SERVICE_SECRET_" + name.uppercased()
             self.serviceSecrets[name] = try reader.secret(key, length: 32...256)
         }
+        if let value = reader.string("KINDRED_AUTH_EVENT_CONSUMERS") {
+            self.eventConsumers = try EventConsumer.parseList(value, key: "KINDRED_AUTH_EVENT_CONSUMERS")
+        }
+        self.eventPollInterval = try reader.milliseconds(
+            "KINDRED_AUTH_EVENT_POLL_MS", default: self.eventPollInterval, in: 10...60_000)
     }
 
     /// The signing key path: the configured file, else `<data dir>/signing-key.pem`.

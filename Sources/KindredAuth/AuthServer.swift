@@ -19,6 +19,8 @@ public final class AuthServer: ServiceServer {
     public let hasher: PasswordHasher
     public let service: AuthService
     public let relay: MailRelay
+    /// Delivers account events to the configured consumers; nil when none is configured.
+    public let eventRelay: OutboxRelay?
     public let runner: ServerRunner
     private let logger: Logger
 
@@ -71,11 +73,29 @@ public final class AuthServer: ServiceServer {
             mailRelayNudge: { relay.nudge() },
             logger: logger
         )
+        if configuration.eventConsumers.isEmpty {
+            self.eventRelay = nil
+        } else {
+            var events = OutboxRelayConfiguration(producer: "auth", consumers: configuration.eventConsumers)
+            events.pollInterval = configuration.eventPollInterval
+            let service = self.service
+            self.eventRelay = OutboxRelay(
+                configuration: events,
+                database: self.database,
+                tokens: ServiceTokenSource { try service.signServiceToken(for: "auth") },
+                logger: logger
+            )
+        }
         var runner = ServerRunner(configuration: try configuration.endpoint.serverConfiguration(), services: [self.service])
         runner.admin = configuration.endpoint.adminConfiguration
         let database = self.database
         runner.extraMetrics = [{ database.statistics.prometheusText(pool: "auth") }]
         runner.background = [BackgroundTask("mail-relay") { await relay.run() }]
+        if let events = self.eventRelay {
+            let metrics = events.metrics
+            runner.extraMetrics.append { metrics.prometheusText() }
+            runner.background.append(BackgroundTask("events-relay") { await events.run() })
+        }
         self.runner = runner
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import KindredGRPC
 import KindredPostgres
 import KindredProto
+import KindredServiceKit
 
 extension AuthService {
     /// Proves the caller is the account holder right now: the current password, or (when `password` is empty)
@@ -300,7 +301,6 @@ extension AuthService {
             try await transaction.appendEvent(
                 userID: account.id,
                 communityID: account.communityID,
-                type: "account.deleted",
                 payload: .accountDeleted(payload),
                 at: deletedAt
             )
@@ -314,30 +314,19 @@ extension AuthService {
 }
 
 extension PostgresTransaction {
-    /// Writes a `kindred.common.v1.Event` into the events outbox, in the caller's transaction.
+    /// Writes a `kindred.common.v1.Event` about an account into the events outbox (the service kit's `Outbox`,
+    /// delivered by its `OutboxRelay`), in the caller's transaction.
     func appendEvent(
         userID: String,
         communityID: String,
-        type: String,
         payload: Kindred.Common.V1.Event.Payload,
         at time: PostgresTimestamp
     ) async throws {
-        let sequence = try await self.query("SELECT nextval(pg_get_serial_sequence('events_outbox', 'id'))").scalar(
-            Int64.self
-        )
         var event = Kindred.Common.V1.Event()
-        event.eventId = try UUIDv7.generate()
-        event.producer = "auth"
         event.userId = userID
         event.communityId = communityID
-        event.sequence = sequence
         event.occurredUnixMs = time.millisecondsSinceEpoch
         event.payload = payload
-        try await self.execute(
-            """
-            INSERT INTO events_outbox (id, event_id, user_id, community_id, event_type, payload, created_at)
-            VALUES (\(sequence), \(event.eventId), \(userID), \(communityID), \(type), \(try event.serializedBytes()), \(time))
-            """
-        )
+        try await Outbox(producer: "auth").append(event, in: self)
     }
 }

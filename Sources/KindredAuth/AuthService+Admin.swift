@@ -41,7 +41,6 @@ extension AuthService {
             try await transaction.appendEvent(
                 userID: target,
                 communityID: account.communityID,
-                type: "account.deactivated",
                 payload: .accountDeactivated(payload),
                 at: now
             )
@@ -75,7 +74,6 @@ extension AuthService {
             try await transaction.appendEvent(
                 userID: target,
                 communityID: account.communityID,
-                type: "account.reactivated",
                 payload: .accountReactivated(payload),
                 at: .now
             )

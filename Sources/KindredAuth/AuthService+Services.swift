@@ -19,19 +19,25 @@ extension AuthService {
             SHA256.hash(Array((expected ?? "\u{0}unset").utf8))
         )
         guard let _ = expected, matches else { throw AuthError(.unauthenticated, "Unknown service or wrong secret") }
-        let now = Int64(Date().timeIntervalSince1970)
+        let (token, expires) = try self.signServiceToken(for: request.serviceName)
+        var response = Kindred.Auth.V1.IssueServiceTokenResponse()
+        response.accessToken = token
+        response.expiresUnixMs = expires
+        return response
+    }
+
+    /// A service token for `service` and its expiry (UTC ms). Auth's own calls (the events relay) use it
+    /// with `service` "auth", without a secret: auth holds the signing key.
+    func signServiceToken(for service: String) throws -> (token: String, expiresUnixMs: Int64) {
         let claims = AccessTokenClaims(
-            subject: "service:" + request.serviceName,
-            issuedAt: now,
+            subject: "service:" + service,
+            issuedAt: Int64(Date().timeIntervalSince1970),
             lifetimeSeconds: self.configuration.accessTokenLifetime,
             tokenID: try UUIDv7.generate(),
             sessionID: nil,
             roles: ["service"]
         )
-        var response = Kindred.Auth.V1.IssueServiceTokenResponse()
-        response.accessToken = try self.signer.sign(claims)
-        response.expiresUnixMs = claims.exp * 1000
-        return response
+        return (try self.signer.sign(claims), claims.exp * 1000)
     }
 
     /// Grants ROLE_ADMIN while no admin exists, to whoever knows KINDRED_AUTH_BOOTSTRAP_SECRET.

@@ -1,6 +1,7 @@
 import Foundation
 import KindredGRPCServices
 import KindredOpenSSL
+import KindredServiceKit
 
 /// Opaque one-time and refresh tokens: 256 random bits, base64url for the client, SHA-256 in the database.
 enum OpaqueToken {
@@ -29,23 +30,8 @@ enum EmailCodeSecret {
     static func hash(accountID: String, code: String) -> [UInt8] { SHA256.hash(Array((accountID + ":" + code).utf8)) }
 }
 
-/// UUIDv7 (RFC 9562): 48-bit Unix milliseconds, version and variant bits, random rest; canonical text.
-enum UUIDv7 {
-    static func generate(now: Date = Date()) throws -> String {
-        var bytes = try SecureRandom.bytes(count: 16)
-        let milliseconds = UInt64(now.timeIntervalSince1970 * 1000)
-        for index in 0..<6 { bytes[index] = UInt8(truncatingIfNeeded: milliseconds >> (40 - 8 * UInt64(index))) }
-        bytes[6] = (bytes[6] & 0x0f) | 0x70
-        bytes[8] = (bytes[8] & 0x3f) | 0x80
-        let hex = bytes.map { String(format: "%02x", $0) }.joined()
-        let characters = Array(hex)
-        return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(characters[$0]) }.joined(separator: "-")
-    }
-
-    static func isValid(_ text: String) -> Bool {
-        UUID(uuidString: text) != nil && text.count == 36
-    }
-}
+/// Auth's ids are the service kit's UUIDv7s.
+typealias UUIDv7 = KindredServiceKit.UUIDv7
 
 /// The service's Ed25519 signing key: loaded from a PEM file, generated (mode 0600) when missing.
 public struct SigningKey: Sendable {

@@ -59,7 +59,10 @@ public final class TestPostgres: Sendable {
     /// Creates a database (a random `test_…` name when `name` is nil) and returns its configuration.
     public func createDatabase(_ name: String? = nil) async throws -> PostgresConfiguration {
         let name = name ?? "test_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
-        let connection = try await PostgresConnection.connect(configuration: self.configuration(), logger: self.logger)
+        // CREATE DATABASE copies template1 and can take seconds on a loaded machine: no statement timeout.
+        var configuration = self.configuration()
+        configuration.statementTimeout = nil
+        let connection = try await PostgresConnection.connect(configuration: configuration, logger: self.logger)
         defer { connection.close() }
         try await connection.execute("CREATE DATABASE \(identifier: name)")
         return self.configuration(database: name)

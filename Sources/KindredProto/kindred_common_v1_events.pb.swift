@@ -18,8 +18,8 @@ extension Kindred.Common.V1 {
         /// The community of user_id, or the community the event is about.
         public var communityId: Swift.String = ""
 
-        /// Position within the partition for this producer, strictly increasing from 1 (gaps allowed).
-        /// Consumers may use it to detect reordering.
+        /// Position within the partition for this producer, strictly increasing (gaps allowed; a partition's
+        /// first event need not have 1). Consumers may use it to detect reordering.
         public var sequence: Swift.Int64 = 0
 
         /// When the state change was committed (UTC ms).

@@ -106,8 +106,8 @@ struct  Kindred__Common__V1__Event
    */
   char *community_id;
   /*
-   * Position within the partition for this producer, strictly increasing from 1 (gaps allowed).
-   * Consumers may use it to detect reordering.
+   * Position within the partition for this producer, strictly increasing (gaps allowed; a partition's
+   * first event need not have 1). Consumers may use it to detect reordering.
    */
   int64_t sequence;
   /*

@@ -1,0 +1,318 @@
+import Foundation
+import KindredGRPC
+import KindredPostgres
+import KindredProto
+import KindredProtobuf
+import Logging
+import NIOCore
+
+/// Delivers a producer's `events_outbox` to each configured consumer's `DeliverEvents`, as the protocol in
+/// proto/kindred/common/v1/events.proto requires: at least once, in order per partition, batches of 1...100,
+/// backoff with jitter while a consumer fails, never dropping an event (a consumer that is not deployed
+/// leaves its events pending, visible in ``metrics``).
+///
+/// Generalised from auth's mail relay: work is claimed in the database (``OutboxRelayStore/claim``), so any
+/// number of replicas share it; each consumer has its own loop, woken by the producers' NOTIFY (delivery
+/// starts within milliseconds of a commit), by a poll every `pollInterval` (retries after backoff, missed
+/// notifications) and by its own progress (a full batch is followed at once by the next). The decisions
+/// (what goes in a batch, where each cursor moves) are ``DeliveryPlan``'s; this type does the I/O.
+///
+/// Run it with ``run()`` until the task is cancelled; it then ends its leases so another replica can continue
+/// at once. A relay that dies instead leaves its partitions to others after `lease`.
+public final class OutboxRelay: Sendable {
+    public let configuration: OutboxRelayConfiguration
+    public let metrics: EventRelayMetrics
+    private let database: PostgresClient
+    private let store: OutboxRelayStore
+    private let tokens: ServiceTokenSource
+    private let clients: [String: GRPCClient]
+    private let logger: Logger
+
+    public init(
+        configuration: OutboxRelayConfiguration,
+        database: PostgresClient,
+        tokens: ServiceTokenSource,
+        logger: Logger
+    ) {
+        precondition(configuration.lease > configuration.callTimeout, "the lease must outlast a call")
+        precondition((1...DeliveryPlan.maxBatch).contains(configuration.maxBatch), "maxBatch must be 1...100")
+        self.configuration = configuration
+        self.database = database
+        self.tokens = tokens
+        self.logger = logger
+        self.metrics = EventRelayMetrics(
+            producer: configuration.producer,
+            consumers: configuration.consumers.map(\.name)
+        )
+        let owner = "\(ProcessInfo.processInfo.hostName)/\(getpid())/\(UInt32.random(in: 0...UInt32.max))"
+        self.store = OutboxRelayStore(database: database, owner: owner)
+        var clients: [String: GRPCClient] = [:]
+        for consumer in configuration.consumers {
+            var client = GRPCClientConfiguration(host: consumer.host, port: consumer.port)
+            client.connectionCount = 1
+            client.defaultTimeout = configuration.callTimeout
+            client.connectTimeout = min(configuration.callTimeout, .seconds(5))
+            clients[consumer.name] = GRPCClient(configuration: client, logger: logger)
+        }
+        self.clients = clients
+    }
+
+    /// Delivers until the task is cancelled, then ends its leases and closes its connections.
+    public func run() async {
+        guard !self.configuration.consumers.isEmpty else { return }
+        await self.registerConsumersUntilDone()
+        let wakeups = self.configuration.consumers.map { _ in
+            AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        }
+        let wakeAll: @Sendable () -> Void = { for wakeup in wakeups { wakeup.continuation.yield() } }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.listen(wakeAll) }
+            group.addTask { await self.tick(wakeAll) }
+            for (consumer, wakeup) in zip(self.configuration.consumers, wakeups) {
+                group.addTask { await self.deliverLoop(to: consumer, wakeups: wakeup.stream) }
+            }
+            wakeAll()
+            await withTaskCancellationHandler {
+                await group.next()
+            } onCancel: {
+                for wakeup in wakeups { wakeup.continuation.finish() }
+            }
+            group.cancelAll()
+        }
+        // Not in the cancelled task: its queries would be cancelled too.
+        await Task { [store, logger] in
+            do { try await store.releaseLeases() } catch {
+                logger.warning(
+                    "events relay could not release its leases",
+                    metadata: ["error.type": "\(type(of: error))"]
+                )
+            }
+        }.value
+        for client in self.clients.values { await client.close() }
+    }
+
+    /// Delivers one batch to `consumer`: claims partitions, sends their next events, records the answer.
+    /// Returns the number of events acknowledged (0 when nothing was due); throws when the call failed.
+    @discardableResult
+    public func deliverOnce(to consumer: EventConsumer) async throws -> Int {
+        let configuration = self.configuration
+        let claimed = try await self.store.claim(
+            consumer: consumer.name,
+            limit: configuration.partitionsPerClaim,
+            lease: configuration.lease
+        )
+        guard !claimed.isEmpty else { return 0 }
+        let plan: DeliveryPlan
+        do {
+            let events = try await self.store.events(after: claimed, limit: configuration.maxBatch)
+            plan = DeliveryPlan(
+                claimed: claimed,
+                events: events,
+                readLimit: configuration.maxBatch,
+                maxBatch: configuration.maxBatch
+            )
+        } catch {
+            try? await self.store.record(
+                consumer: consumer.name,
+                outcomes: Dictionary(uniqueKeysWithValues: claimed.map { ($0.partition, .untouched) }),
+                delays: [:],
+                error: nil
+            )
+            throw error
+        }
+        var outcomes: [String: DeliveryPlan.Outcome]
+        var failure: (any Error)?
+        if plan.batch.isEmpty {
+            outcomes = plan.outcomes(acknowledgedIDs: [])
+        } else {
+            do {
+                let acknowledged = try await self.send(plan.batch, to: consumer)
+                outcomes = plan.outcomes(acknowledgedIDs: acknowledged)
+            } catch {
+                if Task.isCancelled { throw error }  // shutting down: the leases are released by run()
+                failure = error
+                outcomes = plan.outcomesOfFailedCall()
+            }
+        }
+        var delays: [String: Duration] = [:]
+        var delivered = 0
+        var partitionFailed = false
+        let attempts = Dictionary(uniqueKeysWithValues: claimed.map { ($0.partition, $0.attempts) })
+        for (partition, outcome) in outcomes {
+            switch outcome {
+            case .delivered(_, let count): delivered += count
+            case .failed(_, let count):
+                delivered += count
+                partitionFailed = true
+                delays[partition] = configuration.backoff.delay(afterFailures: (attempts[partition] ?? 0) + 1)
+            case .untouched, .nothingPending: break
+            }
+        }
+        let errorText = failure.map { Self.describe($0) } ?? (partitionFailed ? "not acknowledged" : nil)
+        // The consumer's answer is worth a few tries: lost, it costs a redelivery after the lease.
+        for attempt in 1...3 {
+            do {
+                try await self.store.record(consumer: consumer.name, outcomes: outcomes, delays: delays, error: errorText)
+                break
+            } catch where attempt < 3 && !Task.isCancelled {
+                try await Task.sleep(for: .milliseconds(100 * attempt))
+            }
+        }
+        if delivered > 0 { self.metrics.recordDelivered(consumer.name, count: delivered) }
+        // A consumer that stays down (or is not deployed yet) would log at every retry: warn when a partition
+        // starts failing, then only at debug level; the failures counter shows the rest.
+        let level: Logger.Level = claimed.contains { $0.attempts == 0 } ? .warning : .debug
+        if let failure {
+            self.metrics.recordFailure(consumer.name)
+            self.logger.log(
+                level: level,
+                "event delivery failed, will retry",
+                metadata: [
+                    "events.consumer": "\(consumer.name)", "events.batch": "\(plan.batch.count)",
+                    "error": "\(Self.describe(failure))",
+                ]
+            )
+            throw failure
+        }
+        if partitionFailed {
+            self.metrics.recordFailure(consumer.name)
+            self.logger.log(
+                level: level,
+                "consumer left events unacknowledged, will retry",
+                metadata: ["events.consumer": "\(consumer.name)", "events.acknowledged": "\(delivered)"]
+            )
+        }
+        return delivered
+    }
+
+    /// Deletes delivered events older than `retention` (up to 1000 a call), with the bookkeeping of
+    /// partitions they leave empty; ``run()`` calls it every 10 minutes. Returns how many events went.
+    @discardableResult
+    public func purgeDelivered() async throws -> Int {
+        try await self.store.purgeDelivered(retention: self.configuration.retention)
+    }
+
+    /// Recomputes the pending gauges of every consumer.
+    public func refreshMetrics() async {
+        for consumer in self.configuration.consumers {
+            guard let pending = try? await self.store.pending(consumer: consumer.name) else { continue }
+            self.metrics.setPending(consumer.name, count: pending.count, oldestSeconds: pending.oldestSeconds)
+        }
+    }
+
+    /// Adds the configured consumers to `events_consumers` (``run()`` does it first). Events appended before a
+    /// consumer is registered are not delivered to it: a producer's migration registers the consumers its
+    /// contract names, so nothing written before the first relay ran is missed.
+    public func registerConsumers() async throws {
+        try await self.store.register(consumers: self.configuration.consumers.map(\.name))
+    }
+
+    // MARK: Loops
+
+    private func registerConsumersUntilDone() async {
+        var delay: Duration = .milliseconds(100)
+        while !Task.isCancelled {
+            do {
+                try await self.registerConsumers()
+                return
+            } catch {
+                self.logger.warning(
+                    "events relay cannot register its consumers yet",
+                    metadata: ["error.type": "\(type(of: error))"]
+                )
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(5))
+            }
+        }
+    }
+
+    private func deliverLoop(to consumer: EventConsumer, wakeups: AsyncStream<Void>) async {
+        for await _ in wakeups {
+            // Batch after batch while there is work; a failure waits for the next wake-up (its partitions
+            // back off in the database meanwhile).
+            while !Task.isCancelled {
+                guard let count = try? await self.deliverOnce(to: consumer), count > 0 else { break }
+            }
+        }
+    }
+
+    /// LISTEN on the producer's channel; every notification wakes every consumer loop. If the listening
+    /// connection breaks, polling carries on alone until it is back.
+    private func listen(_ wakeAll: @escaping @Sendable () -> Void) async {
+        let channel = Outbox(producer: self.configuration.producer).channel
+        while !Task.isCancelled {
+            do {
+                let notifications = try await self.database.listen(channel: channel)
+                wakeAll()  // whatever was committed while not listening
+                for try await _ in notifications { wakeAll() }
+            } catch {
+                if Task.isCancelled { return }
+                self.logger.warning(
+                    "events relay lost its LISTEN connection",
+                    metadata: ["error.type": "\(type(of: error))"]
+                )
+            }
+            try? await Task.sleep(for: .seconds(1))
+        }
+    }
+
+    /// Polls, refreshes the gauges and purges delivered events on their own schedules.
+    private func tick(_ wakeAll: @escaping @Sendable () -> Void) async {
+        let clock = ContinuousClock()
+        var nextMetrics = clock.now
+        var nextPurge = clock.now + .seconds(60)
+        while !Task.isCancelled {
+            wakeAll()
+            if clock.now >= nextMetrics {
+                await self.refreshMetrics()
+                nextMetrics = clock.now + self.configuration.metricsInterval
+            }
+            if clock.now >= nextPurge {
+                _ = try? await self.purgeDelivered()
+                nextPurge = clock.now + .seconds(600)
+            }
+            try? await Task.sleep(for: self.configuration.pollInterval)
+        }
+    }
+
+    // MARK: The call
+
+    /// Calls the consumer's DeliverEvents; returns the acknowledged ids.
+    private func send(_ batch: [OutboxEvent], to consumer: EventConsumer) async throws -> Set<String> {
+        guard let client = self.clients[consumer.name] else { return [] }
+        var request = DeliverEventsMethod.Request()
+        request.events = try batch.map { try Kindred.Common.V1.Event(serializedBytes: $0.payload) }
+        let metadata = try await self.tokens.metadata()
+        do {
+            let response = try await client.unary(
+                DeliverEventsMethod.method(for: consumer),
+                request,
+                metadata: metadata,
+                options: CallOptions(timeout: self.configuration.callTimeout)
+            )
+            return Set(response.acknowledgedEventIds)
+        } catch let status as RPCError where status.code == .unauthenticated {
+            self.tokens.invalidate()  // the next attempt fetches a fresh token
+            throw status
+        }
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        if let error = error as? RPCError { return "\(error.code)" }
+        return "\(type(of: error))"
+    }
+}
+
+/// The consumers' DeliverEvents. Profile, discovery, match and chat each declare their own request and
+/// response messages, identical on the wire (`repeated kindred.common.v1.Event events = 1` and
+/// `repeated string acknowledged_event_ids = 1`), so the relay encodes with one pair and only the path
+/// differs per consumer.
+public enum DeliverEventsMethod {
+    public typealias Request = Kindred.Match.V1.DeliverEventsRequest
+    public typealias Response = Kindred.Match.V1.DeliverEventsResponse
+
+    /// `/kindred.<consumer>.v1.<Consumer>Service/DeliverEvents`.
+    public static func method(for consumer: EventConsumer) -> ProtoMethod<Request, Response> {
+        ProtoMethod(service: consumer.grpcService, name: "DeliverEvents", kind: .unary)
+    }
+}

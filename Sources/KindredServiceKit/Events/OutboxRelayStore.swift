@@ -1,0 +1,179 @@
+import KindredPostgres
+
+/// The relay's SQL on the producer's `events_*` tables (``Outbox/schemaSQL``), one statement per step.
+struct OutboxRelayStore: Sendable {
+    let database: PostgresClient
+    /// This relay's name in `events_cursors.leased_by`.
+    let owner: String
+
+    /// Adds the configured consumers to `events_consumers` (appends from now on mark them pending).
+    func register(consumers: [String]) async throws {
+        try await self.database.execute(
+            "INSERT INTO events_consumers (consumer) SELECT unnest(\(consumers)::text[]) ON CONFLICT DO NOTHING"
+        )
+    }
+
+    /// Leases up to `limit` due partitions of `consumer` that no other relay holds, oldest pending first.
+    ///
+    /// `FOR UPDATE SKIP LOCKED` lets replicas claim side by side without waiting on each other; a row another
+    /// replica leased and committed meanwhile is re-checked against the conditions and skipped. A lease, not
+    /// a lock, then reserves the partition while its batch is out, so one partition is worked on by one
+    /// relay at a time and its order holds.
+    func claim(consumer: String, limit: Int, lease: Duration) async throws -> [ClaimedPartition] {
+        let rows = try await self.database.query(
+            """
+            WITH due AS (
+                SELECT consumer, partition_key FROM events_cursors
+                WHERE consumer = \(consumer) AND acknowledged_sequence < appended_sequence
+                  AND next_attempt_at <= now() AND (leased_until IS NULL OR leased_until < now())
+                ORDER BY pending_since NULLS FIRST LIMIT \(Int64(limit))
+                FOR UPDATE SKIP LOCKED
+            )
+            UPDATE events_cursors c SET leased_by = \(self.owner),
+                leased_until = now() + make_interval(secs => \(lease.seconds))
+            FROM due WHERE c.consumer = due.consumer AND c.partition_key = due.partition_key
+            RETURNING c.partition_key, c.acknowledged_sequence, c.attempts
+            """
+        )
+        return try rows.map { row in
+            let (partition, acknowledged, attempts) = try row.decode((String, Int64, Int32).self)
+            return ClaimedPartition(partition: partition, acknowledged: acknowledged, attempts: Int(attempts))
+        }
+    }
+
+    /// The events after each claimed partition's cursor, in outbox order, at most `limit`.
+    func events(after claimed: [ClaimedPartition], limit: Int) async throws -> [OutboxEvent] {
+        let rows = try await self.database.query(
+            """
+            SELECT o.event_id::text, o.partition_key, o.sequence, o.payload FROM events_outbox o
+            JOIN unnest(\(claimed.map(\.partition))::text[], \(claimed.map(\.acknowledged))::int8[])
+                AS k(partition_key, acknowledged)
+              ON o.partition_key = k.partition_key AND o.sequence > k.acknowledged
+            ORDER BY o.id LIMIT \(Int64(limit))
+            """
+        )
+        return try rows.map { row in
+            let (id, partition, sequence, payload) = try row.decode((String, String, Int64, [UInt8]).self)
+            return OutboxEvent(eventID: id, partition: partition, sequence: sequence, payload: payload)
+        }
+    }
+
+    /// Writes the outcome of a batch and ends this relay's leases on those partitions. Cursors only move
+    /// forward (`GREATEST`), and only while this relay still holds the lease.
+    func record(
+        consumer: String,
+        outcomes: [String: DeliveryPlan.Outcome],
+        delays: [String: Duration],
+        error: String?
+    ) async throws {
+        var partitions: [String] = []
+        var acknowledged: [Int64] = []
+        var codes: [Int32] = []
+        var delaySeconds: [Double] = []
+        for (partition, outcome) in outcomes {
+            partitions.append(partition)
+            switch outcome {
+            case .delivered(let cursor, _): (acknowledged, codes) = (acknowledged + [cursor], codes + [1])
+            case .failed(let cursor, _): (acknowledged, codes) = (acknowledged + [cursor], codes + [2])
+            case .untouched: (acknowledged, codes) = (acknowledged + [0], codes + [0])
+            case .nothingPending: (acknowledged, codes) = (acknowledged + [0], codes + [3])
+            }
+            delaySeconds.append(delays[partition]?.seconds ?? 0)
+        }
+        // Outcome codes: 0 untouched, 1 delivered, 2 failed, 3 nothing left to send (cursor to the end).
+        try await self.database.execute(
+            """
+            UPDATE events_cursors c SET
+                acknowledged_sequence = CASE WHEN u.outcome = 3 THEN c.appended_sequence
+                    ELSE GREATEST(c.acknowledged_sequence, u.acknowledged) END,
+                attempts = CASE WHEN u.outcome = 2 THEN c.attempts + 1 WHEN u.outcome = 0 THEN c.attempts ELSE 0 END,
+                next_attempt_at = CASE WHEN u.outcome = 2 THEN now() + make_interval(secs => u.delay)
+                    ELSE c.next_attempt_at END,
+                last_error = CASE WHEN u.outcome = 2 THEN \(error) WHEN u.outcome = 0 THEN c.last_error ELSE NULL END,
+                leased_by = NULL, leased_until = NULL,
+                pending_since = (
+                    SELECT min(o.created_at) FROM events_outbox o
+                    WHERE o.partition_key = c.partition_key AND o.sequence > CASE WHEN u.outcome = 3
+                        THEN c.appended_sequence ELSE GREATEST(c.acknowledged_sequence, u.acknowledged) END
+                )
+            FROM unnest(\(partitions)::text[], \(acknowledged)::int8[], \(codes)::int4[], \(delaySeconds)::float8[])
+                AS u(partition_key, acknowledged, outcome, delay)
+            WHERE c.consumer = \(consumer) AND c.partition_key = u.partition_key AND c.leased_by = \(self.owner)
+            """
+        )
+    }
+
+    /// Ends every lease this relay holds (clean shutdown: the partitions are free at once, not at lease end).
+    func releaseLeases() async throws {
+        try await self.database.execute(
+            "UPDATE events_cursors SET leased_by = NULL, leased_until = NULL WHERE leased_by = \(self.owner)"
+        )
+    }
+
+    /// Unacknowledged events of `consumer` and the age of the oldest, in seconds.
+    func pending(consumer: String) async throws -> (count: Int, oldestSeconds: Double) {
+        let rows = try await self.database.query(
+            """
+            SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(o.created_at)), 0)::float8
+            FROM events_cursors c
+            JOIN events_outbox o ON o.partition_key = c.partition_key AND o.sequence > c.acknowledged_sequence
+            WHERE c.consumer = \(consumer) AND c.acknowledged_sequence < c.appended_sequence
+            """
+        )
+        let (count, oldest) = try rows[0].decode((Int64, Double).self)
+        return (Int(count), oldest)
+    }
+
+    /// Deletes up to 1000 events older than `retention` that every consumer has acknowledged, then the
+    /// cursors and counters of partitions left without events (all caught up, none leased): a deleted
+    /// user's id leaves the producer's tables with its last event. Returns how many events went.
+    ///
+    /// A partition that gets a new event meanwhile is safe: its cursor no longer qualifies (the append
+    /// moved `appended_sequence`), and a counter deleted under a concurrent append only makes the next
+    /// append start again from the global counter, above every sequence the partition had.
+    func purgeDelivered(retention: Duration) async throws -> Int {
+        let partitions = try await self.database.query(
+            """
+            WITH gone AS (
+                DELETE FROM events_outbox WHERE id IN (
+                    SELECT o.id FROM events_outbox o
+                    WHERE o.created_at < now() - make_interval(secs => \(retention.seconds))
+                      AND NOT EXISTS (
+                          SELECT 1 FROM events_cursors c
+                          WHERE c.partition_key = o.partition_key AND c.acknowledged_sequence < o.sequence
+                      )
+                    ORDER BY o.id LIMIT 1000
+                )
+                RETURNING partition_key
+            )
+            SELECT partition_key, count(*) FROM gone GROUP BY partition_key
+            """
+        ).map { try $0.decode((String, Int64).self) }
+        guard !partitions.isEmpty else { return 0 }
+        let keys = partitions.map(\.0)
+        try await self.database.execute(
+            """
+            DELETE FROM events_cursors c
+            WHERE c.partition_key = ANY(\(keys)::text[])
+              AND c.acknowledged_sequence >= c.appended_sequence AND c.leased_by IS NULL
+              AND NOT EXISTS (SELECT 1 FROM events_outbox o WHERE o.partition_key = c.partition_key)
+            """
+        )
+        try await self.database.execute(
+            """
+            DELETE FROM events_partitions p
+            WHERE p.partition_key = ANY(\(keys)::text[])
+              AND NOT EXISTS (SELECT 1 FROM events_outbox o WHERE o.partition_key = p.partition_key)
+              AND NOT EXISTS (SELECT 1 FROM events_cursors c WHERE c.partition_key = p.partition_key)
+            """
+        )
+        return Int(partitions.reduce(0) { $0 + $1.1 })
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, as SQL's `make_interval(secs => …)` takes it.
+    var seconds: Double {
+        Double(self.components.seconds) + Double(self.components.attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,55 @@
+import Foundation
+import KindredOpenSSL
+import KindredServiceKit
+import Testing
+
+@Suite struct PageTokenTests {
+    let key = Array(repeating: UInt8(7), count: 32)
+    let now = Date(timeIntervalSince1970: 1_700_000_000)
+
+    @Test(arguments: [0, 20, 1_000_000])
+    func roundTrip(offset: Int) {
+        let token = PageToken.encode(offset: offset, key: self.key, scope: "user-a|filters", now: self.now)
+        #expect(PageToken.decode(token, key: self.key, scope: "user-a|filters", now: self.now) == offset)
+    }
+
+    @Test func otherUsersScopeOrKeyIsRefused() {
+        let token = PageToken.encode(offset: 40, key: self.key, scope: "user-a", now: self.now)
+        #expect(PageToken.decode(token, key: self.key, scope: "user-b", now: self.now) == nil)
+        #expect(PageToken.decode(token, key: self.key, scope: "user-a|other filters", now: self.now) == nil)
+        #expect(PageToken.decode(token, key: Array(repeating: 8, count: 32), scope: "user-a", now: self.now) == nil)
+    }
+
+    @Test func expiredTokenIsRefused() {
+        let token = PageToken.encode(offset: 40, key: self.key, scope: "s", lifetime: .seconds(60), now: self.now)
+        #expect(PageToken.decode(token, key: self.key, scope: "s", now: self.now.addingTimeInterval(59)) == 40)
+        #expect(PageToken.decode(token, key: self.key, scope: "s", now: self.now.addingTimeInterval(60)) == nil)
+    }
+
+    @Test func tamperedTokensAreRefused() {
+        let token = PageToken.encode(offset: 40, key: self.key, scope: "s", now: self.now)
+        var bytes = Base64URL.decode(token)!
+        // Change the offset ("40" → "90") keeping the MAC; flip a MAC bit; drop the separator.
+        var offsetChanged = bytes
+        offsetChanged[0] = UInt8(ascii: "9")
+        var macChanged = bytes
+        macChanged[macChanged.count - 1] ^= 1
+        bytes.removeAll { $0 == 0 }
+        for forged in [offsetChanged, macChanged, bytes].map({ Base64URL.encode($0) }) + [
+            "", "garbage!", String(repeating: "A", count: 300),
+        ] {
+            #expect(PageToken.decode(forged, key: self.key, scope: "s", now: self.now) == nil)
+        }
+    }
+
+    @Test func tokenWithAForgedLongerExpiryIsRefused() {
+        // The expiry is inside the MAC: extending it without the key fails.
+        let token = PageToken.encode(offset: 1, key: self.key, scope: "s", lifetime: .seconds(1), now: self.now)
+        var bytes = Base64URL.decode(token)!
+        let split = bytes.firstIndex(of: 0)!
+        let payload = String(decoding: bytes[..<split], as: UTF8.self)
+        let extended = payload.split(separator: ".")[0] + ".9999999999"
+        bytes.replaceSubrange(..<split, with: Array(extended.utf8))
+        #expect(PageToken.decode(Base64URL.encode(bytes), key: self.key, scope: "s", now: self.now) == nil)
+    }
+}
