@@ -417,7 +417,10 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
                 }
             } catch {
                 let mapped = RPCError.from(error)
-                if mapped.code == .unknown {
+                // A failure of the server itself gets its detail into the log (the caller sees a fixed message):
+                // errors nobody mapped, and mapped ones that say INTERNAL/UNAVAILABLE/DATA_LOSS (a database
+                // failure, for instance; their descriptions hold no user data).
+                if mapped.code == .unknown || (!(error is RPCError) && [.internalError, .unavailable, .dataLoss].contains(mapped.code)) {
                     logger.warning(
                         "Handler failed",
                         metadata: ["rpc.method": "\(call.path)", "request_id": "\(requestID)", "error": "\(error)"]
