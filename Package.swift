@@ -76,7 +76,7 @@ let package = Package(
         ),
 
         // Access tokens: Ed25519 JWT signing and the verification every service uses; OIDC ID tokens.
-        .target(name: "KindredIdentity", dependencies: ["KindredOpenSSL", "KindredGRPC"]),
+        .target(name: "KindredIdentity", dependencies: ["KindredOpenSSL", "KindredGRPC", "KindredProto", logging]),
 
         // The auth service: accounts, sessions, tokens (library) and its thin executable.
         .target(

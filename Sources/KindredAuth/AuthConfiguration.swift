@@ -39,8 +39,18 @@ public struct AuthConfiguration: Sendable {
     public var resetTokenLifetime: Int64 = 1_800
     /// `KINDRED_AUTH_EMAIL_CHANGE_TOKEN_TTL_SECONDS` (int), default 3,600 (1 h).
     public var emailChangeTokenLifetime: Int64 = 3_600
-    /// `KINDRED_AUTH_RECENT_SIGN_IN_SECONDS` (int), default 600: how recent a sign-in replaces the password.
+    /// `KINDRED_AUTH_RECENT_SIGN_IN_SECONDS` (int), default 600: for accounts without a password, how recent the
+    /// session's SignInWithIdToken must be for ChangeEmail and DeleteAccount (accounts with a password always
+    /// give it).
     public var recentSignInWindow: Int64 = 600
+    /// `KINDRED_AUTH_REVOCATION_STALE_MS` (int, 1000..60000), default 5000: how long auth trusts its set of
+    /// ended sessions without news from its LISTEN connection (heartbeat every second); past it, calls with a
+    /// user token answer UNAVAILABLE (fail closed).
+    public var revocationStaleAfter: Duration = .seconds(5)
+    /// `KINDRED_AUTH_MAIL_RETENTION_SECONDS` (int >= 3600), default 2,592,000 (30 days): how long the
+    /// remains of a delivered or failed mail (address hash, template, timestamps, outcome) are kept. The body
+    /// and the address are erased as soon as the relay has the outcome.
+    public var mailRetention: Int64 = 2_592_000
     /// `KINDRED_AUTH_ARGON2_MEMORY_KIB` (int), default 19456; `KINDRED_AUTH_ARGON2_ITERATIONS` (int), default 2;
     /// `KINDRED_AUTH_ARGON2_PARALLELISM` (int), default 1 (OWASP). Lower values are for tests only.
     public var argon2 = Argon2id.Parameters.owasp
@@ -151,6 +161,18 @@ public struct AuthConfiguration: Sendable {
         if let value = string("KINDRED_AUTH_LINK_BASE_URL") { self.linkBaseURL = value }
         if let value = try int("KINDRED_AUTH_MAIL_POLL_MS") { self.mailPollInterval = .milliseconds(value) }
         if let value = try int("KINDRED_AUTH_MAIL_MAX_ATTEMPTS") { self.mailMaxAttempts = value }
+        if let value = try int("KINDRED_AUTH_REVOCATION_STALE_MS") {
+            guard (1000...60000).contains(value) else {
+                throw ConfigurationError(key: "KINDRED_AUTH_REVOCATION_STALE_MS", problem: "must be 1000..60000")
+            }
+            self.revocationStaleAfter = .milliseconds(value)
+        }
+        if let value = try int("KINDRED_AUTH_MAIL_RETENTION_SECONDS") {
+            guard value >= 3600 else {
+                throw ConfigurationError(key: "KINDRED_AUTH_MAIL_RETENTION_SECONDS", problem: "must be at least 3600")
+            }
+            self.mailRetention = Int64(value)
+        }
         if let value = try int("KINDRED_AUTH_SIGN_IN_FAILURES_PER_HOUR") { self.signInFailuresPerHour = value }
         if let value = try int("KINDRED_AUTH_SIGN_IN_FREE_FAILURES") { self.signInFreeFailures = value }
         if let value = try int("KINDRED_AUTH_IP_REQUESTS_PER_MINUTE") { self.ipRequestsPerMinute = value }

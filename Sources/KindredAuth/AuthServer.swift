@@ -87,7 +87,24 @@ public final class AuthServer: Sendable {
         var runner = ServerRunner(configuration: server, services: [self.service])
         runner.admin = configuration.adminListen.map { AdminServer.Configuration(host: $0.host, port: $0.port) }
         let database = self.database
-        runner.extraMetrics = [{ database.statistics.prometheusText(pool: "auth") }]
+        let feed = self.service.revocationFeed
+        runner.extraMetrics = [
+            { database.statistics.prometheusText(pool: "auth") },
+            {
+                """
+                # HELP auth_revoked_sessions Ended sessions whose access tokens are refused (until they expire).
+                # TYPE auth_revoked_sessions gauge
+                auth_revoked_sessions \(feed.revocations.count)
+                # HELP auth_revocation_subscribers Open WatchRevokedSessions streams.
+                # TYPE auth_revocation_subscribers gauge
+                auth_revocation_subscribers \(feed.subscriberCount)
+                # HELP auth_revocation_synced 1 while the LISTEN connection is up and the snapshot loaded.
+                # TYPE auth_revocation_synced gauge
+                auth_revocation_synced \(feed.isSynced ? 1 : 0)
+
+                """
+            },
+        ]
         self.runner = runner
     }
 
@@ -131,23 +148,49 @@ public final class AuthServer: Sendable {
         }
     }
 
-    /// Serves until SIGTERM/SIGINT, with the mail relay running alongside.
+    /// Serves until SIGTERM/SIGINT, with the mail relay and the session revocation feed running alongside.
     public func serve(onListening: @Sendable @escaping (SocketAddress) -> Void = { _ in }) async throws {
-        let relayTask = Task { await self.relay.run() }
-        defer { relayTask.cancel() }
+        let background = self.startBackground()
+        defer { background.cancel() }
+        // Draining (health NOT_SERVING) ends the WatchRevokedSessions streams, so the drain does not wait for them.
+        let drainWatch = Task { [runner, service] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(200))
+                if runner.health.status(of: "") == false {
+                    service.revocationFeed.drain()
+                    return
+                }
+            }
+        }
+        defer { drainWatch.cancel() }
         try await self.runner.run(logger: self.logger, onListening: onListening)
-        relayTask.cancel()
-        await relayTask.value
+        background.cancel()
+        await background.value
         await self.shutdown()
     }
 
-    /// Starts the gRPC server and the relay without waiting for signals (tests); stop with `stop`.
+    /// The mail relay and the revocation feed, in one task.
+    private func startBackground() -> Task<Void, Never> {
+        Task {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await self.relay.run() }
+                group.addTask { await self.service.revocationFeed.run() }
+            }
+        }
+    }
+
+    /// Starts the gRPC server, the relay and the revocation feed without waiting for signals (tests); returns
+    /// once the feed has its snapshot (or after 10 s). Stop by shutting the server down and cancelling `relay`.
     public func start() async throws -> (server: GRPCServer, relay: Task<Void, Never>, address: SocketAddress) {
         let server = self.runner.makeServer(logger: self.logger)
         let address = try await server.start()
         self.runner.health.setStatus(true)
-        let relay = Task { await self.relay.run() }
-        return (server, relay, address)
+        let background = self.startBackground()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !self.service.revocationFeed.isSynced, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return (server, background, address)
     }
 
     public func shutdown() async {

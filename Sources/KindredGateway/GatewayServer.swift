@@ -44,6 +44,7 @@ public final class GatewayServer: Sendable {
         let address = try await server.start()
         self.runner.health.setStatus(true)
         await self.gateway.warmUp()
+        _ = await self.gateway.waitForRevocations(timeout: .seconds(10))
         return (server, address)
     }
 
