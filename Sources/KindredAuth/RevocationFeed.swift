@@ -221,14 +221,16 @@ public final class RevocationFeed: Sendable {
         var lastPurge = ContinuousClock.now - .seconds(3600)
         while !Task.isCancelled {
             try? await Task.sleep(for: self.heartbeatInterval)
+            let purge = ContinuousClock.now - lastPurge >= .seconds(60)
             let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
             self.state.withLockedValue { state in
                 guard state.synced else { return }
-                state.entries = state.entries.filter { $0.value > nowMs }
+                // Entries past keep_until can no longer match an accepted token.
+                if purge { state.entries = state.entries.filter { $0.value > nowMs } }
                 self.revocations.apply(reset: false, sessions: [], synced: true)
                 self.broadcast(&state, [heartbeat])
             }
-            if ContinuousClock.now - lastPurge >= .seconds(60) {
+            if purge {
                 lastPurge = .now
                 _ = try? await self.database.execute("DELETE FROM revoked_sessions WHERE keep_until < now()")
             }

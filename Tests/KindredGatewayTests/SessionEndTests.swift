@@ -32,20 +32,24 @@ struct SessionEndTests {
     /// Polls GetHome with `tokens` until the gateway answers UNAUTHENTICATED; records an issue if that has not
     /// happened 1 s after `since` (the moment the session-ending call returned). In between the call may succeed or
     /// fail otherwise (e.g. NOT_FOUND for a deleted account): the notification is on its way.
+    /// Returns how long it took (printed by the tests: the README quotes it).
+    @discardableResult
     static func expectRefusedWithinASecond(
         _ harness: GatewayHarness,
         _ tokens: Api.AuthTokens,
         since: ContinuousClock.Instant,
         _ what: String,
         sourceLocation: SourceLocation = #_sourceLocation
-    ) async {
+    ) async -> Duration {
         var last = "OK"
         while true {
             do {
                 try await Self.home(harness, tokens)
                 last = "OK"
             } catch let error as RPCError where error.code == .unauthenticated {
-                return
+                let elapsed = ContinuousClock.now - since
+                print("session end refused by the gateway after \(elapsed.formatted(.units(allowed: [.milliseconds]))): \(what)")
+                return elapsed
             } catch {
                 last = "\(error)"
             }
@@ -54,7 +58,7 @@ struct SessionEndTests {
                     "\(what): not refused 1 s after the session ended (last answer: \(last))",
                     sourceLocation: sourceLocation
                 )
-                return
+                return ContinuousClock.now - since
             }
             try? await Task.sleep(for: .milliseconds(20))
         }
