@@ -91,3 +91,41 @@ struct RevocationTests {
         }
     }
 }
+
+/// ns per `authenticate` of a cached token, without and with the ended-sessions check. Prints, never asserts.
+/// `KINDRED_IDENTITY_BENCH=1 swift test --filter RevocationBenchmarks` (add `-c release` for real figures).
+@Suite(.enabled(if: ProcessInfo.processInfo.environment["KINDRED_IDENTITY_BENCH"] != nil))
+struct RevocationBenchmarks {
+    @Test func cachedTokenCheck() async throws {
+        let signer = AccessTokenSigner(keyID: "k1", key: try Ed25519PrivateKey())
+        let now = Int64(Date().timeIntervalSince1970)
+        let token = try signer.sign(
+            AccessTokenClaims(
+                subject: "user-1", issuedAt: now, lifetimeSeconds: 900, tokenID: "t", sessionID: UUID().uuidString,
+                roles: ["user"]
+            )
+        )
+        let revocations = RevokedSessions()
+        revocations.apply(
+            reset: true,
+            sessions: (0..<10_000).map { _ in (UUID().uuidString.lowercased(), (now + 900) * 1000) },
+            synced: true
+        )
+        for (label, authenticator) in [
+            ("without revocation check", CallerAuthenticator(keys: ["k1": signer.publicKey])),
+            ("with 10,000 ended sessions", CallerAuthenticator(keys: ["k1": signer.publicKey], revocations: revocations)),
+        ] {
+            let header = "Bearer " + token
+            _ = try await authenticator.authenticate(authorization: header)
+            var best = Double.infinity
+            for _ in 0..<5 {
+                let iterations = 100_000
+                let start = ContinuousClock.now
+                for _ in 0..<iterations { _ = try await authenticator.authenticate(authorization: header, now: now) }
+                let elapsed = ContinuousClock.now - start
+                best = min(best, (Double(elapsed.components.seconds) * 1e9 + Double(elapsed.components.attoseconds) / 1e9) / Double(iterations))
+            }
+            print("bench authenticate (cached token) \(label): \(String(format: "%.0f", best)) ns/op")
+        }
+    }
+}
