@@ -43,7 +43,7 @@ public struct AuthConfiguration: Sendable {
     /// session's SignInWithIdToken must be for ChangeEmail and DeleteAccount (accounts with a password always
     /// give it).
     public var recentSignInWindow: Int64 = 600
-    /// `KINDRED_AUTH_REVOCATION_STALE_MS` (int, 1000..60000), default 5000: how long auth trusts its set of
+    /// `KINDRED_AUTH_REVOCATION_STALE_MS` (int, 2000..60000), default 5000: how long auth trusts its set of
     /// ended sessions without news from its LISTEN connection (heartbeat every second); past it, calls with a
     /// user token answer UNAVAILABLE (fail closed).
     public var revocationStaleAfter: Duration = .seconds(5)
@@ -162,8 +162,8 @@ public struct AuthConfiguration: Sendable {
         if let value = try int("KINDRED_AUTH_MAIL_POLL_MS") { self.mailPollInterval = .milliseconds(value) }
         if let value = try int("KINDRED_AUTH_MAIL_MAX_ATTEMPTS") { self.mailMaxAttempts = value }
         if let value = try int("KINDRED_AUTH_REVOCATION_STALE_MS") {
-            guard (1000...60000).contains(value) else {
-                throw ConfigurationError(key: "KINDRED_AUTH_REVOCATION_STALE_MS", problem: "must be 1000..60000")
+            guard (2000...60000).contains(value) else {
+                throw ConfigurationError(key: "KINDRED_AUTH_REVOCATION_STALE_MS", problem: "must be 2000..60000")
             }
             self.revocationStaleAfter = .milliseconds(value)
         }

@@ -26,7 +26,7 @@ public struct GatewayConfiguration: Sendable {
     /// subscribes to auth's WatchRevokedSessions with that service token, and without the stream every call
     /// with a user token answers UNAVAILABLE (fail closed). A missing or refused secret is logged at start.
     public var serviceSecret: String?
-    /// `KINDRED_GATEWAY_REVOCATION_STALE_MS` (int, 1000..60000), default 5000: how long the gateway trusts its
+    /// `KINDRED_GATEWAY_REVOCATION_STALE_MS` (int, 2000..60000), default 5000: how long the gateway trusts its
     /// set of ended sessions without a message on auth's WatchRevokedSessions stream (heartbeat every second);
     /// past it, calls with a user token answer UNAVAILABLE until the stream is back.
     public var revocationStaleAfter: Duration = .seconds(5)
@@ -84,7 +84,7 @@ public struct GatewayConfiguration: Sendable {
             "KINDRED_GATEWAY_SERVICE_SECRET", default: nil, problem: "must be 32..256 characters"
         ) { (32...256).contains($0.count) ? $0 : nil }
         self.revocationStaleAfter = try reader.milliseconds(
-            "KINDRED_GATEWAY_REVOCATION_STALE_MS", default: self.revocationStaleAfter, in: 1000...60_000)
+            "KINDRED_GATEWAY_REVOCATION_STALE_MS", default: self.revocationStaleAfter, in: 2000...60_000)
         self.downstreamTimeout = try reader.milliseconds(
             "KINDRED_GATEWAY_DOWNSTREAM_TIMEOUT_MS", default: self.downstreamTimeout, in: 10...300_000)
         self.partTimeout = try reader.milliseconds("KINDRED_GATEWAY_PART_TIMEOUT_MS", default: self.partTimeout, in: 10...60_000)

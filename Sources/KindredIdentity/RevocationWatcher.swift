@@ -72,6 +72,8 @@ public final class RevocationWatcher: Sendable {
             let heard = NIOLockedValueBox(false)
             do {
                 try await self.watchOnce(heard: heard)
+            } catch let error as RPCError where error.code == .deadlineExceeded && heard.withLockedValue({ $0 }) {
+                // The stream's planned end (`streamLifetime`): reconnect for a fresh token and snapshot.
             } catch {
                 if !Task.isCancelled && failures == 0 {
                     self.logger.warning(

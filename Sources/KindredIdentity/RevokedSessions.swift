@@ -22,6 +22,9 @@ public struct RevocationState: Sendable {
     public let staleAfter: Duration
     /// Session id → keep until (UTC ms).
     private(set) var revoked: [String: Int64] = [:]
+    /// A snapshot being received (from its `reset` chunk to its `synced` one). It replaces `revoked` only when
+    /// complete, so the old set stays trusted (within the bound) meanwhile; both count as ended.
+    private var staging: [String: Int64]?
     /// The last synced message (nil until the first snapshot is complete).
     private(set) var syncedAt: ContinuousClock.Instant?
     private var lastPurgeMs: Int64 = 0
@@ -33,8 +36,8 @@ public struct RevocationState: Sendable {
     /// Number of ended sessions known.
     public var count: Int { self.revoked.count }
 
-    /// Applies one message of the feed: `reset` forgets everything first; `synced` means the set is complete
-    /// as of `now`.
+    /// Applies one message of the feed: `reset` starts a new snapshot, which replaces the set once its `synced`
+    /// message arrives; `synced` means the set is complete as of `now`.
     public mutating func apply(
         reset: Bool,
         sessions: some Sequence<(id: String, keepUntilMs: Int64)>,
@@ -42,14 +45,21 @@ public struct RevocationState: Sendable {
         now: ContinuousClock.Instant,
         nowMs: Int64
     ) {
-        if reset {
-            self.revoked.removeAll(keepingCapacity: true)
-            self.syncedAt = nil
-        }
+        if reset { self.staging = [:] }
         for session in sessions where session.keepUntilMs > nowMs {
-            self.revoked[session.id] = max(self.revoked[session.id] ?? 0, session.keepUntilMs)
+            if self.staging != nil {
+                self.staging![session.id] = max(self.staging![session.id] ?? 0, session.keepUntilMs)
+            } else {
+                self.revoked[session.id] = max(self.revoked[session.id] ?? 0, session.keepUntilMs)
+            }
         }
-        if synced { self.syncedAt = now }
+        if synced {
+            if let staging = self.staging {
+                self.revoked = staging
+                self.staging = nil
+            }
+            self.syncedAt = now
+        }
         // Expired entries can no longer match an accepted token; drop them about once a minute.
         if nowMs - self.lastPurgeMs >= 60_000 {
             self.lastPurgeMs = nowMs
@@ -58,7 +68,7 @@ public struct RevocationState: Sendable {
     }
 
     public func verdict(_ sessionID: String, now: ContinuousClock.Instant) -> Verdict {
-        if self.revoked[sessionID] != nil { return .revoked }
+        if self.revoked[sessionID] != nil || self.staging?[sessionID] != nil { return .revoked }
         guard let syncedAt = self.syncedAt, now - syncedAt <= self.staleAfter else { return .unknown }
         return .live
     }

@@ -20,6 +20,7 @@ struct RevocationTests {
         state.apply(reset: false, sessions: [("s2", self.nowMs + 60_000)], synced: true, now: self.start, nowMs: self.nowMs)
         #expect(state.verdict("s1", now: self.start) == .live)
         #expect(state.verdict("s2", now: self.start) == .revoked)
+        #expect(state.verdict("old", now: self.start) == .revoked)
         // Silence past the bound: unknown (but a known end stays revoked).
         #expect(state.verdict("s1", now: self.start + .seconds(5)) == .live)
         #expect(state.verdict("s1", now: self.start + .milliseconds(5001)) == .unknown)
@@ -30,7 +31,12 @@ struct RevocationTests {
         // Already expired entries are not kept; a reset (new snapshot) forgets the old set.
         state.apply(reset: false, sessions: [("gone", self.nowMs - 1)], synced: true, now: self.start, nowMs: self.nowMs)
         #expect(state.verdict("gone", now: self.start) == .live)
-        state.apply(reset: true, sessions: [("s3", self.nowMs + 1000)], synced: true, now: self.start, nowMs: self.nowMs)
+        // A new snapshot in chunks: the old set stays trusted until it is complete, and both count as ended.
+        state.apply(reset: true, sessions: [("s3", self.nowMs + 1000)], synced: false, now: self.start, nowMs: self.nowMs)
+        #expect(state.verdict("s1", now: self.start) == .live)
+        #expect(state.verdict("s2", now: self.start) == .revoked)
+        #expect(state.verdict("s3", now: self.start) == .revoked)
+        state.apply(reset: false, sessions: [], synced: true, now: self.start, nowMs: self.nowMs)
         #expect(state.verdict("s2", now: self.start) == .live)
         #expect(state.verdict("s3", now: self.start) == .revoked)
         #expect(state.count == 1)
