@@ -75,10 +75,11 @@ actor TestEnvironment {
         let started = try await self.start()
         self.databaseCounter += 1
         let name = "auth_test_\(self.databaseCounter)"
-        let admin = PostgresClient(
-            configuration: try PostgresConfiguration(Self.url(started, database: "postgres")),
-            logger: self.logger
-        )
+        // No statement timeout: dozens of tests clone the template at once, which can take longer than the default
+        // 5 s on a loaded machine.
+        var configuration = try PostgresConfiguration(Self.url(started, database: "postgres"))
+        configuration.statementTimeout = nil
+        let admin = PostgresClient(configuration: configuration, logger: self.logger)
         defer { Task { await admin.shutdown() } }
         try await admin.execute(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name) TEMPLATE auth_template"))
         await admin.shutdown()
