@@ -12,6 +12,7 @@ struct MailErasureMigrationTests {
         let url = try await TestEnvironment.shared.makeEmptyDatabase()
         var configuration = try PostgresConfiguration(url)
         configuration.settings["search_path"] = "auth"
+        configuration.statementTimeout = .seconds(60)  // the migrations run beside dozens of other tests
         let database = PostgresClient(configuration: configuration, logger: Logger(label: "kindred.auth.tests"))
         let all = try AuthServer.migrator(
             directory: TestEnvironment.repositoryRoot.appendingPathComponent("services/auth/migrations").path

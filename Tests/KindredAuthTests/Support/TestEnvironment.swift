@@ -91,10 +91,9 @@ actor TestEnvironment {
         let started = try await self.start()
         self.databaseCounter += 1
         let name = "auth_empty_\(self.databaseCounter)"
-        let admin = PostgresClient(
-            configuration: try PostgresConfiguration(Self.url(started, database: "postgres")),
-            logger: self.logger
-        )
+        var configuration = try PostgresConfiguration(Self.url(started, database: "postgres"))
+        configuration.statementTimeout = nil  // as in makeDatabase: CREATE DATABASE can be slow under load
+        let admin = PostgresClient(configuration: configuration, logger: self.logger)
         try await admin.execute(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
         await admin.shutdown()
         return Self.url(started, database: name)
