@@ -79,7 +79,7 @@ let package = Package(
         ),
 
         // Access tokens: Ed25519 JWT signing and the verification every service uses; OIDC ID tokens.
-        .target(name: "KindredIdentity", dependencies: ["KindredOpenSSL", "KindredGRPC"]),
+        .target(name: "KindredIdentity", dependencies: ["KindredOpenSSL", "KindredGRPC", "KindredProto", logging]),
 
         // The service kit: what every service shares beyond the runtime — the generic server command, database
         // settings and migrations, error mapping, events (outbox, relay, inbox), service identity, page tokens.

@@ -31,8 +31,18 @@ public struct AuthConfiguration: Sendable {
     public var resetTokenLifetime: Int64 = 1_800
     /// `KINDRED_AUTH_EMAIL_CHANGE_TOKEN_TTL_SECONDS` (int), default 3,600 (1 h).
     public var emailChangeTokenLifetime: Int64 = 3_600
-    /// `KINDRED_AUTH_RECENT_SIGN_IN_SECONDS` (int), default 600: how recent a sign-in replaces the password.
+    /// `KINDRED_AUTH_RECENT_SIGN_IN_SECONDS` (int), default 600: for accounts without a password, how recent the
+    /// session's SignInWithIdToken must be for ChangeEmail and DeleteAccount (accounts with a password always
+    /// give it).
     public var recentSignInWindow: Int64 = 600
+    /// `KINDRED_AUTH_REVOCATION_STALE_MS` (int, 2000..60000), default 5000: how long auth trusts its set of
+    /// ended sessions without news from its LISTEN connection (heartbeat every second); past it, calls with a
+    /// user token answer UNAVAILABLE (fail closed).
+    public var revocationStaleAfter: Duration = .seconds(5)
+    /// `KINDRED_AUTH_MAIL_RETENTION_SECONDS` (int >= 3600), default 2,592,000 (30 days): how long the
+    /// remains of a delivered or failed mail (address hash, template, timestamps, outcome) are kept. The body
+    /// and the address are erased as soon as the relay has the outcome.
+    public var mailRetention: Int64 = 2_592_000
     /// `KINDRED_AUTH_ARGON2_MEMORY_KIB` (int), default 19456; `KINDRED_AUTH_ARGON2_ITERATIONS` (int), default 2;
     /// `KINDRED_AUTH_ARGON2_PARALLELISM` (int), default 1 (OWASP). Lower values are for tests only.
     public var argon2 = Argon2id.Parameters.owasp
@@ -134,6 +144,10 @@ public struct AuthConfiguration: Sendable {
         self.mailPollInterval = try reader.milliseconds(
             "KINDRED_AUTH_MAIL_POLL_MS", default: self.mailPollInterval, in: 10...3_600_000)
         self.mailMaxAttempts = try reader.int("KINDRED_AUTH_MAIL_MAX_ATTEMPTS", default: self.mailMaxAttempts, in: 1...100)
+        self.revocationStaleAfter = try reader.milliseconds(
+            "KINDRED_AUTH_REVOCATION_STALE_MS", default: self.revocationStaleAfter, in: 2_000...60_000)
+        self.mailRetention = try reader.seconds(
+            "KINDRED_AUTH_MAIL_RETENTION_SECONDS", default: self.mailRetention, in: 3_600...(3_650 * day))
         self.signInFailuresPerHour = try reader.int(
             "KINDRED_AUTH_SIGN_IN_FAILURES_PER_HOUR", default: self.signInFailuresPerHour, in: 1...1_000_000)
         self.signInFreeFailures = try reader.int(

@@ -89,13 +89,35 @@ public final class AuthServer: ServiceServer {
         var runner = ServerRunner(configuration: try configuration.endpoint.serverConfiguration(), services: [self.service])
         runner.admin = configuration.endpoint.adminConfiguration
         let database = self.database
-        runner.extraMetrics = [{ database.statistics.prometheusText(pool: "auth") }]
-        runner.background = [BackgroundTask("mail-relay") { await relay.run() }]
+        let feed = self.service.revocationFeed
+        runner.extraMetrics = [
+            { database.statistics.prometheusText(pool: "auth") },
+            {
+                """
+                # HELP auth_revoked_sessions Ended sessions whose access tokens are refused (until they expire).
+                # TYPE auth_revoked_sessions gauge
+                auth_revoked_sessions \(feed.revocations.count)
+                # HELP auth_revocation_subscribers Open WatchRevokedSessions streams.
+                # TYPE auth_revocation_subscribers gauge
+                auth_revocation_subscribers \(feed.subscriberCount)
+                # HELP auth_revocation_synced 1 while the LISTEN connection is up and the snapshot loaded.
+                # TYPE auth_revocation_synced gauge
+                auth_revocation_synced \(feed.isSynced ? 1 : 0)
+
+                """
+            },
+        ]
+        runner.background = [
+            BackgroundTask("mail-relay") { await relay.run() },
+            BackgroundTask("revocation-feed") { await feed.run() },
+        ]
         if let events = self.eventRelay {
             let metrics = events.metrics
             runner.extraMetrics.append { metrics.prometheusText() }
             runner.background.append(BackgroundTask("events-relay") { await events.run() })
         }
+        // Draining ends the WatchRevokedSessions streams, so the drain does not wait for them.
+        runner.beforeDrain = [{ feed.drain() }]
         self.runner = runner
     }
 
@@ -136,10 +158,16 @@ public final class AuthServer: ServiceServer {
         }
     }
 
-    /// Starts the gRPC server, the admin port and the relay without waiting for signals (tests); stop it with
-    /// `stop()` on the result, then `shutdown()`.
+    /// Starts the gRPC server, the admin port, the relays and the revocation feed without waiting for signals
+    /// (tests); returns once the feed has its snapshot (or after 10 s). Stop it with `stop()` on the result,
+    /// then `shutdown()`.
     public func start() async throws -> RunningServer {
-        try await self.runner.start(logger: self.logger)
+        let running = try await self.runner.start(logger: self.logger)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !self.service.revocationFeed.isSynced, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return running
     }
 
     /// Closes the database pool and the Argon2 threads.

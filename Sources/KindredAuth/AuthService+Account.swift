@@ -5,15 +5,28 @@ import KindredProto
 import KindredServiceKit
 
 extension AuthService {
-    /// Proves the caller is the account holder right now: the current password, or (when `password` is empty)
-    /// a sign-in within `recentSignInWindow`. Wrong passwords count as sign-in failures.
+    /// Proves the caller is the account holder right now (ChangeEmail, DeleteAccount): an access token alone is
+    /// never enough. Accounts with a password give it (wrong ones count as sign-in failures); accounts without
+    /// one need their current session to have been started by SignInWithIdToken within `recentSignInWindow`.
     func reauthenticate(_ user: User, account: AccountRecord, password: String, field: String) async throws {
-        if password.isEmpty {
-            let now = Int64(Date().timeIntervalSince1970)
-            guard let authTime = user.claims.authTime, now - authTime <= self.configuration.recentSignInWindow else {
-                throw AuthError(.reauthenticationRequired, "Enter your password or sign in again")
+        guard let hash = account.passwordHash else {
+            guard password.isEmpty else {
+                throw AuthError(.reauthenticationRequired, "The account has no password; sign in again with your provider")
+            }
+            let fresh = try await self.database.query(
+                """
+                SELECT 1 FROM sessions
+                WHERE id = \(user.sessionID) AND account_id = \(user.userID) AND method IN ('google', 'apple')
+                  AND created_at > now() - make_interval(secs => \(Double(self.configuration.recentSignInWindow)))
+                """
+            )
+            guard !fresh.isEmpty else {
+                throw AuthError(.reauthenticationRequired, "Sign in again with your provider, then retry")
             }
             return
+        }
+        guard !password.isEmpty else {
+            throw AuthError(.reauthenticationRequired, "Enter your current password")
         }
         try Validation.presentedPassword(password, field: field)
         let key = "acct:" + account.id
@@ -23,9 +36,6 @@ extension AuthService {
             perHour: self.configuration.signInFailuresPerHour
         ) {
             throw AuthError.rateLimited(retryAfter: wait)
-        }
-        guard let hash = account.passwordHash else {
-            throw AuthError(.reauthenticationRequired, "The account has no password; sign in again")
         }
         guard try await self.hasher.verify(password, encoded: hash) else {
             self.limiter.recordSignInFailure(key)

@@ -88,10 +88,7 @@ extension AuthService {
         _ request: Kindred.Auth.V1.GetUserFootprintRequest,
         _ context: ServerContext
     ) async throws -> Kindred.Auth.V1.GetUserFootprintResponse {
-        let identity: CallerIdentity
-        do { identity = try await self.authenticator.authenticate(context) } catch {
-            throw AuthError(.unauthenticated, "A valid access token is required")
-        }
+        let identity = try await self.authenticate(context)
         guard identity.isAdmin || identity.isService else {
             throw AuthError(.permissionDenied, "Admins and services only")
         }

@@ -53,7 +53,8 @@ extension AuthService {
         let claims = AccessTokenClaims(
             subject: account.id,
             issuedAt: issuedAt,
-            lifetimeSeconds: self.configuration.accessTokenLifetime,
+            // Never past the session's absolute end.
+            lifetimeSeconds: max(1, min(self.configuration.accessTokenLifetime, sessionEnd.millisecondsSinceEpoch / 1000 - issuedAt)),
             tokenID: try UUIDv7.generate(),
             sessionID: sessionID,
             communityID: account.communityID,
@@ -315,10 +316,7 @@ extension AuthService {
     func getAccount(_ request: Kindred.Auth.V1.GetAccountRequest, _ context: ServerContext) async throws
         -> Kindred.Auth.V1.GetAccountResponse
     {
-        let identity: CallerIdentity
-        do { identity = try await self.authenticator.authenticate(context) } catch {
-            throw AuthError(.unauthenticated, "A valid access token is required")
-        }
+        let identity = try await self.authenticate(context)
         let target = request.userID.isEmpty ? (identity.userID ?? "") : request.userID.lowercased()
         guard UUIDv7.isValid(target) else { throw AuthError.invalid("user_id", "INVALID_FORMAT", "a user id") }
         let privileged = identity.isAdmin || identity.isService

@@ -42,6 +42,24 @@ extension AuthService {
         try await transaction.enqueue(self.mail.verification(to: email, token: token, code: code), accountID: accountID)
     }
 
+    /// When `email` has an account in `community`: a new verification mail if it is pending, else a notice that it
+    /// is already registered. Returns whether it had one.
+    private func mailExistingAccount(_ transaction: PostgresTransaction, community: String, email: String) async throws
+        -> Bool
+    {
+        let existing = try await transaction.query(
+            "SELECT id, status FROM accounts WHERE community_id = \(community) AND email = \(email) FOR UPDATE"
+        )
+        guard let row = existing.first else { return false }
+        let (id, status) = try row.decode((String, String).self)
+        if status == "pending" {
+            try await self.issueVerification(transaction, accountID: id, email: email)
+        } else {
+            try await transaction.enqueue(self.mail.alreadyRegistered(to: email), accountID: id)
+        }
+        return true
+    }
+
     func signUp(_ request: Kindred.Auth.V1.SignUpRequest, _ context: ServerContext) async throws
         -> Kindred.Auth.V1.SignUpResponse
     {
@@ -53,26 +71,29 @@ extension AuthService {
         try self.acquireAddressQuota("signup", context: context)
         try self.acquireMailQuota(address: "\(community):\(email)", context: context)
 
-        // Hashed before looking at the database, so an existing address costs the same time.
+        // Anti-enumeration: the answer depends only on whether the username is taken, never on whether the email
+        // has an account, and every path does exactly one Argon2 computation (a verification when the username
+        // is taken, a hash when it is free), so the timing tells nothing either.
+        let holders = try await self.database.query(
+            "SELECT email, password_hash FROM accounts WHERE community_id = \(community) AND username = \(username)"
+        )
+        if let holder = holders.first {
+            let (holderEmail, holderHash) = try holder.decode((String?, String?).self)
+            // The owner retrying their own sign-up (same email and password) gets OK: the write is idempotent.
+            let owner = try await self.hasher.verify(request.password, encoded: holderHash)
+            guard owner, holderEmail == email else { throw AuthError(.usernameTaken, "The username is taken") }
+            try await self.database.withTransaction { transaction in
+                _ = try await self.mailExistingAccount(transaction, community: community, email: email)
+            }
+            self.mailRelayNudge()
+            var response = Kindred.Auth.V1.SignUpResponse()
+            response.resendAfterSeconds = 60
+            return response
+        }
         let passwordHash = try await self.hasher.hash(request.password)
         let accountID = try UUIDv7.generate()
         try await self.database.withTransaction { transaction in
-            let existing = try await transaction.query(
-                "SELECT id, status FROM accounts WHERE community_id = \(community) AND email = \(email) FOR UPDATE"
-            )
-            if let row = existing.first {
-                let (id, status) = try row.decode((String, String).self)
-                if status == "pending" {
-                    try await self.issueVerification(transaction, accountID: id, email: email)
-                } else {
-                    try await transaction.enqueue(self.mail.alreadyRegistered(to: email), accountID: id)
-                }
-                return
-            }
-            let taken = try await transaction.query(
-                "SELECT 1 FROM accounts WHERE community_id = \(community) AND username = \(username)"
-            )
-            guard taken.isEmpty else { throw AuthError(.usernameTaken, "The username is taken") }
+            if try await self.mailExistingAccount(transaction, community: community, email: email) { return }
             do {
                 try await transaction.execute(
                     """
@@ -82,6 +103,7 @@ extension AuthService {
                     """
                 )
             } catch let error as PostgresError where error.code == .uniqueViolation {
+                // Taken meanwhile (a concurrent sign-up): the same answer as a taken username above.
                 throw error.constraint?.contains("username") == true
                     ? AuthError(.usernameTaken, "The username is taken") : error
             }
@@ -217,6 +239,10 @@ extension AuthService {
         _ context: ServerContext
     ) async throws -> Kindred.Auth.V1.CheckUsernameResponse {
         let community = try Validation.community(request.communityId)
+        // The contract's bound, checked before anything else: longer input is refused, never echoed.
+        guard (1...64).contains(request.username.count) else {
+            throw AuthError.invalid("username", "OUT_OF_RANGE", "1..64 characters")
+        }
         try self.acquireAddressQuota("check-username", context: context)
         var response = Kindred.Auth.V1.CheckUsernameResponse()
         response.normalizedUsername = request.username.lowercased()

@@ -16,6 +16,8 @@ public final class AuthService: GRPCService, Sendable {
     let signingKey: SigningKey
     let signer: AccessTokenSigner
     let authenticator: CallerAuthenticator
+    /// Session ends: auth's own set (checked by `authenticator`) and the `WatchRevokedSessions` streams.
+    public let revocationFeed: RevocationFeed
     let limiter: RateLimiter
     let commonPasswords: CommonPasswords
     let mail: MailComposer
@@ -41,7 +43,12 @@ public final class AuthService: GRPCService, Sendable {
         self.hasher = hasher
         self.signingKey = signingKey
         self.signer = AccessTokenSigner(keyID: signingKey.keyID, key: signingKey.privateKey)
-        self.authenticator = CallerAuthenticator(keys: [signingKey.keyID: signingKey.privateKey.publicKey])
+        let revocations = RevokedSessions(staleAfter: configuration.revocationStaleAfter)
+        self.revocationFeed = RevocationFeed(database: database, revocations: revocations, logger: logger)
+        self.authenticator = CallerAuthenticator(
+            keys: [signingKey.keyID: signingKey.privateKey.publicKey],
+            revocations: revocations
+        )
         self.limiter = limiter
         self.commonPasswords = commonPasswords
         self.mail = MailComposer(configuration: configuration)
@@ -138,6 +145,9 @@ public final class AuthService: GRPCService, Sendable {
         router.unary(M.getUserFootprint) { request, context in
             try await self.handle(context) { try await self.getUserFootprint(request, context) }
         }
+        router.serverStreaming(M.watchRevokedSessions) { _, writer, context in
+            try await self.handle(context) { try await self.watchRevokedSessions(writer, context) }
+        }
     }
 
     /// The one error funnel: domain errors become RPC errors (with ErrorDetail), database and other failures
@@ -191,14 +201,21 @@ public final class AuthService: GRPCService, Sendable {
         var isAdmin: Bool { self.claims.roles.contains("admin") }
     }
 
-    /// The signed-in user of this call: a valid access token whose session is still live.
-    func requireUser(_ context: ServerContext) async throws -> User {
-        let identity: CallerIdentity
+    /// The caller's verified identity: UNAUTHENTICATED for a missing, invalid or expired token or an ended
+    /// session; UNAVAILABLE while session ends cannot be checked (the revocation feed is stale).
+    func authenticate(_ context: ServerContext) async throws -> CallerIdentity {
         do {
-            identity = try await self.authenticator.authenticate(context)
+            return try await self.authenticator.authenticate(context)
+        } catch where error.code == .unavailable {
+            throw AuthError(.unavailable, "The service is busy; try again")
         } catch {
             throw AuthError(.unauthenticated, "A valid access token is required")
         }
+    }
+
+    /// The signed-in user of this call: a valid access token whose session is still live.
+    func requireUser(_ context: ServerContext) async throws -> User {
+        let identity = try await self.authenticate(context)
         guard let userID = identity.userID else { throw AuthError(.permissionDenied, "A user token is required") }
         guard let sessionID = identity.sessionID else {
             throw AuthError(.unauthenticated, "A session token is required")
@@ -214,9 +231,25 @@ public final class AuthService: GRPCService, Sendable {
         return User(userID: userID, sessionID: sessionID, claims: identity.claims)
     }
 
+    /// The token's identity even when its session has already ended (SignOut is idempotent).
     func optionalCaller(_ context: ServerContext) async -> CallerIdentity? {
-        guard context.metadata["authorization"] != nil else { return nil }
-        return try? await self.authenticator.authenticate(context)
+        guard let header = context.metadata["authorization"] else { return nil }
+        return try? await self.authenticator.authenticate(authorization: header, checkingSession: false)
+    }
+
+    /// `WatchRevokedSessions`: service tokens only; the stream ends when the feed loses its database
+    /// connection or the server drains.
+    func watchRevokedSessions(
+        _ writer: ResponseWriter<RevocationFeed.Message>,
+        _ context: ServerContext
+    ) async throws {
+        let identity = try await self.authenticate(context)
+        guard identity.isService else { throw AuthError(.permissionDenied, "Service tokens only") }
+        let (id, messages) = self.revocationFeed.subscribe()
+        defer { self.revocationFeed.unsubscribe(id) }
+        for await message in messages {
+            try await writer.write(message)
+        }
     }
 
     // MARK: Keys

@@ -1,10 +1,13 @@
 import Foundation
+import KindredOpenSSL
 import KindredPostgres
 import KindredSMTP
 import Logging
 
 /// A mail to queue: written to `mail_outbox` in the transaction of the change that causes it.
 struct OutgoingMail: Sendable {
+    /// Which text this is (kept after delivery, when the body is erased).
+    var template: String
     var recipient: String
     var subject: String
     var body: String
@@ -20,6 +23,7 @@ struct MailComposer: Sendable {
 
     func verification(to email: String, token: String, code: String) -> OutgoingMail {
         OutgoingMail(
+            template: "verify_email",
             recipient: email,
             subject: "Confirm your email address",
             body: """
@@ -37,6 +41,7 @@ struct MailComposer: Sendable {
 
     func alreadyRegistered(to email: String) -> OutgoingMail {
         OutgoingMail(
+            template: "already_registered",
             recipient: email,
             subject: "You already have a Kindred account",
             body: """
@@ -48,6 +53,7 @@ struct MailComposer: Sendable {
 
     func passwordReset(to email: String, token: String) -> OutgoingMail {
         OutgoingMail(
+            template: "password_reset",
             recipient: email,
             subject: "Reset your password",
             body: """
@@ -61,6 +67,7 @@ struct MailComposer: Sendable {
 
     func emailChangeConfirmation(to email: String, token: String) -> OutgoingMail {
         OutgoingMail(
+            template: "email_change_confirmation",
             recipient: email,
             subject: "Confirm your new email address",
             body: """
@@ -72,6 +79,7 @@ struct MailComposer: Sendable {
 
     func emailChangeNotice(to email: String) -> OutgoingMail {
         OutgoingMail(
+            template: "email_change_notice",
             recipient: email,
             subject: "Your email address is being changed",
             body: """
@@ -83,6 +91,7 @@ struct MailComposer: Sendable {
 
     func addressInUseNotice(to email: String) -> OutgoingMail {
         OutgoingMail(
+            template: "address_in_use",
             recipient: email,
             subject: "Email change request",
             body: """
@@ -94,11 +103,14 @@ struct MailComposer: Sendable {
 }
 
 extension PostgresTransaction {
+    /// Queues `mail`. The address, subject and body stay only until the relay has the outcome; the SHA-256 of
+    /// the address and the template stay until the retention purge.
     func enqueue(_ mail: OutgoingMail, accountID: String?) async throws {
         try await self.execute(
             """
-            INSERT INTO mail_outbox (account_id, recipient, subject, text_body)
-            VALUES (\(accountID), \(mail.recipient), \(mail.subject), \(mail.body))
+            INSERT INTO mail_outbox (account_id, template, recipient_hash, recipient, subject, text_body)
+            VALUES (\(accountID), \(mail.template), \(SHA256.hash(Array(mail.recipient.utf8))), \(mail.recipient),
+                    \(mail.subject), \(mail.body))
             """
         )
     }
@@ -108,6 +120,10 @@ extension PostgresTransaction {
 /// can run), marked sent only after the SMTP server accepted the message, and retried with exponential
 /// backoff on transient failures. The Message-ID derives from the row id, so a crash between the server's
 /// acceptance and the commit re-sends an identical mail at worst, and never loses one.
+///
+/// Once a row has its outcome (accepted, or failed for good) its address, subject and body (the link or code)
+/// are erased in the same UPDATE; what remains (address hash, template, timestamps, outcome) is deleted after
+/// `mailRetention` by a purge that runs at start and every hour.
 public final class MailRelay: Sendable {
     private let database: PostgresClient
     private let smtp: SMTPClient
@@ -139,6 +155,16 @@ public final class MailRelay: Sendable {
                 }
             }
             group.addTask {
+                while !Task.isCancelled {
+                    do {
+                        try await self.purgeFinished()
+                    } catch {
+                        self.logger.warning("mail purge failed", metadata: ["error.type": "\(type(of: error))"])
+                    }
+                    try? await Task.sleep(for: .seconds(3600))
+                }
+            }
+            group.addTask {
                 for await _ in self.wakeups {
                     if Task.isCancelled { break }
                     while !Task.isCancelled, (try? await self.sendBatch()) ?? 0 > 0 {}
@@ -151,6 +177,19 @@ public final class MailRelay: Sendable {
             }
             group.cancelAll()
         }
+    }
+
+    /// Deletes what is left of mails finished more than `mailRetention` ago; returns how many rows.
+    @discardableResult
+    public func purgeFinished() async throws -> Int {
+        let retention = Double(self.configuration.mailRetention)
+        return try await self.database.execute(
+            """
+            DELETE FROM mail_outbox
+            WHERE COALESCE(sent_at, failed_at) < now() - make_interval(secs => \(retention))
+              AND (sent_at IS NOT NULL OR failed_at IS NOT NULL)
+            """
+        )
     }
 
     /// Sends up to 10 due messages; returns how many rows it handled.
@@ -211,7 +250,11 @@ public final class MailRelay: Sendable {
             switch result {
             case .success:
                 try await self.database.execute(
-                    "UPDATE mail_outbox SET sent_at = now(), attempts = attempts + 1 WHERE id = \(row.id)"
+                    """
+                    UPDATE mail_outbox SET sent_at = now(), attempts = attempts + 1,
+                        recipient = NULL, subject = NULL, text_body = NULL
+                    WHERE id = \(row.id)
+                    """
                 )
                 self.logger.debug("mail sent", metadata: ["mail.outbox_id": "\(row.id)"])
             case .failure(let error)
@@ -232,7 +275,8 @@ public final class MailRelay: Sendable {
             case .failure(let error):
                 try await self.database.execute(
                     """
-                    UPDATE mail_outbox SET attempts = attempts + 1, failed_at = now(), last_error = \(error.code.description)
+                    UPDATE mail_outbox SET attempts = attempts + 1, failed_at = now(), last_error = \(error.code.description),
+                        recipient = NULL, subject = NULL, text_body = NULL
                     WHERE id = \(row.id)
                     """
                 )

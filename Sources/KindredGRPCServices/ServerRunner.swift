@@ -25,6 +25,9 @@ public struct ServerRunner: Sendable {
     /// Loops that run beside the gRPC server for as long as it serves (mail and event relays, watchers).
     /// Each is cancelled after the gRPC server has drained; one that ends or fails by itself stops the server.
     public var background: [BackgroundTask] = []
+    /// Called when the graceful shutdown starts, after health went NOT_SERVING and before the drain: end
+    /// long-lived streams (watch streams) here, so the drain does not wait the whole grace period for them.
+    public var beforeDrain: [@Sendable () -> Void] = []
 
     public init(configuration: GRPCServerConfiguration, services: [any GRPCService]) {
         self.configuration = configuration
@@ -87,6 +90,7 @@ public struct ServerRunner: Sendable {
             server: self.makeServer(logger: logger),
             health: self.health,
             grace: self.shutdownGrace,
+            beforeDrain: self.beforeDrain,
             logger: logger,
             onListening: onListening
         )
@@ -205,6 +209,7 @@ struct GRPCServerService: Service, CustomStringConvertible {
     let server: GRPCServer
     let health: HealthService
     let grace: Duration
+    let beforeDrain: [@Sendable () -> Void]
     let logger: Logger
     let onListening: @Sendable (SocketAddress) -> Void
 
@@ -223,6 +228,7 @@ struct GRPCServerService: Service, CustomStringConvertible {
         }
         self.logger.notice("shutting down: health NOT_SERVING, draining calls")
         self.health.setAll(false)
+        for hook in self.beforeDrain { hook() }
         await self.server.shutdown(grace: graceful ? self.grace : .zero)
     }
 }

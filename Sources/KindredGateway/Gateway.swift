@@ -4,6 +4,7 @@ import KindredIdentity
 import KindredOpenSSL
 import KindredProto
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 
 /// The gateway's shared machinery: the services behind it, token verification, rate limits and fan-out.
@@ -14,6 +15,10 @@ public final class Gateway: Sendable {
     public let metrics = GatewayMetrics()
     let auth: Downstream
     let authenticator: CallerAuthenticator
+    /// Ended sessions, fed by auth's WatchRevokedSessions (`watcher`), checked on every call with a user token.
+    let revocations: RevokedSessions
+    private let watcher: RevocationWatcher?
+    private let watcherTask = NIOLockedValueBox<Task<Void, Never>?>(nil)
     let clientLimiter: RateLimiter
     let accountLimiter: RateLimiter
     let anonymousLimiter: RateLimiter
@@ -41,7 +46,17 @@ public final class Gateway: Sendable {
             metrics: self.metrics,
             logger: logger
         )
-        self.authenticator = CallerAuthenticator(refetchInterval: .seconds(5)) {
+        let revocations = RevokedSessions(staleAfter: configuration.revocationStaleAfter)
+        self.revocations = revocations
+        if let secret = configuration.serviceSecret {
+            let tokens = ServiceTokenSource(auth: authClient, serviceName: "gateway", secret: secret)
+            self.watcher = RevocationWatcher(client: authClient, revocations: revocations, logger: logger) {
+                try await tokens.token()
+            }
+        } else {
+            self.watcher = nil
+        }
+        self.authenticator = CallerAuthenticator(refetchInterval: .seconds(5), revocations: revocations) {
             let response = try await authClient.unary(
                 AuthApi.AuthService.Method.getPublicKeys,
                 AuthApi.GetPublicKeysRequest(),
@@ -63,8 +78,10 @@ public final class Gateway: Sendable {
         [AccountAPI(gateway: self), HomeAPI(gateway: self), AdminAPI(gateway: self)]
     }
 
-    /// Fetches auth's keys until it answers (in the background at startup; calls that arrive first fetch too).
+    /// Starts following auth's session ends, then fetches auth's keys until it answers (in the background at
+    /// startup; calls that arrive first fetch too).
     public func warmUp() async {
+        self.startWatchingRevocations()
         var delay: Duration = .milliseconds(100)
         while !Task.isCancelled {
             if await self.authenticator.prefetch() {
@@ -75,6 +92,29 @@ public final class Gateway: Sendable {
             try? await Task.sleep(for: delay)
             delay = min(delay * 2, .seconds(5))
         }
+    }
+
+    private func startWatchingRevocations() {
+        guard let watcher = self.watcher else {
+            self.logger.error(
+                "KINDRED_GATEWAY_SERVICE_SECRET is not set: session ends cannot be followed, calls with a user token answer UNAVAILABLE"
+            )
+            return
+        }
+        self.watcherTask.withLockedValue { task in
+            guard task == nil else { return }
+            task = Task { await watcher.run() }
+        }
+    }
+
+    /// Waits until the set of ended sessions is current (tests and readiness), at most `timeout`.
+    public func waitForRevocations(timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while !self.revocations.isFresh {
+            guard ContinuousClock.now < deadline else { return false }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return true
     }
 
     /// Asks auth for a service token with the configured secret; a refusal is logged (the secret is not).
@@ -95,6 +135,10 @@ public final class Gateway: Sendable {
     }
 
     public func shutdown() async {
+        if let task = self.watcherTask.withLockedValue({ $0 }) {
+            task.cancel()
+            await task.value
+        }
         for client in self.clients { await client.close() }
     }
 
@@ -124,6 +168,10 @@ public final class Gateway: Sendable {
             do {
                 verified = try await self.authenticator.authenticate(authorization: authorization)
             } catch {
+                if error.code == .unavailable {
+                    self.metrics.revocationUnavailable()
+                    throw GatewayErrors.make(.unavailable, CallerAuthenticator.sessionCheckUnavailable, reason: "UNAVAILABLE")
+                }
                 guard self.authenticator.hasKeys else {
                     throw GatewayErrors.make(.unavailable, "Sign-in is temporarily unavailable; retry with backoff", reason: "UNAVAILABLE")
                 }

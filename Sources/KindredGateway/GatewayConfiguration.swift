@@ -20,10 +20,14 @@ public struct GatewayConfiguration: Sendable {
     public var matchAddress: HostPort?
     public var chatAddress: HostPort?
     /// `KINDRED_GATEWAY_SERVICE_SECRET` (string, 32..256), default none: the gateway's secret for auth's
-    /// IssueServiceToken (auth's `KINDRED_AUTH_SERVICE_SECRET_GATEWAY`), for calls the gateway makes on no user's
-    /// behalf. No call of today's API needs one; when set, the gateway checks it with auth at start and logs a
-    /// warning if auth refuses it, so a misconfigured cluster shows before the first such call.
+    /// IssueServiceToken (auth's `KINDRED_AUTH_SERVICE_SECRET_GATEWAY`). Required in practice: the gateway
+    /// subscribes to auth's WatchRevokedSessions with that service token, and without the stream every call
+    /// with a user token answers UNAVAILABLE (fail closed). A missing or refused secret is logged at start.
     public var serviceSecret: String?
+    /// `KINDRED_GATEWAY_REVOCATION_STALE_MS` (int, 2000..60000), default 5000: how long the gateway trusts its
+    /// set of ended sessions without a message on auth's WatchRevokedSessions stream (heartbeat every second);
+    /// past it, calls with a user token answer UNAVAILABLE until the stream is back.
+    public var revocationStaleAfter: Duration = .seconds(5)
     /// `KINDRED_GATEWAY_SERVICE_TLS_CA_FILE` (PEM path), default none: when set, calls to the services use TLS
     /// and trust this CA; h2c otherwise (a private network).
     public var serviceTLSCAFile: String?
@@ -69,6 +73,8 @@ public struct GatewayConfiguration: Sendable {
         self.serviceSecret = try reader.value(
             "KINDRED_GATEWAY_SERVICE_SECRET", default: nil, problem: "must be 32..256 characters"
         ) { (32...256).contains($0.count) ? $0 : nil }
+        self.revocationStaleAfter = try reader.milliseconds(
+            "KINDRED_GATEWAY_REVOCATION_STALE_MS", default: self.revocationStaleAfter, in: 2000...60_000)
         self.downstreamTimeout = try reader.milliseconds(
             "KINDRED_GATEWAY_DOWNSTREAM_TIMEOUT_MS", default: self.downstreamTimeout, in: 10...300_000)
         self.partTimeout = try reader.milliseconds("KINDRED_GATEWAY_PART_TIMEOUT_MS", default: self.partTimeout, in: 10...60_000)

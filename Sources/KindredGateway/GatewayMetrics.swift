@@ -8,6 +8,7 @@ public final class GatewayMetrics: Sendable {
         var unauthenticated = 0
         var downstream: [String: [String: Int]] = [:]
         var partialAnswers: [String: Int] = [:]
+        var revocationUnavailable = 0
     }
 
     private let state = NIOLockedValueBox(State())
@@ -19,6 +20,7 @@ public final class GatewayMetrics: Sendable {
     func downstreamFinished(service: String, code: StatusCode) {
         self.state.withLockedValue { $0.downstream[service, default: [:]][code.description, default: 0] += 1 }
     }
+    func revocationUnavailable() { self.state.withLockedValue { $0.revocationUnavailable += 1 } }
     func partMissing(_ part: String) { self.state.withLockedValue { $0.partialAnswers[part, default: 0] += 1 } }
 
     public func prometheusText() -> String {
@@ -43,6 +45,9 @@ public final class GatewayMetrics: Sendable {
         for (part, count) in state.partialAnswers.sorted(by: { $0.key < $1.key }) {
             out += "gateway_partial_parts_total{part=\"\(part)\"} \(count)\n"
         }
+        out += "# HELP gateway_session_check_unavailable_total Calls refused with UNAVAILABLE because the set of ended sessions was stale.\n"
+        out += "# TYPE gateway_session_check_unavailable_total counter\n"
+        out += "gateway_session_check_unavailable_total \(state.revocationUnavailable)\n"
         return out
     }
 }

@@ -32,6 +32,7 @@ public final class GatewayServer: ServiceServer {
     public func start() async throws -> RunningServer {
         let running = try await self.runner.start(logger: self.logger)
         await self.gateway.warmUp()
+        _ = await self.gateway.waitForRevocations(timeout: .seconds(10))
         return running
     }
 

@@ -27,13 +27,18 @@ public struct CallerIdentity: Hashable, Sendable {
 }
 
 /// Authenticates calls in every service: reads `authorization: Bearer <token>`, verifies it with auth's public
-/// keys (cached; refetched when a token names an unknown key, at most once per `refetchInterval`).
+/// keys (cached; refetched when a token names an unknown key, at most once per `refetchInterval`), and, when
+/// given `revocations`, refuses tokens whose session has ended (UNAUTHENTICATED) or whose session cannot be
+/// checked because the revocation feed is stale (UNAVAILABLE: fail closed). The revocation check runs on
+/// every call, cached tokens included.
 public final class CallerAuthenticator: Sendable {
     /// Fetches auth's current public keys (key id → key), e.g. by calling auth's GetPublicKeys.
     public typealias KeyFetcher = @Sendable () async throws -> [String: Ed25519PublicKey]
 
     private let fetchKeys: KeyFetcher
     private let refetchInterval: Duration
+    /// Ended sessions (nil: no session check, for tools and tests that have no feed).
+    public let revocations: RevokedSessions?
     private let state = NIOLockedValueBox(State())
 
     private struct State {
@@ -50,14 +55,19 @@ public final class CallerAuthenticator: Sendable {
     /// Bound on `verified`; when full it is emptied (cheap, and a flood of distinct tokens can't grow it).
     private static let maxCachedTokens = 10_000
 
-    public init(refetchInterval: Duration = .seconds(30), fetchKeys: @escaping KeyFetcher) {
+    public init(
+        refetchInterval: Duration = .seconds(30),
+        revocations: RevokedSessions? = nil,
+        fetchKeys: @escaping KeyFetcher
+    ) {
         self.fetchKeys = fetchKeys
         self.refetchInterval = refetchInterval
+        self.revocations = revocations
     }
 
     /// Uses fixed keys (auth itself, tests).
-    public convenience init(keys: [String: Ed25519PublicKey]) {
-        self.init(refetchInterval: .seconds(3600 * 24 * 365)) { keys }
+    public convenience init(keys: [String: Ed25519PublicKey], revocations: RevokedSessions? = nil) {
+        self.init(refetchInterval: .seconds(3600 * 24 * 365), revocations: revocations) { keys }
         self.state.withLockedValue { $0.verifier.keys = keys }
     }
 
@@ -75,7 +85,8 @@ public final class CallerAuthenticator: Sendable {
     /// Whether any key is known (false until the first successful fetch).
     public var hasKeys: Bool { self.state.withLockedValue { !$0.verifier.keys.isEmpty } }
 
-    /// The caller of this call; UNAUTHENTICATED when the token is missing, malformed, forged or expired.
+    /// The caller of this call; UNAUTHENTICATED when the token is missing, malformed, forged or expired, or its
+    /// session has ended; UNAVAILABLE when session ends cannot be checked (the feed is stale).
     public func authenticate(_ context: ServerContext) async throws(RPCError) -> CallerIdentity {
         guard let header = context.metadata["authorization"] else {
             throw RPCError(.unauthenticated, "Missing authorization metadata")
@@ -83,9 +94,11 @@ public final class CallerAuthenticator: Sendable {
         return try await self.authenticate(authorization: header)
     }
 
+    /// `checkingSession: false` skips the revocation check (only for signing out, which is idempotent).
     public func authenticate(
         authorization header: String,
-        now: Int64 = Int64(Date().timeIntervalSince1970)
+        now: Int64 = Int64(Date().timeIntervalSince1970),
+        checkingSession: Bool = true
     ) async throws(RPCError) -> CallerIdentity {
         let prefix = "Bearer "
         guard header.hasPrefix(prefix) else {
@@ -98,6 +111,7 @@ public final class CallerAuthenticator: Sendable {
             guard claims.exp > now - leeway, claims.nbf <= now + leeway else {
                 throw RPCError(.unauthenticated, "Invalid access token: expired")
             }
+            if checkingSession { try self.checkSession(claims) }
             return CallerIdentity(claims: claims)
         }
         if let kid = AccessTokenVerifier.keyID(of: token), !self.knows(kid) {
@@ -116,7 +130,20 @@ public final class CallerAuthenticator: Sendable {
             if state.verified.count >= Self.maxCachedTokens { state.verified.removeAll(keepingCapacity: true) }
             state.verified[token] = claims
         }
+        if checkingSession { try self.checkSession(claims) }
         return CallerIdentity(claims: claims)
+    }
+
+    /// Message of the UNAVAILABLE answer when the revocation feed is stale.
+    public static let sessionCheckUnavailable = "Session checks are temporarily unavailable; retry with backoff"
+
+    private func checkSession(_ claims: AccessTokenClaims) throws(RPCError) {
+        guard let revocations = self.revocations, let sessionID = claims.sid else { return }
+        switch revocations.verdict(sessionID) {
+        case .live: return
+        case .revoked: throw RPCError(.unauthenticated, "The session has ended")
+        case .unknown: throw RPCError(.unavailable, Self.sessionCheckUnavailable)
+        }
     }
 
     private func knows(_ kid: String) -> Bool {

@@ -250,6 +250,9 @@ public enum ProtoRegistry {
         Kindred.Auth.V1.IssueServiceTokenResponse.self,
         Kindred.Auth.V1.CheckUsernameRequest.self,
         Kindred.Auth.V1.CheckUsernameResponse.self,
+        Kindred.Auth.V1.WatchRevokedSessionsRequest.self,
+        Kindred.Auth.V1.RevokedSession.self,
+        Kindred.Auth.V1.WatchRevokedSessionsResponse.self,
         Kindred.Chat.V1.ChatThread.self,
         Kindred.Chat.V1.ChatMessage.self,
         Kindred.Chat.V1.ChatEvent.self,
@@ -2270,6 +2273,14 @@ public enum ProtoRegistry {
                 "kindred.auth.v1.CheckUsernameResponse.available",
                 "kindred.auth.v1.CheckUsernameResponse.normalized_username",
                 "kindred.auth.v1.CheckUsernameResponse.unavailable_reason",
+                "kindred.auth.v1.WatchRevokedSessionsRequest",
+                "kindred.auth.v1.RevokedSession",
+                "kindred.auth.v1.RevokedSession.session_id",
+                "kindred.auth.v1.RevokedSession.keep_until_unix_ms",
+                "kindred.auth.v1.WatchRevokedSessionsResponse",
+                "kindred.auth.v1.WatchRevokedSessionsResponse.reset",
+                "kindred.auth.v1.WatchRevokedSessionsResponse.sessions",
+                "kindred.auth.v1.WatchRevokedSessionsResponse.synced",
             ],
             services: [],
             base64: """
@@ -2306,8 +2317,11 @@ public enum ProtoRegistry {
             ZXNzVG9rZW4SJgoPZXhwaXJlc191bml4X21zGAIgASgDUg1leHBpcmVzVW5peE1zIlUKFENoZWNrVXNlcm5hbWVSZXF1ZXN0
             EiEKDGNvbW11bml0eV9pZBgBIAEoCVILY29tbXVuaXR5SWQSGgoIdXNlcm5hbWUYAiABKAlSCHVzZXJuYW1lIpUBChVDaGVj
             a1VzZXJuYW1lUmVzcG9uc2USHAoJYXZhaWxhYmxlGAEgASgIUglhdmFpbGFibGUSLwoTbm9ybWFsaXplZF91c2VybmFtZRgC
-            IAEoCVISbm9ybWFsaXplZFVzZXJuYW1lEi0KEnVuYXZhaWxhYmxlX3JlYXNvbhgDIAEoCVIRdW5hdmFpbGFibGVSZWFzb25i
-            BnByb3RvMw==
+            IAEoCVISbm9ybWFsaXplZFVzZXJuYW1lEi0KEnVuYXZhaWxhYmxlX3JlYXNvbhgDIAEoCVIRdW5hdmFpbGFibGVSZWFzb24i
+            HQobV2F0Y2hSZXZva2VkU2Vzc2lvbnNSZXF1ZXN0IlwKDlJldm9rZWRTZXNzaW9uEh0KCnNlc3Npb25faWQYASABKAlSCXNl
+            c3Npb25JZBIrChJrZWVwX3VudGlsX3VuaXhfbXMYAiABKANSD2tlZXBVbnRpbFVuaXhNcyKJAQocV2F0Y2hSZXZva2VkU2Vz
+            c2lvbnNSZXNwb25zZRIUCgVyZXNldBgBIAEoCFIFcmVzZXQSOwoIc2Vzc2lvbnMYAiADKAsyHy5raW5kcmVkLmF1dGgudjEu
+            UmV2b2tlZFNlc3Npb25SCHNlc3Npb25zEhYKBnN5bmNlZBgDIAEoCFIGc3luY2VkYgZwcm90bzM=
             """
         ),
         ProtoFileDescriptor(
@@ -2344,11 +2358,12 @@ public enum ProtoRegistry {
                 "kindred.auth.v1.AuthService.SetAccountRoles",
                 "kindred.auth.v1.AuthService.BootstrapAdmin",
                 "kindred.auth.v1.AuthService.GetUserFootprint",
+                "kindred.auth.v1.AuthService.WatchRevokedSessions",
             ],
             services: ["kindred.auth.v1.AuthService"],
             base64: """
             ChpraW5kcmVkL2F1dGgvdjEvYXV0aC5wcm90bxIPa2luZHJlZC5hdXRoLnYxGh1raW5kcmVkL2F1dGgvdjEvYWNjb3VudC5w
-            cm90bxoha2luZHJlZC9hdXRoL3YxL2NyZWRlbnRpYWxzLnByb3RvMssUCgtBdXRoU2VydmljZRJJCgZTaWduVXASHi5raW5k
+            cm90bxoha2luZHJlZC9hdXRoL3YxL2NyZWRlbnRpYWxzLnByb3RvMsIVCgtBdXRoU2VydmljZRJJCgZTaWduVXASHi5raW5k
             cmVkLmF1dGgudjEuU2lnblVwUmVxdWVzdBofLmtpbmRyZWQuYXV0aC52MS5TaWduVXBSZXNwb25zZRJYCgtWZXJpZnlFbWFp
             bBIjLmtpbmRyZWQuYXV0aC52MS5WZXJpZnlFbWFpbFJlcXVlc3QaJC5raW5kcmVkLmF1dGgudjEuVmVyaWZ5RW1haWxSZXNw
             b25zZRJtChJSZXNlbmRWZXJpZmljYXRpb24SKi5raW5kcmVkLmF1dGgudjEuUmVzZW5kVmVyaWZpY2F0aW9uUmVxdWVzdBor
@@ -2385,7 +2400,8 @@ public enum ProtoRegistry {
             MS5TZXRBY2NvdW50Um9sZXNSZXNwb25zZRJhCg5Cb290c3RyYXBBZG1pbhImLmtpbmRyZWQuYXV0aC52MS5Cb290c3RyYXBB
             ZG1pblJlcXVlc3QaJy5raW5kcmVkLmF1dGgudjEuQm9vdHN0cmFwQWRtaW5SZXNwb25zZRJnChBHZXRVc2VyRm9vdHByaW50
             Eigua2luZHJlZC5hdXRoLnYxLkdldFVzZXJGb290cHJpbnRSZXF1ZXN0Gikua2luZHJlZC5hdXRoLnYxLkdldFVzZXJGb290
-            cHJpbnRSZXNwb25zZWIGcHJvdG8z
+            cHJpbnRSZXNwb25zZRJ1ChRXYXRjaFJldm9rZWRTZXNzaW9ucxIsLmtpbmRyZWQuYXV0aC52MS5XYXRjaFJldm9rZWRTZXNz
+            aW9uc1JlcXVlc3QaLS5raW5kcmVkLmF1dGgudjEuV2F0Y2hSZXZva2VkU2Vzc2lvbnNSZXNwb25zZTABYgZwcm90bzM=
             """
         ),
         ProtoFileDescriptor(

@@ -720,7 +720,7 @@ extension Kindred.Api.V1 {
         /// The app's community id.
         public var communityId: Swift.String = ""
 
-        /// Candidate, 1..64 characters.
+        /// Candidate, 1..64 characters (else INVALID_ARGUMENT).
         public var username: Swift.String = ""
 
         public init() {}
@@ -908,8 +908,8 @@ extension Kindred.Api.V1 {
 extension Kindred.Api.V1 {
     /// Start an email change.
     public struct ChangeEmailRequest: ProtoMessage {
-        /// Current password, 0..128 characters (empty only for accounts without one, after a recent
-        /// sign-in).
+        /// Current password, 0..128 characters; required when the account has one. Empty only for
+        /// accounts without a password, in a session started by SignInWithIdToken within 10 minutes.
         public var currentPassword: Swift.String = ""
 
         /// New email, 3..254 characters.
@@ -1132,7 +1132,8 @@ extension Kindred.Api.V1 {
 extension Kindred.Api.V1 {
     /// Delete the caller's account.
     public struct DeleteAccountRequest: ProtoMessage {
-        /// Current password, 0..128 characters (empty allowed after a sign-in within 10 minutes).
+        /// Current password, 0..128 characters; required when the account has one. Empty only for
+        /// accounts without a password, in a session started by SignInWithIdToken within 10 minutes.
         public var currentPassword: Swift.String = ""
 
         public init() {}
@@ -1279,9 +1280,11 @@ extension Kindred.Api.V1 {
         /// The service's methods, with their request and response types.
         public enum Method {
             /// Creates an account and emails a verification link and 6-digit code. Anyone; rate
-            /// limited. Same answer whether or not the email is registered. INVALID_ARGUMENT (email,
-            /// username format; password 8..128 characters, PASSWORD_TOO_COMMON). ALREADY_EXISTS:
-            /// USERNAME_TAKEN. FAILED_PRECONDITION: sign-up closed. NOT_FOUND: unknown community.
+            /// limited. Same answer (code, message, details, timing) whether or not the email is
+            /// registered; an existing address gets a mail instead. INVALID_ARGUMENT (email, username
+            /// format; password 8..128 characters, PASSWORD_TOO_COMMON). ALREADY_EXISTS: USERNAME_TAKEN
+            /// (unless the caller is retrying their own sign-up with the same email and password).
+            /// FAILED_PRECONDITION: sign-up closed. NOT_FOUND: unknown community.
             public static let signUp = ProtoMethod<Kindred.Api.V1.SignUpRequest, Kindred.Api.V1.SignUpResponse>(
                 service: "kindred.api.v1.AccountService",
                 name: "SignUp",
@@ -1358,7 +1361,8 @@ extension Kindred.Api.V1 {
                     kind: .unary
                 )
 
-            /// Tells whether a username is free. Anyone; rate limited.
+            /// Tells whether a username is free. Anyone; rate limited. INVALID_ARGUMENT: not 1..64
+            /// characters.
             public static let checkUsername =
                 ProtoMethod<Kindred.Api.V1.CheckUsernameRequest, Kindred.Api.V1.CheckUsernameResponse>(
                     service: "kindred.api.v1.AccountService",
@@ -1392,9 +1396,11 @@ extension Kindred.Api.V1 {
                     kind: .unary
                 )
 
-            /// Starts an email change (needs the current password); confirmation goes to the new
-            /// address. The user. UNAUTHENTICATED: wrong password. FAILED_PRECONDITION:
-            /// REAUTHENTICATION_REQUIRED.
+            /// Starts an email change; confirmation goes to the new address. The user, proving it:
+            /// the current password when the account has one (an access token alone is never enough);
+            /// otherwise a session started by SignInWithIdToken within the last 10 minutes.
+            /// UNAUTHENTICATED: INVALID_CREDENTIALS. FAILED_PRECONDITION: REAUTHENTICATION_REQUIRED
+            /// (password missing, or sign in with the provider again).
             public static let changeEmail =
                 ProtoMethod<Kindred.Api.V1.ChangeEmailRequest, Kindred.Api.V1.ChangeEmailResponse>(
                     service: "kindred.api.v1.AccountService",
@@ -1435,9 +1441,10 @@ extension Kindred.Api.V1 {
                     kind: .unary
                 )
 
-            /// Deletes the caller's account and all their data everywhere (current password, or a
-            /// sign-in within the last 10 minutes). The user. Idempotent. UNAUTHENTICATED: wrong
-            /// password. FAILED_PRECONDITION: REAUTHENTICATION_REQUIRED.
+            /// Deletes the caller's account and all their data everywhere. The user, with the same proof
+            /// as ChangeEmail (current password; without a password a SignInWithIdToken session less than
+            /// 10 minutes old). Idempotent. UNAUTHENTICATED: INVALID_CREDENTIALS. FAILED_PRECONDITION:
+            /// REAUTHENTICATION_REQUIRED.
             public static let deleteAccount =
                 ProtoMethod<Kindred.Api.V1.DeleteAccountRequest, Kindred.Api.V1.DeleteAccountResponse>(
                     service: "kindred.api.v1.AccountService",

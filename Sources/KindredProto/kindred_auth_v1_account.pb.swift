@@ -184,8 +184,9 @@ extension Kindred.Auth.V1 {
     /// Start changing the email address. A confirmation link goes to the new address and a notice
     /// to the old one; the address changes only when ConfirmEmailChange succeeds.
     public struct ChangeEmailRequest: ProtoMessage {
-        /// The current password, 1..128 characters. Accounts without a password leave it empty and
-        /// need a sign-in (auth_time) within the last 10 minutes.
+        /// The current password, 1..128 characters; required when the account has a password (an
+        /// access token alone is never enough). Accounts without a password leave it empty and need a
+        /// session started by SignInWithIdToken within the last 10 minutes.
         public var currentPassword: Swift.String = ""
 
         /// The new address, 3..254 characters; normalised to lower case.
@@ -413,8 +414,9 @@ extension Kindred.Auth.V1 {
         /// password needed then).
         public var userId: Swift.String = ""
 
-        /// The caller's current password, 0..128 characters. May be empty only if the caller signed
-        /// in (auth_time) within the last 10 minutes.
+        /// The caller's current password, 0..128 characters; required when the account has a
+        /// password. Empty only for accounts without one, whose session must have been started by
+        /// SignInWithIdToken within the last 10 minutes.
         public var currentPassword: Swift.String = ""
 
         public init() {}

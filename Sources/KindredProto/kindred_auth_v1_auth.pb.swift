@@ -10,9 +10,13 @@ extension Kindred.Auth.V1 {
         /// The service's methods, with their request and response types.
         public enum Method {
             /// Creates an account (status PENDING_VERIFICATION) and emails a verification link and code.
-            /// Anyone; rate limited. Idempotent: repeating it sends at most one more email.
+            /// Anyone; rate limited. Idempotent: repeating it (same email, username and password) sends
+            /// at most one more email.
             /// INVALID_ARGUMENT: bad email/username format, password length, PASSWORD_TOO_COMMON.
-            /// ALREADY_EXISTS: USERNAME_TAKEN (usernames are public; emails are never revealed).
+            /// ALREADY_EXISTS: USERNAME_TAKEN (usernames are public; emails are never revealed: the code,
+            /// message, details and work done depend only on whether the username is taken, not on
+            /// whether the email has an account; a retry by the owner of the pending or existing
+            /// account, with its password, is answered OK).
             /// NOT_FOUND: unknown community. FAILED_PRECONDITION: community sign-up closed.
             public static let signUp = ProtoMethod<Kindred.Auth.V1.SignUpRequest, Kindred.Auth.V1.SignUpResponse>(
                 service: "kindred.auth.v1.AuthService",
@@ -101,6 +105,7 @@ extension Kindred.Auth.V1 {
                 )
 
             /// Tells whether a username is free (no reservation). Anyone; rate limited.
+            /// INVALID_ARGUMENT (field username): not 1..64 characters.
             public static let checkUsername =
                 ProtoMethod<Kindred.Auth.V1.CheckUsernameRequest, Kindred.Auth.V1.CheckUsernameResponse>(
                     service: "kindred.auth.v1.AuthService",
@@ -138,8 +143,11 @@ extension Kindred.Auth.V1 {
                 )
 
             /// Starts an email change: confirmation link to the new address, notice to the old one.
-            /// The user; rate limited. UNAUTHENTICATED: wrong current password. FAILED_PRECONDITION:
-            /// REAUTHENTICATION_REQUIRED (no password and no recent sign-in).
+            /// The user; rate limited. Accounts with a password must give it (an access token alone is
+            /// never enough); accounts without one need a session started by SignInWithIdToken within
+            /// the last 10 minutes (KINDRED_AUTH_RECENT_SIGN_IN_SECONDS). UNAUTHENTICATED:
+            /// INVALID_CREDENTIALS (wrong current password). FAILED_PRECONDITION:
+            /// REAUTHENTICATION_REQUIRED (password missing, or no fresh federated sign-in).
             public static let changeEmail =
                 ProtoMethod<Kindred.Auth.V1.ChangeEmailRequest, Kindred.Auth.V1.ChangeEmailResponse>(
                     service: "kindred.auth.v1.AuthService",
@@ -184,8 +192,9 @@ extension Kindred.Auth.V1 {
                 )
 
             /// Deletes an account: auth rows at once, other services via AccountDeleted. The user for
-            /// their own (current password or sign-in within 10 minutes); admins for any. Idempotent.
-            /// UNAUTHENTICATED: wrong password. FAILED_PRECONDITION: REAUTHENTICATION_REQUIRED.
+            /// their own, with the same proof as ChangeEmail (current password; without a password a
+            /// session started by SignInWithIdToken within 10 minutes); admins for any. Idempotent.
+            /// UNAUTHENTICATED: INVALID_CREDENTIALS. FAILED_PRECONDITION: REAUTHENTICATION_REQUIRED.
             /// PERMISSION_DENIED: another user's id without ROLE_ADMIN.
             public static let deleteAccount =
                 ProtoMethod<Kindred.Auth.V1.DeleteAccountRequest, Kindred.Auth.V1.DeleteAccountResponse>(
@@ -263,6 +272,19 @@ extension Kindred.Auth.V1 {
                     name: "GetUserFootprint",
                     kind: .unary
                 )
+
+            /// The ids of ended sessions whose access tokens could still be unexpired: first the whole
+            /// set (in chunks, the first with `reset`), then each session end as soon as it commits,
+            /// and a heartbeat every second. Service tokens only (the gateway and the services, for
+            /// their CallerAuthenticator). UNAUTHENTICATED: no valid token. PERMISSION_DENIED: not a
+            /// service token. The stream stays open; a replica that loses its database notifications
+            /// ends it (the caller reconnects and gets a new snapshot).
+            public static let watchRevokedSessions =
+                ProtoMethod<Kindred.Auth.V1.WatchRevokedSessionsRequest, Kindred.Auth.V1.WatchRevokedSessionsResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "WatchRevokedSessions",
+                    kind: .serverStreaming
+                )
         }
 
         public static let descriptor = ProtoServiceDescriptor(
@@ -295,6 +317,7 @@ extension Kindred.Auth.V1 {
                 Method.setAccountRoles.descriptor,
                 Method.bootstrapAdmin.descriptor,
                 Method.getUserFootprint.descriptor,
+                Method.watchRevokedSessions.descriptor,
             ]
         )
     }

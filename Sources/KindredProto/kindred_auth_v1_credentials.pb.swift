@@ -581,7 +581,7 @@ extension Kindred.Auth.V1 {
         /// Community to check in.
         public var communityId: Swift.String = ""
 
-        /// Candidate username, 1..64 characters (checked for format too).
+        /// Candidate username, 1..64 characters (else INVALID_ARGUMENT; checked for format too).
         public var username: Swift.String = ""
 
         public init() {}
@@ -607,7 +607,7 @@ extension Kindred.Auth.V1 {
         /// Whether the name is well-formed and free right now (no reservation is made).
         public var available: Swift.Bool = false
 
-        /// The normalised (lower-case) form.
+        /// The normalised (lower-case) form (at most 64 characters).
         public var normalizedUsername: Swift.String = ""
 
         /// When not available: "INVALID_FORMAT", "TAKEN" or "RESERVED"; empty when available.
@@ -628,6 +628,80 @@ extension Kindred.Auth.V1 {
             self.available = decoder.bool(1)
             self.normalizedUsername = try decoder.string(2)
             self.unavailableReason = try decoder.string(3)
+        }
+    }
+}
+
+extension Kindred.Auth.V1 {
+    /// Subscribe to session ends (no parameters).
+    public struct WatchRevokedSessionsRequest: ProtoMessage {
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.auth.v1.WatchRevokedSessionsRequest" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.auth.v1.WatchRevokedSessionsRequest")
+
+        public func encode(to encoder: inout ProtoEncoder) {}
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {}
+    }
+}
+
+extension Kindred.Auth.V1 {
+    /// One ended session.
+    public struct RevokedSession: ProtoMessage {
+        /// The session id (the `sid` claim of its access tokens).
+        public var sessionId: Swift.String = ""
+
+        /// Until when an access token of this session could still be accepted (UTC ms): the end plus
+        /// the longest access-token lifetime and clock leeway. Drop the entry after that.
+        public var keepUntilUnixMs: Swift.Int64 = 0
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.auth.v1.RevokedSession" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.auth.v1.RevokedSession")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setString(1, self.sessionId)
+            encoder.setInt64(2, self.keepUntilUnixMs)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.sessionId = try decoder.string(1)
+            self.keepUntilUnixMs = decoder.int64(2)
+        }
+    }
+}
+
+extension Kindred.Auth.V1 {
+    /// A message of WatchRevokedSessions.
+    public struct WatchRevokedSessionsResponse: ProtoMessage {
+        /// Forget every entry received so far before adding `sessions` (first chunk of a snapshot).
+        public var reset: Swift.Bool = false
+
+        /// Sessions that ended (a snapshot chunk, or one or more new session ends).
+        public var sessions: [Kindred.Auth.V1.RevokedSession] = []
+
+        /// The receiver's set is now complete as of this message (last snapshot chunk, every live
+        /// update and every heartbeat). A receiver trusts tokens only while it heard a synced message
+        /// within its bound.
+        public var synced: Swift.Bool = false
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.auth.v1.WatchRevokedSessionsResponse" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.auth.v1.WatchRevokedSessionsResponse")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setBool(1, self.reset)
+            encoder.setRepeatedMessage(2, self.sessions)
+            encoder.setBool(3, self.synced)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.reset = decoder.bool(1)
+            self.sessions = try decoder.repeatedMessage(2, as: Kindred.Auth.V1.RevokedSession.self)
+            self.synced = decoder.bool(3)
         }
     }
 }

@@ -222,6 +222,36 @@ def test_account_lifecycle_through_the_gateway(cluster, accounts):
         community_id=community, login=email, password=NEW_PASSWORD), timeout=TIMEOUT))
 
 
+def test_delivered_mail_leaves_no_link_or_code_in_the_database(cluster, accounts):
+    """Once the relay handed a mail to the SMTP server, its body (link token, code) and address are erased from
+    mail_outbox; only the address hash, template, timestamps and outcome remain. The whole auth schema is dumped
+    and searched, so the secrets are nowhere (the token tables hold hashes only)."""
+    community, email, username = unique("e2e-"), f"{unique('mo-')}@example.com", unique("mo_")
+    accounts.SignUp(account_pb2.SignUpRequest(community_id=community, email=email, username=username,
+                                              password=PASSWORD), timeout=TIMEOUT)
+    body = cluster.wait_for_mail(email)
+    token = re.search(r"token=([A-Za-z0-9_-]+)", body).group(1)
+    code = re.search(r"code in the app: (\d{6})", body).group(1)
+    deadline = time.monotonic() + 10  # the relay marks the row just after the sink accepted the mail
+    while cluster.psql("SELECT count(*) FROM auth.mail_outbox WHERE sent_at IS NULL AND failed_at IS NULL") != "0":
+        assert time.monotonic() < deadline, "the relay did not record the delivery"
+        time.sleep(0.05)
+    line = next(line for line in cluster.lines if line.strip().startswith("db:"))
+    psql, url = re.match(r'\s*db:\s+(\S+) "(.+)"', line).groups()
+    dump = subprocess.run([str(pathlib.Path(psql).parent / "pg_dump"), "--data-only", "--schema=auth", url],
+                          capture_output=True, text=True, timeout=60, check=True).stdout
+    assert email.split("@")[0] in dump  # the account itself is there (the dump is not empty)
+    assert token not in dump
+    assert not re.search(rf"(?<![0-9a-f]){code}(?![0-9a-f])", cluster.psql(
+        "SELECT coalesce(string_agg(row_to_json(m)::text, ' '), '') FROM auth.mail_outbox m"))
+    row = cluster.psql(f"SELECT template, sent_at IS NOT NULL, recipient IS NULL AND text_body IS NULL "
+                       f"FROM auth.mail_outbox WHERE recipient_hash = sha256(convert_to('{email}', 'UTF8'))")
+    assert row == "verify_email|t|t", row
+    # The code still verifies the address: erasing the mail did not touch the token.
+    accounts.VerifyEmail(account_pb2.VerifyEmailRequest(code=account_pb2.VerificationCode(
+        community_id=community, email=email, code=code)), timeout=TIMEOUT)
+
+
 def forged(token: str) -> str:
     """The same header and claims, signed with a key auth never had."""
     header, payload, _ = token.split(".")

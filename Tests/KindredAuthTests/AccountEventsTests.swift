@@ -90,7 +90,9 @@ import Testing
             _ = try await auth.call(Auth.reactivateAccount, reactivate, token: adminToken)
             // Deactivation ended the user's sessions: a fresh sign-in deletes the account.
             let token = try await auth.signIn(login: user.email).tokens!.accessToken
-            _ = try await auth.call(Auth.deleteAccount, .init(), token: token)
+            var delete = Kindred.Auth.V1.DeleteAccountRequest()
+            delete.currentPassword = "correct horse battery"
+            _ = try await auth.call(Auth.deleteAccount, delete, token: token)
 
             func received() async throws -> [String] {
                 try await database.query("SELECT type FROM received WHERE user_id = \(user.account.userId) ORDER BY id")

@@ -212,20 +212,20 @@ struct AccountTests {
         }
     }
 
-    @Test func deleteWithRecentSignInNeedsNoPassword() async throws {
-        try await AuthHarness.with(configure: { $0.recentSignInWindow = 0 }) { auth in
+    @Test func deleteAndEmailChangeNeedThePasswordEvenRightAfterSignIn() async throws {
+        try await AuthHarness.with { auth in
+            // A fresh sign-in is no proof: a stolen access token alone must not delete or take over the account.
             let user = try await auth.activeUser()
-            // A window of 0 s: the sign-in is no longer recent once a second has passed.
-            try await Task.sleep(for: .milliseconds(1100))
             await expectRPCError(.failedPrecondition, reason: "REAUTHENTICATION_REQUIRED") {
                 _ = try await auth.call(Auth.deleteAccount, .init(), token: user.tokens.accessToken)
             }
-        }
-        try await AuthHarness.with { auth in
-            let user = try await auth.activeUser()
-            _ = try await auth.call(Auth.deleteAccount, .init(), token: user.tokens.accessToken)
+            var change = Kindred.Auth.V1.ChangeEmailRequest()
+            change.newEmail = AuthHarness.uniqueEmail("new")
+            await expectRPCError(.failedPrecondition, reason: "REAUTHENTICATION_REQUIRED") {
+                _ = try await auth.call(Auth.changeEmail, change, token: user.tokens.accessToken)
+            }
             #expect(
-                try await AuthService.footprint(of: user.account.userId, in: auth.database).allSatisfy { $0.1 == 0 }
+                try await AuthService.footprint(of: user.account.userId, in: auth.database).first?.1 == 1
             )
         }
     }

@@ -93,6 +93,21 @@ struct IdTokenTests {
             let linked = try await auth.call(Auth.signInWithIdToken, request(tokens[2], nonces[2]))
             #expect(linked.identityLinked && linked.account?.userId == existing.account.userId)
 
+            // ChangeEmail without a password: fine in a fresh SignInWithIdToken session, refused once it is older
+            // than the window; a password account signed in through its provider still gives its password.
+            var change = Kindred.Auth.V1.ChangeEmailRequest()
+            change.newEmail = AuthHarness.uniqueEmail("moved")
+            _ = try await auth.call(Auth.changeEmail, change, token: again.tokens!.accessToken)
+            try await auth.database.execute(
+                "UPDATE sessions SET created_at = now() - interval '11 minutes' WHERE id = \(again.tokens!.sessionId)"
+            )
+            await expectRPCError(.failedPrecondition, reason: "REAUTHENTICATION_REQUIRED") {
+                _ = try await auth.call(Auth.changeEmail, change, token: again.tokens!.accessToken)
+            }
+            await expectRPCError(.failedPrecondition, reason: "REAUTHENTICATION_REQUIRED") {
+                _ = try await auth.call(Auth.changeEmail, change, token: linked.tokens!.accessToken)
+            }
+
             // Wrong audience, wrong nonce.
             await expectRPCError(.unauthenticated) {
                 _ = try await auth.call(Auth.signInWithIdToken, request(tokens[3], nonces[3]))

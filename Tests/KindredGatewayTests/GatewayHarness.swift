@@ -23,8 +23,11 @@ struct GatewayHarness {
     let community = "demo"
     let stopAuth: @Sendable () async -> Void
 
+    static let serviceSecret = "gateway-test-secret-0123456789abcdef"
+
     static func with<T>(
         configure: (inout GatewayConfiguration) -> Void = { _ in },
+        configureAuth: (inout AuthConfiguration) -> Void = { _ in },
         _ body: (GatewayHarness) async throws -> T
     ) async throws -> T {
         let postgres = try await TestPostgres.shared()
@@ -40,6 +43,8 @@ struct GatewayHarness {
         authConfiguration.mailPollInterval = .seconds(60)
         authConfiguration.hashThreads = 2
         authConfiguration.argon2 = Argon2id.Parameters(memoryKiB: 64, iterations: 1, parallelism: 1)
+        authConfiguration.serviceSecrets["gateway"] = Self.serviceSecret
+        configureAuth(&authConfiguration)
         defer { try? FileManager.default.removeItem(atPath: authConfiguration.dataDirectory) }
         var logger = Logger(label: "kindred.gateway.test")
         logger.logLevel = .error
@@ -51,6 +56,7 @@ struct GatewayHarness {
         configuration.endpoint.adminListen = nil
         configuration.authAddress = HostPort(host: "127.0.0.1", port: authServer.port)
         configuration.partTimeout = .milliseconds(300)
+        configuration.serviceSecret = Self.serviceSecret
         configure(&configuration)
         let gateway = try GatewayServer(configuration: configuration, logger: logger)
         let gatewayServer = try await gateway.start()
@@ -104,6 +110,23 @@ struct GatewayHarness {
         signIn.password = signUp.password
         let response = try await self.client.unary(Account.signIn, signIn)
         return try #require(response.tokens)
+    }
+
+    /// An active account written straight into auth's database (no sign-up mail, so the address's mail quota
+    /// is untouched), signed in through the gateway.
+    func insertedUser(_ name: String, password: String = "correct horse battery") async throws -> Api.AuthTokens {
+        let hash = try await self.auth.hasher.hash(password)
+        _ = try await self.auth.database.execute(
+            """
+            INSERT INTO auth.accounts (id, community_id, email, email_verified, username, password_hash, status)
+            VALUES (gen_random_uuid(), \(self.community), \("\(name)@example.com"), true, \(name), \(hash), 'active')
+            """
+        )
+        var signIn = Api.SignInRequest()
+        signIn.communityId = self.community
+        signIn.login = name
+        signIn.password = password
+        return try #require(try await self.client.unary(Account.signIn, signIn).tokens)
     }
 
     static func bearer(_ tokens: Api.AuthTokens) -> Metadata {

@@ -137,18 +137,6 @@ import Testing
         #expect(batch.acknowledged == ["3", "4"])
     }
 
-    @Test func serviceTokenCacheRefreshesBeforeExpiry() {
-        var cache = ServiceTokenCache()
-        let start = Date(timeIntervalSince1970: 1_000)
-        #expect(cache.usableToken(at: start) == nil)
-        cache.store(token: "t", expiresUnixMs: 1_900_000, fetchedAt: start, margin: .seconds(60))
-        #expect(cache.usableToken(at: start.addingTimeInterval(839)) == "t")
-        #expect(cache.usableToken(at: start.addingTimeInterval(840)) == nil)
-        // Already expired when stored (clock skew): never handed out.
-        cache.store(token: "old", expiresUnixMs: 900_000, fetchedAt: start, margin: .seconds(60))
-        #expect(cache.usableToken(at: start) == nil)
-    }
-
     @Test func metricsRenderPerConsumer() {
         let metrics = EventRelayMetrics(producer: "auth", consumers: ["chat", "profile"])
         let text = metrics.prometheusText()

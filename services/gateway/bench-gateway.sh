@@ -4,5 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 services/install-deps.sh
-swift build -c release --product auth-server --product gateway-server
+# One product per command: with several --product options swift build builds only the last one.
+swift build -c release --product auth-server
+swift build -c release --product gateway-server
 KINDRED_BIN_PATH="$(swift build -c release --show-bin-path)" python3 services/gateway/bench_gateway.py

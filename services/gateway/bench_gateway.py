@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "Tests" / "Cluster"))
@@ -63,6 +64,13 @@ def main():
             print(f"== AccountService/GetAccount through the gateway to auth, h2load -n {REQUESTS} {shape}")
             print(h2load(cluster.gateway, "/kindred.api.v1.AccountService/GetAccount",
                          [f"authorization: Bearer {tokens.access_token}"], shape))
+        # h2load counts any grpc-status as success: the gateway's own counters tell whether the calls were OK.
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{cluster.admin_port('gateway')}/metrics",
+                                         timeout=10).read().decode()
+        print("== GetAccount answers by gRPC code (gateway metrics):")
+        for line in metrics.splitlines():
+            if line.startswith("grpc_server_handled_total") and "GetAccount" in line:
+                print("  " + line)
         channel.close()
     finally:
         cluster.stop(force_cleanup=True)

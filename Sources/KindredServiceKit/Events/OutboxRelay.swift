@@ -1,5 +1,6 @@
 import Foundation
 import KindredGRPC
+import KindredIdentity
 import KindredPostgres
 import KindredProto
 import KindredProtobuf

@@ -674,7 +674,7 @@ struct  Kindred__Api__V1__CheckUsernameRequest
    */
   char *community_id;
   /*
-   * Candidate, 1..64 characters.
+   * Candidate, 1..64 characters (else INVALID_ARGUMENT).
    */
   char *username;
 };
@@ -818,8 +818,8 @@ struct  Kindred__Api__V1__ChangeEmailRequest
 {
   ProtobufCMessage base;
   /*
-   * Current password, 0..128 characters (empty only for accounts without one, after a recent
-   * sign-in).
+   * Current password, 0..128 characters; required when the account has one. Empty only for
+   * accounts without a password, in a session started by SignInWithIdToken within 10 minutes.
    */
   char *current_password;
   /*
@@ -992,7 +992,8 @@ struct  Kindred__Api__V1__DeleteAccountRequest
 {
   ProtobufCMessage base;
   /*
-   * Current password, 0..128 characters (empty allowed after a sign-in within 10 minutes).
+   * Current password, 0..128 characters; required when the account has one. Empty only for
+   * accounts without a password, in a session started by SignInWithIdToken within 10 minutes.
    */
   char *current_password;
 };

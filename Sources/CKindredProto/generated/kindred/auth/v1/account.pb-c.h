@@ -202,8 +202,9 @@ struct  Kindred__Auth__V1__ChangeEmailRequest
 {
   ProtobufCMessage base;
   /*
-   * The current password, 1..128 characters. Accounts without a password leave it empty and
-   * need a sign-in (auth_time) within the last 10 minutes.
+   * The current password, 1..128 characters; required when the account has a password (an
+   * access token alone is never enough). Accounts without a password leave it empty and need a
+   * session started by SignInWithIdToken within the last 10 minutes.
    */
   char *current_password;
   /*
@@ -382,8 +383,9 @@ struct  Kindred__Auth__V1__DeleteAccountRequest
    */
   char *user_id;
   /*
-   * The caller's current password, 0..128 characters. May be empty only if the caller signed
-   * in (auth_time) within the last 10 minutes.
+   * The caller's current password, 0..128 characters; required when the account has a
+   * password. Empty only for accounts without one, whose session must have been started by
+   * SignInWithIdToken within the last 10 minutes.
    */
   char *current_password;
 };

@@ -7,7 +7,7 @@
 #endif
 
 #include "kindred/auth/v1/auth.pb-c.h"
-static const ProtobufCMethodDescriptor kindred__auth__v1__auth_service__method_descriptors[27] =
+static const ProtobufCMethodDescriptor kindred__auth__v1__auth_service__method_descriptors[28] =
 {
   { "SignUp", &kindred__auth__v1__sign_up_request__descriptor, &kindred__auth__v1__sign_up_response__descriptor },
   { "VerifyEmail", &kindred__auth__v1__verify_email_request__descriptor, &kindred__auth__v1__verify_email_response__descriptor },
@@ -36,6 +36,7 @@ static const ProtobufCMethodDescriptor kindred__auth__v1__auth_service__method_d
   { "SetAccountRoles", &kindred__auth__v1__set_account_roles_request__descriptor, &kindred__auth__v1__set_account_roles_response__descriptor },
   { "BootstrapAdmin", &kindred__auth__v1__bootstrap_admin_request__descriptor, &kindred__auth__v1__bootstrap_admin_response__descriptor },
   { "GetUserFootprint", &kindred__auth__v1__get_user_footprint_request__descriptor, &kindred__auth__v1__get_user_footprint_response__descriptor },
+  { "WatchRevokedSessions", &kindred__auth__v1__watch_revoked_sessions_request__descriptor, &kindred__auth__v1__watch_revoked_sessions_response__descriptor },
 };
 const unsigned kindred__auth__v1__auth_service__method_indices_by_name[] = {
   25,        /* BootstrapAdmin */
@@ -64,7 +65,8 @@ const unsigned kindred__auth__v1__auth_service__method_indices_by_name[] = {
   6,        /* SignOut */
   7,        /* SignOutEverywhere */
   0,        /* SignUp */
-  1         /* VerifyEmail */
+  1,        /* VerifyEmail */
+  27         /* WatchRevokedSessions */
 };
 const ProtobufCServiceDescriptor kindred__auth__v1__auth_service__descriptor =
 {
@@ -73,7 +75,7 @@ const ProtobufCServiceDescriptor kindred__auth__v1__auth_service__descriptor =
   "AuthService",
   "Kindred__Auth__V1__AuthService",
   "kindred.auth.v1",
-  27,
+  28,
   kindred__auth__v1__auth_service__method_descriptors,
   kindred__auth__v1__auth_service__method_indices_by_name
 };
@@ -292,6 +294,14 @@ void kindred__auth__v1__auth_service__get_user_footprint(ProtobufCService *servi
 {
   assert(service->descriptor == &kindred__auth__v1__auth_service__descriptor);
   service->invoke(service, 26, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void kindred__auth__v1__auth_service__watch_revoked_sessions(ProtobufCService *service,
+                                                             const Kindred__Auth__V1__WatchRevokedSessionsRequest *input,
+                                                             Kindred__Auth__V1__WatchRevokedSessionsResponse_Closure closure,
+                                                             void *closure_data)
+{
+  assert(service->descriptor == &kindred__auth__v1__auth_service__descriptor);
+  service->invoke(service, 27, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__auth__v1__auth_service__init (Kindred__Auth__V1__AuthService_Service *service,
                                             Kindred__Auth__V1__AuthService_ServiceDestroy destroy)

@@ -141,6 +141,10 @@ struct Kindred__Auth__V1__AuthService_Service
                              const Kindred__Auth__V1__GetUserFootprintRequest *input,
                              Kindred__Auth__V1__GetUserFootprintResponse_Closure closure,
                              void *closure_data);
+  void (*watch_revoked_sessions)(Kindred__Auth__V1__AuthService_Service *service,
+                                 const Kindred__Auth__V1__WatchRevokedSessionsRequest *input,
+                                 Kindred__Auth__V1__WatchRevokedSessionsResponse_Closure closure,
+                                 void *closure_data);
 };
 typedef void (*Kindred__Auth__V1__AuthService_ServiceDestroy)(Kindred__Auth__V1__AuthService_Service *);
 void kindred__auth__v1__auth_service__init (Kindred__Auth__V1__AuthService_Service *service,
@@ -175,7 +179,8 @@ void kindred__auth__v1__auth_service__init (Kindred__Auth__V1__AuthService_Servi
       function_prefix__ ## reactivate_account,\
       function_prefix__ ## set_account_roles,\
       function_prefix__ ## bootstrap_admin,\
-      function_prefix__ ## get_user_footprint  }
+      function_prefix__ ## get_user_footprint,\
+      function_prefix__ ## watch_revoked_sessions  }
 void kindred__auth__v1__auth_service__sign_up(ProtobufCService *service,
                                               const Kindred__Auth__V1__SignUpRequest *input,
                                               Kindred__Auth__V1__SignUpResponse_Closure closure,
@@ -284,6 +289,10 @@ void kindred__auth__v1__auth_service__get_user_footprint(ProtobufCService *servi
                                                          const Kindred__Auth__V1__GetUserFootprintRequest *input,
                                                          Kindred__Auth__V1__GetUserFootprintResponse_Closure closure,
                                                          void *closure_data);
+void kindred__auth__v1__auth_service__watch_revoked_sessions(ProtobufCService *service,
+                                                             const Kindred__Auth__V1__WatchRevokedSessionsRequest *input,
+                                                             Kindred__Auth__V1__WatchRevokedSessionsResponse_Closure closure,
+                                                             void *closure_data);
 
 /* --- descriptors --- */
 

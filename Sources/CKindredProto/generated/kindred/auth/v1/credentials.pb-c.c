@@ -1042,6 +1042,141 @@ void   kindred__auth__v1__check_username_response__free_unpacked
   assert(message->base.descriptor == &kindred__auth__v1__check_username_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   kindred__auth__v1__watch_revoked_sessions_request__init
+                     (Kindred__Auth__V1__WatchRevokedSessionsRequest         *message)
+{
+  static const Kindred__Auth__V1__WatchRevokedSessionsRequest init_value = KINDRED__AUTH__V1__WATCH_REVOKED_SESSIONS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t kindred__auth__v1__watch_revoked_sessions_request__get_packed_size
+                     (const Kindred__Auth__V1__WatchRevokedSessionsRequest *message)
+{
+  assert(message->base.descriptor == &kindred__auth__v1__watch_revoked_sessions_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__auth__v1__watch_revoked_sessions_request__pack
+                     (const Kindred__Auth__V1__WatchRevokedSessionsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__auth__v1__watch_revoked_sessions_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__auth__v1__watch_revoked_sessions_request__pack_to_buffer
+                     (const Kindred__Auth__V1__WatchRevokedSessionsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__auth__v1__watch_revoked_sessions_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Auth__V1__WatchRevokedSessionsRequest *
+       kindred__auth__v1__watch_revoked_sessions_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Auth__V1__WatchRevokedSessionsRequest *)
+     protobuf_c_message_unpack (&kindred__auth__v1__watch_revoked_sessions_request__descriptor,
+                                allocator, len, data);
+}
+void   kindred__auth__v1__watch_revoked_sessions_request__free_unpacked
+                     (Kindred__Auth__V1__WatchRevokedSessionsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__auth__v1__watch_revoked_sessions_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   kindred__auth__v1__revoked_session__init
+                     (Kindred__Auth__V1__RevokedSession         *message)
+{
+  static const Kindred__Auth__V1__RevokedSession init_value = KINDRED__AUTH__V1__REVOKED_SESSION__INIT;
+  *message = init_value;
+}
+size_t kindred__auth__v1__revoked_session__get_packed_size
+                     (const Kindred__Auth__V1__RevokedSession *message)
+{
+  assert(message->base.descriptor == &kindred__auth__v1__revoked_session__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__auth__v1__revoked_session__pack
+                     (const Kindred__Auth__V1__RevokedSession *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__auth__v1__revoked_session__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__auth__v1__revoked_session__pack_to_buffer
+                     (const Kindred__Auth__V1__RevokedSession *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__auth__v1__revoked_session__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Auth__V1__RevokedSession *
+       kindred__auth__v1__revoked_session__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Auth__V1__RevokedSession *)
+     protobuf_c_message_unpack (&kindred__auth__v1__revoked_session__descriptor,
+                                allocator, len, data);
+}
+void   kindred__auth__v1__revoked_session__free_unpacked
+                     (Kindred__Auth__V1__RevokedSession *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__auth__v1__revoked_session__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   kindred__auth__v1__watch_revoked_sessions_response__init
+                     (Kindred__Auth__V1__WatchRevokedSessionsResponse         *message)
+{
+  static const Kindred__Auth__V1__WatchRevokedSessionsResponse init_value = KINDRED__AUTH__V1__WATCH_REVOKED_SESSIONS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t kindred__auth__v1__watch_revoked_sessions_response__get_packed_size
+                     (const Kindred__Auth__V1__WatchRevokedSessionsResponse *message)
+{
+  assert(message->base.descriptor == &kindred__auth__v1__watch_revoked_sessions_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__auth__v1__watch_revoked_sessions_response__pack
+                     (const Kindred__Auth__V1__WatchRevokedSessionsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__auth__v1__watch_revoked_sessions_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__auth__v1__watch_revoked_sessions_response__pack_to_buffer
+                     (const Kindred__Auth__V1__WatchRevokedSessionsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__auth__v1__watch_revoked_sessions_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Auth__V1__WatchRevokedSessionsResponse *
+       kindred__auth__v1__watch_revoked_sessions_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Auth__V1__WatchRevokedSessionsResponse *)
+     protobuf_c_message_unpack (&kindred__auth__v1__watch_revoked_sessions_response__descriptor,
+                                allocator, len, data);
+}
+void   kindred__auth__v1__watch_revoked_sessions_response__free_unpacked
+                     (Kindred__Auth__V1__WatchRevokedSessionsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__auth__v1__watch_revoked_sessions_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor kindred__auth__v1__sign_up_request__field_descriptors[5] =
 {
   {
@@ -2225,5 +2360,138 @@ const ProtobufCMessageDescriptor kindred__auth__v1__check_username_response__des
   kindred__auth__v1__check_username_response__field_indices_by_name,
   1,  kindred__auth__v1__check_username_response__number_ranges,
   (ProtobufCMessageInit) kindred__auth__v1__check_username_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define kindred__auth__v1__watch_revoked_sessions_request__field_descriptors NULL
+#define kindred__auth__v1__watch_revoked_sessions_request__field_indices_by_name NULL
+#define kindred__auth__v1__watch_revoked_sessions_request__number_ranges NULL
+const ProtobufCMessageDescriptor kindred__auth__v1__watch_revoked_sessions_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.auth.v1.WatchRevokedSessionsRequest",
+  "WatchRevokedSessionsRequest",
+  "Kindred__Auth__V1__WatchRevokedSessionsRequest",
+  "kindred.auth.v1",
+  sizeof(Kindred__Auth__V1__WatchRevokedSessionsRequest),
+  0,
+  kindred__auth__v1__watch_revoked_sessions_request__field_descriptors,
+  kindred__auth__v1__watch_revoked_sessions_request__field_indices_by_name,
+  0,  kindred__auth__v1__watch_revoked_sessions_request__number_ranges,
+  (ProtobufCMessageInit) kindred__auth__v1__watch_revoked_sessions_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kindred__auth__v1__revoked_session__field_descriptors[2] =
+{
+  {
+    "session_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Auth__V1__RevokedSession, session_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "keep_until_unix_ms",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Auth__V1__RevokedSession, keep_until_unix_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__auth__v1__revoked_session__field_indices_by_name[] = {
+  1,   /* field[1] = keep_until_unix_ms */
+  0,   /* field[0] = session_id */
+};
+static const ProtobufCIntRange kindred__auth__v1__revoked_session__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor kindred__auth__v1__revoked_session__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.auth.v1.RevokedSession",
+  "RevokedSession",
+  "Kindred__Auth__V1__RevokedSession",
+  "kindred.auth.v1",
+  sizeof(Kindred__Auth__V1__RevokedSession),
+  2,
+  kindred__auth__v1__revoked_session__field_descriptors,
+  kindred__auth__v1__revoked_session__field_indices_by_name,
+  1,  kindred__auth__v1__revoked_session__number_ranges,
+  (ProtobufCMessageInit) kindred__auth__v1__revoked_session__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kindred__auth__v1__watch_revoked_sessions_response__field_descriptors[3] =
+{
+  {
+    "reset",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Auth__V1__WatchRevokedSessionsResponse, reset),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sessions",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Kindred__Auth__V1__WatchRevokedSessionsResponse, n_sessions),
+    offsetof(Kindred__Auth__V1__WatchRevokedSessionsResponse, sessions),
+    &kindred__auth__v1__revoked_session__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "synced",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Auth__V1__WatchRevokedSessionsResponse, synced),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__auth__v1__watch_revoked_sessions_response__field_indices_by_name[] = {
+  0,   /* field[0] = reset */
+  1,   /* field[1] = sessions */
+  2,   /* field[2] = synced */
+};
+static const ProtobufCIntRange kindred__auth__v1__watch_revoked_sessions_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor kindred__auth__v1__watch_revoked_sessions_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.auth.v1.WatchRevokedSessionsResponse",
+  "WatchRevokedSessionsResponse",
+  "Kindred__Auth__V1__WatchRevokedSessionsResponse",
+  "kindred.auth.v1",
+  sizeof(Kindred__Auth__V1__WatchRevokedSessionsResponse),
+  3,
+  kindred__auth__v1__watch_revoked_sessions_response__field_descriptors,
+  kindred__auth__v1__watch_revoked_sessions_response__field_indices_by_name,
+  1,  kindred__auth__v1__watch_revoked_sessions_response__number_ranges,
+  (ProtobufCMessageInit) kindred__auth__v1__watch_revoked_sessions_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

@@ -40,6 +40,9 @@ typedef struct Kindred__Auth__V1__IssueServiceTokenRequest Kindred__Auth__V1__Is
 typedef struct Kindred__Auth__V1__IssueServiceTokenResponse Kindred__Auth__V1__IssueServiceTokenResponse;
 typedef struct Kindred__Auth__V1__CheckUsernameRequest Kindred__Auth__V1__CheckUsernameRequest;
 typedef struct Kindred__Auth__V1__CheckUsernameResponse Kindred__Auth__V1__CheckUsernameResponse;
+typedef struct Kindred__Auth__V1__WatchRevokedSessionsRequest Kindred__Auth__V1__WatchRevokedSessionsRequest;
+typedef struct Kindred__Auth__V1__RevokedSession Kindred__Auth__V1__RevokedSession;
+typedef struct Kindred__Auth__V1__WatchRevokedSessionsResponse Kindred__Auth__V1__WatchRevokedSessionsResponse;
 
 
 /* --- enums --- */
@@ -502,7 +505,7 @@ struct  Kindred__Auth__V1__CheckUsernameRequest
    */
   char *community_id;
   /*
-   * Candidate username, 1..64 characters (checked for format too).
+   * Candidate username, 1..64 characters (else INVALID_ARGUMENT; checked for format too).
    */
   char *username;
 };
@@ -522,7 +525,7 @@ struct  Kindred__Auth__V1__CheckUsernameResponse
    */
   protobuf_c_boolean available;
   /*
-   * The normalised (lower-case) form.
+   * The normalised (lower-case) form (at most 64 characters).
    */
   char *normalized_username;
   /*
@@ -533,6 +536,66 @@ struct  Kindred__Auth__V1__CheckUsernameResponse
 #define KINDRED__AUTH__V1__CHECK_USERNAME_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__auth__v1__check_username_response__descriptor) \
     , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+/*
+ * Subscribe to session ends (no parameters).
+ */
+struct  Kindred__Auth__V1__WatchRevokedSessionsRequest
+{
+  ProtobufCMessage base;
+};
+#define KINDRED__AUTH__V1__WATCH_REVOKED_SESSIONS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__auth__v1__watch_revoked_sessions_request__descriptor) \
+     }
+
+
+/*
+ * One ended session.
+ */
+struct  Kindred__Auth__V1__RevokedSession
+{
+  ProtobufCMessage base;
+  /*
+   * The session id (the `sid` claim of its access tokens).
+   */
+  char *session_id;
+  /*
+   * Until when an access token of this session could still be accepted (UTC ms): the end plus
+   * the longest access-token lifetime and clock leeway. Drop the entry after that.
+   */
+  int64_t keep_until_unix_ms;
+};
+#define KINDRED__AUTH__V1__REVOKED_SESSION__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__auth__v1__revoked_session__descriptor) \
+    , (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * A message of WatchRevokedSessions.
+ */
+struct  Kindred__Auth__V1__WatchRevokedSessionsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * Forget every entry received so far before adding `sessions` (first chunk of a snapshot).
+   */
+  protobuf_c_boolean reset;
+  /*
+   * Sessions that ended (a snapshot chunk, or one or more new session ends).
+   */
+  size_t n_sessions;
+  Kindred__Auth__V1__RevokedSession **sessions;
+  /*
+   * The receiver's set is now complete as of this message (last snapshot chunk, every live
+   * update and every heartbeat). A receiver trusts tokens only while it heard a synced message
+   * within its bound.
+   */
+  protobuf_c_boolean synced;
+};
+#define KINDRED__AUTH__V1__WATCH_REVOKED_SESSIONS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__auth__v1__watch_revoked_sessions_response__descriptor) \
+    , 0, 0,NULL, 0 }
 
 
 /* Kindred__Auth__V1__SignUpRequest methods */
@@ -972,6 +1035,63 @@ Kindred__Auth__V1__CheckUsernameResponse *
 void   kindred__auth__v1__check_username_response__free_unpacked
                      (Kindred__Auth__V1__CheckUsernameResponse *message,
                       ProtobufCAllocator *allocator);
+/* Kindred__Auth__V1__WatchRevokedSessionsRequest methods */
+void   kindred__auth__v1__watch_revoked_sessions_request__init
+                     (Kindred__Auth__V1__WatchRevokedSessionsRequest         *message);
+size_t kindred__auth__v1__watch_revoked_sessions_request__get_packed_size
+                     (const Kindred__Auth__V1__WatchRevokedSessionsRequest   *message);
+size_t kindred__auth__v1__watch_revoked_sessions_request__pack
+                     (const Kindred__Auth__V1__WatchRevokedSessionsRequest   *message,
+                      uint8_t             *out);
+size_t kindred__auth__v1__watch_revoked_sessions_request__pack_to_buffer
+                     (const Kindred__Auth__V1__WatchRevokedSessionsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Auth__V1__WatchRevokedSessionsRequest *
+       kindred__auth__v1__watch_revoked_sessions_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__auth__v1__watch_revoked_sessions_request__free_unpacked
+                     (Kindred__Auth__V1__WatchRevokedSessionsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Kindred__Auth__V1__RevokedSession methods */
+void   kindred__auth__v1__revoked_session__init
+                     (Kindred__Auth__V1__RevokedSession         *message);
+size_t kindred__auth__v1__revoked_session__get_packed_size
+                     (const Kindred__Auth__V1__RevokedSession   *message);
+size_t kindred__auth__v1__revoked_session__pack
+                     (const Kindred__Auth__V1__RevokedSession   *message,
+                      uint8_t             *out);
+size_t kindred__auth__v1__revoked_session__pack_to_buffer
+                     (const Kindred__Auth__V1__RevokedSession   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Auth__V1__RevokedSession *
+       kindred__auth__v1__revoked_session__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__auth__v1__revoked_session__free_unpacked
+                     (Kindred__Auth__V1__RevokedSession *message,
+                      ProtobufCAllocator *allocator);
+/* Kindred__Auth__V1__WatchRevokedSessionsResponse methods */
+void   kindred__auth__v1__watch_revoked_sessions_response__init
+                     (Kindred__Auth__V1__WatchRevokedSessionsResponse         *message);
+size_t kindred__auth__v1__watch_revoked_sessions_response__get_packed_size
+                     (const Kindred__Auth__V1__WatchRevokedSessionsResponse   *message);
+size_t kindred__auth__v1__watch_revoked_sessions_response__pack
+                     (const Kindred__Auth__V1__WatchRevokedSessionsResponse   *message,
+                      uint8_t             *out);
+size_t kindred__auth__v1__watch_revoked_sessions_response__pack_to_buffer
+                     (const Kindred__Auth__V1__WatchRevokedSessionsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Auth__V1__WatchRevokedSessionsResponse *
+       kindred__auth__v1__watch_revoked_sessions_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__auth__v1__watch_revoked_sessions_response__free_unpacked
+                     (Kindred__Auth__V1__WatchRevokedSessionsResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Kindred__Auth__V1__SignUpRequest_Closure)
@@ -1043,6 +1163,15 @@ typedef void (*Kindred__Auth__V1__CheckUsernameRequest_Closure)
 typedef void (*Kindred__Auth__V1__CheckUsernameResponse_Closure)
                  (const Kindred__Auth__V1__CheckUsernameResponse *message,
                   void *closure_data);
+typedef void (*Kindred__Auth__V1__WatchRevokedSessionsRequest_Closure)
+                 (const Kindred__Auth__V1__WatchRevokedSessionsRequest *message,
+                  void *closure_data);
+typedef void (*Kindred__Auth__V1__RevokedSession_Closure)
+                 (const Kindred__Auth__V1__RevokedSession *message,
+                  void *closure_data);
+typedef void (*Kindred__Auth__V1__WatchRevokedSessionsResponse_Closure)
+                 (const Kindred__Auth__V1__WatchRevokedSessionsResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1072,6 +1201,9 @@ extern const ProtobufCMessageDescriptor kindred__auth__v1__issue_service_token_r
 extern const ProtobufCMessageDescriptor kindred__auth__v1__issue_service_token_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__auth__v1__check_username_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__auth__v1__check_username_response__descriptor;
+extern const ProtobufCMessageDescriptor kindred__auth__v1__watch_revoked_sessions_request__descriptor;
+extern const ProtobufCMessageDescriptor kindred__auth__v1__revoked_session__descriptor;
+extern const ProtobufCMessageDescriptor kindred__auth__v1__watch_revoked_sessions_response__descriptor;
 
 PROTOBUF_C__END_DECLS
 

@@ -246,8 +246,10 @@ struct  Kindred__Auth__V1__TokenBundle
   /*
    * Access token: JWT compact form, Ed25519 ("alg":"EdDSA", "kid" header). Claims: iss
    * "kindred-auth", sub (user id), aud "kindred", exp, nbf, iat, jti, sid (session id), cid
-   * (community id), roles (e.g. ["user"]), auth_time (seconds; for "recent sign-in" checks).
-   * Lifetime at most 15 minutes. Send as `authorization: Bearer <token>`.
+   * (community id), roles (e.g. ["user"]), auth_time (seconds; when the session started).
+   * Lifetime at most 15 minutes and never past the session's end; refused everywhere within a
+   * second once the session ends (see WatchRevokedSessions). Send as
+   * `authorization: Bearer <token>`.
    */
   char *access_token;
   /*
