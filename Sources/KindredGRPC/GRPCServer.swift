@@ -11,6 +11,7 @@ public final class GRPCServer: Sendable {
     private let router: GRPCRouter
     private let group: any EventLoopGroup
     private let logger: Logger
+    private let penalties: AbusePenalties?
     private let state = NIOLockedValueBox(State())
 
     private struct State {
@@ -33,6 +34,7 @@ public final class GRPCServer: Sendable {
         self.router = router
         self.group = group
         self.logger = logger
+        self.penalties = configuration.abusePenalty.map { AbusePenalties(configuration: $0) }
     }
 
     /// Registered service names (e.g. for reflection and health).
@@ -45,6 +47,7 @@ public final class GRPCServer: Sendable {
         let router = self.router
         let logger = self.logger
         let metrics = self.metrics
+        let penalties = self.penalties
         let bootstrap = ServerBootstrap(group: self.group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -52,6 +55,12 @@ public final class GRPCServer: Sendable {
             .childChannelOption(.allowRemoteHalfClosure, value: false)
             .childChannelInitializer { [weak self] channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if let penalties, let host = channel.remoteAddress?.ipAddress, penalties.isBlocked(host) {
+                        // Closed for abuse moments ago: refused before any TLS or HTTP/2 work.
+                        metrics.connectionRefused()
+                        channel.close(promise: nil)
+                        return
+                    }
                     if let tls = configuration.tls {
                         try channel.pipeline.syncOperations.addHandler(TLSHandler(context: tls))
                     }
@@ -60,7 +69,8 @@ public final class GRPCServer: Sendable {
                             router: router,
                             configuration: configuration,
                             logger: logger,
-                            metrics: metrics
+                            metrics: metrics,
+                            penalties: penalties
                         )
                     )
                     self?.track(channel)

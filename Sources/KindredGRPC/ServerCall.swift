@@ -45,6 +45,8 @@ final class ServerCall: @unchecked Sendable {
     var startTime: NIODeadline?
     var task: Task<Void, Never>?
     var deadlineTimer: Scheduled<Void>?
+    /// When the request body (unary) or the message being received (streaming) must be complete.
+    var bodyDeadline: NIODeadline?
 
     init(
         streamID: Int32,

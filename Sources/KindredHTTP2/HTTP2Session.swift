@@ -22,6 +22,13 @@ public protocol HTTP2SessionDelegate: AnyObject {
     func http2Session(_ session: HTTP2Session, didReceiveGoAway lastStreamID: Int32, errorCode: HTTP2ErrorCode)
     /// nghttp2 took `count` bytes of queued outbound DATA for `streamID`; `pendingBytes` remain queued.
     func http2Session(_ session: HTTP2Session, didSendData count: Int, streamID: Int32, pendingBytes: Int)
+    /// A frame arrived that costs work without carrying a request or response (see `HTTP2PeerEvent`).
+    /// Servers charge these to an abuse budget; the default implementation ignores them.
+    func http2Session(_ session: HTTP2Session, observed event: HTTP2PeerEvent)
+}
+
+extension HTTP2SessionDelegate {
+    public func http2Session(_ session: HTTP2Session, observed event: HTTP2PeerEvent) {}
 }
 
 /// One HTTP/2 connection's protocol state: an nghttp2 session driven with in-memory buffers.
@@ -70,6 +77,7 @@ public final class HTTP2Session {
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, onFrameRecv)
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, onDataChunkRecv)
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, onStreamClose)
+        nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(callbacks, onInvalidFrameRecv)
 
         var optionPointer: OpaquePointer?
         try check(nghttp2_option_new(&optionPointer), "option_new")
@@ -145,12 +153,15 @@ public final class HTTP2Session {
         if result < 0 { throw HTTP2SessionError(code: Int32(result), operation: "session_mem_recv") }
     }
 
-    /// Appends every frame nghttp2 has ready to `buffer`. Returns whether anything was written.
+    /// Appends the frames nghttp2 has ready to `buffer`, stopping once `buffer` holds `limit` bytes or more
+    /// (so a peer that does not read cannot make us copy nghttp2's whole queue: what stays inside nghttp2 is
+    /// bounded by flow control, the per-stream watermark and `maxOutboundAcks`). Returns whether anything
+    /// was written.
     @discardableResult
-    public func write(into buffer: inout ByteBuffer) throws(HTTP2SessionError) -> Bool {
+    public func write(into buffer: inout ByteBuffer, limit: Int = .max) throws(HTTP2SessionError) -> Bool {
         guard let session = self.session else { return false }
         var wrote = false
-        while true {
+        while buffer.readableBytes < limit {
             var data: UnsafePointer<UInt8>?
             let count = nghttp2_session_mem_send(session, &data)
             // Negative values are NGHTTP2_ERR_NOMEM or NGHTTP2_ERR_CALLBACK_FAILURE: fatal.
@@ -159,6 +170,7 @@ public final class HTTP2Session {
             buffer.writeBytes(UnsafeRawBufferPointer(start: data, count: count))
             wrote = true
         }
+        return wrote
     }
 
     /// Whether the session still expects to read or write; when both are false the connection can close.
@@ -229,11 +241,13 @@ public final class HTTP2Session {
     /// Queues DATA for a stream opened with a body. nghttp2 sends it as flow control allows.
     public func sendData(streamID: Int32, _ bytes: ByteBuffer) {
         guard let out = self.outbound[streamID], !out.ended else { return }
-        if out.buffer.readableBytes == 0 && out.buffer.writerIndex > 0 {
-            out.buffer.clear()
+        if out.buffer.readableBytes == 0 {
+            // Nothing queued: keep the caller's buffer itself (no copy of the message).
+            out.buffer = bytes
+        } else {
+            var bytes = bytes
+            out.buffer.writeBuffer(&bytes)
         }
-        var bytes = bytes
-        out.buffer.writeBuffer(&bytes)
         self.resumeIfDeferred(streamID: streamID, out)
     }
 
@@ -366,6 +380,10 @@ public final class HTTP2Session {
         self.delegate?.http2Session(self, didReceivePing: ack)
     }
 
+    fileprivate func observed(_ event: HTTP2PeerEvent) {
+        self.delegate?.http2Session(self, observed: event)
+    }
+
     fileprivate func goAwayReceived(lastStreamID: Int32, errorCode: UInt32) {
         self.delegate?.http2Session(self, didReceiveGoAway: lastStreamID, errorCode: HTTP2ErrorCode(errorCode))
     }
@@ -445,6 +463,7 @@ private func onHeader(
         value: UnsafeBufferPointer(start: value, count: valueLength)
     )
     if !accepted {
+        owner.observed(.headerListTooLarge)
         // Over SETTINGS_MAX_HEADER_LIST_SIZE: reset just this stream. Returning TEMPORAL_CALLBACK_FAILURE
         // makes nghttp2 drop the rest of the block; the RST_STREAM we submit carries our own code.
         _ = nghttp2_submit_rst_stream(
@@ -470,7 +489,21 @@ private func onFrameRecv(
     case NGHTTP2_HEADERS.rawValue:
         owner.headersComplete(streamID: header.stream_id, endStream: endStream)
     case NGHTTP2_DATA.rawValue:
-        if endStream { owner.endStream(streamID: header.stream_id) }
+        if endStream {
+            owner.endStream(streamID: header.stream_id)
+        } else if header.length <= frame.pointee.data.padlen {
+            owner.observed(.emptyData)
+        }
+    case NGHTTP2_WINDOW_UPDATE.rawValue:
+        if frame.pointee.window_update.window_size_increment < HTTP2PeerEvent.smallWindowUpdateThreshold {
+            owner.observed(.smallWindowUpdate)
+        }
+    case NGHTTP2_SETTINGS.rawValue:
+        if header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 { owner.observed(.settings) }
+    case NGHTTP2_RST_STREAM.rawValue:
+        owner.observed(.streamReset)
+    case NGHTTP2_PRIORITY.rawValue:
+        owner.observed(.priority)
     case NGHTTP2_PING.rawValue:
         owner.pingReceived(ack: header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0)
     case NGHTTP2_GOAWAY.rawValue:
@@ -478,6 +511,16 @@ private func onFrameRecv(
     default:
         break
     }
+    return 0
+}
+
+private func onInvalidFrameRecv(
+    _ session: OpaquePointer?,
+    _ frame: UnsafePointer<nghttp2_frame>?,
+    _ errorCode: Int32,
+    _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
+    owner(userData)?.observed(.invalidFrame)
     return 0
 }
 
