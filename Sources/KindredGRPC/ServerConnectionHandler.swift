@@ -30,6 +30,9 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     private var abusive = false
     private var settingsReceived = false
     private var sawRequest = false
+    /// Small connection WINDOW_UPDATEs that are free: two per DATA frame we sent (a peer may answer each
+    /// frame with an update of its size, however small). A +1 flood with nothing sent is charged.
+    private var freeWindowUpdates = 0
     private var handshakeTimer: Scheduled<Void>?
     private var writeStallTimer: Scheduled<Void>?
     private var bodyTimer: Scheduled<Void>?
@@ -460,13 +463,24 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         }
     }
 
-    func http2Session(_ session: HTTP2Session, observed event: HTTP2PeerEvent) {
+    func http2Session(_ session: HTTP2Session, observed event: HTTP2PeerEvent, streamID: Int32) {
         if event == .settings && !self.settingsReceived {
             // The client's first SETTINGS completes the handshake; later ones are charged.
             self.settingsReceived = true
             self.handshakeTimer?.cancel()
             self.handshakeTimer = nil
             return
+        }
+        if event == .smallWindowUpdate {
+            // grpcio sends small stream updates as a call starts and as it reads: a few per call are free.
+            if streamID != 0, let call = self.calls[streamID], call.smallWindowUpdates < 8 {
+                call.smallWindowUpdates += 1
+                return
+            }
+            if self.freeWindowUpdates > 0 {
+                self.freeWindowUpdates -= 1
+                return
+            }
         }
         self.charge(event)
     }
@@ -476,6 +490,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     /// Charges an event to the connection's abuse budget; an exhausted budget closes the connection.
     private func charge(_ event: HTTP2PeerEvent) {
         guard !self.abusive else { return }
+        self.logger.trace("HTTP/2 glitch", metadata: ["event": "\(event)", "net.peer": "\(self.peer)"])
         if !self.abuseBudget.charge(event, now: .now()) {
             self.closeForAbuse(reason: "too_many_glitches")
         }
@@ -548,6 +563,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     }
 
     func http2Session(_ session: HTTP2Session, didSendData count: Int, streamID: Int32, pendingBytes: Int) {
+        if self.freeWindowUpdates < 10_000 { self.freeWindowUpdates += 2 }
         guard pendingBytes <= self.configuration.outboundHighWatermark / 2,
             let call = self.calls[streamID], let writer = call.writerWaiting
         else { return }

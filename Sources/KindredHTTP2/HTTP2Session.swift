@@ -24,11 +24,11 @@ public protocol HTTP2SessionDelegate: AnyObject {
     func http2Session(_ session: HTTP2Session, didSendData count: Int, streamID: Int32, pendingBytes: Int)
     /// A frame arrived that costs work without carrying a request or response (see `HTTP2PeerEvent`).
     /// Servers charge these to an abuse budget; the default implementation ignores them.
-    func http2Session(_ session: HTTP2Session, observed event: HTTP2PeerEvent)
+    func http2Session(_ session: HTTP2Session, observed event: HTTP2PeerEvent, streamID: Int32)
 }
 
 extension HTTP2SessionDelegate {
-    public func http2Session(_ session: HTTP2Session, observed event: HTTP2PeerEvent) {}
+    public func http2Session(_ session: HTTP2Session, observed event: HTTP2PeerEvent, streamID: Int32) {}
 }
 
 /// One HTTP/2 connection's protocol state: an nghttp2 session driven with in-memory buffers.
@@ -380,8 +380,8 @@ public final class HTTP2Session {
         self.delegate?.http2Session(self, didReceivePing: ack)
     }
 
-    fileprivate func observed(_ event: HTTP2PeerEvent) {
-        self.delegate?.http2Session(self, observed: event)
+    fileprivate func observed(_ event: HTTP2PeerEvent, streamID: Int32 = 0) {
+        self.delegate?.http2Session(self, observed: event, streamID: streamID)
     }
 
     fileprivate func goAwayReceived(lastStreamID: Int32, errorCode: UInt32) {
@@ -463,7 +463,7 @@ private func onHeader(
         value: UnsafeBufferPointer(start: value, count: valueLength)
     )
     if !accepted {
-        owner.observed(.headerListTooLarge)
+        owner.observed(.headerListTooLarge, streamID: frame.pointee.hd.stream_id)
         // Over SETTINGS_MAX_HEADER_LIST_SIZE: reset just this stream. Returning TEMPORAL_CALLBACK_FAILURE
         // makes nghttp2 drop the rest of the block; the RST_STREAM we submit carries our own code.
         _ = nghttp2_submit_rst_stream(
@@ -492,18 +492,18 @@ private func onFrameRecv(
         if endStream {
             owner.endStream(streamID: header.stream_id)
         } else if header.length <= frame.pointee.data.padlen {
-            owner.observed(.emptyData)
+            owner.observed(.emptyData, streamID: header.stream_id)
         }
     case NGHTTP2_WINDOW_UPDATE.rawValue:
         if frame.pointee.window_update.window_size_increment < HTTP2PeerEvent.smallWindowUpdateThreshold {
-            owner.observed(.smallWindowUpdate)
+            owner.observed(.smallWindowUpdate, streamID: header.stream_id)
         }
     case NGHTTP2_SETTINGS.rawValue:
         if header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 { owner.observed(.settings) }
     case NGHTTP2_RST_STREAM.rawValue:
-        owner.observed(.streamReset)
+        owner.observed(.streamReset, streamID: header.stream_id)
     case NGHTTP2_PRIORITY.rawValue:
-        owner.observed(.priority)
+        owner.observed(.priority, streamID: header.stream_id)
     case NGHTTP2_PING.rawValue:
         owner.pingReceived(ack: header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0)
     case NGHTTP2_GOAWAY.rawValue:
@@ -520,7 +520,7 @@ private func onInvalidFrameRecv(
     _ errorCode: Int32,
     _ userData: UnsafeMutableRawPointer?
 ) -> Int32 {
-    owner(userData)?.observed(.invalidFrame)
+    owner(userData)?.observed(.invalidFrame, streamID: frame?.pointee.hd.stream_id ?? 0)
     return 0
 }
 
