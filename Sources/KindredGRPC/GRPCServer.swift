@@ -49,18 +49,19 @@ public final class GRPCServer: Sendable {
         let metrics = self.metrics
         let penalties = self.penalties
         let bootstrap = ServerBootstrap(group: self.group)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    if let penalties {
+                        try channel.pipeline.syncOperations.addHandler(PenaltyGate(penalties: penalties, metrics: metrics))
+                    }
+                }
+            }
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelOption(.allowRemoteHalfClosure, value: false)
             .childChannelInitializer { [weak self] channel in
                 channel.eventLoop.makeCompletedFuture {
-                    if let penalties, let host = channel.remoteAddress?.ipAddress, penalties.isBlocked(host) {
-                        // Closed for abuse moments ago: refused before any TLS or HTTP/2 work.
-                        metrics.connectionRefused()
-                        channel.close(promise: nil)
-                        return
-                    }
                     if let tls = configuration.tls {
                         try channel.pipeline.syncOperations.addHandler(TLSHandler(context: tls))
                     }
@@ -122,5 +123,30 @@ public final class GRPCServer: Sendable {
             try? await channel.closeFuture.get()
         }
         self.logger.info("gRPC server stopped")
+    }
+}
+
+/// Refuses connections from penalised addresses as they are accepted, before NIO registers them with an event
+/// loop or any TLS or HTTP/2 work: a reconnecting flood then costs the server an accept and a close.
+private final class PenaltyGate: ChannelInboundHandler {
+    typealias InboundIn = any Channel
+    typealias InboundOut = any Channel
+
+    private let penalties: AbusePenalties
+    private let metrics: ServerMetrics
+
+    init(penalties: AbusePenalties, metrics: ServerMetrics) {
+        self.penalties = penalties
+        self.metrics = metrics
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let accepted = self.unwrapInboundIn(data)
+        if let host = accepted.remoteAddress?.ipAddress, self.penalties.isBlocked(host) {
+            self.metrics.connectionRefused()
+            accepted.close(promise: nil)
+            return
+        }
+        context.fireChannelRead(data)
     }
 }

@@ -21,7 +21,7 @@ from abuse_client import (COLLECT, DATA, ECHO, EXPAND, PING, RST_STREAM, SETTING
 
 PORT, PID, BODY = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 SECONDS = float(sys.argv[4]) if len(sys.argv) > 4 else 5
-SOURCE = "127.0.0.2"
+SOURCE = "127.0.0.2"  # each attack gets its own (127.0.0.2, .3, ...), so one's penalty does not cover the next
 
 
 def victim(seconds):
@@ -62,9 +62,11 @@ def empty_data(stop, cut):
 
 
 def run_flood(attacker, chunk, stop, cut):
+    """Floods until the server closes or the phase ends; `chunk` is bytes, or a function returning the next
+    bytes (frames that must differ, such as new stream ids)."""
     start = time.monotonic()
     while not stop.is_set():
-        _, sent, ended = attacker.flood(chunk, 0.1)
+        _, sent, ended = attacker.flood(chunk() if callable(chunk) else chunk, 0.1 if not callable(chunk) else 0)
         cut.frames += sent
         if not ended:
             _, ended = attacker.read_frames(lambda f: False, timeout=0.001)
@@ -141,7 +143,7 @@ def rapid_reset_reconnecting(stop, cut):
             cut.refused += 1
             attacker.close()
             continue
-        run_flood(attacker, rapid_reset_chunk(attacker), stop, cut)
+        run_flood(attacker, lambda: rapid_reset_chunk(attacker), stop, cut)
 
 
 def rapid_reset_reconnecting_4(stop, cut):
@@ -198,7 +200,6 @@ def slowloris(stop, cut):
 
 ATTACKS = [
     ("non-reading, windows 2^31-1, 2 streams", non_reading),
-    ("zero windows, 4 conns x 100 streams", zero_window),
     ("SETTINGS flood, not reading", settings_non_reading),
     ("PING flood, not reading", ping_non_reading),
     ("empty DATA flood", empty_data),
@@ -208,10 +209,14 @@ ATTACKS = [
     ("Rapid Reset, reconnecting, 1 loop", rapid_reset_reconnecting),
     ("Rapid Reset, reconnecting, 4 loops", rapid_reset_reconnecting_4),
     ("500 silent/partial-preface conns", slowloris),
+    # Last: what it allocates stays in the process (malloc keeps it), which would skew the other rows.
+    ("zero windows, 4 conns x 100 streams", zero_window),
 ]
 
 
-def measure(name, attack, seconds):
+def measure(name, attack, seconds, source):
+    global SOURCE
+    SOURCE = source
     before = victim(seconds)
     baseline_rss = resident_bytes(PID)
     stop = threading.Event()
@@ -240,7 +245,7 @@ def measure(name, attack, seconds):
 
 if __name__ == "__main__":
     only = os.environ.get("ATTACKS")
-    for name, attack in ATTACKS:
+    for index, (name, attack) in enumerate(ATTACKS):
         if only and attack.__name__ not in only.split(","):
             continue
-        measure(name, attack, SECONDS)
+        measure(name, attack, SECONDS, f"127.0.0.{index + 2}")

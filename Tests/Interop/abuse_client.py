@@ -127,8 +127,11 @@ class Attacker:
         offset = 0
         view = memoryview(chunk)
         self.sock.setblocking(False)
+        first = True
         try:
-            while time.monotonic() - start < seconds:
+            # At least one whole chunk, and never stopping inside one (unless blocked 2 s past the end).
+            while first or (offset and time.monotonic() - start < seconds + 2) or time.monotonic() - start < seconds:
+                first = False
                 try:
                     offset += self.sock.send(view[offset:])
                 except BlockingIOError:
