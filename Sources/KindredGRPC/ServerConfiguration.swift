@@ -34,6 +34,10 @@ public struct GRPCServerConfiguration: Sendable {
     public var maxPingStrikes: Int = 2
     /// Outbound bytes queued per stream above which a writer waits (backpressure). Default 256 KiB.
     public var outboundHighWatermark: Int = 256 << 10
+    /// Outbound bytes queued on all streams of a connection above which every streaming writer of the
+    /// connection waits before it frames its next message (a peer that keeps its windows shut on 100
+    /// streams then holds one connection's worth, not 100 × the watermark). Default 4 MiB.
+    public var connectionOutboundHighWatermark: Int = 4 << 20
     /// Most bytes taken from nghttp2 per write while the socket is writable. Output is pulled only while the
     /// channel is writable (NIO's write buffer under 64 KiB) and the socket is not read while it is not, so
     /// one connection never has more than this plus 64 KiB queued in NIO; the rest stays bounded inside

@@ -33,6 +33,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     /// Small connection WINDOW_UPDATEs that are free: two per DATA frame we sent (a peer may answer each
     /// frame with an update of its size, however small). A +1 flood with nothing sent is charged.
     private var freeWindowUpdates = 0
+    /// Streams whose writer waits for the connection's queued output to drain.
+    private var connectionBlockedWriters: Set<Int32> = []
     private var handshakeTimer: Scheduled<Void>?
     private var writeStallTimer: Scheduled<Void>?
     private var bodyTimer: Scheduled<Void>?
@@ -427,6 +429,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     }
 
     func http2Session(_ session: HTTP2Session, streamClosed streamID: Int32, errorCode: HTTP2ErrorCode) {
+        self.connectionBlockedWriters.remove(streamID)
+        if !self.connectionBlockedWriters.isEmpty { self.resumeConnectionBlockedWriters() }
         guard let call = self.calls.removeValue(forKey: streamID) else { return }
         call.streamClosed = true
         if !call.finished {
@@ -564,11 +568,37 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
 
     func http2Session(_ session: HTTP2Session, didSendData count: Int, streamID: Int32, pendingBytes: Int) {
         if self.freeWindowUpdates < 10_000 { self.freeWindowUpdates += 2 }
+        if !self.connectionBlockedWriters.isEmpty {
+            self.resumeConnectionBlockedWriters()
+        }
         guard pendingBytes <= self.configuration.outboundHighWatermark / 2,
             let call = self.calls[streamID], let writer = call.writerWaiting
         else { return }
+        if session.pendingOutboundBytes > self.configuration.connectionOutboundHighWatermark {
+            // Its stream has room, the connection not yet.
+            self.connectionBlockedWriters.insert(streamID)
+            return
+        }
         call.writerWaiting = nil
+        self.connectionBlockedWriters.remove(streamID)
         writer.resume()
+    }
+
+    /// Once the connection's queued output is down to half its watermark (or a stream holding it closed),
+    /// the writers waiting on it go on (each still subject to its own stream's watermark).
+    private func resumeConnectionBlockedWriters() {
+        guard let session = self.session,
+            session.pendingOutboundBytes <= self.configuration.connectionOutboundHighWatermark / 2
+        else { return }
+        let waiting = self.connectionBlockedWriters
+        self.connectionBlockedWriters.removeAll()
+        for streamID in waiting {
+            guard let call = self.calls[streamID], let writer = call.writerWaiting else { continue }
+            if session.pendingOutboundBytes(streamID: streamID) <= self.configuration.outboundHighWatermark {
+                call.writerWaiting = nil
+                writer.resume()
+            }
+        }
     }
 
     // MARK: Calls
@@ -656,10 +686,16 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             return
         }
         let pending = self.session?.pendingOutboundBytes(streamID: call.streamID) ?? 0
-        if pending <= self.configuration.outboundHighWatermark {
+        let connectionPending = self.session?.pendingOutboundBytes ?? 0
+        if pending <= self.configuration.outboundHighWatermark
+            && connectionPending <= self.configuration.connectionOutboundHighWatermark
+        {
             continuation.resume()
         } else {
             call.writerWaiting = continuation
+            if connectionPending > self.configuration.connectionOutboundHighWatermark {
+                self.connectionBlockedWriters.insert(call.streamID)
+            }
         }
     }
 

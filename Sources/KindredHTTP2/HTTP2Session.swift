@@ -50,6 +50,8 @@ public final class HTTP2Session {
     private var pendingHeaderRejected = false
     // Outbound DATA queued per stream, drained by nghttp2's data source callback.
     private var outbound: [Int32: Outbound] = [:]
+    /// Bytes queued by `sendData` on all streams and not yet taken by nghttp2.
+    public private(set) var pendingOutboundBytes = 0
     // Reused storage for header blocks being submitted.
     fileprivate var scratchBytes: [UInt8] = []
     fileprivate var scratchPairs: [nghttp2_nv] = []
@@ -241,6 +243,7 @@ public final class HTTP2Session {
     /// Queues DATA for a stream opened with a body. nghttp2 sends it as flow control allows.
     public func sendData(streamID: Int32, _ bytes: ByteBuffer) {
         guard let out = self.outbound[streamID], !out.ended else { return }
+        self.pendingOutboundBytes += bytes.readableBytes
         if out.buffer.readableBytes == 0 {
             // Nothing queued: keep the caller's buffer itself (no copy of the message).
             out.buffer = bytes
@@ -268,7 +271,7 @@ public final class HTTP2Session {
     /// Resets a stream (RST_STREAM). Unknown or closed streams are ignored.
     public func resetStream(streamID: Int32, errorCode: HTTP2ErrorCode) {
         guard let session = self.session else { return }
-        self.outbound.removeValue(forKey: streamID)
+        self.removeOutbound(streamID: streamID)
         // Fails only with NGHTTP2_ERR_INVALID_ARGUMENT (stream 0) or NGHTTP2_ERR_NOMEM; a reset of a stream that
         // is already gone is a no-op for nghttp2.
         _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, errorCode.rawValue)
@@ -329,6 +332,12 @@ public final class HTTP2Session {
 
     // MARK: Internals used by the C callbacks
 
+    private func removeOutbound(streamID: Int32) {
+        if let out = self.outbound.removeValue(forKey: streamID) {
+            self.pendingOutboundBytes -= out.buffer.readableBytes
+        }
+    }
+
     private func resumeIfDeferred(streamID: Int32, _ out: Outbound) {
         guard out.deferred, let session = self.session else { return }
         out.deferred = false
@@ -372,7 +381,7 @@ public final class HTTP2Session {
     }
 
     fileprivate func streamClosed(streamID: Int32, errorCode: UInt32) {
-        self.outbound.removeValue(forKey: streamID)
+        self.removeOutbound(streamID: streamID)
         self.delegate?.http2Session(self, streamClosed: streamID, errorCode: HTTP2ErrorCode(errorCode))
     }
 
@@ -404,6 +413,7 @@ public final class HTTP2Session {
                 destination.update(from: source.baseAddress!.assumingMemoryBound(to: UInt8.self), count: count)
             }
             out.buffer.moveReaderIndex(forwardBy: count)
+            self.pendingOutboundBytes -= count
         }
         let remaining = out.buffer.readableBytes
         if remaining == 0 {

@@ -63,20 +63,20 @@ def test_non_reading_client_with_open_windows_is_bounded_and_closed(start_server
     assert_still_serving(server)
 
 
-def test_zero_window_streams_stay_within_the_watermark(start_server):
-    # Zero stream windows, 200 server streams of 64 KiB messages: each stream's queue stops at the 256 KiB
-    # watermark (+ the message being written) instead of the 640 MB the handlers would produce.
-    # (A regression guard: the watermark held before issue 16 too. The memory such streams hold grows with
-    # the handler's message size: the service's own message and its frame, ~2 × response_size per stream.)
+def test_zero_window_streams_hold_one_connection_watermark(start_server):
+    # Zero stream windows, 2 connections × 100 server streams of 256 KiB messages. Before: each stream queued
+    # its message (plus a copy) up to the 256 KiB watermark, ~150 MB here (4.5 GB with 4 MiB messages).
+    # Now writers wait before framing once their connection has 4 MiB queued: what stays is each handler's
+    # own message (200 × 256 KiB = 50 MB) and 2 × 4 MiB.
     server = start_server("--abuse-penalty", "0")
     baseline = resident_bytes(server.process.pid)
     attackers = [Attacker(server.port, settings=[(4, 0)], receive_buffer=4096) for _ in range(2)]
     for attacker in attackers:
         for _ in range(100):
-            attacker.open_stream(EXPAND, grpc_message(echo_request(response_count=10_000, response_size=64 << 10)))
+            attacker.open_stream(EXPAND, grpc_message(echo_request(response_count=10_000, response_size=256 << 10)))
     time.sleep(2)
     growth = resident_bytes(server.process.pid) - baseline
-    assert growth <= 200 * (256 + 3 * 64) * 1024 + 32 * MB, f"RSS grew by {growth // MB} MB"
+    assert growth <= 100 * MB, f"RSS grew by {growth // MB} MB"
     for attacker in attackers:
         attacker.close()
     assert_still_serving(server)
