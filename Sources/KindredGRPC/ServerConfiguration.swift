@@ -55,7 +55,7 @@ public struct GRPCServerConfiguration: Sendable {
     /// reset. Streams idle between messages are not affected. Default 30 s.
     public var requestBodyTimeout: Duration? = .seconds(30)
     /// Per-connection budget of frames that cost work without carrying any (empty DATA, tiny WINDOW_UPDATEs,
-    /// SETTINGS, PINGs, resets, refused streams, oversized header blocks); running out ends the connection
+    /// SETTINGS, resets, refused streams, oversized header blocks; PINGs have their strikes); running out ends the connection
     /// with GOAWAY ENHANCE_YOUR_CALM. Default burst 1000, refill 33/s.
     public var abuseBudget = HTTP2AbuseBudget.Configuration()
     /// New connections from an address whose connection was closed for abuse are refused for a growing

@@ -452,8 +452,6 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             self.keepaliveTimeoutTimer = nil
             return
         }
-        self.charge(.ping)
-        if self.abusive { return }
         let now = NIODeadline.now()
         defer { self.lastPingReceived = now }
         let idle = self.calls.isEmpty
@@ -567,6 +565,9 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     }
 
     func http2Session(_ session: HTTP2Session, didSendData count: Int, streamID: Int32, pendingBytes: Int) {
+        // As in grpc C-core and grpc-go, sending data resets the PING strikes (clients probe bandwidth with
+        // PINGs while they receive); DATA *received* does not.
+        self.pingStrikes = 0
         if self.freeWindowUpdates < 10_000 { self.freeWindowUpdates += 2 }
         if !self.connectionBlockedWriters.isEmpty {
             self.resumeConnectionBlockedWriters()

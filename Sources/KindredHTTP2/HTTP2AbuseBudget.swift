@@ -10,8 +10,6 @@ public enum HTTP2PeerEvent: Hashable, Sendable, CaseIterable {
     case smallWindowUpdate
     /// A SETTINGS frame (not an ACK). The first one is the handshake.
     case settings
-    /// A PING (not an ACK).
-    case ping
     /// A RST_STREAM from the peer.
     case streamReset
     /// A stream we refused (over the concurrency limit, or while draining).
@@ -31,7 +29,7 @@ public enum HTTP2PeerEvent: Hashable, Sendable, CaseIterable {
 
 /// A per-connection token bucket of "glitches": every `HTTP2PeerEvent` costs tokens, tokens refill at a
 /// steady rate up to `burst`, and a connection whose budget runs out is closed with GOAWAY
-/// ENHANCE_YOUR_CALM. Real clients stay far below it: they send a handful of SETTINGS and PINGs, never empty
+/// ENHANCE_YOUR_CALM. Real clients stay far below it: they send a handful of SETTINGS, never empty
 /// DATA, and cancel a call now and then.
 ///
 /// A value type with the time passed in, so it is tested without I/O.
@@ -54,7 +52,7 @@ public struct HTTP2AbuseBudget: Sendable, Hashable {
         public func cost(of event: HTTP2PeerEvent) -> Int {
             switch event {
             case .headerListTooLarge: max(1, self.burst / 10)
-            case .emptyData, .smallWindowUpdate, .settings, .ping, .streamReset, .streamRefused, .priority,
+            case .emptyData, .smallWindowUpdate, .settings, .streamReset, .streamRefused, .priority,
                 .invalidFrame:
                 1
             }

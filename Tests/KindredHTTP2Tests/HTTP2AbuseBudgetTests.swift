@@ -22,7 +22,7 @@ import Testing
         // Oversized header blocks cost a tenth of the burst: ten pass.
         (.headerListTooLarge, 50, .zero, 10),
         // Below the refill rate (one every 50 ms = 20/s < 33/s): never out.
-        (.ping, 3000, .milliseconds(50), 3000),
+        (.streamRefused, 3000, .milliseconds(50), 3000),
         (.settings, 3000, .milliseconds(50), 3000),
         // Above it (one every 10 ms = 100/s): out after burst / (1 − 33/100) ≈ 1492.
         (.priority, 5000, .milliseconds(10), 1492),
