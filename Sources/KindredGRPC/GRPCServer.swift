@@ -11,6 +11,7 @@ public final class GRPCServer: Sendable {
     private let router: GRPCRouter
     private let group: any EventLoopGroup
     private let logger: Logger
+    private let penalties: AbusePenalties?
     private let state = NIOLockedValueBox(State())
 
     private struct State {
@@ -33,6 +34,7 @@ public final class GRPCServer: Sendable {
         self.router = router
         self.group = group
         self.logger = logger
+        self.penalties = configuration.abusePenalty.map { AbusePenalties(configuration: $0) }
     }
 
     /// Registered service names (e.g. for reflection and health).
@@ -45,7 +47,15 @@ public final class GRPCServer: Sendable {
         let router = self.router
         let logger = self.logger
         let metrics = self.metrics
+        let penalties = self.penalties
         let bootstrap = ServerBootstrap(group: self.group)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    if let penalties {
+                        try channel.pipeline.syncOperations.addHandler(PenaltyGate(penalties: penalties, metrics: metrics))
+                    }
+                }
+            }
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -60,7 +70,8 @@ public final class GRPCServer: Sendable {
                             router: router,
                             configuration: configuration,
                             logger: logger,
-                            metrics: metrics
+                            metrics: metrics,
+                            penalties: penalties
                         )
                     )
                     self?.track(channel)
@@ -112,5 +123,30 @@ public final class GRPCServer: Sendable {
             try? await channel.closeFuture.get()
         }
         self.logger.info("gRPC server stopped")
+    }
+}
+
+/// Refuses connections from penalised addresses as they are accepted, before NIO registers them with an event
+/// loop or any TLS or HTTP/2 work: a reconnecting flood then costs the server an accept and a close.
+private final class PenaltyGate: ChannelInboundHandler {
+    typealias InboundIn = any Channel
+    typealias InboundOut = any Channel
+
+    private let penalties: AbusePenalties
+    private let metrics: ServerMetrics
+
+    init(penalties: AbusePenalties, metrics: ServerMetrics) {
+        self.penalties = penalties
+        self.metrics = metrics
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let accepted = self.unwrapInboundIn(data)
+        if let host = accepted.remoteAddress?.ipAddress, self.penalties.isBlocked(host) {
+            self.metrics.connectionRefused()
+            accepted.close(promise: nil)
+            return
+        }
+        context.fireChannelRead(data)
     }
 }

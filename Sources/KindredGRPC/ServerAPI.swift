@@ -133,7 +133,9 @@ public struct ResponseWriter<Message: ProtoMessage>: Sendable {
     let call: ServerCall
 
     public func write(_ message: Message) async throws {
-        try self.call.sendMessage(message)
+        // Waits first, so that a message is not even framed while its stream or connection is over its
+        // watermark (see `GRPCServerConfiguration.connectionOutboundHighWatermark`).
         try await self.call.waitUntilWritable()
+        try self.call.sendMessage(message)
     }
 }

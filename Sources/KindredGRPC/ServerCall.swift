@@ -45,6 +45,10 @@ final class ServerCall: @unchecked Sendable {
     var startTime: NIODeadline?
     var task: Task<Void, Never>?
     var deadlineTimer: Scheduled<Void>?
+    /// When the request body (unary) or the message being received (streaming) must be complete.
+    var bodyDeadline: NIODeadline?
+    /// Small WINDOW_UPDATEs received for this stream (a few are free, see `ServerConnectionHandler`).
+    var smallWindowUpdates = 0
 
     init(
         streamID: Int32,

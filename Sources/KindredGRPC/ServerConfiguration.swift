@@ -34,6 +34,33 @@ public struct GRPCServerConfiguration: Sendable {
     public var maxPingStrikes: Int = 2
     /// Outbound bytes queued per stream above which a writer waits (backpressure). Default 256 KiB.
     public var outboundHighWatermark: Int = 256 << 10
+    /// Outbound bytes queued on all streams of a connection above which every streaming writer of the
+    /// connection waits before it frames its next message (a peer that keeps its windows shut on 100
+    /// streams then holds one connection's worth, not 100 × the watermark). Default 4 MiB.
+    public var connectionOutboundHighWatermark: Int = 4 << 20
+    /// Most bytes taken from nghttp2 per write while the socket is writable. Output is pulled only while the
+    /// channel is writable (NIO's write buffer under 64 KiB) and the socket is not read while it is not, so
+    /// one connection never has more than this plus 64 KiB queued in NIO; the rest stays bounded inside
+    /// nghttp2 (flow control, `outboundHighWatermark`, `HTTP2Configuration.maxOutboundAcks`). Default 64 KiB.
+    public var outboundFlushLimit: Int = 64 << 10
+    /// A connection whose output stays blocked (the peer does not read) this long is closed. Default 30 s.
+    public var writeStallTimeout: Duration? = .seconds(30)
+    /// The client preface and first SETTINGS frame must arrive within this. Default 10 s (Go's).
+    public var handshakeTimeout: Duration? = .seconds(10)
+    /// A connection that has not opened any stream this long after connecting is closed with GOAWAY (the
+    /// general `idleTimeout` applies after its first request). Default 30 s.
+    public var firstRequestTimeout: Duration? = .seconds(30)
+    /// A unary request's body (headers to END_STREAM), or one message of a streaming request (first byte to
+    /// last), must arrive within this; otherwise the call fails with RESOURCE_EXHAUSTED and the stream is
+    /// reset. Streams idle between messages are not affected. Default 30 s.
+    public var requestBodyTimeout: Duration? = .seconds(30)
+    /// Per-connection budget of frames that cost work without carrying any (empty DATA, tiny WINDOW_UPDATEs,
+    /// SETTINGS, resets, refused streams, oversized header blocks; PINGs have their strikes); running out ends the connection
+    /// with GOAWAY ENHANCE_YOUR_CALM. Default burst 1000, refill 33/s.
+    public var abuseBudget = HTTP2AbuseBudget.Configuration()
+    /// New connections from an address whose connection was closed for abuse are refused for a growing
+    /// penalty (1 s, doubling to 60 s, forgotten after 10 min quiet, 4096 addresses). nil: never refused.
+    public var abusePenalty: PenaltyBox.Configuration? = PenaltyBox.Configuration()
     /// When set, every finished call is logged at this level (method, status, duration, request id, peer).
     /// Default nil: no per-call log line (benchmarks, the interop server).
     public var accessLogLevel: Logger.Level? = nil

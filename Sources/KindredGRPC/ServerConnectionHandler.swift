@@ -13,6 +13,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     private let configuration: GRPCServerConfiguration
     private let logger: Logger
     private let metrics: ServerMetrics
+    private let penalties: AbusePenalties?
     private var session: HTTP2Session?
     private var context: ChannelHandlerContext?
     private var executor: EventLoopTaskExecutor?
@@ -20,6 +21,24 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     /// Handlers whose task has not returned yet (may exceed `calls` after a reset or deadline).
     private var runningHandlers = 0
     private var peer = "unknown"
+    /// The peer's IP address (the key of the abuse penalty).
+    private var peerHost: String?
+
+    // Abuse limits (issue 16): frames that cost work without carrying any, the handshake, requests and bodies
+    // that never finish, and a peer that does not read its output.
+    private var abuseBudget: HTTP2AbuseBudget
+    private var abusive = false
+    private var settingsReceived = false
+    private var sawRequest = false
+    /// Small connection WINDOW_UPDATEs that are free: two per DATA frame we sent (a peer may answer each
+    /// frame with an update of its size, however small). A +1 flood with nothing sent is charged.
+    private var freeWindowUpdates = 0
+    /// Streams whose writer waits for the connection's queued output to drain.
+    private var connectionBlockedWriters: Set<Int32> = []
+    private var handshakeTimer: Scheduled<Void>?
+    private var writeStallTimer: Scheduled<Void>?
+    private var bodyTimer: Scheduled<Void>?
+    private var bodyTimerDeadline: NIODeadline?
 
     private var inRead = false
     private var flushScheduled = false
@@ -35,11 +54,19 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     private var lastPingReceived: NIODeadline?
     private var pingStrikes = 0
 
-    init(router: GRPCRouter, configuration: GRPCServerConfiguration, logger: Logger, metrics: ServerMetrics) {
+    init(
+        router: GRPCRouter,
+        configuration: GRPCServerConfiguration,
+        logger: Logger,
+        metrics: ServerMetrics,
+        penalties: AbusePenalties? = nil
+    ) {
         self.router = router
         self.configuration = configuration
         self.logger = logger
         self.metrics = metrics
+        self.penalties = penalties
+        self.abuseBudget = HTTP2AbuseBudget(configuration: configuration.abuseBudget, now: .now())
     }
 
     // MARK: Channel events
@@ -49,6 +76,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         self.executor = EventLoopTaskExecutor(context.eventLoop)
         if let address = context.channel.remoteAddress {
             self.peer = "\(address.ipAddress ?? "unix"):\(address.port ?? 0)"
+            self.peerHost = address.ipAddress
         }
         do {
             let session = try HTTP2Session(role: .server, configuration: self.configuration.http2)
@@ -74,6 +102,14 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         self.metrics.connectionOpened()
         self.flushOutput()
         self.armIdleTimer()
+        if let timeout = self.configuration.handshakeTimeout {
+            self.handshakeTimer = context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(timeout)) { [self] in
+                self.handshakeTimer = nil
+                guard !self.settingsReceived else { return }
+                self.timedOut(.handshake)
+                self.closeConnection()
+            }
+        }
         if let age = self.configuration.maxConnectionAge {
             // Jitter of ±10% so connections made together do not all go away together.
             let jitter = Double.random(in: 0.9...1.1)
@@ -99,10 +135,37 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         } catch {
             // Bad preface, protocol violation or a flood nghttp2 detected: it has queued a GOAWAY.
             self.logger.debug("Closing connection after HTTP/2 error", metadata: ["error": "\(error)"])
+            if error.isFlood { self.recordAbuse(reason: "flood") }
             self.flushOutput()
             self.closeConnection()
             return
         }
+        if self.abusive {
+            // The abuse budget ran out during this read: GOAWAY is queued, the rest of the input is not wanted.
+            self.flushOutput()
+            self.closeConnection()
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        // While the peer does not take our output, read nothing more from it: whatever it sends (PINGs,
+        // SETTINGS, requests) would only queue more output. nghttp2's ACK limit and the per-stream watermark
+        // then bound what waits inside the session.
+        let writable = context.channel.isWritable
+        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: writable)
+        if writable {
+            self.writeStallTimer?.cancel()
+            self.writeStallTimer = nil
+            self.flushOutput()
+        } else if self.writeStallTimer == nil, let timeout = self.configuration.writeStallTimeout {
+            self.writeStallTimer = context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(timeout)) { [self] in
+                self.writeStallTimer = nil
+                guard let context = self.context, !context.channel.isWritable else { return }
+                self.timedOut(.writeStall)
+                self.closeConnection()
+            }
+        }
+        context.fireChannelWritabilityChanged()
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -132,7 +195,10 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         guard !self.closed else { return }
         self.closed = true
         self.metrics.connectionClosed()
-        for timer in [self.idleTimer, self.ageTimer, self.graceTimer, self.keepaliveTimer, self.keepaliveTimeoutTimer] {
+        for timer in [
+            self.idleTimer, self.ageTimer, self.graceTimer, self.keepaliveTimer, self.keepaliveTimeoutTimer,
+            self.handshakeTimer, self.writeStallTimer, self.bodyTimer,
+        ] {
             timer?.cancel()
         }
         let calls = self.calls
@@ -159,12 +225,13 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
 
     // MARK: Output
 
-    /// Writes whatever nghttp2 has queued. Called at the end of each read batch and, for output produced by
-    /// handlers, once per event-loop tick so responses finished together go out in one write.
+    /// Writes what nghttp2 has queued, while the channel is writable (see `outboundFlushLimit`). Called at the
+    /// end of each read batch, when the channel becomes writable again and, for output produced by handlers,
+    /// once per event-loop tick so responses finished together go out in one write.
     private func flushOutput() {
         guard let session = self.session, let context = self.context else { return }
         do {
-            try session.flush(to: context)
+            try session.flush(to: context, limit: self.configuration.outboundFlushLimit)
         } catch {
             self.logger.error("HTTP/2 session failed", metadata: ["error": "\(error)"])
             self.closeConnection()
@@ -195,6 +262,11 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             return
         }
         self.pingStrikes = 0
+        if !self.sawRequest {
+            self.sawRequest = true
+            self.idleTimer?.cancel()
+            self.idleTimer = nil
+        }
         self.openCall(streamID: streamID, headers: headers, endStream: endStream)
     }
 
@@ -225,10 +297,12 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         }
         guard !self.draining else {
             session.resetStream(streamID: streamID, errorCode: .refusedStream)
+            self.charge(.streamRefused)
             return
         }
         guard self.runningHandlers < Int(self.configuration.http2.maxConcurrentStreams) else {
             session.resetStream(streamID: streamID, errorCode: .refusedStream)
+            self.charge(.streamRefused)
             return
         }
         guard let handler = self.router.handlers[path] else {
@@ -263,7 +337,11 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         )
         self.calls[streamID] = call
         self.metrics.callStarted()
-        call.startTime = .now()
+        let now = NIODeadline.now()
+        call.startTime = now
+        if !endStream && handler.singleRequest, let timeout = self.configuration.requestBodyTimeout {
+            self.watchBody(call, deadline: now + TimeAmount(timeout))
+        }
         self.idleTimer?.cancel()
         self.idleTimer = nil
         if let deadline {
@@ -280,7 +358,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     }
 
     func http2Session(_ session: HTTP2Session, didReceiveData bytes: UnsafeRawBufferPointer, streamID: Int32) {
-        self.pingStrikes = 0
+        // DATA does not reset the PING strikes: a peer interleaving PINGs with a byte of DATA is still flooding.
         guard let call = self.calls[streamID], !call.finished, let context = self.context else {
             session.consume(streamID: streamID, count: bytes.count)
             return
@@ -315,12 +393,21 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             session.consume(streamID: streamID, count: releasable)
             call.unconsumedBytes -= releasable
         }
+        if !call.handler.singleRequest, let timeout = self.configuration.requestBodyTimeout {
+            // One message of a streaming request must arrive within the body timeout, from its first byte.
+            if !call.deframer.hasPartialMessage {
+                call.bodyDeadline = nil
+            } else if call.bodyDeadline == nil {
+                self.watchBody(call, deadline: .now() + TimeAmount(timeout))
+            }
+        }
         self.deliver(call)
     }
 
     func http2Session(_ session: HTTP2Session, didReceiveEndStream streamID: Int32) {
         guard let call = self.calls[streamID], !call.inboundEnded else { return }
         call.inboundEnded = true
+        call.bodyDeadline = nil
         if call.finished { return }
         if call.deframer.hasPartialMessage {
             self.finish(call, error: RPCError(.internalError, "The request ended inside a message"))
@@ -342,6 +429,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     }
 
     func http2Session(_ session: HTTP2Session, streamClosed streamID: Int32, errorCode: HTTP2ErrorCode) {
+        self.connectionBlockedWriters.remove(streamID)
+        if !self.connectionBlockedWriters.isEmpty { self.resumeConnectionBlockedWriters() }
         guard let call = self.calls.removeValue(forKey: streamID) else { return }
         call.streamClosed = true
         if !call.finished {
@@ -372,12 +461,103 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             self.pingStrikes += 1
         }
         if self.pingStrikes > self.configuration.maxPingStrikes {
-            self.logger.debug("Too many pings: closing connection")
-            session.goAway(errorCode: .enhanceYourCalm, debugData: "too_many_pings")
-            self.draining = true
+            self.closeForAbuse(reason: "too_many_pings")
+        }
+    }
+
+    func http2Session(_ session: HTTP2Session, observed event: HTTP2PeerEvent, streamID: Int32) {
+        if event == .settings && !self.settingsReceived {
+            // The client's first SETTINGS completes the handshake; later ones are charged.
+            self.settingsReceived = true
+            self.handshakeTimer?.cancel()
+            self.handshakeTimer = nil
+            return
+        }
+        if event == .smallWindowUpdate {
+            // grpcio sends small stream updates as a call starts and as it reads: a few per call are free.
+            if streamID != 0, let call = self.calls[streamID], call.smallWindowUpdates < 8 {
+                call.smallWindowUpdates += 1
+                return
+            }
+            if self.freeWindowUpdates > 0 {
+                self.freeWindowUpdates -= 1
+                return
+            }
+        }
+        self.charge(event)
+    }
+
+    // MARK: Abuse
+
+    /// Charges an event to the connection's abuse budget; an exhausted budget closes the connection.
+    private func charge(_ event: HTTP2PeerEvent) {
+        guard !self.abusive else { return }
+        self.logger.trace("HTTP/2 glitch", metadata: ["event": "\(event)", "net.peer": "\(self.peer)"])
+        if !self.abuseBudget.charge(event, now: .now()) {
+            self.closeForAbuse(reason: "too_many_glitches")
+        }
+    }
+
+    /// GOAWAY ENHANCE_YOUR_CALM, the peer's address penalised, and the connection closed: at once, or at the
+    /// end of the current read (nghttp2 is still parsing it) where `channelRead` sees `abusive`.
+    private func closeForAbuse(reason: String) {
+        guard !self.abusive, let session = self.session else { return }
+        self.recordAbuse(reason: reason)
+        session.goAway(errorCode: .enhanceYourCalm, debugData: reason)
+        self.draining = true
+        if !self.inRead {
             self.flushOutput()
             self.closeConnection()
         }
+    }
+
+    private func recordAbuse(reason: String) {
+        guard !self.abusive else { return }
+        self.abusive = true
+        self.metrics.connectionAbusive(reason: reason)
+        var metadata: Logger.Metadata = ["reason": "\(reason)", "net.peer": "\(self.peer)"]
+        if let penalties = self.penalties, let host = self.peerHost {
+            metadata["penalty_s"] = "\(penalties.recordAbuse(from: host).components.seconds)"
+        }
+        self.logger.notice("Closing abusive connection", metadata: metadata)
+    }
+
+    private func timedOut(_ kind: ServerMetrics.Timeout) {
+        self.metrics.timedOut(kind)
+        self.logger.debug("Connection or stream timed out", metadata: ["timeout": "\(kind)", "net.peer": "\(self.peer)"])
+    }
+
+    /// Makes sure the body timer fires by `deadline` (one timer per connection, at the earliest deadline).
+    private func watchBody(_ call: ServerCall, deadline: NIODeadline) {
+        call.bodyDeadline = deadline
+        if let scheduled = self.bodyTimerDeadline, scheduled <= deadline { return }
+        guard let context = self.context else { return }
+        self.bodyTimer?.cancel()
+        self.bodyTimerDeadline = deadline
+        self.bodyTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
+            self.bodyTimer = nil
+            self.bodyTimerDeadline = nil
+            self.checkBodyDeadlines()
+        }
+    }
+
+    private func checkBodyDeadlines() {
+        let now = NIODeadline.now()
+        var next: (call: ServerCall, deadline: NIODeadline)?
+        for call in self.calls.values {
+            guard let deadline = call.bodyDeadline else { continue }
+            if deadline <= now {
+                call.bodyDeadline = nil
+                self.timedOut(.requestBody)
+                self.finish(call, error: RPCError(.resourceExhausted, "The request body arrived too slowly"))
+                self.cancel(call)
+                if !call.inboundEnded { self.session?.resetStream(streamID: call.streamID, errorCode: .cancel) }
+            } else if next == nil || deadline < next!.deadline {
+                next = (call, deadline)
+            }
+        }
+        if let next { self.watchBody(next.call, deadline: next.deadline) }
+        self.scheduleFlush()
     }
 
     func http2Session(_ session: HTTP2Session, didReceiveGoAway lastStreamID: Int32, errorCode: HTTP2ErrorCode) {
@@ -385,12 +565,41 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     }
 
     func http2Session(_ session: HTTP2Session, didSendData count: Int, streamID: Int32, pendingBytes: Int) {
+        // As in grpc C-core and grpc-go, sending data resets the PING strikes (clients probe bandwidth with
+        // PINGs while they receive); DATA *received* does not.
         self.pingStrikes = 0
+        if self.freeWindowUpdates < 10_000 { self.freeWindowUpdates += 2 }
+        if !self.connectionBlockedWriters.isEmpty {
+            self.resumeConnectionBlockedWriters()
+        }
         guard pendingBytes <= self.configuration.outboundHighWatermark / 2,
             let call = self.calls[streamID], let writer = call.writerWaiting
         else { return }
+        if session.pendingOutboundBytes > self.configuration.connectionOutboundHighWatermark {
+            // Its stream has room, the connection not yet.
+            self.connectionBlockedWriters.insert(streamID)
+            return
+        }
         call.writerWaiting = nil
+        self.connectionBlockedWriters.remove(streamID)
         writer.resume()
+    }
+
+    /// Once the connection's queued output is down to half its watermark (or a stream holding it closed),
+    /// the writers waiting on it go on (each still subject to its own stream's watermark).
+    private func resumeConnectionBlockedWriters() {
+        guard let session = self.session,
+            session.pendingOutboundBytes <= self.configuration.connectionOutboundHighWatermark / 2
+        else { return }
+        let waiting = self.connectionBlockedWriters
+        self.connectionBlockedWriters.removeAll()
+        for streamID in waiting {
+            guard let call = self.calls[streamID], let writer = call.writerWaiting else { continue }
+            if session.pendingOutboundBytes(streamID: streamID) <= self.configuration.outboundHighWatermark {
+                call.writerWaiting = nil
+                writer.resume()
+            }
+        }
     }
 
     // MARK: Calls
@@ -481,10 +690,16 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             return
         }
         let pending = self.session?.pendingOutboundBytes(streamID: call.streamID) ?? 0
-        if pending <= self.configuration.outboundHighWatermark {
+        let connectionPending = self.session?.pendingOutboundBytes ?? 0
+        if pending <= self.configuration.outboundHighWatermark
+            && connectionPending <= self.configuration.connectionOutboundHighWatermark
+        {
             continuation.resume()
         } else {
             call.writerWaiting = continuation
+            if connectionPending > self.configuration.connectionOutboundHighWatermark {
+                self.connectionBlockedWriters.insert(call.streamID)
+            }
         }
     }
 
@@ -621,12 +836,18 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     // MARK: Connection lifetime
 
     private func armIdleTimer() {
-        guard let timeout = self.configuration.idleTimeout, let context = self.context, self.idleTimer == nil else {
+        // Before its first request a connection gets the shorter `firstRequestTimeout`.
+        let timeout = self.sawRequest
+            ? self.configuration.idleTimeout
+            : [self.configuration.idleTimeout, self.configuration.firstRequestTimeout].compactMap { $0 }.min()
+        guard let timeout, let context = self.context, self.idleTimer == nil else {
             return
         }
+        let firstRequest = !self.sawRequest
         self.idleTimer = context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(timeout)) { [self] in
             self.idleTimer = nil
             guard self.calls.isEmpty, self.runningHandlers == 0 else { return }
+            if firstRequest { self.timedOut(.firstRequest) }
             self.logger.debug("Closing idle connection")
             self.session?.goAway(errorCode: .noError, debugData: "idle")
             self.draining = true

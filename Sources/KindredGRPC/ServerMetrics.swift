@@ -18,9 +18,21 @@ public final class ServerMetrics: Sendable {
         }
     }
 
+    /// Limits on time that close a connection or reset a stream (see `GRPCServerConfiguration`).
+    enum Timeout: String, CaseIterable, CustomStringConvertible {
+        case handshake = "handshake"
+        case firstRequest = "first_request"
+        case requestBody = "request_body"
+        case writeStall = "write_stall"
+        var description: String { self.rawValue }
+    }
+
     private struct State {
         var connectionsOpen = 0
         var connectionsTotal = 0
+        var connectionsRefused = 0
+        var abusive: [String: Int] = [:]
+        var timeouts: [String: Int] = [:]
         var callsActive = 0
         var methods: [String: MethodStats] = [:]
     }
@@ -39,6 +51,28 @@ public final class ServerMetrics: Sendable {
     func connectionClosed() {
         self.state.withLockedValue { $0.connectionsOpen -= 1 }
     }
+
+    /// A new connection refused because its address is penalised for abuse.
+    func connectionRefused() {
+        self.state.withLockedValue { $0.connectionsRefused += 1 }
+    }
+
+    /// A connection closed for abuse (`too_many_glitches`, `too_many_pings`, `flood`).
+    func connectionAbusive(reason: String) {
+        self.state.withLockedValue { $0.abusive[reason, default: 0] += 1 }
+    }
+
+    func timedOut(_ kind: Timeout) {
+        self.state.withLockedValue { $0.timeouts[kind.rawValue, default: 0] += 1 }
+    }
+
+    /// Connections closed for abuse, by reason.
+    public func abusiveConnections(reason: String) -> Int {
+        self.state.withLockedValue { $0.abusive[reason] ?? 0 }
+    }
+
+    /// Connections refused by the abuse penalty.
+    public var refusedConnections: Int { self.state.withLockedValue { $0.connectionsRefused } }
 
     func callStarted() {
         self.state.withLockedValue { $0.callsActive += 1 }
@@ -69,6 +103,19 @@ public final class ServerMetrics: Sendable {
         out += "grpc_server_connections_open \(state.connectionsOpen)\n"
         out += "# HELP grpc_server_connections_total Accepted connections.\n# TYPE grpc_server_connections_total counter\n"
         out += "grpc_server_connections_total \(state.connectionsTotal)\n"
+        out += "# HELP grpc_server_connections_refused_total Connections refused: the address is penalised for abuse.\n"
+        out += "# TYPE grpc_server_connections_refused_total counter\n"
+        out += "grpc_server_connections_refused_total \(state.connectionsRefused)\n"
+        out += "# HELP grpc_server_abusive_connections_total Connections closed with ENHANCE_YOUR_CALM, by reason.\n"
+        out += "# TYPE grpc_server_abusive_connections_total counter\n"
+        for reason in ["flood", "too_many_glitches", "too_many_pings"] {
+            out += "grpc_server_abusive_connections_total{reason=\"\(reason)\"} \(state.abusive[reason] ?? 0)\n"
+        }
+        out += "# HELP grpc_server_timeouts_total Connections closed or streams reset by a time limit, by limit.\n"
+        out += "# TYPE grpc_server_timeouts_total counter\n"
+        for kind in Timeout.allCases {
+            out += "grpc_server_timeouts_total{timeout=\"\(kind.rawValue)\"} \(state.timeouts[kind.rawValue] ?? 0)\n"
+        }
         out += "# HELP grpc_server_calls_active Calls in progress.\n# TYPE grpc_server_calls_active gauge\n"
         out += "grpc_server_calls_active \(state.callsActive)\n"
         out += "# HELP grpc_server_handled_total Calls finished, by method and status code.\n"

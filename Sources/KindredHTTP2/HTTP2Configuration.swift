@@ -15,8 +15,10 @@ public struct HTTP2Configuration: Sendable, Hashable {
     /// (name + value + 32 per field, as RFC 9113 counts). Default 16 KiB.
     public var maxHeaderListSize: UInt32 = 1 << 14
     /// nghttp2's RST_STREAM rate limit (Rapid Reset, CVE-2023-44487): token bucket burst and refill per second.
-    public var streamResetBurst: UInt64 = 1000
-    public var streamResetRatePerSecond: UInt64 = 33
+    /// A backstop: the server's abuse budget (`HTTP2AbuseBudget`, 1000 and 33/s) charges resets too and
+    /// closes such a connection first, recording it for the address penalty.
+    public var streamResetBurst: UInt64 = 2000
+    public var streamResetRatePerSecond: UInt64 = 66
     /// Most CONTINUATION frames accepted after one HEADERS frame (CVE-2024-27316 class). Default 8.
     public var maxContinuations: Int = 8
     /// Most entries accepted in one SETTINGS frame. Default 32.
@@ -77,4 +79,7 @@ public struct HTTP2SessionError: Error, CustomStringConvertible {
     public let operation: String
     public let message: String
     public var description: String { "nghttp2 \(self.operation) failed: \(self.message) (\(self.code))" }
+    /// nghttp2 closed the session for a flood it detects itself (NGHTTP2_ERR_FLOODED: queued ACKs over
+    /// `maxOutboundAcks`, too many SETTINGS entries) or NGHTTP2_ERR_TOO_MANY_CONTINUATIONS.
+    public var isFlood: Bool { self.code == -904 || self.code == -905 }
 }

@@ -22,6 +22,13 @@ public protocol HTTP2SessionDelegate: AnyObject {
     func http2Session(_ session: HTTP2Session, didReceiveGoAway lastStreamID: Int32, errorCode: HTTP2ErrorCode)
     /// nghttp2 took `count` bytes of queued outbound DATA for `streamID`; `pendingBytes` remain queued.
     func http2Session(_ session: HTTP2Session, didSendData count: Int, streamID: Int32, pendingBytes: Int)
+    /// A frame arrived that costs work without carrying a request or response (see `HTTP2PeerEvent`).
+    /// Servers charge these to an abuse budget; the default implementation ignores them.
+    func http2Session(_ session: HTTP2Session, observed event: HTTP2PeerEvent, streamID: Int32)
+}
+
+extension HTTP2SessionDelegate {
+    public func http2Session(_ session: HTTP2Session, observed event: HTTP2PeerEvent, streamID: Int32) {}
 }
 
 /// One HTTP/2 connection's protocol state: an nghttp2 session driven with in-memory buffers.
@@ -43,6 +50,8 @@ public final class HTTP2Session {
     private var pendingHeaderRejected = false
     // Outbound DATA queued per stream, drained by nghttp2's data source callback.
     private var outbound: [Int32: Outbound] = [:]
+    /// Bytes queued by `sendData` on all streams and not yet taken by nghttp2.
+    public private(set) var pendingOutboundBytes = 0
     // Reused storage for header blocks being submitted.
     fileprivate var scratchBytes: [UInt8] = []
     fileprivate var scratchPairs: [nghttp2_nv] = []
@@ -70,6 +79,7 @@ public final class HTTP2Session {
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, onFrameRecv)
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, onDataChunkRecv)
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, onStreamClose)
+        nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(callbacks, onInvalidFrameRecv)
 
         var optionPointer: OpaquePointer?
         try check(nghttp2_option_new(&optionPointer), "option_new")
@@ -145,12 +155,15 @@ public final class HTTP2Session {
         if result < 0 { throw HTTP2SessionError(code: Int32(result), operation: "session_mem_recv") }
     }
 
-    /// Appends every frame nghttp2 has ready to `buffer`. Returns whether anything was written.
+    /// Appends the frames nghttp2 has ready to `buffer`, stopping once `buffer` holds `limit` bytes or more
+    /// (so a peer that does not read cannot make us copy nghttp2's whole queue: what stays inside nghttp2 is
+    /// bounded by flow control, the per-stream watermark and `maxOutboundAcks`). Returns whether anything
+    /// was written.
     @discardableResult
-    public func write(into buffer: inout ByteBuffer) throws(HTTP2SessionError) -> Bool {
+    public func write(into buffer: inout ByteBuffer, limit: Int = .max) throws(HTTP2SessionError) -> Bool {
         guard let session = self.session else { return false }
         var wrote = false
-        while true {
+        while buffer.readableBytes < limit {
             var data: UnsafePointer<UInt8>?
             let count = nghttp2_session_mem_send(session, &data)
             // Negative values are NGHTTP2_ERR_NOMEM or NGHTTP2_ERR_CALLBACK_FAILURE: fatal.
@@ -159,6 +172,7 @@ public final class HTTP2Session {
             buffer.writeBytes(UnsafeRawBufferPointer(start: data, count: count))
             wrote = true
         }
+        return wrote
     }
 
     /// Whether the session still expects to read or write; when both are false the connection can close.
@@ -229,11 +243,14 @@ public final class HTTP2Session {
     /// Queues DATA for a stream opened with a body. nghttp2 sends it as flow control allows.
     public func sendData(streamID: Int32, _ bytes: ByteBuffer) {
         guard let out = self.outbound[streamID], !out.ended else { return }
-        if out.buffer.readableBytes == 0 && out.buffer.writerIndex > 0 {
-            out.buffer.clear()
+        self.pendingOutboundBytes += bytes.readableBytes
+        if out.buffer.readableBytes == 0 {
+            // Nothing queued: keep the caller's buffer itself (no copy of the message).
+            out.buffer = bytes
+        } else {
+            var bytes = bytes
+            out.buffer.writeBuffer(&bytes)
         }
-        var bytes = bytes
-        out.buffer.writeBuffer(&bytes)
         self.resumeIfDeferred(streamID: streamID, out)
     }
 
@@ -254,7 +271,7 @@ public final class HTTP2Session {
     /// Resets a stream (RST_STREAM). Unknown or closed streams are ignored.
     public func resetStream(streamID: Int32, errorCode: HTTP2ErrorCode) {
         guard let session = self.session else { return }
-        self.outbound.removeValue(forKey: streamID)
+        self.removeOutbound(streamID: streamID)
         // Fails only with NGHTTP2_ERR_INVALID_ARGUMENT (stream 0) or NGHTTP2_ERR_NOMEM; a reset of a stream that
         // is already gone is a no-op for nghttp2.
         _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, errorCode.rawValue)
@@ -315,6 +332,12 @@ public final class HTTP2Session {
 
     // MARK: Internals used by the C callbacks
 
+    private func removeOutbound(streamID: Int32) {
+        if let out = self.outbound.removeValue(forKey: streamID) {
+            self.pendingOutboundBytes -= out.buffer.readableBytes
+        }
+    }
+
     private func resumeIfDeferred(streamID: Int32, _ out: Outbound) {
         guard out.deferred, let session = self.session else { return }
         out.deferred = false
@@ -358,12 +381,16 @@ public final class HTTP2Session {
     }
 
     fileprivate func streamClosed(streamID: Int32, errorCode: UInt32) {
-        self.outbound.removeValue(forKey: streamID)
+        self.removeOutbound(streamID: streamID)
         self.delegate?.http2Session(self, streamClosed: streamID, errorCode: HTTP2ErrorCode(errorCode))
     }
 
     fileprivate func pingReceived(ack: Bool) {
         self.delegate?.http2Session(self, didReceivePing: ack)
+    }
+
+    fileprivate func observed(_ event: HTTP2PeerEvent, streamID: Int32 = 0) {
+        self.delegate?.http2Session(self, observed: event, streamID: streamID)
     }
 
     fileprivate func goAwayReceived(lastStreamID: Int32, errorCode: UInt32) {
@@ -386,6 +413,7 @@ public final class HTTP2Session {
                 destination.update(from: source.baseAddress!.assumingMemoryBound(to: UInt8.self), count: count)
             }
             out.buffer.moveReaderIndex(forwardBy: count)
+            self.pendingOutboundBytes -= count
         }
         let remaining = out.buffer.readableBytes
         if remaining == 0 {
@@ -445,6 +473,7 @@ private func onHeader(
         value: UnsafeBufferPointer(start: value, count: valueLength)
     )
     if !accepted {
+        owner.observed(.headerListTooLarge, streamID: frame.pointee.hd.stream_id)
         // Over SETTINGS_MAX_HEADER_LIST_SIZE: reset just this stream. Returning TEMPORAL_CALLBACK_FAILURE
         // makes nghttp2 drop the rest of the block; the RST_STREAM we submit carries our own code.
         _ = nghttp2_submit_rst_stream(
@@ -470,7 +499,21 @@ private func onFrameRecv(
     case NGHTTP2_HEADERS.rawValue:
         owner.headersComplete(streamID: header.stream_id, endStream: endStream)
     case NGHTTP2_DATA.rawValue:
-        if endStream { owner.endStream(streamID: header.stream_id) }
+        if endStream {
+            owner.endStream(streamID: header.stream_id)
+        } else if header.length <= frame.pointee.data.padlen {
+            owner.observed(.emptyData, streamID: header.stream_id)
+        }
+    case NGHTTP2_WINDOW_UPDATE.rawValue:
+        if frame.pointee.window_update.window_size_increment < HTTP2PeerEvent.smallWindowUpdateThreshold {
+            owner.observed(.smallWindowUpdate, streamID: header.stream_id)
+        }
+    case NGHTTP2_SETTINGS.rawValue:
+        if header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 { owner.observed(.settings) }
+    case NGHTTP2_RST_STREAM.rawValue:
+        owner.observed(.streamReset, streamID: header.stream_id)
+    case NGHTTP2_PRIORITY.rawValue:
+        owner.observed(.priority, streamID: header.stream_id)
     case NGHTTP2_PING.rawValue:
         owner.pingReceived(ack: header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0)
     case NGHTTP2_GOAWAY.rawValue:
@@ -478,6 +521,16 @@ private func onFrameRecv(
     default:
         break
     }
+    return 0
+}
+
+private func onInvalidFrameRecv(
+    _ session: OpaquePointer?,
+    _ frame: UnsafePointer<nghttp2_frame>?,
+    _ errorCode: Int32,
+    _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
+    owner(userData)?.observed(.invalidFrame, streamID: frame?.pointee.hd.stream_id ?? 0)
     return 0
 }
 

@@ -26,6 +26,11 @@ struct InteropServerCommand: AsyncParsableCommand {
     @Option(help: "PEM private key for --tls-cert.") var tlsKey: String?
     @Option(help: "PEM CA bundle; requires client certificates (mTLS).") var clientCa: String?
     @Option(help: "Log level (trace, debug, info, notice, warning, error).") var logLevel = "warning"
+    @Option(help: "Seconds for the preface and first SETTINGS (0: none; default: the runtime's).") var handshakeTimeout: Double?
+    @Option(help: "Seconds a connection may wait before its first request (0: none).") var firstRequestTimeout: Double?
+    @Option(help: "Seconds for a unary request body or one streamed message (0: none).") var requestBodyTimeout: Double?
+    @Option(help: "Seconds a connection may stay unable to write (0: none).") var writeStallTimeout: Double?
+    @Option(help: "First abuse penalty in seconds for the address (0: never refuse connections).") var abusePenalty: Double?
 
     func run() async throws {
         LoggingSystem.bootstrap { label in
@@ -37,6 +42,18 @@ struct InteropServerCommand: AsyncParsableCommand {
         var configuration = GRPCServerConfiguration()
         configuration.host = self.host
         configuration.port = self.port
+        func duration(_ seconds: Double) -> Duration? { seconds > 0 ? .milliseconds(Int64(seconds * 1000)) : nil }
+        if let handshakeTimeout { configuration.handshakeTimeout = duration(handshakeTimeout) }
+        if let firstRequestTimeout { configuration.firstRequestTimeout = duration(firstRequestTimeout) }
+        if let requestBodyTimeout { configuration.requestBodyTimeout = duration(requestBodyTimeout) }
+        if let writeStallTimeout { configuration.writeStallTimeout = duration(writeStallTimeout) }
+        if let abusePenalty {
+            if let initial = duration(abusePenalty) {
+                configuration.abusePenalty?.initialPenalty = initial
+            } else {
+                configuration.abusePenalty = nil
+            }
+        }
         if let tlsCert, let tlsKey {
             var tls = TLSConfiguration.server(certificateChainFile: tlsCert, privateKeyFile: tlsKey)
             if let clientCa { tls.clientAuthentication = .required(trustRoots: .file(clientCa)) }

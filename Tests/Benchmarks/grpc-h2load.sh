@@ -6,8 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 REQUESTS=${1:-300000}
 
-swift build -c release --product kindred-interop-server >/dev/null
-BIN="$(swift build -c release --show-bin-path)/kindred-interop-server"
+# KINDRED_INTEROP_SERVER runs another binary instead (e.g. one built from an older commit, to compare).
+if [ -z "${KINDRED_INTEROP_SERVER:-}" ]; then
+    swift build -c release --product kindred-interop-server >/dev/null
+fi
+BIN="${KINDRED_INTEROP_SERVER:-$(swift build -c release --show-bin-path)/kindred-interop-server}"
 WORK=$(mktemp -d)
 trap 'kill $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true; rm -rf "$WORK"' EXIT
 

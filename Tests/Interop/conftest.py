@@ -39,7 +39,7 @@ def server_binary() -> pathlib.Path:
 
 class RunningServer:
     def __init__(self, *args: str):
-        self.process = subprocess.Popen([str(server_binary()), "--port", "0", *args],
+        self.process = subprocess.Popen([os.environ.get("KINDRED_INTEROP_SERVER", str(server_binary())), "--port", "0", *args],
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.process.stdout.readline()
         if not line.startswith("LISTENING "):
@@ -68,7 +68,9 @@ class RunningServer:
 
 @pytest.fixture(scope="session")
 def server():
-    running = RunningServer()
+    # No address penalty here: the flood tests of test_robustness.py share this server (and 127.0.0.1) with
+    # every other test. test_abuse.py starts its own servers to test the penalty.
+    running = RunningServer("--abuse-penalty", "0")
     yield running
     assert running.stop() == 0, "server did not exit cleanly on SIGTERM"
 
@@ -91,3 +93,19 @@ def certs(tmp_path_factory):
         openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
                 "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.pem")
     return directory
+
+
+@pytest.fixture
+def start_server():
+    """Starts interop servers with extra arguments, one per call (e.g. for tests that measure its memory or
+    get 127.0.0.1 penalised); stops them after the test."""
+    started = []
+
+    def start(*args: str) -> RunningServer:
+        running = RunningServer(*args)
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        running.stop()

@@ -11,6 +11,7 @@ private final class Recorder: HTTP2SessionDelegate {
     var pings = 0
     var goAway: HTTP2ErrorCode?
     var consumeImmediately = true
+    var observed: [HTTP2PeerEvent] = []
 
     func http2Session(_ session: HTTP2Session, didReceiveHeaders headers: [HTTP2Header], streamID: Int32, endStream: Bool) {
         self.headers.append((streamID, headers, endStream))
@@ -28,6 +29,104 @@ private final class Recorder: HTTP2SessionDelegate {
         self.goAway = errorCode
     }
     func http2Session(_ session: HTTP2Session, didSendData count: Int, streamID: Int32, pendingBytes: Int) {}
+    func http2Session(_ session: HTTP2Session, observed event: HTTP2PeerEvent, streamID: Int32) {
+        self.observed.append(event)
+    }
+}
+
+/// A raw frame (RFC 9113 §4.1), for peers that misbehave on purpose.
+private func rawFrame(type: UInt8, flags: UInt8 = 0, stream: UInt32, payload: [UInt8] = []) -> [UInt8] {
+    let length = UInt32(payload.count)
+    return [UInt8(length >> 16 & 0xff), UInt8(length >> 8 & 0xff), UInt8(length & 0xff), type, flags,
+            UInt8(stream >> 24 & 0x7f), UInt8(stream >> 16 & 0xff), UInt8(stream >> 8 & 0xff), UInt8(stream & 0xff)]
+        + payload
+}
+
+@Suite struct HTTP2PeerEventTests {
+    private static let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + rawFrame(type: 4, stream: 0)
+
+    @Test(arguments: [
+        ("empty DATA", rawFrame(type: 0, stream: 0, payload: []), [HTTP2PeerEvent]()),  // stream 0 DATA: invalid
+        ("WINDOW_UPDATE +1", rawFrame(type: 8, stream: 0, payload: [0, 0, 0, 1]), [.smallWindowUpdate]),
+        ("WINDOW_UPDATE +64 KiB", rawFrame(type: 8, stream: 0, payload: [0, 1, 0, 0]), []),
+        ("SETTINGS", rawFrame(type: 4, stream: 0), [.settings]),
+        ("SETTINGS ACK", rawFrame(type: 4, flags: 1, stream: 0), []),
+        ("PRIORITY", rawFrame(type: 2, stream: 3, payload: [0, 0, 0, 0, 16]), [.priority]),
+    ])
+    func framesAreObserved(name: String, bytes: [UInt8], expected: [HTTP2PeerEvent]) throws {
+        let events = Recorder()
+        let server = try HTTP2Session(role: .server)
+        server.delegate = events
+        try server.receive(ByteBuffer(bytes: Self.preface))
+        #expect(events.observed == [.settings])
+        events.observed = []
+        try? server.receive(ByteBuffer(bytes: bytes))
+        if name == "empty DATA" {
+            #expect(events.observed == [.invalidFrame] || events.observed.isEmpty)
+        } else {
+            #expect(events.observed == expected, "\(name)")
+        }
+    }
+
+    @Test func emptyDataOnAnOpenStreamIsObservedButNotTheLastFrame() throws {
+        let clientEvents = Recorder()
+        let serverEvents = Recorder()
+        let client = try HTTP2Session(role: .client)
+        let server = try HTTP2Session(role: .server)
+        client.delegate = clientEvents
+        server.delegate = serverEvents
+        let stream = try client.submitRequest(headers: [
+            .init(":method", "POST"), .init(":scheme", "http"), .init(":path", "/a/B"), .init(":authority", "t"),
+        ])
+        try pump(client, server)
+        serverEvents.observed = []
+        try server.receive(ByteBuffer(bytes: rawFrame(type: 0, stream: UInt32(stream)) + rawFrame(type: 0, stream: UInt32(stream))))
+        #expect(serverEvents.observed == [.emptyData, .emptyData])
+        // An empty DATA frame with END_STREAM is how many clients end a request: not a glitch.
+        try server.receive(ByteBuffer(bytes: rawFrame(type: 0, flags: 1, stream: UInt32(stream))))
+        #expect(serverEvents.observed == [.emptyData, .emptyData])
+        #expect(serverEvents.ended == [stream])
+    }
+
+    @Test func pendingOutboundBytesCountAllStreams() throws {
+        let client = try HTTP2Session(role: .client)
+        let server = try HTTP2Session(role: .server)
+        let events = Recorder()
+        server.delegate = events
+        let first = try client.submitRequest(headers: [
+            .init(":method", "POST"), .init(":scheme", "http"), .init(":path", "/a/B"), .init(":authority", "t"),
+        ])
+        let second = try client.submitRequest(headers: [
+            .init(":method", "POST"), .init(":scheme", "http"), .init(":path", "/a/B"), .init(":authority", "t"),
+        ])
+        try pump(client, server)
+        for stream in [first, second] {
+            try server.submitResponse(streamID: stream, headers: [.init(":status", "200")], endStream: false)
+        }
+        server.sendData(streamID: first, ByteBuffer(bytes: Array(repeating: 1, count: 100_000)))
+        server.sendData(streamID: first, ByteBuffer(bytes: Array(repeating: 1, count: 1_000)))
+        server.sendData(streamID: second, ByteBuffer(bytes: Array(repeating: 2, count: 50_000)))
+        #expect(server.pendingOutboundBytes == 151_000)
+        // A reset stream's queue is dropped from the count; what nghttp2 takes leaves it.
+        server.resetStream(streamID: first, errorCode: .cancel)
+        #expect(server.pendingOutboundBytes == 50_000)
+        try pump(client, server)
+        #expect(server.pendingOutboundBytes == 0)
+    }
+
+    @Test func writeStopsAtTheLimit() throws {
+        let server = try HTTP2Session(role: .server)
+        // 500 PINGs queue 500 PING ACKs (17 bytes each).
+        var pings: [UInt8] = Self.preface
+        for _ in 0..<500 { pings += rawFrame(type: 6, stream: 0, payload: Array(repeating: 0, count: 8)) }
+        try server.receive(ByteBuffer(bytes: pings))
+        var first = ByteBuffer()
+        try server.write(into: &first, limit: 1024)
+        #expect(first.readableBytes >= 1024 && first.readableBytes < 1024 + 100)
+        var rest = ByteBuffer()
+        try server.write(into: &rest)
+        #expect(first.readableBytes + rest.readableBytes > 500 * 17)
+    }
 }
 
 /// Moves bytes between two in-memory sessions until both are quiet.

@@ -1,0 +1,213 @@
+"""HTTP/2 abuse (issue 16): each attack reproduced with raw frames against a fresh interop server, asserting
+that the attacker is cut off (GOAWAY ENHANCE_YOUR_CALM, a timeout, a refused reconnect) and that the
+server's memory stays bounded. Bounded in time: each test runs for a few seconds at most."""
+
+import struct
+import time
+
+import grpc
+
+from abuse_client import (COLLECT, DATA, ECHO, ENHANCE_YOUR_CALM, EXPAND, GOAWAY, PING, RST_STREAM, SETTINGS,
+                          WINDOW_UPDATE, Attacker, echo_request, frame, grpc_message, resident_bytes)
+from kindred.testing.v1 import interop_pb2 as pb
+from kindred.testing.v1 import interop_pb2_grpc as rpc
+
+MB = 1024 * 1024
+# Most the server's RSS may grow during one attack (the issue's target is 100 MB in total).
+GROWTH_LIMIT = 64 * MB
+
+
+def open_connections(server):
+    with grpc.insecure_channel(server.address) as channel:
+        return rpc.InteropServiceStub(channel).GetServerStats(pb.ServerStatsRequest()).open_connections
+
+
+def assert_still_serving(server):
+    with grpc.insecure_channel(server.address) as channel:
+        reply = rpc.InteropServiceStub(channel).Echo(pb.EchoRequest(message="still"), timeout=5)
+        assert reply.message == "still"
+
+
+def flood_until_cut(server, attacker, chunk, seconds=4):
+    """Floods, watching the server's RSS; returns (cut off, GOAWAY code, RSS growth)."""
+    baseline = resident_bytes(server.process.pid)
+    _, _, cut = attacker.flood(chunk, seconds)
+    code, ended = attacker.wait_goaway(timeout=3)
+    growth = resident_bytes(server.process.pid) - baseline
+    return cut or ended, code, growth
+
+
+def test_non_reading_client_with_open_windows_is_bounded_and_closed(start_server):
+    # Windows opened to 2^31-1, two server streams of 4 MiB messages, and the socket never read.
+    server = start_server("--write-stall-timeout", "2")
+    baseline = resident_bytes(server.process.pid)
+    attacker = Attacker(server.port, settings=[(4, 2**31 - 1)], receive_buffer=4096)
+    attacker.send(frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", 2**31 - 1 - 65535)))
+    for _ in range(2):
+        attacker.open_stream(EXPAND, grpc_message(echo_request(response_count=10_000, response_size=4 << 20)))
+    peak = baseline
+    deadline = time.monotonic() + 4
+    while time.monotonic() < deadline:
+        peak = max(peak, resident_bytes(server.process.pid))
+        if peak - baseline > GROWTH_LIMIT:
+            break
+        time.sleep(0.05)
+    assert peak - baseline <= GROWTH_LIMIT, f"RSS grew by {(peak - baseline) // MB} MB for one non-reading client"
+    # The write-stall timeout (2 s) closed it: only the stats call's own connection is left.
+    for _ in range(40):
+        if open_connections(server) == 1:
+            break
+        time.sleep(0.1)
+    assert open_connections(server) == 1, "the non-reading connection was not closed"
+    attacker.close()
+    assert_still_serving(server)
+
+
+def test_zero_window_streams_hold_one_connection_watermark(start_server):
+    # Zero stream windows, 2 connections × 100 server streams of 256 KiB messages. Before: each stream queued
+    # its message (plus a copy) up to the 256 KiB watermark, ~150 MB here (4.5 GB with 4 MiB messages).
+    # Now writers wait before framing once their connection has 4 MiB queued: what stays is each handler's
+    # own message (200 × 256 KiB = 50 MB) and 2 × 4 MiB.
+    server = start_server("--abuse-penalty", "0")
+    baseline = resident_bytes(server.process.pid)
+    attackers = [Attacker(server.port, settings=[(4, 0)], receive_buffer=4096) for _ in range(2)]
+    for attacker in attackers:
+        for _ in range(100):
+            attacker.open_stream(EXPAND, grpc_message(echo_request(response_count=10_000, response_size=256 << 10)))
+    time.sleep(2)
+    growth = resident_bytes(server.process.pid) - baseline
+    assert growth <= 100 * MB, f"RSS grew by {growth // MB} MB"
+    for attacker in attackers:
+        attacker.close()
+    assert_still_serving(server)
+
+
+def test_empty_data_flood_is_cut_off(start_server):
+    server = start_server("--abuse-penalty", "0")
+    attacker = Attacker(server.port)
+    stream = attacker.open_stream(COLLECT, end=False)
+    cut, code, growth = flood_until_cut(server, attacker, frame(DATA, 0, stream) * 1000)
+    assert cut, "the server never closed an empty DATA flood"
+    assert code in (None, ENHANCE_YOUR_CALM)
+    assert growth <= GROWTH_LIMIT
+    assert_still_serving(server)
+
+
+def test_window_update_flood_is_cut_off(start_server):
+    server = start_server("--abuse-penalty", "0")
+    attacker = Attacker(server.port)
+    cut, code, growth = flood_until_cut(server, attacker, frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", 1)) * 1000)
+    assert cut, "the server never closed a WINDOW_UPDATE +1 flood"
+    assert code in (None, ENHANCE_YOUR_CALM)
+    assert growth <= GROWTH_LIMIT
+    assert_still_serving(server)
+
+
+def test_pings_interleaved_with_data_are_cut_off(start_server):
+    # One byte of a message between PINGs used to reset the ping strikes.
+    server = start_server("--abuse-penalty", "0")
+    attacker = Attacker(server.port)
+    stream = attacker.open_stream(COLLECT, end=False)
+    chunk = b"".join(frame(PING, 0, 0, struct.pack(">Q", i)) + frame(DATA, 0, stream, b"\x00") for i in range(4))
+    attacker.send(chunk)
+    code, ended = attacker.wait_goaway(timeout=3)
+    # The GOAWAY may be lost to the TCP reset of a close with unread input; the close is what counts.
+    assert ended, "PINGs interleaved with DATA were never cut off"
+    assert code in (None, ENHANCE_YOUR_CALM), f"GOAWAY {code}"
+    assert_still_serving(server)
+
+
+def test_settings_flood_from_a_non_reading_client_is_cut_off(start_server):
+    server = start_server("--abuse-penalty", "0")
+    attacker = Attacker(server.port, receive_buffer=4096)
+    cut, code, growth = flood_until_cut(server, attacker, frame(SETTINGS, 0, 0, struct.pack(">HI", 4, 65535)) * 200)
+    assert cut, "the server never closed a SETTINGS flood"
+    assert growth <= GROWTH_LIMIT
+    assert_still_serving(server)
+
+
+def test_oversized_header_blocks_close_the_connection(start_server):
+    # 4 KB in HPACK's dynamic table referenced 1,000 times: ~5 KB on the wire decode to ~4 MB per block.
+    server = start_server("--abuse-penalty", "0")
+    attacker = Attacker(server.port)
+    big = [("x-big", "a" * 4000)] * 1000
+    code = None
+    for _ in range(30):
+        try:
+            attacker.open_stream(ECHO, grpc_message(b""), extra=big)
+        except (BrokenPipeError, ConnectionResetError):
+            break
+    code, ended = attacker.wait_goaway(timeout=3)
+    assert ended, "the connection lived on after rejected header blocks"
+    assert code in (None, ENHANCE_YOUR_CALM), f"GOAWAY {code}"
+    assert_still_serving(server)
+
+
+def rapid_reset(attacker, streams=3000):
+    chunk = b""
+    for _ in range(streams):
+        stream = attacker.next_stream
+        attacker.next_stream += 2
+        chunk += frame(1, 0x4, stream, attacker.headers_block(ECHO)) + frame(RST_STREAM, 0, stream, struct.pack(">I", 8))
+    _, _, cut = attacker.flood(chunk, 3)
+    code, ended = attacker.wait_goaway(timeout=3)
+    return cut or ended, code
+
+
+def test_reconnecting_rapid_reset_is_refused_for_a_while(start_server):
+    server = start_server("--abuse-penalty", "1.5")
+    first = Attacker(server.port)
+    cut, code = rapid_reset(first)
+    first.close()
+    assert cut and code in (None, ENHANCE_YOUR_CALM), f"GOAWAY {code}"
+    # Reconnecting at once: refused before any HTTP/2 (no SETTINGS, just the close).
+    second = Attacker(server.port)
+    settings, ended = second.read_frames(lambda f: f[0] == SETTINGS, timeout=2)
+    second.close()
+    assert settings is None and ended, "a penalised address got a new connection"
+    # The penalty ends: the same address is served again.
+    time.sleep(1.6)
+    assert_still_serving(server)
+
+
+def test_silent_and_partial_preface_connections_time_out(start_server):
+    server = start_server("--handshake-timeout", "1")
+    silent = [Attacker(server.port, preface=False) for _ in range(50)]
+    partial = [Attacker(server.port, preface=False) for _ in range(50)]
+    for attacker in partial:
+        attacker.send(b"PRI * HTTP/2.0\r\n")
+    start = time.monotonic()
+    for attacker in silent + partial:
+        _, ended = attacker.read_frames(lambda f: False, timeout=max(0.1, 3 - (time.monotonic() - start)))
+        assert ended, "a connection without a preface was kept"
+        attacker.close()
+    assert_still_serving(server)
+
+
+def test_connection_without_a_request_is_closed(start_server):
+    server = start_server("--first-request-timeout", "1")
+    attacker = Attacker(server.port)
+    code, ended = attacker.wait_goaway(timeout=3)
+    assert code == 0 and ended
+    attacker.close()
+
+
+def test_trickled_request_bodies_are_cut_off(start_server):
+    server = start_server("--request-body-timeout", "1")
+    attacker = Attacker(server.port)
+    body = grpc_message(echo_request(message=b"slow"))
+    unary = attacker.open_stream(ECHO, end=False)
+    streaming = attacker.open_stream(COLLECT, end=False)
+    start = time.monotonic()
+    reset = set()
+    for index in range(12):  # a byte every 0.25 s: 3 s for the whole message
+        attacker.send(frame(DATA, 0, unary, body[index:index + 1]) + frame(DATA, 0, streaming, body[index:index + 1]))
+        found, ended = attacker.read_frames(lambda f: f[0] == RST_STREAM, timeout=0.25)
+        if found:
+            reset.add(found[2])
+        if reset == {unary, streaming} or ended:
+            break
+    assert reset == {unary, streaming}, f"streams reset: {reset}"
+    assert time.monotonic() - start < 2.5
+    attacker.close()
+    assert_still_serving(server)
