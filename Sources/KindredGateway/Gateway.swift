@@ -4,7 +4,6 @@ import KindredIdentity
 import KindredOpenSSL
 import KindredProto
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
 
 /// The gateway's shared machinery: the services behind it, token verification, rate limits and fan-out.
@@ -18,7 +17,8 @@ public final class Gateway: Sendable {
     /// Ended sessions, fed by auth's WatchRevokedSessions (`watcher`), checked on every call with a user token.
     let revocations: RevokedSessions
     private let watcher: RevocationWatcher?
-    private let watcherTask = NIOLockedValueBox<Task<Void, Never>?>(nil)
+    /// The gateway's service token (auth's IssueServiceToken with `KINDRED_GATEWAY_SERVICE_SECRET`).
+    private let serviceTokens: ServiceTokenSource?
     let clientLimiter: RateLimiter
     let accountLimiter: RateLimiter
     let anonymousLimiter: RateLimiter
@@ -50,11 +50,16 @@ public final class Gateway: Sendable {
         self.revocations = revocations
         if let secret = configuration.serviceSecret {
             let tokens = ServiceTokenSource(auth: authClient, serviceName: "gateway", secret: secret)
+            self.serviceTokens = tokens
             self.watcher = RevocationWatcher(client: authClient, revocations: revocations, logger: logger) {
                 try await tokens.token()
             }
         } else {
+            self.serviceTokens = nil
             self.watcher = nil
+            logger.error(
+                "KINDRED_GATEWAY_SERVICE_SECRET is not set: session ends cannot be followed, calls with a user token answer UNAVAILABLE"
+            )
         }
         self.authenticator = CallerAuthenticator(refetchInterval: .seconds(5), revocations: revocations) {
             let response = try await authClient.unary(
@@ -78,10 +83,18 @@ public final class Gateway: Sendable {
         [AccountAPI(gateway: self), HomeAPI(gateway: self), AdminAPI(gateway: self)]
     }
 
-    /// Starts following auth's session ends, then fetches auth's keys until it answers (in the background at
-    /// startup; calls that arrive first fetch too).
+    /// What runs beside the gateway's server: following auth's session ends (`WatchRevokedSessions`), and
+    /// fetching auth's keys once at start (calls that arrive first fetch too).
+    public var backgroundTasks: [BackgroundTask] {
+        var tasks: [BackgroundTask] = [.once("key-warm-up") { await self.warmUp() }]
+        if let watcher = self.watcher {
+            tasks.append(BackgroundTask("revocation-watcher") { await watcher.run() })
+        }
+        return tasks
+    }
+
+    /// Fetches auth's keys until it answers, then checks the service secret.
     public func warmUp() async {
-        self.startWatchingRevocations()
         var delay: Duration = .milliseconds(100)
         while !Task.isCancelled {
             if await self.authenticator.prefetch() {
@@ -91,19 +104,6 @@ public final class Gateway: Sendable {
             }
             try? await Task.sleep(for: delay)
             delay = min(delay * 2, .seconds(5))
-        }
-    }
-
-    private func startWatchingRevocations() {
-        guard let watcher = self.watcher else {
-            self.logger.error(
-                "KINDRED_GATEWAY_SERVICE_SECRET is not set: session ends cannot be followed, calls with a user token answer UNAVAILABLE"
-            )
-            return
-        }
-        self.watcherTask.withLockedValue { task in
-            guard task == nil else { return }
-            task = Task { await watcher.run() }
         }
     }
 
@@ -117,15 +117,11 @@ public final class Gateway: Sendable {
         return true
     }
 
-    /// Asks auth for a service token with the configured secret; a refusal is logged (the secret is not).
+    /// Asks auth for the gateway's service token; a refusal is logged (the secret is not).
     private func checkServiceSecret() async {
-        guard let secret = self.configuration.serviceSecret else { return }
-        var request = AuthApi.IssueServiceTokenRequest()
-        request.serviceName = "gateway"
-        request.clientSecret = secret
+        guard let tokens = self.serviceTokens else { return }
         do {
-            _ = try await self.auth.client.unary(
-                AuthApi.AuthService.Method.issueServiceToken, request, options: CallOptions(timeout: .seconds(3)))
+            _ = try await tokens.token()
             self.logger.info("service secret accepted by auth")
         } catch {
             self.logger.warning(
@@ -135,10 +131,6 @@ public final class Gateway: Sendable {
     }
 
     public func shutdown() async {
-        if let task = self.watcherTask.withLockedValue({ $0 }) {
-            task.cancel()
-            await task.value
-        }
         for client in self.clients { await client.close() }
     }
 

@@ -22,8 +22,8 @@ public final class GatewayServer: ServiceServer {
         runner.admin = configuration.endpoint.adminConfiguration
         let gateway = self.gateway
         runner.extraMetrics = [{ gateway.metrics.prometheusText() }]
-        // Fetches auth's public keys (with backoff) while the server starts; done once keys are known.
-        runner.background = [.once("key-warm-up") { await gateway.warmUp() }]
+        // Auth's public keys fetched at start; auth's session ends followed for as long as the gateway serves.
+        runner.background = gateway.backgroundTasks
         self.runner = runner
     }
 
