@@ -26,6 +26,12 @@ public final class AuthService: GRPCService, Sendable {
     let logger: Logger
     /// Integrity key of page tokens, derived from the signing key.
     let pageTokenKey: [UInt8]
+    /// The SQL, one store per aggregate.
+    let accounts = AccountStore()
+    let sessions = SessionStore()
+    let emailTokens = EmailTokenStore()
+    let identities = IdentityStore()
+    let mailOutbox = MailOutboxStore()
 
     public init(
         configuration: AuthConfiguration,
@@ -132,14 +138,9 @@ public final class AuthService: GRPCService, Sendable {
         guard let sessionID = identity.sessionID else {
             throw AuthError(.unauthenticated, "A session token is required")
         }
-        let rows = try await self.database.query(
-            """
-            SELECT 1 FROM sessions s JOIN accounts a ON a.id = s.account_id
-            WHERE s.id = \(sessionID) AND s.account_id = \(userID) AND s.revoked_at IS NULL
-              AND s.expires_at > now() AND a.status = 'active'
-            """
-        )
-        guard !rows.isEmpty else { throw AuthError(.unauthenticated, "The session has ended") }
+        guard try await self.sessions.isLive(sessionID: sessionID, accountID: userID, in: self.database) else {
+            throw AuthError(.unauthenticated, "The session has ended")
+        }
         return User(userID: userID, sessionID: sessionID, claims: identity.claims)
     }
 
