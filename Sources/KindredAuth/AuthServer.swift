@@ -24,7 +24,7 @@ public final class AuthServer: ServiceServer {
     public let runner: ServerRunner
     private let logger: Logger
 
-    public init(configuration: AuthConfiguration, limiter: RateLimiter = RateLimiter(), logger: Logger) throws {
+    public init(configuration: AuthConfiguration, limiter: AuthLimiter = AuthLimiter(), logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
         self.database = try configuration.database.makeClient(logger: logger)

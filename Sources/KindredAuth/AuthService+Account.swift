@@ -29,7 +29,7 @@ extension AuthService {
         }
         try Validation.presentedPassword(password, field: field)
         let key = "acct:" + account.id
-        if let wait = self.limiter.signInDelay(
+        if let wait = self.limiter.signIns.delay(
             key,
             free: self.configuration.signInFreeFailures,
             perHour: self.configuration.signInFailuresPerHour
@@ -37,7 +37,7 @@ extension AuthService {
             throw AuthError.rateLimited(retryAfter: wait)
         }
         guard try await self.hasher.verify(password, encoded: hash) else {
-            self.limiter.recordSignInFailure(key)
+            self.limiter.signIns.recordFailure(key)
             throw AuthError(.invalidCredentials, "The password is wrong")
         }
     }
@@ -139,7 +139,7 @@ extension AuthService {
             throw AuthError(.tokenInvalid, "The reset token is invalid, used or expired")
         }
         // A reset is the way out of a sign-in lockout.
-        self.limiter.resetSignInFailures("acct:" + accountID)
+        self.limiter.signIns.reset("acct:" + accountID)
         var response = Kindred.Auth.V1.ResetPasswordResponse()
         response.endedSessions = Int32(ended)
         return response

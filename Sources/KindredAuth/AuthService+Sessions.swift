@@ -89,7 +89,7 @@ extension AuthService {
         let account = try await self.accounts.find(community: community, login: login, in: self.database)
         // Unknown logins are throttled under their own name, so both cases behave alike.
         let throttleKey = account.map { "acct:" + $0.id } ?? "login:\(community):\(login)"
-        if let wait = self.limiter.signInDelay(
+        if let wait = self.limiter.signIns.delay(
             throttleKey,
             free: self.configuration.signInFreeFailures,
             perHour: self.configuration.signInFailuresPerHour
@@ -97,10 +97,10 @@ extension AuthService {
             throw AuthError.rateLimited(retryAfter: wait)
         }
         guard try await self.hasher.verify(request.password, encoded: account?.passwordHash), let account else {
-            self.limiter.recordSignInFailure(throttleKey)
+            self.limiter.signIns.recordFailure(throttleKey)
             throw AuthError(.invalidCredentials, "The login or password is wrong")
         }
-        self.limiter.resetSignInFailures(throttleKey)
+        self.limiter.signIns.reset(throttleKey)
         switch account.status {
         case .pending: throw AuthError(.emailNotVerified, "Confirm your email address first")
         case .deactivated: throw AuthError(.accountDeactivated, "The account is deactivated")

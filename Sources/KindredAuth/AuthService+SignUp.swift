@@ -1,26 +1,29 @@
 import KindredGRPC
+import KindredGRPCServices
 import KindredOpenSSL
 import KindredPostgres
 import KindredProto
 
 extension AuthService {
-    /// Limits for RPCs that send mail: per address (1 per minute, `mailsPerAddressPerDay` per day) and per
-    /// client address. The same for addresses with and without an account.
+    /// Limits for RPCs that send mail, all or nothing: per address a bucket of 1 refilled each minute and one of
+    /// `mailsPerAddressPerDay` refilled over a day, and per client address one of `mailsPerIPPerHour` refilled
+    /// over an hour. The same for addresses with and without an account.
     func acquireMailQuota(address: String, context: ServerContext) throws {
         let ip = self.clientAddress(context)
-        if let wait = self.limiter.acquire([
-            ("mail-min:" + address, 1, 60),
-            ("mail-day:" + address, self.configuration.mailsPerAddressPerDay, 86_400),
-            ("mail-ip:" + ip, self.configuration.mailsPerIPPerHour, 3600),
+        if let wait = self.limiter.buckets.acquire([
+            ("mail-min:" + address, .perWindow(1, seconds: 60)),
+            ("mail-day:" + address, .perWindow(self.configuration.mailsPerAddressPerDay, seconds: 86_400)),
+            ("mail-ip:" + ip, .perWindow(self.configuration.mailsPerIPPerHour, seconds: 3600)),
         ]) {
             throw AuthError.rateLimited(retryAfter: wait)
         }
     }
 
+    /// Per client address and RPC group: a bucket of `ipRequestsPerMinute` refilled over a minute.
     func acquireAddressQuota(_ bucket: String, context: ServerContext) throws {
         let ip = self.clientAddress(context)
-        if let wait = self.limiter.acquire("\(bucket):" + ip, limit: self.configuration.ipRequestsPerMinute, window: 60)
-        {
+        let limit = TokenBucketLimit.perWindow(self.configuration.ipRequestsPerMinute, seconds: 60)
+        if let wait = self.limiter.buckets.acquire([("\(bucket):" + ip, limit)]) {
             throw AuthError.rateLimited(retryAfter: wait)
         }
     }

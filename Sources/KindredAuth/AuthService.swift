@@ -18,7 +18,7 @@ public final class AuthService: GRPCService, Sendable {
     let authenticator: CallerAuthenticator
     /// Session ends: auth's own set (checked by `authenticator`) and the `WatchRevokedSessions` streams.
     public let revocationFeed: RevocationFeed
-    let limiter: RateLimiter
+    let limiter: AuthLimiter
     let commonPasswords: CommonPasswords
     let mail: MailComposer
     let mailRelayNudge: @Sendable () -> Void
@@ -39,7 +39,7 @@ public final class AuthService: GRPCService, Sendable {
         hasher: PasswordHasher,
         signingKey: SigningKey,
         commonPasswords: CommonPasswords,
-        limiter: RateLimiter = RateLimiter(),
+        limiter: AuthLimiter = AuthLimiter(),
         idTokenVerifier: IDTokenVerifier? = nil,
         mailRelayNudge: @escaping @Sendable () -> Void = {},
         logger: Logger

@@ -19,9 +19,9 @@ public final class Gateway: Sendable {
     let revocations: RevokedSessions
     private let watcher: RevocationWatcher?
     private let watcherTask = NIOLockedValueBox<Task<Void, Never>?>(nil)
-    let clientLimiter: RateLimiter
-    let accountLimiter: RateLimiter
-    let anonymousLimiter: RateLimiter
+    let clientLimiter: TokenBucketLimiter
+    let accountLimiter: TokenBucketLimiter
+    let anonymousLimiter: TokenBucketLimiter
     let logger: Logger
     private let clients: [GRPCClient]
 
@@ -68,9 +68,9 @@ public final class Gateway: Sendable {
             }
             return keys
         }
-        self.clientLimiter = RateLimiter(rate: configuration.clientRate, burst: configuration.clientBurst)
-        self.accountLimiter = RateLimiter(rate: configuration.accountRate, burst: configuration.accountBurst)
-        self.anonymousLimiter = RateLimiter(rate: configuration.anonymousRate, burst: configuration.anonymousBurst)
+        self.clientLimiter = TokenBucketLimiter(rate: configuration.clientRate, burst: configuration.clientBurst)
+        self.accountLimiter = TokenBucketLimiter(rate: configuration.accountRate, burst: configuration.accountBurst)
+        self.anonymousLimiter = TokenBucketLimiter(rate: configuration.anonymousRate, burst: configuration.anonymousBurst)
     }
 
     /// The public API services, ready to serve.
@@ -191,7 +191,7 @@ public final class Gateway: Sendable {
         return Caller(identity: identity, clientAddress: address, forwardedMetadata: forwarded)
     }
 
-    private func take(_ limiter: RateLimiter, _ key: String, bucket: String) throws(RPCError) {
+    private func take(_ limiter: TokenBucketLimiter, _ key: String, bucket: String) throws(RPCError) {
         if let wait = limiter.acquire(key) {
             self.metrics.rateLimited(bucket: bucket)
             throw GatewayErrors.rateLimited(retryAfter: wait)
