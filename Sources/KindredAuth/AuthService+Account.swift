@@ -11,7 +11,10 @@ extension AuthService {
     func reauthenticate(_ user: User, account: AccountRecord, password: String, field: String) async throws {
         guard let hash = account.passwordHash else {
             guard password.isEmpty else {
-                throw AuthError(.reauthenticationRequired, "The account has no password; sign in again with your provider")
+                throw AuthError(
+                    .reauthenticationRequired,
+                    "The account has no password; sign in again with your provider"
+                )
             }
             let fresh = try await self.sessions.isRecentProviderSession(
                 sessionID: user.sessionID,
@@ -186,7 +189,11 @@ extension AuthService {
                     in: transaction
                 )
             } else if holder != account.id {
-                try await self.mailOutbox.enqueue(self.mail.addressInUseNotice(to: newEmail), accountID: nil, in: transaction)
+                try await self.mailOutbox.enqueue(
+                    self.mail.addressInUseNotice(to: newEmail),
+                    accountID: nil,
+                    in: transaction
+                )
             }
             try await self.mailOutbox.enqueue(
                 self.mail.emailChangeNotice(to: account.email),
@@ -209,7 +216,11 @@ extension AuthService {
         try self.acquireAddressQuota("confirm-email", context: context)
         let hash = OpaqueToken.hash(token)
         let outcome: TokenOutcome<String> = try await self.database.withTransaction { transaction in
-            guard let (accountID, newEmail, community) = try await self.emailTokens.lockEmailChange(hash: hash, in: transaction)
+            guard
+                let (accountID, newEmail, community) = try await self.emailTokens.lockEmailChange(
+                    hash: hash,
+                    in: transaction
+                )
             else { return .invalid }
             let holder = try await self.accounts.emailHolder(community: community, email: newEmail, in: transaction)
             guard holder == nil || holder == accountID else { return .emailTaken }

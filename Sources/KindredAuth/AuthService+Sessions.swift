@@ -58,7 +58,10 @@ extension AuthService {
             subject: account.id,
             issuedAt: issuedAt,
             // Never past the session's absolute end.
-            lifetimeSeconds: max(1, min(self.configuration.accessTokenLifetime, sessionEnd.millisecondsSinceEpoch / 1000 - issuedAt)),
+            lifetimeSeconds: max(
+                1,
+                min(self.configuration.accessTokenLifetime, sessionEnd.millisecondsSinceEpoch / 1000 - issuedAt)
+            ),
             tokenID: try UUIDv7.generate(),
             sessionID: sessionID,
             communityID: account.communityID,

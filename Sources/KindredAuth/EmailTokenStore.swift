@@ -72,7 +72,13 @@ struct EmailTokenStore: Sendable {
         )
         guard let row = rows.first else { return nil }
         let (accountID, live, used, verified, email) = try row.decode((String, Bool, Bool, Bool, String).self)
-        return VerificationTokenState(accountID: accountID, live: live, used: used, emailVerified: verified, email: email)
+        return VerificationTokenState(
+            accountID: accountID,
+            live: live,
+            used: used,
+            emailVerified: verified,
+            email: email
+        )
     }
 
     func lockLatestVerificationCode(community: String, email: String, in transaction: PostgresTransaction)

@@ -70,7 +70,10 @@ public final class Gateway: Sendable {
         }
         self.clientLimiter = TokenBucketLimiter(rate: configuration.clientRate, burst: configuration.clientBurst)
         self.accountLimiter = TokenBucketLimiter(rate: configuration.accountRate, burst: configuration.accountBurst)
-        self.anonymousLimiter = TokenBucketLimiter(rate: configuration.anonymousRate, burst: configuration.anonymousBurst)
+        self.anonymousLimiter = TokenBucketLimiter(
+            rate: configuration.anonymousRate,
+            burst: configuration.anonymousBurst
+        )
     }
 
     /// The public API services, ready to serve.

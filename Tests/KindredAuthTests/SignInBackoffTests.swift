@@ -18,10 +18,13 @@ struct SignInBackoffTests {
         func advance(_ amount: TimeAmount) { self.offset.withLockedValue { $0 = $0 + amount } }
     }
 
-    @Test("after the free failures each one doubles the wait, counted from the last failure", arguments: [
-        (failures: 2, wait: nil), (failures: 3, wait: 1), (failures: 4, wait: 2), (failures: 5, wait: 4),
-        (failures: 12, wait: 512), (failures: 13, wait: 900), (failures: 30, wait: 900),
-    ] as [(Int, Int64?)])
+    @Test(
+        "after the free failures each one doubles the wait, counted from the last failure",
+        arguments: [
+            (failures: 2, wait: nil), (failures: 3, wait: 1), (failures: 4, wait: 2), (failures: 5, wait: 4),
+            (failures: 12, wait: 512), (failures: 13, wait: 900), (failures: 30, wait: 900),
+        ] as [(Int, Int64?)]
+    )
     func doubling(failures: Int, wait: Int64?) {
         let fixture = Fixture()
         for _ in 0..<failures { fixture.backoff.recordFailure("acct:x") }

@@ -45,8 +45,12 @@ struct TokenBucketLimiterTests {
         #expect(limiter.acquire(limits, now: start + .seconds(17_281)) == nil)
         // A refused call takes no token from the buckets that had one.
         let other = TokenBucketLimiter(.perWindow(60, seconds: 60))
-        #expect(other.acquire([("a", .perWindow(1, seconds: 60)), ("b", .perWindow(2, seconds: 60))], now: start) == nil)
-        #expect(other.acquire([("a", .perWindow(1, seconds: 60)), ("b", .perWindow(2, seconds: 60))], now: start) != nil)
+        #expect(
+            other.acquire([("a", .perWindow(1, seconds: 60)), ("b", .perWindow(2, seconds: 60))], now: start) == nil
+        )
+        #expect(
+            other.acquire([("a", .perWindow(1, seconds: 60)), ("b", .perWindow(2, seconds: 60))], now: start) != nil
+        )
         #expect(other.acquire([("b", .perWindow(2, seconds: 60))], now: start) == nil)
         #expect(other.acquire([("b", .perWindow(2, seconds: 60))], now: start) != nil)
     }
