@@ -1,6 +1,31 @@
 import KindredPostgres
 import KindredProto
 
+/// `accounts.status` (the migration's CHECK lists the same three values).
+enum AccountStatus: String, Sendable {
+    /// Signed up, email not yet verified: cannot sign in.
+    case pending
+    case active
+    /// Ended by an admin: cannot sign in or refresh, sessions revoked.
+    case deactivated
+
+    /// A stored value; anything else means the schema and the code disagree.
+    init(stored: String) throws {
+        guard let status = AccountStatus(rawValue: stored) else {
+            throw PostgresError(code: .decodingFailed, reason: "unknown accounts.status value")
+        }
+        self = status
+    }
+
+    var proto: Kindred.Auth.V1.AccountStatus {
+        switch self {
+        case .pending: .pendingVerification
+        case .active: .active
+        case .deactivated: .deactivated
+        }
+    }
+}
+
 /// One `accounts` row as the handlers need it. `passwordHash` never leaves the service.
 struct AccountRecord: Sendable {
     static let columns = """
@@ -16,7 +41,7 @@ struct AccountRecord: Sendable {
     var username: String
     var passwordHash: String?
     var roles: [String]
-    var status: String
+    var status: AccountStatus
     var createdAt: PostgresTimestamp
     var lastSignInAt: PostgresTimestamp?
     var deactivatedAt: PostgresTimestamp?
@@ -31,7 +56,7 @@ struct AccountRecord: Sendable {
         self.username = try row.decode(String.self, at: 5)
         self.passwordHash = try row.decode(String?.self, at: 6)
         self.roles = try row.decode([String].self, at: 7)
-        self.status = try row.decode(String.self, at: 8)
+        self.status = try AccountStatus(stored: row.decode(String.self, at: 8))
         self.createdAt = try row.decode(PostgresTimestamp.self, at: 9)
         self.lastSignInAt = try row.decode(PostgresTimestamp?.self, at: 10)
         self.deactivatedAt = try row.decode(PostgresTimestamp?.self, at: 11)
@@ -53,52 +78,12 @@ struct AccountRecord: Sendable {
             default: nil
             }
         }
-        account.status =
-            switch self.status {
-            case "pending": .pendingVerification
-            case "deactivated": .deactivated
-            default: .active
-            }
+        account.status = self.status.proto
         account.passwordSet = self.passwordHash != nil
         account.createdUnixMs = self.createdAt.millisecondsSinceEpoch
         account.lastSignInUnixMs = self.lastSignInAt?.millisecondsSinceEpoch ?? 0
         account.deactivatedUnixMs = self.deactivatedAt?.millisecondsSinceEpoch ?? 0
         if forAdmin { account.deactivationNote = self.deactivationNote ?? "" }
         return account
-    }
-}
-
-extension PostgresTransaction {
-    /// The account with `id`, locked for update.
-    func lockAccount(id: String) async throws -> AccountRecord? {
-        let rows = try await self.query(
-            "SELECT \(unescaped: AccountRecord.columns) FROM accounts WHERE id = \(id) FOR UPDATE"
-        )
-        return try rows.first.map(AccountRecord.init)
-    }
-
-    /// Revokes every live session of an account (optionally keeping one); returns how many ended.
-    func revokeSessions(accountID: String, except keep: String? = nil, reason: String) async throws -> Int {
-        if let keep {
-            return try await self.execute(
-                """
-                UPDATE sessions SET revoked_at = now(), revoke_reason = \(reason)
-                WHERE account_id = \(accountID) AND revoked_at IS NULL AND id <> \(keep)
-                """
-            )
-        }
-        return try await self.execute(
-            """
-            UPDATE sessions SET revoked_at = now(), revoke_reason = \(reason)
-            WHERE account_id = \(accountID) AND revoked_at IS NULL
-            """
-        )
-    }
-}
-
-extension PostgresClient {
-    func account(id: String) async throws -> AccountRecord? {
-        let rows = try await self.query("SELECT \(unescaped: AccountRecord.columns) FROM accounts WHERE id = \(id)")
-        return try rows.first.map(AccountRecord.init)
     }
 }

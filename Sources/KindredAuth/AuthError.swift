@@ -3,7 +3,8 @@ import KindredGRPCServices
 import KindredProto
 
 /// Every failure the auth service reports to callers, and the ONE place that maps it to a gRPC status
-/// and a `kindred.common.v1.ErrorDetail` in the `kindred-error-bin` trailer. Messages are fixed texts:
+/// and a `kindred.common.v1.ErrorDetail` in the `kindred-error-bin` trailer (built by `RPCError.detailed`,
+/// which adds the request id). Handlers throw it; the runtime maps it. Messages are fixed texts:
 /// never SQL, hashes, tokens or another user's data.
 public struct AuthError: Error, RPCErrorConvertible, CustomStringConvertible, Sendable {
     public struct Code: Hashable, Sendable {
@@ -40,7 +41,8 @@ public struct AuthError: Error, RPCErrorConvertible, CustomStringConvertible, Se
     public var code: Code
     public var message: String
     public var violations: [Kindred.Common.V1.FieldViolation] = []
-    public var retryAfterMilliseconds: Int64 = 0
+    /// How long the caller should wait before retrying (RATE_LIMITED), sent as `retry_after_ms`.
+    public var retryAfter: Duration?
 
     public init(_ code: Code, _ message: String) {
         self.code = code
@@ -59,8 +61,7 @@ public struct AuthError: Error, RPCErrorConvertible, CustomStringConvertible, Se
 
     static func rateLimited(retryAfter: Duration) -> AuthError {
         var error = AuthError(.rateLimited, "Too many requests; try again later")
-        let (seconds, attoseconds) = retryAfter.components
-        error.retryAfterMilliseconds = max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+        error.retryAfter = retryAfter
         return error
     }
 
@@ -93,10 +94,12 @@ public struct AuthError: Error, RPCErrorConvertible, CustomStringConvertible, Se
             case .emailTaken: (.failedPrecondition, "EMAIL_TAKEN")
             case .unavailable: (.unavailable, "UNAVAILABLE")
             }
-        var detail = Kindred.Common.V1.ErrorDetail()
-        detail.reason = reason
-        detail.fieldViolations = self.violations
-        detail.retryAfterMs = self.retryAfterMilliseconds
-        return RPCError(status, self.message, metadata: detail.metadata)
+        return RPCError.detailed(
+            status,
+            self.message,
+            reason: reason,
+            violations: self.violations,
+            retryAfter: self.retryAfter
+        )
     }
 }

@@ -24,7 +24,7 @@ public final class AuthServer: ServiceServer {
     public let runner: ServerRunner
     private let logger: Logger
 
-    public init(configuration: AuthConfiguration, limiter: RateLimiter = RateLimiter(), logger: Logger) throws {
+    public init(configuration: AuthConfiguration, limiter: AuthLimiter = AuthLimiter(), logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
         self.database = try configuration.database.makeClient(logger: logger)
@@ -137,23 +137,13 @@ public final class AuthServer: ServiceServer {
     {
         let email = try Validation.email(rawEmail)
         return try await database.withTransaction { transaction in
-            let rows = try await transaction.query(
-                """
-                SELECT id FROM accounts WHERE email = \(email) AND (\(community)::text IS NULL OR community_id = \(community))
-                FOR UPDATE
-                """
-            )
-            guard !rows.isEmpty else { throw AuthError(.notFound, "No account has this address") }
-            guard rows.count == 1 else {
+            let accounts = AccountStore()
+            let ids = try await accounts.lockIDs(email: email, community: community, in: transaction)
+            guard let id = ids.first else { throw AuthError(.notFound, "No account has this address") }
+            guard ids.count == 1 else {
                 throw AuthError(.failedPrecondition, "Several communities have this address: pass --community")
             }
-            let id = try rows[0].decode(String.self, at: 0)
-            try await transaction.execute(
-                """
-                UPDATE accounts SET roles = ARRAY(SELECT DISTINCT unnest(roles || ARRAY['user', 'admin']) ORDER BY 1)
-                WHERE id = \(id)
-                """
-            )
+            try await accounts.grantAdmin(id: id, in: transaction)
             return id
         }
     }

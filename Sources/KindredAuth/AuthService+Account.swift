@@ -11,16 +11,18 @@ extension AuthService {
     func reauthenticate(_ user: User, account: AccountRecord, password: String, field: String) async throws {
         guard let hash = account.passwordHash else {
             guard password.isEmpty else {
-                throw AuthError(.reauthenticationRequired, "The account has no password; sign in again with your provider")
+                throw AuthError(
+                    .reauthenticationRequired,
+                    "The account has no password; sign in again with your provider"
+                )
             }
-            let fresh = try await self.database.query(
-                """
-                SELECT 1 FROM sessions
-                WHERE id = \(user.sessionID) AND account_id = \(user.userID) AND method IN ('google', 'apple')
-                  AND created_at > now() - make_interval(secs => \(Double(self.configuration.recentSignInWindow)))
-                """
+            let fresh = try await self.sessions.isRecentProviderSession(
+                sessionID: user.sessionID,
+                accountID: user.userID,
+                within: self.configuration.recentSignInWindow,
+                in: self.database
             )
-            guard !fresh.isEmpty else {
+            guard fresh else {
                 throw AuthError(.reauthenticationRequired, "Sign in again with your provider, then retry")
             }
             return
@@ -30,7 +32,7 @@ extension AuthService {
         }
         try Validation.presentedPassword(password, field: field)
         let key = "acct:" + account.id
-        if let wait = self.limiter.signInDelay(
+        if let wait = self.limiter.signIns.delay(
             key,
             free: self.configuration.signInFreeFailures,
             perHour: self.configuration.signInFailuresPerHour
@@ -38,7 +40,7 @@ extension AuthService {
             throw AuthError.rateLimited(retryAfter: wait)
         }
         guard try await self.hasher.verify(password, encoded: hash) else {
-            self.limiter.recordSignInFailure(key)
+            self.limiter.signIns.recordFailure(key)
             throw AuthError(.invalidCredentials, "The password is wrong")
         }
     }
@@ -53,7 +55,7 @@ extension AuthService {
         guard request.newPassword != request.currentPassword else {
             throw AuthError.invalid("new_password", "NOT_ALLOWED", "must differ from the current password")
         }
-        guard let account = try await self.database.account(id: user.userID) else {
+        guard let account = try await self.accounts.find(id: user.userID, in: self.database) else {
             throw AuthError(.unauthenticated, "The session has ended")
         }
         guard account.passwordHash != nil else {
@@ -67,14 +69,13 @@ extension AuthService {
         )
         let newHash = try await self.hasher.hash(request.newPassword)
         let ended = try await self.database.withTransaction { transaction in
-            try await transaction.execute("UPDATE accounts SET password_hash = \(newHash) WHERE id = \(user.userID)")
-            try await transaction.execute(
-                "UPDATE email_tokens SET used_at = now() WHERE account_id = \(user.userID) AND purpose = 'reset_password' AND used_at IS NULL"
-            )
-            return try await transaction.revokeSessions(
+            try await self.accounts.setPasswordHash(newHash, id: user.userID, in: transaction)
+            try await self.emailTokens.invalidate(accountID: user.userID, purpose: .resetPassword, in: transaction)
+            return try await self.sessions.endAll(
                 accountID: user.userID,
                 except: user.sessionID,
-                reason: "password_changed"
+                reason: .passwordChanged,
+                in: transaction
             )
         }
         var response = Kindred.Auth.V1.ChangePasswordResponse()
@@ -91,22 +92,21 @@ extension AuthService {
         try self.acquireMailQuota(address: "\(community):\(email)", context: context)
         let (token, hash) = try OpaqueToken.generate()
         try await self.database.withTransaction { transaction in
-            let rows = try await transaction.query(
-                "SELECT id FROM accounts WHERE community_id = \(community) AND email = \(email) FOR UPDATE"
+            guard let (accountID, _) = try await self.accounts.lock(community: community, email: email, in: transaction)
+            else { return }
+            try await self.emailTokens.invalidate(accountID: accountID, purpose: .resetPassword, in: transaction)
+            try await self.emailTokens.create(
+                hash: hash,
+                accountID: accountID,
+                purpose: .resetPassword,
+                expiresAt: PostgresTimestamp.now.adding(seconds: self.configuration.resetTokenLifetime),
+                in: transaction
             )
-            guard let row = rows.first else { return }
-            let accountID = try row.decode(String.self, at: 0)
-            try await transaction.execute(
-                "UPDATE email_tokens SET used_at = now() WHERE account_id = \(accountID) AND purpose = 'reset_password' AND used_at IS NULL"
+            try await self.mailOutbox.enqueue(
+                self.mail.passwordReset(to: email, token: token),
+                accountID: accountID,
+                in: transaction
             )
-            let expires = PostgresTimestamp.now.adding(seconds: self.configuration.resetTokenLifetime)
-            try await transaction.execute(
-                """
-                INSERT INTO email_tokens (token_hash, account_id, purpose, expires_at)
-                VALUES (\(hash), \(accountID), 'reset_password', \(expires))
-                """
-            )
-            try await transaction.enqueue(self.mail.passwordReset(to: email, token: token), accountID: accountID)
         }
         self.mailRelayNudge()
         return .init()
@@ -128,31 +128,21 @@ extension AuthService {
         let hash = OpaqueToken.hash(token)
         let newHash = try await self.hasher.hash(request.newPassword)
         let outcome: TokenOutcome<(String, Int)> = try await self.database.withTransaction { transaction in
-            let rows = try await transaction.query(
-                """
-                SELECT account_id FROM email_tokens
-                WHERE token_hash = \(hash) AND purpose = 'reset_password' AND used_at IS NULL AND expires_at > now()
-                FOR UPDATE
-                """
-            )
-            guard let row = rows.first else { return .invalid }
-            let accountID = try row.decode(String.self, at: 0)
-            try await transaction.execute("UPDATE email_tokens SET used_at = now() WHERE token_hash = \(hash)")
-            try await transaction.execute(
-                """
-                UPDATE accounts SET password_hash = \(newHash), email_verified = true,
-                    status = CASE WHEN status = 'pending' THEN 'active' ELSE status END
-                WHERE id = \(accountID)
-                """
-            )
-            let ended = try await transaction.revokeSessions(accountID: accountID, reason: "password_reset")
+            guard let accountID = try await self.emailTokens.lockPasswordReset(hash: hash, in: transaction) else {
+                return .invalid
+            }
+            try await self.emailTokens.markUsed(hash: hash, in: transaction)
+            // The reset link reached the address, so it is verified too.
+            try await self.accounts.setPasswordHash(newHash, id: accountID, in: transaction)
+            try await self.accounts.markEmailVerified(id: accountID, in: transaction)
+            let ended = try await self.sessions.endAll(accountID: accountID, reason: .passwordReset, in: transaction)
             return .done((accountID, ended))
         }
         guard case .done(let (accountID, ended)) = outcome else {
             throw AuthError(.tokenInvalid, "The reset token is invalid, used or expired")
         }
         // A reset is the way out of a sign-in lockout.
-        self.limiter.resetSignInFailures("acct:" + accountID)
+        self.limiter.signIns.reset("acct:" + accountID)
         var response = Kindred.Auth.V1.ResetPasswordResponse()
         response.endedSessions = Int32(ended)
         return response
@@ -164,7 +154,7 @@ extension AuthService {
     ) async throws -> Kindred.Auth.V1.ChangeEmailResponse {
         let user = try await self.requireUser(context)
         let newEmail = try Validation.email(request.newEmail, field: "new_email")
-        guard let account = try await self.database.account(id: user.userID) else {
+        guard let account = try await self.accounts.find(id: user.userID, in: self.database) else {
             throw AuthError(.unauthenticated, "The session has ended")
         }
         try await self.reauthenticate(
@@ -177,30 +167,39 @@ extension AuthService {
         let (token, hash) = try OpaqueToken.generate()
         let expires = PostgresTimestamp.now.adding(seconds: self.configuration.emailChangeTokenLifetime)
         try await self.database.withTransaction { transaction in
-            let taken = try await transaction.query(
-                "SELECT id FROM accounts WHERE community_id = \(account.communityID) AND email = \(newEmail)"
+            let holder = try await self.accounts.emailHolder(
+                community: account.communityID,
+                email: newEmail,
+                in: transaction
             )
-            try await transaction.execute(
-                "UPDATE email_tokens SET used_at = now() WHERE account_id = \(account.id) AND purpose = 'change_email' AND used_at IS NULL"
-            )
-            if taken.isEmpty {
-                try await transaction.execute(
-                    """
-                    INSERT INTO email_tokens (token_hash, account_id, purpose, new_email, expires_at)
-                    VALUES (\(hash), \(account.id), 'change_email', \(newEmail), \(expires))
-                    """
+            try await self.emailTokens.invalidate(accountID: account.id, purpose: .changeEmail, in: transaction)
+            if holder == nil {
+                try await self.emailTokens.create(
+                    hash: hash,
+                    accountID: account.id,
+                    purpose: .changeEmail,
+                    newEmail: newEmail,
+                    expiresAt: expires,
+                    in: transaction
                 )
-                try await transaction.execute(
-                    "UPDATE accounts SET pending_email = \(newEmail) WHERE id = \(account.id)"
-                )
-                try await transaction.enqueue(
+                try await self.accounts.setPendingEmail(newEmail, id: account.id, in: transaction)
+                try await self.mailOutbox.enqueue(
                     self.mail.emailChangeConfirmation(to: newEmail, token: token),
-                    accountID: account.id
+                    accountID: account.id,
+                    in: transaction
                 )
-            } else if try taken[0].decode(String.self, at: 0) != account.id {
-                try await transaction.enqueue(self.mail.addressInUseNotice(to: newEmail), accountID: nil)
+            } else if holder != account.id {
+                try await self.mailOutbox.enqueue(
+                    self.mail.addressInUseNotice(to: newEmail),
+                    accountID: nil,
+                    in: transaction
+                )
             }
-            try await transaction.enqueue(self.mail.emailChangeNotice(to: account.email), accountID: account.id)
+            try await self.mailOutbox.enqueue(
+                self.mail.emailChangeNotice(to: account.email),
+                accountID: account.id,
+                in: transaction
+            )
         }
         self.mailRelayNudge()
         var response = Kindred.Auth.V1.ChangeEmailResponse()
@@ -217,27 +216,16 @@ extension AuthService {
         try self.acquireAddressQuota("confirm-email", context: context)
         let hash = OpaqueToken.hash(token)
         let outcome: TokenOutcome<String> = try await self.database.withTransaction { transaction in
-            let rows = try await transaction.query(
-                """
-                SELECT t.account_id, t.new_email, a.community_id FROM email_tokens t JOIN accounts a ON a.id = t.account_id
-                WHERE t.token_hash = \(hash) AND t.purpose = 'change_email' AND t.used_at IS NULL AND t.expires_at > now()
-                FOR UPDATE OF t, a
-                """
-            )
-            guard let row = rows.first else { return .invalid }
-            let (accountID, newEmail, community) = try row.decode((String, String, String).self)
-            let taken = try await transaction.query(
-                "SELECT 1 FROM accounts WHERE community_id = \(community) AND email = \(newEmail) AND id <> \(accountID)"
-            )
-            guard taken.isEmpty else { return .emailTaken }
-            try await transaction.execute("UPDATE email_tokens SET used_at = now() WHERE token_hash = \(hash)")
-            try await transaction.execute(
-                """
-                UPDATE accounts SET email = \(newEmail), pending_email = NULL, email_verified = true,
-                    status = CASE WHEN status = 'pending' THEN 'active' ELSE status END
-                WHERE id = \(accountID)
-                """
-            )
+            guard
+                let (accountID, newEmail, community) = try await self.emailTokens.lockEmailChange(
+                    hash: hash,
+                    in: transaction
+                )
+            else { return .invalid }
+            let holder = try await self.accounts.emailHolder(community: community, email: newEmail, in: transaction)
+            guard holder == nil || holder == accountID else { return .emailTaken }
+            try await self.emailTokens.markUsed(hash: hash, in: transaction)
+            try await self.accounts.confirmEmail(newEmail, id: accountID, in: transaction)
             return .done(newEmail)
         }
         switch outcome {
@@ -257,25 +245,15 @@ extension AuthService {
         let user = try await self.requireUser(context)
         let username = try Validation.username(request.newUsername, field: "new_username")
         try await self.database.withTransaction { transaction in
-            guard let account = try await transaction.lockAccount(id: user.userID) else {
+            guard let account = try await self.accounts.lock(id: user.userID, in: transaction) else {
                 throw AuthError(.unauthenticated, "The session has ended")
             }
             if account.username == username { return }
-            let recent = try await transaction.query(
-                "SELECT username_changed_at FROM accounts WHERE id = \(user.userID) AND username_changed_at > now() - interval '24 hours'"
-            )
-            if let row = recent.first {
-                let changed = try row.decode(PostgresTimestamp.self, at: 0)
+            if let changed = try await self.accounts.recentUsernameChange(id: user.userID, in: transaction) {
                 let waitMs = changed.millisecondsSinceEpoch + 86_400_000 - PostgresTimestamp.now.millisecondsSinceEpoch
                 throw AuthError.rateLimited(retryAfter: .milliseconds(max(1, waitMs)))
             }
-            do {
-                try await transaction.execute(
-                    "UPDATE accounts SET username = \(username), username_changed_at = now() WHERE id = \(user.userID)"
-                )
-            } catch let error as PostgresError where error.code == .uniqueViolation {
-                throw AuthError(.usernameTaken, "The username is taken")
-            }
+            try await self.accounts.setUsername(username, id: user.userID, in: transaction)
         }
         var response = Kindred.Auth.V1.ChangeUsernameResponse()
         response.username = username
@@ -291,7 +269,7 @@ extension AuthService {
         guard UUIDv7.isValid(target) else { throw AuthError.invalid("user_id", "INVALID_FORMAT", "a user id") }
         let byUser = target == user.userID
         if byUser {
-            guard let account = try await self.database.account(id: target) else {
+            guard let account = try await self.accounts.find(id: target, in: self.database) else {
                 throw AuthError(.unauthenticated, "The session has ended")
             }
             try await self.reauthenticate(
@@ -305,7 +283,7 @@ extension AuthService {
         }
         let deletedAt = PostgresTimestamp.now
         try await self.database.withTransaction { transaction in
-            guard let account = try await transaction.lockAccount(id: target) else { return }  // already deleted
+            guard let account = try await self.accounts.lock(id: target, in: transaction) else { return }  // already deleted
             var payload = Kindred.Common.V1.AccountDeleted()
             payload.requestedByUser = byUser
             try await transaction.appendEvent(
@@ -314,8 +292,7 @@ extension AuthService {
                 payload: .accountDeleted(payload),
                 at: deletedAt
             )
-            // Sessions, refresh tokens, email tokens, identities and queued mail go with it (ON DELETE CASCADE).
-            try await transaction.execute("DELETE FROM accounts WHERE id = \(account.id)")
+            try await self.accounts.delete(id: account.id, in: transaction)
         }
         var response = Kindred.Auth.V1.DeleteAccountResponse()
         response.deletedUnixMs = deletedAt.millisecondsSinceEpoch

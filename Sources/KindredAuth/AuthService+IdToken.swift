@@ -20,10 +20,10 @@ extension AuthService {
         _ context: ServerContext
     ) async throws -> Kindred.Auth.V1.SignInWithIdTokenResponse {
         let community = try Validation.community(request.communityId)
-        let (provider, issuer, method): (String, String, String)
+        let (provider, issuer): (SignInMethod, String)
         switch request.provider {
-        case .google: (provider, issuer, method) = ("google", "https://accounts.google.com", "google")
-        case .apple: (provider, issuer, method) = ("apple", "https://appleid.apple.com", "apple")
+        case .google: (provider, issuer) = (.google, "https://accounts.google.com")
+        case .apple: (provider, issuer) = (.apple, "https://appleid.apple.com")
         default: throw AuthError.invalid("provider", "REQUIRED", "GOOGLE or APPLE")
         }
         guard !request.idToken.isEmpty, request.idToken.utf8.count <= 8192 else {
@@ -52,55 +52,46 @@ extension AuthService {
         let email = claims.emailVerified ? claims.email.flatMap { try? Validation.email($0) } : nil
 
         let outcome: IdTokenOutcome = try await self.database.withTransaction { transaction in
-            try await transaction.execute("DELETE FROM used_nonces WHERE expires_at < now()")
-            let fresh = try await transaction.execute(
-                """
-                INSERT INTO used_nonces (nonce_hash, expires_at)
-                VALUES (\(SHA256.hash(Array(request.nonce.utf8))),
-                        \(PostgresTimestamp(millisecondsSinceEpoch: max(claims.expiresAt, 0) * 1000 + 3_600_000)))
-                ON CONFLICT DO NOTHING
-                """
+            let fresh = try await self.identities.claimNonce(
+                request.nonce,
+                expiresAt: PostgresTimestamp(millisecondsSinceEpoch: max(claims.expiresAt, 0) * 1000 + 3_600_000),
+                in: transaction
             )
-            guard fresh == 1 else { throw AuthError(.unauthenticated, "The ID token is invalid") }
+            guard fresh else { throw AuthError(.unauthenticated, "The ID token is invalid") }
 
-            let linked = try await transaction.query(
-                """
-                SELECT a.id FROM identities i JOIN accounts a ON a.id = i.account_id
-                WHERE i.provider = \(provider) AND i.subject = \(claims.subject) AND a.community_id = \(community)
-                """
-            )
-            if let row = linked.first,
-                let account = try await transaction.lockAccount(id: try row.decode(String.self, at: 0))
-            {
-                guard account.status != "deactivated" else { return .deactivated }
+            if let linkedID = try await self.identities.linkedAccount(
+                provider: provider,
+                subject: claims.subject,
+                community: community,
+                in: transaction
+            ), let account = try await self.accounts.lock(id: linkedID, in: transaction) {
+                guard account.status != .deactivated else { return .deactivated }
                 let tokens = try await self.startSession(
                     transaction,
                     account: account,
-                    method: method,
+                    method: provider,
                     client: request.client
                 )
                 return .signedIn(tokens, account, created: false, linked: false)
             }
             if let email {
-                let existing = try await transaction.query(
-                    "SELECT id FROM accounts WHERE community_id = \(community) AND email = \(email) FOR UPDATE"
-                )
-                if let row = existing.first,
-                    let account = try await transaction.lockAccount(id: try row.decode(String.self, at: 0))
+                if let (id, _) = try await self.accounts.lock(community: community, email: email, in: transaction),
+                    let account = try await self.accounts.lock(id: id, in: transaction)
                 {
-                    guard account.status != "deactivated" else { return .deactivated }
+                    guard account.status != .deactivated else { return .deactivated }
                     // Linking to an address nobody proved they own would hand the account to the token holder.
                     guard account.emailVerified else { return .emailTakenByUnverifiedAccount }
-                    try await transaction.execute(
-                        """
-                        INSERT INTO identities (provider, subject, account_id, provider_email)
-                        VALUES (\(provider), \(claims.subject), \(account.id), \(claims.email ?? ""))
-                        """
+                    try await self.identities.link(
+                        provider: provider,
+                        subject: claims.subject,
+                        accountID: account.id,
+                        providerEmail: claims.email ?? "",
+                        in: transaction
                     )
                     let tokens = try await self.startSession(
                         transaction,
                         account: account,
-                        method: method,
+                        method: provider,
                         client: request.client
                     )
                     return .signedIn(tokens, account, created: false, linked: true)
@@ -110,30 +101,33 @@ extension AuthService {
             let username =
                 try requestedUsername
                 ?? ("user_" + (try SecureRandom.bytes(count: 6)).map { String(format: "%02x", $0) }.joined())
-            do {
-                try await transaction.execute(
-                    """
-                    INSERT INTO accounts (id, community_id, email, email_verified, username, status, locale)
-                    VALUES (\(accountID), \(community), \(email), \(email != nil), \(username), 'active',
-                            \(request.locale.isEmpty ? "en" : String(request.locale.prefix(35))))
-                    """
-                )
-            } catch let error as PostgresError where error.code == .uniqueViolation {
-                throw AuthError(.usernameTaken, "The username is taken")
-            }
-            try await transaction.execute(
-                """
-                INSERT INTO identities (provider, subject, account_id, provider_email)
-                VALUES (\(provider), \(claims.subject), \(accountID), \(claims.email ?? ""))
-                """
+            try await self.accounts.create(
+                .init(
+                    id: accountID,
+                    communityID: community,
+                    email: email,
+                    emailVerified: email != nil,
+                    username: username,
+                    passwordHash: nil,
+                    status: .active,
+                    locale: request.locale.isEmpty ? "en" : String(request.locale.prefix(35))
+                ),
+                in: transaction
             )
-            guard let account = try await transaction.lockAccount(id: accountID) else {
+            try await self.identities.link(
+                provider: provider,
+                subject: claims.subject,
+                accountID: accountID,
+                providerEmail: claims.email ?? "",
+                in: transaction
+            )
+            guard let account = try await self.accounts.lock(id: accountID, in: transaction) else {
                 throw AuthError(.unavailable, "Try again")
             }
             let tokens = try await self.startSession(
                 transaction,
                 account: account,
-                method: method,
+                method: provider,
                 client: request.client
             )
             return .signedIn(tokens, account, created: true, linked: false)

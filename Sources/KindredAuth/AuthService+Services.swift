@@ -52,15 +52,14 @@ extension AuthService {
         let community = try Validation.community(request.communityId)
         let login = request.login.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
         let account = try await self.database.withTransaction(isolation: .serializable) { transaction in
-            let admins = try await transaction.query("SELECT 1 FROM accounts WHERE 'admin' = ANY(roles) LIMIT 1")
-            guard admins.isEmpty else { throw AuthError(.failedPrecondition, "An admin exists already") }
-            let rows = try await transaction.query(
-                "SELECT id FROM accounts WHERE community_id = \(community) AND (email = \(login) OR username = \(login)) LIMIT 1"
-            )
-            guard let row = rows.first else { throw AuthError(.notFound, "No such account") }
-            let id = try row.decode(String.self, at: 0)
-            try await transaction.execute("UPDATE accounts SET roles = ARRAY['admin', 'user'] WHERE id = \(id)")
-            return try await transaction.lockAccount(id: id)
+            guard try await !self.accounts.adminExists(in: transaction) else {
+                throw AuthError(.failedPrecondition, "An admin exists already")
+            }
+            guard let id = try await self.accounts.findID(community: community, login: login, in: transaction) else {
+                throw AuthError(.notFound, "No such account")
+            }
+            try await self.accounts.setRoles(["admin", "user"], id: id, in: transaction)
+            return try await self.accounts.lock(id: id, in: transaction)
         }
         var response = Kindred.Auth.V1.BootstrapAdminResponse()
         response.account = account?.proto(forAdmin: true)
@@ -84,17 +83,16 @@ extension AuthService {
         }
         let sorted = roles.sorted()
         let account = try await self.database.withTransaction(isolation: .serializable) { transaction in
-            guard let account = try await transaction.lockAccount(id: target) else {
+            guard let account = try await self.accounts.lock(id: target, in: transaction) else {
                 throw AuthError(.notFound, "No such account")
             }
             if account.roles.contains("admin") && !roles.contains("admin") {
-                let others = try await transaction.query(
-                    "SELECT 1 FROM accounts WHERE 'admin' = ANY(roles) AND id <> \(target) LIMIT 1"
-                )
-                guard !others.isEmpty else { throw AuthError(.failedPrecondition, "That would remove the last admin") }
+                guard try await self.accounts.adminExists(except: target, in: transaction) else {
+                    throw AuthError(.failedPrecondition, "That would remove the last admin")
+                }
             }
-            try await transaction.execute("UPDATE accounts SET roles = \(sorted) WHERE id = \(target)")
-            return try await transaction.lockAccount(id: target) ?? account
+            try await self.accounts.setRoles(sorted, id: target, in: transaction)
+            return try await self.accounts.lock(id: target, in: transaction) ?? account
         }
         var response = Kindred.Auth.V1.SetAccountRolesResponse()
         response.account = account.proto(forAdmin: true)
@@ -111,15 +109,15 @@ extension AuthService {
         }
         guard request.query.count <= 254 else { throw AuthError.invalid("query", "TOO_LONG", "at most 254 characters") }
         let community: String? = request.communityId.isEmpty ? nil : try Validation.community(request.communityId)
-        let status: String? =
+        let status: AccountStatus? =
             switch request.status {
-            case .pendingVerification: "pending"
-            case .active: "active"
-            case .deactivated: "deactivated"
+            case .pendingVerification: .pending
+            case .active: .active
+            case .deactivated: .deactivated
             default: nil
             }
         let query = request.query.lowercased()
-        let scope = "\(admin.userID)|\(community ?? "")|\(status ?? "")|\(query)"
+        let scope = "\(admin.userID)|\(community ?? "")|\(status?.rawValue ?? "")|\(query)"
         let pageSize = request.pageSize == 0 ? 20 : Int(request.pageSize)
         var offset = 0
         if !request.pageToken.isEmpty {
@@ -128,21 +126,16 @@ extension AuthService {
             }
             offset = decoded
         }
-        // Prefix match: escape LIKE's wildcards in the user's text.
-        let pattern =
-            query.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "\\%")
-            .replacingOccurrences(of: "_", with: "\\_") + "%"
-        let rows = try await self.database.query(
-            """
-            SELECT \(unescaped: AccountRecord.columns) FROM accounts
-            WHERE (\(community)::text IS NULL OR community_id = \(community))
-              AND (\(status)::text IS NULL OR status = \(status))
-              AND (email LIKE \(pattern) OR username LIKE \(pattern))
-            ORDER BY created_at DESC, id DESC LIMIT \(Int64(pageSize + 1)) OFFSET \(Int64(offset))
-            """
+        let rows = try await self.accounts.list(
+            community: community,
+            status: status,
+            prefix: query,
+            limit: pageSize + 1,
+            offset: offset,
+            in: self.database
         )
         var response = Kindred.Auth.V1.ListAccountsResponse()
-        response.accounts = try rows.prefix(pageSize).map { try AccountRecord($0).proto(forAdmin: true) }
+        response.accounts = rows.prefix(pageSize).map { $0.proto(forAdmin: true) }
         if rows.count > pageSize {
             response.nextPageToken = PageToken.encode(offset: offset + pageSize, key: self.pageTokenKey, scope: scope)
         }

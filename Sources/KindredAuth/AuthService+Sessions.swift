@@ -9,20 +9,23 @@ extension AuthService {
     func startSession(
         _ transaction: PostgresTransaction,
         account: AccountRecord,
-        method: String,
+        method: SignInMethod,
         client: Kindred.Auth.V1.ClientInfo?
     ) async throws -> Kindred.Auth.V1.TokenBundle {
         let sessionID = try UUIDv7.generate()
         let now = PostgresTimestamp.now
         let sessionEnd = now.adding(seconds: self.configuration.sessionMaxLifetime)
-        try await transaction.execute(
-            """
-            INSERT INTO sessions (id, account_id, method, device_name, user_agent, created_at, last_used_at, expires_at)
-            VALUES (\(sessionID), \(account.id), \(method), \(Validation.truncated(client?.deviceName ?? "", to: 64)),
-                    \(Validation.truncated(client?.userAgent ?? "", to: 256)), \(now), \(now), \(sessionEnd))
-            """
+        try await self.sessions.create(
+            id: sessionID,
+            accountID: account.id,
+            method: method,
+            deviceName: Validation.truncated(client?.deviceName ?? "", to: 64),
+            userAgent: Validation.truncated(client?.userAgent ?? "", to: 256),
+            at: now,
+            expiresAt: sessionEnd,
+            in: transaction
         )
-        try await transaction.execute("UPDATE accounts SET last_sign_in_at = \(now) WHERE id = \(account.id)")
+        try await self.accounts.recordSignIn(id: account.id, at: now, in: transaction)
         return try await self.issueTokens(
             transaction,
             account: account,
@@ -43,18 +46,22 @@ extension AuthService {
         let now = PostgresTimestamp.now
         let (refreshToken, refreshHash) = try OpaqueToken.generate()
         let refreshExpires = min(now.adding(seconds: self.configuration.refreshTokenLifetime), sessionEnd)
-        try await transaction.execute(
-            """
-            INSERT INTO refresh_tokens (token_hash, session_id, issued_at, expires_at)
-            VALUES (\(refreshHash), \(sessionID), \(now), \(refreshExpires))
-            """
+        try await self.sessions.addRefreshToken(
+            hash: refreshHash,
+            sessionID: sessionID,
+            issuedAt: now,
+            expiresAt: refreshExpires,
+            in: transaction
         )
         let issuedAt = now.millisecondsSinceEpoch / 1000
         let claims = AccessTokenClaims(
             subject: account.id,
             issuedAt: issuedAt,
             // Never past the session's absolute end.
-            lifetimeSeconds: max(1, min(self.configuration.accessTokenLifetime, sessionEnd.millisecondsSinceEpoch / 1000 - issuedAt)),
+            lifetimeSeconds: max(
+                1,
+                min(self.configuration.accessTokenLifetime, sessionEnd.millisecondsSinceEpoch / 1000 - issuedAt)
+            ),
             tokenID: try UUIDv7.generate(),
             sessionID: sessionID,
             communityID: account.communityID,
@@ -82,17 +89,10 @@ extension AuthService {
         try Validation.presentedPassword(request.password, field: "password")
         try self.acquireAddressQuota("signin", context: context)
 
-        let rows = try await self.database.query(
-            """
-            SELECT \(unescaped: AccountRecord.columns) FROM accounts
-            WHERE community_id = \(community) AND (email = \(login) OR username = \(login))
-            ORDER BY (email = \(login)) DESC LIMIT 1
-            """
-        )
-        let account = try rows.first.map(AccountRecord.init)
+        let account = try await self.accounts.find(community: community, login: login, in: self.database)
         // Unknown logins are throttled under their own name, so both cases behave alike.
         let throttleKey = account.map { "acct:" + $0.id } ?? "login:\(community):\(login)"
-        if let wait = self.limiter.signInDelay(
+        if let wait = self.limiter.signIns.delay(
             throttleKey,
             free: self.configuration.signInFreeFailures,
             perHour: self.configuration.signInFailuresPerHour
@@ -100,28 +100,31 @@ extension AuthService {
             throw AuthError.rateLimited(retryAfter: wait)
         }
         guard try await self.hasher.verify(request.password, encoded: account?.passwordHash), let account else {
-            self.limiter.recordSignInFailure(throttleKey)
+            self.limiter.signIns.recordFailure(throttleKey)
             throw AuthError(.invalidCredentials, "The login or password is wrong")
         }
-        self.limiter.resetSignInFailures(throttleKey)
+        self.limiter.signIns.reset(throttleKey)
         switch account.status {
-        case "pending": throw AuthError(.emailNotVerified, "Confirm your email address first")
-        case "deactivated": throw AuthError(.accountDeactivated, "The account is deactivated")
-        default: break
+        case .pending: throw AuthError(.emailNotVerified, "Confirm your email address first")
+        case .deactivated: throw AuthError(.accountDeactivated, "The account is deactivated")
+        case .active: break
         }
         let rehash =
             account.passwordHash.map(self.hasher.needsRehash) == true
             ? try await self.hasher.hash(request.password) : nil
         let bundle = try await self.database.withTransaction { transaction in
             if let rehash {
-                try await transaction.execute(
-                    "UPDATE accounts SET password_hash = \(rehash) WHERE id = \(account.id) AND password_hash = \(account.passwordHash)"
+                try await self.accounts.rehashPassword(
+                    id: account.id,
+                    from: account.passwordHash,
+                    to: rehash,
+                    in: transaction
                 )
             }
             return try await self.startSession(
                 transaction,
                 account: account,
-                method: "password",
+                method: .password,
                 client: request.client
             )
         }
@@ -145,44 +148,26 @@ extension AuthService {
         try self.acquireAddressQuota("refresh", context: context)
         let hash = OpaqueToken.hash(token)
         let outcome: RefreshOutcome = try await self.database.withTransaction { transaction in
-            // Locking the session row serialises concurrent refreshes of one family.
-            let rows = try await transaction.query(
-                """
-                SELECT r.session_id, r.spent_at IS NOT NULL, r.expires_at > now(), s.revoked_at IS NULL,
-                       s.expires_at > now(), s.created_at, s.expires_at, s.account_id
-                FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id
-                WHERE r.token_hash = \(hash) FOR UPDATE OF r, s
-                """
-            )
-            guard let row = rows.first else { return .invalid }
-            let (sessionID, spent, tokenLive, notRevoked, notExpired, sessionStart, sessionEnd, accountID) =
-                try row.decode(
-                    (String, Bool, Bool, Bool, Bool, PostgresTimestamp, PostgresTimestamp, String).self
-                )
-            if spent {
-                // A spent token again: either it was stolen or the client is confused; end the family.
-                try await transaction.execute(
-                    """
-                    UPDATE sessions SET revoked_at = now(), revoke_reason = 'refresh_token_reused'
-                    WHERE id = \(sessionID) AND revoked_at IS NULL
-                    """
-                )
-                return .reused
-            }
-            guard tokenLive, notRevoked, notExpired, let account = try await transaction.lockAccount(id: accountID)
-            else {
+            guard let token = try await self.sessions.lockRefreshToken(hash: hash, in: transaction) else {
                 return .invalid
             }
-            guard account.status == "active" else { return .deactivated }
-            try await transaction.execute("UPDATE refresh_tokens SET spent_at = now() WHERE token_hash = \(hash)")
-            try await transaction.execute("UPDATE sessions SET last_used_at = now() WHERE id = \(sessionID)")
+            if token.spent {
+                // A spent token again: either it was stolen or the client is confused; end the family.
+                try await self.sessions.end(sessionID: token.sessionID, reason: .refreshTokenReused, in: transaction)
+                return .reused
+            }
+            guard token.live, let account = try await self.accounts.lock(id: token.accountID, in: transaction) else {
+                return .invalid
+            }
+            guard account.status == .active else { return .deactivated }
+            try await self.sessions.spendRefreshToken(hash: hash, sessionID: token.sessionID, in: transaction)
             return .rotated(
                 try await self.issueTokens(
                     transaction,
                     account: account,
-                    sessionID: sessionID,
-                    authTime: sessionStart,
-                    sessionEnd: sessionEnd
+                    sessionID: token.sessionID,
+                    authTime: token.sessionStart,
+                    sessionEnd: token.sessionEnd
                 )
             )
         }
@@ -203,25 +188,14 @@ extension AuthService {
         if context.metadata["authorization"] != nil, let caller = await self.optionalCaller(context),
             let userID = caller.userID, let sessionID = caller.sessionID
         {
-            try await self.database.execute(
-                """
-                UPDATE sessions SET revoked_at = now(), revoke_reason = 'sign_out'
-                WHERE id = \(sessionID) AND account_id = \(userID) AND revoked_at IS NULL
-                """
-            )
+            try await self.sessions.end(sessionID: sessionID, accountID: userID, reason: .signOut, in: self.database)
             return .init()
         }
         guard !request.refreshToken.isEmpty, OpaqueToken.isPlausible(request.refreshToken) else {
             throw AuthError(.unauthenticated, "A valid access token or refresh token is required")
         }
-        let rows = try await self.database.query(
-            """
-            UPDATE sessions SET revoked_at = COALESCE(revoked_at, now()), revoke_reason = COALESCE(revoke_reason, 'sign_out')
-            WHERE id = (SELECT session_id FROM refresh_tokens WHERE token_hash = \(OpaqueToken.hash(request.refreshToken)))
-            RETURNING id
-            """
-        )
-        guard !rows.isEmpty else {
+        let hash = OpaqueToken.hash(request.refreshToken)
+        guard try await self.sessions.end(refreshTokenHash: hash, reason: .signOut, in: self.database) else {
             throw AuthError(.unauthenticated, "A valid access token or refresh token is required")
         }
         return .init()
@@ -233,10 +207,11 @@ extension AuthService {
     ) async throws -> Kindred.Auth.V1.SignOutEverywhereResponse {
         let user = try await self.requireUser(context)
         let ended = try await self.database.withTransaction { transaction in
-            try await transaction.revokeSessions(
+            try await self.sessions.endAll(
                 accountID: user.userID,
                 except: request.keepCurrent ? user.sessionID : nil,
-                reason: "sign_out_everywhere"
+                reason: .signOutEverywhere,
+                in: transaction
             )
         }
         var response = Kindred.Auth.V1.SignOutEverywhereResponse()
@@ -262,27 +237,28 @@ extension AuthService {
             }
             offset = decoded
         }
-        let rows = try await self.database.query(
-            """
-            SELECT id, method, device_name, user_agent, created_at, last_used_at, expires_at FROM sessions
-            WHERE account_id = \(user.userID) AND revoked_at IS NULL AND expires_at > now()
-            ORDER BY last_used_at DESC, id LIMIT \(Int64(pageSize + 1)) OFFSET \(Int64(offset))
-            """
+        let rows = try await self.sessions.listLive(
+            accountID: user.userID,
+            limit: pageSize + 1,
+            offset: offset,
+            in: self.database
         )
         var response = Kindred.Auth.V1.ListSessionsResponse()
-        for row in rows.prefix(pageSize) {
-            let (id, method, device, agent, created, used, expires) = try row.decode(
-                (String, String, String, String, PostgresTimestamp, PostgresTimestamp, PostgresTimestamp).self
-            )
+        for record in rows.prefix(pageSize) {
             var session = Kindred.Auth.V1.Session()
-            session.sessionId = id
-            session.signInMethod = method == "google" ? .google : method == "apple" ? .apple : .password
-            session.deviceName = device
-            session.userAgent = agent
-            session.current = id == user.sessionID
-            session.createdUnixMs = created.millisecondsSinceEpoch
-            session.lastUsedUnixMs = used.millisecondsSinceEpoch
-            session.expiresUnixMs = expires.millisecondsSinceEpoch
+            session.sessionId = record.id
+            session.signInMethod =
+                switch record.method {
+                case .google: .google
+                case .apple: .apple
+                case .password, nil: .password
+                }
+            session.deviceName = record.deviceName
+            session.userAgent = record.userAgent
+            session.current = record.id == user.sessionID
+            session.createdUnixMs = record.createdAt.millisecondsSinceEpoch
+            session.lastUsedUnixMs = record.lastUsedAt.millisecondsSinceEpoch
+            session.expiresUnixMs = record.expiresAt.millisecondsSinceEpoch
             response.sessions.append(session)
         }
         if rows.count > pageSize {
@@ -303,13 +279,13 @@ extension AuthService {
         guard UUIDv7.isValid(request.sessionID) else {
             throw AuthError.invalid("session_id", "INVALID_FORMAT", "a session id")
         }
-        let rows = try await self.database.query(
-            """
-            UPDATE sessions SET revoked_at = COALESCE(revoked_at, now()), revoke_reason = COALESCE(revoke_reason, 'revoked')
-            WHERE id = \(request.sessionID.lowercased()) AND account_id = \(user.userID) RETURNING id
-            """
+        let found = try await self.sessions.endIfOwned(
+            sessionID: request.sessionID.lowercased(),
+            accountID: user.userID,
+            reason: .revoked,
+            in: self.database
         )
-        guard !rows.isEmpty else { throw AuthError(.notFound, "No such session") }
+        guard found else { throw AuthError(.notFound, "No such session") }
         return .init()
     }
 
@@ -323,7 +299,7 @@ extension AuthService {
         guard target == identity.userID || privileged else {
             throw AuthError(.permissionDenied, "Not allowed for this caller")
         }
-        guard let account = try await self.database.account(id: target) else {
+        guard let account = try await self.accounts.find(id: target, in: self.database) else {
             throw AuthError(.notFound, "No such account")
         }
         var response = Kindred.Auth.V1.GetAccountResponse()

@@ -1,45 +1,51 @@
 import KindredGRPC
+import KindredGRPCServices
 import KindredOpenSSL
 import KindredPostgres
 import KindredProto
 
 extension AuthService {
-    /// Limits for RPCs that send mail: per address (1 per minute, `mailsPerAddressPerDay` per day) and per
-    /// client address. The same for addresses with and without an account.
+    /// Limits for RPCs that send mail, all or nothing: per address a bucket of 1 refilled each minute and one of
+    /// `mailsPerAddressPerDay` refilled over a day, and per client address one of `mailsPerIPPerHour` refilled
+    /// over an hour. The same for addresses with and without an account.
     func acquireMailQuota(address: String, context: ServerContext) throws {
         let ip = self.clientAddress(context)
-        if let wait = self.limiter.acquire([
-            ("mail-min:" + address, 1, 60),
-            ("mail-day:" + address, self.configuration.mailsPerAddressPerDay, 86_400),
-            ("mail-ip:" + ip, self.configuration.mailsPerIPPerHour, 3600),
+        if let wait = self.limiter.buckets.acquire([
+            ("mail-min:" + address, .perWindow(1, seconds: 60)),
+            ("mail-day:" + address, .perWindow(self.configuration.mailsPerAddressPerDay, seconds: 86_400)),
+            ("mail-ip:" + ip, .perWindow(self.configuration.mailsPerIPPerHour, seconds: 3600)),
         ]) {
             throw AuthError.rateLimited(retryAfter: wait)
         }
     }
 
+    /// Per client address and RPC group: a bucket of `ipRequestsPerMinute` refilled over a minute.
     func acquireAddressQuota(_ bucket: String, context: ServerContext) throws {
         let ip = self.clientAddress(context)
-        if let wait = self.limiter.acquire("\(bucket):" + ip, limit: self.configuration.ipRequestsPerMinute, window: 60)
-        {
+        let limit = TokenBucketLimit.perWindow(self.configuration.ipRequestsPerMinute, seconds: 60)
+        if let wait = self.limiter.buckets.acquire([("\(bucket):" + ip, limit)]) {
             throw AuthError.rateLimited(retryAfter: wait)
         }
     }
 
     /// Replaces the account's pending verification tokens by a new one and queues the mail.
     func issueVerification(_ transaction: PostgresTransaction, accountID: String, email: String) async throws {
-        try await transaction.execute(
-            "UPDATE email_tokens SET used_at = now() WHERE account_id = \(accountID) AND purpose = 'verify_email' AND used_at IS NULL"
-        )
+        try await self.emailTokens.invalidate(accountID: accountID, purpose: .verifyEmail, in: transaction)
         let (token, hash) = try OpaqueToken.generate()
         let code = try EmailCodeSecret.generate()
-        let expires = PostgresTimestamp.now.adding(seconds: self.configuration.verifyEmailTokenLifetime)
-        try await transaction.execute(
-            """
-            INSERT INTO email_tokens (token_hash, account_id, purpose, code_hash, expires_at)
-            VALUES (\(hash), \(accountID), 'verify_email', \(EmailCodeSecret.hash(accountID: accountID, code: code)), \(expires))
-            """
+        try await self.emailTokens.create(
+            hash: hash,
+            accountID: accountID,
+            purpose: .verifyEmail,
+            codeHash: EmailCodeSecret.hash(accountID: accountID, code: code),
+            expiresAt: PostgresTimestamp.now.adding(seconds: self.configuration.verifyEmailTokenLifetime),
+            in: transaction
         )
-        try await transaction.enqueue(self.mail.verification(to: email, token: token, code: code), accountID: accountID)
+        try await self.mailOutbox.enqueue(
+            self.mail.verification(to: email, token: token, code: code),
+            accountID: accountID,
+            in: transaction
+        )
     }
 
     /// When `email` has an account in `community`: a new verification mail if it is pending, else a notice that it
@@ -47,15 +53,12 @@ extension AuthService {
     private func mailExistingAccount(_ transaction: PostgresTransaction, community: String, email: String) async throws
         -> Bool
     {
-        let existing = try await transaction.query(
-            "SELECT id, status FROM accounts WHERE community_id = \(community) AND email = \(email) FOR UPDATE"
-        )
-        guard let row = existing.first else { return false }
-        let (id, status) = try row.decode((String, String).self)
-        if status == "pending" {
+        guard let (id, status) = try await self.accounts.lock(community: community, email: email, in: transaction)
+        else { return false }
+        if status == .pending {
             try await self.issueVerification(transaction, accountID: id, email: email)
         } else {
-            try await transaction.enqueue(self.mail.alreadyRegistered(to: email), accountID: id)
+            try await self.mailOutbox.enqueue(self.mail.alreadyRegistered(to: email), accountID: id, in: transaction)
         }
         return true
     }
@@ -74,11 +77,11 @@ extension AuthService {
         // Anti-enumeration: the answer depends only on whether the username is taken, never on whether the email
         // has an account, and every path does exactly one Argon2 computation (a verification when the username
         // is taken, a hash when it is free), so the timing tells nothing either.
-        let holders = try await self.database.query(
-            "SELECT email, password_hash FROM accounts WHERE community_id = \(community) AND username = \(username)"
-        )
-        if let holder = holders.first {
-            let (holderEmail, holderHash) = try holder.decode((String?, String?).self)
+        if let (holderEmail, holderHash) = try await self.accounts.usernameHolder(
+            community: community,
+            username: username,
+            in: self.database
+        ) {
             // The owner retrying their own sign-up (same email and password) gets OK: the write is idempotent.
             let owner = try await self.hasher.verify(request.password, encoded: holderHash)
             guard owner, holderEmail == email else { throw AuthError(.usernameTaken, "The username is taken") }
@@ -94,19 +97,20 @@ extension AuthService {
         let accountID = try UUIDv7.generate()
         try await self.database.withTransaction { transaction in
             if try await self.mailExistingAccount(transaction, community: community, email: email) { return }
-            do {
-                try await transaction.execute(
-                    """
-                    INSERT INTO accounts (id, community_id, email, username, password_hash, status, locale)
-                    VALUES (\(accountID), \(community), \(email), \(username), \(passwordHash), 'pending',
-                            \(request.locale.isEmpty ? "en" : request.locale))
-                    """
-                )
-            } catch let error as PostgresError where error.code == .uniqueViolation {
-                // Taken meanwhile (a concurrent sign-up): the same answer as a taken username above.
-                throw error.constraint?.contains("username") == true
-                    ? AuthError(.usernameTaken, "The username is taken") : error
-            }
+            // A username taken meanwhile (a concurrent sign-up) gets the same answer as a taken username above.
+            try await self.accounts.create(
+                .init(
+                    id: accountID,
+                    communityID: community,
+                    email: email,
+                    emailVerified: false,
+                    username: username,
+                    passwordHash: passwordHash,
+                    status: .pending,
+                    locale: request.locale.isEmpty ? "en" : request.locale
+                ),
+                in: transaction
+            )
             try await self.issueVerification(transaction, accountID: accountID, email: email)
         }
         self.mailRelayNudge()
@@ -132,18 +136,18 @@ extension AuthService {
         case .token(let raw)?:
             let hash = OpaqueToken.hash(try Validation.token(raw))
             outcome = try await self.database.withTransaction { transaction in
-                let rows = try await transaction.query(
-                    """
-                    SELECT t.account_id, t.expires_at > now(), t.used_at IS NOT NULL, a.email_verified, a.email
-                    FROM email_tokens t JOIN accounts a ON a.id = t.account_id
-                    WHERE t.token_hash = \(hash) AND t.purpose = 'verify_email' FOR UPDATE
-                    """
+                guard let token = try await self.emailTokens.lockVerification(hash: hash, in: transaction) else {
+                    return .invalid
+                }
+                // A second click on the link: fine once the address is verified.
+                if token.used { return token.emailVerified ? .verified(token.email) : .invalid }
+                guard token.live else { return .invalid }
+                return try await self.markVerified(
+                    transaction,
+                    accountID: token.accountID,
+                    tokenHash: hash,
+                    email: token.email
                 )
-                guard let row = rows.first else { return .invalid }
-                let (accountID, live, used, verified, email) = try row.decode((String, Bool, Bool, Bool, String).self)
-                if used { return verified ? .verified(email) : .invalid }
-                guard live else { return .invalid }
-                return try await self.markVerified(transaction, accountID: accountID, tokenHash: hash, email: email)
             }
         case .code(let code)?:
             let community = try Validation.community(code.communityId, field: "code.community_id")
@@ -152,28 +156,23 @@ extension AuthService {
                 throw AuthError.invalid("code.code", "INVALID_FORMAT", "exactly 6 digits")
             }
             outcome = try await self.database.withTransaction { transaction in
-                let rows = try await transaction.query(
-                    """
-                    SELECT t.token_hash, t.account_id, t.code_hash, t.code_attempts
-                    FROM email_tokens t JOIN accounts a ON a.id = t.account_id
-                    WHERE a.community_id = \(community) AND a.email = \(email) AND t.purpose = 'verify_email'
-                      AND t.used_at IS NULL AND t.expires_at > now()
-                    ORDER BY t.created_at DESC LIMIT 1 FOR UPDATE OF t
-                    """
-                )
-                guard let row = rows.first else { return .invalid }
-                let (tokenHash, accountID, codeHash, attempts) = try row.decode(([UInt8], String, [UInt8], Int32).self)
-                guard attempts < 5 else { return .tooManyAttempts }
-                guard ConstantTime.equals(codeHash, EmailCodeSecret.hash(accountID: accountID, code: code.code)) else {
-                    try await transaction.execute(
-                        "UPDATE email_tokens SET code_attempts = code_attempts + 1 WHERE token_hash = \(tokenHash)"
+                guard
+                    let token = try await self.emailTokens.lockLatestVerificationCode(
+                        community: community,
+                        email: email,
+                        in: transaction
                     )
+                else { return .invalid }
+                guard token.attempts < 5 else { return .tooManyAttempts }
+                let expected = EmailCodeSecret.hash(accountID: token.accountID, code: code.code)
+                guard ConstantTime.equals(token.codeHash, expected) else {
+                    try await self.emailTokens.countWrongCode(tokenHash: token.tokenHash, in: transaction)
                     return .wrongCode
                 }
                 return try await self.markVerified(
                     transaction,
-                    accountID: accountID,
-                    tokenHash: tokenHash,
+                    accountID: token.accountID,
+                    tokenHash: token.tokenHash,
                     email: email
                 )
             }
@@ -198,14 +197,8 @@ extension AuthService {
         tokenHash: [UInt8],
         email: String
     ) async throws -> VerifyOutcome {
-        try await transaction.execute("UPDATE email_tokens SET used_at = now() WHERE token_hash = \(tokenHash)")
-        try await transaction.execute(
-            """
-            UPDATE accounts SET email_verified = true,
-                status = CASE WHEN status = 'pending' THEN 'active' ELSE status END
-            WHERE id = \(accountID)
-            """
-        )
+        try await self.emailTokens.markUsed(hash: tokenHash, in: transaction)
+        try await self.accounts.markEmailVerified(id: accountID, in: transaction)
         return .verified(email)
     }
 
@@ -217,15 +210,10 @@ extension AuthService {
         let email = try Validation.email(request.email)
         try self.acquireMailQuota(address: "\(community):\(email)", context: context)
         try await self.database.withTransaction { transaction in
-            let rows = try await transaction.query(
-                "SELECT id FROM accounts WHERE community_id = \(community) AND email = \(email) AND status = 'pending' FOR UPDATE"
-            )
-            if let row = rows.first {
-                try await self.issueVerification(
-                    transaction,
-                    accountID: try row.decode(String.self, at: 0),
-                    email: email
-                )
+            if let (id, status) = try await self.accounts.lock(community: community, email: email, in: transaction),
+                status == .pending
+            {
+                try await self.issueVerification(transaction, accountID: id, email: email)
             }
         }
         self.mailRelayNudge()
@@ -250,11 +238,9 @@ extension AuthService {
             response.unavailableReason = "INVALID_FORMAT"
             return response
         }
-        let rows = try await self.database.query(
-            "SELECT 1 FROM accounts WHERE community_id = \(community) AND username = \(username)"
-        )
-        response.available = rows.isEmpty
-        response.unavailableReason = rows.isEmpty ? "" : "TAKEN"
+        let taken = try await self.accounts.isUsernameTaken(community: community, username: username, in: self.database)
+        response.available = !taken
+        response.unavailableReason = taken ? "TAKEN" : ""
         return response
     }
 }

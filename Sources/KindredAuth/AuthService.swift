@@ -18,7 +18,7 @@ public final class AuthService: GRPCService, Sendable {
     let authenticator: CallerAuthenticator
     /// Session ends: auth's own set (checked by `authenticator`) and the `WatchRevokedSessions` streams.
     public let revocationFeed: RevocationFeed
-    let limiter: RateLimiter
+    let limiter: AuthLimiter
     let commonPasswords: CommonPasswords
     let mail: MailComposer
     let mailRelayNudge: @Sendable () -> Void
@@ -26,6 +26,12 @@ public final class AuthService: GRPCService, Sendable {
     let logger: Logger
     /// Integrity key of page tokens, derived from the signing key.
     let pageTokenKey: [UInt8]
+    /// The SQL, one store per aggregate.
+    let accounts = AccountStore()
+    let sessions = SessionStore()
+    let emailTokens = EmailTokenStore()
+    let identities = IdentityStore()
+    let mailOutbox = MailOutboxStore()
 
     public init(
         configuration: AuthConfiguration,
@@ -33,7 +39,7 @@ public final class AuthService: GRPCService, Sendable {
         hasher: PasswordHasher,
         signingKey: SigningKey,
         commonPasswords: CommonPasswords,
-        limiter: RateLimiter = RateLimiter(),
+        limiter: AuthLimiter = AuthLimiter(),
         idTokenVerifier: IDTokenVerifier? = nil,
         mailRelayNudge: @escaping @Sendable () -> Void = {},
         logger: Logger
@@ -62,127 +68,39 @@ public final class AuthService: GRPCService, Sendable {
         )
     }
 
+    /// Routes call the handlers directly: errors are mapped once, by the runtime (`AuthError` and `PostgresError`
+    /// are `RPCErrorConvertible`; see `KindredServiceKit/PostgresErrorMapping.swift`).
     public func register(in router: inout GRPCRouter) {
         typealias M = Kindred.Auth.V1.AuthService.Method
-        router.unary(M.signUp) { request, context in
-            try await self.handle(context) { try await self.signUp(request, context) }
-        }
-        router.unary(M.verifyEmail) { request, context in
-            try await self.handle(context) { try await self.verifyEmail(request, context) }
-        }
-        router.unary(M.resendVerification) { request, context in
-            try await self.handle(context) { try await self.resendVerification(request, context) }
-        }
-        router.unary(M.signIn) { request, context in
-            try await self.handle(context) { try await self.signIn(request, context) }
-        }
-        router.unary(M.refresh) { request, context in
-            try await self.handle(context) { try await self.refresh(request, context) }
-        }
-        router.unary(M.signOut) { request, context in
-            try await self.handle(context) { try await self.signOut(request, context) }
-        }
-        router.unary(M.signOutEverywhere) { request, context in
-            try await self.handle(context) { try await self.signOutEverywhere(request, context) }
-        }
-        router.unary(M.listSessions) { request, context in
-            try await self.handle(context) { try await self.listSessions(request, context) }
-        }
-        router.unary(M.revokeSession) { request, context in
-            try await self.handle(context) { try await self.revokeSession(request, context) }
-        }
-        router.unary(M.getPublicKeys) { request, context in
-            try await self.handle(context) { try self.getPublicKeys(request) }
-        }
-        router.unary(M.getAccount) { request, context in
-            try await self.handle(context) { try await self.getAccount(request, context) }
-        }
-        router.unary(M.checkUsername) { request, context in
-            try await self.handle(context) { try await self.checkUsername(request, context) }
-        }
-        router.unary(M.changePassword) { request, context in
-            try await self.handle(context) { try await self.changePassword(request, context) }
-        }
-        router.unary(M.requestPasswordReset) { request, context in
-            try await self.handle(context) { try await self.requestPasswordReset(request, context) }
-        }
-        router.unary(M.resetPassword) { request, context in
-            try await self.handle(context) { try await self.resetPassword(request, context) }
-        }
-        router.unary(M.changeEmail) { request, context in
-            try await self.handle(context) { try await self.changeEmail(request, context) }
-        }
-        router.unary(M.confirmEmailChange) { request, context in
-            try await self.handle(context) { try await self.confirmEmailChange(request, context) }
-        }
-        router.unary(M.changeUsername) { request, context in
-            try await self.handle(context) { try await self.changeUsername(request, context) }
-        }
-        router.unary(M.deleteAccount) { request, context in
-            try await self.handle(context) { try await self.deleteAccount(request, context) }
-        }
-        router.unary(M.deactivateAccount) { request, context in
-            try await self.handle(context) { try await self.deactivateAccount(request, context) }
-        }
-        router.unary(M.reactivateAccount) { request, context in
-            try await self.handle(context) { try await self.reactivateAccount(request, context) }
-        }
-        router.unary(M.signInWithIdToken) { request, context in
-            try await self.handle(context) { try await self.signInWithIdToken(request, context) }
-        }
-        router.unary(M.issueServiceToken) { request, context in
-            try await self.handle(context) { try await self.issueServiceToken(request, context) }
-        }
-        router.unary(M.bootstrapAdmin) { request, context in
-            try await self.handle(context) { try await self.bootstrapAdminRPC(request, context) }
-        }
-        router.unary(M.setAccountRoles) { request, context in
-            try await self.handle(context) { try await self.setAccountRoles(request, context) }
-        }
-        router.unary(M.listAccounts) { request, context in
-            try await self.handle(context) { try await self.listAccounts(request, context) }
-        }
-        router.unary(M.getUserFootprint) { request, context in
-            try await self.handle(context) { try await self.getUserFootprint(request, context) }
-        }
+        router.unary(M.signUp) { try await self.signUp($0, $1) }
+        router.unary(M.verifyEmail) { try await self.verifyEmail($0, $1) }
+        router.unary(M.resendVerification) { try await self.resendVerification($0, $1) }
+        router.unary(M.signIn) { try await self.signIn($0, $1) }
+        router.unary(M.refresh) { try await self.refresh($0, $1) }
+        router.unary(M.signOut) { try await self.signOut($0, $1) }
+        router.unary(M.signOutEverywhere) { try await self.signOutEverywhere($0, $1) }
+        router.unary(M.listSessions) { try await self.listSessions($0, $1) }
+        router.unary(M.revokeSession) { try await self.revokeSession($0, $1) }
+        router.unary(M.getPublicKeys) { request, _ in try self.getPublicKeys(request) }
+        router.unary(M.getAccount) { try await self.getAccount($0, $1) }
+        router.unary(M.checkUsername) { try await self.checkUsername($0, $1) }
+        router.unary(M.changePassword) { try await self.changePassword($0, $1) }
+        router.unary(M.requestPasswordReset) { try await self.requestPasswordReset($0, $1) }
+        router.unary(M.resetPassword) { try await self.resetPassword($0, $1) }
+        router.unary(M.changeEmail) { try await self.changeEmail($0, $1) }
+        router.unary(M.confirmEmailChange) { try await self.confirmEmailChange($0, $1) }
+        router.unary(M.changeUsername) { try await self.changeUsername($0, $1) }
+        router.unary(M.deleteAccount) { try await self.deleteAccount($0, $1) }
+        router.unary(M.deactivateAccount) { try await self.deactivateAccount($0, $1) }
+        router.unary(M.reactivateAccount) { try await self.reactivateAccount($0, $1) }
+        router.unary(M.signInWithIdToken) { try await self.signInWithIdToken($0, $1) }
+        router.unary(M.issueServiceToken) { try await self.issueServiceToken($0, $1) }
+        router.unary(M.bootstrapAdmin) { try await self.bootstrapAdminRPC($0, $1) }
+        router.unary(M.setAccountRoles) { try await self.setAccountRoles($0, $1) }
+        router.unary(M.listAccounts) { try await self.listAccounts($0, $1) }
+        router.unary(M.getUserFootprint) { try await self.getUserFootprint($0, $1) }
         router.serverStreaming(M.watchRevokedSessions) { _, writer, context in
-            try await self.handle(context) { try await self.watchRevokedSessions(writer, context) }
-        }
-    }
-
-    /// The one error funnel: domain errors become RPC errors (with ErrorDetail), database and other failures
-    /// become UNAVAILABLE/INTERNAL with a fixed message; the detail only goes to the log, without user data.
-    private func handle<Response>(_ context: ServerContext, _ body: () async throws -> Response) async throws
-        -> Response
-    {
-        do {
-            return try await body()
-        } catch let error as AuthError {
-            throw error.rpcError
-        } catch let error as RPCError {
-            throw error
-        } catch is CancellationError {
-            throw RPCError(.cancelled, "The call was cancelled")
-        } catch let error as PostgresError {
-            self.logger.error(
-                "database failure",
-                metadata: [
-                    "rpc.method": "\(context.path)", "db.code": "\(error.code)",
-                    "db.sqlstate": "\(error.sqlState ?? "-")",
-                ]
-            )
-            let transient: Set<PostgresError.Code> = [
-                .poolTimeout, .connectionFailed, .connectionLost, .statementTimeout, .lockTimeout,
-            ]
-            throw transient.contains(error.code)
-                ? AuthError(.unavailable, "The service is busy; try again").rpcError
-                : RPCError(.internalError, "The server failed to process the call")
-        } catch {
-            self.logger.error(
-                "unexpected failure",
-                metadata: ["rpc.method": "\(context.path)", "error.type": "\(type(of: error))"]
-            )
-            throw RPCError(.internalError, "The server failed to process the call")
+            try await self.watchRevokedSessions(writer, context)
         }
     }
 
@@ -220,14 +138,9 @@ public final class AuthService: GRPCService, Sendable {
         guard let sessionID = identity.sessionID else {
             throw AuthError(.unauthenticated, "A session token is required")
         }
-        let rows = try await self.database.query(
-            """
-            SELECT 1 FROM sessions s JOIN accounts a ON a.id = s.account_id
-            WHERE s.id = \(sessionID) AND s.account_id = \(userID) AND s.revoked_at IS NULL
-              AND s.expires_at > now() AND a.status = 'active'
-            """
-        )
-        guard !rows.isEmpty else { throw AuthError(.unauthenticated, "The session has ended") }
+        guard try await self.sessions.isLive(sessionID: sessionID, accountID: userID, in: self.database) else {
+            throw AuthError(.unauthenticated, "The session has ended")
+        }
         return User(userID: userID, sessionID: sessionID, claims: identity.claims)
     }
 

@@ -102,20 +102,6 @@ struct MailComposer: Sendable {
     }
 }
 
-extension PostgresTransaction {
-    /// Queues `mail`. The address, subject and body stay only until the relay has the outcome; the SHA-256 of
-    /// the address and the template stay until the retention purge.
-    func enqueue(_ mail: OutgoingMail, accountID: String?) async throws {
-        try await self.execute(
-            """
-            INSERT INTO mail_outbox (account_id, template, recipient_hash, recipient, subject, text_body)
-            VALUES (\(accountID), \(mail.template), \(SHA256.hash(Array(mail.recipient.utf8))), \(mail.recipient),
-                    \(mail.subject), \(mail.body))
-            """
-        )
-    }
-}
-
 /// Sends `mail_outbox` rows through SMTP. Rows are claimed with `FOR UPDATE SKIP LOCKED` (several instances
 /// can run), marked sent only after the SMTP server accepted the message, and retried with exponential
 /// backoff on transient failures. The Message-ID derives from the row id, so a crash between the server's
@@ -126,6 +112,7 @@ extension PostgresTransaction {
 /// `mailRetention` by a purge that runs at start and every hour.
 public final class MailRelay: Sendable {
     private let database: PostgresClient
+    private let outbox = MailOutboxStore()
     private let smtp: SMTPClient
     private let configuration: AuthConfiguration
     private let logger: Logger
@@ -182,14 +169,7 @@ public final class MailRelay: Sendable {
     /// Deletes what is left of mails finished more than `mailRetention` ago; returns how many rows.
     @discardableResult
     public func purgeFinished() async throws -> Int {
-        let retention = Double(self.configuration.mailRetention)
-        return try await self.database.execute(
-            """
-            DELETE FROM mail_outbox
-            WHERE COALESCE(sent_at, failed_at) < now() - make_interval(secs => \(retention))
-              AND (sent_at IS NOT NULL OR failed_at IS NOT NULL)
-            """
-        )
+        try await self.outbox.purgeFinished(olderThan: Double(self.configuration.mailRetention), in: self.database)
     }
 
     /// Sends up to 10 due messages; returns how many rows it handled.
@@ -200,86 +180,46 @@ public final class MailRelay: Sendable {
     /// Message-ID), once the lease ends.
     @discardableResult
     public func sendBatch() async throws -> Int {
-        struct Claimed {
-            var id: Int64
-            var attempts: Int32
-            var message: SMTPMessage
-        }
-        let leaseSeconds = 120.0
-        let claimed: [Claimed]
+        let claimed: [ClaimedMail]
         do {
-            claimed = try await self.database.withTransaction { transaction in
-                let rows = try await transaction.query(
-                    """
-                    SELECT id, recipient, subject, text_body, attempts, created_at FROM mail_outbox
-                    WHERE sent_at IS NULL AND failed_at IS NULL AND next_attempt_at <= now()
-                    ORDER BY id LIMIT 10 FOR UPDATE SKIP LOCKED
-                    """
-                )
-                let claimed = try rows.map { row in
-                    let (id, recipient, subject, body, attempts, created) = try row.decode(
-                        (Int64, String, String, String, Int32, PostgresTimestamp).self
-                    )
-                    let message = SMTPMessage(
-                        from: .init(self.configuration.mailFrom, displayName: "Kindred"),
-                        to: [.init(recipient)],
-                        subject: subject,
-                        textBody: body,
-                        messageID: "auth-outbox-\(id)@kindred.invalid",
-                        date: Date(timeIntervalSince1970: Double(created.millisecondsSinceEpoch) / 1000)
-                    )
-                    return Claimed(id: id, attempts: attempts, message: message)
-                }
-                if !claimed.isEmpty {
-                    try await transaction.execute(
-                        """
-                        UPDATE mail_outbox SET next_attempt_at = now() + make_interval(secs => \(leaseSeconds))
-                        WHERE id = ANY(\(claimed.map(\.id)))
-                        """
-                    )
-                }
-                return claimed
-            }
+            claimed = try await self.outbox.claimDue(limit: 10, leaseSeconds: 120, in: self.database)
         } catch {
             self.logger.warning("mail relay could not claim mail", metadata: ["error.type": "\(type(of: error))"])
             throw error
         }
         guard !claimed.isEmpty else { return 0 }
-        let results = await self.smtp.send(claimed.map(\.message))
+        let messages = claimed.map { mail in
+            SMTPMessage(
+                from: .init(self.configuration.mailFrom, displayName: "Kindred"),
+                to: [.init(mail.recipient)],
+                subject: mail.subject,
+                textBody: mail.body,
+                messageID: "auth-outbox-\(mail.id)@kindred.invalid",
+                date: Date(timeIntervalSince1970: Double(mail.createdAt.millisecondsSinceEpoch) / 1000)
+            )
+        }
+        let results = await self.smtp.send(messages)
         for (row, result) in zip(claimed, results) {
             switch result {
             case .success:
-                try await self.database.execute(
-                    """
-                    UPDATE mail_outbox SET sent_at = now(), attempts = attempts + 1,
-                        recipient = NULL, subject = NULL, text_body = NULL
-                    WHERE id = \(row.id)
-                    """
-                )
+                try await self.outbox.markSent(id: row.id, in: self.database)
                 self.logger.debug("mail sent", metadata: ["mail.outbox_id": "\(row.id)"])
             case .failure(let error)
             where error.isTransient && Int(row.attempts) + 1 < self.configuration.mailMaxAttempts:
                 // 2 s, 4 s, 8 s … at most 1 h.
                 let delay = min(Int64(1) << min(Int64(row.attempts) + 1, 12), 3600)
-                try await self.database.execute(
-                    """
-                    UPDATE mail_outbox SET attempts = attempts + 1, last_error = \(error.code.description),
-                        next_attempt_at = now() + make_interval(secs => \(Double(delay)))
-                    WHERE id = \(row.id)
-                    """
+                try await self.outbox.scheduleRetry(
+                    id: row.id,
+                    error: error.code.description,
+                    delaySeconds: delay,
+                    in: self.database
                 )
                 self.logger.warning(
                     "mail send failed, will retry",
                     metadata: ["mail.outbox_id": "\(row.id)", "smtp.code": "\(error.code)"]
                 )
             case .failure(let error):
-                try await self.database.execute(
-                    """
-                    UPDATE mail_outbox SET attempts = attempts + 1, failed_at = now(), last_error = \(error.code.description),
-                        recipient = NULL, subject = NULL, text_body = NULL
-                    WHERE id = \(row.id)
-                    """
-                )
+                try await self.outbox.markFailed(id: row.id, error: error.code.description, in: self.database)
                 self.logger.error(
                     "mail send failed permanently",
                     metadata: ["mail.outbox_id": "\(row.id)", "smtp.code": "\(error.code)"]

@@ -164,17 +164,7 @@ public final class RevocationFeed: Sendable {
     }
 
     private func loadSnapshot() async throws {
-        let rows = try await self.database.query(
-            """
-            SELECT session_id::text, (floor(extract(epoch FROM keep_until) * 1000))::bigint FROM revoked_sessions
-            WHERE keep_until > now()
-            """
-        )
-        var entries: [String: Int64] = [:]
-        for row in rows {
-            let (id, keepUntil) = try row.decode((String, Int64).self)
-            entries[id] = keepUntil
-        }
+        let entries = try await SessionStore().revokedSessions(in: self.database)
         self.state.withLockedValue { state in
             state.entries = entries
             state.synced = true
@@ -232,7 +222,7 @@ public final class RevocationFeed: Sendable {
             }
             if purge {
                 lastPurge = .now
-                _ = try? await self.database.execute("DELETE FROM revoked_sessions WHERE keep_until < now()")
+                _ = try? await SessionStore().purgeRevokedSessions(in: self.database)
             }
         }
     }

@@ -625,7 +625,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
                     }
                 }
             } catch {
-                let mapped = RPCError.from(error)
+                // Mapped inside the call's request-id scope, so error details built here carry the request id.
+                let mapped = GRPCRequestID.$current.withValue(requestID) { RPCError.from(error) }
                 // A failure of the server itself gets its detail into the log (the caller sees a fixed message):
                 // errors nobody mapped, and mapped ones that say INTERNAL/UNAVAILABLE/DATA_LOSS (a database
                 // failure, for instance; their descriptions hold no user data).

@@ -19,9 +19,9 @@ public final class Gateway: Sendable {
     private let watcher: RevocationWatcher?
     /// The gateway's service token (auth's IssueServiceToken with `KINDRED_GATEWAY_SERVICE_SECRET`).
     private let serviceTokens: ServiceTokenSource?
-    let clientLimiter: RateLimiter
-    let accountLimiter: RateLimiter
-    let anonymousLimiter: RateLimiter
+    let clientLimiter: TokenBucketLimiter
+    let accountLimiter: TokenBucketLimiter
+    let anonymousLimiter: TokenBucketLimiter
     let logger: Logger
     private let clients: [GRPCClient]
 
@@ -73,9 +73,12 @@ public final class Gateway: Sendable {
             }
             return keys
         }
-        self.clientLimiter = RateLimiter(rate: configuration.clientRate, burst: configuration.clientBurst)
-        self.accountLimiter = RateLimiter(rate: configuration.accountRate, burst: configuration.accountBurst)
-        self.anonymousLimiter = RateLimiter(rate: configuration.anonymousRate, burst: configuration.anonymousBurst)
+        self.clientLimiter = TokenBucketLimiter(rate: configuration.clientRate, burst: configuration.clientBurst)
+        self.accountLimiter = TokenBucketLimiter(rate: configuration.accountRate, burst: configuration.accountBurst)
+        self.anonymousLimiter = TokenBucketLimiter(
+            rate: configuration.anonymousRate,
+            burst: configuration.anonymousBurst
+        )
     }
 
     /// The public API services, ready to serve.
@@ -183,7 +186,7 @@ public final class Gateway: Sendable {
         return Caller(identity: identity, clientAddress: address, forwardedMetadata: forwarded)
     }
 
-    private func take(_ limiter: RateLimiter, _ key: String, bucket: String) throws(RPCError) {
+    private func take(_ limiter: TokenBucketLimiter, _ key: String, bucket: String) throws(RPCError) {
         if let wait = limiter.acquire(key) {
             self.metrics.rateLimited(bucket: bucket)
             throw GatewayErrors.rateLimited(retryAfter: wait)

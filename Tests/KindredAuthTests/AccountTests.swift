@@ -190,7 +190,7 @@ struct AccountTests {
             request.currentPassword = "correct horse battery"
             let response = try await auth.call(Auth.deleteAccount, request, token: user.tokens.accessToken)
             #expect(response.deletedUnixMs > 0)
-            let footprint = try await AuthService.footprint(of: user.account.userId, in: auth.database)
+            let footprint = try await AccountStore().footprint(of: user.account.userId, in: auth.database)
             #expect(footprint.allSatisfy { $0.1 == 0 }, "\(footprint)")
             let mails = try await auth.database.query(
                 "SELECT count(*) FROM mail_outbox WHERE recipient = \(user.email)"
@@ -225,7 +225,7 @@ struct AccountTests {
                 _ = try await auth.call(Auth.changeEmail, change, token: user.tokens.accessToken)
             }
             #expect(
-                try await AuthService.footprint(of: user.account.userId, in: auth.database).first?.1 == 1
+                try await AccountStore().footprint(of: user.account.userId, in: auth.database).first?.1 == 1
             )
         }
     }

@@ -7,15 +7,19 @@ import KindredPostgres
 import KindredProto
 import KindredProtobuf
 import Logging
+import NIOCore
 import Testing
 
 typealias Auth = Kindred.Auth.V1.AuthService.Method
 
-/// Real time plus an offset that tests can advance.
+/// Monotonic time plus an offset that tests can advance.
 final class TestClock: @unchecked Sendable {
     private let lock = NSLock()
     private var offset: Double = 0
-    var now: Double { self.lock.withLock { Date().timeIntervalSince1970 + self.offset } }
+    /// Monotonic time plus the offset: the limiter's clock.
+    var deadline: NIODeadline {
+        self.lock.withLock { NIODeadline.now() + .nanoseconds(Int64(self.offset * 1e9)) }
+    }
     func advance(seconds: Double) { self.lock.withLock { self.offset += seconds } }
 }
 
@@ -57,7 +61,7 @@ struct AuthHarness {
         let clock = TestClock()
         let server = try AuthServer(
             configuration: configuration,
-            limiter: RateLimiter(now: { clock.now }),
+            limiter: AuthLimiter(clock: { clock.deadline }),
             logger: logger
         )
         let running = try await server.start()

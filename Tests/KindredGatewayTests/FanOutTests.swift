@@ -4,8 +4,8 @@ import Testing
 
 @testable import KindredGateway
 
-@Suite("Fan-out and rate limiter")
-struct FanOutAndLimiterTests {
+@Suite("Fan-out")
+struct FanOutTests {
     struct Answer: Sendable { var values: [String] = [] }
     typealias Part = FanOut<Answer>.Part
 
@@ -47,27 +47,5 @@ struct FanOutAndLimiterTests {
             _ = try await FanOut<Answer>(partTimeout: .seconds(1))
                 .gather(.init(), [Self.part("a", essential: true, fails: true), Self.part("b")])
         }
-    }
-
-    @Test("token bucket: burst, then one token per 1/rate seconds, with the wait reported")
-    func bucket() {
-        let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
-        var bucket = TokenBucket(rate: 2, burst: 3, now: start)
-        for _ in 0..<3 { #expect(bucket.take(now: start) == nil) }
-        let wait = bucket.take(now: start)
-        #expect(wait != nil && wait! > .milliseconds(400) && wait! <= .milliseconds(500))
-        #expect(bucket.take(now: start + .milliseconds(500)) == nil)
-        #expect(bucket.take(now: start + .milliseconds(500)) != nil)
-    }
-
-    @Test("limiter keys are independent and the table stays bounded under a flood of new keys")
-    func limiterBounded() {
-        let limiter = RateLimiter(rate: 1, burst: 1, maxKeys: 100)
-        let now = NIODeadline.now()
-        #expect(limiter.acquire("a", now: now) == nil)
-        #expect(limiter.acquire("a", now: now) != nil)
-        #expect(limiter.acquire("b", now: now) == nil)
-        for index in 0..<10_000 { _ = limiter.acquire("flood-\(index)", now: now) }
-        #expect(limiter.trackedKeys <= 100)
     }
 }
