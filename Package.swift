@@ -11,6 +11,9 @@ let nio: [Target.Dependency] = [
     .product(name: "NIOPosix", package: "swift-nio"),
 ]
 let logging: Target.Dependency = .product(name: "Logging", package: "swift-log")
+/// swift-metrics (the API every counter is recorded through) and swift-prometheus (the default backend).
+let metrics: Target.Dependency = .product(name: "CoreMetrics", package: "swift-metrics")
+let prometheus: Target.Dependency = .product(name: "Prometheus", package: "swift-prometheus")
 
 /// The per-request path (HTTP/2 session, gRPC runtime): release builds skip dynamic exclusivity checks there.
 /// Those modules keep state confined to one event loop and never hold an access across a call that could
@@ -32,6 +35,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         // C libraries.
@@ -63,14 +68,14 @@ let package = Package(
         // The gRPC runtime and the standard services every server carries.
         .target(
             name: "KindredGRPC",
-            dependencies: ["KindredHTTP2", "KindredProtobuf", "KindredOpenSSL", logging] + nio,
+            dependencies: ["KindredHTTP2", "KindredProtobuf", "KindredOpenSSL", logging, metrics, prometheus] + nio,
             swiftSettings: hotPath
         ),
         // Health, reflection and what every server shares: runner, admin (metrics) port, logging, configuration.
         .target(
             name: "KindredGRPCServices",
             dependencies: [
-                "KindredGRPC", "KindredProto", "KindredOpenSSL", logging,
+                "KindredGRPC", "KindredProto", "KindredOpenSSL", logging, metrics,
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -89,7 +94,7 @@ let package = Package(
             name: "KindredServiceKit",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredPostgres", "KindredIdentity", "KindredProto",
-                "KindredProtobuf", "KindredOpenSSL", logging,
+                "KindredProtobuf", "KindredOpenSSL", logging, metrics,
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ] + nio
@@ -105,7 +110,7 @@ let package = Package(
             name: "KindredAuth",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredPostgres",
-                "KindredArgon2", "KindredOpenSSL", "KindredIdentity", "KindredSMTP", logging,
+                "KindredArgon2", "KindredOpenSSL", "KindredIdentity", "KindredSMTP", logging, metrics,
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ] + nio,
             resources: [.copy("Resources")]
@@ -117,7 +122,7 @@ let package = Package(
             name: "KindredGateway",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredIdentity",
-                "KindredOpenSSL", logging,
+                "KindredOpenSSL", logging, metrics,
             ] + nio
         ),
         .executableTarget(name: "gateway-server", dependencies: ["KindredGateway", "KindredServiceKit"]),
@@ -175,13 +180,14 @@ let package = Package(
             dependencies: [
                 "KindredServiceKit", "KindredServiceTesting", "KindredGRPCServices", "KindredGRPC", "KindredProto",
                 "KindredInterop", "KindredPostgresTesting", "KindredPostgres", "KindredIdentity", "KindredOpenSSL",
-                logging,
+                logging, metrics, prometheus,
             ] + nio
         ),
         .testTarget(
             name: "KindredGRPCTests",
             dependencies: [
-                "KindredGRPC", "KindredGRPCServices", "KindredInterop", "KindredProto", "KindredOpenSSL",
+                "KindredGRPC", "KindredGRPCServices", "KindredInterop", "KindredProto", "KindredOpenSSL", metrics,
+                prometheus, .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ] + nio
         ),

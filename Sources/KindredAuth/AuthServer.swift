@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import KindredGRPC
 import KindredGRPCServices
@@ -73,6 +74,7 @@ public final class AuthServer: ServiceServer {
             mailRelayNudge: { relay.nudge() },
             logger: logger
         )
+        let metrics = ServerMetrics()
         if configuration.eventConsumers.isEmpty {
             self.eventRelay = nil
         } else {
@@ -83,37 +85,31 @@ public final class AuthServer: ServiceServer {
                 configuration: events,
                 database: self.database,
                 tokens: ServiceTokenSource { try service.signServiceToken(for: "auth") },
+                metricsFactory: metrics.factory,
                 logger: logger
             )
         }
         var runner = ServerRunner(configuration: try configuration.endpoint.serverConfiguration(), services: [self.service])
         runner.admin = configuration.endpoint.adminConfiguration
-        let database = self.database
+        runner.metrics = metrics
         let feed = self.service.revocationFeed
-        runner.extraMetrics = [
-            { database.statistics.prometheusText(pool: "auth") },
-            {
-                """
-                # HELP auth_revoked_sessions Ended sessions whose access tokens are refused (until they expire).
-                # TYPE auth_revoked_sessions gauge
-                auth_revoked_sessions \(feed.revocations.count)
-                # HELP auth_revocation_subscribers Open WatchRevokedSessions streams.
-                # TYPE auth_revocation_subscribers gauge
-                auth_revocation_subscribers \(feed.subscriberCount)
-                # HELP auth_revocation_synced 1 while the LISTEN connection is up and the snapshot loaded.
-                # TYPE auth_revocation_synced gauge
-                auth_revocation_synced \(feed.isSynced ? 1 : 0)
-
-                """
-            },
-        ]
+        PostgresPoolMetrics.attach(pool: "auth", database: self.database, to: metrics)
+        // auth_revoked_sessions: ended sessions whose access tokens are refused (until they expire);
+        // auth_revocation_subscribers: open WatchRevokedSessions streams;
+        // auth_revocation_synced: 1 while the LISTEN connection is up and the snapshot loaded.
+        let revoked = Gauge(label: "auth_revoked_sessions", factory: metrics.factory)
+        let subscribers = Gauge(label: "auth_revocation_subscribers", factory: metrics.factory)
+        let synced = Gauge(label: "auth_revocation_synced", factory: metrics.factory)
+        metrics.addSampler {
+            revoked.record(feed.revocations.count)
+            subscribers.record(feed.subscriberCount)
+            synced.record(feed.isSynced ? 1 : 0)
+        }
         runner.background = [
             BackgroundTask("mail-relay") { await relay.run() },
             BackgroundTask("revocation-feed") { await feed.run() },
         ]
         if let events = self.eventRelay {
-            let metrics = events.metrics
-            runner.extraMetrics.append { metrics.prometheusText() }
             runner.background.append(BackgroundTask("events-relay") { await events.run() })
         }
         // Draining ends the WatchRevokedSessions streams, so the drain does not wait for them.

@@ -16,12 +16,19 @@ public struct ServerRunner: Sendable {
     public var services: [any GRPCService]
     public var shutdownGrace: Duration = .seconds(10)
     public let health = HealthService()
-    /// The server's counters (calls, connections), shared with whoever renders them.
+    /// The server's metrics backend and the runtime's counters (calls, connections). Everything else of the
+    /// server (services, pools, relays) records into `metrics.factory`, so one `/metrics` shows it all. By
+    /// default a private Prometheus registry; a process that bootstrapped `MetricsSystem` with another backend
+    /// before building the runner records there instead (see `ServerMetrics`).
     public var metrics = ServerMetrics()
     /// The admin port (Prometheus `/metrics`, `/healthz`); nil = none.
     public var admin: AdminServer.Configuration?
-    /// More Prometheus text appended to the runtime's counters (pool statistics, service counters).
+    /// More Prometheus text appended to the registry's, for numbers not recorded through swift-metrics.
     public var extraMetrics: [@Sendable () -> String] = []
+    /// How often the `metrics-sampler` loop copies sampled values (pool statistics, feed state) into a
+    /// backend nobody scrapes through the admin port (`MetricsSystem` bootstrapped with another backend).
+    /// With the default Prometheus registry, samplers run at each scrape instead and there is no loop.
+    public var samplingInterval: Duration = .seconds(10)
     /// Loops that run beside the gRPC server for as long as it serves (mail and event relays, watchers).
     /// Each is cancelled after the gRPC server has drained; one that ends or fails by itself stops the server.
     public var background: [BackgroundTask] = []
@@ -34,7 +41,7 @@ public struct ServerRunner: Sendable {
         self.services = services
     }
 
-    /// Everything `/metrics` shows: the runtime's counters, then each extra source.
+    /// Everything `/metrics` shows: the server's registry (after running the samplers), then each extra source.
     public func prometheusText() -> String {
         self.extraMetrics.reduce(self.metrics.prometheusText()) { $0 + $1() }
     }
@@ -85,6 +92,19 @@ public struct ServerRunner: Sendable {
         }
         for task in self.background {
             services.append(.init(service: task))
+        }
+        if self.metrics.registry == nil && self.metrics.hasSamplers {
+            let (metrics, interval) = (self.metrics, self.samplingInterval)
+            services.append(
+                .init(
+                    service: BackgroundTask("metrics-sampler") {
+                        while true {
+                            metrics.sample()
+                            try await Task.sleep(for: interval)
+                        }
+                    }
+                )
+            )
         }
         let server = GRPCServerService(
             server: self.makeServer(logger: logger),

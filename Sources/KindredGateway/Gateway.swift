@@ -1,3 +1,4 @@
+import CoreMetrics
 import KindredGRPC
 import KindredGRPCServices
 import KindredIdentity
@@ -11,7 +12,7 @@ import NIOCore
 /// one or more services, and converts the answer.
 public final class Gateway: Sendable {
     public let configuration: GatewayConfiguration
-    public let metrics = GatewayMetrics()
+    public let metrics: GatewayMetrics
     let auth: Downstream
     let authenticator: CallerAuthenticator
     /// Ended sessions, fed by auth's WatchRevokedSessions (`watcher`), checked on every call with a user token.
@@ -25,8 +26,10 @@ public final class Gateway: Sendable {
     let logger: Logger
     private let clients: [GRPCClient]
 
-    public init(configuration: GatewayConfiguration, logger: Logger) throws {
+    /// `metricsFactory`: the server's backend (`ServerMetrics.factory`); the gateway's counters go there.
+    public init(configuration: GatewayConfiguration, metricsFactory: any MetricsFactory, logger: Logger) throws {
         self.configuration = configuration
+        self.metrics = GatewayMetrics(factory: metricsFactory)
         self.logger = logger
         let serviceTLS = try configuration.serviceTLSCAFile.map {
             try TLSContext(configuration: .client(trustRoots: .file($0)))

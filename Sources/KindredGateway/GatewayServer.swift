@@ -14,14 +14,15 @@ public final class GatewayServer: ServiceServer {
 
     public init(configuration: GatewayConfiguration, logger: Logger) throws {
         self.logger = logger
-        self.gateway = try Gateway(configuration: configuration, logger: logger)
+        let metrics = ServerMetrics()
+        self.gateway = try Gateway(configuration: configuration, metricsFactory: metrics.factory, logger: logger)
         var server = try configuration.endpoint.serverConfiguration()
         // Clients on phones come and go: close connections idle for 5 minutes, recycle them after an hour.
         server.maxConnectionAge = .seconds(3600)
         var runner = ServerRunner(configuration: server, services: self.gateway.services)
         runner.admin = configuration.endpoint.adminConfiguration
+        runner.metrics = metrics
         let gateway = self.gateway
-        runner.extraMetrics = [{ gateway.metrics.prometheusText() }]
         // Auth's public keys fetched at start; auth's session ends followed for as long as the gateway serves.
         runner.background = gateway.backgroundTasks
         self.runner = runner

@@ -212,7 +212,7 @@ struct PoolStateMachine {
     }
 }
 
-/// A snapshot of the pool, for metrics.
+/// A snapshot of the pool, for metrics (`KindredServiceKit.PostgresPoolMetrics` records it).
 public struct PostgresPoolStatistics: Sendable, Hashable {
     /// Connections lent to callers.
     public var inUse: Int
@@ -228,31 +228,22 @@ public struct PostgresPoolStatistics: Sendable, Hashable {
     public var totalClosed: Int
     /// Acquisitions that failed with ``PostgresError/Code/poolTimeout``.
     public var acquireTimeouts: Int
-}
 
-extension PostgresPoolStatistics {
-    /// The statistics as Prometheus text, labelled with the pool's name.
-    public func prometheusText(pool: String) -> String {
-        let label = "{pool=\"\(pool)\"}"
-        return """
-            # HELP db_pool_connections Connections of the PostgreSQL pool, by state.
-            # TYPE db_pool_connections gauge
-            db_pool_connections{pool="\(pool)",state="in_use"} \(self.inUse)
-            db_pool_connections{pool="\(pool)",state="idle"} \(self.idle)
-            db_pool_connections{pool="\(pool)",state="opening"} \(self.opening)
-            # HELP db_pool_waiting Callers waiting for a connection.
-            # TYPE db_pool_waiting gauge
-            db_pool_waiting\(label) \(self.waiting)
-            # HELP db_pool_opened_total Connections opened.
-            # TYPE db_pool_opened_total counter
-            db_pool_opened_total\(label) \(self.totalOpened)
-            # HELP db_pool_closed_total Connections closed.
-            # TYPE db_pool_closed_total counter
-            db_pool_closed_total\(label) \(self.totalClosed)
-            # HELP db_pool_acquire_timeouts_total Acquisitions that timed out.
-            # TYPE db_pool_acquire_timeouts_total counter
-            db_pool_acquire_timeouts_total\(label) \(self.acquireTimeouts)
-
-            """
+    public init(
+        inUse: Int,
+        idle: Int,
+        opening: Int,
+        waiting: Int,
+        totalOpened: Int,
+        totalClosed: Int,
+        acquireTimeouts: Int
+    ) {
+        self.inUse = inUse
+        self.idle = idle
+        self.opening = opening
+        self.waiting = waiting
+        self.totalOpened = totalOpened
+        self.totalClosed = totalClosed
+        self.acquireTimeouts = acquireTimeouts
     }
 }

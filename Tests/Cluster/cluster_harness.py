@@ -196,10 +196,15 @@ class Cluster:
     def verification_code(self, address: str) -> str:
         code = re.search(r"code in the app: (\d{6})", self.wait_for_mail(address))
         assert code, "the verification mail has no 6-digit code"
-        # The sink logged the same code.
-        sink_log = (self.run_dir / "logs" / "smtp-sink.log").read_text()
-        assert f"to={address} " in sink_log and f"code={code.group(1)}" in sink_log
-        return code.group(1)
+        # The sink logged the same code (its log line may land a moment after the .eml file: poll briefly).
+        expected = (f"to={address} ", f"code={code.group(1)}")
+        deadline = time.monotonic() + 10
+        while True:
+            sink_log = (self.run_dir / "logs" / "smtp-sink.log").read_text()
+            if all(part in sink_log for part in expected):
+                return code.group(1)
+            assert time.monotonic() < deadline, f"the sink never logged {expected}"
+            time.sleep(0.05)
 
     def stop(self, force_cleanup: bool = False, timeout: float = 90) -> int:
         """Ctrl-C (SIGINT) and wait; returns the script's exit status. With force_cleanup (a failed start),

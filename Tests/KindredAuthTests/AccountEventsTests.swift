@@ -107,7 +107,14 @@ import Testing
                 try await Task.sleep(for: .milliseconds(50))
             }
             #expect(try await received() == ["account.deactivated", "account.reactivated", "account.deleted"])
-            #expect(auth.server.runner.prometheusText().contains(delivered))
+            // One registry shows the runtime, the relay, the pool (sampled at the scrape) and the revocation feed.
+            let text = auth.server.runner.prometheusText()
+            #expect(text.contains(delivered))
+            #expect(text.contains("kindred_events_pending{producer=\"auth\",consumer=\"match\"} "))
+            #expect(text.contains("db_pool_connections{pool=\"auth\",state=\"in_use\"} "))
+            #expect(text.contains("db_pool_opened_total{pool=\"auth\"} "))
+            #expect(text.contains("auth_revocation_synced 1.0\n"))
+            #expect(text.contains("grpc_server_handled_total{grpc_method=\"/kindred.auth.v1.AuthService/DeleteAccount\",grpc_code=\"OK\"} 1\n"))
         }
         await server.shutdown(grace: .milliseconds(200))
         await database.shutdown()

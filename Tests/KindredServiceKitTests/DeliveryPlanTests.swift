@@ -1,4 +1,6 @@
+import Prometheus
 import Foundation
+import KindredGRPC
 import KindredGRPCServices
 import KindredProto
 import Testing
@@ -138,14 +140,17 @@ import Testing
     }
 
     @Test func metricsRenderPerConsumer() {
-        let metrics = EventRelayMetrics(producer: "auth", consumers: ["chat", "profile"])
-        let text = metrics.prometheusText()
-        for name in [
-            "kindred_events_pending", "kindred_events_oldest_pending_seconds", "kindred_events_delivered_total",
-            "kindred_events_delivery_failures_total",
+        let server = ServerMetrics(registry: PrometheusCollectorRegistry())
+        let metrics = EventRelayMetrics(producer: "auth", consumers: ["chat", "profile"], factory: server.factory)
+        metrics.recordDelivered("chat", count: 3)
+        let text = server.prometheusText()
+        for (name, zero) in [
+            ("kindred_events_pending", "0.0"), ("kindred_events_oldest_pending_seconds", "0.0"),
+            ("kindred_events_delivered_total", "0"), ("kindred_events_delivery_failures_total", "0"),
         ] {
-            #expect(text.contains("\(name){producer=\"auth\",consumer=\"chat\"} 0"))
-            #expect(text.contains("\(name){producer=\"auth\",consumer=\"profile\"} 0"))
+            #expect(text.contains("\(name){producer=\"auth\",consumer=\"profile\"} \(zero)"))
         }
+        #expect(text.contains("kindred_events_delivered_total{producer=\"auth\",consumer=\"chat\"} 3\n"))
+        #expect(metrics.consumer("chat").delivered == 3)
     }
 }

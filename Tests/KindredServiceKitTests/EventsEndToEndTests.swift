@@ -1,3 +1,4 @@
+import Prometheus
 import Foundation
 import KindredGRPC
 import KindredPostgres
@@ -62,14 +63,15 @@ import Testing
         // Find a free port, then leave it closed: the consumer is "not deployed" yet.
         let address = try await consumer.start()
         await consumer.stop()
-        let relay = try await database.relay(database.relayConfiguration([address]))
+        let metrics = ServerMetrics(registry: PrometheusCollectorRegistry())
+        let relay = try await database.relay(database.relayConfiguration([address]), metrics: metrics)
         let running = Task { await relay.run() }
         for index in 0..<10 { try await database.append(partition: "user-\(index % 3)") }
         #expect(try await eventually { relay.metrics.consumer("sink").failures >= 2 })
         #expect(try await eventually { relay.metrics.consumer("sink").pending == 10 })
         #expect(
-            relay.metrics.prometheusText().contains(
-                "kindred_events_pending{producer=\"producer\",consumer=\"sink\"} 10"
+            metrics.prometheusText().contains(
+                "kindred_events_pending{producer=\"producer\",consumer=\"sink\"} 10.0"
             )
         )
         // Deployed, but failing: two calls answered UNAVAILABLE, and one effect throws once.

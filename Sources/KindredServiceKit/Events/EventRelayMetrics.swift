@@ -1,8 +1,9 @@
+import CoreMetrics
 import NIOConcurrencyHelpers
 
-/// The relay's numbers per consumer, rendered in the Prometheus text format next to the server's own
-/// (`ServerRunner.extraMetrics`, the admin port's `/metrics`) — the same mechanism as `ServerMetrics`, so a
-/// move to swift-metrics moves these with the rest.
+/// The relay's numbers per consumer, recorded through swift-metrics into the server's backend
+/// (`ServerMetrics.factory`: the admin port's `/metrics` by default), and kept as exact tallies for
+/// in-process queries (``consumer(_:)``).
 ///
 /// - `kindred_events_pending{producer,consumer}`: events not yet acknowledged (gauge, recomputed every
 ///   `metricsInterval`).
@@ -18,56 +19,66 @@ public final class EventRelayMetrics: Sendable {
         public var failures = 0
     }
 
-    public let producer: String
-    private let state: NIOLockedValueBox<[String: Consumer]>
+    /// The swift-metrics handles of one consumer.
+    private struct Handles {
+        let pending: Gauge
+        let oldestPending: Gauge
+        let delivered: Counter
+        let failures: Counter
+    }
 
-    public init(producer: String, consumers: [String]) {
+    public let producer: String
+    private let factory: any MetricsFactory
+    private let state: NIOLockedValueBox<[String: (numbers: Consumer, handles: Handles)]>
+
+    /// Metrics of `producer`'s relay to `consumers`, recorded into `factory` (no backend by default: tallies only).
+    public init(producer: String, consumers: [String], factory: any MetricsFactory = NOOPMetricsHandler.instance) {
         self.producer = producer
-        self.state = NIOLockedValueBox(Dictionary(uniqueKeysWithValues: consumers.map { ($0, Consumer()) }))
+        self.factory = factory
+        self.state = NIOLockedValueBox([:])
+        self.state.withLockedValue { state in
+            for name in consumers { state[name] = (Consumer(), self.makeHandles(name)) }
+        }
+    }
+
+    private func makeHandles(_ consumer: String) -> Handles {
+        let dimensions = [("producer", self.producer), ("consumer", consumer)]
+        return Handles(
+            pending: Gauge(label: "kindred_events_pending", dimensions: dimensions, factory: self.factory),
+            oldestPending: Gauge(label: "kindred_events_oldest_pending_seconds", dimensions: dimensions, factory: self.factory),
+            delivered: Counter(label: "kindred_events_delivered_total", dimensions: dimensions, factory: self.factory),
+            failures: Counter(label: "kindred_events_delivery_failures_total", dimensions: dimensions, factory: self.factory)
+        )
+    }
+
+    /// Updates the tallies of `consumer` under the lock and returns its handles.
+    private func update(_ consumer: String, _ body: (inout Consumer) -> Void) -> Handles {
+        self.state.withLockedValue { state in
+            if state[consumer] == nil { state[consumer] = (Consumer(), self.makeHandles(consumer)) }
+            body(&state[consumer]!.numbers)
+            return state[consumer]!.handles
+        }
     }
 
     /// The numbers of one consumer.
     public func consumer(_ name: String) -> Consumer {
-        self.state.withLockedValue { $0[name] ?? Consumer() }
+        self.state.withLockedValue { $0[name]?.numbers ?? Consumer() }
     }
 
     func recordDelivered(_ consumer: String, count: Int) {
-        self.state.withLockedValue { $0[consumer, default: Consumer()].delivered += count }
+        self.update(consumer) { $0.delivered += count }.delivered.increment(by: count)
     }
 
     func recordFailure(_ consumer: String) {
-        self.state.withLockedValue { $0[consumer, default: Consumer()].failures += 1 }
+        self.update(consumer) { $0.failures += 1 }.failures.increment()
     }
 
     func setPending(_ consumer: String, count: Int, oldestSeconds: Double) {
-        self.state.withLockedValue {
-            $0[consumer, default: Consumer()].pending = count
-            $0[consumer, default: Consumer()].oldestPendingSeconds = oldestSeconds
+        let handles = self.update(consumer) {
+            $0.pending = count
+            $0.oldestPendingSeconds = oldestSeconds
         }
-    }
-
-    public func prometheusText() -> String {
-        let consumers = self.state.withLockedValue { $0 }.sorted { $0.key < $1.key }
-        func family(_ name: String, _ type: String, _ help: String, _ value: (Consumer) -> String) -> String {
-            var out = "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
-            for (consumer, numbers) in consumers {
-                out += "\(name){producer=\"\(self.producer)\",consumer=\"\(consumer)\"} \(value(numbers))\n"
-            }
-            return out
-        }
-        return family("kindred_events_pending", "gauge", "Events not yet acknowledged by the consumer.") {
-            "\($0.pending)"
-        }
-            + family("kindred_events_oldest_pending_seconds", "gauge", "Age of the oldest unacknowledged event.") {
-                "\($0.oldestPendingSeconds)"
-            }
-            + family("kindred_events_delivered_total", "counter", "Events acknowledged by the consumer.") {
-                "\($0.delivered)"
-            }
-            + family(
-                "kindred_events_delivery_failures_total",
-                "counter",
-                "DeliverEvents calls that failed or left events unacknowledged."
-            ) { "\($0.failures)" }
+        handles.pending.record(count)
+        handles.oldestPending.record(oldestSeconds)
     }
 }

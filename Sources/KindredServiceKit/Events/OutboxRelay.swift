@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import KindredGRPC
 import KindredIdentity
@@ -33,6 +34,7 @@ public final class OutboxRelay: Sendable {
         configuration: OutboxRelayConfiguration,
         database: PostgresClient,
         tokens: ServiceTokenSource,
+        metricsFactory: any MetricsFactory = NOOPMetricsHandler.instance,
         logger: Logger
     ) {
         precondition(configuration.lease > configuration.callTimeout, "the lease must outlast a call")
@@ -43,7 +45,8 @@ public final class OutboxRelay: Sendable {
         self.logger = logger
         self.metrics = EventRelayMetrics(
             producer: configuration.producer,
-            consumers: configuration.consumers.map(\.name)
+            consumers: configuration.consumers.map(\.name),
+            factory: metricsFactory
         )
         let owner = "\(ProcessInfo.processInfo.hostName)/\(getpid())/\(UInt32.random(in: 0...UInt32.max))"
         self.store = OutboxRelayStore(database: database, owner: owner)

@@ -1,3 +1,4 @@
+import Prometheus
 import Foundation
 import KindredGRPC
 import KindredIdentity
@@ -117,11 +118,16 @@ struct EventsDatabase {
     }
 
     /// A relay with its consumers registered (so that events appended from now on are pending for them).
-    func relay(_ configuration: OutboxRelayConfiguration) async throws -> OutboxRelay {
+    /// Its metrics go to `metrics` (a private registry unless given).
+    func relay(
+        _ configuration: OutboxRelayConfiguration,
+        metrics: ServerMetrics = ServerMetrics(registry: PrometheusCollectorRegistry())
+    ) async throws -> OutboxRelay {
         let relay = OutboxRelay(
             configuration: configuration,
             database: self.producer,
             tokens: TestIdentity.tokens(for: "producer"),
+            metricsFactory: metrics.factory,
             logger: testLogger
         )
         try await relay.registerConsumers()
