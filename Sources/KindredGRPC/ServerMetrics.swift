@@ -31,6 +31,7 @@ public final class ServerMetrics: Sendable {
         var connectionsOpen = 0
         var connectionsTotal = 0
         var connectionsRefused = 0
+        var connectionsTarpitted = 0
         var abusive: [String: Int] = [:]
         var timeouts: [String: Int] = [:]
         var callsActive = 0
@@ -55,6 +56,11 @@ public final class ServerMetrics: Sendable {
     /// A new connection refused because its address is penalised for abuse.
     func connectionRefused() {
         self.state.withLockedValue { $0.connectionsRefused += 1 }
+    }
+
+    /// A new connection from a penalised address held in the tarpit until its penalty ends.
+    func connectionTarpitted() {
+        self.state.withLockedValue { $0.connectionsTarpitted += 1 }
     }
 
     /// A connection closed for abuse (`too_many_glitches`, `too_many_pings`, `flood`).
@@ -106,6 +112,9 @@ public final class ServerMetrics: Sendable {
         out += "# HELP grpc_server_connections_refused_total Connections refused: the address is penalised for abuse.\n"
         out += "# TYPE grpc_server_connections_refused_total counter\n"
         out += "grpc_server_connections_refused_total \(state.connectionsRefused)\n"
+        out += "# HELP grpc_server_connections_tarpitted_total Connections from penalised addresses held until the penalty ends.\n"
+        out += "# TYPE grpc_server_connections_tarpitted_total counter\n"
+        out += "grpc_server_connections_tarpitted_total \(state.connectionsTarpitted)\n"
         out += "# HELP grpc_server_abusive_connections_total Connections closed with ENHANCE_YOUR_CALM, by reason.\n"
         out += "# TYPE grpc_server_abusive_connections_total counter\n"
         for reason in ["flood", "too_many_glitches", "too_many_pings"] {
