@@ -434,6 +434,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     func http2Session(_ session: HTTP2Session, streamClosed streamID: Int32, errorCode: HTTP2ErrorCode) {
         self.connectionBlockedWriters.remove(streamID)
         if !self.connectionBlockedWriters.isEmpty { self.resumeConnectionBlockedWriters() }
+        // A call that ended without being cancelled must not stay first in line.
+        self.admission.remove(streamID)
         self.wakeWaitingHandlers()
         guard let call = self.calls.removeValue(forKey: streamID) else { return }
         call.streamClosed = true
