@@ -95,4 +95,62 @@ final class AbusePenalties: Sendable {
         let now = NIODeadline.now()
         return self.box.withLockedValue { $0.isBlocked(address, now: now) }
     }
+
+    func blockedUntil(_ address: String, now: NIODeadline) -> NIODeadline? {
+        self.box.withLockedValue { $0.blockedUntil(address, now: now) }
+    }
+}
+
+extension PenaltyBox {
+    /// Until when new connections from `address` are penalised at `now`, if they are.
+    public func blockedUntil(_ address: String, now: NIODeadline) -> NIODeadline? {
+        guard let entry = self.entries[address], now < entry.blockedUntil else { return nil }
+        return entry.blockedUntil
+    }
+}
+
+/// What the accept path does with new connections from penalised addresses: holds them (accepted, never read,
+/// never answered) until the penalty ends, so an attacker that reconnects as soon as its connection ends waits
+/// instead of spinning through thousands of refused connections a second; beyond `capacity` connections held at
+/// once, refuses them at once as before, so file descriptors stay bounded. A value type with the time passed
+/// in, tested without I/O.
+public struct AbuseTarpit: Sendable {
+    public struct Configuration: Sendable, Hashable {
+        /// Most connections held at once; more are refused at once. Default 256.
+        public var capacity: Int = 256
+        /// Longest a connection is held, whatever its address's penalty. Default 60 s (the longest penalty).
+        public var maxHold: Duration = .seconds(60)
+
+        public init() {}
+    }
+
+    enum Decision: Sendable, Hashable {
+        /// Not penalised: served.
+        case accept
+        /// Penalised: held, then closed at the deadline.
+        case hold(until: NIODeadline)
+        /// Penalised and the tarpit is full: closed now.
+        case refuse
+    }
+
+    public let configuration: Configuration
+    /// Connections held now.
+    private(set) var held = 0
+
+    public init(configuration: Configuration = .init()) {
+        self.configuration = configuration
+    }
+
+    /// The fate of a new connection whose address is penalised until `blockedUntil` (nil: not penalised).
+    mutating func admit(blockedUntil: NIODeadline?, now: NIODeadline) -> Decision {
+        guard let blockedUntil, now < blockedUntil else { return .accept }
+        guard self.held < self.configuration.capacity else { return .refuse }
+        self.held += 1
+        return .hold(until: min(blockedUntil, now + TimeAmount(self.configuration.maxHold)))
+    }
+
+    /// A held connection was closed.
+    mutating func release() {
+        self.held = max(0, self.held - 1)
+    }
 }

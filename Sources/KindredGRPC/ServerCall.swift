@@ -33,6 +33,9 @@ final class ServerCall: @unchecked Sendable {
     var inboundEnded = false
     var readerWaiting: CheckedContinuation<ByteBuffer?, any Error>?
     var writerWaiting: CheckedContinuation<Void, any Error>?
+    /// The task waits for its handler's turn to start (see `HandlerAdmission`): resumed with true when
+    /// admitted, false when it should ask again.
+    var admissionWaiting: CheckedContinuation<Bool, any Error>?
     var responseMetadata = Metadata()
     var trailingMetadata = Metadata()
     var headersSent = false
@@ -114,6 +117,24 @@ final class ServerCall: @unchecked Sendable {
         }
     }
 
+    /// Returns when the connection lets the handler start: at once unless the connection's queued output is at
+    /// its cap (see `HandlerAdmission`). Throws if the call ends (deadline, reset) while it waits.
+    func waitForAdmission() async throws {
+        try await withTaskCancellationHandler {
+            while true {
+                let admitted = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Bool, any Error>) in
+                    self.onLoop {
+                        self.connection?.askAdmission(self, continuation: continuation)
+                            ?? continuation.resume(throwing: CancellationError())
+                    }
+                }
+                if admitted { return }
+            }
+        } onCancel: {
+            self.onLoop { self.failWaiters(CancellationError()) }
+        }
+    }
+
     func waitUntilWritable() async throws {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
@@ -155,6 +176,10 @@ final class ServerCall: @unchecked Sendable {
         if let writer = self.writerWaiting {
             self.writerWaiting = nil
             writer.resume(throwing: error)
+        }
+        if let admission = self.admissionWaiting {
+            self.admissionWaiting = nil
+            admission.resume(throwing: error)
         }
     }
 }

@@ -61,6 +61,10 @@ public struct GRPCServerConfiguration: Sendable {
     /// New connections from an address whose connection was closed for abuse are refused for a growing
     /// penalty (1 s, doubling to 60 s, forgotten after 10 min quiet, 4096 addresses). nil: never refused.
     public var abusePenalty: PenaltyBox.Configuration? = PenaltyBox.Configuration()
+    /// While its address is penalised, a new connection is held (accepted, never read nor answered) until the
+    /// penalty ends (at most 60 s), 256 connections at most; beyond them, or when nil, it is refused at once.
+    /// A reconnecting attacker then waits instead of spinning through refused connections.
+    public var abuseTarpit: AbuseTarpit.Configuration? = AbuseTarpit.Configuration()
     /// When set, every finished call is logged at this level (method, status, duration, request id, peer).
     /// Default nil: no per-call log line (benchmarks, the interop server).
     public var accessLogLevel: Logger.Level? = nil

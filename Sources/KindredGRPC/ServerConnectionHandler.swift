@@ -35,6 +35,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     private var freeWindowUpdates = 0
     /// Streams whose writer waits for the connection's queued output to drain.
     private var connectionBlockedWriters: Set<Int32> = []
+    /// Handlers that may not start yet because the connection's output is at its cap.
+    private var admission: HandlerAdmission
     private var handshakeTimer: Scheduled<Void>?
     private var writeStallTimer: Scheduled<Void>?
     private var bodyTimer: Scheduled<Void>?
@@ -67,6 +69,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         self.metrics = metrics
         self.penalties = penalties
         self.abuseBudget = HTTP2AbuseBudget(configuration: configuration.abuseBudget, now: .now())
+        self.admission = HandlerAdmission(cap: configuration.connectionOutboundHighWatermark)
     }
 
     // MARK: Channel events
@@ -431,6 +434,9 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     func http2Session(_ session: HTTP2Session, streamClosed streamID: Int32, errorCode: HTTP2ErrorCode) {
         self.connectionBlockedWriters.remove(streamID)
         if !self.connectionBlockedWriters.isEmpty { self.resumeConnectionBlockedWriters() }
+        // A call that ended without being cancelled must not stay first in line.
+        self.admission.remove(streamID)
+        self.wakeWaitingHandlers()
         guard let call = self.calls.removeValue(forKey: streamID) else { return }
         call.streamClosed = true
         if !call.finished {
@@ -572,6 +578,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         if !self.connectionBlockedWriters.isEmpty {
             self.resumeConnectionBlockedWriters()
         }
+        self.wakeWaitingHandlers()
         guard pendingBytes <= self.configuration.outboundHighWatermark / 2,
             let call = self.calls[streamID], let writer = call.writerWaiting
         else { return }
@@ -602,6 +609,33 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         }
     }
 
+    /// Called by a call's task before its handler runs: resumes it with true if the handler may start now,
+    /// else keeps it waiting (in arrival order) until `wakeWaitingHandlers` asks it to ask again.
+    func askAdmission(_ call: ServerCall, continuation: CheckedContinuation<Bool, any Error>) {
+        guard !call.cancelled, let session = self.session else {
+            continuation.resume(throwing: CancellationError())
+            return
+        }
+        if self.admission.mayStart(call.streamID, queuedOutput: session.pendingOutboundBytes) {
+            continuation.resume(returning: true)
+        } else {
+            call.admissionWaiting = continuation
+        }
+    }
+
+    /// Once the connection's output has drained to half its cap, the handlers waiting to start ask again,
+    /// oldest first (their tasks run in that order, so each one counts the output of those started before it).
+    private func wakeWaitingHandlers() {
+        guard let session = self.session, self.admission.shouldWake(queuedOutput: session.pendingOutboundBytes) else {
+            return
+        }
+        for streamID in self.admission.waiting {
+            guard let call = self.calls[streamID], let waiting = call.admissionWaiting else { continue }
+            call.admissionWaiting = nil
+            waiting.resume(returning: false)
+        }
+    }
+
     // MARK: Calls
 
     private func startHandler(_ call: ServerCall, firstMessage: ByteBuffer?) {
@@ -615,6 +649,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         call.task = Task(executorPreference: executor) {
             var status: RPCError?
             do {
+                try await call.waitForAdmission()
                 try await GRPCRequestID.$current.withValue(requestID) {
                     if let deadline {
                         try await GRPCDeadline.$current.withValue(deadline) {
@@ -825,6 +860,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     private func cancel(_ call: ServerCall) {
         guard !call.cancelled else { return }
         call.cancelled = true
+        self.admission.remove(call.streamID)
         call.task?.cancel()
         call.failWaiters(CancellationError())
         if let session = self.session, call.unconsumedBytes > 0 {

@@ -57,6 +57,7 @@ public final class ServerMetrics: Sendable {
     private let connectionsOpen: Meter
     private let connectionsTotal: Counter
     private let connectionsRefusedTotal: Counter
+    private let connectionsTarpittedTotal: Counter
     private let abusiveTotal: [String: Counter]
     private let timeoutsTotal: [Timeout: Counter]
     private let callsActive: Meter
@@ -84,6 +85,7 @@ public final class ServerMetrics: Sendable {
         self.connectionsOpen = Meter(label: "grpc_server_connections_open", factory: factory)
         self.connectionsTotal = Counter(label: "grpc_server_connections_total", factory: factory)
         self.connectionsRefusedTotal = Counter(label: "grpc_server_connections_refused_total", factory: factory)
+        self.connectionsTarpittedTotal = Counter(label: "grpc_server_connections_tarpitted_total", factory: factory)
         self.abusiveTotal = Dictionary(
             uniqueKeysWithValues: Self.abuseReasons.map {
                 ($0, Counter(label: "grpc_server_abusive_connections_total", dimensions: [("reason", $0)], factory: factory))
@@ -117,6 +119,11 @@ public final class ServerMetrics: Sendable {
     func connectionRefused() {
         self.state.withLockedValue { $0.connectionsRefused += 1 }
         self.connectionsRefusedTotal.increment()
+    }
+
+    /// A new connection from a penalised address held in the tarpit until its penalty ends.
+    func connectionTarpitted() {
+        self.connectionsTarpittedTotal.increment()
     }
 
     /// A connection closed for abuse (`too_many_glitches`, `too_many_pings`, `flood`).

@@ -31,6 +31,7 @@ struct InteropServerCommand: AsyncParsableCommand {
     @Option(help: "Seconds for a unary request body or one streamed message (0: none).") var requestBodyTimeout: Double?
     @Option(help: "Seconds a connection may stay unable to write (0: none).") var writeStallTimeout: Double?
     @Option(help: "First abuse penalty in seconds for the address (0: never refuse connections).") var abusePenalty: Double?
+    @Option(help: "Connections from penalised addresses held until the penalty ends (0: refuse them at once).") var abuseTarpit: Int?
 
     func run() async throws {
         LoggingSystem.bootstrap { label in
@@ -52,6 +53,13 @@ struct InteropServerCommand: AsyncParsableCommand {
                 configuration.abusePenalty?.initialPenalty = initial
             } else {
                 configuration.abusePenalty = nil
+            }
+        }
+        if let abuseTarpit {
+            if abuseTarpit > 0 {
+                configuration.abuseTarpit?.capacity = abuseTarpit
+            } else {
+                configuration.abuseTarpit = nil
             }
         }
         if let tlsCert, let tlsKey {

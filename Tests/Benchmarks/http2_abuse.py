@@ -43,6 +43,7 @@ class Cut:
         self.times = []
         self.connections = 0
         self.refused = 0
+        self.held = 0
         self.frames = 0
 
     def summary(self):
@@ -131,6 +132,8 @@ def rapid_reset_chunk(attacker, streams=200):
 
 
 def rapid_reset_reconnecting(stop, cut):
+    # Reconnects as soon as its connection ends: refused ones end at once, held ones (the tarpit) when the
+    # server lets them go.
     while not stop.is_set():
         try:
             attacker = Attacker(PORT, source=SOURCE)
@@ -138,9 +141,17 @@ def rapid_reset_reconnecting(stop, cut):
             cut.refused += 1
             continue
         cut.connections += 1
-        settings, ended = attacker.read_frames(lambda f: f[0] == SETTINGS, timeout=1)
+        start = time.monotonic()
+        settings = None
+        while not stop.is_set():
+            settings, ended = attacker.read_frames(lambda f: f[0] == SETTINGS, timeout=0.2)
+            if settings is not None or ended:
+                break
         if settings is None:
-            cut.refused += 1
+            if time.monotonic() - start < 0.1:
+                cut.refused += 1
+            else:
+                cut.held += 1
             attacker.close()
             continue
         run_flood(attacker, lambda: rapid_reset_chunk(attacker), stop, cut)
@@ -237,7 +248,8 @@ def measure(name, attack, seconds, source):
     stop.set()
     attacker.join()
     sampler.join()
-    extra = f", {cut.connections} conns" + (f", {cut.refused} refused" if cut.refused else "")
+    extra = f", {cut.connections} conns" + (f", {cut.refused} refused" if cut.refused else "") + (
+        f", {cut.held} held" if cut.held else "")
     print(f"{name:40s} victim p50 {before[0]:5d} -> {during[0]:5d} us  p99 {before[1]:5d} -> {during[1]:6d} us "
           f"(x{during[1] / max(1, before[1]):.1f})  req/s {before[2]:7.0f} -> {during[2]:7.0f}  "
           f"peak RSS {peak[0] / 2**20:6.0f} MB  {cut.summary()}{extra}", flush=True)

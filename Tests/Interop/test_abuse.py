@@ -6,8 +6,9 @@ import struct
 import time
 
 import grpc
+import hpack
 
-from abuse_client import (COLLECT, DATA, ECHO, ENHANCE_YOUR_CALM, EXPAND, GOAWAY, PING, RST_STREAM, SETTINGS,
+from abuse_client import (COLLECT, DATA, ECHO, END_STREAM, ENHANCE_YOUR_CALM, EXPAND, GOAWAY, PING, RST_STREAM, SETTINGS,
                           WINDOW_UPDATE, Attacker, echo_request, frame, grpc_message, resident_bytes)
 from kindred.testing.v1 import interop_pb2 as pb
 from kindred.testing.v1 import interop_pb2_grpc as rpc
@@ -63,22 +64,63 @@ def test_non_reading_client_with_open_windows_is_bounded_and_closed(start_server
     assert_still_serving(server)
 
 
-def test_zero_window_streams_hold_one_connection_watermark(start_server):
-    # Zero stream windows, 2 connections × 100 server streams of 256 KiB messages. Before: each stream queued
-    # its message (plus a copy) up to the 256 KiB watermark, ~150 MB here (4.5 GB with 4 MiB messages).
-    # Now writers wait before framing once their connection has 4 MiB queued: what stays is each handler's
-    # own message (200 × 256 KiB = 50 MB) and 2 × 4 MiB.
+def test_zero_window_streams_are_bounded(start_server):
+    # Zero stream windows, 2 connections × 100 server streams of 4 MiB messages (the issue: 4.5 GB with 4 × 100).
+    # Before: every handler started and built its 4 MiB message before waiting on the connection's 4 MiB cap
+    # (~800 MB here, 1.66 GB with 4 connections). Now no handler starts while its connection's output is at
+    # the cap: one message queued and one being built per connection.
     server = start_server("--abuse-penalty", "0")
     baseline = resident_bytes(server.process.pid)
     attackers = [Attacker(server.port, settings=[(4, 0)], receive_buffer=4096) for _ in range(2)]
     for attacker in attackers:
         for _ in range(100):
-            attacker.open_stream(EXPAND, grpc_message(echo_request(response_count=10_000, response_size=256 << 10)))
-    time.sleep(2)
-    growth = resident_bytes(server.process.pid) - baseline
-    assert growth <= 100 * MB, f"RSS grew by {growth // MB} MB"
+            attacker.open_stream(EXPAND, grpc_message(echo_request(response_count=10_000, response_size=4 << 20)))
+    peak = baseline
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline and peak - baseline <= GROWTH_LIMIT:
+        peak = max(peak, resident_bytes(server.process.pid))
+        time.sleep(0.05)
+    assert peak - baseline <= GROWTH_LIMIT, f"RSS grew by {(peak - baseline) // MB} MB"
+    assert peak <= 100 * MB, f"peak RSS {peak // MB} MB"
     for attacker in attackers:
         attacker.close()
+    assert_still_serving(server)
+
+
+def test_calls_waiting_for_a_full_connection_start_when_it_drains(start_server):
+    # Stream 1 fills its connection's output (zero windows, a 4 MiB message queued). A unary call opened
+    # behind it waits to start, one with a deadline is answered DEADLINE_EXCEEDED while it waits, and
+    # the first one starts as soon as stream 1 is reset and the output drains.
+    server = start_server("--abuse-penalty", "0")
+    attacker = Attacker(server.port, settings=[(4, 0)])
+    big = attacker.open_stream(EXPAND, grpc_message(echo_request(response_count=10, response_size=4 << 20)))
+    time.sleep(0.3)
+    waiting = attacker.open_stream(ECHO, grpc_message(echo_request(message=b"waited")))
+    expiring = attacker.open_stream(ECHO, grpc_message(echo_request(message=b"late")), extra=[("grpc-timeout", "300m")])
+    for stream in (waiting, expiring):
+        attacker.send(frame(WINDOW_UPDATE, 0, stream, struct.pack(">I", 65535)))
+
+    decoder = hpack.Decoder()
+    status = {}
+
+    def ends(stream):
+        def until(item):
+            kind, flags, stream_id, payload = item
+            if kind == 1:  # HEADERS (never padded nor prioritised by the server): decoded in order
+                headers = dict(decoder.decode(payload))
+                if "grpc-status" in headers:
+                    status[stream_id] = int(headers["grpc-status"])
+            return stream_id == stream and kind in (1, RST_STREAM) and flags & END_STREAM
+        return until
+
+    found, _ = attacker.read_frames(ends(expiring), timeout=2)
+    assert found is not None and status.get(expiring) == 4, "a waiting call's deadline was not applied"
+    found, _ = attacker.read_frames(ends(waiting), timeout=0.3)
+    assert found is None, "a handler started while its connection's output was at its cap"
+    attacker.send(frame(RST_STREAM, 0, big, struct.pack(">I", 8)))
+    found, _ = attacker.read_frames(ends(waiting), timeout=2)
+    assert found is not None and status.get(waiting) == 0, "the waiting call never started after its connection drained"
+    attacker.close()
     assert_still_serving(server)
 
 
@@ -154,20 +196,42 @@ def rapid_reset(attacker, streams=3000):
     return cut or ended, code
 
 
-def test_reconnecting_rapid_reset_is_refused_for_a_while(start_server):
-    server = start_server("--abuse-penalty", "1.5")
+def test_reconnecting_rapid_reset_is_held_until_its_penalty_ends(start_server):
+    server = start_server("--abuse-penalty", "2")
     first = Attacker(server.port)
     cut, code = rapid_reset(first)
     first.close()
     assert cut and code in (None, ENHANCE_YOUR_CALM), f"GOAWAY {code}"
-    # Reconnecting at once: refused before any HTTP/2 (no SETTINGS, just the close).
+    # Reconnecting at once: accepted, then held without a byte (no SETTINGS) instead of refused at once, so a
+    # loop that reconnects when its connection ends waits; closed when the penalty ends.
     second = Attacker(server.port)
-    settings, ended = second.read_frames(lambda f: f[0] == SETTINGS, timeout=2)
+    start = time.monotonic()
+    found, ended = second.read_frames(lambda f: True, timeout=0.7)
+    assert found is None and not ended, "a penalised address's new connection was answered or closed at once"
+    found, ended = second.read_frames(lambda f: True, timeout=2.5)
+    assert found is None and ended, "a held connection outlived its address's penalty"
+    assert time.monotonic() - start < 2.5
     second.close()
-    assert settings is None and ended, "a penalised address got a new connection"
-    # The penalty ends: the same address is served again.
-    time.sleep(1.6)
+    # The penalty ended: the same address is served again.
     assert_still_serving(server)
+
+
+def test_tarpit_holds_a_bounded_number_of_connections(start_server):
+    server = start_server("--abuse-penalty", "3", "--abuse-tarpit", "2")
+    first = Attacker(server.port)
+    cut, _ = rapid_reset(first)
+    first.close()
+    assert cut
+    held = [Attacker(server.port) for _ in range(2)]
+    # The tarpit is full: the third is refused at once, as without a tarpit.
+    third = Attacker(server.port)
+    _, ended = third.read_frames(lambda f: True, timeout=1)
+    assert ended, "a connection beyond the tarpit's capacity was held"
+    for attacker in held:
+        _, ended = attacker.read_frames(lambda f: True, timeout=0.1)
+        assert not ended, "a connection within the tarpit's capacity was not held"
+    for attacker in held + [third]:
+        attacker.close()
 
 
 def test_silent_and_partial_preface_connections_time_out(start_server):
