@@ -120,6 +120,9 @@ final class ServerCall: @unchecked Sendable {
     /// Returns when the connection lets the handler start: at once unless the connection's queued output is at
     /// its cap (see `HandlerAdmission`). Throws if the call ends (deadline, reset) while it waits.
     func waitForAdmission() async throws {
+        // The common case without a suspension: the task runs on its connection's loop (handlers do) and the
+        // connection is under its cap with nobody waiting.
+        if self.eventLoop.inEventLoop, let connection = self.connection, connection.admitNow(self) { return }
         try await withTaskCancellationHandler {
             while true {
                 let admitted = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Bool, any Error>) in

@@ -609,6 +609,13 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         }
     }
 
+    /// Whether the handler of `call` may start at once; called on the loop by the call's task before it
+    /// suspends. False: the call is queued and asks again through `askAdmission`.
+    func admitNow(_ call: ServerCall) -> Bool {
+        guard !call.cancelled, let session = self.session else { return false }
+        return self.admission.mayStart(call.streamID, queuedOutput: session.pendingOutboundBytes)
+    }
+
     /// Called by a call's task before its handler runs: resumes it with true if the handler may start now,
     /// else keeps it waiting (in arrival order) until `wakeWaitingHandlers` asks it to ask again.
     func askAdmission(_ call: ServerCall, continuation: CheckedContinuation<Bool, any Error>) {
