@@ -59,13 +59,18 @@ public final class TestPostgres: Sendable {
     /// Creates a database (a random `test_…` name when `name` is nil) and returns its configuration.
     public func createDatabase(_ name: String? = nil) async throws -> PostgresConfiguration {
         let name = name ?? "test_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
-        // CREATE DATABASE copies template1 and can take seconds on a loaded machine: no statement timeout.
+        try await self.execute("CREATE DATABASE \(identifier: name)")
+        return self.configuration(database: name)
+    }
+
+    /// Runs one statement on the `postgres` database without a statement timeout: CREATE DATABASE copies its
+    /// template, which can take seconds on a loaded machine.
+    private func execute(_ query: PostgresQuery) async throws {
         var configuration = self.configuration()
         configuration.statementTimeout = nil
         let connection = try await PostgresConnection.connect(configuration: configuration, logger: self.logger)
         defer { connection.close() }
-        try await connection.execute("CREATE DATABASE \(identifier: name)")
-        return self.configuration(database: name)
+        try await connection.execute(query)
     }
 
     /// A libpq URL for `database` on this server.
@@ -98,12 +103,7 @@ public final class TestPostgres: Sendable {
         }
         let template = try await task.value
         let name = "test_\(schema)_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
-        // Copying the template can take seconds on a loaded machine: no statement timeout here.
-        var configuration = self.configuration()
-        configuration.statementTimeout = nil
-        let connection = try await PostgresConnection.connect(configuration: configuration, logger: self.logger)
-        defer { connection.close() }
-        try await connection.execute("CREATE DATABASE \(identifier: name) TEMPLATE \(identifier: template)")
+        try await self.execute("CREATE DATABASE \(identifier: name) TEMPLATE \(identifier: template)")
         return self.url(database: name)
     }
 

@@ -6,19 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CALLS=${1:-200000}
-if [ -z "${KINDRED_INTEROP_SERVER:-}" ]; then
-    swift build -c release --product kindred-interop-server >/dev/null
-fi
-BIN="${KINDRED_INTEROP_SERVER:-$(swift build -c release --show-bin-path)/kindred-interop-server}"
-WORK=$(mktemp -d)
-trap 'kill $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true; rm -rf "$WORK"' EXIT
-
-"$BIN" --port 0 >"$WORK/out" 2>"$WORK/err" &
-SERVER=$!
-for _ in $(seq 100); do grep -q LISTENING "$WORK/out" && break; sleep 0.1; done
-ADDRESS=$(awk '/LISTENING/ {print $2}' "$WORK/out")
-python3 -c "import struct,sys; m=b'\x0a\x0dhello kindred'; open(sys.argv[1],'wb').write(struct.pack('>BI',0,len(m))+m)" \
-    "$WORK/echo.bin"
+# shellcheck source=Tests/Benchmarks/interop-server.sh
+source Tests/Benchmarks/interop-server.sh
 call() {
     h2load -n "$1" -c 10 -m 10 -d "$WORK/echo.bin" -H 'content-type: application/grpc' -H 'te: trailers' \
         "http://$ADDRESS/kindred.testing.v1.InteropService/Echo" 2>&1

@@ -6,26 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 REQUESTS=${1:-300000}
 
-# KINDRED_INTEROP_SERVER runs another binary instead (e.g. one built from an older commit, to compare).
-if [ -z "${KINDRED_INTEROP_SERVER:-}" ]; then
-    swift build -c release --product kindred-interop-server >/dev/null
-fi
-BIN="${KINDRED_INTEROP_SERVER:-$(swift build -c release --show-bin-path)/kindred-interop-server}"
-WORK=$(mktemp -d)
-trap 'kill $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true; rm -rf "$WORK"' EXIT
-
-"$BIN" --port 0 >"$WORK/out" 2>"$WORK/err" &
-SERVER=$!
-for _ in $(seq 100); do grep -q LISTENING "$WORK/out" && break; sleep 0.1; done
-ADDRESS=$(awk '/LISTENING/ {print $2}' "$WORK/out")
-
-# gRPC-framed request bodies: EchoRequest{message: "hello kindred"} and an empty HealthCheckRequest.
-python3 - "$WORK" <<'PY'
-import struct, sys
-message = b"\x0a\x0dhello kindred"
-open(f"{sys.argv[1]}/echo.bin", "wb").write(struct.pack(">BI", 0, len(message)) + message)
-open(f"{sys.argv[1]}/health.bin", "wb").write(struct.pack(">BI", 0, 0))
-PY
+# shellcheck source=Tests/Benchmarks/interop-server.sh
+source Tests/Benchmarks/interop-server.sh
 
 run() { # name path body clients streams requests
     local out

@@ -232,11 +232,7 @@ struct AccountTests {
 
     @Test func adminDeactivatesAndReactivates() async throws {
         try await AuthHarness.with { auth in
-            let admin = try await auth.activeUser()
-            try await auth.database.execute(
-                "UPDATE accounts SET roles = ARRAY['user', 'admin'] WHERE id = \(admin.account.userId)"
-            )
-            let adminToken = try await auth.signIn(login: admin.email).tokens!.accessToken
+            let adminToken = try await auth.adminUser().accessToken
             let user = try await auth.activeUser()
             var deactivate = Kindred.Auth.V1.DeactivateAccountRequest()
             deactivate.userId = user.account.userId

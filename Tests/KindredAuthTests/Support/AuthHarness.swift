@@ -158,6 +158,15 @@ struct AuthHarness {
         return (email, username, signedIn.tokens!, signedIn.account!)
     }
 
+    /// An active user with the admin role, and an access token that carries it.
+    func adminUser() async throws -> (email: String, accessToken: String) {
+        let admin = try await self.activeUser()
+        try await self.database.execute(
+            "UPDATE accounts SET roles = ARRAY['user', 'admin'] WHERE id = \(admin.account.userId)"
+        )
+        return (admin.email, try await self.signIn(login: admin.email).tokens!.accessToken)
+    }
+
     func mails(to address: String, count: Int = 1) async throws -> [CapturedMail] {
         try await Mailbox.wait(for: address, count: count, in: self.mailDirectory)
     }
