@@ -117,14 +117,6 @@ public final class AuthServer: ServiceServer {
         self.runner = runner
     }
 
-    /// Applies the auth migrations (from `directory`, else the configured folder) on the server's pool.
-    public func migrate(directory: String? = nil) async throws {
-        var settings = self.configuration.database
-        if let directory { settings.migrationsDirectory = directory }
-        let applied = try await settings.migrator().migrate(on: self.database, logger: self.logger)
-        self.logger.info("migrations applied", metadata: ["db.migrations": "\(applied.count)"])
-    }
-
     /// Grants ROLE_ADMIN to the account with `email` (operator command; no RPC involved). Returns its user id.
     /// Throws NOT_FOUND when no account has the address, FAILED_PRECONDITION when several communities do and
     /// `community` was not given. Needs only the database.

@@ -2,6 +2,7 @@ import KindredGRPC
 import KindredIdentity
 import KindredPostgres
 import KindredProto
+import KindredServiceKit
 
 extension AuthService {
     func requireAdmin(_ context: ServerContext) async throws -> User {

@@ -4,6 +4,7 @@ import KindredIdentity
 import KindredOpenSSL
 import KindredPostgres
 import KindredProto
+import KindredServiceKit
 
 extension AuthService {
     private enum IdTokenOutcome {

@@ -4,6 +4,7 @@ import KindredIdentity
 import KindredOpenSSL
 import KindredPostgres
 import KindredProto
+import KindredServiceKit
 
 extension AuthService {
     /// A short-lived token for a Kindred service, against its configured secret (constant-time comparison).

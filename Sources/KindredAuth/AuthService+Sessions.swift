@@ -3,6 +3,7 @@ import KindredIdentity
 import KindredOpenSSL
 import KindredPostgres
 import KindredProto
+import KindredServiceKit
 
 extension AuthService {
     /// Starts a session (one refresh-token family) and returns its first tokens.

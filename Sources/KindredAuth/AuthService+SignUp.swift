@@ -3,6 +3,7 @@ import KindredGRPCServices
 import KindredOpenSSL
 import KindredPostgres
 import KindredProto
+import KindredServiceKit
 
 extension AuthService {
     /// Limits for RPCs that send mail, all or nothing: per address a bucket of 1 refilled each minute and one of

@@ -30,9 +30,6 @@ enum EmailCodeSecret {
     static func hash(accountID: String, code: String) -> [UInt8] { SHA256.hash(Array((accountID + ":" + code).utf8)) }
 }
 
-/// Auth's ids are the service kit's UUIDv7s.
-typealias UUIDv7 = KindredServiceKit.UUIDv7
-
 /// The service's Ed25519 signing key: loaded from a PEM file, generated (mode 0600) when missing.
 public struct SigningKey: Sendable {
     public let keyID: String
