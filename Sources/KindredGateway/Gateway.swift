@@ -113,10 +113,11 @@ public final class Gateway: Sendable {
         }
     }
 
-    /// Waits until the set of ended sessions is current (tests and readiness), at most `timeout`.
-    public func waitForRevocations(timeout: Duration) async -> Bool {
+    /// Waits until auth's keys are known and, when the gateway follows session ends, their set is current
+    /// (tests and readiness), at most `timeout`. The key warm-up and the watcher do the work; this only watches.
+    public func waitUntilReady(timeout: Duration) async -> Bool {
         let deadline = ContinuousClock.now + timeout
-        while !self.revocations.isFresh {
+        while !(self.authenticator.hasKeys && (self.watcher == nil || self.revocations.isFresh)) {
             guard ContinuousClock.now < deadline else { return false }
             try? await Task.sleep(for: .milliseconds(20))
         }

@@ -28,12 +28,12 @@ public final class GatewayServer: ServiceServer {
         self.runner = runner
     }
 
-    /// Starts the server without waiting for signals (tests), once auth's keys are fetched; stop it with
+    /// Starts the server without waiting for signals (tests), once auth's keys are fetched and session ends
+    /// followed (or after 10 s); stop it with
     /// `stop()` on the result, then `shutdown()`.
     public func start() async throws -> RunningServer {
         let running = try await self.runner.start(logger: self.logger)
-        await self.gateway.warmUp()
-        _ = await self.gateway.waitForRevocations(timeout: .seconds(10))
+        _ = await self.gateway.waitUntilReady(timeout: .seconds(10))
         return running
     }
 
