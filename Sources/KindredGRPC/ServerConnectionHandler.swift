@@ -619,11 +619,11 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     /// Called by a call's task before its handler runs: resumes it with true if the handler may start now,
     /// else keeps it waiting (in arrival order) until `wakeWaitingHandlers` asks it to ask again.
     func askAdmission(_ call: ServerCall, continuation: CheckedContinuation<Bool, any Error>) {
-        guard !call.cancelled, let session = self.session else {
+        guard !call.cancelled, self.session != nil else {
             continuation.resume(throwing: CancellationError())
             return
         }
-        if self.admission.mayStart(call.streamID, queuedOutput: session.pendingOutboundBytes) {
+        if self.admitNow(call) {
             continuation.resume(returning: true)
         } else {
             call.admissionWaiting = continuation

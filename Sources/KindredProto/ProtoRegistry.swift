@@ -270,6 +270,8 @@ public enum ProtoRegistry {
         Kindred.Common.V1.ProfileUpdated.self,
         Kindred.Common.V1.LocationChanged.self,
         Kindred.Common.V1.CommunityUpdated.self,
+        Kindred.Common.V1.DeliverEventsRequest.self,
+        Kindred.Common.V1.DeliverEventsResponse.self,
         Kindred.Common.V1.SwipeRecorded.self,
         Kindred.Common.V1.SwipeUndone.self,
         Kindred.Common.V1.MatchCreated.self,
@@ -298,8 +300,6 @@ public enum ProtoRegistry {
         Kindred.Chat.V1.SubscribeResponse.self,
         Kindred.Chat.V1.GetMessagesRequest.self,
         Kindred.Chat.V1.GetMessagesResponse.self,
-        Kindred.Chat.V1.DeliverEventsRequest.self,
-        Kindred.Chat.V1.DeliverEventsResponse.self,
         Kindred.Chat.V1.GetUserFootprintRequest.self,
         Kindred.Chat.V1.GetUserFootprintResponse.self,
         Kindred.Discovery.V1.Candidate.self,
@@ -315,8 +315,6 @@ public enum ProtoRegistry {
         Kindred.Discovery.V1.RemoveCandidateResponse.self,
         Kindred.Discovery.V1.RebuildIndexRequest.self,
         Kindred.Discovery.V1.RebuildIndexResponse.self,
-        Kindred.Discovery.V1.DeliverEventsRequest.self,
-        Kindred.Discovery.V1.DeliverEventsResponse.self,
         Kindred.Discovery.V1.GetUserFootprintRequest.self,
         Kindred.Discovery.V1.GetUserFootprintResponse.self,
         Kindred.Match.V1.Match.self,
@@ -350,8 +348,6 @@ public enum ProtoRegistry {
         Kindred.Match.V1.FilterUnseenResponse.self,
         Kindred.Match.V1.GetRelationsRequest.self,
         Kindred.Match.V1.GetRelationsResponse.self,
-        Kindred.Match.V1.DeliverEventsRequest.self,
-        Kindred.Match.V1.DeliverEventsResponse.self,
         Kindred.Match.V1.GetUserFootprintRequest.self,
         Kindred.Match.V1.GetUserFootprintResponse.self,
         Kindred.Profile.V1.GetCommunityRequest.self,
@@ -387,8 +383,6 @@ public enum ProtoRegistry {
         Kindred.Profile.V1.UpdateLocationResponse.self,
         Kindred.Profile.V1.ListProfileIndexEntriesRequest.self,
         Kindred.Profile.V1.ListProfileIndexEntriesResponse.self,
-        Kindred.Profile.V1.DeliverEventsRequest.self,
-        Kindred.Profile.V1.DeliverEventsResponse.self,
         Kindred.Profile.V1.GetUserFootprintRequest.self,
         Kindred.Profile.V1.GetUserFootprintResponse.self,
         Kindred.Testing.V1.EchoRequest.self,
@@ -2567,6 +2561,10 @@ public enum ProtoRegistry {
                 "kindred.common.v1.LocationChanged.snapshot",
                 "kindred.common.v1.CommunityUpdated",
                 "kindred.common.v1.CommunityUpdated.community",
+                "kindred.common.v1.DeliverEventsRequest",
+                "kindred.common.v1.DeliverEventsRequest.events",
+                "kindred.common.v1.DeliverEventsResponse",
+                "kindred.common.v1.DeliverEventsResponse.acknowledged_event_ids",
                 "kindred.common.v1.SwipeRecorded",
                 "kindred.common.v1.SwipeRecorded.swipe_id",
                 "kindred.common.v1.SwipeRecorded.target_user_id",
@@ -2633,20 +2631,22 @@ public enum ProtoRegistry {
             ZGF0ZVNuYXBzaG90UghzbmFwc2hvdBIjCg1jaGFuZ2VkX3BhdGhzGAIgAygJUgxjaGFuZ2VkUGF0aHMiUwoPTG9jYXRpb25D
             aGFuZ2VkEkAKCHNuYXBzaG90GAEgASgLMiQua2luZHJlZC5jb21tb24udjEuQ2FuZGlkYXRlU25hcHNob3RSCHNuYXBzaG90
             Ik4KEENvbW11bml0eVVwZGF0ZWQSOgoJY29tbXVuaXR5GAEgASgLMhwua2luZHJlZC5jb21tb24udjEuQ29tbXVuaXR5Uglj
-            b21tdW5pdHkiyAEKDVN3aXBlUmVjb3JkZWQSGQoIc3dpcGVfaWQYASABKAlSB3N3aXBlSWQSJAoOdGFyZ2V0X3VzZXJfaWQY
-            AiABKAlSDHRhcmdldFVzZXJJZBI2CgZhY3Rpb24YAyABKA4yHi5raW5kcmVkLmNvbW1vbi52MS5Td2lwZUFjdGlvblIGYWN0
-            aW9uEhgKB3N1cmZhY2UYBCABKAlSB3N1cmZhY2USJAoOc3dpcGVkX3VuaXhfbXMYBSABKANSDHN3aXBlZFVuaXhNcyJOCgtT
-            d2lwZVVuZG9uZRIZCghzd2lwZV9pZBgBIAEoCVIHc3dpcGVJZBIkCg50YXJnZXRfdXNlcl9pZBgCIAEoCVIMdGFyZ2V0VXNl
-            cklkIs4BCgxNYXRjaENyZWF0ZWQSGQoIbWF0Y2hfaWQYASABKAlSB21hdGNoSWQSGQoIdXNlcl9pZHMYAiADKAlSB3VzZXJJ
-            ZHMSKgoRaW5pdGlhdG9yX3VzZXJfaWQYAyABKAlSD2luaXRpYXRvclVzZXJJZBI0CgRtb2RlGAQgASgOMiAua2luZHJlZC5j
-            b21tb24udjEuQ29tbXVuaXR5TW9kZVIEbW9kZRImCg9jcmVhdGVkX3VuaXhfbXMYBSABKANSDWNyZWF0ZWRVbml4TXMipgEK
-            Ck1hdGNoRW5kZWQSGQoIbWF0Y2hfaWQYASABKAlSB21hdGNoSWQSGQoIdXNlcl9pZHMYAiADKAlSB3VzZXJJZHMSJwoQZW5k
-            ZWRfYnlfdXNlcl9pZBgDIAEoCVINZW5kZWRCeVVzZXJJZBI5CgZyZWFzb24YBCABKA4yIS5raW5kcmVkLmNvbW1vbi52MS5N
-            YXRjaEVuZFJlYXNvblIGcmVhc29uIjUKC1VzZXJCbG9ja2VkEiYKD2Jsb2NrZWRfdXNlcl9pZBgBIAEoCVINYmxvY2tlZFVz
-            ZXJJZCI7Cg1Vc2VyVW5ibG9ja2VkEioKEXVuYmxvY2tlZF91c2VyX2lkGAEgASgJUg91bmJsb2NrZWRVc2VySWQqsgEKDk1h
-            dGNoRW5kUmVhc29uEiAKHE1BVENIX0VORF9SRUFTT05fVU5TUEVDSUZJRUQQABIeChpNQVRDSF9FTkRfUkVBU09OX1VOTUFU
-            Q0hFRBABEhwKGE1BVENIX0VORF9SRUFTT05fQkxPQ0tFRBACEiQKIE1BVENIX0VORF9SRUFTT05fQUNDT1VOVF9ERUxFVEVE
-            EAMSGgoWTUFUQ0hfRU5EX1JFQVNPTl9BRE1JThAEYgZwcm90bzM=
+            b21tdW5pdHkiSAoURGVsaXZlckV2ZW50c1JlcXVlc3QSMAoGZXZlbnRzGAEgAygLMhgua2luZHJlZC5jb21tb24udjEuRXZl
+            bnRSBmV2ZW50cyJNChVEZWxpdmVyRXZlbnRzUmVzcG9uc2USNAoWYWNrbm93bGVkZ2VkX2V2ZW50X2lkcxgBIAMoCVIUYWNr
+            bm93bGVkZ2VkRXZlbnRJZHMiyAEKDVN3aXBlUmVjb3JkZWQSGQoIc3dpcGVfaWQYASABKAlSB3N3aXBlSWQSJAoOdGFyZ2V0
+            X3VzZXJfaWQYAiABKAlSDHRhcmdldFVzZXJJZBI2CgZhY3Rpb24YAyABKA4yHi5raW5kcmVkLmNvbW1vbi52MS5Td2lwZUFj
+            dGlvblIGYWN0aW9uEhgKB3N1cmZhY2UYBCABKAlSB3N1cmZhY2USJAoOc3dpcGVkX3VuaXhfbXMYBSABKANSDHN3aXBlZFVu
+            aXhNcyJOCgtTd2lwZVVuZG9uZRIZCghzd2lwZV9pZBgBIAEoCVIHc3dpcGVJZBIkCg50YXJnZXRfdXNlcl9pZBgCIAEoCVIM
+            dGFyZ2V0VXNlcklkIs4BCgxNYXRjaENyZWF0ZWQSGQoIbWF0Y2hfaWQYASABKAlSB21hdGNoSWQSGQoIdXNlcl9pZHMYAiAD
+            KAlSB3VzZXJJZHMSKgoRaW5pdGlhdG9yX3VzZXJfaWQYAyABKAlSD2luaXRpYXRvclVzZXJJZBI0CgRtb2RlGAQgASgOMiAu
+            a2luZHJlZC5jb21tb24udjEuQ29tbXVuaXR5TW9kZVIEbW9kZRImCg9jcmVhdGVkX3VuaXhfbXMYBSABKANSDWNyZWF0ZWRV
+            bml4TXMipgEKCk1hdGNoRW5kZWQSGQoIbWF0Y2hfaWQYASABKAlSB21hdGNoSWQSGQoIdXNlcl9pZHMYAiADKAlSB3VzZXJJ
+            ZHMSJwoQZW5kZWRfYnlfdXNlcl9pZBgDIAEoCVINZW5kZWRCeVVzZXJJZBI5CgZyZWFzb24YBCABKA4yIS5raW5kcmVkLmNv
+            bW1vbi52MS5NYXRjaEVuZFJlYXNvblIGcmVhc29uIjUKC1VzZXJCbG9ja2VkEiYKD2Jsb2NrZWRfdXNlcl9pZBgBIAEoCVIN
+            YmxvY2tlZFVzZXJJZCI7Cg1Vc2VyVW5ibG9ja2VkEioKEXVuYmxvY2tlZF91c2VyX2lkGAEgASgJUg91bmJsb2NrZWRVc2Vy
+            SWQqsgEKDk1hdGNoRW5kUmVhc29uEiAKHE1BVENIX0VORF9SRUFTT05fVU5TUEVDSUZJRUQQABIeChpNQVRDSF9FTkRfUkVB
+            U09OX1VOTUFUQ0hFRBABEhwKGE1BVENIX0VORF9SRUFTT05fQkxPQ0tFRBACEiQKIE1BVENIX0VORF9SRUFTT05fQUNDT1VO
+            VF9ERUxFVEVEEAMSGgoWTUFUQ0hfRU5EX1JFQVNPTl9BRE1JThAEYgZwcm90bzM=
             """
         ),
         ProtoFileDescriptor(
@@ -2721,10 +2721,6 @@ public enum ProtoRegistry {
                 "kindred.chat.v1.GetMessagesRequest.message_ids",
                 "kindred.chat.v1.GetMessagesResponse",
                 "kindred.chat.v1.GetMessagesResponse.messages",
-                "kindred.chat.v1.DeliverEventsRequest",
-                "kindred.chat.v1.DeliverEventsRequest.events",
-                "kindred.chat.v1.DeliverEventsResponse",
-                "kindred.chat.v1.DeliverEventsResponse.acknowledged_event_ids",
                 "kindred.chat.v1.GetUserFootprintRequest",
                 "kindred.chat.v1.GetUserFootprintRequest.user_id",
                 "kindred.chat.v1.GetUserFootprintResponse",
@@ -2776,28 +2772,26 @@ public enum ProtoRegistry {
             GAEgASgJUgtyZXN1bWVUb2tlbiJFChFTdWJzY3JpYmVSZXNwb25zZRIwCgVldmVudBgBIAEoCzIaLmtpbmRyZWQuY2hhdC52
             MS5DaGF0RXZlbnRSBWV2ZW50IjUKEkdldE1lc3NhZ2VzUmVxdWVzdBIfCgttZXNzYWdlX2lkcxgBIAMoCVIKbWVzc2FnZUlk
             cyJPChNHZXRNZXNzYWdlc1Jlc3BvbnNlEjgKCG1lc3NhZ2VzGAEgAygLMhwua2luZHJlZC5jaGF0LnYxLkNoYXRNZXNzYWdl
-            UghtZXNzYWdlcyJIChREZWxpdmVyRXZlbnRzUmVxdWVzdBIwCgZldmVudHMYASADKAsyGC5raW5kcmVkLmNvbW1vbi52MS5F
-            dmVudFIGZXZlbnRzIk0KFURlbGl2ZXJFdmVudHNSZXNwb25zZRI0ChZhY2tub3dsZWRnZWRfZXZlbnRfaWRzGAEgAygJUhRh
-            Y2tub3dsZWRnZWRFdmVudElkcyIyChdHZXRVc2VyRm9vdHByaW50UmVxdWVzdBIXCgd1c2VyX2lkGAEgASgJUgZ1c2VySWQi
-            UAoYR2V0VXNlckZvb3RwcmludFJlc3BvbnNlEjQKBmNvdW50cxgBIAMoCzIcLmtpbmRyZWQuY29tbW9uLnYxLkRhdGFDb3Vu
-            dFIGY291bnRzMrwJCgtDaGF0U2VydmljZRJVCgpPcGVuVGhyZWFkEiIua2luZHJlZC5jaGF0LnYxLk9wZW5UaHJlYWRSZXF1
-            ZXN0GiMua2luZHJlZC5jaGF0LnYxLk9wZW5UaHJlYWRSZXNwb25zZRJYCgtDbG9zZVRocmVhZBIjLmtpbmRyZWQuY2hhdC52
-            MS5DbG9zZVRocmVhZFJlcXVlc3QaJC5raW5kcmVkLmNoYXQudjEuQ2xvc2VUaHJlYWRSZXNwb25zZRJYCgtMaXN0VGhyZWFk
-            cxIjLmtpbmRyZWQuY2hhdC52MS5MaXN0VGhyZWFkc1JlcXVlc3QaJC5raW5kcmVkLmNoYXQudjEuTGlzdFRocmVhZHNSZXNw
-            b25zZRJtChJHZXRUaHJlYWRTdW1tYXJpZXMSKi5raW5kcmVkLmNoYXQudjEuR2V0VGhyZWFkU3VtbWFyaWVzUmVxdWVzdBor
-            LmtpbmRyZWQuY2hhdC52MS5HZXRUaHJlYWRTdW1tYXJpZXNSZXNwb25zZRJYCgtTZW5kTWVzc2FnZRIjLmtpbmRyZWQuY2hh
-            dC52MS5TZW5kTWVzc2FnZVJlcXVlc3QaJC5raW5kcmVkLmNoYXQudjEuU2VuZE1lc3NhZ2VSZXNwb25zZRJMCgdIaXN0b3J5
-            Eh8ua2luZHJlZC5jaGF0LnYxLkhpc3RvcnlSZXF1ZXN0GiAua2luZHJlZC5jaGF0LnYxLkhpc3RvcnlSZXNwb25zZRJPCghN
-            YXJrUmVhZBIgLmtpbmRyZWQuY2hhdC52MS5NYXJrUmVhZFJlcXVlc3QaIS5raW5kcmVkLmNoYXQudjEuTWFya1JlYWRSZXNw
-            b25zZRJeCg1NYXJrRGVsaXZlcmVkEiUua2luZHJlZC5jaGF0LnYxLk1hcmtEZWxpdmVyZWRSZXF1ZXN0GiYua2luZHJlZC5j
-            aGF0LnYxLk1hcmtEZWxpdmVyZWRSZXNwb25zZRJhCg5HZXRVbnJlYWRDb3VudBImLmtpbmRyZWQuY2hhdC52MS5HZXRVbnJl
-            YWRDb3VudFJlcXVlc3QaJy5raW5kcmVkLmNoYXQudjEuR2V0VW5yZWFkQ291bnRSZXNwb25zZRJUCglTdWJzY3JpYmUSIS5r
-            aW5kcmVkLmNoYXQudjEuU3Vic2NyaWJlUmVxdWVzdBoiLmtpbmRyZWQuY2hhdC52MS5TdWJzY3JpYmVSZXNwb25zZTABElgK
-            C0dldE1lc3NhZ2VzEiMua2luZHJlZC5jaGF0LnYxLkdldE1lc3NhZ2VzUmVxdWVzdBokLmtpbmRyZWQuY2hhdC52MS5HZXRN
-            ZXNzYWdlc1Jlc3BvbnNlEl4KDURlbGl2ZXJFdmVudHMSJS5raW5kcmVkLmNoYXQudjEuRGVsaXZlckV2ZW50c1JlcXVlc3Qa
-            Ji5raW5kcmVkLmNoYXQudjEuRGVsaXZlckV2ZW50c1Jlc3BvbnNlEmcKEEdldFVzZXJGb290cHJpbnQSKC5raW5kcmVkLmNo
-            YXQudjEuR2V0VXNlckZvb3RwcmludFJlcXVlc3QaKS5raW5kcmVkLmNoYXQudjEuR2V0VXNlckZvb3RwcmludFJlc3BvbnNl
-            YgZwcm90bzM=
+            UghtZXNzYWdlcyIyChdHZXRVc2VyRm9vdHByaW50UmVxdWVzdBIXCgd1c2VyX2lkGAEgASgJUgZ1c2VySWQiUAoYR2V0VXNl
+            ckZvb3RwcmludFJlc3BvbnNlEjQKBmNvdW50cxgBIAMoCzIcLmtpbmRyZWQuY29tbW9uLnYxLkRhdGFDb3VudFIGY291bnRz
+            MsAJCgtDaGF0U2VydmljZRJVCgpPcGVuVGhyZWFkEiIua2luZHJlZC5jaGF0LnYxLk9wZW5UaHJlYWRSZXF1ZXN0GiMua2lu
+            ZHJlZC5jaGF0LnYxLk9wZW5UaHJlYWRSZXNwb25zZRJYCgtDbG9zZVRocmVhZBIjLmtpbmRyZWQuY2hhdC52MS5DbG9zZVRo
+            cmVhZFJlcXVlc3QaJC5raW5kcmVkLmNoYXQudjEuQ2xvc2VUaHJlYWRSZXNwb25zZRJYCgtMaXN0VGhyZWFkcxIjLmtpbmRy
+            ZWQuY2hhdC52MS5MaXN0VGhyZWFkc1JlcXVlc3QaJC5raW5kcmVkLmNoYXQudjEuTGlzdFRocmVhZHNSZXNwb25zZRJtChJH
+            ZXRUaHJlYWRTdW1tYXJpZXMSKi5raW5kcmVkLmNoYXQudjEuR2V0VGhyZWFkU3VtbWFyaWVzUmVxdWVzdBorLmtpbmRyZWQu
+            Y2hhdC52MS5HZXRUaHJlYWRTdW1tYXJpZXNSZXNwb25zZRJYCgtTZW5kTWVzc2FnZRIjLmtpbmRyZWQuY2hhdC52MS5TZW5k
+            TWVzc2FnZVJlcXVlc3QaJC5raW5kcmVkLmNoYXQudjEuU2VuZE1lc3NhZ2VSZXNwb25zZRJMCgdIaXN0b3J5Eh8ua2luZHJl
+            ZC5jaGF0LnYxLkhpc3RvcnlSZXF1ZXN0GiAua2luZHJlZC5jaGF0LnYxLkhpc3RvcnlSZXNwb25zZRJPCghNYXJrUmVhZBIg
+            LmtpbmRyZWQuY2hhdC52MS5NYXJrUmVhZFJlcXVlc3QaIS5raW5kcmVkLmNoYXQudjEuTWFya1JlYWRSZXNwb25zZRJeCg1N
+            YXJrRGVsaXZlcmVkEiUua2luZHJlZC5jaGF0LnYxLk1hcmtEZWxpdmVyZWRSZXF1ZXN0GiYua2luZHJlZC5jaGF0LnYxLk1h
+            cmtEZWxpdmVyZWRSZXNwb25zZRJhCg5HZXRVbnJlYWRDb3VudBImLmtpbmRyZWQuY2hhdC52MS5HZXRVbnJlYWRDb3VudFJl
+            cXVlc3QaJy5raW5kcmVkLmNoYXQudjEuR2V0VW5yZWFkQ291bnRSZXNwb25zZRJUCglTdWJzY3JpYmUSIS5raW5kcmVkLmNo
+            YXQudjEuU3Vic2NyaWJlUmVxdWVzdBoiLmtpbmRyZWQuY2hhdC52MS5TdWJzY3JpYmVSZXNwb25zZTABElgKC0dldE1lc3Nh
+            Z2VzEiMua2luZHJlZC5jaGF0LnYxLkdldE1lc3NhZ2VzUmVxdWVzdBokLmtpbmRyZWQuY2hhdC52MS5HZXRNZXNzYWdlc1Jl
+            c3BvbnNlEmIKDURlbGl2ZXJFdmVudHMSJy5raW5kcmVkLmNvbW1vbi52MS5EZWxpdmVyRXZlbnRzUmVxdWVzdBooLmtpbmRy
+            ZWQuY29tbW9uLnYxLkRlbGl2ZXJFdmVudHNSZXNwb25zZRJnChBHZXRVc2VyRm9vdHByaW50Eigua2luZHJlZC5jaGF0LnYx
+            LkdldFVzZXJGb290cHJpbnRSZXF1ZXN0Gikua2luZHJlZC5jaGF0LnYxLkdldFVzZXJGb290cHJpbnRSZXNwb25zZWIGcHJv
+            dG8z
             """
         ),
         ProtoFileDescriptor(
@@ -2855,10 +2849,6 @@ public enum ProtoRegistry {
                 "kindred.discovery.v1.RebuildIndexResponse.indexed_candidates",
                 "kindred.discovery.v1.RebuildIndexResponse.backfilled_snapshots",
                 "kindred.discovery.v1.RebuildIndexResponse.took_ms",
-                "kindred.discovery.v1.DeliverEventsRequest",
-                "kindred.discovery.v1.DeliverEventsRequest.events",
-                "kindred.discovery.v1.DeliverEventsResponse",
-                "kindred.discovery.v1.DeliverEventsResponse.acknowledged_event_ids",
                 "kindred.discovery.v1.GetUserFootprintRequest",
                 "kindred.discovery.v1.GetUserFootprintRequest.user_id",
                 "kindred.discovery.v1.GetUserFootprintResponse",
@@ -2899,23 +2889,21 @@ public enum ProtoRegistry {
             ZWQibAoTUmVidWlsZEluZGV4UmVxdWVzdBIyChViYWNrZmlsbF9mcm9tX3Byb2ZpbGUYASABKAhSE2JhY2tmaWxsRnJvbVBy
             b2ZpbGUSIQoMY29tbXVuaXR5X2lkGAIgASgJUgtjb21tdW5pdHlJZCKRAQoUUmVidWlsZEluZGV4UmVzcG9uc2USLQoSaW5k
             ZXhlZF9jYW5kaWRhdGVzGAEgASgDUhFpbmRleGVkQ2FuZGlkYXRlcxIxChRiYWNrZmlsbGVkX3NuYXBzaG90cxgCIAEoA1IT
-            YmFja2ZpbGxlZFNuYXBzaG90cxIXCgd0b29rX21zGAMgASgDUgZ0b29rTXMiSAoURGVsaXZlckV2ZW50c1JlcXVlc3QSMAoG
-            ZXZlbnRzGAEgAygLMhgua2luZHJlZC5jb21tb24udjEuRXZlbnRSBmV2ZW50cyJNChVEZWxpdmVyRXZlbnRzUmVzcG9uc2US
-            NAoWYWNrbm93bGVkZ2VkX2V2ZW50X2lkcxgBIAMoCVIUYWNrbm93bGVkZ2VkRXZlbnRJZHMiMgoXR2V0VXNlckZvb3Rwcmlu
-            dFJlcXVlc3QSFwoHdXNlcl9pZBgBIAEoCVIGdXNlcklkIlAKGEdldFVzZXJGb290cHJpbnRSZXNwb25zZRI0CgZjb3VudHMY
-            ASADKAsyHC5raW5kcmVkLmNvbW1vbi52MS5EYXRhQ291bnRSBmNvdW50czLuBgoQRGlzY292ZXJ5U2VydmljZRJWCgdHZXRE
-            ZWNrEiQua2luZHJlZC5kaXNjb3ZlcnkudjEuR2V0RGVja1JlcXVlc3QaJS5raW5kcmVkLmRpc2NvdmVyeS52MS5HZXREZWNr
-            UmVzcG9uc2USdwoSR2V0UmVjb21tZW5kYXRpb25zEi8ua2luZHJlZC5kaXNjb3ZlcnkudjEuR2V0UmVjb21tZW5kYXRpb25z
-            UmVxdWVzdBowLmtpbmRyZWQuZGlzY292ZXJ5LnYxLkdldFJlY29tbWVuZGF0aW9uc1Jlc3BvbnNlEmgKDVNlYXJjaE1lbWJl
-            cnMSKi5raW5kcmVkLmRpc2NvdmVyeS52MS5TZWFyY2hNZW1iZXJzUmVxdWVzdBorLmtpbmRyZWQuZGlzY292ZXJ5LnYxLlNl
-            YXJjaE1lbWJlcnNSZXNwb25zZRJrCg5JbmRleENhbmRpZGF0ZRIrLmtpbmRyZWQuZGlzY292ZXJ5LnYxLkluZGV4Q2FuZGlk
-            YXRlUmVxdWVzdBosLmtpbmRyZWQuZGlzY292ZXJ5LnYxLkluZGV4Q2FuZGlkYXRlUmVzcG9uc2USbgoPUmVtb3ZlQ2FuZGlk
-            YXRlEiwua2luZHJlZC5kaXNjb3ZlcnkudjEuUmVtb3ZlQ2FuZGlkYXRlUmVxdWVzdBotLmtpbmRyZWQuZGlzY292ZXJ5LnYx
-            LlJlbW92ZUNhbmRpZGF0ZVJlc3BvbnNlEmUKDFJlYnVpbGRJbmRleBIpLmtpbmRyZWQuZGlzY292ZXJ5LnYxLlJlYnVpbGRJ
-            bmRleFJlcXVlc3QaKi5raW5kcmVkLmRpc2NvdmVyeS52MS5SZWJ1aWxkSW5kZXhSZXNwb25zZRJoCg1EZWxpdmVyRXZlbnRz
-            Eioua2luZHJlZC5kaXNjb3ZlcnkudjEuRGVsaXZlckV2ZW50c1JlcXVlc3QaKy5raW5kcmVkLmRpc2NvdmVyeS52MS5EZWxp
-            dmVyRXZlbnRzUmVzcG9uc2UScQoQR2V0VXNlckZvb3RwcmludBItLmtpbmRyZWQuZGlzY292ZXJ5LnYxLkdldFVzZXJGb290
-            cHJpbnRSZXF1ZXN0Gi4ua2luZHJlZC5kaXNjb3ZlcnkudjEuR2V0VXNlckZvb3RwcmludFJlc3BvbnNlYgZwcm90bzM=
+            YmFja2ZpbGxlZFNuYXBzaG90cxIXCgd0b29rX21zGAMgASgDUgZ0b29rTXMiMgoXR2V0VXNlckZvb3RwcmludFJlcXVlc3QS
+            FwoHdXNlcl9pZBgBIAEoCVIGdXNlcklkIlAKGEdldFVzZXJGb290cHJpbnRSZXNwb25zZRI0CgZjb3VudHMYASADKAsyHC5r
+            aW5kcmVkLmNvbW1vbi52MS5EYXRhQ291bnRSBmNvdW50czLoBgoQRGlzY292ZXJ5U2VydmljZRJWCgdHZXREZWNrEiQua2lu
+            ZHJlZC5kaXNjb3ZlcnkudjEuR2V0RGVja1JlcXVlc3QaJS5raW5kcmVkLmRpc2NvdmVyeS52MS5HZXREZWNrUmVzcG9uc2US
+            dwoSR2V0UmVjb21tZW5kYXRpb25zEi8ua2luZHJlZC5kaXNjb3ZlcnkudjEuR2V0UmVjb21tZW5kYXRpb25zUmVxdWVzdBow
+            LmtpbmRyZWQuZGlzY292ZXJ5LnYxLkdldFJlY29tbWVuZGF0aW9uc1Jlc3BvbnNlEmgKDVNlYXJjaE1lbWJlcnMSKi5raW5k
+            cmVkLmRpc2NvdmVyeS52MS5TZWFyY2hNZW1iZXJzUmVxdWVzdBorLmtpbmRyZWQuZGlzY292ZXJ5LnYxLlNlYXJjaE1lbWJl
+            cnNSZXNwb25zZRJrCg5JbmRleENhbmRpZGF0ZRIrLmtpbmRyZWQuZGlzY292ZXJ5LnYxLkluZGV4Q2FuZGlkYXRlUmVxdWVz
+            dBosLmtpbmRyZWQuZGlzY292ZXJ5LnYxLkluZGV4Q2FuZGlkYXRlUmVzcG9uc2USbgoPUmVtb3ZlQ2FuZGlkYXRlEiwua2lu
+            ZHJlZC5kaXNjb3ZlcnkudjEuUmVtb3ZlQ2FuZGlkYXRlUmVxdWVzdBotLmtpbmRyZWQuZGlzY292ZXJ5LnYxLlJlbW92ZUNh
+            bmRpZGF0ZVJlc3BvbnNlEmUKDFJlYnVpbGRJbmRleBIpLmtpbmRyZWQuZGlzY292ZXJ5LnYxLlJlYnVpbGRJbmRleFJlcXVl
+            c3QaKi5raW5kcmVkLmRpc2NvdmVyeS52MS5SZWJ1aWxkSW5kZXhSZXNwb25zZRJiCg1EZWxpdmVyRXZlbnRzEicua2luZHJl
+            ZC5jb21tb24udjEuRGVsaXZlckV2ZW50c1JlcXVlc3QaKC5raW5kcmVkLmNvbW1vbi52MS5EZWxpdmVyRXZlbnRzUmVzcG9u
+            c2UScQoQR2V0VXNlckZvb3RwcmludBItLmtpbmRyZWQuZGlzY292ZXJ5LnYxLkdldFVzZXJGb290cHJpbnRSZXF1ZXN0Gi4u
+            a2luZHJlZC5kaXNjb3ZlcnkudjEuR2V0VXNlckZvb3RwcmludFJlc3BvbnNlYgZwcm90bzM=
             """
         ),
         ProtoFileDescriptor(
@@ -3127,10 +3115,6 @@ public enum ProtoRegistry {
                 "kindred.match.v1.GetRelationsRequest.user_ids",
                 "kindred.match.v1.GetRelationsResponse",
                 "kindred.match.v1.GetRelationsResponse.relations",
-                "kindred.match.v1.DeliverEventsRequest",
-                "kindred.match.v1.DeliverEventsRequest.events",
-                "kindred.match.v1.DeliverEventsResponse",
-                "kindred.match.v1.DeliverEventsResponse.acknowledged_event_ids",
                 "kindred.match.v1.GetUserFootprintRequest",
                 "kindred.match.v1.GetUserFootprintRequest.user_id",
                 "kindred.match.v1.GetUserFootprintResponse",
@@ -3182,32 +3166,30 @@ public enum ProtoRegistry {
             aWRhdGVVc2VySWRzIj4KFEZpbHRlclVuc2VlblJlc3BvbnNlEiYKD3Vuc2Vlbl91c2VyX2lkcxgBIAMoCVINdW5zZWVuVXNl
             cklkcyJWChNHZXRSZWxhdGlvbnNSZXF1ZXN0EiQKDnZpZXdlcl91c2VyX2lkGAEgASgJUgx2aWV3ZXJVc2VySWQSGQoIdXNl
             cl9pZHMYAiADKAlSB3VzZXJJZHMiUAoUR2V0UmVsYXRpb25zUmVzcG9uc2USOAoJcmVsYXRpb25zGAEgAygLMhoua2luZHJl
-            ZC5tYXRjaC52MS5SZWxhdGlvblIJcmVsYXRpb25zIkgKFERlbGl2ZXJFdmVudHNSZXF1ZXN0EjAKBmV2ZW50cxgBIAMoCzIY
-            LmtpbmRyZWQuY29tbW9uLnYxLkV2ZW50UgZldmVudHMiTQoVRGVsaXZlckV2ZW50c1Jlc3BvbnNlEjQKFmFja25vd2xlZGdl
-            ZF9ldmVudF9pZHMYASADKAlSFGFja25vd2xlZGdlZEV2ZW50SWRzIjIKF0dldFVzZXJGb290cHJpbnRSZXF1ZXN0EhcKB3Vz
-            ZXJfaWQYASABKAlSBnVzZXJJZCJQChhHZXRVc2VyRm9vdHByaW50UmVzcG9uc2USNAoGY291bnRzGAEgAygLMhwua2luZHJl
-            ZC5jb21tb24udjEuRGF0YUNvdW50UgZjb3VudHMqgQEKDFN3aXBlT3V0Y29tZRIdChlTV0lQRV9PVVRDT01FX1VOU1BFQ0lG
-            SUVEEAASGgoWU1dJUEVfT1VUQ09NRV9SRUNPUkRFRBABEhkKFVNXSVBFX09VVENPTUVfTUFUQ0hFRBACEhsKF1NXSVBFX09V
-            VENPTUVfQ09OTkVDVEVEEAMyzgoKDE1hdGNoU2VydmljZRJICgVTd2lwZRIeLmtpbmRyZWQubWF0Y2gudjEuU3dpcGVSZXF1
-            ZXN0Gh8ua2luZHJlZC5tYXRjaC52MS5Td2lwZVJlc3BvbnNlEkUKBFVuZG8SHS5raW5kcmVkLm1hdGNoLnYxLlVuZG9SZXF1
-            ZXN0Gh4ua2luZHJlZC5tYXRjaC52MS5VbmRvUmVzcG9uc2USWgoLTGlzdE1hdGNoZXMSJC5raW5kcmVkLm1hdGNoLnYxLkxp
-            c3RNYXRjaGVzUmVxdWVzdBolLmtpbmRyZWQubWF0Y2gudjEuTGlzdE1hdGNoZXNSZXNwb25zZRJOCgdVbm1hdGNoEiAua2lu
-            ZHJlZC5tYXRjaC52MS5Vbm1hdGNoUmVxdWVzdBohLmtpbmRyZWQubWF0Y2gudjEuVW5tYXRjaFJlc3BvbnNlEmwKEUxpc3RM
-            aWtlc1JlY2VpdmVkEioua2luZHJlZC5tYXRjaC52MS5MaXN0TGlrZXNSZWNlaXZlZFJlcXVlc3QaKy5raW5kcmVkLm1hdGNo
-            LnYxLkxpc3RMaWtlc1JlY2VpdmVkUmVzcG9uc2USSAoFQmxvY2sSHi5raW5kcmVkLm1hdGNoLnYxLkJsb2NrUmVxdWVzdBof
-            LmtpbmRyZWQubWF0Y2gudjEuQmxvY2tSZXNwb25zZRJOCgdVbmJsb2NrEiAua2luZHJlZC5tYXRjaC52MS5VbmJsb2NrUmVx
-            dWVzdBohLmtpbmRyZWQubWF0Y2gudjEuVW5ibG9ja1Jlc3BvbnNlElcKCkxpc3RCbG9ja3MSIy5raW5kcmVkLm1hdGNoLnYx
-            Lkxpc3RCbG9ja3NSZXF1ZXN0GiQua2luZHJlZC5tYXRjaC52MS5MaXN0QmxvY2tzUmVzcG9uc2USVwoKUmVwb3J0VXNlchIj
-            LmtpbmRyZWQubWF0Y2gudjEuUmVwb3J0VXNlclJlcXVlc3QaJC5raW5kcmVkLm1hdGNoLnYxLlJlcG9ydFVzZXJSZXNwb25z
-            ZRJdCgxGaWx0ZXJVbnNlZW4SJS5raW5kcmVkLm1hdGNoLnYxLkZpbHRlclVuc2VlblJlcXVlc3QaJi5raW5kcmVkLm1hdGNo
-            LnYxLkZpbHRlclVuc2VlblJlc3BvbnNlEl0KDEdldFJlbGF0aW9ucxIlLmtpbmRyZWQubWF0Y2gudjEuR2V0UmVsYXRpb25z
-            UmVxdWVzdBomLmtpbmRyZWQubWF0Y2gudjEuR2V0UmVsYXRpb25zUmVzcG9uc2USWgoLTGlzdFJlcG9ydHMSJC5raW5kcmVk
-            Lm1hdGNoLnYxLkxpc3RSZXBvcnRzUmVxdWVzdBolLmtpbmRyZWQubWF0Y2gudjEuTGlzdFJlcG9ydHNSZXNwb25zZRJgCg1S
-            ZXNvbHZlUmVwb3J0EiYua2luZHJlZC5tYXRjaC52MS5SZXNvbHZlUmVwb3J0UmVxdWVzdBonLmtpbmRyZWQubWF0Y2gudjEu
-            UmVzb2x2ZVJlcG9ydFJlc3BvbnNlEmAKDURlbGl2ZXJFdmVudHMSJi5raW5kcmVkLm1hdGNoLnYxLkRlbGl2ZXJFdmVudHNS
-            ZXF1ZXN0Gicua2luZHJlZC5tYXRjaC52MS5EZWxpdmVyRXZlbnRzUmVzcG9uc2USaQoQR2V0VXNlckZvb3RwcmludBIpLmtp
-            bmRyZWQubWF0Y2gudjEuR2V0VXNlckZvb3RwcmludFJlcXVlc3QaKi5raW5kcmVkLm1hdGNoLnYxLkdldFVzZXJGb290cHJp
-            bnRSZXNwb25zZWIGcHJvdG8z
+            ZC5tYXRjaC52MS5SZWxhdGlvblIJcmVsYXRpb25zIjIKF0dldFVzZXJGb290cHJpbnRSZXF1ZXN0EhcKB3VzZXJfaWQYASAB
+            KAlSBnVzZXJJZCJQChhHZXRVc2VyRm9vdHByaW50UmVzcG9uc2USNAoGY291bnRzGAEgAygLMhwua2luZHJlZC5jb21tb24u
+            djEuRGF0YUNvdW50UgZjb3VudHMqgQEKDFN3aXBlT3V0Y29tZRIdChlTV0lQRV9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGgoW
+            U1dJUEVfT1VUQ09NRV9SRUNPUkRFRBABEhkKFVNXSVBFX09VVENPTUVfTUFUQ0hFRBACEhsKF1NXSVBFX09VVENPTUVfQ09O
+            TkVDVEVEEAMy0AoKDE1hdGNoU2VydmljZRJICgVTd2lwZRIeLmtpbmRyZWQubWF0Y2gudjEuU3dpcGVSZXF1ZXN0Gh8ua2lu
+            ZHJlZC5tYXRjaC52MS5Td2lwZVJlc3BvbnNlEkUKBFVuZG8SHS5raW5kcmVkLm1hdGNoLnYxLlVuZG9SZXF1ZXN0Gh4ua2lu
+            ZHJlZC5tYXRjaC52MS5VbmRvUmVzcG9uc2USWgoLTGlzdE1hdGNoZXMSJC5raW5kcmVkLm1hdGNoLnYxLkxpc3RNYXRjaGVz
+            UmVxdWVzdBolLmtpbmRyZWQubWF0Y2gudjEuTGlzdE1hdGNoZXNSZXNwb25zZRJOCgdVbm1hdGNoEiAua2luZHJlZC5tYXRj
+            aC52MS5Vbm1hdGNoUmVxdWVzdBohLmtpbmRyZWQubWF0Y2gudjEuVW5tYXRjaFJlc3BvbnNlEmwKEUxpc3RMaWtlc1JlY2Vp
+            dmVkEioua2luZHJlZC5tYXRjaC52MS5MaXN0TGlrZXNSZWNlaXZlZFJlcXVlc3QaKy5raW5kcmVkLm1hdGNoLnYxLkxpc3RM
+            aWtlc1JlY2VpdmVkUmVzcG9uc2USSAoFQmxvY2sSHi5raW5kcmVkLm1hdGNoLnYxLkJsb2NrUmVxdWVzdBofLmtpbmRyZWQu
+            bWF0Y2gudjEuQmxvY2tSZXNwb25zZRJOCgdVbmJsb2NrEiAua2luZHJlZC5tYXRjaC52MS5VbmJsb2NrUmVxdWVzdBohLmtp
+            bmRyZWQubWF0Y2gudjEuVW5ibG9ja1Jlc3BvbnNlElcKCkxpc3RCbG9ja3MSIy5raW5kcmVkLm1hdGNoLnYxLkxpc3RCbG9j
+            a3NSZXF1ZXN0GiQua2luZHJlZC5tYXRjaC52MS5MaXN0QmxvY2tzUmVzcG9uc2USVwoKUmVwb3J0VXNlchIjLmtpbmRyZWQu
+            bWF0Y2gudjEuUmVwb3J0VXNlclJlcXVlc3QaJC5raW5kcmVkLm1hdGNoLnYxLlJlcG9ydFVzZXJSZXNwb25zZRJdCgxGaWx0
+            ZXJVbnNlZW4SJS5raW5kcmVkLm1hdGNoLnYxLkZpbHRlclVuc2VlblJlcXVlc3QaJi5raW5kcmVkLm1hdGNoLnYxLkZpbHRl
+            clVuc2VlblJlc3BvbnNlEl0KDEdldFJlbGF0aW9ucxIlLmtpbmRyZWQubWF0Y2gudjEuR2V0UmVsYXRpb25zUmVxdWVzdBom
+            LmtpbmRyZWQubWF0Y2gudjEuR2V0UmVsYXRpb25zUmVzcG9uc2USWgoLTGlzdFJlcG9ydHMSJC5raW5kcmVkLm1hdGNoLnYx
+            Lkxpc3RSZXBvcnRzUmVxdWVzdBolLmtpbmRyZWQubWF0Y2gudjEuTGlzdFJlcG9ydHNSZXNwb25zZRJgCg1SZXNvbHZlUmVw
+            b3J0EiYua2luZHJlZC5tYXRjaC52MS5SZXNvbHZlUmVwb3J0UmVxdWVzdBonLmtpbmRyZWQubWF0Y2gudjEuUmVzb2x2ZVJl
+            cG9ydFJlc3BvbnNlEmIKDURlbGl2ZXJFdmVudHMSJy5raW5kcmVkLmNvbW1vbi52MS5EZWxpdmVyRXZlbnRzUmVxdWVzdBoo
+            LmtpbmRyZWQuY29tbW9uLnYxLkRlbGl2ZXJFdmVudHNSZXNwb25zZRJpChBHZXRVc2VyRm9vdHByaW50Eikua2luZHJlZC5t
+            YXRjaC52MS5HZXRVc2VyRm9vdHByaW50UmVxdWVzdBoqLmtpbmRyZWQubWF0Y2gudjEuR2V0VXNlckZvb3RwcmludFJlc3Bv
+            bnNlYgZwcm90bzM=
             """
         ),
         ProtoFileDescriptor(
@@ -3458,10 +3440,6 @@ public enum ProtoRegistry {
                 "kindred.profile.v1.ListProfileIndexEntriesResponse",
                 "kindred.profile.v1.ListProfileIndexEntriesResponse.entries",
                 "kindred.profile.v1.ListProfileIndexEntriesResponse.next_page_token",
-                "kindred.profile.v1.DeliverEventsRequest",
-                "kindred.profile.v1.DeliverEventsRequest.events",
-                "kindred.profile.v1.DeliverEventsResponse",
-                "kindred.profile.v1.DeliverEventsResponse.acknowledged_event_ids",
                 "kindred.profile.v1.GetUserFootprintRequest",
                 "kindred.profile.v1.GetUserFootprintRequest.user_id",
                 "kindred.profile.v1.GetUserFootprintResponse",
@@ -3503,29 +3481,27 @@ public enum ProtoRegistry {
             bml0eV9pZBgBIAEoCVILY29tbXVuaXR5SWQSLQoSaW5jbHVkZV9pbmVsaWdpYmxlGAIgASgIUhFpbmNsdWRlSW5lbGlnaWJs
             ZRIbCglwYWdlX3NpemUYAyABKAVSCHBhZ2VTaXplEh0KCnBhZ2VfdG9rZW4YBCABKAlSCXBhZ2VUb2tlbiKJAQofTGlzdFBy
             b2ZpbGVJbmRleEVudHJpZXNSZXNwb25zZRI+CgdlbnRyaWVzGAEgAygLMiQua2luZHJlZC5jb21tb24udjEuQ2FuZGlkYXRl
-            U25hcHNob3RSB2VudHJpZXMSJgoPbmV4dF9wYWdlX3Rva2VuGAIgASgJUg1uZXh0UGFnZVRva2VuIkgKFERlbGl2ZXJFdmVu
-            dHNSZXF1ZXN0EjAKBmV2ZW50cxgBIAMoCzIYLmtpbmRyZWQuY29tbW9uLnYxLkV2ZW50UgZldmVudHMiTQoVRGVsaXZlckV2
-            ZW50c1Jlc3BvbnNlEjQKFmFja25vd2xlZGdlZF9ldmVudF9pZHMYASADKAlSFGFja25vd2xlZGdlZEV2ZW50SWRzIjIKF0dl
-            dFVzZXJGb290cHJpbnRSZXF1ZXN0EhcKB3VzZXJfaWQYASABKAlSBnVzZXJJZCJQChhHZXRVc2VyRm9vdHByaW50UmVzcG9u
-            c2USNAoGY291bnRzGAEgAygLMhwua2luZHJlZC5jb21tb24udjEuRGF0YUNvdW50UgZjb3VudHMy2wkKDlByb2ZpbGVTZXJ2
-            aWNlEmQKDUNyZWF0ZVByb2ZpbGUSKC5raW5kcmVkLnByb2ZpbGUudjEuQ3JlYXRlUHJvZmlsZVJlcXVlc3QaKS5raW5kcmVk
-            LnByb2ZpbGUudjEuQ3JlYXRlUHJvZmlsZVJlc3BvbnNlElsKCkdldFByb2ZpbGUSJS5raW5kcmVkLnByb2ZpbGUudjEuR2V0
-            UHJvZmlsZVJlcXVlc3QaJi5raW5kcmVkLnByb2ZpbGUudjEuR2V0UHJvZmlsZVJlc3BvbnNlEl4KC0dldFByb2ZpbGVzEiYu
-            a2luZHJlZC5wcm9maWxlLnYxLkdldFByb2ZpbGVzUmVxdWVzdBonLmtpbmRyZWQucHJvZmlsZS52MS5HZXRQcm9maWxlc1Jl
-            c3BvbnNlEmQKDVVwZGF0ZVByb2ZpbGUSKC5raW5kcmVkLnByb2ZpbGUudjEuVXBkYXRlUHJvZmlsZVJlcXVlc3QaKS5raW5k
-            cmVkLnByb2ZpbGUudjEuVXBkYXRlUHJvZmlsZVJlc3BvbnNlEmcKDlVwZGF0ZUxvY2F0aW9uEikua2luZHJlZC5wcm9maWxl
-            LnYxLlVwZGF0ZUxvY2F0aW9uUmVxdWVzdBoqLmtpbmRyZWQucHJvZmlsZS52MS5VcGRhdGVMb2NhdGlvblJlc3BvbnNlEmAK
-            C1VwbG9hZFBob3RvEiYua2luZHJlZC5wcm9maWxlLnYxLlVwbG9hZFBob3RvUmVxdWVzdBonLmtpbmRyZWQucHJvZmlsZS52
-            MS5VcGxvYWRQaG90b1Jlc3BvbnNlKAESVQoIR2V0UGhvdG8SIy5raW5kcmVkLnByb2ZpbGUudjEuR2V0UGhvdG9SZXF1ZXN0
-            GiQua2luZHJlZC5wcm9maWxlLnYxLkdldFBob3RvUmVzcG9uc2USXgoLRGVsZXRlUGhvdG8SJi5raW5kcmVkLnByb2ZpbGUu
-            djEuRGVsZXRlUGhvdG9SZXF1ZXN0Gicua2luZHJlZC5wcm9maWxlLnYxLkRlbGV0ZVBob3RvUmVzcG9uc2USZAoNUmVvcmRl
-            clBob3RvcxIoLmtpbmRyZWQucHJvZmlsZS52MS5SZW9yZGVyUGhvdG9zUmVxdWVzdBopLmtpbmRyZWQucHJvZmlsZS52MS5S
-            ZW9yZGVyUGhvdG9zUmVzcG9uc2USggEKF0xpc3RQcm9maWxlSW5kZXhFbnRyaWVzEjIua2luZHJlZC5wcm9maWxlLnYxLkxp
-            c3RQcm9maWxlSW5kZXhFbnRyaWVzUmVxdWVzdBozLmtpbmRyZWQucHJvZmlsZS52MS5MaXN0UHJvZmlsZUluZGV4RW50cmll
-            c1Jlc3BvbnNlEmQKDURlbGl2ZXJFdmVudHMSKC5raW5kcmVkLnByb2ZpbGUudjEuRGVsaXZlckV2ZW50c1JlcXVlc3QaKS5r
-            aW5kcmVkLnByb2ZpbGUudjEuRGVsaXZlckV2ZW50c1Jlc3BvbnNlEm0KEEdldFVzZXJGb290cHJpbnQSKy5raW5kcmVkLnBy
-            b2ZpbGUudjEuR2V0VXNlckZvb3RwcmludFJlcXVlc3QaLC5raW5kcmVkLnByb2ZpbGUudjEuR2V0VXNlckZvb3RwcmludFJl
-            c3BvbnNlYgZwcm90bzM=
+            U25hcHNob3RSB2VudHJpZXMSJgoPbmV4dF9wYWdlX3Rva2VuGAIgASgJUg1uZXh0UGFnZVRva2VuIjIKF0dldFVzZXJGb290
+            cHJpbnRSZXF1ZXN0EhcKB3VzZXJfaWQYASABKAlSBnVzZXJJZCJQChhHZXRVc2VyRm9vdHByaW50UmVzcG9uc2USNAoGY291
+            bnRzGAEgAygLMhwua2luZHJlZC5jb21tb24udjEuRGF0YUNvdW50UgZjb3VudHMy2QkKDlByb2ZpbGVTZXJ2aWNlEmQKDUNy
+            ZWF0ZVByb2ZpbGUSKC5raW5kcmVkLnByb2ZpbGUudjEuQ3JlYXRlUHJvZmlsZVJlcXVlc3QaKS5raW5kcmVkLnByb2ZpbGUu
+            djEuQ3JlYXRlUHJvZmlsZVJlc3BvbnNlElsKCkdldFByb2ZpbGUSJS5raW5kcmVkLnByb2ZpbGUudjEuR2V0UHJvZmlsZVJl
+            cXVlc3QaJi5raW5kcmVkLnByb2ZpbGUudjEuR2V0UHJvZmlsZVJlc3BvbnNlEl4KC0dldFByb2ZpbGVzEiYua2luZHJlZC5w
+            cm9maWxlLnYxLkdldFByb2ZpbGVzUmVxdWVzdBonLmtpbmRyZWQucHJvZmlsZS52MS5HZXRQcm9maWxlc1Jlc3BvbnNlEmQK
+            DVVwZGF0ZVByb2ZpbGUSKC5raW5kcmVkLnByb2ZpbGUudjEuVXBkYXRlUHJvZmlsZVJlcXVlc3QaKS5raW5kcmVkLnByb2Zp
+            bGUudjEuVXBkYXRlUHJvZmlsZVJlc3BvbnNlEmcKDlVwZGF0ZUxvY2F0aW9uEikua2luZHJlZC5wcm9maWxlLnYxLlVwZGF0
+            ZUxvY2F0aW9uUmVxdWVzdBoqLmtpbmRyZWQucHJvZmlsZS52MS5VcGRhdGVMb2NhdGlvblJlc3BvbnNlEmAKC1VwbG9hZFBo
+            b3RvEiYua2luZHJlZC5wcm9maWxlLnYxLlVwbG9hZFBob3RvUmVxdWVzdBonLmtpbmRyZWQucHJvZmlsZS52MS5VcGxvYWRQ
+            aG90b1Jlc3BvbnNlKAESVQoIR2V0UGhvdG8SIy5raW5kcmVkLnByb2ZpbGUudjEuR2V0UGhvdG9SZXF1ZXN0GiQua2luZHJl
+            ZC5wcm9maWxlLnYxLkdldFBob3RvUmVzcG9uc2USXgoLRGVsZXRlUGhvdG8SJi5raW5kcmVkLnByb2ZpbGUudjEuRGVsZXRl
+            UGhvdG9SZXF1ZXN0Gicua2luZHJlZC5wcm9maWxlLnYxLkRlbGV0ZVBob3RvUmVzcG9uc2USZAoNUmVvcmRlclBob3RvcxIo
+            LmtpbmRyZWQucHJvZmlsZS52MS5SZW9yZGVyUGhvdG9zUmVxdWVzdBopLmtpbmRyZWQucHJvZmlsZS52MS5SZW9yZGVyUGhv
+            dG9zUmVzcG9uc2USggEKF0xpc3RQcm9maWxlSW5kZXhFbnRyaWVzEjIua2luZHJlZC5wcm9maWxlLnYxLkxpc3RQcm9maWxl
+            SW5kZXhFbnRyaWVzUmVxdWVzdBozLmtpbmRyZWQucHJvZmlsZS52MS5MaXN0UHJvZmlsZUluZGV4RW50cmllc1Jlc3BvbnNl
+            EmIKDURlbGl2ZXJFdmVudHMSJy5raW5kcmVkLmNvbW1vbi52MS5EZWxpdmVyRXZlbnRzUmVxdWVzdBooLmtpbmRyZWQuY29t
+            bW9uLnYxLkRlbGl2ZXJFdmVudHNSZXNwb25zZRJtChBHZXRVc2VyRm9vdHByaW50Eisua2luZHJlZC5wcm9maWxlLnYxLkdl
+            dFVzZXJGb290cHJpbnRSZXF1ZXN0Giwua2luZHJlZC5wcm9maWxlLnYxLkdldFVzZXJGb290cHJpbnRSZXNwb25zZWIGcHJv
+            dG8z
             """
         ),
         ProtoFileDescriptor(

@@ -389,6 +389,51 @@ extension Kindred.Common.V1 {
 }
 
 extension Kindred.Common.V1 {
+    /// A batch of events from one producer's outbox relay: the request of every consumer's DeliverEvents
+    /// (kindred.<consumer>.v1.<Consumer>Service/DeliverEvents), one message for all so one relay serves every
+    /// consumer.
+    public struct DeliverEventsRequest: ProtoMessage {
+        /// 1..100 events in the producer's outbox order.
+        public var events: [Kindred.Common.V1.Event] = []
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.common.v1.DeliverEventsRequest" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.common.v1.DeliverEventsRequest")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setRepeatedMessage(1, self.events)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.events = try decoder.repeatedMessage(1, as: Kindred.Common.V1.Event.self)
+        }
+    }
+}
+
+extension Kindred.Common.V1 {
+    /// Which events are durably handled.
+    public struct DeliverEventsResponse: ProtoMessage {
+        /// Ids of events processed now or earlier (duplicates) or ignored as irrelevant. Events not
+        /// listed are redelivered later.
+        public var acknowledgedEventIds: [Swift.String] = []
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.common.v1.DeliverEventsResponse" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.common.v1.DeliverEventsResponse")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setRepeatedString(1, self.acknowledgedEventIds)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.acknowledgedEventIds = try decoder.repeatedString(1)
+        }
+    }
+}
+
+extension Kindred.Common.V1 {
     /// Event.user_id swiped on target_user_id. Private: consumers never reveal passes.
     public struct SwipeRecorded: ProtoMessage {
         /// Swipe id (UUIDv7).

@@ -398,49 +398,6 @@ extension Kindred.Match.V1 {
 }
 
 extension Kindred.Match.V1 {
-    /// A batch of events from one producer's outbox relay.
-    public struct DeliverEventsRequest: ProtoMessage {
-        /// 1..100 events in the producer's outbox order.
-        public var events: [Kindred.Common.V1.Event] = []
-
-        public init() {}
-
-        public static var protoMessageName: Swift.String { "kindred.match.v1.DeliverEventsRequest" }
-        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.match.v1.DeliverEventsRequest")
-
-        public func encode(to encoder: inout ProtoEncoder) {
-            encoder.setRepeatedMessage(1, self.events)
-        }
-
-        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
-            self.events = try decoder.repeatedMessage(1, as: Kindred.Common.V1.Event.self)
-        }
-    }
-}
-
-extension Kindred.Match.V1 {
-    /// Which events are durably handled.
-    public struct DeliverEventsResponse: ProtoMessage {
-        /// Ids of events processed now or earlier (duplicates) or ignored as irrelevant. Events not
-        /// listed are redelivered later.
-        public var acknowledgedEventIds: [Swift.String] = []
-
-        public init() {}
-
-        public static var protoMessageName: Swift.String { "kindred.match.v1.DeliverEventsResponse" }
-        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.match.v1.DeliverEventsResponse")
-
-        public func encode(to encoder: inout ProtoEncoder) {
-            encoder.setRepeatedString(1, self.acknowledgedEventIds)
-        }
-
-        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
-            self.acknowledgedEventIds = try decoder.repeatedString(1)
-        }
-    }
-}
-
-extension Kindred.Match.V1 {
     /// Count the rows held about a user.
     public struct GetUserFootprintRequest: ProtoMessage {
         /// The user.
@@ -657,7 +614,7 @@ extension Kindred.Match.V1 {
             /// Consumes events: AccountDeactivated, AccountReactivated, AccountDeleted,
             /// CommunityUpdated. Service token only. Idempotent per event id.
             public static let deliverEvents =
-                ProtoMethod<Kindred.Match.V1.DeliverEventsRequest, Kindred.Match.V1.DeliverEventsResponse>(
+                ProtoMethod<Kindred.Common.V1.DeliverEventsRequest, Kindred.Common.V1.DeliverEventsResponse>(
                     service: "kindred.match.v1.MatchService",
                     name: "DeliverEvents",
                     kind: .unary

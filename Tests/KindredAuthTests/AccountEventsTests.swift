@@ -29,7 +29,7 @@ import Testing
                     throw RPCError(.unavailable, "not ready")
                 }
                 let producer = try await ServiceAccess(authenticator: authenticator).requireService(["auth"], context)
-                var response = Kindred.Match.V1.DeliverEventsResponse()
+                var response = Kindred.Common.V1.DeliverEventsResponse()
                 response.acknowledgedEventIds = try await self.inbox.process(request.events, from: producer) {
                     event,
                     transaction in

@@ -307,13 +307,11 @@ public final class OutboxRelay: Sendable {
     }
 }
 
-/// The consumers' DeliverEvents. Profile, discovery, match and chat each declare their own request and
-/// response messages, identical on the wire (`repeated kindred.common.v1.Event events = 1` and
-/// `repeated string acknowledged_event_ids = 1`), so the relay encodes with one pair and only the path
-/// differs per consumer.
+/// The consumers' DeliverEvents: every consumer's RPC takes `kindred.common.v1.DeliverEventsRequest` and answers
+/// `kindred.common.v1.DeliverEventsResponse`, so one relay serves them all; only the path differs.
 public enum DeliverEventsMethod {
-    public typealias Request = Kindred.Match.V1.DeliverEventsRequest
-    public typealias Response = Kindred.Match.V1.DeliverEventsResponse
+    public typealias Request = Kindred.Common.V1.DeliverEventsRequest
+    public typealias Response = Kindred.Common.V1.DeliverEventsResponse
 
     /// `/kindred.<consumer>.v1.<Consumer>Service/DeliverEvents`.
     public static func method(for consumer: EventConsumer) -> ProtoMethod<Request, Response> {

@@ -40,8 +40,6 @@ typedef struct Kindred__Chat__V1__SubscribeRequest Kindred__Chat__V1__SubscribeR
 typedef struct Kindred__Chat__V1__SubscribeResponse Kindred__Chat__V1__SubscribeResponse;
 typedef struct Kindred__Chat__V1__GetMessagesRequest Kindred__Chat__V1__GetMessagesRequest;
 typedef struct Kindred__Chat__V1__GetMessagesResponse Kindred__Chat__V1__GetMessagesResponse;
-typedef struct Kindred__Chat__V1__DeliverEventsRequest Kindred__Chat__V1__DeliverEventsRequest;
-typedef struct Kindred__Chat__V1__DeliverEventsResponse Kindred__Chat__V1__DeliverEventsResponse;
 typedef struct Kindred__Chat__V1__GetUserFootprintRequest Kindred__Chat__V1__GetUserFootprintRequest;
 typedef struct Kindred__Chat__V1__GetUserFootprintResponse Kindred__Chat__V1__GetUserFootprintResponse;
 
@@ -480,41 +478,6 @@ struct  Kindred__Chat__V1__GetMessagesResponse
 };
 #define KINDRED__CHAT__V1__GET_MESSAGES_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__chat__v1__get_messages_response__descriptor) \
-    , 0,NULL }
-
-
-/*
- * A batch of events from one producer's outbox relay.
- */
-struct  Kindred__Chat__V1__DeliverEventsRequest
-{
-  ProtobufCMessage base;
-  /*
-   * 1..100 events in the producer's outbox order.
-   */
-  size_t n_events;
-  Kindred__Common__V1__Event **events;
-};
-#define KINDRED__CHAT__V1__DELIVER_EVENTS_REQUEST__INIT \
- { PROTOBUF_C_MESSAGE_INIT (&kindred__chat__v1__deliver_events_request__descriptor) \
-    , 0,NULL }
-
-
-/*
- * Which events are durably handled.
- */
-struct  Kindred__Chat__V1__DeliverEventsResponse
-{
-  ProtobufCMessage base;
-  /*
-   * Ids of events processed now or earlier (duplicates) or ignored as irrelevant. Events not
-   * listed are redelivered later.
-   */
-  size_t n_acknowledged_event_ids;
-  char **acknowledged_event_ids;
-};
-#define KINDRED__CHAT__V1__DELIVER_EVENTS_RESPONSE__INIT \
- { PROTOBUF_C_MESSAGE_INIT (&kindred__chat__v1__deliver_events_response__descriptor) \
     , 0,NULL }
 
 
@@ -969,44 +932,6 @@ Kindred__Chat__V1__GetMessagesResponse *
 void   kindred__chat__v1__get_messages_response__free_unpacked
                      (Kindred__Chat__V1__GetMessagesResponse *message,
                       ProtobufCAllocator *allocator);
-/* Kindred__Chat__V1__DeliverEventsRequest methods */
-void   kindred__chat__v1__deliver_events_request__init
-                     (Kindred__Chat__V1__DeliverEventsRequest         *message);
-size_t kindred__chat__v1__deliver_events_request__get_packed_size
-                     (const Kindred__Chat__V1__DeliverEventsRequest   *message);
-size_t kindred__chat__v1__deliver_events_request__pack
-                     (const Kindred__Chat__V1__DeliverEventsRequest   *message,
-                      uint8_t             *out);
-size_t kindred__chat__v1__deliver_events_request__pack_to_buffer
-                     (const Kindred__Chat__V1__DeliverEventsRequest   *message,
-                      ProtobufCBuffer     *buffer);
-Kindred__Chat__V1__DeliverEventsRequest *
-       kindred__chat__v1__deliver_events_request__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data);
-void   kindred__chat__v1__deliver_events_request__free_unpacked
-                     (Kindred__Chat__V1__DeliverEventsRequest *message,
-                      ProtobufCAllocator *allocator);
-/* Kindred__Chat__V1__DeliverEventsResponse methods */
-void   kindred__chat__v1__deliver_events_response__init
-                     (Kindred__Chat__V1__DeliverEventsResponse         *message);
-size_t kindred__chat__v1__deliver_events_response__get_packed_size
-                     (const Kindred__Chat__V1__DeliverEventsResponse   *message);
-size_t kindred__chat__v1__deliver_events_response__pack
-                     (const Kindred__Chat__V1__DeliverEventsResponse   *message,
-                      uint8_t             *out);
-size_t kindred__chat__v1__deliver_events_response__pack_to_buffer
-                     (const Kindred__Chat__V1__DeliverEventsResponse   *message,
-                      ProtobufCBuffer     *buffer);
-Kindred__Chat__V1__DeliverEventsResponse *
-       kindred__chat__v1__deliver_events_response__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data);
-void   kindred__chat__v1__deliver_events_response__free_unpacked
-                     (Kindred__Chat__V1__DeliverEventsResponse *message,
-                      ProtobufCAllocator *allocator);
 /* Kindred__Chat__V1__GetUserFootprintRequest methods */
 void   kindred__chat__v1__get_user_footprint_request__init
                      (Kindred__Chat__V1__GetUserFootprintRequest         *message);
@@ -1113,12 +1038,6 @@ typedef void (*Kindred__Chat__V1__GetMessagesRequest_Closure)
 typedef void (*Kindred__Chat__V1__GetMessagesResponse_Closure)
                  (const Kindred__Chat__V1__GetMessagesResponse *message,
                   void *closure_data);
-typedef void (*Kindred__Chat__V1__DeliverEventsRequest_Closure)
-                 (const Kindred__Chat__V1__DeliverEventsRequest *message,
-                  void *closure_data);
-typedef void (*Kindred__Chat__V1__DeliverEventsResponse_Closure)
-                 (const Kindred__Chat__V1__DeliverEventsResponse *message,
-                  void *closure_data);
 typedef void (*Kindred__Chat__V1__GetUserFootprintRequest_Closure)
                  (const Kindred__Chat__V1__GetUserFootprintRequest *message,
                   void *closure_data);
@@ -1177,8 +1096,8 @@ struct Kindred__Chat__V1__ChatService_Service
                        Kindred__Chat__V1__GetMessagesResponse_Closure closure,
                        void *closure_data);
   void (*deliver_events)(Kindred__Chat__V1__ChatService_Service *service,
-                         const Kindred__Chat__V1__DeliverEventsRequest *input,
-                         Kindred__Chat__V1__DeliverEventsResponse_Closure closure,
+                         const Kindred__Common__V1__DeliverEventsRequest *input,
+                         Kindred__Common__V1__DeliverEventsResponse_Closure closure,
                          void *closure_data);
   void (*get_user_footprint)(Kindred__Chat__V1__ChatService_Service *service,
                              const Kindred__Chat__V1__GetUserFootprintRequest *input,
@@ -1250,8 +1169,8 @@ void kindred__chat__v1__chat_service__get_messages(ProtobufCService *service,
                                                    Kindred__Chat__V1__GetMessagesResponse_Closure closure,
                                                    void *closure_data);
 void kindred__chat__v1__chat_service__deliver_events(ProtobufCService *service,
-                                                     const Kindred__Chat__V1__DeliverEventsRequest *input,
-                                                     Kindred__Chat__V1__DeliverEventsResponse_Closure closure,
+                                                     const Kindred__Common__V1__DeliverEventsRequest *input,
+                                                     Kindred__Common__V1__DeliverEventsResponse_Closure closure,
                                                      void *closure_data);
 void kindred__chat__v1__chat_service__get_user_footprint(ProtobufCService *service,
                                                          const Kindred__Chat__V1__GetUserFootprintRequest *input,
@@ -1282,8 +1201,6 @@ extern const ProtobufCMessageDescriptor kindred__chat__v1__subscribe_request__de
 extern const ProtobufCMessageDescriptor kindred__chat__v1__subscribe_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__get_messages_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__get_messages_response__descriptor;
-extern const ProtobufCMessageDescriptor kindred__chat__v1__deliver_events_request__descriptor;
-extern const ProtobufCMessageDescriptor kindred__chat__v1__deliver_events_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__get_user_footprint_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__get_user_footprint_response__descriptor;
 extern const ProtobufCServiceDescriptor kindred__chat__v1__chat_service__descriptor;

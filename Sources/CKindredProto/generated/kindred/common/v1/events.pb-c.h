@@ -25,6 +25,8 @@ typedef struct Kindred__Common__V1__CandidateSnapshot Kindred__Common__V1__Candi
 typedef struct Kindred__Common__V1__ProfileUpdated Kindred__Common__V1__ProfileUpdated;
 typedef struct Kindred__Common__V1__LocationChanged Kindred__Common__V1__LocationChanged;
 typedef struct Kindred__Common__V1__CommunityUpdated Kindred__Common__V1__CommunityUpdated;
+typedef struct Kindred__Common__V1__DeliverEventsRequest Kindred__Common__V1__DeliverEventsRequest;
+typedef struct Kindred__Common__V1__DeliverEventsResponse Kindred__Common__V1__DeliverEventsResponse;
 typedef struct Kindred__Common__V1__SwipeRecorded Kindred__Common__V1__SwipeRecorded;
 typedef struct Kindred__Common__V1__SwipeUndone Kindred__Common__V1__SwipeUndone;
 typedef struct Kindred__Common__V1__MatchCreated Kindred__Common__V1__MatchCreated;
@@ -358,6 +360,43 @@ struct  Kindred__Common__V1__CommunityUpdated
 
 
 /*
+ * A batch of events from one producer's outbox relay: the request of every consumer's DeliverEvents
+ * (kindred.<consumer>.v1.<Consumer>Service/DeliverEvents), one message for all so one relay serves every
+ * consumer.
+ */
+struct  Kindred__Common__V1__DeliverEventsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * 1..100 events in the producer's outbox order.
+   */
+  size_t n_events;
+  Kindred__Common__V1__Event **events;
+};
+#define KINDRED__COMMON__V1__DELIVER_EVENTS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__common__v1__deliver_events_request__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * Which events are durably handled.
+ */
+struct  Kindred__Common__V1__DeliverEventsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * Ids of events processed now or earlier (duplicates) or ignored as irrelevant. Events not
+   * listed are redelivered later.
+   */
+  size_t n_acknowledged_event_ids;
+  char **acknowledged_event_ids;
+};
+#define KINDRED__COMMON__V1__DELIVER_EVENTS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__common__v1__deliver_events_response__descriptor) \
+    , 0,NULL }
+
+
+/*
  * Event.user_id swiped on target_user_id. Private: consumers never reveal passes.
  */
 struct  Kindred__Common__V1__SwipeRecorded
@@ -656,6 +695,44 @@ Kindred__Common__V1__CommunityUpdated *
 void   kindred__common__v1__community_updated__free_unpacked
                      (Kindred__Common__V1__CommunityUpdated *message,
                       ProtobufCAllocator *allocator);
+/* Kindred__Common__V1__DeliverEventsRequest methods */
+void   kindred__common__v1__deliver_events_request__init
+                     (Kindred__Common__V1__DeliverEventsRequest         *message);
+size_t kindred__common__v1__deliver_events_request__get_packed_size
+                     (const Kindred__Common__V1__DeliverEventsRequest   *message);
+size_t kindred__common__v1__deliver_events_request__pack
+                     (const Kindred__Common__V1__DeliverEventsRequest   *message,
+                      uint8_t             *out);
+size_t kindred__common__v1__deliver_events_request__pack_to_buffer
+                     (const Kindred__Common__V1__DeliverEventsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Common__V1__DeliverEventsRequest *
+       kindred__common__v1__deliver_events_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__common__v1__deliver_events_request__free_unpacked
+                     (Kindred__Common__V1__DeliverEventsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Kindred__Common__V1__DeliverEventsResponse methods */
+void   kindred__common__v1__deliver_events_response__init
+                     (Kindred__Common__V1__DeliverEventsResponse         *message);
+size_t kindred__common__v1__deliver_events_response__get_packed_size
+                     (const Kindred__Common__V1__DeliverEventsResponse   *message);
+size_t kindred__common__v1__deliver_events_response__pack
+                     (const Kindred__Common__V1__DeliverEventsResponse   *message,
+                      uint8_t             *out);
+size_t kindred__common__v1__deliver_events_response__pack_to_buffer
+                     (const Kindred__Common__V1__DeliverEventsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Common__V1__DeliverEventsResponse *
+       kindred__common__v1__deliver_events_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__common__v1__deliver_events_response__free_unpacked
+                     (Kindred__Common__V1__DeliverEventsResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Kindred__Common__V1__SwipeRecorded methods */
 void   kindred__common__v1__swipe_recorded__init
                      (Kindred__Common__V1__SwipeRecorded         *message);
@@ -796,6 +873,12 @@ typedef void (*Kindred__Common__V1__LocationChanged_Closure)
 typedef void (*Kindred__Common__V1__CommunityUpdated_Closure)
                  (const Kindred__Common__V1__CommunityUpdated *message,
                   void *closure_data);
+typedef void (*Kindred__Common__V1__DeliverEventsRequest_Closure)
+                 (const Kindred__Common__V1__DeliverEventsRequest *message,
+                  void *closure_data);
+typedef void (*Kindred__Common__V1__DeliverEventsResponse_Closure)
+                 (const Kindred__Common__V1__DeliverEventsResponse *message,
+                  void *closure_data);
 typedef void (*Kindred__Common__V1__SwipeRecorded_Closure)
                  (const Kindred__Common__V1__SwipeRecorded *message,
                   void *closure_data);
@@ -829,6 +912,8 @@ extern const ProtobufCMessageDescriptor kindred__common__v1__candidate_snapshot_
 extern const ProtobufCMessageDescriptor kindred__common__v1__profile_updated__descriptor;
 extern const ProtobufCMessageDescriptor kindred__common__v1__location_changed__descriptor;
 extern const ProtobufCMessageDescriptor kindred__common__v1__community_updated__descriptor;
+extern const ProtobufCMessageDescriptor kindred__common__v1__deliver_events_request__descriptor;
+extern const ProtobufCMessageDescriptor kindred__common__v1__deliver_events_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__common__v1__swipe_recorded__descriptor;
 extern const ProtobufCMessageDescriptor kindred__common__v1__swipe_undone__descriptor;
 extern const ProtobufCMessageDescriptor kindred__common__v1__match_created__descriptor;

@@ -592,96 +592,6 @@ void   kindred__discovery__v1__rebuild_index_response__free_unpacked
   assert(message->base.descriptor == &kindred__discovery__v1__rebuild_index_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-void   kindred__discovery__v1__deliver_events_request__init
-                     (Kindred__Discovery__V1__DeliverEventsRequest         *message)
-{
-  static const Kindred__Discovery__V1__DeliverEventsRequest init_value = KINDRED__DISCOVERY__V1__DELIVER_EVENTS_REQUEST__INIT;
-  *message = init_value;
-}
-size_t kindred__discovery__v1__deliver_events_request__get_packed_size
-                     (const Kindred__Discovery__V1__DeliverEventsRequest *message)
-{
-  assert(message->base.descriptor == &kindred__discovery__v1__deliver_events_request__descriptor);
-  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
-}
-size_t kindred__discovery__v1__deliver_events_request__pack
-                     (const Kindred__Discovery__V1__DeliverEventsRequest *message,
-                      uint8_t       *out)
-{
-  assert(message->base.descriptor == &kindred__discovery__v1__deliver_events_request__descriptor);
-  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
-}
-size_t kindred__discovery__v1__deliver_events_request__pack_to_buffer
-                     (const Kindred__Discovery__V1__DeliverEventsRequest *message,
-                      ProtobufCBuffer *buffer)
-{
-  assert(message->base.descriptor == &kindred__discovery__v1__deliver_events_request__descriptor);
-  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
-}
-Kindred__Discovery__V1__DeliverEventsRequest *
-       kindred__discovery__v1__deliver_events_request__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data)
-{
-  return (Kindred__Discovery__V1__DeliverEventsRequest *)
-     protobuf_c_message_unpack (&kindred__discovery__v1__deliver_events_request__descriptor,
-                                allocator, len, data);
-}
-void   kindred__discovery__v1__deliver_events_request__free_unpacked
-                     (Kindred__Discovery__V1__DeliverEventsRequest *message,
-                      ProtobufCAllocator *allocator)
-{
-  if(!message)
-    return;
-  assert(message->base.descriptor == &kindred__discovery__v1__deliver_events_request__descriptor);
-  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
-}
-void   kindred__discovery__v1__deliver_events_response__init
-                     (Kindred__Discovery__V1__DeliverEventsResponse         *message)
-{
-  static const Kindred__Discovery__V1__DeliverEventsResponse init_value = KINDRED__DISCOVERY__V1__DELIVER_EVENTS_RESPONSE__INIT;
-  *message = init_value;
-}
-size_t kindred__discovery__v1__deliver_events_response__get_packed_size
-                     (const Kindred__Discovery__V1__DeliverEventsResponse *message)
-{
-  assert(message->base.descriptor == &kindred__discovery__v1__deliver_events_response__descriptor);
-  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
-}
-size_t kindred__discovery__v1__deliver_events_response__pack
-                     (const Kindred__Discovery__V1__DeliverEventsResponse *message,
-                      uint8_t       *out)
-{
-  assert(message->base.descriptor == &kindred__discovery__v1__deliver_events_response__descriptor);
-  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
-}
-size_t kindred__discovery__v1__deliver_events_response__pack_to_buffer
-                     (const Kindred__Discovery__V1__DeliverEventsResponse *message,
-                      ProtobufCBuffer *buffer)
-{
-  assert(message->base.descriptor == &kindred__discovery__v1__deliver_events_response__descriptor);
-  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
-}
-Kindred__Discovery__V1__DeliverEventsResponse *
-       kindred__discovery__v1__deliver_events_response__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data)
-{
-  return (Kindred__Discovery__V1__DeliverEventsResponse *)
-     protobuf_c_message_unpack (&kindred__discovery__v1__deliver_events_response__descriptor,
-                                allocator, len, data);
-}
-void   kindred__discovery__v1__deliver_events_response__free_unpacked
-                     (Kindred__Discovery__V1__DeliverEventsResponse *message,
-                      ProtobufCAllocator *allocator)
-{
-  if(!message)
-    return;
-  assert(message->base.descriptor == &kindred__discovery__v1__deliver_events_response__descriptor);
-  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
-}
 void   kindred__discovery__v1__get_user_footprint_request__init
                      (Kindred__Discovery__V1__GetUserFootprintRequest         *message)
 {
@@ -1513,82 +1423,6 @@ const ProtobufCMessageDescriptor kindred__discovery__v1__rebuild_index_response_
   (ProtobufCMessageInit) kindred__discovery__v1__rebuild_index_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__discovery__v1__deliver_events_request__field_descriptors[1] =
-{
-  {
-    "events",
-    1,
-    PROTOBUF_C_LABEL_REPEATED,
-    PROTOBUF_C_TYPE_MESSAGE,
-    offsetof(Kindred__Discovery__V1__DeliverEventsRequest, n_events),
-    offsetof(Kindred__Discovery__V1__DeliverEventsRequest, events),
-    &kindred__common__v1__event__descriptor,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-};
-static const unsigned kindred__discovery__v1__deliver_events_request__field_indices_by_name[] = {
-  0,   /* field[0] = events */
-};
-static const ProtobufCIntRange kindred__discovery__v1__deliver_events_request__number_ranges[1 + 1] =
-{
-  { 1, 0 },
-  { 0, 1 }
-};
-const ProtobufCMessageDescriptor kindred__discovery__v1__deliver_events_request__descriptor =
-{
-  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-  "kindred.discovery.v1.DeliverEventsRequest",
-  "DeliverEventsRequest",
-  "Kindred__Discovery__V1__DeliverEventsRequest",
-  "kindred.discovery.v1",
-  sizeof(Kindred__Discovery__V1__DeliverEventsRequest),
-  1,
-  kindred__discovery__v1__deliver_events_request__field_descriptors,
-  kindred__discovery__v1__deliver_events_request__field_indices_by_name,
-  1,  kindred__discovery__v1__deliver_events_request__number_ranges,
-  (ProtobufCMessageInit) kindred__discovery__v1__deliver_events_request__init,
-  NULL,NULL,NULL    /* reserved[123] */
-};
-static const ProtobufCFieldDescriptor kindred__discovery__v1__deliver_events_response__field_descriptors[1] =
-{
-  {
-    "acknowledged_event_ids",
-    1,
-    PROTOBUF_C_LABEL_REPEATED,
-    PROTOBUF_C_TYPE_STRING,
-    offsetof(Kindred__Discovery__V1__DeliverEventsResponse, n_acknowledged_event_ids),
-    offsetof(Kindred__Discovery__V1__DeliverEventsResponse, acknowledged_event_ids),
-    NULL,
-    &protobuf_c_empty_string,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-};
-static const unsigned kindred__discovery__v1__deliver_events_response__field_indices_by_name[] = {
-  0,   /* field[0] = acknowledged_event_ids */
-};
-static const ProtobufCIntRange kindred__discovery__v1__deliver_events_response__number_ranges[1 + 1] =
-{
-  { 1, 0 },
-  { 0, 1 }
-};
-const ProtobufCMessageDescriptor kindred__discovery__v1__deliver_events_response__descriptor =
-{
-  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-  "kindred.discovery.v1.DeliverEventsResponse",
-  "DeliverEventsResponse",
-  "Kindred__Discovery__V1__DeliverEventsResponse",
-  "kindred.discovery.v1",
-  sizeof(Kindred__Discovery__V1__DeliverEventsResponse),
-  1,
-  kindred__discovery__v1__deliver_events_response__field_descriptors,
-  kindred__discovery__v1__deliver_events_response__field_indices_by_name,
-  1,  kindred__discovery__v1__deliver_events_response__number_ranges,
-  (ProtobufCMessageInit) kindred__discovery__v1__deliver_events_response__init,
-  NULL,NULL,NULL    /* reserved[123] */
-};
 static const ProtobufCFieldDescriptor kindred__discovery__v1__get_user_footprint_request__field_descriptors[1] =
 {
   {
@@ -1673,7 +1507,7 @@ static const ProtobufCMethodDescriptor kindred__discovery__v1__discovery_service
   { "IndexCandidate", &kindred__discovery__v1__index_candidate_request__descriptor, &kindred__discovery__v1__index_candidate_response__descriptor },
   { "RemoveCandidate", &kindred__discovery__v1__remove_candidate_request__descriptor, &kindred__discovery__v1__remove_candidate_response__descriptor },
   { "RebuildIndex", &kindred__discovery__v1__rebuild_index_request__descriptor, &kindred__discovery__v1__rebuild_index_response__descriptor },
-  { "DeliverEvents", &kindred__discovery__v1__deliver_events_request__descriptor, &kindred__discovery__v1__deliver_events_response__descriptor },
+  { "DeliverEvents", &kindred__common__v1__deliver_events_request__descriptor, &kindred__common__v1__deliver_events_response__descriptor },
   { "GetUserFootprint", &kindred__discovery__v1__get_user_footprint_request__descriptor, &kindred__discovery__v1__get_user_footprint_response__descriptor },
 };
 const unsigned kindred__discovery__v1__discovery_service__method_indices_by_name[] = {
@@ -1746,8 +1580,8 @@ void kindred__discovery__v1__discovery_service__rebuild_index(ProtobufCService *
   service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__discovery__v1__discovery_service__deliver_events(ProtobufCService *service,
-                                                               const Kindred__Discovery__V1__DeliverEventsRequest *input,
-                                                               Kindred__Discovery__V1__DeliverEventsResponse_Closure closure,
+                                                               const Kindred__Common__V1__DeliverEventsRequest *input,
+                                                               Kindred__Common__V1__DeliverEventsResponse_Closure closure,
                                                                void *closure_data)
 {
   assert(service->descriptor == &kindred__discovery__v1__discovery_service__descriptor);

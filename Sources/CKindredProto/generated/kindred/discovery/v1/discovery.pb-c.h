@@ -31,8 +31,6 @@ typedef struct Kindred__Discovery__V1__RemoveCandidateRequest Kindred__Discovery
 typedef struct Kindred__Discovery__V1__RemoveCandidateResponse Kindred__Discovery__V1__RemoveCandidateResponse;
 typedef struct Kindred__Discovery__V1__RebuildIndexRequest Kindred__Discovery__V1__RebuildIndexRequest;
 typedef struct Kindred__Discovery__V1__RebuildIndexResponse Kindred__Discovery__V1__RebuildIndexResponse;
-typedef struct Kindred__Discovery__V1__DeliverEventsRequest Kindred__Discovery__V1__DeliverEventsRequest;
-typedef struct Kindred__Discovery__V1__DeliverEventsResponse Kindred__Discovery__V1__DeliverEventsResponse;
 typedef struct Kindred__Discovery__V1__GetUserFootprintRequest Kindred__Discovery__V1__GetUserFootprintRequest;
 typedef struct Kindred__Discovery__V1__GetUserFootprintResponse Kindred__Discovery__V1__GetUserFootprintResponse;
 
@@ -339,41 +337,6 @@ struct  Kindred__Discovery__V1__RebuildIndexResponse
 
 
 /*
- * A batch of events from one producer's outbox relay.
- */
-struct  Kindred__Discovery__V1__DeliverEventsRequest
-{
-  ProtobufCMessage base;
-  /*
-   * 1..100 events in the producer's outbox order.
-   */
-  size_t n_events;
-  Kindred__Common__V1__Event **events;
-};
-#define KINDRED__DISCOVERY__V1__DELIVER_EVENTS_REQUEST__INIT \
- { PROTOBUF_C_MESSAGE_INIT (&kindred__discovery__v1__deliver_events_request__descriptor) \
-    , 0,NULL }
-
-
-/*
- * Which events are durably handled.
- */
-struct  Kindred__Discovery__V1__DeliverEventsResponse
-{
-  ProtobufCMessage base;
-  /*
-   * Ids of events processed now or earlier (duplicates) or ignored as irrelevant. Events not
-   * listed are redelivered later.
-   */
-  size_t n_acknowledged_event_ids;
-  char **acknowledged_event_ids;
-};
-#define KINDRED__DISCOVERY__V1__DELIVER_EVENTS_RESPONSE__INIT \
- { PROTOBUF_C_MESSAGE_INIT (&kindred__discovery__v1__deliver_events_response__descriptor) \
-    , 0,NULL }
-
-
-/*
  * Count the rows held about a user.
  */
 struct  Kindred__Discovery__V1__GetUserFootprintRequest
@@ -653,44 +616,6 @@ Kindred__Discovery__V1__RebuildIndexResponse *
 void   kindred__discovery__v1__rebuild_index_response__free_unpacked
                      (Kindred__Discovery__V1__RebuildIndexResponse *message,
                       ProtobufCAllocator *allocator);
-/* Kindred__Discovery__V1__DeliverEventsRequest methods */
-void   kindred__discovery__v1__deliver_events_request__init
-                     (Kindred__Discovery__V1__DeliverEventsRequest         *message);
-size_t kindred__discovery__v1__deliver_events_request__get_packed_size
-                     (const Kindred__Discovery__V1__DeliverEventsRequest   *message);
-size_t kindred__discovery__v1__deliver_events_request__pack
-                     (const Kindred__Discovery__V1__DeliverEventsRequest   *message,
-                      uint8_t             *out);
-size_t kindred__discovery__v1__deliver_events_request__pack_to_buffer
-                     (const Kindred__Discovery__V1__DeliverEventsRequest   *message,
-                      ProtobufCBuffer     *buffer);
-Kindred__Discovery__V1__DeliverEventsRequest *
-       kindred__discovery__v1__deliver_events_request__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data);
-void   kindred__discovery__v1__deliver_events_request__free_unpacked
-                     (Kindred__Discovery__V1__DeliverEventsRequest *message,
-                      ProtobufCAllocator *allocator);
-/* Kindred__Discovery__V1__DeliverEventsResponse methods */
-void   kindred__discovery__v1__deliver_events_response__init
-                     (Kindred__Discovery__V1__DeliverEventsResponse         *message);
-size_t kindred__discovery__v1__deliver_events_response__get_packed_size
-                     (const Kindred__Discovery__V1__DeliverEventsResponse   *message);
-size_t kindred__discovery__v1__deliver_events_response__pack
-                     (const Kindred__Discovery__V1__DeliverEventsResponse   *message,
-                      uint8_t             *out);
-size_t kindred__discovery__v1__deliver_events_response__pack_to_buffer
-                     (const Kindred__Discovery__V1__DeliverEventsResponse   *message,
-                      ProtobufCBuffer     *buffer);
-Kindred__Discovery__V1__DeliverEventsResponse *
-       kindred__discovery__v1__deliver_events_response__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data);
-void   kindred__discovery__v1__deliver_events_response__free_unpacked
-                     (Kindred__Discovery__V1__DeliverEventsResponse *message,
-                      ProtobufCAllocator *allocator);
 /* Kindred__Discovery__V1__GetUserFootprintRequest methods */
 void   kindred__discovery__v1__get_user_footprint_request__init
                      (Kindred__Discovery__V1__GetUserFootprintRequest         *message);
@@ -770,12 +695,6 @@ typedef void (*Kindred__Discovery__V1__RebuildIndexRequest_Closure)
 typedef void (*Kindred__Discovery__V1__RebuildIndexResponse_Closure)
                  (const Kindred__Discovery__V1__RebuildIndexResponse *message,
                   void *closure_data);
-typedef void (*Kindred__Discovery__V1__DeliverEventsRequest_Closure)
-                 (const Kindred__Discovery__V1__DeliverEventsRequest *message,
-                  void *closure_data);
-typedef void (*Kindred__Discovery__V1__DeliverEventsResponse_Closure)
-                 (const Kindred__Discovery__V1__DeliverEventsResponse *message,
-                  void *closure_data);
 typedef void (*Kindred__Discovery__V1__GetUserFootprintRequest_Closure)
                  (const Kindred__Discovery__V1__GetUserFootprintRequest *message,
                   void *closure_data);
@@ -814,8 +733,8 @@ struct Kindred__Discovery__V1__DiscoveryService_Service
                         Kindred__Discovery__V1__RebuildIndexResponse_Closure closure,
                         void *closure_data);
   void (*deliver_events)(Kindred__Discovery__V1__DiscoveryService_Service *service,
-                         const Kindred__Discovery__V1__DeliverEventsRequest *input,
-                         Kindred__Discovery__V1__DeliverEventsResponse_Closure closure,
+                         const Kindred__Common__V1__DeliverEventsRequest *input,
+                         Kindred__Common__V1__DeliverEventsResponse_Closure closure,
                          void *closure_data);
   void (*get_user_footprint)(Kindred__Discovery__V1__DiscoveryService_Service *service,
                              const Kindred__Discovery__V1__GetUserFootprintRequest *input,
@@ -862,8 +781,8 @@ void kindred__discovery__v1__discovery_service__rebuild_index(ProtobufCService *
                                                               Kindred__Discovery__V1__RebuildIndexResponse_Closure closure,
                                                               void *closure_data);
 void kindred__discovery__v1__discovery_service__deliver_events(ProtobufCService *service,
-                                                               const Kindred__Discovery__V1__DeliverEventsRequest *input,
-                                                               Kindred__Discovery__V1__DeliverEventsResponse_Closure closure,
+                                                               const Kindred__Common__V1__DeliverEventsRequest *input,
+                                                               Kindred__Common__V1__DeliverEventsResponse_Closure closure,
                                                                void *closure_data);
 void kindred__discovery__v1__discovery_service__get_user_footprint(ProtobufCService *service,
                                                                    const Kindred__Discovery__V1__GetUserFootprintRequest *input,
@@ -885,8 +804,6 @@ extern const ProtobufCMessageDescriptor kindred__discovery__v1__remove_candidate
 extern const ProtobufCMessageDescriptor kindred__discovery__v1__remove_candidate_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__discovery__v1__rebuild_index_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__discovery__v1__rebuild_index_response__descriptor;
-extern const ProtobufCMessageDescriptor kindred__discovery__v1__deliver_events_request__descriptor;
-extern const ProtobufCMessageDescriptor kindred__discovery__v1__deliver_events_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__discovery__v1__get_user_footprint_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__discovery__v1__get_user_footprint_response__descriptor;
 extern const ProtobufCServiceDescriptor kindred__discovery__v1__discovery_service__descriptor;

@@ -34,8 +34,6 @@ typedef struct Kindred__Match__V1__FilterUnseenRequest Kindred__Match__V1__Filte
 typedef struct Kindred__Match__V1__FilterUnseenResponse Kindred__Match__V1__FilterUnseenResponse;
 typedef struct Kindred__Match__V1__GetRelationsRequest Kindred__Match__V1__GetRelationsRequest;
 typedef struct Kindred__Match__V1__GetRelationsResponse Kindred__Match__V1__GetRelationsResponse;
-typedef struct Kindred__Match__V1__DeliverEventsRequest Kindred__Match__V1__DeliverEventsRequest;
-typedef struct Kindred__Match__V1__DeliverEventsResponse Kindred__Match__V1__DeliverEventsResponse;
 typedef struct Kindred__Match__V1__GetUserFootprintRequest Kindred__Match__V1__GetUserFootprintRequest;
 typedef struct Kindred__Match__V1__GetUserFootprintResponse Kindred__Match__V1__GetUserFootprintResponse;
 
@@ -380,41 +378,6 @@ struct  Kindred__Match__V1__GetRelationsResponse
 
 
 /*
- * A batch of events from one producer's outbox relay.
- */
-struct  Kindred__Match__V1__DeliverEventsRequest
-{
-  ProtobufCMessage base;
-  /*
-   * 1..100 events in the producer's outbox order.
-   */
-  size_t n_events;
-  Kindred__Common__V1__Event **events;
-};
-#define KINDRED__MATCH__V1__DELIVER_EVENTS_REQUEST__INIT \
- { PROTOBUF_C_MESSAGE_INIT (&kindred__match__v1__deliver_events_request__descriptor) \
-    , 0,NULL }
-
-
-/*
- * Which events are durably handled.
- */
-struct  Kindred__Match__V1__DeliverEventsResponse
-{
-  ProtobufCMessage base;
-  /*
-   * Ids of events processed now or earlier (duplicates) or ignored as irrelevant. Events not
-   * listed are redelivered later.
-   */
-  size_t n_acknowledged_event_ids;
-  char **acknowledged_event_ids;
-};
-#define KINDRED__MATCH__V1__DELIVER_EVENTS_RESPONSE__INIT \
- { PROTOBUF_C_MESSAGE_INIT (&kindred__match__v1__deliver_events_response__descriptor) \
-    , 0,NULL }
-
-
-/*
  * Count the rows held about a user.
  */
 struct  Kindred__Match__V1__GetUserFootprintRequest
@@ -732,44 +695,6 @@ Kindred__Match__V1__GetRelationsResponse *
 void   kindred__match__v1__get_relations_response__free_unpacked
                      (Kindred__Match__V1__GetRelationsResponse *message,
                       ProtobufCAllocator *allocator);
-/* Kindred__Match__V1__DeliverEventsRequest methods */
-void   kindred__match__v1__deliver_events_request__init
-                     (Kindred__Match__V1__DeliverEventsRequest         *message);
-size_t kindred__match__v1__deliver_events_request__get_packed_size
-                     (const Kindred__Match__V1__DeliverEventsRequest   *message);
-size_t kindred__match__v1__deliver_events_request__pack
-                     (const Kindred__Match__V1__DeliverEventsRequest   *message,
-                      uint8_t             *out);
-size_t kindred__match__v1__deliver_events_request__pack_to_buffer
-                     (const Kindred__Match__V1__DeliverEventsRequest   *message,
-                      ProtobufCBuffer     *buffer);
-Kindred__Match__V1__DeliverEventsRequest *
-       kindred__match__v1__deliver_events_request__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data);
-void   kindred__match__v1__deliver_events_request__free_unpacked
-                     (Kindred__Match__V1__DeliverEventsRequest *message,
-                      ProtobufCAllocator *allocator);
-/* Kindred__Match__V1__DeliverEventsResponse methods */
-void   kindred__match__v1__deliver_events_response__init
-                     (Kindred__Match__V1__DeliverEventsResponse         *message);
-size_t kindred__match__v1__deliver_events_response__get_packed_size
-                     (const Kindred__Match__V1__DeliverEventsResponse   *message);
-size_t kindred__match__v1__deliver_events_response__pack
-                     (const Kindred__Match__V1__DeliverEventsResponse   *message,
-                      uint8_t             *out);
-size_t kindred__match__v1__deliver_events_response__pack_to_buffer
-                     (const Kindred__Match__V1__DeliverEventsResponse   *message,
-                      ProtobufCBuffer     *buffer);
-Kindred__Match__V1__DeliverEventsResponse *
-       kindred__match__v1__deliver_events_response__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data);
-void   kindred__match__v1__deliver_events_response__free_unpacked
-                     (Kindred__Match__V1__DeliverEventsResponse *message,
-                      ProtobufCAllocator *allocator);
 /* Kindred__Match__V1__GetUserFootprintRequest methods */
 void   kindred__match__v1__get_user_footprint_request__init
                      (Kindred__Match__V1__GetUserFootprintRequest         *message);
@@ -855,12 +780,6 @@ typedef void (*Kindred__Match__V1__GetRelationsRequest_Closure)
 typedef void (*Kindred__Match__V1__GetRelationsResponse_Closure)
                  (const Kindred__Match__V1__GetRelationsResponse *message,
                   void *closure_data);
-typedef void (*Kindred__Match__V1__DeliverEventsRequest_Closure)
-                 (const Kindred__Match__V1__DeliverEventsRequest *message,
-                  void *closure_data);
-typedef void (*Kindred__Match__V1__DeliverEventsResponse_Closure)
-                 (const Kindred__Match__V1__DeliverEventsResponse *message,
-                  void *closure_data);
 typedef void (*Kindred__Match__V1__GetUserFootprintRequest_Closure)
                  (const Kindred__Match__V1__GetUserFootprintRequest *message,
                   void *closure_data);
@@ -927,8 +846,8 @@ struct Kindred__Match__V1__MatchService_Service
                          Kindred__Match__V1__ResolveReportResponse_Closure closure,
                          void *closure_data);
   void (*deliver_events)(Kindred__Match__V1__MatchService_Service *service,
-                         const Kindred__Match__V1__DeliverEventsRequest *input,
-                         Kindred__Match__V1__DeliverEventsResponse_Closure closure,
+                         const Kindred__Common__V1__DeliverEventsRequest *input,
+                         Kindred__Common__V1__DeliverEventsResponse_Closure closure,
                          void *closure_data);
   void (*get_user_footprint)(Kindred__Match__V1__MatchService_Service *service,
                              const Kindred__Match__V1__GetUserFootprintRequest *input,
@@ -1010,8 +929,8 @@ void kindred__match__v1__match_service__resolve_report(ProtobufCService *service
                                                        Kindred__Match__V1__ResolveReportResponse_Closure closure,
                                                        void *closure_data);
 void kindred__match__v1__match_service__deliver_events(ProtobufCService *service,
-                                                       const Kindred__Match__V1__DeliverEventsRequest *input,
-                                                       Kindred__Match__V1__DeliverEventsResponse_Closure closure,
+                                                       const Kindred__Common__V1__DeliverEventsRequest *input,
+                                                       Kindred__Common__V1__DeliverEventsResponse_Closure closure,
                                                        void *closure_data);
 void kindred__match__v1__match_service__get_user_footprint(ProtobufCService *service,
                                                            const Kindred__Match__V1__GetUserFootprintRequest *input,
@@ -1036,8 +955,6 @@ extern const ProtobufCMessageDescriptor kindred__match__v1__filter_unseen_reques
 extern const ProtobufCMessageDescriptor kindred__match__v1__filter_unseen_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__match__v1__get_relations_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__match__v1__get_relations_response__descriptor;
-extern const ProtobufCMessageDescriptor kindred__match__v1__deliver_events_request__descriptor;
-extern const ProtobufCMessageDescriptor kindred__match__v1__deliver_events_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__match__v1__get_user_footprint_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__match__v1__get_user_footprint_response__descriptor;
 extern const ProtobufCServiceDescriptor kindred__match__v1__match_service__descriptor;

@@ -31,8 +31,6 @@ typedef struct Kindred__Profile__V1__UpdateLocationRequest Kindred__Profile__V1_
 typedef struct Kindred__Profile__V1__UpdateLocationResponse Kindred__Profile__V1__UpdateLocationResponse;
 typedef struct Kindred__Profile__V1__ListProfileIndexEntriesRequest Kindred__Profile__V1__ListProfileIndexEntriesRequest;
 typedef struct Kindred__Profile__V1__ListProfileIndexEntriesResponse Kindred__Profile__V1__ListProfileIndexEntriesResponse;
-typedef struct Kindred__Profile__V1__DeliverEventsRequest Kindred__Profile__V1__DeliverEventsRequest;
-typedef struct Kindred__Profile__V1__DeliverEventsResponse Kindred__Profile__V1__DeliverEventsResponse;
 typedef struct Kindred__Profile__V1__GetUserFootprintRequest Kindred__Profile__V1__GetUserFootprintRequest;
 typedef struct Kindred__Profile__V1__GetUserFootprintResponse Kindred__Profile__V1__GetUserFootprintResponse;
 
@@ -288,41 +286,6 @@ struct  Kindred__Profile__V1__ListProfileIndexEntriesResponse
 #define KINDRED__PROFILE__V1__LIST_PROFILE_INDEX_ENTRIES_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__profile__v1__list_profile_index_entries_response__descriptor) \
     , 0,NULL, (char *)protobuf_c_empty_string }
-
-
-/*
- * A batch of events from one producer's outbox relay.
- */
-struct  Kindred__Profile__V1__DeliverEventsRequest
-{
-  ProtobufCMessage base;
-  /*
-   * 1..100 events in the producer's outbox order.
-   */
-  size_t n_events;
-  Kindred__Common__V1__Event **events;
-};
-#define KINDRED__PROFILE__V1__DELIVER_EVENTS_REQUEST__INIT \
- { PROTOBUF_C_MESSAGE_INIT (&kindred__profile__v1__deliver_events_request__descriptor) \
-    , 0,NULL }
-
-
-/*
- * Which events are durably handled.
- */
-struct  Kindred__Profile__V1__DeliverEventsResponse
-{
-  ProtobufCMessage base;
-  /*
-   * Ids of events processed now or earlier (duplicates) or ignored as irrelevant. Events not
-   * listed are redelivered later.
-   */
-  size_t n_acknowledged_event_ids;
-  char **acknowledged_event_ids;
-};
-#define KINDRED__PROFILE__V1__DELIVER_EVENTS_RESPONSE__INIT \
- { PROTOBUF_C_MESSAGE_INIT (&kindred__profile__v1__deliver_events_response__descriptor) \
-    , 0,NULL }
 
 
 /*
@@ -586,44 +549,6 @@ Kindred__Profile__V1__ListProfileIndexEntriesResponse *
 void   kindred__profile__v1__list_profile_index_entries_response__free_unpacked
                      (Kindred__Profile__V1__ListProfileIndexEntriesResponse *message,
                       ProtobufCAllocator *allocator);
-/* Kindred__Profile__V1__DeliverEventsRequest methods */
-void   kindred__profile__v1__deliver_events_request__init
-                     (Kindred__Profile__V1__DeliverEventsRequest         *message);
-size_t kindred__profile__v1__deliver_events_request__get_packed_size
-                     (const Kindred__Profile__V1__DeliverEventsRequest   *message);
-size_t kindred__profile__v1__deliver_events_request__pack
-                     (const Kindred__Profile__V1__DeliverEventsRequest   *message,
-                      uint8_t             *out);
-size_t kindred__profile__v1__deliver_events_request__pack_to_buffer
-                     (const Kindred__Profile__V1__DeliverEventsRequest   *message,
-                      ProtobufCBuffer     *buffer);
-Kindred__Profile__V1__DeliverEventsRequest *
-       kindred__profile__v1__deliver_events_request__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data);
-void   kindred__profile__v1__deliver_events_request__free_unpacked
-                     (Kindred__Profile__V1__DeliverEventsRequest *message,
-                      ProtobufCAllocator *allocator);
-/* Kindred__Profile__V1__DeliverEventsResponse methods */
-void   kindred__profile__v1__deliver_events_response__init
-                     (Kindred__Profile__V1__DeliverEventsResponse         *message);
-size_t kindred__profile__v1__deliver_events_response__get_packed_size
-                     (const Kindred__Profile__V1__DeliverEventsResponse   *message);
-size_t kindred__profile__v1__deliver_events_response__pack
-                     (const Kindred__Profile__V1__DeliverEventsResponse   *message,
-                      uint8_t             *out);
-size_t kindred__profile__v1__deliver_events_response__pack_to_buffer
-                     (const Kindred__Profile__V1__DeliverEventsResponse   *message,
-                      ProtobufCBuffer     *buffer);
-Kindred__Profile__V1__DeliverEventsResponse *
-       kindred__profile__v1__deliver_events_response__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data);
-void   kindred__profile__v1__deliver_events_response__free_unpacked
-                     (Kindred__Profile__V1__DeliverEventsResponse *message,
-                      ProtobufCAllocator *allocator);
 /* Kindred__Profile__V1__GetUserFootprintRequest methods */
 void   kindred__profile__v1__get_user_footprint_request__init
                      (Kindred__Profile__V1__GetUserFootprintRequest         *message);
@@ -700,12 +625,6 @@ typedef void (*Kindred__Profile__V1__ListProfileIndexEntriesRequest_Closure)
 typedef void (*Kindred__Profile__V1__ListProfileIndexEntriesResponse_Closure)
                  (const Kindred__Profile__V1__ListProfileIndexEntriesResponse *message,
                   void *closure_data);
-typedef void (*Kindred__Profile__V1__DeliverEventsRequest_Closure)
-                 (const Kindred__Profile__V1__DeliverEventsRequest *message,
-                  void *closure_data);
-typedef void (*Kindred__Profile__V1__DeliverEventsResponse_Closure)
-                 (const Kindred__Profile__V1__DeliverEventsResponse *message,
-                  void *closure_data);
 typedef void (*Kindred__Profile__V1__GetUserFootprintRequest_Closure)
                  (const Kindred__Profile__V1__GetUserFootprintRequest *message,
                   void *closure_data);
@@ -760,8 +679,8 @@ struct Kindred__Profile__V1__ProfileService_Service
                                      Kindred__Profile__V1__ListProfileIndexEntriesResponse_Closure closure,
                                      void *closure_data);
   void (*deliver_events)(Kindred__Profile__V1__ProfileService_Service *service,
-                         const Kindred__Profile__V1__DeliverEventsRequest *input,
-                         Kindred__Profile__V1__DeliverEventsResponse_Closure closure,
+                         const Kindred__Common__V1__DeliverEventsRequest *input,
+                         Kindred__Common__V1__DeliverEventsResponse_Closure closure,
                          void *closure_data);
   void (*get_user_footprint)(Kindred__Profile__V1__ProfileService_Service *service,
                              const Kindred__Profile__V1__GetUserFootprintRequest *input,
@@ -828,8 +747,8 @@ void kindred__profile__v1__profile_service__list_profile_index_entries(ProtobufC
                                                                        Kindred__Profile__V1__ListProfileIndexEntriesResponse_Closure closure,
                                                                        void *closure_data);
 void kindred__profile__v1__profile_service__deliver_events(ProtobufCService *service,
-                                                           const Kindred__Profile__V1__DeliverEventsRequest *input,
-                                                           Kindred__Profile__V1__DeliverEventsResponse_Closure closure,
+                                                           const Kindred__Common__V1__DeliverEventsRequest *input,
+                                                           Kindred__Common__V1__DeliverEventsResponse_Closure closure,
                                                            void *closure_data);
 void kindred__profile__v1__profile_service__get_user_footprint(ProtobufCService *service,
                                                                const Kindred__Profile__V1__GetUserFootprintRequest *input,
@@ -850,8 +769,6 @@ extern const ProtobufCMessageDescriptor kindred__profile__v1__update_location_re
 extern const ProtobufCMessageDescriptor kindred__profile__v1__update_location_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__profile__v1__list_profile_index_entries_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__profile__v1__list_profile_index_entries_response__descriptor;
-extern const ProtobufCMessageDescriptor kindred__profile__v1__deliver_events_request__descriptor;
-extern const ProtobufCMessageDescriptor kindred__profile__v1__deliver_events_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__profile__v1__get_user_footprint_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__profile__v1__get_user_footprint_response__descriptor;
 extern const ProtobufCServiceDescriptor kindred__profile__v1__profile_service__descriptor;
