@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+    internal import Glibc
+#elseif canImport(Darwin)
+    internal import Darwin
+#endif
+
 /// The container checks made before libvips sees an upload: the format from its magic bytes, and a walk over the
 /// file's structure to its end marker so that truncated files and polyglots (a ZIP, PDF or script appended after
 /// the image) are refused with a precise reason. Pure Swift over the bytes, no decoding.
@@ -77,15 +83,28 @@ enum PhotoContainer {
                 guard index + length <= bytes.count else { return .failure(.truncated) }
                 index += length
                 if marker == 0xDA {  // SOS: entropy-coded data runs to the next real marker
-                    while true {
-                        guard index + 1 < bytes.count else { return .failure(.truncated) }
-                        if bytes[index] == 0xFF, bytes[index + 1] != 0x00, !(0xD0...0xD7).contains(bytes[index + 1]) {
-                            break
-                        }
-                        index += 1
-                    }
+                    guard let next = nextMarker(in: bytes, from: index) else { return .failure(.truncated) }
+                    index = next
                 }
             }
+        }
+    }
+
+    /// The offset of the first 0xFF in entropy-coded data that starts a marker (not 0xFF00 stuffing, not a
+    /// restart marker RSTn), or nil when the data ends first. memchr keeps this fast in debug builds too: the scan
+    /// covers nearly the whole file.
+    private static func nextMarker(in bytes: [UInt8], from start: Int) -> Int? {
+        bytes.withUnsafeBufferPointer { buffer -> Int? in
+            guard let base = buffer.baseAddress else { return nil }
+            var index = start
+            while index + 1 < buffer.count {
+                guard let found = memchr(base + index, 0xFF, buffer.count - index - 1) else { return nil }
+                index = base.distance(to: found.assumingMemoryBound(to: UInt8.self))
+                let following = buffer[index + 1]
+                if following != 0x00, !(0xD0...0xD7).contains(following) { return index }
+                index += 2
+            }
+            return nil
         }
     }
 

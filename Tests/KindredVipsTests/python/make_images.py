@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the photo pipeline's test inputs into a folder, made at test time with Pillow, piexif and pillow-heif.
 
-Usage: make_images.py OUT_DIR
+Usage: make_images.py OUT_DIR            the test inputs, and a JSON object {name: size} on stdout
+       make_images.py --large WxH FILE   one photo-like noisy JPEG (q90) of that size, for leak tests and benchmarks
 
 Every image with an orientation tag is stored so that its *displayed* picture (after applying the tag) has red in
 the top half and blue in the bottom half; the checker verifies the renditions show exactly that.
@@ -84,7 +85,19 @@ def bomb_png(width=30000, height=30000) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + png_chunk(b"IDAT", data) + png_chunk(b"IEND", b"")
 
 
+def large_jpeg(width, height, path):
+    """A gradient with colour noise, so the JPEG does not compress trivially (about 2 bytes per pixel at q90)."""
+    noise = [Image.effect_noise((width, height), 48) for _ in range(3)]
+    gradient = Image.linear_gradient("L").resize((width, height))
+    channels = [Image.blend(gradient, layer, 0.5) for layer in noise]
+    Image.merge("RGB", channels).save(path, "JPEG", quality=90, exif=exif_bytes(orientation=1))
+
+
 def main():
+    if sys.argv[1] == "--large":
+        width, height = (int(part) for part in sys.argv[2].split("x"))
+        large_jpeg(width, height, sys.argv[3])
+        return
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     made = {}
