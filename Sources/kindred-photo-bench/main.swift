@@ -25,8 +25,11 @@ struct PhotoBench: ParsableCommand {
     @Option(help: "Stop after this many seconds (0: no time limit).")
     var seconds = 0.0
 
-    @Option(help: "Stop after this many uploads in total (0: no count limit).")
+    @Option(help: "Stop after this many measured uploads in total (0: no count limit).")
     var runs = 0
+
+    @Option(help: "Uploads run before measuring (the resident set is read after them: warmRssKiB).")
+    var warmup = 1
 
     @Option(help: "WebP encoder effort, 0...6.")
     var webpEffort = 4
@@ -34,6 +37,7 @@ struct PhotoBench: ParsableCommand {
     mutating func validate() throws {
         guard workers >= 1 else { throw ValidationError("--workers must be at least 1") }
         guard seconds > 0 || runs > 0 else { throw ValidationError("give --seconds or --runs") }
+        guard warmup >= 1 else { throw ValidationError("--warmup must be at least 1") }
     }
 
     func run() throws {
@@ -47,7 +51,8 @@ struct PhotoBench: ParsableCommand {
             return pipeline
         }()
 
-        // One upload first: its outcome, and the resident set once libvips and the allocator are warm.
+        // Warm-up uploads first: the first one's outcome, and the resident set once libvips and the allocator are
+        // warm.
         let first: [String: Any]
         do {
             let photo = try pipeline.process(bytes)
@@ -58,9 +63,10 @@ struct PhotoBench: ParsableCommand {
         } catch {
             first = ["rejected": error.reason]
         }
+        for _ in 1..<self.warmup { _ = try? pipeline.process(bytes) }
         let warmRSS = Self.status("VmRSS")
 
-        let state = RunState(limit: self.runs > 0 ? self.runs - 1 : Int.max)
+        let state = RunState(limit: self.runs > 0 ? self.runs : Int.max)
         let deadline = self.seconds > 0 ? Date().addingTimeInterval(self.seconds) : Date.distantFuture
         let cpuStart = Self.cpuSeconds()
         let start = Date()

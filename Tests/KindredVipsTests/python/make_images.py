@@ -86,10 +86,13 @@ def bomb_png(width=30000, height=30000) -> bytes:
 
 
 def large_jpeg(width, height, path):
-    """A gradient with colour noise, so the JPEG does not compress trivially (about 2 bytes per pixel at q90)."""
+    """Colour gradients with sensor-like noise, so the JPEG does not compress trivially: a 4000×3000 one is about
+    3.5 MB at q90, like a phone's 12 MP photo."""
     noise = [Image.effect_noise((width, height), 48) for _ in range(3)]
-    gradient = Image.linear_gradient("L").resize((width, height))
-    channels = [Image.blend(gradient, layer, 0.5) for layer in noise]
+    linear = Image.linear_gradient("L").resize((width, height))
+    radial = Image.radial_gradient("L").resize((width, height))
+    bases = [linear, radial, linear.transpose(Image.Transpose.FLIP_LEFT_RIGHT)]
+    channels = [Image.blend(base, layer, 0.2) for base, layer in zip(bases, noise)]
     Image.merge("RGB", channels).save(path, "JPEG", quality=90, exif=exif_bytes(orientation=1))
 
 
