@@ -17,8 +17,9 @@ public struct PhotoPipeline: Sendable {
     public var renditions: [RenditionSpec]
     /// JPEG and WebP quality, 1...100.
     public var quality: Int
-    /// WebP encoder effort, 0 (fastest) ... 6 (smallest); libvips's default is 4.
-    public var webpEffort: Int = 4
+    /// WebP encoder effort, 0 (fastest) ... 6 (smallest). 2, not libvips's default 4: on a 12 MP upload effort 4
+    /// costs about 100 ms more CPU for about 1 % fewer bytes (README, Performance).
+    public var webpEffort: Int = 2
     /// Progressive JPEG (slightly smaller above ~10 KB, renders coarse-to-fine); baseline by default.
     public var progressiveJPEG: Bool = false
 
@@ -78,15 +79,23 @@ public struct PhotoPipeline: Sendable {
 
         var renditions: [Rendition] = []
         renditions.reserveCapacity(self.renditions.count * 2)
+        // Each rendition is cut from the smallest image made so far that still holds it (640×800 from 1080×1350,
+        // 320×400 from 640×800, ...): fewer pixels to resample than going back to the base every time.
+        var made = [base]
         for spec in self.renditions {
             let target = PixelSize(spec.width, spec.height)
             let output = RenditionGeometry.outputSize(source: source, spec: target)
-            var image = base
-            if output != base.size || RenditionGeometry.coverCrop(of: base.size, aspect: target) != base.size {
-                let crop = RenditionGeometry.coverCrop(of: base.size, aspect: target)
-                image = try base.extractArea(RenditionGeometry.centred(crop, in: base.size))
+            let from = made.filter { image in
+                let crop = RenditionGeometry.coverCrop(of: image.size, aspect: target)
+                return crop.width >= output.width && crop.height >= output.height
+            }.min { $0.size.width * $0.size.height < $1.size.width * $1.size.height } ?? base
+            var image = from
+            let crop = RenditionGeometry.coverCrop(of: from.size, aspect: target)
+            if output != from.size || crop != from.size {
+                image = try from.extractArea(RenditionGeometry.centred(crop, in: from.size))
                     .resize(to: output)
                     .copyMemory()
+                made.append(image)
             }
             let jpeg = try MetadataScrubber.jpeg(image.jpeg(quality: self.quality, progressive: self.progressiveJPEG))
             let webp = try MetadataScrubber.webp(image.webp(quality: self.quality, effort: self.webpEffort))

@@ -31,8 +31,8 @@ struct PhotoBench: ParsableCommand {
     @Option(help: "Uploads run before measuring (the resident set is read after them: warmRssKiB).")
     var warmup = 1
 
-    @Option(help: "WebP encoder effort, 0...6.")
-    var webpEffort = 4
+    @Option(help: "WebP encoder effort, 0...6 (PhotoPipeline's default is 2).")
+    var webpEffort = 2
 
     mutating func validate() throws {
         guard workers >= 1 else { throw ValidationError("--workers must be at least 1") }
