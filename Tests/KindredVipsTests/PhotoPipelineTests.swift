@@ -89,6 +89,9 @@ struct Accepted: Sendable, CustomTestStringConvertible {
         Accepted(
             file: "photo.heic", source: .heif, sourceSize: (1000, 1250),
             sizes: [(1000, 1250), (640, 800), (320, 400), (84, 105)], expect: "red-top"),
+        Accepted(
+            file: "orientation6.heic", source: .heif, sourceSize: (400, 500),
+            sizes: [(400, 500), (400, 500), (320, 400), (84, 105)], expect: "red-top"),
         // 500×500: never upscaled; the largest 4:5 crop is 400×500.
         Accepted(
             file: "small.jpg", source: .jpeg, sourceSize: (500, 500),

@@ -145,8 +145,13 @@ def main():
         buffer = io.BytesIO()
         upright(1000, 1250).save(buffer, "HEIF", quality=90, exif=exif_bytes(gps=True))
         write("photo.heic", buffer.getvalue())
+        # Orientation 6 as iPhones store it: pillow-heif turns the EXIF tag into an `irot` transform, which
+        # libheif applies while decoding.
+        buffer = io.BytesIO()
+        stored_for_orientation_6(400, 500).save(buffer, "HEIF", quality=90, exif=exif_bytes(orientation=6))
+        write("orientation6.heic", buffer.getvalue())
     except Exception as error:  # reported by the Swift test, which then skips HEIC checks
-        made["photo.heic"] = f"unavailable: {error}"
+        made["photo.heic"] = made["orientation6.heic"] = f"unavailable: {error}"
 
     # A small source (smaller than the largest rendition): renditions must not be upscaled.
     buffer = io.BytesIO()
