@@ -10,8 +10,8 @@
 ///
 /// The trailing-data rule: after the end of the image (JPEG EOI, PNG IEND, the RIFF size, the last ISO BMFF box)
 /// only padding may follow — bytes 0x00 or 0xFF, which some encoders and cameras write. Anything else is refused as
-/// `TRAILING_DATA`. This also refuses phone files that append vendor data after EOI (Samsung's SEF trailer,
-/// Google's Motion Photo video); apps send the picker's re-encoded JPEG, which has none. The renditions are
+/// `TRAILING_DATA`. This also refuses phone files that append data after EOI (Samsung's SEF trailer, Google's
+/// Motion Photo video, MPO's second image); apps send the picker's re-encoded JPEG, which has none. The renditions are
 /// re-encoded from pixels, so nothing after the image could reach a served byte anyway: the rule keeps the store
 /// and any copy of an upload free of a second file that other tools would open.
 enum PhotoContainer {

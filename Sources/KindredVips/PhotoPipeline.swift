@@ -51,8 +51,6 @@ public struct PhotoPipeline: Sendable {
                 return .failure(error)
             } catch let error as VipsError {
                 return .failure(.corruptImage(error))
-            } catch let error as MetadataScrubber.Malformed {
-                preconditionFailure("libvips wrote an unexpected file: \(error)")
             } catch {
                 preconditionFailure("unexpected error \(error)")
             }
@@ -97,13 +95,28 @@ public struct PhotoPipeline: Sendable {
                     .copyMemory()
                 made.append(image)
             }
-            let jpeg = try MetadataScrubber.jpeg(image.jpeg(quality: self.quality, progressive: self.progressiveJPEG))
-            let webp = try MetadataScrubber.webp(image.webp(quality: self.quality, effort: self.webpEffort))
+            let (jpeg, webp) = try self.encode(image)
             let size = image.size
             renditions.append(Rendition(spec: spec, format: .jpeg, width: size.width, height: size.height, bytes: jpeg))
             renditions.append(Rendition(spec: spec, format: .webp, width: size.width, height: size.height, bytes: webp))
         }
         return ProcessedPhoto(source: format, sourceWidth: source.width, sourceHeight: source.height, renditions: renditions)
+    }
+
+    /// The JPEG and WebP of one rendition, scrubbed. The image is decoded already, so a failure here is ours, not
+    /// the upload's: `PROCESSING_FAILED`.
+    private func encode(_ image: VipsImageRef) throws(PhotoRejection) -> (jpeg: [UInt8], webp: [UInt8]) {
+        do {
+            let jpeg = try image.jpeg(quality: self.quality, progressive: self.progressiveJPEG)
+            let webp = try image.webp(quality: self.quality, effort: min(max(self.webpEffort, 0), 6))
+            return (try MetadataScrubber.jpeg(jpeg), try MetadataScrubber.webp(webp))
+        } catch let error as VipsError {
+            throw .processingFailed(error.description)
+        } catch let error as MetadataScrubber.Malformed {
+            throw .processingFailed(error.description)
+        } catch {
+            throw .processingFailed("\(error)")
+        }
     }
 
     /// The largest rendition as an upright, metadata-free, 8-bit sRGB image in memory, decoded once at the

@@ -95,6 +95,13 @@ public struct ProcessedPhoto: Sendable {
     public var sourceHeight: Int
     /// Every spec × [.jpeg, .webp], in spec order, JPEG before WebP.
     public var renditions: [Rendition]
+
+    public init(source: PhotoSourceFormat, sourceWidth: Int, sourceHeight: Int, renditions: [Rendition]) {
+        self.source = source
+        self.sourceWidth = sourceWidth
+        self.sourceHeight = sourceHeight
+        self.renditions = renditions
+    }
 }
 
 /// Why an upload was refused. `reason` is a stable UPPER_SNAKE code for clients and metrics; `message` is a fixed,
@@ -134,6 +141,9 @@ public struct PhotoRejection: Error, Sendable, Equatable, CustomStringConvertibl
         public static let trailingData = "TRAILING_DATA"
         /// The structure or the compressed data is invalid, or the decoder warned.
         public static let corruptImage = "CORRUPT_IMAGE"
+        /// Not the upload's fault: encoding a decoded image failed, or the encoder wrote something the metadata
+        /// scrubber does not recognise (a server error: map it to INTERNAL, log `detail`).
+        public static let processingFailed = "PROCESSING_FAILED"
     }
 
     static let empty = PhotoRejection(reason: Reason.empty, message: "the upload is empty")
@@ -156,6 +166,9 @@ public struct PhotoRejection: Error, Sendable, Equatable, CustomStringConvertibl
         message: "the image file has data after its end"
     )
     static let corruptImage = PhotoRejection(reason: Reason.corruptImage, message: "the image could not be decoded")
+    static func processingFailed(_ detail: String) -> PhotoRejection {
+        PhotoRejection(reason: Reason.processingFailed, message: "the image could not be processed", detail: detail)
+    }
     static func corruptImage(_ error: VipsError) -> PhotoRejection {
         PhotoRejection(reason: Reason.corruptImage, message: corruptImage.message, detail: error.description)
     }
