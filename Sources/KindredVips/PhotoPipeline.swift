@@ -6,11 +6,13 @@
 /// limits from it, before any pixel is decoded; then one decode with fail-on-warning at the smallest scale the
 /// largest rendition needs (JPEG's DCT shrink-on-load, WebP's scale-on-load), a centred cover crop, resampling,
 /// rotation by the EXIF orientation, conversion to 8-bit sRGB (ICC profile applied, alpha composed on white) and
-/// removal of every metadata field. The smaller renditions are derived from that image in memory, and each is
-/// encoded as JPEG and WebP with metadata stripped.
+/// removal of every metadata field. Each smaller rendition is cut from the smallest image already made that holds
+/// it, and each is encoded as JPEG and WebP; the encoded bytes are scrubbed of metadata once more
+/// (`MetadataScrubber`).
 ///
-/// `process` is synchronous and CPU-bound (tens of milliseconds for a 12 MP JPEG): run it off the event loop and
-/// bound how many run at once. It is safe to call from several threads; each call uses one libvips worker thread.
+/// `process` is synchronous and CPU-bound (about 180 ms of CPU for a 12 MP JPEG, README: Performance): run it off
+/// the event loop and bound how many run at once (about 2 × cores; each call holds ~20 MB while it runs). It is
+/// safe to call from several threads; each call uses one libvips worker thread.
 public struct PhotoPipeline: Sendable {
     public var limits: PhotoLimits
     /// The renditions to make, each cover-cropped to its own aspect ratio.
