@@ -90,6 +90,27 @@ enum PhotoContainer {
         }
     }
 
+    /// Whether the JPEG's frame header (the first SOFn before the first scan) is progressive: SOF2, SOF6, SOF10 or
+    /// SOF14. Call after `check` accepted the file.
+    static func isProgressiveJPEG(_ bytes: [UInt8]) -> Bool {
+        var index = 2
+        while index + 4 <= bytes.count, bytes[index] == 0xFF {
+            let marker = bytes[index + 1]
+            switch marker {
+            case 0xFF:
+                index += 1  // fill byte
+                continue
+            case 0xC2, 0xC6, 0xCA, 0xCE:
+                return true
+            case 0xC0, 0xC1, 0xC3, 0xC5, 0xC7, 0xC9, 0xCB, 0xCD, 0xCF, 0xDA:
+                return false  // another frame type, or the first scan
+            default:
+                index += 2 + (Int(bytes[index + 2]) << 8 | Int(bytes[index + 3]))
+            }
+        }
+        return false
+    }
+
     /// The offset of the first 0xFF in entropy-coded data that starts a marker (not 0xFF00 stuffing, not a
     /// restart marker RSTn), or nil when the data ends first. memchr keeps this fast in debug builds too: the scan
     /// covers nearly the whole file.

@@ -46,9 +46,10 @@ public struct PhotoPipeline: Sendable {
         guard data.count <= self.limits.maxBytes else { throw .tooLarge(self.limits.maxBytes) }
         guard let format = Self.sniff(data) else { throw .unsupportedFormat }
         if let rejection = PhotoContainer.check(data, as: format) { throw rejection }
+        let progressive = format == .jpeg && PhotoContainer.isProgressiveJPEG(data)
         let result: Result<ProcessedPhoto, PhotoRejection> = data.withUnsafeBytes { buffer in
             do {
-                return .success(try self.decodeAndEncode(buffer, as: format))
+                return .success(try self.decodeAndEncode(buffer, as: format, progressive: progressive))
             } catch let error as PhotoRejection {
                 return .failure(error)
             } catch let error as VipsError {
@@ -61,8 +62,8 @@ public struct PhotoPipeline: Sendable {
     }
 
     /// Everything after the container checks; `buffer` outlives every image made here.
-    private func decodeAndEncode(_ buffer: UnsafeRawBufferPointer, as format: PhotoSourceFormat) throws
-        -> ProcessedPhoto
+    private func decodeAndEncode(_ buffer: UnsafeRawBufferPointer, as format: PhotoSourceFormat, progressive: Bool)
+        throws -> ProcessedPhoto
     {
         let header = try VipsImageRef.load(buffer, as: format, shrink: 1)
         let stored = header.size
@@ -70,6 +71,9 @@ public struct PhotoPipeline: Sendable {
             stored.width * stored.height <= self.limits.maxPixels
         else {
             throw PhotoRejection.tooManyPixels(self.limits)
+        }
+        if progressive, stored.width * stored.height > self.limits.maxProgressiveJPEGPixels {
+            throw PhotoRejection.tooManyProgressivePixels(self.limits)
         }
         // Orientations 5...8 turn the image a quarter: the displayed size is the stored one transposed.
         let transposed = (5...8).contains(header.orientation)

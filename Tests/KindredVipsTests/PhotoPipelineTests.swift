@@ -92,6 +92,7 @@ struct Accepted: Sendable, CustomTestStringConvertible {
         Accepted(
             file: "orientation6.heic", source: .heif, sourceSize: (400, 500),
             sizes: [(400, 500), (400, 500), (320, 400), (84, 105)], expect: "red-top"),
+        Accepted(file: "progressive.jpg", source: .jpeg, sourceSize: (2000, 2500), sizes: Accepted.standardSizes, expect: "red-top"),
         // 500×500: never upscaled; the largest 4:5 crop is 400×500.
         Accepted(
             file: "small.jpg", source: .jpeg, sourceSize: (500, 500),
@@ -210,6 +211,14 @@ struct Accepted: Sendable, CustomTestStringConvertible {
         #expect(Self.reason(jpeg, PhotoLimits(maxSide: 1599)) == PhotoRejection.Reason.tooManyPixels)
         #expect(Self.reason(jpeg, PhotoLimits(maxPixels: 1600 * 1200 - 1)) == PhotoRejection.Reason.tooManyPixels)
         #expect(Self.reason(jpeg, PhotoLimits(maxBytes: jpeg.count, maxPixels: 1600 * 1200, maxSide: 1600)) == nil)
+    }
+
+    /// A progressive JPEG is held whole in memory by libjpeg: its own, lower pixel limit.
+    @Test func progressiveJPEGHasItsOwnPixelLimit() throws {
+        #expect(Self.reason(try Fixtures.bytes("progressive-13mp.jpg")) == PhotoRejection.Reason.tooManyPixels)
+        #expect(Self.reason(try Fixtures.bytes("baseline-13mp.jpg")) == nil)
+        let limits = PhotoLimits(maxProgressiveJPEGPixels: 4000 * 3200)
+        #expect(Self.reason(try Fixtures.bytes("progressive-13mp.jpg"), limits) == nil)
     }
 
     /// Every loader but the four allowed is blocked inside libvips too, so even its own sniffing finds none.

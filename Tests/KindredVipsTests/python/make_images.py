@@ -158,6 +158,17 @@ def main():
     upright(500, 500).save(buffer, "JPEG", quality=90)
     write("small.jpg", buffer.getvalue())
 
+    # Progressive JPEGs: 2000×2500 (5 MP, accepted) and, for the limit, a 4000×3200 one (12.8 MP).
+    buffer = io.BytesIO()
+    upright(2000, 2500).save(buffer, "JPEG", quality=85, progressive=True)
+    write("progressive.jpg", buffer.getvalue())
+    buffer = io.BytesIO()
+    upright(4000, 3200).save(buffer, "JPEG", quality=85, progressive=True)
+    write("progressive-13mp.jpg", buffer.getvalue())
+    buffer = io.BytesIO()
+    upright(4000, 3200).save(buffer, "JPEG", quality=85)
+    write("baseline-13mp.jpg", buffer.getvalue())
+
     # A 16-bit greyscale PNG and a CMYK JPEG: converted to 8-bit sRGB.
     buffer = io.BytesIO()
     Image.new("I;16", (400, 500), 40000).save(buffer, "PNG")
