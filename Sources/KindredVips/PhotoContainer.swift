@@ -90,8 +90,18 @@ enum PhotoContainer {
         }
     }
 
+    /// Whether the decoder must hold the whole image: a progressive JPEG or an interlaced (Adam7) PNG. Call after
+    /// `check` accepted the file.
+    static func isProgressive(_ bytes: [UInt8], as format: PhotoSourceFormat) -> Bool {
+        switch format {
+        case .jpeg: isProgressiveJPEG(bytes)
+        case .png: bytes.count > 28 && bytes[28] == 1  // IHDR's interlace method (IHDR is first: checked)
+        case .webp, .heif: false
+        }
+    }
+
     /// Whether the JPEG's frame header (the first SOFn before the first scan) is progressive: SOF2, SOF6, SOF10 or
-    /// SOF14. Call after `check` accepted the file.
+    /// SOF14.
     static func isProgressiveJPEG(_ bytes: [UInt8]) -> Bool {
         var index = 2
         while index + 4 <= bytes.count, bytes[index] == 0xFF {

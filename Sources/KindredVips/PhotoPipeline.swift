@@ -46,7 +46,7 @@ public struct PhotoPipeline: Sendable {
         guard data.count <= self.limits.maxBytes else { throw .tooLarge(self.limits.maxBytes) }
         guard let format = Self.sniff(data) else { throw .unsupportedFormat }
         if let rejection = PhotoContainer.check(data, as: format) { throw rejection }
-        let progressive = format == .jpeg && PhotoContainer.isProgressiveJPEG(data)
+        let progressive = PhotoContainer.isProgressive(data, as: format)
         let result: Result<ProcessedPhoto, PhotoRejection> = data.withUnsafeBytes { buffer in
             do {
                 return .success(try self.decodeAndEncode(buffer, as: format, progressive: progressive))
@@ -72,7 +72,7 @@ public struct PhotoPipeline: Sendable {
         else {
             throw PhotoRejection.tooManyPixels(self.limits)
         }
-        if progressive, stored.width * stored.height > self.limits.maxProgressiveJPEGPixels {
+        if progressive, stored.width * stored.height > self.limits.maxProgressivePixels {
             throw PhotoRejection.tooManyProgressivePixels(self.limits)
         }
         // Orientations 5...8 turn the image a quarter: the displayed size is the stored one transposed.

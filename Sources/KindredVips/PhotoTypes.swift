@@ -6,24 +6,24 @@ public struct PhotoLimits: Sendable, Hashable {
     public var maxPixels: Int
     /// The longest side accepted, in pixels (default 12,000), so a 40 MP image 100,000 pixels wide is refused.
     public var maxSide: Int
-    /// The most pixels of a progressive JPEG (default 12 megapixels). libjpeg holds a progressive file's every DCT
-    /// coefficient in memory until the last scan, 3 bytes a pixel at 4:2:0 and 6 at 4:4:4 — a 40 MP one needs
-    /// 120–240 MB where a baseline one streams in a few MB; phones write baseline JPEG.
-    public var maxProgressiveJPEGPixels: Int
+    /// The most pixels of a progressive JPEG or an interlaced (Adam7) PNG (default 12 megapixels). Their decoders
+    /// hold the whole image until the last pass — libjpeg every DCT coefficient (3–6 bytes a pixel), libpng every
+    /// row (up to 8 bytes a pixel) — where baseline JPEG and plain PNG stream in a few MB. Phones write neither.
+    public var maxProgressivePixels: Int
 
     public init(
         maxBytes: Int = 15 * 1024 * 1024,
         maxPixels: Int = 40_000_000,
         maxSide: Int = 12_000,
-        maxProgressiveJPEGPixels: Int = 12_000_000
+        maxProgressivePixels: Int = 12_000_000
     ) {
         self.maxBytes = maxBytes
         self.maxPixels = maxPixels
         self.maxSide = maxSide
-        self.maxProgressiveJPEGPixels = maxProgressiveJPEGPixels
+        self.maxProgressivePixels = maxProgressivePixels
     }
 
-    /// 15 MiB, 40 megapixels, 12,000 pixels a side, progressive JPEG 12 megapixels.
+    /// 15 MiB, 40 megapixels, 12,000 pixels a side, progressive JPEG and interlaced PNG 12 megapixels.
     public static let standard = PhotoLimits()
 }
 
@@ -143,8 +143,8 @@ public struct PhotoRejection: Error, Sendable, Equatable, CustomStringConvertibl
         public static let tooLarge = "TOO_LARGE"
         /// Not JPEG, PNG, WebP or HEIF by its magic bytes (TIFF, GIF, SVG, PDF, random bytes, ...).
         public static let unsupportedFormat = "UNSUPPORTED_FORMAT"
-        /// The header declares more pixels than `maxPixels` (`maxProgressiveJPEGPixels` for a progressive JPEG) or a
-        /// side longer than `maxSide`.
+        /// The header declares more pixels than `maxPixels` (`maxProgressivePixels` for a progressive JPEG or an
+        /// interlaced PNG) or a side longer than `maxSide`.
         public static let tooManyPixels = "TOO_MANY_PIXELS"
         /// The file ends before its format's end marker (JPEG EOI, PNG IEND, the RIFF size, an ISO BMFF box).
         public static let truncated = "TRUNCATED"
@@ -174,7 +174,7 @@ public struct PhotoRejection: Error, Sendable, Equatable, CustomStringConvertibl
     static func tooManyProgressivePixels(_ limits: PhotoLimits) -> PhotoRejection {
         PhotoRejection(
             reason: Reason.tooManyPixels,
-            message: "a progressive JPEG may have at most \(limits.maxProgressiveJPEGPixels) pixels"
+            message: "a progressive JPEG or interlaced PNG may have at most \(limits.maxProgressivePixels) pixels"
         )
     }
     static let truncated = PhotoRejection(reason: Reason.truncated, message: "the image file is truncated")

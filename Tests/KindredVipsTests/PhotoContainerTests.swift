@@ -52,7 +52,7 @@ import Testing
         ([0xFF, 0xD8, 0xFF, 0xDA, 0x00, 0x02], false),
     ] as [([UInt8], Bool)])
     func progressiveJPEG(bytes: [UInt8], expected: Bool) {
-        #expect(PhotoContainer.isProgressiveJPEG(bytes) == expected)
+        #expect(PhotoContainer.isProgressive(bytes, as: .jpeg) == expected)
     }
 
     static func pngChunk(_ type: String, _ data: [UInt8]) -> [UInt8] {

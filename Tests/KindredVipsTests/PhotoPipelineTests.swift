@@ -93,6 +93,7 @@ struct Accepted: Sendable, CustomTestStringConvertible {
             file: "orientation6.heic", source: .heif, sourceSize: (400, 500),
             sizes: [(400, 500), (400, 500), (320, 400), (84, 105)], expect: "red-top"),
         Accepted(file: "progressive.jpg", source: .jpeg, sourceSize: (2000, 2500), sizes: Accepted.standardSizes, expect: "red-top"),
+        Accepted(file: "interlaced.png", source: .png, sourceSize: (1200, 1500), sizes: Accepted.standardSizes, expect: "red-top"),
         // 500×500: never upscaled; the largest 4:5 crop is 400×500.
         Accepted(
             file: "small.jpg", source: .jpeg, sourceSize: (500, 500),
@@ -213,12 +214,14 @@ struct Accepted: Sendable, CustomTestStringConvertible {
         #expect(Self.reason(jpeg, PhotoLimits(maxBytes: jpeg.count, maxPixels: 1600 * 1200, maxSide: 1600)) == nil)
     }
 
-    /// A progressive JPEG is held whole in memory by libjpeg: its own, lower pixel limit.
-    @Test func progressiveJPEGHasItsOwnPixelLimit() throws {
+    /// A progressive JPEG or an interlaced PNG is held whole in memory by its decoder: a lower pixel limit.
+    @Test func progressiveImagesHaveTheirOwnPixelLimit() throws {
         #expect(Self.reason(try Fixtures.bytes("progressive-13mp.jpg")) == PhotoRejection.Reason.tooManyPixels)
+        #expect(Self.reason(try Fixtures.bytes("interlaced-13mp.png")) == PhotoRejection.Reason.tooManyPixels)
         #expect(Self.reason(try Fixtures.bytes("baseline-13mp.jpg")) == nil)
-        let limits = PhotoLimits(maxProgressiveJPEGPixels: 4000 * 3200)
+        let limits = PhotoLimits(maxProgressivePixels: 4000 * 3200)
         #expect(Self.reason(try Fixtures.bytes("progressive-13mp.jpg"), limits) == nil)
+        #expect(Self.reason(try Fixtures.bytes("interlaced-13mp.png"), limits) == nil)
     }
 
     /// Every loader but the four allowed is blocked inside libvips too, so even its own sniffing finds none.

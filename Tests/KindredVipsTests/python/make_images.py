@@ -12,6 +12,7 @@ import json
 import os
 import random
 import struct
+import subprocess
 import sys
 import zipfile
 import zlib
@@ -168,6 +169,14 @@ def main():
     buffer = io.BytesIO()
     upright(4000, 3200).save(buffer, "JPEG", quality=85)
     write("baseline-13mp.jpg", buffer.getvalue())
+
+    # Interlaced (Adam7) PNGs, written by libvips (Pillow cannot): 1200×1500 accepted, 4000×3200 over the limit.
+    for name, (width, height) in (("interlaced.png", (1200, 1500)), ("interlaced-13mp.png", (4000, 3200))):
+        plain = os.path.join(out, "plain-" + name)
+        upright(width, height).save(plain, "PNG")
+        subprocess.run(["vips", "copy", plain, os.path.join(out, name) + "[interlace]"], check=True)
+        os.remove(plain)
+        made[name] = os.path.getsize(os.path.join(out, name))
 
     # A 16-bit greyscale PNG and a CMYK JPEG: converted to 8-bit sRGB.
     buffer = io.BytesIO()
