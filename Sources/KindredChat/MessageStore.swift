@@ -15,15 +15,17 @@ struct MessageStore: Sendable {
         ).first.map { try Kindred.Chat.V1.ChatMessage(row: $0) }
     }
 
-    /// Stores a message; returns it as stored (server timestamp).
+    /// Stores a message; returns it as stored. The server timestamp is taken now, under the thread's lock (not at
+    /// the transaction's start), so timestamps never go backwards as sequences go up.
     func insert(
         id: String, threadID: String, sequence: Int64, sender: String, clientMessageID: String, body: String,
         in transaction: PostgresTransaction
     ) async throws -> Kindred.Chat.V1.ChatMessage {
         try await transaction.query(
             """
-            INSERT INTO messages AS m (message_id, thread_id, sequence, sender_id, client_message_id, body)
-            VALUES (\(id)::uuid, \(threadID)::uuid, \(sequence), \(sender)::uuid, \(clientMessageID), \(body))
+            INSERT INTO messages AS m (message_id, thread_id, sequence, sender_id, client_message_id, body, sent_at)
+            VALUES (\(id)::uuid, \(threadID)::uuid, \(sequence), \(sender)::uuid, \(clientMessageID), \(body),
+                    clock_timestamp())
             RETURNING \(unescaped: Kindred.Chat.V1.ChatMessage.columns)
             """
         ).first.map { try Kindred.Chat.V1.ChatMessage(row: $0) }!
