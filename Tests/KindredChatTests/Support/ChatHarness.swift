@@ -87,8 +87,9 @@ struct ChatHarness {
         } catch {
             result = .failure(error)
         }
-        for client in clients { await client.close() }
+        // Servers first: their drain ends open Subscribe streams, which closing a client would wait for.
         for chat in chats { await chat.stop() }
+        for client in clients { await client.close() }
         await authRunning.stop()
         await auth.shutdown()
         return try result.get()
@@ -221,7 +222,7 @@ final class StreamRecorder: @unchecked Sendable {
     }
 
     static func start(
-        _ client: GRPCClient, _ user: ChatHarness.User, resumeToken: String = "", readDelay: Duration? = nil
+        _ client: GRPCClient, _ user: ChatHarness.User, resumeToken: String = "", stallAfterFirst: Duration? = nil
     ) -> StreamRecorder {
         let recorder = StreamRecorder()
         var request = Chat.SubscribeRequest()
@@ -231,9 +232,13 @@ final class StreamRecorder: @unchecked Sendable {
                 try await client.serverStreaming(
                     ChatMethod.subscribe, request, metadata: user.metadata, options: CallOptions(timeout: .seconds(120))
                 ) { stream in
+                    var stall = stallAfterFirst
                     for try await response in stream {
-                        if let readDelay { try await Task.sleep(for: readDelay) }
                         if let event = response.event { recorder.lock.withLock { recorder._events.append(event) } }
+                        if let pause = stall {
+                            stall = nil
+                            try await Task.sleep(for: pause)
+                        }
                     }
                 }
             } catch {
