@@ -358,7 +358,11 @@ server_env_auth() {
         KINDRED_AUTH_SMTP_PORT="$SMTP_PORT"
         KINDRED_AUTH_SMTP_SECURITY=none
         KINDRED_AUTH_SERVICE_SECRET_GATEWAY="$(secret gateway)"
+        KINDRED_AUTH_SERVICE_SECRET_CHAT="$(secret chat)"
     )
+}
+server_env_chat() {
+    SERVER_ENV+=(KINDRED_CHAT_SERVICE_SECRET="$(secret chat)" KINDRED_CHAT_AUTH_ADDRESS="127.0.0.1:$(port_of auth)")
 }
 server_env_gateway() {
     local name

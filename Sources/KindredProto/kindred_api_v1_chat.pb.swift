@@ -639,6 +639,9 @@ extension Kindred.Api.V1 {
         /// The match (card unset if the profile part was unavailable; fetch with GetProfile).
         public var match: Kindred.Api.V1.MatchSummary? = nil
 
+        /// The other member's user id (also when the card is unset).
+        public var otherUserId: Swift.String = ""
+
         public init() {}
 
         public static var protoMessageName: Swift.String { "kindred.api.v1.NewMatch" }
@@ -646,10 +649,12 @@ extension Kindred.Api.V1 {
 
         public func encode(to encoder: inout ProtoEncoder) {
             encoder.setMessage(1, self.match)
+            encoder.setString(2, self.otherUserId)
         }
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
             self.match = try decoder.message(1, as: Kindred.Api.V1.MatchSummary.self)
+            self.otherUserId = try decoder.string(2)
         }
     }
 }

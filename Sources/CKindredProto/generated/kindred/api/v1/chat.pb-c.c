@@ -2352,7 +2352,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__delivery_receipt__descriptor 
   (ProtobufCMessageInit) kindred__api__v1__delivery_receipt__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__api__v1__new_match__field_descriptors[1] =
+static const ProtobufCFieldDescriptor kindred__api__v1__new_match__field_descriptors[2] =
 {
   {
     "match",
@@ -2366,14 +2366,27 @@ static const ProtobufCFieldDescriptor kindred__api__v1__new_match__field_descrip
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "other_user_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__NewMatch, other_user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__api__v1__new_match__field_indices_by_name[] = {
   0,   /* field[0] = match */
+  1,   /* field[1] = other_user_id */
 };
 static const ProtobufCIntRange kindred__api__v1__new_match__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor kindred__api__v1__new_match__descriptor =
 {
@@ -2383,7 +2396,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__new_match__descriptor =
   "Kindred__Api__V1__NewMatch",
   "kindred.api.v1",
   sizeof(Kindred__Api__V1__NewMatch),
-  1,
+  2,
   kindred__api__v1__new_match__field_descriptors,
   kindred__api__v1__new_match__field_indices_by_name,
   1,  kindred__api__v1__new_match__number_ranges,

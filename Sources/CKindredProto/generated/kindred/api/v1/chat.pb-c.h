@@ -608,10 +608,14 @@ struct  Kindred__Api__V1__NewMatch
    * The match (card unset if the profile part was unavailable; fetch with GetProfile).
    */
   Kindred__Api__V1__MatchSummary *match;
+  /*
+   * The other member's user id (also when the card is unset).
+   */
+  char *other_user_id;
 };
 #define KINDRED__API__V1__NEW_MATCH__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__api__v1__new_match__descriptor) \
-    , NULL }
+    , NULL, (char *)protobuf_c_empty_string }
 
 
 /*
