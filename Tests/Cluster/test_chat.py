@@ -17,7 +17,7 @@ import uuid
 import grpc
 import pytest
 
-from cluster_harness import ROOT, Cluster, assert_clean_stop
+from cluster_harness import ROOT, Cluster, assert_clean_stop, bin_dir
 
 _stubs = tempfile.mkdtemp(prefix="kindred-chat-stubs-")
 subprocess.run(
@@ -78,6 +78,7 @@ class User:
         signed = accounts.SignIn(account_pb2.SignInRequest(community_id=community, login=email, password=PASSWORD),
                                  timeout=TIMEOUT)
         self.id = signed.account.user_id
+        self.username = username
         self.token = signed.tokens.access_token
         self.metadata = bearer(self.token)
 
@@ -246,6 +247,32 @@ def test_nobody_else_touches_the_thread(cluster, gateway, community, users):
                                          timeout=TIMEOUT).messages] == ["secret"]
 
 
+def test_the_kindred_cli_lists_threads_and_chats(cluster, gateway, community, users, tmp_path):
+    alice, bob, _ = users
+    chat = chat_pb2_grpc.ChatServiceStub(gateway)
+    thread = open_thread(cluster, community, alice, bob)
+    chat.SendMessage(chat_pb2.SendMessageRequest(thread_id=thread, client_message_id="b-1", body="hello alice"),
+                     metadata=bob.metadata, timeout=TIMEOUT)
+
+    def kindred(*args, stdin=""):
+        env = dict(os.environ, KINDRED_GATEWAY=cluster.gateway, KINDRED_COMMUNITY=community,
+                   KINDRED_CONFIG_DIR=str(tmp_path / "config"))
+        result = subprocess.run([str(bin_dir() / "kindred"), *args], env=env, input=stdin, capture_output=True,
+                                text=True, timeout=60)
+        assert result.returncode == 0, f"kindred {' '.join(args)} -> {result.returncode}\n{result.stdout}{result.stderr}"
+        return result.stdout
+
+    kindred("signin", alice.username, stdin=PASSWORD + "\n")
+    listed = kindred("threads")
+    assert thread in listed and bob.id in listed and "hello alice" in listed
+    output = kindred("chat", thread, stdin="hi from the cli\n")
+    assert "hello alice" in output and "me: hi from the cli" in output
+    history = chat.History(chat_pb2.HistoryRequest(thread_id=thread), metadata=bob.metadata, timeout=TIMEOUT)
+    assert [m.body for m in history.messages] == ["hi from the cli", "hello alice"]
+    # The CLI marked bob's message read.
+    assert chat.ListThreads(chat_pb2.ListThreadsRequest(), metadata=alice.metadata, timeout=TIMEOUT).threads[0].unread_count == 0
+
+
 def process_environment(pid: int) -> dict:
     raw = pathlib.Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
@@ -277,12 +304,14 @@ def test_nothing_acknowledged_is_lost_or_duplicated_across_a_sigkill(own_cluster
     acknowledged = {thread: {} for thread in threads}
     done = threading.Event()
 
-    def sender(index):
+    lanes = 4  # concurrent senders per pair, each with its own share of the client ids
+
+    def sender(index, lane):
         sender_user, _ = pairs[index]
         thread = threads[index]
         channel = grpc.insecure_channel(address)
         stub = internal_pb2_grpc.ChatServiceStub(channel)
-        for number in range(per_pair):
+        for number in range(lane, per_pair, lanes):
             client_id = f"p{index}-{number}"
             while True:
                 try:
@@ -327,7 +356,7 @@ def test_nothing_acknowledged_is_lost_or_duplicated_across_a_sigkill(own_cluster
     for worker in workers:
         worker.start()
     time.sleep(0.5)
-    senders = [threading.Thread(target=sender, args=(i,), daemon=True) for i in range(4)]
+    senders = [threading.Thread(target=sender, args=(i, lane), daemon=True) for i in range(4) for lane in range(lanes)]
     for worker in senders:
         worker.start()
     while sum(len(a) for a in acknowledged.values()) < total // 3:
