@@ -29,6 +29,7 @@ let package = Package(
         .executable(name: "gateway-server", targets: ["gateway-server"]),
         .executable(name: "kindred", targets: ["kindred"]),
         .executable(name: "chat-server", targets: ["chat-server"]),
+        .executable(name: "kindred-chat-bench", targets: ["kindred-chat-bench"]),
         .library(name: "KindredGRPC", targets: ["KindredGRPC"]),
     ],
     dependencies: [
@@ -127,6 +128,14 @@ let package = Package(
             ] + nio
         ),
         .executableTarget(name: "chat-server", dependencies: ["KindredChat", "KindredServiceKit"]),
+        // The chat load driver (Tests/Benchmarks/chat-bench.sh).
+        .executableTarget(
+            name: "kindred-chat-bench",
+            dependencies: [
+                "KindredAuth", "KindredGRPC", "KindredIdentity", "KindredProto", "KindredServiceKit", logging,
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ] + nio
+        ),
 
         // The gateway: the public API (kindred.api.v1), authentication, limits, fan-out (library) and its executable.
         .target(
