@@ -15,39 +15,32 @@ extension ChatService {
         let threadID = try ChatValidation.id(request.threadId, field: "thread_id")
         let clientID = try ChatValidation.clientMessageID(request.clientMessageId)
         let body = try ChatValidation.body(request.body)
-        // A retry after a lost answer: usually found here without a transaction.
-        if let stored = try await self.messages.find(sender: user, clientMessageID: clientID, in: self.database) {
-            return try Self.replay(stored, threadID: threadID, body: body)
-        }
         let messageID = try UUIDv7.generate()
+        // Seven round trips: BEGIN, both users locked (in id order, the order every writer takes), the retry
+        // check, the thread locked with its limits, sequence and message, both event logs with NOTIFY, COMMIT.
         return try await self.database.withTransaction { transaction in
-            guard let peek = try await self.threads.find(threadID, for: user, in: transaction) else {
+            guard try await self.threads.lockParticipants(of: threadID, for: user, in: transaction) else {
                 throw ChatError.threadNotFound
             }
-            // Both users, then the thread: the order every writer takes.
-            try await self.users.lock([peek.userA, peek.userB], in: transaction)
+            // Under the sender's row lock: a concurrent retry has committed or will wait for us.
             if let stored = try await self.messages.find(sender: user, clientMessageID: clientID, in: transaction) {
                 return try Self.replay(stored, threadID: threadID, body: body)
             }
-            guard let thread = try await self.threads.find(threadID, for: user, lock: true, in: transaction) else {
-                throw ChatError.threadNotFound
-            }
+            let maxLimit = 10_000
+            guard
+                let (thread, communityLimit, sent) = try await self.threads.lockForSend(
+                    threadID, by: user, countUpTo: maxLimit, in: transaction)
+            else { throw ChatError.threadNotFound }
             guard thread.state == .open, !thread.hidden else { throw ChatError.closed }
-            let limit =
-                try await self.communities.hourlyLimit(thread.communityID, in: transaction)
-                ?? self.configuration.defaultHourlyMessageLimit
-            // The sender's row is locked: concurrent sends of one user count one after the other.
-            guard try await self.messages.sentInLastHour(by: user, in: transaction) < limit else {
+            // Concurrent sends of one user count one after the other (the sender's row is locked).
+            guard sent < (communityLimit ?? self.configuration.defaultHourlyMessageLimit) else {
                 throw ChatError.rateLimited("Hourly message limit reached; try again later", retryAfter: .seconds(60))
             }
-            let sequence = try await self.threads.nextSequence(threadID, in: transaction)
-            let message = try await self.messages.insert(
-                id: messageID, threadID: threadID, sequence: sequence, sender: user, clientMessageID: clientID,
-                body: body, in: transaction)
-            let event = Self.event(.message(message), at: message.sentUnixMs)
-            for participant in [thread.userA, thread.userB] {
-                try await self.log.append(event, to: participant, threadID: threadID, in: transaction)
-            }
+            let message = try await self.messages.append(
+                id: messageID, threadID: threadID, sender: user, clientMessageID: clientID, body: body, in: transaction)
+            try await self.log.append(
+                Self.event(.message(message), at: message.sentUnixMs), toAll: [thread.userA, thread.userB],
+                threadID: threadID, in: transaction)
             var response = Chat.SendMessageResponse()
             response.message = message
             return response

@@ -16,12 +16,4 @@ struct CommunityStore: Sendable {
             """
         )
     }
-
-    /// The community's hourly message limit; nil when unknown or unset (0).
-    func hourlyLimit(_ communityID: String, in runner: some SQLRunner) async throws -> Int? {
-        let limit = try await runner.query(
-            "SELECT hourly_message_limit FROM communities WHERE community_id = \(communityID)"
-        ).first?.decode(Int32.self, at: 0)
-        return limit.flatMap { $0 > 0 ? Int($0) : nil }
-    }
 }

@@ -42,6 +42,28 @@ struct EventLogStore: Sendable {
         return try row.decode(Int64.self, at: 0)
     }
 
+    /// Appends `event` to the logs of several users in one statement (a message goes to both participants);
+    /// their rows must be locked by the caller, in id order.
+    func append(
+        _ event: Kindred.Chat.V1.ChatEvent, toAll users: [String], threadID: String?, in transaction: PostgresTransaction
+    ) async throws {
+        let bytes = try event.serializedBytes()
+        let inline = bytes.count <= Self.maxInlineEventBytes ? Base64.encode(bytes, padding: false) : "-"
+        let rows = try await transaction.query(
+            """
+            WITH s AS (UPDATE users SET event_sequence = event_sequence + 1 WHERE user_id = ANY(\(users)::uuid[])
+                       RETURNING user_id, event_sequence),
+                 i AS (INSERT INTO stream_events (user_id, sequence, thread_id, event, occurred_at)
+                       SELECT user_id, event_sequence, \(threadID)::uuid, \(bytes),
+                              to_timestamp(\(Double(event.occurredUnixMs) / 1000))
+                       FROM s RETURNING user_id, sequence)
+            SELECT sequence, pg_notify(\(Self.channel), 'e ' || user_id || ' ' || sequence || ' ' || \(inline)::text) IS NULL
+            FROM i ORDER BY user_id
+            """
+        )
+        guard rows.count == Set(users).count else { throw ChatError(.unavailable, "The service is busy; try again") }
+    }
+
     /// Up to `limit` events of `user`'s log after `sequence`, in order.
     func events(of user: String, after sequence: Int64, limit: Int, in runner: some SQLRunner) async throws -> [Entry] {
         try await runner.query(

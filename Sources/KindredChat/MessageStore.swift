@@ -15,27 +15,24 @@ struct MessageStore: Sendable {
         ).first.map { try Kindred.Chat.V1.ChatMessage(row: $0) }
     }
 
-    /// Stores a message; returns it as stored. The server timestamp is taken now, under the thread's lock (not at
-    /// the transaction's start), so timestamps never go backwards as sequences go up.
-    func insert(
-        id: String, threadID: String, sequence: Int64, sender: String, clientMessageID: String, body: String,
+    /// Takes the thread's next sequence and stores the message with it, in one statement (the thread row is
+    /// locked by the caller); returns it as stored. The server timestamp is taken now, under the lock, so
+    /// timestamps never go backwards as sequences go up.
+    func append(
+        id: String, threadID: String, sender: String, clientMessageID: String, body: String,
         in transaction: PostgresTransaction
     ) async throws -> Kindred.Chat.V1.ChatMessage {
         try await transaction.query(
             """
+            WITH s AS (UPDATE threads SET last_sequence = last_sequence + 1, last_activity_at = now()
+                       WHERE thread_id = \(threadID)::uuid RETURNING last_sequence)
             INSERT INTO messages AS m (message_id, thread_id, sequence, sender_id, client_message_id, body, sent_at)
-            VALUES (\(id)::uuid, \(threadID)::uuid, \(sequence), \(sender)::uuid, \(clientMessageID), \(body),
-                    clock_timestamp())
+            SELECT \(id)::uuid, \(threadID)::uuid, last_sequence, \(sender)::uuid, \(clientMessageID), \(body),
+                   clock_timestamp()
+            FROM s
             RETURNING \(unescaped: Kindred.Chat.V1.ChatMessage.columns)
             """
         ).first.map { try Kindred.Chat.V1.ChatMessage(row: $0) }!
-    }
-
-    /// Messages `sender` sent in the last hour (the community's hourly limit).
-    func sentInLastHour(by sender: String, in runner: some SQLRunner) async throws -> Int {
-        try await runner.query(
-            "SELECT count(*) FROM messages WHERE sender_id = \(sender)::uuid AND sent_at > now() - interval '1 hour'"
-        ).scalar(Int.self)
     }
 
     /// A page of a thread's messages after (NEWER, ascending) or before (OLDER, descending) `sequence`.
@@ -72,13 +69,6 @@ struct MessageStore: Sendable {
             WHERE m.message_id = \(messageID)::uuid AND m.thread_id = \(threadID)::uuid
             """
         ).first.map { try Kindred.Chat.V1.ChatMessage(row: $0) }
-    }
-
-    /// The id of the message at `sequence` in a thread.
-    func id(at sequence: Int64, in threadID: String, in runner: some SQLRunner) async throws -> String? {
-        try await runner.query(
-            "SELECT message_id::text FROM messages WHERE thread_id = \(threadID)::uuid AND sequence = \(sequence)"
-        ).first?.decode(String.self, at: 0)
     }
 
     /// Messages by id (admin: report evidence).

@@ -41,6 +41,44 @@ struct ThreadStore: Sendable {
         return try rows.first.map { try ThreadRecord(row: $0) }
     }
 
+    /// What a send needs, in one statement under the thread's row lock: the thread as `user` sees it, the
+    /// community's hourly limit (nil when unknown) and how many messages `user` sent in the last hour (counted up
+    /// to `countUpTo`, enough to decide).
+    func lockForSend(_ threadID: String, by user: String, countUpTo: Int, in transaction: PostgresTransaction)
+        async throws -> (thread: ThreadRecord, limit: Int?, sentLastHour: Int)?
+    {
+        guard
+            let row = try await transaction.query(
+                """
+                SELECT \(unescaped: ThreadRecord.columns),
+                       (SELECT hourly_message_limit FROM communities c WHERE c.community_id = t.community_id),
+                       (SELECT count(*) FROM (SELECT 1 FROM messages s WHERE s.sender_id = \(user)::uuid
+                            AND s.sent_at > now() - interval '1 hour' LIMIT \(countUpTo)) recent)
+                FROM \(unescaped: ThreadRecord.from)
+                WHERE t.thread_id = \(threadID)::uuid AND (t.user_a = \(user)::uuid OR t.user_b = \(user)::uuid)
+                FOR UPDATE OF t
+                """
+            ).first
+        else { return nil }
+        let limit = try row.decode(Int32?.self, at: 7).flatMap { $0 > 0 ? Int($0) : nil }
+        return (try ThreadRecord(row: row), limit, try row.decode(Int.self, at: 8))
+    }
+
+    /// Locks the two participants' user rows (in id order) of a thread `user` takes part in; false when there is
+    /// no such thread.
+    func lockParticipants(of threadID: String, for user: String, in transaction: PostgresTransaction) async throws
+        -> Bool
+    {
+        try await transaction.query(
+            """
+            SELECT user_id FROM users WHERE user_id IN (
+                SELECT unnest(ARRAY[user_a, user_b]) FROM threads
+                WHERE thread_id = \(threadID)::uuid AND (user_a = \(user)::uuid OR user_b = \(user)::uuid))
+            ORDER BY user_id FOR UPDATE
+            """
+        ).count == 2
+    }
+
     /// Any thread by id (service and event paths), locked when `lock`.
     func find(_ threadID: String, lock: Bool, in transaction: PostgresTransaction) async throws -> ThreadRecord? {
         let rows = try await transaction.query(
@@ -76,16 +114,6 @@ struct ThreadStore: Sendable {
             WHERE thread_id = \(threadID)::uuid AND state = 'open'
             """
         ) == 1
-    }
-
-    /// Takes the next message sequence of a locked thread.
-    func nextSequence(_ threadID: String, in transaction: PostgresTransaction) async throws -> Int64 {
-        try await transaction.query(
-            """
-            UPDATE threads SET last_sequence = last_sequence + 1, last_activity_at = now()
-            WHERE thread_id = \(threadID)::uuid RETURNING last_sequence
-            """
-        ).scalar(Int64.self)
     }
 
     /// Moves `user`'s read or delivery position forward (never back); returns the position now held and
