@@ -227,7 +227,10 @@ extension Kindred.Chat.V1 {
         public var threadId: Swift.String = ""
 
         /// Client-generated idempotency key for this message, typically a UUID, 1..64 characters of
-        /// [A-Za-z0-9_-]; unique per sender. A retry returns the originally stored message.
+        /// [A-Za-z0-9_-]; unique per sender. A retry returns the originally stored message. Ids are
+        /// remembered for as long as the message is stored (until the account is deleted): the same id
+        /// with the same thread and body returns the original (replayed), with anything else
+        /// ALREADY_EXISTS (reason CLIENT_MESSAGE_ID_REUSED).
         public var clientMessageId: Swift.String = ""
 
         /// Text, UTF-8, 1..2000 characters after trimming, no control characters except newline.
@@ -867,7 +870,7 @@ extension Kindred.Chat.V1 {
                 )
 
             /// Counts the rows chat holds about a user ("threads", "messages_sent", "read_states",
-            /// "stream_events"). ROLE_ADMIN or service token.
+            /// "stream_events", "settings"). ROLE_ADMIN or service token.
             public static let getUserFootprint =
                 ProtoMethod<Kindred.Chat.V1.GetUserFootprintRequest, Kindred.Chat.V1.GetUserFootprintResponse>(
                     service: "kindred.chat.v1.ChatService",

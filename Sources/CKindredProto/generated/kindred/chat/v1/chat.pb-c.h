@@ -255,7 +255,10 @@ struct  Kindred__Chat__V1__SendMessageRequest
   char *thread_id;
   /*
    * Client-generated idempotency key for this message, typically a UUID, 1..64 characters of
-   * [A-Za-z0-9_-]; unique per sender. A retry returns the originally stored message.
+   * [A-Za-z0-9_-]; unique per sender. A retry returns the originally stored message. Ids are
+   * remembered for as long as the message is stored (until the account is deleted): the same id
+   * with the same thread and body returns the original (replayed), with anything else
+   * ALREADY_EXISTS (reason CLIENT_MESSAGE_ID_REUSED).
    */
   char *client_message_id;
   /*
