@@ -59,7 +59,7 @@ extension ChatService {
                     try await self.write(event, writer)
                 case .skip:
                     break
-                case .fetch, .heartbeatAndFetch:
+                case .fetch, .heartbeat:
                     try await self.catchUp(&cursor, user: user, writer)
                 }
             case .ephemeral(let event):
@@ -68,12 +68,11 @@ extension ChatService {
             case .resynchronize:
                 try await self.catchUp(&cursor, user: user, writer)
             case .tick:
-                if case .heartbeatAndFetch = cursor.tick() {
+                if case .heartbeat = cursor.tick() {
                     var heartbeat = Chat.Heartbeat()
                     heartbeat.serverTimeUnixMs = Self.nowMs()
                     try await self.write(Self.event(.heartbeat(heartbeat)), writer)
                 }
-                try await self.catchUp(&cursor, user: user, writer)
             }
         }
         switch self.hub.endReason(id) {

@@ -19,11 +19,10 @@ public struct SubscriptionCursor: Sendable, Hashable {
         case deliver
         /// Already handed out (or older): nothing to do.
         case skip
-        /// Read the log after `after` and hand out what comes back (through `delivered`).
+        /// Read the log after `after` and hand out what comes back (through `fetched`).
         case fetch(after: Int64)
-        /// Nothing was written for a whole heartbeat interval: send a heartbeat, and read the log after `after`
-        /// in case a notification was lost.
-        case heartbeatAndFetch(after: Int64)
+        /// Nothing was written for a whole heartbeat interval: send a heartbeat.
+        case heartbeat
     }
 
     /// An event of the user's log was announced at `sequence`; `carriesEvent` when the notification holds it.
@@ -40,10 +39,13 @@ public struct SubscriptionCursor: Sendable, Hashable {
     /// The LISTEN connection was (re)established: notifications may have been lost meanwhile.
     public func resynchronize() -> Action { .fetch(after: self.position) }
 
-    /// The heartbeat interval passed.
+    /// The heartbeat interval passed. No read of the log here: while the LISTEN connection stays up no
+    /// notification is lost (one too large to carry, or a gap, is fetched when it is announced), and after a
+    /// reconnect `resynchronize` reads it; a read per stream per tick would be a burst of queries every
+    /// interval for nothing.
     public mutating func tick() -> Action {
         defer { self.wroteSinceTick = false }
-        return self.wroteSinceTick ? .fetch(after: self.position) : .heartbeatAndFetch(after: self.position)
+        return self.wroteSinceTick ? .skip : .heartbeat
     }
 
     /// Positions read from the log: returns those to hand out (in order, each once) and moves past them.
