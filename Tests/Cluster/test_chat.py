@@ -278,6 +278,65 @@ def process_environment(pid: int) -> dict:
     return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
 
 
+def free_port() -> int:
+    import socket
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_second_chat_server_process_delivers_what_the_first_one_stores(cluster, gateway, community, users):
+    """Two chat-server processes on one database: a message sent through the first (via the gateway) reaches a
+    subscriber connected to the second (LISTEN/NOTIFY), and the second serves its history."""
+    alice, bob, _ = users
+    pid = cluster.pids()["chat"]
+    environment = process_environment(pid)
+    port = free_port()
+    environment.update(KINDRED_CHAT_LISTEN=f"127.0.0.1:{port}", KINDRED_CHAT_ADMIN_LISTEN="off")
+    second = subprocess.Popen([os.readlink(f"/proc/{pid}/exe"), "serve"], env=environment, cwd=ROOT,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            grpc.channel_ready_future(channel).result(timeout=30)
+            internal = internal_pb2_grpc.ChatServiceStub(channel)
+            deadline = time.monotonic() + 30
+            while True:  # SERVING before auth's keys and session ends are loaded: retry until it accepts tokens
+                try:
+                    internal.ListThreads(internal_pb2.ListThreadsRequest(), metadata=bob.metadata, timeout=5)
+                    break
+                except grpc.RpcError as error:
+                    assert error.code() == grpc.StatusCode.UNAVAILABLE and time.monotonic() < deadline, error
+                    time.sleep(0.1)
+            thread = open_thread(cluster, community, alice, bob)
+            stream = internal.Subscribe(internal_pb2.SubscribeRequest(), metadata=bob.metadata, timeout=60)
+            events = queue.Queue()
+            def read():
+                try:
+                    for response in stream:
+                        events.put(response)
+                except grpc.RpcError:
+                    pass  # cancelled below
+
+            reader = threading.Thread(target=read, daemon=True)
+            reader.start()
+            time.sleep(0.5)
+            sent = chat_pb2_grpc.ChatServiceStub(gateway).SendMessage(chat_pb2.SendMessageRequest(
+                thread_id=thread, client_message_id="replica-1", body="across processes"),
+                metadata=alice.metadata, timeout=TIMEOUT).message
+            while True:
+                response = events.get(timeout=15)
+                if response.event.WhichOneof("event") == "message":
+                    assert response.event.message.message_id == sent.message_id
+                    break
+            stream.cancel()
+            history = internal.History(internal_pb2.HistoryRequest(thread_id=thread), metadata=bob.metadata,
+                                       timeout=TIMEOUT)
+            assert [m.message_id for m in history.messages] == [sent.message_id]
+    finally:
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(30) == 0
+
+
 @pytest.fixture
 def own_cluster():
     """A cluster of its own that keeps running when a server dies (this test kills chat-server)."""
