@@ -28,6 +28,8 @@ let package = Package(
         .executable(name: "auth-server", targets: ["auth-server"]),
         .executable(name: "gateway-server", targets: ["gateway-server"]),
         .executable(name: "kindred", targets: ["kindred"]),
+        .executable(name: "chat-server", targets: ["chat-server"]),
+        .executable(name: "kindred-chat-bench", targets: ["kindred-chat-bench"]),
         .library(name: "KindredGRPC", targets: ["KindredGRPC"]),
         .executable(name: "kindred-photo-bench", targets: ["kindred-photo-bench"]),
     ],
@@ -126,6 +128,24 @@ let package = Package(
         ),
         .executableTarget(name: "auth-server", dependencies: ["KindredAuth", "KindredServiceKit"]),
 
+        // The chat service: threads, messages, receipts, live event streams (library) and its thin executable.
+        .target(
+            name: "KindredChat",
+            dependencies: [
+                "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredProtobuf",
+                "KindredPostgres", "KindredOpenSSL", "KindredIdentity", logging, metrics,
+            ] + nio
+        ),
+        .executableTarget(name: "chat-server", dependencies: ["KindredChat", "KindredServiceKit"]),
+        // The chat load driver (Tests/Benchmarks/chat-bench.sh).
+        .executableTarget(
+            name: "kindred-chat-bench",
+            dependencies: [
+                "KindredAuth", "KindredGRPC", "KindredIdentity", "KindredProto", "KindredServiceKit", logging,
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ] + nio
+        ),
+
         // The gateway: the public API (kindred.api.v1), authentication, limits, fan-out (library) and its executable.
         .target(
             name: "KindredGateway",
@@ -181,6 +201,13 @@ let package = Package(
             dependencies: [
                 "KindredGateway", "KindredAuth", "KindredPostgresTesting", "KindredGRPC", "KindredGRPCServices",
                 "KindredProto", "KindredIdentity",
+            ] + nio
+        ),
+        .testTarget(
+            name: "KindredChatTests",
+            dependencies: [
+                "KindredChat", "KindredAuth", "KindredServiceTesting", "KindredPostgresTesting", "KindredGRPC",
+                "KindredGRPCServices", "KindredProto", "KindredIdentity", "KindredServiceKit", "KindredArgon2",
             ] + nio
         ),
         .testTarget(name: "KindredCLITests", dependencies: ["KindredCLI", "KindredProto", "KindredGRPC", "KindredProtobuf"]),

@@ -29,7 +29,7 @@ public struct KindredCommand: AsyncParsableCommand {
         subcommands: [
             SignUp.self, Verify.self, ResendVerification.self, SignIn.self, WhoAmI.self, SignOut.self,
             SignOutEverywhere.self, Sessions.self, RevokeSession.self, ChangePassword.self, PasswordReset.self,
-            CheckUsername.self, DeleteAccount.self,
+            CheckUsername.self, DeleteAccount.self, Threads.self, ChatWith.self,
         ]
     )
 

@@ -34,7 +34,7 @@ extension Gateway {
             .init(name: "deck", essential: false, fetch: nil),
             .init(name: "top_picks", essential: false, fetch: nil),
             .init(name: "matches", essential: false, fetch: nil),
-            .init(name: "chat", essential: false, fetch: nil),
+            self.homeChatPart(caller),
             .init(name: "likes", essential: false, fetch: nil),
         ]
     }

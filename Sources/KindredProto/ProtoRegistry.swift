@@ -128,6 +128,12 @@ public enum ProtoRegistry {
         Kindred.Api.V1.SendMessageResponse.self,
         Kindred.Api.V1.HistoryRequest.self,
         Kindred.Api.V1.HistoryResponse.self,
+        Kindred.Api.V1.SendTypingRequest.self,
+        Kindred.Api.V1.SendTypingResponse.self,
+        Kindred.Api.V1.GetChatSettingsRequest.self,
+        Kindred.Api.V1.UpdateChatSettingsRequest.self,
+        Kindred.Api.V1.ChatSettings.self,
+        Kindred.Api.V1.TypingIndicator.self,
         Kindred.Api.V1.MarkReadRequest.self,
         Kindred.Api.V1.MarkReadResponse.self,
         Kindred.Api.V1.MarkDeliveredRequest.self,
@@ -256,6 +262,8 @@ public enum ProtoRegistry {
         Kindred.Chat.V1.ChatThread.self,
         Kindred.Chat.V1.ChatMessage.self,
         Kindred.Chat.V1.ChatEvent.self,
+        Kindred.Chat.V1.TypingIndicator.self,
+        Kindred.Chat.V1.ChatSettings.self,
         Kindred.Chat.V1.ReadReceipt.self,
         Kindred.Chat.V1.DeliveryReceipt.self,
         Kindred.Chat.V1.MatchCreatedNotice.self,
@@ -290,6 +298,10 @@ public enum ProtoRegistry {
         Kindred.Chat.V1.SendMessageResponse.self,
         Kindred.Chat.V1.HistoryRequest.self,
         Kindred.Chat.V1.HistoryResponse.self,
+        Kindred.Chat.V1.SendTypingRequest.self,
+        Kindred.Chat.V1.SendTypingResponse.self,
+        Kindred.Chat.V1.GetChatSettingsRequest.self,
+        Kindred.Chat.V1.UpdateChatSettingsRequest.self,
         Kindred.Chat.V1.MarkReadRequest.self,
         Kindred.Chat.V1.MarkReadResponse.self,
         Kindred.Chat.V1.MarkDeliveredRequest.self,
@@ -1461,9 +1473,22 @@ public enum ProtoRegistry {
                 "kindred.api.v1.HistoryRequest.thread_id",
                 "kindred.api.v1.HistoryRequest.page_size",
                 "kindred.api.v1.HistoryRequest.page_token",
+                "kindred.api.v1.HistoryRequest.direction",
+                "kindred.api.v1.HistoryRequest.from_sequence",
                 "kindred.api.v1.HistoryResponse",
                 "kindred.api.v1.HistoryResponse.messages",
                 "kindred.api.v1.HistoryResponse.next_page_token",
+                "kindred.api.v1.SendTypingRequest",
+                "kindred.api.v1.SendTypingRequest.thread_id",
+                "kindred.api.v1.SendTypingResponse",
+                "kindred.api.v1.GetChatSettingsRequest",
+                "kindred.api.v1.UpdateChatSettingsRequest",
+                "kindred.api.v1.UpdateChatSettingsRequest.settings",
+                "kindred.api.v1.ChatSettings",
+                "kindred.api.v1.ChatSettings.hide_read_receipts",
+                "kindred.api.v1.TypingIndicator",
+                "kindred.api.v1.TypingIndicator.thread_id",
+                "kindred.api.v1.TypingIndicator.user_id",
                 "kindred.api.v1.MarkReadRequest",
                 "kindred.api.v1.MarkReadRequest.thread_id",
                 "kindred.api.v1.MarkReadRequest.up_to_message_id",
@@ -1485,6 +1510,7 @@ public enum ProtoRegistry {
                 "kindred.api.v1.SubscribeResponse.thread_closed",
                 "kindred.api.v1.SubscribeResponse.heartbeat",
                 "kindred.api.v1.SubscribeResponse.resync_required",
+                "kindred.api.v1.SubscribeResponse.typing",
                 "kindred.api.v1.SubscribeResponse.event",
                 "kindred.api.v1.ReadReceipt",
                 "kindred.api.v1.ReadReceipt.thread_id",
@@ -1498,6 +1524,7 @@ public enum ProtoRegistry {
                 "kindred.api.v1.DeliveryReceipt.delivered_unix_ms",
                 "kindred.api.v1.NewMatch",
                 "kindred.api.v1.NewMatch.match",
+                "kindred.api.v1.NewMatch.other_user_id",
                 "kindred.api.v1.ClosedThread",
                 "kindred.api.v1.ClosedThread.thread_id",
                 "kindred.api.v1.ClosedThread.reason",
@@ -1509,6 +1536,10 @@ public enum ProtoRegistry {
                 "kindred.api.v1.THREAD_STATE_UNSPECIFIED",
                 "kindred.api.v1.THREAD_STATE_OPEN",
                 "kindred.api.v1.THREAD_STATE_CLOSED",
+                "kindred.api.v1.HistoryDirection",
+                "kindred.api.v1.HISTORY_DIRECTION_UNSPECIFIED",
+                "kindred.api.v1.HISTORY_DIRECTION_OLDER",
+                "kindred.api.v1.HISTORY_DIRECTION_NEWER",
                 "kindred.api.v1.ClosedThreadReason",
                 "kindred.api.v1.CLOSED_THREAD_REASON_UNSPECIFIED",
                 "kindred.api.v1.CLOSED_THREAD_REASON_ENDED",
@@ -1521,6 +1552,9 @@ public enum ProtoRegistry {
                 "kindred.api.v1.ChatService.MarkRead",
                 "kindred.api.v1.ChatService.MarkDelivered",
                 "kindred.api.v1.ChatService.Subscribe",
+                "kindred.api.v1.ChatService.SendTyping",
+                "kindred.api.v1.ChatService.GetChatSettings",
+                "kindred.api.v1.ChatService.UpdateChatSettings",
             ],
             services: ["kindred.api.v1.ChatService"],
             base64: """
@@ -1537,43 +1571,56 @@ public enum ProtoRegistry {
             IAEoCVINbmV4dFBhZ2VUb2tlbhIrChF1bmF2YWlsYWJsZV9wYXJ0cxgDIAMoCVIQdW5hdmFpbGFibGVQYXJ0cyJxChJTZW5k
             TWVzc2FnZVJlcXVlc3QSGwoJdGhyZWFkX2lkGAEgASgJUgh0aHJlYWRJZBIqChFjbGllbnRfbWVzc2FnZV9pZBgCIAEoCVIP
             Y2xpZW50TWVzc2FnZUlkEhIKBGJvZHkYAyABKAlSBGJvZHkiaAoTU2VuZE1lc3NhZ2VSZXNwb25zZRI1CgdtZXNzYWdlGAEg
-            ASgLMhsua2luZHJlZC5hcGkudjEuQ2hhdE1lc3NhZ2VSB21lc3NhZ2USGgoIcmVwbGF5ZWQYAiABKAhSCHJlcGxheWVkImkK
-            Dkhpc3RvcnlSZXF1ZXN0EhsKCXRocmVhZF9pZBgBIAEoCVIIdGhyZWFkSWQSGwoJcGFnZV9zaXplGAIgASgFUghwYWdlU2l6
-            ZRIdCgpwYWdlX3Rva2VuGAMgASgJUglwYWdlVG9rZW4icgoPSGlzdG9yeVJlc3BvbnNlEjcKCG1lc3NhZ2VzGAEgAygLMhsu
-            a2luZHJlZC5hcGkudjEuQ2hhdE1lc3NhZ2VSCG1lc3NhZ2VzEiYKD25leHRfcGFnZV90b2tlbhgCIAEoCVINbmV4dFBhZ2VU
-            b2tlbiJXCg9NYXJrUmVhZFJlcXVlc3QSGwoJdGhyZWFkX2lkGAEgASgJUgh0aHJlYWRJZBInChB1cF90b19tZXNzYWdlX2lk
-            GAIgASgJUg11cFRvTWVzc2FnZUlkIjUKEE1hcmtSZWFkUmVzcG9uc2USIQoMdW5yZWFkX2NvdW50GAEgASgFUgt1bnJlYWRD
-            b3VudCJcChRNYXJrRGVsaXZlcmVkUmVxdWVzdBIbCgl0aHJlYWRfaWQYASABKAlSCHRocmVhZElkEicKEHVwX3RvX21lc3Nh
-            Z2VfaWQYAiABKAlSDXVwVG9NZXNzYWdlSWQiFwoVTWFya0RlbGl2ZXJlZFJlc3BvbnNlIjUKEFN1YnNjcmliZVJlcXVlc3QS
-            IQoMcmVzdW1lX3Rva2VuGAEgASgJUgtyZXN1bWVUb2tlbiLCBAoRU3Vic2NyaWJlUmVzcG9uc2USIQoMcmVzdW1lX3Rva2Vu
-            GAEgASgJUgtyZXN1bWVUb2tlbhIoChBvY2N1cnJlZF91bml4X21zGAIgASgDUg5vY2N1cnJlZFVuaXhNcxI3CgdtZXNzYWdl
-            GAogASgLMhsua2luZHJlZC5hcGkudjEuQ2hhdE1lc3NhZ2VIAFIHbWVzc2FnZRJACgxyZWFkX3JlY2VpcHQYCyABKAsyGy5r
-            aW5kcmVkLmFwaS52MS5SZWFkUmVjZWlwdEgAUgtyZWFkUmVjZWlwdBJMChBkZWxpdmVyeV9yZWNlaXB0GAwgASgLMh8ua2lu
-            ZHJlZC5hcGkudjEuRGVsaXZlcnlSZWNlaXB0SABSD2RlbGl2ZXJ5UmVjZWlwdBI/Cg1tYXRjaF9jcmVhdGVkGA0gASgLMhgu
-            a2luZHJlZC5hcGkudjEuTmV3TWF0Y2hIAFIMbWF0Y2hDcmVhdGVkEkMKDXRocmVhZF9jbG9zZWQYDiABKAsyHC5raW5kcmVk
-            LmFwaS52MS5DbG9zZWRUaHJlYWRIAFIMdGhyZWFkQ2xvc2VkEj8KCWhlYXJ0YmVhdBgPIAEoCzIfLmtpbmRyZWQuYXBpLnYx
-            LlN0cmVhbUhlYXJ0YmVhdEgAUgloZWFydGJlYXQSRwoPcmVzeW5jX3JlcXVpcmVkGBAgASgLMhwua2luZHJlZC5hcGkudjEu
-            U3RyZWFtUmVzeW5jSABSDnJlc3luY1JlcXVpcmVkQgcKBWV2ZW50IpsBCgtSZWFkUmVjZWlwdBIbCgl0aHJlYWRfaWQYASAB
-            KAlSCHRocmVhZElkEiQKDnJlYWRlcl91c2VyX2lkGAIgASgJUgxyZWFkZXJVc2VySWQSJwoQdXBfdG9fbWVzc2FnZV9pZBgD
-            IAEoCVINdXBUb01lc3NhZ2VJZBIgCgxyZWFkX3VuaXhfbXMYBCABKANSCnJlYWRVbml4TXMirwEKD0RlbGl2ZXJ5UmVjZWlw
-            dBIbCgl0aHJlYWRfaWQYASABKAlSCHRocmVhZElkEioKEXJlY2lwaWVudF91c2VyX2lkGAIgASgJUg9yZWNpcGllbnRVc2Vy
-            SWQSJwoQdXBfdG9fbWVzc2FnZV9pZBgDIAEoCVINdXBUb01lc3NhZ2VJZBIqChFkZWxpdmVyZWRfdW5peF9tcxgEIAEoA1IP
-            ZGVsaXZlcmVkVW5peE1zIj4KCE5ld01hdGNoEjIKBW1hdGNoGAEgASgLMhwua2luZHJlZC5hcGkudjEuTWF0Y2hTdW1tYXJ5
-            UgVtYXRjaCJnCgxDbG9zZWRUaHJlYWQSGwoJdGhyZWFkX2lkGAEgASgJUgh0aHJlYWRJZBI6CgZyZWFzb24YAiABKA4yIi5r
-            aW5kcmVkLmFwaS52MS5DbG9zZWRUaHJlYWRSZWFzb25SBnJlYXNvbiJACg9TdHJlYW1IZWFydGJlYXQSLQoTc2VydmVyX3Rp
-            bWVfdW5peF9tcxgBIAEoA1IQc2VydmVyVGltZVVuaXhNcyJHCgxTdHJlYW1SZXN5bmMSNwoYb2xkZXN0X2F2YWlsYWJsZV91
-            bml4X21zGAEgASgDUhVvbGRlc3RBdmFpbGFibGVVbml4TXMqWwoLVGhyZWFkU3RhdGUSHAoYVEhSRUFEX1NUQVRFX1VOU1BF
-            Q0lGSUVEEAASFQoRVEhSRUFEX1NUQVRFX09QRU4QARIXChNUSFJFQURfU1RBVEVfQ0xPU0VEEAIqrgEKEkNsb3NlZFRocmVh
-            ZFJlYXNvbhIkCiBDTE9TRURfVEhSRUFEX1JFQVNPTl9VTlNQRUNJRklFRBAAEh4KGkNMT1NFRF9USFJFQURfUkVBU09OX0VO
-            REVEEAESKQolQ0xPU0VEX1RIUkVBRF9SRUFTT05fVU5NQVRDSEVEX0JZX1lPVRACEicKI0NMT1NFRF9USFJFQURfUkVBU09O
-            X0JMT0NLRURfQllfWU9VEAMyigQKC0NoYXRTZXJ2aWNlElYKC0xpc3RUaHJlYWRzEiIua2luZHJlZC5hcGkudjEuTGlzdFRo
-            cmVhZHNSZXF1ZXN0GiMua2luZHJlZC5hcGkudjEuTGlzdFRocmVhZHNSZXNwb25zZRJWCgtTZW5kTWVzc2FnZRIiLmtpbmRy
-            ZWQuYXBpLnYxLlNlbmRNZXNzYWdlUmVxdWVzdBojLmtpbmRyZWQuYXBpLnYxLlNlbmRNZXNzYWdlUmVzcG9uc2USSgoHSGlz
-            dG9yeRIeLmtpbmRyZWQuYXBpLnYxLkhpc3RvcnlSZXF1ZXN0Gh8ua2luZHJlZC5hcGkudjEuSGlzdG9yeVJlc3BvbnNlEk0K
-            CE1hcmtSZWFkEh8ua2luZHJlZC5hcGkudjEuTWFya1JlYWRSZXF1ZXN0GiAua2luZHJlZC5hcGkudjEuTWFya1JlYWRSZXNw
-            b25zZRJcCg1NYXJrRGVsaXZlcmVkEiQua2luZHJlZC5hcGkudjEuTWFya0RlbGl2ZXJlZFJlcXVlc3QaJS5raW5kcmVkLmFw
-            aS52MS5NYXJrRGVsaXZlcmVkUmVzcG9uc2USUgoJU3Vic2NyaWJlEiAua2luZHJlZC5hcGkudjEuU3Vic2NyaWJlUmVxdWVz
-            dBohLmtpbmRyZWQuYXBpLnYxLlN1YnNjcmliZVJlc3BvbnNlMAFiBnByb3RvMw==
+            ASgLMhsua2luZHJlZC5hcGkudjEuQ2hhdE1lc3NhZ2VSB21lc3NhZ2USGgoIcmVwbGF5ZWQYAiABKAhSCHJlcGxheWVkIs4B
+            Cg5IaXN0b3J5UmVxdWVzdBIbCgl0aHJlYWRfaWQYASABKAlSCHRocmVhZElkEhsKCXBhZ2Vfc2l6ZRgCIAEoBVIIcGFnZVNp
+            emUSHQoKcGFnZV90b2tlbhgDIAEoCVIJcGFnZVRva2VuEj4KCWRpcmVjdGlvbhgEIAEoDjIgLmtpbmRyZWQuYXBpLnYxLkhp
+            c3RvcnlEaXJlY3Rpb25SCWRpcmVjdGlvbhIjCg1mcm9tX3NlcXVlbmNlGAUgASgDUgxmcm9tU2VxdWVuY2UicgoPSGlzdG9y
+            eVJlc3BvbnNlEjcKCG1lc3NhZ2VzGAEgAygLMhsua2luZHJlZC5hcGkudjEuQ2hhdE1lc3NhZ2VSCG1lc3NhZ2VzEiYKD25l
+            eHRfcGFnZV90b2tlbhgCIAEoCVINbmV4dFBhZ2VUb2tlbiIwChFTZW5kVHlwaW5nUmVxdWVzdBIbCgl0aHJlYWRfaWQYASAB
+            KAlSCHRocmVhZElkIhQKElNlbmRUeXBpbmdSZXNwb25zZSIYChZHZXRDaGF0U2V0dGluZ3NSZXF1ZXN0IlUKGVVwZGF0ZUNo
+            YXRTZXR0aW5nc1JlcXVlc3QSOAoIc2V0dGluZ3MYASABKAsyHC5raW5kcmVkLmFwaS52MS5DaGF0U2V0dGluZ3NSCHNldHRp
+            bmdzIjwKDENoYXRTZXR0aW5ncxIsChJoaWRlX3JlYWRfcmVjZWlwdHMYASABKAhSEGhpZGVSZWFkUmVjZWlwdHMiRwoPVHlw
+            aW5nSW5kaWNhdG9yEhsKCXRocmVhZF9pZBgBIAEoCVIIdGhyZWFkSWQSFwoHdXNlcl9pZBgCIAEoCVIGdXNlcklkIlcKD01h
+            cmtSZWFkUmVxdWVzdBIbCgl0aHJlYWRfaWQYASABKAlSCHRocmVhZElkEicKEHVwX3RvX21lc3NhZ2VfaWQYAiABKAlSDXVw
+            VG9NZXNzYWdlSWQiNQoQTWFya1JlYWRSZXNwb25zZRIhCgx1bnJlYWRfY291bnQYASABKAVSC3VucmVhZENvdW50IlwKFE1h
+            cmtEZWxpdmVyZWRSZXF1ZXN0EhsKCXRocmVhZF9pZBgBIAEoCVIIdGhyZWFkSWQSJwoQdXBfdG9fbWVzc2FnZV9pZBgCIAEo
+            CVINdXBUb01lc3NhZ2VJZCIXChVNYXJrRGVsaXZlcmVkUmVzcG9uc2UiNQoQU3Vic2NyaWJlUmVxdWVzdBIhCgxyZXN1bWVf
+            dG9rZW4YASABKAlSC3Jlc3VtZVRva2VuIv0EChFTdWJzY3JpYmVSZXNwb25zZRIhCgxyZXN1bWVfdG9rZW4YASABKAlSC3Jl
+            c3VtZVRva2VuEigKEG9jY3VycmVkX3VuaXhfbXMYAiABKANSDm9jY3VycmVkVW5peE1zEjcKB21lc3NhZ2UYCiABKAsyGy5r
+            aW5kcmVkLmFwaS52MS5DaGF0TWVzc2FnZUgAUgdtZXNzYWdlEkAKDHJlYWRfcmVjZWlwdBgLIAEoCzIbLmtpbmRyZWQuYXBp
+            LnYxLlJlYWRSZWNlaXB0SABSC3JlYWRSZWNlaXB0EkwKEGRlbGl2ZXJ5X3JlY2VpcHQYDCABKAsyHy5raW5kcmVkLmFwaS52
+            MS5EZWxpdmVyeVJlY2VpcHRIAFIPZGVsaXZlcnlSZWNlaXB0Ej8KDW1hdGNoX2NyZWF0ZWQYDSABKAsyGC5raW5kcmVkLmFw
+            aS52MS5OZXdNYXRjaEgAUgxtYXRjaENyZWF0ZWQSQwoNdGhyZWFkX2Nsb3NlZBgOIAEoCzIcLmtpbmRyZWQuYXBpLnYxLkNs
+            b3NlZFRocmVhZEgAUgx0aHJlYWRDbG9zZWQSPwoJaGVhcnRiZWF0GA8gASgLMh8ua2luZHJlZC5hcGkudjEuU3RyZWFtSGVh
+            cnRiZWF0SABSCWhlYXJ0YmVhdBJHCg9yZXN5bmNfcmVxdWlyZWQYECABKAsyHC5raW5kcmVkLmFwaS52MS5TdHJlYW1SZXN5
+            bmNIAFIOcmVzeW5jUmVxdWlyZWQSOQoGdHlwaW5nGBEgASgLMh8ua2luZHJlZC5hcGkudjEuVHlwaW5nSW5kaWNhdG9ySABS
+            BnR5cGluZ0IHCgVldmVudCKbAQoLUmVhZFJlY2VpcHQSGwoJdGhyZWFkX2lkGAEgASgJUgh0aHJlYWRJZBIkCg5yZWFkZXJf
+            dXNlcl9pZBgCIAEoCVIMcmVhZGVyVXNlcklkEicKEHVwX3RvX21lc3NhZ2VfaWQYAyABKAlSDXVwVG9NZXNzYWdlSWQSIAoM
+            cmVhZF91bml4X21zGAQgASgDUgpyZWFkVW5peE1zIq8BCg9EZWxpdmVyeVJlY2VpcHQSGwoJdGhyZWFkX2lkGAEgASgJUgh0
+            aHJlYWRJZBIqChFyZWNpcGllbnRfdXNlcl9pZBgCIAEoCVIPcmVjaXBpZW50VXNlcklkEicKEHVwX3RvX21lc3NhZ2VfaWQY
+            AyABKAlSDXVwVG9NZXNzYWdlSWQSKgoRZGVsaXZlcmVkX3VuaXhfbXMYBCABKANSD2RlbGl2ZXJlZFVuaXhNcyJiCghOZXdN
+            YXRjaBIyCgVtYXRjaBgBIAEoCzIcLmtpbmRyZWQuYXBpLnYxLk1hdGNoU3VtbWFyeVIFbWF0Y2gSIgoNb3RoZXJfdXNlcl9p
+            ZBgCIAEoCVILb3RoZXJVc2VySWQiZwoMQ2xvc2VkVGhyZWFkEhsKCXRocmVhZF9pZBgBIAEoCVIIdGhyZWFkSWQSOgoGcmVh
+            c29uGAIgASgOMiIua2luZHJlZC5hcGkudjEuQ2xvc2VkVGhyZWFkUmVhc29uUgZyZWFzb24iQAoPU3RyZWFtSGVhcnRiZWF0
+            Ei0KE3NlcnZlcl90aW1lX3VuaXhfbXMYASABKANSEHNlcnZlclRpbWVVbml4TXMiRwoMU3RyZWFtUmVzeW5jEjcKGG9sZGVz
+            dF9hdmFpbGFibGVfdW5peF9tcxgBIAEoA1IVb2xkZXN0QXZhaWxhYmxlVW5peE1zKlsKC1RocmVhZFN0YXRlEhwKGFRIUkVB
+            RF9TVEFURV9VTlNQRUNJRklFRBAAEhUKEVRIUkVBRF9TVEFURV9PUEVOEAESFwoTVEhSRUFEX1NUQVRFX0NMT1NFRBACKm8K
+            EEhpc3RvcnlEaXJlY3Rpb24SIQodSElTVE9SWV9ESVJFQ1RJT05fVU5TUEVDSUZJRUQQABIbChdISVNUT1JZX0RJUkVDVElP
+            Tl9PTERFUhABEhsKF0hJU1RPUllfRElSRUNUSU9OX05FV0VSEAIqrgEKEkNsb3NlZFRocmVhZFJlYXNvbhIkCiBDTE9TRURf
+            VEhSRUFEX1JFQVNPTl9VTlNQRUNJRklFRBAAEh4KGkNMT1NFRF9USFJFQURfUkVBU09OX0VOREVEEAESKQolQ0xPU0VEX1RI
+            UkVBRF9SRUFTT05fVU5NQVRDSEVEX0JZX1lPVRACEicKI0NMT1NFRF9USFJFQURfUkVBU09OX0JMT0NLRURfQllfWU9VEAMy
+            lwYKC0NoYXRTZXJ2aWNlElYKC0xpc3RUaHJlYWRzEiIua2luZHJlZC5hcGkudjEuTGlzdFRocmVhZHNSZXF1ZXN0GiMua2lu
+            ZHJlZC5hcGkudjEuTGlzdFRocmVhZHNSZXNwb25zZRJWCgtTZW5kTWVzc2FnZRIiLmtpbmRyZWQuYXBpLnYxLlNlbmRNZXNz
+            YWdlUmVxdWVzdBojLmtpbmRyZWQuYXBpLnYxLlNlbmRNZXNzYWdlUmVzcG9uc2USSgoHSGlzdG9yeRIeLmtpbmRyZWQuYXBp
+            LnYxLkhpc3RvcnlSZXF1ZXN0Gh8ua2luZHJlZC5hcGkudjEuSGlzdG9yeVJlc3BvbnNlEk0KCE1hcmtSZWFkEh8ua2luZHJl
+            ZC5hcGkudjEuTWFya1JlYWRSZXF1ZXN0GiAua2luZHJlZC5hcGkudjEuTWFya1JlYWRSZXNwb25zZRJcCg1NYXJrRGVsaXZl
+            cmVkEiQua2luZHJlZC5hcGkudjEuTWFya0RlbGl2ZXJlZFJlcXVlc3QaJS5raW5kcmVkLmFwaS52MS5NYXJrRGVsaXZlcmVk
+            UmVzcG9uc2USUgoJU3Vic2NyaWJlEiAua2luZHJlZC5hcGkudjEuU3Vic2NyaWJlUmVxdWVzdBohLmtpbmRyZWQuYXBpLnYx
+            LlN1YnNjcmliZVJlc3BvbnNlMAESUwoKU2VuZFR5cGluZxIhLmtpbmRyZWQuYXBpLnYxLlNlbmRUeXBpbmdSZXF1ZXN0GiIu
+            a2luZHJlZC5hcGkudjEuU2VuZFR5cGluZ1Jlc3BvbnNlElcKD0dldENoYXRTZXR0aW5ncxImLmtpbmRyZWQuYXBpLnYxLkdl
+            dENoYXRTZXR0aW5nc1JlcXVlc3QaHC5raW5kcmVkLmFwaS52MS5DaGF0U2V0dGluZ3MSXQoSVXBkYXRlQ2hhdFNldHRpbmdz
+            Eikua2luZHJlZC5hcGkudjEuVXBkYXRlQ2hhdFNldHRpbmdzUmVxdWVzdBocLmtpbmRyZWQuYXBpLnYxLkNoYXRTZXR0aW5n
+            c2IGcHJvdG8z
             """
         ),
         ProtoFileDescriptor(
@@ -2432,7 +2479,13 @@ public enum ProtoRegistry {
                 "kindred.chat.v1.ChatEvent.thread_closed",
                 "kindred.chat.v1.ChatEvent.heartbeat",
                 "kindred.chat.v1.ChatEvent.resync_required",
+                "kindred.chat.v1.ChatEvent.typing",
                 "kindred.chat.v1.ChatEvent.event",
+                "kindred.chat.v1.TypingIndicator",
+                "kindred.chat.v1.TypingIndicator.thread_id",
+                "kindred.chat.v1.TypingIndicator.user_id",
+                "kindred.chat.v1.ChatSettings",
+                "kindred.chat.v1.ChatSettings.hide_read_receipts",
                 "kindred.chat.v1.ReadReceipt",
                 "kindred.chat.v1.ReadReceipt.thread_id",
                 "kindred.chat.v1.ReadReceipt.reader_user_id",
@@ -2479,7 +2532,7 @@ public enum ProtoRegistry {
             X21zGAkgASgDUhJsYXN0QWN0aXZpdHlVbml4TXMi7QEKC0NoYXRNZXNzYWdlEh0KCm1lc3NhZ2VfaWQYASABKAlSCW1lc3Nh
             Z2VJZBIbCgl0aHJlYWRfaWQYAiABKAlSCHRocmVhZElkEiQKDnNlbmRlcl91c2VyX2lkGAMgASgJUgxzZW5kZXJVc2VySWQS
             KgoRY2xpZW50X21lc3NhZ2VfaWQYBCABKAlSD2NsaWVudE1lc3NhZ2VJZBISCgRib2R5GAUgASgJUgRib2R5EhoKCHNlcXVl
-            bmNlGAYgASgDUghzZXF1ZW5jZRIgCgxzZW50X3VuaXhfbXMYByABKANSCnNlbnRVbml4TXMizQQKCUNoYXRFdmVudBIhCgxy
+            bmNlGAYgASgDUghzZXF1ZW5jZRIgCgxzZW50X3VuaXhfbXMYByABKANSCnNlbnRVbml4TXMiiQUKCUNoYXRFdmVudBIhCgxy
             ZXN1bWVfdG9rZW4YASABKAlSC3Jlc3VtZVRva2VuEigKEG9jY3VycmVkX3VuaXhfbXMYAiABKANSDm9jY3VycmVkVW5peE1z
             EjgKB21lc3NhZ2UYCiABKAsyHC5raW5kcmVkLmNoYXQudjEuQ2hhdE1lc3NhZ2VIAFIHbWVzc2FnZRJBCgxyZWFkX3JlY2Vp
             cHQYCyABKAsyHC5raW5kcmVkLmNoYXQudjEuUmVhZFJlY2VpcHRIAFILcmVhZFJlY2VpcHQSTQoQZGVsaXZlcnlfcmVjZWlw
@@ -2487,23 +2540,26 @@ public enum ProtoRegistry {
             ZWF0ZWQYDSABKAsyIy5raW5kcmVkLmNoYXQudjEuTWF0Y2hDcmVhdGVkTm90aWNlSABSDG1hdGNoQ3JlYXRlZBJKCg10aHJl
             YWRfY2xvc2VkGA4gASgLMiMua2luZHJlZC5jaGF0LnYxLlRocmVhZENsb3NlZE5vdGljZUgAUgx0aHJlYWRDbG9zZWQSOgoJ
             aGVhcnRiZWF0GA8gASgLMhoua2luZHJlZC5jaGF0LnYxLkhlYXJ0YmVhdEgAUgloZWFydGJlYXQSSgoPcmVzeW5jX3JlcXVp
-            cmVkGBAgASgLMh8ua2luZHJlZC5jaGF0LnYxLlJlc3luY1JlcXVpcmVkSABSDnJlc3luY1JlcXVpcmVkQgcKBWV2ZW50IsEB
-            CgtSZWFkUmVjZWlwdBIbCgl0aHJlYWRfaWQYASABKAlSCHRocmVhZElkEiQKDnJlYWRlcl91c2VyX2lkGAIgASgJUgxyZWFk
-            ZXJVc2VySWQSJwoQdXBfdG9fbWVzc2FnZV9pZBgDIAEoCVINdXBUb01lc3NhZ2VJZBIkCg51cF90b19zZXF1ZW5jZRgEIAEo
-            A1IMdXBUb1NlcXVlbmNlEiAKDHJlYWRfdW5peF9tcxgFIAEoA1IKcmVhZFVuaXhNcyLVAQoPRGVsaXZlcnlSZWNlaXB0EhsK
-            CXRocmVhZF9pZBgBIAEoCVIIdGhyZWFkSWQSKgoRcmVjaXBpZW50X3VzZXJfaWQYAiABKAlSD3JlY2lwaWVudFVzZXJJZBIn
-            ChB1cF90b19tZXNzYWdlX2lkGAMgASgJUg11cFRvTWVzc2FnZUlkEiQKDnVwX3RvX3NlcXVlbmNlGAQgASgDUgx1cFRvU2Vx
-            dWVuY2USKgoRZGVsaXZlcmVkX3VuaXhfbXMYBSABKANSD2RlbGl2ZXJlZFVuaXhNcyK1AQoSTWF0Y2hDcmVhdGVkTm90aWNl
-            EhkKCG1hdGNoX2lkGAEgASgJUgdtYXRjaElkEiIKDW90aGVyX3VzZXJfaWQYAiABKAlSC290aGVyVXNlcklkEioKEWluaXRp
-            YXRvcl91c2VyX2lkGAMgASgJUg9pbml0aWF0b3JVc2VySWQSNAoEbW9kZRgEIAEoDjIgLmtpbmRyZWQuY29tbW9uLnYxLkNv
-            bW11bml0eU1vZGVSBG1vZGUibgoSVGhyZWFkQ2xvc2VkTm90aWNlEhsKCXRocmVhZF9pZBgBIAEoCVIIdGhyZWFkSWQSOwoG
-            cmVhc29uGAIgASgOMiMua2luZHJlZC5jaGF0LnYxLlRocmVhZENsb3NlZFJlYXNvblIGcmVhc29uIjoKCUhlYXJ0YmVhdBIt
-            ChNzZXJ2ZXJfdGltZV91bml4X21zGAEgASgDUhBzZXJ2ZXJUaW1lVW5peE1zIkkKDlJlc3luY1JlcXVpcmVkEjcKGG9sZGVz
-            dF9hdmFpbGFibGVfdW5peF9tcxgBIAEoA1IVb2xkZXN0QXZhaWxhYmxlVW5peE1zKlsKC1RocmVhZFN0YXRlEhwKGFRIUkVB
-            RF9TVEFURV9VTlNQRUNJRklFRBAAEhUKEVRIUkVBRF9TVEFURV9PUEVOEAESFwoTVEhSRUFEX1NUQVRFX0NMT1NFRBACKq4B
-            ChJUaHJlYWRDbG9zZWRSZWFzb24SJAogVEhSRUFEX0NMT1NFRF9SRUFTT05fVU5TUEVDSUZJRUQQABIeChpUSFJFQURfQ0xP
-            U0VEX1JFQVNPTl9FTkRFRBABEikKJVRIUkVBRF9DTE9TRURfUkVBU09OX1VOTUFUQ0hFRF9CWV9ZT1UQAhInCiNUSFJFQURf
-            Q0xPU0VEX1JFQVNPTl9CTE9DS0VEX0JZX1lPVRADYgZwcm90bzM=
+            cmVkGBAgASgLMh8ua2luZHJlZC5jaGF0LnYxLlJlc3luY1JlcXVpcmVkSABSDnJlc3luY1JlcXVpcmVkEjoKBnR5cGluZxgR
+            IAEoCzIgLmtpbmRyZWQuY2hhdC52MS5UeXBpbmdJbmRpY2F0b3JIAFIGdHlwaW5nQgcKBWV2ZW50IkcKD1R5cGluZ0luZGlj
+            YXRvchIbCgl0aHJlYWRfaWQYASABKAlSCHRocmVhZElkEhcKB3VzZXJfaWQYAiABKAlSBnVzZXJJZCI8CgxDaGF0U2V0dGlu
+            Z3MSLAoSaGlkZV9yZWFkX3JlY2VpcHRzGAEgASgIUhBoaWRlUmVhZFJlY2VpcHRzIsEBCgtSZWFkUmVjZWlwdBIbCgl0aHJl
+            YWRfaWQYASABKAlSCHRocmVhZElkEiQKDnJlYWRlcl91c2VyX2lkGAIgASgJUgxyZWFkZXJVc2VySWQSJwoQdXBfdG9fbWVz
+            c2FnZV9pZBgDIAEoCVINdXBUb01lc3NhZ2VJZBIkCg51cF90b19zZXF1ZW5jZRgEIAEoA1IMdXBUb1NlcXVlbmNlEiAKDHJl
+            YWRfdW5peF9tcxgFIAEoA1IKcmVhZFVuaXhNcyLVAQoPRGVsaXZlcnlSZWNlaXB0EhsKCXRocmVhZF9pZBgBIAEoCVIIdGhy
+            ZWFkSWQSKgoRcmVjaXBpZW50X3VzZXJfaWQYAiABKAlSD3JlY2lwaWVudFVzZXJJZBInChB1cF90b19tZXNzYWdlX2lkGAMg
+            ASgJUg11cFRvTWVzc2FnZUlkEiQKDnVwX3RvX3NlcXVlbmNlGAQgASgDUgx1cFRvU2VxdWVuY2USKgoRZGVsaXZlcmVkX3Vu
+            aXhfbXMYBSABKANSD2RlbGl2ZXJlZFVuaXhNcyK1AQoSTWF0Y2hDcmVhdGVkTm90aWNlEhkKCG1hdGNoX2lkGAEgASgJUgdt
+            YXRjaElkEiIKDW90aGVyX3VzZXJfaWQYAiABKAlSC290aGVyVXNlcklkEioKEWluaXRpYXRvcl91c2VyX2lkGAMgASgJUg9p
+            bml0aWF0b3JVc2VySWQSNAoEbW9kZRgEIAEoDjIgLmtpbmRyZWQuY29tbW9uLnYxLkNvbW11bml0eU1vZGVSBG1vZGUibgoS
+            VGhyZWFkQ2xvc2VkTm90aWNlEhsKCXRocmVhZF9pZBgBIAEoCVIIdGhyZWFkSWQSOwoGcmVhc29uGAIgASgOMiMua2luZHJl
+            ZC5jaGF0LnYxLlRocmVhZENsb3NlZFJlYXNvblIGcmVhc29uIjoKCUhlYXJ0YmVhdBItChNzZXJ2ZXJfdGltZV91bml4X21z
+            GAEgASgDUhBzZXJ2ZXJUaW1lVW5peE1zIkkKDlJlc3luY1JlcXVpcmVkEjcKGG9sZGVzdF9hdmFpbGFibGVfdW5peF9tcxgB
+            IAEoA1IVb2xkZXN0QXZhaWxhYmxlVW5peE1zKlsKC1RocmVhZFN0YXRlEhwKGFRIUkVBRF9TVEFURV9VTlNQRUNJRklFRBAA
+            EhUKEVRIUkVBRF9TVEFURV9PUEVOEAESFwoTVEhSRUFEX1NUQVRFX0NMT1NFRBACKq4BChJUaHJlYWRDbG9zZWRSZWFzb24S
+            JAogVEhSRUFEX0NMT1NFRF9SRUFTT05fVU5TUEVDSUZJRUQQABIeChpUSFJFQURfQ0xPU0VEX1JFQVNPTl9FTkRFRBABEikK
+            JVRIUkVBRF9DTE9TRURfUkVBU09OX1VOTUFUQ0hFRF9CWV9ZT1UQAhInCiNUSFJFQURfQ0xPU0VEX1JFQVNPTl9CTE9DS0VE
+            X0JZX1lPVRADYgZwcm90bzM=
             """
         ),
         ProtoFileDescriptor(
@@ -2696,9 +2752,17 @@ public enum ProtoRegistry {
                 "kindred.chat.v1.HistoryRequest.thread_id",
                 "kindred.chat.v1.HistoryRequest.page_size",
                 "kindred.chat.v1.HistoryRequest.page_token",
+                "kindred.chat.v1.HistoryRequest.direction",
+                "kindred.chat.v1.HistoryRequest.from_sequence",
                 "kindred.chat.v1.HistoryResponse",
                 "kindred.chat.v1.HistoryResponse.messages",
                 "kindred.chat.v1.HistoryResponse.next_page_token",
+                "kindred.chat.v1.SendTypingRequest",
+                "kindred.chat.v1.SendTypingRequest.thread_id",
+                "kindred.chat.v1.SendTypingResponse",
+                "kindred.chat.v1.GetChatSettingsRequest",
+                "kindred.chat.v1.UpdateChatSettingsRequest",
+                "kindred.chat.v1.UpdateChatSettingsRequest.settings",
                 "kindred.chat.v1.MarkReadRequest",
                 "kindred.chat.v1.MarkReadRequest.thread_id",
                 "kindred.chat.v1.MarkReadRequest.up_to_message_id",
@@ -2725,6 +2789,10 @@ public enum ProtoRegistry {
                 "kindred.chat.v1.GetUserFootprintRequest.user_id",
                 "kindred.chat.v1.GetUserFootprintResponse",
                 "kindred.chat.v1.GetUserFootprintResponse.counts",
+                "kindred.chat.v1.HistoryDirection",
+                "kindred.chat.v1.HISTORY_DIRECTION_UNSPECIFIED",
+                "kindred.chat.v1.HISTORY_DIRECTION_OLDER",
+                "kindred.chat.v1.HISTORY_DIRECTION_NEWER",
                 "kindred.chat.v1.ChatService",
                 "kindred.chat.v1.ChatService.OpenThread",
                 "kindred.chat.v1.ChatService.CloseThread",
@@ -2736,6 +2804,9 @@ public enum ProtoRegistry {
                 "kindred.chat.v1.ChatService.MarkDelivered",
                 "kindred.chat.v1.ChatService.GetUnreadCount",
                 "kindred.chat.v1.ChatService.Subscribe",
+                "kindred.chat.v1.ChatService.SendTyping",
+                "kindred.chat.v1.ChatService.GetChatSettings",
+                "kindred.chat.v1.ChatService.UpdateChatSettings",
                 "kindred.chat.v1.ChatService.GetMessages",
                 "kindred.chat.v1.ChatService.DeliverEvents",
                 "kindred.chat.v1.ChatService.GetUserFootprint",
@@ -2759,39 +2830,48 @@ public enum ProtoRegistry {
             djEuQ2hhdFRocmVhZFIHdGhyZWFkcyJxChJTZW5kTWVzc2FnZVJlcXVlc3QSGwoJdGhyZWFkX2lkGAEgASgJUgh0aHJlYWRJ
             ZBIqChFjbGllbnRfbWVzc2FnZV9pZBgCIAEoCVIPY2xpZW50TWVzc2FnZUlkEhIKBGJvZHkYAyABKAlSBGJvZHkiaQoTU2Vu
             ZE1lc3NhZ2VSZXNwb25zZRI2CgdtZXNzYWdlGAEgASgLMhwua2luZHJlZC5jaGF0LnYxLkNoYXRNZXNzYWdlUgdtZXNzYWdl
-            EhoKCHJlcGxheWVkGAIgASgIUghyZXBsYXllZCJpCg5IaXN0b3J5UmVxdWVzdBIbCgl0aHJlYWRfaWQYASABKAlSCHRocmVh
-            ZElkEhsKCXBhZ2Vfc2l6ZRgCIAEoBVIIcGFnZVNpemUSHQoKcGFnZV90b2tlbhgDIAEoCVIJcGFnZVRva2VuInMKD0hpc3Rv
-            cnlSZXNwb25zZRI4CghtZXNzYWdlcxgBIAMoCzIcLmtpbmRyZWQuY2hhdC52MS5DaGF0TWVzc2FnZVIIbWVzc2FnZXMSJgoP
-            bmV4dF9wYWdlX3Rva2VuGAIgASgJUg1uZXh0UGFnZVRva2VuIlcKD01hcmtSZWFkUmVxdWVzdBIbCgl0aHJlYWRfaWQYASAB
-            KAlSCHRocmVhZElkEicKEHVwX3RvX21lc3NhZ2VfaWQYAiABKAlSDXVwVG9NZXNzYWdlSWQiNQoQTWFya1JlYWRSZXNwb25z
-            ZRIhCgx1bnJlYWRfY291bnQYASABKAVSC3VucmVhZENvdW50IlwKFE1hcmtEZWxpdmVyZWRSZXF1ZXN0EhsKCXRocmVhZF9p
-            ZBgBIAEoCVIIdGhyZWFkSWQSJwoQdXBfdG9fbWVzc2FnZV9pZBgCIAEoCVINdXBUb01lc3NhZ2VJZCIXChVNYXJrRGVsaXZl
-            cmVkUmVzcG9uc2UiPQoVR2V0VW5yZWFkQ291bnRSZXF1ZXN0EiQKDnZpZXdlcl91c2VyX2lkGAEgASgJUgx2aWV3ZXJVc2Vy
-            SWQiaAoWR2V0VW5yZWFkQ291bnRSZXNwb25zZRInCg91bnJlYWRfbWVzc2FnZXMYASABKAVSDnVucmVhZE1lc3NhZ2VzEiUK
-            DnVucmVhZF90aHJlYWRzGAIgASgFUg11bnJlYWRUaHJlYWRzIjUKEFN1YnNjcmliZVJlcXVlc3QSIQoMcmVzdW1lX3Rva2Vu
-            GAEgASgJUgtyZXN1bWVUb2tlbiJFChFTdWJzY3JpYmVSZXNwb25zZRIwCgVldmVudBgBIAEoCzIaLmtpbmRyZWQuY2hhdC52
-            MS5DaGF0RXZlbnRSBWV2ZW50IjUKEkdldE1lc3NhZ2VzUmVxdWVzdBIfCgttZXNzYWdlX2lkcxgBIAMoCVIKbWVzc2FnZUlk
-            cyJPChNHZXRNZXNzYWdlc1Jlc3BvbnNlEjgKCG1lc3NhZ2VzGAEgAygLMhwua2luZHJlZC5jaGF0LnYxLkNoYXRNZXNzYWdl
-            UghtZXNzYWdlcyIyChdHZXRVc2VyRm9vdHByaW50UmVxdWVzdBIXCgd1c2VyX2lkGAEgASgJUgZ1c2VySWQiUAoYR2V0VXNl
-            ckZvb3RwcmludFJlc3BvbnNlEjQKBmNvdW50cxgBIAMoCzIcLmtpbmRyZWQuY29tbW9uLnYxLkRhdGFDb3VudFIGY291bnRz
-            MsAJCgtDaGF0U2VydmljZRJVCgpPcGVuVGhyZWFkEiIua2luZHJlZC5jaGF0LnYxLk9wZW5UaHJlYWRSZXF1ZXN0GiMua2lu
-            ZHJlZC5jaGF0LnYxLk9wZW5UaHJlYWRSZXNwb25zZRJYCgtDbG9zZVRocmVhZBIjLmtpbmRyZWQuY2hhdC52MS5DbG9zZVRo
-            cmVhZFJlcXVlc3QaJC5raW5kcmVkLmNoYXQudjEuQ2xvc2VUaHJlYWRSZXNwb25zZRJYCgtMaXN0VGhyZWFkcxIjLmtpbmRy
-            ZWQuY2hhdC52MS5MaXN0VGhyZWFkc1JlcXVlc3QaJC5raW5kcmVkLmNoYXQudjEuTGlzdFRocmVhZHNSZXNwb25zZRJtChJH
-            ZXRUaHJlYWRTdW1tYXJpZXMSKi5raW5kcmVkLmNoYXQudjEuR2V0VGhyZWFkU3VtbWFyaWVzUmVxdWVzdBorLmtpbmRyZWQu
-            Y2hhdC52MS5HZXRUaHJlYWRTdW1tYXJpZXNSZXNwb25zZRJYCgtTZW5kTWVzc2FnZRIjLmtpbmRyZWQuY2hhdC52MS5TZW5k
-            TWVzc2FnZVJlcXVlc3QaJC5raW5kcmVkLmNoYXQudjEuU2VuZE1lc3NhZ2VSZXNwb25zZRJMCgdIaXN0b3J5Eh8ua2luZHJl
-            ZC5jaGF0LnYxLkhpc3RvcnlSZXF1ZXN0GiAua2luZHJlZC5jaGF0LnYxLkhpc3RvcnlSZXNwb25zZRJPCghNYXJrUmVhZBIg
-            LmtpbmRyZWQuY2hhdC52MS5NYXJrUmVhZFJlcXVlc3QaIS5raW5kcmVkLmNoYXQudjEuTWFya1JlYWRSZXNwb25zZRJeCg1N
-            YXJrRGVsaXZlcmVkEiUua2luZHJlZC5jaGF0LnYxLk1hcmtEZWxpdmVyZWRSZXF1ZXN0GiYua2luZHJlZC5jaGF0LnYxLk1h
-            cmtEZWxpdmVyZWRSZXNwb25zZRJhCg5HZXRVbnJlYWRDb3VudBImLmtpbmRyZWQuY2hhdC52MS5HZXRVbnJlYWRDb3VudFJl
-            cXVlc3QaJy5raW5kcmVkLmNoYXQudjEuR2V0VW5yZWFkQ291bnRSZXNwb25zZRJUCglTdWJzY3JpYmUSIS5raW5kcmVkLmNo
-            YXQudjEuU3Vic2NyaWJlUmVxdWVzdBoiLmtpbmRyZWQuY2hhdC52MS5TdWJzY3JpYmVSZXNwb25zZTABElgKC0dldE1lc3Nh
-            Z2VzEiMua2luZHJlZC5jaGF0LnYxLkdldE1lc3NhZ2VzUmVxdWVzdBokLmtpbmRyZWQuY2hhdC52MS5HZXRNZXNzYWdlc1Jl
-            c3BvbnNlEmIKDURlbGl2ZXJFdmVudHMSJy5raW5kcmVkLmNvbW1vbi52MS5EZWxpdmVyRXZlbnRzUmVxdWVzdBooLmtpbmRy
-            ZWQuY29tbW9uLnYxLkRlbGl2ZXJFdmVudHNSZXNwb25zZRJnChBHZXRVc2VyRm9vdHByaW50Eigua2luZHJlZC5jaGF0LnYx
-            LkdldFVzZXJGb290cHJpbnRSZXF1ZXN0Gikua2luZHJlZC5jaGF0LnYxLkdldFVzZXJGb290cHJpbnRSZXNwb25zZWIGcHJv
-            dG8z
+            EhoKCHJlcGxheWVkGAIgASgIUghyZXBsYXllZCLPAQoOSGlzdG9yeVJlcXVlc3QSGwoJdGhyZWFkX2lkGAEgASgJUgh0aHJl
+            YWRJZBIbCglwYWdlX3NpemUYAiABKAVSCHBhZ2VTaXplEh0KCnBhZ2VfdG9rZW4YAyABKAlSCXBhZ2VUb2tlbhI/CglkaXJl
+            Y3Rpb24YBCABKA4yIS5raW5kcmVkLmNoYXQudjEuSGlzdG9yeURpcmVjdGlvblIJZGlyZWN0aW9uEiMKDWZyb21fc2VxdWVu
+            Y2UYBSABKANSDGZyb21TZXF1ZW5jZSJzCg9IaXN0b3J5UmVzcG9uc2USOAoIbWVzc2FnZXMYASADKAsyHC5raW5kcmVkLmNo
+            YXQudjEuQ2hhdE1lc3NhZ2VSCG1lc3NhZ2VzEiYKD25leHRfcGFnZV90b2tlbhgCIAEoCVINbmV4dFBhZ2VUb2tlbiIwChFT
+            ZW5kVHlwaW5nUmVxdWVzdBIbCgl0aHJlYWRfaWQYASABKAlSCHRocmVhZElkIhQKElNlbmRUeXBpbmdSZXNwb25zZSIYChZH
+            ZXRDaGF0U2V0dGluZ3NSZXF1ZXN0IlYKGVVwZGF0ZUNoYXRTZXR0aW5nc1JlcXVlc3QSOQoIc2V0dGluZ3MYASABKAsyHS5r
+            aW5kcmVkLmNoYXQudjEuQ2hhdFNldHRpbmdzUghzZXR0aW5ncyJXCg9NYXJrUmVhZFJlcXVlc3QSGwoJdGhyZWFkX2lkGAEg
+            ASgJUgh0aHJlYWRJZBInChB1cF90b19tZXNzYWdlX2lkGAIgASgJUg11cFRvTWVzc2FnZUlkIjUKEE1hcmtSZWFkUmVzcG9u
+            c2USIQoMdW5yZWFkX2NvdW50GAEgASgFUgt1bnJlYWRDb3VudCJcChRNYXJrRGVsaXZlcmVkUmVxdWVzdBIbCgl0aHJlYWRf
+            aWQYASABKAlSCHRocmVhZElkEicKEHVwX3RvX21lc3NhZ2VfaWQYAiABKAlSDXVwVG9NZXNzYWdlSWQiFwoVTWFya0RlbGl2
+            ZXJlZFJlc3BvbnNlIj0KFUdldFVucmVhZENvdW50UmVxdWVzdBIkCg52aWV3ZXJfdXNlcl9pZBgBIAEoCVIMdmlld2VyVXNl
+            cklkImgKFkdldFVucmVhZENvdW50UmVzcG9uc2USJwoPdW5yZWFkX21lc3NhZ2VzGAEgASgFUg51bnJlYWRNZXNzYWdlcxIl
+            Cg51bnJlYWRfdGhyZWFkcxgCIAEoBVINdW5yZWFkVGhyZWFkcyI1ChBTdWJzY3JpYmVSZXF1ZXN0EiEKDHJlc3VtZV90b2tl
+            bhgBIAEoCVILcmVzdW1lVG9rZW4iRQoRU3Vic2NyaWJlUmVzcG9uc2USMAoFZXZlbnQYASABKAsyGi5raW5kcmVkLmNoYXQu
+            djEuQ2hhdEV2ZW50UgVldmVudCI1ChJHZXRNZXNzYWdlc1JlcXVlc3QSHwoLbWVzc2FnZV9pZHMYASADKAlSCm1lc3NhZ2VJ
+            ZHMiTwoTR2V0TWVzc2FnZXNSZXNwb25zZRI4CghtZXNzYWdlcxgBIAMoCzIcLmtpbmRyZWQuY2hhdC52MS5DaGF0TWVzc2Fn
+            ZVIIbWVzc2FnZXMiMgoXR2V0VXNlckZvb3RwcmludFJlcXVlc3QSFwoHdXNlcl9pZBgBIAEoCVIGdXNlcklkIlAKGEdldFVz
+            ZXJGb290cHJpbnRSZXNwb25zZRI0CgZjb3VudHMYASADKAsyHC5raW5kcmVkLmNvbW1vbi52MS5EYXRhQ291bnRSBmNvdW50
+            cypvChBIaXN0b3J5RGlyZWN0aW9uEiEKHUhJU1RPUllfRElSRUNUSU9OX1VOU1BFQ0lGSUVEEAASGwoXSElTVE9SWV9ESVJF
+            Q1RJT05fT0xERVIQARIbChdISVNUT1JZX0RJUkVDVElPTl9ORVdFUhACMtMLCgtDaGF0U2VydmljZRJVCgpPcGVuVGhyZWFk
+            EiIua2luZHJlZC5jaGF0LnYxLk9wZW5UaHJlYWRSZXF1ZXN0GiMua2luZHJlZC5jaGF0LnYxLk9wZW5UaHJlYWRSZXNwb25z
+            ZRJYCgtDbG9zZVRocmVhZBIjLmtpbmRyZWQuY2hhdC52MS5DbG9zZVRocmVhZFJlcXVlc3QaJC5raW5kcmVkLmNoYXQudjEu
+            Q2xvc2VUaHJlYWRSZXNwb25zZRJYCgtMaXN0VGhyZWFkcxIjLmtpbmRyZWQuY2hhdC52MS5MaXN0VGhyZWFkc1JlcXVlc3Qa
+            JC5raW5kcmVkLmNoYXQudjEuTGlzdFRocmVhZHNSZXNwb25zZRJtChJHZXRUaHJlYWRTdW1tYXJpZXMSKi5raW5kcmVkLmNo
+            YXQudjEuR2V0VGhyZWFkU3VtbWFyaWVzUmVxdWVzdBorLmtpbmRyZWQuY2hhdC52MS5HZXRUaHJlYWRTdW1tYXJpZXNSZXNw
+            b25zZRJYCgtTZW5kTWVzc2FnZRIjLmtpbmRyZWQuY2hhdC52MS5TZW5kTWVzc2FnZVJlcXVlc3QaJC5raW5kcmVkLmNoYXQu
+            djEuU2VuZE1lc3NhZ2VSZXNwb25zZRJMCgdIaXN0b3J5Eh8ua2luZHJlZC5jaGF0LnYxLkhpc3RvcnlSZXF1ZXN0GiAua2lu
+            ZHJlZC5jaGF0LnYxLkhpc3RvcnlSZXNwb25zZRJPCghNYXJrUmVhZBIgLmtpbmRyZWQuY2hhdC52MS5NYXJrUmVhZFJlcXVl
+            c3QaIS5raW5kcmVkLmNoYXQudjEuTWFya1JlYWRSZXNwb25zZRJeCg1NYXJrRGVsaXZlcmVkEiUua2luZHJlZC5jaGF0LnYx
+            Lk1hcmtEZWxpdmVyZWRSZXF1ZXN0GiYua2luZHJlZC5jaGF0LnYxLk1hcmtEZWxpdmVyZWRSZXNwb25zZRJhCg5HZXRVbnJl
+            YWRDb3VudBImLmtpbmRyZWQuY2hhdC52MS5HZXRVbnJlYWRDb3VudFJlcXVlc3QaJy5raW5kcmVkLmNoYXQudjEuR2V0VW5y
+            ZWFkQ291bnRSZXNwb25zZRJUCglTdWJzY3JpYmUSIS5raW5kcmVkLmNoYXQudjEuU3Vic2NyaWJlUmVxdWVzdBoiLmtpbmRy
+            ZWQuY2hhdC52MS5TdWJzY3JpYmVSZXNwb25zZTABElUKClNlbmRUeXBpbmcSIi5raW5kcmVkLmNoYXQudjEuU2VuZFR5cGlu
+            Z1JlcXVlc3QaIy5raW5kcmVkLmNoYXQudjEuU2VuZFR5cGluZ1Jlc3BvbnNlElkKD0dldENoYXRTZXR0aW5ncxInLmtpbmRy
+            ZWQuY2hhdC52MS5HZXRDaGF0U2V0dGluZ3NSZXF1ZXN0Gh0ua2luZHJlZC5jaGF0LnYxLkNoYXRTZXR0aW5ncxJfChJVcGRh
+            dGVDaGF0U2V0dGluZ3MSKi5raW5kcmVkLmNoYXQudjEuVXBkYXRlQ2hhdFNldHRpbmdzUmVxdWVzdBodLmtpbmRyZWQuY2hh
+            dC52MS5DaGF0U2V0dGluZ3MSWAoLR2V0TWVzc2FnZXMSIy5raW5kcmVkLmNoYXQudjEuR2V0TWVzc2FnZXNSZXF1ZXN0GiQu
+            a2luZHJlZC5jaGF0LnYxLkdldE1lc3NhZ2VzUmVzcG9uc2USYgoNRGVsaXZlckV2ZW50cxInLmtpbmRyZWQuY29tbW9uLnYx
+            LkRlbGl2ZXJFdmVudHNSZXF1ZXN0Gigua2luZHJlZC5jb21tb24udjEuRGVsaXZlckV2ZW50c1Jlc3BvbnNlEmcKEEdldFVz
+            ZXJGb290cHJpbnQSKC5raW5kcmVkLmNoYXQudjEuR2V0VXNlckZvb3RwcmludFJlcXVlc3QaKS5raW5kcmVkLmNoYXQudjEu
+            R2V0VXNlckZvb3RwcmludFJlc3BvbnNlYgZwcm90bzM=
             """
         ),
         ProtoFileDescriptor(

@@ -187,8 +187,14 @@ extension Kindred.Api.V1 {
         /// Page size, 1..100; 0 = 50.
         public var pageSize: Swift.Int32 = 0
 
-        /// Token from a previous response; empty for the newest page.
+        /// Token from a previous response; empty for the first page.
         public var pageToken: Swift.String = ""
+
+        /// Direction of the pages.
+        public var direction: Kindred.Api.V1.HistoryDirection = .unspecified
+
+        /// First page only: start after this sequence (exclusive); 0 = newest (OLDER) or first (NEWER).
+        public var fromSequence: Swift.Int64 = 0
 
         public init() {}
 
@@ -199,12 +205,16 @@ extension Kindred.Api.V1 {
             encoder.setString(1, self.threadId)
             encoder.setInt32(2, self.pageSize)
             encoder.setString(3, self.pageToken)
+            encoder.setEnum(4, self.direction)
+            encoder.setInt64(5, self.fromSequence)
         }
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
             self.threadId = try decoder.string(1)
             self.pageSize = decoder.int32(2)
             self.pageToken = try decoder.string(3)
+            self.direction = decoder.enumValue(4, as: Kindred.Api.V1.HistoryDirection.self)
+            self.fromSequence = decoder.int64(5)
         }
     }
 }
@@ -212,10 +222,10 @@ extension Kindred.Api.V1 {
 extension Kindred.Api.V1 {
     /// A page of messages.
     public struct HistoryResponse: ProtoMessage {
-        /// Messages, newest first.
+        /// Messages, newest first (OLDER) or oldest first (NEWER).
         public var messages: [Kindred.Api.V1.ChatMessage] = []
 
-        /// Token for older messages; empty at the beginning of the thread.
+        /// Token for the next page in the same direction; empty at the end.
         public var nextPageToken: Swift.String = ""
 
         public init() {}
@@ -231,6 +241,123 @@ extension Kindred.Api.V1 {
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
             self.messages = try decoder.repeatedMessage(1, as: Kindred.Api.V1.ChatMessage.self)
             self.nextPageToken = try decoder.string(2)
+        }
+    }
+}
+
+extension Kindred.Api.V1 {
+    /// Say the caller is typing.
+    public struct SendTypingRequest: ProtoMessage {
+        /// Thread id.
+        public var threadId: Swift.String = ""
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.api.v1.SendTypingRequest" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.api.v1.SendTypingRequest")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setString(1, self.threadId)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.threadId = try decoder.string(1)
+        }
+    }
+}
+
+extension Kindred.Api.V1 {
+    /// Sent (no content).
+    public struct SendTypingResponse: ProtoMessage {
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.api.v1.SendTypingResponse" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.api.v1.SendTypingResponse")
+
+        public func encode(to encoder: inout ProtoEncoder) {}
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {}
+    }
+}
+
+extension Kindred.Api.V1 {
+    /// Read settings.
+    public struct GetChatSettingsRequest: ProtoMessage {
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.api.v1.GetChatSettingsRequest" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.api.v1.GetChatSettingsRequest")
+
+        public func encode(to encoder: inout ProtoEncoder) {}
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {}
+    }
+}
+
+extension Kindred.Api.V1 {
+    /// Change settings.
+    public struct UpdateChatSettingsRequest: ProtoMessage {
+        /// The new settings.
+        public var settings: Kindred.Api.V1.ChatSettings? = nil
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.api.v1.UpdateChatSettingsRequest" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.api.v1.UpdateChatSettingsRequest")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setMessage(1, self.settings)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.settings = try decoder.message(1, as: Kindred.Api.V1.ChatSettings.self)
+        }
+    }
+}
+
+extension Kindred.Api.V1 {
+    /// Chat settings.
+    public struct ChatSettings: ProtoMessage {
+        /// Hide read receipts: others do not see the caller's reads, and the caller does not see theirs.
+        public var hideReadReceipts: Swift.Bool = false
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.api.v1.ChatSettings" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.api.v1.ChatSettings")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setBool(1, self.hideReadReceipts)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.hideReadReceipts = decoder.bool(1)
+        }
+    }
+}
+
+extension Kindred.Api.V1 {
+    /// Someone is typing.
+    public struct TypingIndicator: ProtoMessage {
+        /// Thread id.
+        public var threadId: Swift.String = ""
+
+        /// Who is typing.
+        public var userId: Swift.String = ""
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.api.v1.TypingIndicator" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.api.v1.TypingIndicator")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setString(1, self.threadId)
+            encoder.setString(2, self.userId)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.threadId = try decoder.string(1)
+            self.userId = try decoder.string(2)
         }
     }
 }
@@ -373,6 +500,8 @@ extension Kindred.Api.V1 {
             case heartbeat(Kindred.Api.V1.StreamHeartbeat)
             /// Too old to resume: refetch threads (ListThreads) and continue.
             case resyncRequired(Kindred.Api.V1.StreamResync)
+            /// The other member is typing (ephemeral; no resume token).
+            case typing(Kindred.Api.V1.TypingIndicator)
         }
 
         public static var protoMessageName: Swift.String { "kindred.api.v1.SubscribeResponse" }
@@ -396,6 +525,8 @@ extension Kindred.Api.V1 {
                 encoder.setMessage(oneof: 15, value)
             case .resyncRequired(let value)?:
                 encoder.setMessage(oneof: 16, value)
+            case .typing(let value)?:
+                encoder.setMessage(oneof: 17, value)
             case nil:
                 break
             }
@@ -421,6 +552,8 @@ extension Kindred.Api.V1 {
                 self.event = .heartbeat(try decoder.message(15, as: Kindred.Api.V1.StreamHeartbeat.self) ?? .init())
             case 16:
                 self.event = .resyncRequired(try decoder.message(16, as: Kindred.Api.V1.StreamResync.self) ?? .init())
+            case 17:
+                self.event = .typing(try decoder.message(17, as: Kindred.Api.V1.TypingIndicator.self) ?? .init())
             default:
                 self.event = nil
             }
@@ -506,6 +639,9 @@ extension Kindred.Api.V1 {
         /// The match (card unset if the profile part was unavailable; fetch with GetProfile).
         public var match: Kindred.Api.V1.MatchSummary? = nil
 
+        /// The other member's user id (also when the card is unset).
+        public var otherUserId: Swift.String = ""
+
         public init() {}
 
         public static var protoMessageName: Swift.String { "kindred.api.v1.NewMatch" }
@@ -513,10 +649,12 @@ extension Kindred.Api.V1 {
 
         public func encode(to encoder: inout ProtoEncoder) {
             encoder.setMessage(1, self.match)
+            encoder.setString(2, self.otherUserId)
         }
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
             self.match = try decoder.message(1, as: Kindred.Api.V1.MatchSummary.self)
+            self.otherUserId = try decoder.string(2)
         }
     }
 }
@@ -635,6 +773,51 @@ extension Kindred.Api.V1 {
 }
 
 extension Kindred.Api.V1 {
+    /// Which way History pages.
+    public enum HistoryDirection: ProtoEnum {
+        /// Older messages, newest first (the default).
+        case unspecified  // = 0
+        /// Older messages, newest first.
+        case older  // = 1
+        /// Newer messages, oldest first.
+        case newer  // = 2
+        /// A value this code does not know, kept so that it encodes back unchanged.
+        case unrecognized(Swift.Int32)
+
+        public static let allCases: [Kindred.Api.V1.HistoryDirection] = [
+            .unspecified,
+            .older,
+            .newer,
+        ]
+
+        public init() { self = .unspecified }
+
+        public init(rawValue: Swift.Int32) {
+            switch rawValue {
+            case 0: self = .unspecified
+            case 1: self = .older
+            case 2: self = .newer
+            default: self = .unrecognized(rawValue)
+            }
+        }
+
+        public var rawValue: Swift.Int32 {
+            switch self {
+            case .unspecified: 0
+            case .older: 1
+            case .newer: 2
+            case .unrecognized(let value): value
+            }
+        }
+
+        /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+
+        public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
+    }
+}
+
+extension Kindred.Api.V1 {
     /// Why a thread closed, from the receiver's point of view.
     public enum ClosedThreadReason: ProtoEnum {
         /// Not set.
@@ -738,11 +921,38 @@ extension Kindred.Api.V1 {
             /// Streams the caller's live events: new messages, read and delivery receipts, new matches,
             /// closed threads, heartbeats every 30 s. Resume after a reconnect with the last
             /// resume_token. The user. Long-lived: use a long deadline and reconnect with backoff.
+            /// A stream that ends with UNAVAILABLE (reason SUBSCRIBER_TOO_SLOW or SERVER_DRAINING) is
+            /// resumed the same way.
             public static let subscribe =
                 ProtoMethod<Kindred.Api.V1.SubscribeRequest, Kindred.Api.V1.SubscribeResponse>(
                     service: "kindred.api.v1.ChatService",
                     name: "Subscribe",
                     kind: .serverStreaming
+                )
+
+            /// Tells the other member that the caller is typing (ephemeral, rate-limited). The user.
+            /// NOT_FOUND, FAILED_PRECONDITION: THREAD_CLOSED, RESOURCE_EXHAUSTED.
+            public static let sendTyping =
+                ProtoMethod<Kindred.Api.V1.SendTypingRequest, Kindred.Api.V1.SendTypingResponse>(
+                    service: "kindred.api.v1.ChatService",
+                    name: "SendTyping",
+                    kind: .unary
+                )
+
+            /// Returns the caller's chat settings. The user.
+            public static let getChatSettings =
+                ProtoMethod<Kindred.Api.V1.GetChatSettingsRequest, Kindred.Api.V1.ChatSettings>(
+                    service: "kindred.api.v1.ChatService",
+                    name: "GetChatSettings",
+                    kind: .unary
+                )
+
+            /// Replaces the caller's chat settings. The user.
+            public static let updateChatSettings =
+                ProtoMethod<Kindred.Api.V1.UpdateChatSettingsRequest, Kindred.Api.V1.ChatSettings>(
+                    service: "kindred.api.v1.ChatService",
+                    name: "UpdateChatSettings",
+                    kind: .unary
                 )
         }
 
@@ -755,6 +965,9 @@ extension Kindred.Api.V1 {
                 Method.markRead.descriptor,
                 Method.markDelivered.descriptor,
                 Method.subscribe.descriptor,
+                Method.sendTyping.descriptor,
+                Method.getChatSettings.descriptor,
+                Method.updateChatSettings.descriptor,
             ]
         )
     }

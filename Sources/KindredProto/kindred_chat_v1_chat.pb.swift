@@ -227,7 +227,10 @@ extension Kindred.Chat.V1 {
         public var threadId: Swift.String = ""
 
         /// Client-generated idempotency key for this message, typically a UUID, 1..64 characters of
-        /// [A-Za-z0-9_-]; unique per sender. A retry returns the originally stored message.
+        /// [A-Za-z0-9_-]; unique per sender. A retry returns the originally stored message. Ids are
+        /// remembered for as long as the message is stored (until the account is deleted): the same id
+        /// with the same thread and body returns the original (replayed), with anything else
+        /// ALREADY_EXISTS (reason CLIENT_MESSAGE_ID_REUSED).
         public var clientMessageId: Swift.String = ""
 
         /// Text, UTF-8, 1..2000 characters after trimming, no control characters except newline.
@@ -287,8 +290,16 @@ extension Kindred.Chat.V1 {
         /// Page size, 1..100; 0 = 50.
         public var pageSize: Swift.Int32 = 0
 
-        /// Token from a previous response (keyset on sequence); empty for the newest page.
+        /// Token from a previous response (keyset on sequence, same thread and direction); empty for
+        /// the first page.
         public var pageToken: Swift.String = ""
+
+        /// Direction of the pages.
+        public var direction: Kindred.Chat.V1.HistoryDirection = .unspecified
+
+        /// First page only (no page_token): start after this sequence, exclusive, >= 0. 0 = from the
+        /// newest message (OLDER) or from the first one (NEWER).
+        public var fromSequence: Swift.Int64 = 0
 
         public init() {}
 
@@ -299,12 +310,16 @@ extension Kindred.Chat.V1 {
             encoder.setString(1, self.threadId)
             encoder.setInt32(2, self.pageSize)
             encoder.setString(3, self.pageToken)
+            encoder.setEnum(4, self.direction)
+            encoder.setInt64(5, self.fromSequence)
         }
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
             self.threadId = try decoder.string(1)
             self.pageSize = decoder.int32(2)
             self.pageToken = try decoder.string(3)
+            self.direction = decoder.enumValue(4, as: Kindred.Chat.V1.HistoryDirection.self)
+            self.fromSequence = decoder.int64(5)
         }
     }
 }
@@ -312,10 +327,11 @@ extension Kindred.Chat.V1 {
 extension Kindred.Chat.V1 {
     /// A page of messages.
     public struct HistoryResponse: ProtoMessage {
-        /// Messages, newest first.
+        /// Messages, newest first (OLDER) or oldest first (NEWER).
         public var messages: [Kindred.Chat.V1.ChatMessage] = []
 
-        /// Token for older messages; empty when the beginning is reached.
+        /// Token for the next page in the same direction; empty when the end is reached (OLDER: the
+        /// beginning of the thread; NEWER: the newest message at the time of the call).
         public var nextPageToken: Swift.String = ""
 
         public init() {}
@@ -331,6 +347,76 @@ extension Kindred.Chat.V1 {
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
             self.messages = try decoder.repeatedMessage(1, as: Kindred.Chat.V1.ChatMessage.self)
             self.nextPageToken = try decoder.string(2)
+        }
+    }
+}
+
+extension Kindred.Chat.V1 {
+    /// Say the caller is typing.
+    public struct SendTypingRequest: ProtoMessage {
+        /// The thread id.
+        public var threadId: Swift.String = ""
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.chat.v1.SendTypingRequest" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.chat.v1.SendTypingRequest")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setString(1, self.threadId)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.threadId = try decoder.string(1)
+        }
+    }
+}
+
+extension Kindred.Chat.V1 {
+    /// Result of SendTyping (no content).
+    public struct SendTypingResponse: ProtoMessage {
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.chat.v1.SendTypingResponse" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.chat.v1.SendTypingResponse")
+
+        public func encode(to encoder: inout ProtoEncoder) {}
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {}
+    }
+}
+
+extension Kindred.Chat.V1 {
+    /// Read the caller's settings.
+    public struct GetChatSettingsRequest: ProtoMessage {
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.chat.v1.GetChatSettingsRequest" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.chat.v1.GetChatSettingsRequest")
+
+        public func encode(to encoder: inout ProtoEncoder) {}
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {}
+    }
+}
+
+extension Kindred.Chat.V1 {
+    /// Change the caller's settings.
+    public struct UpdateChatSettingsRequest: ProtoMessage {
+        /// The new settings.
+        public var settings: Kindred.Chat.V1.ChatSettings? = nil
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.chat.v1.UpdateChatSettingsRequest" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.chat.v1.UpdateChatSettingsRequest")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setMessage(1, self.settings)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.settings = try decoder.message(1, as: Kindred.Chat.V1.ChatSettings.self)
         }
     }
 }
@@ -596,6 +682,51 @@ extension Kindred.Chat.V1 {
 }
 
 extension Kindred.Chat.V1 {
+    /// Which way History pages.
+    public enum HistoryDirection: ProtoEnum {
+        /// Older messages, newest first (the default).
+        case unspecified  // = 0
+        /// Older messages, newest first.
+        case older  // = 1
+        /// Newer messages, oldest first (catching up from a known point).
+        case newer  // = 2
+        /// A value this code does not know, kept so that it encodes back unchanged.
+        case unrecognized(Swift.Int32)
+
+        public static let allCases: [Kindred.Chat.V1.HistoryDirection] = [
+            .unspecified,
+            .older,
+            .newer,
+        ]
+
+        public init() { self = .unspecified }
+
+        public init(rawValue: Swift.Int32) {
+            switch rawValue {
+            case 0: self = .unspecified
+            case 1: self = .older
+            case 2: self = .newer
+            default: self = .unrecognized(rawValue)
+            }
+        }
+
+        public var rawValue: Swift.Int32 {
+            switch self {
+            case .unspecified: 0
+            case .older: 1
+            case .newer: 2
+            case .unrecognized(let value): value
+            }
+        }
+
+        /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+
+        public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
+    }
+}
+
+extension Kindred.Chat.V1 {
     /// Threads, messages and live events.
     public enum ChatService {
         public static let fullName = "kindred.chat.v1.ChatService"
@@ -681,14 +812,43 @@ extension Kindred.Chat.V1 {
                     kind: .unary
                 )
 
-            /// Streams the caller's chat events (messages, receipts, matches created, threads closed,
-            /// heartbeats) until the client cancels or the deadline passes. The user. Several streams per
-            /// user (devices) each get every event. INVALID_ARGUMENT: malformed resume token.
+            /// Streams the caller's chat events (messages, receipts, typing, matches created, threads
+            /// closed, heartbeats) until the client cancels or the deadline passes. The user. Several
+            /// streams per user (devices) each get every event. INVALID_ARGUMENT: malformed resume token.
+            /// A subscriber that does not read fast enough (its bounded buffer fills) sees the stream end
+            /// with UNAVAILABLE, reason SUBSCRIBER_TOO_SLOW; so does every stream when the server drains
+            /// (reason SERVER_DRAINING): resume with the last resume_token received.
             public static let subscribe =
                 ProtoMethod<Kindred.Chat.V1.SubscribeRequest, Kindred.Chat.V1.SubscribeResponse>(
                     service: "kindred.chat.v1.ChatService",
                     name: "Subscribe",
                     kind: .serverStreaming
+                )
+
+            /// Tells the other participant that the caller is typing (ephemeral: never stored, only live
+            /// subscribers see it, no resume token). The user (a participant of an open thread).
+            /// RESOURCE_EXHAUSTED past the typing rate limit. NOT_FOUND, FAILED_PRECONDITION as SendMessage.
+            public static let sendTyping =
+                ProtoMethod<Kindred.Chat.V1.SendTypingRequest, Kindred.Chat.V1.SendTypingResponse>(
+                    service: "kindred.chat.v1.ChatService",
+                    name: "SendTyping",
+                    kind: .unary
+                )
+
+            /// Returns the caller's chat settings. The user.
+            public static let getChatSettings =
+                ProtoMethod<Kindred.Chat.V1.GetChatSettingsRequest, Kindred.Chat.V1.ChatSettings>(
+                    service: "kindred.chat.v1.ChatService",
+                    name: "GetChatSettings",
+                    kind: .unary
+                )
+
+            /// Changes the caller's chat settings (all fields replaced). The user. Returns the new settings.
+            public static let updateChatSettings =
+                ProtoMethod<Kindred.Chat.V1.UpdateChatSettingsRequest, Kindred.Chat.V1.ChatSettings>(
+                    service: "kindred.chat.v1.ChatService",
+                    name: "UpdateChatSettings",
+                    kind: .unary
                 )
 
             /// Admin: reads messages by id (report evidence). ROLE_ADMIN. Unknown ids are omitted.
@@ -710,7 +870,7 @@ extension Kindred.Chat.V1 {
                 )
 
             /// Counts the rows chat holds about a user ("threads", "messages_sent", "read_states",
-            /// "stream_events"). ROLE_ADMIN or service token.
+            /// "stream_events", "settings"). ROLE_ADMIN or service token.
             public static let getUserFootprint =
                 ProtoMethod<Kindred.Chat.V1.GetUserFootprintRequest, Kindred.Chat.V1.GetUserFootprintResponse>(
                     service: "kindred.chat.v1.ChatService",
@@ -732,6 +892,9 @@ extension Kindred.Chat.V1 {
                 Method.markDelivered.descriptor,
                 Method.getUnreadCount.descriptor,
                 Method.subscribe.descriptor,
+                Method.sendTyping.descriptor,
+                Method.getChatSettings.descriptor,
+                Method.updateChatSettings.descriptor,
                 Method.getMessages.descriptor,
                 Method.deliverEvents.descriptor,
                 Method.getUserFootprint.descriptor,

@@ -149,6 +149,9 @@ extension Kindred.Chat.V1 {
             /// The resume token was too old (events are kept 24 hours): refetch threads, then continue
             /// with the live events that follow.
             case resyncRequired(Kindred.Chat.V1.ResyncRequired)
+            /// The other participant is typing (ephemeral: not in the event log, no resume token). Show
+            /// it for a few seconds; another one follows while they keep typing.
+            case typing(Kindred.Chat.V1.TypingIndicator)
         }
 
         public static var protoMessageName: Swift.String { "kindred.chat.v1.ChatEvent" }
@@ -172,6 +175,8 @@ extension Kindred.Chat.V1 {
                 encoder.setMessage(oneof: 15, value)
             case .resyncRequired(let value)?:
                 encoder.setMessage(oneof: 16, value)
+            case .typing(let value)?:
+                encoder.setMessage(oneof: 17, value)
             case nil:
                 break
             }
@@ -203,9 +208,59 @@ extension Kindred.Chat.V1 {
                 self.event = .resyncRequired(
                     try decoder.message(16, as: Kindred.Chat.V1.ResyncRequired.self) ?? .init()
                 )
+            case 17:
+                self.event = .typing(try decoder.message(17, as: Kindred.Chat.V1.TypingIndicator.self) ?? .init())
             default:
                 self.event = nil
             }
+        }
+    }
+}
+
+extension Kindred.Chat.V1 {
+    /// Someone is typing.
+    public struct TypingIndicator: ProtoMessage {
+        /// The thread.
+        public var threadId: Swift.String = ""
+
+        /// Who is typing.
+        public var userId: Swift.String = ""
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.chat.v1.TypingIndicator" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.chat.v1.TypingIndicator")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setString(1, self.threadId)
+            encoder.setString(2, self.userId)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.threadId = try decoder.string(1)
+            self.userId = try decoder.string(2)
+        }
+    }
+}
+
+extension Kindred.Chat.V1 {
+    /// A user's chat settings.
+    public struct ChatSettings: ProtoMessage {
+        /// Hide read receipts (as WhatsApp allows): the user's reads are not shown to others, and in
+        /// return the user does not see others' reads either (delivery receipts stay).
+        public var hideReadReceipts: Swift.Bool = false
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.chat.v1.ChatSettings" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.chat.v1.ChatSettings")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setBool(1, self.hideReadReceipts)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.hideReadReceipts = decoder.bool(1)
         }
     }
 }

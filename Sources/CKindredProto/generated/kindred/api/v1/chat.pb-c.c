@@ -322,6 +322,276 @@ void   kindred__api__v1__history_response__free_unpacked
   assert(message->base.descriptor == &kindred__api__v1__history_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   kindred__api__v1__send_typing_request__init
+                     (Kindred__Api__V1__SendTypingRequest         *message)
+{
+  static const Kindred__Api__V1__SendTypingRequest init_value = KINDRED__API__V1__SEND_TYPING_REQUEST__INIT;
+  *message = init_value;
+}
+size_t kindred__api__v1__send_typing_request__get_packed_size
+                     (const Kindred__Api__V1__SendTypingRequest *message)
+{
+  assert(message->base.descriptor == &kindred__api__v1__send_typing_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__api__v1__send_typing_request__pack
+                     (const Kindred__Api__V1__SendTypingRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__api__v1__send_typing_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__api__v1__send_typing_request__pack_to_buffer
+                     (const Kindred__Api__V1__SendTypingRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__api__v1__send_typing_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Api__V1__SendTypingRequest *
+       kindred__api__v1__send_typing_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Api__V1__SendTypingRequest *)
+     protobuf_c_message_unpack (&kindred__api__v1__send_typing_request__descriptor,
+                                allocator, len, data);
+}
+void   kindred__api__v1__send_typing_request__free_unpacked
+                     (Kindred__Api__V1__SendTypingRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__api__v1__send_typing_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   kindred__api__v1__send_typing_response__init
+                     (Kindred__Api__V1__SendTypingResponse         *message)
+{
+  static const Kindred__Api__V1__SendTypingResponse init_value = KINDRED__API__V1__SEND_TYPING_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t kindred__api__v1__send_typing_response__get_packed_size
+                     (const Kindred__Api__V1__SendTypingResponse *message)
+{
+  assert(message->base.descriptor == &kindred__api__v1__send_typing_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__api__v1__send_typing_response__pack
+                     (const Kindred__Api__V1__SendTypingResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__api__v1__send_typing_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__api__v1__send_typing_response__pack_to_buffer
+                     (const Kindred__Api__V1__SendTypingResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__api__v1__send_typing_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Api__V1__SendTypingResponse *
+       kindred__api__v1__send_typing_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Api__V1__SendTypingResponse *)
+     protobuf_c_message_unpack (&kindred__api__v1__send_typing_response__descriptor,
+                                allocator, len, data);
+}
+void   kindred__api__v1__send_typing_response__free_unpacked
+                     (Kindred__Api__V1__SendTypingResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__api__v1__send_typing_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   kindred__api__v1__get_chat_settings_request__init
+                     (Kindred__Api__V1__GetChatSettingsRequest         *message)
+{
+  static const Kindred__Api__V1__GetChatSettingsRequest init_value = KINDRED__API__V1__GET_CHAT_SETTINGS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t kindred__api__v1__get_chat_settings_request__get_packed_size
+                     (const Kindred__Api__V1__GetChatSettingsRequest *message)
+{
+  assert(message->base.descriptor == &kindred__api__v1__get_chat_settings_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__api__v1__get_chat_settings_request__pack
+                     (const Kindred__Api__V1__GetChatSettingsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__api__v1__get_chat_settings_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__api__v1__get_chat_settings_request__pack_to_buffer
+                     (const Kindred__Api__V1__GetChatSettingsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__api__v1__get_chat_settings_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Api__V1__GetChatSettingsRequest *
+       kindred__api__v1__get_chat_settings_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Api__V1__GetChatSettingsRequest *)
+     protobuf_c_message_unpack (&kindred__api__v1__get_chat_settings_request__descriptor,
+                                allocator, len, data);
+}
+void   kindred__api__v1__get_chat_settings_request__free_unpacked
+                     (Kindred__Api__V1__GetChatSettingsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__api__v1__get_chat_settings_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   kindred__api__v1__update_chat_settings_request__init
+                     (Kindred__Api__V1__UpdateChatSettingsRequest         *message)
+{
+  static const Kindred__Api__V1__UpdateChatSettingsRequest init_value = KINDRED__API__V1__UPDATE_CHAT_SETTINGS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t kindred__api__v1__update_chat_settings_request__get_packed_size
+                     (const Kindred__Api__V1__UpdateChatSettingsRequest *message)
+{
+  assert(message->base.descriptor == &kindred__api__v1__update_chat_settings_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__api__v1__update_chat_settings_request__pack
+                     (const Kindred__Api__V1__UpdateChatSettingsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__api__v1__update_chat_settings_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__api__v1__update_chat_settings_request__pack_to_buffer
+                     (const Kindred__Api__V1__UpdateChatSettingsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__api__v1__update_chat_settings_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Api__V1__UpdateChatSettingsRequest *
+       kindred__api__v1__update_chat_settings_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Api__V1__UpdateChatSettingsRequest *)
+     protobuf_c_message_unpack (&kindred__api__v1__update_chat_settings_request__descriptor,
+                                allocator, len, data);
+}
+void   kindred__api__v1__update_chat_settings_request__free_unpacked
+                     (Kindred__Api__V1__UpdateChatSettingsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__api__v1__update_chat_settings_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   kindred__api__v1__chat_settings__init
+                     (Kindred__Api__V1__ChatSettings         *message)
+{
+  static const Kindred__Api__V1__ChatSettings init_value = KINDRED__API__V1__CHAT_SETTINGS__INIT;
+  *message = init_value;
+}
+size_t kindred__api__v1__chat_settings__get_packed_size
+                     (const Kindred__Api__V1__ChatSettings *message)
+{
+  assert(message->base.descriptor == &kindred__api__v1__chat_settings__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__api__v1__chat_settings__pack
+                     (const Kindred__Api__V1__ChatSettings *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__api__v1__chat_settings__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__api__v1__chat_settings__pack_to_buffer
+                     (const Kindred__Api__V1__ChatSettings *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__api__v1__chat_settings__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Api__V1__ChatSettings *
+       kindred__api__v1__chat_settings__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Api__V1__ChatSettings *)
+     protobuf_c_message_unpack (&kindred__api__v1__chat_settings__descriptor,
+                                allocator, len, data);
+}
+void   kindred__api__v1__chat_settings__free_unpacked
+                     (Kindred__Api__V1__ChatSettings *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__api__v1__chat_settings__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   kindred__api__v1__typing_indicator__init
+                     (Kindred__Api__V1__TypingIndicator         *message)
+{
+  static const Kindred__Api__V1__TypingIndicator init_value = KINDRED__API__V1__TYPING_INDICATOR__INIT;
+  *message = init_value;
+}
+size_t kindred__api__v1__typing_indicator__get_packed_size
+                     (const Kindred__Api__V1__TypingIndicator *message)
+{
+  assert(message->base.descriptor == &kindred__api__v1__typing_indicator__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__api__v1__typing_indicator__pack
+                     (const Kindred__Api__V1__TypingIndicator *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__api__v1__typing_indicator__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__api__v1__typing_indicator__pack_to_buffer
+                     (const Kindred__Api__V1__TypingIndicator *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__api__v1__typing_indicator__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Api__V1__TypingIndicator *
+       kindred__api__v1__typing_indicator__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Api__V1__TypingIndicator *)
+     protobuf_c_message_unpack (&kindred__api__v1__typing_indicator__descriptor,
+                                allocator, len, data);
+}
+void   kindred__api__v1__typing_indicator__free_unpacked
+                     (Kindred__Api__V1__TypingIndicator *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__api__v1__typing_indicator__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   kindred__api__v1__mark_read_request__init
                      (Kindred__Api__V1__MarkReadRequest         *message)
 {
@@ -1234,7 +1504,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__send_message_response__descri
   (ProtobufCMessageInit) kindred__api__v1__send_message_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__api__v1__history_request__field_descriptors[3] =
+static const ProtobufCFieldDescriptor kindred__api__v1__history_request__field_descriptors[5] =
 {
   {
     "thread_id",
@@ -1272,8 +1542,34 @@ static const ProtobufCFieldDescriptor kindred__api__v1__history_request__field_d
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "direction",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__HistoryRequest, direction),
+    &kindred__api__v1__history_direction__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "from_sequence",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__HistoryRequest, from_sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__api__v1__history_request__field_indices_by_name[] = {
+  3,   /* field[3] = direction */
+  4,   /* field[4] = from_sequence */
   1,   /* field[1] = page_size */
   2,   /* field[2] = page_token */
   0,   /* field[0] = thread_id */
@@ -1281,7 +1577,7 @@ static const unsigned kindred__api__v1__history_request__field_indices_by_name[]
 static const ProtobufCIntRange kindred__api__v1__history_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor kindred__api__v1__history_request__descriptor =
 {
@@ -1291,7 +1587,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__history_request__descriptor =
   "Kindred__Api__V1__HistoryRequest",
   "kindred.api.v1",
   sizeof(Kindred__Api__V1__HistoryRequest),
-  3,
+  5,
   kindred__api__v1__history_request__field_descriptors,
   kindred__api__v1__history_request__field_indices_by_name,
   1,  kindred__api__v1__history_request__number_ranges,
@@ -1347,6 +1643,207 @@ const ProtobufCMessageDescriptor kindred__api__v1__history_response__descriptor 
   kindred__api__v1__history_response__field_indices_by_name,
   1,  kindred__api__v1__history_response__number_ranges,
   (ProtobufCMessageInit) kindred__api__v1__history_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kindred__api__v1__send_typing_request__field_descriptors[1] =
+{
+  {
+    "thread_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__SendTypingRequest, thread_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__api__v1__send_typing_request__field_indices_by_name[] = {
+  0,   /* field[0] = thread_id */
+};
+static const ProtobufCIntRange kindred__api__v1__send_typing_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor kindred__api__v1__send_typing_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.api.v1.SendTypingRequest",
+  "SendTypingRequest",
+  "Kindred__Api__V1__SendTypingRequest",
+  "kindred.api.v1",
+  sizeof(Kindred__Api__V1__SendTypingRequest),
+  1,
+  kindred__api__v1__send_typing_request__field_descriptors,
+  kindred__api__v1__send_typing_request__field_indices_by_name,
+  1,  kindred__api__v1__send_typing_request__number_ranges,
+  (ProtobufCMessageInit) kindred__api__v1__send_typing_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define kindred__api__v1__send_typing_response__field_descriptors NULL
+#define kindred__api__v1__send_typing_response__field_indices_by_name NULL
+#define kindred__api__v1__send_typing_response__number_ranges NULL
+const ProtobufCMessageDescriptor kindred__api__v1__send_typing_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.api.v1.SendTypingResponse",
+  "SendTypingResponse",
+  "Kindred__Api__V1__SendTypingResponse",
+  "kindred.api.v1",
+  sizeof(Kindred__Api__V1__SendTypingResponse),
+  0,
+  kindred__api__v1__send_typing_response__field_descriptors,
+  kindred__api__v1__send_typing_response__field_indices_by_name,
+  0,  kindred__api__v1__send_typing_response__number_ranges,
+  (ProtobufCMessageInit) kindred__api__v1__send_typing_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define kindred__api__v1__get_chat_settings_request__field_descriptors NULL
+#define kindred__api__v1__get_chat_settings_request__field_indices_by_name NULL
+#define kindred__api__v1__get_chat_settings_request__number_ranges NULL
+const ProtobufCMessageDescriptor kindred__api__v1__get_chat_settings_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.api.v1.GetChatSettingsRequest",
+  "GetChatSettingsRequest",
+  "Kindred__Api__V1__GetChatSettingsRequest",
+  "kindred.api.v1",
+  sizeof(Kindred__Api__V1__GetChatSettingsRequest),
+  0,
+  kindred__api__v1__get_chat_settings_request__field_descriptors,
+  kindred__api__v1__get_chat_settings_request__field_indices_by_name,
+  0,  kindred__api__v1__get_chat_settings_request__number_ranges,
+  (ProtobufCMessageInit) kindred__api__v1__get_chat_settings_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kindred__api__v1__update_chat_settings_request__field_descriptors[1] =
+{
+  {
+    "settings",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__UpdateChatSettingsRequest, settings),
+    &kindred__api__v1__chat_settings__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__api__v1__update_chat_settings_request__field_indices_by_name[] = {
+  0,   /* field[0] = settings */
+};
+static const ProtobufCIntRange kindred__api__v1__update_chat_settings_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor kindred__api__v1__update_chat_settings_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.api.v1.UpdateChatSettingsRequest",
+  "UpdateChatSettingsRequest",
+  "Kindred__Api__V1__UpdateChatSettingsRequest",
+  "kindred.api.v1",
+  sizeof(Kindred__Api__V1__UpdateChatSettingsRequest),
+  1,
+  kindred__api__v1__update_chat_settings_request__field_descriptors,
+  kindred__api__v1__update_chat_settings_request__field_indices_by_name,
+  1,  kindred__api__v1__update_chat_settings_request__number_ranges,
+  (ProtobufCMessageInit) kindred__api__v1__update_chat_settings_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kindred__api__v1__chat_settings__field_descriptors[1] =
+{
+  {
+    "hide_read_receipts",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__ChatSettings, hide_read_receipts),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__api__v1__chat_settings__field_indices_by_name[] = {
+  0,   /* field[0] = hide_read_receipts */
+};
+static const ProtobufCIntRange kindred__api__v1__chat_settings__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor kindred__api__v1__chat_settings__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.api.v1.ChatSettings",
+  "ChatSettings",
+  "Kindred__Api__V1__ChatSettings",
+  "kindred.api.v1",
+  sizeof(Kindred__Api__V1__ChatSettings),
+  1,
+  kindred__api__v1__chat_settings__field_descriptors,
+  kindred__api__v1__chat_settings__field_indices_by_name,
+  1,  kindred__api__v1__chat_settings__number_ranges,
+  (ProtobufCMessageInit) kindred__api__v1__chat_settings__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kindred__api__v1__typing_indicator__field_descriptors[2] =
+{
+  {
+    "thread_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__TypingIndicator, thread_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__TypingIndicator, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__api__v1__typing_indicator__field_indices_by_name[] = {
+  0,   /* field[0] = thread_id */
+  1,   /* field[1] = user_id */
+};
+static const ProtobufCIntRange kindred__api__v1__typing_indicator__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor kindred__api__v1__typing_indicator__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.api.v1.TypingIndicator",
+  "TypingIndicator",
+  "Kindred__Api__V1__TypingIndicator",
+  "kindred.api.v1",
+  sizeof(Kindred__Api__V1__TypingIndicator),
+  2,
+  kindred__api__v1__typing_indicator__field_descriptors,
+  kindred__api__v1__typing_indicator__field_indices_by_name,
+  1,  kindred__api__v1__typing_indicator__number_ranges,
+  (ProtobufCMessageInit) kindred__api__v1__typing_indicator__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor kindred__api__v1__mark_read_request__field_descriptors[2] =
@@ -1545,7 +2042,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__subscribe_request__descriptor
   (ProtobufCMessageInit) kindred__api__v1__subscribe_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__api__v1__subscribe_response__field_descriptors[9] =
+static const ProtobufCFieldDescriptor kindred__api__v1__subscribe_response__field_descriptors[10] =
 {
   {
     "resume_token",
@@ -1655,6 +2152,18 @@ static const ProtobufCFieldDescriptor kindred__api__v1__subscribe_response__fiel
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "typing",
+    17,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Kindred__Api__V1__SubscribeResponse, event_case),
+    offsetof(Kindred__Api__V1__SubscribeResponse, typing),
+    &kindred__api__v1__typing_indicator__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__api__v1__subscribe_response__field_indices_by_name[] = {
   4,   /* field[4] = delivery_receipt */
@@ -1666,12 +2175,13 @@ static const unsigned kindred__api__v1__subscribe_response__field_indices_by_nam
   0,   /* field[0] = resume_token */
   8,   /* field[8] = resync_required */
   6,   /* field[6] = thread_closed */
+  9,   /* field[9] = typing */
 };
 static const ProtobufCIntRange kindred__api__v1__subscribe_response__number_ranges[2 + 1] =
 {
   { 1, 0 },
   { 10, 2 },
-  { 0, 9 }
+  { 0, 10 }
 };
 const ProtobufCMessageDescriptor kindred__api__v1__subscribe_response__descriptor =
 {
@@ -1681,7 +2191,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__subscribe_response__descripto
   "Kindred__Api__V1__SubscribeResponse",
   "kindred.api.v1",
   sizeof(Kindred__Api__V1__SubscribeResponse),
-  9,
+  10,
   kindred__api__v1__subscribe_response__field_descriptors,
   kindred__api__v1__subscribe_response__field_indices_by_name,
   2,  kindred__api__v1__subscribe_response__number_ranges,
@@ -1842,7 +2352,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__delivery_receipt__descriptor 
   (ProtobufCMessageInit) kindred__api__v1__delivery_receipt__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__api__v1__new_match__field_descriptors[1] =
+static const ProtobufCFieldDescriptor kindred__api__v1__new_match__field_descriptors[2] =
 {
   {
     "match",
@@ -1856,14 +2366,27 @@ static const ProtobufCFieldDescriptor kindred__api__v1__new_match__field_descrip
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "other_user_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__NewMatch, other_user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__api__v1__new_match__field_indices_by_name[] = {
   0,   /* field[0] = match */
+  1,   /* field[1] = other_user_id */
 };
 static const ProtobufCIntRange kindred__api__v1__new_match__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor kindred__api__v1__new_match__descriptor =
 {
@@ -1873,7 +2396,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__new_match__descriptor =
   "Kindred__Api__V1__NewMatch",
   "kindred.api.v1",
   sizeof(Kindred__Api__V1__NewMatch),
-  1,
+  2,
   kindred__api__v1__new_match__field_descriptors,
   kindred__api__v1__new_match__field_indices_by_name,
   1,  kindred__api__v1__new_match__number_ranges,
@@ -2037,6 +2560,36 @@ const ProtobufCEnumDescriptor kindred__api__v1__thread_state__descriptor =
   kindred__api__v1__thread_state__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
+static const ProtobufCEnumValue kindred__api__v1__history_direction__enum_values_by_number[3] =
+{
+  { "HISTORY_DIRECTION_UNSPECIFIED", "KINDRED__API__V1__HISTORY_DIRECTION__HISTORY_DIRECTION_UNSPECIFIED", 0 },
+  { "HISTORY_DIRECTION_OLDER", "KINDRED__API__V1__HISTORY_DIRECTION__HISTORY_DIRECTION_OLDER", 1 },
+  { "HISTORY_DIRECTION_NEWER", "KINDRED__API__V1__HISTORY_DIRECTION__HISTORY_DIRECTION_NEWER", 2 },
+};
+static const ProtobufCIntRange kindred__api__v1__history_direction__value_ranges[] = {
+{0, 0},{0, 3}
+};
+static const ProtobufCEnumValueIndex kindred__api__v1__history_direction__enum_values_by_name[3] =
+{
+  { "HISTORY_DIRECTION_NEWER", 2 },
+  { "HISTORY_DIRECTION_OLDER", 1 },
+  { "HISTORY_DIRECTION_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor kindred__api__v1__history_direction__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "kindred.api.v1.HistoryDirection",
+  "HistoryDirection",
+  "Kindred__Api__V1__HistoryDirection",
+  "kindred.api.v1",
+  3,
+  kindred__api__v1__history_direction__enum_values_by_number,
+  3,
+  kindred__api__v1__history_direction__enum_values_by_name,
+  1,
+  kindred__api__v1__history_direction__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
 static const ProtobufCEnumValue kindred__api__v1__closed_thread_reason__enum_values_by_number[4] =
 {
   { "CLOSED_THREAD_REASON_UNSPECIFIED", "KINDRED__API__V1__CLOSED_THREAD_REASON__CLOSED_THREAD_REASON_UNSPECIFIED", 0 },
@@ -2069,7 +2622,7 @@ const ProtobufCEnumDescriptor kindred__api__v1__closed_thread_reason__descriptor
   kindred__api__v1__closed_thread_reason__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor kindred__api__v1__chat_service__method_descriptors[6] =
+static const ProtobufCMethodDescriptor kindred__api__v1__chat_service__method_descriptors[9] =
 {
   { "ListThreads", &kindred__api__v1__list_threads_request__descriptor, &kindred__api__v1__list_threads_response__descriptor },
   { "SendMessage", &kindred__api__v1__send_message_request__descriptor, &kindred__api__v1__send_message_response__descriptor },
@@ -2077,14 +2630,20 @@ static const ProtobufCMethodDescriptor kindred__api__v1__chat_service__method_de
   { "MarkRead", &kindred__api__v1__mark_read_request__descriptor, &kindred__api__v1__mark_read_response__descriptor },
   { "MarkDelivered", &kindred__api__v1__mark_delivered_request__descriptor, &kindred__api__v1__mark_delivered_response__descriptor },
   { "Subscribe", &kindred__api__v1__subscribe_request__descriptor, &kindred__api__v1__subscribe_response__descriptor },
+  { "SendTyping", &kindred__api__v1__send_typing_request__descriptor, &kindred__api__v1__send_typing_response__descriptor },
+  { "GetChatSettings", &kindred__api__v1__get_chat_settings_request__descriptor, &kindred__api__v1__chat_settings__descriptor },
+  { "UpdateChatSettings", &kindred__api__v1__update_chat_settings_request__descriptor, &kindred__api__v1__chat_settings__descriptor },
 };
 const unsigned kindred__api__v1__chat_service__method_indices_by_name[] = {
+  7,        /* GetChatSettings */
   2,        /* History */
   0,        /* ListThreads */
   4,        /* MarkDelivered */
   3,        /* MarkRead */
   1,        /* SendMessage */
-  5         /* Subscribe */
+  6,        /* SendTyping */
+  5,        /* Subscribe */
+  8         /* UpdateChatSettings */
 };
 const ProtobufCServiceDescriptor kindred__api__v1__chat_service__descriptor =
 {
@@ -2093,7 +2652,7 @@ const ProtobufCServiceDescriptor kindred__api__v1__chat_service__descriptor =
   "ChatService",
   "Kindred__Api__V1__ChatService",
   "kindred.api.v1",
-  6,
+  9,
   kindred__api__v1__chat_service__method_descriptors,
   kindred__api__v1__chat_service__method_indices_by_name
 };
@@ -2144,6 +2703,30 @@ void kindred__api__v1__chat_service__subscribe(ProtobufCService *service,
 {
   assert(service->descriptor == &kindred__api__v1__chat_service__descriptor);
   service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void kindred__api__v1__chat_service__send_typing(ProtobufCService *service,
+                                                 const Kindred__Api__V1__SendTypingRequest *input,
+                                                 Kindred__Api__V1__SendTypingResponse_Closure closure,
+                                                 void *closure_data)
+{
+  assert(service->descriptor == &kindred__api__v1__chat_service__descriptor);
+  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void kindred__api__v1__chat_service__get_chat_settings(ProtobufCService *service,
+                                                       const Kindred__Api__V1__GetChatSettingsRequest *input,
+                                                       Kindred__Api__V1__ChatSettings_Closure closure,
+                                                       void *closure_data)
+{
+  assert(service->descriptor == &kindred__api__v1__chat_service__descriptor);
+  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void kindred__api__v1__chat_service__update_chat_settings(ProtobufCService *service,
+                                                          const Kindred__Api__V1__UpdateChatSettingsRequest *input,
+                                                          Kindred__Api__V1__ChatSettings_Closure closure,
+                                                          void *closure_data)
+{
+  assert(service->descriptor == &kindred__api__v1__chat_service__descriptor);
+  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__api__v1__chat_service__init (Kindred__Api__V1__ChatService_Service *service,
                                            Kindred__Api__V1__ChatService_ServiceDestroy destroy)

@@ -23,6 +23,12 @@ typedef struct Kindred__Api__V1__SendMessageRequest Kindred__Api__V1__SendMessag
 typedef struct Kindred__Api__V1__SendMessageResponse Kindred__Api__V1__SendMessageResponse;
 typedef struct Kindred__Api__V1__HistoryRequest Kindred__Api__V1__HistoryRequest;
 typedef struct Kindred__Api__V1__HistoryResponse Kindred__Api__V1__HistoryResponse;
+typedef struct Kindred__Api__V1__SendTypingRequest Kindred__Api__V1__SendTypingRequest;
+typedef struct Kindred__Api__V1__SendTypingResponse Kindred__Api__V1__SendTypingResponse;
+typedef struct Kindred__Api__V1__GetChatSettingsRequest Kindred__Api__V1__GetChatSettingsRequest;
+typedef struct Kindred__Api__V1__UpdateChatSettingsRequest Kindred__Api__V1__UpdateChatSettingsRequest;
+typedef struct Kindred__Api__V1__ChatSettings Kindred__Api__V1__ChatSettings;
+typedef struct Kindred__Api__V1__TypingIndicator Kindred__Api__V1__TypingIndicator;
 typedef struct Kindred__Api__V1__MarkReadRequest Kindred__Api__V1__MarkReadRequest;
 typedef struct Kindred__Api__V1__MarkReadResponse Kindred__Api__V1__MarkReadResponse;
 typedef struct Kindred__Api__V1__MarkDeliveredRequest Kindred__Api__V1__MarkDeliveredRequest;
@@ -57,6 +63,24 @@ typedef enum _Kindred__Api__V1__ThreadState {
   KINDRED__API__V1__THREAD_STATE__THREAD_STATE_CLOSED = 2
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(KINDRED__API__V1__THREAD_STATE)
 } Kindred__Api__V1__ThreadState;
+/*
+ * Which way History pages.
+ */
+typedef enum _Kindred__Api__V1__HistoryDirection {
+  /*
+   * Older messages, newest first (the default).
+   */
+  KINDRED__API__V1__HISTORY_DIRECTION__HISTORY_DIRECTION_UNSPECIFIED = 0,
+  /*
+   * Older messages, newest first.
+   */
+  KINDRED__API__V1__HISTORY_DIRECTION__HISTORY_DIRECTION_OLDER = 1,
+  /*
+   * Newer messages, oldest first.
+   */
+  KINDRED__API__V1__HISTORY_DIRECTION__HISTORY_DIRECTION_NEWER = 2
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(KINDRED__API__V1__HISTORY_DIRECTION)
+} Kindred__Api__V1__HistoryDirection;
 /*
  * Why a thread closed, from the receiver's point of view.
  */
@@ -236,13 +260,21 @@ struct  Kindred__Api__V1__HistoryRequest
    */
   int32_t page_size;
   /*
-   * Token from a previous response; empty for the newest page.
+   * Token from a previous response; empty for the first page.
    */
   char *page_token;
+  /*
+   * Direction of the pages.
+   */
+  Kindred__Api__V1__HistoryDirection direction;
+  /*
+   * First page only: start after this sequence (exclusive); 0 = newest (OLDER) or first (NEWER).
+   */
+  int64_t from_sequence;
 };
 #define KINDRED__API__V1__HISTORY_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__api__v1__history_request__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, KINDRED__API__V1__HISTORY_DIRECTION__HISTORY_DIRECTION_UNSPECIFIED, 0 }
 
 
 /*
@@ -252,18 +284,110 @@ struct  Kindred__Api__V1__HistoryResponse
 {
   ProtobufCMessage base;
   /*
-   * Messages, newest first.
+   * Messages, newest first (OLDER) or oldest first (NEWER).
    */
   size_t n_messages;
   Kindred__Api__V1__ChatMessage **messages;
   /*
-   * Token for older messages; empty at the beginning of the thread.
+   * Token for the next page in the same direction; empty at the end.
    */
   char *next_page_token;
 };
 #define KINDRED__API__V1__HISTORY_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__api__v1__history_response__descriptor) \
     , 0,NULL, (char *)protobuf_c_empty_string }
+
+
+/*
+ * Say the caller is typing.
+ */
+struct  Kindred__Api__V1__SendTypingRequest
+{
+  ProtobufCMessage base;
+  /*
+   * Thread id.
+   */
+  char *thread_id;
+};
+#define KINDRED__API__V1__SEND_TYPING_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__api__v1__send_typing_request__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+/*
+ * Sent (no content).
+ */
+struct  Kindred__Api__V1__SendTypingResponse
+{
+  ProtobufCMessage base;
+};
+#define KINDRED__API__V1__SEND_TYPING_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__api__v1__send_typing_response__descriptor) \
+     }
+
+
+/*
+ * Read settings.
+ */
+struct  Kindred__Api__V1__GetChatSettingsRequest
+{
+  ProtobufCMessage base;
+};
+#define KINDRED__API__V1__GET_CHAT_SETTINGS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__api__v1__get_chat_settings_request__descriptor) \
+     }
+
+
+/*
+ * Change settings.
+ */
+struct  Kindred__Api__V1__UpdateChatSettingsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The new settings.
+   */
+  Kindred__Api__V1__ChatSettings *settings;
+};
+#define KINDRED__API__V1__UPDATE_CHAT_SETTINGS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__api__v1__update_chat_settings_request__descriptor) \
+    , NULL }
+
+
+/*
+ * Chat settings.
+ */
+struct  Kindred__Api__V1__ChatSettings
+{
+  ProtobufCMessage base;
+  /*
+   * Hide read receipts: others do not see the caller's reads, and the caller does not see theirs.
+   */
+  protobuf_c_boolean hide_read_receipts;
+};
+#define KINDRED__API__V1__CHAT_SETTINGS__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__api__v1__chat_settings__descriptor) \
+    , 0 }
+
+
+/*
+ * Someone is typing.
+ */
+struct  Kindred__Api__V1__TypingIndicator
+{
+  ProtobufCMessage base;
+  /*
+   * Thread id.
+   */
+  char *thread_id;
+  /*
+   * Who is typing.
+   */
+  char *user_id;
+};
+#define KINDRED__API__V1__TYPING_INDICATOR__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__api__v1__typing_indicator__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -358,7 +482,8 @@ typedef enum {
   KINDRED__API__V1__SUBSCRIBE_RESPONSE__EVENT_MATCH_CREATED = 13,
   KINDRED__API__V1__SUBSCRIBE_RESPONSE__EVENT_THREAD_CLOSED = 14,
   KINDRED__API__V1__SUBSCRIBE_RESPONSE__EVENT_HEARTBEAT = 15,
-  KINDRED__API__V1__SUBSCRIBE_RESPONSE__EVENT_RESYNC_REQUIRED = 16
+  KINDRED__API__V1__SUBSCRIBE_RESPONSE__EVENT_RESYNC_REQUIRED = 16,
+  KINDRED__API__V1__SUBSCRIBE_RESPONSE__EVENT_TYPING = 17
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(KINDRED__API__V1__SUBSCRIBE_RESPONSE__EVENT__CASE)
 } Kindred__Api__V1__SubscribeResponse__EventCase;
 
@@ -406,6 +531,10 @@ struct  Kindred__Api__V1__SubscribeResponse
      * Too old to resume: refetch threads (ListThreads) and continue.
      */
     Kindred__Api__V1__StreamResync *resync_required;
+    /*
+     * The other member is typing (ephemeral; no resume token).
+     */
+    Kindred__Api__V1__TypingIndicator *typing;
   };
 };
 #define KINDRED__API__V1__SUBSCRIBE_RESPONSE__INIT \
@@ -479,10 +608,14 @@ struct  Kindred__Api__V1__NewMatch
    * The match (card unset if the profile part was unavailable; fetch with GetProfile).
    */
   Kindred__Api__V1__MatchSummary *match;
+  /*
+   * The other member's user id (also when the card is unset).
+   */
+  char *other_user_id;
 };
 #define KINDRED__API__V1__NEW_MATCH__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__api__v1__new_match__descriptor) \
-    , NULL }
+    , NULL, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -669,6 +802,120 @@ Kindred__Api__V1__HistoryResponse *
                       const uint8_t       *data);
 void   kindred__api__v1__history_response__free_unpacked
                      (Kindred__Api__V1__HistoryResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Kindred__Api__V1__SendTypingRequest methods */
+void   kindred__api__v1__send_typing_request__init
+                     (Kindred__Api__V1__SendTypingRequest         *message);
+size_t kindred__api__v1__send_typing_request__get_packed_size
+                     (const Kindred__Api__V1__SendTypingRequest   *message);
+size_t kindred__api__v1__send_typing_request__pack
+                     (const Kindred__Api__V1__SendTypingRequest   *message,
+                      uint8_t             *out);
+size_t kindred__api__v1__send_typing_request__pack_to_buffer
+                     (const Kindred__Api__V1__SendTypingRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Api__V1__SendTypingRequest *
+       kindred__api__v1__send_typing_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__api__v1__send_typing_request__free_unpacked
+                     (Kindred__Api__V1__SendTypingRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Kindred__Api__V1__SendTypingResponse methods */
+void   kindred__api__v1__send_typing_response__init
+                     (Kindred__Api__V1__SendTypingResponse         *message);
+size_t kindred__api__v1__send_typing_response__get_packed_size
+                     (const Kindred__Api__V1__SendTypingResponse   *message);
+size_t kindred__api__v1__send_typing_response__pack
+                     (const Kindred__Api__V1__SendTypingResponse   *message,
+                      uint8_t             *out);
+size_t kindred__api__v1__send_typing_response__pack_to_buffer
+                     (const Kindred__Api__V1__SendTypingResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Api__V1__SendTypingResponse *
+       kindred__api__v1__send_typing_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__api__v1__send_typing_response__free_unpacked
+                     (Kindred__Api__V1__SendTypingResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Kindred__Api__V1__GetChatSettingsRequest methods */
+void   kindred__api__v1__get_chat_settings_request__init
+                     (Kindred__Api__V1__GetChatSettingsRequest         *message);
+size_t kindred__api__v1__get_chat_settings_request__get_packed_size
+                     (const Kindred__Api__V1__GetChatSettingsRequest   *message);
+size_t kindred__api__v1__get_chat_settings_request__pack
+                     (const Kindred__Api__V1__GetChatSettingsRequest   *message,
+                      uint8_t             *out);
+size_t kindred__api__v1__get_chat_settings_request__pack_to_buffer
+                     (const Kindred__Api__V1__GetChatSettingsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Api__V1__GetChatSettingsRequest *
+       kindred__api__v1__get_chat_settings_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__api__v1__get_chat_settings_request__free_unpacked
+                     (Kindred__Api__V1__GetChatSettingsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Kindred__Api__V1__UpdateChatSettingsRequest methods */
+void   kindred__api__v1__update_chat_settings_request__init
+                     (Kindred__Api__V1__UpdateChatSettingsRequest         *message);
+size_t kindred__api__v1__update_chat_settings_request__get_packed_size
+                     (const Kindred__Api__V1__UpdateChatSettingsRequest   *message);
+size_t kindred__api__v1__update_chat_settings_request__pack
+                     (const Kindred__Api__V1__UpdateChatSettingsRequest   *message,
+                      uint8_t             *out);
+size_t kindred__api__v1__update_chat_settings_request__pack_to_buffer
+                     (const Kindred__Api__V1__UpdateChatSettingsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Api__V1__UpdateChatSettingsRequest *
+       kindred__api__v1__update_chat_settings_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__api__v1__update_chat_settings_request__free_unpacked
+                     (Kindred__Api__V1__UpdateChatSettingsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Kindred__Api__V1__ChatSettings methods */
+void   kindred__api__v1__chat_settings__init
+                     (Kindred__Api__V1__ChatSettings         *message);
+size_t kindred__api__v1__chat_settings__get_packed_size
+                     (const Kindred__Api__V1__ChatSettings   *message);
+size_t kindred__api__v1__chat_settings__pack
+                     (const Kindred__Api__V1__ChatSettings   *message,
+                      uint8_t             *out);
+size_t kindred__api__v1__chat_settings__pack_to_buffer
+                     (const Kindred__Api__V1__ChatSettings   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Api__V1__ChatSettings *
+       kindred__api__v1__chat_settings__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__api__v1__chat_settings__free_unpacked
+                     (Kindred__Api__V1__ChatSettings *message,
+                      ProtobufCAllocator *allocator);
+/* Kindred__Api__V1__TypingIndicator methods */
+void   kindred__api__v1__typing_indicator__init
+                     (Kindred__Api__V1__TypingIndicator         *message);
+size_t kindred__api__v1__typing_indicator__get_packed_size
+                     (const Kindred__Api__V1__TypingIndicator   *message);
+size_t kindred__api__v1__typing_indicator__pack
+                     (const Kindred__Api__V1__TypingIndicator   *message,
+                      uint8_t             *out);
+size_t kindred__api__v1__typing_indicator__pack_to_buffer
+                     (const Kindred__Api__V1__TypingIndicator   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Api__V1__TypingIndicator *
+       kindred__api__v1__typing_indicator__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__api__v1__typing_indicator__free_unpacked
+                     (Kindred__Api__V1__TypingIndicator *message,
                       ProtobufCAllocator *allocator);
 /* Kindred__Api__V1__MarkReadRequest methods */
 void   kindred__api__v1__mark_read_request__init
@@ -921,6 +1168,24 @@ typedef void (*Kindred__Api__V1__HistoryRequest_Closure)
 typedef void (*Kindred__Api__V1__HistoryResponse_Closure)
                  (const Kindred__Api__V1__HistoryResponse *message,
                   void *closure_data);
+typedef void (*Kindred__Api__V1__SendTypingRequest_Closure)
+                 (const Kindred__Api__V1__SendTypingRequest *message,
+                  void *closure_data);
+typedef void (*Kindred__Api__V1__SendTypingResponse_Closure)
+                 (const Kindred__Api__V1__SendTypingResponse *message,
+                  void *closure_data);
+typedef void (*Kindred__Api__V1__GetChatSettingsRequest_Closure)
+                 (const Kindred__Api__V1__GetChatSettingsRequest *message,
+                  void *closure_data);
+typedef void (*Kindred__Api__V1__UpdateChatSettingsRequest_Closure)
+                 (const Kindred__Api__V1__UpdateChatSettingsRequest *message,
+                  void *closure_data);
+typedef void (*Kindred__Api__V1__ChatSettings_Closure)
+                 (const Kindred__Api__V1__ChatSettings *message,
+                  void *closure_data);
+typedef void (*Kindred__Api__V1__TypingIndicator_Closure)
+                 (const Kindred__Api__V1__TypingIndicator *message,
+                  void *closure_data);
 typedef void (*Kindred__Api__V1__MarkReadRequest_Closure)
                  (const Kindred__Api__V1__MarkReadRequest *message,
                   void *closure_data);
@@ -988,6 +1253,18 @@ struct Kindred__Api__V1__ChatService_Service
                     const Kindred__Api__V1__SubscribeRequest *input,
                     Kindred__Api__V1__SubscribeResponse_Closure closure,
                     void *closure_data);
+  void (*send_typing)(Kindred__Api__V1__ChatService_Service *service,
+                      const Kindred__Api__V1__SendTypingRequest *input,
+                      Kindred__Api__V1__SendTypingResponse_Closure closure,
+                      void *closure_data);
+  void (*get_chat_settings)(Kindred__Api__V1__ChatService_Service *service,
+                            const Kindred__Api__V1__GetChatSettingsRequest *input,
+                            Kindred__Api__V1__ChatSettings_Closure closure,
+                            void *closure_data);
+  void (*update_chat_settings)(Kindred__Api__V1__ChatService_Service *service,
+                               const Kindred__Api__V1__UpdateChatSettingsRequest *input,
+                               Kindred__Api__V1__ChatSettings_Closure closure,
+                               void *closure_data);
 };
 typedef void (*Kindred__Api__V1__ChatService_ServiceDestroy)(Kindred__Api__V1__ChatService_Service *);
 void kindred__api__v1__chat_service__init (Kindred__Api__V1__ChatService_Service *service,
@@ -1001,7 +1278,10 @@ void kindred__api__v1__chat_service__init (Kindred__Api__V1__ChatService_Service
       function_prefix__ ## history,\
       function_prefix__ ## mark_read,\
       function_prefix__ ## mark_delivered,\
-      function_prefix__ ## subscribe  }
+      function_prefix__ ## subscribe,\
+      function_prefix__ ## send_typing,\
+      function_prefix__ ## get_chat_settings,\
+      function_prefix__ ## update_chat_settings  }
 void kindred__api__v1__chat_service__list_threads(ProtobufCService *service,
                                                   const Kindred__Api__V1__ListThreadsRequest *input,
                                                   Kindred__Api__V1__ListThreadsResponse_Closure closure,
@@ -1026,10 +1306,23 @@ void kindred__api__v1__chat_service__subscribe(ProtobufCService *service,
                                                const Kindred__Api__V1__SubscribeRequest *input,
                                                Kindred__Api__V1__SubscribeResponse_Closure closure,
                                                void *closure_data);
+void kindred__api__v1__chat_service__send_typing(ProtobufCService *service,
+                                                 const Kindred__Api__V1__SendTypingRequest *input,
+                                                 Kindred__Api__V1__SendTypingResponse_Closure closure,
+                                                 void *closure_data);
+void kindred__api__v1__chat_service__get_chat_settings(ProtobufCService *service,
+                                                       const Kindred__Api__V1__GetChatSettingsRequest *input,
+                                                       Kindred__Api__V1__ChatSettings_Closure closure,
+                                                       void *closure_data);
+void kindred__api__v1__chat_service__update_chat_settings(ProtobufCService *service,
+                                                          const Kindred__Api__V1__UpdateChatSettingsRequest *input,
+                                                          Kindred__Api__V1__ChatSettings_Closure closure,
+                                                          void *closure_data);
 
 /* --- descriptors --- */
 
 extern const ProtobufCEnumDescriptor    kindred__api__v1__thread_state__descriptor;
+extern const ProtobufCEnumDescriptor    kindred__api__v1__history_direction__descriptor;
 extern const ProtobufCEnumDescriptor    kindred__api__v1__closed_thread_reason__descriptor;
 extern const ProtobufCMessageDescriptor kindred__api__v1__chat_thread__descriptor;
 extern const ProtobufCMessageDescriptor kindred__api__v1__list_threads_request__descriptor;
@@ -1038,6 +1331,12 @@ extern const ProtobufCMessageDescriptor kindred__api__v1__send_message_request__
 extern const ProtobufCMessageDescriptor kindred__api__v1__send_message_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__api__v1__history_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__api__v1__history_response__descriptor;
+extern const ProtobufCMessageDescriptor kindred__api__v1__send_typing_request__descriptor;
+extern const ProtobufCMessageDescriptor kindred__api__v1__send_typing_response__descriptor;
+extern const ProtobufCMessageDescriptor kindred__api__v1__get_chat_settings_request__descriptor;
+extern const ProtobufCMessageDescriptor kindred__api__v1__update_chat_settings_request__descriptor;
+extern const ProtobufCMessageDescriptor kindred__api__v1__chat_settings__descriptor;
+extern const ProtobufCMessageDescriptor kindred__api__v1__typing_indicator__descriptor;
 extern const ProtobufCMessageDescriptor kindred__api__v1__mark_read_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__api__v1__mark_read_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__api__v1__mark_delivered_request__descriptor;

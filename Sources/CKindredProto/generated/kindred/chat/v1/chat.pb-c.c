@@ -547,6 +547,186 @@ void   kindred__chat__v1__history_response__free_unpacked
   assert(message->base.descriptor == &kindred__chat__v1__history_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   kindred__chat__v1__send_typing_request__init
+                     (Kindred__Chat__V1__SendTypingRequest         *message)
+{
+  static const Kindred__Chat__V1__SendTypingRequest init_value = KINDRED__CHAT__V1__SEND_TYPING_REQUEST__INIT;
+  *message = init_value;
+}
+size_t kindred__chat__v1__send_typing_request__get_packed_size
+                     (const Kindred__Chat__V1__SendTypingRequest *message)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__send_typing_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__chat__v1__send_typing_request__pack
+                     (const Kindred__Chat__V1__SendTypingRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__send_typing_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__chat__v1__send_typing_request__pack_to_buffer
+                     (const Kindred__Chat__V1__SendTypingRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__send_typing_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Chat__V1__SendTypingRequest *
+       kindred__chat__v1__send_typing_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Chat__V1__SendTypingRequest *)
+     protobuf_c_message_unpack (&kindred__chat__v1__send_typing_request__descriptor,
+                                allocator, len, data);
+}
+void   kindred__chat__v1__send_typing_request__free_unpacked
+                     (Kindred__Chat__V1__SendTypingRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__chat__v1__send_typing_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   kindred__chat__v1__send_typing_response__init
+                     (Kindred__Chat__V1__SendTypingResponse         *message)
+{
+  static const Kindred__Chat__V1__SendTypingResponse init_value = KINDRED__CHAT__V1__SEND_TYPING_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t kindred__chat__v1__send_typing_response__get_packed_size
+                     (const Kindred__Chat__V1__SendTypingResponse *message)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__send_typing_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__chat__v1__send_typing_response__pack
+                     (const Kindred__Chat__V1__SendTypingResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__send_typing_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__chat__v1__send_typing_response__pack_to_buffer
+                     (const Kindred__Chat__V1__SendTypingResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__send_typing_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Chat__V1__SendTypingResponse *
+       kindred__chat__v1__send_typing_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Chat__V1__SendTypingResponse *)
+     protobuf_c_message_unpack (&kindred__chat__v1__send_typing_response__descriptor,
+                                allocator, len, data);
+}
+void   kindred__chat__v1__send_typing_response__free_unpacked
+                     (Kindred__Chat__V1__SendTypingResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__chat__v1__send_typing_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   kindred__chat__v1__get_chat_settings_request__init
+                     (Kindred__Chat__V1__GetChatSettingsRequest         *message)
+{
+  static const Kindred__Chat__V1__GetChatSettingsRequest init_value = KINDRED__CHAT__V1__GET_CHAT_SETTINGS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t kindred__chat__v1__get_chat_settings_request__get_packed_size
+                     (const Kindred__Chat__V1__GetChatSettingsRequest *message)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__get_chat_settings_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__chat__v1__get_chat_settings_request__pack
+                     (const Kindred__Chat__V1__GetChatSettingsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__get_chat_settings_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__chat__v1__get_chat_settings_request__pack_to_buffer
+                     (const Kindred__Chat__V1__GetChatSettingsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__get_chat_settings_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Chat__V1__GetChatSettingsRequest *
+       kindred__chat__v1__get_chat_settings_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Chat__V1__GetChatSettingsRequest *)
+     protobuf_c_message_unpack (&kindred__chat__v1__get_chat_settings_request__descriptor,
+                                allocator, len, data);
+}
+void   kindred__chat__v1__get_chat_settings_request__free_unpacked
+                     (Kindred__Chat__V1__GetChatSettingsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__chat__v1__get_chat_settings_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   kindred__chat__v1__update_chat_settings_request__init
+                     (Kindred__Chat__V1__UpdateChatSettingsRequest         *message)
+{
+  static const Kindred__Chat__V1__UpdateChatSettingsRequest init_value = KINDRED__CHAT__V1__UPDATE_CHAT_SETTINGS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t kindred__chat__v1__update_chat_settings_request__get_packed_size
+                     (const Kindred__Chat__V1__UpdateChatSettingsRequest *message)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__update_chat_settings_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__chat__v1__update_chat_settings_request__pack
+                     (const Kindred__Chat__V1__UpdateChatSettingsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__update_chat_settings_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__chat__v1__update_chat_settings_request__pack_to_buffer
+                     (const Kindred__Chat__V1__UpdateChatSettingsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__update_chat_settings_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Chat__V1__UpdateChatSettingsRequest *
+       kindred__chat__v1__update_chat_settings_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Chat__V1__UpdateChatSettingsRequest *)
+     protobuf_c_message_unpack (&kindred__chat__v1__update_chat_settings_request__descriptor,
+                                allocator, len, data);
+}
+void   kindred__chat__v1__update_chat_settings_request__free_unpacked
+                     (Kindred__Chat__V1__UpdateChatSettingsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__chat__v1__update_chat_settings_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   kindred__chat__v1__mark_read_request__init
                      (Kindred__Chat__V1__MarkReadRequest         *message)
 {
@@ -1636,7 +1816,7 @@ const ProtobufCMessageDescriptor kindred__chat__v1__send_message_response__descr
   (ProtobufCMessageInit) kindred__chat__v1__send_message_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__chat__v1__history_request__field_descriptors[3] =
+static const ProtobufCFieldDescriptor kindred__chat__v1__history_request__field_descriptors[5] =
 {
   {
     "thread_id",
@@ -1674,8 +1854,34 @@ static const ProtobufCFieldDescriptor kindred__chat__v1__history_request__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "direction",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Chat__V1__HistoryRequest, direction),
+    &kindred__chat__v1__history_direction__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "from_sequence",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Chat__V1__HistoryRequest, from_sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__chat__v1__history_request__field_indices_by_name[] = {
+  3,   /* field[3] = direction */
+  4,   /* field[4] = from_sequence */
   1,   /* field[1] = page_size */
   2,   /* field[2] = page_token */
   0,   /* field[0] = thread_id */
@@ -1683,7 +1889,7 @@ static const unsigned kindred__chat__v1__history_request__field_indices_by_name[
 static const ProtobufCIntRange kindred__chat__v1__history_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor kindred__chat__v1__history_request__descriptor =
 {
@@ -1693,7 +1899,7 @@ const ProtobufCMessageDescriptor kindred__chat__v1__history_request__descriptor 
   "Kindred__Chat__V1__HistoryRequest",
   "kindred.chat.v1",
   sizeof(Kindred__Chat__V1__HistoryRequest),
-  3,
+  5,
   kindred__chat__v1__history_request__field_descriptors,
   kindred__chat__v1__history_request__field_indices_by_name,
   1,  kindred__chat__v1__history_request__number_ranges,
@@ -1749,6 +1955,118 @@ const ProtobufCMessageDescriptor kindred__chat__v1__history_response__descriptor
   kindred__chat__v1__history_response__field_indices_by_name,
   1,  kindred__chat__v1__history_response__number_ranges,
   (ProtobufCMessageInit) kindred__chat__v1__history_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kindred__chat__v1__send_typing_request__field_descriptors[1] =
+{
+  {
+    "thread_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Chat__V1__SendTypingRequest, thread_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__chat__v1__send_typing_request__field_indices_by_name[] = {
+  0,   /* field[0] = thread_id */
+};
+static const ProtobufCIntRange kindred__chat__v1__send_typing_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor kindred__chat__v1__send_typing_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.chat.v1.SendTypingRequest",
+  "SendTypingRequest",
+  "Kindred__Chat__V1__SendTypingRequest",
+  "kindred.chat.v1",
+  sizeof(Kindred__Chat__V1__SendTypingRequest),
+  1,
+  kindred__chat__v1__send_typing_request__field_descriptors,
+  kindred__chat__v1__send_typing_request__field_indices_by_name,
+  1,  kindred__chat__v1__send_typing_request__number_ranges,
+  (ProtobufCMessageInit) kindred__chat__v1__send_typing_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define kindred__chat__v1__send_typing_response__field_descriptors NULL
+#define kindred__chat__v1__send_typing_response__field_indices_by_name NULL
+#define kindred__chat__v1__send_typing_response__number_ranges NULL
+const ProtobufCMessageDescriptor kindred__chat__v1__send_typing_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.chat.v1.SendTypingResponse",
+  "SendTypingResponse",
+  "Kindred__Chat__V1__SendTypingResponse",
+  "kindred.chat.v1",
+  sizeof(Kindred__Chat__V1__SendTypingResponse),
+  0,
+  kindred__chat__v1__send_typing_response__field_descriptors,
+  kindred__chat__v1__send_typing_response__field_indices_by_name,
+  0,  kindred__chat__v1__send_typing_response__number_ranges,
+  (ProtobufCMessageInit) kindred__chat__v1__send_typing_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define kindred__chat__v1__get_chat_settings_request__field_descriptors NULL
+#define kindred__chat__v1__get_chat_settings_request__field_indices_by_name NULL
+#define kindred__chat__v1__get_chat_settings_request__number_ranges NULL
+const ProtobufCMessageDescriptor kindred__chat__v1__get_chat_settings_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.chat.v1.GetChatSettingsRequest",
+  "GetChatSettingsRequest",
+  "Kindred__Chat__V1__GetChatSettingsRequest",
+  "kindred.chat.v1",
+  sizeof(Kindred__Chat__V1__GetChatSettingsRequest),
+  0,
+  kindred__chat__v1__get_chat_settings_request__field_descriptors,
+  kindred__chat__v1__get_chat_settings_request__field_indices_by_name,
+  0,  kindred__chat__v1__get_chat_settings_request__number_ranges,
+  (ProtobufCMessageInit) kindred__chat__v1__get_chat_settings_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kindred__chat__v1__update_chat_settings_request__field_descriptors[1] =
+{
+  {
+    "settings",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Chat__V1__UpdateChatSettingsRequest, settings),
+    &kindred__chat__v1__chat_settings__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__chat__v1__update_chat_settings_request__field_indices_by_name[] = {
+  0,   /* field[0] = settings */
+};
+static const ProtobufCIntRange kindred__chat__v1__update_chat_settings_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor kindred__chat__v1__update_chat_settings_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.chat.v1.UpdateChatSettingsRequest",
+  "UpdateChatSettingsRequest",
+  "Kindred__Chat__V1__UpdateChatSettingsRequest",
+  "kindred.chat.v1",
+  sizeof(Kindred__Chat__V1__UpdateChatSettingsRequest),
+  1,
+  kindred__chat__v1__update_chat_settings_request__field_descriptors,
+  kindred__chat__v1__update_chat_settings_request__field_indices_by_name,
+  1,  kindred__chat__v1__update_chat_settings_request__number_ranges,
+  (ProtobufCMessageInit) kindred__chat__v1__update_chat_settings_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor kindred__chat__v1__mark_read_request__field_descriptors[2] =
@@ -2226,7 +2544,37 @@ const ProtobufCMessageDescriptor kindred__chat__v1__get_user_footprint_response_
   (ProtobufCMessageInit) kindred__chat__v1__get_user_footprint_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCMethodDescriptor kindred__chat__v1__chat_service__method_descriptors[13] =
+static const ProtobufCEnumValue kindred__chat__v1__history_direction__enum_values_by_number[3] =
+{
+  { "HISTORY_DIRECTION_UNSPECIFIED", "KINDRED__CHAT__V1__HISTORY_DIRECTION__HISTORY_DIRECTION_UNSPECIFIED", 0 },
+  { "HISTORY_DIRECTION_OLDER", "KINDRED__CHAT__V1__HISTORY_DIRECTION__HISTORY_DIRECTION_OLDER", 1 },
+  { "HISTORY_DIRECTION_NEWER", "KINDRED__CHAT__V1__HISTORY_DIRECTION__HISTORY_DIRECTION_NEWER", 2 },
+};
+static const ProtobufCIntRange kindred__chat__v1__history_direction__value_ranges[] = {
+{0, 0},{0, 3}
+};
+static const ProtobufCEnumValueIndex kindred__chat__v1__history_direction__enum_values_by_name[3] =
+{
+  { "HISTORY_DIRECTION_NEWER", 2 },
+  { "HISTORY_DIRECTION_OLDER", 1 },
+  { "HISTORY_DIRECTION_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor kindred__chat__v1__history_direction__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "kindred.chat.v1.HistoryDirection",
+  "HistoryDirection",
+  "Kindred__Chat__V1__HistoryDirection",
+  "kindred.chat.v1",
+  3,
+  kindred__chat__v1__history_direction__enum_values_by_number,
+  3,
+  kindred__chat__v1__history_direction__enum_values_by_name,
+  1,
+  kindred__chat__v1__history_direction__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCMethodDescriptor kindred__chat__v1__chat_service__method_descriptors[16] =
 {
   { "OpenThread", &kindred__chat__v1__open_thread_request__descriptor, &kindred__chat__v1__open_thread_response__descriptor },
   { "CloseThread", &kindred__chat__v1__close_thread_request__descriptor, &kindred__chat__v1__close_thread_response__descriptor },
@@ -2238,24 +2586,30 @@ static const ProtobufCMethodDescriptor kindred__chat__v1__chat_service__method_d
   { "MarkDelivered", &kindred__chat__v1__mark_delivered_request__descriptor, &kindred__chat__v1__mark_delivered_response__descriptor },
   { "GetUnreadCount", &kindred__chat__v1__get_unread_count_request__descriptor, &kindred__chat__v1__get_unread_count_response__descriptor },
   { "Subscribe", &kindred__chat__v1__subscribe_request__descriptor, &kindred__chat__v1__subscribe_response__descriptor },
+  { "SendTyping", &kindred__chat__v1__send_typing_request__descriptor, &kindred__chat__v1__send_typing_response__descriptor },
+  { "GetChatSettings", &kindred__chat__v1__get_chat_settings_request__descriptor, &kindred__chat__v1__chat_settings__descriptor },
+  { "UpdateChatSettings", &kindred__chat__v1__update_chat_settings_request__descriptor, &kindred__chat__v1__chat_settings__descriptor },
   { "GetMessages", &kindred__chat__v1__get_messages_request__descriptor, &kindred__chat__v1__get_messages_response__descriptor },
   { "DeliverEvents", &kindred__common__v1__deliver_events_request__descriptor, &kindred__common__v1__deliver_events_response__descriptor },
   { "GetUserFootprint", &kindred__chat__v1__get_user_footprint_request__descriptor, &kindred__chat__v1__get_user_footprint_response__descriptor },
 };
 const unsigned kindred__chat__v1__chat_service__method_indices_by_name[] = {
   1,        /* CloseThread */
-  11,        /* DeliverEvents */
-  10,        /* GetMessages */
+  14,        /* DeliverEvents */
+  11,        /* GetChatSettings */
+  13,        /* GetMessages */
   3,        /* GetThreadSummaries */
   8,        /* GetUnreadCount */
-  12,        /* GetUserFootprint */
+  15,        /* GetUserFootprint */
   5,        /* History */
   2,        /* ListThreads */
   7,        /* MarkDelivered */
   6,        /* MarkRead */
   0,        /* OpenThread */
   4,        /* SendMessage */
-  9         /* Subscribe */
+  10,        /* SendTyping */
+  9,        /* Subscribe */
+  12         /* UpdateChatSettings */
 };
 const ProtobufCServiceDescriptor kindred__chat__v1__chat_service__descriptor =
 {
@@ -2264,7 +2618,7 @@ const ProtobufCServiceDescriptor kindred__chat__v1__chat_service__descriptor =
   "ChatService",
   "Kindred__Chat__V1__ChatService",
   "kindred.chat.v1",
-  13,
+  16,
   kindred__chat__v1__chat_service__method_descriptors,
   kindred__chat__v1__chat_service__method_indices_by_name
 };
@@ -2348,13 +2702,37 @@ void kindred__chat__v1__chat_service__subscribe(ProtobufCService *service,
   assert(service->descriptor == &kindred__chat__v1__chat_service__descriptor);
   service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void kindred__chat__v1__chat_service__send_typing(ProtobufCService *service,
+                                                  const Kindred__Chat__V1__SendTypingRequest *input,
+                                                  Kindred__Chat__V1__SendTypingResponse_Closure closure,
+                                                  void *closure_data)
+{
+  assert(service->descriptor == &kindred__chat__v1__chat_service__descriptor);
+  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void kindred__chat__v1__chat_service__get_chat_settings(ProtobufCService *service,
+                                                        const Kindred__Chat__V1__GetChatSettingsRequest *input,
+                                                        Kindred__Chat__V1__ChatSettings_Closure closure,
+                                                        void *closure_data)
+{
+  assert(service->descriptor == &kindred__chat__v1__chat_service__descriptor);
+  service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void kindred__chat__v1__chat_service__update_chat_settings(ProtobufCService *service,
+                                                           const Kindred__Chat__V1__UpdateChatSettingsRequest *input,
+                                                           Kindred__Chat__V1__ChatSettings_Closure closure,
+                                                           void *closure_data)
+{
+  assert(service->descriptor == &kindred__chat__v1__chat_service__descriptor);
+  service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void kindred__chat__v1__chat_service__get_messages(ProtobufCService *service,
                                                    const Kindred__Chat__V1__GetMessagesRequest *input,
                                                    Kindred__Chat__V1__GetMessagesResponse_Closure closure,
                                                    void *closure_data)
 {
   assert(service->descriptor == &kindred__chat__v1__chat_service__descriptor);
-  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__chat__v1__chat_service__deliver_events(ProtobufCService *service,
                                                      const Kindred__Common__V1__DeliverEventsRequest *input,
@@ -2362,7 +2740,7 @@ void kindred__chat__v1__chat_service__deliver_events(ProtobufCService *service,
                                                      void *closure_data)
 {
   assert(service->descriptor == &kindred__chat__v1__chat_service__descriptor);
-  service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__chat__v1__chat_service__get_user_footprint(ProtobufCService *service,
                                                          const Kindred__Chat__V1__GetUserFootprintRequest *input,
@@ -2370,7 +2748,7 @@ void kindred__chat__v1__chat_service__get_user_footprint(ProtobufCService *servi
                                                          void *closure_data)
 {
   assert(service->descriptor == &kindred__chat__v1__chat_service__descriptor);
-  service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__chat__v1__chat_service__init (Kindred__Chat__V1__ChatService_Service *service,
                                             Kindred__Chat__V1__ChatService_ServiceDestroy destroy)

@@ -30,6 +30,10 @@ typedef struct Kindred__Chat__V1__SendMessageRequest Kindred__Chat__V1__SendMess
 typedef struct Kindred__Chat__V1__SendMessageResponse Kindred__Chat__V1__SendMessageResponse;
 typedef struct Kindred__Chat__V1__HistoryRequest Kindred__Chat__V1__HistoryRequest;
 typedef struct Kindred__Chat__V1__HistoryResponse Kindred__Chat__V1__HistoryResponse;
+typedef struct Kindred__Chat__V1__SendTypingRequest Kindred__Chat__V1__SendTypingRequest;
+typedef struct Kindred__Chat__V1__SendTypingResponse Kindred__Chat__V1__SendTypingResponse;
+typedef struct Kindred__Chat__V1__GetChatSettingsRequest Kindred__Chat__V1__GetChatSettingsRequest;
+typedef struct Kindred__Chat__V1__UpdateChatSettingsRequest Kindred__Chat__V1__UpdateChatSettingsRequest;
 typedef struct Kindred__Chat__V1__MarkReadRequest Kindred__Chat__V1__MarkReadRequest;
 typedef struct Kindred__Chat__V1__MarkReadResponse Kindred__Chat__V1__MarkReadResponse;
 typedef struct Kindred__Chat__V1__MarkDeliveredRequest Kindred__Chat__V1__MarkDeliveredRequest;
@@ -46,6 +50,24 @@ typedef struct Kindred__Chat__V1__GetUserFootprintResponse Kindred__Chat__V1__Ge
 
 /* --- enums --- */
 
+/*
+ * Which way History pages.
+ */
+typedef enum _Kindred__Chat__V1__HistoryDirection {
+  /*
+   * Older messages, newest first (the default).
+   */
+  KINDRED__CHAT__V1__HISTORY_DIRECTION__HISTORY_DIRECTION_UNSPECIFIED = 0,
+  /*
+   * Older messages, newest first.
+   */
+  KINDRED__CHAT__V1__HISTORY_DIRECTION__HISTORY_DIRECTION_OLDER = 1,
+  /*
+   * Newer messages, oldest first (catching up from a known point).
+   */
+  KINDRED__CHAT__V1__HISTORY_DIRECTION__HISTORY_DIRECTION_NEWER = 2
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(KINDRED__CHAT__V1__HISTORY_DIRECTION)
+} Kindred__Chat__V1__HistoryDirection;
 
 /* --- messages --- */
 
@@ -233,7 +255,10 @@ struct  Kindred__Chat__V1__SendMessageRequest
   char *thread_id;
   /*
    * Client-generated idempotency key for this message, typically a UUID, 1..64 characters of
-   * [A-Za-z0-9_-]; unique per sender. A retry returns the originally stored message.
+   * [A-Za-z0-9_-]; unique per sender. A retry returns the originally stored message. Ids are
+   * remembered for as long as the message is stored (until the account is deleted): the same id
+   * with the same thread and body returns the original (replayed), with anything else
+   * ALREADY_EXISTS (reason CLIENT_MESSAGE_ID_REUSED).
    */
   char *client_message_id;
   /*
@@ -281,13 +306,23 @@ struct  Kindred__Chat__V1__HistoryRequest
    */
   int32_t page_size;
   /*
-   * Token from a previous response (keyset on sequence); empty for the newest page.
+   * Token from a previous response (keyset on sequence, same thread and direction); empty for
+   * the first page.
    */
   char *page_token;
+  /*
+   * Direction of the pages.
+   */
+  Kindred__Chat__V1__HistoryDirection direction;
+  /*
+   * First page only (no page_token): start after this sequence, exclusive, >= 0. 0 = from the
+   * newest message (OLDER) or from the first one (NEWER).
+   */
+  int64_t from_sequence;
 };
 #define KINDRED__CHAT__V1__HISTORY_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__chat__v1__history_request__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, KINDRED__CHAT__V1__HISTORY_DIRECTION__HISTORY_DIRECTION_UNSPECIFIED, 0 }
 
 
 /*
@@ -297,18 +332,75 @@ struct  Kindred__Chat__V1__HistoryResponse
 {
   ProtobufCMessage base;
   /*
-   * Messages, newest first.
+   * Messages, newest first (OLDER) or oldest first (NEWER).
    */
   size_t n_messages;
   Kindred__Chat__V1__ChatMessage **messages;
   /*
-   * Token for older messages; empty when the beginning is reached.
+   * Token for the next page in the same direction; empty when the end is reached (OLDER: the
+   * beginning of the thread; NEWER: the newest message at the time of the call).
    */
   char *next_page_token;
 };
 #define KINDRED__CHAT__V1__HISTORY_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__chat__v1__history_response__descriptor) \
     , 0,NULL, (char *)protobuf_c_empty_string }
+
+
+/*
+ * Say the caller is typing.
+ */
+struct  Kindred__Chat__V1__SendTypingRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The thread id.
+   */
+  char *thread_id;
+};
+#define KINDRED__CHAT__V1__SEND_TYPING_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__chat__v1__send_typing_request__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+/*
+ * Result of SendTyping (no content).
+ */
+struct  Kindred__Chat__V1__SendTypingResponse
+{
+  ProtobufCMessage base;
+};
+#define KINDRED__CHAT__V1__SEND_TYPING_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__chat__v1__send_typing_response__descriptor) \
+     }
+
+
+/*
+ * Read the caller's settings.
+ */
+struct  Kindred__Chat__V1__GetChatSettingsRequest
+{
+  ProtobufCMessage base;
+};
+#define KINDRED__CHAT__V1__GET_CHAT_SETTINGS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__chat__v1__get_chat_settings_request__descriptor) \
+     }
+
+
+/*
+ * Change the caller's settings.
+ */
+struct  Kindred__Chat__V1__UpdateChatSettingsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The new settings.
+   */
+  Kindred__Chat__V1__ChatSettings *settings;
+};
+#define KINDRED__CHAT__V1__UPDATE_CHAT_SETTINGS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__chat__v1__update_chat_settings_request__descriptor) \
+    , NULL }
 
 
 /*
@@ -742,6 +834,82 @@ Kindred__Chat__V1__HistoryResponse *
 void   kindred__chat__v1__history_response__free_unpacked
                      (Kindred__Chat__V1__HistoryResponse *message,
                       ProtobufCAllocator *allocator);
+/* Kindred__Chat__V1__SendTypingRequest methods */
+void   kindred__chat__v1__send_typing_request__init
+                     (Kindred__Chat__V1__SendTypingRequest         *message);
+size_t kindred__chat__v1__send_typing_request__get_packed_size
+                     (const Kindred__Chat__V1__SendTypingRequest   *message);
+size_t kindred__chat__v1__send_typing_request__pack
+                     (const Kindred__Chat__V1__SendTypingRequest   *message,
+                      uint8_t             *out);
+size_t kindred__chat__v1__send_typing_request__pack_to_buffer
+                     (const Kindred__Chat__V1__SendTypingRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Chat__V1__SendTypingRequest *
+       kindred__chat__v1__send_typing_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__chat__v1__send_typing_request__free_unpacked
+                     (Kindred__Chat__V1__SendTypingRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Kindred__Chat__V1__SendTypingResponse methods */
+void   kindred__chat__v1__send_typing_response__init
+                     (Kindred__Chat__V1__SendTypingResponse         *message);
+size_t kindred__chat__v1__send_typing_response__get_packed_size
+                     (const Kindred__Chat__V1__SendTypingResponse   *message);
+size_t kindred__chat__v1__send_typing_response__pack
+                     (const Kindred__Chat__V1__SendTypingResponse   *message,
+                      uint8_t             *out);
+size_t kindred__chat__v1__send_typing_response__pack_to_buffer
+                     (const Kindred__Chat__V1__SendTypingResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Chat__V1__SendTypingResponse *
+       kindred__chat__v1__send_typing_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__chat__v1__send_typing_response__free_unpacked
+                     (Kindred__Chat__V1__SendTypingResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Kindred__Chat__V1__GetChatSettingsRequest methods */
+void   kindred__chat__v1__get_chat_settings_request__init
+                     (Kindred__Chat__V1__GetChatSettingsRequest         *message);
+size_t kindred__chat__v1__get_chat_settings_request__get_packed_size
+                     (const Kindred__Chat__V1__GetChatSettingsRequest   *message);
+size_t kindred__chat__v1__get_chat_settings_request__pack
+                     (const Kindred__Chat__V1__GetChatSettingsRequest   *message,
+                      uint8_t             *out);
+size_t kindred__chat__v1__get_chat_settings_request__pack_to_buffer
+                     (const Kindred__Chat__V1__GetChatSettingsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Chat__V1__GetChatSettingsRequest *
+       kindred__chat__v1__get_chat_settings_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__chat__v1__get_chat_settings_request__free_unpacked
+                     (Kindred__Chat__V1__GetChatSettingsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Kindred__Chat__V1__UpdateChatSettingsRequest methods */
+void   kindred__chat__v1__update_chat_settings_request__init
+                     (Kindred__Chat__V1__UpdateChatSettingsRequest         *message);
+size_t kindred__chat__v1__update_chat_settings_request__get_packed_size
+                     (const Kindred__Chat__V1__UpdateChatSettingsRequest   *message);
+size_t kindred__chat__v1__update_chat_settings_request__pack
+                     (const Kindred__Chat__V1__UpdateChatSettingsRequest   *message,
+                      uint8_t             *out);
+size_t kindred__chat__v1__update_chat_settings_request__pack_to_buffer
+                     (const Kindred__Chat__V1__UpdateChatSettingsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Chat__V1__UpdateChatSettingsRequest *
+       kindred__chat__v1__update_chat_settings_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__chat__v1__update_chat_settings_request__free_unpacked
+                     (Kindred__Chat__V1__UpdateChatSettingsRequest *message,
+                      ProtobufCAllocator *allocator);
 /* Kindred__Chat__V1__MarkReadRequest methods */
 void   kindred__chat__v1__mark_read_request__init
                      (Kindred__Chat__V1__MarkReadRequest         *message);
@@ -1008,6 +1176,18 @@ typedef void (*Kindred__Chat__V1__HistoryRequest_Closure)
 typedef void (*Kindred__Chat__V1__HistoryResponse_Closure)
                  (const Kindred__Chat__V1__HistoryResponse *message,
                   void *closure_data);
+typedef void (*Kindred__Chat__V1__SendTypingRequest_Closure)
+                 (const Kindred__Chat__V1__SendTypingRequest *message,
+                  void *closure_data);
+typedef void (*Kindred__Chat__V1__SendTypingResponse_Closure)
+                 (const Kindred__Chat__V1__SendTypingResponse *message,
+                  void *closure_data);
+typedef void (*Kindred__Chat__V1__GetChatSettingsRequest_Closure)
+                 (const Kindred__Chat__V1__GetChatSettingsRequest *message,
+                  void *closure_data);
+typedef void (*Kindred__Chat__V1__UpdateChatSettingsRequest_Closure)
+                 (const Kindred__Chat__V1__UpdateChatSettingsRequest *message,
+                  void *closure_data);
 typedef void (*Kindred__Chat__V1__MarkReadRequest_Closure)
                  (const Kindred__Chat__V1__MarkReadRequest *message,
                   void *closure_data);
@@ -1091,6 +1271,18 @@ struct Kindred__Chat__V1__ChatService_Service
                     const Kindred__Chat__V1__SubscribeRequest *input,
                     Kindred__Chat__V1__SubscribeResponse_Closure closure,
                     void *closure_data);
+  void (*send_typing)(Kindred__Chat__V1__ChatService_Service *service,
+                      const Kindred__Chat__V1__SendTypingRequest *input,
+                      Kindred__Chat__V1__SendTypingResponse_Closure closure,
+                      void *closure_data);
+  void (*get_chat_settings)(Kindred__Chat__V1__ChatService_Service *service,
+                            const Kindred__Chat__V1__GetChatSettingsRequest *input,
+                            Kindred__Chat__V1__ChatSettings_Closure closure,
+                            void *closure_data);
+  void (*update_chat_settings)(Kindred__Chat__V1__ChatService_Service *service,
+                               const Kindred__Chat__V1__UpdateChatSettingsRequest *input,
+                               Kindred__Chat__V1__ChatSettings_Closure closure,
+                               void *closure_data);
   void (*get_messages)(Kindred__Chat__V1__ChatService_Service *service,
                        const Kindred__Chat__V1__GetMessagesRequest *input,
                        Kindred__Chat__V1__GetMessagesResponse_Closure closure,
@@ -1121,6 +1313,9 @@ void kindred__chat__v1__chat_service__init (Kindred__Chat__V1__ChatService_Servi
       function_prefix__ ## mark_delivered,\
       function_prefix__ ## get_unread_count,\
       function_prefix__ ## subscribe,\
+      function_prefix__ ## send_typing,\
+      function_prefix__ ## get_chat_settings,\
+      function_prefix__ ## update_chat_settings,\
       function_prefix__ ## get_messages,\
       function_prefix__ ## deliver_events,\
       function_prefix__ ## get_user_footprint  }
@@ -1164,6 +1359,18 @@ void kindred__chat__v1__chat_service__subscribe(ProtobufCService *service,
                                                 const Kindred__Chat__V1__SubscribeRequest *input,
                                                 Kindred__Chat__V1__SubscribeResponse_Closure closure,
                                                 void *closure_data);
+void kindred__chat__v1__chat_service__send_typing(ProtobufCService *service,
+                                                  const Kindred__Chat__V1__SendTypingRequest *input,
+                                                  Kindred__Chat__V1__SendTypingResponse_Closure closure,
+                                                  void *closure_data);
+void kindred__chat__v1__chat_service__get_chat_settings(ProtobufCService *service,
+                                                        const Kindred__Chat__V1__GetChatSettingsRequest *input,
+                                                        Kindred__Chat__V1__ChatSettings_Closure closure,
+                                                        void *closure_data);
+void kindred__chat__v1__chat_service__update_chat_settings(ProtobufCService *service,
+                                                           const Kindred__Chat__V1__UpdateChatSettingsRequest *input,
+                                                           Kindred__Chat__V1__ChatSettings_Closure closure,
+                                                           void *closure_data);
 void kindred__chat__v1__chat_service__get_messages(ProtobufCService *service,
                                                    const Kindred__Chat__V1__GetMessagesRequest *input,
                                                    Kindred__Chat__V1__GetMessagesResponse_Closure closure,
@@ -1179,6 +1386,7 @@ void kindred__chat__v1__chat_service__get_user_footprint(ProtobufCService *servi
 
 /* --- descriptors --- */
 
+extern const ProtobufCEnumDescriptor    kindred__chat__v1__history_direction__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__open_thread_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__open_thread_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__close_thread_request__descriptor;
@@ -1191,6 +1399,10 @@ extern const ProtobufCMessageDescriptor kindred__chat__v1__send_message_request_
 extern const ProtobufCMessageDescriptor kindred__chat__v1__send_message_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__history_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__history_response__descriptor;
+extern const ProtobufCMessageDescriptor kindred__chat__v1__send_typing_request__descriptor;
+extern const ProtobufCMessageDescriptor kindred__chat__v1__send_typing_response__descriptor;
+extern const ProtobufCMessageDescriptor kindred__chat__v1__get_chat_settings_request__descriptor;
+extern const ProtobufCMessageDescriptor kindred__chat__v1__update_chat_settings_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__mark_read_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__mark_read_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__mark_delivered_request__descriptor;

@@ -142,6 +142,96 @@ void   kindred__chat__v1__chat_event__free_unpacked
   assert(message->base.descriptor == &kindred__chat__v1__chat_event__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   kindred__chat__v1__typing_indicator__init
+                     (Kindred__Chat__V1__TypingIndicator         *message)
+{
+  static const Kindred__Chat__V1__TypingIndicator init_value = KINDRED__CHAT__V1__TYPING_INDICATOR__INIT;
+  *message = init_value;
+}
+size_t kindred__chat__v1__typing_indicator__get_packed_size
+                     (const Kindred__Chat__V1__TypingIndicator *message)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__typing_indicator__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__chat__v1__typing_indicator__pack
+                     (const Kindred__Chat__V1__TypingIndicator *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__typing_indicator__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__chat__v1__typing_indicator__pack_to_buffer
+                     (const Kindred__Chat__V1__TypingIndicator *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__typing_indicator__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Chat__V1__TypingIndicator *
+       kindred__chat__v1__typing_indicator__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Chat__V1__TypingIndicator *)
+     protobuf_c_message_unpack (&kindred__chat__v1__typing_indicator__descriptor,
+                                allocator, len, data);
+}
+void   kindred__chat__v1__typing_indicator__free_unpacked
+                     (Kindred__Chat__V1__TypingIndicator *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__chat__v1__typing_indicator__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   kindred__chat__v1__chat_settings__init
+                     (Kindred__Chat__V1__ChatSettings         *message)
+{
+  static const Kindred__Chat__V1__ChatSettings init_value = KINDRED__CHAT__V1__CHAT_SETTINGS__INIT;
+  *message = init_value;
+}
+size_t kindred__chat__v1__chat_settings__get_packed_size
+                     (const Kindred__Chat__V1__ChatSettings *message)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__chat_settings__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__chat__v1__chat_settings__pack
+                     (const Kindred__Chat__V1__ChatSettings *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__chat_settings__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__chat__v1__chat_settings__pack_to_buffer
+                     (const Kindred__Chat__V1__ChatSettings *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__chat_settings__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Chat__V1__ChatSettings *
+       kindred__chat__v1__chat_settings__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Chat__V1__ChatSettings *)
+     protobuf_c_message_unpack (&kindred__chat__v1__chat_settings__descriptor,
+                                allocator, len, data);
+}
+void   kindred__chat__v1__chat_settings__free_unpacked
+                     (Kindred__Chat__V1__ChatSettings *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__chat__v1__chat_settings__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   kindred__chat__v1__read_receipt__init
                      (Kindred__Chat__V1__ReadReceipt         *message)
 {
@@ -670,7 +760,7 @@ const ProtobufCMessageDescriptor kindred__chat__v1__chat_message__descriptor =
   (ProtobufCMessageInit) kindred__chat__v1__chat_message__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__chat__v1__chat_event__field_descriptors[9] =
+static const ProtobufCFieldDescriptor kindred__chat__v1__chat_event__field_descriptors[10] =
 {
   {
     "resume_token",
@@ -780,6 +870,18 @@ static const ProtobufCFieldDescriptor kindred__chat__v1__chat_event__field_descr
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "typing",
+    17,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Kindred__Chat__V1__ChatEvent, event_case),
+    offsetof(Kindred__Chat__V1__ChatEvent, typing),
+    &kindred__chat__v1__typing_indicator__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__chat__v1__chat_event__field_indices_by_name[] = {
   4,   /* field[4] = delivery_receipt */
@@ -791,12 +893,13 @@ static const unsigned kindred__chat__v1__chat_event__field_indices_by_name[] = {
   0,   /* field[0] = resume_token */
   8,   /* field[8] = resync_required */
   6,   /* field[6] = thread_closed */
+  9,   /* field[9] = typing */
 };
 static const ProtobufCIntRange kindred__chat__v1__chat_event__number_ranges[2 + 1] =
 {
   { 1, 0 },
   { 10, 2 },
-  { 0, 9 }
+  { 0, 10 }
 };
 const ProtobufCMessageDescriptor kindred__chat__v1__chat_event__descriptor =
 {
@@ -806,11 +909,100 @@ const ProtobufCMessageDescriptor kindred__chat__v1__chat_event__descriptor =
   "Kindred__Chat__V1__ChatEvent",
   "kindred.chat.v1",
   sizeof(Kindred__Chat__V1__ChatEvent),
-  9,
+  10,
   kindred__chat__v1__chat_event__field_descriptors,
   kindred__chat__v1__chat_event__field_indices_by_name,
   2,  kindred__chat__v1__chat_event__number_ranges,
   (ProtobufCMessageInit) kindred__chat__v1__chat_event__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kindred__chat__v1__typing_indicator__field_descriptors[2] =
+{
+  {
+    "thread_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Chat__V1__TypingIndicator, thread_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Chat__V1__TypingIndicator, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__chat__v1__typing_indicator__field_indices_by_name[] = {
+  0,   /* field[0] = thread_id */
+  1,   /* field[1] = user_id */
+};
+static const ProtobufCIntRange kindred__chat__v1__typing_indicator__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor kindred__chat__v1__typing_indicator__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.chat.v1.TypingIndicator",
+  "TypingIndicator",
+  "Kindred__Chat__V1__TypingIndicator",
+  "kindred.chat.v1",
+  sizeof(Kindred__Chat__V1__TypingIndicator),
+  2,
+  kindred__chat__v1__typing_indicator__field_descriptors,
+  kindred__chat__v1__typing_indicator__field_indices_by_name,
+  1,  kindred__chat__v1__typing_indicator__number_ranges,
+  (ProtobufCMessageInit) kindred__chat__v1__typing_indicator__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kindred__chat__v1__chat_settings__field_descriptors[1] =
+{
+  {
+    "hide_read_receipts",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Chat__V1__ChatSettings, hide_read_receipts),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__chat__v1__chat_settings__field_indices_by_name[] = {
+  0,   /* field[0] = hide_read_receipts */
+};
+static const ProtobufCIntRange kindred__chat__v1__chat_settings__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor kindred__chat__v1__chat_settings__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.chat.v1.ChatSettings",
+  "ChatSettings",
+  "Kindred__Chat__V1__ChatSettings",
+  "kindred.chat.v1",
+  sizeof(Kindred__Chat__V1__ChatSettings),
+  1,
+  kindred__chat__v1__chat_settings__field_descriptors,
+  kindred__chat__v1__chat_settings__field_indices_by_name,
+  1,  kindred__chat__v1__chat_settings__number_ranges,
+  (ProtobufCMessageInit) kindred__chat__v1__chat_settings__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor kindred__chat__v1__read_receipt__field_descriptors[5] =

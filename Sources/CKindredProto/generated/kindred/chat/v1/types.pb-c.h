@@ -19,6 +19,8 @@ PROTOBUF_C__BEGIN_DECLS
 typedef struct Kindred__Chat__V1__ChatThread Kindred__Chat__V1__ChatThread;
 typedef struct Kindred__Chat__V1__ChatMessage Kindred__Chat__V1__ChatMessage;
 typedef struct Kindred__Chat__V1__ChatEvent Kindred__Chat__V1__ChatEvent;
+typedef struct Kindred__Chat__V1__TypingIndicator Kindred__Chat__V1__TypingIndicator;
+typedef struct Kindred__Chat__V1__ChatSettings Kindred__Chat__V1__ChatSettings;
 typedef struct Kindred__Chat__V1__ReadReceipt Kindred__Chat__V1__ReadReceipt;
 typedef struct Kindred__Chat__V1__DeliveryReceipt Kindred__Chat__V1__DeliveryReceipt;
 typedef struct Kindred__Chat__V1__MatchCreatedNotice Kindred__Chat__V1__MatchCreatedNotice;
@@ -169,7 +171,8 @@ typedef enum {
   KINDRED__CHAT__V1__CHAT_EVENT__EVENT_MATCH_CREATED = 13,
   KINDRED__CHAT__V1__CHAT_EVENT__EVENT_THREAD_CLOSED = 14,
   KINDRED__CHAT__V1__CHAT_EVENT__EVENT_HEARTBEAT = 15,
-  KINDRED__CHAT__V1__CHAT_EVENT__EVENT_RESYNC_REQUIRED = 16
+  KINDRED__CHAT__V1__CHAT_EVENT__EVENT_RESYNC_REQUIRED = 16,
+  KINDRED__CHAT__V1__CHAT_EVENT__EVENT_TYPING = 17
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(KINDRED__CHAT__V1__CHAT_EVENT__EVENT__CASE)
 } Kindred__Chat__V1__ChatEvent__EventCase;
 
@@ -221,11 +224,53 @@ struct  Kindred__Chat__V1__ChatEvent
      * with the live events that follow.
      */
     Kindred__Chat__V1__ResyncRequired *resync_required;
+    /*
+     * The other participant is typing (ephemeral: not in the event log, no resume token). Show
+     * it for a few seconds; another one follows while they keep typing.
+     */
+    Kindred__Chat__V1__TypingIndicator *typing;
   };
 };
 #define KINDRED__CHAT__V1__CHAT_EVENT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__chat__v1__chat_event__descriptor) \
     , (char *)protobuf_c_empty_string, 0, KINDRED__CHAT__V1__CHAT_EVENT__EVENT__NOT_SET, {0} }
+
+
+/*
+ * Someone is typing.
+ */
+struct  Kindred__Chat__V1__TypingIndicator
+{
+  ProtobufCMessage base;
+  /*
+   * The thread.
+   */
+  char *thread_id;
+  /*
+   * Who is typing.
+   */
+  char *user_id;
+};
+#define KINDRED__CHAT__V1__TYPING_INDICATOR__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__chat__v1__typing_indicator__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+/*
+ * A user's chat settings.
+ */
+struct  Kindred__Chat__V1__ChatSettings
+{
+  ProtobufCMessage base;
+  /*
+   * Hide read receipts (as WhatsApp allows): the user's reads are not shown to others, and in
+   * return the user does not see others' reads either (delivery receipts stay).
+   */
+  protobuf_c_boolean hide_read_receipts;
+};
+#define KINDRED__CHAT__V1__CHAT_SETTINGS__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__chat__v1__chat_settings__descriptor) \
+    , 0 }
 
 
 /*
@@ -429,6 +474,44 @@ Kindred__Chat__V1__ChatEvent *
 void   kindred__chat__v1__chat_event__free_unpacked
                      (Kindred__Chat__V1__ChatEvent *message,
                       ProtobufCAllocator *allocator);
+/* Kindred__Chat__V1__TypingIndicator methods */
+void   kindred__chat__v1__typing_indicator__init
+                     (Kindred__Chat__V1__TypingIndicator         *message);
+size_t kindred__chat__v1__typing_indicator__get_packed_size
+                     (const Kindred__Chat__V1__TypingIndicator   *message);
+size_t kindred__chat__v1__typing_indicator__pack
+                     (const Kindred__Chat__V1__TypingIndicator   *message,
+                      uint8_t             *out);
+size_t kindred__chat__v1__typing_indicator__pack_to_buffer
+                     (const Kindred__Chat__V1__TypingIndicator   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Chat__V1__TypingIndicator *
+       kindred__chat__v1__typing_indicator__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__chat__v1__typing_indicator__free_unpacked
+                     (Kindred__Chat__V1__TypingIndicator *message,
+                      ProtobufCAllocator *allocator);
+/* Kindred__Chat__V1__ChatSettings methods */
+void   kindred__chat__v1__chat_settings__init
+                     (Kindred__Chat__V1__ChatSettings         *message);
+size_t kindred__chat__v1__chat_settings__get_packed_size
+                     (const Kindred__Chat__V1__ChatSettings   *message);
+size_t kindred__chat__v1__chat_settings__pack
+                     (const Kindred__Chat__V1__ChatSettings   *message,
+                      uint8_t             *out);
+size_t kindred__chat__v1__chat_settings__pack_to_buffer
+                     (const Kindred__Chat__V1__ChatSettings   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Chat__V1__ChatSettings *
+       kindred__chat__v1__chat_settings__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__chat__v1__chat_settings__free_unpacked
+                     (Kindred__Chat__V1__ChatSettings *message,
+                      ProtobufCAllocator *allocator);
 /* Kindred__Chat__V1__ReadReceipt methods */
 void   kindred__chat__v1__read_receipt__init
                      (Kindred__Chat__V1__ReadReceipt         *message);
@@ -554,6 +637,12 @@ typedef void (*Kindred__Chat__V1__ChatMessage_Closure)
 typedef void (*Kindred__Chat__V1__ChatEvent_Closure)
                  (const Kindred__Chat__V1__ChatEvent *message,
                   void *closure_data);
+typedef void (*Kindred__Chat__V1__TypingIndicator_Closure)
+                 (const Kindred__Chat__V1__TypingIndicator *message,
+                  void *closure_data);
+typedef void (*Kindred__Chat__V1__ChatSettings_Closure)
+                 (const Kindred__Chat__V1__ChatSettings *message,
+                  void *closure_data);
 typedef void (*Kindred__Chat__V1__ReadReceipt_Closure)
                  (const Kindred__Chat__V1__ReadReceipt *message,
                   void *closure_data);
@@ -583,6 +672,8 @@ extern const ProtobufCEnumDescriptor    kindred__chat__v1__thread_closed_reason_
 extern const ProtobufCMessageDescriptor kindred__chat__v1__chat_thread__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__chat_message__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__chat_event__descriptor;
+extern const ProtobufCMessageDescriptor kindred__chat__v1__typing_indicator__descriptor;
+extern const ProtobufCMessageDescriptor kindred__chat__v1__chat_settings__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__read_receipt__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__delivery_receipt__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__match_created_notice__descriptor;

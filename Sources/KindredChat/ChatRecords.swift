@@ -1,0 +1,63 @@
+import KindredPostgres
+import KindredProto
+
+/// Statements run either on the pool or inside a transaction; the stores take either.
+protocol SQLRunner: Sendable {
+    func query(_ query: PostgresQuery) async throws -> PostgresRows
+    @discardableResult func execute(_ query: PostgresQuery) async throws -> Int
+}
+extension PostgresClient: SQLRunner {}
+extension PostgresTransaction: SQLRunner {}
+
+/// A thread as stored, with the participants' state needed to decide what a caller may do.
+struct ThreadRecord: Sendable, Hashable {
+    enum State: String, Sendable { case open, closed }
+    var threadID: String
+    var userA: String
+    var userB: String
+    var communityID: String
+    var state: State
+    var lastSequence: Int64
+    /// Either participant's account is deactivated: the thread is hidden from both.
+    var hidden: Bool
+
+    func isParticipant(_ user: String) -> Bool { user == self.userA || user == self.userB }
+    func other(than user: String) -> String { user == self.userA ? self.userB : self.userA }
+
+    static let columns = """
+        t.thread_id::text, t.user_a::text, t.user_b::text, t.community_id, t.state, t.last_sequence,
+        (ua.deactivated OR ub.deactivated) AS hidden
+        """
+    static let from = """
+        threads t JOIN users ua ON ua.user_id = t.user_a JOIN users ub ON ub.user_id = t.user_b
+        """
+
+    init(row: PostgresRow) throws {
+        self.threadID = try row.decode(String.self, at: 0)
+        self.userA = try row.decode(String.self, at: 1)
+        self.userB = try row.decode(String.self, at: 2)
+        self.communityID = try row.decode(String.self, at: 3)
+        self.state = State(rawValue: try row.decode(String.self, at: 4)) ?? .closed
+        self.lastSequence = try row.decode(Int64.self, at: 5)
+        self.hidden = try row.decode(Bool.self, at: 6)
+    }
+}
+
+extension Kindred.Chat.V1.ChatMessage {
+    /// Columns of `messages m` in the order `init(row:at:)` reads them.
+    static let columns = """
+        m.message_id::text, m.thread_id::text, m.sender_id::text, m.client_message_id, m.body, m.sequence,
+        (extract(epoch FROM m.sent_at) * 1000)::bigint
+        """
+
+    init(row: PostgresRow, at first: Int = 0) throws {
+        self.init()
+        self.messageId = try row.decode(String.self, at: first)
+        self.threadId = try row.decode(String.self, at: first + 1)
+        self.senderUserId = try row.decode(String.self, at: first + 2)
+        self.clientMessageId = try row.decode(String.self, at: first + 3)
+        self.body = try row.decode(String.self, at: first + 4)
+        self.sequence = try row.decode(Int64.self, at: first + 5)
+        self.sentUnixMs = try row.decode(Int64.self, at: first + 6)
+    }
+}

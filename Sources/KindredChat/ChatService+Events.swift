@@ -1,0 +1,119 @@
+import KindredGRPC
+import KindredPostgres
+import KindredProto
+import KindredServiceKit
+
+extension ChatService {
+    /// `DeliverEvents`: what chat learns from the other services, each effect committed with the event id.
+    /// match: MatchCreated opens the thread, MatchEnded and UserBlocked close it; auth: deactivation hides,
+    /// reactivation restores, deletion erases; profile: CommunityUpdated sets the hourly message limit.
+    func deliverEvents(_ request: Kindred.Common.V1.DeliverEventsRequest, _ context: ServerContext) async throws
+        -> Kindred.Common.V1.DeliverEventsResponse
+    {
+        let producer = try await self.access.requireService(["auth", "profile", "match"], context)
+        var response = Kindred.Common.V1.DeliverEventsResponse()
+        response.acknowledgedEventIds = try await self.inbox.process(request.events, from: producer) {
+            event, transaction in
+            try await self.apply(event, in: transaction)
+        }
+        return response
+    }
+
+    func apply(_ event: Kindred.Common.V1.Event, in transaction: PostgresTransaction) async throws {
+        let subject = event.userId.lowercased()
+        switch event.payload {
+        case .matchCreated(let match)?:
+            guard let users = Self.pair(match.userIds), UUIDv7.isValid(match.matchId) else {
+                self.logger.error("MatchCreated without a valid pair: ignored", metadata: ["events.id": "\(event.eventId)"])
+                return
+            }
+            let initiator = users.contains(match.initiatorUserId.lowercased()) ? match.initiatorUserId.lowercased() : users[0]
+            _ = try await self.openThread(
+                matchID: match.matchId.lowercased(), users: users, communityID: event.communityId, initiator: initiator,
+                mode: match.mode, createdUnixMs: match.createdUnixMs > 0 ? match.createdUnixMs : event.occurredUnixMs,
+                in: transaction)
+        case .matchEnded(let ended)?:
+            guard UUIDv7.isValid(ended.matchId) else { return }
+            let endedBy = UUIDv7.isValid(ended.endedByUserId) ? ended.endedByUserId.lowercased() : nil
+            _ = try await self.closeThread(ended.matchId.lowercased(), reason: ended.reason, endedBy: endedBy, in: transaction)
+        case .userBlocked(let blocked)?:
+            guard UUIDv7.isValid(subject), UUIDv7.isValid(blocked.blockedUserId) else { return }
+            let open = try await self.threads.openThreads(
+                between: subject, and: blocked.blockedUserId.lowercased(), in: transaction)
+            for thread in open {
+                _ = try await self.closeThread(thread, reason: .blocked, endedBy: subject, in: transaction)
+            }
+        case .accountDeactivated?:
+            guard UUIDv7.isValid(subject) else { return }
+            try await self.users.setDeactivated(subject, true, in: transaction)
+        case .accountReactivated?:
+            guard UUIDv7.isValid(subject) else { return }
+            try await self.users.setDeactivated(subject, false, in: transaction)
+        case .accountDeleted?:
+            guard UUIDv7.isValid(subject) else { return }
+            try await self.erase(subject, in: transaction)
+        case .communityUpdated(let update)?:
+            guard let community = update.community, !community.communityId.isEmpty else { return }
+            try await self.communities.upsert(community, in: transaction)
+        default:
+            break  // irrelevant here: acknowledged all the same
+        }
+    }
+
+    /// Two distinct valid user ids, sorted.
+    static func pair(_ ids: [String]) -> [String]? {
+        let users = ids.map { $0.lowercased() }
+        guard users.count == 2, users[0] != users[1], users.allSatisfy(UUIDv7.isValid) else { return nil }
+        return users.sorted()
+    }
+
+    /// Account deletion: every thread the user took part in goes, with all its messages and positions and every
+    /// log event about it (in both users' logs); the other side is told the thread ended; the user's own log
+    /// and settings go. Afterwards `GetUserFootprint` counts zero for the user.
+    func erase(_ user: String, in transaction: PostgresTransaction) async throws {
+        let threads = try await self.threads.all(of: user, in: transaction)
+        let others = Set(threads.map { $0.other(than: user) }).sorted()
+        try await self.users.lock(([user] + others).sorted(), in: transaction)
+        for thread in threads where thread.state == .open {
+            var notice = Chat.ThreadClosedNotice()
+            notice.threadId = thread.threadID
+            notice.reason = .ended
+            // Not tied to the thread row: it must outlive the erasure below.
+            try await self.log.append(
+                Self.event(.threadClosed(notice)), to: thread.other(than: user), threadID: nil, in: transaction)
+        }
+        let ids = threads.map(\.threadID)
+        try await self.log.erase(user: user, threads: ids, in: transaction)
+        try await self.threads.delete(ids, in: transaction)
+        try await transaction.execute("DELETE FROM messages WHERE sender_id = \(user)::uuid")
+        try await transaction.execute("DELETE FROM read_states WHERE user_id = \(user)::uuid")
+        try await self.users.delete(user, in: transaction)
+    }
+
+    /// `GetUserFootprint`: rows chat holds about a user, per kind (zeros included). Admins and services.
+    func getUserFootprint(_ request: Chat.GetUserFootprintRequest, _ context: ServerContext) async throws
+        -> Chat.GetUserFootprintResponse
+    {
+        let caller = try await self.authenticate(context)
+        guard caller.isAdmin || caller.isService else { throw ChatError(.permissionDenied, "Admins and services only") }
+        let user = try ChatValidation.id(request.userId, field: "user_id")
+        let row = try await self.database.query(
+            """
+            SELECT (SELECT count(*) FROM threads WHERE user_a = \(user)::uuid OR user_b = \(user)::uuid),
+                   (SELECT count(*) FROM messages WHERE sender_id = \(user)::uuid),
+                   (SELECT count(*) FROM read_states WHERE user_id = \(user)::uuid),
+                   (SELECT count(*) FROM stream_events WHERE user_id = \(user)::uuid OR thread_id IN
+                       (SELECT thread_id FROM threads WHERE user_a = \(user)::uuid OR user_b = \(user)::uuid)),
+                   (SELECT count(*) FROM users WHERE user_id = \(user)::uuid)
+            """
+        )[0]
+        var response = Chat.GetUserFootprintResponse()
+        for (index, kind) in ["threads", "messages_sent", "read_states", "stream_events", "settings"].enumerated() {
+            var count = Kindred.Common.V1.DataCount()
+            count.kind = kind
+            count.rows = try row.decode(Int64.self, at: index)
+            response.counts.append(count)
+        }
+        return response
+    }
+}

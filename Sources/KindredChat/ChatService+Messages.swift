@@ -1,0 +1,111 @@
+import KindredGRPC
+import KindredPostgres
+import KindredProto
+import KindredServiceKit
+
+extension ChatService {
+    /// `SendMessage`: the next sequence of the thread, stored with the server's time and appended to both
+    /// participants' event logs in one transaction. Idempotent per (sender, client_message_id) for as long as
+    /// the message is stored: the same id with the same thread and body returns the original
+    /// (`replayed`), with anything else ALREADY_EXISTS.
+    func sendMessage(_ request: Chat.SendMessageRequest, _ context: ServerContext) async throws
+        -> Chat.SendMessageResponse
+    {
+        let user = try await self.requireUser(context)
+        let threadID = try ChatValidation.id(request.threadId, field: "thread_id")
+        let clientID = try ChatValidation.clientMessageID(request.clientMessageId)
+        let body = try ChatValidation.body(request.body)
+        let messageID = try UUIDv7.generate()
+        // Seven round trips: BEGIN, both users locked (in id order, the order every writer takes), the retry
+        // check, the thread locked with its limits, sequence and message, both event logs with NOTIFY, COMMIT.
+        return try await self.database.withTransaction { transaction in
+            guard try await self.threads.lockParticipants(of: threadID, for: user, in: transaction) else {
+                throw ChatError.threadNotFound
+            }
+            // Under the sender's row lock: a concurrent retry has committed or will wait for us.
+            if let stored = try await self.messages.find(sender: user, clientMessageID: clientID, in: transaction) {
+                return try Self.replay(stored, threadID: threadID, body: body)
+            }
+            let maxLimit = 10_000
+            guard
+                let (thread, communityLimit, sent) = try await self.threads.lockForSend(
+                    threadID, by: user, countUpTo: maxLimit, in: transaction)
+            else { throw ChatError.threadNotFound }
+            guard thread.state == .open, !thread.hidden else { throw ChatError.closed }
+            // Concurrent sends of one user count one after the other (the sender's row is locked).
+            guard sent < (communityLimit ?? self.configuration.defaultHourlyMessageLimit) else {
+                throw ChatError.rateLimited("Hourly message limit reached; try again later", retryAfter: .seconds(60))
+            }
+            let message = try await self.messages.append(
+                id: messageID, threadID: threadID, sender: user, clientMessageID: clientID, body: body, in: transaction)
+            try await self.log.append(
+                Self.event(.message(message), at: message.sentUnixMs), toAll: [thread.userA, thread.userB],
+                threadID: threadID, in: transaction)
+            var response = Chat.SendMessageResponse()
+            response.message = message
+            return response
+        }
+    }
+
+    /// The answer to a reused client_message_id.
+    static func replay(_ stored: Chat.ChatMessage, threadID: String, body: String) throws -> Chat.SendMessageResponse {
+        guard stored.threadId == threadID, stored.body == body else {
+            throw ChatError(.clientIDReused, "This client_message_id was already used for another message")
+        }
+        var response = Chat.SendMessageResponse()
+        response.message = stored
+        response.replayed = true
+        return response
+    }
+
+    /// `History`: keyset pages on the sequence, older (newest first) or newer (oldest first), from any point.
+    func history(_ request: Chat.HistoryRequest, _ context: ServerContext) async throws -> Chat.HistoryResponse {
+        let user = try await self.requireUser(context)
+        let threadID = try ChatValidation.id(request.threadId, field: "thread_id")
+        let size = try ChatValidation.pageSize(request.pageSize, default: 50)
+        let newer = request.direction == .newer
+        let scope = "history|\(user)|\(threadID)|\(newer ? "newer" : "older")"
+        var from: Int64
+        if request.pageToken.isEmpty {
+            guard request.fromSequence >= 0 else {
+                throw ChatError.invalid("from_sequence", "OUT_OF_RANGE", ">= 0")
+            }
+            from = request.fromSequence
+            if !newer && from == 0 { from = Int64.max }
+        } else {
+            guard let offset = PageToken.decode(request.pageToken, key: self.pageTokenKey, scope: scope) else {
+                throw ChatError.invalid("page_token", "PAGE_TOKEN_INVALID", "use a token from a previous page")
+            }
+            from = Int64(offset)
+        }
+        _ = try await self.readableThread(threadID, for: user, in: self.database)
+        var page = try await self.messages.page(
+            threadID: threadID, newer: newer, from: from, limit: size + 1, in: self.database)
+        var response = Chat.HistoryResponse()
+        if page.count > size {
+            page.removeLast()
+            response.nextPageToken = PageToken.encode(
+                offset: Int(page[page.count - 1].sequence), key: self.pageTokenKey, scope: scope)
+        }
+        response.messages = page
+        return response
+    }
+
+    /// `GetMessages`: admins read messages by id (report evidence).
+    func getMessages(_ request: Chat.GetMessagesRequest, _ context: ServerContext) async throws
+        -> Chat.GetMessagesResponse
+    {
+        guard try await self.authenticate(context).isAdmin else {
+            throw ChatError(.permissionDenied, "This call needs the admin role")
+        }
+        guard (1...50).contains(request.messageIds.count) else {
+            throw ChatError.invalid("message_ids", "OUT_OF_RANGE", "1..50 ids")
+        }
+        let ids = try request.messageIds.map { try ChatValidation.id($0, field: "message_ids") }
+        let found = Dictionary(
+            try await self.messages.byIDs(ids, in: self.database).map { ($0.messageId, $0) }, uniquingKeysWith: { a, _ in a })
+        var response = Chat.GetMessagesResponse()
+        response.messages = ids.compactMap { found[$0] }
+        return response
+    }
+}

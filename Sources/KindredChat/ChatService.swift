@@ -1,0 +1,152 @@
+import Foundation
+import KindredGRPC
+import KindredGRPCServices
+import KindredIdentity
+import KindredOpenSSL
+import KindredPostgres
+import KindredProto
+import KindredServiceKit
+import Logging
+
+typealias Chat = Kindred.Chat.V1
+
+/// `kindred.chat.v1.ChatService`: threads, messages, receipts, typing and live event streams. Handlers only
+/// await: SQL goes through the libpq pool; live delivery through the hub.
+///
+/// Ownership is checked on every id: a thread is found only together with the caller as a participant, so an
+/// id of someone else's thread and an unknown id get the same NOT_FOUND.
+public final class ChatService: GRPCService, Sendable {
+    let configuration: ChatConfiguration
+    let database: PostgresClient
+    let authenticator: CallerAuthenticator
+    let access: ServiceAccess
+    let inbox: EventInbox
+    /// Live streams of this server.
+    public let hub: ChatEventHub
+    let typingLimiter: TokenBucketLimiter
+    let logger: Logger
+    /// Integrity key of page tokens: random per process (a token from another replica or an earlier run only
+    /// sends the client back to the first page).
+    let pageTokenKey: [UInt8]
+    /// The SQL, one store per aggregate.
+    let threads = ThreadStore()
+    let messages = MessageStore()
+    let users = UserStore()
+    let log = EventLogStore()
+    let communities = CommunityStore()
+
+    public init(
+        configuration: ChatConfiguration, database: PostgresClient, authenticator: CallerAuthenticator,
+        hub: ChatEventHub, logger: Logger
+    ) {
+        self.configuration = configuration
+        self.database = database
+        self.authenticator = authenticator
+        self.access = ServiceAccess(authenticator: authenticator)
+        self.inbox = EventInbox(database: database, logger: logger)
+        self.hub = hub
+        self.typingLimiter = TokenBucketLimiter(rate: Double(configuration.typingPerMinute) / 60, burst: 5)
+        self.logger = logger
+        self.pageTokenKey = (try? SecureRandom.bytes(count: 32)) ?? Array(UUID().uuidString.utf8)
+    }
+
+    /// Routes call the handlers directly: errors are mapped once, by the runtime (`ChatError`, `PostgresError`).
+    public func register(in router: inout GRPCRouter) {
+        typealias M = Chat.ChatService.Method
+        router.unary(M.openThread) { try await self.openThread($0, $1) }
+        router.unary(M.closeThread) { try await self.closeThread($0, $1) }
+        router.unary(M.listThreads) { try await self.listThreads($0, $1) }
+        router.unary(M.getThreadSummaries) { try await self.getThreadSummaries($0, $1) }
+        router.unary(M.sendMessage) { try await self.sendMessage($0, $1) }
+        router.unary(M.history) { try await self.history($0, $1) }
+        router.unary(M.markRead) { try await self.markRead($0, $1) }
+        router.unary(M.markDelivered) { try await self.markDelivered($0, $1) }
+        router.unary(M.getUnreadCount) { try await self.getUnreadCount($0, $1) }
+        router.unary(M.sendTyping) { try await self.sendTyping($0, $1) }
+        router.unary(M.getChatSettings) { try await self.getChatSettings($0, $1) }
+        router.unary(M.updateChatSettings) { try await self.updateChatSettings($0, $1) }
+        router.unary(M.getMessages) { try await self.getMessages($0, $1) }
+        router.unary(M.deliverEvents) { try await self.deliverEvents($0, $1) }
+        router.unary(M.getUserFootprint) { try await self.getUserFootprint($0, $1) }
+        router.serverStreaming(M.subscribe) { request, writer, context in
+            try await self.subscribe(request, writer, context)
+        }
+    }
+
+    // MARK: Callers
+
+    /// The caller's verified identity: UNAUTHENTICATED for a missing, invalid or expired token or an ended
+    /// session; UNAVAILABLE while session ends cannot be checked.
+    func authenticate(_ context: ServerContext) async throws -> CallerIdentity {
+        do {
+            return try await self.authenticator.authenticate(context)
+        } catch where error.code == .unavailable {
+            throw ChatError(.unavailable, CallerAuthenticator.sessionCheckUnavailable)
+        } catch {
+            throw ChatError(.unauthenticated, "A valid access token is required")
+        }
+    }
+
+    /// The signed-in user of this call (lower-case id).
+    func requireUser(_ context: ServerContext) async throws -> String {
+        guard let user = try await self.authenticate(context).userID else {
+            throw ChatError(.permissionDenied, "A user token is required")
+        }
+        return user.lowercased()
+    }
+
+    /// A service (match, for thread changes outside events) or an admin.
+    func requireServiceOrAdmin(_ context: ServerContext) async throws {
+        let caller = try await self.authenticate(context)
+        guard caller.isService || caller.isAdmin else {
+            throw ChatError(.permissionDenied, "Only Kindred services or admins may call this method")
+        }
+    }
+
+    /// The viewer of a read for users and services: a user reads as themself (`viewer` empty or their own id);
+    /// a service names the viewer.
+    func viewer(_ requested: String, _ context: ServerContext) async throws -> String {
+        let caller = try await self.authenticate(context)
+        if let user = caller.userID?.lowercased() {
+            guard requested.isEmpty || requested.lowercased() == user else {
+                throw ChatError(.permissionDenied, "Users may only read their own chat")
+            }
+            return user
+        }
+        guard caller.isService else { throw ChatError(.permissionDenied, "A user or service token is required") }
+        return try ChatValidation.id(requested, field: "viewer_user_id")
+    }
+
+    /// The thread as `user` may read it (participant, not hidden by a deactivation); NOT_FOUND otherwise.
+    func readableThread(_ threadID: String, for user: String, lock: Bool = false, in runner: some SQLRunner)
+        async throws -> ThreadRecord
+    {
+        guard let thread = try await self.threads.find(threadID, for: user, lock: lock, in: runner), !thread.hidden
+        else { throw ChatError.threadNotFound }
+        return thread
+    }
+
+    /// Now, in UTC milliseconds.
+    static func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+
+    /// Events of the log start from this.
+    static func event(_ body: Chat.ChatEvent.Event, at occurred: Int64 = ChatService.nowMs()) -> Chat.ChatEvent {
+        var event = Chat.ChatEvent()
+        event.occurredUnixMs = occurred
+        event.event = body
+        return event
+    }
+
+    /// Deletes old event-log entries and inbox ids, hourly, until cancelled.
+    func housekeeping() async {
+        while !Task.isCancelled {
+            do {
+                try await self.log.purge(olderThanSeconds: self.configuration.eventRetentionSeconds, in: self.database)
+                try await self.inbox.purge()
+            } catch {
+                self.logger.warning("chat housekeeping failed", metadata: ["error.type": "\(type(of: error))"])
+            }
+            try? await Task.sleep(for: .seconds(3600))
+        }
+    }
+}

@@ -1,0 +1,83 @@
+import KindredPostgres
+import KindredProto
+
+/// The SQL of messages (table `messages`).
+struct MessageStore: Sendable {
+    /// The message `sender` stored under `clientMessageID`, if any (idempotent retries).
+    func find(sender: String, clientMessageID: String, in runner: some SQLRunner) async throws
+        -> Kindred.Chat.V1.ChatMessage?
+    {
+        try await runner.query(
+            """
+            SELECT \(unescaped: Kindred.Chat.V1.ChatMessage.columns) FROM messages m
+            WHERE m.sender_id = \(sender)::uuid AND m.client_message_id = \(clientMessageID)
+            """
+        ).first.map { try Kindred.Chat.V1.ChatMessage(row: $0) }
+    }
+
+    /// Takes the thread's next sequence and stores the message with it, in one statement (the thread row is
+    /// locked by the caller); returns it as stored. The server timestamp is taken now, under the lock, so
+    /// timestamps never go backwards as sequences go up.
+    func append(
+        id: String, threadID: String, sender: String, clientMessageID: String, body: String,
+        in transaction: PostgresTransaction
+    ) async throws -> Kindred.Chat.V1.ChatMessage {
+        try await transaction.query(
+            """
+            WITH s AS (UPDATE threads SET last_sequence = last_sequence + 1, last_activity_at = now()
+                       WHERE thread_id = \(threadID)::uuid RETURNING last_sequence)
+            INSERT INTO messages AS m (message_id, thread_id, sequence, sender_id, client_message_id, body, sent_at)
+            SELECT \(id)::uuid, \(threadID)::uuid, last_sequence, \(sender)::uuid, \(clientMessageID), \(body),
+                   clock_timestamp()
+            FROM s
+            RETURNING \(unescaped: Kindred.Chat.V1.ChatMessage.columns)
+            """
+        ).first.map { try Kindred.Chat.V1.ChatMessage(row: $0) }!
+    }
+
+    /// A page of a thread's messages after (NEWER, ascending) or before (OLDER, descending) `sequence`.
+    func page(
+        threadID: String, newer: Bool, from sequence: Int64, limit: Int, in runner: some SQLRunner
+    ) async throws -> [Kindred.Chat.V1.ChatMessage] {
+        let rows =
+            if newer {
+                try await runner.query(
+                    """
+                    SELECT \(unescaped: Kindred.Chat.V1.ChatMessage.columns) FROM messages m
+                    WHERE m.thread_id = \(threadID)::uuid AND m.sequence > \(sequence) ORDER BY m.sequence LIMIT \(limit)
+                    """
+                )
+            } else {
+                try await runner.query(
+                    """
+                    SELECT \(unescaped: Kindred.Chat.V1.ChatMessage.columns) FROM messages m
+                    WHERE m.thread_id = \(threadID)::uuid AND m.sequence < \(sequence)
+                    ORDER BY m.sequence DESC LIMIT \(limit)
+                    """
+                )
+            }
+        return try rows.map { try Kindred.Chat.V1.ChatMessage(row: $0) }
+    }
+
+    /// A message of a thread by id.
+    func find(_ messageID: String, in threadID: String, in runner: some SQLRunner) async throws
+        -> Kindred.Chat.V1.ChatMessage?
+    {
+        try await runner.query(
+            """
+            SELECT \(unescaped: Kindred.Chat.V1.ChatMessage.columns) FROM messages m
+            WHERE m.message_id = \(messageID)::uuid AND m.thread_id = \(threadID)::uuid
+            """
+        ).first.map { try Kindred.Chat.V1.ChatMessage(row: $0) }
+    }
+
+    /// Messages by id (admin: report evidence).
+    func byIDs(_ ids: [String], in runner: some SQLRunner) async throws -> [Kindred.Chat.V1.ChatMessage] {
+        try await runner.query(
+            """
+            SELECT \(unescaped: Kindred.Chat.V1.ChatMessage.columns) FROM messages m
+            WHERE m.message_id = ANY(\(ids)::uuid[])
+            """
+        ).map { try Kindred.Chat.V1.ChatMessage(row: $0) }
+    }
+}

@@ -1,0 +1,4 @@
+import KindredChat
+import KindredServiceKit
+
+await ServerCommand<ChatServerDefinition>.runFromCommandLine()

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Benchmarks the chat service on a release cluster (services/run-cluster.sh with its private PostgreSQL,
+# synchronous_commit=on) with the kindred-chat-bench driver:
+#   1. latency: 1,000 connected subscribers, 1,000 messages/s between matched pairs, send -> arrival on the
+#      recipient's Subscribe stream (p50/p90/p99/max);
+#   2. throughput: concurrent senders as fast as chat acknowledges (each message durably committed);
+#   3. memory: chat-server's resident memory per idle subscriber.
+# Usage: Tests/Benchmarks/chat-bench.sh [seconds per run (default 20)] [subscribers (1000)] [rate (1000)]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SECONDS_PER_RUN=${1:-20}
+USERS=${2:-1000}
+RATE=${3:-1000}
+
+swift build -c release --product chat-server >/dev/null
+swift build -c release --product auth-server >/dev/null
+swift build -c release --product gateway-server >/dev/null
+swift build -c release --product kindred-chat-bench >/dev/null
+BIN="$(swift build -c release --show-bin-path)"
+WORK="$(mktemp -d /tmp/kindred-chat-bench.XXXXXX)"
+chmod 755 "$WORK"
+BASE=$((52000 + RANDOM % 5000))
+LOG="$WORK/run-cluster.log"
+KINDRED_BIN_DIR="$BIN" KINDRED_DATA_DIR="$WORK/data" KINDRED_CLUSTER_DIR="$WORK/run" KINDRED_PORT_BASE=$BASE \
+    KINDRED_SMTP_PORT=$((BASE + 900)) KINDRED_CHAT_DEFAULT_HOURLY_MESSAGE_LIMIT=10000 KINDRED_LOG_LEVEL=warning \
+    KINDRED_CHAT_ACCESS_LOG=false KINDRED_CHAT_DATABASE_POOL_SIZE=20 \
+    setsid services/run-cluster.sh >"$LOG" 2>&1 </dev/null &
+CLUSTER=$!
+cleanup() { kill -INT "$CLUSTER" 2>/dev/null || true; wait "$CLUSTER" 2>/dev/null || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+for _ in $(seq 1 240); do
+    grep -q "Kindred is up" "$LOG" && break
+    kill -0 "$CLUSTER" 2>/dev/null || { cat "$LOG"; exit 1; }
+    sleep 0.5
+done
+grep -q "Kindred is up" "$LOG" || { cat "$LOG"; exit 1; }
+CHAT="127.0.0.1:$((BASE + 5))"
+CHAT_PID=$(awk '$1 == "chat" {print $2}' "$WORK/run/pids")
+KEY="$WORK/data/auth/signing-key.pem"
+echo "chat-server $CHAT (pid $CHAT_PID), release build, $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+"$BIN/kindred-chat-bench" --mode memory --chat "$CHAT" --signing-key "$KEY" --users "$USERS" --chat-pid "$CHAT_PID"
+"$BIN/kindred-chat-bench" --mode latency --chat "$CHAT" --signing-key "$KEY" --users "$USERS" --rate "$RATE" \
+    --duration "$SECONDS_PER_RUN"
+"$BIN/kindred-chat-bench" --mode throughput --chat "$CHAT" --signing-key "$KEY" --users 128 --senders 64 \
+    --duration "$SECONDS_PER_RUN"

@@ -1,0 +1,216 @@
+import Foundation
+import KindredChat
+import KindredGRPC
+import KindredProto
+import KindredServiceKit
+import Testing
+
+@Suite("Chat messages against a real PostgreSQL", .serialized)
+struct MessageTests {
+    @Test func matchCreatedOpensOneThreadForBothAndRedeliveryChangesNothing() async throws {
+        try await ChatHarness.with { chat in
+            let (alice, bob) = (try await chat.user("alice"), try await chat.user("bob"))
+            let event = chat.matchCreated(alice, bob)
+            var withID = event
+            withID.eventId = try UUIDv7.generate()
+            let first = try await chat.deliver([withID], from: "match")
+            let again = try await chat.deliver([withID], from: "match")
+            #expect(first == [withID.eventId] && again == [withID.eventId])
+            // Another event for the same match (a producer retry with a new id) does not open it twice either.
+            try await chat.deliver([event], from: "match")
+            for (user, other) in [(alice, bob), (bob, alice)] {
+                let threads = try await chat.threads(user)
+                #expect(threads.count == 1)
+                #expect(threads.first?.otherUserId == other.id)
+                #expect(threads.first?.state == .open)
+            }
+            let notices = try await chat.database.query("SELECT count(*) FROM stream_events").scalar(Int.self)
+            #expect(notices == 2)
+        }
+    }
+
+    @Test func sequencesStrictlyIncreaseWithoutGapsUnderConcurrentSenders() async throws {
+        try await ChatHarness.with { chat in
+            let (alice, bob) = (try await chat.user(), try await chat.user())
+            let thread = try await chat.thread(alice, bob)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<40 {
+                    group.addTask { try await chat.send(index.isMultiple(of: 2) ? alice : bob, thread, "message \(index)") }
+                }
+                try await group.waitForAll()
+            }
+            let all = try await chat.history(alice, thread, size: 100).messages
+            #expect(all.map(\.sequence) == Array((1...40).reversed()))
+            #expect(zip(all, all.dropFirst()).allSatisfy { $0.sentUnixMs >= $1.sentUnixMs })
+        }
+    }
+
+    @Test func sameClientIDReturnsTheOriginalAndOtherContentIsRefused() async throws {
+        try await ChatHarness.with { chat in
+            let (alice, bob) = (try await chat.user(), try await chat.user())
+            let thread = try await chat.thread(alice, bob)
+            let other = try await chat.thread(alice, try await chat.user())
+            let first = try await chat.send(alice, thread, "hello", id: "retry-1")
+            let retry = try await chat.send(alice, thread, "  hello \n", id: "retry-1")
+            #expect(!first.replayed && retry.replayed)
+            #expect(retry.message == first.message)
+            await expectRPCError(.alreadyExists, reason: "CLIENT_MESSAGE_ID_REUSED") {
+                try await chat.send(alice, thread, "something else", id: "retry-1")
+            }
+            await expectRPCError(.alreadyExists, reason: "CLIENT_MESSAGE_ID_REUSED") {
+                try await chat.send(alice, other, "hello", id: "retry-1")
+            }
+            // Client ids are per sender: bob may use the same one.
+            #expect(try await chat.send(bob, thread, "hello", id: "retry-1").replayed == false)
+            #expect(try await chat.history(alice, thread).messages.count == 2)
+        }
+    }
+
+    @Test func concurrentRetriesOfOneMessageStoreItOnce() async throws {
+        try await ChatHarness.with { chat in
+            let (alice, bob) = (try await chat.user(), try await chat.user())
+            let thread = try await chat.thread(alice, bob)
+            let answers = try await withThrowingTaskGroup(of: Chat.SendMessageResponse.self) { group in
+                for _ in 0..<8 { group.addTask { try await chat.send(alice, thread, "once", id: "same") } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(Set(answers.map(\.message)).count == 1)
+            #expect(answers.filter { !$0.replayed }.count == 1)
+            #expect(try await chat.history(bob, thread).messages.count == 1)
+        }
+    }
+
+    @Test func invalidInputIsRefusedAndStoresNothing() async throws {
+        try await ChatHarness.with { chat in
+            let (alice, bob) = (try await chat.user(), try await chat.user())
+            let thread = try await chat.thread(alice, bob)
+            await expectRPCError(.invalidArgument, reason: "BODY_CONTROL_CHARACTER") {
+                try await chat.send(alice, thread, "bell\u{07}")
+            }
+            await expectRPCError(.invalidArgument, reason: "BODY_TOO_LONG") {
+                try await chat.send(alice, thread, String(repeating: "x", count: 2001))
+            }
+            await expectRPCError(.invalidArgument, reason: "INVALID_CLIENT_MESSAGE_ID") {
+                try await chat.send(alice, thread, "fine", id: "not ok")
+            }
+            await expectRPCError(.invalidArgument, reason: "INVALID_ID") { try await chat.send(alice, "nope", "fine") }
+            await expectRPCError(.unauthenticated) {
+                var request = Chat.SendMessageRequest()
+                request.threadId = thread
+                request.clientMessageId = "x"
+                request.body = "no token"
+                _ = try await chat.client.unary(ChatMethod.sendMessage, request)
+            }
+            #expect(try await chat.history(alice, thread).messages.isEmpty)
+        }
+    }
+
+    @Test func historyPagesBothWaysFromAnyPoint() async throws {
+        try await ChatHarness.with { chat in
+            let (alice, bob) = (try await chat.user(), try await chat.user())
+            let thread = try await chat.thread(alice, bob)
+            for index in 1...7 { try await chat.send(index.isMultiple(of: 2) ? bob : alice, thread, "m\(index)") }
+            var older: [Int64] = []
+            var token = ""
+            repeat {
+                let page = try await chat.history(alice, thread, size: 3, token: token)
+                older += page.messages.map(\.sequence)
+                token = page.nextPageToken
+            } while !token.isEmpty
+            #expect(older == [7, 6, 5, 4, 3, 2, 1])
+            var newer: [Int64] = []
+            repeat {
+                let page = try await chat.history(bob, thread, size: 2, token: token, newer: true, from: 2)
+                newer += page.messages.map(\.sequence)
+                token = page.nextPageToken
+            } while !token.isEmpty
+            #expect(newer == [3, 4, 5, 6, 7])
+            #expect(try await chat.history(alice, thread, size: 2, from: 5).messages.map(\.sequence) == [4, 3])
+            // A token is bound to its caller, thread and direction.
+            let page = try await chat.history(alice, thread, size: 2)
+            await expectRPCError(.invalidArgument, reason: "PAGE_TOKEN_INVALID") {
+                _ = try await chat.history(bob, thread, size: 2, token: page.nextPageToken)
+            }
+            await expectRPCError(.invalidArgument, reason: "PAGE_TOKEN_INVALID") {
+                _ = try await chat.history(alice, thread, size: 2, token: page.nextPageToken, newer: true)
+            }
+        }
+    }
+
+    @Test func hourlyLimitOfTheCommunityApplies() async throws {
+        try await ChatHarness.with { chat in
+            let (alice, bob) = (try await chat.user(), try await chat.user())
+            let thread = try await chat.thread(alice, bob)
+            var event = Kindred.Common.V1.Event()
+            event.communityId = chat.community
+            var community = Kindred.Common.V1.Community()
+            community.communityId = chat.community
+            community.version = 2
+            var settings = Kindred.Common.V1.CommunitySettings()
+            settings.hourlyMessageLimit = 3
+            community.settings = settings
+            event.payload = .communityUpdated(.with { $0.community = community })
+            try await chat.deliver([event], from: "profile")
+            // An older version does not undo it.
+            community.version = 1
+            settings.hourlyMessageLimit = 1000
+            community.settings = settings
+            event.payload = .communityUpdated(.with { $0.community = community })
+            event.eventId = ""
+            try await chat.deliver([event], from: "profile")
+            for index in 1...3 { try await chat.send(alice, thread, "m\(index)") }
+            let error = await expectRPCError(.resourceExhausted, reason: "RATE_LIMITED") {
+                try await chat.send(alice, thread, "one too many")
+            }
+            #expect((error?.errorDetail?.retryAfterMs ?? 0) > 0)
+            // Per sender: bob still may.
+            try await chat.send(bob, thread, "reply")
+            #expect(try await chat.history(alice, thread).messages.count == 4)
+        }
+    }
+
+    @Test func onlyParticipantsTouchAThread() async throws {
+        try await ChatHarness.with { chat in
+            let (alice, bob, eve) = (try await chat.user(), try await chat.user(), try await chat.user())
+            let thread = try await chat.thread(alice, bob)
+            let message = try await chat.send(alice, thread, "private").message!
+            await expectRPCError(.notFound) { try await chat.send(eve, thread, "let me in") }
+            await expectRPCError(.notFound) { _ = try await chat.history(eve, thread) }
+            await expectRPCError(.notFound) {
+                _ = try await chat.client.unary(
+                    ChatMethod.markRead, .with { $0.threadId = thread; $0.upToMessageId = message.messageId },
+                    metadata: eve.metadata)
+            }
+            await expectRPCError(.notFound) {
+                _ = try await chat.client.unary(
+                    ChatMethod.markDelivered, .with { $0.threadId = thread; $0.upToMessageId = message.messageId },
+                    metadata: eve.metadata)
+            }
+            await expectRPCError(.notFound) {
+                _ = try await chat.client.unary(ChatMethod.sendTyping, .with { $0.threadId = thread }, metadata: eve.metadata)
+            }
+            let summaries = try await chat.client.unary(
+                ChatMethod.getThreadSummaries, .with { $0.threadIds = [thread] }, metadata: eve.metadata)
+            #expect(summaries.threads.isEmpty)
+            await expectRPCError(.permissionDenied) {
+                _ = try await chat.client.unary(
+                    ChatMethod.getUnreadCount, .with { $0.viewerUserId = alice.id }, metadata: eve.metadata)
+            }
+            // Users cannot pose as services or admins.
+            await expectRPCError(.permissionDenied) {
+                var request = Kindred.Common.V1.DeliverEventsRequest()
+                request.events = [chat.matchCreated(eve, alice)]
+                _ = try await chat.client.unary(ChatMethod.deliverEvents, request, metadata: eve.metadata)
+            }
+            await expectRPCError(.permissionDenied) {
+                _ = try await chat.client.unary(
+                    ChatMethod.closeThread, .with { $0.threadId = thread }, metadata: eve.metadata)
+            }
+            await expectRPCError(.permissionDenied) {
+                _ = try await chat.client.unary(
+                    ChatMethod.getMessages, .with { $0.messageIds = [message.messageId] }, metadata: eve.metadata)
+            }
+            #expect(try await chat.history(bob, thread).messages.count == 1)
+        }
+    }
+}

@@ -1,0 +1,117 @@
+import Foundation
+import KindredChat
+import KindredGRPC
+import KindredProto
+import Testing
+
+@Suite("Chat Subscribe: live events, resume, replicas, backpressure", .serialized)
+struct SubscribeTests {
+    @Test func liveMessagesReachBothDevicesOfTheRecipientAndTheSendersOtherDevice() async throws {
+        try await ChatHarness.with { chat in
+            let (alice, bob) = (try await chat.user(), try await chat.user())
+            let phone = StreamRecorder.start(chat.client, bob)
+            let laptop = StreamRecorder.start(chat.client, bob)
+            let alicePhone = StreamRecorder.start(chat.client, alice)
+            try await Task.sleep(for: .milliseconds(300))
+            let thread = try await chat.thread(alice, bob)
+            for index in 1...5 { try await chat.send(alice, thread, "m\(index)") }
+            for stream in [phone, laptop, alicePhone] {
+                await stream.wait { $0.messages.count == 5 }
+                #expect(stream.messages.map(\.sequence) == [1, 2, 3, 4, 5])
+                #expect(stream.events.contains { if case .matchCreated? = $0.event { true } else { false } })
+                let positions = stream.logged.map { ResumeToken.decode($0.resumeToken)! }
+                #expect(positions == Array(positions.sorted()) && Set(positions).count == positions.count)
+            }
+            for stream in [phone, laptop, alicePhone] { await stream.cancel() }
+        }
+    }
+
+    @Test func resumingFromTheLastTokenDeliversEveryMissedEventOnceThenLiveOnes() async throws {
+        try await ChatHarness.with { chat in
+            let (alice, bob) = (try await chat.user(), try await chat.user())
+            let thread = try await chat.thread(alice, bob)
+            let first = StreamRecorder.start(chat.client, bob)
+            try await Task.sleep(for: .milliseconds(200))
+            for index in 1...3 { try await chat.send(alice, thread, "before \(index)") }
+            await first.wait { $0.messages.count == 3 }
+            await first.cancel()
+            let token = first.logged.last!.resumeToken
+            for index in 4...10 { try await chat.send(alice, thread, "missed \(index)") }
+            let resumed = StreamRecorder.start(chat.client, bob, resumeToken: token)
+            await resumed.wait { $0.messages.count == 7 }
+            for index in 11...12 { try await chat.send(alice, thread, "live \(index)") }
+            await resumed.wait { $0.messages.count == 9 }
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(resumed.messages.map(\.sequence) == Array(4...12))
+            await resumed.cancel()
+            // A token from nowhere is refused.
+            let bad = StreamRecorder.start(chat.client, bob, resumeToken: "c1.999999")
+            await bad.wait { $0.ended }
+            #expect((bad.error as? RPCError)?.code == .invalidArgument)
+        }
+    }
+
+    @Test func aMessageSentOnOneReplicaReachesASubscriberOnAnother() async throws {
+        try await ChatHarness.with(servers: 2) { chat in
+            let (alice, bob) = (try await chat.user(), try await chat.user())
+            let thread = try await chat.thread(alice, bob)
+            let onSecond = StreamRecorder.start(chat.clients[1], bob)
+            try await Task.sleep(for: .milliseconds(300))
+            for index in 1...20 { try await chat.send(alice, thread, "m\(index)", server: index % 2) }
+            await onSecond.wait { $0.messages.count == 20 }
+            #expect(onSecond.messages.map(\.sequence) == Array(1...20))
+            await onSecond.cancel()
+        }
+    }
+
+    @Test func typingIsLiveOnlyAndRateLimited() async throws {
+        try await ChatHarness.with { chat in
+            let (alice, bob) = (try await chat.user(), try await chat.user())
+            let thread = try await chat.thread(alice, bob)
+            let stream = StreamRecorder.start(chat.client, bob)
+            try await Task.sleep(for: .milliseconds(200))
+            let typing = Chat.SendTypingRequest.with { $0.threadId = thread }
+            _ = try await chat.client.unary(ChatMethod.sendTyping, typing, metadata: alice.metadata)
+            await stream.wait { $0.events.contains { if case .typing? = $0.event { true } else { false } } }
+            let indicator = stream.events.first { if case .typing? = $0.event { true } else { false } }!
+            #expect(indicator.resumeToken.isEmpty)
+            #expect(try await chat.database.query("SELECT count(*) FROM stream_events WHERE user_id = \(bob.id)::uuid").scalar(Int.self) == 1)
+            for _ in 0..<4 { _ = try await chat.client.unary(ChatMethod.sendTyping, typing, metadata: alice.metadata) }
+            await expectRPCError(.resourceExhausted, reason: "RATE_LIMITED") {
+                _ = try await chat.client.unary(ChatMethod.sendTyping, typing, metadata: alice.metadata)
+            }
+            await stream.cancel()
+        }
+    }
+
+    @Test func silentStreamsGetHeartbeats() async throws {
+        try await ChatHarness.with(settings: ["KINDRED_CHAT_HEARTBEAT_MS": "200"]) { chat in
+            let alice = try await chat.user()
+            let stream = StreamRecorder.start(chat.client, alice)
+            await stream.wait { $0.events.filter { if case .heartbeat? = $0.event { true } else { false } }.count >= 2 }
+            await stream.cancel()
+        }
+    }
+
+    @Test func aSubscriberThatDoesNotReadIsEndedAndResumesWithoutLoss() async throws {
+        try await ChatHarness.with(settings: ["KINDRED_CHAT_SUBSCRIBER_BUFFER": "16", "KINDRED_CHAT_DEFAULT_HOURLY_MESSAGE_LIMIT": "10000"]) { chat in
+            let (alice, bob) = (try await chat.user(), try await chat.user())
+            let thread = try await chat.thread(alice, bob)
+            // Stops reading after its first event: the client's window, the server's 256 KiB per stream, then the
+            // stream's queue of 16 fill up, and the stream is ended (the reason follows the queued data).
+            let slow = StreamRecorder.start(chat.client, bob, stallAfterFirst: .seconds(12))
+            try await Task.sleep(for: .milliseconds(200))
+            let body = String(repeating: "é", count: 1990)  // 4 KB each
+            for index in 1...600 { try await chat.send(alice, thread, "\(index) " + body) }
+            await slow.wait(timeout: .seconds(30)) { $0.ended }
+            let error = slow.error as? RPCError
+            #expect(error?.code == .unavailable)
+            #expect(error?.errorDetail?.reason == "SUBSCRIBER_TOO_SLOW")
+            let token = slow.logged.last?.resumeToken ?? ""
+            let resumed = StreamRecorder.start(chat.client, bob, resumeToken: token)
+            await resumed.wait { $0.messages.count + slow.messages.count == 600 }
+            #expect((slow.messages + resumed.messages).map(\.sequence) == Array(1...600))
+            await resumed.cancel()
+        }
+    }
+}
