@@ -28,6 +28,7 @@ let package = Package(
         .executable(name: "auth-server", targets: ["auth-server"]),
         .executable(name: "gateway-server", targets: ["gateway-server"]),
         .executable(name: "kindred", targets: ["kindred"]),
+        .executable(name: "match-server", targets: ["match-server"]),
         .library(name: "KindredGRPC", targets: ["KindredGRPC"]),
     ],
     dependencies: [
@@ -127,6 +128,16 @@ let package = Package(
         ),
         .executableTarget(name: "gateway-server", dependencies: ["KindredGateway", "KindredServiceKit"]),
 
+        // The match service: swipes, pair state, matches and follows, blocks and reports (library) and its executable.
+        .target(
+            name: "KindredMatch",
+            dependencies: [
+                "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredPostgres",
+                "KindredIdentity", "KindredOpenSSL", logging, metrics,
+            ] + nio
+        ),
+        .executableTarget(name: "match-server", dependencies: ["KindredMatch", "KindredServiceKit"]),
+
         // The `kindred` command-line client (library + thin executable).
         .target(
             name: "KindredCLI",
@@ -171,6 +182,13 @@ let package = Package(
             dependencies: [
                 "KindredGateway", "KindredAuth", "KindredPostgresTesting", "KindredGRPC", "KindredGRPCServices",
                 "KindredProto", "KindredIdentity",
+            ] + nio
+        ),
+        .testTarget(
+            name: "KindredMatchTests",
+            dependencies: [
+                "KindredMatch", "KindredServiceKit", "KindredServiceTesting", "KindredPostgresTesting", "KindredPostgres",
+                "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredIdentity", "KindredOpenSSL", logging,
             ] + nio
         ),
         .testTarget(name: "KindredCLITests", dependencies: ["KindredCLI", "KindredProto", "KindredGRPC", "KindredProtobuf"]),
