@@ -188,7 +188,7 @@ let package = Package(
             name: "KindredMatchTests",
             dependencies: [
                 "KindredMatch", "KindredServiceKit", "KindredServiceTesting", "KindredPostgresTesting", "KindredPostgres",
-                "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredIdentity", "KindredOpenSSL", logging,
+                "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredProtobuf", "KindredIdentity", "KindredOpenSSL", logging,
             ] + nio
         ),
         .testTarget(name: "KindredCLITests", dependencies: ["KindredCLI", "KindredProto", "KindredGRPC", "KindredProtobuf"]),
