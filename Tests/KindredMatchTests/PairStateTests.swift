@@ -171,7 +171,7 @@ import Testing
         #expect(budget.take(nowUnixMs: 200) == nil)
         #expect(budget.remaining == 0)
         let reset = budget.take(nowUnixMs: 300)
-        #expect(reset == 100 + 86_400_000)
+        #expect(reset == Optional(Int64(86_400_100)))
         #expect(budget.used == 2)
     }
 }
