@@ -358,6 +358,15 @@ server_env_auth() {
         KINDRED_AUTH_SMTP_PORT="$SMTP_PORT"
         KINDRED_AUTH_SMTP_SECURITY=none
         KINDRED_AUTH_SERVICE_SECRET_GATEWAY="$(secret gateway)"
+        KINDRED_AUTH_SERVICE_SECRET_MATCH="$(secret match)"
+    )
+}
+server_env_match() {
+    SERVER_ENV+=(
+        KINDRED_MATCH_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
+        KINDRED_MATCH_SERVICE_SECRET="$(secret match)"
+        KINDRED_MATCH_EVENT_CONSUMERS="$(event_consumers match)"
+        KINDRED_MATCH_PAGE_TOKEN_SECRET="$(secret match-page-token)"
     )
 }
 server_env_gateway() {
