@@ -14,6 +14,10 @@ public final class Gateway: Sendable {
     public let configuration: GatewayConfiguration
     public let metrics: GatewayMetrics
     let auth: Downstream
+    /// The match service (swipes, matches, blocks, reports); nil when the cluster does not run it.
+    let match: Downstream?
+    /// The profile service (cards for lists); nil when the cluster does not run it.
+    let profile: Downstream?
     let authenticator: CallerAuthenticator
     /// Ended sessions, fed by auth's WatchRevokedSessions (`watcher`), checked on every call with a user token.
     let revocations: RevokedSessions
@@ -41,7 +45,16 @@ public final class Gateway: Sendable {
             return GRPCClient(configuration: client, logger: logger)
         }
         let authClient = client(configuration.authAddress)
-        self.clients = [authClient]
+        let matchClient = configuration.matchAddress.map(client)
+        let profileClient = configuration.profileAddress.map(client)
+        let metrics = self.metrics
+        self.clients = [authClient] + [matchClient, profileClient].compactMap { $0 }
+        self.match = matchClient.map {
+            Downstream(name: "match", client: $0, timeout: configuration.downstreamTimeout, metrics: metrics, logger: logger)
+        }
+        self.profile = profileClient.map {
+            Downstream(name: "profile", client: $0, timeout: configuration.downstreamTimeout, metrics: metrics, logger: logger)
+        }
         self.auth = Downstream(
             name: "auth",
             client: authClient,
@@ -86,7 +99,7 @@ public final class Gateway: Sendable {
 
     /// The public API services, ready to serve.
     public var services: [any GRPCService] {
-        [AccountAPI(gateway: self), HomeAPI(gateway: self), AdminAPI(gateway: self)]
+        [AccountAPI(gateway: self), HomeAPI(gateway: self), AdminAPI(gateway: self), DeckAPI(gateway: self), MatchAPI(gateway: self)]
     }
 
     /// What runs beside the gateway's server: following auth's session ends (`WatchRevokedSessions`), and
