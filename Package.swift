@@ -137,6 +137,14 @@ let package = Package(
             ] + nio
         ),
         .executableTarget(name: "match-server", dependencies: ["KindredMatch", "KindredServiceKit"]),
+        // The swipe benchmark's load driver (Tests/Benchmarks/match-swipes.sh).
+        .executableTarget(
+            name: "kindred-load",
+            dependencies: [
+                "KindredGRPC", "KindredIdentity", "KindredOpenSSL", "KindredProto", "KindredServiceKit", logging,
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
 
         // The `kindred` command-line client (library + thin executable).
         .target(
