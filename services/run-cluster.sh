@@ -365,7 +365,8 @@ server_env_match() {
     SERVER_ENV+=(
         KINDRED_MATCH_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
         KINDRED_MATCH_SERVICE_SECRET="$(secret match)"
-        KINDRED_MATCH_EVENT_CONSUMERS="$(event_consumers match)"
+        # Set (even empty, e.g. by the swipe benchmark) in the environment: taken as it is.
+        KINDRED_MATCH_EVENT_CONSUMERS="${KINDRED_MATCH_EVENT_CONSUMERS-$(event_consumers match)}"
         KINDRED_MATCH_PAGE_TOKEN_SECRET="$(secret match-page-token)"
     )
 }

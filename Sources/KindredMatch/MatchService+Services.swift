@@ -19,7 +19,8 @@ extension MatchService {
         let candidates = request.candidateUserIds.map { $0.lowercased() }.filter(UUIDv7.isValid)
         var response = MatchApi.FilterUnseenResponse()
         guard !candidates.isEmpty else { return response }
-        response.unseenUserIds = try await self.matches.unseen(viewer: viewer, candidates: candidates, on: self.database)
+        response.unseenUserIds = try await self.matches.unseen(
+            viewer: viewer.id, candidates: candidates, othersDecisions: viewer.isService, on: self.database)
         return response
     }
 
@@ -32,7 +33,11 @@ extension MatchService {
             throw MatchError.invalid("user_ids", "OUT_OF_RANGE", "1..100 distinct ids")
         }
         let valid = request.userIds.map { $0.lowercased() }.filter(UUIDv7.isValid)
-        let known = valid.isEmpty ? [:] : try await self.matches.relations(viewer: viewer, others: valid, on: self.database)
+        let known =
+            valid.isEmpty
+            ? [:]
+            : try await self.matches.relations(
+                viewer: viewer.id, others: valid, othersDecisions: viewer.isService, on: self.database)
         var response = MatchApi.GetRelationsResponse()
         response.relations = request.userIds.map { id in
             var relation = MatchApi.Relation()
@@ -40,7 +45,7 @@ extension MatchService {
             guard let facts = known[id.lowercased()] else { return relation }
             relation.blocked = facts.blocked
             if let match = facts.match, !facts.blocked {
-                let message = Self.matchMessage(match, viewer: viewer, other: id.lowercased())
+                let message = Self.matchMessage(match, viewer: viewer.id, other: id.lowercased())
                 relation.matchId = message.matchId
                 relation.direction = message.direction
             }

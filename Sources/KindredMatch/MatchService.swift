@@ -134,17 +134,21 @@ public final class MatchService: GRPCService, Sendable {
 
     /// For RPCs a service or the user themself may call with a `viewer_user_id`: the viewer, checked as the
     /// contract says (a user token: empty or equal to its subject; a service token: required).
-    func viewer(_ requested: String, _ context: ServerContext, services: Set<String>) async throws -> String {
+    /// `isService`: a service asks (it may see the other side's decisions, which it never shows); false: the
+    /// viewer asks for themself and must learn nothing of passes on them or blocks of them.
+    func viewer(_ requested: String, _ context: ServerContext, services: Set<String>) async throws
+        -> (id: String, isService: Bool)
+    {
         let identity = try await self.authenticate(context)
         if identity.isService {
             _ = try ServiceAccess.check(identity, allowed: services)
-            return try Self.userID(requested, field: "viewer_user_id")
+            return (try Self.userID(requested, field: "viewer_user_id"), true)
         }
         guard let id = identity.userID?.lowercased() else { throw MatchError(.permissionDenied, "Not allowed") }
         guard requested.isEmpty || requested.lowercased() == id else {
             throw MatchError(.permissionDenied, "Not allowed for this caller")
         }
-        return id
+        return (id, false)
     }
 
     // MARK: Validation

@@ -123,15 +123,20 @@ struct MatchStore: Sendable {
 
     /// Of `candidates`, those the viewer may still see, in order: not swiped by the viewer, not passed on the
     /// viewer, not blocked either way, not matched.
-    func unseen(viewer: String, candidates: [String], on database: PostgresClient) async throws -> [String] {
+    /// `othersDecisions` false (a user asking for themself): only the viewer's own swipes and blocks and the
+    /// pair's matches count, so the answer cannot reveal a pass on the viewer or a block of the viewer.
+    func unseen(viewer: String, candidates: [String], othersDecisions: Bool, on database: PostgresClient) async throws
+        -> [String]
+    {
         try await database.query(
             """
             SELECT x.c::text FROM unnest(\(candidates)::uuid[]) WITH ORDINALITY AS x(c, ord)
             WHERE x.c <> \(viewer)::uuid
               AND NOT EXISTS (SELECT 1 FROM swipes s WHERE s.swiper = \(viewer)::uuid AND s.target = x.c)
-              AND NOT EXISTS (SELECT 1 FROM swipes s WHERE s.swiper = x.c AND s.target = \(viewer)::uuid AND s.action = 2)
+              AND NOT (\(othersDecisions) AND EXISTS (SELECT 1 FROM swipes s WHERE s.swiper = x.c
+                                                    AND s.target = \(viewer)::uuid AND s.action = 2))
               AND NOT EXISTS (SELECT 1 FROM blocks b WHERE (b.blocker = \(viewer)::uuid AND b.blocked = x.c)
-                                                      OR (b.blocker = x.c AND b.blocked = \(viewer)::uuid))
+                                                      OR (\(othersDecisions) AND b.blocker = x.c AND b.blocked = \(viewer)::uuid))
               AND NOT EXISTS (SELECT 1 FROM matches m WHERE m.user_low = least(\(viewer)::uuid, x.c)
                               AND m.user_high = greatest(\(viewer)::uuid, x.c) AND m.ended_at IS NULL)
             ORDER BY x.ord
@@ -140,14 +145,15 @@ struct MatchStore: Sendable {
     }
 
     /// Per other user: blocked either way, the active match, the viewer's own swipe (1 like, 2 pass, 0 none).
-    func relations(viewer: String, others: [String], on database: PostgresClient) async throws
+    /// `othersDecisions` false (a user asking for themself): `blocked` only for the viewer's own blocks.
+    func relations(viewer: String, others: [String], othersDecisions: Bool, on database: PostgresClient) async throws
         -> [String: (blocked: Bool, match: MatchRecord?, swipe: Int32)]
     {
         let rows = try await database.query(
             """
             SELECT x.o::text,
                    EXISTS (SELECT 1 FROM blocks b WHERE (b.blocker = \(viewer)::uuid AND b.blocked = x.o)
-                                                   OR (b.blocker = x.o AND b.blocked = \(viewer)::uuid)),
+                                                   OR (\(othersDecisions) AND b.blocker = x.o AND b.blocked = \(viewer)::uuid)),
                    m.match_id::text, m.mode::int4, m.initiator::text, m.created_at, m.reciprocated_at,
                    COALESCE(s.action::int4, 0)
             FROM unnest(\(others)::uuid[]) AS x(o)

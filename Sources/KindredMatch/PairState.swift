@@ -85,11 +85,25 @@ public struct PairState: Sendable, Hashable {
         matchID: String,
         nowUnixMs: Int64
     ) -> SwipeAction {
+        self.swipe(kind, actor: actor, other: other, mode: mode, swipeID: { swipeID }, matchID: { matchID },
+                   nowUnixMs: nowUnixMs)
+    }
+
+    /// The same, with ids made only when needed (a replay or refusal makes none).
+    public mutating func swipe(
+        _ kind: SwipeKind,
+        actor: String,
+        other: String,
+        mode: MatchMode,
+        swipeID: () -> String,
+        matchID: () -> String,
+        nowUnixMs: Int64
+    ) -> SwipeAction {
         if self.blocked { return .invisible }
         if let mine = self.mine {
             return mine.kind == kind ? .replay(mine) : .alreadySwiped
         }
-        var record = SwipeRecord(id: swipeID, kind: kind, swipedUnixMs: nowUnixMs, outcome: .recorded, matchID: nil)
+        var record = SwipeRecord(id: swipeID(), kind: kind, swipedUnixMs: nowUnixMs, outcome: .recorded, matchID: nil)
         guard kind == .like else {
             self.mine = record
             return .record(record, created: nil, reciprocated: nil)
@@ -98,7 +112,7 @@ public struct PairState: Sendable, Hashable {
         case (.mutual, nil) where self.theirs == .like:
             // The other liked first: this like completes the match (the caller holds the pair's lock, so the
             // other's like is committed and no second match can be made).
-            let match = MatchRecord(id: matchID, mode: .mutual, initiator: other, createdUnixMs: nowUnixMs)
+            let match = MatchRecord(id: matchID(), mode: .mutual, initiator: other, createdUnixMs: nowUnixMs)
             record.outcome = .matched
             record.matchID = match.id
             self.match = match
@@ -106,7 +120,7 @@ public struct PairState: Sendable, Hashable {
             return .record(record, created: match, reciprocated: nil)
         case (.oneWay, nil):
             // A follow: the connection exists at once; mutual right away when the other already liked.
-            var match = MatchRecord(id: matchID, mode: .oneWay, initiator: actor, createdUnixMs: nowUnixMs)
+            var match = MatchRecord(id: matchID(), mode: .oneWay, initiator: actor, createdUnixMs: nowUnixMs)
             if self.theirs == .like { match.reciprocatedUnixMs = nowUnixMs }
             record.outcome = .connected
             record.matchID = match.id

@@ -50,9 +50,13 @@ struct SwipeBatch {
             ?? LikeBudget(limit: facts.dailyLikeLimit, used: facts.likesUsed, oldestUnixMs: facts.oldestLikeUnixMs)
 
         let before = pair
+        // Ids are made only when the swipe (or a match) is new.
+        let swipeID = try ids()
+        var matchID: String?
+        if command.kind == .like, pair.mine == nil, !pair.blocked { matchID = try ids() }
         let action = pair.swipe(
             command.kind, actor: command.swiper, other: command.target, mode: facts.mode,
-            swipeID: try ids(), matchID: try ids(), nowUnixMs: nowUnixMs)
+            swipeID: { swipeID }, matchID: { matchID ?? "" }, nowUnixMs: nowUnixMs)
         switch action {
         case .invisible:
             return .failure(MatchError.userNotFound)

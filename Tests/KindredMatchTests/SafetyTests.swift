@@ -71,6 +71,28 @@ import Testing
             #expect(toBlocker.0 == .notFound && toBlocker.0 == toUnknown.0)
             #expect(toBlocker.1 == toUnknown.1 && toBlocker.2 == toUnknown.2)
             #expect(try await h.call(M.listBlocks, .init(), token: blocked.token).blocks.isEmpty)
+            // Their own relations and unseen list treat the blocker and the passer like a stranger.
+            let relations = try await h.call(M.getRelations, .with {
+                $0.userIds = [blocker.id, unknown.id]
+            }, token: blocked.token).relations
+            #expect(relations.map(\.blocked) == [false, false])
+            let unseen = try await h.call(M.filterUnseen, .with {
+                $0.candidateUserIds = [blocker.id, unknown.id]
+            }, token: blocked.token)
+            #expect(unseen.unseenUserIds == [blocker.id, unknown.id])
+            let passedUnseen = try await h.call(M.filterUnseen, .with {
+                $0.candidateUserIds = [passer.id]
+            }, token: TestKeys.userToken(passed.id, community: "dating"))
+            #expect(passedUnseen.unseenUserIds == [], "passed liked the passer already: own swipe")
+            let fresh = try await h.members(1, community: "dating")
+            try await h.swipe(passer, fresh[0], .pass)
+            let freshView = try await h.call(M.filterUnseen, .with { $0.candidateUserIds = [passer.id] }, token: fresh[0].token)
+            #expect(freshView.unseenUserIds == [passer.id], "a pass on the viewer is not revealed to them")
+            let discovery = try await h.call(M.filterUnseen, .with {
+                $0.viewerUserId = fresh[0].id
+                $0.candidateUserIds = [passer.id]
+            }, token: TestKeys.serviceToken("discovery"))
+            #expect(discovery.unseenUserIds.isEmpty, "discovery hides them from each other")
             #expect(try await h.call(M.listLikesReceived, .init(), token: blocked.token).likes.isEmpty)
             #expect(try await h.matches(blocked).isEmpty)
             // Undo, unblock and block answer as for anyone.
