@@ -30,6 +30,7 @@ let package = Package(
         .executable(name: "kindred", targets: ["kindred"]),
         .executable(name: "chat-server", targets: ["chat-server"]),
         .executable(name: "kindred-chat-bench", targets: ["kindred-chat-bench"]),
+        .executable(name: "match-server", targets: ["match-server"]),
         .library(name: "KindredGRPC", targets: ["KindredGRPC"]),
         .executable(name: "kindred-photo-bench", targets: ["kindred-photo-bench"]),
     ],
@@ -156,6 +157,24 @@ let package = Package(
         ),
         .executableTarget(name: "gateway-server", dependencies: ["KindredGateway", "KindredServiceKit"]),
 
+        // The match service: swipes, pair state, matches and follows, blocks and reports (library) and its executable.
+        .target(
+            name: "KindredMatch",
+            dependencies: [
+                "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredPostgres",
+                "KindredIdentity", "KindredOpenSSL", logging, metrics,
+            ] + nio
+        ),
+        .executableTarget(name: "match-server", dependencies: ["KindredMatch", "KindredServiceKit"]),
+        // The swipe benchmark's load driver (Tests/Benchmarks/match-swipes.sh).
+        .executableTarget(
+            name: "kindred-load",
+            dependencies: [
+                "KindredGRPC", "KindredIdentity", "KindredOpenSSL", "KindredProto", "KindredServiceKit", logging,
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+
         // The `kindred` command-line client (library + thin executable).
         .target(
             name: "KindredCLI",
@@ -208,6 +227,13 @@ let package = Package(
             dependencies: [
                 "KindredChat", "KindredAuth", "KindredServiceTesting", "KindredPostgresTesting", "KindredGRPC",
                 "KindredGRPCServices", "KindredProto", "KindredIdentity", "KindredServiceKit", "KindredArgon2",
+            ] + nio
+        ),
+        .testTarget(
+            name: "KindredMatchTests",
+            dependencies: [
+                "KindredMatch", "KindredServiceKit", "KindredServiceTesting", "KindredPostgresTesting", "KindredPostgres",
+                "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredProtobuf", "KindredIdentity", "KindredOpenSSL", logging,
             ] + nio
         ),
         .testTarget(name: "KindredCLITests", dependencies: ["KindredCLI", "KindredProto", "KindredGRPC", "KindredProtobuf"]),

@@ -358,12 +358,20 @@ server_env_auth() {
         KINDRED_AUTH_SMTP_PORT="$SMTP_PORT"
         KINDRED_AUTH_SMTP_SECURITY=none
         KINDRED_AUTH_SERVICE_SECRET_GATEWAY="$(secret gateway)"
-        KINDRED_AUTH_SERVICE_SECRET_CHAT="$(secret chat)"
     )
     local name
     for name in $KINDRED_SERVERS; do # every other service's secret (a service not running yet uses it later)
-        case "$name" in auth | gateway | chat) ;; *) SERVER_ENV+=("KINDRED_AUTH_SERVICE_SECRET_${name^^}=$(secret "$name")") ;; esac
+        case "$name" in auth | gateway) ;; *) SERVER_ENV+=("KINDRED_AUTH_SERVICE_SECRET_${name^^}=$(secret "$name")") ;; esac
     done
+}
+server_env_match() {
+    SERVER_ENV+=(
+        KINDRED_MATCH_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
+        KINDRED_MATCH_SERVICE_SECRET="$(secret match)"
+        # Set (even empty, e.g. by the swipe benchmark) in the environment: taken as it is.
+        KINDRED_MATCH_EVENT_CONSUMERS="${KINDRED_MATCH_EVENT_CONSUMERS-$(event_consumers match)}"
+        KINDRED_MATCH_PAGE_TOKEN_SECRET="$(secret match-page-token)"
+    )
 }
 server_env_chat() {
     SERVER_ENV+=(KINDRED_CHAT_SERVICE_SECRET="$(secret chat)" KINDRED_CHAT_AUTH_ADDRESS="127.0.0.1:$(port_of auth)")

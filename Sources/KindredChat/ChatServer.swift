@@ -11,7 +11,7 @@ import Logging
 public final class ChatServer: ServiceServer {
     public let configuration: ChatConfiguration
     public let database: PostgresClient
-    public let auth: AuthLink
+    public let auth: AuthConnection
     public let service: ChatService
     public let runner: ServerRunner
     private let logger: Logger
@@ -20,7 +20,7 @@ public final class ChatServer: ServiceServer {
         self.configuration = configuration
         self.logger = logger
         self.database = try configuration.database.makeClient(logger: logger)
-        self.auth = AuthLink(
+        self.auth = AuthConnection(
             address: configuration.authAddress,
             serviceName: "chat",
             secret: configuration.serviceSecret,

@@ -90,11 +90,15 @@ struct AdminAPI: GRPCService {
             return try await gateway.userFootprint(request.userId, caller)
         }
 
-        router.unary(M.listReports) { _, context in try await Self.notDeployed(gateway, context, "Report moderation") }
+        router.unary(M.listReports) { request, context in
+            try await gateway.listReports(request, try await gateway.admit(context, .admin))
+        }
         router.unary(M.getReportEvidence) { _, context in
             try await Self.notDeployed(gateway, context, "Report moderation")
         }
-        router.unary(M.resolveReport) { _, context in try await Self.notDeployed(gateway, context, "Report moderation") }
+        router.unary(M.resolveReport) { request, context in
+            try await gateway.resolveReport(request, try await gateway.admit(context, .admin))
+        }
         router.unary(M.removePhoto) { _, context in try await Self.notDeployed(gateway, context, "Photo moderation") }
         router.unary(M.listCommunities) { _, context in
             try await Self.notDeployed(gateway, context, "Community administration")
@@ -138,7 +142,7 @@ extension Gateway {
             },
             .init(name: "profile", essential: false, fetch: nil),
             .init(name: "discovery", essential: false, fetch: nil),
-            .init(name: "match", essential: false, fetch: nil),
+            self.matchFootprintPart(userID, caller),
             .init(name: "chat", essential: false, fetch: nil),
         ]
         var (answer, missing) = try await FanOut(partTimeout: self.configuration.partTimeout).gather(.init(), parts)

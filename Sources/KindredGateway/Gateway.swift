@@ -16,6 +16,10 @@ public final class Gateway: Sendable {
     let auth: Downstream
     /// The chat service; nil when this cluster runs none.
     let chat: Downstream?
+    /// The match service (swipes, matches, blocks, reports); nil when the cluster does not run it.
+    let match: Downstream?
+    /// The profile service (cards for lists); nil when the cluster does not run it.
+    let profile: Downstream?
     let authenticator: CallerAuthenticator
     /// Ended sessions, fed by auth's WatchRevokedSessions (`watcher`), checked on every call with a user token.
     let revocations: RevokedSessions
@@ -44,10 +48,18 @@ public final class Gateway: Sendable {
         }
         let authClient = client(configuration.authAddress)
         let chatClient = configuration.chatAddress.map(client)
-        self.clients = [authClient] + (chatClient.map { [$0] } ?? [])
+        let matchClient = configuration.matchAddress.map(client)
+        let profileClient = configuration.profileAddress.map(client)
         let metrics = self.metrics
+        self.clients = [authClient] + [chatClient, matchClient, profileClient].compactMap { $0 }
         self.chat = chatClient.map {
             Downstream(name: "chat", client: $0, timeout: configuration.downstreamTimeout, metrics: metrics, logger: logger)
+        }
+        self.match = matchClient.map {
+            Downstream(name: "match", client: $0, timeout: configuration.downstreamTimeout, metrics: metrics, logger: logger)
+        }
+        self.profile = profileClient.map {
+            Downstream(name: "profile", client: $0, timeout: configuration.downstreamTimeout, metrics: metrics, logger: logger)
         }
         self.auth = Downstream(
             name: "auth",
@@ -93,7 +105,10 @@ public final class Gateway: Sendable {
 
     /// The public API services, ready to serve.
     public var services: [any GRPCService] {
-        [AccountAPI(gateway: self), HomeAPI(gateway: self), AdminAPI(gateway: self), ChatAPI(gateway: self)]
+        [
+            AccountAPI(gateway: self), HomeAPI(gateway: self), AdminAPI(gateway: self), DeckAPI(gateway: self),
+            MatchAPI(gateway: self), ChatAPI(gateway: self),
+        ]
     }
 
     /// What runs beside the gateway's server: following auth's session ends (`WatchRevokedSessions`), and

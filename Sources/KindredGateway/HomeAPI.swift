@@ -33,9 +33,9 @@ extension Gateway {
             .init(name: "community", essential: false, fetch: nil),
             .init(name: "deck", essential: false, fetch: nil),
             .init(name: "top_picks", essential: false, fetch: nil),
-            .init(name: "matches", essential: false, fetch: nil),
+            self.homeMatchesPart(request, caller),
             self.homeChatPart(caller),
-            .init(name: "likes", essential: false, fetch: nil),
+            self.homeLikesPart(caller),
         ]
     }
 

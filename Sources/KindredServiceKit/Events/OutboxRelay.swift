@@ -285,7 +285,12 @@ public final class OutboxRelay: Sendable {
     private func send(_ batch: [OutboxEvent], to consumer: EventConsumer) async throws -> Set<String> {
         guard let client = self.clients[consumer.name] else { return [] }
         var request = DeliverEventsMethod.Request()
-        request.events = try batch.map { try Kindred.Common.V1.Event(serializedBytes: $0.payload) }
+        // The column is the truth: batch appends (`Outbox.appendQuery`) store payloads before sequences exist.
+        request.events = try batch.map {
+            var event = try Kindred.Common.V1.Event(serializedBytes: $0.payload)
+            event.sequence = $0.sequence
+            return event
+        }
         let metadata = try await self.tokens.metadata()
         do {
             let response = try await client.unary(

@@ -1,0 +1,284 @@
+import KindredGRPC
+import KindredProto
+
+/// `kindred.api.v1.MatchService`: matches and connections, likes received, blocks and reports, served by the
+/// match service; lists come back as cards from the profile service's GetProfiles, fetched in the same call
+/// with the part deadline (`KINDRED_GATEWAY_PART_TIMEOUT_MS`). While profile is unreachable (or not deployed)
+/// the answer carries what match knows (ids, times, directions) and names "profiles" in `unavailable_parts`;
+/// "chat" (last message, unread counts) is named until the chat service is wired in.
+struct MatchAPI: GRPCService {
+    let gateway: Gateway
+
+    func register(in router: inout GRPCRouter) {
+        typealias P = Api.MatchService.Method
+        typealias M = MatchApi.MatchService.Method
+        let gateway = self.gateway
+        router.unary(P.listMatches) { request, context in
+            let caller = try await gateway.admit(context, .user)
+            return try await gateway.listMatches(request, caller)
+        }
+        router.unary(P.unmatch) { request, context in
+            let caller = try await gateway.admit(context, .user)
+            _ = try await gateway.requireMatch().call(M.unmatch, .with { $0.matchId = request.matchId }, as: caller)
+            return Api.UnmatchResponse()
+        }
+        router.unary(P.listLikesReceived) { request, context in
+            let caller = try await gateway.admit(context, .user)
+            return try await gateway.listLikesReceived(request, caller)
+        }
+        router.unary(P.block) { request, context in
+            let caller = try await gateway.admit(context, .user)
+            let response = try await gateway.requireMatch().call(
+                M.block, .with { $0.targetUserId = request.targetUserId }, as: caller)
+            return .with { $0.endedMatchId = response.endedMatchId }
+        }
+        router.unary(P.unblock) { request, context in
+            let caller = try await gateway.admit(context, .user)
+            _ = try await gateway.requireMatch().call(M.unblock, .with { $0.targetUserId = request.targetUserId }, as: caller)
+            return Api.UnblockResponse()
+        }
+        router.unary(P.listBlocks) { request, context in
+            let caller = try await gateway.admit(context, .user)
+            let response = try await gateway.requireMatch().call(
+                M.listBlocks,
+                .with {
+                    $0.pageSize = request.pageSize
+                    $0.pageToken = request.pageToken
+                }, as: caller)
+            // Names of blocked members are not shown: profile hides blocked pairs from each other.
+            var answer = Api.ListBlocksResponse()
+            answer.blocks = response.blocks.map { blocked in
+                .with {
+                    $0.userId = blocked.userId
+                    $0.blockedUnixMs = blocked.blockedUnixMs
+                }
+            }
+            answer.nextPageToken = response.nextPageToken
+            return answer
+        }
+        router.unary(P.reportUser) { request, context in
+            let caller = try await gateway.admit(context, .user)
+            var forwarded = MatchApi.ReportUserRequest()
+            forwarded.targetUserId = request.targetUserId
+            forwarded.reason = request.reason
+            forwarded.details = request.details
+            forwarded.messageIds = request.messageIds
+            forwarded.photoIds = request.photoIds
+            forwarded.alsoBlock = request.alsoBlock
+            forwarded.idempotencyKey = request.idempotencyKey
+            let response = try await gateway.requireMatch().call(M.reportUser, forwarded, as: caller)
+            return .with {
+                $0.reportId = response.reportId
+                $0.blocked = response.blocked
+            }
+        }
+    }
+}
+
+extension Gateway {
+    /// The match service, or UNIMPLEMENTED (NOT_DEPLOYED) when this cluster does not run it.
+    func requireMatch() throws(RPCError) -> Downstream {
+        guard let match = self.match else { throw GatewayErrors.notDeployed("Matching") }
+        return match
+    }
+
+    /// Profile cards of `ids` as the caller sees them, within the part deadline. `complete` is false when
+    /// profile is not deployed, failed or was late (the cards are then empty).
+    func cards(for ids: [String], _ caller: Caller) async -> (cards: [String: Api.ProfileCard], complete: Bool) {
+        let ids = Array(Set(ids.filter { !$0.isEmpty }))
+        guard !ids.isEmpty else { return ([:], true) }
+        guard let profile = self.profile else {
+            self.metrics.partMissing("cards.profiles")
+            return ([:], false)
+        }
+        let timeout = self.configuration.partTimeout
+        let fetched = await withTaskGroup(of: [String: Api.ProfileCard]?.self) { group in
+            group.addTask {
+                var request = ProfileApi.GetProfilesRequest()
+                request.userIds = ids
+                guard
+                    let response = try? await profile.call(
+                        ProfileApi.ProfileService.Method.getProfiles, request, as: caller)
+                else { return nil }
+                return Dictionary(response.profiles.map { ($0.userId, Api.ProfileCard($0)) }) { first, _ in first }
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        guard let fetched else {
+            self.metrics.partMissing("cards.profiles")
+            return ([:], false)
+        }
+        return (fetched, true)
+    }
+
+    func listMatches(_ request: Api.ListMatchesRequest, _ caller: Caller) async throws -> Api.ListMatchesResponse {
+        var forwarded = MatchApi.ListMatchesRequest()
+        forwarded.direction = MatchApi.ConnectionDirection(converting: request.direction)
+        forwarded.pageSize = request.pageSize
+        forwarded.pageToken = request.pageToken
+        let response = try await self.requireMatch().call(
+            MatchApi.MatchService.Method.listMatches, forwarded, as: caller)
+        let cards = await self.cards(for: response.matches.map(\.otherUserId), caller)
+        var answer = Api.ListMatchesResponse()
+        answer.matches = response.matches.map { Api.MatchSummary($0, profile: cards.cards[$0.otherUserId]) }
+        answer.nextPageToken = response.nextPageToken
+        answer.unavailableParts = (cards.complete ? [] : ["profiles"]) + ["chat"]
+        return answer
+    }
+
+    func listLikesReceived(_ request: Api.ListLikesReceivedRequest, _ caller: Caller) async throws
+        -> Api.ListLikesReceivedResponse
+    {
+        var forwarded = MatchApi.ListLikesReceivedRequest()
+        forwarded.pageSize = request.pageSize
+        forwarded.pageToken = request.pageToken
+        let response = try await self.requireMatch().call(
+            MatchApi.MatchService.Method.listLikesReceived, forwarded, as: caller)
+        let cards = await self.cards(for: response.likes.map(\.userId), caller)
+        var answer = Api.ListLikesReceivedResponse()
+        answer.likes = response.likes.map { like in
+            var received = Api.ReceivedLike()
+            received.userId = like.userId
+            received.likedUnixMs = like.likedUnixMs
+            received.profile = cards.cards[like.userId]
+            return received
+        }
+        answer.nextPageToken = response.nextPageToken
+        answer.totalCount = response.totalCount
+        answer.unavailableParts = cards.complete ? [] : ["profiles"]
+        return answer
+    }
+
+    // MARK: Admin
+
+    func listReports(_ request: Api.ListReportsRequest, _ caller: Caller) async throws -> Api.ListReportsResponse {
+        var forwarded = MatchApi.ListReportsRequest()
+        forwarded.status = MatchApi.ReportStatus(converting: request.status)
+        forwarded.reportedUserId = request.reportedUserId
+        forwarded.communityId = request.communityId
+        forwarded.pageSize = request.pageSize
+        forwarded.pageToken = request.pageToken
+        let response = try await self.requireMatch().call(MatchApi.MatchService.Method.listReports, forwarded, as: caller)
+        return .with {
+            $0.reports = response.reports.map(Api.ModerationReport.init)
+            $0.nextPageToken = response.nextPageToken
+        }
+    }
+
+    /// Match records the decision (and, for ACCOUNT_DEACTIVATED, deactivates the account through auth with the
+    /// admin's own token). Removing photos (CONTENT_REMOVED with remove_photo_ids) needs profile's moderation
+    /// RPC: UNIMPLEMENTED until it is wired in, before anything is recorded.
+    func resolveReport(_ request: Api.ResolveReportRequest, _ caller: Caller) async throws -> Api.ResolveReportResponse {
+        guard request.removePhotoIds.isEmpty else { throw GatewayErrors.notDeployed("Photo moderation") }
+        var forwarded = MatchApi.ResolveReportRequest()
+        forwarded.reportId = request.reportId
+        forwarded.resolution = MatchApi.ReportResolution(converting: request.resolution)
+        forwarded.note = request.note
+        let response = try await self.requireMatch().call(
+            MatchApi.MatchService.Method.resolveReport, forwarded, as: caller)
+        return .with { $0.report = response.report.map(Api.ModerationReport.init) }
+    }
+
+    /// Match's rows about a user (GetUserFootprint's "match" part).
+    func matchFootprintPart(_ userID: String, _ caller: Caller) -> FanOut<Api.GetUserFootprintResponse>.Part {
+        guard let match = self.match else { return .init(name: "match", essential: false, fetch: nil) }
+        return .init(name: "match", essential: false) {
+            let response = try await match.call(
+                MatchApi.MatchService.Method.getUserFootprint, .with { $0.userId = userID }, as: caller)
+            return { answer in
+                var footprint = Api.ServiceFootprint()
+                footprint.service = "match"
+                footprint.counts = response.counts
+                answer.services.append(footprint)
+            }
+        }
+    }
+
+    // MARK: Home
+
+    /// Home's first page of matches (with cards when profile answers in time).
+    func homeMatchesPart(_ request: Api.GetHomeRequest, _ caller: Caller) -> FanOut<Api.GetHomeResponse>.Part {
+        guard self.match != nil else { return .init(name: "matches", essential: false, fetch: nil) }
+        return .init(name: "matches", essential: false) {
+            var list = Api.ListMatchesRequest()
+            list.pageSize = request.matchesPageSize == 0 ? 10 : request.matchesPageSize
+            let page = try await self.listMatches(list, caller)
+            return { answer in
+                answer.matches = page.matches
+                answer.matchesNextPageToken = page.nextPageToken
+            }
+        }
+    }
+
+    /// Home's count of pending likes.
+    func homeLikesPart(_ caller: Caller) -> FanOut<Api.GetHomeResponse>.Part {
+        guard let match = self.match else { return .init(name: "likes", essential: false, fetch: nil) }
+        return .init(name: "likes", essential: false) {
+            let response = try await match.call(
+                MatchApi.MatchService.Method.listLikesReceived, .with { $0.pageSize = 1 }, as: caller)
+            return { $0.likesReceived = response.totalCount }
+        }
+    }
+}
+
+// MARK: Conversions (match and profile contracts → public API)
+
+extension Api.MatchSummary {
+    init(_ match: MatchApi.Match, profile: Api.ProfileCard?) {
+        self.init()
+        self.matchId = match.matchId
+        self.direction = Api.ConnectionDirection(converting: match.direction)
+        self.createdUnixMs = match.createdUnixMs
+        // Always name the other member, even without the profile part.
+        self.profile = profile ?? .with { $0.userId = match.otherUserId }
+    }
+}
+
+extension Api.ProfileCard {
+    init(_ card: ProfileApi.ProfileCard) {
+        self.init()
+        self.userId = card.userId
+        self.displayName = card.displayName
+        self.ageYears = card.ageYears
+        self.gender = card.gender
+        self.bio = card.bio
+        self.attributes = card.attributes
+        self.photos = card.photos.map { photo in
+            .with {
+                $0.photoId = photo.photoId
+                $0.position = photo.position
+                $0.version = photo.version
+                $0.width = photo.width
+                $0.height = photo.height
+            }
+        }
+        self.distanceKm = card.distanceKm
+        self.version = card.version
+    }
+}
+
+extension Api.ModerationReport {
+    init(_ report: MatchApi.Report) {
+        self.init()
+        self.reportId = report.reportId
+        self.reporterUserId = report.reporterUserId
+        self.reportedUserId = report.reportedUserId
+        self.communityId = report.communityId
+        self.reason = report.reason
+        self.details = report.details
+        self.messageIds = report.messageIds
+        self.photoIds = report.photoIds
+        self.status = Api.ReportStatus(converting: report.status)
+        self.resolution = Api.ReportResolution(converting: report.resolution)
+        self.resolutionNote = report.resolutionNote
+        self.resolvedByUserId = report.resolvedByUserId
+        self.createdUnixMs = report.createdUnixMs
+        self.resolvedUnixMs = report.resolvedUnixMs
+    }
+}

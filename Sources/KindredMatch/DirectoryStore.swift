@@ -1,0 +1,105 @@
+import KindredPostgres
+import KindredProto
+
+/// The settings of a community as match stores them.
+struct CommunitySettingsRow: Sendable, Hashable {
+    static let defaultDailyLikeLimit = 200
+    static let defaultUndoWindowSeconds = 300
+    static let defaultDailyUndoLimit = 3
+    /// Until profile's CommunityUpdated arrives: mutual mode and the contract's default limits.
+    static let defaults = CommunitySettingsRow(
+        mode: .mutual, dailyLikeLimit: defaultDailyLikeLimit, undoWindowSeconds: defaultUndoWindowSeconds,
+        dailyUndoLimit: defaultDailyUndoLimit)
+
+    var mode: MatchMode
+    var dailyLikeLimit: Int
+    var undoWindowSeconds: Int
+    var dailyUndoLimit: Int
+
+    /// From a CommunityUpdated snapshot: an unset mode is mutual, an unset (0) like limit the default; undo
+    /// window and undo limit are taken as they are (0 disables undo).
+    init(_ settings: Kindred.Common.V1.CommunitySettings) {
+        self.mode = settings.mode == .oneWay ? .oneWay : .mutual
+        self.dailyLikeLimit = settings.dailyLikeLimit > 0 ? Int(settings.dailyLikeLimit) : Self.defaultDailyLikeLimit
+        self.undoWindowSeconds = Int(max(0, settings.undoWindowSeconds))
+        self.dailyUndoLimit = Int(max(0, settings.dailyUndoLimit))
+    }
+
+    init(mode: MatchMode, dailyLikeLimit: Int, undoWindowSeconds: Int, dailyUndoLimit: Int) {
+        self.mode = mode
+        self.dailyLikeLimit = dailyLikeLimit
+        self.undoWindowSeconds = undoWindowSeconds
+        self.dailyUndoLimit = dailyUndoLimit
+    }
+}
+
+/// The projections match keeps of other services' data, fed by events: `communities` (profile's
+/// CommunityUpdated) and `members` (profile's ProfileUpdated; auth's account events). Newer versions win.
+struct DirectoryStore: Sendable {
+    func upsertCommunity(_ community: Kindred.Common.V1.Community, in transaction: PostgresTransaction) async throws {
+        let settings = CommunitySettingsRow(community.settings ?? Kindred.Common.V1.CommunitySettings())
+        try await transaction.execute(
+            """
+            INSERT INTO communities (community_id, mode, daily_like_limit, undo_window_seconds, daily_undo_limit, version)
+            VALUES (\(community.communityId), \(settings.mode.rawValue)::int2, \(settings.dailyLikeLimit),
+                    \(settings.undoWindowSeconds), \(settings.dailyUndoLimit), \(community.version))
+            ON CONFLICT (community_id) DO UPDATE SET
+                mode = EXCLUDED.mode, daily_like_limit = EXCLUDED.daily_like_limit,
+                undo_window_seconds = EXCLUDED.undo_window_seconds, daily_undo_limit = EXCLUDED.daily_undo_limit,
+                version = EXCLUDED.version
+            WHERE communities.version < EXCLUDED.version
+            """)
+    }
+
+    /// A profile snapshot: community and eligibility (ignored when not newer than what is held).
+    func upsertMember(_ snapshot: Kindred.Common.V1.CandidateSnapshot, in transaction: PostgresTransaction) async throws {
+        try await transaction.execute(
+            """
+            INSERT INTO members (user_id, community_id, eligible, profile_version)
+            VALUES (\(snapshot.userId)::uuid, \(snapshot.communityId), \(snapshot.eligible), \(snapshot.version))
+            ON CONFLICT (user_id) DO UPDATE SET
+                community_id = EXCLUDED.community_id, eligible = EXCLUDED.eligible,
+                profile_version = EXCLUDED.profile_version
+            WHERE members.profile_version < EXCLUDED.profile_version
+            """)
+    }
+
+    /// Deactivation hides the user (nothing ends); reactivation shows them again.
+    func setDeactivated(_ deactivated: Bool, user: String, community: String, in transaction: PostgresTransaction)
+        async throws
+    {
+        try await transaction.execute(
+            """
+            INSERT INTO members (user_id, community_id, deactivated) VALUES (\(user)::uuid, \(community), \(deactivated))
+            ON CONFLICT (user_id) DO UPDATE SET deactivated = EXCLUDED.deactivated
+            """)
+    }
+
+    /// The settings of a community (the defaults until profile announced it).
+    func settings(_ community: String, in transaction: PostgresTransaction) async throws -> CommunitySettingsRow {
+        guard
+            let row = try await transaction.query(
+                """
+                SELECT mode::int4, daily_like_limit, undo_window_seconds, daily_undo_limit FROM communities
+                WHERE community_id = \(community)
+                """
+            ).first
+        else { return .defaults }
+        return CommunitySettingsRow(
+            mode: MatchMode(rawValue: try row.decode(Int32.self, at: 0)) ?? .mutual,
+            dailyLikeLimit: Int(try row.decode(Int32.self, at: 1)),
+            undoWindowSeconds: Int(try row.decode(Int32.self, at: 2)),
+            dailyUndoLimit: Int(try row.decode(Int32.self, at: 3))
+        )
+    }
+
+    /// Whether `user` is visible to members of `community`: a known, eligible, active member of it.
+    func isVisible(_ user: String, in community: String, on database: PostgresTransaction) async throws -> Bool {
+        try await database.query(
+            """
+            SELECT EXISTS (SELECT 1 FROM members WHERE user_id = \(user)::uuid AND community_id = \(community)
+                           AND eligible AND NOT deactivated)
+            """
+        ).scalar(Bool.self)
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+import KindredGRPCServices
+import KindredServiceKit
+
+/// Everything the match service can be configured with, read from `KINDRED_MATCH_*` (services/match/README.md).
+public struct MatchConfiguration: Sendable {
+    /// `KINDRED_MATCH_LISTEN` (default `127.0.0.1:50054`), `_ADMIN_LISTEN` (default port + 100, or `off`),
+    /// `_TLS_CERT_FILE` / `_TLS_KEY_FILE`, `_ACCESS_LOG`: as for every server.
+    public var endpoint = ServerEndpointSettings(defaultPort: MatchServerDefinition.defaultPort)
+    /// `KINDRED_MATCH_DATABASE_URL`, `_DATABASE_POOL_SIZE` (1..500, default 10), `_MIGRATIONS_DIR`.
+    public var database = DatabaseSettings(server: "match", schema: "match")
+    /// `KINDRED_MATCH_AUTH_ADDRESS` (host:port), default `127.0.0.1:50051`: auth's public keys, session ends,
+    /// the service token, and DeactivateAccount when an admin resolves a report with a deactivation.
+    public var authAddress = HostPort(host: "127.0.0.1", port: 50051)
+    /// `KINDRED_MATCH_SERVICE_SECRET` (string, 32..256), default none: match's secret for auth's
+    /// IssueServiceToken (auth's `KINDRED_AUTH_SERVICE_SECRET_MATCH`). Without it session ends cannot be followed
+    /// (user calls answer UNAVAILABLE: fail closed) and no events are delivered.
+    public var serviceSecret: String?
+    /// `KINDRED_MATCH_REVOCATION_STALE_MS` (int, 2000..60000), default 5000: how long the set of ended sessions
+    /// is trusted without news from auth.
+    public var revocationStaleAfter: Duration = .seconds(5)
+    /// `KINDRED_MATCH_EVENT_CONSUMERS` (comma-separated `name=host:port`), default none: where match's events go
+    /// (discovery, chat, profile). Events for consumers not listed wait in the outbox.
+    public var eventConsumers: [EventConsumer] = []
+    /// `KINDRED_MATCH_EVENT_POLL_MS` (int, 10..60000), default 1000: retry poll of the events relay.
+    public var eventPollInterval: Duration = .seconds(1)
+    /// `KINDRED_MATCH_SWIPE_BATCH` (int, 1..2000), default 256: most swipes committed in one transaction.
+    public var swipeBatch = 256
+    /// `KINDRED_MATCH_SWIPE_WRITERS` (int, 1..32), default 2: transactions committing swipe batches at once.
+    public var swipeWriters = 2
+    /// `KINDRED_MATCH_SWIPE_RATE` (swipes/s per user, decimal) and `KINDRED_MATCH_SWIPE_BURST` (int), default 10
+    /// and 60: a person swipes a few times a second at most; scripts get RESOURCE_EXHAUSTED.
+    public var swipeRate = 10.0
+    public var swipeBurst = 60
+    /// `KINDRED_MATCH_REPORTS_PER_HOUR` (int, 1..1000), default 20: reports a user may file per hour.
+    public var reportsPerHour = 20
+    /// `KINDRED_MATCH_PAGE_TOKEN_SECRET` (string, 32..256), default random at start: the key of page tokens
+    /// (set the same value on every replica so pages survive restarts and load balancing).
+    public var pageTokenSecret: String?
+
+    public init() {}
+
+    public init(environment: [String: String] = ProcessInfo.processInfo.environment) throws {
+        try self.init(EnvironmentReader(environment))
+    }
+
+    public init(_ reader: EnvironmentReader) throws {
+        self.endpoint = try MatchServerDefinition.endpoint(reader)
+        self.database = try MatchServerDefinition.database(reader) ?? self.database
+        self.authAddress = try reader.address("KINDRED_MATCH_AUTH_ADDRESS", default: self.authAddress)
+        self.serviceSecret = try reader.secret("KINDRED_MATCH_SERVICE_SECRET", length: 32...256)
+        self.revocationStaleAfter = try reader.milliseconds(
+            "KINDRED_MATCH_REVOCATION_STALE_MS", default: self.revocationStaleAfter, in: 2000...60_000)
+        if let value = reader.string("KINDRED_MATCH_EVENT_CONSUMERS") {
+            self.eventConsumers = try EventConsumer.parseList(value, key: "KINDRED_MATCH_EVENT_CONSUMERS")
+        }
+        self.eventPollInterval = try reader.milliseconds(
+            "KINDRED_MATCH_EVENT_POLL_MS", default: self.eventPollInterval, in: 10...60_000)
+        self.swipeBatch = try reader.int("KINDRED_MATCH_SWIPE_BATCH", default: self.swipeBatch, in: 1...2000)
+        self.swipeWriters = try reader.int("KINDRED_MATCH_SWIPE_WRITERS", default: self.swipeWriters, in: 1...32)
+        self.swipeRate = try reader.double("KINDRED_MATCH_SWIPE_RATE", default: self.swipeRate, in: 0.01...1_000_000)
+        self.swipeBurst = try reader.int("KINDRED_MATCH_SWIPE_BURST", default: self.swipeBurst, in: 1...1_000_000)
+        self.reportsPerHour = try reader.int("KINDRED_MATCH_REPORTS_PER_HOUR", default: self.reportsPerHour, in: 1...1000)
+        self.pageTokenSecret = try reader.secret("KINDRED_MATCH_PAGE_TOKEN_SECRET", length: 32...256)
+    }
+}

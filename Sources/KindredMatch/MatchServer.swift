@@ -1,0 +1,102 @@
+import Foundation
+import KindredGRPC
+import KindredGRPCServices
+import KindredIdentity
+import KindredOpenSSL
+import KindredPostgres
+import KindredServiceKit
+import Logging
+
+/// The whole match service, built from a configuration: database pool, auth connection (keys, session ends,
+/// service token), the swipe writer, the events relay and the gRPC server. `match-server` is a thin wrapper
+/// around it; tests start it in-process through `TestServer<MatchServerDefinition>`.
+public final class MatchServer: ServiceServer {
+    public let configuration: MatchConfiguration
+    public let database: PostgresClient
+    public let service: MatchService
+    public let auth: AuthConnection
+    /// Delivers match's events to the configured consumers; nil when none is configured.
+    public let eventRelay: OutboxRelay?
+    public let runner: ServerRunner
+    private let authClient: GRPCClient?
+
+    /// `auth`: how callers are checked; nil = connect to `configuration.authAddress` (tests pass fixed keys).
+    public init(configuration: MatchConfiguration, auth: AuthConnection? = nil, logger: Logger) throws {
+        self.configuration = configuration
+        self.database = try configuration.database.makeClient(logger: logger)
+        if let auth {
+            self.auth = auth
+            self.authClient = nil
+        } else {
+            var client = GRPCClientConfiguration(
+                host: configuration.authAddress.host, port: configuration.authAddress.port)
+            client.defaultTimeout = .seconds(5)
+            client.connectTimeout = .seconds(2)
+            let authClient = GRPCClient(configuration: client, logger: logger)
+            self.authClient = authClient
+            self.auth = AuthConnection(
+                client: authClient,
+                serviceName: "match",
+                secret: configuration.serviceSecret,
+                revocationStaleAfter: configuration.revocationStaleAfter,
+                logger: logger
+            )
+        }
+        let metrics = ServerMetrics()
+        self.service = MatchService(
+            configuration: configuration,
+            database: self.database,
+            auth: self.auth,
+            metricsFactory: metrics.factory,
+            logger: logger
+        )
+        if configuration.eventConsumers.isEmpty || self.auth.serviceTokens == nil {
+            self.eventRelay = nil
+        } else {
+            var events = OutboxRelayConfiguration(producer: "match", consumers: configuration.eventConsumers)
+            events.pollInterval = configuration.eventPollInterval
+            self.eventRelay = OutboxRelay(
+                configuration: events,
+                database: self.database,
+                tokens: self.auth.serviceTokens!,
+                metricsFactory: metrics.factory,
+                logger: logger
+            )
+        }
+        var runner = ServerRunner(configuration: try configuration.endpoint.serverConfiguration(), services: [self.service])
+        runner.admin = configuration.endpoint.adminConfiguration
+        runner.metrics = metrics
+        PostgresPoolMetrics.attach(pool: "match", database: self.database, to: metrics)
+        runner.background = self.auth.backgroundTasks
+        let inbox = self.service.inbox
+        runner.background.append(
+            BackgroundTask("inbox-purge") {
+                while !Task.isCancelled {
+                    try await Task.sleep(for: .seconds(3600))
+                    _ = try? await inbox.purge()
+                }
+            })
+        if let events = self.eventRelay {
+            runner.background.append(BackgroundTask("events-relay") { await events.run() })
+        }
+        self.runner = runner
+    }
+
+    public func shutdown() async {
+        await self.database.shutdown()
+        await self.authClient?.close()
+    }
+}
+
+/// The match service as the generic server command runs it: `match-server serve | migrate | healthcheck`,
+/// settings from `KINDRED_MATCH_*` (services/match/README.md).
+public enum MatchServerDefinition: ServerDefinition {
+    public static let name = "match"
+    public static let summary = "The Kindred match service: swipes, matches, follows, blocks and reports."
+    public static let defaultPort = 50054
+    public static let schema: String? = "match"
+
+    public static func makeServer(settings: EnvironmentReader, logger: Logger) async throws -> MatchServer {
+        try MatchServer(configuration: MatchConfiguration(settings), logger: logger)
+    }
+}

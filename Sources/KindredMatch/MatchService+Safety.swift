@@ -1,0 +1,250 @@
+import Foundation
+import KindredGRPC
+import KindredPostgres
+import KindredProto
+import KindredServiceKit
+
+extension MatchService {
+    /// `Block`: symmetric and immediate; ends any match (MatchEnded) and announces the block (UserBlocked).
+    /// NOT_FOUND only for someone who is not a member of the caller's community; blocking someone who blocked
+    /// the caller answers exactly as any other block (nothing tells either side who blocked whom).
+    func block(_ request: MatchApi.BlockRequest, _ context: ServerContext) async throws -> MatchApi.BlockResponse {
+        let user = try await self.requireUser(context)
+        let target = try Self.userID(request.targetUserId, field: "target_user_id")
+        guard target != user.id else { throw MatchError.invalid("target_user_id", "SELF", "you cannot block yourself") }
+        var response = MatchApi.BlockResponse()
+        response.endedMatchId = try await self.database.withTransaction { transaction in
+            try await self.blockInTransaction(user: user, target: target, in: transaction) ?? ""
+        }
+        return response
+    }
+
+    /// The block's effects in a transaction (Block and ReportUser with also_block); returns the ended match id.
+    func blockInTransaction(user: User, target: String, in transaction: PostgresTransaction) async throws -> String? {
+        // The pair's lock: a like being committed for this pair now cannot create a match after the block.
+        try await transaction.execute("SELECT pg_advisory_xact_lock(\(SwipeStore.pairLockKey(user.id, target)))")
+        guard try await self.isMember(target, of: user.community, in: transaction) else { throw MatchError.userNotFound }
+        guard try await self.safety.block(blocker: user.id, blocked: target, in: transaction) else { return nil }
+        var event = CommonApi.Event()
+        event.userId = user.id
+        event.communityId = user.community
+        event.payload = .userBlocked(.with { $0.blockedUserId = target })
+        try await self.outbox.append(event, in: transaction)
+        guard let match = try await self.matches.lockActive(user.id, target, in: transaction) else { return nil }
+        try await self.endMatch(
+            match.record.id, users: [user.id, target], by: user.id, reason: .blocked, community: user.community,
+            in: transaction)
+        return match.record.id
+    }
+
+    /// Whether `user` has a profile in `community` (eligible or not, active or not).
+    func isMember(_ user: String, of community: String, in transaction: PostgresTransaction) async throws -> Bool {
+        try await transaction.query(
+            "SELECT EXISTS (SELECT 1 FROM members WHERE user_id = \(user)::uuid AND community_id = \(community))"
+        ).scalar(Bool.self)
+    }
+
+    /// `Unblock`: lifts the caller's own block (UserUnblocked); does not restore an ended match. Idempotent.
+    func unblock(_ request: MatchApi.UnblockRequest, _ context: ServerContext) async throws -> MatchApi.UnblockResponse {
+        let user = try await self.requireUser(context)
+        let target = try Self.userID(request.targetUserId, field: "target_user_id")
+        try await self.database.withTransaction { transaction in
+            guard try await self.safety.unblock(blocker: user.id, blocked: target, in: transaction) else { return }
+            var event = CommonApi.Event()
+            event.userId = user.id
+            event.communityId = user.community
+            event.payload = .userUnblocked(.with { $0.unblockedUserId = target })
+            try await self.outbox.append(event, in: transaction)
+        }
+        return MatchApi.UnblockResponse()
+    }
+
+    /// `ListBlocks`: the blocks the caller made, newest first.
+    func listBlocks(_ request: MatchApi.ListBlocksRequest, _ context: ServerContext) async throws
+        -> MatchApi.ListBlocksResponse
+    {
+        let user = try await self.requireUser(context)
+        let size = try Self.pageSize(request.pageSize)
+        let scope = "blocks|\(user.id)|\(size)"
+        let offset = try self.pageOffset(request.pageToken, scope: scope)
+        let rows = try await self.safety.blocks(of: user.id, limit: size + 1, offset: offset, on: self.database)
+        var response = MatchApi.ListBlocksResponse()
+        response.blocks = rows.prefix(size).map { row in
+            var blocked = MatchApi.BlockedUser()
+            blocked.userId = row.0
+            blocked.blockedUnixMs = row.1
+            return blocked
+        }
+        response.nextPageToken = self.nextPageToken(
+            offset: offset, count: rows.count, pageSize: size, more: rows.count > size, scope: scope)
+        return response
+    }
+
+    /// `ReportUser`: files a report for the admins (optionally blocking too). Rate limited; idempotent per key.
+    func reportUser(_ request: MatchApi.ReportUserRequest, _ context: ServerContext) async throws
+        -> MatchApi.ReportUserResponse
+    {
+        let user = try await self.requireUser(context)
+        let target = try Self.userID(request.targetUserId, field: "target_user_id")
+        guard target != user.id else { throw MatchError.invalid("target_user_id", "SELF", "you cannot report yourself") }
+        switch request.reason {
+        case .unspecified, .unrecognized: throw MatchError.invalid("reason", "REQUIRED", "a ReportReason")
+        default: break
+        }
+        guard request.details.count <= 1000 else { throw MatchError.invalid("details", "TOO_LONG", "0..1000 characters") }
+        if request.reason == .other, request.details.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
+            throw MatchError.invalid("details", "REQUIRED", "explain the reason OTHER")
+        }
+        guard request.messageIds.count <= 20, request.messageIds.allSatisfy({ (1...64).contains($0.count) }) else {
+            throw MatchError.invalid("message_ids", "TOO_MANY", "at most 20 message ids")
+        }
+        guard request.photoIds.count <= 9, request.photoIds.allSatisfy({ (1...64).contains($0.count) }) else {
+            throw MatchError.invalid("photo_ids", "TOO_MANY", "at most 9 photo ids")
+        }
+        let key = request.idempotencyKey
+        guard key.isEmpty || Self.isIdempotencyKey(key) else {
+            throw MatchError.invalid("idempotency_key", "INVALID_FORMAT", "1..64 characters of [A-Za-z0-9_-]")
+        }
+        if let wait = self.reportLimiter.acquire(user.id) {
+            throw MatchError(.rateLimited, "Too many reports; try again later", retryAfter: wait)
+        }
+        let report = ReportRow(
+            id: try UUIDv7.generate(), reporter: user.id, reported: target, community: user.community,
+            reason: request.reason.rawValue, details: request.details, messageIDs: request.messageIds,
+            photoIDs: request.photoIds, status: 1, resolution: 0, note: "", resolvedBy: nil, createdUnixMs: 0,
+            resolvedUnixMs: nil)
+        return try await self.database.withTransaction { transaction in
+            guard try await self.isMember(target, of: user.community, in: transaction) else {
+                throw MatchError.userNotFound
+            }
+            let (stored, _) = try await self.safety.file(report, key: key.isEmpty ? report.id : key, in: transaction)
+            guard stored.reported == target, stored.reason == report.reason, stored.details == report.details else {
+                throw MatchError.invalid("idempotency_key", "IDEMPOTENCY_KEY_REUSED", "a new key for a new report")
+            }
+            var response = MatchApi.ReportUserResponse()
+            response.reportId = stored.id
+            if request.alsoBlock {
+                _ = try await self.blockInTransaction(user: user, target: target, in: transaction)
+                response.blocked = true
+            }
+            return response
+        }
+    }
+
+    static func isIdempotencyKey(_ key: String) -> Bool {
+        (1...64).contains(key.utf8.count)
+            && key.utf8.allSatisfy { $0.isASCIIAlphanumeric || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") }
+    }
+
+    /// `ListReports` (admin): open reports oldest first, then resolved ones newest first.
+    func listReports(_ request: MatchApi.ListReportsRequest, _ context: ServerContext) async throws
+        -> MatchApi.ListReportsResponse
+    {
+        let admin = try await self.requireAdmin(context)
+        let size = try Self.pageSize(request.pageSize)
+        let reported = try request.reportedUserId.isEmpty
+            ? nil : Self.userID(request.reportedUserId, field: "reported_user_id")
+        let community = request.communityId.isEmpty ? nil : request.communityId
+        let scope = "reports|\(admin.id)|\(request.status.rawValue)|\(reported ?? "")|\(community ?? "")|\(size)"
+        let offset = try self.pageOffset(request.pageToken, scope: scope)
+        let rows = try await self.safety.list(
+            status: request.status.rawValue, reported: reported, community: community, limit: size + 1, offset: offset,
+            on: self.database)
+        var response = MatchApi.ListReportsResponse()
+        response.reports = rows.prefix(size).map(Self.reportMessage)
+        response.nextPageToken = self.nextPageToken(
+            offset: offset, count: rows.count, pageSize: size, more: rows.count > size, scope: scope)
+        return response
+    }
+
+    /// `ResolveReport` (admin): records the decision. ACCOUNT_DEACTIVATED also deactivates the reported account
+    /// through auth's DeactivateAccount, called with the admin's own access token (auth checks the admin role
+    /// again and records who did it); the report is resolved only once auth agreed.
+    func resolveReport(_ request: MatchApi.ResolveReportRequest, _ context: ServerContext) async throws
+        -> MatchApi.ResolveReportResponse
+    {
+        let admin = try await self.requireAdmin(context)
+        let reportID = request.reportId.lowercased()
+        guard UUIDv7.isValid(reportID) else { throw MatchError.invalid("report_id", "INVALID_FORMAT", "a report id") }
+        switch request.resolution {
+        case .unspecified, .unrecognized: throw MatchError.invalid("resolution", "REQUIRED", "a ReportResolution")
+        default: break
+        }
+        guard request.note.count <= 1000 else { throw MatchError.invalid("note", "TOO_LONG", "0..1000 characters") }
+        let resolution = request.resolution.rawValue
+        // Read first (no lock held while auth is called), then resolve under the row's lock.
+        let current = try await self.database.withTransaction { transaction in
+            try await self.safety.lock(reportID: reportID, in: transaction)
+        }
+        guard let current else { throw MatchError(.notFound, "No such report") }
+        if current.status == 2 {
+            guard current.resolution == resolution else {
+                throw MatchError(.failedPrecondition, "The report was already resolved differently")
+            }
+            return .with { $0.report = Self.reportMessage(current) }
+        }
+        if request.resolution == .accountDeactivated {
+            try await self.deactivateThroughAuth(current.reported, note: request.note, reportID: reportID, admin: admin)
+        }
+        let resolved = try await self.database.withTransaction { transaction -> ReportRow in
+            guard let row = try await self.safety.lock(reportID: reportID, in: transaction) else {
+                throw MatchError(.notFound, "No such report")
+            }
+            if row.status == 2 {
+                guard row.resolution == resolution else {
+                    throw MatchError(.failedPrecondition, "The report was already resolved differently")
+                }
+                return row
+            }
+            return try await self.safety.resolve(
+                reportID: reportID, resolution: resolution, note: request.note, by: admin.id, in: transaction)
+        }
+        return .with { $0.report = Self.reportMessage(resolved) }
+    }
+
+    private func deactivateThroughAuth(_ user: String, note: String, reportID: String, admin: User) async throws {
+        guard let auth = self.auth.client else {
+            throw MatchError(.unavailable, "Account deactivation is not available", retryAfter: .seconds(5))
+        }
+        var deactivate = Kindred.Auth.V1.DeactivateAccountRequest()
+        deactivate.userId = user
+        let text = note.trimmingCharacters(in: .whitespacesAndNewlines)
+        deactivate.note = String((text.isEmpty ? "report \(reportID)" : text).prefix(500))
+        do {
+            _ = try await auth.unary(
+                Kindred.Auth.V1.AuthService.Method.deactivateAccount, deactivate,
+                metadata: ["authorization": .string(admin.authorization)],
+                options: CallOptions(timeout: .seconds(5)))
+        } catch let error as RPCError where error.code == .notFound {
+            // The account is gone already (deleted): nothing left to deactivate.
+        } catch let error as RPCError {
+            self.logger.warning("auth refused the deactivation", metadata: ["rpc.code": "\(error.code)"])
+            throw MatchError(.unavailable, "Account deactivation failed; try again", retryAfter: .seconds(1))
+        }
+    }
+
+    static func reportMessage(_ row: ReportRow) -> MatchApi.Report {
+        var report = MatchApi.Report()
+        report.reportId = row.id
+        report.reporterUserId = row.reporter
+        report.reportedUserId = row.reported
+        report.communityId = row.community
+        report.reason = CommonApi.ReportReason(rawValue: row.reason)
+        report.details = row.details
+        report.messageIds = row.messageIDs
+        report.photoIds = row.photoIDs
+        report.status = MatchApi.ReportStatus(rawValue: row.status)
+        report.resolution = MatchApi.ReportResolution(rawValue: row.resolution)
+        report.resolutionNote = row.note
+        report.resolvedByUserId = row.resolvedBy ?? ""
+        report.createdUnixMs = row.createdUnixMs
+        report.resolvedUnixMs = row.resolvedUnixMs ?? 0
+        return report
+    }
+}
+
+extension UInt8 {
+    fileprivate var isASCIIAlphanumeric: Bool {
+        (48...57).contains(self) || (65...90).contains(self) || (97...122).contains(self)
+    }
+}

@@ -1,0 +1,134 @@
+import KindredGRPC
+import KindredPostgres
+import KindredProto
+import KindredServiceKit
+
+extension MatchService {
+    /// Services that may read pair states for users (FilterUnseen, GetRelations).
+    static let relationReaders: Set<String> = ["discovery", "gateway", "chat", "profile"]
+
+    /// `FilterUnseen`: the candidates the viewer may still see, in request order.
+    func filterUnseen(_ request: MatchApi.FilterUnseenRequest, _ context: ServerContext) async throws
+        -> MatchApi.FilterUnseenResponse
+    {
+        let viewer = try await self.viewer(request.viewerUserId, context, services: Self.relationReaders)
+        guard request.candidateUserIds.count <= 1000 else {
+            throw MatchError.invalid("candidate_user_ids", "TOO_MANY", "at most 1000 ids")
+        }
+        // Ids that are not user ids cannot be anyone's: they are simply not returned.
+        let candidates = request.candidateUserIds.map { $0.lowercased() }.filter(UUIDv7.isValid)
+        var response = MatchApi.FilterUnseenResponse()
+        guard !candidates.isEmpty else { return response }
+        response.unseenUserIds = try await self.matches.unseen(
+            viewer: viewer.id, candidates: candidates, othersDecisions: viewer.isService, on: self.database)
+        return response
+    }
+
+    /// `GetRelations`: the pair state between the viewer and up to 100 users, in request order.
+    func getRelations(_ request: MatchApi.GetRelationsRequest, _ context: ServerContext) async throws
+        -> MatchApi.GetRelationsResponse
+    {
+        let viewer = try await self.viewer(request.viewerUserId, context, services: Self.relationReaders)
+        guard (1...100).contains(request.userIds.count), Set(request.userIds).count == request.userIds.count else {
+            throw MatchError.invalid("user_ids", "OUT_OF_RANGE", "1..100 distinct ids")
+        }
+        let valid = request.userIds.map { $0.lowercased() }.filter(UUIDv7.isValid)
+        let known =
+            valid.isEmpty
+            ? [:]
+            : try await self.matches.relations(
+                viewer: viewer.id, others: valid, othersDecisions: viewer.isService, on: self.database)
+        var response = MatchApi.GetRelationsResponse()
+        response.relations = request.userIds.map { id in
+            var relation = MatchApi.Relation()
+            relation.userId = id
+            guard let facts = known[id.lowercased()] else { return relation }
+            relation.blocked = facts.blocked
+            if let match = facts.match, !facts.blocked {
+                let message = Self.matchMessage(match, viewer: viewer.id, other: id.lowercased())
+                relation.matchId = message.matchId
+                relation.direction = message.direction
+            }
+            relation.viewerSwipe = facts.swipe == 1 ? .like : (facts.swipe == 2 ? .pass : .unspecified)
+            return relation
+        }
+        return response
+    }
+
+    /// `DeliverEvents`: auth's account events and profile's profile and community snapshots, each applied once
+    /// (the kit's inbox) and in order per partition.
+    func deliverEvents(_ request: CommonApi.DeliverEventsRequest, _ context: ServerContext) async throws
+        -> CommonApi.DeliverEventsResponse
+    {
+        let producer = try await self.auth.access.requireService(["auth", "profile"], context)
+        var response = CommonApi.DeliverEventsResponse()
+        response.acknowledgedEventIds = try await self.inbox.process(request.events, from: producer) {
+            event, transaction in
+            try await self.apply(event, in: transaction)
+        }
+        return response
+    }
+
+    /// One event's effect, in the inbox's transaction. Malformed ids are ignored (acknowledged without effect).
+    func apply(_ event: CommonApi.Event, in transaction: PostgresTransaction) async throws {
+        let user = event.userId.lowercased()
+        switch event.payload {
+        case .accountDeactivated?:
+            guard UUIDv7.isValid(user) else { return }
+            try await self.directory.setDeactivated(true, user: user, community: event.communityId, in: transaction)
+        case .accountReactivated?:
+            guard UUIDv7.isValid(user) else { return }
+            try await self.directory.setDeactivated(false, user: user, community: event.communityId, in: transaction)
+        case .accountDeleted?:
+            guard UUIDv7.isValid(user) else { return }
+            let ended = try await UserDataStore().erase(user, in: transaction)
+            for match in ended {
+                // Partitioned by the remaining user: the deleted one's partition ends here.
+                var ending = CommonApi.Event()
+                ending.userId = match.other
+                ending.communityId = event.communityId
+                ending.payload = .matchEnded(
+                    .with {
+                        $0.matchId = match.matchID
+                        $0.userIds = [user, match.other].sorted()
+                        $0.reason = .accountDeleted
+                    })
+                try await self.outbox.append(ending, in: transaction)
+            }
+        case .profileUpdated(let updated)?:
+            guard UUIDv7.isValid(updated.snapshot?.userId.lowercased() ?? "") else { return }
+            var snapshot = updated.snapshot!
+            snapshot.userId = snapshot.userId.lowercased()
+            try await self.directory.upsertMember(snapshot, in: transaction)
+        case .locationChanged(let changed)?:
+            guard UUIDv7.isValid(changed.snapshot?.userId.lowercased() ?? "") else { return }
+            var snapshot = changed.snapshot!
+            snapshot.userId = snapshot.userId.lowercased()
+            try await self.directory.upsertMember(snapshot, in: transaction)
+        case .communityUpdated(let updated)?:
+            guard let community = updated.community, !community.communityId.isEmpty else { return }
+            try await self.directory.upsertCommunity(community, in: transaction)
+        default:
+            break  // not for match: acknowledged all the same
+        }
+    }
+
+    /// `GetUserFootprint` (admin or service): rows match holds about a user, per kind, zeros included.
+    func getUserFootprint(_ request: MatchApi.GetUserFootprintRequest, _ context: ServerContext) async throws
+        -> MatchApi.GetUserFootprintResponse
+    {
+        let identity = try await self.authenticate(context)
+        guard identity.isService || identity.isAdmin else {
+            throw MatchError(.permissionDenied, "Admins and services only")
+        }
+        let user = try Self.userID(request.userId, field: "user_id")
+        var response = MatchApi.GetUserFootprintResponse()
+        response.counts = try await UserDataStore().footprint(user, on: self.database).map { kind, count in
+            var entry = CommonApi.DataCount()
+            entry.kind = kind
+            entry.rows = count
+            return entry
+        }
+        return response
+    }
+}

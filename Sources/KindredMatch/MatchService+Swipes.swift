@@ -1,0 +1,115 @@
+import KindredGRPC
+import KindredPostgres
+import KindredProto
+import KindredServiceKit
+
+extension MatchService {
+    /// `Swipe`: validated here, decided and committed by the group-commit writer (`SwipeWriter`).
+    func swipe(_ request: MatchApi.SwipeRequest, _ context: ServerContext) async throws -> MatchApi.SwipeResponse {
+        let user = try await self.requireUser(context)
+        let target = try Self.userID(request.targetUserId, field: "target_user_id")
+        guard target != user.id else { throw MatchError.invalid("target_user_id", "SELF", "you cannot swipe on yourself") }
+        let kind: SwipeKind
+        switch request.action {
+        case .like: kind = .like
+        case .pass: kind = .pass
+        default: throw MatchError.invalid("action", "REQUIRED", "LIKE or PASS")
+        }
+        guard request.surface.count <= 32 else { throw MatchError.invalid("surface", "TOO_LONG", "0..32 characters") }
+        if let wait = self.swipeLimiter.acquire(user.id) {
+            throw MatchError(.rateLimited, "Too many swipes; slow down", retryAfter: wait)
+        }
+        let reply = try await self.writer.submit(
+            SwipeCommand(swiper: user.id, community: user.community, target: target, kind: kind, surface: request.surface))
+        self.swipeCounter.increment()
+        if reply.swipe.outcome != .recorded, !reply.replayed { self.matchCounter.increment() }
+        var response = MatchApi.SwipeResponse()
+        response.swipeId = reply.swipe.id
+        response.outcome =
+            switch reply.swipe.outcome {
+            case .recorded: .recorded
+            case .matched: .matched
+            case .connected: .connected
+            }
+        if let match = reply.match { response.match = Self.matchMessage(match, viewer: user.id, other: target) }
+        response.replayed = reply.replayed
+        response.remainingLikes = Int32(clamping: reply.remainingLikes)
+        return response
+    }
+
+    /// `Undo`: the caller's last pass, within the community's window and daily limit (`UndoPolicy`).
+    func undo(_ request: MatchApi.UndoRequest, _ context: ServerContext) async throws -> MatchApi.UndoResponse {
+        let user = try await self.requireUser(context)
+        let named: String? = request.swipeId.isEmpty ? nil : request.swipeId.lowercased()
+        if let named, !UUIDv7.isValid(named) { throw MatchError.invalid("swipe_id", "INVALID_FORMAT", "a swipe id") }
+        return try await self.database.withTransaction { transaction in
+            // One undo at a time per user (the limit and "last swipe" are per user).
+            try await transaction.execute("SELECT pg_advisory_xact_lock(\(SwipeStore.pairLockKey(user.id, user.id)))")
+            let settings = try await self.directory.settings(user.community, in: transaction)
+            let policy = UndoPolicy(windowSeconds: Int64(settings.undoWindowSeconds), dailyLimit: settings.dailyUndoLimit)
+            let now = PostgresTimestamp.now
+            let since = PostgresTimestamp(microsecondsSinceEpoch: now.microsecondsSinceEpoch - 86_400_000_000)
+            let latest = try await self.swipes.latestSwipe(of: user.id, in: transaction)
+            let undoneTarget = try await named.asyncMap {
+                try await self.swipes.undoneTarget(swipeID: $0, swiper: user.id, in: transaction)
+            } ?? nil
+            let undos = try await self.swipes.undosSince(since, swiper: user.id, in: transaction)
+            let decision = policy.decide(
+                latest: latest?.0, named: named, namedWasUndone: undoneTarget != nil, undosInWindow: undos,
+                nowUnixMs: now.millisecondsSinceEpoch)
+            var response = MatchApi.UndoResponse()
+            switch decision {
+            case .replay:
+                response.swipeId = named ?? ""
+                response.targetUserId = undoneTarget ?? ""
+                response.remainingUndos = Int32(max(0, policy.dailyLimit - undos.count))
+                return response
+            case .notFound:
+                throw MatchError(.notFound, "No swipe to undo")
+            case .notAllowed:
+                throw MatchError(.undoNotAllowed, "Only your last pass can be undone, within the undo window")
+            case .limitReached(let reset):
+                throw MatchError(
+                    .undoLimit, "Daily undo limit reached; try again later",
+                    retryAfter: .milliseconds(max(1, reset - now.millisecondsSinceEpoch)))
+            case .undo:
+                guard let (swipe, target) = latest else { throw MatchError(.notFound, "No swipe to undo") }
+                try await self.swipes.undo(swipeID: swipe.id, swiper: user.id, target: target, at: now, in: transaction)
+                var event = CommonApi.Event()
+                event.userId = user.id
+                event.communityId = user.community
+                event.payload = .swipeUndone(
+                    .with {
+                        $0.swipeId = swipe.id
+                        $0.targetUserId = target
+                    })
+                try await self.outbox.append(event, in: transaction)
+                response.swipeId = swipe.id
+                response.targetUserId = target
+                response.remainingUndos = Int32(max(0, policy.dailyLimit - undos.count - 1))
+                return response
+            }
+        }
+    }
+
+    /// A match as `viewer` sees it.
+    static func matchMessage(_ match: MatchRecord, viewer: String, other: String) -> MatchApi.Match {
+        var message = MatchApi.Match()
+        message.matchId = match.id
+        message.otherUserId = other
+        message.mode = match.mode == .mutual ? .mutual : .oneWay
+        message.direction =
+            match.mode == .mutual || match.reciprocatedUnixMs != nil
+            ? .mutual : (match.initiator == viewer ? .outgoing : .incoming)
+        message.createdUnixMs = match.createdUnixMs
+        message.reciprocatedUnixMs = match.reciprocatedUnixMs ?? 0
+        return message
+    }
+}
+
+extension Optional {
+    func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
+        guard let value = self else { return nil }
+        return try await transform(value)
+    }
+}

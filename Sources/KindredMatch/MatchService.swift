@@ -1,0 +1,190 @@
+import CoreMetrics
+import Foundation
+import KindredGRPC
+import KindredGRPCServices
+import KindredIdentity
+import KindredOpenSSL
+import KindredPostgres
+import KindredProto
+import KindredServiceKit
+import Logging
+
+typealias MatchApi = Kindred.Match.V1
+typealias CommonApi = Kindred.Common.V1
+
+/// `kindred.match.v1.MatchService`: swipes, matches and follows, blocks, reports, and the batch reads discovery
+/// needs. Callers are checked here with auth's keys and session ends (`AuthConnection`), not only by the
+/// gateway. Handlers read as domain logic: the SQL is in the stores (`SwipeStore`, `MatchStore`, `SafetyStore`,
+/// `DirectoryStore`), the rules in value types (`PairState`, `UndoPolicy`, `LikeBudget`).
+public final class MatchService: GRPCService, Sendable {
+    let configuration: MatchConfiguration
+    let database: PostgresClient
+    let auth: AuthConnection
+    let logger: Logger
+    /// Group commit of swipes (several callers' swipes in one transaction).
+    public let writer: SwipeWriter
+    public let inbox: EventInbox
+    let outbox = Outbox(producer: "match")
+    let swipeLimiter: TokenBucketLimiter
+    let reportLimiter: TokenBucketLimiter
+    let pageTokenKey: [UInt8]
+    let swipes = SwipeStore()
+    let matches = MatchStore()
+    let safety = SafetyStore()
+    let directory = DirectoryStore()
+    let swipeCounter: Counter
+    let matchCounter: Counter
+
+    public init(
+        configuration: MatchConfiguration,
+        database: PostgresClient,
+        auth: AuthConnection,
+        metricsFactory: any MetricsFactory,
+        logger: Logger
+    ) {
+        self.configuration = configuration
+        self.database = database
+        self.auth = auth
+        self.logger = logger
+        self.inbox = EventInbox(database: database, logger: logger)
+        self.swipeLimiter = TokenBucketLimiter(rate: configuration.swipeRate, burst: configuration.swipeBurst)
+        self.reportLimiter = TokenBucketLimiter(
+            rate: Double(configuration.reportsPerHour) / 3600, burst: configuration.reportsPerHour)
+        if let secret = configuration.pageTokenSecret {
+            self.pageTokenKey = SHA256.hash(Array(("kindred-match-page-token:" + secret).utf8))
+        } else {
+            self.pageTokenKey = (try? SecureRandom.bytes(count: 32)) ?? SHA256.hash(Array(UUID().uuidString.utf8))
+        }
+        // match_swipes_total: acknowledged swipes (replays included); match_matches_total: matches and
+        // connections created. Batch sizes and commit times: match_swipe_batch_size, match_swipe_commit_seconds.
+        self.swipeCounter = Counter(label: "match_swipes_total", factory: metricsFactory)
+        self.matchCounter = Counter(label: "match_matches_total", factory: metricsFactory)
+        self.writer = SwipeWriter(
+            database: database,
+            store: self.swipes,
+            outbox: self.outbox,
+            maxBatch: configuration.swipeBatch,
+            writers: configuration.swipeWriters,
+            metricsFactory: metricsFactory,
+            logger: logger
+        )
+    }
+
+    /// Routes call the handlers directly: `MatchError`, `RPCError` and `PostgresError` are mapped once, by the
+    /// runtime.
+    public func register(in router: inout GRPCRouter) {
+        typealias M = MatchApi.MatchService.Method
+        router.unary(M.swipe) { try await self.swipe($0, $1) }
+        router.unary(M.undo) { try await self.undo($0, $1) }
+        router.unary(M.listMatches) { try await self.listMatches($0, $1) }
+        router.unary(M.unmatch) { try await self.unmatch($0, $1) }
+        router.unary(M.listLikesReceived) { try await self.listLikesReceived($0, $1) }
+        router.unary(M.block) { try await self.block($0, $1) }
+        router.unary(M.unblock) { try await self.unblock($0, $1) }
+        router.unary(M.listBlocks) { try await self.listBlocks($0, $1) }
+        router.unary(M.reportUser) { try await self.reportUser($0, $1) }
+        router.unary(M.filterUnseen) { try await self.filterUnseen($0, $1) }
+        router.unary(M.getRelations) { try await self.getRelations($0, $1) }
+        router.unary(M.listReports) { try await self.listReports($0, $1) }
+        router.unary(M.resolveReport) { try await self.resolveReport($0, $1) }
+        router.unary(M.deliverEvents) { try await self.deliverEvents($0, $1) }
+        router.unary(M.getUserFootprint) { try await self.getUserFootprint($0, $1) }
+    }
+
+    // MARK: Callers
+
+    /// A signed-in user: id and community (the token's `cid`).
+    struct User {
+        let id: String
+        let community: String
+        let isAdmin: Bool
+        /// The caller's own `authorization` header (forwarded to auth for an admin's deactivation).
+        let authorization: String
+    }
+
+    /// The caller's verified identity: UNAUTHENTICATED for a missing, invalid or ended token; UNAVAILABLE while
+    /// session ends cannot be checked.
+    func authenticate(_ context: ServerContext) async throws -> CallerIdentity {
+        do {
+            return try await self.auth.authenticator.authenticate(context)
+        } catch where error.code == .unavailable {
+            throw MatchError(.unavailable, CallerAuthenticator.sessionCheckUnavailable, retryAfter: .seconds(1))
+        } catch {
+            throw MatchError(.unauthenticated, "A valid access token is required")
+        }
+    }
+
+    /// The signed-in user of this call (a user token with a community).
+    func requireUser(_ context: ServerContext) async throws -> User {
+        let identity = try await self.authenticate(context)
+        guard let id = identity.userID, let community = identity.claims.cid, !community.isEmpty else {
+            throw MatchError(.permissionDenied, "A user access token is required")
+        }
+        return User(
+            id: id.lowercased(), community: community, isAdmin: identity.isAdmin,
+            authorization: context.metadata["authorization"] ?? "")
+    }
+
+    /// An admin user.
+    func requireAdmin(_ context: ServerContext) async throws -> User {
+        let user = try await self.requireUser(context)
+        guard user.isAdmin else { throw MatchError(.permissionDenied, "This call needs the admin role") }
+        return user
+    }
+
+    /// For RPCs a service or the user themself may call with a `viewer_user_id`: the viewer, checked as the
+    /// contract says (a user token: empty or equal to its subject; a service token: required).
+    /// `isService`: a service asks (it may see the other side's decisions, which it never shows); false: the
+    /// viewer asks for themself and must learn nothing of passes on them or blocks of them.
+    func viewer(_ requested: String, _ context: ServerContext, services: Set<String>) async throws
+        -> (id: String, isService: Bool)
+    {
+        let identity = try await self.authenticate(context)
+        if identity.isService {
+            _ = try ServiceAccess.check(identity, allowed: services)
+            return (try Self.userID(requested, field: "viewer_user_id"), true)
+        }
+        guard let id = identity.userID?.lowercased() else { throw MatchError(.permissionDenied, "Not allowed") }
+        guard requested.isEmpty || requested.lowercased() == id else {
+            throw MatchError(.permissionDenied, "Not allowed for this caller")
+        }
+        return (id, false)
+    }
+
+    // MARK: Validation
+
+    /// A user id from a request: canonical lower-case UUIDv7, else INVALID_ARGUMENT naming `field`.
+    static func userID(_ text: String, field: String) throws -> String {
+        let id = text.lowercased()
+        guard UUIDv7.isValid(id) else { throw MatchError.invalid(field, "INVALID_FORMAT", "a user id") }
+        return id
+    }
+
+    /// Page size 1..100, 0 = 20.
+    static func pageSize(_ size: Int32) throws -> Int {
+        guard size == 0 || (1...100).contains(size) else {
+            throw MatchError.invalid("page_size", "OUT_OF_RANGE", "1..100, or 0 for 20")
+        }
+        return size == 0 ? 20 : Int(size)
+    }
+
+    /// The offset of a page token for `scope` (0 for none), else INVALID_ARGUMENT PAGE_TOKEN_INVALID.
+    func pageOffset(_ token: String, scope: String) throws -> Int {
+        guard !token.isEmpty else { return 0 }
+        guard let offset = PageToken.decode(token, key: self.pageTokenKey, scope: scope) else {
+            throw MatchError.invalid("page_token", "PAGE_TOKEN_INVALID", "use a token from a previous page")
+        }
+        return offset
+    }
+
+    /// The token of the next page, or "" when this page was the last.
+    func nextPageToken(offset: Int, count: Int, pageSize: Int, more: Bool, scope: String) -> String {
+        guard more else { return "" }
+        return PageToken.encode(offset: offset + pageSize, key: self.pageTokenKey, scope: scope)
+    }
+}
+
+extension Int64 {
+    /// Milliseconds → Duration.
+    var millisecondsDuration: Duration { .milliseconds(self) }
+}

@@ -1,0 +1,4 @@
+import KindredMatch
+import KindredServiceKit
+
+await ServerCommand<MatchServerDefinition>.runFromCommandLine()

@@ -1,0 +1,189 @@
+import Foundation
+import KindredGRPC
+import KindredGRPCServices
+import KindredIdentity
+import KindredMatch
+import KindredOpenSSL
+import KindredPostgres
+import KindredProto
+import KindredProtobuf
+import KindredServiceKit
+import KindredServiceTesting
+import Logging
+import Testing
+
+typealias MatchApi = Kindred.Match.V1
+typealias CommonApi = Kindred.Common.V1
+typealias M = Kindred.Match.V1.MatchService.Method
+
+/// Token signing for tests: the match server trusts this key (as it trusts auth's keys in production).
+enum TestKeys {
+    static let key = try! Ed25519PrivateKey()
+    static let signer = AccessTokenSigner(keyID: "match-test", key: key)
+
+    static func userToken(_ user: String, community: String, roles: [String] = ["user"]) -> String {
+        let claims = AccessTokenClaims(
+            subject: user, issuedAt: Int64(Date().timeIntervalSince1970) - 5, lifetimeSeconds: 900,
+            tokenID: try! UUIDv7.generate(), sessionID: try! UUIDv7.generate(), communityID: community, roles: roles)
+        return try! signer.sign(claims)
+    }
+
+    static func serviceToken(_ service: String) -> String {
+        let claims = AccessTokenClaims(
+            subject: "service:" + service, issuedAt: Int64(Date().timeIntervalSince1970) - 5, lifetimeSeconds: 900,
+            tokenID: try! UUIDv7.generate(), sessionID: nil, roles: ["service"])
+        return try! signer.sign(claims)
+    }
+}
+
+/// The match server as TestServer builds it, with callers checked against `TestKeys` instead of auth's keys
+/// (the rest is the real server: configuration from settings, database, writer, relay).
+enum TestMatchDefinition: ServerDefinition {
+    static let name = "match"
+    static let summary = "match (tests)"
+    static let defaultPort = 50054
+    static let schema: String? = "match"
+
+    static func makeServer(settings: EnvironmentReader, logger: Logger) async throws -> MatchServer {
+        let tokens = ServiceTokenSource { (TestKeys.serviceToken("match"), (Int64(Date().timeIntervalSince1970) + 900) * 1000) }
+        return try MatchServer(
+            configuration: MatchConfiguration(settings),
+            auth: AuthConnection(fixedKeys: [TestKeys.signer.keyID: TestKeys.key.publicKey], serviceTokens: tokens, logger: logger),
+            logger: logger)
+    }
+}
+
+/// A member of a test community.
+struct Member {
+    let id: String
+    let community: String
+    var token: String { TestKeys.userToken(self.id, community: self.community) }
+}
+
+/// One match server on a fresh database, a client, and helpers that feed the projections the way profile and
+/// auth do (DeliverEvents with their service tokens).
+struct MatchHarness {
+    let server: TestServer<TestMatchDefinition>
+    let client: GRPCClient
+    var database: PostgresClient { self.server.server.database }
+
+    static func with<T>(
+        settings: [String: String] = [:],
+        _ body: (MatchHarness) async throws -> T
+    ) async throws -> T {
+        var logger = Logger(label: "kindred.match.test")
+        logger.logLevel = .error
+        let server = try await TestServer<TestMatchDefinition>.start(
+            settings: ["KINDRED_MATCH_SWIPE_RATE": "100000", "KINDRED_MATCH_SWIPE_BURST": "100000"].merging(settings) { $1 },
+            logger: logger)
+        let client = server.makeClient(logger: logger)
+        let harness = MatchHarness(server: server, client: client)
+        let result: Result<T, any Error>
+        do { result = .success(try await body(harness)) } catch { result = .failure(error) }
+        await client.close()
+        await server.stop()
+        return try result.get()
+    }
+
+    func call<Request, Response>(
+        _ method: ProtoMethod<Request, Response>, _ request: Request, token: String
+    ) async throws -> Response {
+        try await self.client.unary(method, request, metadata: ["authorization": .string("Bearer " + token)])
+    }
+
+    /// The status code of a call that must fail.
+    func code<Request, Response>(
+        _ method: ProtoMethod<Request, Response>, _ request: Request, token: String
+    ) async -> StatusCode? {
+        do {
+            _ = try await self.call(method, request, token: token)
+            return nil
+        } catch let error as RPCError {
+            return error.code
+        } catch {
+            return .unknown
+        }
+    }
+
+
+    /// Delivers events as `producer` would (service token, the inbox); returns the acknowledged ids.
+    @discardableResult
+    func deliver(_ events: [CommonApi.Event], from producer: String) async throws -> [String] {
+        var request = CommonApi.DeliverEventsRequest()
+        request.events = try events.map {
+            var event = $0
+            event.producer = producer
+            if event.eventId.isEmpty { event.eventId = try UUIDv7.generate() }
+            return event
+        }
+        return try await self.call(M.deliverEvents, request, token: TestKeys.serviceToken(producer)).acknowledgedEventIds
+    }
+
+    /// Profile's CommunityUpdated for a community.
+    func community(
+        _ id: String, mode: CommonApi.CommunityMode = .mutual, likes: Int32 = 200, undoWindow: Int32 = 300,
+        undos: Int32 = 3, version: Int64 = 1
+    ) async throws {
+        var event = CommonApi.Event()
+        event.communityId = id
+        event.payload = .communityUpdated(
+            .with {
+                $0.community = .with {
+                    $0.communityId = id
+                    $0.version = version
+                    $0.settings = .with {
+                        $0.mode = mode
+                        $0.dailyLikeLimit = likes
+                        $0.undoWindowSeconds = undoWindow
+                        $0.dailyUndoLimit = undos
+                    }
+                }
+            })
+        try await self.deliver([event], from: "profile")
+    }
+
+    /// Profile's ProfileUpdated for new members (eligible by default).
+    func members(_ count: Int, community: String, eligible: Bool = true) async throws -> [Member] {
+        let members = try (0..<count).map { _ in Member(id: try UUIDv7.generate(), community: community) }
+        for chunk in stride(from: 0, to: members.count, by: 100) {
+            try await self.deliver(
+                members[chunk..<min(chunk + 100, members.count)].map { self.profileEvent($0, eligible: eligible, version: 1) },
+                from: "profile")
+        }
+        return members
+    }
+
+    func profileEvent(_ member: Member, eligible: Bool, version: Int64) -> CommonApi.Event {
+        var event = CommonApi.Event()
+        event.userId = member.id
+        event.communityId = member.community
+        event.payload = .profileUpdated(
+            .with {
+                $0.snapshot = .with {
+                    $0.userId = member.id
+                    $0.communityId = member.community
+                    $0.eligible = eligible
+                    $0.version = version
+                }
+            })
+        return event
+    }
+
+    @discardableResult
+    func swipe(_ from: Member, _ to: Member, _ action: CommonApi.SwipeAction) async throws -> MatchApi.SwipeResponse {
+        try await self.call(
+            M.swipe, .with {
+                $0.targetUserId = to.id
+                $0.action = action
+            }, token: from.token)
+    }
+
+    func matches(_ member: Member) async throws -> [MatchApi.Match] {
+        try await self.call(M.listMatches, MatchApi.ListMatchesRequest(), token: member.token).matches
+    }
+
+    /// Events of one type in match's outbox.
+    func outboxCount(_ type: String) async throws -> Int {
+        Int(try await self.database.query("SELECT count(*) FROM events_outbox WHERE event_type = \(type)").scalar(Int64.self))
+    }
+}
