@@ -41,6 +41,16 @@ extension Kindred.Api.V1 {
         /// Hide the distance on the user's card from others.
         public var hideDistance: Swift.Bool = false
 
+        /// One-word interests, 0..10: each trimmed, lower-cased, 1..24 letters, digits or '-', no
+        /// spaces; duplicates are dropped (first occurrence kept, order kept).
+        public var interests: [Swift.String] = []
+
+        /// Job title, UTF-8, 0..64 characters, no control characters.
+        public var jobTitle: Swift.String = ""
+
+        /// City (free text, shown on the card; not a location), UTF-8, 0..64 characters.
+        public var city: Swift.String = ""
+
         public init() {}
 
         public static var protoMessageName: Swift.String { "kindred.api.v1.ProfileFields" }
@@ -58,6 +68,9 @@ extension Kindred.Api.V1 {
             encoder.setInt32(9, self.maxDistanceKm)
             encoder.setBool(10, self.paused)
             encoder.setBool(11, self.hideDistance)
+            encoder.setRepeatedString(12, self.interests)
+            encoder.setString(13, self.jobTitle)
+            encoder.setString(14, self.city)
         }
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
@@ -72,6 +85,9 @@ extension Kindred.Api.V1 {
             self.maxDistanceKm = decoder.int32(9)
             self.paused = decoder.bool(10)
             self.hideDistance = decoder.bool(11)
+            self.interests = try decoder.repeatedString(12)
+            self.jobTitle = try decoder.string(13)
+            self.city = try decoder.string(14)
         }
     }
 }
@@ -179,6 +195,15 @@ extension Kindred.Api.V1 {
         /// Card version; clients may cache by user_id + version.
         public var version: Swift.Int64 = 0
 
+        /// One-word interests.
+        public var interests: [Swift.String] = []
+
+        /// Job title; empty if not set.
+        public var jobTitle: Swift.String = ""
+
+        /// City; empty if not set.
+        public var city: Swift.String = ""
+
         public init() {}
 
         public static var protoMessageName: Swift.String { "kindred.api.v1.ProfileCard" }
@@ -194,6 +219,9 @@ extension Kindred.Api.V1 {
             encoder.setRepeatedMessage(7, self.photos)
             encoder.setInt32(8, self.distanceKm)
             encoder.setInt64(9, self.version)
+            encoder.setRepeatedString(10, self.interests)
+            encoder.setString(11, self.jobTitle)
+            encoder.setString(12, self.city)
         }
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
@@ -206,6 +234,9 @@ extension Kindred.Api.V1 {
             self.photos = try decoder.repeatedMessage(7, as: Kindred.Api.V1.Photo.self)
             self.distanceKm = decoder.int32(8)
             self.version = decoder.int64(9)
+            self.interests = try decoder.repeatedString(10)
+            self.jobTitle = try decoder.string(11)
+            self.city = try decoder.string(12)
         }
     }
 }

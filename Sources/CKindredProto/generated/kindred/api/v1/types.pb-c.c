@@ -322,7 +322,7 @@ void   kindred__api__v1__chat_message__free_unpacked
   assert(message->base.descriptor == &kindred__api__v1__chat_message__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor kindred__api__v1__profile_fields__field_descriptors[11] =
+static const ProtobufCFieldDescriptor kindred__api__v1__profile_fields__field_descriptors[14] =
 {
   {
     "display_name",
@@ -456,6 +456,42 @@ static const ProtobufCFieldDescriptor kindred__api__v1__profile_fields__field_de
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "interests",
+    12,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Kindred__Api__V1__ProfileFields, n_interests),
+    offsetof(Kindred__Api__V1__ProfileFields, interests),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "job_title",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__ProfileFields, job_title),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "city",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__ProfileFields, city),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__api__v1__profile_fields__field_indices_by_name[] = {
   7,   /* field[7] = age_max_years */
@@ -463,17 +499,20 @@ static const unsigned kindred__api__v1__profile_fields__field_indices_by_name[] 
   5,   /* field[5] = attributes */
   4,   /* field[4] = bio */
   1,   /* field[1] = birth_date */
+  13,   /* field[13] = city */
   0,   /* field[0] = display_name */
   2,   /* field[2] = gender */
   10,   /* field[10] = hide_distance */
   3,   /* field[3] = interested_in */
+  11,   /* field[11] = interests */
+  12,   /* field[12] = job_title */
   8,   /* field[8] = max_distance_km */
   9,   /* field[9] = paused */
 };
 static const ProtobufCIntRange kindred__api__v1__profile_fields__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 11 }
+  { 0, 14 }
 };
 const ProtobufCMessageDescriptor kindred__api__v1__profile_fields__descriptor =
 {
@@ -483,7 +522,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__profile_fields__descriptor =
   "Kindred__Api__V1__ProfileFields",
   "kindred.api.v1",
   sizeof(Kindred__Api__V1__ProfileFields),
-  11,
+  14,
   kindred__api__v1__profile_fields__field_descriptors,
   kindred__api__v1__profile_fields__field_indices_by_name,
   1,  kindred__api__v1__profile_fields__number_ranges,
@@ -658,7 +697,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__my_profile__descriptor =
   (ProtobufCMessageInit) kindred__api__v1__my_profile__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__api__v1__profile_card__field_descriptors[9] =
+static const ProtobufCFieldDescriptor kindred__api__v1__profile_card__field_descriptors[12] =
 {
   {
     "user_id",
@@ -768,14 +807,53 @@ static const ProtobufCFieldDescriptor kindred__api__v1__profile_card__field_desc
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "interests",
+    10,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Kindred__Api__V1__ProfileCard, n_interests),
+    offsetof(Kindred__Api__V1__ProfileCard, interests),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "job_title",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__ProfileCard, job_title),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "city",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__ProfileCard, city),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__api__v1__profile_card__field_indices_by_name[] = {
   2,   /* field[2] = age_years */
   5,   /* field[5] = attributes */
   4,   /* field[4] = bio */
+  11,   /* field[11] = city */
   1,   /* field[1] = display_name */
   7,   /* field[7] = distance_km */
   3,   /* field[3] = gender */
+  9,   /* field[9] = interests */
+  10,   /* field[10] = job_title */
   6,   /* field[6] = photos */
   0,   /* field[0] = user_id */
   8,   /* field[8] = version */
@@ -783,7 +861,7 @@ static const unsigned kindred__api__v1__profile_card__field_indices_by_name[] = 
 static const ProtobufCIntRange kindred__api__v1__profile_card__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 9 }
+  { 0, 12 }
 };
 const ProtobufCMessageDescriptor kindred__api__v1__profile_card__descriptor =
 {
@@ -793,7 +871,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__profile_card__descriptor =
   "Kindred__Api__V1__ProfileCard",
   "kindred.api.v1",
   sizeof(Kindred__Api__V1__ProfileCard),
-  9,
+  12,
   kindred__api__v1__profile_card__field_descriptors,
   kindred__api__v1__profile_card__field_indices_by_name,
   1,  kindred__api__v1__profile_card__number_ranges,

@@ -187,7 +187,7 @@ void   kindred__profile__v1__photo__free_unpacked
   assert(message->base.descriptor == &kindred__profile__v1__photo__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor kindred__profile__v1__profile_fields__field_descriptors[11] =
+static const ProtobufCFieldDescriptor kindred__profile__v1__profile_fields__field_descriptors[14] =
 {
   {
     "display_name",
@@ -321,6 +321,42 @@ static const ProtobufCFieldDescriptor kindred__profile__v1__profile_fields__fiel
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "interests",
+    12,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Kindred__Profile__V1__ProfileFields, n_interests),
+    offsetof(Kindred__Profile__V1__ProfileFields, interests),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "job_title",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Profile__V1__ProfileFields, job_title),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "city",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Profile__V1__ProfileFields, city),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__profile__v1__profile_fields__field_indices_by_name[] = {
   7,   /* field[7] = age_max_years */
@@ -328,17 +364,20 @@ static const unsigned kindred__profile__v1__profile_fields__field_indices_by_nam
   5,   /* field[5] = attributes */
   4,   /* field[4] = bio */
   1,   /* field[1] = birth_date */
+  13,   /* field[13] = city */
   0,   /* field[0] = display_name */
   2,   /* field[2] = gender */
   10,   /* field[10] = hide_distance */
   3,   /* field[3] = interested_in */
+  11,   /* field[11] = interests */
+  12,   /* field[12] = job_title */
   8,   /* field[8] = max_distance_km */
   9,   /* field[9] = paused */
 };
 static const ProtobufCIntRange kindred__profile__v1__profile_fields__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 11 }
+  { 0, 14 }
 };
 const ProtobufCMessageDescriptor kindred__profile__v1__profile_fields__descriptor =
 {
@@ -348,7 +387,7 @@ const ProtobufCMessageDescriptor kindred__profile__v1__profile_fields__descripto
   "Kindred__Profile__V1__ProfileFields",
   "kindred.profile.v1",
   sizeof(Kindred__Profile__V1__ProfileFields),
-  11,
+  14,
   kindred__profile__v1__profile_fields__field_descriptors,
   kindred__profile__v1__profile_fields__field_indices_by_name,
   1,  kindred__profile__v1__profile_fields__number_ranges,
@@ -536,7 +575,7 @@ const ProtobufCMessageDescriptor kindred__profile__v1__profile__descriptor =
   (ProtobufCMessageInit) kindred__profile__v1__profile__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__profile__v1__profile_card__field_descriptors[9] =
+static const ProtobufCFieldDescriptor kindred__profile__v1__profile_card__field_descriptors[12] =
 {
   {
     "user_id",
@@ -646,14 +685,53 @@ static const ProtobufCFieldDescriptor kindred__profile__v1__profile_card__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "interests",
+    10,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Kindred__Profile__V1__ProfileCard, n_interests),
+    offsetof(Kindred__Profile__V1__ProfileCard, interests),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "job_title",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Profile__V1__ProfileCard, job_title),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "city",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Profile__V1__ProfileCard, city),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__profile__v1__profile_card__field_indices_by_name[] = {
   2,   /* field[2] = age_years */
   5,   /* field[5] = attributes */
   4,   /* field[4] = bio */
+  11,   /* field[11] = city */
   1,   /* field[1] = display_name */
   7,   /* field[7] = distance_km */
   3,   /* field[3] = gender */
+  9,   /* field[9] = interests */
+  10,   /* field[10] = job_title */
   6,   /* field[6] = photos */
   0,   /* field[0] = user_id */
   8,   /* field[8] = version */
@@ -661,7 +739,7 @@ static const unsigned kindred__profile__v1__profile_card__field_indices_by_name[
 static const ProtobufCIntRange kindred__profile__v1__profile_card__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 9 }
+  { 0, 12 }
 };
 const ProtobufCMessageDescriptor kindred__profile__v1__profile_card__descriptor =
 {
@@ -671,7 +749,7 @@ const ProtobufCMessageDescriptor kindred__profile__v1__profile_card__descriptor 
   "Kindred__Profile__V1__ProfileCard",
   "kindred.profile.v1",
   sizeof(Kindred__Profile__V1__ProfileCard),
-  9,
+  12,
   kindred__profile__v1__profile_card__field_descriptors,
   kindred__profile__v1__profile_card__field_indices_by_name,
   1,  kindred__profile__v1__profile_card__number_ranges,

@@ -85,10 +85,24 @@ struct  Kindred__Profile__V1__ProfileFields
    * Hide the distance on the user's card from others (still used for radius filtering).
    */
   protobuf_c_boolean hide_distance;
+  /*
+   * One-word interests, 0..10: each trimmed, lower-cased, 1..24 letters, digits or '-', no
+   * spaces; duplicates are dropped (first occurrence kept, order kept).
+   */
+  size_t n_interests;
+  char **interests;
+  /*
+   * Job title, UTF-8, 0..64 characters, no control characters.
+   */
+  char *job_title;
+  /*
+   * City (free text, shown on the card; not a location), UTF-8, 0..64 characters.
+   */
+  char *city;
 };
 #define KINDRED__PROFILE__V1__PROFILE_FIELDS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__profile__v1__profile_fields__descriptor) \
-    , (char *)protobuf_c_empty_string, NULL, KINDRED__COMMON__V1__GENDER__GENDER_UNSPECIFIED, 0,NULL, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, NULL, KINDRED__COMMON__V1__GENDER__GENDER_UNSPECIFIED, 0,NULL, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, 0, 0, 0, 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -200,10 +214,23 @@ struct  Kindred__Profile__V1__ProfileCard
    * Profile version the card was built from (clients may cache cards by user_id + version).
    */
   int64_t version;
+  /*
+   * One-word interests.
+   */
+  size_t n_interests;
+  char **interests;
+  /*
+   * Job title; empty if not set.
+   */
+  char *job_title;
+  /*
+   * City; empty if not set.
+   */
+  char *city;
 };
 #define KINDRED__PROFILE__V1__PROFILE_CARD__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__profile__v1__profile_card__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, KINDRED__COMMON__V1__GENDER__GENDER_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, 0, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, KINDRED__COMMON__V1__GENDER__GENDER_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, 0, 0, 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 /*
