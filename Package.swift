@@ -27,6 +27,7 @@ let package = Package(
         .executable(name: "kindred-interop-server", targets: ["kindred-interop-server"]),
         .executable(name: "auth-server", targets: ["auth-server"]),
         .executable(name: "gateway-server", targets: ["gateway-server"]),
+        .executable(name: "profile-server", targets: ["profile-server"]),
         .executable(name: "kindred", targets: ["kindred"]),
         .library(name: "KindredGRPC", targets: ["KindredGRPC"]),
     ],
@@ -117,6 +118,17 @@ let package = Package(
         ),
         .executableTarget(name: "auth-server", dependencies: ["KindredAuth", "KindredServiceKit"]),
 
+        // The profile service: communities, profiles, location, photos (library) and its thin executable.
+        .target(
+            name: "KindredProfile",
+            dependencies: [
+                "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredPostgres",
+                "KindredOpenSSL", "KindredIdentity", logging, metrics,
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ] + nio
+        ),
+        .executableTarget(name: "profile-server", dependencies: ["KindredProfile", "KindredServiceKit"]),
+
         // The gateway: the public API (kindred.api.v1), authentication, limits, fan-out (library) and its executable.
         .target(
             name: "KindredGateway",
@@ -171,6 +183,13 @@ let package = Package(
             dependencies: [
                 "KindredGateway", "KindredAuth", "KindredPostgresTesting", "KindredGRPC", "KindredGRPCServices",
                 "KindredProto", "KindredIdentity",
+            ] + nio
+        ),
+        .testTarget(
+            name: "KindredProfileTests",
+            dependencies: [
+                "KindredProfile", "KindredAuth", "KindredServiceKit", "KindredServiceTesting", "KindredPostgresTesting",
+                "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredIdentity", "KindredOpenSSL",
             ] + nio
         ),
         .testTarget(name: "KindredCLITests", dependencies: ["KindredCLI", "KindredProto", "KindredGRPC", "KindredProtobuf"]),
