@@ -19,6 +19,8 @@ public final class ProfileServer: ServiceServer {
     let profiles: ProfileService
     let workers: PhotoWorkers
     private let authClient: GRPCClient
+    private let authenticator: CallerAuthenticator
+    private let followsSessionEnds: Bool
     private let logger: Logger
 
     public init(configuration: ProfileConfiguration, logger: Logger) throws {
@@ -43,6 +45,8 @@ public final class ProfileServer: ServiceServer {
             }
             return keys
         }
+        self.authenticator = authenticator
+        self.followsSessionEnds = configuration.serviceSecret != nil
         let callers = Callers(authenticator: authenticator)
         var tokens: ServiceTokenSource?
         var watcher: RevocationWatcher?
@@ -99,6 +103,17 @@ public final class ProfileServer: ServiceServer {
                 }
             })
         self.runner = runner
+    }
+
+    /// Waits until auth's keys are known and the set of ended sessions is current (tests and readiness), at most
+    /// `timeout`; false if that did not happen.
+    public func waitUntilReady(timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while !(self.authenticator.hasKeys && (!self.followsSessionEnds || self.authenticator.revocations?.isFresh == true)) {
+            guard ContinuousClock.now < deadline else { return false }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return true
     }
 
     public func shutdown() async {
