@@ -46,12 +46,15 @@ let package = Package(
         systemLibrary("COpenSSL", pkgConfig: "openssl", apt: ["libssl-dev"]),
         systemLibrary("CLibpq", pkgConfig: "libpq", apt: ["libpq-dev"]),
         systemLibrary("CArgon2", pkgConfig: "libargon2", apt: ["libargon2-dev"]),
+        systemLibrary("CVips", pkgConfig: "vips", apt: ["libvips-dev"]),
 
         // Wrappers: the one Swift module per C library.
         .target(name: "KindredHTTP2", dependencies: ["CNghttp2"] + nio, swiftSettings: hotPath),
         .target(name: "KindredProtobuf", dependencies: ["CProtobufC"]),
         .target(name: "KindredOpenSSL", dependencies: ["COpenSSL"] + nio),
         .target(name: "KindredArgon2", dependencies: ["CArgon2"]),
+        // The photo pipeline: untrusted uploads checked, decoded and re-encoded into clean renditions (libvips).
+        .target(name: "KindredVips", dependencies: ["CVips"]),
         .target(name: "KindredPostgres", dependencies: ["CLibpq", logging] + nio),
         // Sends mail to an SMTP relay (STARTTLS through KindredOpenSSL).
         .target(name: "KindredSMTP", dependencies: ["KindredOpenSSL", logging] + nio),
@@ -160,6 +163,7 @@ let package = Package(
         .testTarget(name: "KindredHTTP2Tests", dependencies: ["KindredHTTP2"]),
         .testTarget(name: "KindredOpenSSLTests", dependencies: ["KindredOpenSSL"] + nio),
         .testTarget(name: "KindredArgon2Tests", dependencies: ["KindredArgon2"]),
+        .testTarget(name: "KindredVipsTests", dependencies: ["KindredVips"], exclude: ["python"]),
         .testTarget(
             name: "KindredIdentityTests",
             dependencies: ["KindredIdentity", "KindredOpenSSL", "KindredGRPC"],
