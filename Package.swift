@@ -126,7 +126,7 @@ let package = Package(
             name: "KindredProfile",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredPostgres",
-                "KindredOpenSSL", "KindredIdentity", logging, metrics,
+                "KindredOpenSSL", "KindredIdentity", "KindredVips", logging, metrics,
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ] + nio
         ),
@@ -194,7 +194,8 @@ let package = Package(
             dependencies: [
                 "KindredProfile", "KindredAuth", "KindredServiceKit", "KindredServiceTesting", "KindredPostgresTesting",
                 "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredIdentity", "KindredOpenSSL",
-            ] + nio
+            ] + nio,
+            exclude: ["python"]
         ),
         .testTarget(name: "KindredCLITests", dependencies: ["KindredCLI", "KindredProto", "KindredGRPC", "KindredProtobuf"]),
         .testTarget(name: "KindredPostgresTests", dependencies: ["KindredPostgres", "KindredPostgresTesting"] + nio),

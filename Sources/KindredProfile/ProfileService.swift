@@ -62,10 +62,10 @@ public final class ProfileService: GRPCService, Sendable {
         router.unary(M.getProfiles) { try await self.getProfiles($0, $1) }
         router.unary(M.updateProfile) { try await self.updateProfile($0, $1) }
         router.unary(M.updateLocation) { try await self.updateLocation($0, $1) }
-        // PHOTOS router.clientStreaming(M.uploadPhoto) { try await self.uploadPhoto($0, $1) }
-        // PHOTOS router.unary(M.getPhoto) { try await self.getPhoto($0, $1) }
-        // PHOTOS router.unary(M.deletePhoto) { try await self.deletePhoto($0, $1) }
-        // PHOTOS router.unary(M.reorderPhotos) { try await self.reorderPhotos($0, $1) }
+        router.clientStreaming(M.uploadPhoto) { try await self.uploadPhoto($0, $1) }
+        router.unary(M.getPhoto) { try await self.getPhoto($0, $1) }
+        router.unary(M.deletePhoto) { try await self.deletePhoto($0, $1) }
+        router.unary(M.reorderPhotos) { try await self.reorderPhotos($0, $1) }
         router.unary(M.listProfileIndexEntries) { try await self.listProfileIndexEntries($0, $1) }
         router.unary(M.deliverEvents) { try await self.deliverEvents($0, $1) }
         router.unary(M.getUserFootprint) { try await self.getUserFootprint($0, $1) }
