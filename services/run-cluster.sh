@@ -358,6 +358,14 @@ server_env_auth() {
         KINDRED_AUTH_SMTP_PORT="$SMTP_PORT"
         KINDRED_AUTH_SMTP_SECURITY=none
         KINDRED_AUTH_SERVICE_SECRET_GATEWAY="$(secret gateway)"
+        KINDRED_AUTH_SERVICE_SECRET_PROFILE="$(secret profile)"
+    )
+}
+server_env_profile() {
+    SERVER_ENV+=(
+        KINDRED_PROFILE_EVENT_CONSUMERS="$(event_consumers profile)"
+        KINDRED_PROFILE_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
+        KINDRED_PROFILE_SERVICE_SECRET="$(secret profile)"
     )
 }
 server_env_gateway() {
@@ -381,6 +389,12 @@ for name in "${RUNNING_ORDER[@]}"; do
         || startup_failed "$name-server migrate failed" "$log"
     has_tables "$name" && say "Migrated $name (schema $name, role kindred_$name)."
 done
+# The preset communities (dating, bizmatch, playdates, fitness); existing ones are kept.
+if [[ " ${RUNNING_ORDER[*]} " == *" profile "* ]]; then
+    server_env profile
+    env "${SERVER_ENV[@]}" "$BIN/profile-server" communities install >"$LOG_DIR/profile-communities.log" 2>&1 9>&- \
+        || startup_failed "profile-server communities install failed" "$LOG_DIR/profile-communities.log"
+fi
 
 # The SMTP sink, in its own session like the servers: Ctrl-C reaches only this script, which stops
 # everything in order.

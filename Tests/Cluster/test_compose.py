@@ -260,7 +260,8 @@ def test_dockerfile_installs_every_system_library():
     apt = re.findall(r'apt: \["([^"]+)"\]', (ROOT / "Package.swift").read_text())
     assert apt, "Package.swift lists its apt providers"
     runtime_package = {"libnghttp2-dev": "libnghttp2-14", "libprotobuf-c-dev": "libprotobuf-c1",
-                       "libssl-dev": "libssl3", "libpq-dev": "libpq5", "libargon2-dev": "libargon2-1"}
+                       "libssl-dev": "libssl3", "libpq-dev": "libpq5", "libargon2-dev": "libargon2-1",
+                       "libvips-dev": "libvips42"}
     for package in apt:
         assert re.search(rf"\b{re.escape(package)}\b", build), f"build stage lacks {package}"
         assert package in runtime_package, f"add the runtime library of {package} to this test and the Dockerfile"
