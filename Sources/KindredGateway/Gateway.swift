@@ -14,6 +14,8 @@ public final class Gateway: Sendable {
     public let configuration: GatewayConfiguration
     public let metrics: GatewayMetrics
     let auth: Downstream
+    /// The profile service; nil when `KINDRED_GATEWAY_PROFILE_ADDRESS` is unset.
+    let profile: Downstream?
     let authenticator: CallerAuthenticator
     /// Ended sessions, fed by auth's WatchRevokedSessions (`watcher`), checked on every call with a user token.
     let revocations: RevokedSessions
@@ -41,7 +43,12 @@ public final class Gateway: Sendable {
             return GRPCClient(configuration: client, logger: logger)
         }
         let authClient = client(configuration.authAddress)
-        self.clients = [authClient]
+        let profileClient = configuration.profileAddress.map(client)
+        self.clients = [authClient] + (profileClient.map { [$0] } ?? [])
+        let metrics = self.metrics
+        self.profile = profileClient.map {
+            Downstream(name: "profile", client: $0, timeout: configuration.downstreamTimeout, metrics: metrics, logger: logger)
+        }
         self.auth = Downstream(
             name: "auth",
             client: authClient,
@@ -86,7 +93,7 @@ public final class Gateway: Sendable {
 
     /// The public API services, ready to serve.
     public var services: [any GRPCService] {
-        [AccountAPI(gateway: self), HomeAPI(gateway: self), AdminAPI(gateway: self)]
+        [AccountAPI(gateway: self), HomeAPI(gateway: self), AdminAPI(gateway: self), ProfileAPI(gateway: self)]
     }
 
     /// What runs beside the gateway's server: following auth's session ends (`WatchRevokedSessions`), and
