@@ -1,0 +1,189 @@
+"""The profile service end to end through the gateway, with Python grpcio and independent image tools: sign up,
+a profile in each of the four preset communities with their attributes, photos made by Pillow (a JPEG with GPS
+tags and orientation 6, a PNG with a text chunk, a WebP) uploaded as streams, renditions fetched with GetPhoto
+(not-modified the second time) and checked with Pillow and exifread (no metadata left, sizes, orientation
+applied), an update, refused immutable fields, and account deletion: footprint zero, photos gone."""
+import hashlib
+import io
+import time
+import uuid
+
+import exifread
+import grpc
+import piexif
+import pytest
+from PIL import Image, PngImagePlugin
+
+from cluster_harness import Cluster, assert_clean_stop
+from test_cluster import PASSWORD, TIMEOUT, bearer, expect_code, sign_up_and_verify, unique
+
+from kindred.api.v1 import (account_pb2, account_pb2_grpc, home_pb2, home_pb2_grpc, profile_pb2,  # noqa: E402
+                            profile_pb2_grpc, types_pb2)
+from kindred.common.v1 import common_pb2, community_pb2  # noqa: E402
+
+CHUNK = 256 * 1024
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    running = Cluster()
+    pids = running.pids()
+    yield running
+    assert_clean_stop(running, pids)
+
+
+@pytest.fixture(scope="module")
+def channel(cluster):
+    with grpc.insecure_channel(cluster.gateway) as channel:
+        yield channel
+
+
+def signed_up(cluster, channel, community):
+    accounts = account_pb2_grpc.AccountServiceStub(channel)
+    email, username = f"{unique('pr-')}@example.com", unique("pr_")
+    sign_up_and_verify(cluster, accounts, community, email, username)
+    tokens = accounts.SignIn(account_pb2.SignInRequest(community_id=community, login=email, password=PASSWORD),
+                             timeout=TIMEOUT).tokens
+    return accounts, bearer(tokens.access_token)
+
+
+def jpeg_with_gps_and_orientation6() -> bytes:
+    # Stored 1600x1200, red left half; orientation 6 turns it upright as 1200x1600 with red on top.
+    image = Image.new("RGB", (1600, 1200), (30, 30, 220))
+    image.paste(Image.new("RGB", (800, 1200), (220, 30, 30)), (0, 0))
+    exif = piexif.dump({
+        "0th": {piexif.ImageIFD.Orientation: 6, piexif.ImageIFD.Make: b"KINDRED-SECRET-CAMERA"},
+        "GPS": {piexif.GPSIFD.GPSLatitudeRef: b"N", piexif.GPSIFD.GPSLatitude: ((48, 1), (51, 1), (2964, 100)),
+                piexif.GPSIFD.GPSLongitudeRef: b"E", piexif.GPSIFD.GPSLongitude: ((2, 1), (17, 1), (4032, 100))},
+    })
+    out = io.BytesIO()
+    image.save(out, "JPEG", quality=90, exif=exif)
+    return out.getvalue()
+
+
+def png_with_text() -> bytes:
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Comment", "KINDRED-SECRET-TEXT")
+    out = io.BytesIO()
+    Image.new("RGB", (1200, 1500), (10, 200, 10)).save(out, "PNG", pnginfo=info)
+    return out.getvalue()
+
+
+def webp() -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (1200, 1500), (200, 200, 10)).save(out, "WEBP", quality=80)
+    return out.getvalue()
+
+
+def upload(profiles, auth, data: bytes, content_type: str, key: str = ""):
+    def messages():
+        yield profile_pb2.UploadPhotoRequest(header=profile_pb2.PhotoUploadHeader(
+            content_type=content_type, total_size_bytes=len(data), sha256=hashlib.sha256(data).digest(),
+            position=99, idempotency_key=key))
+        for offset in range(0, len(data), CHUNK):
+            yield profile_pb2.UploadPhotoRequest(chunk=data[offset:offset + CHUNK])
+    return profiles.UploadPhoto(messages(), metadata=auth, timeout=60)
+
+
+def attribute(key, **value):
+    return community_pb2.AttributeValue(key=key, **value)
+
+
+COMMUNITY_ATTRIBUTES = {
+    "dating": [],
+    "bizmatch": [attribute("business_field", choice_value="technology"), attribute("company", text_value="Acme"),
+                 attribute("years_experience", integer_value=7), attribute("role", choice_value="startup")],
+    "playdates": [attribute("dog_name", text_value="Rex"), attribute("breed", text_value="Beagle"),
+                  attribute("weight_kg", integer_value=12),
+                  attribute("personality", choice_values=community_pb2.AttributeChoiceList(values=["playful"]))],
+    "fitness": [attribute("activities", choice_values=community_pb2.AttributeChoiceList(values=["yoga"]))],
+}
+
+
+def fields(name, attributes=()):
+    return types_pb2.ProfileFields(
+        display_name=name, birth_date=common_pb2.CalendarDate(year=1991, month=3, day=9),
+        gender=common_pb2.GENDER_WOMAN, interested_in=[common_pb2.GENDER_MAN], bio="Hello there",
+        interests=["Hiking", "hiking", "Jazz"], attributes=list(attributes))
+
+
+def test_a_profile_in_each_preset_community(cluster, channel):
+    profiles = profile_pb2_grpc.ProfileServiceStub(channel)
+    for community, attributes in COMMUNITY_ATTRIBUTES.items():
+        _, auth = signed_up(cluster, channel, community)
+        shown = profiles.GetCommunity(profile_pb2.GetCommunityRequest(), metadata=auth, timeout=TIMEOUT).community
+        assert shown.community_id == community
+        created = profiles.CreateProfile(profile_pb2.CreateProfileRequest(
+            fields=fields("Ada", attributes), idempotency_key=str(uuid.uuid4())), metadata=auth, timeout=TIMEOUT).profile
+        assert {a.key for a in created.fields.attributes} == {a.key for a in attributes}, community
+        assert list(created.fields.interests) == ["hiking", "jazz"]
+
+
+def test_photos_profiles_and_erasure_through_the_gateway(cluster, channel):
+    profiles = profile_pb2_grpc.ProfileServiceStub(channel)
+    home = home_pb2_grpc.HomeServiceStub(channel)
+    accounts, auth = signed_up(cluster, channel, "dating")
+    assert home.GetHome(home_pb2.GetHomeRequest(), metadata=auth, timeout=TIMEOUT).needs_profile
+    profiles.CreateProfile(profile_pb2.CreateProfileRequest(fields=fields("Bea")), metadata=auth, timeout=TIMEOUT)
+
+    first = upload(profiles, auth, jpeg_with_gps_and_orientation6(), "image/jpeg", key="first-upload")
+    again = upload(profiles, auth, jpeg_with_gps_and_orientation6(), "image/jpeg", key="first-upload")
+    assert again.photo.photo_id == first.photo.photo_id and len(again.photos) == 1
+    upload(profiles, auth, png_with_text(), "image/png")
+    last = upload(profiles, auth, webp(), "image/webp")
+    assert len(last.photos) == 3
+
+    sizes = {common_pb2.PHOTO_VARIANT_FULL: (1080, 1350), common_pb2.PHOTO_VARIANT_CARD: (640, 800),
+             common_pb2.PHOTO_VARIANT_THUMBNAIL: (320, 400), common_pb2.PHOTO_VARIANT_ICON: (84, 105)}
+    for photo in last.photos:
+        for variant, size in sizes.items():
+            for fmt in ("jpeg", "webp"):
+                got = profiles.GetPhoto(profile_pb2.GetPhotoRequest(photo_id=photo.photo_id, variant=variant, format=fmt),
+                                        metadata=auth, timeout=TIMEOUT)
+                image = Image.open(io.BytesIO(got.data))
+                assert image.size == size and image.format == fmt.upper()
+                assert not image.info.get("exif") and not image.info.get("xmp") and not image.info.get("icc_profile")
+                assert not exifread.process_file(io.BytesIO(got.data), details=False)
+                assert b"KINDRED-SECRET" not in got.data
+                cached = profiles.GetPhoto(profile_pb2.GetPhotoRequest(
+                    photo_id=photo.photo_id, variant=variant, format=fmt, if_none_match=got.etag),
+                    metadata=auth, timeout=TIMEOUT)
+                assert cached.not_modified and not cached.data
+    # Orientation 6 was applied to the pixels: red on top, blue at the bottom.
+    full = profiles.GetPhoto(profile_pb2.GetPhotoRequest(photo_id=first.photo.photo_id,
+                                                         variant=common_pb2.PHOTO_VARIANT_FULL),
+                             metadata=auth, timeout=TIMEOUT)
+    upright = Image.open(io.BytesIO(full.data)).convert("RGB")
+    top, bottom = upright.getpixel((540, 100)), upright.getpixel((540, 1250))
+    assert top[0] > 150 and top[2] < 100 and bottom[2] > 150 and bottom[0] < 100
+
+    updated = profiles.UpdateProfile(profile_pb2.UpdateProfileRequest(
+        fields=types_pb2.ProfileFields(bio="Updated"), update_paths=["bio"]), metadata=auth, timeout=TIMEOUT).profile
+    assert updated.fields.bio == "Updated" and updated.eligible  # dating needs gender, interested_in, 2 photos
+    for path in ("display_name", "birth_date"):
+        expect_code(grpc.StatusCode.FAILED_PRECONDITION,
+                    lambda: profiles.UpdateProfile(profile_pb2.UpdateProfileRequest(update_paths=[path]),
+                                                   metadata=auth, timeout=TIMEOUT))
+    profiles.UpdateLocation(profile_pb2.UpdateLocationRequest(
+        location=common_pb2.GeoPoint(latitude_deg=48.85, longitude_deg=2.35)), metadata=auth, timeout=TIMEOUT)
+    mine = profiles.GetMyProfile(profile_pb2.GetMyProfileRequest(), metadata=auth, timeout=TIMEOUT).profile
+    assert mine.eligible and mine.location_set
+    answer = home.GetHome(home_pb2.GetHomeRequest(), metadata=auth, timeout=TIMEOUT)
+    assert answer.profile.user_id == mine.user_id and answer.community.community_id == "dating"
+    assert "profile" not in answer.unavailable_parts and "community" not in answer.unavailable_parts
+
+    # Delete the account: auth's AccountDeleted erases everything in profile (rows and photo bytes).
+    accounts.DeleteAccount(account_pb2.DeleteAccountRequest(current_password=PASSWORD), metadata=auth, timeout=TIMEOUT)
+    deadline = time.monotonic() + 30
+    while True:
+        rows = cluster.psql(
+            "SELECT (SELECT count(*) FROM profile.profiles WHERE user_id = '%s') + "
+            "(SELECT count(*) FROM profile.photos WHERE user_id = '%s') + "
+            "(SELECT count(*) FROM profile.photo_variants v WHERE NOT EXISTS "
+            "  (SELECT 1 FROM profile.photos p WHERE p.id = v.photo_id)) + "
+            "(SELECT count(*) FROM profile.photo_blobs b WHERE NOT EXISTS "
+            "  (SELECT 1 FROM profile.photo_variants v WHERE v.blob_key = b.key))" % (mine.user_id, mine.user_id))
+        if rows.strip() == "0":
+            break
+        assert time.monotonic() < deadline, f"profile still holds data of the deleted account: {rows}"
+        time.sleep(0.2)
