@@ -137,7 +137,7 @@ let package = Package(
             name: "KindredGateway",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredIdentity",
-                "KindredOpenSSL", logging, metrics,
+                "KindredOpenSSL", logging, metrics, .product(name: "NIOHTTP1", package: "swift-nio"),
             ] + nio
         ),
         .executableTarget(name: "gateway-server", dependencies: ["KindredGateway", "KindredServiceKit"]),

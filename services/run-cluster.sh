@@ -361,8 +361,12 @@ server_env_auth() {
         KINDRED_AUTH_SERVICE_SECRET_PROFILE="$(secret profile)"
     )
 }
+# The gateway's media port (signed photo URLs, plain HTTP GET): the port base + 200.
+media_port() { echo $((PORT_BASE + 200)); }
 server_env_profile() {
     SERVER_ENV+=(
+        KINDRED_MEDIA_URL_KEY="$(secret media-url)"
+        KINDRED_PROFILE_MEDIA_BASE_URL="http://127.0.0.1:$(media_port)"
         KINDRED_PROFILE_EVENT_CONSUMERS="$(event_consumers profile)"
         KINDRED_PROFILE_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
         KINDRED_PROFILE_SERVICE_SECRET="$(secret profile)"
@@ -371,6 +375,7 @@ server_env_profile() {
 server_env_gateway() {
     local name
     SERVER_ENV+=(KINDRED_GATEWAY_SERVICE_SECRET="$(secret gateway)")
+    SERVER_ENV+=(KINDRED_MEDIA_URL_KEY="$(secret media-url)" KINDRED_GATEWAY_MEDIA_LISTEN="127.0.0.1:$(media_port)")
     for name in "${RUNNING_ORDER[@]}"; do # every service this cluster runs, e.g. KINDRED_GATEWAY_AUTH_ADDRESS
         [ "$name" = gateway ] || SERVER_ENV+=("KINDRED_GATEWAY_${name^^}_ADDRESS=127.0.0.1:$(port_of "$name")")
     done

@@ -21,7 +21,7 @@ public final class Gateway: Sendable {
     let revocations: RevokedSessions
     private let watcher: RevocationWatcher?
     /// The gateway's service token (auth's IssueServiceToken with `KINDRED_GATEWAY_SERVICE_SECRET`).
-    private let serviceTokens: ServiceTokenSource?
+    let serviceTokens: ServiceTokenSource?
     let clientLimiter: TokenBucketLimiter
     let accountLimiter: TokenBucketLimiter
     let anonymousLimiter: TokenBucketLimiter
@@ -102,6 +102,9 @@ public final class Gateway: Sendable {
         var tasks: [BackgroundTask] = [.once("key-warm-up") { await self.warmUp() }]
         if let watcher = self.watcher {
             tasks.append(BackgroundTask("revocation-watcher") { await watcher.run() })
+        }
+        if let media = self.mediaServer {
+            tasks.append(BackgroundTask("media-port") { try await media.run() })
         }
         return tasks
     }

@@ -288,6 +288,16 @@ extension Api.Photo {
         self.version = photo.version
         self.width = photo.width
         self.height = photo.height
+        self.urls = photo.urls.map { url in
+            var converted = Api.PhotoUrl()
+            converted.variant = url.variant
+            converted.format = url.format
+            converted.url = url.url
+            converted.width = url.width
+            converted.height = url.height
+            converted.expiresUnix = url.expiresUnix
+            return converted
+        }
     }
 }
 

@@ -157,8 +157,8 @@ extension ProfileService {
     private func uploadResponse(_ userID: String, photoID: String) async throws -> V1.UploadPhotoResponse {
         let all = try await self.photos.photos(of: [userID], in: self.database)[userID] ?? []
         return .with {
-            $0.photos = all.map(\.message)
-            $0.photo = all.first { $0.id == photoID }?.message
+            $0.photos = all.map(self.media.photo)
+            $0.photo = all.first { $0.id == photoID }.map(self.media.photo)
         }
     }
 
@@ -245,7 +245,7 @@ extension ProfileService {
         }
         try await self.blobs.delete(keys: unreferenced)
         let remaining = try await self.photos.photos(of: [owner], in: self.database)[owner] ?? []
-        return .with { $0.photos = remaining.map(\.message) }
+        return .with { $0.photos = remaining.map(self.media.photo) }
     }
 
     /// ReorderPhotos: the user; exactly the profile's photo ids, each once.
@@ -269,6 +269,6 @@ extension ProfileService {
             try await self.appendProfileUpdated(record, settings: settings, changed: ["photos"], in: transaction)
         }
         let photos = try await self.photos.photos(of: [caller.userID], in: self.database)[caller.userID] ?? []
-        return .with { $0.photos = photos.map(\.message) }
+        return .with { $0.photos = photos.map(self.media.photo) }
     }
 }

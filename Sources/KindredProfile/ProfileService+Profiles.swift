@@ -32,7 +32,7 @@ extension ProfileService {
             try await self.appendProfileUpdated(record, settings: settings, changed: ["created"], in: transaction)
             return record
         }
-        return .with { $0.profile = ProfileViews.owner(record, settings: settings, today: ProfileRules.today()) }
+        return .with { $0.profile = ProfileViews.owner(record, settings: settings, today: ProfileRules.today(), media: self.media) }
     }
 
     /// GetProfile: the owner's view. The user for their own; admins and services for any; another user's id is
@@ -44,7 +44,7 @@ extension ProfileService {
         guard caller.userID == target || caller.isAdmin || caller.isService else { throw ProfileError.permissionDenied }
         guard let record = try await self.record(target) else { throw ProfileError.profileNotFound }
         let settings = try await self.settings(of: record.communityID)
-        return .with { $0.profile = ProfileViews.owner(record, settings: settings, today: ProfileRules.today()) }
+        return .with { $0.profile = ProfileViews.owner(record, settings: settings, today: ProfileRules.today(), media: self.media) }
     }
 
     /// GetProfiles: cards as the viewer sees them. Users are their own viewer; services name one. Invisible and
@@ -91,7 +91,8 @@ extension ProfileService {
                 continue
             }
             response.profiles.append(
-                ProfileViews.card(record, settings: settings, viewerCell: viewerRecord?.locationCell, today: today))
+                ProfileViews.card(
+                    record, settings: settings, viewerCell: viewerRecord?.locationCell, today: today, media: self.media))
         }
         return response
     }
@@ -134,7 +135,7 @@ extension ProfileService {
         }
         var full = record
         full.photos = try await self.photos.photos(of: [target], in: self.database)[target] ?? []
-        return .with { $0.profile = ProfileViews.owner(full, settings: settings, today: ProfileRules.today()) }
+        return .with { $0.profile = ProfileViews.owner(full, settings: settings, today: ProfileRules.today(), media: self.media) }
     }
 
     /// ListProfileIndexEntries: service tokens only (discovery's backfill).

@@ -22,6 +22,8 @@ public final class ProfileService: GRPCService, Sendable {
     let uploadLimiter: TokenBucketLimiter
     let locationRules: LocationRules
     let pageTokenKey: [UInt8]
+    /// Signed media URLs on photos; nil when `KINDRED_MEDIA_URL_KEY` is unset.
+    let media: MediaLinks?
     let logger: Logger
     /// The SQL, one store per aggregate.
     let profiles = ProfileStore()
@@ -52,6 +54,9 @@ public final class ProfileService: GRPCService, Sendable {
         rules.minimumInterval = configuration.locationInterval
         self.locationRules = rules
         self.pageTokenKey = pageTokenKey
+        self.media = configuration.mediaURLKey.flatMap { MediaURLSigner(key: Array($0.utf8)) }.map {
+            MediaLinks(signer: $0, base: configuration.mediaBaseURL)
+        }
         self.logger = logger
     }
 

@@ -22,15 +22,15 @@ enum ProfileViews {
     }
 
     /// The owner's view (also admins' and services').
-    static func owner(_ record: ProfileRecord, settings: Settings, today: Kindred.Common.V1.CalendarDate)
-        -> Kindred.Profile.V1.Profile
-    {
+    static func owner(
+        _ record: ProfileRecord, settings: Settings, today: Kindred.Common.V1.CalendarDate, media: MediaLinks? = nil
+    ) -> Kindred.Profile.V1.Profile {
         let eligibility = Self.eligibility(record, settings: settings)
         return .with {
             $0.userId = record.userID
             $0.communityId = record.communityID
             $0.fields = record.fields
-            $0.photos = record.photos.map(\.message)
+            $0.photos = record.photos.map(media.photo)
             $0.ageYears = Self.age(record, today: today)
             $0.locationSet = record.locationCell != nil
             $0.locationUpdatedUnixMs = record.locationUpdatedUnixMs
@@ -48,7 +48,8 @@ enum ProfileViews {
         _ record: ProfileRecord,
         settings: Settings,
         viewerCell: String?,
-        today: Kindred.Common.V1.CalendarDate
+        today: Kindred.Common.V1.CalendarDate,
+        media: MediaLinks? = nil
     ) -> Kindred.Profile.V1.ProfileCard {
         .with {
             $0.userId = record.userID
@@ -57,7 +58,7 @@ enum ProfileViews {
             $0.gender = settings.genderMatching ? record.fields.gender : .unspecified
             $0.bio = record.fields.bio
             $0.attributes = record.fields.attributes
-            $0.photos = record.photos.map(\.message)
+            $0.photos = record.photos.map(media.photo)
             $0.interests = record.fields.interests
             $0.jobTitle = record.fields.jobTitle
             $0.city = record.fields.city

@@ -86,6 +86,7 @@ public enum ProtoRegistry {
         Kindred.Api.V1.MyProfile.self,
         Kindred.Api.V1.ProfileCard.self,
         Kindred.Api.V1.Photo.self,
+        Kindred.Api.V1.PhotoUrl.self,
         Kindred.Api.V1.DeckCard.self,
         Kindred.Api.V1.MatchSummary.self,
         Kindred.Api.V1.ChatMessage.self,
@@ -362,6 +363,7 @@ public enum ProtoRegistry {
         Kindred.Profile.V1.Profile.self,
         Kindred.Profile.V1.ProfileCard.self,
         Kindred.Profile.V1.Photo.self,
+        Kindred.Profile.V1.PhotoUrl.self,
         Kindred.Profile.V1.UploadPhotoRequest.self,
         Kindred.Profile.V1.PhotoUploadHeader.self,
         Kindred.Profile.V1.UploadPhotoResponse.self,
@@ -1137,6 +1139,14 @@ public enum ProtoRegistry {
                 "kindred.api.v1.Photo.version",
                 "kindred.api.v1.Photo.width",
                 "kindred.api.v1.Photo.height",
+                "kindred.api.v1.Photo.urls",
+                "kindred.api.v1.PhotoUrl",
+                "kindred.api.v1.PhotoUrl.variant",
+                "kindred.api.v1.PhotoUrl.format",
+                "kindred.api.v1.PhotoUrl.url",
+                "kindred.api.v1.PhotoUrl.width",
+                "kindred.api.v1.PhotoUrl.height",
+                "kindred.api.v1.PhotoUrl.expires_unix",
                 "kindred.api.v1.DeckCard",
                 "kindred.api.v1.DeckCard.profile",
                 "kindred.api.v1.DeckCard.shared_attribute_keys",
@@ -1185,21 +1195,24 @@ public enum ProtoRegistry {
             UgNiaW8SQQoKYXR0cmlidXRlcxgGIAMoCzIhLmtpbmRyZWQuY29tbW9uLnYxLkF0dHJpYnV0ZVZhbHVlUgphdHRyaWJ1dGVz
             Ei0KBnBob3RvcxgHIAMoCzIVLmtpbmRyZWQuYXBpLnYxLlBob3RvUgZwaG90b3MSHwoLZGlzdGFuY2Vfa20YCCABKAVSCmRp
             c3RhbmNlS20SGAoHdmVyc2lvbhgJIAEoA1IHdmVyc2lvbhIcCglpbnRlcmVzdHMYCiADKAlSCWludGVyZXN0cxIbCglqb2Jf
-            dGl0bGUYCyABKAlSCGpvYlRpdGxlEhIKBGNpdHkYDCABKAlSBGNpdHkihgEKBVBob3RvEhkKCHBob3RvX2lkGAEgASgJUgdw
+            dGl0bGUYCyABKAlSCGpvYlRpdGxlEhIKBGNpdHkYDCABKAlSBGNpdHkitAEKBVBob3RvEhkKCHBob3RvX2lkGAEgASgJUgdw
             aG90b0lkEhoKCHBvc2l0aW9uGAIgASgFUghwb3NpdGlvbhIYCgd2ZXJzaW9uGAMgASgDUgd2ZXJzaW9uEhQKBXdpZHRoGAQg
-            ASgFUgV3aWR0aBIWCgZoZWlnaHQYBSABKAVSBmhlaWdodCKQAQoIRGVja0NhcmQSNQoHcHJvZmlsZRgBIAEoCzIbLmtpbmRy
-            ZWQuYXBpLnYxLlByb2ZpbGVDYXJkUgdwcm9maWxlEjIKFXNoYXJlZF9hdHRyaWJ1dGVfa2V5cxgCIAMoCVITc2hhcmVkQXR0
-            cmlidXRlS2V5cxIZCgh0b3BfcGljaxgDIAEoCFIHdG9wUGljayKuAgoMTWF0Y2hTdW1tYXJ5EhkKCG1hdGNoX2lkGAEgASgJ
-            UgdtYXRjaElkEkEKCWRpcmVjdGlvbhgCIAEoDjIjLmtpbmRyZWQuYXBpLnYxLkNvbm5lY3Rpb25EaXJlY3Rpb25SCWRpcmVj
-            dGlvbhImCg9jcmVhdGVkX3VuaXhfbXMYAyABKANSDWNyZWF0ZWRVbml4TXMSNQoHcHJvZmlsZRgEIAEoCzIbLmtpbmRyZWQu
-            YXBpLnYxLlByb2ZpbGVDYXJkUgdwcm9maWxlEj4KDGxhc3RfbWVzc2FnZRgFIAEoCzIbLmtpbmRyZWQuYXBpLnYxLkNoYXRN
-            ZXNzYWdlUgtsYXN0TWVzc2FnZRIhCgx1bnJlYWRfY291bnQYBiABKAVSC3VucmVhZENvdW50Iu0BCgtDaGF0TWVzc2FnZRId
-            CgptZXNzYWdlX2lkGAEgASgJUgltZXNzYWdlSWQSGwoJdGhyZWFkX2lkGAIgASgJUgh0aHJlYWRJZBIkCg5zZW5kZXJfdXNl
-            cl9pZBgDIAEoCVIMc2VuZGVyVXNlcklkEioKEWNsaWVudF9tZXNzYWdlX2lkGAQgASgJUg9jbGllbnRNZXNzYWdlSWQSEgoE
-            Ym9keRgFIAEoCVIEYm9keRIaCghzZXF1ZW5jZRgGIAEoA1IIc2VxdWVuY2USIAoMc2VudF91bml4X21zGAcgASgDUgpzZW50
-            VW5peE1zKqIBChNDb25uZWN0aW9uRGlyZWN0aW9uEiQKIENPTk5FQ1RJT05fRElSRUNUSU9OX1VOU1BFQ0lGSUVEEAASHwob
-            Q09OTkVDVElPTl9ESVJFQ1RJT05fTVVUVUFMEAESIQodQ09OTkVDVElPTl9ESVJFQ1RJT05fT1VUR09JTkcQAhIhCh1DT05O
-            RUNUSU9OX0RJUkVDVElPTl9JTkNPTUlORxADYgZwcm90bzM=
+            ASgFUgV3aWR0aBIWCgZoZWlnaHQYBSABKAVSBmhlaWdodBIsCgR1cmxzGAYgAygLMhgua2luZHJlZC5hcGkudjEuUGhvdG9V
+            cmxSBHVybHMiwAEKCFBob3RvVXJsEjkKB3ZhcmlhbnQYASABKA4yHy5raW5kcmVkLmNvbW1vbi52MS5QaG90b1ZhcmlhbnRS
+            B3ZhcmlhbnQSFgoGZm9ybWF0GAIgASgJUgZmb3JtYXQSEAoDdXJsGAMgASgJUgN1cmwSFAoFd2lkdGgYBCABKAVSBXdpZHRo
+            EhYKBmhlaWdodBgFIAEoBVIGaGVpZ2h0EiEKDGV4cGlyZXNfdW5peBgGIAEoA1ILZXhwaXJlc1VuaXgikAEKCERlY2tDYXJk
+            EjUKB3Byb2ZpbGUYASABKAsyGy5raW5kcmVkLmFwaS52MS5Qcm9maWxlQ2FyZFIHcHJvZmlsZRIyChVzaGFyZWRfYXR0cmli
+            dXRlX2tleXMYAiADKAlSE3NoYXJlZEF0dHJpYnV0ZUtleXMSGQoIdG9wX3BpY2sYAyABKAhSB3RvcFBpY2sirgIKDE1hdGNo
+            U3VtbWFyeRIZCghtYXRjaF9pZBgBIAEoCVIHbWF0Y2hJZBJBCglkaXJlY3Rpb24YAiABKA4yIy5raW5kcmVkLmFwaS52MS5D
+            b25uZWN0aW9uRGlyZWN0aW9uUglkaXJlY3Rpb24SJgoPY3JlYXRlZF91bml4X21zGAMgASgDUg1jcmVhdGVkVW5peE1zEjUK
+            B3Byb2ZpbGUYBCABKAsyGy5raW5kcmVkLmFwaS52MS5Qcm9maWxlQ2FyZFIHcHJvZmlsZRI+CgxsYXN0X21lc3NhZ2UYBSAB
+            KAsyGy5raW5kcmVkLmFwaS52MS5DaGF0TWVzc2FnZVILbGFzdE1lc3NhZ2USIQoMdW5yZWFkX2NvdW50GAYgASgFUgt1bnJl
+            YWRDb3VudCLtAQoLQ2hhdE1lc3NhZ2USHQoKbWVzc2FnZV9pZBgBIAEoCVIJbWVzc2FnZUlkEhsKCXRocmVhZF9pZBgCIAEo
+            CVIIdGhyZWFkSWQSJAoOc2VuZGVyX3VzZXJfaWQYAyABKAlSDHNlbmRlclVzZXJJZBIqChFjbGllbnRfbWVzc2FnZV9pZBgE
+            IAEoCVIPY2xpZW50TWVzc2FnZUlkEhIKBGJvZHkYBSABKAlSBGJvZHkSGgoIc2VxdWVuY2UYBiABKANSCHNlcXVlbmNlEiAK
+            DHNlbnRfdW5peF9tcxgHIAEoA1IKc2VudFVuaXhNcyqiAQoTQ29ubmVjdGlvbkRpcmVjdGlvbhIkCiBDT05ORUNUSU9OX0RJ
+            UkVDVElPTl9VTlNQRUNJRklFRBAAEh8KG0NPTk5FQ1RJT05fRElSRUNUSU9OX01VVFVBTBABEiEKHUNPTk5FQ1RJT05fRElS
+            RUNUSU9OX09VVEdPSU5HEAISIQodQ09OTkVDVElPTl9ESVJFQ1RJT05fSU5DT01JTkcQA2IGcHJvdG8z
             """
         ),
         ProtoFileDescriptor(
@@ -3317,6 +3330,14 @@ public enum ProtoRegistry {
                 "kindred.profile.v1.Photo.width",
                 "kindred.profile.v1.Photo.height",
                 "kindred.profile.v1.Photo.created_unix_ms",
+                "kindred.profile.v1.Photo.urls",
+                "kindred.profile.v1.PhotoUrl",
+                "kindred.profile.v1.PhotoUrl.variant",
+                "kindred.profile.v1.PhotoUrl.format",
+                "kindred.profile.v1.PhotoUrl.url",
+                "kindred.profile.v1.PhotoUrl.width",
+                "kindred.profile.v1.PhotoUrl.height",
+                "kindred.profile.v1.PhotoUrl.expires_unix",
             ],
             services: [],
             base64: """
@@ -3342,9 +3363,13 @@ public enum ProtoRegistry {
             KAsyIS5raW5kcmVkLmNvbW1vbi52MS5BdHRyaWJ1dGVWYWx1ZVIKYXR0cmlidXRlcxIxCgZwaG90b3MYByADKAsyGS5raW5k
             cmVkLnByb2ZpbGUudjEuUGhvdG9SBnBob3RvcxIfCgtkaXN0YW5jZV9rbRgIIAEoBVIKZGlzdGFuY2VLbRIYCgd2ZXJzaW9u
             GAkgASgDUgd2ZXJzaW9uEhwKCWludGVyZXN0cxgKIAMoCVIJaW50ZXJlc3RzEhsKCWpvYl90aXRsZRgLIAEoCVIIam9iVGl0
-            bGUSEgoEY2l0eRgMIAEoCVIEY2l0eSKuAQoFUGhvdG8SGQoIcGhvdG9faWQYASABKAlSB3Bob3RvSWQSGgoIcG9zaXRpb24Y
+            bGUSEgoEY2l0eRgMIAEoCVIEY2l0eSLgAQoFUGhvdG8SGQoIcGhvdG9faWQYASABKAlSB3Bob3RvSWQSGgoIcG9zaXRpb24Y
             AiABKAVSCHBvc2l0aW9uEhgKB3ZlcnNpb24YAyABKANSB3ZlcnNpb24SFAoFd2lkdGgYBCABKAVSBXdpZHRoEhYKBmhlaWdo
-            dBgFIAEoBVIGaGVpZ2h0EiYKD2NyZWF0ZWRfdW5peF9tcxgGIAEoA1INY3JlYXRlZFVuaXhNc2IGcHJvdG8z
+            dBgFIAEoBVIGaGVpZ2h0EiYKD2NyZWF0ZWRfdW5peF9tcxgGIAEoA1INY3JlYXRlZFVuaXhNcxIwCgR1cmxzGAcgAygLMhwu
+            a2luZHJlZC5wcm9maWxlLnYxLlBob3RvVXJsUgR1cmxzIsABCghQaG90b1VybBI5Cgd2YXJpYW50GAEgASgOMh8ua2luZHJl
+            ZC5jb21tb24udjEuUGhvdG9WYXJpYW50Ugd2YXJpYW50EhYKBmZvcm1hdBgCIAEoCVIGZm9ybWF0EhAKA3VybBgDIAEoCVID
+            dXJsEhQKBXdpZHRoGAQgASgFUgV3aWR0aBIWCgZoZWlnaHQYBSABKAVSBmhlaWdodBIhCgxleHBpcmVzX3VuaXgYBiABKANS
+            C2V4cGlyZXNVbml4YgZwcm90bzM=
             """
         ),
         ProtoFileDescriptor(

@@ -259,6 +259,9 @@ extension Kindred.Api.V1 {
         /// Height of the FULL variant in pixels.
         public var height: Swift.Int32 = 0
 
+        /// Signed, expiring URLs of every rendition for plain HTTP GET; empty when the deployment serves none.
+        public var urls: [Kindred.Api.V1.PhotoUrl] = []
+
         public init() {}
 
         public static var protoMessageName: Swift.String { "kindred.api.v1.Photo" }
@@ -270,6 +273,7 @@ extension Kindred.Api.V1 {
             encoder.setInt64(3, self.version)
             encoder.setInt32(4, self.width)
             encoder.setInt32(5, self.height)
+            encoder.setRepeatedMessage(6, self.urls)
         }
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
@@ -278,6 +282,53 @@ extension Kindred.Api.V1 {
             self.version = decoder.int64(3)
             self.width = decoder.int32(4)
             self.height = decoder.int32(5)
+            self.urls = try decoder.repeatedMessage(6, as: Kindred.Api.V1.PhotoUrl.self)
+        }
+    }
+}
+
+extension Kindred.Api.V1 {
+    /// Where one rendition of a photo can be fetched with a plain HTTP GET: no token, cookie or header
+    /// needed; answers carry an ETag (304 for If-None-Match) and `Cache-Control: public, immutable`.
+    public struct PhotoUrl: ProtoMessage {
+        /// The size variant.
+        public var variant: Kindred.Common.V1.PhotoVariant = .unspecified
+
+        /// "jpeg" or "webp".
+        public var format: Swift.String = ""
+
+        /// Absolute URL with its expiry and signature in the query.
+        public var url: Swift.String = ""
+
+        /// Size of this rendition in pixels.
+        public var width: Swift.Int32 = 0
+
+        public var height: Swift.Int32 = 0
+
+        /// When the URL stops working (UTC seconds).
+        public var expiresUnix: Swift.Int64 = 0
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.api.v1.PhotoUrl" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.api.v1.PhotoUrl")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setEnum(1, self.variant)
+            encoder.setString(2, self.format)
+            encoder.setString(3, self.url)
+            encoder.setInt32(4, self.width)
+            encoder.setInt32(5, self.height)
+            encoder.setInt64(6, self.expiresUnix)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.variant = decoder.enumValue(1, as: Kindred.Common.V1.PhotoVariant.self)
+            self.format = try decoder.string(2)
+            self.url = try decoder.string(3)
+            self.width = decoder.int32(4)
+            self.height = decoder.int32(5)
+            self.expiresUnix = decoder.int64(6)
         }
     }
 }

@@ -6,6 +6,8 @@ applied), an update, refused immutable fields, and account deletion: footprint z
 import hashlib
 import io
 import time
+import urllib.error
+import urllib.request
 import uuid
 
 import exifread
@@ -149,6 +151,30 @@ def test_photos_profiles_and_erasure_through_the_gateway(cluster, channel):
                     photo_id=photo.photo_id, variant=variant, format=fmt, if_none_match=got.etag),
                     metadata=auth, timeout=TIMEOUT)
                 assert cached.not_modified and not cached.data
+    # The same renditions by signed URL: plain GET without any header, ETag and 304, immutable caching.
+    urls = [url for photo in last.photos for url in photo.urls]
+    assert len(urls) == 3 * 8
+    for link in urls:
+        with urllib.request.urlopen(link.url, timeout=TIMEOUT) as answer:
+            body = answer.read()
+            etag, cache = answer.headers["ETag"], answer.headers["Cache-Control"]
+            assert answer.headers["Content-Type"] == f"image/{link.format}"
+            assert "Set-Cookie" not in answer.headers
+        assert Image.open(io.BytesIO(body)).size == (link.width, link.height)
+        assert not exifread.process_file(io.BytesIO(body), details=False) and b"KINDRED-SECRET" not in body
+        assert cache.startswith("public, max-age=") and cache.endswith(", immutable")
+        try:
+            urllib.request.urlopen(urllib.request.Request(link.url, headers={"If-None-Match": etag}), timeout=TIMEOUT)
+            raise AssertionError("expected 304")
+        except urllib.error.HTTPError as error:
+            assert error.code == 304
+    tampered = urls[0].url.replace("sig=", "sig=A")
+    try:
+        urllib.request.urlopen(tampered, timeout=TIMEOUT)
+        raise AssertionError("a tampered URL was served")
+    except urllib.error.HTTPError as error:
+        assert error.code == 403
+
     # Orientation 6 was applied to the pixels: red on top, blue at the bottom.
     full = profiles.GetPhoto(profile_pb2.GetPhotoRequest(photo_id=first.photo.photo_id,
                                                          variant=common_pb2.PHOTO_VARIANT_FULL),
@@ -187,3 +213,9 @@ def test_photos_profiles_and_erasure_through_the_gateway(cluster, channel):
             break
         assert time.monotonic() < deadline, f"profile still holds data of the deleted account: {rows}"
         time.sleep(0.2)
+    for link in urls[:4]:
+        try:
+            urllib.request.urlopen(link.url, timeout=TIMEOUT)
+            raise AssertionError("a deleted account's photo was served")
+        except urllib.error.HTTPError as error:
+            assert error.code == 404

@@ -310,3 +310,31 @@ import Testing
         }
     }
 }
+
+@Suite struct MediaURLSignerTests {
+    let signer = MediaURLSigner(key: Array(repeating: 7, count: 32))!
+    let path = MediaURLSigner.Path(photoID: "0192f6e4-1111-7abc-8def-0123456789ab", version: 3, variant: 2, format: "webp")
+
+    @Test func signsAndVerifies() {
+        let expires = signer.expiry(now: 1_000_000)
+        #expect(expires >= 1_000_000 + 86_400 && expires % (6 * 3600) == 0)
+        let target = signer.sign(path, expires: expires)
+        #expect(target.hasPrefix("/media/v1/0192f6e4-1111-7abc-8def-0123456789ab/3/2.webp?exp="))
+        #expect(signer.verify(target, now: 1_000_000)?.path == path)
+        #expect(signer.verify(target, now: expires) == nil)  // expired
+        #expect(MediaURLSigner(key: Array(repeating: 8, count: 32))!.verify(target, now: 1_000_000) == nil)
+        #expect(signer.verify(target.replacingOccurrences(of: "/3/", with: "/4/"), now: 1_000_000) == nil)
+        #expect(signer.verify(target.replacingOccurrences(of: "exp=", with: "exp=9"), now: 1_000_000) == nil)
+        #expect(signer.verify(target + "&x=1", now: 1_000_000) == nil)
+        #expect(MediaURLSigner(key: [1, 2, 3]) == nil)
+    }
+
+    @Test(arguments: [
+        "/media/v1/../../etc/passwd/1/2.jpeg", "/media/v1/0192f6e4-1111-7abc-8def-0123456789ab/0/2.jpeg",
+        "/media/v1/0192f6e4-1111-7abc-8def-0123456789ab/1/9.jpeg", "/media/v1/0192f6e4-1111-7abc-8def-0123456789ab/1/2.gif",
+        "/media/v2/0192f6e4-1111-7abc-8def-0123456789ab/1/2.jpeg",
+    ])
+    func refusesOtherPaths(text: String) {
+        #expect(MediaURLSigner.Path(text) == nil)
+    }
+}

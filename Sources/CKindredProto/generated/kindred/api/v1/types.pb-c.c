@@ -187,6 +187,51 @@ void   kindred__api__v1__photo__free_unpacked
   assert(message->base.descriptor == &kindred__api__v1__photo__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   kindred__api__v1__photo_url__init
+                     (Kindred__Api__V1__PhotoUrl         *message)
+{
+  static const Kindred__Api__V1__PhotoUrl init_value = KINDRED__API__V1__PHOTO_URL__INIT;
+  *message = init_value;
+}
+size_t kindred__api__v1__photo_url__get_packed_size
+                     (const Kindred__Api__V1__PhotoUrl *message)
+{
+  assert(message->base.descriptor == &kindred__api__v1__photo_url__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__api__v1__photo_url__pack
+                     (const Kindred__Api__V1__PhotoUrl *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__api__v1__photo_url__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__api__v1__photo_url__pack_to_buffer
+                     (const Kindred__Api__V1__PhotoUrl *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__api__v1__photo_url__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Api__V1__PhotoUrl *
+       kindred__api__v1__photo_url__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Api__V1__PhotoUrl *)
+     protobuf_c_message_unpack (&kindred__api__v1__photo_url__descriptor,
+                                allocator, len, data);
+}
+void   kindred__api__v1__photo_url__free_unpacked
+                     (Kindred__Api__V1__PhotoUrl *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__api__v1__photo_url__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   kindred__api__v1__deck_card__init
                      (Kindred__Api__V1__DeckCard         *message)
 {
@@ -878,7 +923,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__profile_card__descriptor =
   (ProtobufCMessageInit) kindred__api__v1__profile_card__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__api__v1__photo__field_descriptors[5] =
+static const ProtobufCFieldDescriptor kindred__api__v1__photo__field_descriptors[6] =
 {
   {
     "photo_id",
@@ -940,18 +985,31 @@ static const ProtobufCFieldDescriptor kindred__api__v1__photo__field_descriptors
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "urls",
+    6,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Kindred__Api__V1__Photo, n_urls),
+    offsetof(Kindred__Api__V1__Photo, urls),
+    &kindred__api__v1__photo_url__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__api__v1__photo__field_indices_by_name[] = {
   4,   /* field[4] = height */
   0,   /* field[0] = photo_id */
   1,   /* field[1] = position */
+  5,   /* field[5] = urls */
   2,   /* field[2] = version */
   3,   /* field[3] = width */
 };
 static const ProtobufCIntRange kindred__api__v1__photo__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor kindred__api__v1__photo__descriptor =
 {
@@ -961,11 +1019,114 @@ const ProtobufCMessageDescriptor kindred__api__v1__photo__descriptor =
   "Kindred__Api__V1__Photo",
   "kindred.api.v1",
   sizeof(Kindred__Api__V1__Photo),
-  5,
+  6,
   kindred__api__v1__photo__field_descriptors,
   kindred__api__v1__photo__field_indices_by_name,
   1,  kindred__api__v1__photo__number_ranges,
   (ProtobufCMessageInit) kindred__api__v1__photo__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kindred__api__v1__photo_url__field_descriptors[6] =
+{
+  {
+    "variant",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__PhotoUrl, variant),
+    &kindred__common__v1__photo_variant__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "format",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__PhotoUrl, format),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "url",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__PhotoUrl, url),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "width",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__PhotoUrl, width),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "height",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__PhotoUrl, height),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expires_unix",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__PhotoUrl, expires_unix),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__api__v1__photo_url__field_indices_by_name[] = {
+  5,   /* field[5] = expires_unix */
+  1,   /* field[1] = format */
+  4,   /* field[4] = height */
+  2,   /* field[2] = url */
+  0,   /* field[0] = variant */
+  3,   /* field[3] = width */
+};
+static const ProtobufCIntRange kindred__api__v1__photo_url__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 6 }
+};
+const ProtobufCMessageDescriptor kindred__api__v1__photo_url__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.api.v1.PhotoUrl",
+  "PhotoUrl",
+  "Kindred__Api__V1__PhotoUrl",
+  "kindred.api.v1",
+  sizeof(Kindred__Api__V1__PhotoUrl),
+  6,
+  kindred__api__v1__photo_url__field_descriptors,
+  kindred__api__v1__photo_url__field_indices_by_name,
+  1,  kindred__api__v1__photo_url__number_ranges,
+  (ProtobufCMessageInit) kindred__api__v1__photo_url__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor kindred__api__v1__deck_card__field_descriptors[3] =
