@@ -30,6 +30,7 @@ public struct KindredCommand: AsyncParsableCommand {
             SignUp.self, Verify.self, ResendVerification.self, SignIn.self, WhoAmI.self, SignOut.self,
             SignOutEverywhere.self, Sessions.self, RevokeSession.self, ChangePassword.self, PasswordReset.self,
             CheckUsername.self, DeleteAccount.self,
+            ProfileCommand.self, PhotoCommand.self, LocationCommand.self, CommunityCommand.self, AdminCommand.self,
         ]
     )
 

@@ -95,16 +95,11 @@ struct AdminAPI: GRPCService {
             try await Self.notDeployed(gateway, context, "Report moderation")
         }
         router.unary(M.resolveReport) { _, context in try await Self.notDeployed(gateway, context, "Report moderation") }
-        router.unary(M.removePhoto) { _, context in try await Self.notDeployed(gateway, context, "Photo moderation") }
-        router.unary(M.listCommunities) { _, context in
-            try await Self.notDeployed(gateway, context, "Community administration")
-        }
-        router.unary(M.createCommunity) { _, context in
-            try await Self.notDeployed(gateway, context, "Community administration")
-        }
-        router.unary(M.updateCommunity) { _, context in
-            try await Self.notDeployed(gateway, context, "Community administration")
-        }
+        // Photos and communities: the profile service (ProfileAPI.swift).
+        router.unary(M.removePhoto) { try await gateway.removePhoto($0, $1) }
+        router.unary(M.listCommunities) { try await gateway.listCommunities($0, $1) }
+        router.unary(M.createCommunity) { try await gateway.createCommunity($0, $1) }
+        router.unary(M.updateCommunity) { try await gateway.updateCommunity($0, $1) }
     }
 
     /// Admits the caller (an admin), then answers UNIMPLEMENTED: the backing service is not in this cluster.
@@ -136,7 +131,7 @@ extension Gateway {
                     answer.services.append(footprint)
                 }
             },
-            .init(name: "profile", essential: false, fetch: nil),
+            self.profileFootprintPart(userID, caller),
             .init(name: "discovery", essential: false, fetch: nil),
             .init(name: "match", essential: false, fetch: nil),
             .init(name: "chat", essential: false, fetch: nil),

@@ -238,6 +238,82 @@ extension Gateway {
     }
 }
 
+// MARK: Administration (AdminService)
+
+extension Gateway {
+    /// AdminService/RemovePhoto: the profile service's DeletePhoto as an admin (moderation).
+    func removePhoto(_ request: Api.RemovePhotoRequest, _ context: ServerContext) async throws -> Api.RemovePhotoResponse {
+        let caller = try await self.admit(context, .admin)
+        var forwarded = ProfileV1.DeletePhotoRequest()
+        forwarded.photoId = request.photoId
+        _ = try await self.profileService().call(ProfileV1.ProfileService.Method.deletePhoto, forwarded, as: caller)
+        return Api.RemovePhotoResponse()
+    }
+
+    func listCommunities(_ request: Api.ListCommunitiesRequest, _ context: ServerContext) async throws
+        -> Api.ListCommunitiesResponse
+    {
+        let caller = try await self.admit(context, .admin)
+        var forwarded = ProfileV1.ListCommunitiesRequest()
+        forwarded.pageSize = request.pageSize
+        forwarded.pageToken = request.pageToken
+        let response = try await self.profileService().call(
+            ProfileV1.CommunityService.Method.listCommunities, forwarded, as: caller)
+        var answer = Api.ListCommunitiesResponse()
+        answer.communities = response.communities
+        answer.nextPageToken = response.nextPageToken
+        return answer
+    }
+
+    func createCommunity(_ request: Api.CreateCommunityRequest, _ context: ServerContext) async throws
+        -> Api.CreateCommunityResponse
+    {
+        let caller = try await self.admit(context, .admin)
+        var forwarded = ProfileV1.CreateCommunityRequest()
+        forwarded.communityId = request.communityId
+        forwarded.displayName = request.displayName
+        forwarded.settings = request.settings
+        let response = try await self.profileService().call(
+            ProfileV1.CommunityService.Method.createCommunity, forwarded, as: caller)
+        var answer = Api.CreateCommunityResponse()
+        answer.community = response.community
+        return answer
+    }
+
+    func updateCommunity(_ request: Api.UpdateCommunityRequest, _ context: ServerContext) async throws
+        -> Api.UpdateCommunityResponse
+    {
+        let caller = try await self.admit(context, .admin)
+        var forwarded = ProfileV1.UpdateCommunityRequest()
+        forwarded.communityId = request.communityId
+        forwarded.displayName = request.displayName
+        forwarded.settings = request.settings
+        forwarded.updatePaths = request.updatePaths
+        forwarded.expectedVersion = request.expectedVersion
+        let response = try await self.profileService().call(
+            ProfileV1.CommunityService.Method.updateCommunity, forwarded, as: caller)
+        var answer = Api.UpdateCommunityResponse()
+        answer.community = response.community
+        return answer
+    }
+
+    /// The profile service's part of AdminService/GetUserFootprint.
+    func profileFootprintPart(_ userID: String, _ caller: Caller) -> FanOut<Api.GetUserFootprintResponse>.Part {
+        guard let profile = self.profile else { return .init(name: "profile", essential: false, fetch: nil) }
+        return .init(name: "profile", essential: false) {
+            var request = ProfileV1.GetUserFootprintRequest()
+            request.userId = userID
+            let response = try await profile.call(ProfileV1.ProfileService.Method.getUserFootprint, request, as: caller)
+            return { answer in
+                var footprint = Api.ServiceFootprint()
+                footprint.service = "profile"
+                footprint.counts = response.counts
+                answer.services.append(footprint)
+            }
+        }
+    }
+}
+
 // MARK: Field by field
 
 extension ProfileV1.ProfileFields {

@@ -17,7 +17,7 @@ import pytest
 from PIL import Image, PngImagePlugin
 
 from cluster_harness import Cluster, assert_clean_stop
-from test_cluster import PASSWORD, TIMEOUT, bearer, expect_code, sign_up_and_verify, unique
+from test_cluster import PASSWORD, TIMEOUT, bearer, expect_code, kindred, sign_up_and_verify, unique
 
 from kindred.api.v1 import (account_pb2, account_pb2_grpc, home_pb2, home_pb2_grpc, profile_pb2,  # noqa: E402
                             profile_pb2_grpc, types_pb2)
@@ -219,3 +219,32 @@ def test_photos_profiles_and_erasure_through_the_gateway(cluster, channel):
             raise AssertionError("a deleted account's photo was served")
         except urllib.error.HTTPError as error:
             assert error.code == 404
+
+
+def test_profile_photos_and_location_with_the_kindred_cli(cluster, tmp_path):
+    email, username = f"{unique('pc-')}@example.com", unique("pc_")
+
+    def run(*args, stdin="", status=0):
+        result = kindred(cluster, tmp_path / "config", "playdates", *args, stdin=stdin)
+        assert result.returncode == status, f"kindred {' '.join(args)} -> {result.returncode}\n{result.stdout}{result.stderr}"
+        return result.stdout
+
+    run("signup", "--email", email, "--username", username, stdin=PASSWORD + "\n")
+    run("verify", "--email", email, "--code", cluster.verification_code(email))
+    run("signin", username, stdin=PASSWORD + "\n")
+    assert "attribute dog_name" in run("community", "show")
+    created = run("profile", "create", "--name", "Rex's human", "--birth-date", "1990-04-01", "--bio", "Dog person",
+                  "--attribute", "dog_name=Rex", "--attribute", "breed=Beagle", "--attribute", "weight_kg=12",
+                  "--attribute", "personality=playful,curious", "--interest", "Hiking")
+    assert "eligible: no, missing location, photos" in created
+    image = tmp_path / "dog.jpg"
+    image.write_bytes(jpeg_with_gps_and_orientation6())
+    assert "Added photo" in run("photo", "add", str(image))
+    assert "1080x1350" in run("photo", "list")
+    assert "Location set" in run("location", "set", "48.85", "2.35")
+    shown = run("profile", "show")
+    assert "eligible: yes" in shown and "dog_name: Rex" in shown and "personality: playful, curious" in shown
+    assert "bio: Calmer now" in run("profile", "edit", "--bio", "Calmer now")
+    run("profile", "edit", "--attribute", "weight_kg=999", status=1)  # out of the community's range
+    photo_id = run("photo", "list").split()[1]
+    assert "No photos." in run("photo", "remove", photo_id)
