@@ -9,17 +9,33 @@ import Testing
 /// Uploads through the real stream with images Pillow made (GPS tags, orientation 6, PNG text chunk, WebP), in
 /// both photo stores.
 @Suite(.serialized) struct PhotoTests {
-    static func images() throws -> String {
-        let folder = NSTemporaryDirectory() + "kindred-upload-images-\(UUID().uuidString)"
+    /// Pillow makes the images once per test process, in a child process awaited without blocking a thread (a
+    /// blocked cooperative thread stalls every other test of the process).
+    static let folder = NSTemporaryDirectory() + "kindred-upload-images-\(getpid())"
+    static let generated = Task { () throws -> String in
+        let folder = Self.folder
+        atexit { try? FileManager.default.removeItem(atPath: PhotoTests.folder) }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [
             "python3", TestServerSupport.repositoryRoot() + "/Tests/KindredProfileTests/python/make_upload_images.py", folder,
         ]
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw CocoaError(.fileWriteUnknown) }
+        process.standardInput = FileHandle.nullDevice
+        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
+            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
+            do {
+                try process.run()
+            } catch {
+                process.terminationHandler = nil
+                continuation.resume(throwing: error)
+            }
+        }
+        guard status == 0 else { throw CocoaError(.fileWriteUnknown) }
         return folder
+    }
+
+    static func images() async throws -> String {
+        try await Self.generated.value
     }
 
     static func read(_ folder: String, _ name: String) -> [UInt8] {
@@ -58,8 +74,7 @@ import Testing
     }
 
     func run(settings: [String: String]) async throws {
-        let folder = try Self.images()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let folder = try await Self.images()
         try await ProfileHarness.with(settings: settings) { h in
             let ada = h.user("dating")
             let bob = h.user("dating")
@@ -112,6 +127,12 @@ import Testing
                 #expect(await statusCode { _ = try await Self.upload(h, ada, Self.read(folder, name), type: type) } == .invalidArgument, "\(name)")
             }
             #expect(await failureReason { _ = try await Self.upload(h, ada, Array(jpeg.prefix(jpeg.count / 2))) } == "TRUNCATED")
+            for (name, reason) in [
+                ("bomb.png", "TOO_MANY_PIXELS"), ("polyglot.jpg", "TRAILING_DATA"), ("image.tiff", "UNSUPPORTED_FORMAT"),
+                ("image.gif", "UNSUPPORTED_FORMAT"), ("image.svg", "UNSUPPORTED_FORMAT"),
+            ] {
+                #expect(await failureReason { _ = try await Self.upload(h, ada, Self.read(folder, name)) } == reason, "\(name)")
+            }
             #expect(await failureReason { _ = try await Self.upload(h, ada, jpeg, declared: jpeg.count - 10) } == "UPLOAD_TOO_LARGE")
             let mismatch = await failureReason { _ = try await Self.upload(h, ada, jpeg, declared: jpeg.count + 10) }
             #expect(mismatch == "SIZE_MISMATCH", "\(String(describing: mismatch))")
@@ -144,8 +165,7 @@ import Testing
     }
 
     @Test func thePhotoLimitOfTheCommunity() async throws {
-        let folder = try Self.images()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let folder = try await Self.images()
         try await ProfileHarness.with { h in
             let ada = h.user("dating")
             try await h.createProfile(ada)

@@ -35,3 +35,31 @@ Image.new("RGB", (900, 900), (200, 200, 10)).save(os.path.join(out, "small.webp"
 Image.new("RGB", (100, 100), (1, 2, 3)).save(os.path.join(out, "tiny.png"), "PNG")
 with open(os.path.join(out, "image.svg"), "w") as svg:
     svg.write('<svg xmlns="http://www.w3.org/2000/svg" width="800" height="800"><rect width="800" height="800"/></svg>')
+
+# Hostile inputs: a few-KB PNG that declares 30000x30000 pixels, a JPEG with a ZIP appended, TIFF and GIF.
+import struct
+import zipfile
+import zlib
+
+
+def chunk(kind, body):
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+
+
+row = b"\x00" + b"\x00" * 3 * 64
+bomb = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 30000, 30000, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(row * 64, 9)) + chunk(b"IEND", b""))
+with open(os.path.join(out, "bomb.png"), "wb") as f:
+    f.write(bomb)
+
+with open(os.path.join(out, "gps_orientation6.jpg"), "rb") as f:
+    jpeg = f.read()
+archive_path = os.path.join(out, "payload.zip")
+with zipfile.ZipFile(archive_path, "w") as archive:
+    archive.writestr("evil.txt", "not a photo")
+with open(archive_path, "rb") as f:
+    polyglot = jpeg + f.read()
+with open(os.path.join(out, "polyglot.jpg"), "wb") as f:
+    f.write(polyglot)
+Image.new("RGB", (800, 800), (5, 5, 5)).save(os.path.join(out, "image.tiff"), "TIFF")
+Image.new("RGB", (800, 800), (5, 5, 5)).save(os.path.join(out, "image.gif"), "GIF")
