@@ -30,6 +30,7 @@ let package = Package(
         .executable(name: "profile-server", targets: ["profile-server"]),
         .executable(name: "kindred", targets: ["kindred"]),
         .library(name: "KindredGRPC", targets: ["KindredGRPC"]),
+        .executable(name: "kindred-photo-bench", targets: ["kindred-photo-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -55,6 +56,11 @@ let package = Package(
         .target(name: "KindredArgon2", dependencies: ["CArgon2"]),
         // The photo pipeline: untrusted uploads checked, decoded and re-encoded into clean renditions (libvips).
         .target(name: "KindredVips", dependencies: ["CVips"]),
+        // Measures the pipeline (Tests/Benchmarks/photo-pipeline.sh; the leak and bomb tests).
+        .executableTarget(
+            name: "kindred-photo-bench",
+            dependencies: ["KindredVips", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         .target(name: "KindredPostgres", dependencies: ["CLibpq", logging] + nio),
         // Sends mail to an SMTP relay (STARTTLS through KindredOpenSSL).
         .target(name: "KindredSMTP", dependencies: ["KindredOpenSSL", logging] + nio),

@@ -142,6 +142,20 @@ static inline int kindred_vips_webpsave(VipsImage *in, void **buffer, size_t *le
     return vips_webpsave_buffer(in, buffer, length, "Q", quality, "strip", TRUE, "effort", effort, NULL);
 }
 
+/// Loads `buffer` through libvips's generic, sniffing entry point and returns the loader it used (NULL when the
+/// load failed, e.g. because that loader is blocked). The pipeline never loads this way; tests use it to prove
+/// the block list is in force.
+static inline const char *kindred_vips_sniffing_load(const void *buffer, size_t length) {
+    const char *name = vips_foreign_find_load_buffer(buffer, length);
+    VipsImage *image = vips_image_new_from_buffer(buffer, length, "", NULL);
+    if (image == NULL) {
+        vips_error_clear();
+        return NULL;
+    }
+    g_object_unref(image);
+    return name;
+}
+
 /// Copies and clears libvips's error buffer (one per process, locked); the caller g_free's the copy.
 static inline char *kindred_vips_take_error(void) {
     return vips_error_buffer_copy();

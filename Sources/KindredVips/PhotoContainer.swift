@@ -1,11 +1,17 @@
+#if canImport(Glibc)
+    internal import Glibc
+#elseif canImport(Darwin)
+    internal import Darwin
+#endif
+
 /// The container checks made before libvips sees an upload: the format from its magic bytes, and a walk over the
 /// file's structure to its end marker so that truncated files and polyglots (a ZIP, PDF or script appended after
 /// the image) are refused with a precise reason. Pure Swift over the bytes, no decoding.
 ///
 /// The trailing-data rule: after the end of the image (JPEG EOI, PNG IEND, the RIFF size, the last ISO BMFF box)
 /// only padding may follow — bytes 0x00 or 0xFF, which some encoders and cameras write. Anything else is refused as
-/// `TRAILING_DATA`. This also refuses phone files that append vendor data after EOI (Samsung's SEF trailer,
-/// Google's Motion Photo video); apps send the picker's re-encoded JPEG, which has none. The renditions are
+/// `TRAILING_DATA`. This also refuses phone files that append data after EOI (Samsung's SEF trailer, Google's
+/// Motion Photo video, MPO's second image); apps send the picker's re-encoded JPEG, which has none. The renditions are
 /// re-encoded from pixels, so nothing after the image could reach a served byte anyway: the rule keeps the store
 /// and any copy of an upload free of a second file that other tools would open.
 enum PhotoContainer {
@@ -77,15 +83,59 @@ enum PhotoContainer {
                 guard index + length <= bytes.count else { return .failure(.truncated) }
                 index += length
                 if marker == 0xDA {  // SOS: entropy-coded data runs to the next real marker
-                    while true {
-                        guard index + 1 < bytes.count else { return .failure(.truncated) }
-                        if bytes[index] == 0xFF, bytes[index + 1] != 0x00, !(0xD0...0xD7).contains(bytes[index + 1]) {
-                            break
-                        }
-                        index += 1
-                    }
+                    guard let next = nextMarker(in: bytes, from: index) else { return .failure(.truncated) }
+                    index = next
                 }
             }
+        }
+    }
+
+    /// Whether the decoder must hold the whole image: a progressive JPEG or an interlaced (Adam7) PNG. Call after
+    /// `check` accepted the file.
+    static func isProgressive(_ bytes: [UInt8], as format: PhotoSourceFormat) -> Bool {
+        switch format {
+        case .jpeg: isProgressiveJPEG(bytes)
+        case .png: bytes.count > 28 && bytes[28] == 1  // IHDR's interlace method (IHDR is first: checked)
+        case .webp, .heif: false
+        }
+    }
+
+    /// Whether the JPEG's frame header (the first SOFn before the first scan) is progressive: SOF2, SOF6, SOF10 or
+    /// SOF14.
+    static func isProgressiveJPEG(_ bytes: [UInt8]) -> Bool {
+        var index = 2
+        while index + 4 <= bytes.count, bytes[index] == 0xFF {
+            let marker = bytes[index + 1]
+            switch marker {
+            case 0xFF:
+                index += 1  // fill byte
+                continue
+            case 0xC2, 0xC6, 0xCA, 0xCE:
+                return true
+            case 0xC0, 0xC1, 0xC3, 0xC5, 0xC7, 0xC9, 0xCB, 0xCD, 0xCF, 0xDA:
+                return false  // another frame type, or the first scan
+            default:
+                index += 2 + (Int(bytes[index + 2]) << 8 | Int(bytes[index + 3]))
+            }
+        }
+        return false
+    }
+
+    /// The offset of the first 0xFF in entropy-coded data that starts a marker (not 0xFF00 stuffing, not a
+    /// restart marker RSTn), or nil when the data ends first. memchr keeps this fast in debug builds too: the scan
+    /// covers nearly the whole file.
+    private static func nextMarker(in bytes: [UInt8], from start: Int) -> Int? {
+        bytes.withUnsafeBufferPointer { buffer -> Int? in
+            guard let base = buffer.baseAddress else { return nil }
+            var index = start
+            while index + 1 < buffer.count {
+                guard let found = memchr(base + index, 0xFF, buffer.count - index - 1) else { return nil }
+                index = base.distance(to: found.assumingMemoryBound(to: UInt8.self))
+                let following = buffer[index + 1]
+                if following != 0x00, !(0xD0...0xD7).contains(following) { return index }
+                index += 2
+            }
+            return nil
         }
     }
 

@@ -6,14 +6,24 @@ public struct PhotoLimits: Sendable, Hashable {
     public var maxPixels: Int
     /// The longest side accepted, in pixels (default 12,000), so a 40 MP image 100,000 pixels wide is refused.
     public var maxSide: Int
+    /// The most pixels of a progressive JPEG or an interlaced (Adam7) PNG (default 12 megapixels). Their decoders
+    /// hold the whole image until the last pass — libjpeg every DCT coefficient (3–6 bytes a pixel), libpng every
+    /// row (up to 8 bytes a pixel) — where baseline JPEG and plain PNG stream in a few MB. Phones write neither.
+    public var maxProgressivePixels: Int
 
-    public init(maxBytes: Int = 15 * 1024 * 1024, maxPixels: Int = 40_000_000, maxSide: Int = 12_000) {
+    public init(
+        maxBytes: Int = 15 * 1024 * 1024,
+        maxPixels: Int = 40_000_000,
+        maxSide: Int = 12_000,
+        maxProgressivePixels: Int = 12_000_000
+    ) {
         self.maxBytes = maxBytes
         self.maxPixels = maxPixels
         self.maxSide = maxSide
+        self.maxProgressivePixels = maxProgressivePixels
     }
 
-    /// 15 MiB, 40 megapixels, 12,000 pixels a side.
+    /// 15 MiB, 40 megapixels, 12,000 pixels a side, progressive JPEG and interlaced PNG 12 megapixels.
     public static let standard = PhotoLimits()
 }
 
@@ -95,6 +105,13 @@ public struct ProcessedPhoto: Sendable {
     public var sourceHeight: Int
     /// Every spec × [.jpeg, .webp], in spec order, JPEG before WebP.
     public var renditions: [Rendition]
+
+    public init(source: PhotoSourceFormat, sourceWidth: Int, sourceHeight: Int, renditions: [Rendition]) {
+        self.source = source
+        self.sourceWidth = sourceWidth
+        self.sourceHeight = sourceHeight
+        self.renditions = renditions
+    }
 }
 
 /// Why an upload was refused. `reason` is a stable UPPER_SNAKE code for clients and metrics; `message` is a fixed,
@@ -126,7 +143,8 @@ public struct PhotoRejection: Error, Sendable, Equatable, CustomStringConvertibl
         public static let tooLarge = "TOO_LARGE"
         /// Not JPEG, PNG, WebP or HEIF by its magic bytes (TIFF, GIF, SVG, PDF, random bytes, ...).
         public static let unsupportedFormat = "UNSUPPORTED_FORMAT"
-        /// The header declares more pixels than `maxPixels` or a side longer than `maxSide`.
+        /// The header declares more pixels than `maxPixels` (`maxProgressivePixels` for a progressive JPEG or an
+        /// interlaced PNG) or a side longer than `maxSide`.
         public static let tooManyPixels = "TOO_MANY_PIXELS"
         /// The file ends before its format's end marker (JPEG EOI, PNG IEND, the RIFF size, an ISO BMFF box).
         public static let truncated = "TRUNCATED"
@@ -134,6 +152,9 @@ public struct PhotoRejection: Error, Sendable, Equatable, CustomStringConvertibl
         public static let trailingData = "TRAILING_DATA"
         /// The structure or the compressed data is invalid, or the decoder warned.
         public static let corruptImage = "CORRUPT_IMAGE"
+        /// Not the upload's fault: encoding a decoded image failed, or the encoder wrote something the metadata
+        /// scrubber does not recognise (a server error: map it to INTERNAL, log `detail`).
+        public static let processingFailed = "PROCESSING_FAILED"
     }
 
     static let empty = PhotoRejection(reason: Reason.empty, message: "the upload is empty")
@@ -150,12 +171,21 @@ public struct PhotoRejection: Error, Sendable, Equatable, CustomStringConvertibl
             message: "the image exceeds \(limits.maxPixels) pixels or \(limits.maxSide) pixels a side"
         )
     }
+    static func tooManyProgressivePixels(_ limits: PhotoLimits) -> PhotoRejection {
+        PhotoRejection(
+            reason: Reason.tooManyPixels,
+            message: "a progressive JPEG or interlaced PNG may have at most \(limits.maxProgressivePixels) pixels"
+        )
+    }
     static let truncated = PhotoRejection(reason: Reason.truncated, message: "the image file is truncated")
     static let trailingData = PhotoRejection(
         reason: Reason.trailingData,
         message: "the image file has data after its end"
     )
     static let corruptImage = PhotoRejection(reason: Reason.corruptImage, message: "the image could not be decoded")
+    static func processingFailed(_ detail: String) -> PhotoRejection {
+        PhotoRejection(reason: Reason.processingFailed, message: "the image could not be processed", detail: detail)
+    }
     static func corruptImage(_ error: VipsError) -> PhotoRejection {
         PhotoRejection(reason: Reason.corruptImage, message: corruptImage.message, detail: error.description)
     }

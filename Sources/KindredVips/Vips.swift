@@ -34,6 +34,15 @@ enum VipsRuntime {
             preconditionFailure("libvips failed to start: \(VipsError.take("vips_init").detail)")
         }
     }
+
+    /// The loader class libvips's own sniffing load used for `bytes`, nil when the load failed: every loader but
+    /// the four allowed is blocked. The pipeline never loads this way; tests use it to prove the block is in force.
+    static func sniffingLoad(_ bytes: [UInt8]) -> String? {
+        start()
+        return bytes.withUnsafeBytes { buffer in
+            kindred_vips_sniffing_load(buffer.baseAddress, buffer.count).map { String(cString: $0) }
+        }
+    }
 }
 
 /// One reference to a `VipsImage` (a GObject), released in `deinit`. Operations return new images that hold

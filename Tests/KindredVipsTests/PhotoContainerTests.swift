@@ -44,6 +44,17 @@ import Testing
         #expect(PhotoContainer.check(bytes, as: .jpeg) == expected)
     }
 
+    @Test(arguments: [
+        ([0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x02, 0xFF, 0xC2, 0x00, 0x02, 0xFF, 0xDA, 0x00, 0x02], true),
+        ([0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x02, 0xFF, 0xC0, 0x00, 0x02, 0xFF, 0xDA, 0x00, 0x02], false),
+        // A large APPn segment before the frame header does not hide it.
+        ([0xFF, 0xD8, 0xFF, 0xE1, 0xFF, 0xFF] + Array(repeating: 0, count: 0xFFFD) + [0xFF, 0xC2, 0x00, 0x02], true),
+        ([0xFF, 0xD8, 0xFF, 0xDA, 0x00, 0x02], false),
+    ] as [([UInt8], Bool)])
+    func progressiveJPEG(bytes: [UInt8], expected: Bool) {
+        #expect(PhotoContainer.isProgressive(bytes, as: .jpeg) == expected)
+    }
+
     static func pngChunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
         let length = UInt32(data.count)
         return [UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)]

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the photo pipeline's test inputs into a folder, made at test time with Pillow, piexif and pillow-heif.
 
-Usage: make_images.py OUT_DIR
+Usage: make_images.py OUT_DIR            the test inputs, and a JSON object {name: size} on stdout
+       make_images.py --large WxH FILE   one photo-like noisy JPEG (q90) of that size, for leak tests and benchmarks
 
 Every image with an orientation tag is stored so that its *displayed* picture (after applying the tag) has red in
 the top half and blue in the bottom half; the checker verifies the renditions show exactly that.
@@ -11,6 +12,7 @@ import json
 import os
 import random
 import struct
+import subprocess
 import sys
 import zipfile
 import zlib
@@ -84,7 +86,22 @@ def bomb_png(width=30000, height=30000) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + png_chunk(b"IDAT", data) + png_chunk(b"IEND", b"")
 
 
+def large_jpeg(width, height, path):
+    """Colour gradients with sensor-like noise, so the JPEG does not compress trivially: a 4000×3000 one is about
+    3.5 MB at q90, like a phone's 12 MP photo."""
+    noise = [Image.effect_noise((width, height), 48) for _ in range(3)]
+    linear = Image.linear_gradient("L").resize((width, height))
+    radial = Image.radial_gradient("L").resize((width, height))
+    bases = [linear, radial, linear.transpose(Image.Transpose.FLIP_LEFT_RIGHT)]
+    channels = [Image.blend(base, layer, 0.2) for base, layer in zip(bases, noise)]
+    Image.merge("RGB", channels).save(path, "JPEG", quality=90, exif=exif_bytes(orientation=1))
+
+
 def main():
+    if sys.argv[1] == "--large":
+        width, height = (int(part) for part in sys.argv[2].split("x"))
+        large_jpeg(width, height, sys.argv[3])
+        return
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     made = {}
@@ -129,13 +146,37 @@ def main():
         buffer = io.BytesIO()
         upright(1000, 1250).save(buffer, "HEIF", quality=90, exif=exif_bytes(gps=True))
         write("photo.heic", buffer.getvalue())
+        # Orientation 6 as iPhones store it: pillow-heif turns the EXIF tag into an `irot` transform, which
+        # libheif applies while decoding.
+        buffer = io.BytesIO()
+        stored_for_orientation_6(400, 500).save(buffer, "HEIF", quality=90, exif=exif_bytes(orientation=6))
+        write("orientation6.heic", buffer.getvalue())
     except Exception as error:  # reported by the Swift test, which then skips HEIC checks
-        made["photo.heic"] = f"unavailable: {error}"
+        made["photo.heic"] = made["orientation6.heic"] = f"unavailable: {error}"
 
     # A small source (smaller than the largest rendition): renditions must not be upscaled.
     buffer = io.BytesIO()
     upright(500, 500).save(buffer, "JPEG", quality=90)
     write("small.jpg", buffer.getvalue())
+
+    # Progressive JPEGs: 2000×2500 (5 MP, accepted) and, for the limit, a 4000×3200 one (12.8 MP).
+    buffer = io.BytesIO()
+    upright(2000, 2500).save(buffer, "JPEG", quality=85, progressive=True)
+    write("progressive.jpg", buffer.getvalue())
+    buffer = io.BytesIO()
+    upright(4000, 3200).save(buffer, "JPEG", quality=85, progressive=True)
+    write("progressive-13mp.jpg", buffer.getvalue())
+    buffer = io.BytesIO()
+    upright(4000, 3200).save(buffer, "JPEG", quality=85)
+    write("baseline-13mp.jpg", buffer.getvalue())
+
+    # Interlaced (Adam7) PNGs, written by libvips (Pillow cannot): 1200×1500 accepted, 4000×3200 over the limit.
+    for name, (width, height) in (("interlaced.png", (1200, 1500)), ("interlaced-13mp.png", (4000, 3200))):
+        plain = os.path.join(out, "plain-" + name)
+        upright(width, height).save(plain, "PNG")
+        subprocess.run(["vips", "copy", plain, os.path.join(out, name) + "[interlace]"], check=True)
+        os.remove(plain)
+        made[name] = os.path.getsize(os.path.join(out, name))
 
     # A 16-bit greyscale PNG and a CMYK JPEG: converted to 8-bit sRGB.
     buffer = io.BytesIO()
