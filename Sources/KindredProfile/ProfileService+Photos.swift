@@ -113,6 +113,10 @@ extension ProfileService {
         let processed: ProcessedPhoto
         switch outcome {
         case .success(let photo): processed = photo
+        case .failure(let rejection) where rejection.reason == PhotoRejection.Reason.processingFailed:
+            // The encoder's fault, not the upload's: INTERNAL (the detail goes to the log only).
+            self.logger.error("photo processing failed", metadata: ["photo.reason": "\(rejection.reason)"])
+            throw ProfileError(.internalError, "INTERNAL", "The photo could not be processed")
         case .failure(let rejection):
             self.logger.info("photo refused", metadata: ["photo.reason": "\(rejection.reason)"])
             throw ProfileError(.invalidArgument, rejection.reason, "The image was refused: \(rejection.message)")
