@@ -77,8 +77,11 @@ public final class ProfileServer: ServiceServer {
         let communities = CommunityService(database: self.database, callers: callers, pageTokenKey: pageTokenKey)
 
         let metrics = ServerMetrics()
-        var runner = ServerRunner(
-            configuration: try configuration.endpoint.serverConfiguration(), services: [communities, self.profiles])
+        var server = try configuration.endpoint.serverConfiguration()
+        // UploadPhoto chunks are up to 1 MiB: a stream window of several chunks keeps a whole chunk from waiting
+        // on the window of the one before it (with the runtime's 1 MiB default, 1 MB chunks stalled).
+        server.http2.initialStreamWindowSize = 4 << 20
+        var runner = ServerRunner(configuration: server, services: [communities, self.profiles])
         runner.admin = configuration.endpoint.adminConfiguration
         runner.metrics = metrics
         _ = PostgresPoolMetrics.attach(pool: "profile", database: self.database, to: metrics)

@@ -248,3 +248,25 @@ def test_profile_photos_and_location_with_the_kindred_cli(cluster, tmp_path):
     run("profile", "edit", "--attribute", "weight_kg=999", status=1)  # out of the community's range
     photo_id = run("photo", "list").split()[1]
     assert "No photos." in run("photo", "remove", photo_id)
+
+
+def test_a_multi_megabyte_upload_in_one_mebibyte_chunks(cluster, channel):
+    """Chunks of the contract's maximum size (1 MiB): with the runtime's default 1 MiB stream window such a
+    stream stalled until the body timeout; profile and gateway open a 4 MiB window."""
+    profiles = profile_pb2_grpc.ProfileServiceStub(channel)
+    _, auth = signed_up(cluster, channel, "fitness")
+    profiles.CreateProfile(profile_pb2.CreateProfileRequest(fields=fields("Cy")), metadata=auth, timeout=TIMEOUT)
+    image = Image.merge("RGB", (Image.effect_noise((2000, 2500), 60), Image.linear_gradient("L").resize((2000, 2500)),
+                                Image.effect_noise((2000, 2500), 30)))
+    out = io.BytesIO()
+    image.save(out, "JPEG", quality=95)
+    data = out.getvalue()
+    assert len(data) > 3 * CHUNK * 4
+
+    def messages():
+        yield profile_pb2.UploadPhotoRequest(header=profile_pb2.PhotoUploadHeader(
+            content_type="image/jpeg", total_size_bytes=len(data)))
+        for offset in range(0, len(data), 1 << 20):
+            yield profile_pb2.UploadPhotoRequest(chunk=data[offset:offset + (1 << 20)])
+    uploaded = profiles.UploadPhoto(messages(), metadata=auth, timeout=20)
+    assert (uploaded.photo.width, uploaded.photo.height) == (1080, 1350)
