@@ -82,13 +82,18 @@ def main():
                 metadata=auth, timeout=30)
             users.append(auth)
         for concurrency in options.concurrency:
-            latencies, lock, stop = [], threading.Lock(), time.monotonic() + options.seconds
+            latencies, failures, lock, stop = [], [], threading.Lock(), time.monotonic() + options.seconds
             reset_peak(pid)
 
             def uploader(auth):
                 while time.monotonic() < stop:
                     started = time.monotonic()
-                    photo = profiles.UploadPhoto(messages(data), metadata=auth, timeout=120).photo
+                    try:
+                        photo = profiles.UploadPhoto(messages(data), metadata=auth, timeout=120).photo
+                    except grpc.RpcError as error:
+                        with lock:
+                            failures.append(error.code())
+                        continue
                     elapsed = time.monotonic() - started
                     with lock:
                         latencies.append(elapsed)
@@ -103,10 +108,13 @@ def main():
                 thread.join()
             wall = time.monotonic() - began
             latencies.sort()
+            if not latencies:
+                print(f"concurrency {concurrency}: no upload succeeded ({failures[:3]})")
+                continue
             p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
             print(f"concurrency {concurrency}: {len(latencies)} uploads in {wall:.1f} s = {len(latencies) / wall:.1f}/s, "
                   f"p50 {statistics.median(latencies) * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, "
-                  f"profile-server peak RSS {peak_rss_mib(pid):.0f} MiB")
+                  f"profile-server peak RSS {peak_rss_mib(pid):.0f} MiB, {len(failures)} failed {sorted(set(map(str, failures)))}")
     finally:
         cluster.stop()
 
