@@ -27,6 +27,7 @@ let package = Package(
         .executable(name: "kindred-interop-server", targets: ["kindred-interop-server"]),
         .executable(name: "auth-server", targets: ["auth-server"]),
         .executable(name: "gateway-server", targets: ["gateway-server"]),
+        .executable(name: "profile-server", targets: ["profile-server"]),
         .executable(name: "kindred", targets: ["kindred"]),
         .executable(name: "chat-server", targets: ["chat-server"]),
         .executable(name: "kindred-chat-bench", targets: ["kindred-chat-bench"]),
@@ -146,13 +147,23 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ] + nio
         ),
+        // The profile service: communities, profiles, location, photos (library) and its thin executable.
+        .target(
+            name: "KindredProfile",
+            dependencies: [
+                "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredPostgres",
+                "KindredOpenSSL", "KindredIdentity", "KindredVips", logging, metrics,
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ] + nio
+        ),
+        .executableTarget(name: "profile-server", dependencies: ["KindredProfile", "KindredServiceKit"]),
 
         // The gateway: the public API (kindred.api.v1), authentication, limits, fan-out (library) and its executable.
         .target(
             name: "KindredGateway",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredIdentity",
-                "KindredOpenSSL", logging, metrics,
+                "KindredOpenSSL", logging, metrics, .product(name: "NIOHTTP1", package: "swift-nio"),
             ] + nio
         ),
         .executableTarget(name: "gateway-server", dependencies: ["KindredGateway", "KindredServiceKit"]),
@@ -235,6 +246,14 @@ let package = Package(
                 "KindredMatch", "KindredServiceKit", "KindredServiceTesting", "KindredPostgresTesting", "KindredPostgres",
                 "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredProtobuf", "KindredIdentity", "KindredOpenSSL", logging,
             ] + nio
+        ),
+        .testTarget(
+            name: "KindredProfileTests",
+            dependencies: [
+                "KindredProfile", "KindredAuth", "KindredServiceKit", "KindredServiceTesting", "KindredPostgresTesting",
+                "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredIdentity", "KindredOpenSSL",
+            ] + nio,
+            exclude: ["python"]
         ),
         .testTarget(name: "KindredCLITests", dependencies: ["KindredCLI", "KindredProto", "KindredGRPC", "KindredProtobuf"]),
         .testTarget(name: "KindredPostgresTests", dependencies: ["KindredPostgres", "KindredPostgresTesting"] + nio),

@@ -358,6 +358,18 @@ server_env_auth() {
         KINDRED_AUTH_SMTP_PORT="$SMTP_PORT"
         KINDRED_AUTH_SMTP_SECURITY=none
         KINDRED_AUTH_SERVICE_SECRET_GATEWAY="$(secret gateway)"
+        KINDRED_AUTH_SERVICE_SECRET_PROFILE="$(secret profile)"
+    )
+}
+# The gateway's media port (signed photo URLs, plain HTTP GET): the port base + 200.
+media_port() { echo $((PORT_BASE + 200)); }
+server_env_profile() {
+    SERVER_ENV+=(
+        KINDRED_MEDIA_URL_KEY="$(secret media-url)"
+        KINDRED_PROFILE_MEDIA_BASE_URL="http://127.0.0.1:$(media_port)"
+        KINDRED_PROFILE_EVENT_CONSUMERS="$(event_consumers profile)"
+        KINDRED_PROFILE_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
+        KINDRED_PROFILE_SERVICE_SECRET="$(secret profile)"
     )
     local name
     for name in $KINDRED_SERVERS; do # every other service's secret (a service not running yet uses it later)
@@ -379,6 +391,7 @@ server_env_chat() {
 server_env_gateway() {
     local name
     SERVER_ENV+=(KINDRED_GATEWAY_SERVICE_SECRET="$(secret gateway)")
+    SERVER_ENV+=(KINDRED_MEDIA_URL_KEY="$(secret media-url)" KINDRED_GATEWAY_MEDIA_LISTEN="127.0.0.1:$(media_port)")
     for name in "${RUNNING_ORDER[@]}"; do # every service this cluster runs, e.g. KINDRED_GATEWAY_AUTH_ADDRESS
         [ "$name" = gateway ] || SERVER_ENV+=("KINDRED_GATEWAY_${name^^}_ADDRESS=127.0.0.1:$(port_of "$name")")
     done
@@ -397,6 +410,12 @@ for name in "${RUNNING_ORDER[@]}"; do
         || startup_failed "$name-server migrate failed" "$log"
     has_tables "$name" && say "Migrated $name (schema $name, role kindred_$name)."
 done
+# The preset communities (dating, bizmatch, playdates, fitness); existing ones are kept.
+if [[ " ${RUNNING_ORDER[*]} " == *" profile "* ]]; then
+    server_env profile
+    env "${SERVER_ENV[@]}" "$BIN/profile-server" communities install >"$LOG_DIR/profile-communities.log" 2>&1 9>&- \
+        || startup_failed "profile-server communities install failed" "$LOG_DIR/profile-communities.log"
+fi
 
 # The SMTP sink, in its own session like the servers: Ctrl-C reaches only this script, which stops
 # everything in order.

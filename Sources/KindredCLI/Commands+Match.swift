@@ -181,11 +181,6 @@ struct Report: AsyncParsableCommand {
 }
 
 /// `kindred admin reports list|resolve`: report moderation (admins).
-struct AdminCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "admin", abstract: "Administration (admin role).", subcommands: [ReportsCommand.self])
-}
-
 struct ReportsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "reports", abstract: "Report moderation.", subcommands: [ListReportsCommand.self, ResolveReportCommand.self])

@@ -30,7 +30,8 @@ public struct KindredCommand: AsyncParsableCommand {
             SignUp.self, Verify.self, ResendVerification.self, SignIn.self, WhoAmI.self, SignOut.self,
             SignOutEverywhere.self, Sessions.self, RevokeSession.self, ChangePassword.self, PasswordReset.self,
             CheckUsername.self, DeleteAccount.self, Threads.self, ChatWith.self,
-            Like.self, Pass.self, Undo.self, ListMatchesCommand.self, Likes.self, Unmatch.self, Block.self, Unblock.self, Report.self, AdminCommand.self,
+            Like.self, Pass.self, Undo.self, ListMatchesCommand.self, Likes.self, Unmatch.self, Block.self, Unblock.self, Report.self,
+            ProfileCommand.self, PhotoCommand.self, LocationCommand.self, CommunityCommand.self, AdminCommand.self,
         ]
     )
 

@@ -99,16 +99,11 @@ struct AdminAPI: GRPCService {
         router.unary(M.resolveReport) { request, context in
             try await gateway.resolveReport(request, try await gateway.admit(context, .admin))
         }
-        router.unary(M.removePhoto) { _, context in try await Self.notDeployed(gateway, context, "Photo moderation") }
-        router.unary(M.listCommunities) { _, context in
-            try await Self.notDeployed(gateway, context, "Community administration")
-        }
-        router.unary(M.createCommunity) { _, context in
-            try await Self.notDeployed(gateway, context, "Community administration")
-        }
-        router.unary(M.updateCommunity) { _, context in
-            try await Self.notDeployed(gateway, context, "Community administration")
-        }
+        // Photos and communities: the profile service (ProfileAPI.swift).
+        router.unary(M.removePhoto) { try await gateway.removePhoto($0, $1) }
+        router.unary(M.listCommunities) { try await gateway.listCommunities($0, $1) }
+        router.unary(M.createCommunity) { try await gateway.createCommunity($0, $1) }
+        router.unary(M.updateCommunity) { try await gateway.updateCommunity($0, $1) }
     }
 
     /// Admits the caller (an admin), then answers UNIMPLEMENTED: the backing service is not in this cluster.
@@ -140,7 +135,7 @@ extension Gateway {
                     answer.services.append(footprint)
                 }
             },
-            .init(name: "profile", essential: false, fetch: nil),
+            self.profileFootprintPart(userID, caller),
             .init(name: "discovery", essential: false, fetch: nil),
             self.matchFootprintPart(userID, caller),
             .init(name: "chat", essential: false, fetch: nil),

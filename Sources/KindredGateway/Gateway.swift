@@ -18,14 +18,14 @@ public final class Gateway: Sendable {
     let chat: Downstream?
     /// The match service (swipes, matches, blocks, reports); nil when the cluster does not run it.
     let match: Downstream?
-    /// The profile service (cards for lists); nil when the cluster does not run it.
+    /// The profile service (profiles, photos, communities, cards for lists); nil when the cluster does not run it.
     let profile: Downstream?
     let authenticator: CallerAuthenticator
     /// Ended sessions, fed by auth's WatchRevokedSessions (`watcher`), checked on every call with a user token.
     let revocations: RevokedSessions
     private let watcher: RevocationWatcher?
     /// The gateway's service token (auth's IssueServiceToken with `KINDRED_GATEWAY_SERVICE_SECRET`).
-    private let serviceTokens: ServiceTokenSource?
+    let serviceTokens: ServiceTokenSource?
     let clientLimiter: TokenBucketLimiter
     let accountLimiter: TokenBucketLimiter
     let anonymousLimiter: TokenBucketLimiter
@@ -106,8 +106,8 @@ public final class Gateway: Sendable {
     /// The public API services, ready to serve.
     public var services: [any GRPCService] {
         [
-            AccountAPI(gateway: self), HomeAPI(gateway: self), AdminAPI(gateway: self), DeckAPI(gateway: self),
-            MatchAPI(gateway: self), ChatAPI(gateway: self),
+            AccountAPI(gateway: self), HomeAPI(gateway: self), AdminAPI(gateway: self), ProfileAPI(gateway: self),
+            DeckAPI(gateway: self), MatchAPI(gateway: self), ChatAPI(gateway: self),
         ]
     }
 
@@ -117,6 +117,9 @@ public final class Gateway: Sendable {
         var tasks: [BackgroundTask] = [.once("key-warm-up") { await self.warmUp() }]
         if let watcher = self.watcher {
             tasks.append(BackgroundTask("revocation-watcher") { await watcher.run() })
+        }
+        if let media = self.mediaServer {
+            tasks.append(BackgroundTask("media-port") { try await media.run() })
         }
         return tasks
     }

@@ -59,6 +59,12 @@ public struct GatewayConfiguration: Sendable {
     /// (first value of a comma-separated list) instead of the peer address. Only behind a trusted proxy that
     /// sets it; otherwise clients could pick their own rate-limit key.
     public var clientIPHeader: String?
+    /// `KINDRED_MEDIA_URL_KEY` (string, 32..256; the same value the profile service has), default none: the HMAC
+    /// key of signed photo URLs. With it and a profile address the gateway opens its media port.
+    public var mediaURLKey: String?
+    /// `KINDRED_GATEWAY_MEDIA_LISTEN` (host:port or `off`), default `127.0.0.1:50250`: the media port, plain
+    /// HTTP/1.1 GET of signed photo URLs (put a CDN or TLS proxy in front of it).
+    public var mediaListen: HostPort? = HostPort(host: "127.0.0.1", port: 50250)
     public init() {}
 
     /// Reads the `KINDRED_GATEWAY_*` settings; a bad value throws `ConfigurationError` naming the key.
@@ -95,5 +101,11 @@ public struct GatewayConfiguration: Sendable {
         self.anonymousBurst = try reader.int(
             "KINDRED_GATEWAY_ANONYMOUS_BURST", default: self.anonymousBurst, in: 1...1_000_000)
         self.clientIPHeader = reader.string("KINDRED_GATEWAY_CLIENT_IP_HEADER")?.lowercased()
+        self.mediaURLKey = try reader.secret("KINDRED_MEDIA_URL_KEY", length: 32...256)
+        if reader.string("KINDRED_GATEWAY_MEDIA_LISTEN") == "off" {
+            self.mediaListen = nil
+        } else {
+            self.mediaListen = try reader.address("KINDRED_GATEWAY_MEDIA_LISTEN", default: self.mediaListen!)
+        }
     }
 }

@@ -27,16 +27,35 @@ extension Gateway {
                 let account = try await self.ownAccount(caller)
                 return { $0.account = account }
             },
-            // Not deployed yet: profile (essential once it exists), community, deck, top picks, matches, chat
-            // unread totals, likes received.
-            .init(name: "profile", essential: false, fetch: nil),
-            .init(name: "community", essential: false, fetch: nil),
+            self.homeProfilePart(caller),
+            self.homeCommunityPart(caller),
+            // Not deployed yet: deck, top picks, matches, chat unread totals, likes received.
             .init(name: "deck", essential: false, fetch: nil),
             .init(name: "top_picks", essential: false, fetch: nil),
             self.homeMatchesPart(request, caller),
             self.homeChatPart(caller),
             self.homeLikesPart(caller),
         ]
+    }
+
+    /// Essential once the cluster runs the profile service; a caller without a profile gets needs_profile.
+    func homeProfilePart(_ caller: Caller) -> FanOut<Api.GetHomeResponse>.Part {
+        guard self.profile != nil else { return .init(name: "profile", essential: false, fetch: nil) }
+        return .init(name: "profile", essential: true) {
+            let profile = try await self.ownProfileOrNil(caller)
+            return {
+                $0.profile = profile
+                $0.needsProfile = profile == nil
+            }
+        }
+    }
+
+    func homeCommunityPart(_ caller: Caller) -> FanOut<Api.GetHomeResponse>.Part {
+        guard self.profile != nil else { return .init(name: "community", essential: false, fetch: nil) }
+        return .init(name: "community", essential: false) {
+            let community = try await self.ownCommunity(caller)
+            return { $0.community = community }
+        }
     }
 
     func home(_ request: Api.GetHomeRequest, _ caller: Caller) async throws -> Api.GetHomeResponse {

@@ -240,29 +240,6 @@ extension Api.MatchSummary {
     }
 }
 
-extension Api.ProfileCard {
-    init(_ card: ProfileApi.ProfileCard) {
-        self.init()
-        self.userId = card.userId
-        self.displayName = card.displayName
-        self.ageYears = card.ageYears
-        self.gender = card.gender
-        self.bio = card.bio
-        self.attributes = card.attributes
-        self.photos = card.photos.map { photo in
-            .with {
-                $0.photoId = photo.photoId
-                $0.position = photo.position
-                $0.version = photo.version
-                $0.width = photo.width
-                $0.height = photo.height
-            }
-        }
-        self.distanceKm = card.distanceKm
-        self.version = card.version
-    }
-}
-
 extension Api.ModerationReport {
     init(_ report: MatchApi.Report) {
         self.init()

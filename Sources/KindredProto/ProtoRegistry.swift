@@ -86,6 +86,7 @@ public enum ProtoRegistry {
         Kindred.Api.V1.MyProfile.self,
         Kindred.Api.V1.ProfileCard.self,
         Kindred.Api.V1.Photo.self,
+        Kindred.Api.V1.PhotoUrl.self,
         Kindred.Api.V1.DeckCard.self,
         Kindred.Api.V1.MatchSummary.self,
         Kindred.Api.V1.ChatMessage.self,
@@ -374,6 +375,7 @@ public enum ProtoRegistry {
         Kindred.Profile.V1.Profile.self,
         Kindred.Profile.V1.ProfileCard.self,
         Kindred.Profile.V1.Photo.self,
+        Kindred.Profile.V1.PhotoUrl.self,
         Kindred.Profile.V1.UploadPhotoRequest.self,
         Kindred.Profile.V1.PhotoUploadHeader.self,
         Kindred.Profile.V1.UploadPhotoResponse.self,
@@ -681,6 +683,7 @@ public enum ProtoRegistry {
                 "kindred.common.v1.PHOTO_VARIANT_THUMBNAIL",
                 "kindred.common.v1.PHOTO_VARIANT_CARD",
                 "kindred.common.v1.PHOTO_VARIANT_FULL",
+                "kindred.common.v1.PHOTO_VARIANT_ICON",
                 "kindred.common.v1.ReportReason",
                 "kindred.common.v1.REPORT_REASON_UNSPECIFIED",
                 "kindred.common.v1.REPORT_REASON_SPAM",
@@ -708,13 +711,13 @@ public enum ProtoRegistry {
             ChhJREVOVElUWV9QUk9WSURFUl9HT09HTEUQARIbChdJREVOVElUWV9QUk9WSURFUl9BUFBMRRACKlkKC1N3aXBlQWN0aW9u
             EhwKGFNXSVBFX0FDVElPTl9VTlNQRUNJRklFRBAAEhUKEVNXSVBFX0FDVElPTl9MSUtFEAESFQoRU1dJUEVfQUNUSU9OX1BB
             U1MQAipmCg1Db21tdW5pdHlNb2RlEh4KGkNPTU1VTklUWV9NT0RFX1VOU1BFQ0lGSUVEEAASGQoVQ09NTVVOSVRZX01PREVf
-            TVVUVUFMEAESGgoWQ09NTVVOSVRZX01PREVfT05FX1dBWRACKnoKDFBob3RvVmFyaWFudBIdChlQSE9UT19WQVJJQU5UX1VO
-            U1BFQ0lGSUVEEAASGwoXUEhPVE9fVkFSSUFOVF9USFVNQk5BSUwQARIWChJQSE9UT19WQVJJQU5UX0NBUkQQAhIWChJQSE9U
-            T19WQVJJQU5UX0ZVTEwQAyqeAgoMUmVwb3J0UmVhc29uEh0KGVJFUE9SVF9SRUFTT05fVU5TUEVDSUZJRUQQABIWChJSRVBP
-            UlRfUkVBU09OX1NQQU0QARInCiNSRVBPUlRfUkVBU09OX0lOQVBQUk9QUklBVEVfQ09OVEVOVBACEhwKGFJFUE9SVF9SRUFT
-            T05fSEFSQVNTTUVOVBADEh4KGlJFUE9SVF9SRUFTT05fRkFLRV9QUk9GSUxFEAQSGgoWUkVQT1JUX1JFQVNPTl9VTkRFUkFH
-            RRAFEhYKElJFUE9SVF9SRUFTT05fU0NBTRAGEiMKH1JFUE9SVF9SRUFTT05fT0ZGTElORV9CRUhBVklPVVIQBxIXChNSRVBP
-            UlRfUkVBU09OX09USEVSEAhiBnByb3RvMw==
+            TVVUVUFMEAESGgoWQ09NTVVOSVRZX01PREVfT05FX1dBWRACKpIBCgxQaG90b1ZhcmlhbnQSHQoZUEhPVE9fVkFSSUFOVF9V
+            TlNQRUNJRklFRBAAEhsKF1BIT1RPX1ZBUklBTlRfVEhVTUJOQUlMEAESFgoSUEhPVE9fVkFSSUFOVF9DQVJEEAISFgoSUEhP
+            VE9fVkFSSUFOVF9GVUxMEAMSFgoSUEhPVE9fVkFSSUFOVF9JQ09OEAQqngIKDFJlcG9ydFJlYXNvbhIdChlSRVBPUlRfUkVB
+            U09OX1VOU1BFQ0lGSUVEEAASFgoSUkVQT1JUX1JFQVNPTl9TUEFNEAESJwojUkVQT1JUX1JFQVNPTl9JTkFQUFJPUFJJQVRF
+            X0NPTlRFTlQQAhIcChhSRVBPUlRfUkVBU09OX0hBUkFTU01FTlQQAxIeChpSRVBPUlRfUkVBU09OX0ZBS0VfUFJPRklMRRAE
+            EhoKFlJFUE9SVF9SRUFTT05fVU5ERVJBR0UQBRIWChJSRVBPUlRfUkVBU09OX1NDQU0QBhIjCh9SRVBPUlRfUkVBU09OX09G
+            RkxJTkVfQkVIQVZJT1VSEAcSFwoTUkVQT1JUX1JFQVNPTl9PVEhFUhAIYgZwcm90bzM=
             """
         ),
         ProtoFileDescriptor(
@@ -1114,6 +1117,9 @@ public enum ProtoRegistry {
                 "kindred.api.v1.ProfileFields.max_distance_km",
                 "kindred.api.v1.ProfileFields.paused",
                 "kindred.api.v1.ProfileFields.hide_distance",
+                "kindred.api.v1.ProfileFields.interests",
+                "kindred.api.v1.ProfileFields.job_title",
+                "kindred.api.v1.ProfileFields.city",
                 "kindred.api.v1.MyProfile",
                 "kindred.api.v1.MyProfile.user_id",
                 "kindred.api.v1.MyProfile.fields",
@@ -1136,12 +1142,23 @@ public enum ProtoRegistry {
                 "kindred.api.v1.ProfileCard.photos",
                 "kindred.api.v1.ProfileCard.distance_km",
                 "kindred.api.v1.ProfileCard.version",
+                "kindred.api.v1.ProfileCard.interests",
+                "kindred.api.v1.ProfileCard.job_title",
+                "kindred.api.v1.ProfileCard.city",
                 "kindred.api.v1.Photo",
                 "kindred.api.v1.Photo.photo_id",
                 "kindred.api.v1.Photo.position",
                 "kindred.api.v1.Photo.version",
                 "kindred.api.v1.Photo.width",
                 "kindred.api.v1.Photo.height",
+                "kindred.api.v1.Photo.urls",
+                "kindred.api.v1.PhotoUrl",
+                "kindred.api.v1.PhotoUrl.variant",
+                "kindred.api.v1.PhotoUrl.format",
+                "kindred.api.v1.PhotoUrl.url",
+                "kindred.api.v1.PhotoUrl.width",
+                "kindred.api.v1.PhotoUrl.height",
+                "kindred.api.v1.PhotoUrl.expires_unix",
                 "kindred.api.v1.DeckCard",
                 "kindred.api.v1.DeckCard.profile",
                 "kindred.api.v1.DeckCard.shared_attribute_keys",
@@ -1170,39 +1187,44 @@ public enum ProtoRegistry {
             services: [],
             base64: """
             ChpraW5kcmVkL2FwaS92MS90eXBlcy5wcm90bxIOa2luZHJlZC5hcGkudjEaHmtpbmRyZWQvY29tbW9uL3YxL2NvbW1vbi5w
-            cm90bxoha2luZHJlZC9jb21tb24vdjEvY29tbXVuaXR5LnByb3RvIucDCg1Qcm9maWxlRmllbGRzEiEKDGRpc3BsYXlfbmFt
+            cm90bxoha2luZHJlZC9jb21tb24vdjEvY29tbXVuaXR5LnByb3RvIrYECg1Qcm9maWxlRmllbGRzEiEKDGRpc3BsYXlfbmFt
             ZRgBIAEoCVILZGlzcGxheU5hbWUSPgoKYmlydGhfZGF0ZRgCIAEoCzIfLmtpbmRyZWQuY29tbW9uLnYxLkNhbGVuZGFyRGF0
             ZVIJYmlydGhEYXRlEjEKBmdlbmRlchgDIAEoDjIZLmtpbmRyZWQuY29tbW9uLnYxLkdlbmRlclIGZ2VuZGVyEj4KDWludGVy
             ZXN0ZWRfaW4YBCADKA4yGS5raW5kcmVkLmNvbW1vbi52MS5HZW5kZXJSDGludGVyZXN0ZWRJbhIQCgNiaW8YBSABKAlSA2Jp
             bxJBCgphdHRyaWJ1dGVzGAYgAygLMiEua2luZHJlZC5jb21tb24udjEuQXR0cmlidXRlVmFsdWVSCmF0dHJpYnV0ZXMSIgoN
             YWdlX21pbl95ZWFycxgHIAEoBVILYWdlTWluWWVhcnMSIgoNYWdlX21heF95ZWFycxgIIAEoBVILYWdlTWF4WWVhcnMSJgoP
             bWF4X2Rpc3RhbmNlX2ttGAkgASgFUg1tYXhEaXN0YW5jZUttEhYKBnBhdXNlZBgKIAEoCFIGcGF1c2VkEiMKDWhpZGVfZGlz
-            dGFuY2UYCyABKAhSDGhpZGVEaXN0YW5jZSK8AwoJTXlQcm9maWxlEhcKB3VzZXJfaWQYASABKAlSBnVzZXJJZBI1CgZmaWVs
-            ZHMYAiABKAsyHS5raW5kcmVkLmFwaS52MS5Qcm9maWxlRmllbGRzUgZmaWVsZHMSLQoGcGhvdG9zGAMgAygLMhUua2luZHJl
-            ZC5hcGkudjEuUGhvdG9SBnBob3RvcxIbCglhZ2VfeWVhcnMYBCABKAVSCGFnZVllYXJzEiEKDGxvY2F0aW9uX3NldBgFIAEo
-            CFILbG9jYXRpb25TZXQSNwoYbG9jYXRpb25fdXBkYXRlZF91bml4X21zGAYgASgDUhVsb2NhdGlvblVwZGF0ZWRVbml4TXMS
-            GgoIZWxpZ2libGUYByABKAhSCGVsaWdpYmxlEjEKFG1pc3NpbmdfcmVxdWlyZW1lbnRzGAggAygJUhNtaXNzaW5nUmVxdWly
-            ZW1lbnRzEhgKB3ZlcnNpb24YCSABKANSB3ZlcnNpb24SJgoPY3JlYXRlZF91bml4X21zGAogASgDUg1jcmVhdGVkVW5peE1z
-            EiYKD3VwZGF0ZWRfdW5peF9tcxgLIAEoA1INdXBkYXRlZFVuaXhNcyLYAgoLUHJvZmlsZUNhcmQSFwoHdXNlcl9pZBgBIAEo
-            CVIGdXNlcklkEiEKDGRpc3BsYXlfbmFtZRgCIAEoCVILZGlzcGxheU5hbWUSGwoJYWdlX3llYXJzGAMgASgFUghhZ2VZZWFy
-            cxIxCgZnZW5kZXIYBCABKA4yGS5raW5kcmVkLmNvbW1vbi52MS5HZW5kZXJSBmdlbmRlchIQCgNiaW8YBSABKAlSA2JpbxJB
-            CgphdHRyaWJ1dGVzGAYgAygLMiEua2luZHJlZC5jb21tb24udjEuQXR0cmlidXRlVmFsdWVSCmF0dHJpYnV0ZXMSLQoGcGhv
-            dG9zGAcgAygLMhUua2luZHJlZC5hcGkudjEuUGhvdG9SBnBob3RvcxIfCgtkaXN0YW5jZV9rbRgIIAEoBVIKZGlzdGFuY2VL
-            bRIYCgd2ZXJzaW9uGAkgASgDUgd2ZXJzaW9uIoYBCgVQaG90bxIZCghwaG90b19pZBgBIAEoCVIHcGhvdG9JZBIaCghwb3Np
-            dGlvbhgCIAEoBVIIcG9zaXRpb24SGAoHdmVyc2lvbhgDIAEoA1IHdmVyc2lvbhIUCgV3aWR0aBgEIAEoBVIFd2lkdGgSFgoG
-            aGVpZ2h0GAUgASgFUgZoZWlnaHQikAEKCERlY2tDYXJkEjUKB3Byb2ZpbGUYASABKAsyGy5raW5kcmVkLmFwaS52MS5Qcm9m
-            aWxlQ2FyZFIHcHJvZmlsZRIyChVzaGFyZWRfYXR0cmlidXRlX2tleXMYAiADKAlSE3NoYXJlZEF0dHJpYnV0ZUtleXMSGQoI
-            dG9wX3BpY2sYAyABKAhSB3RvcFBpY2sirgIKDE1hdGNoU3VtbWFyeRIZCghtYXRjaF9pZBgBIAEoCVIHbWF0Y2hJZBJBCglk
-            aXJlY3Rpb24YAiABKA4yIy5raW5kcmVkLmFwaS52MS5Db25uZWN0aW9uRGlyZWN0aW9uUglkaXJlY3Rpb24SJgoPY3JlYXRl
-            ZF91bml4X21zGAMgASgDUg1jcmVhdGVkVW5peE1zEjUKB3Byb2ZpbGUYBCABKAsyGy5raW5kcmVkLmFwaS52MS5Qcm9maWxl
-            Q2FyZFIHcHJvZmlsZRI+CgxsYXN0X21lc3NhZ2UYBSABKAsyGy5raW5kcmVkLmFwaS52MS5DaGF0TWVzc2FnZVILbGFzdE1l
-            c3NhZ2USIQoMdW5yZWFkX2NvdW50GAYgASgFUgt1bnJlYWRDb3VudCLtAQoLQ2hhdE1lc3NhZ2USHQoKbWVzc2FnZV9pZBgB
-            IAEoCVIJbWVzc2FnZUlkEhsKCXRocmVhZF9pZBgCIAEoCVIIdGhyZWFkSWQSJAoOc2VuZGVyX3VzZXJfaWQYAyABKAlSDHNl
-            bmRlclVzZXJJZBIqChFjbGllbnRfbWVzc2FnZV9pZBgEIAEoCVIPY2xpZW50TWVzc2FnZUlkEhIKBGJvZHkYBSABKAlSBGJv
-            ZHkSGgoIc2VxdWVuY2UYBiABKANSCHNlcXVlbmNlEiAKDHNlbnRfdW5peF9tcxgHIAEoA1IKc2VudFVuaXhNcyqiAQoTQ29u
-            bmVjdGlvbkRpcmVjdGlvbhIkCiBDT05ORUNUSU9OX0RJUkVDVElPTl9VTlNQRUNJRklFRBAAEh8KG0NPTk5FQ1RJT05fRElS
-            RUNUSU9OX01VVFVBTBABEiEKHUNPTk5FQ1RJT05fRElSRUNUSU9OX09VVEdPSU5HEAISIQodQ09OTkVDVElPTl9ESVJFQ1RJ
-            T05fSU5DT01JTkcQA2IGcHJvdG8z
+            dGFuY2UYCyABKAhSDGhpZGVEaXN0YW5jZRIcCglpbnRlcmVzdHMYDCADKAlSCWludGVyZXN0cxIbCglqb2JfdGl0bGUYDSAB
+            KAlSCGpvYlRpdGxlEhIKBGNpdHkYDiABKAlSBGNpdHkivAMKCU15UHJvZmlsZRIXCgd1c2VyX2lkGAEgASgJUgZ1c2VySWQS
+            NQoGZmllbGRzGAIgASgLMh0ua2luZHJlZC5hcGkudjEuUHJvZmlsZUZpZWxkc1IGZmllbGRzEi0KBnBob3RvcxgDIAMoCzIV
+            LmtpbmRyZWQuYXBpLnYxLlBob3RvUgZwaG90b3MSGwoJYWdlX3llYXJzGAQgASgFUghhZ2VZZWFycxIhCgxsb2NhdGlvbl9z
+            ZXQYBSABKAhSC2xvY2F0aW9uU2V0EjcKGGxvY2F0aW9uX3VwZGF0ZWRfdW5peF9tcxgGIAEoA1IVbG9jYXRpb25VcGRhdGVk
+            VW5peE1zEhoKCGVsaWdpYmxlGAcgASgIUghlbGlnaWJsZRIxChRtaXNzaW5nX3JlcXVpcmVtZW50cxgIIAMoCVITbWlzc2lu
+            Z1JlcXVpcmVtZW50cxIYCgd2ZXJzaW9uGAkgASgDUgd2ZXJzaW9uEiYKD2NyZWF0ZWRfdW5peF9tcxgKIAEoA1INY3JlYXRl
+            ZFVuaXhNcxImCg91cGRhdGVkX3VuaXhfbXMYCyABKANSDXVwZGF0ZWRVbml4TXMipwMKC1Byb2ZpbGVDYXJkEhcKB3VzZXJf
+            aWQYASABKAlSBnVzZXJJZBIhCgxkaXNwbGF5X25hbWUYAiABKAlSC2Rpc3BsYXlOYW1lEhsKCWFnZV95ZWFycxgDIAEoBVII
+            YWdlWWVhcnMSMQoGZ2VuZGVyGAQgASgOMhkua2luZHJlZC5jb21tb24udjEuR2VuZGVyUgZnZW5kZXISEAoDYmlvGAUgASgJ
+            UgNiaW8SQQoKYXR0cmlidXRlcxgGIAMoCzIhLmtpbmRyZWQuY29tbW9uLnYxLkF0dHJpYnV0ZVZhbHVlUgphdHRyaWJ1dGVz
+            Ei0KBnBob3RvcxgHIAMoCzIVLmtpbmRyZWQuYXBpLnYxLlBob3RvUgZwaG90b3MSHwoLZGlzdGFuY2Vfa20YCCABKAVSCmRp
+            c3RhbmNlS20SGAoHdmVyc2lvbhgJIAEoA1IHdmVyc2lvbhIcCglpbnRlcmVzdHMYCiADKAlSCWludGVyZXN0cxIbCglqb2Jf
+            dGl0bGUYCyABKAlSCGpvYlRpdGxlEhIKBGNpdHkYDCABKAlSBGNpdHkitAEKBVBob3RvEhkKCHBob3RvX2lkGAEgASgJUgdw
+            aG90b0lkEhoKCHBvc2l0aW9uGAIgASgFUghwb3NpdGlvbhIYCgd2ZXJzaW9uGAMgASgDUgd2ZXJzaW9uEhQKBXdpZHRoGAQg
+            ASgFUgV3aWR0aBIWCgZoZWlnaHQYBSABKAVSBmhlaWdodBIsCgR1cmxzGAYgAygLMhgua2luZHJlZC5hcGkudjEuUGhvdG9V
+            cmxSBHVybHMiwAEKCFBob3RvVXJsEjkKB3ZhcmlhbnQYASABKA4yHy5raW5kcmVkLmNvbW1vbi52MS5QaG90b1ZhcmlhbnRS
+            B3ZhcmlhbnQSFgoGZm9ybWF0GAIgASgJUgZmb3JtYXQSEAoDdXJsGAMgASgJUgN1cmwSFAoFd2lkdGgYBCABKAVSBXdpZHRo
+            EhYKBmhlaWdodBgFIAEoBVIGaGVpZ2h0EiEKDGV4cGlyZXNfdW5peBgGIAEoA1ILZXhwaXJlc1VuaXgikAEKCERlY2tDYXJk
+            EjUKB3Byb2ZpbGUYASABKAsyGy5raW5kcmVkLmFwaS52MS5Qcm9maWxlQ2FyZFIHcHJvZmlsZRIyChVzaGFyZWRfYXR0cmli
+            dXRlX2tleXMYAiADKAlSE3NoYXJlZEF0dHJpYnV0ZUtleXMSGQoIdG9wX3BpY2sYAyABKAhSB3RvcFBpY2sirgIKDE1hdGNo
+            U3VtbWFyeRIZCghtYXRjaF9pZBgBIAEoCVIHbWF0Y2hJZBJBCglkaXJlY3Rpb24YAiABKA4yIy5raW5kcmVkLmFwaS52MS5D
+            b25uZWN0aW9uRGlyZWN0aW9uUglkaXJlY3Rpb24SJgoPY3JlYXRlZF91bml4X21zGAMgASgDUg1jcmVhdGVkVW5peE1zEjUK
+            B3Byb2ZpbGUYBCABKAsyGy5raW5kcmVkLmFwaS52MS5Qcm9maWxlQ2FyZFIHcHJvZmlsZRI+CgxsYXN0X21lc3NhZ2UYBSAB
+            KAsyGy5raW5kcmVkLmFwaS52MS5DaGF0TWVzc2FnZVILbGFzdE1lc3NhZ2USIQoMdW5yZWFkX2NvdW50GAYgASgFUgt1bnJl
+            YWRDb3VudCLtAQoLQ2hhdE1lc3NhZ2USHQoKbWVzc2FnZV9pZBgBIAEoCVIJbWVzc2FnZUlkEhsKCXRocmVhZF9pZBgCIAEo
+            CVIIdGhyZWFkSWQSJAoOc2VuZGVyX3VzZXJfaWQYAyABKAlSDHNlbmRlclVzZXJJZBIqChFjbGllbnRfbWVzc2FnZV9pZBgE
+            IAEoCVIPY2xpZW50TWVzc2FnZUlkEhIKBGJvZHkYBSABKAlSBGJvZHkSGgoIc2VxdWVuY2UYBiABKANSCHNlcXVlbmNlEiAK
+            DHNlbnRfdW5peF9tcxgHIAEoA1IKc2VudFVuaXhNcyqiAQoTQ29ubmVjdGlvbkRpcmVjdGlvbhIkCiBDT05ORUNUSU9OX0RJ
+            UkVDVElPTl9VTlNQRUNJRklFRBAAEh8KG0NPTk5FQ1RJT05fRElSRUNUSU9OX01VVFVBTBABEiEKHUNPTk5FQ1RJT05fRElS
+            RUNUSU9OX09VVEdPSU5HEAISIQodQ09OTkVDVElPTl9ESVJFQ1RJT05fSU5DT01JTkcQA2IGcHJvdG8z
             """
         ),
         ProtoFileDescriptor(
@@ -1924,6 +1946,7 @@ public enum ProtoRegistry {
                 "kindred.api.v1.GetPhotoRequest.photo_id",
                 "kindred.api.v1.GetPhotoRequest.variant",
                 "kindred.api.v1.GetPhotoRequest.if_none_match",
+                "kindred.api.v1.GetPhotoRequest.format",
                 "kindred.api.v1.GetPhotoResponse",
                 "kindred.api.v1.GetPhotoResponse.not_modified",
                 "kindred.api.v1.GetPhotoResponse.etag",
@@ -1978,29 +2001,29 @@ public enum ProtoRegistry {
             b3RhbF9zaXplX2J5dGVzGAIgASgDUg50b3RhbFNpemVCeXRlcxIWCgZzaGEyNTYYAyABKAxSBnNoYTI1NhIaCghwb3NpdGlv
             bhgEIAEoBVIIcG9zaXRpb24SJwoPaWRlbXBvdGVuY3lfa2V5GAUgASgJUg5pZGVtcG90ZW5jeUtleSJxChNVcGxvYWRQaG90
             b1Jlc3BvbnNlEisKBXBob3RvGAEgASgLMhUua2luZHJlZC5hcGkudjEuUGhvdG9SBXBob3RvEi0KBnBob3RvcxgCIAMoCzIV
-            LmtpbmRyZWQuYXBpLnYxLlBob3RvUgZwaG90b3MiiwEKD0dldFBob3RvUmVxdWVzdBIZCghwaG90b19pZBgBIAEoCVIHcGhv
+            LmtpbmRyZWQuYXBpLnYxLlBob3RvUgZwaG90b3MiowEKD0dldFBob3RvUmVxdWVzdBIZCghwaG90b19pZBgBIAEoCVIHcGhv
             dG9JZBI5Cgd2YXJpYW50GAIgASgOMh8ua2luZHJlZC5jb21tb24udjEuUGhvdG9WYXJpYW50Ugd2YXJpYW50EiIKDWlmX25v
-            bmVfbWF0Y2gYAyABKAlSC2lmTm9uZU1hdGNoIvsBChBHZXRQaG90b1Jlc3BvbnNlEiEKDG5vdF9tb2RpZmllZBgBIAEoCFIL
-            bm90TW9kaWZpZWQSEgoEZXRhZxgCIAEoCVIEZXRhZxIhCgxjb250ZW50X3R5cGUYAyABKAlSC2NvbnRlbnRUeXBlEhIKBGRh
-            dGEYBCABKAxSBGRhdGESFAoFd2lkdGgYBSABKAVSBXdpZHRoEhYKBmhlaWdodBgGIAEoBVIGaGVpZ2h0EhgKB3ZlcnNpb24Y
-            ByABKANSB3ZlcnNpb24SMQoVY2FjaGVfbWF4X2FnZV9zZWNvbmRzGAggASgFUhJjYWNoZU1heEFnZVNlY29uZHMiLwoSRGVs
-            ZXRlUGhvdG9SZXF1ZXN0EhkKCHBob3RvX2lkGAEgASgJUgdwaG90b0lkIkQKE0RlbGV0ZVBob3RvUmVzcG9uc2USLQoGcGhv
-            dG9zGAEgAygLMhUua2luZHJlZC5hcGkudjEuUGhvdG9SBnBob3RvcyIzChRSZW9yZGVyUGhvdG9zUmVxdWVzdBIbCglwaG90
-            b19pZHMYASADKAlSCHBob3RvSWRzIkYKFVJlb3JkZXJQaG90b3NSZXNwb25zZRItCgZwaG90b3MYASADKAsyFS5raW5kcmVk
-            LmFwaS52MS5QaG90b1IGcGhvdG9zMpcHCg5Qcm9maWxlU2VydmljZRJZCgxHZXRDb21tdW5pdHkSIy5raW5kcmVkLmFwaS52
-            MS5HZXRDb21tdW5pdHlSZXF1ZXN0GiQua2luZHJlZC5hcGkudjEuR2V0Q29tbXVuaXR5UmVzcG9uc2USXAoNQ3JlYXRlUHJv
-            ZmlsZRIkLmtpbmRyZWQuYXBpLnYxLkNyZWF0ZVByb2ZpbGVSZXF1ZXN0GiUua2luZHJlZC5hcGkudjEuQ3JlYXRlUHJvZmls
-            ZVJlc3BvbnNlElkKDEdldE15UHJvZmlsZRIjLmtpbmRyZWQuYXBpLnYxLkdldE15UHJvZmlsZVJlcXVlc3QaJC5raW5kcmVk
-            LmFwaS52MS5HZXRNeVByb2ZpbGVSZXNwb25zZRJTCgpHZXRQcm9maWxlEiEua2luZHJlZC5hcGkudjEuR2V0UHJvZmlsZVJl
-            cXVlc3QaIi5raW5kcmVkLmFwaS52MS5HZXRQcm9maWxlUmVzcG9uc2USXAoNVXBkYXRlUHJvZmlsZRIkLmtpbmRyZWQuYXBp
-            LnYxLlVwZGF0ZVByb2ZpbGVSZXF1ZXN0GiUua2luZHJlZC5hcGkudjEuVXBkYXRlUHJvZmlsZVJlc3BvbnNlEl8KDlVwZGF0
-            ZUxvY2F0aW9uEiUua2luZHJlZC5hcGkudjEuVXBkYXRlTG9jYXRpb25SZXF1ZXN0GiYua2luZHJlZC5hcGkudjEuVXBkYXRl
-            TG9jYXRpb25SZXNwb25zZRJYCgtVcGxvYWRQaG90bxIiLmtpbmRyZWQuYXBpLnYxLlVwbG9hZFBob3RvUmVxdWVzdBojLmtp
-            bmRyZWQuYXBpLnYxLlVwbG9hZFBob3RvUmVzcG9uc2UoARJNCghHZXRQaG90bxIfLmtpbmRyZWQuYXBpLnYxLkdldFBob3Rv
-            UmVxdWVzdBogLmtpbmRyZWQuYXBpLnYxLkdldFBob3RvUmVzcG9uc2USVgoLRGVsZXRlUGhvdG8SIi5raW5kcmVkLmFwaS52
-            MS5EZWxldGVQaG90b1JlcXVlc3QaIy5raW5kcmVkLmFwaS52MS5EZWxldGVQaG90b1Jlc3BvbnNlElwKDVJlb3JkZXJQaG90
-            b3MSJC5raW5kcmVkLmFwaS52MS5SZW9yZGVyUGhvdG9zUmVxdWVzdBolLmtpbmRyZWQuYXBpLnYxLlJlb3JkZXJQaG90b3NS
-            ZXNwb25zZWIGcHJvdG8z
+            bmVfbWF0Y2gYAyABKAlSC2lmTm9uZU1hdGNoEhYKBmZvcm1hdBgEIAEoCVIGZm9ybWF0IvsBChBHZXRQaG90b1Jlc3BvbnNl
+            EiEKDG5vdF9tb2RpZmllZBgBIAEoCFILbm90TW9kaWZpZWQSEgoEZXRhZxgCIAEoCVIEZXRhZxIhCgxjb250ZW50X3R5cGUY
+            AyABKAlSC2NvbnRlbnRUeXBlEhIKBGRhdGEYBCABKAxSBGRhdGESFAoFd2lkdGgYBSABKAVSBXdpZHRoEhYKBmhlaWdodBgG
+            IAEoBVIGaGVpZ2h0EhgKB3ZlcnNpb24YByABKANSB3ZlcnNpb24SMQoVY2FjaGVfbWF4X2FnZV9zZWNvbmRzGAggASgFUhJj
+            YWNoZU1heEFnZVNlY29uZHMiLwoSRGVsZXRlUGhvdG9SZXF1ZXN0EhkKCHBob3RvX2lkGAEgASgJUgdwaG90b0lkIkQKE0Rl
+            bGV0ZVBob3RvUmVzcG9uc2USLQoGcGhvdG9zGAEgAygLMhUua2luZHJlZC5hcGkudjEuUGhvdG9SBnBob3RvcyIzChRSZW9y
+            ZGVyUGhvdG9zUmVxdWVzdBIbCglwaG90b19pZHMYASADKAlSCHBob3RvSWRzIkYKFVJlb3JkZXJQaG90b3NSZXNwb25zZRIt
+            CgZwaG90b3MYASADKAsyFS5raW5kcmVkLmFwaS52MS5QaG90b1IGcGhvdG9zMpcHCg5Qcm9maWxlU2VydmljZRJZCgxHZXRD
+            b21tdW5pdHkSIy5raW5kcmVkLmFwaS52MS5HZXRDb21tdW5pdHlSZXF1ZXN0GiQua2luZHJlZC5hcGkudjEuR2V0Q29tbXVu
+            aXR5UmVzcG9uc2USXAoNQ3JlYXRlUHJvZmlsZRIkLmtpbmRyZWQuYXBpLnYxLkNyZWF0ZVByb2ZpbGVSZXF1ZXN0GiUua2lu
+            ZHJlZC5hcGkudjEuQ3JlYXRlUHJvZmlsZVJlc3BvbnNlElkKDEdldE15UHJvZmlsZRIjLmtpbmRyZWQuYXBpLnYxLkdldE15
+            UHJvZmlsZVJlcXVlc3QaJC5raW5kcmVkLmFwaS52MS5HZXRNeVByb2ZpbGVSZXNwb25zZRJTCgpHZXRQcm9maWxlEiEua2lu
+            ZHJlZC5hcGkudjEuR2V0UHJvZmlsZVJlcXVlc3QaIi5raW5kcmVkLmFwaS52MS5HZXRQcm9maWxlUmVzcG9uc2USXAoNVXBk
+            YXRlUHJvZmlsZRIkLmtpbmRyZWQuYXBpLnYxLlVwZGF0ZVByb2ZpbGVSZXF1ZXN0GiUua2luZHJlZC5hcGkudjEuVXBkYXRl
+            UHJvZmlsZVJlc3BvbnNlEl8KDlVwZGF0ZUxvY2F0aW9uEiUua2luZHJlZC5hcGkudjEuVXBkYXRlTG9jYXRpb25SZXF1ZXN0
+            GiYua2luZHJlZC5hcGkudjEuVXBkYXRlTG9jYXRpb25SZXNwb25zZRJYCgtVcGxvYWRQaG90bxIiLmtpbmRyZWQuYXBpLnYx
+            LlVwbG9hZFBob3RvUmVxdWVzdBojLmtpbmRyZWQuYXBpLnYxLlVwbG9hZFBob3RvUmVzcG9uc2UoARJNCghHZXRQaG90bxIf
+            LmtpbmRyZWQuYXBpLnYxLkdldFBob3RvUmVxdWVzdBogLmtpbmRyZWQuYXBpLnYxLkdldFBob3RvUmVzcG9uc2USVgoLRGVs
+            ZXRlUGhvdG8SIi5raW5kcmVkLmFwaS52MS5EZWxldGVQaG90b1JlcXVlc3QaIy5raW5kcmVkLmFwaS52MS5EZWxldGVQaG90
+            b1Jlc3BvbnNlElwKDVJlb3JkZXJQaG90b3MSJC5raW5kcmVkLmFwaS52MS5SZW9yZGVyUGhvdG9zUmVxdWVzdBolLmtpbmRy
+            ZWQuYXBpLnYxLlJlb3JkZXJQaG90b3NSZXNwb25zZWIGcHJvdG8z
             """
         ),
         ProtoFileDescriptor(
@@ -3351,6 +3374,9 @@ public enum ProtoRegistry {
                 "kindred.profile.v1.ProfileFields.max_distance_km",
                 "kindred.profile.v1.ProfileFields.paused",
                 "kindred.profile.v1.ProfileFields.hide_distance",
+                "kindred.profile.v1.ProfileFields.interests",
+                "kindred.profile.v1.ProfileFields.job_title",
+                "kindred.profile.v1.ProfileFields.city",
                 "kindred.profile.v1.Profile",
                 "kindred.profile.v1.Profile.user_id",
                 "kindred.profile.v1.Profile.community_id",
@@ -3374,6 +3400,9 @@ public enum ProtoRegistry {
                 "kindred.profile.v1.ProfileCard.photos",
                 "kindred.profile.v1.ProfileCard.distance_km",
                 "kindred.profile.v1.ProfileCard.version",
+                "kindred.profile.v1.ProfileCard.interests",
+                "kindred.profile.v1.ProfileCard.job_title",
+                "kindred.profile.v1.ProfileCard.city",
                 "kindred.profile.v1.Photo",
                 "kindred.profile.v1.Photo.photo_id",
                 "kindred.profile.v1.Photo.position",
@@ -3381,32 +3410,46 @@ public enum ProtoRegistry {
                 "kindred.profile.v1.Photo.width",
                 "kindred.profile.v1.Photo.height",
                 "kindred.profile.v1.Photo.created_unix_ms",
+                "kindred.profile.v1.Photo.urls",
+                "kindred.profile.v1.PhotoUrl",
+                "kindred.profile.v1.PhotoUrl.variant",
+                "kindred.profile.v1.PhotoUrl.format",
+                "kindred.profile.v1.PhotoUrl.url",
+                "kindred.profile.v1.PhotoUrl.width",
+                "kindred.profile.v1.PhotoUrl.height",
+                "kindred.profile.v1.PhotoUrl.expires_unix",
             ],
             services: [],
             base64: """
             Ch5raW5kcmVkL3Byb2ZpbGUvdjEvdHlwZXMucHJvdG8SEmtpbmRyZWQucHJvZmlsZS52MRoea2luZHJlZC9jb21tb24vdjEv
-            Y29tbW9uLnByb3RvGiFraW5kcmVkL2NvbW1vbi92MS9jb21tdW5pdHkucHJvdG8i5wMKDVByb2ZpbGVGaWVsZHMSIQoMZGlz
+            Y29tbW9uLnByb3RvGiFraW5kcmVkL2NvbW1vbi92MS9jb21tdW5pdHkucHJvdG8itgQKDVByb2ZpbGVGaWVsZHMSIQoMZGlz
             cGxheV9uYW1lGAEgASgJUgtkaXNwbGF5TmFtZRI+CgpiaXJ0aF9kYXRlGAIgASgLMh8ua2luZHJlZC5jb21tb24udjEuQ2Fs
             ZW5kYXJEYXRlUgliaXJ0aERhdGUSMQoGZ2VuZGVyGAMgASgOMhkua2luZHJlZC5jb21tb24udjEuR2VuZGVyUgZnZW5kZXIS
             PgoNaW50ZXJlc3RlZF9pbhgEIAMoDjIZLmtpbmRyZWQuY29tbW9uLnYxLkdlbmRlclIMaW50ZXJlc3RlZEluEhAKA2JpbxgF
             IAEoCVIDYmlvEkEKCmF0dHJpYnV0ZXMYBiADKAsyIS5raW5kcmVkLmNvbW1vbi52MS5BdHRyaWJ1dGVWYWx1ZVIKYXR0cmli
             dXRlcxIiCg1hZ2VfbWluX3llYXJzGAcgASgFUgthZ2VNaW5ZZWFycxIiCg1hZ2VfbWF4X3llYXJzGAggASgFUgthZ2VNYXhZ
             ZWFycxImCg9tYXhfZGlzdGFuY2Vfa20YCSABKAVSDW1heERpc3RhbmNlS20SFgoGcGF1c2VkGAogASgIUgZwYXVzZWQSIwoN
-            aGlkZV9kaXN0YW5jZRgLIAEoCFIMaGlkZURpc3RhbmNlIuUDCgdQcm9maWxlEhcKB3VzZXJfaWQYASABKAlSBnVzZXJJZBIh
-            Cgxjb21tdW5pdHlfaWQYAiABKAlSC2NvbW11bml0eUlkEjkKBmZpZWxkcxgDIAEoCzIhLmtpbmRyZWQucHJvZmlsZS52MS5Q
-            cm9maWxlRmllbGRzUgZmaWVsZHMSMQoGcGhvdG9zGAQgAygLMhkua2luZHJlZC5wcm9maWxlLnYxLlBob3RvUgZwaG90b3MS
-            GwoJYWdlX3llYXJzGAUgASgFUghhZ2VZZWFycxIhCgxsb2NhdGlvbl9zZXQYBiABKAhSC2xvY2F0aW9uU2V0EjcKGGxvY2F0
-            aW9uX3VwZGF0ZWRfdW5peF9tcxgHIAEoA1IVbG9jYXRpb25VcGRhdGVkVW5peE1zEhoKCGVsaWdpYmxlGAggASgIUghlbGln
-            aWJsZRIxChRtaXNzaW5nX3JlcXVpcmVtZW50cxgJIAMoCVITbWlzc2luZ1JlcXVpcmVtZW50cxIYCgd2ZXJzaW9uGAogASgD
-            Ugd2ZXJzaW9uEiYKD2NyZWF0ZWRfdW5peF9tcxgLIAEoA1INY3JlYXRlZFVuaXhNcxImCg91cGRhdGVkX3VuaXhfbXMYDCAB
-            KANSDXVwZGF0ZWRVbml4TXMi3AIKC1Byb2ZpbGVDYXJkEhcKB3VzZXJfaWQYASABKAlSBnVzZXJJZBIhCgxkaXNwbGF5X25h
-            bWUYAiABKAlSC2Rpc3BsYXlOYW1lEhsKCWFnZV95ZWFycxgDIAEoBVIIYWdlWWVhcnMSMQoGZ2VuZGVyGAQgASgOMhkua2lu
-            ZHJlZC5jb21tb24udjEuR2VuZGVyUgZnZW5kZXISEAoDYmlvGAUgASgJUgNiaW8SQQoKYXR0cmlidXRlcxgGIAMoCzIhLmtp
-            bmRyZWQuY29tbW9uLnYxLkF0dHJpYnV0ZVZhbHVlUgphdHRyaWJ1dGVzEjEKBnBob3RvcxgHIAMoCzIZLmtpbmRyZWQucHJv
-            ZmlsZS52MS5QaG90b1IGcGhvdG9zEh8KC2Rpc3RhbmNlX2ttGAggASgFUgpkaXN0YW5jZUttEhgKB3ZlcnNpb24YCSABKANS
-            B3ZlcnNpb24irgEKBVBob3RvEhkKCHBob3RvX2lkGAEgASgJUgdwaG90b0lkEhoKCHBvc2l0aW9uGAIgASgFUghwb3NpdGlv
-            bhIYCgd2ZXJzaW9uGAMgASgDUgd2ZXJzaW9uEhQKBXdpZHRoGAQgASgFUgV3aWR0aBIWCgZoZWlnaHQYBSABKAVSBmhlaWdo
-            dBImCg9jcmVhdGVkX3VuaXhfbXMYBiABKANSDWNyZWF0ZWRVbml4TXNiBnByb3RvMw==
+            aGlkZV9kaXN0YW5jZRgLIAEoCFIMaGlkZURpc3RhbmNlEhwKCWludGVyZXN0cxgMIAMoCVIJaW50ZXJlc3RzEhsKCWpvYl90
+            aXRsZRgNIAEoCVIIam9iVGl0bGUSEgoEY2l0eRgOIAEoCVIEY2l0eSLlAwoHUHJvZmlsZRIXCgd1c2VyX2lkGAEgASgJUgZ1
+            c2VySWQSIQoMY29tbXVuaXR5X2lkGAIgASgJUgtjb21tdW5pdHlJZBI5CgZmaWVsZHMYAyABKAsyIS5raW5kcmVkLnByb2Zp
+            bGUudjEuUHJvZmlsZUZpZWxkc1IGZmllbGRzEjEKBnBob3RvcxgEIAMoCzIZLmtpbmRyZWQucHJvZmlsZS52MS5QaG90b1IG
+            cGhvdG9zEhsKCWFnZV95ZWFycxgFIAEoBVIIYWdlWWVhcnMSIQoMbG9jYXRpb25fc2V0GAYgASgIUgtsb2NhdGlvblNldBI3
+            Chhsb2NhdGlvbl91cGRhdGVkX3VuaXhfbXMYByABKANSFWxvY2F0aW9uVXBkYXRlZFVuaXhNcxIaCghlbGlnaWJsZRgIIAEo
+            CFIIZWxpZ2libGUSMQoUbWlzc2luZ19yZXF1aXJlbWVudHMYCSADKAlSE21pc3NpbmdSZXF1aXJlbWVudHMSGAoHdmVyc2lv
+            bhgKIAEoA1IHdmVyc2lvbhImCg9jcmVhdGVkX3VuaXhfbXMYCyABKANSDWNyZWF0ZWRVbml4TXMSJgoPdXBkYXRlZF91bml4
+            X21zGAwgASgDUg11cGRhdGVkVW5peE1zIqsDCgtQcm9maWxlQ2FyZBIXCgd1c2VyX2lkGAEgASgJUgZ1c2VySWQSIQoMZGlz
+            cGxheV9uYW1lGAIgASgJUgtkaXNwbGF5TmFtZRIbCglhZ2VfeWVhcnMYAyABKAVSCGFnZVllYXJzEjEKBmdlbmRlchgEIAEo
+            DjIZLmtpbmRyZWQuY29tbW9uLnYxLkdlbmRlclIGZ2VuZGVyEhAKA2JpbxgFIAEoCVIDYmlvEkEKCmF0dHJpYnV0ZXMYBiAD
+            KAsyIS5raW5kcmVkLmNvbW1vbi52MS5BdHRyaWJ1dGVWYWx1ZVIKYXR0cmlidXRlcxIxCgZwaG90b3MYByADKAsyGS5raW5k
+            cmVkLnByb2ZpbGUudjEuUGhvdG9SBnBob3RvcxIfCgtkaXN0YW5jZV9rbRgIIAEoBVIKZGlzdGFuY2VLbRIYCgd2ZXJzaW9u
+            GAkgASgDUgd2ZXJzaW9uEhwKCWludGVyZXN0cxgKIAMoCVIJaW50ZXJlc3RzEhsKCWpvYl90aXRsZRgLIAEoCVIIam9iVGl0
+            bGUSEgoEY2l0eRgMIAEoCVIEY2l0eSLgAQoFUGhvdG8SGQoIcGhvdG9faWQYASABKAlSB3Bob3RvSWQSGgoIcG9zaXRpb24Y
+            AiABKAVSCHBvc2l0aW9uEhgKB3ZlcnNpb24YAyABKANSB3ZlcnNpb24SFAoFd2lkdGgYBCABKAVSBXdpZHRoEhYKBmhlaWdo
+            dBgFIAEoBVIGaGVpZ2h0EiYKD2NyZWF0ZWRfdW5peF9tcxgGIAEoA1INY3JlYXRlZFVuaXhNcxIwCgR1cmxzGAcgAygLMhwu
+            a2luZHJlZC5wcm9maWxlLnYxLlBob3RvVXJsUgR1cmxzIsABCghQaG90b1VybBI5Cgd2YXJpYW50GAEgASgOMh8ua2luZHJl
+            ZC5jb21tb24udjEuUGhvdG9WYXJpYW50Ugd2YXJpYW50EhYKBmZvcm1hdBgCIAEoCVIGZm9ybWF0EhAKA3VybBgDIAEoCVID
+            dXJsEhQKBXdpZHRoGAQgASgFUgV3aWR0aBIWCgZoZWlnaHQYBSABKAVSBmhlaWdodBIhCgxleHBpcmVzX3VuaXgYBiABKANS
+            C2V4cGlyZXNVbml4YgZwcm90bzM=
             """
         ),
         ProtoFileDescriptor(
@@ -3433,6 +3476,7 @@ public enum ProtoRegistry {
                 "kindred.profile.v1.GetPhotoRequest.variant",
                 "kindred.profile.v1.GetPhotoRequest.if_none_match",
                 "kindred.profile.v1.GetPhotoRequest.viewer_user_id",
+                "kindred.profile.v1.GetPhotoRequest.format",
                 "kindred.profile.v1.GetPhotoResponse",
                 "kindred.profile.v1.GetPhotoResponse.not_modified",
                 "kindred.profile.v1.GetPhotoResponse.etag",
@@ -3460,17 +3504,17 @@ public enum ProtoRegistry {
             VHlwZRIoChB0b3RhbF9zaXplX2J5dGVzGAIgASgDUg50b3RhbFNpemVCeXRlcxIWCgZzaGEyNTYYAyABKAxSBnNoYTI1NhIa
             Cghwb3NpdGlvbhgEIAEoBVIIcG9zaXRpb24SJwoPaWRlbXBvdGVuY3lfa2V5GAUgASgJUg5pZGVtcG90ZW5jeUtleSJ5ChNV
             cGxvYWRQaG90b1Jlc3BvbnNlEi8KBXBob3RvGAEgASgLMhkua2luZHJlZC5wcm9maWxlLnYxLlBob3RvUgVwaG90bxIxCgZw
-            aG90b3MYAiADKAsyGS5raW5kcmVkLnByb2ZpbGUudjEuUGhvdG9SBnBob3RvcyKxAQoPR2V0UGhvdG9SZXF1ZXN0EhkKCHBo
+            aG90b3MYAiADKAsyGS5raW5kcmVkLnByb2ZpbGUudjEuUGhvdG9SBnBob3RvcyLJAQoPR2V0UGhvdG9SZXF1ZXN0EhkKCHBo
             b3RvX2lkGAEgASgJUgdwaG90b0lkEjkKB3ZhcmlhbnQYAiABKA4yHy5raW5kcmVkLmNvbW1vbi52MS5QaG90b1ZhcmlhbnRS
             B3ZhcmlhbnQSIgoNaWZfbm9uZV9tYXRjaBgDIAEoCVILaWZOb25lTWF0Y2gSJAoOdmlld2VyX3VzZXJfaWQYBCABKAlSDHZp
-            ZXdlclVzZXJJZCL7AQoQR2V0UGhvdG9SZXNwb25zZRIhCgxub3RfbW9kaWZpZWQYASABKAhSC25vdE1vZGlmaWVkEhIKBGV0
-            YWcYAiABKAlSBGV0YWcSIQoMY29udGVudF90eXBlGAMgASgJUgtjb250ZW50VHlwZRISCgRkYXRhGAQgASgMUgRkYXRhEhQK
-            BXdpZHRoGAUgASgFUgV3aWR0aBIWCgZoZWlnaHQYBiABKAVSBmhlaWdodBIYCgd2ZXJzaW9uGAcgASgDUgd2ZXJzaW9uEjEK
-            FWNhY2hlX21heF9hZ2Vfc2Vjb25kcxgIIAEoBVISY2FjaGVNYXhBZ2VTZWNvbmRzIi8KEkRlbGV0ZVBob3RvUmVxdWVzdBIZ
-            CghwaG90b19pZBgBIAEoCVIHcGhvdG9JZCJIChNEZWxldGVQaG90b1Jlc3BvbnNlEjEKBnBob3RvcxgBIAMoCzIZLmtpbmRy
-            ZWQucHJvZmlsZS52MS5QaG90b1IGcGhvdG9zIjMKFFJlb3JkZXJQaG90b3NSZXF1ZXN0EhsKCXBob3RvX2lkcxgBIAMoCVII
-            cGhvdG9JZHMiSgoVUmVvcmRlclBob3Rvc1Jlc3BvbnNlEjEKBnBob3RvcxgBIAMoCzIZLmtpbmRyZWQucHJvZmlsZS52MS5Q
-            aG90b1IGcGhvdG9zYgZwcm90bzM=
+            ZXdlclVzZXJJZBIWCgZmb3JtYXQYBSABKAlSBmZvcm1hdCL7AQoQR2V0UGhvdG9SZXNwb25zZRIhCgxub3RfbW9kaWZpZWQY
+            ASABKAhSC25vdE1vZGlmaWVkEhIKBGV0YWcYAiABKAlSBGV0YWcSIQoMY29udGVudF90eXBlGAMgASgJUgtjb250ZW50VHlw
+            ZRISCgRkYXRhGAQgASgMUgRkYXRhEhQKBXdpZHRoGAUgASgFUgV3aWR0aBIWCgZoZWlnaHQYBiABKAVSBmhlaWdodBIYCgd2
+            ZXJzaW9uGAcgASgDUgd2ZXJzaW9uEjEKFWNhY2hlX21heF9hZ2Vfc2Vjb25kcxgIIAEoBVISY2FjaGVNYXhBZ2VTZWNvbmRz
+            Ii8KEkRlbGV0ZVBob3RvUmVxdWVzdBIZCghwaG90b19pZBgBIAEoCVIHcGhvdG9JZCJIChNEZWxldGVQaG90b1Jlc3BvbnNl
+            EjEKBnBob3RvcxgBIAMoCzIZLmtpbmRyZWQucHJvZmlsZS52MS5QaG90b1IGcGhvdG9zIjMKFFJlb3JkZXJQaG90b3NSZXF1
+            ZXN0EhsKCXBob3RvX2lkcxgBIAMoCVIIcGhvdG9JZHMiSgoVUmVvcmRlclBob3Rvc1Jlc3BvbnNlEjEKBnBob3RvcxgBIAMo
+            CzIZLmtpbmRyZWQucHJvZmlsZS52MS5QaG90b1IGcGhvdG9zYgZwcm90bzM=
             """
         ),
         ProtoFileDescriptor(

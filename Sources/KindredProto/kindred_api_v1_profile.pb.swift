@@ -328,7 +328,7 @@ extension Kindred.Api.V1 {
         /// "image/jpeg", "image/png", "image/webp" or "image/heic".
         public var contentType: Swift.String = ""
 
-        /// Exact file size in bytes, 1..20971520 (20 MiB).
+        /// Exact file size in bytes, 1..15728640 (15 MiB).
         public var totalSizeBytes: Swift.Int64 = 0
 
         /// SHA-256 of the file (32 bytes), or empty to skip the check.
@@ -402,6 +402,9 @@ extension Kindred.Api.V1 {
         /// Etag of a cached copy; empty = always send bytes.
         public var ifNoneMatch: Swift.String = ""
 
+        /// Encoding: "" or "jpeg" (default), or "webp".
+        public var format: Swift.String = ""
+
         public init() {}
 
         public static var protoMessageName: Swift.String { "kindred.api.v1.GetPhotoRequest" }
@@ -411,12 +414,14 @@ extension Kindred.Api.V1 {
             encoder.setString(1, self.photoId)
             encoder.setEnum(2, self.variant)
             encoder.setString(3, self.ifNoneMatch)
+            encoder.setString(4, self.format)
         }
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
             self.photoId = try decoder.string(1)
             self.variant = decoder.enumValue(2, as: Kindred.Common.V1.PhotoVariant.self)
             self.ifNoneMatch = try decoder.string(3)
+            self.format = try decoder.string(4)
         }
     }
 }
@@ -430,7 +435,7 @@ extension Kindred.Api.V1 {
         /// Strong etag of this variant, at most 64 characters.
         public var etag: Swift.String = ""
 
-        /// Always "image/jpeg".
+        /// "image/jpeg" or "image/webp" (the requested format).
         public var contentType: Swift.String = ""
 
         /// JPEG bytes, at most 2 MiB; empty when not_modified.
@@ -624,7 +629,7 @@ extension Kindred.Api.V1 {
                     kind: .unary
                 )
 
-            /// Uploads a photo: client stream of one header then 1 MiB chunks, 20 MiB total. The photo
+            /// Uploads a photo: client stream of one header then 1 MiB chunks, 15 MiB total. The photo
             /// is re-encoded; no metadata (EXIF/GPS) survives. The user. INVALID_ARGUMENT:
             /// UNSUPPORTED_IMAGE, size/checksum mismatch, too small. RESOURCE_EXHAUSTED:
             /// UPLOAD_TOO_LARGE. FAILED_PRECONDITION: PHOTO_LIMIT_REACHED, PROFILE_NOT_FOUND.

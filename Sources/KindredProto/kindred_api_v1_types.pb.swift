@@ -41,6 +41,16 @@ extension Kindred.Api.V1 {
         /// Hide the distance on the user's card from others.
         public var hideDistance: Swift.Bool = false
 
+        /// One-word interests, 0..10: each trimmed, lower-cased, 1..24 letters, digits or '-', no
+        /// spaces; duplicates are dropped (first occurrence kept, order kept).
+        public var interests: [Swift.String] = []
+
+        /// Job title, UTF-8, 0..64 characters, no control characters.
+        public var jobTitle: Swift.String = ""
+
+        /// City (free text, shown on the card; not a location), UTF-8, 0..64 characters.
+        public var city: Swift.String = ""
+
         public init() {}
 
         public static var protoMessageName: Swift.String { "kindred.api.v1.ProfileFields" }
@@ -58,6 +68,9 @@ extension Kindred.Api.V1 {
             encoder.setInt32(9, self.maxDistanceKm)
             encoder.setBool(10, self.paused)
             encoder.setBool(11, self.hideDistance)
+            encoder.setRepeatedString(12, self.interests)
+            encoder.setString(13, self.jobTitle)
+            encoder.setString(14, self.city)
         }
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
@@ -72,6 +85,9 @@ extension Kindred.Api.V1 {
             self.maxDistanceKm = decoder.int32(9)
             self.paused = decoder.bool(10)
             self.hideDistance = decoder.bool(11)
+            self.interests = try decoder.repeatedString(12)
+            self.jobTitle = try decoder.string(13)
+            self.city = try decoder.string(14)
         }
     }
 }
@@ -179,6 +195,15 @@ extension Kindred.Api.V1 {
         /// Card version; clients may cache by user_id + version.
         public var version: Swift.Int64 = 0
 
+        /// One-word interests.
+        public var interests: [Swift.String] = []
+
+        /// Job title; empty if not set.
+        public var jobTitle: Swift.String = ""
+
+        /// City; empty if not set.
+        public var city: Swift.String = ""
+
         public init() {}
 
         public static var protoMessageName: Swift.String { "kindred.api.v1.ProfileCard" }
@@ -194,6 +219,9 @@ extension Kindred.Api.V1 {
             encoder.setRepeatedMessage(7, self.photos)
             encoder.setInt32(8, self.distanceKm)
             encoder.setInt64(9, self.version)
+            encoder.setRepeatedString(10, self.interests)
+            encoder.setString(11, self.jobTitle)
+            encoder.setString(12, self.city)
         }
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
@@ -206,6 +234,9 @@ extension Kindred.Api.V1 {
             self.photos = try decoder.repeatedMessage(7, as: Kindred.Api.V1.Photo.self)
             self.distanceKm = decoder.int32(8)
             self.version = decoder.int64(9)
+            self.interests = try decoder.repeatedString(10)
+            self.jobTitle = try decoder.string(11)
+            self.city = try decoder.string(12)
         }
     }
 }
@@ -228,6 +259,9 @@ extension Kindred.Api.V1 {
         /// Height of the FULL variant in pixels.
         public var height: Swift.Int32 = 0
 
+        /// Signed, expiring URLs of every rendition for plain HTTP GET; empty when the deployment serves none.
+        public var urls: [Kindred.Api.V1.PhotoUrl] = []
+
         public init() {}
 
         public static var protoMessageName: Swift.String { "kindred.api.v1.Photo" }
@@ -239,6 +273,7 @@ extension Kindred.Api.V1 {
             encoder.setInt64(3, self.version)
             encoder.setInt32(4, self.width)
             encoder.setInt32(5, self.height)
+            encoder.setRepeatedMessage(6, self.urls)
         }
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
@@ -247,6 +282,53 @@ extension Kindred.Api.V1 {
             self.version = decoder.int64(3)
             self.width = decoder.int32(4)
             self.height = decoder.int32(5)
+            self.urls = try decoder.repeatedMessage(6, as: Kindred.Api.V1.PhotoUrl.self)
+        }
+    }
+}
+
+extension Kindred.Api.V1 {
+    /// Where one rendition of a photo can be fetched with a plain HTTP GET: no token, cookie or header
+    /// needed; answers carry an ETag (304 for If-None-Match) and `Cache-Control: public, immutable`.
+    public struct PhotoUrl: ProtoMessage {
+        /// The size variant.
+        public var variant: Kindred.Common.V1.PhotoVariant = .unspecified
+
+        /// "jpeg" or "webp".
+        public var format: Swift.String = ""
+
+        /// Absolute URL with its expiry and signature in the query.
+        public var url: Swift.String = ""
+
+        /// Size of this rendition in pixels.
+        public var width: Swift.Int32 = 0
+
+        public var height: Swift.Int32 = 0
+
+        /// When the URL stops working (UTC seconds).
+        public var expiresUnix: Swift.Int64 = 0
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.api.v1.PhotoUrl" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.api.v1.PhotoUrl")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setEnum(1, self.variant)
+            encoder.setString(2, self.format)
+            encoder.setString(3, self.url)
+            encoder.setInt32(4, self.width)
+            encoder.setInt32(5, self.height)
+            encoder.setInt64(6, self.expiresUnix)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.variant = decoder.enumValue(1, as: Kindred.Common.V1.PhotoVariant.self)
+            self.format = try decoder.string(2)
+            self.url = try decoder.string(3)
+            self.width = decoder.int32(4)
+            self.height = decoder.int32(5)
+            self.expiresUnix = decoder.int64(6)
         }
     }
 }

@@ -411,17 +411,19 @@ extension Kindred.Common.V1 {
 }
 
 extension Kindred.Common.V1 {
-    /// The size variants every stored photo is re-encoded to (JPEG, metadata stripped). The long
-    /// edge is at most the stated number of pixels; smaller originals are not upscaled.
+    /// The size variants every stored photo is re-encoded to (JPEG and WebP, metadata stripped),
+    /// each cropped to 4:5 portrait at the stated size.
     public enum PhotoVariant: ProtoEnum {
         /// Not set; GetPhoto treats it as PHOTO_VARIANT_CARD.
         case unspecified  // = 0
-        /// Long edge at most 200 px (lists, chat avatars).
+        /// 320x400 (lists, match grid).
         case thumbnail  // = 1
-        /// Long edge at most 800 px (deck cards).
+        /// 640x800 (deck cards).
         case card  // = 2
-        /// Long edge at most 1600 px (full-screen view).
+        /// 1080x1350 (full-screen view).
         case full  // = 3
+        /// 84x105 (chat avatars, notification icons).
+        case icon  // = 4
         /// A value this code does not know, kept so that it encodes back unchanged.
         case unrecognized(Swift.Int32)
 
@@ -430,6 +432,7 @@ extension Kindred.Common.V1 {
             .thumbnail,
             .card,
             .full,
+            .icon,
         ]
 
         public init() { self = .unspecified }
@@ -440,6 +443,7 @@ extension Kindred.Common.V1 {
             case 1: self = .thumbnail
             case 2: self = .card
             case 3: self = .full
+            case 4: self = .icon
             default: self = .unrecognized(rawValue)
             }
         }
@@ -450,6 +454,7 @@ extension Kindred.Common.V1 {
             case .thumbnail: 1
             case .card: 2
             case .full: 3
+            case .icon: 4
             case .unrecognized(let value): value
             }
         }

@@ -53,7 +53,7 @@ extension Kindred.Profile.V1 {
         /// Media type of the original: "image/jpeg", "image/png", "image/webp" or "image/heic".
         public var contentType: Swift.String = ""
 
-        /// Exact size of the original in bytes, 1..20971520 (20 MiB, the total cap). Receiving more
+        /// Exact size of the original in bytes, 1..15728640 (15 MiB, the total cap). Receiving more
         /// bytes aborts the stream with RESOURCE_EXHAUSTED (UPLOAD_TOO_LARGE); fewer is
         /// INVALID_ARGUMENT.
         public var totalSizeBytes: Swift.Int64 = 0
@@ -134,6 +134,9 @@ extension Kindred.Profile.V1 {
         /// Viewer for service callers (whose card visibility applies); empty for user callers.
         public var viewerUserId: Swift.String = ""
 
+        /// Encoding: "" or "jpeg" (default), or "webp" (INVALID_ARGUMENT otherwise).
+        public var format: Swift.String = ""
+
         public init() {}
 
         public static var protoMessageName: Swift.String { "kindred.profile.v1.GetPhotoRequest" }
@@ -144,6 +147,7 @@ extension Kindred.Profile.V1 {
             encoder.setEnum(2, self.variant)
             encoder.setString(3, self.ifNoneMatch)
             encoder.setString(4, self.viewerUserId)
+            encoder.setString(5, self.format)
         }
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
@@ -151,6 +155,7 @@ extension Kindred.Profile.V1 {
             self.variant = decoder.enumValue(2, as: Kindred.Common.V1.PhotoVariant.self)
             self.ifNoneMatch = try decoder.string(3)
             self.viewerUserId = try decoder.string(4)
+            self.format = try decoder.string(5)
         }
     }
 }
@@ -165,7 +170,7 @@ extension Kindred.Profile.V1 {
         /// characters.
         public var etag: Swift.String = ""
 
-        /// Always "image/jpeg".
+        /// "image/jpeg" or "image/webp" (the requested format).
         public var contentType: Swift.String = ""
 
         /// The JPEG bytes, at most 2 MiB; empty when not_modified.

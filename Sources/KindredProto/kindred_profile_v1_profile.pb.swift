@@ -420,7 +420,7 @@ extension Kindred.Profile.V1 {
                     kind: .unary
                 )
 
-            /// Uploads a photo as a client stream (header, then chunks; total cap 20 MiB). The user.
+            /// Uploads a photo as a client stream (header, then chunks; total cap 15 MiB). The user.
             /// INVALID_ARGUMENT: protocol, size or checksum mismatch, UNSUPPORTED_IMAGE, image smaller
             /// than 320x320 or larger than 40 megapixels. RESOURCE_EXHAUSTED: UPLOAD_TOO_LARGE or upload
             /// rate. FAILED_PRECONDITION: PHOTO_LIMIT_REACHED (community max_photos). NOT_FOUND: no

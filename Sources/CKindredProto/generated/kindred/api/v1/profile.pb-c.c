@@ -1658,7 +1658,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__upload_photo_response__descri
   (ProtobufCMessageInit) kindred__api__v1__upload_photo_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__api__v1__get_photo_request__field_descriptors[3] =
+static const ProtobufCFieldDescriptor kindred__api__v1__get_photo_request__field_descriptors[4] =
 {
   {
     "photo_id",
@@ -1696,8 +1696,21 @@ static const ProtobufCFieldDescriptor kindred__api__v1__get_photo_request__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "format",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__GetPhotoRequest, format),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__api__v1__get_photo_request__field_indices_by_name[] = {
+  3,   /* field[3] = format */
   2,   /* field[2] = if_none_match */
   0,   /* field[0] = photo_id */
   1,   /* field[1] = variant */
@@ -1705,7 +1718,7 @@ static const unsigned kindred__api__v1__get_photo_request__field_indices_by_name
 static const ProtobufCIntRange kindred__api__v1__get_photo_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor kindred__api__v1__get_photo_request__descriptor =
 {
@@ -1715,7 +1728,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__get_photo_request__descriptor
   "Kindred__Api__V1__GetPhotoRequest",
   "kindred.api.v1",
   sizeof(Kindred__Api__V1__GetPhotoRequest),
-  3,
+  4,
   kindred__api__v1__get_photo_request__field_descriptors,
   kindred__api__v1__get_photo_request__field_indices_by_name,
   1,  kindred__api__v1__get_photo_request__number_ranges,

@@ -302,7 +302,7 @@ struct  Kindred__Api__V1__PhotoUploadHeader
    */
   char *content_type;
   /*
-   * Exact file size in bytes, 1..20971520 (20 MiB).
+   * Exact file size in bytes, 1..15728640 (15 MiB).
    */
   int64_t total_size_bytes;
   /*
@@ -363,10 +363,14 @@ struct  Kindred__Api__V1__GetPhotoRequest
    * Etag of a cached copy; empty = always send bytes.
    */
   char *if_none_match;
+  /*
+   * Encoding: "" or "jpeg" (default), or "webp".
+   */
+  char *format;
 };
 #define KINDRED__API__V1__GET_PHOTO_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__api__v1__get_photo_request__descriptor) \
-    , (char *)protobuf_c_empty_string, KINDRED__COMMON__V1__PHOTO_VARIANT__PHOTO_VARIANT_UNSPECIFIED, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, KINDRED__COMMON__V1__PHOTO_VARIANT__PHOTO_VARIANT_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -384,7 +388,7 @@ struct  Kindred__Api__V1__GetPhotoResponse
    */
   char *etag;
   /*
-   * Always "image/jpeg".
+   * "image/jpeg" or "image/webp" (the requested format).
    */
   char *content_type;
   /*

@@ -21,6 +21,7 @@ typedef struct Kindred__Api__V1__ProfileFields Kindred__Api__V1__ProfileFields;
 typedef struct Kindred__Api__V1__MyProfile Kindred__Api__V1__MyProfile;
 typedef struct Kindred__Api__V1__ProfileCard Kindred__Api__V1__ProfileCard;
 typedef struct Kindred__Api__V1__Photo Kindred__Api__V1__Photo;
+typedef struct Kindred__Api__V1__PhotoUrl Kindred__Api__V1__PhotoUrl;
 typedef struct Kindred__Api__V1__DeckCard Kindred__Api__V1__DeckCard;
 typedef struct Kindred__Api__V1__MatchSummary Kindred__Api__V1__MatchSummary;
 typedef struct Kindred__Api__V1__ChatMessage Kindred__Api__V1__ChatMessage;
@@ -108,10 +109,24 @@ struct  Kindred__Api__V1__ProfileFields
    * Hide the distance on the user's card from others.
    */
   protobuf_c_boolean hide_distance;
+  /*
+   * One-word interests, 0..10: each trimmed, lower-cased, 1..24 letters, digits or '-', no
+   * spaces; duplicates are dropped (first occurrence kept, order kept).
+   */
+  size_t n_interests;
+  char **interests;
+  /*
+   * Job title, UTF-8, 0..64 characters, no control characters.
+   */
+  char *job_title;
+  /*
+   * City (free text, shown on the card; not a location), UTF-8, 0..64 characters.
+   */
+  char *city;
 };
 #define KINDRED__API__V1__PROFILE_FIELDS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__api__v1__profile_fields__descriptor) \
-    , (char *)protobuf_c_empty_string, NULL, KINDRED__COMMON__V1__GENDER__GENDER_UNSPECIFIED, 0,NULL, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, NULL, KINDRED__COMMON__V1__GENDER__GENDER_UNSPECIFIED, 0,NULL, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, 0, 0, 0, 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -218,10 +233,23 @@ struct  Kindred__Api__V1__ProfileCard
    * Card version; clients may cache by user_id + version.
    */
   int64_t version;
+  /*
+   * One-word interests.
+   */
+  size_t n_interests;
+  char **interests;
+  /*
+   * Job title; empty if not set.
+   */
+  char *job_title;
+  /*
+   * City; empty if not set.
+   */
+  char *city;
 };
 #define KINDRED__API__V1__PROFILE_CARD__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__api__v1__profile_card__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, KINDRED__COMMON__V1__GENDER__GENDER_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, 0, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, KINDRED__COMMON__V1__GENDER__GENDER_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, 0, 0, 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -250,10 +278,49 @@ struct  Kindred__Api__V1__Photo
    * Height of the FULL variant in pixels.
    */
   int32_t height;
+  /*
+   * Signed, expiring URLs of every rendition for plain HTTP GET; empty when the deployment serves none.
+   */
+  size_t n_urls;
+  Kindred__Api__V1__PhotoUrl **urls;
 };
 #define KINDRED__API__V1__PHOTO__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__api__v1__photo__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0,NULL }
+
+
+/*
+ * Where one rendition of a photo can be fetched with a plain HTTP GET: no token, cookie or header
+ * needed; answers carry an ETag (304 for If-None-Match) and `Cache-Control: public, immutable`.
+ */
+struct  Kindred__Api__V1__PhotoUrl
+{
+  ProtobufCMessage base;
+  /*
+   * The size variant.
+   */
+  Kindred__Common__V1__PhotoVariant variant;
+  /*
+   * "jpeg" or "webp".
+   */
+  char *format;
+  /*
+   * Absolute URL with its expiry and signature in the query.
+   */
+  char *url;
+  /*
+   * Size of this rendition in pixels.
+   */
+  int32_t width;
+  int32_t height;
+  /*
+   * When the URL stops working (UTC seconds).
+   */
+  int64_t expires_unix;
+};
+#define KINDRED__API__V1__PHOTO_URL__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__api__v1__photo_url__descriptor) \
+    , KINDRED__COMMON__V1__PHOTO_VARIANT__PHOTO_VARIANT_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0 }
 
 
 /*
@@ -434,6 +501,25 @@ Kindred__Api__V1__Photo *
 void   kindred__api__v1__photo__free_unpacked
                      (Kindred__Api__V1__Photo *message,
                       ProtobufCAllocator *allocator);
+/* Kindred__Api__V1__PhotoUrl methods */
+void   kindred__api__v1__photo_url__init
+                     (Kindred__Api__V1__PhotoUrl         *message);
+size_t kindred__api__v1__photo_url__get_packed_size
+                     (const Kindred__Api__V1__PhotoUrl   *message);
+size_t kindred__api__v1__photo_url__pack
+                     (const Kindred__Api__V1__PhotoUrl   *message,
+                      uint8_t             *out);
+size_t kindred__api__v1__photo_url__pack_to_buffer
+                     (const Kindred__Api__V1__PhotoUrl   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Api__V1__PhotoUrl *
+       kindred__api__v1__photo_url__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__api__v1__photo_url__free_unpacked
+                     (Kindred__Api__V1__PhotoUrl *message,
+                      ProtobufCAllocator *allocator);
 /* Kindred__Api__V1__DeckCard methods */
 void   kindred__api__v1__deck_card__init
                      (Kindred__Api__V1__DeckCard         *message);
@@ -505,6 +591,9 @@ typedef void (*Kindred__Api__V1__ProfileCard_Closure)
 typedef void (*Kindred__Api__V1__Photo_Closure)
                  (const Kindred__Api__V1__Photo *message,
                   void *closure_data);
+typedef void (*Kindred__Api__V1__PhotoUrl_Closure)
+                 (const Kindred__Api__V1__PhotoUrl *message,
+                  void *closure_data);
 typedef void (*Kindred__Api__V1__DeckCard_Closure)
                  (const Kindred__Api__V1__DeckCard *message,
                   void *closure_data);
@@ -525,6 +614,7 @@ extern const ProtobufCMessageDescriptor kindred__api__v1__profile_fields__descri
 extern const ProtobufCMessageDescriptor kindred__api__v1__my_profile__descriptor;
 extern const ProtobufCMessageDescriptor kindred__api__v1__profile_card__descriptor;
 extern const ProtobufCMessageDescriptor kindred__api__v1__photo__descriptor;
+extern const ProtobufCMessageDescriptor kindred__api__v1__photo_url__descriptor;
 extern const ProtobufCMessageDescriptor kindred__api__v1__deck_card__descriptor;
 extern const ProtobufCMessageDescriptor kindred__api__v1__match_summary__descriptor;
 extern const ProtobufCMessageDescriptor kindred__api__v1__chat_message__descriptor;

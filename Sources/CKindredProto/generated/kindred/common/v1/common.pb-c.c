@@ -706,20 +706,22 @@ const ProtobufCEnumDescriptor kindred__common__v1__community_mode__descriptor =
   kindred__common__v1__community_mode__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue kindred__common__v1__photo_variant__enum_values_by_number[4] =
+static const ProtobufCEnumValue kindred__common__v1__photo_variant__enum_values_by_number[5] =
 {
   { "PHOTO_VARIANT_UNSPECIFIED", "KINDRED__COMMON__V1__PHOTO_VARIANT__PHOTO_VARIANT_UNSPECIFIED", 0 },
   { "PHOTO_VARIANT_THUMBNAIL", "KINDRED__COMMON__V1__PHOTO_VARIANT__PHOTO_VARIANT_THUMBNAIL", 1 },
   { "PHOTO_VARIANT_CARD", "KINDRED__COMMON__V1__PHOTO_VARIANT__PHOTO_VARIANT_CARD", 2 },
   { "PHOTO_VARIANT_FULL", "KINDRED__COMMON__V1__PHOTO_VARIANT__PHOTO_VARIANT_FULL", 3 },
+  { "PHOTO_VARIANT_ICON", "KINDRED__COMMON__V1__PHOTO_VARIANT__PHOTO_VARIANT_ICON", 4 },
 };
 static const ProtobufCIntRange kindred__common__v1__photo_variant__value_ranges[] = {
-{0, 0},{0, 4}
+{0, 0},{0, 5}
 };
-static const ProtobufCEnumValueIndex kindred__common__v1__photo_variant__enum_values_by_name[4] =
+static const ProtobufCEnumValueIndex kindred__common__v1__photo_variant__enum_values_by_name[5] =
 {
   { "PHOTO_VARIANT_CARD", 2 },
   { "PHOTO_VARIANT_FULL", 3 },
+  { "PHOTO_VARIANT_ICON", 4 },
   { "PHOTO_VARIANT_THUMBNAIL", 1 },
   { "PHOTO_VARIANT_UNSPECIFIED", 0 },
 };
@@ -730,9 +732,9 @@ const ProtobufCEnumDescriptor kindred__common__v1__photo_variant__descriptor =
   "PhotoVariant",
   "Kindred__Common__V1__PhotoVariant",
   "kindred.common.v1",
-  4,
+  5,
   kindred__common__v1__photo_variant__enum_values_by_number,
-  4,
+  5,
   kindred__common__v1__photo_variant__enum_values_by_name,
   1,
   kindred__common__v1__photo_variant__value_ranges,

@@ -125,8 +125,8 @@ typedef enum _Kindred__Common__V1__CommunityMode {
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(KINDRED__COMMON__V1__COMMUNITY_MODE)
 } Kindred__Common__V1__CommunityMode;
 /*
- * The size variants every stored photo is re-encoded to (JPEG, metadata stripped). The long
- * edge is at most the stated number of pixels; smaller originals are not upscaled.
+ * The size variants every stored photo is re-encoded to (JPEG and WebP, metadata stripped),
+ * each cropped to 4:5 portrait at the stated size.
  */
 typedef enum _Kindred__Common__V1__PhotoVariant {
   /*
@@ -134,17 +134,21 @@ typedef enum _Kindred__Common__V1__PhotoVariant {
    */
   KINDRED__COMMON__V1__PHOTO_VARIANT__PHOTO_VARIANT_UNSPECIFIED = 0,
   /*
-   * Long edge at most 200 px (lists, chat avatars).
+   * 320x400 (lists, match grid).
    */
   KINDRED__COMMON__V1__PHOTO_VARIANT__PHOTO_VARIANT_THUMBNAIL = 1,
   /*
-   * Long edge at most 800 px (deck cards).
+   * 640x800 (deck cards).
    */
   KINDRED__COMMON__V1__PHOTO_VARIANT__PHOTO_VARIANT_CARD = 2,
   /*
-   * Long edge at most 1600 px (full-screen view).
+   * 1080x1350 (full-screen view).
    */
-  KINDRED__COMMON__V1__PHOTO_VARIANT__PHOTO_VARIANT_FULL = 3
+  KINDRED__COMMON__V1__PHOTO_VARIANT__PHOTO_VARIANT_FULL = 3,
+  /*
+   * 84x105 (chat avatars, notification icons).
+   */
+  KINDRED__COMMON__V1__PHOTO_VARIANT__PHOTO_VARIANT_ICON = 4
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(KINDRED__COMMON__V1__PHOTO_VARIANT)
 } Kindred__Common__V1__PhotoVariant;
 /*

@@ -604,7 +604,7 @@ const ProtobufCMessageDescriptor kindred__profile__v1__upload_photo_response__de
   (ProtobufCMessageInit) kindred__profile__v1__upload_photo_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__profile__v1__get_photo_request__field_descriptors[4] =
+static const ProtobufCFieldDescriptor kindred__profile__v1__get_photo_request__field_descriptors[5] =
 {
   {
     "photo_id",
@@ -654,8 +654,21 @@ static const ProtobufCFieldDescriptor kindred__profile__v1__get_photo_request__f
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "format",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Profile__V1__GetPhotoRequest, format),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__profile__v1__get_photo_request__field_indices_by_name[] = {
+  4,   /* field[4] = format */
   2,   /* field[2] = if_none_match */
   0,   /* field[0] = photo_id */
   1,   /* field[1] = variant */
@@ -664,7 +677,7 @@ static const unsigned kindred__profile__v1__get_photo_request__field_indices_by_
 static const ProtobufCIntRange kindred__profile__v1__get_photo_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor kindred__profile__v1__get_photo_request__descriptor =
 {
@@ -674,7 +687,7 @@ const ProtobufCMessageDescriptor kindred__profile__v1__get_photo_request__descri
   "Kindred__Profile__V1__GetPhotoRequest",
   "kindred.profile.v1",
   sizeof(Kindred__Profile__V1__GetPhotoRequest),
-  4,
+  5,
   kindred__profile__v1__get_photo_request__field_descriptors,
   kindred__profile__v1__get_photo_request__field_indices_by_name,
   1,  kindred__profile__v1__get_photo_request__number_ranges,

@@ -74,7 +74,7 @@ struct  Kindred__Profile__V1__PhotoUploadHeader
    */
   char *content_type;
   /*
-   * Exact size of the original in bytes, 1..20971520 (20 MiB, the total cap). Receiving more
+   * Exact size of the original in bytes, 1..15728640 (15 MiB, the total cap). Receiving more
    * bytes aborts the stream with RESOURCE_EXHAUSTED (UPLOAD_TOO_LARGE); fewer is
    * INVALID_ARGUMENT.
    */
@@ -143,10 +143,14 @@ struct  Kindred__Profile__V1__GetPhotoRequest
    * Viewer for service callers (whose card visibility applies); empty for user callers.
    */
   char *viewer_user_id;
+  /*
+   * Encoding: "" or "jpeg" (default), or "webp" (INVALID_ARGUMENT otherwise).
+   */
+  char *format;
 };
 #define KINDRED__PROFILE__V1__GET_PHOTO_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__profile__v1__get_photo_request__descriptor) \
-    , (char *)protobuf_c_empty_string, KINDRED__COMMON__V1__PHOTO_VARIANT__PHOTO_VARIANT_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, KINDRED__COMMON__V1__PHOTO_VARIANT__PHOTO_VARIANT_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -165,7 +169,7 @@ struct  Kindred__Profile__V1__GetPhotoResponse
    */
   char *etag;
   /*
-   * Always "image/jpeg".
+   * "image/jpeg" or "image/webp" (the requested format).
    */
   char *content_type;
   /*

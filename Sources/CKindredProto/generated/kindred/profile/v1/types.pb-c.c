@@ -187,7 +187,52 @@ void   kindred__profile__v1__photo__free_unpacked
   assert(message->base.descriptor == &kindred__profile__v1__photo__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor kindred__profile__v1__profile_fields__field_descriptors[11] =
+void   kindred__profile__v1__photo_url__init
+                     (Kindred__Profile__V1__PhotoUrl         *message)
+{
+  static const Kindred__Profile__V1__PhotoUrl init_value = KINDRED__PROFILE__V1__PHOTO_URL__INIT;
+  *message = init_value;
+}
+size_t kindred__profile__v1__photo_url__get_packed_size
+                     (const Kindred__Profile__V1__PhotoUrl *message)
+{
+  assert(message->base.descriptor == &kindred__profile__v1__photo_url__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__profile__v1__photo_url__pack
+                     (const Kindred__Profile__V1__PhotoUrl *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__profile__v1__photo_url__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__profile__v1__photo_url__pack_to_buffer
+                     (const Kindred__Profile__V1__PhotoUrl *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__profile__v1__photo_url__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Profile__V1__PhotoUrl *
+       kindred__profile__v1__photo_url__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Profile__V1__PhotoUrl *)
+     protobuf_c_message_unpack (&kindred__profile__v1__photo_url__descriptor,
+                                allocator, len, data);
+}
+void   kindred__profile__v1__photo_url__free_unpacked
+                     (Kindred__Profile__V1__PhotoUrl *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__profile__v1__photo_url__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+static const ProtobufCFieldDescriptor kindred__profile__v1__profile_fields__field_descriptors[14] =
 {
   {
     "display_name",
@@ -321,6 +366,42 @@ static const ProtobufCFieldDescriptor kindred__profile__v1__profile_fields__fiel
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "interests",
+    12,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Kindred__Profile__V1__ProfileFields, n_interests),
+    offsetof(Kindred__Profile__V1__ProfileFields, interests),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "job_title",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Profile__V1__ProfileFields, job_title),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "city",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Profile__V1__ProfileFields, city),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__profile__v1__profile_fields__field_indices_by_name[] = {
   7,   /* field[7] = age_max_years */
@@ -328,17 +409,20 @@ static const unsigned kindred__profile__v1__profile_fields__field_indices_by_nam
   5,   /* field[5] = attributes */
   4,   /* field[4] = bio */
   1,   /* field[1] = birth_date */
+  13,   /* field[13] = city */
   0,   /* field[0] = display_name */
   2,   /* field[2] = gender */
   10,   /* field[10] = hide_distance */
   3,   /* field[3] = interested_in */
+  11,   /* field[11] = interests */
+  12,   /* field[12] = job_title */
   8,   /* field[8] = max_distance_km */
   9,   /* field[9] = paused */
 };
 static const ProtobufCIntRange kindred__profile__v1__profile_fields__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 11 }
+  { 0, 14 }
 };
 const ProtobufCMessageDescriptor kindred__profile__v1__profile_fields__descriptor =
 {
@@ -348,7 +432,7 @@ const ProtobufCMessageDescriptor kindred__profile__v1__profile_fields__descripto
   "Kindred__Profile__V1__ProfileFields",
   "kindred.profile.v1",
   sizeof(Kindred__Profile__V1__ProfileFields),
-  11,
+  14,
   kindred__profile__v1__profile_fields__field_descriptors,
   kindred__profile__v1__profile_fields__field_indices_by_name,
   1,  kindred__profile__v1__profile_fields__number_ranges,
@@ -536,7 +620,7 @@ const ProtobufCMessageDescriptor kindred__profile__v1__profile__descriptor =
   (ProtobufCMessageInit) kindred__profile__v1__profile__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__profile__v1__profile_card__field_descriptors[9] =
+static const ProtobufCFieldDescriptor kindred__profile__v1__profile_card__field_descriptors[12] =
 {
   {
     "user_id",
@@ -646,14 +730,53 @@ static const ProtobufCFieldDescriptor kindred__profile__v1__profile_card__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "interests",
+    10,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Kindred__Profile__V1__ProfileCard, n_interests),
+    offsetof(Kindred__Profile__V1__ProfileCard, interests),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "job_title",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Profile__V1__ProfileCard, job_title),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "city",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Profile__V1__ProfileCard, city),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__profile__v1__profile_card__field_indices_by_name[] = {
   2,   /* field[2] = age_years */
   5,   /* field[5] = attributes */
   4,   /* field[4] = bio */
+  11,   /* field[11] = city */
   1,   /* field[1] = display_name */
   7,   /* field[7] = distance_km */
   3,   /* field[3] = gender */
+  9,   /* field[9] = interests */
+  10,   /* field[10] = job_title */
   6,   /* field[6] = photos */
   0,   /* field[0] = user_id */
   8,   /* field[8] = version */
@@ -661,7 +784,7 @@ static const unsigned kindred__profile__v1__profile_card__field_indices_by_name[
 static const ProtobufCIntRange kindred__profile__v1__profile_card__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 9 }
+  { 0, 12 }
 };
 const ProtobufCMessageDescriptor kindred__profile__v1__profile_card__descriptor =
 {
@@ -671,14 +794,14 @@ const ProtobufCMessageDescriptor kindred__profile__v1__profile_card__descriptor 
   "Kindred__Profile__V1__ProfileCard",
   "kindred.profile.v1",
   sizeof(Kindred__Profile__V1__ProfileCard),
-  9,
+  12,
   kindred__profile__v1__profile_card__field_descriptors,
   kindred__profile__v1__profile_card__field_indices_by_name,
   1,  kindred__profile__v1__profile_card__number_ranges,
   (ProtobufCMessageInit) kindred__profile__v1__profile_card__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__profile__v1__photo__field_descriptors[6] =
+static const ProtobufCFieldDescriptor kindred__profile__v1__photo__field_descriptors[7] =
 {
   {
     "photo_id",
@@ -752,19 +875,32 @@ static const ProtobufCFieldDescriptor kindred__profile__v1__photo__field_descrip
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "urls",
+    7,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Kindred__Profile__V1__Photo, n_urls),
+    offsetof(Kindred__Profile__V1__Photo, urls),
+    &kindred__profile__v1__photo_url__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__profile__v1__photo__field_indices_by_name[] = {
   5,   /* field[5] = created_unix_ms */
   4,   /* field[4] = height */
   0,   /* field[0] = photo_id */
   1,   /* field[1] = position */
+  6,   /* field[6] = urls */
   2,   /* field[2] = version */
   3,   /* field[3] = width */
 };
 static const ProtobufCIntRange kindred__profile__v1__photo__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 6 }
+  { 0, 7 }
 };
 const ProtobufCMessageDescriptor kindred__profile__v1__photo__descriptor =
 {
@@ -774,10 +910,113 @@ const ProtobufCMessageDescriptor kindred__profile__v1__photo__descriptor =
   "Kindred__Profile__V1__Photo",
   "kindred.profile.v1",
   sizeof(Kindred__Profile__V1__Photo),
-  6,
+  7,
   kindred__profile__v1__photo__field_descriptors,
   kindred__profile__v1__photo__field_indices_by_name,
   1,  kindred__profile__v1__photo__number_ranges,
   (ProtobufCMessageInit) kindred__profile__v1__photo__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kindred__profile__v1__photo_url__field_descriptors[6] =
+{
+  {
+    "variant",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Profile__V1__PhotoUrl, variant),
+    &kindred__common__v1__photo_variant__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "format",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Profile__V1__PhotoUrl, format),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "url",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Profile__V1__PhotoUrl, url),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "width",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Profile__V1__PhotoUrl, width),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "height",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Profile__V1__PhotoUrl, height),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expires_unix",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Profile__V1__PhotoUrl, expires_unix),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__profile__v1__photo_url__field_indices_by_name[] = {
+  5,   /* field[5] = expires_unix */
+  1,   /* field[1] = format */
+  4,   /* field[4] = height */
+  2,   /* field[2] = url */
+  0,   /* field[0] = variant */
+  3,   /* field[3] = width */
+};
+static const ProtobufCIntRange kindred__profile__v1__photo_url__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 6 }
+};
+const ProtobufCMessageDescriptor kindred__profile__v1__photo_url__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.profile.v1.PhotoUrl",
+  "PhotoUrl",
+  "Kindred__Profile__V1__PhotoUrl",
+  "kindred.profile.v1",
+  sizeof(Kindred__Profile__V1__PhotoUrl),
+  6,
+  kindred__profile__v1__photo_url__field_descriptors,
+  kindred__profile__v1__photo_url__field_indices_by_name,
+  1,  kindred__profile__v1__photo_url__number_ranges,
+  (ProtobufCMessageInit) kindred__profile__v1__photo_url__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

@@ -21,6 +21,7 @@ typedef struct Kindred__Profile__V1__ProfileFields Kindred__Profile__V1__Profile
 typedef struct Kindred__Profile__V1__Profile Kindred__Profile__V1__Profile;
 typedef struct Kindred__Profile__V1__ProfileCard Kindred__Profile__V1__ProfileCard;
 typedef struct Kindred__Profile__V1__Photo Kindred__Profile__V1__Photo;
+typedef struct Kindred__Profile__V1__PhotoUrl Kindred__Profile__V1__PhotoUrl;
 
 
 /* --- enums --- */
@@ -85,10 +86,24 @@ struct  Kindred__Profile__V1__ProfileFields
    * Hide the distance on the user's card from others (still used for radius filtering).
    */
   protobuf_c_boolean hide_distance;
+  /*
+   * One-word interests, 0..10: each trimmed, lower-cased, 1..24 letters, digits or '-', no
+   * spaces; duplicates are dropped (first occurrence kept, order kept).
+   */
+  size_t n_interests;
+  char **interests;
+  /*
+   * Job title, UTF-8, 0..64 characters, no control characters.
+   */
+  char *job_title;
+  /*
+   * City (free text, shown on the card; not a location), UTF-8, 0..64 characters.
+   */
+  char *city;
 };
 #define KINDRED__PROFILE__V1__PROFILE_FIELDS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__profile__v1__profile_fields__descriptor) \
-    , (char *)protobuf_c_empty_string, NULL, KINDRED__COMMON__V1__GENDER__GENDER_UNSPECIFIED, 0,NULL, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, NULL, KINDRED__COMMON__V1__GENDER__GENDER_UNSPECIFIED, 0,NULL, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, 0, 0, 0, 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -200,10 +215,23 @@ struct  Kindred__Profile__V1__ProfileCard
    * Profile version the card was built from (clients may cache cards by user_id + version).
    */
   int64_t version;
+  /*
+   * One-word interests.
+   */
+  size_t n_interests;
+  char **interests;
+  /*
+   * Job title; empty if not set.
+   */
+  char *job_title;
+  /*
+   * City; empty if not set.
+   */
+  char *city;
 };
 #define KINDRED__PROFILE__V1__PROFILE_CARD__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__profile__v1__profile_card__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, KINDRED__COMMON__V1__GENDER__GENDER_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, 0, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, KINDRED__COMMON__V1__GENDER__GENDER_UNSPECIFIED, (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, 0, 0, 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -236,10 +264,50 @@ struct  Kindred__Profile__V1__Photo
    * When the photo was uploaded (UTC ms).
    */
   int64_t created_unix_ms;
+  /*
+   * Signed, expiring URLs of every rendition for plain HTTP GET (stock image loaders, CDNs); empty when
+   * the deployment serves no media URLs (KINDRED_MEDIA_URL_KEY unset).
+   */
+  size_t n_urls;
+  Kindred__Profile__V1__PhotoUrl **urls;
 };
 #define KINDRED__PROFILE__V1__PHOTO__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__profile__v1__photo__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0 }
+    , (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0,NULL }
+
+
+/*
+ * Where one rendition of a photo can be fetched with a plain HTTP GET: no token, cookie or header
+ * needed; answers carry an ETag (304 for If-None-Match) and `Cache-Control: public, immutable`.
+ */
+struct  Kindred__Profile__V1__PhotoUrl
+{
+  ProtobufCMessage base;
+  /*
+   * The size variant.
+   */
+  Kindred__Common__V1__PhotoVariant variant;
+  /*
+   * "jpeg" or "webp".
+   */
+  char *format;
+  /*
+   * Absolute URL with its expiry and signature in the query.
+   */
+  char *url;
+  /*
+   * Size of this rendition in pixels.
+   */
+  int32_t width;
+  int32_t height;
+  /*
+   * When the URL stops working (UTC seconds); fetch the profile or card again for new ones.
+   */
+  int64_t expires_unix;
+};
+#define KINDRED__PROFILE__V1__PHOTO_URL__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__profile__v1__photo_url__descriptor) \
+    , KINDRED__COMMON__V1__PHOTO_VARIANT__PHOTO_VARIANT_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0 }
 
 
 /* Kindred__Profile__V1__ProfileFields methods */
@@ -318,6 +386,25 @@ Kindred__Profile__V1__Photo *
 void   kindred__profile__v1__photo__free_unpacked
                      (Kindred__Profile__V1__Photo *message,
                       ProtobufCAllocator *allocator);
+/* Kindred__Profile__V1__PhotoUrl methods */
+void   kindred__profile__v1__photo_url__init
+                     (Kindred__Profile__V1__PhotoUrl         *message);
+size_t kindred__profile__v1__photo_url__get_packed_size
+                     (const Kindred__Profile__V1__PhotoUrl   *message);
+size_t kindred__profile__v1__photo_url__pack
+                     (const Kindred__Profile__V1__PhotoUrl   *message,
+                      uint8_t             *out);
+size_t kindred__profile__v1__photo_url__pack_to_buffer
+                     (const Kindred__Profile__V1__PhotoUrl   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Profile__V1__PhotoUrl *
+       kindred__profile__v1__photo_url__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__profile__v1__photo_url__free_unpacked
+                     (Kindred__Profile__V1__PhotoUrl *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Kindred__Profile__V1__ProfileFields_Closure)
@@ -332,6 +419,9 @@ typedef void (*Kindred__Profile__V1__ProfileCard_Closure)
 typedef void (*Kindred__Profile__V1__Photo_Closure)
                  (const Kindred__Profile__V1__Photo *message,
                   void *closure_data);
+typedef void (*Kindred__Profile__V1__PhotoUrl_Closure)
+                 (const Kindred__Profile__V1__PhotoUrl *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -342,6 +432,7 @@ extern const ProtobufCMessageDescriptor kindred__profile__v1__profile_fields__de
 extern const ProtobufCMessageDescriptor kindred__profile__v1__profile__descriptor;
 extern const ProtobufCMessageDescriptor kindred__profile__v1__profile_card__descriptor;
 extern const ProtobufCMessageDescriptor kindred__profile__v1__photo__descriptor;
+extern const ProtobufCMessageDescriptor kindred__profile__v1__photo_url__descriptor;
 
 PROTOBUF_C__END_DECLS
 

@@ -1,0 +1,172 @@
+import Foundation
+import KindredGRPC
+import KindredProto
+import KindredServiceKit
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// The gateway's media port: plain HTTP/1.1 GET of signed photo URLs (`MediaURLSigner`), so phones' stock image
+/// loaders and CDNs fetch renditions without tokens, cookies or headers. The gateway checks the signature and the
+/// expiry, reads the bytes from the profile service's GetPhoto with its service token, and answers with a strong
+/// `ETag` (`If-None-Match` → 304) and `Cache-Control: public, max-age=…, immutable` (a URL names one version).
+///
+/// 404 for an unknown, deleted or replaced photo (a URL of an older version), 403 for a bad or expired signature,
+/// 405 for methods other than GET/HEAD, 413 for request bodies, 503 when the profile service cannot answer.
+final class MediaServer: Sendable {
+    let host: String
+    let port: Int
+    let signer: MediaURLSigner
+    let gateway: Gateway
+    private let channel = NIOLockedValueBox<(any Channel)?>(nil)
+
+    init(host: String, port: Int, signer: MediaURLSigner, gateway: Gateway) {
+        self.host = host
+        self.port = port
+        self.signer = signer
+        self.gateway = gateway
+    }
+
+    /// Binds the port and serves until the task is cancelled.
+    func run() async throws {
+        let server = self
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    try channel.pipeline.syncOperations.addHandler(MediaHTTPHandler(server: server))
+                }
+            }
+            .bind(host: self.host, port: self.port)
+            .get()
+        self.channel.withLockedValue { $0 = channel }
+        self.gateway.logger.info("media port listening", metadata: ["address": "\(channel.localAddress!)"])
+        do {
+            while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+        } catch {}
+        try? await channel.close()
+    }
+
+    struct Answer: Sendable {
+        var status: HTTPResponseStatus
+        var headers: [(String, String)] = []
+        var body: [UInt8] = []
+    }
+
+    /// The answer to one GET/HEAD of `target` (path and query).
+    func answer(target: String, ifNoneMatch: String?) async -> Answer {
+        let now = Int64(Date().timeIntervalSince1970)
+        guard let (path, expires) = self.signer.verify(target, now: now) else {
+            self.gateway.metrics.mediaRequest(status: 403)
+            return Answer(status: .forbidden, body: Array("invalid or expired link\n".utf8))
+        }
+        guard let profile = self.gateway.profile, let tokens = self.gateway.serviceTokens else {
+            return Answer(status: .serviceUnavailable)
+        }
+        var request = Kindred.Profile.V1.GetPhotoRequest()
+        request.photoId = path.photoID
+        request.variant = Kindred.Common.V1.PhotoVariant(rawValue: path.variant)
+        request.format = path.format
+        if let tag = ifNoneMatch { request.ifNoneMatch = tag.trimmingCharacters(in: CharacterSet(charactersIn: "\" ")) }
+        let response: Kindred.Profile.V1.GetPhotoResponse
+        do {
+            response = try await profile.client.unary(
+                Kindred.Profile.V1.ProfileService.Method.getPhoto, request, metadata: try await tokens.metadata(),
+                options: CallOptions(timeout: profile.timeout))
+        } catch let error as RPCError where error.code == .notFound || error.code == .invalidArgument {
+            self.gateway.metrics.mediaRequest(status: 404)
+            return Answer(status: .notFound, body: Array("not found\n".utf8))
+        } catch {
+            self.gateway.logger.warning("media fetch failed", metadata: ["error.type": "\(type(of: error))"])
+            self.gateway.metrics.mediaRequest(status: 503)
+            return Answer(status: .serviceUnavailable)
+        }
+        guard response.version == path.version else {
+            self.gateway.metrics.mediaRequest(status: 404)
+            return Answer(status: .notFound, body: Array("not found\n".utf8))
+        }
+        let maxAge = max(0, min(expires - now, Int64(response.cacheMaxAgeSeconds)))
+        var answer = Answer(status: response.notModified ? .notModified : .ok)
+        answer.headers = [
+            ("etag", "\"\(response.etag)\""), ("cache-control", "public, max-age=\(maxAge), immutable"),
+        ]
+        if !response.notModified {
+            answer.headers.append(("content-type", response.contentType))
+            answer.body = response.data
+        }
+        self.gateway.metrics.mediaRequest(status: Int(answer.status.code))
+        return answer
+    }
+}
+
+/// One request at a time per connection (NIO's pipelining handler holds the next one until this one's end).
+private final class MediaHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let server: MediaServer
+    private var head: HTTPRequestHead?
+    private var hasBody = false
+
+    init(server: MediaServer) {
+        self.server = server
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch self.unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+            self.hasBody = false
+        case .body:
+            self.hasBody = true
+        case .end:
+            guard let head = self.head else { return }
+            self.head = nil
+            let channel = context.channel
+            if self.hasBody {
+                writeMedia(MediaServer.Answer(status: .payloadTooLarge), head: head, to: channel)
+            } else if head.method != .GET && head.method != .HEAD {
+                writeMedia(MediaServer.Answer(status: .methodNotAllowed), head: head, to: channel)
+            } else {
+                let server = self.server
+                let target = head.uri
+                let tag = head.headers.first(name: "if-none-match")
+                Task { [server, channel, head] in
+                    let answer = await server.answer(target: target, ifNoneMatch: tag)
+                    writeMedia(answer, head: head, to: channel)
+                }
+            }
+        }
+    }
+
+}
+
+/// Writes one answer (from any thread: channel writes hop to its event loop).
+private func writeMedia(_ answer: MediaServer.Answer, head: HTTPRequestHead, to channel: any Channel) {
+        var headers = HTTPHeaders()
+        for (name, value) in answer.headers { headers.add(name: name, value: value) }
+        headers.add(name: "content-length", value: "\(answer.body.count)")
+        if answer.status != .ok && answer.status != .notModified { headers.add(name: "cache-control", value: "no-store") }
+        let keepAlive = head.isKeepAlive && answer.status != .payloadTooLarge
+        if !keepAlive { headers.add(name: "connection", value: "close") }
+        let response = HTTPResponseHead(version: head.version, status: answer.status, headers: headers)
+        channel.write(HTTPServerResponsePart.head(response), promise: nil)
+        if head.method != .HEAD, !answer.body.isEmpty {
+            channel.write(HTTPServerResponsePart.body(.byteBuffer(ByteBuffer(bytes: answer.body))), promise: nil)
+        }
+        let done = channel.writeAndFlush(HTTPServerResponsePart.end(nil))
+        if !keepAlive { done.whenComplete { _ in channel.close(promise: nil) } }
+}
+
+extension Gateway {
+    /// The media port (signed photo URLs); nil without a media key, a profile address or with the port off.
+    var mediaServer: MediaServer? {
+        guard let key = self.configuration.mediaURLKey, let listen = self.configuration.mediaListen, self.profile != nil,
+            let signer = MediaURLSigner(key: Array(key.utf8))
+        else { return nil }
+        return MediaServer(host: listen.host, port: listen.port, signer: signer, gateway: self)
+    }
+}

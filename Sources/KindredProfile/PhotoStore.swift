@@ -1,0 +1,155 @@
+import KindredPostgres
+import KindredProto
+
+/// One stored rendition of a photo: which variant and format, its size and the key of its bytes.
+struct RenditionRecord: Sendable, Hashable {
+    var variant: Int32
+    var format: String
+    var width: Int32
+    var height: Int32
+    var byteSize: Int32
+    var blobKey: String
+}
+
+/// A stored photo and its renditions.
+struct PhotoRecord: Sendable, Hashable {
+    var id: String
+    var userID: String
+    var position: Int32
+    var version: Int64
+    var contentHash: [UInt8]
+    var width: Int32
+    var height: Int32
+    var uploadKey: String?
+    var createdUnixMs: Int64
+    var renditions: [RenditionRecord] = []
+
+    var message: Kindred.Profile.V1.Photo {
+        .with {
+            $0.photoId = self.id
+            $0.position = self.position
+            $0.version = self.version
+            $0.width = self.width
+            $0.height = self.height
+            $0.createdUnixMs = self.createdUnixMs
+        }
+    }
+}
+
+/// The SQL of the `photos` aggregate: tables `photos` and `photo_variants` (the bytes are in a
+/// `PhotoBlobStorage`).
+struct PhotoStore: Sendable {
+    static let columns = """
+        id::text, user_id, position, version, content_hash, width, height, upload_key,
+        (extract(epoch FROM created_at) * 1000)::bigint
+        """
+
+    static func decode(_ row: PostgresRow) throws -> PhotoRecord {
+        let (id, user, position, version, hash, width, height, key, created) = try row.decode(
+            (String, String, Int32, Int64, [UInt8], Int32, Int32, String?, Int64).self)
+        return PhotoRecord(
+            id: id, userID: user, position: position, version: version, contentHash: hash, width: width,
+            height: height, uploadKey: key, createdUnixMs: created)
+    }
+
+    /// The photos of several users, in position order, with their renditions.
+    func photos(of userIDs: [String], in database: PostgresClient) async throws -> [String: [PhotoRecord]] {
+        let rows = try await database.query(
+            "SELECT \(unescaped: Self.columns) FROM photos WHERE user_id = ANY(\(userIDs)) ORDER BY user_id, position")
+        var photos = try rows.map(Self.decode)
+        let ids = photos.map(\.id)
+        if !ids.isEmpty {
+            let variantRows = try await database.query(
+                """
+                SELECT photo_id::text, variant, format, width, height, byte_size, blob_key FROM photo_variants
+                WHERE photo_id = ANY(\(ids)::uuid[]) ORDER BY variant, format
+                """)
+            var byPhoto: [String: [RenditionRecord]] = [:]
+            for row in variantRows {
+                let (id, variant, format, width, height, size, key) = try row.decode(
+                    (String, Int32, String, Int32, Int32, Int32, String).self)
+                byPhoto[id, default: []].append(
+                    RenditionRecord(
+                        variant: variant, format: format, width: width, height: height, byteSize: size, blobKey: key))
+            }
+            for index in photos.indices { photos[index].renditions = byPhoto[photos[index].id] ?? [] }
+        }
+        return Dictionary(grouping: photos, by: \.userID)
+    }
+
+    /// One photo with its renditions.
+    func photo(_ id: String, in database: PostgresClient) async throws -> PhotoRecord? {
+        let rows = try await database.query("SELECT \(unescaped: Self.columns) FROM photos WHERE id = \(id)::uuid")
+        guard let record = try rows.first.map(Self.decode) else { return nil }
+        return try await self.photos(of: [record.userID], in: database)[record.userID]?.first { $0.id == id }
+    }
+
+    /// The photo a retried upload stored, by the user's upload key.
+    func photo(userID: String, uploadKey: String, in transaction: PostgresTransaction) async throws -> String? {
+        let rows = try await transaction.query(
+            "SELECT id::text FROM photos WHERE user_id = \(userID) AND upload_key = \(uploadKey)")
+        return try rows.first?.decode(String.self, at: 0)
+    }
+
+    /// The user's photo ids in position order (under the profile's lock).
+    func ids(userID: String, in transaction: PostgresTransaction) async throws -> [String] {
+        let rows = try await transaction.query(
+            "SELECT id::text FROM photos WHERE user_id = \(userID) ORDER BY position")
+        return try rows.map { try $0.decode(String.self, at: 0) }
+    }
+
+    /// Inserts a photo at `position` (0-based, clamped to the end) with its renditions and renumbers the others.
+    func insert(_ photo: PhotoRecord, at position: Int, in transaction: PostgresTransaction) async throws {
+        var order = try await self.ids(userID: photo.userID, in: transaction)
+        order.insert(photo.id, at: min(max(0, position), order.count))
+        try await transaction.execute(
+            """
+            INSERT INTO photos (id, user_id, position, version, content_hash, width, height, upload_key)
+            VALUES (\(photo.id)::uuid, \(photo.userID), \(Int32(order.count - 1)), 1, \(photo.contentHash),
+                    \(photo.width), \(photo.height), \(photo.uploadKey))
+            """)
+        for rendition in photo.renditions {
+            try await transaction.execute(
+                """
+                INSERT INTO photo_variants (photo_id, variant, format, width, height, byte_size, blob_key)
+                VALUES (\(photo.id)::uuid, \(rendition.variant), \(rendition.format), \(rendition.width),
+                        \(rendition.height), \(rendition.byteSize), \(rendition.blobKey))
+                """)
+        }
+        try await self.renumber(userID: photo.userID, order, in: transaction)
+    }
+
+    /// Positions 0..n-1 in the given order.
+    func renumber(userID: String, _ order: [String], in transaction: PostgresTransaction) async throws {
+        try await transaction.execute(
+            """
+            UPDATE photos SET position = t.position - 1
+            FROM unnest(\(order)::uuid[]) WITH ORDINALITY AS t(id, position)
+            WHERE photos.id = t.id AND photos.user_id = \(userID)
+            """)
+    }
+
+    /// Deletes one of the user's photos; returns its blob keys no other rendition references (nil: not theirs).
+    func delete(_ id: String, userID: String, in transaction: PostgresTransaction) async throws -> [String]? {
+        let keyRows = try await transaction.query(
+            """
+            SELECT v.blob_key FROM photo_variants v JOIN photos p ON p.id = v.photo_id
+            WHERE p.id = \(id)::uuid AND p.user_id = \(userID)
+            """)
+        let deleted = try await transaction.execute(
+            "DELETE FROM photos WHERE id = \(id)::uuid AND user_id = \(userID)")
+        guard deleted == 1 else { return nil }
+        let order = try await self.ids(userID: userID, in: transaction)
+        try await self.renumber(userID: userID, order, in: transaction)
+        return try await Self.unreferenced(try keyRows.map { try $0.decode(String.self, at: 0) }, in: transaction)
+    }
+
+    /// The keys among `keys` that no rendition row references any more.
+    static func unreferenced(_ keys: [String], in transaction: PostgresTransaction) async throws -> [String] {
+        guard !keys.isEmpty else { return [] }
+        let rows = try await transaction.query(
+            "SELECT DISTINCT blob_key FROM photo_variants WHERE blob_key = ANY(\(keys))")
+        let referenced = Set(try rows.map { try $0.decode(String.self, at: 0) })
+        return Array(Set(keys).subtracting(referenced)).sorted()
+    }
+}

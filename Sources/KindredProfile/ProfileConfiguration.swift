@@ -1,0 +1,74 @@
+import Foundation
+import KindredGRPCServices
+import KindredServiceKit
+
+/// Everything the profile service can be configured with, read from `KINDRED_PROFILE_*` (services/profile/README.md
+/// lists the same keys).
+public struct ProfileConfiguration: Sendable {
+    /// `KINDRED_PROFILE_LISTEN` (default `127.0.0.1:50052`), `_ADMIN_LISTEN` (default `127.0.0.1:50152` or `off`),
+    /// `_TLS_CERT_FILE` / `_TLS_KEY_FILE`, `_ACCESS_LOG`: see `ServerEndpointSettings`.
+    public var endpoint = ServerEndpointSettings(defaultPort: ProfileServerDefinition.defaultPort)
+    /// `KINDRED_PROFILE_DATABASE_URL`, `_DATABASE_POOL_SIZE`, `_MIGRATIONS_DIR`: see `DatabaseSettings`.
+    public var database = DatabaseSettings(server: "profile", schema: "profile")
+    /// `KINDRED_PROFILE_AUTH_ADDRESS` (host:port), default `127.0.0.1:50051`: auth, for its public keys, session
+    /// ends (WatchRevokedSessions) and the service token.
+    public var authAddress = HostPort(host: "127.0.0.1", port: 50051)
+    /// `KINDRED_PROFILE_SERVICE_SECRET` (string, 32..256), default none: profile's secret for auth's
+    /// IssueServiceToken (auth's `KINDRED_AUTH_SERVICE_SECRET_PROFILE`). Without it profile cannot follow session
+    /// ends (calls with a user token answer UNAVAILABLE: fail closed) nor deliver its events.
+    public var serviceSecret: String?
+    /// `KINDRED_PROFILE_REVOCATION_STALE_MS` (int, 2000..60000), default 5000: how long the set of ended sessions
+    /// is trusted without news from auth.
+    public var revocationStaleAfter: Duration = .seconds(5)
+    /// `KINDRED_PROFILE_EVENT_CONSUMERS` (comma-separated `name=host:port`), default none: where the events relay
+    /// delivers ProfileUpdated, LocationChanged and CommunityUpdated. Unlisted consumers' events wait.
+    public var eventConsumers: [EventConsumer] = []
+    /// `KINDRED_PROFILE_EVENT_POLL_MS` (int, 10..60000), default 1000.
+    public var eventPollInterval: Duration = .seconds(1)
+    /// `KINDRED_PROFILE_PHOTO_DIR` (path), default none: keep photo bytes in this content-addressed folder instead
+    /// of PostgreSQL (table photo_blobs).
+    public var photoDirectory: String?
+    /// `KINDRED_PROFILE_PHOTO_WORKERS` (int, 1..64), default the number of cores: photos decoded and encoded at
+    /// once (the pipeline runs on its own threads, never on the event loops); further uploads wait their turn.
+    public var photoWorkers = ProcessInfo.processInfo.activeProcessorCount
+    /// `KINDRED_PROFILE_LOCATION_INTERVAL_MS` (int, 1000..3600000), default 60000: least time between two accepted
+    /// UpdateLocation calls of a user.
+    public var locationInterval: Duration = .seconds(60)
+    /// `KINDRED_PROFILE_UPLOADS_PER_HOUR` (int, 1..10000), default 60: photo uploads per user per hour.
+    public var uploadsPerHour = 60
+
+    /// `KINDRED_MEDIA_URL_KEY` (string, 32..256; the same value the gateway has), default none: the HMAC key of
+    /// the signed photo URLs. Unset: photos carry no URLs (apps use GetPhoto).
+    public var mediaURLKey: String?
+    /// `KINDRED_PROFILE_MEDIA_BASE_URL` (URL without trailing slash), default `http://127.0.0.1:50250` (the
+    /// gateway's media port in the local cluster): what photo URLs start with; a CDN's address in production.
+    public var mediaBaseURL = "http://127.0.0.1:50250"
+
+    public init() {}
+
+    public init(_ reader: EnvironmentReader) throws {
+        self.endpoint = try ProfileServerDefinition.endpoint(reader)
+        self.database = try ProfileServerDefinition.database(reader) ?? self.database
+        self.authAddress = try reader.address("KINDRED_PROFILE_AUTH_ADDRESS", default: self.authAddress)
+        self.serviceSecret = try reader.secret("KINDRED_PROFILE_SERVICE_SECRET", length: 32...256)
+        self.revocationStaleAfter = try reader.milliseconds(
+            "KINDRED_PROFILE_REVOCATION_STALE_MS", default: self.revocationStaleAfter, in: 2000...60_000)
+        if let value = reader.string("KINDRED_PROFILE_EVENT_CONSUMERS") {
+            self.eventConsumers = try EventConsumer.parseList(value, key: "KINDRED_PROFILE_EVENT_CONSUMERS")
+        }
+        self.eventPollInterval = try reader.milliseconds(
+            "KINDRED_PROFILE_EVENT_POLL_MS", default: self.eventPollInterval, in: 10...60_000)
+        self.photoDirectory = reader.string("KINDRED_PROFILE_PHOTO_DIR")
+        self.photoWorkers = try reader.int("KINDRED_PROFILE_PHOTO_WORKERS", default: self.photoWorkers, in: 1...64)
+        self.locationInterval = try reader.milliseconds(
+            "KINDRED_PROFILE_LOCATION_INTERVAL_MS", default: self.locationInterval, in: 1000...3_600_000)
+        self.mediaURLKey = try reader.secret("KINDRED_MEDIA_URL_KEY", length: 32...256)
+        if let base = reader.string("KINDRED_PROFILE_MEDIA_BASE_URL") {
+            guard base.hasPrefix("http://") || base.hasPrefix("https://"), !base.hasSuffix("/") else {
+                throw ConfigurationError(key: "KINDRED_PROFILE_MEDIA_BASE_URL", problem: "an http(s) URL without a trailing slash")
+            }
+            self.mediaBaseURL = base
+        }
+        self.uploadsPerHour = try reader.int("KINDRED_PROFILE_UPLOADS_PER_HOUR", default: self.uploadsPerHour, in: 1...10_000)
+    }
+}

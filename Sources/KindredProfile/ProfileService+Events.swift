@@ -1,0 +1,68 @@
+import KindredGRPC
+import KindredPostgres
+import KindredProto
+import KindredServiceKit
+import NIOConcurrencyHelpers
+
+extension ProfileService {
+    /// DeliverEvents: auth's account events and match's block events (service tokens of auth and match only).
+    /// - AccountDeactivated / AccountReactivated: hide / show the profile (data kept); ProfileUpdated tells
+    ///   discovery the eligibility changed.
+    /// - AccountDeleted: erase the profile, attributes, location, photos (rows, and their bytes in whichever store
+    ///   after the commit), account state and blocks.
+    /// - UserBlocked / UserUnblocked: the `blocks` table the BlockOracle answers from.
+    func deliverEvents(_ request: Kindred.Common.V1.DeliverEventsRequest, _ context: ServerContext) async throws
+        -> Kindred.Common.V1.DeliverEventsResponse
+    {
+        let producer = try await self.access.requireService(["auth", "match"], context)
+        let erased = ErasedKeys()
+        var response = Kindred.Common.V1.DeliverEventsResponse()
+        response.acknowledgedEventIds = try await self.inbox.process(request.events, from: producer) {
+            event, transaction in
+            switch event.payload {
+            case .accountDeactivated? where producer == "auth":
+                try await self.setDeactivated(event.userId, true, in: transaction)
+            case .accountReactivated? where producer == "auth":
+                try await self.setDeactivated(event.userId, false, in: transaction)
+            case .accountDeleted? where producer == "auth":
+                erased.add(try await self.profiles.erase(event.userId, in: transaction))
+            case .userBlocked(let block)? where producer == "match":
+                try await self.profiles.setBlocked(
+                    blocker: event.userId, blocked: block.blockedUserId, true, in: transaction)
+            case .userUnblocked(let block)? where producer == "match":
+                try await self.profiles.setBlocked(
+                    blocker: event.userId, blocked: block.unblockedUserId, false, in: transaction)
+            default:
+                break  // not for profile: acknowledged all the same
+            }
+        }
+        let candidates = erased.keys
+        if !candidates.isEmpty {
+            do {
+                // Only keys no row references now: an erasure that rolled back keeps its bytes.
+                let keys = try await self.database.withTransaction { try await PhotoStore.unreferenced(candidates, in: $0) }
+                try await self.blobs.delete(keys: keys)
+            } catch {
+                // The rows are gone; the bytes are unreachable. Logged for the operator (no user data in the line).
+                self.logger.error("photo bytes of an erased account not deleted", metadata: ["error.type": "\(type(of: error))"])
+            }
+        }
+        return response
+    }
+
+    private func setDeactivated(_ userID: String, _ deactivated: Bool, in transaction: PostgresTransaction) async throws {
+        try await self.profiles.setDeactivated(userID, deactivated, in: transaction)
+        guard var record = try await self.lockedRecord(userID, in: transaction) else { return }
+        let settings = try await self.settings(of: record.communityID, in: transaction)
+        record.version = try await self.profiles.touch(userID: userID, in: transaction)
+        record = try await self.reread(userID, in: transaction)
+        try await self.appendProfileUpdated(record, settings: settings, changed: ["eligible"], in: transaction)
+    }
+}
+
+/// The blob keys erased accounts left behind in one DeliverEvents call (deleted after the inbox committed).
+final class ErasedKeys: Sendable {
+    private let box = NIOLockedValueBox<[String]>([])
+    func add(_ keys: [String]) { self.box.withLockedValue { $0 += keys } }
+    var keys: [String] { self.box.withLockedValue { $0 } }
+}

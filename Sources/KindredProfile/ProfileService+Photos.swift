@@ -1,0 +1,289 @@
+import KindredGRPC
+import KindredOpenSSL
+import KindredPostgres
+import KindredProto
+import KindredServiceKit
+import KindredVips
+
+/// The renditions the pipeline makes and the contract's variants: `RenditionSpec.standard` in order is FULL
+/// (1080x1350), CARD (640x800), THUMBNAIL (320x400), ICON (84x105).
+enum PhotoVariants {
+    static let order: [Kindred.Common.V1.PhotoVariant] = [.full, .card, .thumbnail, .icon]
+
+    static func variant(of spec: RenditionSpec) -> Kindred.Common.V1.PhotoVariant? {
+        RenditionSpec.standard.firstIndex(of: spec).map { Self.order[$0] }
+    }
+
+    /// The strong etag of one rendition: "<photo id>.<version>.<variant>[w]" (at most 64 characters).
+    static func etag(photoID: String, version: Int64, variant: Int32, format: String) -> String {
+        "\(photoID).\(version).\(variant)\(format == "webp" ? "w" : "")"
+    }
+
+    /// A year: a rendition never changes under its etag (a new version gets a new one).
+    static let cacheMaxAgeSeconds: Int32 = 31_536_000
+}
+
+extension Optional {
+    fileprivate func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
+        guard let value = self else { return nil }
+        return try await transform(value)
+    }
+}
+
+extension ProfileService {
+    /// The upload cap, checked while streaming (the same as the pipeline's byte limit).
+    static let maxUploadBytes = PhotoLimits.standard.maxBytes
+    static let maxChunkBytes = 1 << 20
+    static let acceptedContentTypes: Set<String> = ["image/jpeg", "image/png", "image/webp", "image/heic", "image/heif"]
+    static let minimumPhotoSide = 320
+    /// Every rendition of `RenditionSpec.standard` as JPEG and WebP at quality 80, limits 15 MiB / 40 MP.
+    static let pipeline = PhotoPipeline()
+
+    /// UploadPhoto: the user. Header first, then chunks; the declared size, the 15 MiB cap and the optional SHA-256
+    /// are checked while streaming, before anything is decoded. The pipeline runs on the photo workers; the
+    /// renditions' bytes go to the photo store before the transaction that references them commits.
+    func uploadPhoto(_ requests: RequestStream<V1.UploadPhotoRequest>, _ context: ServerContext) async throws
+        -> V1.UploadPhotoResponse
+    {
+        let caller = try await self.callers.user(context)
+        var iterator = requests.makeAsyncIterator()
+        guard case .header(let header)? = try await iterator.next()?.part else {
+            throw ProfileError.invalid("header", "REQUIRED", "the first message is the header")
+        }
+        guard Self.acceptedContentTypes.contains(header.contentType) else {
+            throw ProfileError.invalid("header.content_type", "UNSUPPORTED_IMAGE", "image/jpeg, image/png, image/webp or image/heic")
+        }
+        guard (1...Int64(Self.maxUploadBytes)).contains(header.totalSizeBytes) else {
+            throw ProfileError.invalid("header.total_size_bytes", "OUT_OF_RANGE", "1..\(Self.maxUploadBytes)")
+        }
+        guard header.sha256.isEmpty || header.sha256.count == 32 else {
+            throw ProfileError.invalid("header.sha256", "INVALID_FORMAT", "32 bytes, or empty")
+        }
+        guard header.position >= 0 else { throw ProfileError.invalid("header.position", "OUT_OF_RANGE", ">= 0") }
+        let uploadKey = header.idempotencyKey.isEmpty ? nil : header.idempotencyKey
+        if let uploadKey, !Self.isValidIdempotencyKey(uploadKey) {
+            throw ProfileError.invalid("header.idempotency_key", "INVALID_FORMAT", "1..64 characters of [A-Za-z0-9_-]")
+        }
+        let retried = try await uploadKey.asyncMap { try await self.existingUpload(caller.userID, $0) } ?? nil
+        guard let profile = try await self.record(caller.userID) else { throw ProfileError.profileNotFound }
+        let settings = try await self.settings(of: profile.communityID)
+        if retried == nil {
+            guard profile.photos.count < Int(settings.maxPhotos) else { throw Self.photoLimitReached }
+        }
+        if retried == nil, let wait = self.uploadLimiter.acquire(caller.userID) {
+            throw ProfileError.rateLimited("Too many photo uploads; try again later", retryAfter: wait)
+        }
+
+        var data: [UInt8] = []
+        data.reserveCapacity(Int(header.totalSizeBytes))
+        while let message = try await iterator.next() {
+            guard case .chunk(let chunk)? = message.part, (1...Self.maxChunkBytes).contains(chunk.count) else {
+                throw ProfileError.invalid("chunk", "INVALID_FORMAT", "after the header only chunks of 1..1048576 bytes")
+            }
+            guard data.count + chunk.count <= Int(header.totalSizeBytes) else {
+                throw ProfileError(.resourceExhausted, "UPLOAD_TOO_LARGE", "More bytes than total_size_bytes declared")
+            }
+            data += chunk
+        }
+        guard data.count == Int(header.totalSizeBytes) else {
+            var error = ProfileError(.invalidArgument, "SIZE_MISMATCH", "Fewer bytes arrived than total_size_bytes declared")
+            error.violations = [ProfileError.violation("header.total_size_bytes", "SIZE_MISMATCH", "the exact size")]
+            throw error
+        }
+        // A retried upload key answers with the first result (after reading the stream, so the client's
+        // remaining writes do not fail) without processing or storing again.
+        if let retried { return retried }
+        let contentHash = SHA256.hash(data)
+        if !header.sha256.isEmpty, header.sha256 != contentHash {
+            var error = ProfileError(.invalidArgument, "CHECKSUM_MISMATCH", "The SHA-256 of the bytes differs from the header's")
+            error.violations = [ProfileError.violation("header.sha256", "CHECKSUM_MISMATCH", "SHA-256 of the original")]
+            throw error
+        }
+        let upload = data
+        let outcome = try await self.photoWorkers.run { () -> Result<ProcessedPhoto, PhotoRejection> in
+            do throws(PhotoRejection) {
+                return .success(try Self.pipeline.process(upload))
+            } catch {
+                return .failure(error)
+            }
+        }
+        guard let outcome else {
+            throw ProfileError.rateLimited("Photo processing is busy; try again shortly", retryAfter: .seconds(1))
+        }
+        let processed: ProcessedPhoto
+        switch outcome {
+        case .success(let photo): processed = photo
+        case .failure(let rejection) where rejection.reason == PhotoRejection.Reason.processingFailed:
+            // The encoder's fault, not the upload's: INTERNAL (the detail goes to the log only).
+            self.logger.error("photo processing failed", metadata: ["photo.reason": "\(rejection.reason)"])
+            throw ProfileError(.internalError, "INTERNAL", "The photo could not be processed")
+        case .failure(let rejection):
+            self.logger.info("photo refused", metadata: ["photo.reason": "\(rejection.reason)"])
+            throw ProfileError(.invalidArgument, rejection.reason, "The image was refused: \(rejection.message)")
+        }
+        guard processed.sourceWidth >= Self.minimumPhotoSide, processed.sourceHeight >= Self.minimumPhotoSide else {
+            throw ProfileError(.invalidArgument, "IMAGE_TOO_SMALL", "The image must be at least 320x320 pixels")
+        }
+
+        var photo = PhotoRecord(
+            id: try UUIDv7.generate(), userID: caller.userID, position: header.position, version: 1,
+            contentHash: contentHash, width: 0, height: 0, uploadKey: uploadKey, createdUnixMs: Self.nowMilliseconds())
+        for rendition in processed.renditions {
+            guard let variant = PhotoVariants.variant(of: rendition.spec) else { continue }
+            let key = PhotoBlobKey.of(rendition.bytes)
+            try await self.blobs.put(key: key, bytes: rendition.bytes)
+            photo.renditions.append(
+                RenditionRecord(
+                    variant: variant.rawValue, format: rendition.format.rawValue, width: Int32(rendition.width),
+                    height: Int32(rendition.height), byteSize: Int32(rendition.bytes.count), blobKey: key))
+            if variant == .full {
+                photo.width = Int32(rendition.width)
+                photo.height = Int32(rendition.height)
+            }
+        }
+        let stored = try await self.database.withTransaction { transaction -> String in
+            guard let current = try await self.lockedRecord(caller.userID, in: transaction) else {
+                throw ProfileError.profileNotFound
+            }
+            if let uploadKey, let id = try await self.photos.photo(userID: caller.userID, uploadKey: uploadKey, in: transaction) {
+                return id  // a concurrent retry stored it first
+            }
+            let settings = try await self.settings(of: current.communityID, in: transaction)
+            guard current.photos.count < Int(settings.maxPhotos) else { throw Self.photoLimitReached }
+            try await self.photos.insert(photo, at: Int(header.position), in: transaction)
+            try await self.profiles.touch(userID: caller.userID, in: transaction)
+            let record = try await self.reread(caller.userID, in: transaction)
+            try await self.appendProfileUpdated(record, settings: settings, changed: ["photos"], in: transaction)
+            return photo.id
+        }
+        return try await self.uploadResponse(caller.userID, photoID: stored)
+    }
+
+    static let photoLimitReached = ProfileError(
+        .failedPrecondition, "PHOTO_LIMIT_REACHED", "The profile holds the community's maximum of photos")
+
+    private func existingUpload(_ userID: String, _ key: String) async throws -> V1.UploadPhotoResponse? {
+        let rows = try await self.database.query(
+            "SELECT id::text FROM photos WHERE user_id = \(userID) AND upload_key = \(key)")
+        guard let id = try rows.first?.decode(String.self, at: 0) else { return nil }
+        return try await self.uploadResponse(userID, photoID: id)
+    }
+
+    private func uploadResponse(_ userID: String, photoID: String) async throws -> V1.UploadPhotoResponse {
+        let all = try await self.photos.photos(of: [userID], in: self.database)[userID] ?? []
+        return .with {
+            $0.photos = all.map(self.media.photo)
+            $0.photo = all.first { $0.id == photoID }.map(self.media.photo)
+        }
+    }
+
+    /// GetPhoto: the owner, admins, services (for `viewer_user_id` when given), and members who may see the owner's
+    /// card. NOT_FOUND otherwise, indistinguishable from an unknown photo. A matching etag answers not_modified.
+    func getPhoto(_ request: V1.GetPhotoRequest, _ context: ServerContext) async throws -> V1.GetPhotoResponse {
+        let caller = try await self.callers.identify(context)
+        guard Self.isUUID(request.photoId) else { throw ProfileError.photoNotFound }
+        let format: String
+        switch request.format {
+        case "", "jpeg": format = "jpeg"
+        case "webp": format = "webp"
+        default: throw ProfileError.invalid("format", "OUT_OF_RANGE", "jpeg or webp")
+        }
+        let variant: Kindred.Common.V1.PhotoVariant
+        switch request.variant {
+        case .unspecified: variant = .card
+        case .full, .card, .thumbnail, .icon: variant = request.variant
+        default: throw ProfileError.invalid("variant", "OUT_OF_RANGE", "a known variant")
+        }
+        guard let photo = try await self.photos.photo(request.photoId, in: self.database) else {
+            throw ProfileError.photoNotFound
+        }
+        let viewer = caller.userID ?? (request.viewerUserId.isEmpty ? nil : request.viewerUserId)
+        if !(caller.isAdmin || (caller.isService && viewer == nil) || viewer == photo.userID) {
+            guard let viewer, try await self.canSee(viewer: viewer, tokenCommunity: caller.claims.cid, owner: photo.userID)
+            else { throw ProfileError.photoNotFound }
+        }
+        guard let rendition = photo.renditions.first(where: { $0.variant == variant.rawValue && $0.format == format })
+        else { throw ProfileError.photoNotFound }
+        let etag = PhotoVariants.etag(photoID: photo.id, version: photo.version, variant: rendition.variant, format: format)
+        var response = V1.GetPhotoResponse()
+        response.etag = etag
+        response.contentType = format == "webp" ? "image/webp" : "image/jpeg"
+        response.width = rendition.width
+        response.height = rendition.height
+        response.version = photo.version
+        response.cacheMaxAgeSeconds = PhotoVariants.cacheMaxAgeSeconds
+        if !request.ifNoneMatch.isEmpty, request.ifNoneMatch == etag {
+            response.notModified = true
+            return response
+        }
+        guard let bytes = try await self.blobs.get(key: rendition.blobKey) else {
+            self.logger.error("photo bytes missing from the store", metadata: ["photo.id": "\(photo.id)"])
+            throw ProfileError.photoNotFound
+        }
+        response.data = bytes
+        return response
+    }
+
+    /// Whether `viewer` may see `owner`'s card (and so their photos).
+    func canSee(viewer: String, tokenCommunity: String?, owner: String) async throws -> Bool {
+        let records = try await self.records([viewer, owner])
+        guard let target = records[owner] else { return false }
+        guard let community = tokenCommunity ?? records[viewer]?.communityID else { return false }
+        let settings = try await self.settings(of: target.communityID)
+        let blocked = try await self.blocks.blocked(between: viewer, and: [owner])
+        return ProfileViews.isVisible(target, settings: settings, viewer: viewer, viewerCommunity: community, blocked: blocked)
+    }
+
+    /// DeletePhoto: the owner, or an admin (moderation). Deleting a photo that no longer exists is OK (idempotent);
+    /// another user's photo is NOT_FOUND. The bytes leave the store after the commit.
+    func deletePhoto(_ request: V1.DeletePhotoRequest, _ context: ServerContext) async throws -> V1.DeletePhotoResponse {
+        let caller = try await self.callers.identify(context)
+        guard let callerID = caller.userID else { throw ProfileError.permissionDenied }
+        guard Self.isUUID(request.photoId) else { throw ProfileError.photoNotFound }
+        let owner: String
+        if let photo = try await self.photos.photo(request.photoId, in: self.database) {
+            guard photo.userID == callerID || caller.isAdmin else { throw ProfileError.photoNotFound }
+            owner = photo.userID
+        } else {
+            owner = callerID
+        }
+        let unreferenced = try await self.database.withTransaction { transaction -> [String] in
+            guard let current = try await self.lockedRecord(owner, in: transaction) else { return [] }
+            guard let keys = try await self.photos.delete(request.photoId, userID: owner, in: transaction) else {
+                return []
+            }
+            try await self.profiles.touch(userID: owner, in: transaction)
+            let record = try await self.reread(owner, in: transaction)
+            let settings = try await self.settings(of: current.communityID, in: transaction)
+            try await self.appendProfileUpdated(record, settings: settings, changed: ["photos"], in: transaction)
+            return keys
+        }
+        try await self.blobs.delete(keys: unreferenced)
+        let remaining = try await self.photos.photos(of: [owner], in: self.database)[owner] ?? []
+        return .with { $0.photos = remaining.map(self.media.photo) }
+    }
+
+    /// ReorderPhotos: the user; exactly the profile's photo ids, each once.
+    func reorderPhotos(_ request: V1.ReorderPhotosRequest, _ context: ServerContext) async throws
+        -> V1.ReorderPhotosResponse
+    {
+        let caller = try await self.callers.user(context)
+        try await self.database.withTransaction { transaction in
+            guard let current = try await self.lockedRecord(caller.userID, in: transaction) else {
+                throw ProfileError.profileNotFound
+            }
+            let ids = current.photos.map(\.id)
+            guard request.photoIds.count == ids.count, Set(request.photoIds) == Set(ids) else {
+                throw ProfileError.invalid("photo_ids", "NOT_A_PERMUTATION", "every photo id of the profile exactly once")
+            }
+            guard request.photoIds != ids else { return }
+            try await self.photos.renumber(userID: caller.userID, request.photoIds, in: transaction)
+            try await self.profiles.touch(userID: caller.userID, in: transaction)
+            let record = try await self.reread(caller.userID, in: transaction)
+            let settings = try await self.settings(of: current.communityID, in: transaction)
+            try await self.appendProfileUpdated(record, settings: settings, changed: ["photos"], in: transaction)
+        }
+        let photos = try await self.photos.photos(of: [caller.userID], in: self.database)[caller.userID] ?? []
+        return .with { $0.photos = photos.map(self.media.photo) }
+    }
+}

@@ -1,0 +1,207 @@
+import KindredGRPC
+import KindredPostgres
+import KindredProto
+import KindredServiceKit
+
+extension ProfileService {
+    /// CreateProfile: the user, in the community of their token. Idempotent with `idempotency_key`.
+    func createProfile(_ request: V1.CreateProfileRequest, _ context: ServerContext) async throws
+        -> V1.CreateProfileResponse
+    {
+        let caller = try await self.callers.user(context)
+        let key = request.idempotencyKey.isEmpty ? nil : request.idempotencyKey
+        if let key, !Self.isValidIdempotencyKey(key) {
+            throw ProfileError.invalid("idempotency_key", "INVALID_FORMAT", "1..64 characters of [A-Za-z0-9_-]")
+        }
+        let settings = try await self.settings(of: caller.community)
+        let input = request.fields ?? .init()
+        var fields = try ProfileRules.validated(input, settings: settings)
+        fields.attributes = fields.attributes.sorted { $0.key < $1.key }
+        try ProfileRules.checkAge(input.birthDate ?? .init(), settings: settings, today: ProfileRules.today())
+        let record = try await self.database.withTransaction { transaction in
+            let inserted = try await self.profiles.insert(
+                userID: caller.userID, communityID: caller.community, fields: fields, idempotencyKey: key,
+                in: transaction)
+            let record = try await self.reread(caller.userID, in: transaction)
+            guard inserted else {
+                guard let key, record.idempotencyKey == key else {
+                    throw ProfileError(.alreadyExists, "ALREADY_EXISTS", "A profile exists for this account")
+                }
+                return record
+            }
+            try await self.appendProfileUpdated(record, settings: settings, changed: ["created"], in: transaction)
+            return record
+        }
+        return .with { $0.profile = ProfileViews.owner(record, settings: settings, today: ProfileRules.today(), media: self.media) }
+    }
+
+    /// GetProfile: the owner's view. The user for their own; admins and services for any; another user's id is
+    /// PERMISSION_DENIED.
+    func getProfile(_ request: V1.GetProfileRequest, _ context: ServerContext) async throws -> V1.GetProfileResponse {
+        let caller = try await self.callers.identify(context)
+        let target = request.userId.isEmpty ? (caller.userID ?? "") : request.userId
+        guard !target.isEmpty else { throw ProfileError.invalid("user_id", "REQUIRED", "services name the user") }
+        guard caller.userID == target || caller.isAdmin || caller.isService else { throw ProfileError.permissionDenied }
+        guard let record = try await self.record(target) else { throw ProfileError.profileNotFound }
+        let settings = try await self.settings(of: record.communityID)
+        return .with { $0.profile = ProfileViews.owner(record, settings: settings, today: ProfileRules.today(), media: self.media) }
+    }
+
+    /// GetProfiles: cards as the viewer sees them. Users are their own viewer; services name one. Invisible and
+    /// unknown ids come back as missing, indistinguishably.
+    func getProfiles(_ request: V1.GetProfilesRequest, _ context: ServerContext) async throws -> V1.GetProfilesResponse {
+        let caller = try await self.callers.identify(context)
+        let viewer: String
+        var viewerCommunity: String?
+        if let userID = caller.userID {
+            guard request.viewerUserId.isEmpty || request.viewerUserId == userID else { throw ProfileError.permissionDenied }
+            viewer = userID
+            viewerCommunity = caller.claims.cid
+        } else {
+            guard caller.isService, !request.viewerUserId.isEmpty else {
+                throw ProfileError.invalid("viewer_user_id", "REQUIRED", "services name the viewer")
+            }
+            viewer = request.viewerUserId
+        }
+        guard (1...100).contains(request.userIds.count), Set(request.userIds).count == request.userIds.count else {
+            throw ProfileError.invalid("user_ids", "OUT_OF_RANGE", "1..100 distinct ids")
+        }
+        var records = try await self.records(request.userIds + [viewer])
+        let viewerRecord = records.removeValue(forKey: viewer)
+        if let viewerRecord { records[viewer] = viewerRecord }
+        viewerCommunity = viewerCommunity ?? viewerRecord?.communityID
+        let blocked = try await self.blocks.blocked(between: viewer, and: request.userIds)
+        var settingsCache: [String: Kindred.Common.V1.CommunitySettings] = [:]
+        let today = ProfileRules.today()
+        var response = V1.GetProfilesResponse()
+        for id in request.userIds {
+            guard let record = records[id], let community = viewerCommunity else {
+                response.missingUserIds.append(id)
+                continue
+            }
+            if settingsCache[record.communityID] == nil {
+                settingsCache[record.communityID] = try await self.settings(of: record.communityID)
+            }
+            let settings = settingsCache[record.communityID]!
+            guard
+                ProfileViews.isVisible(
+                    record, settings: settings, viewer: viewer, viewerCommunity: community, blocked: blocked)
+            else {
+                response.missingUserIds.append(id)
+                continue
+            }
+            response.profiles.append(
+                ProfileViews.card(
+                    record, settings: settings, viewerCell: viewerRecord?.locationCell, today: today, media: self.media))
+        }
+        return response
+    }
+
+    /// UpdateProfile: the user for their own profile; admins for any (the only ones who may change birth_date).
+    func updateProfile(_ request: V1.UpdateProfileRequest, _ context: ServerContext) async throws
+        -> V1.UpdateProfileResponse
+    {
+        let caller = try await self.callers.identify(context)
+        guard let callerID = caller.userID else { throw ProfileError.permissionDenied }
+        let target = request.userId.isEmpty ? callerID : request.userId
+        guard target == callerID || caller.isAdmin else { throw ProfileError.permissionDenied }
+        let (record, settings) = try await self.database.withTransaction {
+            transaction -> (ProfileRecord, Kindred.Common.V1.CommunitySettings) in
+            guard let current = try await self.lockedRecord(target, in: transaction) else {
+                throw ProfileError.profileNotFound
+            }
+            if request.expectedVersion != 0, request.expectedVersion != current.version {
+                throw ProfileError.versionMismatch
+            }
+            let settings = try await self.settings(of: current.communityID, in: transaction)
+            let (merged, changed) = try ProfileRules.merge(
+                paths: request.updatePaths, input: request.fields ?? .init(), into: current.fields,
+                admin: caller.isAdmin)
+            var fields = try ProfileRules.validated(
+                ProfileRules.keepingDefined(merged, settings: settings), settings: settings)
+            fields.attributes = fields.attributes.sorted { $0.key < $1.key }
+            if changed.contains("birth_date") {
+                try ProfileRules.checkAge(fields.birthDate ?? .init(), settings: settings, today: ProfileRules.today())
+            }
+            guard !changed.isEmpty || fields != current.fields else { return (current, settings) }
+            try await self.profiles.update(userID: target, fields: fields, in: transaction)
+            let record = try await self.reread(target, in: transaction)
+            let before = ProfileViews.eligibility(current, settings: settings)
+            let after = ProfileViews.eligibility(record, settings: settings)
+            try await self.appendProfileUpdated(
+                record, settings: settings, changed: changed + (before.eligible != after.eligible ? ["eligible"] : []),
+                in: transaction)
+            return (record, settings)
+        }
+        var full = record
+        full.photos = try await self.photos.photos(of: [target], in: self.database)[target] ?? []
+        return .with { $0.profile = ProfileViews.owner(full, settings: settings, today: ProfileRules.today(), media: self.media) }
+    }
+
+    /// ListProfileIndexEntries: service tokens only (discovery's backfill).
+    func listProfileIndexEntries(_ request: V1.ListProfileIndexEntriesRequest, _ context: ServerContext) async throws
+        -> V1.ListProfileIndexEntriesResponse
+    {
+        try await self.access.requireService(["discovery", "match"], context)
+        guard (0...1000).contains(request.pageSize) else {
+            throw ProfileError.invalid("page_size", "OUT_OF_RANGE", "1..1000, or 0 for 500")
+        }
+        let size = request.pageSize == 0 ? 500 : Int(request.pageSize)
+        let scope = "index:\(request.communityId):\(request.includeIneligible)"
+        var offset = 0
+        if !request.pageToken.isEmpty {
+            guard let decoded = PageToken.decode(request.pageToken, key: self.pageTokenKey, scope: scope) else {
+                throw ProfileError.invalid("page_token", "PAGE_TOKEN_INVALID", "a token from the previous page")
+            }
+            offset = decoded
+        }
+        // Pages by position in user-id order; ineligible profiles are filtered after reading.
+        let rows = try await self.database.query(
+            """
+            SELECT user_id FROM profiles WHERE (\(request.communityId.isEmpty ? nil : request.communityId)::text IS NULL
+                OR community_id = \(request.communityId)) ORDER BY user_id OFFSET \(Int64(offset)) LIMIT \(Int64(size + 1))
+            """)
+        let ids = try rows.map { try $0.decode(String.self, at: 0) }
+        let records = try await self.records(Array(ids.prefix(size)))
+        var settingsCache: [String: Kindred.Common.V1.CommunitySettings] = [:]
+        var response = V1.ListProfileIndexEntriesResponse()
+        for id in ids.prefix(size) {
+            guard let record = records[id] else { continue }
+            if settingsCache[record.communityID] == nil {
+                settingsCache[record.communityID] = try await self.settings(of: record.communityID)
+            }
+            let snapshot = ProfileViews.snapshot(record, settings: settingsCache[record.communityID]!)
+            if snapshot.eligible || request.includeIneligible { response.entries.append(snapshot) }
+        }
+        if ids.count > size {
+            response.nextPageToken = PageToken.encode(offset: offset + size, key: self.pageTokenKey, scope: scope)
+        }
+        return response
+    }
+
+    /// GetUserFootprint: admins and services. Rows per kind, plus "photo_files": blobs of the user's photos present
+    /// in the photo store.
+    func getUserFootprint(_ request: V1.GetUserFootprintRequest, _ context: ServerContext) async throws
+        -> V1.GetUserFootprintResponse
+    {
+        let caller = try await self.callers.identify(context)
+        guard caller.isAdmin || caller.isService else { throw ProfileError.adminOnly }
+        guard !request.userId.isEmpty else { throw ProfileError.invalid("user_id", "REQUIRED", "the user") }
+        var counts = try await self.profiles.footprint(request.userId, in: self.database)
+        let keys = try await self.database.query(
+            """
+            SELECT DISTINCT v.blob_key FROM photo_variants v JOIN photos p ON p.id = v.photo_id
+            WHERE p.user_id = \(request.userId)
+            """)
+        let files = try await self.blobs.count(keys: try keys.map { try $0.decode(String.self, at: 0) })
+        counts.append(("photo_files", Int64(files)))
+        return .with {
+            $0.counts = counts.map { kind, rows in
+                .with {
+                    $0.kind = kind
+                    $0.rows = rows
+                }
+            }
+        }
+    }
+}

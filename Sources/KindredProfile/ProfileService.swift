@@ -1,0 +1,166 @@
+import Foundation
+import KindredGRPC
+import KindredGRPCServices
+import KindredIdentity
+import KindredPostgres
+import KindredProto
+import KindredServiceKit
+import Logging
+
+/// `kindred.profile.v1.ProfileService`: profiles, location, photos, the index backfill, events from auth and match,
+/// and the footprint. Every RPC checks the caller may touch the ids it names (see each handler).
+public final class ProfileService: GRPCService, Sendable {
+    typealias V1 = Kindred.Profile.V1
+    let configuration: ProfileConfiguration
+    let database: PostgresClient
+    let callers: Callers
+    let access: ServiceAccess
+    let inbox: EventInbox
+    let blocks: any BlockOracle
+    let blobs: any PhotoBlobStorage
+    let photoWorkers: PhotoWorkers
+    let uploadLimiter: TokenBucketLimiter
+    let locationRules: LocationRules
+    let pageTokenKey: [UInt8]
+    /// Signed media URLs on photos; nil when `KINDRED_MEDIA_URL_KEY` is unset.
+    let media: MediaLinks?
+    let logger: Logger
+    /// The SQL, one store per aggregate.
+    let profiles = ProfileStore()
+    let photos = PhotoStore()
+    let communities = CommunityStore()
+    static let outbox = CommunityService.outbox
+
+    init(
+        configuration: ProfileConfiguration,
+        database: PostgresClient,
+        callers: Callers,
+        blobs: any PhotoBlobStorage,
+        photoWorkers: PhotoWorkers,
+        pageTokenKey: [UInt8],
+        logger: Logger
+    ) {
+        self.configuration = configuration
+        self.database = database
+        self.callers = callers
+        self.access = ServiceAccess(authenticator: callers.authenticator)
+        self.inbox = EventInbox(database: database, logger: logger)
+        self.blocks = BlockTable(database: database)
+        self.blobs = blobs
+        self.photoWorkers = photoWorkers
+        self.uploadLimiter = TokenBucketLimiter(
+            rate: Double(configuration.uploadsPerHour) / 3600, burst: min(configuration.uploadsPerHour, 20))
+        var rules = LocationRules()
+        rules.minimumInterval = configuration.locationInterval
+        self.locationRules = rules
+        self.pageTokenKey = pageTokenKey
+        self.media = configuration.mediaURLKey.flatMap { MediaURLSigner(key: Array($0.utf8)) }.map {
+            MediaLinks(signer: $0, base: configuration.mediaBaseURL)
+        }
+        self.logger = logger
+    }
+
+    public func register(in router: inout GRPCRouter) {
+        typealias M = V1.ProfileService.Method
+        router.unary(M.createProfile) { try await self.createProfile($0, $1) }
+        router.unary(M.getProfile) { try await self.getProfile($0, $1) }
+        router.unary(M.getProfiles) { try await self.getProfiles($0, $1) }
+        router.unary(M.updateProfile) { try await self.updateProfile($0, $1) }
+        router.unary(M.updateLocation) { try await self.updateLocation($0, $1) }
+        router.clientStreaming(M.uploadPhoto) { try await self.uploadPhoto($0, $1) }
+        router.unary(M.getPhoto) { try await self.getPhoto($0, $1) }
+        router.unary(M.deletePhoto) { try await self.deletePhoto($0, $1) }
+        router.unary(M.reorderPhotos) { try await self.reorderPhotos($0, $1) }
+        router.unary(M.listProfileIndexEntries) { try await self.listProfileIndexEntries($0, $1) }
+        router.unary(M.deliverEvents) { try await self.deliverEvents($0, $1) }
+        router.unary(M.getUserFootprint) { try await self.getUserFootprint($0, $1) }
+    }
+
+    // MARK: Shared steps
+
+    /// The settings of a community (NOT_FOUND for an unknown one).
+    func settings(of communityID: String) async throws -> Kindred.Common.V1.CommunitySettings {
+        guard let community = try await self.communities.find(communityID, in: self.database) else {
+            throw ProfileError.communityNotFound
+        }
+        return community.settings ?? .init()
+    }
+
+    func settings(of communityID: String, in transaction: PostgresTransaction) async throws
+        -> Kindred.Common.V1.CommunitySettings
+    {
+        guard let community = try await self.communities.find(communityID, in: transaction) else {
+            throw ProfileError.communityNotFound
+        }
+        return community.settings ?? .init()
+    }
+
+    /// Profiles with their photos, by user id.
+    func records(_ userIDs: [String]) async throws -> [String: ProfileRecord] {
+        var records = try await self.profiles.find(userIDs, in: self.database)
+        let photos = try await self.photos.photos(of: records.map(\.userID), in: self.database)
+        for index in records.indices { records[index].photos = photos[records[index].userID] ?? [] }
+        return Dictionary(records.map { ($0.userID, $0) }, uniquingKeysWith: { a, _ in a })
+    }
+
+    func record(_ userID: String) async throws -> ProfileRecord? {
+        try await self.records([userID])[userID]
+    }
+
+    /// The profile locked in `transaction`, with its photos.
+    func lockedRecord(_ userID: String, in transaction: PostgresTransaction) async throws -> ProfileRecord? {
+        guard var record = try await self.profiles.lock(userID, in: transaction) else { return nil }
+        let rows = try await transaction.query(
+            "SELECT \(unescaped: PhotoStore.columns) FROM photos WHERE user_id = \(userID) ORDER BY position")
+        record.photos = try rows.map(PhotoStore.decode)
+        return record
+    }
+
+    /// Appends ProfileUpdated with a snapshot of `record` (as it is after the change).
+    func appendProfileUpdated(
+        _ record: ProfileRecord,
+        settings: Kindred.Common.V1.CommunitySettings,
+        changed: [String],
+        in transaction: PostgresTransaction
+    ) async throws {
+        var event = Kindred.Common.V1.Event()
+        event.userId = record.userID
+        event.communityId = record.communityID
+        event.payload = .profileUpdated(
+            .with {
+                $0.snapshot = ProfileViews.snapshot(record, settings: settings)
+                $0.changedPaths = changed
+            })
+        try await Self.outbox.append(event, in: transaction)
+    }
+
+    /// The record re-read after a change in `transaction` (version and timestamps as stored).
+    func reread(_ userID: String, in transaction: PostgresTransaction) async throws -> ProfileRecord {
+        guard let record = try await self.lockedRecord(userID, in: transaction) else { throw ProfileError.profileNotFound }
+        return record
+    }
+
+    static func isValidIdempotencyKey(_ key: String) -> Bool {
+        (1...64).contains(key.utf8.count)
+            && key.utf8.allSatisfy {
+                ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 45 || $0 == 95
+            }
+    }
+
+    static func isUUID(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 36 else { return false }
+        for (index, byte) in bytes.enumerated() {
+            if [8, 13, 18, 23].contains(index) {
+                guard byte == 45 else { return false }
+            } else {
+                guard (byte >= 48 && byte <= 57) || (byte >= 97 && byte <= 102) || (byte >= 65 && byte <= 70) else {
+                    return false
+                }
+            }
+        }
+        return true
+    }
+
+    static func nowMilliseconds() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+}

@@ -1,0 +1,112 @@
+import KindredProto
+import KindredServiceKit
+
+/// How a stored profile looks to its owner, to another member (a card) and to discovery (a snapshot), and whether
+/// it may be shown. Pure functions of the record and its community.
+enum ProfileViews {
+    typealias Settings = Kindred.Common.V1.CommunitySettings
+
+    struct Eligibility: Sendable, Hashable {
+        var missing: [String]
+        var eligible: Bool
+    }
+
+    static func eligibility(_ record: ProfileRecord, settings: Settings) -> Eligibility {
+        let missing = ProfileRules.missingRequirements(
+            record.fields, settings: settings, photoCount: record.photos.count, locationSet: record.locationCell != nil)
+        return Eligibility(missing: missing, eligible: missing.isEmpty && !record.fields.paused && !record.deactivated)
+    }
+
+    static func age(_ record: ProfileRecord, today: Kindred.Common.V1.CalendarDate) -> Int32 {
+        record.fields.birthDate.flatMap { ProfileRules.age(of: $0, on: today) }.map(Int32.init) ?? 0
+    }
+
+    /// The owner's view (also admins' and services').
+    static func owner(
+        _ record: ProfileRecord, settings: Settings, today: Kindred.Common.V1.CalendarDate, media: MediaLinks? = nil
+    ) -> Kindred.Profile.V1.Profile {
+        let eligibility = Self.eligibility(record, settings: settings)
+        return .with {
+            $0.userId = record.userID
+            $0.communityId = record.communityID
+            $0.fields = record.fields
+            $0.photos = record.photos.map(media.photo)
+            $0.ageYears = Self.age(record, today: today)
+            $0.locationSet = record.locationCell != nil
+            $0.locationUpdatedUnixMs = record.locationUpdatedUnixMs
+            $0.eligible = eligibility.eligible
+            $0.missingRequirements = eligibility.missing
+            $0.version = record.version
+            $0.createdUnixMs = record.createdUnixMs
+            $0.updatedUnixMs = record.updatedUnixMs
+        }
+    }
+
+    /// The card another member sees: age, never the birth date; no location; distance between precision-6 cell
+    /// centres (0 when either side has none or the owner hides it).
+    static func card(
+        _ record: ProfileRecord,
+        settings: Settings,
+        viewerCell: String?,
+        today: Kindred.Common.V1.CalendarDate,
+        media: MediaLinks? = nil
+    ) -> Kindred.Profile.V1.ProfileCard {
+        .with {
+            $0.userId = record.userID
+            $0.displayName = record.fields.displayName
+            $0.ageYears = Self.age(record, today: today)
+            $0.gender = settings.genderMatching ? record.fields.gender : .unspecified
+            $0.bio = record.fields.bio
+            $0.attributes = record.fields.attributes
+            $0.photos = record.photos.map(media.photo)
+            $0.interests = record.fields.interests
+            $0.jobTitle = record.fields.jobTitle
+            $0.city = record.fields.city
+            if !record.fields.hideDistance, let mine = viewerCell, let theirs = record.locationCell {
+                $0.distanceKm = Int32(
+                    Geohash.displayDistanceKm(
+                        String(mine.prefix(LocationRules.sharedPrecision)),
+                        String(theirs.prefix(LocationRules.sharedPrecision))) ?? 0)
+            }
+            $0.version = record.version
+        }
+    }
+
+    /// Discovery's snapshot (internal: carries the precision-6 cell).
+    static func snapshot(_ record: ProfileRecord, settings: Settings) -> Kindred.Common.V1.CandidateSnapshot {
+        let eligibility = Self.eligibility(record, settings: settings)
+        let shared = Set(settings.attributeDefinitions.filter { $0.filterable || $0.rankingFeature }.map(\.key))
+        return .with {
+            $0.userId = record.userID
+            $0.communityId = record.communityID
+            $0.eligible = eligibility.eligible
+            $0.birthDate = record.fields.birthDate
+            $0.gender = settings.genderMatching ? record.fields.gender : .unspecified
+            $0.interestedIn = settings.genderMatching ? record.fields.interestedIn : []
+            $0.ageMinYears = record.fields.ageMinYears == 0 ? settings.minAgeYears : record.fields.ageMinYears
+            $0.ageMaxYears = record.fields.ageMaxYears == 0 ? 120 : record.fields.ageMaxYears
+            $0.maxDistanceKm =
+                record.fields.maxDistanceKm == 0 ? settings.defaultRadiusKm : record.fields.maxDistanceKm
+            $0.geohashCell = record.locationCell.map { String($0.prefix(LocationRules.sharedPrecision)) } ?? ""
+            $0.attributes = record.fields.attributes.filter { shared.contains($0.key) }
+            $0.photoCount = Int32(record.photos.count)
+            $0.hideDistance = record.fields.hideDistance
+            $0.version = record.version
+            $0.updatedUnixMs = record.updatedUnixMs
+        }
+    }
+
+    /// Whether `viewer` (a member of `viewerCommunity`) may see `record`'s card: same community, the account active,
+    /// eligible (complete, not paused), not blocked either way. The owner always sees their own card.
+    static func isVisible(
+        _ record: ProfileRecord,
+        settings: Settings,
+        viewer: String,
+        viewerCommunity: String,
+        blocked: Set<String>
+    ) -> Bool {
+        if record.userID == viewer { return true }
+        return record.communityID == viewerCommunity && !blocked.contains(record.userID)
+            && Self.eligibility(record, settings: settings).eligible
+    }
+}

@@ -1,0 +1,4 @@
+import KindredProfile
+import KindredServiceKit
+
+await ServerCommand<ProfileServerDefinition>.runFromCommandLine()
