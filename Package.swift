@@ -28,6 +28,8 @@ let package = Package(
         .executable(name: "auth-server", targets: ["auth-server"]),
         .executable(name: "gateway-server", targets: ["gateway-server"]),
         .executable(name: "kindred", targets: ["kindred"]),
+        .executable(name: "kindred-discovery-quality", targets: ["kindred-discovery-quality"]),
+        .executable(name: "kindred-discovery-bench", targets: ["kindred-discovery-bench"]),
         .library(name: "KindredGRPC", targets: ["KindredGRPC"]),
     ],
     dependencies: [
@@ -137,6 +139,14 @@ let package = Package(
         ),
         .executableTarget(name: "kindred", dependencies: ["KindredCLI"]),
 
+        // The discovery service: candidate index and recommender (library).
+        .target(name: "KindredDiscovery"),
+        // Offline quality of the recommender on generated populations (issue 12) and its command.
+        .target(name: "KindredDiscoveryQuality", dependencies: ["KindredDiscovery"]),
+        .executableTarget(name: "kindred-discovery-quality", dependencies: ["KindredDiscoveryQuality"]),
+        // Deck speed of the in-memory index at millions of members (issue 12).
+        .executableTarget(name: "kindred-discovery-bench", dependencies: ["KindredDiscovery"]),
+
         // The interop test service (used by tests, the benchmark and Python grpcio).
         .target(name: "KindredInterop", dependencies: ["KindredGRPC", "KindredGRPCServices", "KindredProto", logging]),
         .executableTarget(
@@ -174,6 +184,7 @@ let package = Package(
             ] + nio
         ),
         .testTarget(name: "KindredCLITests", dependencies: ["KindredCLI", "KindredProto", "KindredGRPC", "KindredProtobuf"]),
+        .testTarget(name: "KindredDiscoveryTests", dependencies: ["KindredDiscovery", "KindredDiscoveryQuality"]),
         .testTarget(name: "KindredPostgresTests", dependencies: ["KindredPostgres", "KindredPostgresTesting"] + nio),
         .testTarget(
             name: "KindredServiceKitTests",
