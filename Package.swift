@@ -28,6 +28,7 @@ let package = Package(
         .executable(name: "auth-server", targets: ["auth-server"]),
         .executable(name: "gateway-server", targets: ["gateway-server"]),
         .executable(name: "kindred", targets: ["kindred"]),
+        .executable(name: "discovery-server", targets: ["discovery-server"]),
         .executable(name: "kindred-discovery-quality", targets: ["kindred-discovery-quality"]),
         .executable(name: "kindred-discovery-bench", targets: ["kindred-discovery-bench"]),
         .library(name: "KindredGRPC", targets: ["KindredGRPC"]),
@@ -140,7 +141,14 @@ let package = Package(
         .executableTarget(name: "kindred", dependencies: ["KindredCLI"]),
 
         // The discovery service: candidate index and recommender (library).
-        .target(name: "KindredDiscovery"),
+        .target(
+            name: "KindredDiscovery",
+            dependencies: [
+                "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredProtobuf",
+                "KindredPostgres", "KindredOpenSSL", "KindredIdentity", logging, metrics,
+            ] + nio
+        ),
+        .executableTarget(name: "discovery-server", dependencies: ["KindredDiscovery", "KindredServiceKit"]),
         // Offline quality of the recommender on generated populations (issue 12) and its command.
         .target(name: "KindredDiscoveryQuality", dependencies: ["KindredDiscovery"]),
         .executableTarget(name: "kindred-discovery-quality", dependencies: ["KindredDiscoveryQuality"]),
@@ -184,7 +192,13 @@ let package = Package(
             ] + nio
         ),
         .testTarget(name: "KindredCLITests", dependencies: ["KindredCLI", "KindredProto", "KindredGRPC", "KindredProtobuf"]),
-        .testTarget(name: "KindredDiscoveryTests", dependencies: ["KindredDiscovery", "KindredDiscoveryQuality"]),
+        .testTarget(
+            name: "KindredDiscoveryTests",
+            dependencies: [
+                "KindredDiscovery", "KindredDiscoveryQuality", "KindredServiceTesting", "KindredPostgresTesting",
+                "KindredServiceKit", "KindredGRPC", "KindredGRPCServices", "KindredIdentity", "KindredOpenSSL",
+                "KindredProto", "KindredProtobuf", "KindredPostgres", logging,
+            ]),
         .testTarget(name: "KindredPostgresTests", dependencies: ["KindredPostgres", "KindredPostgresTesting"] + nio),
         .testTarget(
             name: "KindredServiceKitTests",

@@ -84,10 +84,16 @@ public struct DeckQuery: Sendable {
     public var today: Int32
     /// Members examined at most (bounds the work per deck in dense areas; nearest cells are visited first).
     public var scanLimit: Int
+    /// Whether members the viewer already swiped are included (search: the viewer knows their own swipes).
+    /// Blocks either way and passes on the viewer always exclude.
+    public var includeSwiped: Bool
+    /// A further condition on a compatible candidate (attribute filters the bits cannot express).
+    public var accept: (@Sendable (UserKey) -> Bool)?
 
     public init(
         limit: Int, radiusKm: Int? = nil, requiredAttributes: InterestSet = InterestSet(),
-        exclude: Set<UserKey> = [], today: Int32, scanLimit: Int = 4000
+        exclude: Set<UserKey> = [], today: Int32, scanLimit: Int = 4000, includeSwiped: Bool = false,
+        accept: (@Sendable (UserKey) -> Bool)? = nil
     ) {
         self.limit = limit
         self.radiusKm = radiusKm
@@ -95,6 +101,8 @@ public struct DeckQuery: Sendable {
         self.exclude = exclude
         self.today = today
         self.scanLimit = scanLimit
+        self.includeSwiped = includeSwiped
+        self.accept = accept
     }
 }
 
@@ -111,7 +119,7 @@ public struct IndexMatch: Sendable, Equatable {
 /// swiped, passed or blocked whom, so that a deck needs no call to another service and no query to
 /// PostgreSQL (which stays the source of truth; the index is rebuilt from it at start).
 ///
-/// Not thread-safe: the service's index actor owns it. Removing a member frees the slot for reuse.
+/// Not thread-safe: the service's `DiscoveryIndex` guards it with a readers-writer lock. Removing a member frees the slot for reuse.
 public struct CommunityIndex: Sendable {
     // Per slot (struct of arrays: the scan touches only the fields it tests).
     private(set) var users: [UserKey] = []
@@ -191,7 +199,7 @@ public struct CommunityIndex: Sendable {
     }
 
     /// Removes a member (ineligible, deactivated, deleted). Their swipes are forgotten too: a removed member
-    /// who comes back is re-indexed from PostgreSQL with them (`restoreSwipes`).
+    /// who comes back gets them back from PostgreSQL (the service replays the user's swipes and blocks).
     @discardableResult
     public mutating func remove(_ user: UserKey) -> Bool {
         guard let slot = slotOf.removeValue(forKey: user) else { return false }
@@ -254,7 +262,7 @@ public struct CommunityIndex: Sendable {
         let viewerWants = interestedIn[vi]
         let (minAge, maxAge) = (Int(ageMins[vi]), Int(ageMaxes[vi]))
         let required = query.requiredAttributes.bits
-        let hidden = Set(swiped[vi]).union(passedOn[vi]).union(blocked[vi])
+        let hidden = Set(passedOn[vi]).union(blocked[vi]).union(query.includeSwiped ? [] : swiped[vi])
         let (sinV, cosV, lonV) = (sinLatitudes[vi], cosLatitudes[vi], longitudes[vi] * .pi / 180)
         var found: [IndexMatch] = []
         found.reserveCapacity(query.limit)
@@ -275,7 +283,8 @@ public struct CommunityIndex: Sendable {
                 // Spherical law of cosines between cell centres (sines and cosines precomputed per slot).
                 let cosine = sinV * sinLatitudes[ci] + cosV * cosLatitudes[ci] * cos(longitudes[ci] * .pi / 180 - lonV)
                 let km = max(1, Int((6371.0088 * acos(min(1, max(-1, cosine)))).rounded()))
-                guard km <= radius, km <= Int(radii[ci]), !hidden.contains(c), !query.exclude.contains(users[ci])
+                guard km <= radius, km <= Int(radii[ci]), !hidden.contains(c), !query.exclude.contains(users[ci]),
+                    query.accept?(users[ci]) ?? true
                 else { continue }
                 found.append(IndexMatch(slot: c, user: users[ci], distanceKm: km))
                 if found.count >= query.limit { return false }
@@ -284,6 +293,32 @@ public struct CommunityIndex: Sendable {
         }
         return found
     }
+
+    /// Whether `target` may still be shown to `viewer` (a deck page served from an earlier ranking): both
+    /// indexed, not swiped by the viewer, no pass on the viewer, no block either way.
+    public func isStillUnseen(viewer: UserKey, target: UserKey) -> Bool {
+        guard let v = slotOf[viewer], let t = slotOf[target] else { return false }
+        return !Self.containsSorted(t, in: swiped[Int(v)]) && !Self.containsSorted(t, in: passedOn[Int(v)])
+            && !Self.containsSorted(t, in: blocked[Int(v)])
+    }
+
+    /// The member's own radius (nil: not indexed).
+    public func radiusKm(of user: UserKey) -> Int? { slotOf[user].map { Int(radii[Int($0)]) } }
+
+    /// Whether a block (or an ended match) separates two indexed members.
+    public func isBlocked(_ a: UserKey, _ b: UserKey) -> Bool {
+        guard let x = slotOf[a], let y = slotOf[b] else { return false }
+        return Self.containsSorted(y, in: blocked[Int(x)])
+    }
+
+    /// The coarse km between two indexed members (cell centres, whole km, floor 1).
+    public func coarseKilometres(_ a: UserKey, _ b: UserKey) -> Int? {
+        guard let x = slotOf[a].map(Int.init), let y = slotOf[b].map(Int.init) else { return nil }
+        return GeoCell.coarseKilometres(latitudes[x], longitudes[x], latitudes[y], longitudes[y])
+    }
+
+    /// The indexed member's user key at a slot, and their interests (ranking, learning).
+    public func interests(of user: UserKey) -> InterestSet? { slotOf[user].map { interests[Int($0)] } }
 
     /// The birth year of a slot (age gaps for ranking).
     func birthYear(_ slot: Int) -> Int32 { birthDates[slot] / 10000 }
@@ -363,5 +398,23 @@ public struct CommunityIndex: Sendable {
             if array[mid] < value { low = mid + 1 } else { high = mid }
         }
         return low < array.count && array[low] == value
+    }
+}
+
+extension UserKey: CustomStringConvertible {
+    /// The canonical lower-case UUID text.
+    public var uuidString: String {
+        let hex = String(self.high, radix: 16).leftPadded(16) + String(self.low, radix: 16).leftPadded(16)
+        let c = Array(hex)
+        return String(c[0..<8]) + "-" + String(c[8..<12]) + "-" + String(c[12..<16]) + "-" + String(c[16..<20]) + "-"
+            + String(c[20..<32])
+    }
+
+    public var description: String { self.uuidString }
+}
+
+extension String {
+    fileprivate func leftPadded(_ width: Int) -> String {
+        self.count >= width ? self : String(repeating: "0", count: width - self.count) + self
     }
 }
