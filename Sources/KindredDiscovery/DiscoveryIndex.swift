@@ -220,3 +220,8 @@ public final class DiscoveryIndex: @unchecked Sendable {
         }
     }
 }
+
+extension CommunityState {
+    /// A viewer's solved weights (tests compare rebuilt and incremental models).
+    public func viewerWeightsForTests(_ viewer: UserKey) -> SIMD8<Double> { self.viewerWeights(viewer) }
+}

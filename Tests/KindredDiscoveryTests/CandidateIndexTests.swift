@@ -39,6 +39,24 @@ struct CandidateIndexTests {
         #expect(deck(index, 1, radius: 100) == [2])  // a wider viewer radius does not override the candidate's
     }
 
+    @Test("The radius filter and the shown distance agree: a member shown at r km is found with radius r", arguments: Array(1...30))
+    func radiusMatchesShownDistance(radius: Int) {
+        // Members every 100 m eastwards and southwards; each within the radius by its shown (rounded) distance must be found,
+        // including those up to r + 0.5 km away in cells whose nearest point lies beyond r km.
+        var index = CommunityIndex()
+        index.upsert(Self.member(1, lat: 52.5201, lon: 13.4049, gender: 0, wants: 0, radius: 500))
+        for n in 0..<Int(radius * 10 + 10) {
+            let (east, north) = (Double(n) * 0.1 / 67.8, Double(n) * 0.1 / 111.2)
+            index.upsert(Self.member(UInt64(2 * n + 2), lat: 52.5201, lon: 13.4049 + east, gender: 0, wants: 0, radius: 500))
+            index.upsert(Self.member(UInt64(2 * n + 3), lat: 52.5201 - north, lon: 13.4049, gender: 0, wants: 0, radius: 500))
+        }
+        let all = index.candidates(for: Self.key(1), DeckQuery(limit: 10_000, radiusKm: radius + 10, today: Self.today, scanLimit: 1_000_000)) ?? []
+        let within = Set(all.filter { $0.distanceKm <= radius }.map(\.user.low))
+        #expect(!within.isEmpty)
+        let found = index.candidates(for: Self.key(1), DeckQuery(limit: 10_000, radiusKm: radius, today: Self.today, scanLimit: 1_000_000)) ?? []
+        #expect(Set(found.map(\.user.low)) == within)
+    }
+
     @Test("Swiped, passed-on-viewer, blocked and removed members never appear")
     func exclusions() {
         var index = CommunityIndex()

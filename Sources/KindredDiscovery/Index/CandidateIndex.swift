@@ -267,7 +267,9 @@ public struct CommunityIndex: Sendable {
         var found: [IndexMatch] = []
         found.reserveCapacity(query.limit)
         var examined = 0
-        GeoCell.forEachCell(latitude: latitudes[vi], longitude: longitudes[vi], radiusKm: Double(radius)) { key in
+        // Distances are rounded to whole km before the radius test, so a member up to radius + 0.5 km away still
+        // qualifies: the cells visited must cover that wider circle.
+        GeoCell.forEachCell(latitude: latitudes[vi], longitude: longitudes[vi], radiusKm: Double(radius) + 0.5) { key in
             guard let slots = buckets[key] else { return true }
             for c in slots {
                 let ci = Int(c)
