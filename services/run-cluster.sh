@@ -358,6 +358,14 @@ server_env_auth() {
         KINDRED_AUTH_SMTP_PORT="$SMTP_PORT"
         KINDRED_AUTH_SMTP_SECURITY=none
         KINDRED_AUTH_SERVICE_SECRET_GATEWAY="$(secret gateway)"
+        KINDRED_AUTH_SERVICE_SECRET_DISCOVERY="$(secret discovery)"
+    )
+}
+server_env_discovery() {
+    SERVER_ENV+=(
+        KINDRED_DISCOVERY_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
+        KINDRED_DISCOVERY_PROFILE_ADDRESS="127.0.0.1:$(port_of profile)"
+        KINDRED_DISCOVERY_SERVICE_SECRET="$(secret discovery)"
     )
 }
 server_env_gateway() {
