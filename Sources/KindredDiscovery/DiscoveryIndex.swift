@@ -46,6 +46,7 @@ public struct CommunityState: Sendable {
     public var recommender = Recommender()
     public var rules = CommunityRules()
     var handles: [UserKey: Int] = [:]
+    var nextHandle = 0
     var models: [MemberModel] = []
     var facts: [UserKey: MemberFacts] = [:]
 
@@ -55,7 +56,8 @@ public struct CommunityState: Sendable {
 
     mutating func handle(_ user: UserKey) -> Int {
         if let handle = self.handles[user] { return handle }
-        let handle = self.handles.count
+        let handle = self.nextHandle
+        self.nextHandle += 1
         self.handles[user] = handle
         return handle
     }
@@ -79,7 +81,7 @@ public struct CommunityState: Sendable {
     /// Forgets a deleted member entirely, model included.
     mutating func erase(_ user: UserKey) {
         _ = self.remove(user)
-        if let handle = self.handles[user] { self.recommender.erase(handle) }
+        if let handle = self.handles.removeValue(forKey: user) { self.recommender.erase(handle) }
     }
 
     /// The ranking features of `viewer` looking at `target` now (both indexed), for learning from a swipe.
@@ -103,12 +105,10 @@ public struct CommunityState: Sendable {
         let (vh, th) = (self.handle(viewer), self.handle(target))
         self.recommender.recordSwipe(
             viewer: vh, candidate: th, candidateInterests: interests, features: features, liked: liked)
-        if self.recommender.swipeCount % self.recommender.settings.populationRefreshSwipes == 0 {
-            self.refreshAllModels()
-        } else {
-            self.refreshModel(viewer)
-            self.refreshModel(target)
-        }
+        // Only the two members concerned: members without a model use the population weights at ranking time,
+        // and a swiper's weights catch up with a refreshed population prior at their next swipe (or a rebuild).
+        self.refreshModel(viewer)
+        self.refreshModel(target)
     }
 
     mutating func unlearn(viewer: UserKey, target: UserKey, features: RankingFeatures, interests: InterestSet, liked: Bool) {
@@ -123,12 +123,17 @@ public struct CommunityState: Sendable {
         guard let slot = self.index.slot(of: user).map(Int.init) else { return }
         let handle = self.handle(user)
         self.models[slot] = MemberModel(
-            weights: SIMD8<Float>(self.recommender.weights(of: handle)), appeal: Float(self.recommender.appealOf(handle)))
+            weights: SIMD8<Float>(self.recommender.weights(of: handle)), appeal: Float(self.recommender.appealOf(handle)),
+            ownWeights: self.recommender.hasModel(handle))
     }
 
+    /// Every indexed member's summary (after a rebuild).
     mutating func refreshAllModels() {
-        for user in self.handles.keys { self.refreshModel(user) }
+        for user in self.facts.keys { self.refreshModel(user) }
     }
+
+    /// The population prior as the ranking uses it for members without a model of their own.
+    var populationWeights: SIMD8<Float> { SIMD8<Float>(self.recommender.currentWeights(of: -1)) }
 
     /// The viewer's taste profile is inside the recommender; ranking uses the solved weights.
     func viewerWeights(_ viewer: UserKey) -> SIMD8<Double> {

@@ -167,7 +167,7 @@ extension DiscoveryService {
         }
         let ranked = state.index.rank(
             pool, viewer: viewer, viewerWeights: state.viewerWeights(viewer), taste: nil, models: state.models,
-            nowMinutes: nowMinutes)
+            population: state.populationWeights, nowMinutes: nowMinutes)
         return DrawnDeck(ranked: ranked, radiusKm: radius, widened: radius > own)
     }
 

@@ -6,13 +6,17 @@ import Foundation
 public struct MemberModel: Sendable, Equatable {
     public var weights: SIMD8<Float>
     public var appeal: Float
+    /// False for a member without swipes of their own: the ranking then uses the current population weights
+    /// (passed to `rank`), so a population refresh needs no pass over every member.
+    public var ownWeights: Bool
 
-    public init(weights: SIMD8<Float>, appeal: Float) {
+    public init(weights: SIMD8<Float>, appeal: Float, ownWeights: Bool = true) {
         self.weights = weights
         self.appeal = appeal
+        self.ownWeights = ownWeights
     }
 
-    public static let prior = MemberModel(weights: SIMD8<Float>(Recommender.initialPrior), appeal: 0.3)
+    public static let prior = MemberModel(weights: SIMD8<Float>(Recommender.initialPrior), appeal: 0.3, ownWeights: false)
 }
 
 /// A ranked deck entry.
@@ -24,7 +28,8 @@ public struct RankedCandidate: Sendable, Equatable {
 
 extension CommunityIndex {
     /// Ranks a candidate pool for `viewer` by match likelihood: the viewer's model on (viewer → candidate)
-    /// features times the candidate's own model on (candidate → viewer) features (the reciprocal term).
+    /// features times the candidate's own model on (candidate → viewer) features (the reciprocal term; the
+    /// `population` weights for candidates without a model of their own, when given).
     /// Ties (equal scores) go to the more recently active, then the newer member, then the smaller user id —
     /// the documented freshness tie-breakers.
     public func rank(
@@ -33,6 +38,7 @@ extension CommunityIndex {
         viewerWeights: SIMD8<Double>,
         taste: TasteProfile?,
         models: [MemberModel],
+        population: SIMD8<Float>? = nil,
         nowMinutes: Int32
     ) -> [RankedCandidate] {
         guard let v = slot(of: viewer) else { return [] }
@@ -61,7 +67,8 @@ extension CommunityIndex {
                 Self.activity(lastActive[vi], nowMinutes)
             )
             let pForward = min(0.999, max(0.001, (weights * forward).sum()))
-            let pBack = min(0.999, max(0.001, (candidate.weights * backward).sum()))
+            let candidateWeights = candidate.ownWeights ? candidate.weights : (population ?? candidate.weights)
+            let pBack = min(0.999, max(0.001, (candidateWeights * backward).sum()))
             ranked.append(RankedCandidate(match: match, score: pForward * pBack))
         }
         ranked.sort { a, b in
