@@ -356,6 +356,7 @@ extension DiscoveryService {
             }
             for key in states.keys { states[key]!.refreshAllModels() }
             self.index.replace(with: states, only: community)
+            self.built.withLockedValue { $0 = true }
             return states.values.reduce(0) { $0 + $1.index.count }
         }
     }

@@ -30,6 +30,9 @@ public final class DiscoveryService: GRPCService, Sendable {
     let gate = SerialGate()
     let pages: DeckPages
     let rebuilding = NIOLockedValueBox(false)
+    /// Whether the index was built from PostgreSQL since the start (decks answer UNAVAILABLE until then).
+    let built = NIOLockedValueBox(false)
+    public var isReady: Bool { self.built.withLockedValue { $0 } }
     let pageTokenKey: [UInt8]
     let deckCounter: Counter
     let widenedCounter: Counter
@@ -97,6 +100,9 @@ public final class DiscoveryService: GRPCService, Sendable {
     /// the community of their token.
     func viewer(_ requested: String, _ context: ServerContext) async throws -> (UserKey, String?) {
         let identity = try await self.authenticate(context)
+        guard self.isReady else {
+            throw DiscoveryError(.unavailable, "The index is being built; retry shortly", retryAfter: .seconds(1))
+        }
         if identity.isService {
             do {
                 _ = try ServiceAccess.check(identity, allowed: Self.deckReaders)

@@ -115,6 +115,8 @@ struct DiscoveryHarness {
         let server = try await TestServer<TestDiscoveryDefinition>.start(settings: settings, logger: logger)
         let client = server.makeClient(logger: logger)
         let harness = DiscoveryHarness(server: server, client: client)
+        // The index is built from PostgreSQL at start; decks answer UNAVAILABLE until then.
+        while !server.server.service.isReady { try await Task.sleep(for: .milliseconds(10)) }
         let result: Result<T, any Error>
         do { result = .success(try await body(harness)) } catch { result = .failure(error) }
         await client.close()
