@@ -31,6 +31,7 @@ let package = Package(
         .executable(name: "discovery-server", targets: ["discovery-server"]),
         .executable(name: "kindred-discovery-quality", targets: ["kindred-discovery-quality"]),
         .executable(name: "kindred-discovery-bench", targets: ["kindred-discovery-bench"]),
+        .executable(name: "kindred-discovery-pg-bench", targets: ["kindred-discovery-pg-bench"]),
         .library(name: "KindredGRPC", targets: ["KindredGRPC"]),
     ],
     dependencies: [
@@ -154,6 +155,12 @@ let package = Package(
         .executableTarget(name: "kindred-discovery-quality", dependencies: ["KindredDiscoveryQuality"]),
         // Deck speed of the in-memory index at millions of members (issue 12).
         .executableTarget(name: "kindred-discovery-bench", dependencies: ["KindredDiscovery"]),
+        .executableTarget(
+            name: "kindred-discovery-pg-bench",
+            dependencies: [
+                "KindredDiscovery", "KindredPostgres", "KindredPostgresTesting", "KindredProto", "KindredServiceKit",
+                logging,
+            ]),
 
         // The interop test service (used by tests, the benchmark and Python grpcio).
         .target(name: "KindredInterop", dependencies: ["KindredGRPC", "KindredGRPCServices", "KindredProto", logging]),

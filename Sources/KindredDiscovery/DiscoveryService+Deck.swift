@@ -127,6 +127,13 @@ extension DiscoveryService {
 
     // MARK: Drawing a deck
 
+    /// What GetDeck computes for a first page after the caller check: the viewer's ranked pool (benchmarks).
+    public func rankedDeck(for viewer: UserKey) throws -> (ranked: [RankedCandidate], radiusKm: Int, widened: Bool) {
+        let community = try self.community(of: viewer, token: nil)
+        let drawn = try self.draw(viewer, community: community, filters: [], exclude: [])
+        return (drawn.ranked, drawn.radiusKm, drawn.widened)
+    }
+
     /// Finds and ranks the viewer's pool: the nearest compatible unseen candidates within their radius; when
     /// fewer than a page are found, the radius doubles (capped at the community's maximum) until enough are.
     func draw(
