@@ -32,6 +32,13 @@ public struct DiscoveryConfiguration: Sendable {
     /// `KINDRED_DISCOVERY_HELD_DECKS` (int, 100..10000000), default 100000: ranked decks held for their pages
     /// (15 minutes each; the oldest go first when full).
     public var heldDecks = 100_000
+    /// `KINDRED_DISCOVERY_VIEWER_RATE` (calls/s per viewer, decimal) and `KINDRED_DISCOVERY_VIEWER_BURST` (int),
+    /// default 5 and 120: decks, picks and searches per viewer (whoever calls for them); beyond it
+    /// RESOURCE_EXHAUSTED. Bounds scripted radius probing and scraping.
+    /// `KINDRED_DISCOVERY_REBUILD_PAGE` (int, 1..100000), default 20000: rows a rebuild reads per statement.
+    public var rebuildPage = 20_000
+    public var viewerRate = 5.0
+    public var viewerBurst = 120
 
     public init() {}
 
@@ -49,6 +56,9 @@ public struct DiscoveryConfiguration: Sendable {
             "KINDRED_DISCOVERY_REVOCATION_STALE_MS", default: self.revocationStaleAfter, in: 2000...60_000)
         self.deckPool = try reader.int("KINDRED_DISCOVERY_DECK_POOL", default: self.deckPool, in: 50...5000)
         self.scanLimit = try reader.int("KINDRED_DISCOVERY_SCAN_LIMIT", default: self.scanLimit, in: 1000...1_000_000)
+        self.rebuildPage = try reader.int("KINDRED_DISCOVERY_REBUILD_PAGE", default: self.rebuildPage, in: 1...100_000)
+        self.viewerRate = try reader.double("KINDRED_DISCOVERY_VIEWER_RATE", default: self.viewerRate, in: 0.01...1_000_000)
+        self.viewerBurst = try reader.int("KINDRED_DISCOVERY_VIEWER_BURST", default: self.viewerBurst, in: 1...1_000_000)
         self.heldDecks = try reader.int("KINDRED_DISCOVERY_HELD_DECKS", default: self.heldDecks, in: 100...10_000_000)
     }
 }

@@ -13,6 +13,8 @@ public struct DiscoveryError: Error, RPCErrorConvertible, CustomStringConvertibl
         case profileIncomplete
         /// A rebuild is already running.
         case rebuildRunning
+        /// Too many calls for one viewer in a short time.
+        case rateLimited
         case unavailable
     }
 
@@ -46,6 +48,7 @@ public struct DiscoveryError: Error, RPCErrorConvertible, CustomStringConvertibl
             case .locationRequired: (.failedPrecondition, "LOCATION_REQUIRED")
             case .profileIncomplete: (.failedPrecondition, "PROFILE_INCOMPLETE")
             case .rebuildRunning: (.failedPrecondition, "REBUILD_RUNNING")
+            case .rateLimited: (.resourceExhausted, "RATE_LIMITED")
             case .unavailable: (.unavailable, "UNAVAILABLE")
             }
         return RPCError.detailed(status, self.message, reason: reason, violations: self.violations, retryAfter: self.retryAfter)

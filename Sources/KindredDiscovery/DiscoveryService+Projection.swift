@@ -329,30 +329,50 @@ extension DiscoveryService {
                 states[stored.communityId] = CommunityState(rules: CommunityRules(stored))
             }
             var communityOf: [UserKey: String] = [:]
-            for snapshot in try await self.store.activeCandidates(only: community, on: self.database) {
-                guard let key = UserKey(uuidString: snapshot.userId.lowercased()) else { continue }
-                let rules = states[snapshot.communityId]?.rules ?? CommunityRules()
-                guard case .success(let (member, facts)) = MemberBuilder.member(snapshot, rules: rules, user: key) else {
-                    continue
+            // In pages, each statement short (the pool's statement timeout) and memory bounded by the page.
+            var lastUser = "00000000-0000-0000-0000-000000000000"
+            while true {
+                let page = try await self.store.activeCandidates(
+                    only: community, after: lastUser, limit: self.configuration.rebuildPage, on: self.database)
+                for (_, snapshot) in page {
+                    guard let key = UserKey(uuidString: snapshot.userId.lowercased()) else { continue }
+                    let rules = states[snapshot.communityId]?.rules ?? CommunityRules()
+                    guard case .success(let (member, facts)) = MemberBuilder.member(snapshot, rules: rules, user: key)
+                    else { continue }
+                    states[snapshot.communityId, default: CommunityState(rules: rules)].upsert(member, facts: facts)
+                    communityOf[key] = snapshot.communityId
                 }
-                states[snapshot.communityId, default: CommunityState(rules: rules)].upsert(member, facts: facts)
-                communityOf[key] = snapshot.communityId
+                guard page.count == self.configuration.rebuildPage, let last = page.last else { break }
+                lastUser = last.0
             }
-            for swipe in try await self.store.swipes(only: community, on: self.database) {
-                guard let v = UserKey(uuidString: swipe.viewer), let t = UserKey(uuidString: swipe.target),
-                    states[swipe.community] != nil
-                else { continue }
-                states[swipe.community]!.index.recordSwipe(viewer: v, target: t, liked: swipe.liked)
-                if let features = swipe.features {
-                    states[swipe.community]!.learn(
-                        viewer: v, target: t, features: features, interests: swipe.targetInterests, liked: swipe.liked)
+            var position: Int64 = 0
+            while true {
+                let (page, last) = try await self.store.swipes(
+                    only: community, after: position, limit: self.configuration.rebuildPage, on: self.database)
+                for swipe in page {
+                    guard let v = UserKey(uuidString: swipe.viewer), let t = UserKey(uuidString: swipe.target),
+                        states[swipe.community] != nil
+                    else { continue }
+                    states[swipe.community]!.index.recordSwipe(viewer: v, target: t, liked: swipe.liked)
+                    if let features = swipe.features {
+                        states[swipe.community]!.learn(
+                            viewer: v, target: t, features: features, interests: swipe.targetInterests, liked: swipe.liked)
+                    }
                 }
+                guard page.count == self.configuration.rebuildPage else { break }
+                position = last
             }
-            for exclusion in try await self.store.exclusions(only: community, on: self.database) {
-                guard let a = UserKey(uuidString: exclusion.user), let b = UserKey(uuidString: exclusion.other),
-                    let owner = communityOf[a], communityOf[b] == owner
-                else { continue }
-                states[owner]!.index.block(a, b)
+            var lastExclusion: ExclusionRow? = nil
+            while true {
+                let page = try await self.store.exclusions(after: lastExclusion, limit: self.configuration.rebuildPage, on: self.database)
+                for exclusion in page {
+                    guard let a = UserKey(uuidString: exclusion.user), let b = UserKey(uuidString: exclusion.other),
+                        let owner = communityOf[a], communityOf[b] == owner
+                    else { continue }
+                    states[owner]!.index.block(a, b)
+                }
+                guard page.count == self.configuration.rebuildPage else { break }
+                lastExclusion = page.last
             }
             for key in states.keys { states[key]!.refreshAllModels() }
             self.index.replace(with: states, only: community)

@@ -34,6 +34,7 @@ public final class DiscoveryService: GRPCService, Sendable {
     let built = NIOLockedValueBox(false)
     public var isReady: Bool { self.built.withLockedValue { $0 } }
     let pageTokenKey: [UInt8]
+    let viewerLimiter: TokenBucketLimiter
     let deckCounter: Counter
     let widenedCounter: Counter
     let eventCounter: Counter
@@ -54,6 +55,7 @@ public final class DiscoveryService: GRPCService, Sendable {
         self.logger = logger
         self.inbox = EventInbox(database: database, logger: logger)
         self.pages = DeckPages(capacity: configuration.heldDecks)
+        self.viewerLimiter = TokenBucketLimiter(rate: configuration.viewerRate, burst: configuration.viewerBurst)
         self.pageTokenKey = (try? SecureRandom.bytes(count: 32)) ?? SHA256.hash(Array(UUID().uuidString.utf8))
         // discovery_decks_total / discovery_decks_widened_total: first deck pages served and how many of them
         // were widened; discovery_events_applied_total: events whose effect reached the index;
@@ -96,13 +98,21 @@ public final class DiscoveryService: GRPCService, Sendable {
     }
 
     /// The viewer of a deck, recommendations or search call: a user acts as themself (`viewer_user_id` empty or
-    /// their own id, else PERMISSION_DENIED), a service names the viewer. Returns the viewer and, for a user,
-    /// the community of their token.
+    /// their own id, else PERMISSION_DENIED), a service names the viewer; each viewer has a call budget
+    /// (RESOURCE_EXHAUSTED beyond it). Returns the viewer and, for a user, the community of their token.
     func viewer(_ requested: String, _ context: ServerContext) async throws -> (UserKey, String?) {
-        let identity = try await self.authenticate(context)
+        let (viewer, community) = try await self.identifyViewer(requested, context)
+        if let wait = self.viewerLimiter.acquire(viewer.uuidString) {
+            throw DiscoveryError(.rateLimited, "Too many requests; slow down", retryAfter: wait)
+        }
         guard self.isReady else {
             throw DiscoveryError(.unavailable, "The index is being built; retry shortly", retryAfter: .seconds(1))
         }
+        return (viewer, community)
+    }
+
+    private func identifyViewer(_ requested: String, _ context: ServerContext) async throws -> (UserKey, String?) {
+        let identity = try await self.authenticate(context)
         if identity.isService {
             do {
                 _ = try ServiceAccess.check(identity, allowed: Self.deckReaders)

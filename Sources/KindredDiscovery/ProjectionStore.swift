@@ -104,18 +104,30 @@ struct ProjectionStore: Sendable {
         return true
     }
 
-    /// Every active candidate's snapshot (a rebuild), optionally of one community.
-    func activeCandidates(only community: String?, on database: PostgresClient) async throws
-        -> [Kindred.Common.V1.CandidateSnapshot]
+    /// A page of active candidates' snapshots in user id order after `after` (a rebuild reads them in pages:
+    /// each statement stays short), optionally of one community.
+    func activeCandidates(only community: String?, after: String, limit: Int, on database: PostgresClient) async throws
+        -> [(String, Kindred.Common.V1.CandidateSnapshot)]
     {
         let rows =
             if let community {
                 try await database.query(
-                    "SELECT snapshot FROM candidates WHERE NOT deactivated AND community_id = \(community)")
+                    """
+                    SELECT user_id::text, snapshot FROM candidates
+                    WHERE NOT deactivated AND community_id = \(community) AND user_id > \(after)::uuid
+                    ORDER BY user_id LIMIT \(limit)
+                    """)
             } else {
-                try await database.query("SELECT snapshot FROM candidates WHERE NOT deactivated")
+                try await database.query(
+                    """
+                    SELECT user_id::text, snapshot FROM candidates WHERE NOT deactivated AND user_id > \(after)::uuid
+                    ORDER BY user_id LIMIT \(limit)
+                    """)
             }
-        return try rows.map { try Kindred.Common.V1.CandidateSnapshot(serializedBytes: try $0.decode([UInt8].self, at: 0)) }
+        return try rows.map {
+            (try $0.decode(String.self, at: 0),
+             try Kindred.Common.V1.CandidateSnapshot(serializedBytes: try $0.decode([UInt8].self, at: 1)))
+        }
     }
 
     // MARK: Swipes
@@ -148,17 +160,29 @@ struct ProjectionStore: Sendable {
         ).first.map(Self.swipe)
     }
 
-    /// Swipes in the order they were learned from (a rebuild), optionally of one community.
-    func swipes(only community: String?, on database: PostgresClient) async throws -> [SwipeRow] {
-        let columns = "viewer_id::text, target_id::text, community_id, liked, features, target_interests"
+    /// A page of swipes in the order they were learned from, after position `after` (a rebuild), optionally of one
+    /// community; returns the page and the position of its last swipe.
+    func swipes(only community: String?, after: Int64, limit: Int, on database: PostgresClient) async throws
+        -> ([SwipeRow], Int64)
+    {
+        let columns = "viewer_id::text, target_id::text, community_id, liked, features, target_interests, seq"
         let rows =
             if let community {
                 try await database.query(
-                    "SELECT \(unescaped: columns) FROM swipes WHERE community_id = \(community) ORDER BY seq")
+                    """
+                    SELECT \(unescaped: columns) FROM swipes WHERE community_id = \(community) AND seq > \(after)
+                    ORDER BY seq LIMIT \(limit)
+                    """)
             } else {
-                try await database.query("SELECT \(unescaped: columns) FROM swipes ORDER BY seq")
+                try await database.query(
+                    "SELECT \(unescaped: columns) FROM swipes WHERE seq > \(after) ORDER BY seq LIMIT \(limit)")
             }
-        return try rows.map(Self.swipe)
+        var last = after
+        let page = try rows.map { row in
+            last = try row.decode(Int64.self, at: 6)
+            return try Self.swipe(row)
+        }
+        return (page, last)
     }
 
     /// The swipes and exclusions involving one user (re-indexing a member who comes back).
@@ -220,9 +244,17 @@ struct ProjectionStore: Sendable {
         ).first != nil
     }
 
-    func exclusions(only community: String?, on database: PostgresClient) async throws -> [ExclusionRow] {
-        // Exclusions carry no community: the rebuild applies those whose users are in the rebuilt index.
-        try await database.query("SELECT user_id::text, other_id::text, kind FROM exclusions").map(Self.exclusion)
+    /// A page of exclusions in key order after `after` (a rebuild). Exclusions carry no community: the rebuild
+    /// applies those whose users are in the rebuilt index.
+    func exclusions(after: ExclusionRow?, limit: Int, on database: PostgresClient) async throws -> [ExclusionRow] {
+        let start = after ?? ExclusionRow(user: "00000000-0000-0000-0000-000000000000", other: "00000000-0000-0000-0000-000000000000", kind: .block)
+        return try await database.query(
+            """
+            SELECT user_id::text, other_id::text, kind FROM exclusions
+            WHERE (user_id, other_id, kind) > (\(start.user)::uuid, \(start.other)::uuid, \(after == nil ? Int16(0) : start.kind.rawValue))
+            ORDER BY user_id, other_id, kind LIMIT \(limit)
+            """
+        ).map(Self.exclusion)
     }
 
     private static func exclusion(_ row: PostgresRow) throws -> ExclusionRow {

@@ -114,7 +114,8 @@ struct DiscoveryServiceTests {
 
     @Test("A rebuild from PostgreSQL gives the same decks, searches and models as the incremental state")
     func rebuildEqualsIncremental() async throws {
-        try await DiscoveryHarness.with { harness in
+        // Pages of 7 rows: the rebuild's keyset paging crosses many page boundaries.
+        try await DiscoveryHarness.with(settings: ["KINDRED_DISCOVERY_REBUILD_PAGE": "7"]) { harness in
             let scene = Scene()
             var others: [Member] = []
             for i in 0..<20 {
@@ -271,6 +272,23 @@ struct DiscoveryServiceTests {
             #expect(try await harness.call(D.indexCandidate, index, token: TestKeys.serviceToken("profile")).applied)
             #expect(!(try await harness.call(D.indexCandidate, index, token: TestKeys.serviceToken("profile")).applied))
             #expect(try await harness.deckIDs(scene.viewer).contains(other.id))
+        }
+    }
+
+    @Test("Each viewer has a call budget, whoever calls for them")
+    func viewerBudget() async throws {
+        try await DiscoveryHarness.with(settings: ["KINDRED_DISCOVERY_VIEWER_RATE": "0.01", "KINDRED_DISCOVERY_VIEWER_BURST": "3"]) {
+            harness in
+            let scene = Scene()
+            try await harness.community()
+            try await harness.publish(scene.everyone)
+            for _ in 0..<3 { _ = try await harness.call(D.searchMembers, .init(), token: scene.viewer.token) }
+            #expect(await harness.failure(D.getDeck, .init(), token: scene.viewer.token) == .resourceExhausted)
+            var named = DiscoveryApi.GetDeckRequest()
+            named.viewerUserId = scene.viewer.id
+            #expect(await harness.failure(D.getDeck, named, token: TestKeys.serviceToken("gateway")) == .resourceExhausted)
+            // Another viewer is not affected.
+            #expect(try await harness.call(D.getDeck, .init(), token: scene.near[0].token).candidates.count >= 1)
         }
     }
 
