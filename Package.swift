@@ -32,6 +32,10 @@ let package = Package(
         .executable(name: "chat-server", targets: ["chat-server"]),
         .executable(name: "kindred-chat-bench", targets: ["kindred-chat-bench"]),
         .executable(name: "match-server", targets: ["match-server"]),
+        .executable(name: "discovery-server", targets: ["discovery-server"]),
+        .executable(name: "kindred-discovery-quality", targets: ["kindred-discovery-quality"]),
+        .executable(name: "kindred-discovery-bench", targets: ["kindred-discovery-bench"]),
+        .executable(name: "kindred-discovery-pg-bench", targets: ["kindred-discovery-pg-bench"]),
         .library(name: "KindredGRPC", targets: ["KindredGRPC"]),
         .executable(name: "kindred-photo-bench", targets: ["kindred-photo-bench"]),
     ],
@@ -196,6 +200,27 @@ let package = Package(
         ),
         .executableTarget(name: "kindred", dependencies: ["KindredCLI"]),
 
+        // The discovery service: candidate index and recommender (library).
+        .target(
+            name: "KindredDiscovery",
+            dependencies: [
+                "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredProtobuf",
+                "KindredPostgres", "KindredOpenSSL", "KindredIdentity", logging, metrics,
+            ] + nio
+        ),
+        .executableTarget(name: "discovery-server", dependencies: ["KindredDiscovery", "KindredServiceKit"]),
+        // Offline quality of the recommender on generated populations (issue 12) and its command.
+        .target(name: "KindredDiscoveryQuality", dependencies: ["KindredDiscovery"]),
+        .executableTarget(name: "kindred-discovery-quality", dependencies: ["KindredDiscoveryQuality"]),
+        // Deck speed of the in-memory index at millions of members (issue 12).
+        .executableTarget(name: "kindred-discovery-bench", dependencies: ["KindredDiscovery"]),
+        .executableTarget(
+            name: "kindred-discovery-pg-bench",
+            dependencies: [
+                "KindredDiscovery", "KindredPostgres", "KindredPostgresTesting", "KindredProto", "KindredServiceKit",
+                logging,
+            ]),
+
         // The interop test service (used by tests, the benchmark and Python grpcio).
         .target(name: "KindredInterop", dependencies: ["KindredGRPC", "KindredGRPCServices", "KindredProto", logging]),
         .executableTarget(
@@ -256,6 +281,13 @@ let package = Package(
             exclude: ["python"]
         ),
         .testTarget(name: "KindredCLITests", dependencies: ["KindredCLI", "KindredProto", "KindredGRPC", "KindredProtobuf"]),
+        .testTarget(
+            name: "KindredDiscoveryTests",
+            dependencies: [
+                "KindredDiscovery", "KindredDiscoveryQuality", "KindredServiceTesting", "KindredPostgresTesting",
+                "KindredServiceKit", "KindredGRPC", "KindredGRPCServices", "KindredIdentity", "KindredOpenSSL",
+                "KindredProto", "KindredProtobuf", "KindredPostgres", logging,
+            ]),
         .testTarget(name: "KindredPostgresTests", dependencies: ["KindredPostgres", "KindredPostgresTesting"] + nio),
         .testTarget(
             name: "KindredServiceKitTests",

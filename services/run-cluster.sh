@@ -358,8 +358,11 @@ server_env_auth() {
         KINDRED_AUTH_SMTP_PORT="$SMTP_PORT"
         KINDRED_AUTH_SMTP_SECURITY=none
         KINDRED_AUTH_SERVICE_SECRET_GATEWAY="$(secret gateway)"
-        KINDRED_AUTH_SERVICE_SECRET_PROFILE="$(secret profile)"
     )
+    local name
+    for name in $KINDRED_SERVERS; do # every other service's secret (a service not running yet uses it later)
+        case "$name" in auth | gateway) ;; *) SERVER_ENV+=("KINDRED_AUTH_SERVICE_SECRET_${name^^}=$(secret "$name")") ;; esac
+    done
 }
 # The gateway's media port (signed photo URLs, plain HTTP GET): the port base + 200.
 media_port() { echo $((PORT_BASE + 200)); }
@@ -371,10 +374,13 @@ server_env_profile() {
         KINDRED_PROFILE_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
         KINDRED_PROFILE_SERVICE_SECRET="$(secret profile)"
     )
-    local name
-    for name in $KINDRED_SERVERS; do # every other service's secret (a service not running yet uses it later)
-        case "$name" in auth | gateway) ;; *) SERVER_ENV+=("KINDRED_AUTH_SERVICE_SECRET_${name^^}=$(secret "$name")") ;; esac
-    done
+}
+server_env_discovery() {
+    SERVER_ENV+=(
+        KINDRED_DISCOVERY_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
+        KINDRED_DISCOVERY_PROFILE_ADDRESS="127.0.0.1:$(port_of profile)"
+        KINDRED_DISCOVERY_SERVICE_SECRET="$(secret discovery)"
+    )
 }
 server_env_match() {
     SERVER_ENV+=(

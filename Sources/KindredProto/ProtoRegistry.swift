@@ -2921,6 +2921,8 @@ public enum ProtoRegistry {
                 "kindred.discovery.v1.GetDeckResponse",
                 "kindred.discovery.v1.GetDeckResponse.candidates",
                 "kindred.discovery.v1.GetDeckResponse.next_page_token",
+                "kindred.discovery.v1.GetDeckResponse.radius_km",
+                "kindred.discovery.v1.GetDeckResponse.widened",
                 "kindred.discovery.v1.GetRecommendationsRequest",
                 "kindred.discovery.v1.GetRecommendationsRequest.viewer_user_id",
                 "kindred.discovery.v1.GetRecommendationsRequest.limit",
@@ -2975,38 +2977,39 @@ public enum ProtoRegistry {
             YXJlZEF0dHJpYnV0ZUtleXMi7QEKDkdldERlY2tSZXF1ZXN0EiQKDnZpZXdlcl91c2VyX2lkGAEgASgJUgx2aWV3ZXJVc2Vy
             SWQSGwoJcGFnZV9zaXplGAIgASgFUghwYWdlU2l6ZRIdCgpwYWdlX3Rva2VuGAMgASgJUglwYWdlVG9rZW4SKAoQZXhjbHVk
             ZV91c2VyX2lkcxgEIAMoCVIOZXhjbHVkZVVzZXJJZHMSTwoRYXR0cmlidXRlX2ZpbHRlcnMYBSADKAsyIi5raW5kcmVkLmNv
-            bW1vbi52MS5BdHRyaWJ1dGVGaWx0ZXJSEGF0dHJpYnV0ZUZpbHRlcnMiegoPR2V0RGVja1Jlc3BvbnNlEj8KCmNhbmRpZGF0
-            ZXMYASADKAsyHy5raW5kcmVkLmRpc2NvdmVyeS52MS5DYW5kaWRhdGVSCmNhbmRpZGF0ZXMSJgoPbmV4dF9wYWdlX3Rva2Vu
-            GAIgASgJUg1uZXh0UGFnZVRva2VuIlcKGUdldFJlY29tbWVuZGF0aW9uc1JlcXVlc3QSJAoOdmlld2VyX3VzZXJfaWQYASAB
-            KAlSDHZpZXdlclVzZXJJZBIUCgVsaW1pdBgCIAEoBVIFbGltaXQiXQoaR2V0UmVjb21tZW5kYXRpb25zUmVzcG9uc2USPwoK
-            Y2FuZGlkYXRlcxgBIAMoCzIfLmtpbmRyZWQuZGlzY292ZXJ5LnYxLkNhbmRpZGF0ZVIKY2FuZGlkYXRlcyKHAgoUU2VhcmNo
-            TWVtYmVyc1JlcXVlc3QSJAoOdmlld2VyX3VzZXJfaWQYASABKAlSDHZpZXdlclVzZXJJZBIUCgVxdWVyeRgCIAEoCVIFcXVl
-            cnkSTwoRYXR0cmlidXRlX2ZpbHRlcnMYAyADKAsyIi5raW5kcmVkLmNvbW1vbi52MS5BdHRyaWJ1dGVGaWx0ZXJSEGF0dHJp
-            YnV0ZUZpbHRlcnMSJgoPbWF4X2Rpc3RhbmNlX2ttGAQgASgFUg1tYXhEaXN0YW5jZUttEhsKCXBhZ2Vfc2l6ZRgFIAEoBVII
-            cGFnZVNpemUSHQoKcGFnZV90b2tlbhgGIAEoCVIJcGFnZVRva2VuInoKFVNlYXJjaE1lbWJlcnNSZXNwb25zZRI5CgdyZXN1
-            bHRzGAEgAygLMh8ua2luZHJlZC5kaXNjb3ZlcnkudjEuQ2FuZGlkYXRlUgdyZXN1bHRzEiYKD25leHRfcGFnZV90b2tlbhgC
-            IAEoCVINbmV4dFBhZ2VUb2tlbiJZChVJbmRleENhbmRpZGF0ZVJlcXVlc3QSQAoIc25hcHNob3QYASABKAsyJC5raW5kcmVk
-            LmNvbW1vbi52MS5DYW5kaWRhdGVTbmFwc2hvdFIIc25hcHNob3QiMgoWSW5kZXhDYW5kaWRhdGVSZXNwb25zZRIYCgdhcHBs
-            aWVkGAEgASgIUgdhcHBsaWVkIkkKFlJlbW92ZUNhbmRpZGF0ZVJlcXVlc3QSFwoHdXNlcl9pZBgBIAEoCVIGdXNlcklkEhYK
-            BnJlYXNvbhgCIAEoCVIGcmVhc29uIjMKF1JlbW92ZUNhbmRpZGF0ZVJlc3BvbnNlEhgKB3JlbW92ZWQYASABKAhSB3JlbW92
-            ZWQibAoTUmVidWlsZEluZGV4UmVxdWVzdBIyChViYWNrZmlsbF9mcm9tX3Byb2ZpbGUYASABKAhSE2JhY2tmaWxsRnJvbVBy
-            b2ZpbGUSIQoMY29tbXVuaXR5X2lkGAIgASgJUgtjb21tdW5pdHlJZCKRAQoUUmVidWlsZEluZGV4UmVzcG9uc2USLQoSaW5k
-            ZXhlZF9jYW5kaWRhdGVzGAEgASgDUhFpbmRleGVkQ2FuZGlkYXRlcxIxChRiYWNrZmlsbGVkX3NuYXBzaG90cxgCIAEoA1IT
-            YmFja2ZpbGxlZFNuYXBzaG90cxIXCgd0b29rX21zGAMgASgDUgZ0b29rTXMiMgoXR2V0VXNlckZvb3RwcmludFJlcXVlc3QS
-            FwoHdXNlcl9pZBgBIAEoCVIGdXNlcklkIlAKGEdldFVzZXJGb290cHJpbnRSZXNwb25zZRI0CgZjb3VudHMYASADKAsyHC5r
-            aW5kcmVkLmNvbW1vbi52MS5EYXRhQ291bnRSBmNvdW50czLoBgoQRGlzY292ZXJ5U2VydmljZRJWCgdHZXREZWNrEiQua2lu
-            ZHJlZC5kaXNjb3ZlcnkudjEuR2V0RGVja1JlcXVlc3QaJS5raW5kcmVkLmRpc2NvdmVyeS52MS5HZXREZWNrUmVzcG9uc2US
-            dwoSR2V0UmVjb21tZW5kYXRpb25zEi8ua2luZHJlZC5kaXNjb3ZlcnkudjEuR2V0UmVjb21tZW5kYXRpb25zUmVxdWVzdBow
-            LmtpbmRyZWQuZGlzY292ZXJ5LnYxLkdldFJlY29tbWVuZGF0aW9uc1Jlc3BvbnNlEmgKDVNlYXJjaE1lbWJlcnMSKi5raW5k
-            cmVkLmRpc2NvdmVyeS52MS5TZWFyY2hNZW1iZXJzUmVxdWVzdBorLmtpbmRyZWQuZGlzY292ZXJ5LnYxLlNlYXJjaE1lbWJl
-            cnNSZXNwb25zZRJrCg5JbmRleENhbmRpZGF0ZRIrLmtpbmRyZWQuZGlzY292ZXJ5LnYxLkluZGV4Q2FuZGlkYXRlUmVxdWVz
-            dBosLmtpbmRyZWQuZGlzY292ZXJ5LnYxLkluZGV4Q2FuZGlkYXRlUmVzcG9uc2USbgoPUmVtb3ZlQ2FuZGlkYXRlEiwua2lu
-            ZHJlZC5kaXNjb3ZlcnkudjEuUmVtb3ZlQ2FuZGlkYXRlUmVxdWVzdBotLmtpbmRyZWQuZGlzY292ZXJ5LnYxLlJlbW92ZUNh
-            bmRpZGF0ZVJlc3BvbnNlEmUKDFJlYnVpbGRJbmRleBIpLmtpbmRyZWQuZGlzY292ZXJ5LnYxLlJlYnVpbGRJbmRleFJlcXVl
-            c3QaKi5raW5kcmVkLmRpc2NvdmVyeS52MS5SZWJ1aWxkSW5kZXhSZXNwb25zZRJiCg1EZWxpdmVyRXZlbnRzEicua2luZHJl
-            ZC5jb21tb24udjEuRGVsaXZlckV2ZW50c1JlcXVlc3QaKC5raW5kcmVkLmNvbW1vbi52MS5EZWxpdmVyRXZlbnRzUmVzcG9u
-            c2UScQoQR2V0VXNlckZvb3RwcmludBItLmtpbmRyZWQuZGlzY292ZXJ5LnYxLkdldFVzZXJGb290cHJpbnRSZXF1ZXN0Gi4u
-            a2luZHJlZC5kaXNjb3ZlcnkudjEuR2V0VXNlckZvb3RwcmludFJlc3BvbnNlYgZwcm90bzM=
+            bW1vbi52MS5BdHRyaWJ1dGVGaWx0ZXJSEGF0dHJpYnV0ZUZpbHRlcnMisQEKD0dldERlY2tSZXNwb25zZRI/CgpjYW5kaWRh
+            dGVzGAEgAygLMh8ua2luZHJlZC5kaXNjb3ZlcnkudjEuQ2FuZGlkYXRlUgpjYW5kaWRhdGVzEiYKD25leHRfcGFnZV90b2tl
+            bhgCIAEoCVINbmV4dFBhZ2VUb2tlbhIbCglyYWRpdXNfa20YAyABKAVSCHJhZGl1c0ttEhgKB3dpZGVuZWQYBCABKAhSB3dp
+            ZGVuZWQiVwoZR2V0UmVjb21tZW5kYXRpb25zUmVxdWVzdBIkCg52aWV3ZXJfdXNlcl9pZBgBIAEoCVIMdmlld2VyVXNlcklk
+            EhQKBWxpbWl0GAIgASgFUgVsaW1pdCJdChpHZXRSZWNvbW1lbmRhdGlvbnNSZXNwb25zZRI/CgpjYW5kaWRhdGVzGAEgAygL
+            Mh8ua2luZHJlZC5kaXNjb3ZlcnkudjEuQ2FuZGlkYXRlUgpjYW5kaWRhdGVzIocCChRTZWFyY2hNZW1iZXJzUmVxdWVzdBIk
+            Cg52aWV3ZXJfdXNlcl9pZBgBIAEoCVIMdmlld2VyVXNlcklkEhQKBXF1ZXJ5GAIgASgJUgVxdWVyeRJPChFhdHRyaWJ1dGVf
+            ZmlsdGVycxgDIAMoCzIiLmtpbmRyZWQuY29tbW9uLnYxLkF0dHJpYnV0ZUZpbHRlclIQYXR0cmlidXRlRmlsdGVycxImCg9t
+            YXhfZGlzdGFuY2Vfa20YBCABKAVSDW1heERpc3RhbmNlS20SGwoJcGFnZV9zaXplGAUgASgFUghwYWdlU2l6ZRIdCgpwYWdl
+            X3Rva2VuGAYgASgJUglwYWdlVG9rZW4iegoVU2VhcmNoTWVtYmVyc1Jlc3BvbnNlEjkKB3Jlc3VsdHMYASADKAsyHy5raW5k
+            cmVkLmRpc2NvdmVyeS52MS5DYW5kaWRhdGVSB3Jlc3VsdHMSJgoPbmV4dF9wYWdlX3Rva2VuGAIgASgJUg1uZXh0UGFnZVRv
+            a2VuIlkKFUluZGV4Q2FuZGlkYXRlUmVxdWVzdBJACghzbmFwc2hvdBgBIAEoCzIkLmtpbmRyZWQuY29tbW9uLnYxLkNhbmRp
+            ZGF0ZVNuYXBzaG90UghzbmFwc2hvdCIyChZJbmRleENhbmRpZGF0ZVJlc3BvbnNlEhgKB2FwcGxpZWQYASABKAhSB2FwcGxp
+            ZWQiSQoWUmVtb3ZlQ2FuZGlkYXRlUmVxdWVzdBIXCgd1c2VyX2lkGAEgASgJUgZ1c2VySWQSFgoGcmVhc29uGAIgASgJUgZy
+            ZWFzb24iMwoXUmVtb3ZlQ2FuZGlkYXRlUmVzcG9uc2USGAoHcmVtb3ZlZBgBIAEoCFIHcmVtb3ZlZCJsChNSZWJ1aWxkSW5k
+            ZXhSZXF1ZXN0EjIKFWJhY2tmaWxsX2Zyb21fcHJvZmlsZRgBIAEoCFITYmFja2ZpbGxGcm9tUHJvZmlsZRIhCgxjb21tdW5p
+            dHlfaWQYAiABKAlSC2NvbW11bml0eUlkIpEBChRSZWJ1aWxkSW5kZXhSZXNwb25zZRItChJpbmRleGVkX2NhbmRpZGF0ZXMY
+            ASABKANSEWluZGV4ZWRDYW5kaWRhdGVzEjEKFGJhY2tmaWxsZWRfc25hcHNob3RzGAIgASgDUhNiYWNrZmlsbGVkU25hcHNo
+            b3RzEhcKB3Rvb2tfbXMYAyABKANSBnRvb2tNcyIyChdHZXRVc2VyRm9vdHByaW50UmVxdWVzdBIXCgd1c2VyX2lkGAEgASgJ
+            UgZ1c2VySWQiUAoYR2V0VXNlckZvb3RwcmludFJlc3BvbnNlEjQKBmNvdW50cxgBIAMoCzIcLmtpbmRyZWQuY29tbW9uLnYx
+            LkRhdGFDb3VudFIGY291bnRzMugGChBEaXNjb3ZlcnlTZXJ2aWNlElYKB0dldERlY2sSJC5raW5kcmVkLmRpc2NvdmVyeS52
+            MS5HZXREZWNrUmVxdWVzdBolLmtpbmRyZWQuZGlzY292ZXJ5LnYxLkdldERlY2tSZXNwb25zZRJ3ChJHZXRSZWNvbW1lbmRh
+            dGlvbnMSLy5raW5kcmVkLmRpc2NvdmVyeS52MS5HZXRSZWNvbW1lbmRhdGlvbnNSZXF1ZXN0GjAua2luZHJlZC5kaXNjb3Zl
+            cnkudjEuR2V0UmVjb21tZW5kYXRpb25zUmVzcG9uc2USaAoNU2VhcmNoTWVtYmVycxIqLmtpbmRyZWQuZGlzY292ZXJ5LnYx
+            LlNlYXJjaE1lbWJlcnNSZXF1ZXN0Gisua2luZHJlZC5kaXNjb3ZlcnkudjEuU2VhcmNoTWVtYmVyc1Jlc3BvbnNlEmsKDklu
+            ZGV4Q2FuZGlkYXRlEisua2luZHJlZC5kaXNjb3ZlcnkudjEuSW5kZXhDYW5kaWRhdGVSZXF1ZXN0Giwua2luZHJlZC5kaXNj
+            b3ZlcnkudjEuSW5kZXhDYW5kaWRhdGVSZXNwb25zZRJuCg9SZW1vdmVDYW5kaWRhdGUSLC5raW5kcmVkLmRpc2NvdmVyeS52
+            MS5SZW1vdmVDYW5kaWRhdGVSZXF1ZXN0Gi0ua2luZHJlZC5kaXNjb3ZlcnkudjEuUmVtb3ZlQ2FuZGlkYXRlUmVzcG9uc2US
+            ZQoMUmVidWlsZEluZGV4Eikua2luZHJlZC5kaXNjb3ZlcnkudjEuUmVidWlsZEluZGV4UmVxdWVzdBoqLmtpbmRyZWQuZGlz
+            Y292ZXJ5LnYxLlJlYnVpbGRJbmRleFJlc3BvbnNlEmIKDURlbGl2ZXJFdmVudHMSJy5raW5kcmVkLmNvbW1vbi52MS5EZWxp
+            dmVyRXZlbnRzUmVxdWVzdBooLmtpbmRyZWQuY29tbW9uLnYxLkRlbGl2ZXJFdmVudHNSZXNwb25zZRJxChBHZXRVc2VyRm9v
+            dHByaW50Ei0ua2luZHJlZC5kaXNjb3ZlcnkudjEuR2V0VXNlckZvb3RwcmludFJlcXVlc3QaLi5raW5kcmVkLmRpc2NvdmVy
+            eS52MS5HZXRVc2VyRm9vdHByaW50UmVzcG9uc2ViBnByb3RvMw==
             """
         ),
         ProtoFileDescriptor(

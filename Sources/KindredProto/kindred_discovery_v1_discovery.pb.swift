@@ -49,9 +49,9 @@ extension Kindred.Discovery.V1 {
         /// Page size, 1..50; 0 = 20.
         public var pageSize: Swift.Int32 = 0
 
-        /// Token from a previous response; empty for the first page. A token is a keyset cursor over
-        /// the ranking computed for the first page and expires after 15 minutes; candidates swiped
-        /// meanwhile are skipped.
+        /// Token from a previous response; empty for the first page. A token names the ranking
+        /// computed for the first page (held by the server) and expires after 15 minutes; candidates
+        /// swiped or blocked meanwhile are skipped.
         public var pageToken: Swift.String = ""
 
         /// Candidates the client still holds and does not want again, at most 100.
@@ -92,6 +92,13 @@ extension Kindred.Discovery.V1 {
         /// Token for the next page; empty when the deck is exhausted for now.
         public var nextPageToken: Swift.String = ""
 
+        /// The radius the deck was drawn from, km: the viewer's own, or larger when widened.
+        public var radiusKm: Swift.Int32 = 0
+
+        /// True when the viewer's own radius ran dry and the deck was widened (in steps, up to the
+        /// community's max_radius_km) to radius_km; clients say so ("showing people farther away").
+        public var widened: Swift.Bool = false
+
         public init() {}
 
         public static var protoMessageName: Swift.String { "kindred.discovery.v1.GetDeckResponse" }
@@ -100,11 +107,15 @@ extension Kindred.Discovery.V1 {
         public func encode(to encoder: inout ProtoEncoder) {
             encoder.setRepeatedMessage(1, self.candidates)
             encoder.setString(2, self.nextPageToken)
+            encoder.setInt32(3, self.radiusKm)
+            encoder.setBool(4, self.widened)
         }
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
             self.candidates = try decoder.repeatedMessage(1, as: Kindred.Discovery.V1.Candidate.self)
             self.nextPageToken = try decoder.string(2)
+            self.radiusKm = decoder.int32(3)
+            self.widened = decoder.bool(4)
         }
     }
 }
@@ -494,8 +505,10 @@ extension Kindred.Discovery.V1 {
                     kind: .unary
                 )
 
-            /// Counts the rows discovery holds about a user ("candidates", "model_weights",
-            /// "swipe_features", "exclusions"). ROLE_ADMIN or service token.
+            /// Counts the rows discovery holds about a user ("candidates", "swipe_features" (swipes by or
+            /// on the user, with the ranking features the models learn from; the per-user models are
+            /// derived from them in memory), "exclusions" (blocks and ended matches either way)).
+            /// ROLE_ADMIN or service token.
             public static let getUserFootprint =
                 ProtoMethod<Kindred.Discovery.V1.GetUserFootprintRequest, Kindred.Discovery.V1.GetUserFootprintResponse>(
                     service: "kindred.discovery.v1.DiscoveryService",

@@ -23,7 +23,7 @@ from cluster_config import ADMIN_PORT_OFFSET, SERVERS
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PROTOS = sorted(
     str(path.relative_to(ROOT / "proto"))
-    for folder in ("kindred/api/v1", "kindred/common/v1")
+    for folder in ("kindred/api/v1", "kindred/common/v1", "kindred/discovery/v1")
     for path in (ROOT / "proto" / folder).glob("*.proto")
 )
 

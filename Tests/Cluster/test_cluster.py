@@ -26,6 +26,7 @@ from cluster_config import SERVERS_WITH_TABLES
 from cluster_harness import ROOT, Cluster, assert_clean_stop, bin_dir, free_port_base, processes_mentioning
 
 from kindred.api.v1 import account_pb2, account_pb2_grpc, home_pb2, home_pb2_grpc  # noqa: E402
+from kindred.discovery.v1 import discovery_pb2, discovery_pb2_grpc  # noqa: E402
 
 TIMEOUT = 30
 PASSWORD = "correct horse battery staple"
@@ -340,6 +341,39 @@ def test_account_lifecycle_with_the_kindred_cli(cluster, tmp_path):
 
 
 # ---- starting and restarting ----
+
+def test_discovery_checks_user_tokens_and_receives_auth_events(cluster, accounts):
+    """discovery-server verifies user tokens with auth's keys and session ends (its own service secret), and
+    auth's relay delivers account events to it: a deletion reaches discovery's inbox and leaves no rows."""
+    if "discovery" not in cluster.servers():
+        pytest.skip("discovery-server is not built")
+    community, email, username = unique("e2e-"), f"{unique('dee-')}@example.com", unique("dee_")
+    sign_up_and_verify(cluster, accounts, community, email, username)
+    signed_in = accounts.SignIn(account_pb2.SignInRequest(community_id=community, login=email, password=PASSWORD),
+                                timeout=TIMEOUT)
+    user, token = signed_in.account.user_id, signed_in.tokens.access_token
+    with grpc.insecure_channel(f"127.0.0.1:{cluster.port('discovery')}") as channel:
+        discovery = discovery_pb2_grpc.DiscoveryServiceStub(channel)
+        # A valid user without an indexed profile: the token is accepted, the deck needs a profile first.
+        error = expect_code(grpc.StatusCode.FAILED_PRECONDITION,
+                            lambda: discovery.GetDeck(discovery_pb2.GetDeckRequest(), metadata=bearer(token),
+                                                      timeout=TIMEOUT))
+        assert "profile" in error.details().lower()
+        expect_code(grpc.StatusCode.PERMISSION_DENIED, lambda: discovery.GetDeck(
+            discovery_pb2.GetDeckRequest(viewer_user_id=str(uuid.uuid4())), metadata=bearer(token), timeout=TIMEOUT))
+        expect_code(grpc.StatusCode.UNAUTHENTICATED, lambda: discovery.GetDeck(
+            discovery_pb2.GetDeckRequest(), metadata=bearer("forged"), timeout=TIMEOUT))
+    accounts.DeleteAccount(account_pb2.DeleteAccountRequest(current_password=PASSWORD), metadata=bearer(token),
+                           timeout=TIMEOUT)
+    deadline = time.monotonic() + 20
+    delivered = "0"
+    while time.monotonic() < deadline and delivered == "0":
+        delivered = cluster.psql(
+            f"SELECT count(*) FROM discovery.events_inbox WHERE producer = 'auth' AND partition_key = '{user}'")
+        time.sleep(0.2)
+    assert delivered == "1", "auth's AccountDeleted did not reach discovery"
+    assert cluster.psql(f"SELECT count(*) FROM discovery.candidates WHERE user_id = '{user}'") == "0"
+
 
 def test_a_restart_keeps_accounts_and_signing_keys():
     first = Cluster()

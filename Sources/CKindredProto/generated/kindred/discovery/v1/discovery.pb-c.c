@@ -849,7 +849,7 @@ const ProtobufCMessageDescriptor kindred__discovery__v1__get_deck_request__descr
   (ProtobufCMessageInit) kindred__discovery__v1__get_deck_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__discovery__v1__get_deck_response__field_descriptors[2] =
+static const ProtobufCFieldDescriptor kindred__discovery__v1__get_deck_response__field_descriptors[4] =
 {
   {
     "candidates",
@@ -875,15 +875,41 @@ static const ProtobufCFieldDescriptor kindred__discovery__v1__get_deck_response_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "radius_km",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Discovery__V1__GetDeckResponse, radius_km),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "widened",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Discovery__V1__GetDeckResponse, widened),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__discovery__v1__get_deck_response__field_indices_by_name[] = {
   0,   /* field[0] = candidates */
   1,   /* field[1] = next_page_token */
+  2,   /* field[2] = radius_km */
+  3,   /* field[3] = widened */
 };
 static const ProtobufCIntRange kindred__discovery__v1__get_deck_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor kindred__discovery__v1__get_deck_response__descriptor =
 {
@@ -893,7 +919,7 @@ const ProtobufCMessageDescriptor kindred__discovery__v1__get_deck_response__desc
   "Kindred__Discovery__V1__GetDeckResponse",
   "kindred.discovery.v1",
   sizeof(Kindred__Discovery__V1__GetDeckResponse),
-  2,
+  4,
   kindred__discovery__v1__get_deck_response__field_descriptors,
   kindred__discovery__v1__get_deck_response__field_indices_by_name,
   1,  kindred__discovery__v1__get_deck_response__number_ranges,

@@ -86,9 +86,9 @@ struct  Kindred__Discovery__V1__GetDeckRequest
    */
   int32_t page_size;
   /*
-   * Token from a previous response; empty for the first page. A token is a keyset cursor over
-   * the ranking computed for the first page and expires after 15 minutes; candidates swiped
-   * meanwhile are skipped.
+   * Token from a previous response; empty for the first page. A token names the ranking
+   * computed for the first page (held by the server) and expires after 15 minutes; candidates
+   * swiped or blocked meanwhile are skipped.
    */
   char *page_token;
   /*
@@ -122,10 +122,19 @@ struct  Kindred__Discovery__V1__GetDeckResponse
    * Token for the next page; empty when the deck is exhausted for now.
    */
   char *next_page_token;
+  /*
+   * The radius the deck was drawn from, km: the viewer's own, or larger when widened.
+   */
+  int32_t radius_km;
+  /*
+   * True when the viewer's own radius ran dry and the deck was widened (in steps, up to the
+   * community's max_radius_km) to radius_km; clients say so ("showing people farther away").
+   */
+  protobuf_c_boolean widened;
 };
 #define KINDRED__DISCOVERY__V1__GET_DECK_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__discovery__v1__get_deck_response__descriptor) \
-    , 0,NULL, (char *)protobuf_c_empty_string }
+    , 0,NULL, (char *)protobuf_c_empty_string, 0, 0 }
 
 
 /*

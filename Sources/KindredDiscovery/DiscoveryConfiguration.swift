@@ -1,0 +1,64 @@
+import Foundation
+import KindredGRPCServices
+import KindredServiceKit
+
+/// Everything the discovery service can be configured with, read from `KINDRED_DISCOVERY_*`
+/// (services/discovery/README.md).
+public struct DiscoveryConfiguration: Sendable {
+    /// `KINDRED_DISCOVERY_LISTEN` (default `127.0.0.1:50053`), `_ADMIN_LISTEN` (default port + 100, or `off`),
+    /// `_TLS_CERT_FILE` / `_TLS_KEY_FILE`, `_ACCESS_LOG`: as for every server.
+    public var endpoint = ServerEndpointSettings(defaultPort: DiscoveryServerDefinition.defaultPort)
+    /// `KINDRED_DISCOVERY_DATABASE_URL`, `_DATABASE_POOL_SIZE` (1..500, default 10), `_MIGRATIONS_DIR`.
+    public var database = DatabaseSettings(server: "discovery", schema: "discovery")
+    /// `KINDRED_DISCOVERY_AUTH_ADDRESS` (host:port), default `127.0.0.1:50051`: auth's public keys, session ends
+    /// and discovery's service token.
+    public var authAddress = HostPort(host: "127.0.0.1", port: 50051)
+    /// `KINDRED_DISCOVERY_PROFILE_ADDRESS` (host:port), default `127.0.0.1:50052`: profile's
+    /// ListProfileIndexEntries for `RebuildIndex` with `backfill_from_profile`.
+    public var profileAddress = HostPort(host: "127.0.0.1", port: 50052)
+    /// `KINDRED_DISCOVERY_SERVICE_SECRET` (string, 32..256), default none: discovery's secret for auth's
+    /// IssueServiceToken (auth's `KINDRED_AUTH_SERVICE_SECRET_DISCOVERY`). Without it session ends cannot be
+    /// followed: calls with a user token answer UNAVAILABLE (fail closed).
+    public var serviceSecret: String?
+    /// `KINDRED_DISCOVERY_REVOCATION_STALE_MS` (int, 2000..60000), default 5000: how long the set of ended
+    /// sessions is trusted without news from auth.
+    public var revocationStaleAfter: Duration = .seconds(5)
+    /// `KINDRED_DISCOVERY_DECK_POOL` (int, 50..5000), default 500: candidates ranked for a deck (the nearest
+    /// compatible ones; its pages are served from that ranking).
+    public var deckPool = 500
+    /// `KINDRED_DISCOVERY_SCAN_LIMIT` (int, 1000..1000000), default 20000: members examined at most per deck
+    /// (bounds the work in dense areas; nearest cells first).
+    public var scanLimit = 20_000
+    /// `KINDRED_DISCOVERY_HELD_DECKS` (int, 100..10000000), default 100000: ranked decks held for their pages
+    /// (15 minutes each; the oldest go first when full).
+    public var heldDecks = 100_000
+    /// `KINDRED_DISCOVERY_VIEWER_RATE` (calls/s per viewer, decimal) and `KINDRED_DISCOVERY_VIEWER_BURST` (int),
+    /// default 5 and 120: decks, picks and searches per viewer (whoever calls for them); beyond it
+    /// RESOURCE_EXHAUSTED. Bounds scripted radius probing and scraping.
+    /// `KINDRED_DISCOVERY_REBUILD_PAGE` (int, 1..100000), default 20000: rows a rebuild reads per statement.
+    public var rebuildPage = 20_000
+    public var viewerRate = 5.0
+    public var viewerBurst = 120
+
+    public init() {}
+
+    public init(environment: [String: String] = ProcessInfo.processInfo.environment) throws {
+        try self.init(EnvironmentReader(environment))
+    }
+
+    public init(_ reader: EnvironmentReader) throws {
+        self.endpoint = try DiscoveryServerDefinition.endpoint(reader)
+        self.database = try DiscoveryServerDefinition.database(reader) ?? self.database
+        self.authAddress = try reader.address("KINDRED_DISCOVERY_AUTH_ADDRESS", default: self.authAddress)
+        self.profileAddress = try reader.address("KINDRED_DISCOVERY_PROFILE_ADDRESS", default: self.profileAddress)
+        self.serviceSecret = try reader.secret("KINDRED_DISCOVERY_SERVICE_SECRET", length: 32...256)
+        self.revocationStaleAfter = try reader.milliseconds(
+            "KINDRED_DISCOVERY_REVOCATION_STALE_MS", default: self.revocationStaleAfter, in: 2000...60_000)
+        self.deckPool = try reader.int("KINDRED_DISCOVERY_DECK_POOL", default: self.deckPool, in: 50...5000)
+        self.scanLimit = try reader.int("KINDRED_DISCOVERY_SCAN_LIMIT", default: self.scanLimit, in: 1000...1_000_000)
+        self.rebuildPage = try reader.int("KINDRED_DISCOVERY_REBUILD_PAGE", default: self.rebuildPage, in: 1...100_000)
+        self.viewerRate = try reader.double("KINDRED_DISCOVERY_VIEWER_RATE", default: self.viewerRate, in: 0.01...1_000_000)
+        self.viewerBurst = try reader.int("KINDRED_DISCOVERY_VIEWER_BURST", default: self.viewerBurst, in: 1...1_000_000)
+        self.heldDecks = try reader.int("KINDRED_DISCOVERY_HELD_DECKS", default: self.heldDecks, in: 100...10_000_000)
+    }
+}

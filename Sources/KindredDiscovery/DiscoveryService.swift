@@ -1,0 +1,175 @@
+import CoreMetrics
+import Foundation
+import KindredGRPC
+import KindredGRPCServices
+import KindredIdentity
+import KindredOpenSSL
+import KindredPostgres
+import KindredProto
+import KindredServiceKit
+import Logging
+import NIOConcurrencyHelpers
+
+typealias DiscoveryApi = Kindred.Discovery.V1
+typealias CommonApi = Kindred.Common.V1
+
+/// `kindred.discovery.v1.DiscoveryService`: decks, recommendations and member search from the in-memory index
+/// (`DiscoveryIndex`), and the projection that feeds it (events, IndexCandidate, RebuildIndex). Callers are
+/// checked here with auth's keys and session ends (`AuthConnection`). Handlers read as domain logic: the SQL is
+/// in `ProjectionStore`, the index and the ranking are value types in `Index/` and `Ranking/`.
+public final class DiscoveryService: GRPCService, Sendable {
+    let configuration: DiscoveryConfiguration
+    let database: PostgresClient
+    let auth: AuthConnection
+    let profile: GRPCClient
+    let logger: Logger
+    public let index = DiscoveryIndex()
+    public let inbox: EventInbox
+    let store = ProjectionStore()
+    /// Writers one at a time (events, index calls, rebuilds): memory follows PostgreSQL's commit order.
+    let gate = SerialGate()
+    let pages: DeckPages
+    let rebuilding = NIOLockedValueBox(false)
+    /// Whether the index was built from PostgreSQL since the start (decks answer UNAVAILABLE until then).
+    let built = NIOLockedValueBox(false)
+    public var isReady: Bool { self.built.withLockedValue { $0 } }
+    let pageTokenKey: [UInt8]
+    let viewerLimiter: TokenBucketLimiter
+    let deckCounter: Counter
+    let widenedCounter: Counter
+    let eventCounter: Counter
+    let deckTimer: CoreMetrics.Timer
+
+    public init(
+        configuration: DiscoveryConfiguration,
+        database: PostgresClient,
+        auth: AuthConnection,
+        profile: GRPCClient,
+        metricsFactory: any MetricsFactory,
+        logger: Logger
+    ) {
+        self.configuration = configuration
+        self.database = database
+        self.auth = auth
+        self.profile = profile
+        self.logger = logger
+        self.inbox = EventInbox(database: database, logger: logger)
+        self.pages = DeckPages(capacity: configuration.heldDecks)
+        self.viewerLimiter = TokenBucketLimiter(rate: configuration.viewerRate, burst: configuration.viewerBurst)
+        self.pageTokenKey = (try? SecureRandom.bytes(count: 32)) ?? SHA256.hash(Array(UUID().uuidString.utf8))
+        // discovery_decks_total / discovery_decks_widened_total: first deck pages served and how many of them
+        // were widened; discovery_events_applied_total: events whose effect reached the index;
+        // discovery_deck_seconds: time to find and rank a first page.
+        self.deckCounter = Counter(label: "discovery_decks_total", factory: metricsFactory)
+        self.widenedCounter = Counter(label: "discovery_decks_widened_total", factory: metricsFactory)
+        self.eventCounter = Counter(label: "discovery_events_applied_total", factory: metricsFactory)
+        self.deckTimer = CoreMetrics.Timer(label: "discovery_deck_seconds", factory: metricsFactory)
+    }
+
+    /// Routes call the handlers directly: `DiscoveryError`, `RPCError` and `PostgresError` are mapped once, by
+    /// the runtime.
+    public func register(in router: inout GRPCRouter) {
+        typealias M = DiscoveryApi.DiscoveryService.Method
+        router.unary(M.getDeck) { try await self.getDeck($0, $1) }
+        router.unary(M.getRecommendations) { try await self.getRecommendations($0, $1) }
+        router.unary(M.searchMembers) { try await self.searchMembers($0, $1) }
+        router.unary(M.indexCandidate) { try await self.indexCandidate($0, $1) }
+        router.unary(M.removeCandidate) { try await self.removeCandidate($0, $1) }
+        router.unary(M.rebuildIndex) { try await self.rebuildIndex($0, $1) }
+        router.unary(M.deliverEvents) { try await self.deliverEvents($0, $1) }
+        router.unary(M.getUserFootprint) { try await self.getUserFootprint($0, $1) }
+    }
+
+    // MARK: Callers
+
+    /// Services that may ask for a named viewer's deck, recommendations or search.
+    static let deckReaders: Set<String> = ["gateway"]
+
+    /// The caller's verified identity: UNAUTHENTICATED for a missing, invalid or ended token; UNAVAILABLE while
+    /// session ends cannot be checked.
+    func authenticate(_ context: ServerContext) async throws -> CallerIdentity {
+        do {
+            return try await self.auth.authenticator.authenticate(context)
+        } catch where error.code == .unavailable {
+            throw DiscoveryError(.unavailable, CallerAuthenticator.sessionCheckUnavailable, retryAfter: .seconds(1))
+        } catch {
+            throw DiscoveryError(.unauthenticated, "A valid access token is required")
+        }
+    }
+
+    /// The viewer of a deck, recommendations or search call: a user acts as themself (`viewer_user_id` empty or
+    /// their own id, else PERMISSION_DENIED), a service names the viewer; each viewer has a call budget
+    /// (RESOURCE_EXHAUSTED beyond it). Returns the viewer and, for a user, the community of their token.
+    func viewer(_ requested: String, _ context: ServerContext) async throws -> (UserKey, String?) {
+        let (viewer, community) = try await self.identifyViewer(requested, context)
+        if let wait = self.viewerLimiter.acquire(viewer.uuidString) {
+            throw DiscoveryError(.rateLimited, "Too many requests; slow down", retryAfter: wait)
+        }
+        guard self.isReady else {
+            throw DiscoveryError(.unavailable, "The index is being built; retry shortly", retryAfter: .seconds(1))
+        }
+        return (viewer, community)
+    }
+
+    private func identifyViewer(_ requested: String, _ context: ServerContext) async throws -> (UserKey, String?) {
+        let identity = try await self.authenticate(context)
+        if identity.isService {
+            do {
+                _ = try ServiceAccess.check(identity, allowed: Self.deckReaders)
+            } catch {
+                throw DiscoveryError(.permissionDenied, "This service may not ask for decks")
+            }
+            return (try Self.userKey(requested, field: "viewer_user_id"), nil)
+        }
+        guard let id = identity.userID?.lowercased(), let key = UserKey(uuidString: id) else {
+            throw DiscoveryError(.permissionDenied, "Not allowed")
+        }
+        guard requested.isEmpty || requested.lowercased() == id else {
+            throw DiscoveryError(.permissionDenied, "Not allowed for this caller")
+        }
+        return (key, identity.claims.cid)
+    }
+
+    /// A service in `services`, or an admin user.
+    func requireServiceOrAdmin(_ services: Set<String>, _ context: ServerContext) async throws {
+        let identity = try await self.authenticate(context)
+        if identity.isService {
+            do {
+                _ = try ServiceAccess.check(identity, allowed: services)
+            } catch {
+                throw DiscoveryError(.permissionDenied, "This service may not call this")
+            }
+            return
+        }
+        guard identity.isAdmin else { throw DiscoveryError(.permissionDenied, "Admins and services only") }
+    }
+
+    // MARK: Validation
+
+    /// A user id from a request, else INVALID_ARGUMENT naming `field`.
+    static func userKey(_ text: String, field: String) throws -> UserKey {
+        let id = text.lowercased()
+        guard UUIDv7.isValid(id), let key = UserKey(uuidString: id) else {
+            throw DiscoveryError.invalid(field, "INVALID_FORMAT", "a user id")
+        }
+        return key
+    }
+
+    /// Page size 1..50, 0 = `default`.
+    static func pageSize(_ size: Int32, field: String = "page_size", default value: Int = 20, max: Int = 50) throws -> Int {
+        guard size == 0 || (1...Int32(max)).contains(size) else {
+            throw DiscoveryError.invalid(field, "OUT_OF_RANGE", "1..\(max), or 0 for \(value)")
+        }
+        return size == 0 ? value : Int(size)
+    }
+
+    /// Today (UTC) as yyyymmdd, for ages.
+    static func today(_ date: Date = Date()) -> Int32 {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let parts = calendar.dateComponents([.year, .month, .day], from: date)
+        return Int32(parts.year! * 10000 + parts.month! * 100 + parts.day!)
+    }
+
+    static var nowUnixMs: Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+}

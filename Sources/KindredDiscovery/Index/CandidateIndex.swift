@@ -1,0 +1,422 @@
+import Foundation
+
+/// A user id as the index keeps it: the 128 bits of the UUID.
+public struct UserKey: Hashable, Sendable, Comparable {
+    public var high: UInt64
+    public var low: UInt64
+
+    public init(high: UInt64, low: UInt64) {
+        self.high = high
+        self.low = low
+    }
+
+    public init?(uuidString: String) {
+        guard let uuid = UUID(uuidString: uuidString) else { return nil }
+        let b = uuid.uuid
+        self.high = [b.0, b.1, b.2, b.3, b.4, b.5, b.6, b.7].reduce(0) { $0 << 8 | UInt64($1) }
+        self.low = [b.8, b.9, b.10, b.11, b.12, b.13, b.14, b.15].reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    public static func < (a: UserKey, b: UserKey) -> Bool { (a.high, a.low) < (b.high, b.low) }
+}
+
+/// One member as the index needs them, built from a `CandidateSnapshot` (profile events) by the service.
+public struct IndexedMember: Sendable, Equatable {
+    public var user: UserKey
+    /// Centre of the member's precision-6 cell (DESIGN §5: the index never sees more).
+    public var latitude: Double
+    public var longitude: Double
+    /// Gender code (0 = unspecified, or the community does not match on gender), below 8.
+    public var gender: UInt8
+    /// Bit g set = wants to see gender g; 0 = everyone.
+    public var interestedIn: UInt8
+    /// Birth date as yyyymmdd, so whole years of age are `(today − birth) / 10000` exactly.
+    public var birthDate: Int32
+    public var ageMin: UInt8
+    public var ageMax: UInt8
+    public var radiusKm: UInt16
+    public var hideDistance: Bool
+    public var interests: InterestSet
+    /// Ranking and filterable attribute values folded into bits per "key=value" (see `attributeBit`).
+    public var attributes: InterestSet
+    /// Last activity and joining time, minutes since 1970 (freshness tie-breakers).
+    public var lastActiveMinutes: Int32
+    public var joinedMinutes: Int32
+
+    public init(
+        user: UserKey, latitude: Double, longitude: Double, gender: UInt8, interestedIn: UInt8, birthDate: Int32,
+        ageMin: UInt8, ageMax: UInt8, radiusKm: UInt16, hideDistance: Bool, interests: InterestSet,
+        attributes: InterestSet, lastActiveMinutes: Int32, joinedMinutes: Int32
+    ) {
+        self.user = user
+        self.latitude = latitude
+        self.longitude = longitude
+        self.gender = gender
+        self.interestedIn = interestedIn
+        self.birthDate = birthDate
+        self.ageMin = ageMin
+        self.ageMax = ageMax
+        self.radiusKm = radiusKm
+        self.hideDistance = hideDistance
+        self.interests = interests
+        self.attributes = attributes
+        self.lastActiveMinutes = lastActiveMinutes
+        self.joinedMinutes = joinedMinutes
+    }
+
+    /// The bit of an attribute value ("business_field=fintech"), as stored in `attributes` and used by filters.
+    public static func attributeBit(key: String, value: String) -> InterestSet {
+        InterestSet(words: ["\(key)=\(value)"])
+    }
+}
+
+/// A deck request as the index sees it.
+public struct DeckQuery: Sendable {
+    /// Candidates wanted.
+    public var limit: Int
+    /// Radius override (widening, search); nil = the viewer's own.
+    public var radiusKm: Int?
+    /// Attribute bits every candidate must have (choice filters, ANDed).
+    public var requiredAttributes: InterestSet
+    /// Users the client still holds (not wanted again).
+    public var exclude: Set<UserKey>
+    /// Today as yyyymmdd (ages are computed from it).
+    public var today: Int32
+    /// Members examined at most (bounds the work per deck in dense areas; nearest cells are visited first).
+    public var scanLimit: Int
+    /// Whether members the viewer already swiped are included (search: the viewer knows their own swipes).
+    /// Blocks either way and passes on the viewer always exclude.
+    public var includeSwiped: Bool
+    /// A further condition on a compatible candidate (attribute filters the bits cannot express).
+    public var accept: (@Sendable (UserKey) -> Bool)?
+
+    public init(
+        limit: Int, radiusKm: Int? = nil, requiredAttributes: InterestSet = InterestSet(),
+        exclude: Set<UserKey> = [], today: Int32, scanLimit: Int = 4000, includeSwiped: Bool = false,
+        accept: (@Sendable (UserKey) -> Bool)? = nil
+    ) {
+        self.limit = limit
+        self.radiusKm = radiusKm
+        self.requiredAttributes = requiredAttributes
+        self.exclude = exclude
+        self.today = today
+        self.scanLimit = scanLimit
+        self.includeSwiped = includeSwiped
+        self.accept = accept
+    }
+}
+
+/// A compatible candidate found by the index.
+public struct IndexMatch: Sendable, Equatable {
+    public var slot: Int32
+    public var user: UserKey
+    /// Coarse km between cell centres, floor 1.
+    public var distanceKm: Int
+}
+
+/// The in-memory candidate index of one community (DESIGN §4): every eligible member's coarse cell and filter
+/// fields in flat arrays indexed by a dense slot, buckets of slots per precision-5 geohash cell, and who
+/// swiped, passed or blocked whom, so that a deck needs no call to another service and no query to
+/// PostgreSQL (which stays the source of truth; the index is rebuilt from it at start).
+///
+/// Not thread-safe: the service's `DiscoveryIndex` guards it with a readers-writer lock. Removing a member frees the slot for reuse.
+public struct CommunityIndex: Sendable {
+    // Per slot (struct of arrays: the scan touches only the fields it tests).
+    private(set) var users: [UserKey] = []
+    private var latitudes: [Double] = []
+    private var longitudes: [Double] = []
+    private var sinLatitudes: [Double] = []
+    private var cosLatitudes: [Double] = []
+    private var genders: [UInt8] = []
+    private var interestedIn: [UInt8] = []
+    private var birthDates: [Int32] = []
+    private var ageMins: [UInt8] = []
+    private var ageMaxes: [UInt8] = []
+    private var radii: [UInt16] = []
+    private var hidesDistance: [Bool] = []
+    private(set) var interests: [InterestSet] = []
+    private(set) var attributes: [InterestSet] = []
+    private(set) var lastActive: [Int32] = []
+    private(set) var joined: [Int32] = []
+    private var live: [Bool] = []
+    private var bucketOf: [UInt32] = []
+    private var positionInBucket: [Int32] = []
+    /// Slots each member swiped, and slots that passed on each member (kept sorted, small per member).
+    private var swiped: [[Int32]] = []
+    private var passedOn: [[Int32]] = []
+    /// Blocks in either direction, per slot.
+    private var blocked: [[Int32]] = []
+
+    private var buckets: [UInt32: [Int32]] = [:]
+    private var slotOf: [UserKey: Int32] = [:]
+    private var freeSlots: [Int32] = []
+
+    public init() {}
+
+    /// Members currently indexed.
+    public var count: Int { slotOf.count }
+
+    public func slot(of user: UserKey) -> Int32? { slotOf[user] }
+
+    /// Inserts or replaces a member (an eligible snapshot). Swipes and blocks recorded for the user stay.
+    @discardableResult
+    public mutating func upsert(_ member: IndexedMember) -> Int32 {
+        let slot: Int32
+        if let existing = slotOf[member.user] {
+            slot = existing
+            removeFromBucket(slot)
+        } else if let free = freeSlots.popLast() {
+            slot = free
+            slotOf[member.user] = slot
+        } else {
+            slot = Int32(users.count)
+            slotOf[member.user] = slot
+            appendEmptySlot()
+        }
+        let i = Int(slot)
+        users[i] = member.user
+        latitudes[i] = member.latitude
+        longitudes[i] = member.longitude
+        sinLatitudes[i] = sin(member.latitude * .pi / 180)
+        cosLatitudes[i] = cos(member.latitude * .pi / 180)
+        genders[i] = member.gender
+        interestedIn[i] = member.interestedIn
+        birthDates[i] = member.birthDate
+        ageMins[i] = member.ageMin
+        ageMaxes[i] = member.ageMax
+        radii[i] = member.radiusKm
+        hidesDistance[i] = member.hideDistance
+        interests[i] = member.interests
+        attributes[i] = member.attributes
+        lastActive[i] = member.lastActiveMinutes
+        joined[i] = member.joinedMinutes
+        live[i] = true
+        let key = GeoCell.bucketKey(latitude: member.latitude, longitude: member.longitude)
+        bucketOf[i] = key
+        positionInBucket[i] = Int32(buckets[key, default: []].count)
+        buckets[key, default: []].append(slot)
+        return slot
+    }
+
+    /// Removes a member (ineligible, deactivated, deleted). Their swipes are forgotten too: a removed member
+    /// who comes back gets them back from PostgreSQL (the service replays the user's swipes and blocks).
+    @discardableResult
+    public mutating func remove(_ user: UserKey) -> Bool {
+        guard let slot = slotOf.removeValue(forKey: user) else { return false }
+        let i = Int(slot)
+        removeFromBucket(slot)
+        live[i] = false
+        for other in swiped[i] { Self.removeSorted(slot, from: &passedOn[Int(other)]) }
+        for other in passedOn[i] { Self.removeSorted(slot, from: &swiped[Int(other)]) }
+        for other in blocked[i] { Self.removeSorted(slot, from: &blocked[Int(other)]) }
+        swiped[i] = []
+        passedOn[i] = []
+        blocked[i] = []
+        freeSlots.append(slot)
+        return true
+    }
+
+    /// Records a swipe between indexed members; a pass also hides the viewer from the swiper's target
+    /// (nobody is shown someone who passed on them).
+    public mutating func recordSwipe(viewer: UserKey, target: UserKey, liked: Bool) {
+        guard let v = slotOf[viewer], let t = slotOf[target] else { return }
+        Self.insertSorted(t, into: &swiped[Int(v)])
+        if !liked { Self.insertSorted(v, into: &passedOn[Int(t)]) }
+    }
+
+    /// Undoes a pass (SwipeUndone): the target is unseen again.
+    public mutating func undoSwipe(viewer: UserKey, target: UserKey) {
+        guard let v = slotOf[viewer], let t = slotOf[target] else { return }
+        Self.removeSorted(t, from: &swiped[Int(v)])
+        Self.removeSorted(v, from: &passedOn[Int(t)])
+    }
+
+    public mutating func block(_ a: UserKey, _ b: UserKey) {
+        guard let x = slotOf[a], let y = slotOf[b] else { return }
+        Self.insertSorted(y, into: &blocked[Int(x)])
+        Self.insertSorted(x, into: &blocked[Int(y)])
+    }
+
+    public mutating func unblock(_ a: UserKey, _ b: UserKey) {
+        guard let x = slotOf[a], let y = slotOf[b] else { return }
+        Self.removeSorted(y, from: &blocked[Int(x)])
+        Self.removeSorted(x, from: &blocked[Int(y)])
+    }
+
+    /// Whether `viewer` swiped `target`.
+    public func hasSwiped(_ viewer: UserKey, _ target: UserKey) -> Bool {
+        guard let v = slotOf[viewer], let t = slotOf[target] else { return false }
+        return Self.containsSorted(t, in: swiped[Int(v)])
+    }
+
+    /// The compatible, unseen candidates for `viewer` (who must be indexed), nearest cells first, at most
+    /// `query.limit`; nil when the viewer is not in the index. Compatibility is mutual: each within the
+    /// other's radius and age range, each of a gender the other wants; minus self, swiped, blocked either
+    /// way, anyone who passed on the viewer, and `query.exclude`.
+    public func candidates(for viewer: UserKey, _ query: DeckQuery) -> [IndexMatch]? {
+        guard let v = slotOf[viewer] else { return nil }
+        let vi = Int(v)
+        let radius = query.radiusKm ?? Int(radii[vi])
+        let viewerAge = Self.age(birthDate: birthDates[vi], today: query.today)
+        let viewerGenderBit: UInt8 = 1 << genders[vi]
+        let viewerWants = interestedIn[vi]
+        let (minAge, maxAge) = (Int(ageMins[vi]), Int(ageMaxes[vi]))
+        let required = query.requiredAttributes.bits
+        let hidden = Set(passedOn[vi]).union(blocked[vi]).union(query.includeSwiped ? [] : swiped[vi])
+        let (sinV, cosV, lonV) = (sinLatitudes[vi], cosLatitudes[vi], longitudes[vi] * .pi / 180)
+        var found: [IndexMatch] = []
+        found.reserveCapacity(query.limit)
+        var examined = 0
+        // Distances are rounded to whole km before the radius test, so a member up to radius + 0.5 km away still
+        // qualifies: the cells visited must cover that wider circle.
+        GeoCell.forEachCell(latitude: latitudes[vi], longitude: longitudes[vi], radiusKm: Double(radius) + 0.5) { key in
+            guard let slots = buckets[key] else { return true }
+            for c in slots {
+                let ci = Int(c)
+                examined += 1
+                guard c != v,
+                    viewerWants == 0 || viewerWants & (1 << genders[ci]) != 0,
+                    interestedIn[ci] == 0 || interestedIn[ci] & viewerGenderBit != 0,
+                    attributes[ci].bits & required == required
+                else { continue }
+                let age = Self.age(birthDate: birthDates[ci], today: query.today)
+                guard age >= minAge, age <= maxAge, viewerAge >= Int(ageMins[ci]), viewerAge <= Int(ageMaxes[ci])
+                else { continue }
+                // Spherical law of cosines between cell centres (sines and cosines precomputed per slot).
+                let cosine = sinV * sinLatitudes[ci] + cosV * cosLatitudes[ci] * cos(longitudes[ci] * .pi / 180 - lonV)
+                let km = max(1, Int((6371.0088 * acos(min(1, max(-1, cosine)))).rounded()))
+                guard km <= radius, km <= Int(radii[ci]), !hidden.contains(c), !query.exclude.contains(users[ci]),
+                    query.accept?(users[ci]) ?? true
+                else { continue }
+                found.append(IndexMatch(slot: c, user: users[ci], distanceKm: km))
+                if found.count >= query.limit { return false }
+            }
+            return examined < query.scanLimit
+        }
+        return found
+    }
+
+    /// Whether `target` may still be shown to `viewer` (a deck page served from an earlier ranking): both
+    /// indexed, not swiped by the viewer, no pass on the viewer, no block either way.
+    public func isStillUnseen(viewer: UserKey, target: UserKey) -> Bool {
+        guard let v = slotOf[viewer], let t = slotOf[target] else { return false }
+        return !Self.containsSorted(t, in: swiped[Int(v)]) && !Self.containsSorted(t, in: passedOn[Int(v)])
+            && !Self.containsSorted(t, in: blocked[Int(v)])
+    }
+
+    /// The member's own radius (nil: not indexed).
+    public func radiusKm(of user: UserKey) -> Int? { slotOf[user].map { Int(radii[Int($0)]) } }
+
+    /// Whether a block (or an ended match) separates two indexed members.
+    public func isBlocked(_ a: UserKey, _ b: UserKey) -> Bool {
+        guard let x = slotOf[a], let y = slotOf[b] else { return false }
+        return Self.containsSorted(y, in: blocked[Int(x)])
+    }
+
+    /// The coarse km between two indexed members (cell centres, whole km, floor 1).
+    public func coarseKilometres(_ a: UserKey, _ b: UserKey) -> Int? {
+        guard let x = slotOf[a].map(Int.init), let y = slotOf[b].map(Int.init) else { return nil }
+        return GeoCell.coarseKilometres(latitudes[x], longitudes[x], latitudes[y], longitudes[y])
+    }
+
+    /// The indexed member's user key at a slot, and their interests (ranking, learning).
+    public func interests(of user: UserKey) -> InterestSet? { slotOf[user].map { interests[Int($0)] } }
+
+    /// The birth year of a slot (age gaps for ranking).
+    func birthYear(_ slot: Int) -> Int32 { birthDates[slot] / 10000 }
+
+    /// Whole years between two yyyymmdd dates.
+    static func age(birthDate: Int32, today: Int32) -> Int { Int((today - birthDate) / 10000) }
+
+    // MARK: Storage
+
+    private mutating func appendEmptySlot() {
+        users.append(UserKey(high: 0, low: 0))
+        latitudes.append(0)
+        longitudes.append(0)
+        sinLatitudes.append(0)
+        cosLatitudes.append(1)
+        genders.append(0)
+        interestedIn.append(0)
+        birthDates.append(0)
+        ageMins.append(0)
+        ageMaxes.append(0)
+        radii.append(0)
+        hidesDistance.append(false)
+        interests.append(InterestSet())
+        attributes.append(InterestSet())
+        lastActive.append(0)
+        joined.append(0)
+        live.append(false)
+        bucketOf.append(0)
+        positionInBucket.append(-1)
+        swiped.append([])
+        passedOn.append([])
+        blocked.append([])
+    }
+
+    private mutating func removeFromBucket(_ slot: Int32) {
+        let i = Int(slot)
+        let position = Int(positionInBucket[i])
+        guard position >= 0, var bucket = buckets[bucketOf[i]] else { return }
+        buckets[bucketOf[i]] = nil  // unique reference: the swap-remove below does not copy the array
+        let last = bucket.removeLast()
+        if last != slot {
+            bucket[position] = last
+            positionInBucket[Int(last)] = Int32(position)
+        }
+        if !bucket.isEmpty { buckets[bucketOf[i]] = bucket }
+        positionInBucket[i] = -1
+    }
+
+    public func hidesDistance(_ slot: Int32) -> Bool { hidesDistance[Int(slot)] }
+
+    static func insertSorted(_ value: Int32, into array: inout [Int32]) {
+        var low = 0
+        var high = array.count
+        while low < high {
+            let mid = (low + high) / 2
+            if array[mid] < value { low = mid + 1 } else { high = mid }
+        }
+        if low < array.count && array[low] == value { return }
+        array.insert(value, at: low)
+    }
+
+    static func removeSorted(_ value: Int32, from array: inout [Int32]) {
+        var low = 0
+        var high = array.count
+        while low < high {
+            let mid = (low + high) / 2
+            if array[mid] < value { low = mid + 1 } else { high = mid }
+        }
+        if low < array.count && array[low] == value { array.remove(at: low) }
+    }
+
+    static func containsSorted(_ value: Int32, in array: [Int32]) -> Bool {
+        var low = 0
+        var high = array.count
+        while low < high {
+            let mid = (low + high) / 2
+            if array[mid] < value { low = mid + 1 } else { high = mid }
+        }
+        return low < array.count && array[low] == value
+    }
+}
+
+extension UserKey: CustomStringConvertible {
+    /// The canonical lower-case UUID text.
+    public var uuidString: String {
+        let hex = String(self.high, radix: 16).leftPadded(16) + String(self.low, radix: 16).leftPadded(16)
+        let c = Array(hex)
+        return String(c[0..<8]) + "-" + String(c[8..<12]) + "-" + String(c[12..<16]) + "-" + String(c[16..<20]) + "-"
+            + String(c[20..<32])
+    }
+
+    public var description: String { self.uuidString }
+}
+
+extension String {
+    fileprivate func leftPadded(_ width: Int) -> String {
+        self.count >= width ? self : String(repeating: "0", count: width - self.count) + self
+    }
+}

@@ -1,0 +1,4 @@
+import KindredDiscovery
+import KindredServiceKit
+
+await ServerCommand<DiscoveryServerDefinition>.runFromCommandLine()

@@ -1,0 +1,141 @@
+import Dispatch
+import Foundation
+import KindredDiscovery
+
+// Deck speed of discovery's in-memory index at scale (issue 12): generates N members (default 5,000,000) in
+// cities of Zipf-like sizes, S swipes each, builds the index, then runs decks (scan the covering cells for a
+// pool of compatible unseen candidates, rank the pool with the reciprocal model, keep a page of 20) from W
+// threads for D seconds. Prints build time, resident memory, decks/s and latency percentiles.
+// Usage: kindred-discovery-bench [members] [swipes per member] [seconds] [threads]
+let arguments = Array(CommandLine.arguments.dropFirst())
+let memberCount = arguments.count > 0 ? Int(arguments[0]) ?? 5_000_000 : 5_000_000
+let swipesPerMember = arguments.count > 1 ? Int(arguments[1]) ?? 10 : 10
+let seconds = arguments.count > 2 ? Double(arguments[2]) ?? 10 : 10
+let threads = arguments.count > 3 ? Int(arguments[3]) ?? 2 : 2
+
+func residentMiB() -> Double {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+    for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+        return Double(line.split(separator: " ").dropFirst().first.flatMap { Double($0) } ?? 0) / 1024
+    }
+    return 0
+}
+
+struct Random: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9e37_79b9_7f4a_7c15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        return z ^ (z >> 31)
+    }
+}
+
+var random = Random(state: 12345)
+let baseline = residentMiB()
+let cityCount = 400
+// Cities spread over the populated latitudes, sizes ∝ 1/rank (the largest ~60k members at 5M).
+let cities = (0..<cityCount).map { _ in
+    (Double.random(in: -40...60, using: &random), Double.random(in: -120...150, using: &random))
+}
+let harmonic = (1...cityCount).reduce(0.0) { $0 + 1 / Double($1) }
+var cityOf: [Int] = []
+cityOf.reserveCapacity(memberCount)
+for city in 0..<cityCount {
+    let size = Int(Double(memberCount) / (harmonic * Double(city + 1)))
+    cityOf.append(contentsOf: repeatElement(city, count: size))
+}
+while cityOf.count < memberCount { cityOf.append(Int.random(in: 0..<cityCount, using: &random)) }
+
+func snap(_ value: Double, _ step: Double) -> Double { (value / step).rounded(.down) * step + step / 2 }
+let started = ContinuousClock.now
+var index = CommunityIndex()
+var users: [UserKey] = []
+users.reserveCapacity(memberCount)
+var membersOfCity = [[Int32]](repeating: [], count: cityCount)
+for n in 0..<memberCount {
+    let (lat, lon) = cities[cityOf[n]]
+    // ~15 km spread, then the precision-6 cell centre (0.0055° × 0.011°).
+    let latitude = snap(lat + Double.random(in: -0.14...0.14, using: &random), 180.0 / 32768)
+    let longitude = snap(lon + Double.random(in: -0.2...0.2, using: &random), 360.0 / 32768)
+    let gender = UInt8.random(in: 1...2, using: &random)
+    let wants: UInt8 = Int.random(in: 0..<10, using: &random) == 0 ? 0b110 : 1 << (3 - gender)
+    let age = Int32.random(in: 18...60, using: &random)
+    let user = UserKey(high: random.next(), low: UInt64(n))
+    users.append(user)
+    let slot = index.upsert(
+        IndexedMember(
+            user: user, latitude: latitude, longitude: longitude, gender: gender, interestedIn: wants,
+            birthDate: (2026 - age) * 10000 + 101, ageMin: UInt8(max(18, age - 8)), ageMax: UInt8(min(80, age + 8)),
+            radiusKm: 50, hideDistance: false, interests: InterestSet(bits: random.next() & random.next() & random.next()),
+            attributes: InterestSet(), lastActiveMinutes: Int32.random(in: 29_000_000...29_500_000, using: &random),
+            joinedMinutes: 28_000_000
+        )
+    )
+    membersOfCity[cityOf[n]].append(slot)
+}
+let indexed = ContinuousClock.now
+var swipeCount = 0
+for n in 0..<memberCount {
+    let neighbours = membersOfCity[cityOf[n]]
+    for _ in 0..<swipesPerMember {
+        let target = Int(neighbours[Int.random(in: 0..<neighbours.count, using: &random)])
+        guard target != n else { continue }
+        index.recordSwipe(viewer: users[n], target: users[target], liked: Int.random(in: 0..<3, using: &random) == 0)
+        swipeCount += 1
+    }
+}
+var models = [MemberModel](repeating: .prior, count: memberCount)
+for n in 0..<memberCount {
+    var weights = SIMD8<Float>(Recommender.initialPrior)
+    weights[0] += Float.random(in: -0.1...0.1, using: &random)
+    models[n] = MemberModel(weights: weights, appeal: Float.random(in: 0.1...0.6, using: &random))
+}
+let built = ContinuousClock.now
+membersOfCity = []
+cityOf = []
+print("members \(memberCount), swipes \(swipeCount), index \(String(format: "%.1f", (indexed - started) / .seconds(1))) s + swipes \(String(format: "%.1f", (built - indexed) / .seconds(1))) s, resident \(Int(residentMiB() - baseline)) MiB")
+
+let frozenIndex = index
+let frozenModels = models
+let frozenUsers = users
+let deadline = ContinuousClock.now + .seconds(seconds)
+final class Results: @unchecked Sendable {
+    var latencies: [[Double]]
+    var empty: [Int]
+    init(_ threads: Int) {
+        latencies = Array(repeating: [], count: threads)
+        empty = Array(repeating: 0, count: threads)
+    }
+}
+let results = Results(threads)
+DispatchQueue.concurrentPerform(iterations: threads) { worker in
+    var random = Random(state: UInt64(worker) &+ 777)
+    var latencies: [Double] = []
+    var empty = 0
+    let query = DeckQuery(limit: 200, today: 20261124)
+    while ContinuousClock.now < deadline {
+        for _ in 0..<100 {
+            let viewer = frozenUsers[Int.random(in: 0..<frozenUsers.count, using: &random)]
+            let start = ContinuousClock.now
+            let pool = frozenIndex.candidates(for: viewer, query) ?? []
+            let ranked = frozenIndex.rank(
+                pool, viewer: viewer, viewerWeights: Recommender.initialPrior, taste: nil, models: frozenModels,
+                nowMinutes: 29_500_000
+            )
+            let page = ranked.prefix(20)
+            latencies.append((ContinuousClock.now - start) / .microseconds(1))
+            if page.isEmpty { empty += 1 }
+        }
+    }
+    results.latencies[worker] = latencies
+    results.empty[worker] = empty
+}
+let all = results.latencies.flatMap { $0 }.sorted()
+func percentile(_ p: Double) -> Double { all[min(all.count - 1, Int(Double(all.count) * p))] }
+print(String(
+    format: "decks %d in %.0f s on %d threads: %.0f decks/s, p50 %.0f us, p99 %.0f us, p99.9 %.0f us, empty %d",
+    all.count, seconds, threads, Double(all.count) / seconds, percentile(0.5), percentile(0.99), percentile(0.999),
+    results.empty.reduce(0, +)
+))

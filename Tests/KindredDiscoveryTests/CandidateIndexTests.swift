@@ -1,0 +1,126 @@
+import Testing
+
+@testable import KindredDiscovery
+
+@Suite("Candidate index")
+struct CandidateIndexTests {
+    static let today: Int32 = 2026_11_24
+
+    static func member(
+        _ n: UInt64, lat: Double = 52.52, lon: Double = 13.40, gender: UInt8 = 1, wants: UInt8 = 0b100,
+        born: Int32 = 1996_01_01, ages: ClosedRange<UInt8> = 18...99, radius: UInt16 = 50,
+        attributes: InterestSet = InterestSet()
+    ) -> IndexedMember {
+        IndexedMember(
+            user: UserKey(high: 0, low: n), latitude: lat, longitude: lon, gender: gender, interestedIn: wants,
+            birthDate: born, ageMin: ages.lowerBound, ageMax: ages.upperBound, radiusKm: radius, hideDistance: false,
+            interests: InterestSet(), attributes: attributes, lastActiveMinutes: 0, joinedMinutes: 0
+        )
+    }
+
+    static func key(_ n: UInt64) -> UserKey { UserKey(high: 0, low: n) }
+
+    private func deck(_ index: CommunityIndex, _ viewer: UInt64, radius: Int? = nil, required: InterestSet = InterestSet()) -> Set<UInt64> {
+        Set((index.candidates(for: Self.key(viewer), DeckQuery(limit: 100, radiusKm: radius, requiredAttributes: required, today: Self.today)) ?? []).map(\.user.low))
+    }
+
+    @Test("Compatibility is mutual: gender wishes, age ranges and radii both ways")
+    func mutualCompatibility() {
+        var index = CommunityIndex()
+        index.upsert(Self.member(1, gender: 1, wants: 0b100, ages: 25...35))  // viewer: gender 1 wants gender 2
+        index.upsert(Self.member(2, gender: 2, wants: 0b010))  // fits
+        index.upsert(Self.member(3, gender: 1, wants: 0b010))  // wrong gender for the viewer
+        index.upsert(Self.member(4, gender: 2, wants: 0b100))  // does not want the viewer's gender
+        index.upsert(Self.member(5, gender: 2, wants: 0, born: 1980_01_01))  // too old for the viewer (46)
+        index.upsert(Self.member(6, gender: 2, wants: 0, ages: 40...50))  // the viewer (30) too young for them
+        index.upsert(Self.member(7, lat: 52.52, lon: 14.30, gender: 2, wants: 0, radius: 30))  // ~61 km: beyond both
+        index.upsert(Self.member(8, lat: 52.52, lon: 13.90, gender: 2, wants: 0, radius: 10))  // ~34 km: beyond theirs
+        #expect(deck(index, 1) == [2])
+        #expect(deck(index, 1, radius: 100) == [2])  // a wider viewer radius does not override the candidate's
+    }
+
+    @Test("The radius filter and the shown distance agree: a member shown at r km is found with radius r", arguments: Array(1...30))
+    func radiusMatchesShownDistance(radius: Int) {
+        // Members every 100 m eastwards and southwards; each within the radius by its shown (rounded) distance must be found,
+        // including those up to r + 0.5 km away in cells whose nearest point lies beyond r km.
+        var index = CommunityIndex()
+        index.upsert(Self.member(1, lat: 52.5201, lon: 13.4049, gender: 0, wants: 0, radius: 500))
+        for n in 0..<Int(radius * 10 + 10) {
+            let (east, north) = (Double(n) * 0.1 / 67.8, Double(n) * 0.1 / 111.2)
+            index.upsert(Self.member(UInt64(2 * n + 2), lat: 52.5201, lon: 13.4049 + east, gender: 0, wants: 0, radius: 500))
+            index.upsert(Self.member(UInt64(2 * n + 3), lat: 52.5201 - north, lon: 13.4049, gender: 0, wants: 0, radius: 500))
+        }
+        let all = index.candidates(for: Self.key(1), DeckQuery(limit: 10_000, radiusKm: radius + 10, today: Self.today, scanLimit: 1_000_000)) ?? []
+        let within = Set(all.filter { $0.distanceKm <= radius }.map(\.user.low))
+        #expect(!within.isEmpty)
+        let found = index.candidates(for: Self.key(1), DeckQuery(limit: 10_000, radiusKm: radius, today: Self.today, scanLimit: 1_000_000)) ?? []
+        #expect(Set(found.map(\.user.low)) == within)
+    }
+
+    @Test("Swiped, passed-on-viewer, blocked and removed members never appear")
+    func exclusions() {
+        var index = CommunityIndex()
+        for n: UInt64 in 1...6 { index.upsert(Self.member(n, gender: 0, wants: 0)) }
+        index.recordSwipe(viewer: Self.key(1), target: Self.key(2), liked: true)  // the viewer swiped 2
+        index.recordSwipe(viewer: Self.key(3), target: Self.key(1), liked: false)  // 3 passed on the viewer
+        index.recordSwipe(viewer: Self.key(4), target: Self.key(1), liked: true)  // 4 liked the viewer: stays
+        index.block(Self.key(5), Self.key(1))
+        #expect(deck(index, 1) == [4, 6])
+        index.unblock(Self.key(1), Self.key(5))
+        index.undoSwipe(viewer: Self.key(3), target: Self.key(1))
+        index.remove(Self.key(6))
+        #expect(deck(index, 1) == [3, 4, 5])
+        #expect(index.candidates(for: Self.key(6), DeckQuery(limit: 10, today: Self.today)) == nil)
+        // A slot freed by removal is reused without inheriting anything.
+        index.upsert(Self.member(7, gender: 0, wants: 0))
+        #expect(deck(index, 7) == [1, 2, 3, 4, 5])
+    }
+
+    @Test("Attribute filters require every listed value")
+    func attributeFilters() {
+        var index = CommunityIndex()
+        let fintech = IndexedMember.attributeBit(key: "business_field", value: "fintech")
+        let investor = IndexedMember.attributeBit(key: "role", value: "investor")
+        index.upsert(Self.member(1, gender: 0, wants: 0))
+        index.upsert(Self.member(2, gender: 0, wants: 0, attributes: InterestSet(bits: fintech.bits | investor.bits)))
+        index.upsert(Self.member(3, gender: 0, wants: 0, attributes: fintech))
+        #expect(deck(index, 1, required: fintech) == [2, 3])
+        #expect(deck(index, 1, required: InterestSet(bits: fintech.bits | investor.bits)) == [2])
+    }
+
+    @Test("The ring walk finds exactly the members a brute-force distance scan finds", arguments: [5, 20, 80, 300])
+    func coveringMatchesBruteForce(radius: Int) {
+        var index = CommunityIndex()
+        var random = SystemRandomNumberGenerator()
+        var members: [IndexedMember] = []
+        for n in 1...600 {
+            let member = Self.member(
+                UInt64(n), lat: 60 + .random(in: -2...2, using: &random), lon: 25 + .random(in: -4...4, using: &random),
+                gender: 0, wants: 0, radius: 500
+            )
+            members.append(member)
+            index.upsert(member)
+        }
+        let viewer = members[0]
+        let expected = Set(members.dropFirst().filter {
+            GeoCell.coarseKilometres(viewer.latitude, viewer.longitude, $0.latitude, $0.longitude) <= radius
+        }.map(\.user.low))
+        let found = index.candidates(for: viewer.user, DeckQuery(limit: 1000, radiusKm: radius, today: Self.today, scanLimit: .max)) ?? []
+        #expect(Set(found.map(\.user.low)) == expected)
+        for match in found {
+            let other = members[Int(match.user.low) - 1]
+            #expect(match.distanceKm == GeoCell.coarseKilometres(viewer.latitude, viewer.longitude, other.latitude, other.longitude))
+        }
+    }
+
+    @Test("Ranking puts the likelier match first")
+    func ranking() {
+        var index = CommunityIndex()
+        for n: UInt64 in 1...3 { index.upsert(Self.member(n, gender: 0, wants: 0)) }
+        let pool = index.candidates(for: Self.key(1), DeckQuery(limit: 10, today: Self.today)) ?? []
+        var models = [MemberModel](repeating: .prior, count: 4)
+        models[Int(index.slot(of: Self.key(3))!)].appeal = 0.9
+        let ranked = index.rank(pool, viewer: Self.key(1), viewerWeights: Recommender.initialPrior, taste: nil, models: models, nowMinutes: 0)
+        #expect(ranked.map(\.match.user.low) == [3, 2])
+    }
+}
