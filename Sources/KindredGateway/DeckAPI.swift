@@ -4,8 +4,10 @@ import KindredProto
 typealias MatchApi = Kindred.Match.V1
 typealias ProfileApi = Kindred.Profile.V1
 
-/// `kindred.api.v1.DeckService`: swiping (the match service). GetDeck, GetRecommendations and SearchMembers
-/// need the discovery service and answer UNIMPLEMENTED (reason NOT_DEPLOYED) until the cluster runs it.
+typealias DiscoveryApi = Kindred.Discovery.V1
+
+/// `kindred.api.v1.DeckService`: decks, top picks and member search (discovery's ranked ids and coarse
+/// distances, then profile's cards for them under the same deadline) and swiping (the match service).
 struct DeckAPI: GRPCService {
     let gateway: Gateway
 
@@ -45,13 +47,109 @@ struct DeckAPI: GRPCService {
             answer.card = card
             return answer
         }
-        router.unary(D.getDeck) { _, context in try await Self.notDeployed(gateway, context) }
-        router.unary(D.getRecommendations) { _, context in try await Self.notDeployed(gateway, context) }
-        router.unary(D.searchMembers) { _, context in try await Self.notDeployed(gateway, context) }
+        router.unary(D.getDeck) { request, context in
+            let caller = try await gateway.admit(context, .user)
+            var forwarded = DiscoveryApi.GetDeckRequest()
+            forwarded.pageSize = request.pageSize
+            forwarded.pageToken = request.pageToken
+            forwarded.excludeUserIds = request.excludeUserIds
+            forwarded.attributeFilters = request.attributeFilters
+            let response = try await gateway.requireDiscovery().call(
+                DiscoveryApi.DiscoveryService.Method.getDeck, forwarded, as: caller)
+            var answer = Api.GetDeckResponse()
+            answer.cards = try await gateway.deckCards(response.candidates, caller)
+            answer.nextPageToken = response.nextPageToken
+            answer.radiusKm = response.radiusKm
+            answer.widened = response.widened
+            return answer
+        }
+        router.unary(D.getRecommendations) { request, context in
+            let caller = try await gateway.admit(context, .user)
+            var forwarded = DiscoveryApi.GetRecommendationsRequest()
+            forwarded.limit = request.limit
+            let response = try await gateway.requireDiscovery().call(
+                DiscoveryApi.DiscoveryService.Method.getRecommendations, forwarded, as: caller)
+            var answer = Api.GetRecommendationsResponse()
+            answer.cards = try await gateway.deckCards(response.candidates, caller, topPicks: true)
+            return answer
+        }
+        router.unary(D.searchMembers) { request, context in
+            let caller = try await gateway.admit(context, .user)
+            var forwarded = DiscoveryApi.SearchMembersRequest()
+            forwarded.query = request.query
+            forwarded.attributeFilters = request.attributeFilters
+            forwarded.maxDistanceKm = request.maxDistanceKm
+            forwarded.pageSize = request.pageSize
+            forwarded.pageToken = request.pageToken
+            let response = try await gateway.requireDiscovery().call(
+                DiscoveryApi.DiscoveryService.Method.searchMembers, forwarded, as: caller)
+            var answer = Api.SearchMembersResponse()
+            answer.cards = try await gateway.deckCards(response.results, caller)
+            answer.nextPageToken = response.nextPageToken
+            return answer
+        }
+    }
+}
+
+extension Gateway {
+    func requireDiscovery() throws(RPCError) -> Downstream {
+        guard let discovery = self.discovery else { throw GatewayErrors.notDeployed("The deck") }
+        return discovery
     }
 
-    private static func notDeployed<Response>(_ gateway: Gateway, _ context: ServerContext) async throws -> Response {
-        _ = try await gateway.admit(context, .user)
-        throw GatewayErrors.notDeployed("The deck")
+    /// Discovery's candidates as cards, in discovery's order. A deck is nothing without its cards, so profile
+    /// is essential here: when it does not answer in time the call fails UNAVAILABLE (retry) rather than
+    /// showing ids. Candidates profile no longer shows to the caller (deactivated, blocked since the index
+    /// saw them) are left out. The distance is discovery's coarse one (whole km between cell centres, DESIGN §5;
+    /// 0 when the candidate hides it).
+    func deckCards(
+        _ candidates: [DiscoveryApi.Candidate],
+        _ caller: Caller,
+        topPicks: Bool = false
+    ) async throws -> [Api.DeckCard] {
+        guard !candidates.isEmpty else { return [] }
+        let fetched = await self.cards(for: candidates.map(\.userId), caller)
+        guard fetched.complete else {
+            throw RPCError.detailed(
+                .unavailable, "Profiles are not available right now; try again", reason: "PROFILES_UNAVAILABLE",
+                retryAfter: .seconds(1))
+        }
+        return candidates.compactMap { candidate in
+            guard var profile = fetched.cards[candidate.userId] else { return nil }
+            profile.distanceKm = candidate.distanceKm
+            var card = Api.DeckCard()
+            card.profile = profile
+            card.sharedAttributeKeys = candidate.sharedAttributeKeys
+            card.topPick = topPicks
+            return card
+        }
+    }
+
+    /// Home's first deck page (discovery, then profile's cards).
+    func homeDeckPart(_ request: Api.GetHomeRequest, _ caller: Caller) -> FanOut<Api.GetHomeResponse>.Part {
+        guard let discovery = self.discovery else { return .init(name: "deck", essential: false, fetch: nil) }
+        return .init(name: "deck", essential: false) {
+            var forwarded = DiscoveryApi.GetDeckRequest()
+            forwarded.pageSize = request.deckPageSize == 0 ? 10 : request.deckPageSize  // Home's default
+            let response = try await discovery.call(DiscoveryApi.DiscoveryService.Method.getDeck, forwarded, as: caller)
+            let cards = try await self.deckCards(response.candidates, caller)
+            return { answer in
+                answer.deck = cards
+                answer.deckNextPageToken = response.nextPageToken
+            }
+        }
+    }
+
+    /// Home's top picks (discovery's recommendations with the reciprocal term).
+    func homeTopPicksPart(_ request: Api.GetHomeRequest, _ caller: Caller) -> FanOut<Api.GetHomeResponse>.Part {
+        guard let discovery = self.discovery else { return .init(name: "top_picks", essential: false, fetch: nil) }
+        return .init(name: "top_picks", essential: false) {
+            var forwarded = DiscoveryApi.GetRecommendationsRequest()
+            forwarded.limit = request.topPicksLimit
+            let response = try await discovery.call(
+                DiscoveryApi.DiscoveryService.Method.getRecommendations, forwarded, as: caller)
+            let cards = try await self.deckCards(response.candidates, caller, topPicks: true)
+            return { $0.topPicks = cards }
+        }
     }
 }

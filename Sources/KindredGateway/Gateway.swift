@@ -20,6 +20,8 @@ public final class Gateway: Sendable {
     let match: Downstream?
     /// The profile service (profiles, photos, communities, cards for lists); nil when the cluster does not run it.
     let profile: Downstream?
+    /// The discovery service (decks, top picks, member search); nil when the cluster does not run it.
+    let discovery: Downstream?
     let authenticator: CallerAuthenticator
     /// Ended sessions, fed by auth's WatchRevokedSessions (`watcher`), checked on every call with a user token.
     let revocations: RevokedSessions
@@ -50,8 +52,12 @@ public final class Gateway: Sendable {
         let chatClient = configuration.chatAddress.map(client)
         let matchClient = configuration.matchAddress.map(client)
         let profileClient = configuration.profileAddress.map(client)
+        let discoveryClient = configuration.discoveryAddress.map(client)
         let metrics = self.metrics
-        self.clients = [authClient] + [chatClient, matchClient, profileClient].compactMap { $0 }
+        self.clients = [authClient] + [chatClient, matchClient, profileClient, discoveryClient].compactMap { $0 }
+        self.discovery = discoveryClient.map {
+            Downstream(name: "discovery", client: $0, timeout: configuration.downstreamTimeout, metrics: metrics, logger: logger)
+        }
         self.chat = chatClient.map {
             Downstream(name: "chat", client: $0, timeout: configuration.downstreamTimeout, metrics: metrics, logger: logger)
         }

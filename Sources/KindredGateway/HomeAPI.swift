@@ -29,9 +29,8 @@ extension Gateway {
             },
             self.homeProfilePart(caller),
             self.homeCommunityPart(caller),
-            // Not deployed yet: deck, top picks, matches, chat unread totals, likes received.
-            .init(name: "deck", essential: false, fetch: nil),
-            .init(name: "top_picks", essential: false, fetch: nil),
+            self.homeDeckPart(request, caller),
+            self.homeTopPicksPart(request, caller),
             self.homeMatchesPart(request, caller),
             self.homeChatPart(caller),
             self.homeLikesPart(caller),

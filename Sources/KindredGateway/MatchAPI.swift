@@ -124,12 +124,57 @@ extension Gateway {
         forwarded.pageToken = request.pageToken
         let response = try await self.requireMatch().call(
             MatchApi.MatchService.Method.listMatches, forwarded, as: caller)
-        let cards = await self.cards(for: response.matches.map(\.otherUserId), caller)
+        // Cards (profile) and the last message with the unread count (chat), side by side, each in the part
+        // deadline: a missing part degrades the list, it does not fail it.
+        async let cardsPart = self.cards(for: response.matches.map(\.otherUserId), caller)
+        async let threadsPart = self.threadSummaries(for: response.matches.map(\.matchId), caller)
+        let (cards, threads) = await (cardsPart, threadsPart)
         var answer = Api.ListMatchesResponse()
-        answer.matches = response.matches.map { Api.MatchSummary($0, profile: cards.cards[$0.otherUserId]) }
+        answer.matches = response.matches.map { match in
+            var summary = Api.MatchSummary(match, profile: cards.cards[match.otherUserId])
+            if let thread = threads.threads[match.matchId] {
+                summary.lastMessage = thread.lastMessage.map(Api.ChatMessage.init)
+                summary.unreadCount = thread.unreadCount
+            }
+            return summary
+        }
         answer.nextPageToken = response.nextPageToken
-        answer.unavailableParts = (cards.complete ? [] : ["profiles"]) + ["chat"]
+        answer.unavailableParts = (cards.complete ? [] : ["profiles"]) + (threads.complete ? [] : ["chat"])
         return answer
+    }
+
+    /// Chat's summaries (last message, unread count) of the caller's threads `ids` (thread id = match id),
+    /// within the part deadline; `complete` is false when chat is not deployed, failed or was late.
+    func threadSummaries(for ids: [String], _ caller: Caller) async -> (threads: [String: ChatApi.ChatThread], complete: Bool) {
+        guard !ids.isEmpty else { return ([:], true) }
+        guard let chat = self.chat else {
+            self.metrics.partMissing("matches.chat")
+            return ([:], false)
+        }
+        let timeout = self.configuration.partTimeout
+        let fetched = await withTaskGroup(of: [String: ChatApi.ChatThread]?.self) { group in
+            group.addTask {
+                var request = ChatApi.GetThreadSummariesRequest()
+                request.threadIds = ids
+                guard
+                    let response = try? await chat.call(
+                        ChatApi.ChatService.Method.getThreadSummaries, request, as: caller)
+                else { return nil }
+                return Dictionary(response.threads.map { ($0.threadId, $0) }) { first, _ in first }
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        guard let fetched else {
+            self.metrics.partMissing("matches.chat")
+            return ([:], false)
+        }
+        return (fetched, true)
     }
 
     func listLikesReceived(_ request: Api.ListLikesReceivedRequest, _ caller: Caller) async throws

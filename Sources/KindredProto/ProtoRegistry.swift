@@ -1663,6 +1663,8 @@ public enum ProtoRegistry {
                 "kindred.api.v1.GetDeckResponse",
                 "kindred.api.v1.GetDeckResponse.cards",
                 "kindred.api.v1.GetDeckResponse.next_page_token",
+                "kindred.api.v1.GetDeckResponse.radius_km",
+                "kindred.api.v1.GetDeckResponse.widened",
                 "kindred.api.v1.GetRecommendationsRequest",
                 "kindred.api.v1.GetRecommendationsRequest.limit",
                 "kindred.api.v1.GetRecommendationsResponse",
@@ -1710,31 +1712,32 @@ public enum ProtoRegistry {
             HmtpbmRyZWQvY29tbW9uL3YxL2NvbW1vbi5wcm90bxoha2luZHJlZC9jb21tb24vdjEvY29tbXVuaXR5LnByb3RvIscBCg5H
             ZXREZWNrUmVxdWVzdBIbCglwYWdlX3NpemUYASABKAVSCHBhZ2VTaXplEh0KCnBhZ2VfdG9rZW4YAiABKAlSCXBhZ2VUb2tl
             bhIoChBleGNsdWRlX3VzZXJfaWRzGAMgAygJUg5leGNsdWRlVXNlcklkcxJPChFhdHRyaWJ1dGVfZmlsdGVycxgEIAMoCzIi
-            LmtpbmRyZWQuY29tbW9uLnYxLkF0dHJpYnV0ZUZpbHRlclIQYXR0cmlidXRlRmlsdGVycyJpCg9HZXREZWNrUmVzcG9uc2US
-            LgoFY2FyZHMYASADKAsyGC5raW5kcmVkLmFwaS52MS5EZWNrQ2FyZFIFY2FyZHMSJgoPbmV4dF9wYWdlX3Rva2VuGAIgASgJ
-            Ug1uZXh0UGFnZVRva2VuIjEKGUdldFJlY29tbWVuZGF0aW9uc1JlcXVlc3QSFAoFbGltaXQYASABKAVSBWxpbWl0IkwKGkdl
-            dFJlY29tbWVuZGF0aW9uc1Jlc3BvbnNlEi4KBWNhcmRzGAEgAygLMhgua2luZHJlZC5hcGkudjEuRGVja0NhcmRSBWNhcmRz
-            IuEBChRTZWFyY2hNZW1iZXJzUmVxdWVzdBIUCgVxdWVyeRgBIAEoCVIFcXVlcnkSTwoRYXR0cmlidXRlX2ZpbHRlcnMYAiAD
-            KAsyIi5raW5kcmVkLmNvbW1vbi52MS5BdHRyaWJ1dGVGaWx0ZXJSEGF0dHJpYnV0ZUZpbHRlcnMSJgoPbWF4X2Rpc3RhbmNl
-            X2ttGAMgASgFUg1tYXhEaXN0YW5jZUttEhsKCXBhZ2Vfc2l6ZRgEIAEoBVIIcGFnZVNpemUSHQoKcGFnZV90b2tlbhgFIAEo
-            CVIJcGFnZVRva2VuIm8KFVNlYXJjaE1lbWJlcnNSZXNwb25zZRIuCgVjYXJkcxgBIAMoCzIYLmtpbmRyZWQuYXBpLnYxLkRl
-            Y2tDYXJkUgVjYXJkcxImCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAlSDW5leHRQYWdlVG9rZW4ihgEKDFN3aXBlUmVxdWVzdBIk
-            Cg50YXJnZXRfdXNlcl9pZBgBIAEoCVIMdGFyZ2V0VXNlcklkEjYKBmFjdGlvbhgCIAEoDjIeLmtpbmRyZWQuY29tbW9uLnYx
-            LlN3aXBlQWN0aW9uUgZhY3Rpb24SGAoHc3VyZmFjZRgDIAEoCVIHc3VyZmFjZSLbAQoNU3dpcGVSZXNwb25zZRIZCghzd2lw
-            ZV9pZBgBIAEoCVIHc3dpcGVJZBI2CgdvdXRjb21lGAIgASgOMhwua2luZHJlZC5hcGkudjEuU3dpcGVPdXRjb21lUgdvdXRj
-            b21lEjIKBW1hdGNoGAMgASgLMhwua2luZHJlZC5hcGkudjEuTWF0Y2hTdW1tYXJ5UgVtYXRjaBIaCghyZXBsYXllZBgEIAEo
-            CFIIcmVwbGF5ZWQSJwoPcmVtYWluaW5nX2xpa2VzGAUgASgFUg5yZW1haW5pbmdMaWtlcyIsCg9VbmRvUGFzc1JlcXVlc3QS
-            GQoIc3dpcGVfaWQYASABKAlSB3N3aXBlSWQihAEKEFVuZG9QYXNzUmVzcG9uc2USGQoIc3dpcGVfaWQYASABKAlSB3N3aXBl
-            SWQSLAoEY2FyZBgCIAEoCzIYLmtpbmRyZWQuYXBpLnYxLkRlY2tDYXJkUgRjYXJkEicKD3JlbWFpbmluZ191bmRvcxgDIAEo
-            BVIOcmVtYWluaW5nVW5kb3MqgQEKDFN3aXBlT3V0Y29tZRIdChlTV0lQRV9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGgoWU1dJ
-            UEVfT1VUQ09NRV9SRUNPUkRFRBABEhkKFVNXSVBFX09VVENPTUVfTUFUQ0hFRBACEhsKF1NXSVBFX09VVENPTUVfQ09OTkVD
-            VEVEEAMyuQMKC0RlY2tTZXJ2aWNlEkoKB0dldERlY2sSHi5raW5kcmVkLmFwaS52MS5HZXREZWNrUmVxdWVzdBofLmtpbmRy
-            ZWQuYXBpLnYxLkdldERlY2tSZXNwb25zZRJrChJHZXRSZWNvbW1lbmRhdGlvbnMSKS5raW5kcmVkLmFwaS52MS5HZXRSZWNv
-            bW1lbmRhdGlvbnNSZXF1ZXN0Gioua2luZHJlZC5hcGkudjEuR2V0UmVjb21tZW5kYXRpb25zUmVzcG9uc2USXAoNU2VhcmNo
-            TWVtYmVycxIkLmtpbmRyZWQuYXBpLnYxLlNlYXJjaE1lbWJlcnNSZXF1ZXN0GiUua2luZHJlZC5hcGkudjEuU2VhcmNoTWVt
-            YmVyc1Jlc3BvbnNlEkQKBVN3aXBlEhwua2luZHJlZC5hcGkudjEuU3dpcGVSZXF1ZXN0Gh0ua2luZHJlZC5hcGkudjEuU3dp
-            cGVSZXNwb25zZRJNCghVbmRvUGFzcxIfLmtpbmRyZWQuYXBpLnYxLlVuZG9QYXNzUmVxdWVzdBogLmtpbmRyZWQuYXBpLnYx
-            LlVuZG9QYXNzUmVzcG9uc2ViBnByb3RvMw==
+            LmtpbmRyZWQuY29tbW9uLnYxLkF0dHJpYnV0ZUZpbHRlclIQYXR0cmlidXRlRmlsdGVycyKgAQoPR2V0RGVja1Jlc3BvbnNl
+            Ei4KBWNhcmRzGAEgAygLMhgua2luZHJlZC5hcGkudjEuRGVja0NhcmRSBWNhcmRzEiYKD25leHRfcGFnZV90b2tlbhgCIAEo
+            CVINbmV4dFBhZ2VUb2tlbhIbCglyYWRpdXNfa20YAyABKAVSCHJhZGl1c0ttEhgKB3dpZGVuZWQYBCABKAhSB3dpZGVuZWQi
+            MQoZR2V0UmVjb21tZW5kYXRpb25zUmVxdWVzdBIUCgVsaW1pdBgBIAEoBVIFbGltaXQiTAoaR2V0UmVjb21tZW5kYXRpb25z
+            UmVzcG9uc2USLgoFY2FyZHMYASADKAsyGC5raW5kcmVkLmFwaS52MS5EZWNrQ2FyZFIFY2FyZHMi4QEKFFNlYXJjaE1lbWJl
+            cnNSZXF1ZXN0EhQKBXF1ZXJ5GAEgASgJUgVxdWVyeRJPChFhdHRyaWJ1dGVfZmlsdGVycxgCIAMoCzIiLmtpbmRyZWQuY29t
+            bW9uLnYxLkF0dHJpYnV0ZUZpbHRlclIQYXR0cmlidXRlRmlsdGVycxImCg9tYXhfZGlzdGFuY2Vfa20YAyABKAVSDW1heERp
+            c3RhbmNlS20SGwoJcGFnZV9zaXplGAQgASgFUghwYWdlU2l6ZRIdCgpwYWdlX3Rva2VuGAUgASgJUglwYWdlVG9rZW4ibwoV
+            U2VhcmNoTWVtYmVyc1Jlc3BvbnNlEi4KBWNhcmRzGAEgAygLMhgua2luZHJlZC5hcGkudjEuRGVja0NhcmRSBWNhcmRzEiYK
+            D25leHRfcGFnZV90b2tlbhgCIAEoCVINbmV4dFBhZ2VUb2tlbiKGAQoMU3dpcGVSZXF1ZXN0EiQKDnRhcmdldF91c2VyX2lk
+            GAEgASgJUgx0YXJnZXRVc2VySWQSNgoGYWN0aW9uGAIgASgOMh4ua2luZHJlZC5jb21tb24udjEuU3dpcGVBY3Rpb25SBmFj
+            dGlvbhIYCgdzdXJmYWNlGAMgASgJUgdzdXJmYWNlItsBCg1Td2lwZVJlc3BvbnNlEhkKCHN3aXBlX2lkGAEgASgJUgdzd2lw
+            ZUlkEjYKB291dGNvbWUYAiABKA4yHC5raW5kcmVkLmFwaS52MS5Td2lwZU91dGNvbWVSB291dGNvbWUSMgoFbWF0Y2gYAyAB
+            KAsyHC5raW5kcmVkLmFwaS52MS5NYXRjaFN1bW1hcnlSBW1hdGNoEhoKCHJlcGxheWVkGAQgASgIUghyZXBsYXllZBInCg9y
+            ZW1haW5pbmdfbGlrZXMYBSABKAVSDnJlbWFpbmluZ0xpa2VzIiwKD1VuZG9QYXNzUmVxdWVzdBIZCghzd2lwZV9pZBgBIAEo
+            CVIHc3dpcGVJZCKEAQoQVW5kb1Bhc3NSZXNwb25zZRIZCghzd2lwZV9pZBgBIAEoCVIHc3dpcGVJZBIsCgRjYXJkGAIgASgL
+            Mhgua2luZHJlZC5hcGkudjEuRGVja0NhcmRSBGNhcmQSJwoPcmVtYWluaW5nX3VuZG9zGAMgASgFUg5yZW1haW5pbmdVbmRv
+            cyqBAQoMU3dpcGVPdXRjb21lEh0KGVNXSVBFX09VVENPTUVfVU5TUEVDSUZJRUQQABIaChZTV0lQRV9PVVRDT01FX1JFQ09S
+            REVEEAESGQoVU1dJUEVfT1VUQ09NRV9NQVRDSEVEEAISGwoXU1dJUEVfT1VUQ09NRV9DT05ORUNURUQQAzK5AwoLRGVja1Nl
+            cnZpY2USSgoHR2V0RGVjaxIeLmtpbmRyZWQuYXBpLnYxLkdldERlY2tSZXF1ZXN0Gh8ua2luZHJlZC5hcGkudjEuR2V0RGVj
+            a1Jlc3BvbnNlEmsKEkdldFJlY29tbWVuZGF0aW9ucxIpLmtpbmRyZWQuYXBpLnYxLkdldFJlY29tbWVuZGF0aW9uc1JlcXVl
+            c3QaKi5raW5kcmVkLmFwaS52MS5HZXRSZWNvbW1lbmRhdGlvbnNSZXNwb25zZRJcCg1TZWFyY2hNZW1iZXJzEiQua2luZHJl
+            ZC5hcGkudjEuU2VhcmNoTWVtYmVyc1JlcXVlc3QaJS5raW5kcmVkLmFwaS52MS5TZWFyY2hNZW1iZXJzUmVzcG9uc2USRAoF
+            U3dpcGUSHC5raW5kcmVkLmFwaS52MS5Td2lwZVJlcXVlc3QaHS5raW5kcmVkLmFwaS52MS5Td2lwZVJlc3BvbnNlEk0KCFVu
+            ZG9QYXNzEh8ua2luZHJlZC5hcGkudjEuVW5kb1Bhc3NSZXF1ZXN0GiAua2luZHJlZC5hcGkudjEuVW5kb1Bhc3NSZXNwb25z
+            ZWIGcHJvdG8z
             """
         ),
         ProtoFileDescriptor(

@@ -47,6 +47,13 @@ extension Kindred.Api.V1 {
         /// Token for more; empty when the deck is exhausted for now.
         public var nextPageToken: Swift.String = ""
 
+        /// The radius in km the cards come from: the caller's own, or wider when the deck ran dry nearby.
+        public var radiusKm: Swift.Int32 = 0
+
+        /// True when the radius was widened beyond the caller's own (up to the community's maximum), so the app can
+        /// say "showing people farther away".
+        public var widened: Swift.Bool = false
+
         public init() {}
 
         public static var protoMessageName: Swift.String { "kindred.api.v1.GetDeckResponse" }
@@ -55,11 +62,15 @@ extension Kindred.Api.V1 {
         public func encode(to encoder: inout ProtoEncoder) {
             encoder.setRepeatedMessage(1, self.cards)
             encoder.setString(2, self.nextPageToken)
+            encoder.setInt32(3, self.radiusKm)
+            encoder.setBool(4, self.widened)
         }
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
             self.cards = try decoder.repeatedMessage(1, as: Kindred.Api.V1.DeckCard.self)
             self.nextPageToken = try decoder.string(2)
+            self.radiusKm = decoder.int32(3)
+            self.widened = decoder.bool(4)
         }
     }
 }

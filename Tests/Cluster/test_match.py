@@ -37,7 +37,6 @@ from kindred.match.v1 import match_pb2_grpc as internal_match_grpc  # noqa: E402
 
 TIMEOUT = 30
 PASSWORD = "correct horse battery staple"
-PROFILE_SECRET = "match-test-profile-secret-0123456789abcdef"
 BOOTSTRAP_SECRET = "match-test-bootstrap-secret-0123456789abcdef"
 LIKE, PASS = common_pb2.SWIPE_ACTION_LIKE, common_pb2.SWIPE_ACTION_PASS
 
@@ -61,11 +60,13 @@ class ProfileProjection:
     def __init__(self, cluster):
         self.auth = auth_pb2_grpc.AuthServiceStub(grpc.insecure_channel(f"127.0.0.1:{cluster.port('auth')}"))
         self.match = internal_match_grpc.MatchServiceStub(grpc.insecure_channel(f"127.0.0.1:{cluster.port('match')}"))
+        # The profile service's own secret (run-cluster.sh gives auth every service's secret from the data folder).
+        self.secret = (cluster.data_dir / "secrets" / "profile").read_text().strip()
         self.versions = {}
 
     def _deliver(self, event):
         token = self.auth.IssueServiceToken(credentials_pb2.IssueServiceTokenRequest(
-            service_name="profile", client_secret=PROFILE_SECRET), timeout=TIMEOUT).access_token
+            service_name="profile", client_secret=self.secret), timeout=TIMEOUT).access_token
         event.event_id = str(uuid.UUID(int=(int(time.time() * 1000) << 80) | (7 << 76) | (2 << 62)
                                        | uuid.uuid4().int & ((1 << 62) - 1) | (uuid.uuid4().int & 0xFFF) << 64))
         event.producer = "profile"
@@ -89,8 +90,7 @@ class ProfileProjection:
 
 @pytest.fixture(scope="module")
 def cluster():
-    running = Cluster(KINDRED_AUTH_SERVICE_SECRET_PROFILE=PROFILE_SECRET,
-                      KINDRED_AUTH_BOOTSTRAP_SECRET=BOOTSTRAP_SECRET)
+    running = Cluster(KINDRED_AUTH_BOOTSTRAP_SECRET=BOOTSTRAP_SECRET)
     assert "match" in running.servers()
     pids = running.pids()
     yield running
@@ -163,7 +163,7 @@ def test_two_users_who_like_each_other_see_one_match(cluster, api, profiles):
     assert first.outcome == deck_pb2.SWIPE_OUTCOME_RECORDED and not first.HasField("match")
     likes = api.matches.ListLikesReceived(match_pb2.ListLikesReceivedRequest(), metadata=bob.auth, timeout=TIMEOUT)
     assert [like.user_id for like in likes.likes] == [alice.id] and likes.total_count == 1
-    assert "profiles" in likes.unavailable_parts, "profile is not deployed: ids only, marked partial"
+    assert "profiles" not in likes.unavailable_parts, "profile answered (these test users have no profile there)"
     second = swipe(api, bob, alice)
     assert second.outcome == deck_pb2.SWIPE_OUTCOME_MATCHED
     for user, other in ((alice, bob), (bob, alice)):
@@ -171,7 +171,8 @@ def test_two_users_who_like_each_other_see_one_match(cluster, api, profiles):
         assert [m.match_id for m in listed.matches] == [second.match.match_id]
         assert listed.matches[0].profile.user_id == other.id
         assert listed.matches[0].direction == types_pb2.CONNECTION_DIRECTION_MUTUAL
-        assert set(listed.unavailable_parts) == {"profiles", "chat"}
+        assert list(listed.unavailable_parts) == [], "profile and chat both answered"
+        assert listed.matches[0].unread_count == 0
     assert swipe(api, bob, alice).replayed
     home = api.home.GetHome(home_pb2.GetHomeRequest(), metadata=alice.auth, timeout=TIMEOUT)
     assert [m.match_id for m in home.matches] == [second.match.match_id]

@@ -534,7 +534,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__get_deck_request__descriptor 
   (ProtobufCMessageInit) kindred__api__v1__get_deck_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__api__v1__get_deck_response__field_descriptors[2] =
+static const ProtobufCFieldDescriptor kindred__api__v1__get_deck_response__field_descriptors[4] =
 {
   {
     "cards",
@@ -560,15 +560,41 @@ static const ProtobufCFieldDescriptor kindred__api__v1__get_deck_response__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "radius_km",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__GetDeckResponse, radius_km),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "widened",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__GetDeckResponse, widened),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__api__v1__get_deck_response__field_indices_by_name[] = {
   0,   /* field[0] = cards */
   1,   /* field[1] = next_page_token */
+  2,   /* field[2] = radius_km */
+  3,   /* field[3] = widened */
 };
 static const ProtobufCIntRange kindred__api__v1__get_deck_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor kindred__api__v1__get_deck_response__descriptor =
 {
@@ -578,7 +604,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__get_deck_response__descriptor
   "Kindred__Api__V1__GetDeckResponse",
   "kindred.api.v1",
   sizeof(Kindred__Api__V1__GetDeckResponse),
-  2,
+  4,
   kindred__api__v1__get_deck_response__field_descriptors,
   kindred__api__v1__get_deck_response__field_indices_by_name,
   1,  kindred__api__v1__get_deck_response__number_ranges,

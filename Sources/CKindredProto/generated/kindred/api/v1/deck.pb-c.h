@@ -102,10 +102,19 @@ struct  Kindred__Api__V1__GetDeckResponse
    * Token for more; empty when the deck is exhausted for now.
    */
   char *next_page_token;
+  /*
+   * The radius in km the cards come from: the caller's own, or wider when the deck ran dry nearby.
+   */
+  int32_t radius_km;
+  /*
+   * True when the radius was widened beyond the caller's own (up to the community's maximum), so the app can
+   * say "showing people farther away".
+   */
+  protobuf_c_boolean widened;
 };
 #define KINDRED__API__V1__GET_DECK_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__api__v1__get_deck_response__descriptor) \
-    , 0,NULL, (char *)protobuf_c_empty_string }
+    , 0,NULL, (char *)protobuf_c_empty_string, 0, 0 }
 
 
 /*
