@@ -64,12 +64,14 @@ def port_is_free(port: int) -> bool:
 
 
 def free_port_base() -> tuple:
-    """A port base whose gRPC and admin ports are all free, and a free SMTP port."""
+    """A port base whose gRPC, admin and media ports are all free, and a free SMTP port. Two clusters may run at
+    once (a test starting its own beside the module's), so every port one of them binds is checked."""
     for _ in range(200):
         base = 46050 + 10 * random.randrange(0, 150)
         ports = [base + i for i in range(len(SERVERS))] + [base + ADMIN_PORT_OFFSET + i for i in range(len(SERVERS))]
         smtp = base + ADMIN_PORT_OFFSET + 50
-        if all(port_is_free(p) for p in ports + [smtp]):
+        media = base + 2 * ADMIN_PORT_OFFSET  # the gateway's media port (run-cluster.sh: port base + 200)
+        if all(port_is_free(p) for p in ports + [smtp, media]):
             return base, smtp
     raise RuntimeError("no free port range found")
 
