@@ -26,7 +26,8 @@ KINDRED_BIN_DIR="$BIN" KINDRED_DATA_DIR="$WORK/data" KINDRED_CLUSTER_DIR="$WORK/
     KINDRED_CHAT_ACCESS_LOG=false KINDRED_CHAT_DATABASE_POOL_SIZE=20 \
     setsid services/run-cluster.sh >"$LOG" 2>&1 </dev/null &
 CLUSTER=$!
-cleanup() { kill -INT "$CLUSTER" 2>/dev/null || true; wait "$CLUSTER" 2>/dev/null || true; rm -rf "$WORK"; }
+cleanup() { kill -TERM "$CLUSTER" 2>/dev/null || true; # TERM: a background job ignores INT (bash), so run-cluster.sh never saw it
+    wait "$CLUSTER" 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 for _ in $(seq 1 240); do
     grep -q "Kindred is up" "$LOG" && break
