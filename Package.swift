@@ -119,7 +119,10 @@ let package = Package(
         // Tests: a real server of any service on a private, freshly migrated database.
         .target(
             name: "KindredServiceTesting",
-            dependencies: ["KindredServiceKit", "KindredGRPC", "KindredGRPCServices", "KindredPostgresTesting", logging]
+            dependencies: [
+                "KindredServiceKit", "KindredGRPC", "KindredGRPCServices", "KindredPostgresTesting", "KindredIdentity",
+                "KindredOpenSSL", logging,
+            ]
         ),
 
         // The auth service: accounts, sessions, tokens (library) and its thin executable.

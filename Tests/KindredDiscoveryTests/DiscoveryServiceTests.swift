@@ -223,8 +223,8 @@ struct DiscoveryServiceTests {
             search.viewerUserId = other.id
             #expect(await harness.failure(D.searchMembers, search, token: scene.viewer.token) == .permissionDenied)
             // The gateway names viewers; another service may not.
-            #expect(try await harness.call(D.getDeck, deck, token: TestKeys.serviceToken("gateway")).candidates.count > 0)
-            #expect(await harness.failure(D.getDeck, deck, token: TestKeys.serviceToken("chat")) == .permissionDenied)
+            #expect(try await harness.call(D.getDeck, deck, token: testKeys.serviceToken("gateway")).candidates.count > 0)
+            #expect(await harness.failure(D.getDeck, deck, token: testKeys.serviceToken("chat")) == .permissionDenied)
             #expect(await harness.failure(D.getDeck, .init(), token: "not-a-token") == .unauthenticated)
             // A deck token is its viewer's only.
             var small = DiscoveryApi.GetDeckRequest()
@@ -254,7 +254,7 @@ struct DiscoveryServiceTests {
             }]
             #expect(await harness.failure(D.deliverEvents, events, token: scene.viewer.token) == .permissionDenied)
             // A service cannot pass its events off as another's.
-            #expect(await harness.failure(D.deliverEvents, events, token: TestKeys.serviceToken("profile")) == .invalidArgument)
+            #expect(await harness.failure(D.deliverEvents, events, token: testKeys.serviceToken("profile")) == .invalidArgument)
             #expect(try await harness.deckIDs(scene.viewer).contains(other.id))
             // Bad input changes nothing.
             deck.viewerUserId = ""
@@ -269,8 +269,8 @@ struct DiscoveryServiceTests {
             var back = other
             back.version = 2
             index.snapshot = back.snapshot
-            #expect(try await harness.call(D.indexCandidate, index, token: TestKeys.serviceToken("profile")).applied)
-            #expect(!(try await harness.call(D.indexCandidate, index, token: TestKeys.serviceToken("profile")).applied))
+            #expect(try await harness.call(D.indexCandidate, index, token: testKeys.serviceToken("profile")).applied)
+            #expect(!(try await harness.call(D.indexCandidate, index, token: testKeys.serviceToken("profile")).applied))
             #expect(try await harness.deckIDs(scene.viewer).contains(other.id))
         }
     }
@@ -286,7 +286,7 @@ struct DiscoveryServiceTests {
             #expect(await harness.failure(D.getDeck, .init(), token: scene.viewer.token) == .resourceExhausted)
             var named = DiscoveryApi.GetDeckRequest()
             named.viewerUserId = scene.viewer.id
-            #expect(await harness.failure(D.getDeck, named, token: TestKeys.serviceToken("gateway")) == .resourceExhausted)
+            #expect(await harness.failure(D.getDeck, named, token: testKeys.serviceToken("gateway")) == .resourceExhausted)
             // Another viewer is not affected.
             #expect(try await harness.call(D.getDeck, .init(), token: scene.near[0].token).candidates.count >= 1)
         }

@@ -62,7 +62,7 @@ import Testing
             try await h.call(M.block, .with { $0.targetUserId = m[2].id }, token: gone.token)
             try await h.call(M.reportUser, .with { $0.targetUserId = gone.id; $0.reason = .spam }, token: m[3].token)
             try await h.call(M.reportUser, .with { $0.targetUserId = m[3].id; $0.reason = .spam }, token: gone.token)
-            let admin = TestKeys.userToken(try UUIDv7.generate(), community: "dating", roles: ["admin"])
+            let admin = testKeys.userToken(try UUIDv7.generate(), community: "dating", roles: ["admin"])
             func footprint() async throws -> [String: Int64] {
                 let counts = try await h.call(M.getUserFootprint, .with { $0.userId = gone.id }, token: admin).counts
                 return Dictionary(uniqueKeysWithValues: counts.map { ($0.kind, $0.rows) })
@@ -82,7 +82,7 @@ import Testing
             #expect(try await h.outboxCount("match.ended") == 1)
             // Services may read the footprint too.
             let service = try await h.call(
-                M.getUserFootprint, .with { $0.userId = gone.id }, token: TestKeys.serviceToken("auth"))
+                M.getUserFootprint, .with { $0.userId = gone.id }, token: testKeys.serviceToken("auth"))
             #expect(service.counts.count == 8)
         }
     }

@@ -13,7 +13,7 @@ import Testing
     /// A chat stand-in: DeliverEvents for match's service token, recording what arrives.
     final class Consumer: GRPCService, Sendable {
         let received = Mutex<[CommonApi.Event]>([])
-        let access = ServiceAccess(authenticator: CallerAuthenticator(keys: [TestKeys.signer.keyID: TestKeys.key.publicKey]))
+        let access = ServiceAccess(authenticator: CallerAuthenticator(keys: testKeys.trustedKeys))
 
         func register(in router: inout GRPCRouter) {
             router.unary(Kindred.Chat.V1.ChatService.Method.deliverEvents) { request, context in

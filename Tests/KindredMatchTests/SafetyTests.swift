@@ -30,7 +30,7 @@ import Testing
             let unseen = try await h.call(M.filterUnseen, .with {
                 $0.viewerUserId = m[0].id
                 $0.candidateUserIds = [m[1].id, m[2].id]
-            }, token: TestKeys.serviceToken("discovery"))
+            }, token: testKeys.serviceToken("discovery"))
             #expect(unseen.unseenUserIds == [m[2].id])
             #expect(try await h.outboxCount("user.blocked") == 2)
             #expect(try await h.outboxCount("match.ended") == 1)
@@ -82,7 +82,7 @@ import Testing
             #expect(unseen.unseenUserIds == [blocker.id, unknown.id])
             let passedUnseen = try await h.call(M.filterUnseen, .with {
                 $0.candidateUserIds = [passer.id]
-            }, token: TestKeys.userToken(passed.id, community: "dating"))
+            }, token: testKeys.userToken(passed.id, community: "dating"))
             #expect(passedUnseen.unseenUserIds == [], "passed liked the passer already: own swipe")
             let fresh = try await h.members(1, community: "dating")
             try await h.swipe(passer, fresh[0], .pass)
@@ -91,7 +91,7 @@ import Testing
             let discovery = try await h.call(M.filterUnseen, .with {
                 $0.viewerUserId = fresh[0].id
                 $0.candidateUserIds = [passer.id]
-            }, token: TestKeys.serviceToken("discovery"))
+            }, token: testKeys.serviceToken("discovery"))
             #expect(discovery.unseenUserIds.isEmpty, "discovery hides them from each other")
             #expect(try await h.call(M.listLikesReceived, .init(), token: blocked.token).likes.isEmpty)
             #expect(try await h.matches(blocked).isEmpty)
@@ -132,7 +132,7 @@ import Testing
             try await h.community("dating")
             let m = try await h.members(2, community: "dating")
             let admin = Member(id: try UUIDv7.generate(), community: "dating")
-            let adminToken = TestKeys.userToken(admin.id, community: "dating", roles: ["user", "admin"])
+            let adminToken = testKeys.userToken(admin.id, community: "dating", roles: ["user", "admin"])
             let request = MatchApi.ReportUserRequest.with {
                 $0.targetUserId = m[1].id
                 $0.reason = .harassment
@@ -196,8 +196,8 @@ import Testing
             #expect(await h.code(M.resolveReport, .with { $0.reportId = try! UUIDv7.generate(); $0.resolution = .noAction },
                                  token: intruder.token) == .permissionDenied)
             #expect(await h.code(M.deliverEvents, .init(), token: intruder.token) == .permissionDenied)
-            #expect(await h.code(M.deliverEvents, .init(), token: TestKeys.serviceToken("chat")) == .permissionDenied)
-            #expect(await h.code(M.filterUnseen, .with { $0.viewerUserId = m[0].id }, token: TestKeys.serviceToken("auth"))
+            #expect(await h.code(M.deliverEvents, .init(), token: testKeys.serviceToken("chat")) == .permissionDenied)
+            #expect(await h.code(M.filterUnseen, .with { $0.viewerUserId = m[0].id }, token: testKeys.serviceToken("auth"))
                 == .permissionDenied)
             #expect(try await h.matches(intruder).isEmpty)
             #expect(try await h.call(M.unmatch, .with { $0.matchId = match.matchId }, token: m[0].token) == .init(),

@@ -17,26 +17,9 @@ typealias CommonApi = Kindred.Common.V1
 typealias D = Kindred.Discovery.V1.DiscoveryService.Method
 
 /// Token signing for tests: the discovery server trusts this key (as it trusts auth's keys in production).
-enum TestKeys {
-    static let key = try! Ed25519PrivateKey()
-    static let signer = AccessTokenSigner(keyID: "discovery-test", key: key)
+let testKeys = TestTokens(keyID: "discovery-test")
 
-    static func userToken(_ user: String, community: String, roles: [String] = ["user"]) -> String {
-        let claims = AccessTokenClaims(
-            subject: user, issuedAt: Int64(Date().timeIntervalSince1970) - 5, lifetimeSeconds: 900,
-            tokenID: try! UUIDv7.generate(), sessionID: try! UUIDv7.generate(), communityID: community, roles: roles)
-        return try! signer.sign(claims)
-    }
-
-    static func serviceToken(_ service: String) -> String {
-        let claims = AccessTokenClaims(
-            subject: "service:" + service, issuedAt: Int64(Date().timeIntervalSince1970) - 5, lifetimeSeconds: 900,
-            tokenID: try! UUIDv7.generate(), sessionID: nil, roles: ["service"])
-        return try! signer.sign(claims)
-    }
-}
-
-/// The discovery server as TestServer builds it, with callers checked against `TestKeys` instead of auth's keys
+/// The discovery server as TestServer builds it, with callers checked against `testKeys` instead of auth's keys
 /// (the rest is the real server: configuration from settings, database, index, inbox).
 enum TestDiscoveryDefinition: ServerDefinition {
     static let name = "discovery"
@@ -47,7 +30,7 @@ enum TestDiscoveryDefinition: ServerDefinition {
     static func makeServer(settings: EnvironmentReader, logger: Logger) async throws -> DiscoveryServer {
         try DiscoveryServer(
             configuration: DiscoveryConfiguration(settings),
-            auth: AuthConnection(fixedKeys: [TestKeys.signer.keyID: TestKeys.key.publicKey], logger: logger),
+            auth: AuthConnection(fixedKeys: testKeys.trustedKeys, logger: logger),
             logger: logger)
     }
 }
@@ -69,7 +52,7 @@ struct Member {
     var attributes: [CommonApi.AttributeValue] = []
     var version: Int64 = 1
 
-    var token: String { TestKeys.userToken(self.id, community: self.community) }
+    var token: String { testKeys.userToken(self.id, community: self.community) }
     var key: UserKey { UserKey(uuidString: self.id)! }
 
     var snapshot: CommonApi.CandidateSnapshot {
@@ -107,7 +90,7 @@ struct DiscoveryHarness {
     let server: TestServer<TestDiscoveryDefinition>
     let client: GRPCClient
     var database: PostgresClient { self.server.server.database }
-    static let admin = TestKeys.userToken(try! UUIDv7.generate(), community: "dating", roles: ["user", "admin"])
+    static let admin = testKeys.userToken(try! UUIDv7.generate(), community: "dating", roles: ["user", "admin"])
 
     static func with<T>(settings: [String: String] = [:], _ body: (DiscoveryHarness) async throws -> T) async throws -> T {
         var logger = Logger(label: "kindred.discovery.test")
@@ -154,7 +137,7 @@ struct DiscoveryHarness {
             if event.eventId.isEmpty { event.eventId = try UUIDv7.generate() }
             return event
         }
-        return try await self.call(D.deliverEvents, request, token: TestKeys.serviceToken(producer)).acknowledgedEventIds
+        return try await self.call(D.deliverEvents, request, token: testKeys.serviceToken(producer)).acknowledgedEventIds
     }
 
     /// Profile publishes a community.

@@ -17,26 +17,9 @@ typealias CommonApi = Kindred.Common.V1
 typealias M = Kindred.Match.V1.MatchService.Method
 
 /// Token signing for tests: the match server trusts this key (as it trusts auth's keys in production).
-enum TestKeys {
-    static let key = try! Ed25519PrivateKey()
-    static let signer = AccessTokenSigner(keyID: "match-test", key: key)
+let testKeys = TestTokens(keyID: "match-test")
 
-    static func userToken(_ user: String, community: String, roles: [String] = ["user"]) -> String {
-        let claims = AccessTokenClaims(
-            subject: user, issuedAt: Int64(Date().timeIntervalSince1970) - 5, lifetimeSeconds: 900,
-            tokenID: try! UUIDv7.generate(), sessionID: try! UUIDv7.generate(), communityID: community, roles: roles)
-        return try! signer.sign(claims)
-    }
-
-    static func serviceToken(_ service: String) -> String {
-        let claims = AccessTokenClaims(
-            subject: "service:" + service, issuedAt: Int64(Date().timeIntervalSince1970) - 5, lifetimeSeconds: 900,
-            tokenID: try! UUIDv7.generate(), sessionID: nil, roles: ["service"])
-        return try! signer.sign(claims)
-    }
-}
-
-/// The match server as TestServer builds it, with callers checked against `TestKeys` instead of auth's keys
+/// The match server as TestServer builds it, with callers checked against `testKeys` instead of auth's keys
 /// (the rest is the real server: configuration from settings, database, writer, relay).
 enum TestMatchDefinition: ServerDefinition {
     static let name = "match"
@@ -45,10 +28,10 @@ enum TestMatchDefinition: ServerDefinition {
     static let schema: String? = "match"
 
     static func makeServer(settings: EnvironmentReader, logger: Logger) async throws -> MatchServer {
-        let tokens = ServiceTokenSource { (TestKeys.serviceToken("match"), (Int64(Date().timeIntervalSince1970) + 900) * 1000) }
+        let tokens = ServiceTokenSource { (testKeys.serviceToken("match"), (Int64(Date().timeIntervalSince1970) + 900) * 1000) }
         return try MatchServer(
             configuration: MatchConfiguration(settings),
-            auth: AuthConnection(fixedKeys: [TestKeys.signer.keyID: TestKeys.key.publicKey], serviceTokens: tokens, logger: logger),
+            auth: AuthConnection(fixedKeys: testKeys.trustedKeys, serviceTokens: tokens, logger: logger),
             logger: logger)
     }
 }
@@ -57,7 +40,7 @@ enum TestMatchDefinition: ServerDefinition {
 struct Member {
     let id: String
     let community: String
-    var token: String { TestKeys.userToken(self.id, community: self.community) }
+    var token: String { testKeys.userToken(self.id, community: self.community) }
 }
 
 /// One match server on a fresh database, a client, and helpers that feed the projections the way profile and
@@ -116,7 +99,7 @@ struct MatchHarness {
             if event.eventId.isEmpty { event.eventId = try UUIDv7.generate() }
             return event
         }
-        return try await self.call(M.deliverEvents, request, token: TestKeys.serviceToken(producer)).acknowledgedEventIds
+        return try await self.call(M.deliverEvents, request, token: testKeys.serviceToken(producer)).acknowledgedEventIds
     }
 
     /// Profile's CommunityUpdated for a community.
