@@ -42,21 +42,26 @@ struct FanOut<Answer: Sendable>: Sendable {
         return (answer, missing)
     }
 
-    /// Runs a non-essential part for at most `timeout`; nil when it fails or is late (then it is cancelled,
-    /// which resets its downstream streams).
+    /// Runs a non-essential part for at most `timeout`; nil when it fails or is late.
     private static func optional(
         _ fetch: @escaping @Sendable () async throws -> @Sendable (inout Answer) -> Void,
         timeout: Duration
     ) async -> (@Sendable (inout Answer) -> Void)? {
-        await withTaskGroup(of: (@Sendable (inout Answer) -> Void)?.self) { group in
-            group.addTask { try? await fetch() }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
+        await withinDeadline(timeout, fetch)
+    }
+}
+
+/// The result of `body`, or nil when it throws or takes longer than `timeout` (it is then cancelled, which
+/// resets its downstream streams). What every non-essential part of a fan-out runs under.
+func withinDeadline<T: Sendable>(_ timeout: Duration, _ body: @escaping @Sendable () async throws -> T) async -> T? {
+    await withTaskGroup(of: T?.self) { group in
+        group.addTask { try? await body() }
+        group.addTask {
+            try? await Task.sleep(for: timeout)
+            return nil
         }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        return first
     }
 }

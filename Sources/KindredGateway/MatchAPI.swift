@@ -91,24 +91,11 @@ extension Gateway {
             self.metrics.partMissing("cards.profiles")
             return ([:], false)
         }
-        let timeout = self.configuration.partTimeout
-        let fetched = await withTaskGroup(of: [String: Api.ProfileCard]?.self) { group in
-            group.addTask {
-                var request = ProfileApi.GetProfilesRequest()
-                request.userIds = ids
-                guard
-                    let response = try? await profile.call(
-                        ProfileApi.ProfileService.Method.getProfiles, request, as: caller)
-                else { return nil }
-                return Dictionary(response.profiles.map { ($0.userId, Api.ProfileCard($0)) }) { first, _ in first }
-            }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
+        let fetched = await withinDeadline(self.configuration.partTimeout) {
+            var request = ProfileApi.GetProfilesRequest()
+            request.userIds = ids
+            let response = try await profile.call(ProfileApi.ProfileService.Method.getProfiles, request, as: caller)
+            return Dictionary(response.profiles.map { ($0.userId, Api.ProfileCard($0)) }) { first, _ in first }
         }
         guard let fetched else {
             self.metrics.partMissing("cards.profiles")
@@ -151,24 +138,11 @@ extension Gateway {
             self.metrics.partMissing("matches.chat")
             return ([:], false)
         }
-        let timeout = self.configuration.partTimeout
-        let fetched = await withTaskGroup(of: [String: ChatApi.ChatThread]?.self) { group in
-            group.addTask {
-                var request = ChatApi.GetThreadSummariesRequest()
-                request.threadIds = ids
-                guard
-                    let response = try? await chat.call(
-                        ChatApi.ChatService.Method.getThreadSummaries, request, as: caller)
-                else { return nil }
-                return Dictionary(response.threads.map { ($0.threadId, $0) }) { first, _ in first }
-            }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
+        let fetched = await withinDeadline(self.configuration.partTimeout) {
+            var request = ChatApi.GetThreadSummariesRequest()
+            request.threadIds = ids
+            let response = try await chat.call(ChatApi.ChatService.Method.getThreadSummaries, request, as: caller)
+            return Dictionary(response.threads.map { ($0.threadId, $0) }) { first, _ in first }
         }
         guard let fetched else {
             self.metrics.partMissing("matches.chat")
