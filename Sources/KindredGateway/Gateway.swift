@@ -4,6 +4,7 @@ import KindredGRPCServices
 import KindredIdentity
 import KindredOpenSSL
 import KindredProto
+import KindredServiceKit
 import Logging
 import NIOCore
 
@@ -22,12 +23,12 @@ public final class Gateway: Sendable {
     let profile: Downstream?
     /// The discovery service (decks, top picks, member search); nil when the cluster does not run it.
     let discovery: Downstream?
-    let authenticator: CallerAuthenticator
-    /// Ended sessions, fed by auth's WatchRevokedSessions (`watcher`), checked on every call with a user token.
-    let revocations: RevokedSessions
-    private let watcher: RevocationWatcher?
-    /// The gateway's service token (auth's IssueServiceToken with `KINDRED_GATEWAY_SERVICE_SECRET`).
-    let serviceTokens: ServiceTokenSource?
+    /// Auth's keys, the ended sessions (auth's WatchRevokedSessions) checked on every call with a user token, and
+    /// the gateway's service token (IssueServiceToken with `KINDRED_GATEWAY_SERVICE_SECRET`): the kit's
+    /// ``AuthConnection``, as every service has.
+    let authConnection: AuthConnection
+    var authenticator: CallerAuthenticator { self.authConnection.authenticator }
+    var serviceTokens: ServiceTokenSource? { self.authConnection.serviceTokens }
     let clientLimiter: TokenBucketLimiter
     let accountLimiter: TokenBucketLimiter
     let anonymousLimiter: TokenBucketLimiter
@@ -74,33 +75,13 @@ public final class Gateway: Sendable {
             metrics: self.metrics,
             logger: logger
         )
-        let revocations = RevokedSessions(staleAfter: configuration.revocationStaleAfter)
-        self.revocations = revocations
-        if let secret = configuration.serviceSecret {
-            let tokens = ServiceTokenSource(auth: authClient, serviceName: "gateway", secret: secret)
-            self.serviceTokens = tokens
-            self.watcher = RevocationWatcher(client: authClient, revocations: revocations, logger: logger) {
-                try await tokens.token()
-            }
-        } else {
-            self.serviceTokens = nil
-            self.watcher = nil
-            logger.error(
-                "KINDRED_GATEWAY_SERVICE_SECRET is not set: session ends cannot be followed, calls with a user token answer UNAVAILABLE"
-            )
-        }
-        self.authenticator = CallerAuthenticator(refetchInterval: .seconds(5), revocations: revocations) {
-            let response = try await authClient.unary(
-                AuthApi.AuthService.Method.getPublicKeys,
-                AuthApi.GetPublicKeysRequest(),
-                options: CallOptions(timeout: .seconds(3))
-            )
-            var keys: [String: Ed25519PublicKey] = [:]
-            for key in response.keys where key.curve == "Ed25519" && key.status != .retired {
-                keys[key.keyId] = try Ed25519PublicKey(rawRepresentation: key.publicKey)
-            }
-            return keys
-        }
+        self.authConnection = AuthConnection(
+            client: authClient,
+            serviceName: "gateway",
+            secret: configuration.serviceSecret,
+            revocationStaleAfter: configuration.revocationStaleAfter,
+            logger: logger
+        )
         self.clientLimiter = TokenBucketLimiter(rate: configuration.clientRate, burst: configuration.clientBurst)
         self.accountLimiter = TokenBucketLimiter(rate: configuration.accountRate, burst: configuration.accountBurst)
         self.anonymousLimiter = TokenBucketLimiter(
@@ -117,55 +98,20 @@ public final class Gateway: Sendable {
         ]
     }
 
-    /// What runs beside the gateway's server: following auth's session ends (`WatchRevokedSessions`), and
-    /// fetching auth's keys once at start (calls that arrive first fetch too).
+    /// What runs beside the gateway's server: auth's keys (warm-up) and session ends (the revocation watcher),
+    /// and the media port.
     public var backgroundTasks: [BackgroundTask] {
-        var tasks: [BackgroundTask] = [.once("key-warm-up") { await self.warmUp() }]
-        if let watcher = self.watcher {
-            tasks.append(BackgroundTask("revocation-watcher") { await watcher.run() })
-        }
+        var tasks = self.authConnection.backgroundTasks
         if let media = self.mediaServer {
             tasks.append(BackgroundTask("media-port") { try await media.run() })
         }
         return tasks
     }
 
-    /// Fetches auth's keys until it answers, then checks the service secret.
-    public func warmUp() async {
-        var delay: Duration = .milliseconds(100)
-        while !Task.isCancelled {
-            if await self.authenticator.prefetch() {
-                self.logger.info("auth signing keys loaded")
-                await self.checkServiceSecret()
-                return
-            }
-            try? await Task.sleep(for: delay)
-            delay = min(delay * 2, .seconds(5))
-        }
-    }
-
     /// Waits until auth's keys are known and, when the gateway follows session ends, their set is current
-    /// (tests and readiness), at most `timeout`. The key warm-up and the watcher do the work; this only watches.
+    /// (tests and readiness), at most `timeout`.
     public func waitUntilReady(timeout: Duration) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while !(self.authenticator.hasKeys && (self.watcher == nil || self.revocations.isFresh)) {
-            guard ContinuousClock.now < deadline else { return false }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return true
-    }
-
-    /// Asks auth for the gateway's service token; a refusal is logged (the secret is not).
-    private func checkServiceSecret() async {
-        guard let tokens = self.serviceTokens else { return }
-        do {
-            _ = try await tokens.token()
-            self.logger.info("service secret accepted by auth")
-        } catch {
-            self.logger.warning(
-                "auth refused KINDRED_GATEWAY_SERVICE_SECRET: check KINDRED_AUTH_SERVICE_SECRET_GATEWAY",
-                metadata: ["error": "\(error)"])
-        }
+        await self.authConnection.waitUntilReady(timeout: timeout)
     }
 
     public func shutdown() async {

@@ -27,6 +27,7 @@ public final class AuthConnection: Sendable {
     public let client: GRPCClient?
     private let revocations: RevokedSessions?
     private let watcher: RevocationWatcher?
+    private let serviceName: String?
     private let logger: Logger
 
     public init(
@@ -37,6 +38,7 @@ public final class AuthConnection: Sendable {
         logger: Logger
     ) {
         self.client = client
+        self.serviceName = serviceName
         self.logger = logger
         let revocations = RevokedSessions(staleAfter: revocationStaleAfter)
         self.revocations = revocations
@@ -50,7 +52,8 @@ public final class AuthConnection: Sendable {
             self.serviceTokens = nil
             self.watcher = nil
             logger.error(
-                "service secret is not set: session ends cannot be followed, calls with a user token answer UNAVAILABLE")
+                "service secret is not set: session ends cannot be followed, calls with a user token answer UNAVAILABLE",
+                metadata: ["service": "\(serviceName)"])
         }
         self.authenticator = CallerAuthenticator(refetchInterval: .seconds(5), revocations: revocations) {
             let response = try await client.unary(
@@ -107,10 +110,12 @@ public final class AuthConnection: Sendable {
         self.client = nil
         self.revocations = nil
         self.watcher = nil
+        self.serviceName = nil
         self.logger = logger
     }
 
-    /// The key warm-up (until auth answers) and, with a secret, the revocation watcher.
+    /// The key warm-up (until auth answers, then one check that auth accepts the secret) and, with a secret, the
+    /// revocation watcher.
     public var backgroundTasks: [BackgroundTask] {
         guard self.client != nil else { return [] }
         var tasks: [BackgroundTask] = [.once("auth-keys") { await self.warmUp() }]
@@ -140,10 +145,25 @@ public final class AuthConnection: Sendable {
         while !Task.isCancelled {
             if await self.authenticator.prefetch() {
                 self.logger.info("auth signing keys loaded")
+                await self.checkServiceSecret()
                 return
             }
             try? await Task.sleep(for: delay)
             delay = min(delay * 2, .seconds(5))
+        }
+    }
+
+    /// Asks auth for the service token once, so a wrong secret shows in the log at start rather than as the
+    /// first relay's or watcher's failure; the secret itself is never logged.
+    private func checkServiceSecret() async {
+        guard let tokens = self.serviceTokens, let name = self.serviceName else { return }
+        do {
+            _ = try await tokens.token()
+            self.logger.info("service secret accepted by auth", metadata: ["service": "\(name)"])
+        } catch {
+            self.logger.warning(
+                "auth refused the service secret: check KINDRED_AUTH_SERVICE_SECRET_<NAME> against this service's secret",
+                metadata: ["service": "\(name)", "error": "\(error)"])
         }
     }
 }
