@@ -1,9 +1,10 @@
 import KindredPostgres
 
 extension Outbox {
-    /// Waits until every registered consumer has acknowledged the events of `partition` committed so far (the
-    /// partition's last sequence when the wait starts), polling the cursors every `interval`. True when they did
-    /// within `timeout`; false when a consumer is still behind (down, failing, or slow) at the end of it.
+    /// Waits until each of `consumers` (the relay's configured ones) has acknowledged the events of `partition`
+    /// committed so far (the partition's last sequence when the wait starts), polling the cursors every
+    /// `interval`. True when they did within `timeout` (at once without consumers: nobody to wait for); false
+    /// when a consumer is still behind (down, failing, or slow) at the end of it.
     ///
     /// For the few writes whose contract says "effective everywhere from the moment the call returns" (match's
     /// Block and Unblock): the relays are woken by the commit's NOTIFY and deliver within milliseconds, so the
@@ -13,10 +14,12 @@ extension Outbox {
     /// those events), has nothing to wait for.
     public func awaitDelivery(
         partition: String,
+        consumers: [String],
         on database: PostgresClient,
         timeout: Duration = .seconds(3),
         interval: Duration = .milliseconds(5)
     ) async throws -> Bool {
+        guard !consumers.isEmpty else { return true }
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
         let target = try await database.query(
@@ -26,9 +29,9 @@ extension Outbox {
         while true {
             let behind = try await database.query(
                 """
-                SELECT count(*) FROM events_consumers k
-                JOIN events_cursors c ON c.consumer = k.consumer AND c.partition_key = \(partition)
-                WHERE c.acknowledged_sequence < \(target)
+                SELECT count(*) FROM events_cursors
+                WHERE consumer = ANY(\(consumers)::text[]) AND partition_key = \(partition)
+                  AND acknowledged_sequence < \(target)
                 """
             ).scalar(Int64.self)
             if behind == 0 { return true }
