@@ -41,8 +41,11 @@ SETTLE = 30  # seconds: the bound for anything that travels by events
 
 @pytest.fixture(scope="module")
 def cluster():
+    # The tests look at decks and move members far more often than people do: discovery's per-viewer call
+    # budget and profile's location interval are lifted.
     running = Cluster(KINDRED_AUTH_BOOTSTRAP_SECRET=BOOTSTRAP_SECRET, KINDRED_CHAT_HEARTBEAT_MS="1000",
-                      KINDRED_PROFILE_LOCATION_INTERVAL_MS="1000")
+                      KINDRED_PROFILE_LOCATION_INTERVAL_MS="1000", KINDRED_DISCOVERY_VIEWER_RATE="1000",
+                      KINDRED_DISCOVERY_VIEWER_BURST="1000")
     assert {"auth", "profile", "discovery", "match", "chat"} <= set(running.servers())
     pids = running.pids()
     yield running
@@ -150,7 +153,7 @@ def eventually(check, what, timeout=SETTLE):
         if value:
             return value
         assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
-        time.sleep(0.2)
+        time.sleep(0.25)
 
 
 def send(api, sender, thread, body):
