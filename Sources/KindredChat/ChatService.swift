@@ -117,11 +117,13 @@ public final class ChatService: GRPCService, Sendable {
         return try ChatValidation.id(requested, field: "viewer_user_id")
     }
 
-    /// The thread as `user` may read it (participant, not hidden by a deactivation); NOT_FOUND otherwise.
+    /// The thread as `user` may read it (participant, not hidden by a deactivation, not closed by a block);
+    /// NOT_FOUND otherwise.
     func readableThread(_ threadID: String, for user: String, lock: Bool = false, in runner: some SQLRunner)
         async throws -> ThreadRecord
     {
-        guard let thread = try await self.threads.find(threadID, for: user, lock: lock, in: runner), !thread.hidden
+        guard let thread = try await self.threads.find(threadID, for: user, lock: lock, in: runner), !thread.hidden,
+            !thread.blocked
         else { throw ChatError.threadNotFound }
         return thread
     }

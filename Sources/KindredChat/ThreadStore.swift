@@ -60,8 +60,8 @@ struct ThreadStore: Sendable {
                 """
             ).first
         else { return nil }
-        let limit = try row.decode(Int32?.self, at: 7).flatMap { $0 > 0 ? Int($0) : nil }
-        return (try ThreadRecord(row: row), limit, try row.decode(Int.self, at: 8))
+        let limit = try row.decode(Int32?.self, at: ThreadRecord.columnCount).flatMap { $0 > 0 ? Int($0) : nil }
+        return (try ThreadRecord(row: row), limit, try row.decode(Int.self, at: ThreadRecord.columnCount + 1))
     }
 
     /// Locks the two participants' user rows (in id order) of a thread `user` takes part in; false when there is
@@ -102,6 +102,19 @@ struct ThreadStore: Sendable {
             """
         )
         return try rows.map { try $0.decode(String.self, at: 0) }
+    }
+
+    /// Marks the pair's threads closed earlier (an unmatch) as closed by a block: unreadable for both from now.
+    func markClosedAsBlocked(between first: String, and second: String, in transaction: PostgresTransaction)
+        async throws
+    {
+        let (a, b) = first < second ? (first, second) : (second, first)
+        try await transaction.execute(
+            """
+            UPDATE threads SET close_reason = \(Int(Kindred.Common.V1.MatchEndReason.blocked.rawValue))
+            WHERE user_a = \(a)::uuid AND user_b = \(b)::uuid AND state = 'closed'
+            """
+        )
     }
 
     /// Marks the thread closed; false when it was closed already.

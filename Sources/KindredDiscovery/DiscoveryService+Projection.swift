@@ -114,6 +114,8 @@ extension DiscoveryService {
         case .matchEnded(let ended)?:
             let pair = ended.userIds.map { $0.lowercased() }.sorted()
             guard pair.count == 2, pair.allSatisfy(UUIDv7.isValid), pair[0] != pair[1] else { return [] }
+            // A deleted account's matches end with it: nothing to keep apart (and no row naming it may stay).
+            guard ended.reason != .accountDeleted else { return [] }
             _ = try await self.store.exclude(ExclusionRow(user: pair[0], other: pair[1], kind: .endedMatch), in: transaction)
             return [.block(UserKey(uuidString: pair[0])!, UserKey(uuidString: pair[1])!)]
         case .userBlocked(let blocked)?:

@@ -136,9 +136,9 @@ extension Gateway {
                 }
             },
             self.profileFootprintPart(userID, caller),
-            .init(name: "discovery", essential: false, fetch: nil),
+            self.discoveryFootprintPart(userID, caller),
             self.matchFootprintPart(userID, caller),
-            .init(name: "chat", essential: false, fetch: nil),
+            self.chatFootprintPart(userID, caller),
         ]
         var (answer, missing) = try await FanOut(partTimeout: self.configuration.partTimeout).gather(.init(), parts)
         for part in missing { self.metrics.partMissing("footprint." + part) }

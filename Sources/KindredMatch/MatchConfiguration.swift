@@ -34,6 +34,9 @@ public struct MatchConfiguration: Sendable {
     public var swipeBurst = 60
     /// `KINDRED_MATCH_REPORTS_PER_HOUR` (int, 1..1000), default 20: reports a user may file per hour.
     public var reportsPerHour = 20
+    /// `KINDRED_MATCH_BLOCK_PROPAGATION_MS` (int, 100..30000), default 3000: how long Block and Unblock wait for
+    /// every consumer (discovery, chat, profile) to apply them before answering UNAVAILABLE (retry).
+    public var blockPropagationTimeout: Duration = .seconds(3)
     /// `KINDRED_MATCH_PAGE_TOKEN_SECRET` (string, 32..256), default random at start: the key of page tokens
     /// (set the same value on every replica so pages survive restarts and load balancing).
     public var pageTokenSecret: String?
@@ -62,5 +65,7 @@ public struct MatchConfiguration: Sendable {
         self.swipeBurst = try reader.int("KINDRED_MATCH_SWIPE_BURST", default: self.swipeBurst, in: 1...1_000_000)
         self.reportsPerHour = try reader.int("KINDRED_MATCH_REPORTS_PER_HOUR", default: self.reportsPerHour, in: 1...1000)
         self.pageTokenSecret = try reader.secret("KINDRED_MATCH_PAGE_TOKEN_SECRET", length: 32...256)
+        self.blockPropagationTimeout = try reader.milliseconds(
+            "KINDRED_MATCH_BLOCK_PROPAGATION_MS", default: self.blockPropagationTimeout, in: 100...30_000)
     }
 }

@@ -8,6 +8,10 @@ extension MatchService {
     /// `Block`: symmetric and immediate; ends any match (MatchEnded) and announces the block (UserBlocked).
     /// NOT_FOUND only for someone who is not a member of the caller's community; blocking someone who blocked
     /// the caller answers exactly as any other block (nothing tells either side who blocked whom).
+    ///
+    /// "Immediate" holds everywhere, not only here: the call returns once every consumer of the caller's events
+    /// (discovery's decks and search, profile's cards, chat's threads and streams) has applied them
+    /// (``awaitConsumers(of:)``), so no list shows the pair and chat refuses the thread from that moment.
     func block(_ request: MatchApi.BlockRequest, _ context: ServerContext) async throws -> MatchApi.BlockResponse {
         let user = try await self.requireUser(context)
         let target = try Self.userID(request.targetUserId, field: "target_user_id")
@@ -16,7 +20,24 @@ extension MatchService {
         response.endedMatchId = try await self.database.withTransaction { transaction in
             try await self.blockInTransaction(user: user, target: target, in: transaction) ?? ""
         }
+        try await self.awaitConsumers(of: user.id)
         return response
+    }
+
+    /// Returns once every consumer has applied the events of `user`'s partition committed so far (a retried
+    /// Block or Unblock that changed nothing waits for the first one's events, which are the same). UNAVAILABLE
+    /// (retry: the change is recorded, and retrying it is idempotent) when a consumer is still behind after
+    /// `blockPropagationTimeout`.
+    func awaitConsumers(of user: String) async throws {
+        guard
+            try await self.outbox.awaitDelivery(
+                partition: user, consumers: self.configuration.eventConsumers.map(\.name), on: self.database,
+                timeout: self.configuration.blockPropagationTimeout)
+        else {
+            self.logger.warning("block not yet applied by every consumer", metadata: ["partition.kind": "user"])
+            throw MatchError(
+                .unavailable, "The change is recorded but not yet in effect everywhere; retry", retryAfter: .seconds(1))
+        }
     }
 
     /// The block's effects in a transaction (Block and ReportUser with also_block); returns the ended match id.
@@ -56,6 +77,7 @@ extension MatchService {
             event.payload = .userUnblocked(.with { $0.unblockedUserId = target })
             try await self.outbox.append(event, in: transaction)
         }
+        try await self.awaitConsumers(of: user.id)
         return MatchApi.UnblockResponse()
     }
 
@@ -113,7 +135,7 @@ extension MatchService {
             reason: request.reason.rawValue, details: request.details, messageIDs: request.messageIds,
             photoIDs: request.photoIds, status: 1, resolution: 0, note: "", resolvedBy: nil, createdUnixMs: 0,
             resolvedUnixMs: nil)
-        return try await self.database.withTransaction { transaction in
+        let response = try await self.database.withTransaction { transaction in
             guard try await self.isMember(target, of: user.community, in: transaction) else {
                 throw MatchError.userNotFound
             }
@@ -129,6 +151,8 @@ extension MatchService {
             }
             return response
         }
+        if response.blocked { try await self.awaitConsumers(of: user.id) }
+        return response
     }
 
     static func isIdempotencyKey(_ key: String) -> Bool {

@@ -95,6 +95,10 @@ extension MatchService {
                     })
                 try await self.outbox.append(ending, in: transaction)
             }
+            if event.producer == "auth" {
+                // The user's swipes and blocks still in match's outbox go; consumers get match's erasure after them.
+                try await self.outbox.eraseUser(user, community: event.communityId, in: transaction)
+            }
         case .profileUpdated(let updated)?:
             guard UUIDv7.isValid(updated.snapshot?.userId.lowercased() ?? "") else { return }
             var snapshot = updated.snapshot!

@@ -9,7 +9,8 @@ extension ProfileService {
     /// - AccountDeactivated / AccountReactivated: hide / show the profile (data kept); ProfileUpdated tells
     ///   discovery the eligibility changed.
     /// - AccountDeleted: erase the profile, attributes, location, photos (rows, and their bytes in whichever store
-    ///   after the commit), account state and blocks.
+    ///   after the commit), account state and blocks; auth's also erases the user's events from profile's outbox
+    ///   and re-announces the deletion to profile's consumers (``Outbox/eraseUser(_:community:in:)``).
     /// - UserBlocked / UserUnblocked: the `blocks` table the BlockOracle answers from.
     func deliverEvents(_ request: Kindred.Common.V1.DeliverEventsRequest, _ context: ServerContext) async throws
         -> Kindred.Common.V1.DeliverEventsResponse
@@ -25,6 +26,11 @@ extension ProfileService {
             case .accountReactivated? where producer == "auth":
                 try await self.setDeactivated(event.userId, false, in: transaction)
             case .accountDeleted? where producer == "auth":
+                erased.add(try await self.profiles.erase(event.userId, in: transaction))
+                // The snapshots still in profile's outbox go too; consumers get profile's own erasure after them.
+                try await Self.outbox.eraseUser(event.userId, community: event.communityId, in: transaction)
+            case .accountDeleted? where producer == "match":
+                // Match's re-announcement (after a block it sent just before the deletion): erase again.
                 erased.add(try await self.profiles.erase(event.userId, in: transaction))
             case .userBlocked(let block)? where producer == "match":
                 try await self.profiles.setBlocked(

@@ -894,7 +894,7 @@ extension Kindred.Api.V1 {
                 )
 
             /// Returns a thread's messages newest first, in keyset pages. The user (a participant).
-            /// NOT_FOUND: unknown thread.
+            /// NOT_FOUND: unknown thread, or one closed by a block (gone for both sides).
             public static let history = ProtoMethod<Kindred.Api.V1.HistoryRequest, Kindred.Api.V1.HistoryResponse>(
                 service: "kindred.api.v1.ChatService",
                 name: "History",

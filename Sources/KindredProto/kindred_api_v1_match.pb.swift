@@ -463,15 +463,18 @@ extension Kindred.Api.V1 {
                     kind: .unary
                 )
 
-            /// Blocks a member: ends any match and hides both from each other everywhere. The other
-            /// side is never told. The user. Idempotent. NOT_FOUND: unknown member.
+            /// Blocks a member: ends any match and hides both from each other everywhere (deck, top
+            /// picks, search, likes, matches, chat threads, history and streams), in effect in every
+            /// service when it returns. The other side is never told. The user. Idempotent. NOT_FOUND:
+            /// unknown member. UNAVAILABLE: recorded, but not yet in effect everywhere: retry.
             public static let block = ProtoMethod<Kindred.Api.V1.BlockRequest, Kindred.Api.V1.BlockResponse>(
                 service: "kindred.api.v1.MatchService",
                 name: "Block",
                 kind: .unary
             )
 
-            /// Lifts a block (does not restore a match). The user. Idempotent.
+            /// Lifts a block, in effect everywhere when it returns (does not restore a match: a pair
+            /// whose match the block ended stays apart). The user. Idempotent. UNAVAILABLE: as Block.
             public static let unblock = ProtoMethod<Kindred.Api.V1.UnblockRequest, Kindred.Api.V1.UnblockResponse>(
                 service: "kindred.api.v1.MatchService",
                 name: "Unblock",

@@ -779,7 +779,8 @@ extension Kindred.Chat.V1 {
                 )
 
             /// Returns a thread's messages newest first, in keyset pages. The user (a participant; also
-            /// for closed threads, until deletion). NOT_FOUND: not a participant.
+            /// for closed threads, until deletion, except those a block closed: gone for both).
+            /// NOT_FOUND: not a participant, or closed by a block.
             public static let history = ProtoMethod<Kindred.Chat.V1.HistoryRequest, Kindred.Chat.V1.HistoryResponse>(
                 service: "kindred.chat.v1.ChatService",
                 name: "History",

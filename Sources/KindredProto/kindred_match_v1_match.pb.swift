@@ -543,14 +543,17 @@ extension Kindred.Match.V1 {
                 )
 
             /// Blocks a user: ends any match, hides both from each other everywhere (emits UserBlocked
-            /// and MatchEnded). The user. Idempotent. NOT_FOUND: unknown user. INVALID_ARGUMENT: self.
+            /// and MatchEnded), and returns once every consumer applied the events. The user.
+            /// Idempotent. NOT_FOUND: unknown user. INVALID_ARGUMENT: self. UNAVAILABLE: a consumer has
+            /// not applied them within KINDRED_MATCH_BLOCK_PROPAGATION_MS (recorded; retry).
             public static let block = ProtoMethod<Kindred.Match.V1.BlockRequest, Kindred.Match.V1.BlockResponse>(
                 service: "kindred.match.v1.MatchService",
                 name: "Block",
                 kind: .unary
             )
 
-            /// Lifts a block the caller made (does not restore the match). The user. Idempotent.
+            /// Lifts a block the caller made (does not restore the match); returns once every consumer
+            /// applied it. The user. Idempotent. UNAVAILABLE: as Block.
             public static let unblock = ProtoMethod<Kindred.Match.V1.UnblockRequest, Kindred.Match.V1.UnblockResponse>(
                 service: "kindred.match.v1.MatchService",
                 name: "Unblock",

@@ -1,0 +1,42 @@
+import KindredPostgres
+
+extension Outbox {
+    /// Waits until each of `consumers` (the relay's configured ones) has acknowledged the events of `partition`
+    /// committed so far (the partition's last sequence when the wait starts), polling the cursors every
+    /// `interval`. True when they did within `timeout` (at once without consumers: nobody to wait for); false
+    /// when a consumer is still behind (down, failing, or slow) at the end of it.
+    ///
+    /// For the few writes whose contract says "effective everywhere from the moment the call returns" (match's
+    /// Block and Unblock): the relays are woken by the commit's NOTIFY and deliver within milliseconds, so the
+    /// wait is short when the consumers are up; consumers acknowledge only after committing (and, for
+    /// discovery, after updating its in-memory index), so an acknowledged event is an applied one. A partition
+    /// with no events (or none left after a purge), or a consumer without a cursor for it (registered after
+    /// those events), has nothing to wait for.
+    public func awaitDelivery(
+        partition: String,
+        consumers: [String],
+        on database: PostgresClient,
+        timeout: Duration = .seconds(3),
+        interval: Duration = .milliseconds(5)
+    ) async throws -> Bool {
+        guard !consumers.isEmpty else { return true }
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: timeout)
+        let target = try await database.query(
+            "SELECT COALESCE(max(last_sequence), 0) FROM events_partitions WHERE partition_key = \(partition)"
+        ).scalar(Int64.self)
+        guard target > 0 else { return true }
+        while true {
+            let behind = try await database.query(
+                """
+                SELECT count(*) FROM events_cursors
+                WHERE consumer = ANY(\(consumers)::text[]) AND partition_key = \(partition)
+                  AND acknowledged_sequence < \(target)
+                """
+            ).scalar(Int64.self)
+            if behind == 0 { return true }
+            guard clock.now < deadline else { return false }
+            try await Task.sleep(for: interval)
+        }
+    }
+}
