@@ -46,7 +46,7 @@ def channel_to(address):
 def cluster():
     running = Cluster(KINDRED_ON_SERVER_EXIT="restart", KINDRED_AUTH_BOOTSTRAP_SECRET=BOOTSTRAP_SECRET,
                       KINDRED_CHAT_HEARTBEAT_MS="1000", KINDRED_MATCH_SWIPE_RATE="100000",
-                      KINDRED_MATCH_SWIPE_BURST="100000")
+                      KINDRED_MATCH_SWIPE_BURST="100000", KINDRED_CHAT_MAX_STREAMS_PER_USER="100")
     yield running
     # The restarted servers and PostgreSQL stop as cleanly as the first ones would have (the pids file follows
     # the restarts).
@@ -431,3 +431,56 @@ def test_nothing_acknowledged_is_lost_when_servers_and_postgres_are_killed(clust
           f"stream deliveries {sum(len(r) for r in driver.received.values())}, duplicates {stream_duplicates}, "
           f"resubscribes {driver.resubscribes}; deck answers {driver.deck_answers}; retried {driver.retries}; "
           f"{time.monotonic() - started:.0f} s")
+
+
+def test_hundreds_of_live_subscribers_leave_room_for_every_other_chat_call(cluster):
+    """Found by `kindred-load mixed`: the gateway proxied each Subscribe stream over the same two connections to
+    chat as the unary calls, and chat allows 100 concurrent streams per connection, so 200 live subscribers
+    took every stream and each SendMessage, History or ListThreads through the gateway waited out its deadline.
+    Here 210 streams are open at once (3 members, 70 devices each): every one of them gets chat's heartbeat,
+    a message sent meanwhile is acknowledged at once and reaches all 140 streams of the thread's two members."""
+    from test_chat import open_thread  # noqa: PLC0415 - chat's helper (MatchCreated with match's token)
+
+    community = unique("streams-")
+    with channel_to(cluster.gateway) as setup:
+        people = [Member(cluster, setup, community, index) for index in range(3)]
+    thread = open_thread(cluster, community, people[0], people[1])
+    # Four connections (the gateway allows 100 streams on one): grpcio shares one connection between channels
+    # to the same address unless each has its own subchannel pool.
+    channels = [grpc.insecure_channel(cluster.gateway, options=CHANNEL_OPTIONS + [
+        ("grpc.use_local_subchannel_pool", 1)]) for _ in range(4)]
+    seen = [[] for _ in range(210)]
+    calls = []
+
+    def read(index, call):
+        try:
+            for event in call:
+                seen[index].append(event.WhichOneof("event") == "message" and event.message.message_id)
+        except grpc.RpcError:
+            pass  # cancelled at the end
+
+    try:
+        for index in range(210):
+            call = chat_pb2_grpc.ChatServiceStub(channels[index % 4]).Subscribe(
+                chat_pb2.SubscribeRequest(), metadata=people[index % 3].auth, timeout=120)
+            calls.append(call)
+            threading.Thread(target=read, args=(index, call), daemon=True).start()
+        deadline = time.monotonic() + 30
+        while not all(seen) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert all(seen), f"{sum(1 for s in seen if not s)} of 210 Subscribe streams never started"
+        sent = chat_pb2_grpc.ChatServiceStub(channels[0]).SendMessage(chat_pb2.SendMessageRequest(
+            thread_id=thread, client_message_id="with-210-streams", body="still room"),
+            metadata=people[0].auth, timeout=5).message
+        receivers = [index for index in range(210) if index % 3 != 2]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not all(sent.message_id in seen[i] for i in receivers):
+            time.sleep(0.1)
+        missing = [i for i in receivers if sent.message_id not in seen[i]]
+        assert not missing, f"{len(missing)} of {len(receivers)} streams did not receive the message"
+        assert not any(sent.message_id in seen[i] for i in range(2, 210, 3)), "a stranger's stream got it"
+    finally:
+        for call in calls:
+            call.cancel()
+        for channel in channels:
+            channel.close()
