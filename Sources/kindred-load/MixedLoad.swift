@@ -396,7 +396,9 @@ struct MixedRun {
                             partial.latencies[kind, default: []].append(ContinuousClock.now - sent)
                             partial.outcomes[kind, default: [:]]["OK", default: 0] += 1
                         } catch let error as RPCError {
-                            partial.outcomes[kind, default: [:]]["\(error.code)", default: 0] += 1
+                            // The code and the start of the message: which limit or failure it was.
+                            let reason = "\(error.code) (\(error.message.prefix(60)))"
+                            partial.outcomes[kind, default: [:]][reason, default: 0] += 1
                         } catch {
                             partial.outcomes[kind, default: [:]]["\(type(of: error))", default: 0] += 1
                         }

@@ -5,8 +5,8 @@
 # threads and live Subscribe streams, all through the public API; then deck fetches, swipes (some become
 # matches), chat sends (delivered live) and profile reads run in one mix. It prints sustained requests/s,
 # p50/p99 per call type, the CPU each server and PostgreSQL used during the run, and the load average.
-# With KINDRED_BENCH_PERF=1 it also records `perf record -g` of the whole machine for 10 s and prints the top
-# processes and symbols.
+# With KINDRED_BENCH_PERF=1 it also records `perf record -g` of every server and PostgreSQL process for 10 s of
+# the measured window and prints the top processes, libraries and symbols.
 #
 # Usage: Tests/Benchmarks/mixed-load.sh [kindred-load mixed options, e.g. --users 1000 --concurrency 64 --seconds 20]
 # Settings: KINDRED_BIN_DIR (ready release binaries: no build), KINDRED_BENCH_PERF=1.
@@ -61,15 +61,30 @@ done
 grep -q "Kindred is up" "$WORK/cluster.log" || { cat "$WORK/cluster.log"; exit 1; }
 
 echo "binaries $KINDRED_BIN_DIR, $(nproc) cores; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+OUT="$WORK/kindred-load.out"
+: >"$OUT"
 if [ "${KINDRED_BENCH_PERF:-}" = 1 ]; then
-    (sleep 40 && perf record -g -a -o "$WORK/perf.data" -- sleep 10 >/dev/null 2>&1) &
+    # 10 s of the measured window (after setup and the 3 s warm-up): every server and PostgreSQL process.
+    (until grep -q '^mixed load:' "$OUT"; do sleep 0.2; done
+        sleep 4
+        postmaster="$(awk '$1 == "postgres" { print $2 }' "$WORK/run/pids")"
+        pids="$(awk '$1 != "run-cluster" && $1 != "smtp-sink" { print $2 }' "$WORK/run/pids"; pgrep -P "$postmaster")"
+        perf record -g -o "$WORK/perf.data" -p "$(echo $pids | tr ' ' ,)" -- sleep 10 >/dev/null 2>&1) &
     PERF=$!
 fi
 "$KINDRED_BIN_DIR/kindred-load" mixed --gateway "127.0.0.1:$BASE" --key-file "$WORK/data/auth/signing-key.pem" \
-    --pids-file "$WORK/run/pids" "$@"
+    --pids-file "$WORK/run/pids" "$@" | tee "$OUT"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+# Where PostgreSQL's time went: the tables read most by sequential scans, and the busiest by index.
+PSQL="$(sed -n 's/^ *db: *\(\S*\) "\(.*\)"$/\1 \2/p' "$WORK/cluster.log")"
+if [ -n "$PSQL" ]; then
+    read -r psql url <<<"$PSQL"
+    runuser -u postgres -- "$psql" -X -P pager=off -c "SELECT schemaname || '.' || relname AS table, seq_scan,
+        seq_tup_read, idx_scan, n_tup_ins + n_tup_upd + n_tup_del AS writes FROM pg_stat_user_tables
+        ORDER BY seq_tup_read DESC, idx_scan DESC LIMIT 10" "$url" 2>&1 || true
+fi
 if [ -n "${PERF:-}" ]; then
     wait "$PERF" || true
-    perf report -i "$WORK/perf.data" --no-children --sort comm --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' | head -15
-    perf report -i "$WORK/perf.data" --no-children --sort dso,sym --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' | head -40
+    perf report -i "$WORK/perf.data" --no-children --sort comm,dso --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -30
+    perf report -i "$WORK/perf.data" --no-children --sort sym --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -40
 fi
