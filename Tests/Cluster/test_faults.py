@@ -4,7 +4,9 @@ gateway of a cluster started with KINDRED_ON_SERVER_EXIT=restart, while every se
 discovery, match, chat, gateway) and then PostgreSQL itself are killed with SIGKILL and started again by
 services/run-cluster.sh. Afterwards: every acknowledged swipe, match and message is stored exactly once, every
 event reached its consumers (outbox cursors caught up; discovery's swipes and chat's threads hold them), decks
-answer, and every resumed subscriber received each of its messages exactly once."""
+answer, and every resumed subscriber received each of its messages exactly once. On the same cluster: 210 live
+Subscribe streams through one gateway leave room for every other chat call (a limit `kindred-load mixed`
+found)."""
 import os
 import pathlib
 import random
