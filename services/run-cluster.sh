@@ -488,6 +488,7 @@ restart_server() { # restart_server NAME OLD_PID
 restart_postgres() { # after a crash: its children may linger a moment, so pg_ctl start is retried
     local deadline=$((SECONDS + START_TIMEOUT)) old
     old="$(head -n 1 "$PG_DATA/postmaster.pid" 2>/dev/null || echo 0)"
+    # shellcheck disable=SC2094 # pg_ctl appends to the log itself, as its own messages do
     until as_postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t "$START_TIMEOUT" start >>"$PG_LOG" 2>&1 9>&-; do
         [ $SECONDS -lt $deadline ] || return 1
         sleep 0.5 9>&-

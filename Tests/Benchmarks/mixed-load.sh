@@ -69,7 +69,7 @@ if [ "${KINDRED_BENCH_PERF:-}" = 1 ]; then
         sleep 4
         postmaster="$(awk '$1 == "postgres" { print $2 }' "$WORK/run/pids")"
         pids="$(awk '$1 != "run-cluster" && $1 != "smtp-sink" { print $2 }' "$WORK/run/pids"; pgrep -P "$postmaster")"
-        perf record -g -o "$WORK/perf.data" -p "$(echo $pids | tr ' ' ,)" -- sleep 10 >/dev/null 2>&1) &
+        perf record -g -o "$WORK/perf.data" -p "$(paste -sd, - <<<"$pids")" -- sleep 10 >/dev/null 2>&1) &
     PERF=$!
 fi
 "$KINDRED_BIN_DIR/kindred-load" mixed --gateway "127.0.0.1:$BASE" --key-file "$WORK/data/auth/signing-key.pem" \
