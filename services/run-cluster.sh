@@ -19,7 +19,8 @@
 #   KINDRED_PORT_BASE     gRPC port of the gateway; server i of KINDRED_SERVERS gets base+i, admin base+100+i
 #   KINDRED_SMTP_PORT     SMTP sink port (default 2525)
 #   KINDRED_START_TIMEOUT seconds each step may take to come up (default 60)
-#   KINDRED_ON_SERVER_EXIT  stop (default): a server exiting on its own stops the cluster; keep: the rest runs on
+#   KINDRED_ON_SERVER_EXIT  stop (default): a server exiting on its own stops the cluster; keep: the rest runs on;
+#                         restart: it is started again, and so is PostgreSQL (fault tests)
 #   KINDRED_LOG_LEVEL, KINDRED_LOG_FORMAT and any KINDRED_<SERVICE>_* setting not set here pass through.
 # $KINDRED_CLUSTER_DIR/pids lists "name pid" per line (run-cluster, postgres, smtp-sink, auth, gateway, ...).
 set -euo pipefail
@@ -466,6 +467,36 @@ cat <<EOF
 Ctrl-C stops the cluster.
 EOF
 
+# ---------------------------------------------------------------------------------------------------------
+# KINDRED_ON_SERVER_EXIT=restart (the fault test, Tests/Cluster/test_faults.py): a server that exits, even by
+# SIGKILL, is started again with the same settings, and so is PostgreSQL (crash recovery); the pids file and
+# the shutdown list follow the new pids. A server is not waited for here: one that exits again is restarted
+# again on the next round, a second later.
+restart_server() { # restart_server NAME OLD_PID
+    local name="$1" old="$2" pid i
+    sleep 0.2 9>&-
+    server_env "$name"
+    env "${SERVER_ENV[@]}" setsid "$BIN/$name-server" serve >>"$LOG_DIR/$name.log" 2>&1 9>&- </dev/null &
+    pid=$!
+    for i in "${!SERVER_PIDS[@]}"; do
+        if [ "${SERVER_PIDS[$i]}" = "$name $old" ]; then SERVER_PIDS[i]="$name $pid"; fi
+    done
+    sed -i "s/^$name $old\$/$name $pid/" "$PIDS"
+    unset "EXITED[$name]"
+    say "run-cluster: restarted $name (pid $pid)" >&2
+}
+restart_postgres() { # after a crash: its children may linger a moment, so pg_ctl start is retried
+    local deadline=$((SECONDS + START_TIMEOUT)) old
+    old="$(head -n 1 "$PG_DATA/postmaster.pid" 2>/dev/null || echo 0)"
+    # shellcheck disable=SC2094 # pg_ctl appends to the log itself, as its own messages do
+    until as_postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t "$START_TIMEOUT" start >>"$PG_LOG" 2>&1 9>&-; do
+        [ $SECONDS -lt $deadline ] || return 1
+        sleep 0.5 9>&-
+    done
+    sed -i "s/^postgres $old\$/postgres $(head -n 1 "$PG_DATA/postmaster.pid")/" "$PIDS"
+    say "run-cluster: restarted postgres (pid $(head -n 1 "$PG_DATA/postmaster.pid"))" >&2
+}
+
 # Watch. A server that exits on its own stops the cluster (exit 1), unless KINDRED_ON_SERVER_EXIT=keep: then the
 # others keep running (tests stop one server on purpose). The sink or PostgreSQL dying always stops it.
 while true; do
@@ -477,6 +508,7 @@ while true; do
         EXITED[$name]=$code
         say "run-cluster: $name (pid $pid) exited on its own with status $code; last lines of $LOG_DIR/$name.log:" >&2
         tail -n 20 "$LOG_DIR/$name.log" 2>/dev/null | sed 's/^/    /' >&2
+        if [ "$ON_SERVER_EXIT" = restart ]; then restart_server "$name" "$pid" && continue; fi
         [ "$ON_SERVER_EXIT" = keep ] || stop_all 1
         say "run-cluster: the other servers keep running (KINDRED_ON_SERVER_EXIT=keep)" >&2
     done
@@ -485,6 +517,7 @@ while true; do
         if ! alive "$pid"; then
             say "run-cluster: $name (pid $pid) exited unexpectedly; last lines of its log:" >&2
             tail -n 20 "$LOG_DIR/$name.log" 2>/dev/null | sed 's/^/    /' >&2
+            if [ "$ON_SERVER_EXIT" = restart ] && [ "$name" = postgres ] && restart_postgres; then continue; fi
             stop_all 1
         fi
     done

@@ -114,17 +114,19 @@ extension Gateway {
     func proxySubscribe(
         _ request: Api.SubscribeRequest, _ writer: ResponseWriter<Api.SubscribeResponse>, _ caller: Caller
     ) async throws {
-        let chat = try self.requireChat()
+        guard let streams = self.chatStreams else { throw GatewayErrors.notDeployed("Chat") }
         var forwarded = ChatApi.SubscribeRequest()
         forwarded.resumeToken = request.resumeToken
         do {
-            try await chat.client.serverStreaming(
-                ChatApi.ChatService.Method.subscribe, forwarded, metadata: caller.forwardedMetadata,
-                options: CallOptions(timeout: self.configuration.streamMaxDuration)
-            ) { stream in
-                for try await response in stream {
-                    guard let event = response.event else { continue }
-                    try await writer.write(Api.SubscribeResponse(event, caller: caller.userID))
+            try await streams.withClient { client in
+                try await client.serverStreaming(
+                    ChatApi.ChatService.Method.subscribe, forwarded, metadata: caller.forwardedMetadata,
+                    options: CallOptions(timeout: self.configuration.streamMaxDuration)
+                ) { stream in
+                    for try await response in stream {
+                        guard let event = response.event else { continue }
+                        try await writer.write(Api.SubscribeResponse(event, caller: caller.userID))
+                    }
                 }
             }
             self.metrics.downstreamFinished(service: "chat", code: .ok)

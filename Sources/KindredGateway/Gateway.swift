@@ -17,6 +17,8 @@ public final class Gateway: Sendable {
     let auth: Downstream
     /// The chat service; nil when this cluster runs none.
     let chat: Downstream?
+    /// The connections chat's Subscribe streams are proxied on (apart from `chat`'s); nil without chat.
+    let chatStreams: ChatStreamConnections?
     /// The match service (swipes, matches, blocks, reports); nil when the cluster does not run it.
     let match: Downstream?
     /// The profile service (profiles, photos, communities, cards for lists); nil when the cluster does not run it.
@@ -61,6 +63,12 @@ public final class Gateway: Sendable {
         }
         self.chat = chatClient.map {
             Downstream(name: "chat", client: $0, timeout: configuration.downstreamTimeout, metrics: metrics, logger: logger)
+        }
+        self.chatStreams = configuration.chatAddress.map { address in
+            var streams = GRPCClientConfiguration(host: address.host, port: address.port, tls: serviceTLS)
+            streams.connectTimeout = .seconds(2)
+            return ChatStreamConnections(
+                connections: configuration.chatStreamConnections, configuration: streams, logger: logger)
         }
         self.match = matchClient.map {
             Downstream(name: "match", client: $0, timeout: configuration.downstreamTimeout, metrics: metrics, logger: logger)
@@ -116,6 +124,7 @@ public final class Gateway: Sendable {
 
     public func shutdown() async {
         for client in self.clients { await client.close() }
+        await self.chatStreams?.close()
     }
 
     // MARK: Admission

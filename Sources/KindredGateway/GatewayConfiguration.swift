@@ -23,6 +23,9 @@ public struct GatewayConfiguration: Sendable {
     /// `KINDRED_GATEWAY_STREAM_MAX_SECONDS` (int, 60..86400), default 86400: the longest a proxied stream
     /// (chat's Subscribe) lasts when the client sets no shorter deadline; heartbeats keep it alive meanwhile.
     public var streamMaxDuration: Duration = .seconds(86_400)
+    /// `KINDRED_GATEWAY_CHAT_STREAM_CONNECTIONS` (int, 1..1000), default 32: connections to chat for Subscribe
+    /// streams alone, 100 streams each (ChatStreamConnections): the live subscribers one gateway carries.
+    public var chatStreamConnections = 32
     /// `KINDRED_GATEWAY_SERVICE_SECRET` (string, 32..256), default none: the gateway's secret for auth's
     /// IssueServiceToken (auth's `KINDRED_AUTH_SERVICE_SECRET_GATEWAY`). Required in practice: the gateway
     /// subscribes to auth's WatchRevokedSessions with that service token, and without the stream every call
@@ -81,6 +84,8 @@ public struct GatewayConfiguration: Sendable {
         self.chatAddress = try reader.optionalAddress("KINDRED_GATEWAY_CHAT_ADDRESS", default: nil)
         self.streamMaxDuration = .seconds(
             try reader.seconds("KINDRED_GATEWAY_STREAM_MAX_SECONDS", default: 86_400, in: 60...86_400))
+        self.chatStreamConnections = try reader.int(
+            "KINDRED_GATEWAY_CHAT_STREAM_CONNECTIONS", default: self.chatStreamConnections, in: 1...1000)
         self.serviceTLSCAFile = reader.string("KINDRED_GATEWAY_SERVICE_TLS_CA_FILE")
         self.serviceSecret = try reader.value(
             "KINDRED_GATEWAY_SERVICE_SECRET", default: nil, problem: "must be 32..256 characters"

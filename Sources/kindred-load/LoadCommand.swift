@@ -16,10 +16,9 @@ import Logging
 /// error codes. Setup signs the members' access tokens with auth's signing key (the key file of the cluster
 /// under test: a benchmark tool, never a production path) and feeds match's member projection as profile
 /// would (DeliverEvents with a profile service token).
-@main
 struct LoadCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "kindred-load", abstract: "Swipe load through the gateway (benchmark driver).")
+        commandName: "swipes", abstract: "Swipe load through the gateway (benchmark driver).")
 
     @Option(help: "The gateway, host:port.") var gateway = "127.0.0.1:50050"
     @Option(help: "The match service (setup only), host:port.") var match = "127.0.0.1:50054"
