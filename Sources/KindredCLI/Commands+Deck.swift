@@ -54,10 +54,11 @@ struct DeckCommand: AsyncParsableCommand {
                 for card in page.cards {
                     DeckRender.card(card).forEach(Console.out)
                     Console.prompt("[l]ike, [p]ass, [s]kip, [q]uit? ")
-                    guard let answer = readLine(strippingNewline: true), let decision = DeckDecision(answer) else {
+                    guard let answer = readLine(strippingNewline: true) else {
                         Console.out("Bye.")
                         return
                     }
+                    let decision = DeckDecision(answer)
                     switch decision {
                     case .like, .pass:
                         let response = try await invocation.gateway.authenticated(
@@ -159,8 +160,8 @@ struct Members: AsyncParsableCommand {
 enum DeckDecision: Equatable {
     case like, pass, skip, quit
 
-    /// "l", "like", "p", "pass", "s", "skip", "q", "quit" (any case, spaces ignored); anything else skips.
-    init?(_ text: String) {
+    /// "l", "like", "p", "pass", "q", "quit" (any case, spaces ignored); anything else ("s", "skip", "") skips.
+    init(_ text: String) {
         switch text.trimmingCharacters(in: .whitespaces).lowercased() {
         case "l", "like", "y", "yes": self = .like
         case "p", "pass", "n", "no": self = .pass
