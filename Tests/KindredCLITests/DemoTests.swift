@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 import KindredProto
 import Testing
@@ -184,5 +185,21 @@ import Testing
                 "Bob, 34  3 km away  (user u-1)", "  interests: jazz, climbing", "  photo: http://m/card.jpg",
             ])
         #expect(DeckRender.list([card]) == ["u-1  Bob, 34  3 km away  jazz,climbing"])
+    }
+
+    @Test func commandLines() throws {
+        let seed = try #require(try KindredCommand.parseAsRoot(["admin", "seed", "--seed", "9", "--members", "30"]) as? AdminCommand.Seed)
+        #expect(seed.seed == 9 && seed.members == 30 && seed.concurrency == 4 && !seed.json)
+        let deck = try #require(try KindredCommand.parseAsRoot(["deck", "--list", "--filter", "activities=yoga"]) as? DeckCommand)
+        #expect(deck.list && deck.filter == ["activities=yoga"] && deck.limit == 10)
+        let members = try #require(try KindredCommand.parseAsRoot(["members", "--page-token", "t1", "--max-distance", "5"]) as? Members)
+        #expect(members.pageToken == "t1" && members.maxDistance == 5)
+        #expect(try KindredCommand.parseAsRoot(["picks"]) is Picks)
+        for bad in [
+            ["admin", "seed", "--members", "0"], ["admin", "seed", "--concurrency", "17"], ["deck", "--list", "--json"],
+            ["deck", "--limit", "51"], ["picks", "--limit", "11"], ["members", "--max-distance", "-1"],
+        ] {
+            #expect(throws: (any Error).self, "\(bad)") { try KindredCommand.parseAsRoot(bad) }
+        }
     }
 }
