@@ -24,7 +24,12 @@ struct DeckCommand: AsyncParsableCommand {
     @Flag(help: "Print the first page of cards and stop (no prompt).") var list = false
     @Flag(help: "Print the first page of cards as JSON and stop (no prompt).") var json = false
     @Option(help: "Cards per page, 1..50.") var limit: Int32 = 10
-    @Option(help: ArgumentHelp("Only cards whose attribute matches (repeat; see `kindred community show`).", valueName: "key=value"))
+    @Option(
+        help: ArgumentHelp(
+            "Only cards whose attribute matches (repeat; see `kindred community show`).",
+            valueName: "key=value"
+        )
+    )
     var filter: [String] = []
 
     func validate() throws {
@@ -67,7 +72,8 @@ struct DeckCommand: AsyncParsableCommand {
                                 $0.targetUserId = card.profile?.userId ?? ""
                                 $0.action = decision == .like ? .like : .pass
                                 $0.surface = "deck"
-                            })
+                            }
+                        )
                         Console.out(MatchRender.swipe(response))
                     case .skip:
                         skipped.append(card.profile?.userId ?? "")
@@ -88,7 +94,9 @@ struct DeckCommand: AsyncParsableCommand {
 /// `kindred picks [--json]`: the top recommendations.
 struct Picks: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "picks", abstract: "Show your top picks: the members most likely to like you back.")
+        commandName: "picks",
+        abstract: "Show your top picks: the members most likely to like you back."
+    )
     @OptionGroup var global: GlobalOptions
     @Flag(help: "Print JSON.") var json = false
     @Option(help: "How many, 1..10.") var limit: Int32 = 3
@@ -100,7 +108,9 @@ struct Picks: AsyncParsableCommand {
     func run() async throws {
         try await Invocation.run(self.global) { invocation in
             let response = try await invocation.gateway.authenticated(
-                DeckAPI.getRecommendations, .with { $0.limit = self.limit })
+                DeckAPI.getRecommendations,
+                .with { $0.limit = self.limit }
+            )
             if self.json {
                 Console.out(DeckRender.json(response.cards))
             } else if response.cards.isEmpty {
@@ -144,7 +154,8 @@ struct Members: AsyncParsableCommand {
                     $0.maxDistanceKm = self.maxDistance
                     $0.pageSize = self.limit
                     $0.pageToken = self.pageToken
-                })
+                }
+            )
             if self.json {
                 Console.out(DeckRender.json(response.cards, nextPageToken: response.nextPageToken))
                 return
@@ -178,8 +189,10 @@ enum DeckRender {
     /// Several lines per card: who, distance and id; interests, attributes, bio; the first photo's URL.
     static func card(_ card: Kindred.Api.V1.DeckCard) -> [String] {
         let profile = card.profile ?? .init()
-        var lines = ["\(profile.displayName), \(profile.ageYears)  \(Self.distance(profile))  (user \(profile.userId))"
-            + (card.topPick ? "  ★ top pick" : "")]
+        var lines = [
+            "\(profile.displayName), \(profile.ageYears)  \(Self.distance(profile))  (user \(profile.userId))"
+                + (card.topPick ? "  ★ top pick" : "")
+        ]
         if !profile.interests.isEmpty { lines.append("  interests: \(profile.interests.joined(separator: ", "))") }
         lines += profile.attributes.map { "  \($0.key): \(ProfileCommand.text($0))" }
         if !profile.bio.isEmpty { lines.append("  bio: \(profile.bio)") }
@@ -192,7 +205,8 @@ enum DeckRender {
         cards.map { card in
             let profile = card.profile ?? .init()
             let interests = profile.interests.isEmpty ? "" : "  " + profile.interests.joined(separator: ",")
-            return "\(profile.userId)  \(profile.displayName), \(profile.ageYears)  \(Self.distance(profile))\(interests)"
+            return
+                "\(profile.userId)  \(profile.displayName), \(profile.ageYears)  \(Self.distance(profile))\(interests)"
         }
     }
 
@@ -203,7 +217,8 @@ enum DeckRender {
     /// The card-size JPEG's URL of the first photo (the full one if there is no card rendition).
     static func photoURL(_ profile: Kindred.Api.V1.ProfileCard) -> String? {
         guard let photo = profile.photos.first else { return nil }
-        return (photo.urls.first { $0.variant == .card && $0.format == "jpeg" }
+        return
+            (photo.urls.first { $0.variant == .card && $0.format == "jpeg" }
             ?? photo.urls.first { $0.format == "jpeg" })?.url
     }
 
@@ -226,35 +241,59 @@ enum DeckRender {
     }
 
     static func json(
-        _ cards: [Kindred.Api.V1.DeckCard], radiusKm: Int32? = nil, widened: Bool? = nil, nextPageToken: String? = nil
+        _ cards: [Kindred.Api.V1.DeckCard],
+        radiusKm: Int32? = nil,
+        widened: Bool? = nil,
+        nextPageToken: String? = nil
     ) -> String {
         let items = cards.map { card in
             let profile = card.profile ?? .init()
             return CardJSON(
-                userId: profile.userId, displayName: profile.displayName, ageYears: profile.ageYears,
-                distanceKm: profile.distanceKm, interests: profile.interests,
-                attributes: Dictionary(profile.attributes.map { ($0.key, ProfileCommand.text($0)) }, uniquingKeysWith: { a, _ in a }),
-                bio: profile.bio, jobTitle: profile.jobTitle, city: profile.city,
+                userId: profile.userId,
+                displayName: profile.displayName,
+                ageYears: profile.ageYears,
+                distanceKm: profile.distanceKm,
+                interests: profile.interests,
+                attributes: Dictionary(
+                    profile.attributes.map { ($0.key, ProfileCommand.text($0)) },
+                    uniquingKeysWith: { a, _ in a }
+                ),
+                bio: profile.bio,
+                jobTitle: profile.jobTitle,
+                city: profile.city,
                 photoUrls: profile.photos.compactMap { photo in
                     (photo.urls.first { $0.variant == .card && $0.format == "jpeg" } ?? photo.urls.first)?.url
                 },
-                topPick: card.topPick, sharedAttributeKeys: card.sharedAttributeKeys)
+                topPick: card.topPick,
+                sharedAttributeKeys: card.sharedAttributeKeys
+            )
         }
         return Render.encode(
-            PageJSON(cards: items, radiusKm: radiusKm, widened: widened, nextPageToken: nextPageToken.flatMap { $0.isEmpty ? nil : $0 }))
+            PageJSON(
+                cards: items,
+                radiusKm: radiusKm,
+                widened: widened,
+                nextPageToken: nextPageToken.flatMap { $0.isEmpty ? nil : $0 }
+            )
+        )
     }
 
     /// `key=value` filters typed by the caller's community definitions: choices `a,b` (any of), integers `n`
     /// or `min..max`, booleans `true`/`false`. The community is fetched only when there are filters.
-    static func filters(_ texts: [String], _ invocation: Invocation) async throws -> [Kindred.Common.V1.AttributeFilter] {
+    static func filters(_ texts: [String], _ invocation: Invocation) async throws -> [Kindred.Common.V1.AttributeFilter]
+    {
         guard !texts.isEmpty else { return [] }
         let community = try await ProfileCommand.community(invocation)
         return try texts.map { try Self.filter($0, community: community) }
     }
 
-    static func filter(_ text: String, community: Kindred.Common.V1.Community?) throws -> Kindred.Common.V1.AttributeFilter {
+    static func filter(_ text: String, community: Kindred.Common.V1.Community?) throws
+        -> Kindred.Common.V1.AttributeFilter
+    {
         let parts = text.split(separator: "=", maxSplits: 1).map(String.init)
-        guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else { throw CLIError.usage("--filter takes key=value") }
+        guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+            throw CLIError.usage("--filter takes key=value")
+        }
         guard let definition = community?.settings?.attributeDefinitions.first(where: { $0.key == parts[0] }) else {
             throw CLIError.usage("the community has no attribute \(parts[0]) (see: kindred community show)")
         }
@@ -264,13 +303,17 @@ enum DeckRender {
         switch definition.attributeType {
         case .integer:
             let bounds = parts[1].components(separatedBy: "..")
-            guard (1...2).contains(bounds.count), let low = Int64(bounds[0]), let high = Int64(bounds.last!), low <= high else {
+            guard (1...2).contains(bounds.count), let low = Int64(bounds[0]), let high = Int64(bounds.last!),
+                low <= high
+            else {
                 throw CLIError.usage("\(parts[0]) takes a whole number or a range min..max")
             }
-            filter.condition = .integerRange(.with {
-                $0.minInclusive = low
-                $0.maxInclusive = high
-            })
+            filter.condition = .integerRange(
+                .with {
+                    $0.minInclusive = low
+                    $0.maxInclusive = high
+                }
+            )
         case .bool:
             guard let flag = Bool(parts[1]) else { throw CLIError.usage("\(parts[0]) takes true or false") }
             filter.condition = .boolEquals(flag)
@@ -278,7 +321,10 @@ enum DeckRender {
             let values = parts[1].split(separator: ",").map(String.init)
             let known = Set(definition.choices.map(\.value))
             if let unknown = values.first(where: { !known.contains($0) }) {
-                throw CLIError.usage("\(unknown) is not a choice of \(parts[0]): " + definition.choices.map(\.value).joined(separator: ", "))
+                throw CLIError.usage(
+                    "\(unknown) is not a choice of \(parts[0]): "
+                        + definition.choices.map(\.value).joined(separator: ", ")
+                )
             }
             filter.condition = .anyOf(.with { $0.values = values })
         default:
@@ -293,7 +339,9 @@ extension PhotoCommand {
     struct Sample: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Write a generated portrait (PNG, 600x750) to FILE, to try `kindred photo add` with.",
-            discussion: "A drawing of flat shapes made from the seed (the same seed, the same picture); nothing is sent.")
+            discussion:
+                "A drawing of flat shapes made from the seed (the same seed, the same picture); nothing is sent."
+        )
         @Argument(help: "Where to write the PNG.") var file: String
         @Option(help: "Picture number: different seeds, different pictures.") var seed: UInt64 = 1
 

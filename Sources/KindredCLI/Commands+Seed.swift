@@ -36,7 +36,10 @@ extension AdminCommand {
         @Option(
             help: ArgumentHelp(
                 "The SMTP sink's log, where sign-up codes appear (default $KINDRED_CLUSTER_DIR/logs/smtp-sink.log, "
-                    + "else .cluster/logs/smtp-sink.log).", valueName: "path"))
+                    + "else .cluster/logs/smtp-sink.log).",
+                valueName: "path"
+            )
+        )
         var mailLog: String?
         @Option(help: "Members set up at once, 1..16.") var concurrency = 4
         @Flag(help: "Print the result as JSON (members with their user ids).") var json = false
@@ -59,8 +62,11 @@ extension AdminCommand {
                 try await DemoSeeder.ensureCommunities(invocation, quiet: self.json)
                 let population = DemoPopulation(seed: self.seed, count: self.members)
                 let seeder = DemoSeeder(
-                    client: transport.client, population: population, mail: MailCodes(path: log),
-                    timeout: invocation.settings.timeout)
+                    client: transport.client,
+                    population: population,
+                    mail: MailCodes(path: log),
+                    timeout: invocation.settings.timeout
+                )
                 let result = try await seeder.run(concurrency: self.concurrency, progress: !self.json)
                 let seconds = (ContinuousClock.now - started).components.seconds
                 if self.json {
@@ -156,10 +162,12 @@ struct DemoSeeder: Sendable {
         func summary(_ population: DemoPopulation, seconds: Int64) -> [String] {
             let created = self.members.values.filter(\.createdAccount).count
             let photos = self.members.values.map(\.photosAdded).reduce(0, +)
+            let seed = population.seed, count = self.members.count
             var lines = [
-                "Seeded \(self.members.count) demo members (seed \(population.seed)) in \(seconds) s: \(created) new accounts, "
-                    + "\(self.members.count - created) already there; \(photos) photos added; \(self.swipes) swipes "
-                    + "(\(self.replayed) already made), \(self.matches) new matches, \(self.connections) new connections."
+                "Seeded \(count) demo members (seed \(seed)) in \(seconds) s: \(created) new accounts, "
+                    + "\(count - created) already there; \(photos) photos added; \(self.swipes) swipes "
+                    + "(\(self.replayed) already made), \(self.matches) new matches, "
+                    + "\(self.connections) new connections."
             ]
             if let first = population.members.first {
                 lines += [
@@ -167,8 +175,8 @@ struct DemoSeeder: Sendable {
                     "  export KINDRED_COMMUNITY=\(first.community)",
                     "  echo '\(population.password)' | kindred signin \(first.email)",
                     "  kindred deck; kindred picks; kindred matches; kindred likes",
-                    "Members are demo-\(population.seed)-0@example.com ... demo-\(population.seed)-\(population.members.count - 1)@example.com "
-                        + "(N % 4: 0 dating, 1 bizmatch, 2 playdates, 3 fitness).",
+                    "Members are demo-\(seed)-0@example.com ... demo-\(seed)-\(population.members.count - 1)"
+                        + "@example.com (N % 4: 0 dating, 1 bizmatch, 2 playdates, 3 fitness).",
                 ]
             }
             return lines
@@ -189,14 +197,24 @@ struct DemoSeeder: Sendable {
         func json(_ population: DemoPopulation) -> String {
             Render.encode(
                 ResultJSON(
-                    seed: population.seed, password: population.password,
-                    createdAccounts: self.members.values.filter(\.createdAccount).count, swipes: self.swipes,
-                    replayedSwipes: self.replayed, matches: self.matches, connections: self.connections,
+                    seed: population.seed,
+                    password: population.password,
+                    createdAccounts: self.members.values.filter(\.createdAccount).count,
+                    swipes: self.swipes,
+                    replayedSwipes: self.replayed,
+                    matches: self.matches,
+                    connections: self.connections,
                     members: population.members.map {
                         MemberJSON(
-                            index: $0.index, email: $0.email, community: $0.community,
-                            userId: self.members[$0.index]?.userId ?? "", city: $0.city.name)
-                    }))
+                            index: $0.index,
+                            email: $0.email,
+                            community: $0.community,
+                            userId: self.members[$0.index]?.userId ?? "",
+                            city: $0.city.name
+                        )
+                    }
+                )
+            )
         }
     }
 
@@ -204,13 +222,17 @@ struct DemoSeeder: Sendable {
     static func ensureCommunities(_ invocation: Invocation, quiet: Bool) async throws {
         for preset in CommunityPresets.all {
             do {
-                _ = try await invocation.gateway.call(Profiles.getCommunity, .with { $0.communityId = preset.communityId })
+                _ = try await invocation.gateway.call(
+                    Profiles.getCommunity,
+                    .with { $0.communityId = preset.communityId }
+                )
                 continue
             } catch let error as RPCError where error.code == .notFound {}
             guard (try? invocation.gateway.storedSession()) != nil else {
                 throw CLIError.usage(
                     "community \(preset.communityId) does not exist: sign in as an admin to let the seed create it, "
-                        + "or run `profile-server communities install`")
+                        + "or run `profile-server communities install`"
+                )
             }
             do {
                 _ = try await invocation.gateway.authenticated(
@@ -219,7 +241,8 @@ struct DemoSeeder: Sendable {
                         $0.communityId = preset.communityId
                         $0.displayName = preset.displayName
                         $0.settings = preset.settings ?? .init()
-                    })
+                    }
+                )
                 if !quiet { Console.out("Created community \(preset.communityId).") }
             } catch let error as RPCError where error.code == .alreadyExists {}
         }
@@ -284,7 +307,8 @@ struct DemoSeeder: Sendable {
                     .with {
                         $0.fields = member.fields
                         $0.idempotencyKey = "demo-\(self.population.seed)-\(member.index)"
-                    }, auth
+                    },
+                    auth
                 ).profile ?? .init()
             createdProfile = true
         }
@@ -296,25 +320,37 @@ struct DemoSeeder: Sendable {
                         $0.latitudeDeg = member.latitude
                         $0.longitudeDeg = member.longitude
                     }
-                }, auth)
+                },
+                auth
+            )
         }
         var added = 0
         for (number, photoSeed) in member.photoSeeds.enumerated() where number >= profile.photos.count {
             _ = try await self.retrying {
                 try await PhotoUpload.upload(
-                    self.client, metadata: auth, bytes: DemoPortrait.png(seed: photoSeed), contentType: "image/png",
-                    idempotencyKey: "demo-\(self.population.seed)-\(member.index)-photo-\(number)")
+                    self.client,
+                    metadata: auth,
+                    bytes: DemoPortrait.png(seed: photoSeed),
+                    contentType: "image/png",
+                    idempotencyKey: "demo-\(self.population.seed)-\(member.index)-photo-\(number)"
+                )
             }
             added += 1
         }
         return Seeded(
-            userId: token.userId, accessToken: token.accessToken, createdAccount: created, createdProfile: createdProfile,
-            photosAdded: added)
+            userId: token.userId,
+            accessToken: token.accessToken,
+            createdAccount: created,
+            createdProfile: createdProfile,
+            photosAdded: added
+        )
     }
 
     /// Signs the member in; signs them up first (code from the sink) when the account does not exist yet, and
     /// finishes a sign-up an earlier run left unverified.
-    func account(_ member: DemoPopulation.Member) async throws -> (token: (userId: String, accessToken: String), created: Bool) {
+    func account(_ member: DemoPopulation.Member) async throws -> (
+        token: (userId: String, accessToken: String), created: Bool
+    ) {
         let signIn = Kindred.Api.V1.SignInRequest.with {
             $0.communityId = member.community
             $0.login = member.email
@@ -337,7 +373,8 @@ struct DemoSeeder: Sendable {
                     $0.email = member.email
                     $0.username = member.username
                     $0.password = self.population.password
-                })
+                }
+            )
             try await self.verify(member, after: mark)
             created = true
         } catch let error as RPCError where error.reason == "EMAIL_NOT_VERIFIED" {
@@ -347,7 +384,8 @@ struct DemoSeeder: Sendable {
                 .with {
                     $0.communityId = member.community
                     $0.email = member.email
-                })
+                }
+            )
             try await self.verify(member, after: mark)
             created = true
         }
@@ -365,8 +403,10 @@ struct DemoSeeder: Sendable {
                         $0.communityId = member.community
                         $0.email = member.email
                         $0.code = code
-                    })
-            })
+                    }
+                )
+            }
+        )
     }
 
     /// A swipe, retried while the members' profiles are still on their way to the match service (events).
@@ -382,7 +422,8 @@ struct DemoSeeder: Sendable {
             do {
                 return try await self.call(Decks.swipe, request, auth)
             } catch let error as RPCError
-                where (error.code == .notFound || error.reason == "PROFILE_INCOMPLETE") && ContinuousClock.now < deadline
+                where (error.code == .notFound || error.reason == "PROFILE_INCOMPLETE")
+                && ContinuousClock.now < deadline
             {
                 try await Task.sleep(for: .milliseconds(250))
             }
@@ -392,7 +433,9 @@ struct DemoSeeder: Sendable {
     // MARK: Calls
 
     private func call<Request: ProtoMessage, Response: ProtoMessage>(
-        _ method: ProtoMethod<Request, Response>, _ request: Request, _ metadata: Metadata = [:]
+        _ method: ProtoMethod<Request, Response>,
+        _ request: Request,
+        _ metadata: Metadata = [:]
     ) async throws -> Response {
         try await self.retrying { try await self.client.unary(method, request, metadata: metadata) }
     }
@@ -418,9 +461,17 @@ struct DemoSeeder: Sendable {
 /// the seed.
 enum PhotoUpload {
     static func upload(
-        _ client: GRPCClient, metadata: Metadata, bytes: [UInt8], contentType: String, idempotencyKey: String
+        _ client: GRPCClient,
+        metadata: Metadata,
+        bytes: [UInt8],
+        contentType: String,
+        idempotencyKey: String
     ) async throws -> Kindred.Api.V1.UploadPhotoResponse {
-        try await client.clientStreaming(Profiles.uploadPhoto, metadata: metadata, options: CallOptions(timeout: .seconds(60))) {
+        try await client.clientStreaming(
+            Profiles.uploadPhoto,
+            metadata: metadata,
+            options: CallOptions(timeout: .seconds(60))
+        ) {
             writer in
             try await writer.write(
                 .with {
@@ -431,8 +482,10 @@ enum PhotoUpload {
                             $0.sha256 = SHA256.hash(bytes)
                             $0.position = Int32.max
                             $0.idempotencyKey = idempotencyKey
-                        })
-                })
+                        }
+                    )
+                }
+            )
             var offset = 0
             while offset < bytes.count {
                 let end = min(bytes.count, offset + (1 << 20))

@@ -52,8 +52,12 @@ struct DemoPopulation: Sendable {
         let communities = CommunityPresets.all.map(\.communityId)
         let cities = Array(Self.cities.prefix(max(1, min(Self.cities.count, count / 40))))
         self.members = (0..<count).map { index in
-            Self.member(seed: seed, index: index, community: communities[index % communities.count],
-                        city: cities[(index / communities.count) % cities.count])
+            Self.member(
+                seed: seed,
+                index: index,
+                community: communities[index % communities.count],
+                city: cities[(index / communities.count) % cities.count]
+            )
         }
     }
 
@@ -87,14 +91,18 @@ struct DemoPopulation: Sendable {
         case "bizmatch":
             let field = random.pick(Self.businessFields)
             let investor = random.chance(0.3)
-            fields.bio = investor
+            fields.bio =
+                investor
                 ? "Investing in \(field.replacingOccurrences(of: "_", with: " ")) at seed and series A."
                 : "Building a \(field.replacingOccurrences(of: "_", with: " ")) startup; looking for partners."
             fields.jobTitle = investor ? "Partner" : random.pick(["Founder", "CEO", "CTO", "COO"])
             fields.attributes = [
                 Self.choice("business_field", field),
                 Self.choice("role", investor ? "investor" : "startup"),
-                Self.text("company", random.pick(Self.companyStems) + random.pick(["ly", "io", "hub", "works", "labs"])),
+                Self.text(
+                    "company",
+                    random.pick(Self.companyStems) + random.pick(["ly", "io", "hub", "works", "labs"])
+                ),
                 Self.integer("years_experience", Int64(random.below(25))),
             ]
         case "playdates":
@@ -108,16 +116,24 @@ struct DemoPopulation: Sendable {
             ]
         default:  // fitness
             let activities = random.sample(Self.activities, 1 + random.below(3))
-            fields.bio = "Into \(activities.map { $0.replacingOccurrences(of: "_", with: " ") }.joined(separator: " and "))."
+            fields.bio =
+                "Into \(activities.map { $0.replacingOccurrences(of: "_", with: " ") }.joined(separator: " and "))."
             fields.attributes = [Self.choices("activities", activities)]
         }
         // Within ~4 km of the centre (a degree of latitude is ~111 km).
         let latitude = city.latitude + (random.unit() - 0.5) * 0.07
         let longitude = city.longitude + (random.unit() - 0.5) * 0.07 / cos(city.latitude * .pi / 180)
         return Member(
-            index: index, community: community, email: Self.email(seed: seed, index: index),
-            username: "demo\(seed)_\(index)", fields: fields, city: city, latitude: latitude, longitude: longitude,
-            photoSeeds: (0..<photos).map { seed &* 1_000_003 &+ UInt64(index) &* 16 &+ UInt64($0) })
+            index: index,
+            community: community,
+            email: Self.email(seed: seed, index: index),
+            username: "demo\(seed)_\(index)",
+            fields: fields,
+            city: city,
+            latitude: latitude,
+            longitude: longitude,
+            photoSeeds: (0..<photos).map { seed &* 1_000_003 &+ UInt64(index) &* 16 &+ UInt64($0) }
+        )
     }
 
     /// Whether `a` and `b` may be shown to each other: same community and city, and in dating each fits the
@@ -187,9 +203,13 @@ struct DemoPopulation: Sendable {
         "technology", "finance", "healthcare", "retail", "energy", "media", "education", "real_estate",
         "manufacturing", "other",
     ]
-    static let companyStems = ["Nova", "Blue", "Kite", "Orbit", "Maple", "Quanta", "Lumen", "Pivot", "Harbor", "Sprout"]
+    static let companyStems = [
+        "Nova", "Blue", "Kite", "Orbit", "Maple", "Quanta", "Lumen", "Pivot", "Harbor", "Sprout",
+    ]
     static let dogNames = ["Bella", "Max", "Luna", "Rocky", "Coco", "Milo", "Nala", "Buddy", "Daisy", "Simba"]
-    static let breeds = ["Labrador", "Beagle", "Poodle", "Border Collie", "Dachshund", "Mixed", "Boxer", "Pug", "Husky"]
+    static let breeds = [
+        "Labrador", "Beagle", "Poodle", "Border Collie", "Dachshund", "Mixed", "Boxer", "Pug", "Husky",
+    ]
     static let personalities = ["playful", "calm", "energetic", "shy", "friendly", "curious", "protective", "gentle"]
     static let activities = ["running", "cycling", "yoga", "lifting", "swimming", "climbing", "hiking", "team_sports"]
 }

@@ -24,7 +24,10 @@ enum DemoPortrait {
         let circles: [(x: Double, y: Double, r: Double)] = (0..<(3 + random.below(3))).map { _ in
             (random.unit() * w, random.unit() * h * 0.6, (0.05 + random.unit() * 0.12) * w)
         }
-        let light = (UInt8(min(255, Int(background.0) + 40)), UInt8(min(255, Int(background.1) + 40)), UInt8(min(255, Int(background.2) + 40)))
+        let light = (
+            UInt8(min(255, Int(background.0) + 40)), UInt8(min(255, Int(background.1) + 40)),
+            UInt8(min(255, Int(background.2) + 40))
+        )
         let headX = w * (0.42 + random.unit() * 0.16), headY = h * 0.40, headR = w * (0.17 + random.unit() * 0.04)
         let hairLength = 0.2 + random.unit() * 0.9  // how far the hair reaches down the head, in head radii
         let shouldersY = h * 0.86, shouldersRX = w * 0.40, shouldersRY = h * 0.30
@@ -111,7 +114,9 @@ enum Zlib {
         while index < data.count {
             var length = 0
             if index >= distance {
-                while length < 258 && index + length < data.count && data[index + length] == data[index + length - distance] {
+                while length < 258 && index + length < data.count
+                    && data[index + length] == data[index + length - distance]
+                {
                     length += 1
                 }
             }

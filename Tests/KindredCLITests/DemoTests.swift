@@ -11,11 +11,17 @@ import Testing
 @Suite struct DemoTests {
     @Test func theSameSeedGivesTheSamePeople() throws {
         let first = DemoPopulation(seed: 7, count: 60), again = DemoPopulation(seed: 7, count: 60)
-        #expect(try first.members.map { try $0.fields.serializedBytes() } == again.members.map { try $0.fields.serializedBytes() })
+        #expect(
+            try first.members.map { try $0.fields.serializedBytes() }
+                == again.members.map { try $0.fields.serializedBytes() }
+        )
         #expect(first.members.map(\.latitude) == again.members.map(\.latitude))
         #expect(first.swipes == again.swipes)
         let other = DemoPopulation(seed: 8, count: 60)
-        #expect(try first.members.map { try $0.fields.serializedBytes() } != other.members.map { try $0.fields.serializedBytes() })
+        #expect(
+            try first.members.map { try $0.fields.serializedBytes() }
+                != other.members.map { try $0.fields.serializedBytes() }
+        )
         // A larger population starts with the same people (member n depends only on the seed and n, given the
         // city count).
         #expect(DemoPopulation(seed: 7, count: 70).members[5].email == first.members[5].email)
@@ -33,9 +39,15 @@ import Testing
             #expect(!member.fields.displayName.isEmpty && (3...5).contains(member.fields.interests.count))
             switch member.community {
             case "dating":
-                #expect(member.photoSeeds.count == 2 && member.fields.gender != .unspecified && !member.fields.interestedIn.isEmpty)
+                #expect(
+                    member.photoSeeds.count == 2 && member.fields.gender != .unspecified
+                        && !member.fields.interestedIn.isEmpty
+                )
             case "bizmatch":
-                #expect(Set(member.fields.attributes.map(\.key)).isSuperset(of: ["business_field", "role"]) && !member.fields.bio.isEmpty)
+                #expect(
+                    Set(member.fields.attributes.map(\.key)).isSuperset(of: ["business_field", "role"])
+                        && !member.fields.bio.isEmpty
+                )
             case "playdates":
                 #expect(Set(member.fields.attributes.map(\.key)).isSuperset(of: ["dog_name", "breed"]))
             default:
@@ -69,7 +81,8 @@ import Testing
         var offset = 8
         var types: [String] = []
         while offset < png.count {
-            let length = Int(png[offset]) << 24 | Int(png[offset + 1]) << 16 | Int(png[offset + 2]) << 8 | Int(png[offset + 3])
+            let length =
+                Int(png[offset]) << 24 | Int(png[offset + 1]) << 16 | Int(png[offset + 2]) << 8 | Int(png[offset + 3])
             let typed = Array(png[(offset + 4)..<(offset + 8 + length)])
             let crc = png[(offset + 8 + length)..<(offset + 12 + length)].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
             #expect(CRC32.checksum(typed) == crc)
@@ -95,11 +108,16 @@ import Testing
         #expect(compressed.count < 20)
     }
 
-    @Test(arguments: [
-        ("mail mail-000001.eml to=ann@example.com subject=\"Confirm your email address\" code=123456", "ann@example.com", "123456"),
-        ("mail mail-000002.eml to=bo@example.com subject=\"Your password was changed\"", nil, nil),
-        ("LISTENING 127.0.0.1:2525 mail in /tmp", nil, nil),
-    ] as [(String, String?, String?)])
+    @Test(
+        arguments: [
+            (
+                "mail mail-000001.eml to=ann@example.com subject=\"Confirm your email address\" code=123456",
+                "ann@example.com", "123456"
+            ),
+            ("mail mail-000002.eml to=bo@example.com subject=\"Your password was changed\"", nil, nil),
+            ("LISTENING 127.0.0.1:2525 mail in /tmp", nil, nil),
+        ] as [(String, String?, String?)]
+    )
     func sinkLogLines(line: String, address: String?, code: String?) {
         let parsed = MailCodes.parse(Substring(line))
         #expect(parsed?.0 == address && parsed?.1 == code)
@@ -108,7 +126,10 @@ import Testing
     @Test func mailCodesWaitForTheLineAfterTheMark() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("sink-\(UUID().uuidString).log").path
         defer { try? FileManager.default.removeItem(atPath: path) }
-        FileManager.default.createFile(atPath: path, contents: Data("mail mail-000001.eml to=a@x.org subject=\"S\" code=111111\n".utf8))
+        FileManager.default.createFile(
+            atPath: path,
+            contents: Data("mail mail-000001.eml to=a@x.org subject=\"S\" code=111111\n".utf8)
+        )
         let codes = MailCodes(path: path)
         let mark = try await codes.mark()
         let handle = try #require(FileHandle(forWritingAtPath: path))
@@ -118,7 +139,9 @@ import Testing
         try handle.close()
         #expect(try await codes.code(for: "a@x.org", after: mark, timeout: .seconds(2)) == "222222")
         #expect(try await codes.code(for: "a@x.org", after: 0, timeout: .seconds(2)) == "111111")
-        await #expect(throws: CLIError.self) { try await codes.code(for: "b@x.org", after: 0, timeout: .milliseconds(100)) }
+        await #expect(throws: CLIError.self) {
+            try await codes.code(for: "b@x.org", after: 0, timeout: .milliseconds(100))
+        }
     }
 
     static let community = Kindred.Common.V1.Community.with {
@@ -147,16 +170,33 @@ import Testing
         let choices = try DeckRender.filter("activities=running,yoga", community: Self.community)
         #expect(choices.key == "activities" && choices.condition == .anyOf(.with { $0.values = ["running", "yoga"] }))
         let range = try DeckRender.filter("weight_kg=5..20", community: Self.community)
-        #expect(range.condition == .integerRange(.with { $0.minInclusive = 5; $0.maxInclusive = 20 }))
+        #expect(
+            range.condition
+                == .integerRange(
+                    .with {
+                        $0.minInclusive = 5; $0.maxInclusive = 20
+                    }
+                )
+        )
         let exact = try DeckRender.filter("weight_kg=7", community: Self.community)
-        #expect(exact.condition == .integerRange(.with { $0.minInclusive = 7; $0.maxInclusive = 7 }))
-        for bad in ["activities=swimming", "weight_kg=20..5", "weight_kg=heavy", "company=Acme", "height=3", "activities"] {
+        #expect(
+            exact.condition
+                == .integerRange(
+                    .with {
+                        $0.minInclusive = 7; $0.maxInclusive = 7
+                    }
+                )
+        )
+        for bad in [
+            "activities=swimming", "weight_kg=20..5", "weight_kg=heavy", "company=Acme", "height=3", "activities",
+        ] {
             #expect(throws: CLIError.self, "\(bad)") { try DeckRender.filter(bad, community: Self.community) }
         }
     }
 
     @Test(arguments: [
-        ("l", DeckDecision.like), ("Like", .like), (" p ", .pass), ("pass", .pass), ("q", .quit), ("", .skip), ("s", .skip),
+        ("l", DeckDecision.like), ("Like", .like), (" p ", .pass), ("pass", .pass), ("q", .quit), ("", .skip),
+        ("s", .skip),
     ])
     func promptAnswers(text: String, decision: DeckDecision) {
         #expect(DeckDecision(text) == decision)
@@ -173,8 +213,12 @@ import Testing
                 $0.photos = [
                     .with {
                         $0.urls = [
-                            .with { $0.variant = .full; $0.format = "jpeg"; $0.url = "http://m/full.jpg" },
-                            .with { $0.variant = .card; $0.format = "jpeg"; $0.url = "http://m/card.jpg" },
+                            .with {
+                                $0.variant = .full; $0.format = "jpeg"; $0.url = "http://m/full.jpg"
+                            },
+                            .with {
+                                $0.variant = .card; $0.format = "jpeg"; $0.url = "http://m/card.jpg"
+                            },
                         ]
                     }
                 ]
@@ -183,20 +227,28 @@ import Testing
         #expect(
             DeckRender.card(card) == [
                 "Bob, 34  3 km away  (user u-1)", "  interests: jazz, climbing", "  photo: http://m/card.jpg",
-            ])
+            ]
+        )
         #expect(DeckRender.list([card]) == ["u-1  Bob, 34  3 km away  jazz,climbing"])
     }
 
     @Test func commandLines() throws {
-        let seed = try #require(try KindredCommand.parseAsRoot(["admin", "seed", "--seed", "9", "--members", "30"]) as? AdminCommand.Seed)
+        let seed = try #require(
+            try KindredCommand.parseAsRoot(["admin", "seed", "--seed", "9", "--members", "30"]) as? AdminCommand.Seed
+        )
         #expect(seed.seed == 9 && seed.members == 30 && seed.concurrency == 4 && !seed.json)
-        let deck = try #require(try KindredCommand.parseAsRoot(["deck", "--list", "--filter", "activities=yoga"]) as? DeckCommand)
+        let deck = try #require(
+            try KindredCommand.parseAsRoot(["deck", "--list", "--filter", "activities=yoga"]) as? DeckCommand
+        )
         #expect(deck.list && deck.filter == ["activities=yoga"] && deck.limit == 10)
-        let members = try #require(try KindredCommand.parseAsRoot(["members", "--page-token", "t1", "--max-distance", "5"]) as? Members)
+        let members = try #require(
+            try KindredCommand.parseAsRoot(["members", "--page-token", "t1", "--max-distance", "5"]) as? Members
+        )
         #expect(members.pageToken == "t1" && members.maxDistance == 5)
         #expect(try KindredCommand.parseAsRoot(["picks"]) is Picks)
         for bad in [
-            ["admin", "seed", "--members", "0"], ["admin", "seed", "--concurrency", "17"], ["deck", "--list", "--json"],
+            ["admin", "seed", "--members", "0"], ["admin", "seed", "--concurrency", "17"],
+            ["deck", "--list", "--json"],
             ["deck", "--limit", "51"], ["picks", "--limit", "11"], ["members", "--max-distance", "-1"],
         ] {
             #expect(throws: (any Error).self, "\(bad)") { try KindredCommand.parseAsRoot(bad) }
