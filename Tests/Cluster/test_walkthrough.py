@@ -162,7 +162,7 @@ def test_two_people_meet_match_and_chat_exactly_as_the_readme_says(cluster):
                 assert time.monotonic() < deadline, f"{terminal.name}'s chat did not stay open:\n{session.output}"
                 session.start()
             live.append(session)
-        time.sleep(2)  # both live streams subscribed
+        time.sleep(3)  # both live streams subscribed (a message sent before that is only in the history)
         for speaker in sorted(live, key=lambda session: int(session.block["turn"])):
             line = speaker.block["say"]
             speaker.say(line)
