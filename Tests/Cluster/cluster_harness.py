@@ -223,6 +223,8 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        # The script has exited, but its last lines ("Kindred stopped.") may still be in the pipe: read them all.
+        self.reader.join(timeout=10)
         if force_cleanup:
             for pid in self.leftovers(pids):
                 os.kill(pid, signal.SIGKILL)
