@@ -154,12 +154,14 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ] + nio
         ),
+        // The four preset communities (profile installs them; the CLI's demo seed ensures them): proto values only.
+        .target(name: "KindredPresets", dependencies: ["KindredProto"]),
         // The profile service: communities, profiles, location, photos (library) and its thin executable.
         .target(
             name: "KindredProfile",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredPostgres",
-                "KindredOpenSSL", "KindredIdentity", "KindredVips", logging, metrics,
+                "KindredOpenSSL", "KindredIdentity", "KindredVips", "KindredPresets", logging, metrics,
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ] + nio
         ),
@@ -198,6 +200,7 @@ let package = Package(
             name: "KindredCLI",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredProtobuf", "KindredOpenSSL", logging,
+                "KindredPresets",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ] + nio
         ),

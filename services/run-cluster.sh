@@ -23,7 +23,23 @@
 #                         restart: it is started again, and so is PostgreSQL (fault tests)
 #   KINDRED_LOG_LEVEL, KINDRED_LOG_FORMAT and any KINDRED_<SERVICE>_* setting not set here pass through.
 # $KINDRED_CLUSTER_DIR/pids lists "name pid" per line (run-cluster, postgres, smtp-sink, auth, gateway, ...).
+#
+# --demo: a cluster to try: the per-address limits on sign-ups and calls are lifted (every demo member signs up
+# from 127.0.0.1; settings given in the environment win), and once the cluster is up it runs
+# `kindred admin seed` (the four preset communities, a few hundred members in five cities with generated photos,
+# swipes and matches; the same seed gives the same members, and a restart finds them instead of duplicating
+# them), prints how to sign in as one of them and "Demo ready.", then keeps running as usual.
+#   KINDRED_DEMO_SEED     seed number (default 1)       KINDRED_DEMO_MEMBERS  how many members (default 300)
 set -euo pipefail
+
+DEMO=""
+for argument in "$@"; do
+    case "$argument" in
+        --demo) DEMO=1 ;;
+        -h | --help) sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) printf 'run-cluster: unknown argument %s (usage: run-cluster.sh [--demo])\n' "$argument" >&2; exit 2 ;;
+    esac
+done
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -48,6 +64,18 @@ MAIL_DIR="$CLUSTER_DIR/mail"
 PIDS="$CLUSTER_DIR/pids"
 read -r -a SERVERS <<<"$KINDRED_SERVERS"
 export KINDRED_LOG_LEVEL="${KINDRED_LOG_LEVEL:-info}" KINDRED_LOG_FORMAT="${KINDRED_LOG_FORMAT:-text}"
+DEMO_SEED="${KINDRED_DEMO_SEED:-1}"
+DEMO_MEMBERS="${KINDRED_DEMO_MEMBERS:-300}"
+if [ -n "$DEMO" ]; then
+    [[ "$DEMO_SEED" =~ ^[0-9]+$ && "$DEMO_MEMBERS" =~ ^[0-9]+$ ]] || fail "KINDRED_DEMO_SEED and KINDRED_DEMO_MEMBERS are numbers"
+    # Everyone is 127.0.0.1 here: the seed signs up hundreds of members within a minute or two.
+    export KINDRED_GATEWAY_CLIENT_RATE="${KINDRED_GATEWAY_CLIENT_RATE:-100000}" \
+        KINDRED_GATEWAY_CLIENT_BURST="${KINDRED_GATEWAY_CLIENT_BURST:-100000}" \
+        KINDRED_GATEWAY_ANONYMOUS_RATE="${KINDRED_GATEWAY_ANONYMOUS_RATE:-100000}" \
+        KINDRED_GATEWAY_ANONYMOUS_BURST="${KINDRED_GATEWAY_ANONYMOUS_BURST:-100000}" \
+        KINDRED_AUTH_IP_REQUESTS_PER_MINUTE="${KINDRED_AUTH_IP_REQUESTS_PER_MINUTE:-100000}" \
+        KINDRED_AUTH_MAIL_PER_IP_PER_HOUR="${KINDRED_AUTH_MAIL_PER_IP_PER_HOUR:-100000}"
+fi
 
 port_of() { # port_of NAME [admin]
     local i offset=0
@@ -496,6 +524,20 @@ restart_postgres() { # after a crash: its children may linger a moment, so pg_ct
     sed -i "s/^postgres $old\$/postgres $(head -n 1 "$PG_DATA/postmaster.pid")/" "$PIDS"
     say "run-cluster: restarted postgres (pid $(head -n 1 "$PG_DATA/postmaster.pid"))" >&2
 }
+
+# ---------------------------------------------------------------------------------------------------------
+# --demo: the seed, as a client of the gateway like any other (its own, empty session folder: no admin is
+# signed in, so the preset communities installed above must exist, which the seed checks).
+if [ -n "$DEMO" ]; then
+    say "Seeding the demo: kindred admin seed --seed $DEMO_SEED --members $DEMO_MEMBERS ..."
+    if KINDRED_CONFIG_DIR="$CLUSTER_DIR/demo-seed" "$BIN/kindred" admin seed --gateway "127.0.0.1:$(port_of gateway)" \
+        --seed "$DEMO_SEED" --members "$DEMO_MEMBERS" --mail-log "$LOG_DIR/smtp-sink.log" --timeout 60 9>&- </dev/null; then
+        say "Demo ready."
+    else
+        say "run-cluster: the demo seed failed (the cluster keeps running); run it again with:" >&2
+        say "  kindred admin seed --seed $DEMO_SEED --members $DEMO_MEMBERS --mail-log $LOG_DIR/smtp-sink.log" >&2
+    fi
+fi
 
 # Watch. A server that exits on its own stops the cluster (exit 1), unless KINDRED_ON_SERVER_EXIT=keep: then the
 # others keep running (tests stop one server on purpose). The sink or PostgreSQL dying always stops it.

@@ -1,11 +1,11 @@
 import ArgumentParser
 
 /// `kindred admin …`: what the admin role can do (each service's commands live beside its other commands:
-/// communities in Commands+Profile.swift, reports in Commands+Match.swift).
+/// communities in Commands+Profile.swift, reports in Commands+Match.swift, the demo seed in Commands+Seed.swift).
 struct AdminCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "admin",
         abstract: "Administration (the admin role).",
-        subcommands: [Community.self, ReportsCommand.self]
+        subcommands: [Community.self, ReportsCommand.self, Seed.self]
     )
 }

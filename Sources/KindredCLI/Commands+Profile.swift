@@ -224,7 +224,7 @@ struct PhotoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "photo",
         abstract: "Add, list, remove and reorder your photos (re-encoded; no metadata such as GPS is kept).",
-        subcommands: [Add.self, List.self, Remove.self, Reorder.self]
+        subcommands: [Add.self, List.self, Remove.self, Reorder.self, Sample.self]
     )
 
     struct Add: AsyncParsableCommand {
@@ -249,27 +249,9 @@ struct PhotoCommand: AsyncParsableCommand {
                     throw CLIError.usage("uploads need the gRPC transport")
                 }
                 let session = try await invocation.gateway.usableSession()
-                let response = try await transport.client.clientStreaming(
-                    ProfileAPI.uploadPhoto, metadata: GatewayClient.bearer(session), options: CallOptions(timeout: .seconds(60))
-                ) { writer in
-                    try await writer.write(
-                        .with {
-                            $0.part = .header(
-                                .with {
-                                    $0.contentType = type
-                                    $0.totalSizeBytes = Int64(bytes.count)
-                                    $0.sha256 = SHA256.hash(bytes)
-                                    $0.position = Int32.max
-                                    $0.idempotencyKey = UUID().uuidString
-                                })
-                        })
-                    var offset = 0
-                    while offset < bytes.count {
-                        let end = min(bytes.count, offset + (1 << 20))
-                        try await writer.write(.with { $0.part = .chunk(Array(bytes[offset..<end])) })
-                        offset = end
-                    }
-                }
+                let response = try await PhotoUpload.upload(
+                    transport.client, metadata: GatewayClient.bearer(session), bytes: bytes, contentType: type,
+                    idempotencyKey: UUID().uuidString)
                 Console.out("Added photo \(response.photo?.photoId ?? "?") (\(response.photos.count) in all).")
             }
         }

@@ -6,8 +6,11 @@
 
 /// Where output goes: results on stdout (for people and scripts), errors, notes and prompts on stderr.
 enum Console {
+    /// One line on stdout, flushed at once: into a pipe too, live output (`kindred chat`, the deck's cards before
+    /// its prompt) must not wait in stdio's buffer until the command ends.
     static func out(_ line: String) {
         print(line)
+        fflush(nil)  // all output streams: stdout is the only buffered one
     }
 
     static func error(_ line: String) {

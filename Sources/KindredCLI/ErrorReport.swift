@@ -105,6 +105,11 @@ public struct ErrorReport: Hashable, Sendable {
             "ask for a new mail: `kindred resend-verification` (sign-up) or `kindred password-reset request`",
         "TOKEN_REUSED": "the session was ended for safety: run `kindred signin`",
         "PASSWORD_TOO_COMMON": "choose a less common password",
+        "PROFILE_NOT_FOUND": "create your profile first: `kindred profile create --name NAME --birth-date YYYY-MM-DD ...`",
+        "PROFILE_INCOMPLETE": "your profile is not complete or not shown yet: `kindred profile show` says what it misses "
+            + "(a profile just completed appears within seconds)",
+        "LOCATION_REQUIRED": "set your location first: `kindred location set LATITUDE LONGITUDE`",
+        "PROFILES_UNAVAILABLE": "the profile service did not answer in time; try again in a moment",
     ]
 
     /// "1.5 s", "30 s", "2 min 5 s".

@@ -106,10 +106,11 @@ def _default_signals():
 class Cluster:
     """One run of services/run-cluster.sh."""
 
-    def __init__(self, folder: pathlib.Path = None, wait: bool = True, ports: tuple = None, **extra_env: str):
+    def __init__(self, folder: pathlib.Path = None, wait: bool = True, ports: tuple = None, args: tuple = (),
+                 **extra_env: str):
         """Starts run-cluster.sh in `folder` (a new temporary one by default; an old one = a restart on the same
-        data) on `ports` (port base, SMTP port; free ones by default) and, with `wait`, returns once it printed
-        "Kindred is up"."""
+        data) on `ports` (port base, SMTP port; free ones by default) with the script's `args` (e.g. --demo) and,
+        with `wait`, returns once it printed "Kindred is up"."""
         self.base, self.smtp_port = ports or free_port_base()
         # Readable by the postgres user (PostgreSQL runs as postgres when the tests run as root).
         self.folder = folder or pathlib.Path(tempfile.mkdtemp(prefix="kindred-cluster-"))
@@ -125,7 +126,7 @@ class Cluster:
         # The tests stop the cluster with Ctrl-C (SIGINT). A test run started in the background (CI jobs often
         # are) inherits SIGINT ignored, and bash cannot trap a signal ignored on entry: give the script the
         # default disposition, as a terminal would.
-        self.process = subprocess.Popen([str(ROOT / "services" / "run-cluster.sh")], cwd=ROOT, env=self.env,
+        self.process = subprocess.Popen([str(ROOT / "services" / "run-cluster.sh"), *args], cwd=ROOT, env=self.env,
                                         preexec_fn=_default_signals,
                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True)
@@ -222,6 +223,8 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        # The script has exited, but its last lines ("Kindred stopped.") may still be in the pipe: read them all.
+        self.reader.join(timeout=10)
         if force_cleanup:
             for pid in self.leftovers(pids):
                 os.kill(pid, signal.SIGKILL)
