@@ -16,8 +16,9 @@ public protocol HTTP2SessionDelegate: AnyObject {
     func http2Session(_ session: HTTP2Session, didReceiveEndStream streamID: Int32)
     /// The stream closed, normally (`.noError`) or by reset.
     func http2Session(_ session: HTTP2Session, streamClosed streamID: Int32, errorCode: HTTP2ErrorCode)
-    /// A PING frame arrived (`ack` is true for the answer to our own PING).
-    func http2Session(_ session: HTTP2Session, didReceivePing ack: Bool)
+    /// A PING frame arrived (`ack` is true for the answer to our own PING; `payload` is its opaque data as
+    /// `ping(_:)` takes it).
+    func http2Session(_ session: HTTP2Session, didReceivePing ack: Bool, payload: UInt64)
     /// The peer sent GOAWAY.
     func http2Session(_ session: HTTP2Session, didReceiveGoAway lastStreamID: Int32, errorCode: HTTP2ErrorCode)
     /// nghttp2 took `count` bytes of queued outbound DATA for `streamID`; `pendingBytes` remain queued.
@@ -385,8 +386,8 @@ public final class HTTP2Session {
         self.delegate?.http2Session(self, streamClosed: streamID, errorCode: HTTP2ErrorCode(errorCode))
     }
 
-    fileprivate func pingReceived(ack: Bool) {
-        self.delegate?.http2Session(self, didReceivePing: ack)
+    fileprivate func pingReceived(ack: Bool, payload: UInt64) {
+        self.delegate?.http2Session(self, didReceivePing: ack, payload: payload)
     }
 
     fileprivate func observed(_ event: HTTP2PeerEvent, streamID: Int32 = 0) {
@@ -515,7 +516,9 @@ private func onFrameRecv(
     case NGHTTP2_PRIORITY.rawValue:
         owner.observed(.priority, streamID: header.stream_id)
     case NGHTTP2_PING.rawValue:
-        owner.pingReceived(ack: header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0)
+        // The opaque data read back the way `ping(_:)` wrote it (host byte order).
+        let payload = withUnsafeBytes(of: frame.pointee.ping.opaque_data) { $0.loadUnaligned(as: UInt64.self) }
+        owner.pingReceived(ack: header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0, payload: payload)
     case NGHTTP2_GOAWAY.rawValue:
         owner.goAwayReceived(lastStreamID: frame.pointee.goaway.last_stream_id, errorCode: frame.pointee.goaway.error_code)
     default:
