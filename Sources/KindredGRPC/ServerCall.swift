@@ -12,7 +12,8 @@ final class ServerCall: @unchecked Sendable {
     let path: String
     /// The request's header fields; custom metadata is parsed from them when a handler asks.
     let requestHeaders: [HTTP2Header]
-    var requestMetadata: Metadata { Metadata(headers: self.requestHeaders) }
+    /// Custom metadata, parsed once when the call opens (handlers may ask several times, from any context).
+    let requestMetadata: Metadata
     /// The caller's `x-request-id` when usable, else a new one (computed once, on the loop, when first asked).
     lazy var requestID: String = GRPCRequestID.accept(
         self.requestHeaders.first { $0.name == GRPCRequestID.metadataKey }?.value
@@ -58,6 +59,7 @@ final class ServerCall: @unchecked Sendable {
         self.streamID = streamID
         self.path = path
         self.requestHeaders = requestHeaders
+        self.requestMetadata = Metadata(headers: requestHeaders)
         self.deadline = deadline
         self.peer = peer
         self.eventLoop = eventLoop

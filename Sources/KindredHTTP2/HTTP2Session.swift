@@ -49,6 +49,9 @@ public final class HTTP2Session {
     private var pendingHeaders: [HTTP2Header] = []
     private var pendingHeaderBytes = 0
     private var pendingHeaderRejected = false
+    // The strings of the last header block, by position (see `interned`).
+    private var recentNames: [String] = []
+    private var recentValues: [String] = []
     // Outbound DATA queued per stream, drained by nghttp2's data source callback.
     private var outbound: [Int32: Outbound] = [:]
     /// Bytes queued by `sendData` on all streams and not yet taken by nghttp2.
@@ -360,10 +363,30 @@ public final class HTTP2Session {
             self.pendingHeaders.removeAll(keepingCapacity: true)
             return false
         }
+        let index = self.pendingHeaders.count
         self.pendingHeaders.append(
-            HTTP2Header(String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self))
+            HTTP2Header(
+                Self.interned(name, at: index, in: &self.recentNames),
+                Self.interned(value, at: index, in: &self.recentValues)
+            )
         )
         return true
+    }
+
+    /// The string for `bytes`, reusing the one received at the same position of the previous header block when
+    /// the bytes are the same: a client sends the same names, and mostly the same values (path, content-type,
+    /// user-agent), in the same order on every request, and each string over 15 bytes would be a new allocation.
+    private static func interned(_ bytes: UnsafeBufferPointer<UInt8>, at index: Int, in cache: inout [String]) -> String {
+        if index < cache.count {
+            var cached = cache[index]
+            if cached.withUTF8({ $0.elementsEqual(bytes) }) { return cached }
+            cached = String(decoding: bytes, as: UTF8.self)
+            cache[index] = cached
+            return cached
+        }
+        let fresh = String(decoding: bytes, as: UTF8.self)
+        if index == cache.count && index < 32 { cache.append(fresh) }
+        return fresh
     }
 
     fileprivate func headersComplete(streamID: Int32, endStream: Bool) {
