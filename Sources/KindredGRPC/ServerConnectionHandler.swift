@@ -228,6 +228,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             if endStream { self.http2Session(session, didReceiveEndStream: call.streamID) }
             return
         }
+        if let action = self.lifecycle.requestReceived() { self.perform(action) }
         self.openCall(streamID: streamID, headers: headers, endStream: endStream)
     }
 

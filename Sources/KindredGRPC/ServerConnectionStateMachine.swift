@@ -155,6 +155,19 @@ struct ServerConnectionStateMachine {
         }
     }
 
+    /// A new stream's headers arrived, whether or not they become a call (an unknown method is answered at once):
+    /// the client uses the connection, so its PING strikes reset and its first-request timeout gives way to
+    /// the idle timeout.
+    mutating func requestReceived() -> Action? {
+        self.pingStrikes = 0
+        guard !self.sawRequest else { return nil }
+        self.sawRequest = true
+        guard self.isArmed(.idle) else { return nil }
+        guard let timeout = self.configuration.idleTimeout else { return self.disarm(.idle) }
+        // The handler replaces the timer armed under the same name.
+        return self.arm(.idle, timeout)
+    }
+
     mutating func callOpened() -> Action? {
         self.openCalls += 1
         self.sawRequest = true

@@ -97,6 +97,20 @@ import Testing
         #expect(!machine.acceptsCalls)
     }
 
+    @Test func aRequestThatIsNoCallStillEndsTheFirstRequestTimeout() {
+        // An unknown method is answered without becoming a call: the connection is in use all the same.
+        var machine = Self.active()
+        #expect(machine.requestReceived() == .schedule(.idle, .seconds(300)))
+        #expect(machine.requestReceived() == nil)
+        #expect(
+            machine.timerFired(.idle, now: Self.t0 + .seconds(300)) == [.sendGoAway(.noError, debugData: "idle"), .close],
+            "an idle timeout, not a first-request one"
+        )
+
+        var noIdleTimeout = Self.active(Self.configuration(idle: nil))
+        #expect(noIdleTimeout.requestReceived() == .cancel(.idle))
+    }
+
     @Test func idleTimerFollowsTheCalls() {
         var machine = Self.active()
         #expect(machine.callOpened() == .cancel(.idle))
