@@ -25,6 +25,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "kindred-interop-server", targets: ["kindred-interop-server"]),
+        .executable(name: "kindred-grpc-yardstick", targets: ["kindred-grpc-yardstick"]),
         .executable(name: "auth-server", targets: ["auth-server"]),
         .executable(name: "gateway-server", targets: ["gateway-server"]),
         .executable(name: "profile-server", targets: ["profile-server"]),
@@ -233,6 +234,8 @@ let package = Package(
             name: "kindred-interop-server",
             dependencies: ["KindredInterop", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
+        // The bare SwiftNIO + nghttp2 + protobuf-c Echo the runtime is measured against (Tests/Benchmarks/grpc-h2load.sh).
+        .executableTarget(name: "kindred-grpc-yardstick", dependencies: ["CNghttp2", "KindredProto"] + nio, swiftSettings: hotPath),
 
         .testTarget(name: "KindredProtobufTests", dependencies: ["KindredProtobuf", "KindredProto"], exclude: ["python"]),
         .testTarget(name: "KindredHTTP2Tests", dependencies: ["KindredHTTP2"]),

@@ -10,9 +10,11 @@ final class ClientCall: @unchecked Sendable {
     // Loop-confined state.
     var connection: ClientConnectionHandler?
     var streamID: Int32 = -1
-    var deframer: MessageDeframer
-    var inbound = MessageQueue()
+    /// Response messages not read yet, and the flow-control bytes they hold.
+    var inbound: InboundMessages
     var responseHeadersReceived = false
+    /// END_STREAM was sent (or the stream was reset after the server answered early).
+    var requestEnded = false
     var responseMetadata = Metadata()
     var status: RPCError?
     var trailers = Metadata()
@@ -25,7 +27,7 @@ final class ClientCall: @unchecked Sendable {
     init(eventLoop: any EventLoop, maxMessageSize: Int) {
         self.eventLoop = eventLoop
         self.maxMessageSize = maxMessageSize
-        self.deframer = MessageDeframer(maxMessageSize: maxMessageSize)
+        self.inbound = InboundMessages(maxMessageSize: maxMessageSize)
     }
 
     private func onLoop(_ body: @escaping @Sendable () -> Void) {
@@ -55,6 +57,9 @@ final class ClientCall: @unchecked Sendable {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             self.onLoop {
                 guard let connection = self.connection, !self.done else {
+                    // The server answered already: with OK, what is left to write is not wanted and the caller
+                    // goes on to read the response; any other status is the call's error.
+                    if let status = self.status, status.code == .ok { return continuation.resume() }
                     continuation.resume(throwing: self.status ?? RPCError(.unavailable, "Connection lost"))
                     return
                 }
@@ -106,8 +111,8 @@ final class ClientCall: @unchecked Sendable {
         guard let waiter = self.messageWaiter else { return }
         if !self.inbound.isEmpty {
             self.messageWaiter = nil
-            let message = self.inbound.removeFirst()
-            self.connection?.release(self, count: message.readableBytes + MessageFraming.headerSize)
+            let (message, release) = self.inbound.removeFirst()
+            self.connection?.release(self, count: release)
             waiter.resume(returning: message)
         } else if let status = self.status {
             self.messageWaiter = nil
@@ -125,14 +130,18 @@ final class ClientCall: @unchecked Sendable {
         self.status = status
         self.deadlineTimer?.cancel()
         self.deadlineTimer = nil
-        if status.code != .ok { self.inbound.removeAll() }
+        if status.code != .ok {
+            // Unread messages are dropped: their bytes go back to the (connection's) window.
+            let held = self.inbound.removeAll()
+            if held > 0 { self.connection?.release(self, count: held) }
+        }
         self.deliver()
         let waiters = self.statusWaiters
         self.statusWaiters = []
         for waiter in waiters { waiter.resume(returning: status) }
         if let writer = self.writerWaiter {
             self.writerWaiter = nil
-            writer.resume(throwing: status)
+            if status.code == .ok { writer.resume() } else { writer.resume(throwing: status) }
         }
     }
 }

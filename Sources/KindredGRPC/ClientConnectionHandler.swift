@@ -16,7 +16,6 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     private var calls: [Int32: ClientCall] = [:]
     private var inRead = false
     private var flushScheduled = false
-    private var unconsumed: [Int32: (unconsumed: Int, queued: Int)] = [:]
     /// Set once GOAWAY arrived or the channel closed: no new calls go here.
     private(set) var isDraining = false
     private(set) var isClosed = false
@@ -164,7 +163,8 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     }
 
     func end(_ call: ClientCall) {
-        guard !call.done, let session = self.session else { return }
+        guard !call.done, !call.requestEnded, let session = self.session else { return }
+        call.requestEnded = true
         session.finish(streamID: call.streamID, trailers: nil)
         self.scheduleFlush()
     }
@@ -182,19 +182,14 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         guard !call.done else { return }
         self.session?.resetStream(streamID: call.streamID, errorCode: .cancel)
         self.calls.removeValue(forKey: call.streamID)
-        self.unconsumed.removeValue(forKey: call.streamID)
         call.complete(error)
         call.connection = nil
         self.scheduleFlush()
         self.closeIfDone()
     }
 
+    /// Returns a read (or dropped) message's bytes to the flow-control window.
     func release(_ call: ClientCall, count: Int) {
-        if var entry = self.unconsumed[call.streamID] {
-            entry.unconsumed -= count
-            entry.queued -= count
-            self.unconsumed[call.streamID] = entry
-        }
         self.session?.consume(streamID: call.streamID, count: count)
         self.scheduleFlush()
     }
@@ -249,11 +244,17 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         } else {
             status = RPCError(.unknown, "The response had no grpc-status", metadata: trailers)
         }
-        if status.code == .ok && call.deframer.hasPartialMessage {
+        if status.code == .ok && call.inbound.hasPartialMessage {
             status = RPCError(.internalError, "The response ended inside a message")
         }
         self.calls.removeValue(forKey: call.streamID)
-        self.unconsumed.removeValue(forKey: call.streamID)
+        if !call.requestEnded {
+            // The server answered before the request ended: what the caller still writes is dropped, and the
+            // stream is closed on our side too (RST_STREAM NO_ERROR, RFC 9113 §8.1), or it would hold a slot.
+            call.requestEnded = true
+            self.session?.resetStream(streamID: call.streamID, errorCode: .noError)
+            self.scheduleFlush()
+        }
         call.complete(status)
         call.connection = nil
         self.closeIfDone()
@@ -268,18 +269,12 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             session.consume(streamID: streamID, count: bytes.count)
             return
         }
-        call.deframer.append(bytes, allocator: context.channel.allocator)
-        var entry = self.unconsumed[streamID] ?? (0, 0)
-        entry.unconsumed += bytes.count
+        let release: Int
         do {
-            while let message = try call.deframer.next() {
-                entry.queued += message.readableBytes + MessageFraming.headerSize
-                call.inbound.append(message)
-            }
+            release = try call.inbound.receive(bytes, allocator: context.channel.allocator)
         } catch {
-            session.consume(streamID: streamID, count: entry.unconsumed)
-            self.unconsumed.removeValue(forKey: streamID)
-            switch error {
+            session.consume(streamID: streamID, count: error.release)
+            switch error.failure {
             case .messageTooLarge(let length, let limit):
                 self.fail(call, RPCError(.resourceExhausted, "Response message of \(length) bytes exceeds the limit of \(limit)"))
             default:
@@ -287,12 +282,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             }
             return
         }
-        let releasable = entry.unconsumed - entry.queued
-        if releasable > 0 {
-            session.consume(streamID: streamID, count: releasable)
-            entry.unconsumed -= releasable
-        }
-        self.unconsumed[streamID] = entry
+        session.consume(streamID: streamID, count: release)
         call.deliver()
     }
 
@@ -303,7 +293,6 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     }
 
     func http2Session(_ session: HTTP2Session, streamClosed streamID: Int32, errorCode: HTTP2ErrorCode) {
-        self.unconsumed.removeValue(forKey: streamID)
         guard let call = self.calls.removeValue(forKey: streamID) else { return }
         if !call.done {
             let status: RPCError
@@ -319,7 +308,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         self.closeIfDone()
     }
 
-    func http2Session(_ session: HTTP2Session, didReceivePing ack: Bool) {}
+    func http2Session(_ session: HTTP2Session, didReceivePing ack: Bool, payload: UInt64) {}
 
     func http2Session(_ session: HTTP2Session, didReceiveGoAway lastStreamID: Int32, errorCode: HTTP2ErrorCode) {
         self.isDraining = true

@@ -79,31 +79,86 @@ struct MessageDeframer {
     var hasPartialMessage: Bool { self.bufferedBytes > 0 }
 }
 
-/// Received messages waiting for a reader: an array with a moving head, which costs no allocation until the
-/// first message arrives (most calls see one message).
-struct MessageQueue {
+/// Received messages waiting for a reader, and the flow-control bytes they hold.
+///
+/// HTTP/2 windows open again only for bytes the application has consumed. Queued (unread) messages keep their
+/// size's worth of received bytes from going back, so a reader that stops makes its sender stop; bytes beyond
+/// that (a message still incomplete while nothing is queued) go back at once, since a message may be larger
+/// than the window (the receive limit bounds it). The invariant is `heldBytes <= queuedBytes`: what goes back
+/// is exactly what exceeds the size of the queued messages, when a message arrives and when one is read.
+/// (An earlier version returned a read message's full size, though part of it had gone back while it was
+/// partial: the count went negative, later bytes were never returned, and ~1 MB messages stalled a 1 MiB
+/// window until the body timeout.)
+///
+/// An array with a moving head, which costs no allocation until the first message arrives (most calls see one).
+struct InboundMessages {
+    private var deframer: MessageDeframer
     private var messages: [ByteBuffer] = []
     private var head = 0
+    /// The framed size of the queued messages: the bytes they may keep from the window.
+    private(set) var queuedBytes = 0
+    /// Bytes received and not yet returned to the window (never more than `queuedBytes`).
+    private(set) var heldBytes = 0
+
+    init(maxMessageSize: Int) {
+        self.deframer = MessageDeframer(maxMessageSize: maxMessageSize)
+    }
 
     var count: Int { self.messages.count - self.head }
     var isEmpty: Bool { self.head == self.messages.count }
+    /// True when bytes of an unfinished message remain (the stream ended mid-message).
+    var hasPartialMessage: Bool { self.deframer.hasPartialMessage }
 
-    mutating func append(_ message: ByteBuffer) {
-        self.messages.append(message)
+    /// Takes received DATA bytes and queues the messages they complete. Returns how many bytes go back to the
+    /// window now. On a framing error nothing is queued any more and every byte held goes back
+    /// (`ReceiveFailure.release`).
+    mutating func receive(_ bytes: UnsafeRawBufferPointer, allocator: ByteBufferAllocator) throws(ReceiveFailure) -> Int {
+        self.deframer.append(bytes, allocator: allocator)
+        self.heldBytes += bytes.count
+        do {
+            while let message = try self.deframer.next() {
+                self.queuedBytes += message.readableBytes + MessageFraming.headerSize
+                self.messages.append(message)
+            }
+        } catch {
+            throw ReceiveFailure(failure: error, release: self.removeAll())
+        }
+        return self.releaseExcess()
     }
 
-    mutating func removeFirst() -> ByteBuffer {
+    struct ReceiveFailure: Error {
+        var failure: MessageDeframer.Failure
+        /// Bytes to return to the window.
+        var release: Int
+    }
+
+    /// The oldest message and the window bytes that go back now that it is read.
+    mutating func removeFirst() -> (message: ByteBuffer, release: Int) {
         let message = self.messages[self.head]
+        self.queuedBytes -= message.readableBytes + MessageFraming.headerSize
         self.head += 1
         if self.head == self.messages.count {
             self.messages.removeAll(keepingCapacity: true)
             self.head = 0
         }
-        return message
+        return (message, self.releaseExcess())
     }
 
-    mutating func removeAll() {
+    /// Drops every queued message; returns the window bytes held.
+    @discardableResult
+    mutating func removeAll() -> Int {
+        let release = self.heldBytes
         self.messages.removeAll()
         self.head = 0
+        self.queuedBytes = 0
+        self.heldBytes = 0
+        return release
+    }
+
+    private mutating func releaseExcess() -> Int {
+        let excess = self.heldBytes - self.queuedBytes
+        guard excess > 0 else { return 0 }
+        self.heldBytes -= excess
+        return excess
     }
 }

@@ -71,7 +71,14 @@ public struct Metadata: Hashable, Sendable, ExpressibleByDictionaryLiteral, Sequ
 extension Metadata {
     /// Header names the protocol owns; they never appear as custom metadata.
     static func isReserved(_ name: String) -> Bool {
-        if name.hasPrefix(":") { return true }
+        // Every call checks each of its headers: the first byte settles most of them without a string compare.
+        switch name.utf8.first {
+        case UInt8(ascii: ":"): return true
+        case UInt8(ascii: "c"), UInt8(ascii: "t"), UInt8(ascii: "g"), UInt8(ascii: "h"), UInt8(ascii: "k"),
+            UInt8(ascii: "p"), UInt8(ascii: "u"):
+            break
+        default: return false
+        }
         switch name {
         case "content-type", "te", "grpc-timeout", "grpc-encoding", "grpc-accept-encoding", "grpc-status",
             "grpc-message", "grpc-status-details-bin", "content-length", "connection", "host",

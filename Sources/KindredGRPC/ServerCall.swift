@@ -12,7 +12,8 @@ final class ServerCall: @unchecked Sendable {
     let path: String
     /// The request's header fields; custom metadata is parsed from them when a handler asks.
     let requestHeaders: [HTTP2Header]
-    var requestMetadata: Metadata { Metadata(headers: self.requestHeaders) }
+    /// Custom metadata, parsed once when the call opens (handlers may ask several times, from any context).
+    let requestMetadata: Metadata
     /// The caller's `x-request-id` when usable, else a new one (computed once, on the loop, when first asked).
     lazy var requestID: String = GRPCRequestID.accept(
         self.requestHeaders.first { $0.name == GRPCRequestID.metadataKey }?.value
@@ -25,12 +26,8 @@ final class ServerCall: @unchecked Sendable {
 
     // Loop-confined state.
     var connection: ServerConnectionHandler?
-    var deframer: MessageDeframer
-    var inbound = MessageQueue()
-    /// Received bytes not yet returned to the flow-control window (the frames of queued messages).
-    var unconsumedBytes = 0
-    var queuedBytes = 0
-    var inboundEnded = false
+    /// Request messages not read yet, and the flow-control bytes they hold.
+    var inbound: InboundMessages
     var readerWaiting: CheckedContinuation<ByteBuffer?, any Error>?
     var writerWaiting: CheckedContinuation<Void, any Error>?
     /// The task waits for its handler's turn to start (see `HandlerAdmission`): resumed with true when
@@ -38,13 +35,8 @@ final class ServerCall: @unchecked Sendable {
     var admissionWaiting: CheckedContinuation<Bool, any Error>?
     var responseMetadata = Metadata()
     var trailingMetadata = Metadata()
-    var headersSent = false
-    /// The status has been sent (or the stream is gone): nothing more goes out.
-    var finished = false
-    var cancelled = false
-    var streamClosed = false
-    var handlerStarted = false
-    var handlerDone = false
+    /// Where the request, the response, the handler and the stream are (see `ServerCallState`).
+    var state = ServerCallState()
     var startTime: NIODeadline?
     var task: Task<Void, Never>?
     var deadlineTimer: Scheduled<Void>?
@@ -67,12 +59,13 @@ final class ServerCall: @unchecked Sendable {
         self.streamID = streamID
         self.path = path
         self.requestHeaders = requestHeaders
+        self.requestMetadata = Metadata(headers: requestHeaders)
         self.deadline = deadline
         self.peer = peer
         self.eventLoop = eventLoop
         self.handler = handler
         self.connection = connection
-        self.deframer = MessageDeframer(maxMessageSize: maxMessageSize)
+        self.inbound = InboundMessages(maxMessageSize: maxMessageSize)
     }
 
     @inline(__always)
@@ -184,5 +177,149 @@ final class ServerCall: @unchecked Sendable {
             self.admissionWaiting = nil
             admission.resume(throwing: error)
         }
+    }
+}
+
+/// The lifecycle of one server call, with no I/O. Four parts move independently (the client may end its request
+/// before or after the handler starts, the stream may close before or after the handler returns), so the state
+/// is four small enums; every change goes through an event below, which refuses orders that make no sense
+/// (a message after the status, a second status, a handler started twice) by returning what to do instead.
+struct ServerCallState: Equatable {
+    enum Request: Equatable {
+        /// The client may send more.
+        case open
+        /// END_STREAM (or a second header block) arrived.
+        case ended
+    }
+
+    enum Response: Equatable {
+        /// Nothing sent yet.
+        case pending
+        /// Response headers sent; messages may follow.
+        case streaming
+        /// The status was sent (or recorded, if the stream was already gone): nothing more goes out.
+        case finished
+        /// Finished, and the handler was told to stop (deadline, reset, bad input, shutdown).
+        case cancelled
+    }
+
+    enum Handler: Equatable {
+        case notStarted
+        case running
+        case returned
+    }
+
+    enum Stream: Equatable {
+        case open
+        /// nghttp2 closed the stream (both sides ended, or a reset).
+        case closed
+    }
+
+    private(set) var request = Request.open
+    private(set) var response = Response.pending
+    private(set) var handler = Handler.notStarted
+    private(set) var stream = Stream.open
+
+    var isFinished: Bool { self.response == .finished || self.response == .cancelled }
+    var isCancelled: Bool { self.response == .cancelled }
+    var requestEnded: Bool { self.request == .ended }
+
+    /// Returns false when the request had already ended (a duplicate END_STREAM is ignored).
+    mutating func requestEnd() -> Bool {
+        guard self.request == .open else { return false }
+        self.request = .ended
+        return true
+    }
+
+    /// Returns false if the handler was started already.
+    mutating func startHandler() -> Bool {
+        guard self.handler == .notStarted else { return false }
+        self.handler = .running
+        return true
+    }
+
+    /// The handler's task returned. True when the call is over on both sides (its stream is closed too), so
+    /// the call lets go of the connection.
+    mutating func handlerReturned() -> Bool {
+        precondition(self.handler == .running, "a handler that was not running returned")
+        self.handler = .returned
+        return self.stream == .closed
+    }
+
+    enum OnSend: Equatable {
+        /// Response headers first, then the message.
+        case sendHeadersAndMessage
+        case sendMessage
+        /// The status is out: the message is dropped.
+        case drop
+    }
+
+    mutating func sendMessage() -> OnSend {
+        switch self.response {
+        case .pending:
+            self.response = .streaming
+            return .sendHeadersAndMessage
+        case .streaming:
+            return .sendMessage
+        case .finished, .cancelled:
+            return .drop
+        }
+    }
+
+    enum OnFinish: Equatable {
+        /// A status was sent before: this one is dropped.
+        case alreadyFinished
+        /// Record the status (metrics, access log); the stream is gone, so nothing is sent.
+        case record
+        /// Record it and send it as trailers after the headers already sent.
+        case sendTrailers
+        /// Record it and send headers and status in one trailers-only response.
+        case sendTrailersOnly
+    }
+
+    mutating func finish() -> OnFinish {
+        let previous = self.response
+        switch previous {
+        case .finished, .cancelled:
+            return .alreadyFinished
+        case .pending, .streaming:
+            self.response = .finished
+            if self.stream == .closed { return .record }
+            return previous == .pending ? .sendTrailersOnly : .sendTrailers
+        }
+    }
+
+    enum OnCancel: Equatable {
+        case alreadyCancelled
+        /// Stop the handler; its status was sent already.
+        case cancel
+        /// Stop the handler; no status was sent, so the call ends CANCELLED (metrics).
+        case cancelUnfinished
+    }
+
+    mutating func cancel() -> OnCancel {
+        switch self.response {
+        case .cancelled:
+            return .alreadyCancelled
+        case .finished:
+            self.response = .cancelled
+            return .cancel
+        case .pending, .streaming:
+            self.response = .cancelled
+            return .cancelUnfinished
+        }
+    }
+
+    struct OnStreamClosed: Equatable {
+        /// The call had not finished: the client reset it, or the connection is going. Cancel the handler.
+        var cancel: Bool
+        /// No handler runs: the call lets go of the connection.
+        var releaseConnection: Bool
+    }
+
+    mutating func streamClosed() -> OnStreamClosed {
+        guard self.stream == .open else { return OnStreamClosed(cancel: false, releaseConnection: false) }
+        self.stream = .closed
+        return OnStreamClosed(cancel: !self.isFinished, releaseConnection: self.handler != .running)
     }
 }

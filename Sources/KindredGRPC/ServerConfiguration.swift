@@ -22,6 +22,9 @@ public struct GRPCServerConfiguration: Sendable {
     public var maxConnectionAge: Duration? = nil
     /// How long calls may finish after the max-age GOAWAY. Default 30 s.
     public var maxConnectionAgeGrace: Duration = .seconds(30)
+    /// Graceful shutdown (server stopping, max age) sends GOAWAY with the maximum stream id and a PING, and the
+    /// final GOAWAY (the real last stream id) once the PING is answered, or after this long. Default 1 s.
+    public var shutdownPingTimeout: Duration = .seconds(1)
     /// After this long without receiving anything, the server PINGs the client. Default 2 hours (gRPC's).
     public var keepaliveTime: Duration = .seconds(7200)
     /// A keepalive PING not answered within this closes the connection. Default 20 s.

@@ -18,8 +18,10 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     private var context: ChannelHandlerContext?
     private var executor: EventLoopTaskExecutor?
     private var calls: [Int32: ServerCall] = [:]
-    /// Handlers whose task has not returned yet (may exceed `calls` after a reset or deadline).
-    private var runningHandlers = 0
+    /// The connection's lifecycle (handshake, idle, keepalive, PING strikes, two-phase shutdown); its timers
+    /// are armed here, indexed by `ServerConnectionStateMachine.Timer`.
+    private var lifecycle: ServerConnectionStateMachine
+    private var timers = [Scheduled<Void>?](repeating: nil, count: ServerConnectionStateMachine.Timer.allCases.count)
     private var peer = "unknown"
     /// The peer's IP address (the key of the abuse penalty).
     private var peerHost: String?
@@ -27,9 +29,6 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     // Abuse limits (issue 16): frames that cost work without carrying any, the handshake, requests and bodies
     // that never finish, and a peer that does not read its output.
     private var abuseBudget: HTTP2AbuseBudget
-    private var abusive = false
-    private var settingsReceived = false
-    private var sawRequest = false
     /// Small connection WINDOW_UPDATEs that are free: two per DATA frame we sent (a peer may answer each
     /// frame with an update of its size, however small). A +1 flood with nothing sent is charged.
     private var freeWindowUpdates = 0
@@ -37,24 +36,13 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     private var connectionBlockedWriters: Set<Int32> = []
     /// Handlers that may not start yet because the connection's output is at its cap.
     private var admission: HandlerAdmission
-    private var handshakeTimer: Scheduled<Void>?
     private var writeStallTimer: Scheduled<Void>?
     private var bodyTimer: Scheduled<Void>?
     private var bodyTimerDeadline: NIODeadline?
 
+    /// Output batching, not lifecycle: nghttp2 is parsing a read (its end flushes), a flush is queued.
     private var inRead = false
     private var flushScheduled = false
-    private var draining = false
-    private var closed = false
-
-    private var lastReadTime = NIODeadline.now()
-    private var idleTimer: Scheduled<Void>?
-    private var ageTimer: Scheduled<Void>?
-    private var graceTimer: Scheduled<Void>?
-    private var keepaliveTimer: Scheduled<Void>?
-    private var keepaliveTimeoutTimer: Scheduled<Void>?
-    private var lastPingReceived: NIODeadline?
-    private var pingStrikes = 0
 
     init(
         router: GRPCRouter,
@@ -70,6 +58,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         self.penalties = penalties
         self.abuseBudget = HTTP2AbuseBudget(configuration: configuration.abuseBudget, now: .now())
         self.admission = HandlerAdmission(cap: configuration.connectionOutboundHighWatermark)
+        self.lifecycle = ServerConnectionStateMachine(configuration: .init(configuration), now: .now())
     }
 
     // MARK: Channel events
@@ -98,39 +87,17 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         context.fireChannelActive()
     }
 
-    private var started = false
     private func start(context: ChannelHandlerContext) {
-        guard !self.started else { return }
-        self.started = true
+        guard self.session != nil, self.lifecycle.phase == .notStarted else { return }
         self.metrics.connectionOpened()
         self.flushOutput()
-        self.armIdleTimer()
-        if let timeout = self.configuration.handshakeTimeout {
-            self.handshakeTimer = context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(timeout)) { [self] in
-                self.handshakeTimer = nil
-                guard !self.settingsReceived else { return }
-                self.timedOut(.handshake)
-                self.closeConnection()
-            }
-        }
-        if let age = self.configuration.maxConnectionAge {
-            // Jitter of ±10% so connections made together do not all go away together.
-            let jitter = Double.random(in: 0.9...1.1)
-            let delay = TimeAmount.nanoseconds(Int64(Double(TimeAmount(age).nanoseconds) * jitter))
-            self.ageTimer = context.eventLoop.assumeIsolated().scheduleTask(in: delay) { [self] in
-                self.logger.debug("Connection reached its max age")
-                self.beginGracefulShutdown(grace: self.configuration.maxConnectionAgeGrace)
-            }
-        }
-        self.armKeepalive()
+        self.perform(self.lifecycle.start(now: .now()))
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let bytes = self.unwrapInboundIn(data)
-        self.lastReadTime = .now()
-        self.keepaliveTimeoutTimer?.cancel()
-        self.keepaliveTimeoutTimer = nil
         guard let session = self.session else { return }
+        if let action = self.lifecycle.received(now: .now()) { self.perform(action) }
         self.inRead = true
         defer { self.inRead = false }
         do {
@@ -138,13 +105,18 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         } catch {
             // Bad preface, protocol violation or a flood nghttp2 detected: it has queued a GOAWAY.
             self.logger.debug("Closing connection after HTTP/2 error", metadata: ["error": "\(error)"])
-            if error.isFlood { self.recordAbuse(reason: "flood") }
+            if error.isFlood, self.lifecycle.closeForAbuse() {
+                self.recordAbuse(reason: "flood")
+            } else {
+                self.lifecycle.closeNow()
+            }
             self.flushOutput()
             self.closeConnection()
             return
         }
-        if self.abusive {
-            // The abuse budget ran out during this read: GOAWAY is queued, the rest of the input is not wanted.
+        if self.lifecycle.phase == .closed {
+            // The connection was closed during this read (abuse budget or PING strikes exhausted): GOAWAY is
+            // queued, the rest of the input is not wanted.
             self.flushOutput()
             self.closeConnection()
         }
@@ -165,6 +137,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
                 self.writeStallTimer = nil
                 guard let context = self.context, !context.channel.isWritable else { return }
                 self.timedOut(.writeStall)
+                self.lifecycle.closeNow()
                 self.closeConnection()
             }
         }
@@ -188,31 +161,22 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let shutdown = event as? ServerShutdownEvent {
-            self.beginGracefulShutdown(grace: shutdown.grace)
+            self.perform(self.lifecycle.beginGracefulShutdown(grace: TimeAmount(shutdown.grace), now: .now()))
         } else {
             context.fireUserInboundEventTriggered(event)
         }
     }
 
     private func teardown() {
-        guard !self.closed else { return }
-        self.closed = true
-        self.metrics.connectionClosed()
-        for timer in [
-            self.idleTimer, self.ageTimer, self.graceTimer, self.keepaliveTimer, self.keepaliveTimeoutTimer,
-            self.handshakeTimer, self.writeStallTimer, self.bodyTimer,
-        ] {
-            timer?.cancel()
-        }
+        guard self.session != nil else { return }
+        if self.lifecycle.phase != .notStarted { self.metrics.connectionClosed() }
+        self.perform(self.lifecycle.channelClosed())
+        self.writeStallTimer?.cancel()
+        self.bodyTimer?.cancel()
         let calls = self.calls
         self.calls.removeAll()
         for call in calls.values {
-            call.streamClosed = true
-            if !call.finished {
-                call.finished = true
-                call.deadlineTimer?.cancel()
-                self.metrics.callFinished(path: call.path, code: .cancelled, start: call.startTime)
-            }
+            _ = call.state.streamClosed()
             self.cancel(call)
             call.connection = nil
         }
@@ -222,7 +186,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     }
 
     private func closeConnection() {
-        guard !self.closed, let context = self.context else { return }
+        guard let context = self.context else { return }
         context.close(promise: nil)
     }
 
@@ -240,7 +204,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             self.closeConnection()
             return
         }
-        if !session.isActive || (self.draining && self.calls.isEmpty && self.runningHandlers == 0 && !session.wantsWrite) {
+        if !session.isActive || (self.lifecycle.isDrained && !session.wantsWrite) {
             // nghttp2 wants neither to read nor write (it sent GOAWAY after a flood or an error), or a drained
             // connection has nothing left to do.
             self.closeConnection()
@@ -264,12 +228,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             if endStream { self.http2Session(session, didReceiveEndStream: call.streamID) }
             return
         }
-        self.pingStrikes = 0
-        if !self.sawRequest {
-            self.sawRequest = true
-            self.idleTimer?.cancel()
-            self.idleTimer = nil
-        }
+        if let action = self.lifecycle.requestReceived() { self.perform(action) }
         self.openCall(streamID: streamID, headers: headers, endStream: endStream)
     }
 
@@ -290,22 +249,19 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             default: break
             }
         }
+        guard self.lifecycle.acceptsCalls, self.lifecycle.openCalls < Int(self.configuration.http2.maxConcurrentStreams)
+        else {
+            // Closed, or handlers that outlived their streams hold every slot.
+            session.resetStream(streamID: streamID, errorCode: .refusedStream)
+            self.charge(.streamRefused)
+            return
+        }
         guard method == "POST" else {
             self.respondHTTPError(streamID: streamID, status: "405", code: .internalError, "gRPC requires POST")
             return
         }
         guard contentType.hasPrefix("application/grpc") else {
             self.respondHTTPError(streamID: streamID, status: "415", code: .internalError, "Unsupported content-type")
-            return
-        }
-        guard !self.draining else {
-            session.resetStream(streamID: streamID, errorCode: .refusedStream)
-            self.charge(.streamRefused)
-            return
-        }
-        guard self.runningHandlers < Int(self.configuration.http2.maxConcurrentStreams) else {
-            session.resetStream(streamID: streamID, errorCode: .refusedStream)
-            self.charge(.streamRefused)
             return
         }
         guard let handler = self.router.handlers[path] else {
@@ -339,14 +295,13 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             maxMessageSize: self.configuration.maxReceiveMessageSize
         )
         self.calls[streamID] = call
+        if let action = self.lifecycle.callOpened() { self.perform(action) }
         self.metrics.callStarted()
         let now = NIODeadline.now()
         call.startTime = now
         if !endStream && handler.singleRequest, let timeout = self.configuration.requestBodyTimeout {
             self.watchBody(call, deadline: now + TimeAmount(timeout))
         }
-        self.idleTimer?.cancel()
-        self.idleTimer = nil
         if let deadline {
             call.deadlineTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
                 self.deadlineExceeded(call)
@@ -362,22 +317,18 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
 
     func http2Session(_ session: HTTP2Session, didReceiveData bytes: UnsafeRawBufferPointer, streamID: Int32) {
         // DATA does not reset the PING strikes: a peer interleaving PINGs with a byte of DATA is still flooding.
-        guard let call = self.calls[streamID], !call.finished, let context = self.context else {
+        guard let call = self.calls[streamID], !call.state.isFinished, let context = self.context else {
             session.consume(streamID: streamID, count: bytes.count)
             return
         }
-        call.deframer.append(bytes, allocator: context.channel.allocator)
-        call.unconsumedBytes += bytes.count
         do {
-            while let message = try call.deframer.next() {
-                call.queuedBytes += message.readableBytes + MessageFraming.headerSize
-                call.inbound.append(message)
-            }
+            // Bytes of a message still incomplete go back to the window now (the message is bounded by the receive
+            // limit); bytes of complete messages only when the handler takes them.
+            session.consume(streamID: streamID, count: try call.inbound.receive(bytes, allocator: context.channel.allocator))
         } catch {
-            session.consume(streamID: streamID, count: call.unconsumedBytes)
-            call.unconsumedBytes = 0
+            session.consume(streamID: streamID, count: error.release)
             let rpcError: RPCError
-            switch error {
+            switch error.failure {
             case .messageTooLarge(let length, let limit):
                 rpcError = RPCError(.resourceExhausted, "Request message of \(length) bytes exceeds the limit of \(limit)")
             case .compressedWithoutEncoding:
@@ -389,16 +340,9 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             self.cancel(call)
             return
         }
-        // Bytes of a message still incomplete go back to the window now (the message is bounded by the receive
-        // limit); bytes of complete messages only when the handler takes them.
-        let releasable = call.unconsumedBytes - call.queuedBytes
-        if releasable > 0 {
-            session.consume(streamID: streamID, count: releasable)
-            call.unconsumedBytes -= releasable
-        }
         if !call.handler.singleRequest, let timeout = self.configuration.requestBodyTimeout {
             // One message of a streaming request must arrive within the body timeout, from its first byte.
-            if !call.deframer.hasPartialMessage {
+            if !call.inbound.hasPartialMessage {
                 call.bodyDeadline = nil
             } else if call.bodyDeadline == nil {
                 self.watchBody(call, deadline: .now() + TimeAmount(timeout))
@@ -408,23 +352,22 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     }
 
     func http2Session(_ session: HTTP2Session, didReceiveEndStream streamID: Int32) {
-        guard let call = self.calls[streamID], !call.inboundEnded else { return }
-        call.inboundEnded = true
+        guard let call = self.calls[streamID], call.state.requestEnd() else { return }
         call.bodyDeadline = nil
-        if call.finished { return }
-        if call.deframer.hasPartialMessage {
+        if call.state.isFinished { return }
+        if call.inbound.hasPartialMessage {
             self.finish(call, error: RPCError(.internalError, "The request ended inside a message"))
             self.cancel(call)
             return
         }
-        if call.handler.singleRequest && !call.handlerStarted {
+        if call.handler.singleRequest && call.state.handler == .notStarted {
             guard call.inbound.count == 1 else {
                 let message = call.inbound.isEmpty ? "The request has no message" : "Too many request messages"
                 self.finish(call, error: RPCError(.internalError, message))
                 return
             }
-            let message = call.inbound.removeFirst()
-            self.release(call, message)
+            let (message, held) = call.inbound.removeFirst()
+            self.release(call, count: held)
             self.startHandler(call, firstMessage: message)
             return
         }
@@ -438,45 +381,30 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         self.admission.remove(streamID)
         self.wakeWaitingHandlers()
         guard let call = self.calls.removeValue(forKey: streamID) else { return }
-        call.streamClosed = true
-        if !call.finished {
-            // The client reset the stream (or the connection is going): cancel the handler.
-            call.finished = true
-            call.deadlineTimer?.cancel()
-            self.metrics.callFinished(path: call.path, code: .cancelled, start: call.startTime)
-            self.cancel(call)
-        }
-        if !call.handlerStarted || call.handlerDone {
-            call.connection = nil
-        }
-        if self.calls.isEmpty && self.runningHandlers == 0 { self.armIdleTimer() }
+        let closed = call.state.streamClosed()
+        // The client reset the stream (or the connection is going): cancel the handler.
+        if closed.cancel { self.cancel(call) }
+        if closed.releaseConnection { self.callEnded(call) }
     }
 
-    func http2Session(_ session: HTTP2Session, didReceivePing ack: Bool) {
+    /// The call's stream and handler are both gone.
+    private func callEnded(_ call: ServerCall) {
+        call.connection = nil
+        if let action = self.lifecycle.callClosed() { self.perform(action) }
+    }
+
+    func http2Session(_ session: HTTP2Session, didReceivePing ack: Bool, payload: UInt64) {
         if ack {
-            self.keepaliveTimeoutTimer?.cancel()
-            self.keepaliveTimeoutTimer = nil
-            return
-        }
-        let now = NIODeadline.now()
-        defer { self.lastPingReceived = now }
-        let idle = self.calls.isEmpty
-        if idle && !self.configuration.permitPingWithoutCalls {
-            self.pingStrikes += 1
-        } else if let last = self.lastPingReceived, now - last < TimeAmount(self.configuration.minPingInterval) {
-            self.pingStrikes += 1
-        }
-        if self.pingStrikes > self.configuration.maxPingStrikes {
+            self.perform(self.lifecycle.receivedPingAck(payload))
+        } else if self.lifecycle.receivedPing(now: .now()) {
             self.closeForAbuse(reason: "too_many_pings")
         }
     }
 
     func http2Session(_ session: HTTP2Session, observed event: HTTP2PeerEvent, streamID: Int32) {
-        if event == .settings && !self.settingsReceived {
+        if event == .settings && !self.lifecycle.handshakeComplete {
             // The client's first SETTINGS completes the handshake; later ones are charged.
-            self.settingsReceived = true
-            self.handshakeTimer?.cancel()
-            self.handshakeTimer = nil
+            if let action = self.lifecycle.receivedSettings() { self.perform(action) }
             return
         }
         if event == .smallWindowUpdate {
@@ -497,7 +425,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
 
     /// Charges an event to the connection's abuse budget; an exhausted budget closes the connection.
     private func charge(_ event: HTTP2PeerEvent) {
-        guard !self.abusive else { return }
+        guard self.lifecycle.phase != .closed else { return }
         self.logger.trace("HTTP/2 glitch", metadata: ["event": "\(event)", "net.peer": "\(self.peer)"])
         if !self.abuseBudget.charge(event, now: .now()) {
             self.closeForAbuse(reason: "too_many_glitches")
@@ -505,12 +433,11 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     }
 
     /// GOAWAY ENHANCE_YOUR_CALM, the peer's address penalised, and the connection closed: at once, or at the
-    /// end of the current read (nghttp2 is still parsing it) where `channelRead` sees `abusive`.
+    /// end of the current read (nghttp2 is still parsing it) where `channelRead` sees the phase `.closed`.
     private func closeForAbuse(reason: String) {
-        guard !self.abusive, let session = self.session else { return }
+        guard let session = self.session, self.lifecycle.closeForAbuse() else { return }
         self.recordAbuse(reason: reason)
         session.goAway(errorCode: .enhanceYourCalm, debugData: reason)
-        self.draining = true
         if !self.inRead {
             self.flushOutput()
             self.closeConnection()
@@ -518,8 +445,6 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     }
 
     private func recordAbuse(reason: String) {
-        guard !self.abusive else { return }
-        self.abusive = true
         self.metrics.connectionAbusive(reason: reason)
         var metadata: Logger.Metadata = ["reason": "\(reason)", "net.peer": "\(self.peer)"]
         if let penalties = self.penalties, let host = self.peerHost {
@@ -557,7 +482,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
                 self.timedOut(.requestBody)
                 self.finish(call, error: RPCError(.resourceExhausted, "The request body arrived too slowly"))
                 self.cancel(call)
-                if !call.inboundEnded { self.session?.resetStream(streamID: call.streamID, errorCode: .cancel) }
+                if !call.state.requestEnded { self.session?.resetStream(streamID: call.streamID, errorCode: .cancel) }
             } else if next == nil || deadline < next!.deadline {
                 next = (call, deadline)
             }
@@ -567,13 +492,11 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     }
 
     func http2Session(_ session: HTTP2Session, didReceiveGoAway lastStreamID: Int32, errorCode: HTTP2ErrorCode) {
-        self.draining = true
+        self.perform(self.lifecycle.receivedGoAway())
     }
 
     func http2Session(_ session: HTTP2Session, didSendData count: Int, streamID: Int32, pendingBytes: Int) {
-        // As in grpc C-core and grpc-go, sending data resets the PING strikes (clients probe bandwidth with
-        // PINGs while they receive); DATA *received* does not.
-        self.pingStrikes = 0
+        self.lifecycle.sentData()
         if self.freeWindowUpdates < 10_000 { self.freeWindowUpdates += 2 }
         if !self.connectionBlockedWriters.isEmpty {
             self.resumeConnectionBlockedWriters()
@@ -612,14 +535,14 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     /// Whether the handler of `call` may start at once; called on the loop by the call's task before it
     /// suspends. False: the call is queued and asks again through `askAdmission`.
     func admitNow(_ call: ServerCall) -> Bool {
-        guard !call.cancelled, let session = self.session else { return false }
+        guard !call.state.isCancelled, let session = self.session else { return false }
         return self.admission.mayStart(call.streamID, queuedOutput: session.pendingOutboundBytes)
     }
 
     /// Called by a call's task before its handler runs: resumes it with true if the handler may start now,
     /// else keeps it waiting (in arrival order) until `wakeWaitingHandlers` asks it to ask again.
     func askAdmission(_ call: ServerCall, continuation: CheckedContinuation<Bool, any Error>) {
-        guard !call.cancelled, self.session != nil else {
+        guard !call.state.isCancelled, self.session != nil else {
             continuation.resume(throwing: CancellationError())
             return
         }
@@ -646,9 +569,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     // MARK: Calls
 
     private func startHandler(_ call: ServerCall, firstMessage: ByteBuffer?) {
-        guard let executor = self.executor else { return }
-        call.handlerStarted = true
-        self.runningHandlers += 1
+        guard let executor = self.executor, call.state.startHandler() else { return }
         let logger = self.logger
         let deadline = call.deadline
         let handler = call.handler
@@ -686,39 +607,31 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
 
     /// Called on the loop when the handler's task has returned.
     func handlerFinished(_ call: ServerCall) {
-        self.runningHandlers -= 1
-        call.handlerDone = true
-        if call.streamClosed { call.connection = nil }
-        if self.calls.isEmpty && self.runningHandlers == 0 {
-            self.armIdleTimer()
-            if self.draining { self.scheduleFlush() }
-        }
+        if call.state.handlerReturned() { self.callEnded(call) }
     }
 
     private func deliver(_ call: ServerCall) {
         guard let reader = call.readerWaiting else { return }
         if !call.inbound.isEmpty {
             call.readerWaiting = nil
-            let message = call.inbound.removeFirst()
-            self.release(call, message)
+            let (message, held) = call.inbound.removeFirst()
+            self.release(call, count: held)
             reader.resume(returning: message)
-        } else if call.inboundEnded {
+        } else if call.state.requestEnded {
             call.readerWaiting = nil
             reader.resume(returning: nil)
         }
     }
 
-    /// Returns a dequeued message's bytes to the flow-control window.
-    private func release(_ call: ServerCall, _ message: ByteBuffer) {
-        let size = message.readableBytes + MessageFraming.headerSize
-        call.queuedBytes -= size
-        call.unconsumedBytes -= size
-        self.session?.consume(streamID: call.streamID, count: size)
+    /// Returns the window bytes a dequeued message held.
+    private func release(_ call: ServerCall, count: Int) {
+        guard count > 0 else { return }
+        self.session?.consume(streamID: call.streamID, count: count)
         self.scheduleFlush()
     }
 
     func read(on call: ServerCall, continuation: CheckedContinuation<ByteBuffer?, any Error>) {
-        if call.cancelled {
+        if call.state.isCancelled {
             continuation.resume(throwing: CancellationError())
             return
         }
@@ -728,7 +641,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     }
 
     func waitUntilWritable(_ call: ServerCall, continuation: CheckedContinuation<Void, any Error>) {
-        if call.cancelled {
+        if call.state.isCancelled {
             continuation.resume(throwing: CancellationError())
             return
         }
@@ -747,15 +660,18 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     }
 
     func sendMessage(_ framed: ByteBuffer, on call: ServerCall) {
-        guard !call.finished, let session = self.session else { return }
-        if !call.headersSent { self.sendHeaders(call) }
+        guard let session = self.session else { return }
+        switch call.state.sendMessage() {
+        case .drop: return
+        case .sendHeadersAndMessage: self.sendHeaders(call)
+        case .sendMessage: break
+        }
         session.sendData(streamID: call.streamID, framed)
         self.scheduleFlush()
     }
 
     private func sendHeaders(_ call: ServerCall) {
         guard let session = self.session else { return }
-        call.headersSent = true
         var headers = Self.responseHeaders
         if !call.responseMetadata.isEmpty { call.responseMetadata.appendHeaders(to: &headers) }
         do {
@@ -787,22 +703,21 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
 
     /// Sends the call's status, once: trailers after headers, or a trailers-only response.
     func finish(_ call: ServerCall, error: RPCError?) {
-        guard !call.finished else { return }
-        call.finished = true
+        let send = call.state.finish()
+        if send == .alreadyFinished { return }
         call.deadlineTimer?.cancel()
         call.deadlineTimer = nil
         self.metrics.callFinished(path: call.path, code: error?.code ?? .ok, start: call.startTime)
         if let level = self.configuration.accessLogLevel { self.logAccess(call, error: error, level: level) }
-        guard let session = self.session, !call.streamClosed else { return }
+        guard let session = self.session, send != .record else { return }
         var trailers = Self.statusHeaders(error)
         if !call.trailingMetadata.isEmpty { call.trailingMetadata.appendHeaders(to: &trailers) }
-        if call.headersSent {
+        if send == .sendTrailers {
             session.finish(streamID: call.streamID, trailers: trailers)
         } else {
             var headers = Self.responseHeaders
             call.responseMetadata.appendHeaders(to: &headers)
             headers.append(contentsOf: trailers)
-            call.headersSent = true
             do {
                 try session.submitResponse(streamID: call.streamID, headers: headers, endStream: true)
             } catch {
@@ -856,86 +771,110 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
 
     private func deadlineExceeded(_ call: ServerCall) {
         call.deadlineTimer = nil
-        guard !call.finished else { return }
+        guard !call.state.isFinished else { return }
         self.finish(call, error: RPCError(.deadlineExceeded, "Deadline exceeded"))
         self.cancel(call)
         // The client gets its status; stop it sending more.
-        if !call.inboundEnded { self.session?.resetStream(streamID: call.streamID, errorCode: .cancel) }
+        if !call.state.requestEnded { self.session?.resetStream(streamID: call.streamID, errorCode: .cancel) }
         self.scheduleFlush()
     }
 
+    /// Stops the call's handler and drops what it has not read; a call without status ends CANCELLED.
     private func cancel(_ call: ServerCall) {
-        guard !call.cancelled else { return }
-        call.cancelled = true
+        switch call.state.cancel() {
+        case .alreadyCancelled:
+            return
+        case .cancelUnfinished:
+            call.deadlineTimer?.cancel()
+            call.deadlineTimer = nil
+            self.metrics.callFinished(path: call.path, code: .cancelled, start: call.startTime)
+        case .cancel:
+            break
+        }
         self.admission.remove(call.streamID)
         call.task?.cancel()
         call.failWaiters(CancellationError())
-        if let session = self.session, call.unconsumedBytes > 0 {
-            session.consume(streamID: call.streamID, count: call.unconsumedBytes)
-            call.unconsumedBytes = 0
-        }
-        call.inbound.removeAll()
+        let held = call.inbound.removeAll()
+        if held > 0 { self.session?.consume(streamID: call.streamID, count: held) }
     }
 
     // MARK: Connection lifetime
 
-    private func armIdleTimer() {
-        // Before its first request a connection gets the shorter `firstRequestTimeout`.
-        let timeout = self.sawRequest
-            ? self.configuration.idleTimeout
-            : [self.configuration.idleTimeout, self.configuration.firstRequestTimeout].compactMap { $0 }.min()
-        guard let timeout, let context = self.context, self.idleTimer == nil else {
-            return
-        }
-        let firstRequest = !self.sawRequest
-        self.idleTimer = context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(timeout)) { [self] in
-            self.idleTimer = nil
-            guard self.calls.isEmpty, self.runningHandlers == 0 else { return }
-            if firstRequest { self.timedOut(.firstRequest) }
-            self.logger.debug("Closing idle connection")
-            self.session?.goAway(errorCode: .noError, debugData: "idle")
-            self.draining = true
-            self.flushOutput()
-            self.closeConnection()
-        }
+    /// Performs what the lifecycle state machine asked for.
+    private func perform(_ actions: [ServerConnectionStateMachine.Action]) {
+        for action in actions { self.perform(action) }
     }
 
-    private func armKeepalive() {
-        guard let context = self.context else { return }
-        let interval = TimeAmount(self.configuration.keepaliveTime)
-        self.keepaliveTimer = context.eventLoop.assumeIsolated().scheduleTask(in: interval) { [self] in
-            let silent = NIODeadline.now() - self.lastReadTime
-            if silent >= interval, self.keepaliveTimeoutTimer == nil, let context = self.context {
-                self.session?.ping(0x4B49_4E44)
-                self.flushOutput()
-                self.keepaliveTimeoutTimer = context.eventLoop.assumeIsolated().scheduleTask(
-                    in: TimeAmount(self.configuration.keepaliveTimeout)
-                ) { [self] in
-                    self.logger.debug("Keepalive PING unanswered: closing connection")
-                    self.closeConnection()
-                }
+    private func perform(_ action: ServerConnectionStateMachine.Action) {
+        switch action {
+        case .schedule(let timer, let delay):
+            guard let context = self.context else { return }
+            self.timers[timer.rawValue]?.cancel()
+            self.timers[timer.rawValue] = context.eventLoop.assumeIsolated().scheduleTask(in: delay) { [self] in
+                self.timers[timer.rawValue] = nil
+                self.perform(self.lifecycle.timerFired(timer, now: .now()))
             }
-            self.armKeepalive()
-        }
-    }
-
-    /// GOAWAY, let in-flight calls finish for up to `grace`, then cancel what is left and close.
-    private func beginGracefulShutdown(grace: Duration) {
-        guard !self.draining || self.graceTimer == nil, let session = self.session, let context = self.context else {
-            return
-        }
-        self.draining = true
-        session.shutdownNotice()
-        session.goAway(errorCode: .noError)
-        self.flushOutput()
-        self.graceTimer = context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(grace)) { [self] in
-            for call in self.calls.values where !call.finished {
+        case .cancel(let timer):
+            self.timers[timer.rawValue]?.cancel()
+            self.timers[timer.rawValue] = nil
+        case .sendShutdownNotice:
+            self.logger.debug("Connection shutting down", metadata: ["net.peer": "\(self.peer)"])
+            guard let session = self.session, let context = self.context else { return }
+            session.shutdownNotice()
+            // nghttp2 sends a PING (an urgent frame) ahead of a GOAWAY queued in the same tick, but the PING must
+            // follow the GOAWAY: its ACK is the proof that the client has read the GOAWAY. So the GOAWAY goes out
+            // now, writable or not (control frames precede DATA in nghttp2's queues, so 16 KiB hold it).
+            var buffer = context.channel.allocator.buffer(capacity: 0)
+            do {
+                try session.write(into: &buffer, limit: 16 << 10)
+            } catch {
+                self.closeConnection()
+                return
+            }
+            if buffer.readableBytes > 0 { context.writeAndFlush(NIOAny(buffer), promise: nil) }
+        case .sendPing(let payload):
+            self.session?.ping(payload)
+            self.scheduleFlush()
+        case .sendGoAway(let code, let debugData):
+            self.session?.goAway(errorCode: code, debugData: debugData)
+            self.scheduleFlush()
+        case .failCalls:
+            for call in self.calls.values where !call.state.isFinished {
                 self.finish(call, error: RPCError(.unavailable, "The server is shutting down"))
                 self.cancel(call)
             }
+        case .timedOut(let kind):
+            self.timedOut(kind)
+        case .closeWhenDrained:
+            self.scheduleFlush()
+        case .close:
+            // Inside a read nghttp2 is still parsing: `channelRead` closes at its end.
+            guard !self.inRead else { return }
             self.flushOutput()
             self.closeConnection()
         }
+    }
+}
+
+extension ServerConnectionStateMachine.Configuration {
+    init(_ configuration: GRPCServerConfiguration) {
+        let maxAge = configuration.maxConnectionAge.map { age in
+            // Jitter of ±10% so connections made together do not all go away together.
+            TimeAmount.nanoseconds(Int64(Double(TimeAmount(age).nanoseconds) * Double.random(in: 0.9...1.1)))
+        }
+        self.init(
+            idleTimeout: configuration.idleTimeout.map(TimeAmount.init),
+            firstRequestTimeout: configuration.firstRequestTimeout.map(TimeAmount.init),
+            handshakeTimeout: configuration.handshakeTimeout.map(TimeAmount.init),
+            maxAge: maxAge,
+            maxAgeGrace: TimeAmount(configuration.maxConnectionAgeGrace),
+            keepaliveTime: TimeAmount(configuration.keepaliveTime),
+            keepaliveTimeout: TimeAmount(configuration.keepaliveTimeout),
+            minPingInterval: TimeAmount(configuration.minPingInterval),
+            permitPingWithoutCalls: configuration.permitPingWithoutCalls,
+            maxPingStrikes: configuration.maxPingStrikes,
+            shutdownPingTimeout: TimeAmount(configuration.shutdownPingTimeout)
+        )
     }
 }
 

@@ -16,8 +16,9 @@ public protocol HTTP2SessionDelegate: AnyObject {
     func http2Session(_ session: HTTP2Session, didReceiveEndStream streamID: Int32)
     /// The stream closed, normally (`.noError`) or by reset.
     func http2Session(_ session: HTTP2Session, streamClosed streamID: Int32, errorCode: HTTP2ErrorCode)
-    /// A PING frame arrived (`ack` is true for the answer to our own PING).
-    func http2Session(_ session: HTTP2Session, didReceivePing ack: Bool)
+    /// A PING frame arrived (`ack` is true for the answer to our own PING; `payload` is its opaque data as
+    /// `ping(_:)` takes it).
+    func http2Session(_ session: HTTP2Session, didReceivePing ack: Bool, payload: UInt64)
     /// The peer sent GOAWAY.
     func http2Session(_ session: HTTP2Session, didReceiveGoAway lastStreamID: Int32, errorCode: HTTP2ErrorCode)
     /// nghttp2 took `count` bytes of queued outbound DATA for `streamID`; `pendingBytes` remain queued.
@@ -48,6 +49,9 @@ public final class HTTP2Session {
     private var pendingHeaders: [HTTP2Header] = []
     private var pendingHeaderBytes = 0
     private var pendingHeaderRejected = false
+    // The strings of the last header block, by position (see `interned`).
+    private var recentNames: [String] = []
+    private var recentValues: [String] = []
     // Outbound DATA queued per stream, drained by nghttp2's data source callback.
     private var outbound: [Int32: Outbound] = [:]
     /// Bytes queued by `sendData` on all streams and not yet taken by nghttp2.
@@ -359,10 +363,30 @@ public final class HTTP2Session {
             self.pendingHeaders.removeAll(keepingCapacity: true)
             return false
         }
+        let index = self.pendingHeaders.count
         self.pendingHeaders.append(
-            HTTP2Header(String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self))
+            HTTP2Header(
+                Self.interned(name, at: index, in: &self.recentNames),
+                Self.interned(value, at: index, in: &self.recentValues)
+            )
         )
         return true
+    }
+
+    /// The string for `bytes`, reusing the one received at the same position of the previous header block when
+    /// the bytes are the same: a client sends the same names, and mostly the same values (path, content-type,
+    /// user-agent), in the same order on every request, and each string over 15 bytes would be a new allocation.
+    private static func interned(_ bytes: UnsafeBufferPointer<UInt8>, at index: Int, in cache: inout [String]) -> String {
+        if index < cache.count {
+            var cached = cache[index]
+            if cached.withUTF8({ $0.elementsEqual(bytes) }) { return cached }
+            cached = String(decoding: bytes, as: UTF8.self)
+            cache[index] = cached
+            return cached
+        }
+        let fresh = String(decoding: bytes, as: UTF8.self)
+        if index == cache.count && index < 32 { cache.append(fresh) }
+        return fresh
     }
 
     fileprivate func headersComplete(streamID: Int32, endStream: Bool) {
@@ -385,8 +409,8 @@ public final class HTTP2Session {
         self.delegate?.http2Session(self, streamClosed: streamID, errorCode: HTTP2ErrorCode(errorCode))
     }
 
-    fileprivate func pingReceived(ack: Bool) {
-        self.delegate?.http2Session(self, didReceivePing: ack)
+    fileprivate func pingReceived(ack: Bool, payload: UInt64) {
+        self.delegate?.http2Session(self, didReceivePing: ack, payload: payload)
     }
 
     fileprivate func observed(_ event: HTTP2PeerEvent, streamID: Int32 = 0) {
@@ -515,7 +539,9 @@ private func onFrameRecv(
     case NGHTTP2_PRIORITY.rawValue:
         owner.observed(.priority, streamID: header.stream_id)
     case NGHTTP2_PING.rawValue:
-        owner.pingReceived(ack: header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0)
+        // The opaque data read back the way `ping(_:)` wrote it (host byte order).
+        let payload = withUnsafeBytes(of: frame.pointee.ping.opaque_data) { $0.loadUnaligned(as: UInt64.self) }
+        owner.pingReceived(ack: header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0, payload: payload)
     case NGHTTP2_GOAWAY.rawValue:
         owner.goAwayReceived(lastStreamID: frame.pointee.goaway.last_stream_id, errorCode: frame.pointee.goaway.error_code)
     default:

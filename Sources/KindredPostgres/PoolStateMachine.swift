@@ -1,19 +1,20 @@
 /// The connection pool's bookkeeping, without I/O: who holds a connection, which are idle, who waits.
 ///
 /// Every event returns ``Actions`` that the client performs after leaving the lock (resume a waiter,
-/// close connections, finish a shutdown), so no continuation is resumed while the lock is held.
-struct PoolStateMachine {
+/// close connections, finish a shutdown), so no continuation is resumed while the lock is held. Generic over the
+/// connection so that tests drive it with stand-ins, without a database.
+struct PoolStateMachine<Connection: Sendable> {
     /// What an acquirer receives.
-    enum Lease {
+    enum Lease: Sendable {
         /// An idle connection and when it was last returned.
-        case connection(PostgresConnection, idleSince: ContinuousClock.Instant)
+        case connection(Connection, idleSince: ContinuousClock.Instant)
         /// Permission to open a new connection (a slot counted in `opening`).
         case openSlot
     }
 
     struct Actions {
         var resume: [(CheckedContinuation<Lease, any Error>, Result<Lease, any Error>)] = []
-        var close: [PostgresConnection] = []
+        var close: [Connection] = []
         var cancelTimers: [Task<Void, Never>] = []
         var shutdownComplete: [CheckedContinuation<Void, Never>] = []
     }
@@ -31,7 +32,7 @@ struct PoolStateMachine {
     }
 
     private struct IdleConnection {
-        var connection: PostgresConnection
+        var connection: Connection
         var since: ContinuousClock.Instant
     }
 
@@ -121,7 +122,7 @@ struct PoolStateMachine {
     }
 
     /// A leased connection comes back. Unusable ones are closed and their slot handed on.
-    mutating func release(_ connection: PostgresConnection, reusable: Bool, now: ContinuousClock.Instant) -> Actions {
+    mutating func release(_ connection: Connection, reusable: Bool, now: ContinuousClock.Instant) -> Actions {
         self.leased -= 1
         var actions = Actions()
         guard self.isRunning else {

@@ -40,7 +40,7 @@ public final class PostgresClient: Sendable {
     public let poolConfiguration: PoolConfiguration
     private let threadPool: NIOThreadPool
     let logger: Logger
-    private let state: Mutex<PoolStateMachine>
+    private let state: Mutex<PoolStateMachine<PostgresConnection>>
     private let listeners = Mutex(Listeners())
 
     private struct Listeners {
@@ -163,11 +163,11 @@ public final class PostgresClient: Sendable {
         }
     }
 
-    private func acquireLease() async throws -> PoolStateMachine.Lease {
+    private func acquireLease() async throws -> PoolStateMachine<PostgresConnection>.Lease {
         let id = self.state.withLock { $0.makeID() }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation {
-                (continuation: CheckedContinuation<PoolStateMachine.Lease, any Error>) in
+                (continuation: CheckedContinuation<PoolStateMachine<PostgresConnection>.Lease, any Error>) in
                 if Task.isCancelled {
                     continuation.resume(throwing: PostgresError(code: .cancelled, reason: "the task was cancelled"))
                     return
@@ -244,7 +244,7 @@ public final class PostgresClient: Sendable {
         return connection.isReusable
     }
 
-    private func perform(_ actions: PoolStateMachine.Actions) {
+    private func perform(_ actions: PoolStateMachine<PostgresConnection>.Actions) {
         for timer in actions.cancelTimers { timer.cancel() }
         for connection in actions.close { connection.close() }
         for (continuation, result) in actions.resume { continuation.resume(with: result) }

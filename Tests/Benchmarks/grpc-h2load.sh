@@ -1,28 +1,58 @@
 #!/usr/bin/env bash
-# Benchmarks the gRPC runtime with h2load (a real HTTP/2 peer): a release build of the interop server,
-# its small unary method (Echo) and health Check, at -c1 -m1 and -c10 -m10. Prints req/s and latency.
-# Usage: Tests/Benchmarks/grpc-h2load.sh [requests-for-c10m10 (default 300000)]
+# Benchmarks the gRPC runtime against its yardstick with h2load (a real HTTP/2 peer): release builds of the interop
+# server (Kindred, every feature on) and of kindred-grpc-yardstick (the bare SwiftNIO + nghttp2 + protobuf-c Echo
+# the runtime is built on), both answering InteropService/Echo. Rounds alternate between the two (and which goes
+# first), so each round's ratio Kindred ÷ bare compares the two under the same machine load: on a shared,
+# noisy machine the ratio holds where absolute figures do not. Then -c1 -m1 latency of each, with the vCPUs
+# kept awake (see `awake`).
+# Usage: Tests/Benchmarks/grpc-h2load.sh [requests per round (default 100000)] [rounds (default 5)]
+# KINDRED_INTEROP_SERVER / KINDRED_YARDSTICK run other binaries (e.g. built from an older commit).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-REQUESTS=${1:-300000}
+REQUESTS=${1:-100000}
+ROUNDS=${2:-5}
+
+if [ -z "${KINDRED_YARDSTICK:-}" ]; then
+    swift build -c release --product kindred-grpc-yardstick >/dev/null
+fi
+YARDSTICK_BIN="${KINDRED_YARDSTICK:-$(swift build -c release --show-bin-path)/kindred-grpc-yardstick}"
 
 # shellcheck source=Tests/Benchmarks/interop-server.sh
 source Tests/Benchmarks/interop-server.sh
+"$YARDSTICK_BIN" 0 >"$WORK/yardstick.out" 2>&1 &
+YARDSTICK=$!
+trap 'kill $SERVER $YARDSTICK 2>/dev/null || true; wait $SERVER $YARDSTICK 2>/dev/null || true; rm -rf "$WORK"' EXIT
+for _ in $(seq 100); do grep -q LISTENING "$WORK/yardstick.out" && break; sleep 0.1; done
+BARE_ADDRESS=$(awk '/LISTENING/ {print $2}' "$WORK/yardstick.out")
+ECHO=/kindred.testing.v1.InteropService/Echo
 
-run() { # name path body clients streams requests
-    local out
-    out=$(h2load -n "$6" -c "$4" -m "$5" -d "$WORK/$3" -H 'content-type: application/grpc' -H 'te: trailers' \
-        "http://$ADDRESS$2" 2>&1)
-    local rps mean failed
-    rps=$(echo "$out" | awk '/^finished in/ {print $4}')
-    mean=$(echo "$out" | awk '/^time for request:/ {print $6}')
-    failed=$(echo "$out" | awk '/^requests:/ {print $10}')
-    printf '%-14s -c%-3s -m%-3s %10s req/s   mean latency %8s   failed %s\n' "$1" "$4" "$5" "$rps" "$mean" "$failed"
+h2() { # address clients streams requests -> h2load output
+    h2load -n "$4" -c "$2" -m "$3" -d "$WORK/echo.bin" -H 'content-type: application/grpc' -H 'te: trailers' \
+        "http://$1$ECHO" 2>&1
+}
+rps() { # address clients streams requests -> req/s (fails if any request failed)
+    local out failed
+    out=$(h2 "$@")
+    failed=$(echo "$out" | awk '/^requests:/ {print $10 + $12}')
+    if [ "$failed" != "0" ]; then echo "h2load against $1: $failed requests failed or errored" >&2; exit 1; fi
+    echo "$out" | awk '/^finished in/ {print $4}'
+}
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # pid -> user + sys CPU ticks
+measure() { # pid address -> "req/s cpu-µs-per-call": throughput, and the server's CPU time per call (which other
+    local before rate after # processes on the cores move far less than req/s)
+    before=$(ticks "$1")
+    rate=$(rps "$2" 10 10 "$REQUESTS")
+    after=$(ticks "$1")
+    awk -v r="$rate" -v t="$((after - before))" -v hz="$(getconf CLK_TCK)" -v n="$REQUESTS" \
+        'BEGIN {printf "%s %.2f", r, t / hz / n * 1e6}'
+}
+latency() { # address -> mean request time at -c1 -m1
+    h2 "$1" 1 1 "$((REQUESTS / 5))" | awk '/^time for request:/ {print $6}'
 }
 
 # On an idle VM every -c1 -m1 round trip pays two vCPU wake-ups (server and h2load sleep in epoll between
-# requests), which costs more than the request itself. The "awake" rows repeat -c1 -m1 with two idle-priority
-# (nice 19) busy loops keeping the vCPUs from halting; they take no CPU from the measured processes.
+# requests), which costs more than the request itself. The latency rows run with two idle-priority (nice 19) busy
+# loops keeping the vCPUs from halting; they take no CPU from the measured processes.
 awake() {
     local spinners=()
     for _ in 1 2; do nice -n 19 bash -c 'while :; do :; done' & spinners+=($!); done
@@ -31,15 +61,28 @@ awake() {
     wait "${spinners[@]}" 2>/dev/null || true
 }
 
-echo "h2load against $BIN ($(nproc) cores)"
-h2load -n 20000 -c 10 -m 10 -d "$WORK/echo.bin" -H 'content-type: application/grpc' \
-    "http://$ADDRESS/kindred.testing.v1.InteropService/Echo" >/dev/null 2>&1 # warm-up
-for i in 1 2 3; do
-    run "Echo" /kindred.testing.v1.InteropService/Echo echo.bin 1 1 $((REQUESTS / 6))
-    awake run "Echo (awake)" /kindred.testing.v1.InteropService/Echo echo.bin 1 1 $((REQUESTS / 6))
-    run "Echo" /kindred.testing.v1.InteropService/Echo echo.bin 10 10 "$REQUESTS"
-    run "Health/Check" /grpc.health.v1.Health/Check health.bin 1 1 $((REQUESTS / 6))
-    awake run "Check (awake)" /grpc.health.v1.Health/Check health.bin 1 1 $((REQUESTS / 6))
-    run "Health/Check" /grpc.health.v1.Health/Check health.bin 10 10 "$REQUESTS"
+echo "Kindred $BIN vs bare $YARDSTICK_BIN ($(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg))"
+rps "$ADDRESS" 10 10 20000 >/dev/null # warm-up
+rps "$BARE_ADDRESS" 10 10 20000 >/dev/null
+ratios=()
+cpu_ratios=()
+for round in $(seq "$ROUNDS"); do
+    if [ $((round % 2)) -eq 1 ]; then
+        read -r kindred kindred_cpu <<<"$(measure "$SERVER" "$ADDRESS")"
+        read -r bare bare_cpu <<<"$(measure "$YARDSTICK" "$BARE_ADDRESS")"
+    else
+        read -r bare bare_cpu <<<"$(measure "$YARDSTICK" "$BARE_ADDRESS")"
+        read -r kindred kindred_cpu <<<"$(measure "$SERVER" "$ADDRESS")"
+    fi
+    ratio=$(awk -v k="$kindred" -v b="$bare" 'BEGIN {printf "%.2f", k / b}')
+    ratios+=("$ratio")
+    cpu_ratios+=("$(awk -v k="$kindred_cpu" -v b="$bare_cpu" 'BEGIN {printf "%.2f", k / b}')")
+    printf 'round %d  -c10 -m10  Kindred %9s req/s %6s µs CPU/call   bare %9s req/s %6s µs CPU/call   Kindred/bare %s\n' \
+        "$round" "$kindred" "$kindred_cpu" "$bare" "$bare_cpu" "$ratio"
 done
-echo "server RSS: $(awk '/VmRSS/ {print $2, $3}' /proc/$SERVER/status)"
+median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+echo "median Kindred/bare at -c10 -m10: $(printf '%s\n' "${ratios[@]}" | median) (req/s);" \
+    "CPU per call bare/Kindred $(printf '%s\n' "${cpu_ratios[@]}" | median | awk '{printf "%.2f", 1 / $1}')"
+echo "-c1 -m1 mean latency (vCPUs awake): Kindred $(awake latency "$ADDRESS")   bare $(awake latency "$BARE_ADDRESS")"
+echo "RSS: Kindred $(awk '/VmRSS/ {print $2, $3}' /proc/$SERVER/status)   bare $(awk '/VmRSS/ {print $2, $3}' /proc/$YARDSTICK/status)"
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

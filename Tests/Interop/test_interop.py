@@ -232,3 +232,12 @@ def test_graceful_shutdown_finishes_in_flight_calls():
         with pytest.raises(grpc.RpcError) as error:
             stub.Echo(pb.EchoRequest(message="late"), timeout=2)
         assert error.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_client_streaming_megabyte_messages_at_the_default_window(stub):
+    # ~1 MB messages against the runtime's default 1 MiB stream window: before the flow-control fix the stream
+    # stalled after the first message until the request-body timeout reset it (CANCELLED after 30 s).
+    started = time.monotonic()
+    response = stub.Collect(iter([pb.EchoRequest(payload=b"x" * 1_000_000) for _ in range(4)]), timeout=20)
+    assert (response.count, response.payload_bytes) == (4, 4_000_000)
+    assert time.monotonic() - started < 10

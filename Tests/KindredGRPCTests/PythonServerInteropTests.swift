@@ -7,7 +7,7 @@ import Testing
 /// The Kindred client against an independent server: Python grpcio (Tests/Interop/python_server.py).
 @Suite(.serialized) struct PythonServerInteropTests {
     /// Starts the Python server; it stops when its stdin closes.
-    final class PythonServer {
+    final class PythonServer: @unchecked Sendable {
         let process = Process()
         let input = Pipe()
         let port: Int
@@ -34,7 +34,16 @@ import Testing
             self.port = port
         }
 
-        func stop() {
+        /// Starts the server on a thread of its own (reading its first line blocks).
+        static func start() async throws -> PythonServer {
+            try await offThePool { try PythonServer() }
+        }
+
+        func stop() async {
+            _ = try? await offThePool { self.stopBlocking() }
+        }
+
+        private func stopBlocking() {
             try? self.input.fileHandleForWriting.close()
             // SIGKILL too: a child spawned concurrently may hold the stdin pipe open, so EOF may never come, and
             // Foundation starts children with SIGTERM blocked.
@@ -44,10 +53,19 @@ import Testing
     }
 
     @Test func kindredClientCallsPythonServer() async throws {
-        let python = try PythonServer()
-        defer { python.stop() }
+        let python = try await PythonServer.start()
+        do {
+            try await self.callPythonServer(port: python.port)
+        } catch {
+            await python.stop()
+            throw error
+        }
+        await python.stop()
+    }
+
+    private func callPythonServer(port: Int) async throws {
         let client = GRPCClient(
-            configuration: GRPCClientConfiguration(host: "127.0.0.1", port: python.port),
+            configuration: GRPCClientConfiguration(host: "127.0.0.1", port: port),
             logger: Logger(label: "test")
         )
 

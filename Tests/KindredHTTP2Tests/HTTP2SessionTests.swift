@@ -24,7 +24,7 @@ private final class Recorder: HTTP2SessionDelegate {
     func http2Session(_ session: HTTP2Session, streamClosed streamID: Int32, errorCode: HTTP2ErrorCode) {
         self.closed.append((streamID, errorCode))
     }
-    func http2Session(_ session: HTTP2Session, didReceivePing ack: Bool) { self.pings += 1 }
+    func http2Session(_ session: HTTP2Session, didReceivePing ack: Bool, payload: UInt64) { self.pings += 1 }
     func http2Session(_ session: HTTP2Session, didReceiveGoAway lastStreamID: Int32, errorCode: HTTP2ErrorCode) {
         self.goAway = errorCode
     }
