@@ -47,7 +47,7 @@ public final class ChatService: GRPCService, Sendable {
         self.hub = hub
         self.typingLimiter = TokenBucketLimiter(rate: Double(configuration.typingPerMinute) / 60, burst: 5)
         self.logger = logger
-        self.pageTokenKey = (try? SecureRandom.bytes(count: 32)) ?? Array(UUID().uuidString.utf8)
+        self.pageTokenKey = PageToken.key(service: "chat", secret: configuration.serviceSecret)
     }
 
     /// Routes call the handlers directly: errors are mapped once, by the runtime (`ChatError`, `PostgresError`).

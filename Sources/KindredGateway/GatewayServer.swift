@@ -19,8 +19,8 @@ public final class GatewayServer: ServiceServer {
         var server = try configuration.endpoint.serverConfiguration()
         // Clients on phones come and go: close connections idle for 5 minutes, recycle them after an hour.
         server.maxConnectionAge = .seconds(3600)
-        // UploadPhoto streams 1 MiB chunks: with the runtime's 1 MiB stream window a chunk of about that size
-        // stalled (ProfileServer sets the same); 4 MiB holds several.
+        // UploadPhoto streams 1 MiB chunks: a 4 MiB stream window keeps several in flight together over a slow
+        // link instead of one per window update (ProfileServer sets the same).
         server.http2.initialStreamWindowSize = 4 << 20
         var runner = ServerRunner(configuration: server, services: self.gateway.services)
         runner.admin = configuration.endpoint.adminConfiguration

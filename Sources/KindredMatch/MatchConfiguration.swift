@@ -37,8 +37,8 @@ public struct MatchConfiguration: Sendable {
     /// `KINDRED_MATCH_BLOCK_PROPAGATION_MS` (int, 100..30000), default 3000: how long Block and Unblock wait for
     /// every consumer (discovery, chat, profile) to apply them before answering UNAVAILABLE (retry).
     public var blockPropagationTimeout: Duration = .seconds(3)
-    /// `KINDRED_MATCH_PAGE_TOKEN_SECRET` (string, 32..256), default random at start: the key of page tokens
-    /// (set the same value on every replica so pages survive restarts and load balancing).
+    /// `KINDRED_MATCH_PAGE_TOKEN_SECRET` (string, 32..256), default none: the key of page tokens; without it the
+    /// key is derived from the service secret (`PageToken.key`), the same at every replica and after restarts.
     public var pageTokenSecret: String?
 
     public init() {}

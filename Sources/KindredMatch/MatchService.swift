@@ -50,11 +50,8 @@ public final class MatchService: GRPCService, Sendable {
         self.swipeLimiter = TokenBucketLimiter(rate: configuration.swipeRate, burst: configuration.swipeBurst)
         self.reportLimiter = TokenBucketLimiter(
             rate: Double(configuration.reportsPerHour) / 3600, burst: configuration.reportsPerHour)
-        if let secret = configuration.pageTokenSecret {
-            self.pageTokenKey = SHA256.hash(Array(("kindred-match-page-token:" + secret).utf8))
-        } else {
-            self.pageTokenKey = (try? SecureRandom.bytes(count: 32)) ?? SHA256.hash(Array(UUID().uuidString.utf8))
-        }
+        self.pageTokenKey = PageToken.key(
+            service: "match", secret: configuration.pageTokenSecret ?? configuration.serviceSecret)
         // match_swipes_total: acknowledged swipes (replays included); match_matches_total: matches and
         // connections created. Batch sizes and commit times: match_swipe_batch_size, match_swipe_commit_seconds.
         self.swipeCounter = Counter(label: "match_swipes_total", factory: metricsFactory)

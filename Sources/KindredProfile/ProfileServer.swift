@@ -18,49 +18,20 @@ public final class ProfileServer: ServiceServer {
     public let blobs: any PhotoBlobStorage
     let profiles: ProfileService
     let workers: PhotoWorkers
-    private let authClient: GRPCClient
-    private let authenticator: CallerAuthenticator
-    private let followsSessionEnds: Bool
+    /// Auth's keys, session ends and profile's service token (the kit's AuthConnection).
+    private let auth: AuthConnection
     private let logger: Logger
 
     public init(configuration: ProfileConfiguration, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
         self.database = try configuration.database.makeClient(logger: logger)
-        var clientConfiguration = GRPCClientConfiguration(
-            host: configuration.authAddress.host, port: configuration.authAddress.port)
-        clientConfiguration.defaultTimeout = .seconds(5)
-        clientConfiguration.connectTimeout = .seconds(2)
-        let authClient = GRPCClient(configuration: clientConfiguration, logger: logger)
-        self.authClient = authClient
-
-        let revocations = RevokedSessions(staleAfter: configuration.revocationStaleAfter)
-        let authenticator = CallerAuthenticator(refetchInterval: .seconds(5), revocations: revocations) {
-            let response = try await authClient.unary(
-                Kindred.Auth.V1.AuthService.Method.getPublicKeys, Kindred.Auth.V1.GetPublicKeysRequest(),
-                options: CallOptions(timeout: .seconds(3)))
-            var keys: [String: Ed25519PublicKey] = [:]
-            for key in response.keys where key.curve == "Ed25519" && key.status != .retired {
-                keys[key.keyId] = try Ed25519PublicKey(rawRepresentation: key.publicKey)
-            }
-            return keys
-        }
-        self.authenticator = authenticator
-        self.followsSessionEnds = configuration.serviceSecret != nil
-        let callers = Callers(authenticator: authenticator)
-        var tokens: ServiceTokenSource?
-        var watcher: RevocationWatcher?
-        if let secret = configuration.serviceSecret {
-            let source = ServiceTokenSource(auth: authClient, serviceName: "profile", secret: secret)
-            tokens = source
-            watcher = RevocationWatcher(client: authClient, revocations: revocations, logger: logger) {
-                try await source.token()
-            }
-        } else {
-            logger.error(
-                "KINDRED_PROFILE_SERVICE_SECRET is not set: session ends cannot be followed, calls with a user token answer UNAVAILABLE"
-            )
-        }
+        let auth = AuthConnection(
+            address: configuration.authAddress, serviceName: "profile", secret: configuration.serviceSecret,
+            revocationStaleAfter: configuration.revocationStaleAfter, logger: logger)
+        self.auth = auth
+        let callers = Callers(authenticator: auth.authenticator)
+        let tokens = auth.serviceTokens
 
         if let directory = configuration.photoDirectory {
             self.blobs = try FolderPhotoBlobStorage(root: directory)
@@ -68,9 +39,9 @@ public final class ProfileServer: ServiceServer {
             self.blobs = PostgresPhotoBlobStorage(database: self.database)
         }
         self.workers = PhotoWorkers(threads: configuration.photoWorkers, maxQueued: configuration.photoWorkers * 4)
-        // Page tokens are signed with a key of this process's own: they do not outlive a restart (clients start
-        // over), and nothing secret needs configuring for them.
-        let pageTokenKey = (0..<32).map { _ in UInt8.random(in: 0...255) }
+        // Page tokens are signed with a key derived from profile's service secret: good at every replica and
+        // after a restart.
+        let pageTokenKey = PageToken.key(service: "profile", secret: configuration.serviceSecret)
         self.profiles = ProfileService(
             configuration: configuration, database: self.database, callers: callers, blobs: self.blobs,
             photoWorkers: self.workers, pageTokenKey: pageTokenKey, logger: logger)
@@ -78,17 +49,14 @@ public final class ProfileServer: ServiceServer {
 
         let metrics = ServerMetrics()
         var server = try configuration.endpoint.serverConfiguration()
-        // UploadPhoto chunks are up to 1 MiB: a stream window of several chunks keeps a whole chunk from waiting
-        // on the window of the one before it (with the runtime's 1 MiB default, 1 MB chunks stalled).
+        // UploadPhoto chunks are up to 1 MiB: a stream window of several chunks keeps them in flight together
+        // over a slow link instead of one per window update.
         server.http2.initialStreamWindowSize = 4 << 20
         var runner = ServerRunner(configuration: server, services: [communities, self.profiles])
         runner.admin = configuration.endpoint.adminConfiguration
         runner.metrics = metrics
         _ = PostgresPoolMetrics.attach(pool: "profile", database: self.database, to: metrics)
-        runner.background = [.once("key-warm-up") { await authenticator.prefetch() }]
-        if let watcher {
-            runner.background.append(BackgroundTask("revocation-watcher") { await watcher.run() })
-        }
+        runner.background = auth.backgroundTasks
         if let tokens, !configuration.eventConsumers.isEmpty {
             var events = OutboxRelayConfiguration(producer: "profile", consumers: configuration.eventConsumers)
             events.pollInterval = configuration.eventPollInterval
@@ -111,17 +79,12 @@ public final class ProfileServer: ServiceServer {
     /// Waits until auth's keys are known and the set of ended sessions is current (tests and readiness), at most
     /// `timeout`; false if that did not happen.
     public func waitUntilReady(timeout: Duration) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while !(self.authenticator.hasKeys && (!self.followsSessionEnds || self.authenticator.revocations?.isFresh == true)) {
-            guard ContinuousClock.now < deadline else { return false }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return true
+        await self.auth.waitUntilReady(timeout: timeout)
     }
 
     public func shutdown() async {
         await self.workers.shutdown()
-        await self.authClient.close()
+        await self.auth.shutdown()
         await self.database.shutdown()
     }
 }

@@ -12,6 +12,16 @@ public enum PageToken {
     /// How long a token stays valid by default: a client paging through a list takes minutes, not hours.
     public static let defaultLifetime: Duration = .seconds(3600)
 
+    /// A service's signing key for its page tokens: derived from the service's secret (HMAC-SHA-256 under a
+    /// label naming the service), so a token one replica or one process handed out is good at another and after a
+    /// restart; without a secret (tests, tools), 32 random bytes, and tokens last as long as the process.
+    public static func key(service: String, secret: String?) -> [UInt8] {
+        guard let secret else {
+            return (try? SecureRandom.bytes(count: 32)) ?? SHA256.hash(Array(UUID().uuidString.utf8))
+        }
+        return HMACSHA256.authenticationCode(for: Array("kindred-page-token:\(service)".utf8), key: Array(secret.utf8))
+    }
+
     /// The token for the page starting at `offset`.
     public static func encode(
         offset: Int,

@@ -20,6 +20,20 @@ import Testing
         #expect(PageToken.decode(token, key: Array(repeating: 8, count: 32), scope: "user-a", now: self.now) == nil)
     }
 
+    /// Replicas and restarts of one service derive the same key from its secret; services differ; without a
+    /// secret every process has its own.
+    @Test func keysDerivedFromTheServiceSecret() {
+        let secret = String(repeating: "s", count: 40)
+        let replica = PageToken.key(service: "profile", secret: secret)
+        #expect(replica.count == 32)
+        #expect(PageToken.key(service: "profile", secret: secret) == replica)
+        #expect(PageToken.key(service: "chat", secret: secret) != replica)
+        #expect(PageToken.key(service: "profile", secret: secret + "x") != replica)
+        #expect(PageToken.key(service: "profile", secret: nil) != PageToken.key(service: "profile", secret: nil))
+        let token = PageToken.encode(offset: 40, key: replica, scope: "u", now: self.now)
+        #expect(PageToken.decode(token, key: PageToken.key(service: "profile", secret: secret), scope: "u", now: self.now) == 40)
+    }
+
     @Test func expiredTokenIsRefused() {
         let token = PageToken.encode(offset: 40, key: self.key, scope: "s", lifetime: .seconds(60), now: self.now)
         #expect(PageToken.decode(token, key: self.key, scope: "s", now: self.now.addingTimeInterval(59)) == 40)
