@@ -111,6 +111,15 @@ public struct CommunityState: Sendable {
         self.refreshModel(target)
     }
 
+    /// Learns from a swipe without solving anyone's weights (a rebuild solves every model once at the end).
+    mutating func learnWithoutSolving(
+        viewer: UserKey, target: UserKey, features: RankingFeatures, interests: InterestSet, liked: Bool
+    ) {
+        let (vh, th) = (self.handle(viewer), self.handle(target))
+        self.recommender.recordSwipe(
+            viewer: vh, candidate: th, candidateInterests: interests, features: features, liked: liked)
+    }
+
     mutating func unlearn(viewer: UserKey, target: UserKey, features: RankingFeatures, interests: InterestSet, liked: Bool) {
         let (vh, th) = (self.handle(viewer), self.handle(target))
         self.recommender.forgetSwipe(viewer: vh, candidate: th, candidateInterests: interests, features: features, liked: liked)

@@ -48,16 +48,20 @@ public enum MemberBuilder {
         case noLocation
     }
 
-    /// The index entry and filter facts of an eligible snapshot with a location, else why not.
+    /// The index entry and filter facts of an eligible snapshot with a location, else why not. `offset`: how
+    /// positions are published (nil only in tests and benchmarks that measure the plain cell centres).
     public static func member(
         _ snapshot: Kindred.Common.V1.CandidateSnapshot,
         rules: CommunityRules,
-        user: UserKey
+        user: UserKey,
+        offset: LocationOffset?
     ) -> Result<(IndexedMember, MemberFacts), Absence> {
         guard snapshot.eligible else { return .failure(.ineligible) }
-        guard snapshot.geohashCell.count == 6, let centre = Geohash.decode(snapshot.geohashCell) else {
+        guard snapshot.geohashCell.count == 6, let cell = Geohash.decode(snapshot.geohashCell) else {
             return .failure(.noLocation)
         }
+        // The published position (DESIGN §5): the cell displaced by the member's secret offset (nil: the cell).
+        let centre = offset?.published(user: user, latitude: cell.latitude, longitude: cell.longitude) ?? cell
         var interestWords: [String] = []
         var attributeWords: [String] = []
         var facts = MemberFacts()

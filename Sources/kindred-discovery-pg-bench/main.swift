@@ -27,6 +27,11 @@ func residentMiB() -> Double {
     return 0
 }
 
+/// The 1-minute load average (the machine is shared: every figure comes with it).
+func loadAverage() -> String {
+    (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").first.map(String.init) ?? "?"
+}
+
 struct Random: RandomNumberGenerator {
     var state: UInt64
     mutating func next() -> UInt64 {
@@ -147,7 +152,9 @@ for city in 0..<cityCount {
             let target = members[(position + k * 7) % members.count]
             guard target != n else { continue }
             let liked = Int.random(in: 0..<3, using: &random) == 0 ? "t" : "f"
-            swipeLines += "\(ids[Int(n)])\t\(ids[Int(target)])\tbench\t\(uuid(&random))\t\(liked)\t\\N\t0\t2026-11-24 00:00:00+00\n"
+            // The ranking features stored with a learned swipe (the rebuild replays the models from them).
+            let features = (0..<8).map { _ in String(format: "%.3f", Double.random(in: 0...1, using: &random)) }
+            swipeLines += "\(ids[Int(n)])\t\(ids[Int(target)])\tbench\t\(uuid(&random))\t\(liked)\t{\(features.joined(separator: ","))}\t0\t2026-11-24 00:00:00+00\n"
             swipeCount += 1
         }
         if swipeLines.utf8.count > 8_000_000 {
@@ -174,22 +181,26 @@ let copying = ContinuousClock.now
 try psql("\\copy discovery.candidates (user_id, community_id, snapshot, version) FROM '\(folder.path)/candidates.tsv'")
 try psql("\\copy discovery.swipes (viewer_id, target_id, community_id, swipe_id, liked, features, target_interests, swiped_at) FROM '\(folder.path)/swipes.tsv'")
 say("COPY candidates + swipes: \(seconds(since: copying))")
+let analysing = ContinuousClock.now
+try psql("ANALYZE discovery.candidates; ANALYZE discovery.swipes")
+say("ANALYZE: \(seconds(since: analysing))")
 let gist = ContinuousClock.now
 try psql("CREATE TABLE points (user_id uuid, p point, gender_bit int2, wants int2, age int2, age_min int2, age_max int2)")
 try psql("\\copy points FROM '\(folder.path)/points.tsv'")
-try psql("CREATE INDEX points_p ON points USING gist (p); ANALYZE points")
+try psql("ALTER TABLE points ADD PRIMARY KEY (user_id); CREATE INDEX points_p ON points USING gist (p); ANALYZE points")
 say("GiST table (COPY, index, analyze): \(seconds(since: gist))")
 
 // ---- Rebuild through the service ----
 var configuration = DiscoveryConfiguration()
 configuration.database.url = url
+configuration.rebuildPage = 50_000
 configuration.database.poolSize = threads + 1
 let baseline = residentMiB()
 let server = try DiscoveryServer(
     configuration: configuration, auth: AuthConnection(fixedKeys: [:], logger: logger), logger: logger)
 let rebuilding = ContinuousClock.now
 let indexed = try await server.service.rebuild(community: nil)
-say("rebuild from PostgreSQL: \(indexed) members in \(seconds(since: rebuilding)), resident +\(Int(residentMiB() - baseline)) MiB")
+say("rebuild from PostgreSQL: \(indexed) members in \(seconds(since: rebuilding)), resident +\(Int(residentMiB() - baseline)) MiB, load average \(loadAverage())")
 
 // ---- Decks in memory (what GetDeck does after the caller check) ----
 let keys = ids.compactMap { UserKey(uuidString: $0) }
@@ -235,6 +246,7 @@ let knnResults = Results(threads)
 let knnDeadline = ContinuousClock.now + .seconds(seconds)
 let database = server.database
 let frozenIDs = ids
+let pool = configuration.deckPool
 try await withThrowingTaskGroup(of: (Int, [Double], Int).self) { group in
     for worker in 0..<threads {
         group.addTask {
@@ -244,7 +256,9 @@ try await withThrowingTaskGroup(of: (Int, [Double], Int).self) { group in
             while ContinuousClock.now < knnDeadline {
                 let viewer = frozenIDs[Int.random(in: 0..<frozenIDs.count, using: &random)]
                 let start = ContinuousClock.now
-                // 50 km ≈ 0.45° of latitude: a coarse bound in degrees (no PostGIS), nearest first, 200 rows.
+                // The deck's query: the viewer by primary key, then the nearest compatible unseen members by the
+                // GiST index (KNN order), the same filters as the index (mutual gender and age, within 50 km ≈
+                // 0.45° — degrees, no PostGIS — minus anyone the viewer swiped), as many as a deck's pool.
                 let rows = try await database.query(
                     """
                     SELECT c.user_id FROM public.points v, LATERAL (
@@ -252,7 +266,8 @@ try await withThrowingTaskGroup(of: (Int, [Double], Int).self) { group in
                         WHERE p.user_id <> v.user_id AND (p.gender_bit & v.wants) <> 0 AND (v.gender_bit & p.wants) <> 0
                           AND p.age BETWEEN v.age_min AND v.age_max AND v.age BETWEEN p.age_min AND p.age_max
                           AND p.p <-> v.p < 0.45
-                        ORDER BY p.p <-> v.p LIMIT 200) c
+                          AND NOT EXISTS (SELECT 1 FROM discovery.swipes s WHERE s.viewer_id = v.user_id AND s.target_id = p.user_id)
+                        ORDER BY p.p <-> v.p LIMIT \(pool)) c
                     WHERE v.user_id = \(viewer)::uuid
                     """)
                 latencies.append((ContinuousClock.now - start) / .microseconds(1))

@@ -106,6 +106,23 @@ public struct DeckQuery: Sendable {
     }
 }
 
+/// Swipes between slots as a rebuild collects them (struct of arrays: 9 bytes a swipe).
+public struct SlotSwipes: Sendable {
+    public var viewers: [Int32] = []
+    public var targets: [Int32] = []
+    public var liked: [Bool] = []
+
+    public init() {}
+
+    public var count: Int { viewers.count }
+
+    public mutating func append(viewer: Int32, target: Int32, liked: Bool) {
+        viewers.append(viewer)
+        targets.append(target)
+        self.liked.append(liked)
+    }
+}
+
 /// A compatible candidate found by the index.
 public struct IndexMatch: Sendable, Equatable {
     public var slot: Int32
@@ -222,6 +239,54 @@ public struct CommunityIndex: Sendable {
         guard let v = slotOf[viewer], let t = slotOf[target] else { return }
         Self.insertSorted(t, into: &swiped[Int(v)])
         if !liked { Self.insertSorted(v, into: &passedOn[Int(t)]) }
+    }
+
+    /// Records many swipes and blocks at once (a rebuild): each slot's lists are built once, sorted, at their
+    /// final size, instead of one sorted insertion per swipe. `swipes` are (viewer slot, target slot, liked),
+    /// `blocks` pairs of slots; both may repeat pairs (kept once). Equivalent to `recordSwipe` / `block` per item.
+    public mutating func load(swipes: SlotSwipes, blocks: [(Int32, Int32)]) {
+        func bulkAppend(_ lists: inout [[Int32]], _ pairs: some Sequence<(Int32, Int32)>, count: Int) {
+            var owners: [Int32] = []
+            var values: [Int32] = []
+            owners.reserveCapacity(count)
+            values.reserveCapacity(count)
+            for (owner, value) in pairs {
+                owners.append(owner)
+                values.append(value)
+            }
+            // Counting sort by owner, then each owner's run sorted and merged with what it held.
+            var starts = [Int32](repeating: 0, count: lists.count + 1)
+            for owner in owners { starts[Int(owner) + 1] += 1 }
+            for i in 0..<lists.count { starts[i + 1] += starts[i] }
+            var next = starts
+            var grouped = [Int32](repeating: 0, count: values.count)
+            for (owner, value) in zip(owners, values) {
+                grouped[Int(next[Int(owner)])] = value
+                next[Int(owner)] += 1
+            }
+            owners = []
+            values = []
+            for slot in 0..<lists.count where starts[slot + 1] > starts[slot] {
+                var run = Array(grouped[Int(starts[slot])..<Int(starts[slot + 1])])
+                run.append(contentsOf: lists[slot])
+                run.sort()
+                var unique: [Int32] = []
+                unique.reserveCapacity(run.count)
+                for value in run where unique.last != value { unique.append(value) }
+                lists[slot] = unique
+            }
+        }
+        let slots = Int32(users.count)
+        let live = self.live
+        let valid = { (a: Int32, b: Int32) in a >= 0 && a < slots && b >= 0 && b < slots && live[Int(a)] && live[Int(b)] }
+        var liveSwipes: [Int] = []
+        liveSwipes.reserveCapacity(swipes.count)
+        for i in 0..<swipes.count where valid(swipes.viewers[i], swipes.targets[i]) { liveSwipes.append(i) }
+        bulkAppend(&swiped, liveSwipes.lazy.map { (swipes.viewers[$0], swipes.targets[$0]) }, count: liveSwipes.count)
+        let passes = liveSwipes.filter { !swipes.liked[$0] }
+        bulkAppend(&passedOn, passes.lazy.map { (swipes.targets[$0], swipes.viewers[$0]) }, count: passes.count)
+        let liveBlocks = blocks.filter { valid($0.0, $0.1) }
+        bulkAppend(&blocked, liveBlocks + liveBlocks.map { ($0.1, $0.0) }, count: liveBlocks.count * 2)
     }
 
     /// Undoes a pass (SwipeUndone): the target is unseen again.
