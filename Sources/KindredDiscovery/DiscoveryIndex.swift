@@ -138,7 +138,13 @@ public struct CommunityState: Sendable {
 
     /// Every indexed member's summary (after a rebuild).
     mutating func refreshAllModels() {
-        for user in self.facts.keys { self.refreshModel(user) }
+        for (user, handle) in self.handles {
+            guard let slot = self.index.slot(of: user).map(Int.init) else { continue }
+            // As `refreshModel`, without caching each solution in the recommender (a copy per member).
+            self.models[slot] = MemberModel(
+                weights: SIMD8<Float>(self.recommender.currentWeights(of: handle)),
+                appeal: Float(self.recommender.appealOf(handle)), ownWeights: self.recommender.hasModel(handle))
+        }
     }
 
     /// The population prior as the ranking uses it for members without a model of their own.
@@ -218,6 +224,7 @@ public final class DiscoveryIndex: @unchecked Sendable {
                 self.communities[community] = communities[community] ?? CommunityState(rules: self.communities[community]?.rules ?? CommunityRules())
             } else {
                 self.communityOf = [:]
+                self.communityOf.reserveCapacity(communities.values.reduce(0) { $0 + $1.facts.count })
                 self.communities = communities
             }
             for (key, state) in communities where community == nil || key == community {

@@ -3,6 +3,7 @@ import KindredGRPC
 import KindredPostgres
 import KindredProto
 import KindredServiceKit
+import Logging
 import NIOConcurrencyHelpers
 
 /// What an applied change does to memory, decided inside the PostgreSQL transaction and carried out after the
@@ -363,15 +364,21 @@ extension DiscoveryService {
                 for stored in try await self.store.communities(only: community, in: transaction) {
                     states[stored.communityId] = CommunityState(rules: CommunityRules(stored))
                 }
-                var communityOf: [UserKey: String] = [:]
+                var phase = ContinuousClock.now
+                var took: [String: Logger.MetadataValue] = [:]
+                func lap(_ name: String) {
+                    took["discovery.rebuild_\(name)_ms"] = "\((ContinuousClock.now - phase) / .milliseconds(1))"
+                    phase = ContinuousClock.now
+                }
+                defer { self.logger.info("index rebuilt", metadata: took) }
                 try await self.store.streamCandidates(only: community, page: page, in: transaction) { key, snapshot in
                     let rules = states[snapshot.communityId]?.rules ?? CommunityRules()
                     guard case .success(let (member, facts)) = MemberBuilder.member(
                         snapshot, rules: rules, user: key, offset: self.configuration.locationOffset)
                     else { return }
                     states[snapshot.communityId, default: CommunityState(rules: rules)].upsert(member, facts: facts)
-                    communityOf[key] = snapshot.communityId
                 }
+                lap("members")
                 var swipes: [String: SlotSwipes] = [:]
                 try await self.store.streamSwipes(only: community, page: page, in: transaction) { swipe in
                     guard states[swipe.community] != nil else { return }
@@ -386,17 +393,22 @@ extension DiscoveryService {
                             interests: swipe.targetInterests, liked: swipe.liked)
                     }
                 }
+                lap("swipes")
                 var blocks: [String: [(Int32, Int32)]] = [:]
                 try await self.store.streamExclusions(page: page, in: transaction) { a, b in
-                    guard let owner = communityOf[a], communityOf[b] == owner,
-                        let x = states[owner]!.index.slot(of: a), let y = states[owner]!.index.slot(of: b)
-                    else { return }
-                    blocks[owner, default: []].append((x, y))
+                    // The community holding both (communities are few; exclusions far fewer than members).
+                    for (owner, state) in states {
+                        guard let x = state.index.slot(of: a) else { continue }
+                        if let y = state.index.slot(of: b) { blocks[owner, default: []].append((x, y)) }
+                        return
+                    }
                 }
+                lap("exclusions")
                 for key in states.keys {
                     states[key]!.index.load(swipes: swipes.removeValue(forKey: key) ?? SlotSwipes(), blocks: blocks.removeValue(forKey: key) ?? [])
                     states[key]!.refreshAllModels()
                 }
+                lap("lists_and_models")
                 return states
             }
             self.index.replace(with: states, only: community)

@@ -1,3 +1,4 @@
+import Dispatch
 import KindredPostgres
 import KindredProto
 
@@ -10,6 +11,20 @@ extension UserKey: PostgresDecodable {
         for i in 0..<8 { high = high << 8 | UInt64(bytes[i]) }
         for i in 8..<16 { low = low << 8 | UInt64(bytes[i]) }
         self.init(high: high, low: low)
+    }
+}
+
+/// A page of decoded candidates, filled by several threads at distinct indices.
+private final class DecodedPage: @unchecked Sendable {
+    private(set) var results: [Result<(UserKey, Kindred.Common.V1.CandidateSnapshot), any Error>?]
+
+    init(count: Int) {
+        self.results = Array(repeating: nil, count: count)
+    }
+
+    /// Safe from several threads at once: each index is written by one thread, the array never reallocates.
+    func set(_ index: Int, _ result: Result<(UserKey, Kindred.Common.V1.CandidateSnapshot), any Error>) {
+        self.results.withUnsafeMutableBufferPointer { $0[index] = result }
     }
 }
 
@@ -65,9 +80,21 @@ extension ProjectionStore {
                 "DECLARE rebuild_candidates NO SCROLL CURSOR FOR SELECT user_id, snapshot FROM candidates WHERE NOT deactivated"
             }
         try await self.stream(query, cursor: "rebuild_candidates", page: page, in: transaction) { rows in
-            for row in rows {
-                let bytes = try row.decode([UInt8].self, at: 1)
-                try body(try row.decode(UserKey.self, at: 0), try Kindred.Common.V1.CandidateSnapshot(serializedBytes: bytes))
+            // Protobuf decoding on every core (the caller's inserts stay serial, in row order).
+            let parts = min(rows.count, 4)
+            let decoded = DecodedPage(count: rows.count)
+            DispatchQueue.concurrentPerform(iterations: parts) { part in
+                for index in stride(from: part, to: rows.count, by: parts) {
+                    let row = rows[index]
+                    decoded.set(index, Result {
+                        (try row.decode(UserKey.self, at: 0),
+                         try Kindred.Common.V1.CandidateSnapshot(serializedBytes: try row.decode([UInt8].self, at: 1)))
+                    })
+                }
+            }
+            for result in decoded.results {
+                let (key, snapshot) = try result!.get()
+                try body(key, snapshot)
             }
         }
     }

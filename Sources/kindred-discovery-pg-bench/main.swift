@@ -12,12 +12,15 @@ import Logging
 // fsync off), the index is rebuilt from them by the service's own RebuildIndex path, then decks (find the
 // pool, rank it) run on T threads for D seconds; the same nearest-compatible query runs as PostgreSQL GiST KNN
 // (a point column, the filters in WHERE) on T connections for D seconds, for the ratio.
-// Usage: kindred-discovery-pg-bench [members] [swipes per member] [seconds] [threads]
+// Usage: kindred-discovery-pg-bench [members] [swipes per member] [seconds] [threads] [features 1|0]
 let arguments = Array(CommandLine.arguments.dropFirst())
 let memberCount = arguments.count > 0 ? Int(arguments[0]) ?? 5_000_000 : 5_000_000
 let swipesPerMember = arguments.count > 1 ? Int(arguments[1]) ?? 2 : 2
 let seconds = arguments.count > 2 ? Double(arguments[2]) ?? 10 : 10
 let threads = arguments.count > 3 ? Int(arguments[3]) ?? 2 : 2
+/// Whether swipes carry ranking features (the models learn from them; 0: they only exclude, as swipes that
+/// arrived before either side was indexed).
+let withFeatures = arguments.count > 4 ? arguments[4] != "0" : true
 
 func residentMiB() -> Double {
     guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
@@ -25,6 +28,13 @@ func residentMiB() -> Double {
         return Double(line.split(separator: " ").dropFirst().first.flatMap { Double($0) } ?? 0) / 1024
     }
     return 0
+}
+
+/// CPU seconds this process used so far (user + system): the work, whatever else shares the machine.
+func cpuSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
 }
 
 /// The 1-minute load average (the machine is shared: every figure comes with it).
@@ -69,7 +79,7 @@ func uuid(_ random: inout Random) -> String {
 /// Unbuffered lines (a crash must not swallow what was measured before it).
 func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
 var logger = Logger(label: "kindred.discovery.pg-bench")
-logger.logLevel = .error
+logger.logLevel = .info  // the rebuild's phases ("index rebuilt")
 let postgres = try await TestPostgres.shared()
 let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 let url = try await postgres.createMigratedDatabase(
@@ -153,8 +163,8 @@ for city in 0..<cityCount {
             guard target != n else { continue }
             let liked = Int.random(in: 0..<3, using: &random) == 0 ? "t" : "f"
             // The ranking features stored with a learned swipe (the rebuild replays the models from them).
-            let features = (0..<8).map { _ in String(format: "%.3f", Double.random(in: 0...1, using: &random)) }
-            swipeLines += "\(ids[Int(n)])\t\(ids[Int(target)])\tbench\t\(uuid(&random))\t\(liked)\t{\(features.joined(separator: ","))}\t0\t2026-11-24 00:00:00+00\n"
+            let features = withFeatures ? "{" + (0..<8).map { _ in String(Double(Int.random(in: 0...999, using: &random)) / 1000) }.joined(separator: ",") + "}" : "\\N"
+            swipeLines += "\(ids[Int(n)])\t\(ids[Int(target)])\tbench\t\(uuid(&random))\t\(liked)\t\(features)\t0\t2026-11-24 00:00:00+00\n"
             swipeCount += 1
         }
         if swipeLines.utf8.count > 8_000_000 {
@@ -199,8 +209,9 @@ let baseline = residentMiB()
 let server = try DiscoveryServer(
     configuration: configuration, auth: AuthConnection(fixedKeys: [:], logger: logger), logger: logger)
 let rebuilding = ContinuousClock.now
+let cpuBefore = cpuSeconds()
 let indexed = try await server.service.rebuild(community: nil)
-say("rebuild from PostgreSQL: \(indexed) members in \(seconds(since: rebuilding)), resident +\(Int(residentMiB() - baseline)) MiB, load average \(loadAverage())")
+say("rebuild from PostgreSQL: \(indexed) members in \(seconds(since: rebuilding)) (\(String(format: "%.1f", cpuSeconds() - cpuBefore)) s of CPU in discovery), resident +\(Int(residentMiB() - baseline)) MiB, load average \(loadAverage())")
 
 // ---- Decks in memory (what GetDeck does after the caller check) ----
 let keys = ids.compactMap { UserKey(uuidString: $0) }

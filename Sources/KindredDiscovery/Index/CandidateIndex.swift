@@ -18,6 +18,21 @@ public struct UserKey: Hashable, Sendable, Comparable {
     }
 
     public static func < (a: UserKey, b: UserKey) -> Bool { (a.high, a.low) < (b.high, b.low) }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(self.high)
+        hasher.combine(self.low)
+    }
+
+    /// The hash the index's dictionaries use (a rebuild hashes every key several times: SipHash was a third of
+    /// its time). A multiply-xorshift of both halves mixed with the process's seed: user ids are issued by
+    /// auth (UUIDv7, 74 random bits), so callers cannot choose keys that collide.
+    public func _rawHashValue(seed: Int) -> Int {
+        var z = self.high &* 0x9e37_79b9_7f4a_7c15 ^ self.low ^ UInt64(bitPattern: Int64(seed))
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        return Int(truncatingIfNeeded: z ^ (z >> 31))
+    }
 }
 
 /// One member as the index needs them, built from a `CandidateSnapshot` (profile events) by the service.
