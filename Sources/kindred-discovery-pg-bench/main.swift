@@ -269,13 +269,16 @@ try await withThrowingTaskGroup(of: (Int, [Double], Int).self) { group in
                 let start = ContinuousClock.now
                 // The deck's query: the viewer by primary key, then the nearest compatible unseen members by the
                 // GiST index (KNN order), the same filters as the index (mutual gender and age, within 50 km ≈
-                // 0.45° — degrees, no PostGIS — minus anyone the viewer swiped), as many as a deck's pool.
+                // 0.45° — degrees, no PostGIS — minus anyone the viewer swiped), as many as a deck's pool. The
+                // bounding box is an index condition: without it a viewer with fewer than a pool of compatible
+                // members nearby makes the KNN scan walk the whole table (the distance test is only a filter).
                 let rows = try await database.query(
                     """
                     SELECT c.user_id FROM public.points v, LATERAL (
                         SELECT p.user_id FROM public.points p
                         WHERE p.user_id <> v.user_id AND (p.gender_bit & v.wants) <> 0 AND (v.gender_bit & p.wants) <> 0
                           AND p.age BETWEEN v.age_min AND v.age_max AND v.age BETWEEN p.age_min AND p.age_max
+                          AND p.p <@ box(point(v.p[0] - 0.45 / cosd(v.p[1]), v.p[1] - 0.45), point(v.p[0] + 0.45 / cosd(v.p[1]), v.p[1] + 0.45))
                           AND p.p <-> v.p < 0.45
                           AND NOT EXISTS (SELECT 1 FROM discovery.swipes s WHERE s.viewer_id = v.user_id AND s.target_id = p.user_id)
                         ORDER BY p.p <-> v.p LIMIT \(pool)) c
