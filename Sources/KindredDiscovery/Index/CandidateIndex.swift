@@ -38,7 +38,8 @@ public struct UserKey: Hashable, Sendable, Comparable {
 /// One member as the index needs them, built from a `CandidateSnapshot` (profile events) by the service.
 public struct IndexedMember: Sendable, Equatable {
     public var user: UserKey
-    /// Centre of the member's precision-6 cell (DESIGN §5: the index never sees more).
+    /// The member's published precision-6 cell centre: their cell moved by their secret offset (`LocationOffset`,
+    /// DESIGN §5); the index never sees more.
     public var latitude: Double
     public var longitude: Double
     /// Gender code (0 = unspecified, or the community does not match on gender), below 8.
