@@ -34,6 +34,9 @@ public struct MemberFacts: Sendable, Equatable {
     /// Lower-cased words of TEXT attributes (SearchMembers' query).
     public var words: Set<String>
 
+    /// No filterable values and no words (not stored).
+    public var isEmpty: Bool { self.values.isEmpty && self.words.isEmpty }
+
     public init(values: [String: Kindred.Common.V1.AttributeValue.Value] = [:], words: Set<String> = []) {
         self.values = values
         self.words = words
