@@ -409,6 +409,7 @@ server_env_discovery() {
         KINDRED_DISCOVERY_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
         KINDRED_DISCOVERY_PROFILE_ADDRESS="127.0.0.1:$(port_of profile)"
         KINDRED_DISCOVERY_SERVICE_SECRET="$(secret discovery)"
+        KINDRED_DISCOVERY_LOCATION_KEY="$(secret discovery-location)"
     )
 }
 server_env_match() {

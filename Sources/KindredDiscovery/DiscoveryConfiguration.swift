@@ -35,8 +35,12 @@ public struct DiscoveryConfiguration: Sendable {
     /// `KINDRED_DISCOVERY_VIEWER_RATE` (calls/s per viewer, decimal) and `KINDRED_DISCOVERY_VIEWER_BURST` (int),
     /// default 5 and 120: decks, picks and searches per viewer (whoever calls for them); beyond it
     /// RESOURCE_EXHAUSTED. Bounds scripted radius probing and scraping.
-    /// `KINDRED_DISCOVERY_REBUILD_PAGE` (int, 1..100000), default 20000: rows a rebuild reads per statement.
+    /// `KINDRED_DISCOVERY_REBUILD_PAGE` (int, 1..100000), default 20000: rows a rebuild fetches per page (FETCH from its cursors).
     public var rebuildPage = 20_000
+    /// `KINDRED_DISCOVERY_LOCATION_KEY` (string, 32..256), required: the secret each member's published position is
+    /// derived from (`LocationOffset`, DESIGN §5). Keep it stable: a new key moves every member's published cell.
+    /// nil (no offset, plain cell centres) only for code that builds the configuration itself (benchmarks, tests).
+    public var locationOffset: LocationOffset?
     public var viewerRate = 5.0
     public var viewerBurst = 120
 
@@ -52,6 +56,11 @@ public struct DiscoveryConfiguration: Sendable {
         self.authAddress = try reader.address("KINDRED_DISCOVERY_AUTH_ADDRESS", default: self.authAddress)
         self.profileAddress = try reader.address("KINDRED_DISCOVERY_PROFILE_ADDRESS", default: self.profileAddress)
         self.serviceSecret = try reader.secret("KINDRED_DISCOVERY_SERVICE_SECRET", length: 32...256)
+        guard let locationKey = try reader.secret("KINDRED_DISCOVERY_LOCATION_KEY", length: 32...256) else {
+            throw ConfigurationError(
+                key: "KINDRED_DISCOVERY_LOCATION_KEY", problem: "is required (32..256 characters): members' published positions derive from it")
+        }
+        self.locationOffset = LocationOffset(key: Array(locationKey.utf8))
         self.revocationStaleAfter = try reader.milliseconds(
             "KINDRED_DISCOVERY_REVOCATION_STALE_MS", default: self.revocationStaleAfter, in: 2000...60_000)
         self.deckPool = try reader.int("KINDRED_DISCOVERY_DECK_POOL", default: self.deckPool, in: 50...5000)

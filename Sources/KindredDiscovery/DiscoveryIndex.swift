@@ -68,7 +68,8 @@ public struct CommunityState: Sendable {
         let isNew = self.index.slot(of: member.user) == nil
         let slot = Int(self.index.upsert(member))
         if self.models.count <= slot { self.models.append(contentsOf: repeatElement(.prior, count: slot + 1 - self.models.count)) }
-        self.facts[member.user] = facts
+        // Only members with filterable values or text words: most have none (5M empty entries were ~300 MB).
+        self.facts[member.user] = facts.isEmpty ? nil : facts
         self.refreshModel(member.user)
         return isNew
     }
@@ -111,6 +112,15 @@ public struct CommunityState: Sendable {
         self.refreshModel(target)
     }
 
+    /// Learns from a swipe without solving anyone's weights (a rebuild solves every model once at the end).
+    mutating func learnWithoutSolving(
+        viewer: UserKey, target: UserKey, features: RankingFeatures, interests: InterestSet, liked: Bool
+    ) {
+        let (vh, th) = (self.handle(viewer), self.handle(target))
+        self.recommender.recordSwipe(
+            viewer: vh, candidate: th, candidateInterests: interests, features: features, liked: liked)
+    }
+
     mutating func unlearn(viewer: UserKey, target: UserKey, features: RankingFeatures, interests: InterestSet, liked: Bool) {
         let (vh, th) = (self.handle(viewer), self.handle(target))
         self.recommender.forgetSwipe(viewer: vh, candidate: th, candidateInterests: interests, features: features, liked: liked)
@@ -129,7 +139,13 @@ public struct CommunityState: Sendable {
 
     /// Every indexed member's summary (after a rebuild).
     mutating func refreshAllModels() {
-        for user in self.facts.keys { self.refreshModel(user) }
+        for (user, handle) in self.handles {
+            guard let slot = self.index.slot(of: user).map(Int.init) else { continue }
+            // As `refreshModel`, without caching each solution in the recommender (a copy per member).
+            self.models[slot] = MemberModel(
+                weights: SIMD8<Float>(self.recommender.currentWeights(of: handle)),
+                appeal: Float(self.recommender.appealOf(handle)), ownWeights: self.recommender.hasModel(handle))
+        }
     }
 
     /// The population prior as the ranking uses it for members without a model of their own.
@@ -145,9 +161,9 @@ public struct CommunityState: Sendable {
 /// PostgreSQL stays the source of truth). Decks read; events, rebuilds and index calls write, one at a time.
 public final class DiscoveryIndex: @unchecked Sendable {
     private let lock = ReadersWriterLock()
+    /// Which community a user is in is the community whose index holds them (communities are few; a map of every
+    /// user to their community was ~200 MB at 5M members).
     private var communities: [String: CommunityState] = [:]
-    /// Which community each indexed user is in.
-    private var communityOf: [UserKey: String] = [:]
 
     public init() {}
 
@@ -169,17 +185,21 @@ public final class DiscoveryIndex: @unchecked Sendable {
 
     /// The community an indexed user is in.
     public func community(of user: UserKey) -> String? {
-        self.lock.read { self.communityOf[user] }
+        self.lock.read { self.owner(of: user) }
+    }
+
+    /// Under the lock.
+    private func owner(of user: UserKey) -> String? {
+        self.communities.first { $0.value.index.slot(of: user) != nil }?.key
     }
 
     /// Indexes a member in `community`, removing them from another community they were in.
     @discardableResult
     func place(_ member: IndexedMember, facts: MemberFacts, community: String) -> Bool {
         self.lock.write {
-            if let previous = self.communityOf[member.user], previous != community {
+            if let previous = self.owner(of: member.user), previous != community {
                 _ = self.communities[previous]?.remove(member.user)
             }
-            self.communityOf[member.user] = community
             return self.communities[community, default: CommunityState()].upsert(member, facts: facts)
         }
     }
@@ -188,7 +208,7 @@ public final class DiscoveryIndex: @unchecked Sendable {
     @discardableResult
     func remove(_ user: UserKey) -> Bool {
         self.lock.write {
-            guard let community = self.communityOf.removeValue(forKey: user) else { return false }
+            guard let community = self.owner(of: user) else { return false }
             return self.communities[community]?.remove(user) ?? false
         }
     }
@@ -196,7 +216,6 @@ public final class DiscoveryIndex: @unchecked Sendable {
     /// Forgets a deleted member in every community.
     func erase(_ user: UserKey) {
         self.lock.write {
-            self.communityOf[user] = nil
             for key in self.communities.keys { self.communities[key]?.erase(user) }
         }
     }
@@ -205,14 +224,9 @@ public final class DiscoveryIndex: @unchecked Sendable {
     func replace(with communities: [String: CommunityState], only community: String?) {
         self.lock.write {
             if let community {
-                for (user, owner) in self.communityOf where owner == community { self.communityOf[user] = nil }
                 self.communities[community] = communities[community] ?? CommunityState(rules: self.communities[community]?.rules ?? CommunityRules())
             } else {
-                self.communityOf = [:]
                 self.communities = communities
-            }
-            for (key, state) in communities where community == nil || key == community {
-                for user in state.facts.keys { self.communityOf[user] = key }
             }
         }
     }

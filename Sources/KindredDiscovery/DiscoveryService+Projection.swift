@@ -3,6 +3,7 @@ import KindredGRPC
 import KindredPostgres
 import KindredProto
 import KindredServiceKit
+import Logging
 import NIOConcurrencyHelpers
 
 /// What an applied change does to memory, decided inside the PostgreSQL transaction and carried out after the
@@ -16,6 +17,32 @@ enum MemoryChange: Sendable {
     case undo(SwipeRow)
     case block(UserKey, UserKey)
     case unblock(UserKey, UserKey)
+}
+
+/// A batch's memory changes so far (applied after its commit), and what later events of the batch must see
+/// of them: who is indexed in which community, and communities' new rules.
+struct PendingChanges: Sendable {
+    private(set) var changes: [MemoryChange] = []
+    private var communityOf: [UserKey: String?] = [:]
+    private(set) var rules: [String: CommunityRules] = [:]
+
+    mutating func record(_ new: [MemoryChange]) {
+        self.changes += new
+        for change in new {
+            switch change {
+            case .place(let member, _, let community, _, _): self.communityOf[member.user] = .some(community)
+            case .remove(let user), .erase(let user): self.communityOf[user] = .some(nil)
+            case .rules(let community, let rules): self.rules[community] = rules
+            case .swipe, .undo, .block, .unblock: break
+            }
+        }
+    }
+
+    /// The community `user` will be indexed in once the batch's changes are applied.
+    func community(of user: UserKey, in index: DiscoveryIndex) -> String? {
+        if let pending = self.communityOf[user] { return pending }
+        return index.community(of: user)
+    }
 }
 
 extension DiscoveryService {
@@ -33,29 +60,28 @@ extension DiscoveryService {
         guard request.events.allSatisfy({ $0.producer == producer }) else {
             throw DiscoveryError.invalid("events", "WRONG_PRODUCER", "events must come from their producer")
         }
-        var acknowledged: [String] = []
-        var stopped = Set<String>()
-        // One event at a time through the inbox, so each event's memory change follows its own commit; a
-        // partition stops at its first failure (the rest of it comes again), as the inbox does within a batch.
-        for event in request.events where !stopped.contains(event.partitionKey) {
-            let ids = try await self.gate.run {
-                let change = NIOLockedValueBox<[MemoryChange]>([])
-                let ids = try await self.inbox.process([event], from: producer) { event, transaction in
-                    let changes = try await self.effect(of: event, in: transaction)
-                    change.withLockedValue { $0 = changes }
+        // The whole batch in one transaction (each event in a savepoint; a partition stops at its first failure,
+        // the rest of it comes again), then its memory changes in order, all under the gate so memory follows the
+        // commit order. Events later in the batch see the earlier ones' changes through `PendingChanges`.
+        let acknowledged: [String]
+        do {
+            acknowledged = try await self.gate.run {
+                let (ids, pending) = try await self.inbox.processInOneTransaction(
+                    request.events, from: producer, state: PendingChanges()
+                ) { event, transaction, pending in
+                    pending.record(try await self.effect(of: event, in: transaction, pending: pending))
                 }
-                if ids.contains(event.eventId) {
-                    for memory in change.withLockedValue({ $0 }) { self.apply(memory) }
-                }
+                for change in pending.changes { self.apply(change) }
                 return ids
             }
-            if ids.contains(event.eventId) {
-                acknowledged.append(event.eventId)
-                self.eventCounter.increment()
-            } else {
-                stopped.insert(event.partitionKey)
-            }
+        } catch let error as RPCError {
+            throw error
+        } catch {
+            // The transaction itself failed (the database is away): nothing applied, the producer retries.
+            self.logger.warning("event batch not applied", metadata: ["error.type": "\(type(of: error))"])
+            acknowledged = []
         }
+        self.eventCounter.increment(by: acknowledged.count)
         var response = CommonApi.DeliverEventsResponse()
         response.acknowledgedEventIds = acknowledged
         return response
@@ -63,16 +89,18 @@ extension DiscoveryService {
 
     /// One event's effect on discovery's tables, in the inbox's transaction; returns what memory must do after
     /// the commit. Malformed ids are ignored (acknowledged without effect).
-    func effect(of event: CommonApi.Event, in transaction: PostgresTransaction) async throws -> [MemoryChange] {
+    func effect(of event: CommonApi.Event, in transaction: PostgresTransaction, pending: PendingChanges) async throws
+        -> [MemoryChange]
+    {
         let user = event.userId.lowercased()
         let key = UserKey(uuidString: user)
         switch event.payload {
         case .profileUpdated(let updated)?:
             guard let snapshot = updated.snapshot else { return [] }
-            return try await self.applySnapshot(snapshot, in: transaction)
+            return try await self.applySnapshot(snapshot, in: transaction, pending: pending)
         case .locationChanged(let changed)?:
             guard let snapshot = changed.snapshot else { return [] }
-            return try await self.applySnapshot(snapshot, in: transaction)
+            return try await self.applySnapshot(snapshot, in: transaction, pending: pending)
         case .communityUpdated(let updated)?:
             guard let community = updated.community, !community.communityId.isEmpty else { return [] }
             guard try await self.store.upsertCommunity(community, in: transaction) else { return [] }
@@ -85,7 +113,7 @@ extension DiscoveryService {
             guard let key, UUIDv7.isValid(user),
                 let snapshot = try await self.store.setDeactivated(false, user: user, in: transaction)
             else { return [] }
-            return try await self.placement(snapshot, user: key, in: transaction)
+            return try await self.placement(snapshot, user: key, in: transaction, pending: pending)
         case .accountDeleted?:
             guard let key, UUIDv7.isValid(user) else { return [] }
             try await self.store.erase(user, in: transaction)
@@ -95,7 +123,7 @@ extension DiscoveryService {
             guard let key, let targetKey = UserKey(uuidString: target), UUIDv7.isValid(user), UUIDv7.isValid(target),
                 UUIDv7.isValid(swipe.swipeId.lowercased())
             else { return [] }
-            let community = self.index.community(of: key) ?? event.communityId
+            let community = pending.community(of: key, in: self.index) ?? event.communityId
             let learned = self.index.read(community) { $0.features(viewer: key, target: targetKey, nowUnixMs: Self.nowUnixMs) } ?? nil
             let row = SwipeRow(
                 viewer: user, target: target, community: community, liked: swipe.action == .like,
@@ -137,9 +165,9 @@ extension DiscoveryService {
     }
 
     /// Stores a newer snapshot and says how the index changes.
-    func applySnapshot(_ snapshot: CommonApi.CandidateSnapshot, in transaction: PostgresTransaction) async throws
-        -> [MemoryChange]
-    {
+    func applySnapshot(
+        _ snapshot: CommonApi.CandidateSnapshot, in transaction: PostgresTransaction, pending: PendingChanges = PendingChanges()
+    ) async throws -> [MemoryChange] {
         var snapshot = snapshot
         snapshot.userId = snapshot.userId.lowercased()
         guard UUIDv7.isValid(snapshot.userId), let key = UserKey(uuidString: snapshot.userId),
@@ -148,24 +176,25 @@ extension DiscoveryService {
         let (applied, deactivated) = try await self.store.upsertCandidate(snapshot, in: transaction)
         guard applied else { return [] }
         if deactivated { return [.remove(key)] }
-        return try await self.placement(snapshot, user: key, in: transaction)
+        return try await self.placement(snapshot, user: key, in: transaction, pending: pending)
     }
 
     /// An active member's snapshot as an index change: placed (with their swipes and blocks from PostgreSQL when
     /// they are not in the index now) or removed (ineligible, no location).
-    func placement(_ snapshot: CommonApi.CandidateSnapshot, user: UserKey, in transaction: PostgresTransaction)
-        async throws -> [MemoryChange]
-    {
-        var rules = self.index.read(snapshot.communityId) { $0.rules }
+    func placement(
+        _ snapshot: CommonApi.CandidateSnapshot, user: UserKey, in transaction: PostgresTransaction, pending: PendingChanges
+    ) async throws -> [MemoryChange] {
+        var rules = pending.rules[snapshot.communityId] ?? self.index.read(snapshot.communityId) { $0.rules }
         if rules == nil, let community = try await self.store.community(snapshot.communityId, in: transaction) {
             rules = CommunityRules(community)
         }
-        switch MemberBuilder.member(snapshot, rules: rules ?? CommunityRules(), user: user) {
+        switch MemberBuilder.member(
+            snapshot, rules: rules ?? CommunityRules(), user: user, offset: self.configuration.locationOffset) {
         case .failure: return [.remove(user)]
         case .success(let (member, facts)):
             var relations: [SwipeRow] = []
             var exclusions: [ExclusionRow] = []
-            if self.index.community(of: user) != snapshot.communityId {
+            if pending.community(of: user, in: self.index) != snapshot.communityId {
                 (relations, exclusions) = try await self.store.relations(of: snapshot.userId, in: transaction)
             }
             return [.place(member, facts, community: snapshot.communityId, relations: relations, exclusions: exclusions)]
@@ -324,59 +353,66 @@ extension DiscoveryService {
 
     /// Rebuilds memory from PostgreSQL (all communities, or one): members, then swipes in the order they were
     /// learned from (the models replay exactly), then blocks and ended matches. Returns the members indexed.
+    ///
+    /// One read-only snapshot streamed through cursors (no statement timeout: this admin path reads millions of
+    /// rows), the next page fetched while the current one is decoded; swipes and blocks are collected as slot
+    /// pairs and each member's lists built once (`CommunityIndex.load`); models learn from every swipe and are
+    /// solved once at the end.
     public func rebuild(community: String?) async throws -> Int {
         try await self.gate.run {
-            var states: [String: CommunityState] = [:]
-            for stored in try await self.store.communities(only: community, on: self.database) {
-                states[stored.communityId] = CommunityState(rules: CommunityRules(stored))
-            }
-            var communityOf: [UserKey: String] = [:]
-            // In pages, each statement short (the pool's statement timeout) and memory bounded by the page.
-            var lastUser = "00000000-0000-0000-0000-000000000000"
-            while true {
-                let page = try await self.store.activeCandidates(
-                    only: community, after: lastUser, limit: self.configuration.rebuildPage, on: self.database)
-                for (_, snapshot) in page {
-                    guard let key = UserKey(uuidString: snapshot.userId.lowercased()) else { continue }
-                    let rules = states[snapshot.communityId]?.rules ?? CommunityRules()
-                    guard case .success(let (member, facts)) = MemberBuilder.member(snapshot, rules: rules, user: key)
-                    else { continue }
-                    states[snapshot.communityId, default: CommunityState(rules: rules)].upsert(member, facts: facts)
-                    communityOf[key] = snapshot.communityId
+            let page = self.configuration.rebuildPage
+            let states = try await self.store.rebuildTransaction(on: self.database) { transaction in
+                var states: [String: CommunityState] = [:]
+                for stored in try await self.store.communities(only: community, in: transaction) {
+                    states[stored.communityId] = CommunityState(rules: CommunityRules(stored))
                 }
-                guard page.count == self.configuration.rebuildPage, let last = page.last else { break }
-                lastUser = last.0
-            }
-            var position: Int64 = 0
-            while true {
-                let (page, last) = try await self.store.swipes(
-                    only: community, after: position, limit: self.configuration.rebuildPage, on: self.database)
-                for swipe in page {
-                    guard let v = UserKey(uuidString: swipe.viewer), let t = UserKey(uuidString: swipe.target),
-                        states[swipe.community] != nil
-                    else { continue }
-                    states[swipe.community]!.index.recordSwipe(viewer: v, target: t, liked: swipe.liked)
+                var phase = ContinuousClock.now
+                var took: [String: Logger.MetadataValue] = [:]
+                func lap(_ name: String) {
+                    took["discovery.rebuild_\(name)_ms"] = "\((ContinuousClock.now - phase) / .milliseconds(1))"
+                    phase = ContinuousClock.now
+                }
+                defer { self.logger.info("index rebuilt", metadata: took) }
+                try await self.store.streamCandidates(only: community, page: page, in: transaction) { key, snapshot in
+                    let rules = states[snapshot.communityId]?.rules ?? CommunityRules()
+                    guard case .success(let (member, facts)) = MemberBuilder.member(
+                        snapshot, rules: rules, user: key, offset: self.configuration.locationOffset)
+                    else { return }
+                    states[snapshot.communityId, default: CommunityState(rules: rules)].upsert(member, facts: facts)
+                }
+                lap("members")
+                var swipes: [String: SlotSwipes] = [:]
+                try await self.store.streamSwipes(only: community, page: page, in: transaction) { swipe in
+                    guard states[swipe.community] != nil else { return }
+                    if let v = states[swipe.community]!.index.slot(of: swipe.viewer),
+                        let t = states[swipe.community]!.index.slot(of: swipe.target)
+                    {
+                        swipes[swipe.community, default: SlotSwipes()].append(viewer: v, target: t, liked: swipe.liked)
+                    }
                     if let features = swipe.features {
-                        states[swipe.community]!.learn(
-                            viewer: v, target: t, features: features, interests: swipe.targetInterests, liked: swipe.liked)
+                        states[swipe.community]!.learnWithoutSolving(
+                            viewer: swipe.viewer, target: swipe.target, features: features,
+                            interests: swipe.targetInterests, liked: swipe.liked)
                     }
                 }
-                guard page.count == self.configuration.rebuildPage else { break }
-                position = last
-            }
-            var lastExclusion: ExclusionRow? = nil
-            while true {
-                let page = try await self.store.exclusions(after: lastExclusion, limit: self.configuration.rebuildPage, on: self.database)
-                for exclusion in page {
-                    guard let a = UserKey(uuidString: exclusion.user), let b = UserKey(uuidString: exclusion.other),
-                        let owner = communityOf[a], communityOf[b] == owner
-                    else { continue }
-                    states[owner]!.index.block(a, b)
+                lap("swipes")
+                var blocks: [String: [(Int32, Int32)]] = [:]
+                try await self.store.streamExclusions(page: page, in: transaction) { a, b in
+                    // The community holding both (communities are few; exclusions far fewer than members).
+                    for (owner, state) in states {
+                        guard let x = state.index.slot(of: a) else { continue }
+                        if let y = state.index.slot(of: b) { blocks[owner, default: []].append((x, y)) }
+                        return
+                    }
                 }
-                guard page.count == self.configuration.rebuildPage else { break }
-                lastExclusion = page.last
+                lap("exclusions")
+                for key in states.keys {
+                    states[key]!.index.load(swipes: swipes.removeValue(forKey: key) ?? SlotSwipes(), blocks: blocks.removeValue(forKey: key) ?? [])
+                    states[key]!.refreshAllModels()
+                }
+                lap("lists_and_models")
+                return states
             }
-            for key in states.keys { states[key]!.refreshAllModels() }
             self.index.replace(with: states, only: community)
             self.built.withLockedValue { $0 = true }
             return states.values.reduce(0) { $0 + $1.index.count }

@@ -34,6 +34,9 @@ public struct MemberFacts: Sendable, Equatable {
     /// Lower-cased words of TEXT attributes (SearchMembers' query).
     public var words: Set<String>
 
+    /// No filterable values and no words (not stored).
+    public var isEmpty: Bool { self.values.isEmpty && self.words.isEmpty }
+
     public init(values: [String: Kindred.Common.V1.AttributeValue.Value] = [:], words: Set<String> = []) {
         self.values = values
         self.words = words
@@ -48,16 +51,20 @@ public enum MemberBuilder {
         case noLocation
     }
 
-    /// The index entry and filter facts of an eligible snapshot with a location, else why not.
+    /// The index entry and filter facts of an eligible snapshot with a location, else why not. `offset`: how
+    /// positions are published (nil only in tests and benchmarks that measure the plain cell centres).
     public static func member(
         _ snapshot: Kindred.Common.V1.CandidateSnapshot,
         rules: CommunityRules,
-        user: UserKey
+        user: UserKey,
+        offset: LocationOffset?
     ) -> Result<(IndexedMember, MemberFacts), Absence> {
         guard snapshot.eligible else { return .failure(.ineligible) }
-        guard snapshot.geohashCell.count == 6, let centre = Geohash.decode(snapshot.geohashCell) else {
+        guard snapshot.geohashCell.count == 6, let cell = Geohash.decode(snapshot.geohashCell) else {
             return .failure(.noLocation)
         }
+        // The published position (DESIGN §5): the cell displaced by the member's secret offset (nil: the cell).
+        let centre = offset?.published(user: user, latitude: cell.latitude, longitude: cell.longitude) ?? cell
         var interestWords: [String] = []
         var attributeWords: [String] = []
         var facts = MemberFacts()

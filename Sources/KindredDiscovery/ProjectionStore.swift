@@ -43,12 +43,12 @@ struct ProjectionStore: Sendable {
             """) == 1
     }
 
-    func communities(only community: String?, on database: PostgresClient) async throws -> [Kindred.Common.V1.Community] {
+    func communities(only community: String?, in transaction: PostgresTransaction) async throws -> [Kindred.Common.V1.Community] {
         let rows =
             if let community {
-                try await database.query("SELECT community FROM communities WHERE community_id = \(community)")
+                try await transaction.query("SELECT community FROM communities WHERE community_id = \(community)")
             } else {
-                try await database.query("SELECT community FROM communities")
+                try await transaction.query("SELECT community FROM communities")
             }
         return try rows.map { try Kindred.Common.V1.Community(serializedBytes: try $0.decode([UInt8].self, at: 0)) }
     }
@@ -104,32 +104,6 @@ struct ProjectionStore: Sendable {
         return true
     }
 
-    /// A page of active candidates' snapshots in user id order after `after` (a rebuild reads them in pages:
-    /// each statement stays short), optionally of one community.
-    func activeCandidates(only community: String?, after: String, limit: Int, on database: PostgresClient) async throws
-        -> [(String, Kindred.Common.V1.CandidateSnapshot)]
-    {
-        let rows =
-            if let community {
-                try await database.query(
-                    """
-                    SELECT user_id::text, snapshot FROM candidates
-                    WHERE NOT deactivated AND community_id = \(community) AND user_id > \(after)::uuid
-                    ORDER BY user_id LIMIT \(limit)
-                    """)
-            } else {
-                try await database.query(
-                    """
-                    SELECT user_id::text, snapshot FROM candidates WHERE NOT deactivated AND user_id > \(after)::uuid
-                    ORDER BY user_id LIMIT \(limit)
-                    """)
-            }
-        return try rows.map {
-            (try $0.decode(String.self, at: 0),
-             try Kindred.Common.V1.CandidateSnapshot(serializedBytes: try $0.decode([UInt8].self, at: 1)))
-        }
-    }
-
     // MARK: Swipes
 
     /// Records a swipe; false when the pair already had one (a redelivery under another event id).
@@ -158,31 +132,6 @@ struct ProjectionStore: Sendable {
             RETURNING viewer_id::text, target_id::text, community_id, liked, features, target_interests
             """
         ).first.map(Self.swipe)
-    }
-
-    /// A page of swipes in the order they were learned from, after position `after` (a rebuild), optionally of one
-    /// community; returns the page and the position of its last swipe.
-    func swipes(only community: String?, after: Int64, limit: Int, on database: PostgresClient) async throws
-        -> ([SwipeRow], Int64)
-    {
-        let columns = "viewer_id::text, target_id::text, community_id, liked, features, target_interests, seq"
-        let rows =
-            if let community {
-                try await database.query(
-                    """
-                    SELECT \(unescaped: columns) FROM swipes WHERE community_id = \(community) AND seq > \(after)
-                    ORDER BY seq LIMIT \(limit)
-                    """)
-            } else {
-                try await database.query(
-                    "SELECT \(unescaped: columns) FROM swipes WHERE seq > \(after) ORDER BY seq LIMIT \(limit)")
-            }
-        var last = after
-        let page = try rows.map { row in
-            last = try row.decode(Int64.self, at: 6)
-            return try Self.swipe(row)
-        }
-        return (page, last)
     }
 
     /// The swipes and exclusions involving one user (re-indexing a member who comes back).
@@ -242,19 +191,6 @@ struct ProjectionStore: Sendable {
             LIMIT 1
             """
         ).first != nil
-    }
-
-    /// A page of exclusions in key order after `after` (a rebuild). Exclusions carry no community: the rebuild
-    /// applies those whose users are in the rebuilt index.
-    func exclusions(after: ExclusionRow?, limit: Int, on database: PostgresClient) async throws -> [ExclusionRow] {
-        let start = after ?? ExclusionRow(user: "00000000-0000-0000-0000-000000000000", other: "00000000-0000-0000-0000-000000000000", kind: .block)
-        return try await database.query(
-            """
-            SELECT user_id::text, other_id::text, kind FROM exclusions
-            WHERE (user_id, other_id, kind) > (\(start.user)::uuid, \(start.other)::uuid, \(after == nil ? Int16(0) : start.kind.rawValue))
-            ORDER BY user_id, other_id, kind LIMIT \(limit)
-            """
-        ).map(Self.exclusion)
     }
 
     private static func exclusion(_ row: PostgresRow) throws -> ExclusionRow {

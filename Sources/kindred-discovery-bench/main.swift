@@ -77,15 +77,19 @@ for n in 0..<memberCount {
 }
 let indexed = ContinuousClock.now
 var swipeCount = 0
+// As a rebuild loads them: collected as slot pairs, each member's lists built once (`CommunityIndex.load`).
+var swipes = SlotSwipes()
 for n in 0..<memberCount {
     let neighbours = membersOfCity[cityOf[n]]
     for _ in 0..<swipesPerMember {
         let target = Int(neighbours[Int.random(in: 0..<neighbours.count, using: &random)])
         guard target != n else { continue }
-        index.recordSwipe(viewer: users[n], target: users[target], liked: Int.random(in: 0..<3, using: &random) == 0)
+        swipes.append(viewer: index.slot(of: users[n])!, target: Int32(target), liked: Int.random(in: 0..<3, using: &random) == 0)
         swipeCount += 1
     }
 }
+index.load(swipes: swipes, blocks: [])
+swipes = SlotSwipes()
 var models = [MemberModel](repeating: .prior, count: memberCount)
 for n in 0..<memberCount {
     var weights = SIMD8<Float>(Recommender.initialPrior)

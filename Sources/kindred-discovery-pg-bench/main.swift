@@ -12,12 +12,15 @@ import Logging
 // fsync off), the index is rebuilt from them by the service's own RebuildIndex path, then decks (find the
 // pool, rank it) run on T threads for D seconds; the same nearest-compatible query runs as PostgreSQL GiST KNN
 // (a point column, the filters in WHERE) on T connections for D seconds, for the ratio.
-// Usage: kindred-discovery-pg-bench [members] [swipes per member] [seconds] [threads]
+// Usage: kindred-discovery-pg-bench [members] [swipes per member] [seconds] [threads] [features 1|0]
 let arguments = Array(CommandLine.arguments.dropFirst())
 let memberCount = arguments.count > 0 ? Int(arguments[0]) ?? 5_000_000 : 5_000_000
 let swipesPerMember = arguments.count > 1 ? Int(arguments[1]) ?? 2 : 2
 let seconds = arguments.count > 2 ? Double(arguments[2]) ?? 10 : 10
 let threads = arguments.count > 3 ? Int(arguments[3]) ?? 2 : 2
+/// Whether swipes carry ranking features (the models learn from them; 0: they only exclude, as swipes that
+/// arrived before either side was indexed).
+let withFeatures = arguments.count > 4 ? arguments[4] != "0" : true
 
 func residentMiB() -> Double {
     guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
@@ -25,6 +28,18 @@ func residentMiB() -> Double {
         return Double(line.split(separator: " ").dropFirst().first.flatMap { Double($0) } ?? 0) / 1024
     }
     return 0
+}
+
+/// CPU seconds this process used so far (user + system): the work, whatever else shares the machine.
+func cpuSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+}
+
+/// The 1-minute load average (the machine is shared: every figure comes with it).
+func loadAverage() -> String {
+    (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").first.map(String.init) ?? "?"
 }
 
 struct Random: RandomNumberGenerator {
@@ -64,7 +79,7 @@ func uuid(_ random: inout Random) -> String {
 /// Unbuffered lines (a crash must not swallow what was measured before it).
 func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
 var logger = Logger(label: "kindred.discovery.pg-bench")
-logger.logLevel = .error
+logger.logLevel = .info  // the rebuild's phases ("index rebuilt")
 let postgres = try await TestPostgres.shared()
 let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 let url = try await postgres.createMigratedDatabase(
@@ -147,7 +162,9 @@ for city in 0..<cityCount {
             let target = members[(position + k * 7) % members.count]
             guard target != n else { continue }
             let liked = Int.random(in: 0..<3, using: &random) == 0 ? "t" : "f"
-            swipeLines += "\(ids[Int(n)])\t\(ids[Int(target)])\tbench\t\(uuid(&random))\t\(liked)\t\\N\t0\t2026-11-24 00:00:00+00\n"
+            // The ranking features stored with a learned swipe (the rebuild replays the models from them).
+            let features = withFeatures ? "{" + (0..<8).map { _ in String(Double(Int.random(in: 0...999, using: &random)) / 1000) }.joined(separator: ",") + "}" : "\\N"
+            swipeLines += "\(ids[Int(n)])\t\(ids[Int(target)])\tbench\t\(uuid(&random))\t\(liked)\t\(features)\t0\t2026-11-24 00:00:00+00\n"
             swipeCount += 1
         }
         if swipeLines.utf8.count > 8_000_000 {
@@ -174,22 +191,27 @@ let copying = ContinuousClock.now
 try psql("\\copy discovery.candidates (user_id, community_id, snapshot, version) FROM '\(folder.path)/candidates.tsv'")
 try psql("\\copy discovery.swipes (viewer_id, target_id, community_id, swipe_id, liked, features, target_interests, swiped_at) FROM '\(folder.path)/swipes.tsv'")
 say("COPY candidates + swipes: \(seconds(since: copying))")
+let analysing = ContinuousClock.now
+try psql("ANALYZE discovery.candidates; ANALYZE discovery.swipes")
+say("ANALYZE: \(seconds(since: analysing))")
 let gist = ContinuousClock.now
 try psql("CREATE TABLE points (user_id uuid, p point, gender_bit int2, wants int2, age int2, age_min int2, age_max int2)")
 try psql("\\copy points FROM '\(folder.path)/points.tsv'")
-try psql("CREATE INDEX points_p ON points USING gist (p); ANALYZE points")
+try psql("ALTER TABLE points ADD PRIMARY KEY (user_id); CREATE INDEX points_p ON points USING gist (p); ANALYZE points")
 say("GiST table (COPY, index, analyze): \(seconds(since: gist))")
 
 // ---- Rebuild through the service ----
 var configuration = DiscoveryConfiguration()
 configuration.database.url = url
+configuration.rebuildPage = 50_000
 configuration.database.poolSize = threads + 1
 let baseline = residentMiB()
 let server = try DiscoveryServer(
     configuration: configuration, auth: AuthConnection(fixedKeys: [:], logger: logger), logger: logger)
 let rebuilding = ContinuousClock.now
+let cpuBefore = cpuSeconds()
 let indexed = try await server.service.rebuild(community: nil)
-say("rebuild from PostgreSQL: \(indexed) members in \(seconds(since: rebuilding)), resident +\(Int(residentMiB() - baseline)) MiB")
+say("rebuild from PostgreSQL: \(indexed) members in \(seconds(since: rebuilding)) (\(String(format: "%.1f", cpuSeconds() - cpuBefore)) s of CPU in discovery), resident +\(Int(residentMiB() - baseline)) MiB, load average \(loadAverage())")
 
 // ---- Decks in memory (what GetDeck does after the caller check) ----
 let keys = ids.compactMap { UserKey(uuidString: $0) }
@@ -235,6 +257,7 @@ let knnResults = Results(threads)
 let knnDeadline = ContinuousClock.now + .seconds(seconds)
 let database = server.database
 let frozenIDs = ids
+let pool = configuration.deckPool
 try await withThrowingTaskGroup(of: (Int, [Double], Int).self) { group in
     for worker in 0..<threads {
         group.addTask {
@@ -244,15 +267,21 @@ try await withThrowingTaskGroup(of: (Int, [Double], Int).self) { group in
             while ContinuousClock.now < knnDeadline {
                 let viewer = frozenIDs[Int.random(in: 0..<frozenIDs.count, using: &random)]
                 let start = ContinuousClock.now
-                // 50 km ≈ 0.45° of latitude: a coarse bound in degrees (no PostGIS), nearest first, 200 rows.
+                // The deck's query: the viewer by primary key, then the nearest compatible unseen members by the
+                // GiST index (KNN order), the same filters as the index (mutual gender and age, within 50 km ≈
+                // 0.45° — degrees, no PostGIS — minus anyone the viewer swiped), as many as a deck's pool. The
+                // bounding box is an index condition: without it a viewer with fewer than a pool of compatible
+                // members nearby makes the KNN scan walk the whole table (the distance test is only a filter).
                 let rows = try await database.query(
                     """
                     SELECT c.user_id FROM public.points v, LATERAL (
                         SELECT p.user_id FROM public.points p
                         WHERE p.user_id <> v.user_id AND (p.gender_bit & v.wants) <> 0 AND (v.gender_bit & p.wants) <> 0
                           AND p.age BETWEEN v.age_min AND v.age_max AND v.age BETWEEN p.age_min AND p.age_max
+                          AND p.p <@ box(point(v.p[0] - 0.45 / cosd(v.p[1]), v.p[1] - 0.45), point(v.p[0] + 0.45 / cosd(v.p[1]), v.p[1] + 0.45))
                           AND p.p <-> v.p < 0.45
-                        ORDER BY p.p <-> v.p LIMIT 200) c
+                          AND NOT EXISTS (SELECT 1 FROM discovery.swipes s WHERE s.viewer_id = v.user_id AND s.target_id = p.user_id)
+                        ORDER BY p.p <-> v.p LIMIT \(pool)) c
                     WHERE v.user_id = \(viewer)::uuid
                     """)
                 latencies.append((ContinuousClock.now - start) / .microseconds(1))

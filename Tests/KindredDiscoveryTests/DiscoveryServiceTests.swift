@@ -48,7 +48,9 @@ struct DiscoveryServiceTests {
             #expect(deck.map(\.score) == deck.map(\.score).sorted(by: >))
             for candidate in deck {
                 let member = scene.near.first { $0.id == candidate.userId }!
-                let shown = Geohash.displayDistanceKm(scene.viewer.snapshot.geohashCell, member.snapshot.geohashCell)!
+                // Between the published centres (each cell moved by its member's secret offset, `LocationOffset`).
+                let (a, b) = (scene.viewer.published, member.published)
+                let shown = GeoCell.coarseKilometres(a.latitude, a.longitude, b.latitude, b.longitude)
                 #expect(candidate.distanceKm == Int32(shown))
                 #expect(candidate.distanceKm >= 1)
             }
@@ -83,6 +85,42 @@ struct DiscoveryServiceTests {
             #expect(try await harness.deckIDs(scene.viewer) == [passer.id, blocked.id])
             // A redelivered event (same id) does nothing more.
             #expect(try await harness.footprint(scene.viewer)["exclusions"] == 2)
+        }
+    }
+
+    @Test("A batch of events is one transaction; later events see earlier ones; a failed partition waits alone")
+    func eventBatches() async throws {
+        try await DiscoveryHarness.with { harness in
+            let scene = Scene()
+            try await harness.community()
+            try await harness.publish(scene.everyone)
+            let (liked, other) = (scene.near[0], scene.near[1])
+            try await harness.swipe(scene.viewer, liked, like: true)
+            func event(_ user: String, _ payload: CommonApi.Event.Payload, id: String? = nil) throws -> CommonApi.Event {
+                var event = CommonApi.Event()
+                event.eventId = try id ?? UUIDv7.generate()
+                event.userId = user
+                event.communityId = "dating"
+                event.payload = payload
+                return event
+            }
+            // Deactivated and reactivated in one batch: the viewer comes back with their swipes (read from
+            // PostgreSQL because the batch's earlier event took them out). `other`'s partition stops at an event
+            // whose id cannot be recorded; the event after it waits for redelivery.
+            let batch = [
+                try event(scene.viewer.id, .accountDeactivated(.init())),
+                try event(other.id, .accountDeactivated(.init()), id: "not-a-uuid"),
+                try event(other.id, .accountDeactivated(.init())),
+                try event(scene.viewer.id, .accountReactivated(.init())),
+            ]
+            let acknowledged = try await harness.deliver(batch, from: "auth")
+            #expect(acknowledged == [batch[0].eventId, batch[3].eventId])
+            #expect(try await harness.deckIDs(scene.viewer) == scene.nearIDs.subtracting([liked.id]))
+            #expect(try await harness.deckIDs(other).contains(scene.viewer.id))
+            // One transaction: every event of the batch was recorded at the same transaction time.
+            let times = try await harness.database.query(
+                "SELECT count(DISTINCT processed_at) FROM discovery.events_inbox WHERE event_id = ANY(\([batch[0].eventId, batch[3].eventId])::uuid[])")
+            #expect(try times.scalar(Int64.self) == 1)
         }
     }
 
@@ -160,7 +198,8 @@ struct DiscoveryServiceTests {
 
     @Test("Pages never repeat, and a dry deck is widened up to the community's maximum and says so")
     func pagingAndWidening() async throws {
-        try await DiscoveryHarness.with { harness in
+        // Radii in exact steps: plain cell centres (the published offset would move members across the steps).
+        try await DiscoveryHarness.with(settings: ["KINDRED_TEST_PLAIN_CELLS": "1"]) { harness in
             var viewer = Member(gender: .man, interestedIn: [.woman], radiusKm: 5)
             viewer.radiusKm = 5
             var women: [Member] = []
@@ -294,7 +333,9 @@ struct DiscoveryServiceTests {
 
     @Test("Attribute filters and text search use the community's filterable attributes")
     func filters() async throws {
-        try await DiscoveryHarness.with(settings: [:]) { harness in
+        // Results in nearest-first order at the members' given places: plain cell centres (with the published
+        // offset the order would depend on each random id's offset).
+        try await DiscoveryHarness.with(settings: ["KINDRED_TEST_PLAIN_CELLS": "1"]) { harness in
             let field = CommonApi.AttributeDefinition.with {
                 $0.key = "field"
                 $0.attributeType = .singleChoice

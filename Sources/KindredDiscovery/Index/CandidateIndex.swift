@@ -18,12 +18,28 @@ public struct UserKey: Hashable, Sendable, Comparable {
     }
 
     public static func < (a: UserKey, b: UserKey) -> Bool { (a.high, a.low) < (b.high, b.low) }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(self.high)
+        hasher.combine(self.low)
+    }
+
+    /// The hash the index's dictionaries use (a rebuild hashes every key several times: SipHash was a third of
+    /// its time). A multiply-xorshift of both halves mixed with the process's seed: user ids are issued by
+    /// auth (UUIDv7, 74 random bits), so callers cannot choose keys that collide.
+    public func _rawHashValue(seed: Int) -> Int {
+        var z = self.high &* 0x9e37_79b9_7f4a_7c15 ^ self.low ^ UInt64(bitPattern: Int64(seed))
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        return Int(truncatingIfNeeded: z ^ (z >> 31))
+    }
 }
 
 /// One member as the index needs them, built from a `CandidateSnapshot` (profile events) by the service.
 public struct IndexedMember: Sendable, Equatable {
     public var user: UserKey
-    /// Centre of the member's precision-6 cell (DESIGN §5: the index never sees more).
+    /// The member's published precision-6 cell centre: their cell moved by their secret offset (`LocationOffset`,
+    /// DESIGN §5); the index never sees more.
     public var latitude: Double
     public var longitude: Double
     /// Gender code (0 = unspecified, or the community does not match on gender), below 8.
@@ -103,6 +119,23 @@ public struct DeckQuery: Sendable {
         self.scanLimit = scanLimit
         self.includeSwiped = includeSwiped
         self.accept = accept
+    }
+}
+
+/// Swipes between slots as a rebuild collects them (struct of arrays: 9 bytes a swipe).
+public struct SlotSwipes: Sendable {
+    public var viewers: [Int32] = []
+    public var targets: [Int32] = []
+    public var liked: [Bool] = []
+
+    public init() {}
+
+    public var count: Int { viewers.count }
+
+    public mutating func append(viewer: Int32, target: Int32, liked: Bool) {
+        viewers.append(viewer)
+        targets.append(target)
+        self.liked.append(liked)
     }
 }
 
@@ -222,6 +255,54 @@ public struct CommunityIndex: Sendable {
         guard let v = slotOf[viewer], let t = slotOf[target] else { return }
         Self.insertSorted(t, into: &swiped[Int(v)])
         if !liked { Self.insertSorted(v, into: &passedOn[Int(t)]) }
+    }
+
+    /// Records many swipes and blocks at once (a rebuild): each slot's lists are built once, sorted, at their
+    /// final size, instead of one sorted insertion per swipe. `swipes` are (viewer slot, target slot, liked),
+    /// `blocks` pairs of slots; both may repeat pairs (kept once). Equivalent to `recordSwipe` / `block` per item.
+    public mutating func load(swipes: SlotSwipes, blocks: [(Int32, Int32)]) {
+        func bulkAppend(_ lists: inout [[Int32]], _ pairs: some Sequence<(Int32, Int32)>, count: Int) {
+            var owners: [Int32] = []
+            var values: [Int32] = []
+            owners.reserveCapacity(count)
+            values.reserveCapacity(count)
+            for (owner, value) in pairs {
+                owners.append(owner)
+                values.append(value)
+            }
+            // Counting sort by owner, then each owner's run sorted and merged with what it held.
+            var starts = [Int32](repeating: 0, count: lists.count + 1)
+            for owner in owners { starts[Int(owner) + 1] += 1 }
+            for i in 0..<lists.count { starts[i + 1] += starts[i] }
+            var next = starts
+            var grouped = [Int32](repeating: 0, count: values.count)
+            for (owner, value) in zip(owners, values) {
+                grouped[Int(next[Int(owner)])] = value
+                next[Int(owner)] += 1
+            }
+            owners = []
+            values = []
+            for slot in 0..<lists.count where starts[slot + 1] > starts[slot] {
+                var run = Array(grouped[Int(starts[slot])..<Int(starts[slot + 1])])
+                run.append(contentsOf: lists[slot])
+                run.sort()
+                var unique: [Int32] = []
+                unique.reserveCapacity(run.count)
+                for value in run where unique.last != value { unique.append(value) }
+                lists[slot] = unique
+            }
+        }
+        let slots = Int32(users.count)
+        let live = self.live
+        let valid = { (a: Int32, b: Int32) in a >= 0 && a < slots && b >= 0 && b < slots && live[Int(a)] && live[Int(b)] }
+        var liveSwipes: [Int] = []
+        liveSwipes.reserveCapacity(swipes.count)
+        for i in 0..<swipes.count where valid(swipes.viewers[i], swipes.targets[i]) { liveSwipes.append(i) }
+        bulkAppend(&swiped, liveSwipes.lazy.map { (swipes.viewers[$0], swipes.targets[$0]) }, count: liveSwipes.count)
+        let passes = liveSwipes.filter { !swipes.liked[$0] }
+        bulkAppend(&passedOn, passes.lazy.map { (swipes.targets[$0], swipes.viewers[$0]) }, count: passes.count)
+        let liveBlocks = blocks.filter { valid($0.0, $0.1) }
+        bulkAppend(&blocked, liveBlocks + liveBlocks.map { ($0.1, $0.0) }, count: liveBlocks.count * 2)
     }
 
     /// Undoes a pass (SwipeUndone): the target is unseen again.

@@ -156,16 +156,13 @@ public struct Recommender: Sendable {
         liked: Bool
     ) {
         let surplus = (liked ? 1 : 0) - likeRateOf(viewer)
-        var learner = learners[viewer] ?? Learner()
-        learner.statistics.observe(features, label: liked ? 1 : 0)
-        learner.taste.record(candidateInterests, liked: liked)
-        learner.cached = nil
-        learners[viewer] = learner
+        // In place (no copy of the learner's statistics per swipe).
+        learners[viewer, default: Learner()].statistics.observe(features, label: liked ? 1 : 0)
+        learners[viewer]!.taste.record(candidateInterests, liked: liked)
+        learners[viewer]!.cached = nil
 
-        var received = appeal[candidate] ?? Appeal()
-        received.swipes += 1
-        received.surplus += Float(surplus)
-        appeal[candidate] = received
+        appeal[candidate, default: Appeal()].swipes += 1
+        appeal[candidate]!.surplus += Float(surplus)
 
         population.observe(features, label: liked ? 1 : 0)
         if liked { populationLikes += 1 }

@@ -42,8 +42,8 @@ public struct EventInbox: Sendable {
     /// Applies one event inside the transaction that records it. Throw to leave it unacknowledged.
     public typealias Handler = @Sendable (Kindred.Common.V1.Event, PostgresTransaction) async throws -> Void
 
-    private let database: PostgresClient
-    private let logger: Logger
+    let database: PostgresClient
+    let logger: Logger
     public let retention: Duration
 
     /// - Parameter retention: how long processed ids are kept; at least ``minimumRetention``. Default 8 days.

@@ -19,6 +19,9 @@ typealias D = Kindred.Discovery.V1.DiscoveryService.Method
 /// Token signing for tests: the discovery server trusts this key (as it trusts auth's keys in production).
 let testKeys = TestTokens(keyID: "discovery-test")
 
+/// The published positions' key of every test server (`LocationOffset`).
+let testLocationKey = "discovery-test-location-key-0123456789abcdef"
+
 /// The discovery server as TestServer builds it, with callers checked against `testKeys` instead of auth's keys
 /// (the rest is the real server: configuration from settings, database, index, inbox).
 enum TestDiscoveryDefinition: ServerDefinition {
@@ -28,8 +31,11 @@ enum TestDiscoveryDefinition: ServerDefinition {
     static let schema: String? = "discovery"
 
     static func makeServer(settings: EnvironmentReader, logger: Logger) async throws -> DiscoveryServer {
-        try DiscoveryServer(
-            configuration: DiscoveryConfiguration(settings),
+        var configuration = try DiscoveryConfiguration(settings)
+        // The privacy attack shows it succeeds without the published positions' offset (tests only).
+        if settings.string("KINDRED_TEST_PLAIN_CELLS") == "1" { configuration.locationOffset = nil }
+        return try DiscoveryServer(
+            configuration: configuration,
             auth: AuthConnection(fixedKeys: testKeys.trustedKeys, logger: logger),
             logger: logger)
     }
@@ -53,6 +59,11 @@ struct Member {
     var version: Int64 = 1
 
     var token: String { testKeys.userToken(self.id, community: self.community) }
+    /// Where the test server publishes the member (their cell moved by their offset under `testLocationKey`).
+    var published: (latitude: Double, longitude: Double) {
+        let cell = Geohash.decode(self.snapshot.geohashCell)!
+        return LocationOffset(key: Array(testLocationKey.utf8)).published(user: self.key, latitude: cell.latitude, longitude: cell.longitude)
+    }
     var key: UserKey { UserKey(uuidString: self.id)! }
 
     var snapshot: CommonApi.CandidateSnapshot {
@@ -95,6 +106,8 @@ struct DiscoveryHarness {
     static func with<T>(settings: [String: String] = [:], _ body: (DiscoveryHarness) async throws -> T) async throws -> T {
         var logger = Logger(label: "kindred.discovery.test")
         logger.logLevel = .error
+        var settings = settings
+        if settings["KINDRED_DISCOVERY_LOCATION_KEY"] == nil { settings["KINDRED_DISCOVERY_LOCATION_KEY"] = testLocationKey }
         let server = try await TestServer<TestDiscoveryDefinition>.start(settings: settings, logger: logger)
         let client = server.makeClient(logger: logger)
         let harness = DiscoveryHarness(server: server, client: client)
