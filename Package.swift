@@ -74,6 +74,8 @@ let package = Package(
         .target(name: "KindredSMTP", dependencies: ["KindredOpenSSL", logging] + nio),
         // Starts a private PostgreSQL (initdb into a temporary folder) for tests.
         .target(name: "KindredPostgresTesting", dependencies: ["KindredPostgres", logging]),
+        // Tests: blocking work (subprocesses, seconds of CPU) off the cooperative pool, for every test target.
+        .target(name: "KindredTestSupport"),
 
         // Generated code: protobuf-c C files (CKindredProto) and Swift value types (KindredProto).
         .target(
@@ -237,14 +239,16 @@ let package = Package(
         // The bare SwiftNIO + nghttp2 + protobuf-c Echo the runtime is measured against (Tests/Benchmarks/grpc-h2load.sh).
         .executableTarget(name: "kindred-grpc-yardstick", dependencies: ["CNghttp2", "KindredProto"] + nio, swiftSettings: hotPath),
 
-        .testTarget(name: "KindredProtobufTests", dependencies: ["KindredProtobuf", "KindredProto"], exclude: ["python"]),
+        .testTarget(
+            name: "KindredProtobufTests", dependencies: ["KindredProtobuf", "KindredProto", "KindredTestSupport"],
+            exclude: ["python"]),
         .testTarget(name: "KindredHTTP2Tests", dependencies: ["KindredHTTP2"]),
         .testTarget(name: "KindredOpenSSLTests", dependencies: ["KindredOpenSSL"] + nio),
         .testTarget(name: "KindredArgon2Tests", dependencies: ["KindredArgon2"]),
-        .testTarget(name: "KindredVipsTests", dependencies: ["KindredVips"], exclude: ["python"]),
+        .testTarget(name: "KindredVipsTests", dependencies: ["KindredVips", "KindredTestSupport"], exclude: ["python"]),
         .testTarget(
             name: "KindredIdentityTests",
-            dependencies: ["KindredIdentity", "KindredOpenSSL", "KindredGRPC"],
+            dependencies: ["KindredIdentity", "KindredOpenSSL", "KindredGRPC", "KindredTestSupport"],
             exclude: ["python"]
         ),
         .testTarget(
@@ -310,7 +314,7 @@ let package = Package(
             name: "KindredGRPCTests",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredInterop", "KindredProto", "KindredOpenSSL", metrics,
-                prometheus, .product(name: "MetricsTestKit", package: "swift-metrics"),
+                "KindredTestSupport", prometheus, .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ] + nio
         ),

@@ -1,4 +1,5 @@
 import Foundation
+import KindredTestSupport
 import KindredGRPC
 import KindredProto
 import Logging

@@ -1,4 +1,5 @@
 import Foundation
+import KindredTestSupport
 import KindredGRPC
 import KindredGRPCServices
 import KindredInterop

@@ -1,4 +1,5 @@
 import Foundation
+import KindredTestSupport
 import KindredGRPC
 import KindredIdentity
 import KindredOpenSSL
@@ -156,10 +157,11 @@ final class FetchCounter: @unchecked Sendable {
     let verifier: IDTokenVerifier
 
     /// Keys and tokens are made once per test run (RSA key generation takes a while).
-    static let generated: Result<(Fixture, IDTokenVerifier), any Error> = Result { try Self.generate() }
+    /// Awaited, never waited for on a cooperative thread (KindredTestSupport).
+    static let generated = Task { try await offThePool { try Self.generate() } }
 
-    init() throws {
-        (self.fixture, self.verifier) = try Self.generated.get()
+    init() async throws {
+        (self.fixture, self.verifier) = try await Self.generated.value
     }
 
     private static func generate() throws -> (Fixture, IDTokenVerifier) {

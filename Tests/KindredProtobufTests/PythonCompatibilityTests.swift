@@ -1,5 +1,6 @@
 import Foundation
 import KindredProto
+import KindredTestSupport
 @_spi(Testing) import KindredProtobuf
 import Testing
 
@@ -14,11 +15,11 @@ struct PythonCompatibilityTests {
     /// Python fills messages at random (full ranges, any Unicode, unknown enum numbers, nested,
     /// repeated, maps, one member per oneof), some with unknown fields appended; Swift decodes and
     /// re-encodes each; Python checks it gets the same message back.
-    @Test func pythonMessagesSurviveSwift() throws {
+    @Test func pythonMessagesSurviveSwift() async throws {
         let work = try Workspace()
         let names = ProtoRegistry.allMessageTypes.map { $0.protoMessageName }
         try names.joined(separator: "\n").write(to: work.file("types.txt"), atomically: true, encoding: .utf8)
-        try work.python(
+        try await work.python(
             "generate",
             "--types-file",
             work.file("types.txt").path,
@@ -43,12 +44,12 @@ struct PythonCompatibilityTests {
         }
         #expect(decoded == names.count * Self.messagesPerType)
         try output.write(to: work.file("swift_output.txt"), atomically: true, encoding: .utf8)
-        try work.python("verify")
+        try await work.python("verify")
     }
 
     /// Swift makes random messages of every type; Python parses each (finding no field it does not
     /// know) and serializes it again; Swift decodes that and gets the message it started from.
-    @Test func swiftMessagesSurvivePython() throws {
+    @Test func swiftMessagesSurvivePython() async throws {
         let work = try Workspace()
         var generator = SplitMix64(seed: 7)
         var messages: [Int: any ProtoMessage] = [:]
@@ -63,7 +64,7 @@ struct PythonCompatibilityTests {
             }
         }
         try cases.write(to: work.file("swift_cases.txt"), atomically: true, encoding: .utf8)
-        try work.python("echo")
+        try await work.python("echo")
 
         var checked = 0
         for line in try String(contentsOf: work.file("python_echo.txt"), encoding: .utf8).split(separator: "\n") {
@@ -80,14 +81,14 @@ struct PythonCompatibilityTests {
 
     /// The descriptors embedded for server reflection parse, build a pool, and define the symbols
     /// Swift says they define.
-    @Test func reflectionDescriptorsBuildAPool() throws {
+    @Test func reflectionDescriptorsBuildAPool() async throws {
         let work = try Workspace()
         let files = ProtoRegistry.fileDescriptors.files
         try files.map { "\($0.name) \(Hex.encode($0.serializedBytes))" }.joined(separator: "\n")
             .write(to: work.file("swift_descriptors.txt"), atomically: true, encoding: .utf8)
         try files.flatMap { file in file.symbols.map { "\(file.name) \($0)" } }.joined(separator: "\n")
             .write(to: work.file("swift_symbols.txt"), atomically: true, encoding: .utf8)
-        try work.python("descriptors")
+        try await work.python("descriptors")
     }
 
     private static func random<M: ProtoMessage>(_ type: M.Type, _ generator: inout SplitMix64) throws
@@ -124,27 +125,19 @@ private final class Workspace {
 
     func file(_ name: String) -> URL { url.appendingPathComponent(name) }
 
-    /// Runs `compat.py COMMAND ROOT WORK ARGUMENTS...`; records its output as an issue on failure.
-    func python(_ command: String, _ arguments: String...) throws {
+    /// Runs `compat.py COMMAND ROOT WORK ARGUMENTS...` off the cooperative pool; records its output as an issue
+    /// on failure.
+    func python(_ command: String, _ arguments: String...) async throws {
         let script = root.appendingPathComponent("Tests/KindredProtobufTests/python/compat.py").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script, command, root.path, url.path] + arguments
-        let errors = Pipe()
-        let output = Pipe()
-        process.standardError = errors
-        process.standardOutput = output
+        let result: ProcessOutput
         do {
-            try process.run()
+            result = try await runPython(script, [command, root.path, url.path] + arguments)
         } catch {
             Issue.record("cannot run python3 (\(error)); the protobuf compatibility tests need it")
             throw error
         }
-        let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let outputText = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            Issue.record("compat.py \(command) failed (\(process.terminationStatus)):\n\(errorText)\(outputText)")
+        guard result.status == 0 else {
+            Issue.record("compat.py \(command) failed (\(result.status)):\n\(result.errorText)\(result.text)")
             throw CompatibilityFailure()
         }
     }

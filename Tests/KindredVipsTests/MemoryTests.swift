@@ -1,4 +1,5 @@
 import Foundation
+import KindredTestSupport
 import Testing
 
 /// Memory, measured in a process of its own (kindred-photo-bench, built next to the tests) so that other suites
@@ -22,16 +23,10 @@ import Testing
         var rejected: String?
     }
 
-    static func runBench(_ arguments: [String]) throws -> Report {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try #require(bench))
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+    static func runBench(_ arguments: [String]) async throws -> Report {
+        let result = try await runProcess(try #require(bench), arguments)
+        #expect(result.status == 0)
+        let data = result.standardOutput
         let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
         return Report(
             uploads: try #require(json["uploads"] as? Int),
@@ -47,11 +42,11 @@ import Testing
     /// would add 4.4 MB per upload (35 MB between the halves). (Without the unref in VipsImageRef's deinit this test
     /// measured +92 MB.)
     @Test(.enabled(if: bench != nil, "kindred-photo-bench is not built next to the tests"))
-    func residentSetStaysBoundedOverManyUploads() throws {
-        let folder = try Fixtures.generated.get().folder
+    func residentSetStaysBoundedOverManyUploads() async throws {
+        let folder = try await Fixtures.folder()
         let input = folder + "/leak.jpg"
-        _ = try Python.run("make_images.py", ["--large", "1080x1350", input])
-        let report = try Self.runBench([input, "--warmup", "4", "--runs", "16", "--webp-effort", "0"])
+        _ = try await Python.run("make_images.py", ["--large", "1080x1350", input])
+        let report = try await Self.runBench([input, "--warmup", "4", "--runs", "16", "--webp-effort", "0"])
         #expect(report.rejected == nil)
         #expect(report.uploads == 16)
         let growthKiB = report.secondHalfMaxRssKiB - report.firstHalfMaxRssKiB
@@ -62,9 +57,9 @@ import Testing
     /// The 30000×30000 PNG is refused from its header: the process never holds more than a small image would need
     /// (decoding it would need 900 MB).
     @Test(.enabled(if: bench != nil, "kindred-photo-bench is not built next to the tests"))
-    func decompressionBombIsRefusedWithoutAllocating() throws {
-        let folder = try Fixtures.generated.get().folder
-        let report = try Self.runBench([folder + "/bomb.png", "--runs", "1"])
+    func decompressionBombIsRefusedWithoutAllocating() async throws {
+        let folder = try await Fixtures.folder()
+        let report = try await Self.runBench([folder + "/bomb.png", "--runs", "1"])
         #expect(report.rejected == "TOO_MANY_PIXELS")
         #expect(report.peakRssKiB < 100 * 1024, "peak RSS \(report.peakRssKiB) KiB")
     }

@@ -1,4 +1,5 @@
 import Foundation
+import KindredTestSupport
 import Testing
 
 @testable import KindredVips
@@ -11,20 +12,25 @@ enum Fixtures {
         var available: Set<String>
     }
 
-    static let generated: Result<Generated, PythonFailure> = Result { () throws(PythonFailure) in
+    /// Made once per process, awaited (never waited for on a cooperative thread: see KindredTestSupport).
+    static let made = Task { () throws -> Generated in
         let folder = NSTemporaryDirectory() + "kindred-vips-\(UUID().uuidString)"
-        let output = try Python.run("make_images.py", [folder])
+        let output = try await Python.run("make_images.py", [folder])
         let made = (try? JSONSerialization.jsonObject(with: Data(output.utf8))) as? [String: Any] ?? [:]
         return Generated(folder: folder, available: Set(made.compactMap { $0.value is Int ? $0.key : nil }))
     }
 
-    static func bytes(_ name: String) throws -> [UInt8] {
-        let folder = try generated.get().folder
+    static func folder() async throws -> String {
+        try await made.value.folder
+    }
+
+    static func bytes(_ name: String) async throws -> [UInt8] {
+        let folder = try await made.value.folder
         return [UInt8](try #require(FileManager.default.contents(atPath: folder + "/" + name)))
     }
 
-    static func isAvailable(_ name: String) -> Bool {
-        (try? generated.get().available.contains(name)) ?? false
+    static func isAvailable(_ name: String) async -> Bool {
+        (try? await made.value.available.contains(name)) ?? false
     }
 }
 
@@ -36,23 +42,18 @@ struct PythonFailure: Error, CustomStringConvertible {
 enum Python {
     static let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("python")
 
-    /// The script's stdout; throws when it exits non-zero, with its output.
-    static func run(_ script: String, _ arguments: [String], allowFailure: Bool = false) throws(PythonFailure)
-        -> String
-    {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", folder.appendingPathComponent(script).path] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        do { try process.run() } catch { throw PythonFailure(description: "cannot start python3: \(error)") }
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let text = String(decoding: data, as: UTF8.self)
-        guard process.terminationStatus == 0 || allowFailure else {
-            throw PythonFailure(description: "\(script) exited \(process.terminationStatus): \(text)")
+    /// The script's stdout; throws when it exits non-zero, with its output. Runs off the cooperative pool.
+    static func run(_ script: String, _ arguments: [String], allowFailure: Bool = false) async throws -> String {
+        let result: ProcessOutput
+        do {
+            result = try await runPython(folder.appendingPathComponent(script).path, arguments)
+        } catch {
+            throw PythonFailure(description: "cannot start python3: \(error)")
         }
-        return text
+        guard result.status == 0 || allowFailure else {
+            throw PythonFailure(description: "\(script) exited \(result.status): \(result.text)\(result.errorText)")
+        }
+        return result.text
     }
 }
 
@@ -110,11 +111,12 @@ struct Accepted: Sendable, CustomTestStringConvertible {
     ]
 
     @Test(arguments: accepted)
-    func renditionsAreCleanUprightAndTrueToSize(_ input: Accepted) throws {
-        if input.source == .heif, !Fixtures.isAvailable(input.file) {
+    func renditionsAreCleanUprightAndTrueToSize(_ input: Accepted) async throws {
+        if input.source == .heif, await !Fixtures.isAvailable(input.file) {
             return  // pillow-heif cannot encode HEIC on this machine; reported by the generator's output
         }
-        let photo = try PhotoPipeline().process(try Fixtures.bytes(input.file))
+        let bytes = try await Fixtures.bytes(input.file)
+        let photo = try await offThePool { try PhotoPipeline().process(bytes) }
         #expect(photo.source == input.source)
         #expect(photo.sourceWidth == input.sourceSize.0 && photo.sourceHeight == input.sourceSize.1)
         #expect(photo.renditions.map(\.spec) == RenditionSpec.standard.flatMap { [$0, $0] })
@@ -123,7 +125,7 @@ struct Accepted: Sendable, CustomTestStringConvertible {
         #expect(photo.renditions.map(\.contentType) == Array(repeating: ["image/jpeg", "image/webp"], count: 4).flatMap { $0 })
 
         // Write every rendition and let the independent reader judge the bytes.
-        let folder = try Fixtures.generated.get().folder + "/out-\(input.file)"
+        let folder = try await Fixtures.folder() + "/out-\(input.file)"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         var manifest: [[String: Any]] = []
         for rendition in photo.renditions {
@@ -134,15 +136,15 @@ struct Accepted: Sendable, CustomTestStringConvertible {
                 "expect": input.expect,
             ])
         }
-        let verdict = try Self.check(manifest, in: folder)
+        let verdict = try await Self.check(manifest, in: folder)
         #expect(verdict.ok, "\(verdict.problems)")
         #expect(verdict.checked == 8)
     }
 
     /// The checker is not vacuous: on an upload itself (metadata, unrotated pixels) it reports problems.
-    @Test func checkerRejectsTheOriginalUpload() throws {
-        let folder = try Fixtures.generated.get().folder
-        let verdict = try Self.check(
+    @Test func checkerRejectsTheOriginalUpload() async throws {
+        let folder = try await Fixtures.folder()
+        let verdict = try await Self.check(
             [["path": folder + "/gps-orientation6.jpg", "format": "jpeg", "width": 1200, "height": 1600, "expect": "red-top"]],
             in: folder + "/original"
         )
@@ -158,11 +160,11 @@ struct Accepted: Sendable, CustomTestStringConvertible {
         var problems: [String]
     }
 
-    static func check(_ manifest: [[String: Any]], in folder: String) throws -> Verdict {
+    static func check(_ manifest: [[String: Any]], in folder: String) async throws -> Verdict {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let path = folder + "/manifest.json"
         try JSONSerialization.data(withJSONObject: manifest).write(to: URL(fileURLWithPath: path))
-        let output = try Python.run("check_images.py", [path], allowFailure: true)
+        let output = try await Python.run("check_images.py", [path], allowFailure: true)
         return try JSONDecoder().decode(Verdict.self, from: Data(output.utf8))
     }
 
@@ -180,8 +182,8 @@ struct Accepted: Sendable, CustomTestStringConvertible {
         ("random.bin", PhotoRejection.Reason.unsupportedFormat),
         ("empty.bin", PhotoRejection.Reason.empty),
     ])
-    func refused(file: String, reason: String) throws {
-        let bytes = try Fixtures.bytes(file)
+    func refused(file: String, reason: String) async throws {
+        let bytes = try await Fixtures.bytes(file)
         #expect(throws: PhotoRejection.self) { try PhotoPipeline().process(bytes) }
         do {
             _ = try PhotoPipeline().process(bytes)
@@ -192,56 +194,60 @@ struct Accepted: Sendable, CustomTestStringConvertible {
     }
 
     /// Bytes that pass the magic check but are something else or damaged inside.
-    @Test func disguisedAndDamagedFilesAreRefused() throws {
-        let png = try Fixtures.bytes("alpha.png")
-        let tiff = try Fixtures.bytes("image.tiff")
+    @Test func disguisedAndDamagedFilesAreRefused() async throws {
+        let png = try await Fixtures.bytes("alpha.png")
+        let tiff = try await Fixtures.bytes("image.tiff")
         // A TIFF behind a PNG signature: the walk finds no IHDR (libvips would have sniffed tiffload).
-        #expect(Self.reason(Array(png.prefix(8)) + tiff) == PhotoRejection.Reason.corruptImage)
+        #expect(await Self.reason(Array(png.prefix(8)) + tiff) == PhotoRejection.Reason.corruptImage)
         // One flipped byte inside IDAT: libpng's CRC check fails the decode (fail_on=warning).
         var damaged = png
         let idat = try #require(Self.find(Array("IDAT".utf8), in: png))
         damaged[idat + 40] ^= 0x55
-        #expect(Self.reason(damaged) == PhotoRejection.Reason.corruptImage)
+        #expect(await Self.reason(damaged) == PhotoRejection.Reason.corruptImage)
         // A JPEG's SOI followed by a PNG: "PN" read as a segment length runs past the end.
-        #expect(Self.reason([0xFF, 0xD8, 0xFF] + png) == PhotoRejection.Reason.truncated)
+        #expect(await Self.reason([0xFF, 0xD8, 0xFF] + png) == PhotoRejection.Reason.truncated)
     }
 
-    @Test func limitsComeFromTheHeader() throws {
-        let jpeg = try Fixtures.bytes("gps-orientation6.jpg")  // stored 1600×1200
-        #expect(Self.reason(jpeg, PhotoLimits(maxBytes: jpeg.count - 1)) == PhotoRejection.Reason.tooLarge)
-        #expect(Self.reason(jpeg, PhotoLimits(maxSide: 1599)) == PhotoRejection.Reason.tooManyPixels)
-        #expect(Self.reason(jpeg, PhotoLimits(maxPixels: 1600 * 1200 - 1)) == PhotoRejection.Reason.tooManyPixels)
-        #expect(Self.reason(jpeg, PhotoLimits(maxBytes: jpeg.count, maxPixels: 1600 * 1200, maxSide: 1600)) == nil)
+    @Test func limitsComeFromTheHeader() async throws {
+        let jpeg = try await Fixtures.bytes("gps-orientation6.jpg")  // stored 1600×1200
+        #expect(await Self.reason(jpeg, PhotoLimits(maxBytes: jpeg.count - 1)) == PhotoRejection.Reason.tooLarge)
+        #expect(await Self.reason(jpeg, PhotoLimits(maxSide: 1599)) == PhotoRejection.Reason.tooManyPixels)
+        #expect(await Self.reason(jpeg, PhotoLimits(maxPixels: 1600 * 1200 - 1)) == PhotoRejection.Reason.tooManyPixels)
+        #expect(await Self.reason(jpeg, PhotoLimits(maxBytes: jpeg.count, maxPixels: 1600 * 1200, maxSide: 1600)) == nil)
     }
 
     /// A progressive JPEG or an interlaced PNG is held whole in memory by its decoder: a lower pixel limit.
-    @Test func progressiveImagesHaveTheirOwnPixelLimit() throws {
-        #expect(Self.reason(try Fixtures.bytes("progressive-13mp.jpg")) == PhotoRejection.Reason.tooManyPixels)
-        #expect(Self.reason(try Fixtures.bytes("interlaced-13mp.png")) == PhotoRejection.Reason.tooManyPixels)
-        #expect(Self.reason(try Fixtures.bytes("baseline-13mp.jpg")) == nil)
+    @Test func progressiveImagesHaveTheirOwnPixelLimit() async throws {
+        let progressive = try await Fixtures.bytes("progressive-13mp.jpg")
+        let interlaced = try await Fixtures.bytes("interlaced-13mp.png")
+        let baseline = try await Fixtures.bytes("baseline-13mp.jpg")
+        #expect(await Self.reason(progressive) == PhotoRejection.Reason.tooManyPixels)
+        #expect(await Self.reason(interlaced) == PhotoRejection.Reason.tooManyPixels)
+        #expect(await Self.reason(baseline) == nil)
         let limits = PhotoLimits(maxProgressivePixels: 4000 * 3200)
-        #expect(Self.reason(try Fixtures.bytes("progressive-13mp.jpg"), limits) == nil)
-        #expect(Self.reason(try Fixtures.bytes("interlaced-13mp.png"), limits) == nil)
+        #expect(await Self.reason(progressive, limits) == nil)
+        #expect(await Self.reason(interlaced, limits) == nil)
     }
 
     /// Every loader but the four allowed is blocked inside libvips too, so even its own sniffing finds none.
-    @Test func libvipsLoadersOutsideTheAllowlistAreBlocked() throws {
+    @Test func libvipsLoadersOutsideTheAllowlistAreBlocked() async throws {
         _ = PhotoPipeline()
-        #expect(VipsRuntime.sniffingLoad(try Fixtures.bytes("small.jpg")) == "VipsForeignLoadJpegBuffer")
-        #expect(VipsRuntime.sniffingLoad(try Fixtures.bytes("alpha.png")) == "VipsForeignLoadPngBuffer")
+        #expect(VipsRuntime.sniffingLoad(try await Fixtures.bytes("small.jpg")) == "VipsForeignLoadJpegBuffer")
+        #expect(VipsRuntime.sniffingLoad(try await Fixtures.bytes("alpha.png")) == "VipsForeignLoadPngBuffer")
         for file in ["image.tiff", "image.gif", "image.svg", "document.pdf"] {
-            #expect(VipsRuntime.sniffingLoad(try Fixtures.bytes(file)) == nil, "\(file)")
+            let bytes = try await Fixtures.bytes(file)
+            #expect(VipsRuntime.sniffingLoad(bytes) == nil, "\(file)")
         }
     }
 
     /// Eight uploads at once give byte-identical results to one at a time.
     @Test func concurrentCallsAgreeWithSequentialOnes() async throws {
-        let bytes = try Fixtures.bytes("gps-orientation6.jpg")
+        let bytes = try await Fixtures.bytes("gps-orientation6.jpg")
         let pipeline = PhotoPipeline()
-        let expected = try pipeline.process(bytes).renditions.map(\.bytes)
+        let expected = try await offThePool { try pipeline.process(bytes).renditions.map(\.bytes) }
         let results = try await withThrowingTaskGroup(of: [[UInt8]].self) { group in
             for _ in 0..<8 {
-                group.addTask { try pipeline.process(bytes).renditions.map(\.bytes) }
+                group.addTask { try await offThePool { try pipeline.process(bytes).renditions.map(\.bytes) } }
             }
             return try await group.reduce(into: []) { $0.append($1) }
         }
@@ -249,20 +255,23 @@ struct Accepted: Sendable, CustomTestStringConvertible {
         #expect(results.allSatisfy { $0 == expected })
     }
 
-    @Test func customRenditionsKeepTheirOwnAspect() throws {
+    @Test func customRenditionsKeepTheirOwnAspect() async throws {
         let specs = [RenditionSpec(name: "square", width: 300, height: 300), RenditionSpec(name: "wide", width: 400, height: 200)]
-        let photo = try PhotoPipeline(renditions: specs, quality: 70).process(try Fixtures.bytes("gps-orientation6.jpg"))
+        let bytes = try await Fixtures.bytes("gps-orientation6.jpg")
+        let photo = try await offThePool { try PhotoPipeline(renditions: specs, quality: 70).process(bytes) }
         #expect(photo.renditions.map { "\($0.spec.name) \($0.width)x\($0.height)" } == [
             "square 300x300", "square 300x300", "wide 400x200", "wide 400x200",
         ])
     }
 
-    static func reason(_ bytes: [UInt8], _ limits: PhotoLimits = .standard) -> String? {
+    static func reason(_ bytes: [UInt8], _ limits: PhotoLimits = .standard) async -> String? {
         do {
-            _ = try PhotoPipeline(limits: limits).process(bytes)
+            _ = try await offThePool { try PhotoPipeline(limits: limits).process(bytes) }
             return nil
-        } catch {
+        } catch let error as PhotoRejection {
             return error.reason
+        } catch {
+            return "unexpected: \(error)"
         }
     }
 
