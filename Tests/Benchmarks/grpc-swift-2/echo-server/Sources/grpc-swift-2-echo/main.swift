@@ -8,6 +8,10 @@
 import GRPCCore
 import GRPCNIOTransportHTTP2
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Passes message bytes through unchanged.
 struct RawBytesCodec: MessageSerializer, MessageDeserializer {
     func serialize<Bytes: GRPCContiguousBytes>(_ message: [UInt8]) throws -> Bytes {
@@ -47,5 +51,6 @@ try await withThrowingDiscardingTaskGroup { group in
     group.addTask { try await server.serve() }
     if let address = try await server.listeningAddress?.ipv4 {
         print("LISTENING \(address.host):\(address.port)")
+        fflush(nil)  // stdout is a file for the benchmark script: fully buffered
     }
 }
