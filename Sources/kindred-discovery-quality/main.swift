@@ -19,10 +19,10 @@ if tuning {
     print("members \(spec.members), seed \(spec.seed): validation AUC (20 % of the training swipes; test swipes unseen)")
     print("user_lambda intercept_lambda appeal_pseudo_swipes taste_components  AUC")
     var best: (auc: Double, settings: String) = (0, "")
-    for userLambda in [500.0] {
-        for interceptLambda in [30.0] {
+    for userLambda in [12.0, 500] {
+        for interceptLambda in [12.0, 30] {
             for appealPseudoSwipes in [10.0] {
-                for tasteComponents in [0, 2, 4, 6, 8, 12] {
+                for tasteComponents in [0, 4, 8] {
                     var simulation = QualitySimulation(population: population)
                     simulation.validation = true
                     simulation.settings.userLambda = userLambda
