@@ -204,10 +204,11 @@ public struct QualitySimulation: Sendable {
                 if policy == .likeOnly {
                     score = forward
                 } else {
-                    let back = Recommender.likeProbability(
-                        state.recommender.weights(of: pick.member),
-                        featuresOf(state.recommender, pick.member, viewer, pick.distanceKm)
-                    )
+                    // As the service's deck ranks (`CommunityIndex.rank`): the candidate's taste is not kept in
+                    // memory for every member, so the backward taste feature is 0.
+                    var backward = featuresOf(state.recommender, pick.member, viewer, pick.distanceKm)
+                    backward.values[6] = 0
+                    let back = Recommender.likeProbability(state.recommender.weights(of: pick.member), backward)
                     // The candidate already liked the viewer: the match only needs the viewer's like.
                     score = forward * (state.liked[pick.member].contains(viewer) ? 1 : back)
                 }
