@@ -151,7 +151,12 @@ public struct CommunityState: Sendable {
     /// The population prior as the ranking uses it for members without a model of their own.
     var populationWeights: SIMD8<Float> { SIMD8<Float>(self.recommender.currentWeights(of: -1)) }
 
-    /// The viewer's taste profile is inside the recommender; ranking uses the solved weights.
+    /// What the viewer has shown they like (the taste feature of their deck; nil before their first swipe).
+    func viewerTaste(_ viewer: UserKey) -> TasteProfile? {
+        self.handles[viewer].flatMap { self.recommender.taste(of: $0) }
+    }
+
+    /// The solved weights of the viewer's like model (the population prior before their first swipe).
     func viewerWeights(_ viewer: UserKey) -> SIMD8<Double> {
         self.handles[viewer].map { self.recommender.currentWeights(of: $0) } ?? self.recommender.currentWeights(of: -1)
     }

@@ -173,7 +173,7 @@ extension DiscoveryService {
             radius = min(maxRadius, radius * 2)
         }
         let ranked = state.index.rank(
-            pool, viewer: viewer, viewerWeights: state.viewerWeights(viewer), taste: nil, models: state.models,
+            pool, viewer: viewer, viewerWeights: state.viewerWeights(viewer), taste: state.viewerTaste(viewer), models: state.models,
             population: state.populationWeights, nowMinutes: nowMinutes)
         return DrawnDeck(ranked: ranked, radiusKm: radius, widened: radius > own)
     }

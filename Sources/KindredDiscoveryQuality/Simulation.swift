@@ -42,6 +42,10 @@ public struct QualitySimulation: Sendable {
     public var rounds = 12
     public var deckSize = 10
     public var settings = RecommenderSettings()
+    /// Tuning mode: the test swipes (the held-out 20 %) are set aside unseen, another 20 % of the training
+    /// swipes is held out as a validation split, the AUC is measured on it and the policy rounds are skipped.
+    /// Settings are chosen on this split, never on the test split.
+    public var validation = false
 
     public init(population: Population) {
         self.population = population
@@ -82,7 +86,14 @@ public struct QualitySimulation: Sendable {
                 }
             }
         }
-        let heldOut = Set((0..<warmup.count).filter { _ in Double.random(in: 0..<1, using: &random) < 0.2 })
+        var heldOut = Set((0..<warmup.count).filter { _ in Double.random(in: 0..<1, using: &random) < 0.2 })
+        if validation {
+            // Drop the test swipes altogether; hold out validation swipes from the training ones instead.
+            var validationRandom = SeededRandom(seed: population.spec.seed &+ 13)
+            let training = (0..<warmup.count).filter { !heldOut.contains($0) }
+            warmup = training.map { warmup[$0] }
+            heldOut = Set((0..<warmup.count).filter { _ in Double.random(in: 0..<1, using: &validationRandom) < 0.2 })
+        }
         for (index, swipe) in warmup.enumerated() where !heldOut.contains(index) {
             learn(&state.recommender, swipe.viewer, swipe.candidate, swipe.distanceKm, swipe.liked)
         }
@@ -109,7 +120,7 @@ public struct QualitySimulation: Sendable {
         // 3. Policies from the same state and the same random stream.
         var matchesPer100: [DeckPolicy: Double] = [:]
         var evaluationSwipes: [DeckPolicy: Int] = [:]
-        for policy in DeckPolicy.allCases {
+        for policy in DeckPolicy.allCases where !validation {
             var run = state
             run.matches = 0
             run.swipes = 0
@@ -193,10 +204,11 @@ public struct QualitySimulation: Sendable {
                 if policy == .likeOnly {
                     score = forward
                 } else {
-                    let back = Recommender.likeProbability(
-                        state.recommender.weights(of: pick.member),
-                        featuresOf(state.recommender, pick.member, viewer, pick.distanceKm)
-                    )
+                    // As the service's deck ranks (`CommunityIndex.rank`): the candidate's taste is not kept in
+                    // memory for every member, so the backward taste feature is 0.
+                    var backward = featuresOf(state.recommender, pick.member, viewer, pick.distanceKm)
+                    backward.values[6] = 0
+                    let back = Recommender.likeProbability(state.recommender.weights(of: pick.member), backward)
                     // The candidate already liked the viewer: the match only needs the viewer's like.
                     score = forward * (state.liked[pick.member].contains(viewer) ? 1 : back)
                 }

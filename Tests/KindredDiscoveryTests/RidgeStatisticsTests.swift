@@ -42,6 +42,21 @@ struct RidgeStatisticsTests {
         #expect(statistics.weights(prior: prior, lambda: 0.001)[0] > 0.99)
     }
 
+    @Test("Per-feature strengths: a weak one follows the data, a strong one keeps its weight at the prior")
+    func perFeatureStrengths() {
+        var statistics = RidgeStatistics()
+        for _ in 0..<20 { statistics.observe(features(1, 1), label: 1) }
+        var lambdas = SIMD8<Double>(repeating: 1e6)
+        lambdas[0] = 0.001
+        let weights = statistics.weights(prior: .zero, lambdas: lambdas)
+        #expect(weights[0] > 0.99)
+        #expect(abs(weights[1]) < 0.01)
+        // One strength for all is the same as the scalar form.
+        let same = statistics.weights(prior: .zero, lambdas: SIMD8(repeating: 3))
+        let scalar = statistics.weights(prior: .zero, lambda: 3)
+        for index in 0..<8 { #expect(abs(same[index] - scalar[index]) < 1e-12) }
+    }
+
     @Test("Forgetting an observation restores the earlier model (an undone pass)")
     func forgetUndoes() {
         var statistics = RidgeStatistics()
@@ -106,5 +121,34 @@ struct InterestSetTests {
         #expect(TasteProfile().similarity(hikers) == 0)
         taste.forget(hikers, liked: true)
         #expect(taste.swipeCount == 19)
+    }
+
+    @Test("The taste basis finds the shared direction, and projecting onto it drops the noise")
+    func tasteBasis() {
+        // Every viewer's lifts lie along one direction (bits 0 and 1 up, bit 2 down) at varying strength.
+        var direction = SIMD64<Float>.zero
+        direction[0] = 1
+        direction[1] = 1
+        direction[2] = -1
+        let lifts = (1...20).map { direction * Float($0) / 20 }
+        let basis = TasteProfile.basis(of: lifts, components: 1)
+        #expect(basis.count == 1)
+        let unit = direction / (direction * direction).sum().squareRoot()
+        #expect(abs(abs((basis[0] * unit).sum()) - 1) < 1e-3)
+        #expect(TasteProfile.basis(of: lifts, components: 0).isEmpty)
+
+        // A viewer who liked bit 0 only: the projection spreads the lift to bit 1 (liked together by everyone).
+        var taste = TasteProfile()
+        let first = InterestSet(bits: 1)
+        let second = InterestSet(bits: 2)
+        for _ in 0..<10 {
+            taste.record(first, liked: true)
+            taste.record(InterestSet(bits: 1 << 40), liked: false)
+        }
+        #expect(taste.similarity(second) == 0)
+        taste.project(onto: basis)
+        #expect(taste.similarity(second) > 0.05)
+        taste.record(first, liked: true)
+        #expect(taste.projected == nil)
     }
 }

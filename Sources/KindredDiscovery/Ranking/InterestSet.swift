@@ -47,7 +47,7 @@ public struct TasteProfile: Sendable, Equatable {
     private(set) var totalSwipes: Float = 0
 
     /// Pseudo-swipes per bit: a bit seen once says little.
-    static let smoothing: Float = 3
+    static let smoothing: Float = 12
 
     public init() {}
 
@@ -64,6 +64,7 @@ public struct TasteProfile: Sendable, Equatable {
     }
 
     private mutating func add(_ interests: InterestSet, liked: Bool, sign: Float) {
+        projected = nil  // stale: the owner re-projects
         totalSwipes += sign
         if liked { totalLikes += sign }
         var bits = interests.bits
@@ -75,18 +76,73 @@ public struct TasteProfile: Sendable, Equatable {
         }
     }
 
-    /// Mean over the candidate's bits of (smoothed like rate with the bit − overall like rate), about −1…1;
-    /// 0 for a viewer without swipes or a candidate without interests.
+    /// The lifts projected onto a low-rank basis of taste directions learnt from many viewers
+    /// (`TasteProfile.basis(of:components:)`, `project(onto:)`); when set, `similarity` uses them.
+    public var projected: SIMD64<Float>?
+
+    /// Sets `projected` to the lifts projected onto `basis` (orthonormal; empty: raw lifts are used).
+    public mutating func project(onto basis: [SIMD64<Float>]) {
+        guard !basis.isEmpty else {
+            projected = nil
+            return
+        }
+        let lift = self.lift
+        var sum = SIMD64<Float>.zero
+        for vector in basis { sum += (vector * lift).sum() * vector }
+        projected = sum
+    }
+
+    /// The smoothed lift per bit: like rate with the bit − overall like rate (0 for bits never seen).
+    public var lift: SIMD64<Float> {
+        guard totalSwipes > 0 else { return .zero }
+        let rate = totalLikes / totalSwipes
+        let smoothing = SIMD64<Float>(repeating: Self.smoothing)
+        return (likes + smoothing * rate) / (swipes + smoothing) - SIMD64(repeating: rate)
+    }
+
+    /// Mean over the candidate's bits of the viewer's lift, about −1…1; 0 for a viewer without swipes or a
+    /// candidate without interests. With `projected` set, the lift is first projected: a viewer's few swipes
+    /// touch each bit a handful of times, and tastes are few directions shared by everyone (people who like
+    /// hikers tend to like climbers), so the projection keeps the taste and drops most of the noise.
     public func similarity(_ interests: InterestSet) -> Double {
         guard totalSwipes > 0, interests.bits != 0 else { return 0 }
-        let rate = totalLikes / totalSwipes
-        var lift: Float = 0
+        let lift = projected ?? self.lift
+        var sum: Float = 0
         var bits = interests.bits
         while bits != 0 {
-            let bit = bits.trailingZeroBitCount
-            lift += (likes[bit] + Self.smoothing * rate) / (swipes[bit] + Self.smoothing) - rate
+            sum += lift[bits.trailingZeroBitCount]
             bits &= bits - 1
         }
-        return Double(lift) / Double(interests.count)
+        return Double(sum) / Double(interests.count)
+    }
+
+    /// The top `components` principal directions of the given lift vectors (uncentred): the shared directions
+    /// of taste. Power iteration with deflation on the 64×64 second-moment matrix; deterministic.
+    public static func basis(of lifts: some Sequence<SIMD64<Float>>, components: Int) -> [SIMD64<Float>] {
+        guard components > 0 else { return [] }
+        var moment = [SIMD64<Double>](repeating: .zero, count: 64)
+        var count = 0
+        for lift in lifts {
+            let l = SIMD64<Double>(lift)
+            for row in 0..<64 where l[row] != 0 { moment[row] += l[row] * l }
+            count += 1
+        }
+        guard count > 0 else { return [] }
+        var basis: [SIMD64<Float>] = []
+        for component in 0..<min(components, 64) {
+            var vector = SIMD64<Double>(repeating: 1)
+            vector[component] += 1
+            var eigenvalue = 0.0
+            for _ in 0..<100 {
+                var next = SIMD64<Double>.zero
+                for row in 0..<64 { next[row] = (moment[row] * vector).sum() }
+                eigenvalue = (next * next).sum().squareRoot()
+                guard eigenvalue > 1e-12 else { return basis }
+                vector = next / eigenvalue
+            }
+            basis.append(SIMD64<Float>(vector))
+            for row in 0..<64 { moment[row] -= eigenvalue * vector[row] * vector }
+        }
+        return basis
     }
 }

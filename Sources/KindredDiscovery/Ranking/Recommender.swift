@@ -23,8 +23,14 @@ public struct RankingProfile: Sendable, Equatable {
 /// (`Tests/Benchmarks/discovery-quality.sh`) measured best on generated populations.
 public struct RecommenderSettings: Sendable {
     /// Ridge strength of a user's model towards the population prior: roughly the number of swipes after
-    /// which the user's own behaviour weighs as much as everyone's.
-    public var userLambda: Double = 12
+    /// which the user's own behaviour weighs as much as everyone's. Large: what differs between people is
+    /// mostly how choosy they are (the intercept) and their taste (its own feature), not how they weigh
+    /// the features — the validation split of the quality harness preferred 500 to 12…150.
+    public var userLambda: Double = 500
+    /// Ridge strength of the intercept (the user's own like rate, i.e. how choosy they are) towards the
+    /// population's: smaller than `userLambda`, because a like rate is learnt from few swipes while the
+    /// slopes need many.
+    public var interceptLambda: Double = 30
     /// Ridge strength of the population model towards zero (only keeps it solvable early on).
     public var populationLambda: Double = 1
     /// Pseudo-swipes of the appeal estimate: a candidate's appeal starts at the population like rate and
@@ -33,6 +39,13 @@ public struct RecommenderSettings: Sendable {
     /// The population prior is re-solved after this many new swipes (solving is cheap; this keeps every
     /// user's cached weights valid between re-solves).
     public var populationRefreshSwipes: Int = 256
+    /// Shared directions of taste kept by the taste feature (`TasteProfile.basis`); 0 = raw per-bit lifts.
+    public var tasteComponents: Int = 4
+    /// The taste directions are re-estimated after this many new swipes (or as many as there are swipers,
+    /// if more: each re-estimate re-projects every swiper's taste, ~600 multiply-adds each, so the cost per
+    /// swipe stays bounded), from at most `tasteSampleSwipers` swipers' profiles.
+    public var tasteRefreshSwipes: Int = 16384
+    public var tasteSampleSwipers: Int = 20000
     /// Half-life of the activity feature.
     public var activityHalfLifeMs: Double = 7 * 24 * 3600 * 1000
 
@@ -58,10 +71,15 @@ public struct Recommender: Sendable {
     private var populationWeights: SIMD8<Double>
     private var populationVersion = 0
     private var swipesSinceRefresh = 0
+    private var tasteBasis: [SIMD64<Float>] = []
+    private var swipesSinceTasteRefresh = 0
+    private var tasteVersion = 0
 
     private struct Learner: Sendable {
         var statistics = RidgeStatistics()
         var taste = TasteProfile()
+        /// `taste` projected onto the population's taste directions of `tasteVersion` (nil = stale).
+        var projected: (lift: SIMD64<Float>, version: Int)?
         /// Weights solved against `populationVersion`; nil = stale.
         var cached: (weights: SIMD8<Double>, version: Int)?
     }
@@ -106,9 +124,27 @@ public struct Recommender: Sendable {
             distanceKm: distanceKm,
             ageGapYears: viewerProfile.ageYears - candidateProfile.ageYears,
             candidateAppeal: appealOf(candidate),
-            taste: learners[viewer]?.taste.similarity(candidateProfile.interests) ?? 0,
+            taste: taste(of: viewer)?.similarity(candidateProfile.interests) ?? 0,
             candidateActivity: pow(0.5, idleMs / settings.activityHalfLifeMs)
         )
+    }
+
+    /// What `viewer` has shown they like, with the population's taste directions (nil: no swipes yet).
+    public func taste(of viewer: Int) -> TasteProfile? {
+        guard let learner = learners[viewer] else { return nil }
+        var taste = learner.taste
+        if let projected = learner.projected, projected.version == tasteVersion {
+            taste.projected = projected.lift
+        } else {
+            taste.project(onto: tasteBasis)
+        }
+        return taste
+    }
+
+    private mutating func projectTaste(_ viewer: Int) {
+        guard var taste = learners[viewer]?.taste else { return }
+        taste.project(onto: tasteBasis)
+        learners[viewer]!.projected = taste.projected.map { ($0, tasteVersion) }
     }
 
     /// The population like rate plus the smoothed mean surplus of the likes `member` received (each swipe's
@@ -129,7 +165,7 @@ public struct Recommender: Sendable {
     public mutating func weights(of viewer: Int) -> SIMD8<Double> {
         guard var learner = learners[viewer] else { return populationWeights }
         if let cached = learner.cached, cached.version == populationVersion { return cached.weights }
-        let weights = learner.statistics.weights(prior: populationWeights, lambda: settings.userLambda)
+        let weights = learner.statistics.weights(prior: populationWeights, lambdas: userLambdas)
         learner.cached = (weights, populationVersion)
         learners[viewer] = learner
         return weights
@@ -139,7 +175,14 @@ public struct Recommender: Sendable {
     public func currentWeights(of viewer: Int) -> SIMD8<Double> {
         guard let learner = learners[viewer] else { return populationWeights }
         if let cached = learner.cached, cached.version == populationVersion { return cached.weights }
-        return learner.statistics.weights(prior: populationWeights, lambda: settings.userLambda)
+        return learner.statistics.weights(prior: populationWeights, lambdas: userLambdas)
+    }
+
+    /// Per-feature ridge strengths of a user's model: `interceptLambda` for the intercept, `userLambda` else.
+    private var userLambdas: SIMD8<Double> {
+        var lambdas = SIMD8<Double>(repeating: settings.userLambda)
+        lambdas[0] = settings.interceptLambda
+        return lambdas
     }
 
     /// P(like) under `weights`, clamped to 0.001…0.999 (the linear model can leave 0…1).
@@ -160,6 +203,7 @@ public struct Recommender: Sendable {
         learners[viewer, default: Learner()].statistics.observe(features, label: liked ? 1 : 0)
         learners[viewer]!.taste.record(candidateInterests, liked: liked)
         learners[viewer]!.cached = nil
+        projectTaste(viewer)
 
         appeal[candidate, default: Appeal()].swipes += 1
         appeal[candidate]!.surplus += Float(surplus)
@@ -167,7 +211,9 @@ public struct Recommender: Sendable {
         population.observe(features, label: liked ? 1 : 0)
         if liked { populationLikes += 1 }
         swipesSinceRefresh += 1
-        if swipesSinceRefresh >= settings.populationRefreshSwipes { refreshPopulation() }
+        if swipesSinceRefresh >= settings.populationRefreshSwipes { solvePopulation() }
+        swipesSinceTasteRefresh += 1
+        if swipesSinceTasteRefresh >= max(settings.tasteRefreshSwipes, learners.count) { refreshTaste() }
     }
 
     /// Unlearns an undone pass (SwipeUndone).
@@ -183,6 +229,7 @@ public struct Recommender: Sendable {
         learner.taste.forget(candidateInterests, liked: liked)
         learner.cached = nil
         learners[viewer] = learner
+        projectTaste(viewer)
         if var received = appeal[candidate], received.swipes > 0 {
             // Approximately: the swiper's like rate may have moved since.
             received.swipes -= 1
@@ -199,8 +246,24 @@ public struct Recommender: Sendable {
         appeal[member] = nil
     }
 
-    /// Re-solves the population prior now (done automatically every `populationRefreshSwipes` swipes).
+    /// Re-solves the population prior and re-estimates the taste directions now (done automatically every
+    /// `populationRefreshSwipes` and `tasteRefreshSwipes` swipes).
     public mutating func refreshPopulation() {
+        solvePopulation()
+        refreshTaste()
+    }
+
+    /// Re-estimates the shared taste directions from (a sample of) the swipers' taste profiles.
+    public mutating func refreshTaste() {
+        tasteBasis = TasteProfile.basis(
+            of: learners.values.lazy.prefix(settings.tasteSampleSwipers).map(\.taste.lift),
+            components: settings.tasteComponents)
+        tasteVersion += 1
+        swipesSinceTasteRefresh = 0
+        for viewer in learners.keys { projectTaste(viewer) }
+    }
+
+    private mutating func solvePopulation() {
         populationWeights = population.weights(prior: Self.initialPrior, lambda: settings.populationLambda)
         populationVersion += 1
         swipesSinceRefresh = 0

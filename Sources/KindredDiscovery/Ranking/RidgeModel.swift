@@ -53,7 +53,14 @@ public struct RidgeStatistics: Sendable, Equatable {
 
     /// The ridge solution towards `prior` with strength `lambda` (> 0).
     public func weights(prior: SIMD8<Double>, lambda: Double) -> SIMD8<Double> {
-        precondition(lambda > 0, "ridge strength must be positive")
+        weights(prior: prior, lambdas: SIMD8(repeating: lambda))
+    }
+
+    /// The ridge solution towards `prior` with one strength per feature (each > 0): minimises
+    /// `Σ (y − w·x)² + Σᵢ λᵢ (wᵢ − w₀ᵢ)²`. A small strength lets that weight follow the user's own swipes
+    /// quickly (the intercept: how choosy they are), a large one keeps it near the population's.
+    public func weights(prior: SIMD8<Double>, lambdas: SIMD8<Double>) -> SIMD8<Double> {
+        precondition(lambdas.min() > 0, "ridge strength must be positive")
         // Build the symmetric system A w = r with A = XᵀX + λI, r = Xᵀy + λ w₀ in Double.
         var a = [Double](repeating: 0, count: 64)
         var index = 0
@@ -64,9 +71,9 @@ public struct RidgeStatistics: Sendable, Equatable {
                 a[column * 8 + row] = value
                 index += 1
             }
-            a[row * 8 + row] += lambda
+            a[row * 8 + row] += lambdas[row]
         }
-        var r = SIMD8<Double>(moment) + prior * lambda
+        var r = SIMD8<Double>(moment) + prior * lambdas
         // Cholesky A = L Lᵀ in place (lower triangle). A is positive definite since λ > 0 and XᵀX ⪰ 0;
         // float rounding can still push a pivot to ~0 after many `forget`s, so clamp it.
         for j in 0..<8 {
