@@ -29,7 +29,7 @@ struct DeckWalkTests {
         switch change {
         case .gender: six.gender = 1
         case .wants: six.interestedIn = 0b100
-        case .age: six.birthDate = 1960_01_01
+        case .age: six.birthDate = 2010_01_01  // 16: below the viewer's 18
         case .ageRange: six.ageMax = 25
         case .radius: six.radiusKm = 0  // coarse distances are at least 1 km: nobody is within 0
         case .moved: six.latitude = 48.85; six.longitude = 2.35
