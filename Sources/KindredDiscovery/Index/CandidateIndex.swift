@@ -184,8 +184,8 @@ public struct CommunityIndex: Sendable {
     private var latitudes: [Double] = []
     /// Longitude and the latitude's sine and cosine together: the distance test reads them at once.
     private var geo: [SlotGeo] = []
-    /// The mutual filter fields and the radius, 12 bytes per slot: most members a deck examines fail them, and one cache line
-    /// read per examined member (instead of one per field array) was the deck's main cost.
+    /// The mutual filter fields and the radius, 12 bytes per slot (the viewer's own, ranking's birth years); the walk
+    /// reads the copy in the member's bucket entry, which `upsert` writes from this one.
     private var cards: [FilterCard] = []
     private var hidesDistance: [Bool] = []
     private(set) var interests: [InterestSet] = []
