@@ -163,12 +163,19 @@ public final class DiscoveryService: GRPCService, Sendable {
         return size == 0 ? value : Int(size)
     }
 
-    /// Today (UTC) as yyyymmdd, for ages.
-    static func today(_ date: Date = Date()) -> Int32 {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        let parts = calendar.dateComponents([.year, .month, .day], from: date)
-        return Int32(parts.year! * 10000 + parts.month! * 100 + parts.day!)
+    /// Today (UTC) as yyyymmdd, for ages: the proleptic Gregorian date of the day number (H. Hinnant's
+    /// civil_from_days), computed per deck — a `Calendar` and `TimeZone` per call cost more than the deck's walk.
+    public static func today(_ date: Date = Date()) -> Int32 {
+        let days = Int((date.timeIntervalSince1970 / 86_400).rounded(.down)) + 719_468
+        let era = (days >= 0 ? days : days - 146_096) / 146_097
+        let dayOfEra = days - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shiftedMonth = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
+        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        return Int32(year * 10000 + month * 100 + day)
     }
 
     static var nowUnixMs: Int64 { Int64(Date().timeIntervalSince1970 * 1000) }

@@ -4,8 +4,10 @@ import KindredDiscovery
 
 // Deck speed of discovery's in-memory index at scale (issue 12): generates N members (default 5,000,000) in
 // cities of Zipf-like sizes, S swipes each, builds the index, then runs decks (scan the covering cells for a
-// pool of compatible unseen candidates, rank the pool with the reciprocal model, keep a page of 20) from W
-// threads for D seconds. Prints build time, resident memory, decks/s and latency percentiles.
+// pool of compatible unseen candidates with the service's default pool of 500 and scan limit, rank the pool
+// with the reciprocal model, keep a page of 20) from W threads for D seconds. Prints build time, resident
+// memory, a fingerprint of 2,000 fixed viewers' rankings (equal = identical decks), decks/s and latency
+// percentiles.
 // Usage: kindred-discovery-bench [members] [swipes per member] [seconds] [threads]
 let arguments = Array(CommandLine.arguments.dropFirst())
 let memberCount = arguments.count > 0 ? Int(arguments[0]) ?? 5_000_000 : 5_000_000
@@ -113,12 +115,31 @@ final class Results: @unchecked Sendable {
         empty = Array(repeating: 0, count: threads)
     }
 }
+// The service's pool and scan limit (DiscoveryConfiguration defaults), so the figure is GetDeck's draw.
+let configuration = DiscoveryConfiguration()
+let deckQuery = DeckQuery(limit: configuration.deckPool, today: 20261124, scanLimit: configuration.scanLimit)
+// A fingerprint of 2,000 fixed viewers' whole rankings (user, km, score, order): equal before and after a
+// change of the index's internals means the decks are identical.
+var fingerprint: UInt64 = 0xcbf2_9ce4_8422_2325
+for n in stride(from: 0, to: frozenUsers.count, by: max(1, frozenUsers.count / 2000)) {
+    let viewer = frozenUsers[n]
+    let ranked = frozenIndex.rank(
+        frozenIndex.candidates(for: viewer, deckQuery) ?? [], viewer: viewer, viewerWeights: Recommender.initialPrior,
+        taste: nil, models: frozenModels, nowMinutes: 29_500_000)
+    for entry in ranked {
+        for word in [entry.match.user.high, entry.match.user.low, UInt64(entry.match.distanceKm), UInt64(entry.score.bitPattern)] {
+            fingerprint = (fingerprint ^ word) &* 0x100_0000_01b3
+        }
+    }
+    fingerprint = (fingerprint ^ UInt64(ranked.count)) &* 0x100_0000_01b3
+}
+print("rankings fingerprint \(String(fingerprint, radix: 16))")
 let results = Results(threads)
 DispatchQueue.concurrentPerform(iterations: threads) { worker in
     var random = Random(state: UInt64(worker) &+ 777)
     var latencies: [Double] = []
     var empty = 0
-    let query = DeckQuery(limit: 200, today: 20261124)
+    let query = deckQuery
     while ContinuousClock.now < deadline {
         for _ in 0..<100 {
             let viewer = frozenUsers[Int.random(in: 0..<frozenUsers.count, using: &random)]

@@ -139,6 +139,31 @@ public struct SlotSwipes: Sendable {
     }
 }
 
+/// The fields of a member that both sides' filters test, together (12 bytes: one read per examined member).
+struct FilterCard: Sendable {
+    /// yyyymmdd.
+    var birthDate: Int32
+    var gender: UInt8
+    var interestedIn: UInt8
+    var ageMin: UInt8
+    var ageMax: UInt8
+    var radiusKm: UInt16
+}
+
+/// A slot in its cell's bucket, with the card the walk tests (16 bytes).
+struct BucketEntry: Sendable {
+    var slot: Int32
+    var card: FilterCard
+}
+
+/// Where a member is, as the distance test reads it (the published cell centre's longitude in degrees and its
+/// latitude's sine and cosine).
+struct SlotGeo: Sendable {
+    var sinLatitude: Double
+    var cosLatitude: Double
+    var longitude: Double
+}
+
 /// A compatible candidate found by the index.
 public struct IndexMatch: Sendable, Equatable {
     public var slot: Int32
@@ -157,15 +182,11 @@ public struct CommunityIndex: Sendable {
     // Per slot (struct of arrays: the scan touches only the fields it tests).
     private(set) var users: [UserKey] = []
     private var latitudes: [Double] = []
-    private var longitudes: [Double] = []
-    private var sinLatitudes: [Double] = []
-    private var cosLatitudes: [Double] = []
-    private var genders: [UInt8] = []
-    private var interestedIn: [UInt8] = []
-    private var birthDates: [Int32] = []
-    private var ageMins: [UInt8] = []
-    private var ageMaxes: [UInt8] = []
-    private var radii: [UInt16] = []
+    /// Longitude and the latitude's sine and cosine together: the distance test reads them at once.
+    private var geo: [SlotGeo] = []
+    /// The mutual filter fields and the radius, 12 bytes per slot (the viewer's own, ranking's birth years); the walk
+    /// reads the copy in the member's bucket entry, which `upsert` writes from this one.
+    private var cards: [FilterCard] = []
     private var hidesDistance: [Bool] = []
     private(set) var interests: [InterestSet] = []
     private(set) var attributes: [InterestSet] = []
@@ -180,7 +201,10 @@ public struct CommunityIndex: Sendable {
     /// Blocks in either direction, per slot.
     private var blocked: [[Int32]] = []
 
-    private var buckets: [UInt32: [Int32]] = [:]
+    /// Per precision-5 cell, its members' slots with a copy of their filter card: a deck reads a cell's members
+    /// in sequence, and most fail the mutual filters without the walk touching any per-slot array (a cache miss
+    /// per examined member was most of a deck's time at 5M members).
+    private var buckets: [UInt32: [BucketEntry]] = [:]
     private var slotOf: [UserKey: Int32] = [:]
     private var freeSlots: [Int32] = []
 
@@ -209,15 +233,12 @@ public struct CommunityIndex: Sendable {
         let i = Int(slot)
         users[i] = member.user
         latitudes[i] = member.latitude
-        longitudes[i] = member.longitude
-        sinLatitudes[i] = sin(member.latitude * .pi / 180)
-        cosLatitudes[i] = cos(member.latitude * .pi / 180)
-        genders[i] = member.gender
-        interestedIn[i] = member.interestedIn
-        birthDates[i] = member.birthDate
-        ageMins[i] = member.ageMin
-        ageMaxes[i] = member.ageMax
-        radii[i] = member.radiusKm
+        geo[i] = SlotGeo(
+            sinLatitude: sin(member.latitude * .pi / 180), cosLatitude: cos(member.latitude * .pi / 180),
+            longitude: member.longitude)
+        cards[i] = FilterCard(
+            birthDate: member.birthDate, gender: member.gender, interestedIn: member.interestedIn,
+            ageMin: member.ageMin, ageMax: member.ageMax, radiusKm: member.radiusKm)
         hidesDistance[i] = member.hideDistance
         interests[i] = member.interests
         attributes[i] = member.attributes
@@ -227,7 +248,7 @@ public struct CommunityIndex: Sendable {
         let key = GeoCell.bucketKey(latitude: member.latitude, longitude: member.longitude)
         bucketOf[i] = key
         positionInBucket[i] = Int32(buckets[key, default: []].count)
-        buckets[key, default: []].append(slot)
+        buckets[key, default: []].append(BucketEntry(slot: slot, card: cards[i]))
         return slot
     }
 
@@ -337,37 +358,48 @@ public struct CommunityIndex: Sendable {
     public func candidates(for viewer: UserKey, _ query: DeckQuery) -> [IndexMatch]? {
         guard let v = slotOf[viewer] else { return nil }
         let vi = Int(v)
-        let radius = query.radiusKm ?? Int(radii[vi])
-        let viewerAge = Self.age(birthDate: birthDates[vi], today: query.today)
-        let viewerGenderBit: UInt8 = 1 << genders[vi]
-        let viewerWants = interestedIn[vi]
-        let (minAge, maxAge) = (Int(ageMins[vi]), Int(ageMaxes[vi]))
+        let viewerCard = cards[vi]
+        let radius = query.radiusKm ?? Int(viewerCard.radiusKm)
+        let viewerAge = Self.age(birthDate: viewerCard.birthDate, today: query.today)
+        let viewerGenderBit: UInt8 = 1 << viewerCard.gender
+        let viewerWants = viewerCard.interestedIn
+        let (minAge, maxAge) = (Int(viewerCard.ageMin), Int(viewerCard.ageMax))
         let required = query.requiredAttributes.bits
-        let hidden = Set(passedOn[vi]).union(blocked[vi]).union(query.includeSwiped ? [] : swiped[vi])
-        let (sinV, cosV, lonV) = (sinLatitudes[vi], cosLatitudes[vi], longitudes[vi] * .pi / 180)
+        // The viewer's sorted lists are searched in place (no set built per deck): only candidates that pass
+        // every filter and the distance reach these lookups.
+        let (passedOnViewer, blockedViewer, swipedByViewer) = (passedOn[vi], blocked[vi], swiped[vi])
+        let includeSwiped = query.includeSwiped
+        let excluding = !query.exclude.isEmpty
+        let viewerGeo = geo[vi]
+        let (sinV, cosV, lonV) = (viewerGeo.sinLatitude, viewerGeo.cosLatitude, viewerGeo.longitude * .pi / 180)
         var found: [IndexMatch] = []
         found.reserveCapacity(query.limit)
         var examined = 0
         // Distances are rounded to whole km before the radius test, so a member up to radius + 0.5 km away still
         // qualifies: the cells visited must cover that wider circle.
-        GeoCell.forEachCell(latitude: latitudes[vi], longitude: longitudes[vi], radiusKm: Double(radius) + 0.5) { key in
+        GeoCell.forEachCell(latitude: latitudes[vi], longitude: viewerGeo.longitude, radiusKm: Double(radius) + 0.5) { key in
             guard let slots = buckets[key] else { return true }
-            for c in slots {
+            for entry in slots {
+                let c = entry.slot
                 let ci = Int(c)
                 examined += 1
+                let card = entry.card
                 guard c != v,
-                    viewerWants == 0 || viewerWants & (1 << genders[ci]) != 0,
-                    interestedIn[ci] == 0 || interestedIn[ci] & viewerGenderBit != 0,
-                    attributes[ci].bits & required == required
+                    viewerWants == 0 || viewerWants & (1 << card.gender) != 0,
+                    card.interestedIn == 0 || card.interestedIn & viewerGenderBit != 0
                 else { continue }
-                let age = Self.age(birthDate: birthDates[ci], today: query.today)
-                guard age >= minAge, age <= maxAge, viewerAge >= Int(ageMins[ci]), viewerAge <= Int(ageMaxes[ci])
+                let age = Self.age(birthDate: card.birthDate, today: query.today)
+                guard age >= minAge, age <= maxAge, viewerAge >= Int(card.ageMin), viewerAge <= Int(card.ageMax),
+                    required == 0 || attributes[ci].bits & required == required
                 else { continue }
                 // Spherical law of cosines between cell centres (sines and cosines precomputed per slot).
-                let cosine = sinV * sinLatitudes[ci] + cosV * cosLatitudes[ci] * cos(longitudes[ci] * .pi / 180 - lonV)
+                let place = geo[ci]
+                let cosine = sinV * place.sinLatitude + cosV * place.cosLatitude * cos(place.longitude * .pi / 180 - lonV)
                 let km = max(1, Int((6371.0088 * acos(min(1, max(-1, cosine)))).rounded()))
-                guard km <= radius, km <= Int(radii[ci]), !hidden.contains(c), !query.exclude.contains(users[ci]),
-                    query.accept?(users[ci]) ?? true
+                guard km <= radius, km <= Int(card.radiusKm), !Self.containsSorted(c, in: passedOnViewer),
+                    !Self.containsSorted(c, in: blockedViewer),
+                    includeSwiped || !Self.containsSorted(c, in: swipedByViewer),
+                    !excluding || !query.exclude.contains(users[ci]), query.accept?(users[ci]) ?? true
                 else { continue }
                 found.append(IndexMatch(slot: c, user: users[ci], distanceKm: km))
                 if found.count >= query.limit { return false }
@@ -386,7 +418,7 @@ public struct CommunityIndex: Sendable {
     }
 
     /// The member's own radius (nil: not indexed).
-    public func radiusKm(of user: UserKey) -> Int? { slotOf[user].map { Int(radii[Int($0)]) } }
+    public func radiusKm(of user: UserKey) -> Int? { slotOf[user].map { Int(cards[Int($0)].radiusKm) } }
 
     /// Whether a block (or an ended match) separates two indexed members.
     public func isBlocked(_ a: UserKey, _ b: UserKey) -> Bool {
@@ -397,14 +429,14 @@ public struct CommunityIndex: Sendable {
     /// The coarse km between two indexed members (cell centres, whole km, floor 1).
     public func coarseKilometres(_ a: UserKey, _ b: UserKey) -> Int? {
         guard let x = slotOf[a].map(Int.init), let y = slotOf[b].map(Int.init) else { return nil }
-        return GeoCell.coarseKilometres(latitudes[x], longitudes[x], latitudes[y], longitudes[y])
+        return GeoCell.coarseKilometres(latitudes[x], geo[x].longitude, latitudes[y], geo[y].longitude)
     }
 
     /// The indexed member's user key at a slot, and their interests (ranking, learning).
     public func interests(of user: UserKey) -> InterestSet? { slotOf[user].map { interests[Int($0)] } }
 
     /// The birth year of a slot (age gaps for ranking).
-    func birthYear(_ slot: Int) -> Int32 { birthDates[slot] / 10000 }
+    func birthYear(_ slot: Int) -> Int32 { cards[slot].birthDate / 10000 }
 
     /// Whole years between two yyyymmdd dates.
     static func age(birthDate: Int32, today: Int32) -> Int { Int((today - birthDate) / 10000) }
@@ -414,15 +446,8 @@ public struct CommunityIndex: Sendable {
     private mutating func appendEmptySlot() {
         users.append(UserKey(high: 0, low: 0))
         latitudes.append(0)
-        longitudes.append(0)
-        sinLatitudes.append(0)
-        cosLatitudes.append(1)
-        genders.append(0)
-        interestedIn.append(0)
-        birthDates.append(0)
-        ageMins.append(0)
-        ageMaxes.append(0)
-        radii.append(0)
+        geo.append(SlotGeo(sinLatitude: 0, cosLatitude: 1, longitude: 0))
+        cards.append(FilterCard(birthDate: 0, gender: 0, interestedIn: 0, ageMin: 0, ageMax: 0, radiusKm: 0))
         hidesDistance.append(false)
         interests.append(InterestSet())
         attributes.append(InterestSet())
@@ -442,9 +467,9 @@ public struct CommunityIndex: Sendable {
         guard position >= 0, var bucket = buckets[bucketOf[i]] else { return }
         buckets[bucketOf[i]] = nil  // unique reference: the swap-remove below does not copy the array
         let last = bucket.removeLast()
-        if last != slot {
+        if last.slot != slot {
             bucket[position] = last
-            positionInBucket[Int(last)] = Int32(position)
+            positionInBucket[Int(last.slot)] = Int32(position)
         }
         if !bucket.isEmpty { buckets[bucketOf[i]] = bucket }
         positionInBucket[i] = -1
