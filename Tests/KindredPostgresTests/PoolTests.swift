@@ -31,6 +31,9 @@ import Testing
     @Test func waitersAreServedAsConnectionsComeBack() async throws {
         var pool = PostgresClient.PoolConfiguration()
         pool.maxConnections = 2
+        // The hand-over is under test, not its speed: the default 5 s expired once while the whole test process
+        // was starved of CPU at start (40 waiters queue behind 2 connections).
+        pool.acquireTimeout = .seconds(60)
         try await withTestClient(pool: pool) { client in
             let sum = try await withThrowingTaskGroup(of: Int.self) { group in
                 for value in 1...40 {
