@@ -15,27 +15,20 @@ public final class DiscoveryServer: ServiceServer {
     public let service: DiscoveryService
     public let auth: AuthConnection
     public let runner: ServerRunner
-    private let authClient: GRPCClient?
+    /// Whether `auth` was made here (and is closed by ``shutdown()``) rather than passed in.
+    private let ownsAuth: Bool
     private let profileClient: GRPCClient
 
     /// `auth`: how callers are checked; nil = connect to `configuration.authAddress` (tests pass fixed keys).
     public init(configuration: DiscoveryConfiguration, auth: AuthConnection? = nil, logger: Logger) throws {
         self.configuration = configuration
         self.database = try configuration.database.makeClient(logger: logger)
-        if let auth {
-            self.auth = auth
-            self.authClient = nil
-        } else {
-            var client = GRPCClientConfiguration(
-                host: configuration.authAddress.host, port: configuration.authAddress.port)
-            client.defaultTimeout = .seconds(5)
-            client.connectTimeout = .seconds(2)
-            let authClient = GRPCClient(configuration: client, logger: logger)
-            self.authClient = authClient
-            self.auth = AuthConnection(
-                client: authClient, serviceName: "discovery", secret: configuration.serviceSecret,
+        self.ownsAuth = auth == nil
+        self.auth =
+            auth
+            ?? AuthConnection(
+                address: configuration.authAddress, serviceName: "discovery", secret: configuration.serviceSecret,
                 revocationStaleAfter: configuration.revocationStaleAfter, logger: logger)
-        }
         var profile = GRPCClientConfiguration(
             host: configuration.profileAddress.host, port: configuration.profileAddress.port)
         profile.defaultTimeout = .seconds(30)
@@ -79,7 +72,7 @@ public final class DiscoveryServer: ServiceServer {
 
     public func shutdown() async {
         await self.database.shutdown()
-        await self.authClient?.close()
+        if self.ownsAuth { await self.auth.shutdown() }
         await self.profileClient.close()
     }
 }

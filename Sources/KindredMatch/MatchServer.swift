@@ -18,30 +18,19 @@ public final class MatchServer: ServiceServer {
     /// Delivers match's events to the configured consumers; nil when none is configured.
     public let eventRelay: OutboxRelay?
     public let runner: ServerRunner
-    private let authClient: GRPCClient?
+    /// Whether `auth` was made here (and is closed by ``shutdown()``) rather than passed in.
+    private let ownsAuth: Bool
 
     /// `auth`: how callers are checked; nil = connect to `configuration.authAddress` (tests pass fixed keys).
     public init(configuration: MatchConfiguration, auth: AuthConnection? = nil, logger: Logger) throws {
         self.configuration = configuration
         self.database = try configuration.database.makeClient(logger: logger)
-        if let auth {
-            self.auth = auth
-            self.authClient = nil
-        } else {
-            var client = GRPCClientConfiguration(
-                host: configuration.authAddress.host, port: configuration.authAddress.port)
-            client.defaultTimeout = .seconds(5)
-            client.connectTimeout = .seconds(2)
-            let authClient = GRPCClient(configuration: client, logger: logger)
-            self.authClient = authClient
-            self.auth = AuthConnection(
-                client: authClient,
-                serviceName: "match",
-                secret: configuration.serviceSecret,
-                revocationStaleAfter: configuration.revocationStaleAfter,
-                logger: logger
-            )
-        }
+        self.ownsAuth = auth == nil
+        self.auth =
+            auth
+            ?? AuthConnection(
+                address: configuration.authAddress, serviceName: "match", secret: configuration.serviceSecret,
+                revocationStaleAfter: configuration.revocationStaleAfter, logger: logger)
         let metrics = ServerMetrics()
         self.service = MatchService(
             configuration: configuration,
@@ -84,7 +73,7 @@ public final class MatchServer: ServiceServer {
 
     public func shutdown() async {
         await self.database.shutdown()
-        await self.authClient?.close()
+        if self.ownsAuth { await self.auth.shutdown() }
     }
 }
 
