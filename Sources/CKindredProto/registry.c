@@ -386,6 +386,8 @@ static const void *const message_descriptors[] = {
     &kindred__match__v1__report_user_response__descriptor,
     &kindred__match__v1__list_reports_request__descriptor,
     &kindred__match__v1__list_reports_response__descriptor,
+    &kindred__match__v1__get_report_request__descriptor,
+    &kindred__match__v1__get_report_response__descriptor,
     &kindred__match__v1__resolve_report_request__descriptor,
     &kindred__match__v1__resolve_report_response__descriptor,
     &kindred__match__v1__match__descriptor,

@@ -180,10 +180,27 @@ struct Report: AsyncParsableCommand {
     }
 }
 
-/// `kindred admin reports list|resolve`: report moderation (admins).
+/// `kindred admin reports list|show|resolve`: report moderation (admins).
 struct ReportsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "reports", abstract: "Report moderation.", subcommands: [ListReportsCommand.self, ResolveReportCommand.self])
+        commandName: "reports", abstract: "Report moderation.",
+        subcommands: [ListReportsCommand.self, ShowReportCommand.self, ResolveReportCommand.self])
+}
+
+/// `kindred admin reports show ID`: the report's evidence (GetReportEvidence).
+struct ShowReportCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "show", abstract: "Show a report with its evidence: the messages and the reported profile.")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The report id.") var report: String
+
+    func run() async throws {
+        try await Invocation.run(self.global) { invocation in
+            let evidence = try await invocation.gateway.authenticated(
+                AdminMethods.getReportEvidence, .with { $0.reportId = self.report })
+            Console.out(MatchRender.evidence(evidence).joined(separator: "\n"))
+        }
+    }
 }
 
 struct ListReportsCommand: AsyncParsableCommand {
@@ -210,17 +227,24 @@ struct ResolveReportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "resolve", abstract: "Record a decision on a report.")
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The report id.") var report: String
-    @Option(help: "no-action, warning-sent or account-deactivated.") var resolution: String
+    @Option(help: "no-action, warning-sent, content-removed or account-deactivated.") var resolution: String
     @Option(help: "Note for other moderators.") var note = ""
+    @Option(name: .customLong("remove-photo"), help: "With content-removed: a photo of the reported member to delete (repeatable, up to 9).")
+    var removePhotos: [String] = []
 
     static let resolutions: [String: Kindred.Api.V1.ReportResolution] = [
-        "no-action": .noAction, "warning-sent": .warningSent, "account-deactivated": .accountDeactivated,
+        "no-action": .noAction, "warning-sent": .warningSent, "content-removed": .contentRemoved,
+        "account-deactivated": .accountDeactivated,
     ]
 
     func validate() throws {
         guard Self.resolutions[self.resolution] != nil else {
-            throw ValidationError("Unknown resolution: no-action, warning-sent or account-deactivated")
+            throw ValidationError("Unknown resolution: no-action, warning-sent, content-removed or account-deactivated")
         }
+        guard self.removePhotos.isEmpty || self.resolution == "content-removed" else {
+            throw ValidationError("--remove-photo goes with --resolution content-removed")
+        }
+        guard self.removePhotos.count <= 9 else { throw ValidationError("At most 9 --remove-photo") }
     }
 
     func run() async throws {
@@ -231,6 +255,7 @@ struct ResolveReportCommand: AsyncParsableCommand {
                     $0.reportId = self.report
                     $0.resolution = Self.resolutions[self.resolution]!
                     $0.note = self.note
+                    $0.removePhotoIds = self.removePhotos
                 })
             Console.out("Report \(self.report) resolved: \(self.resolution).")
         }
@@ -246,6 +271,28 @@ enum MatchRender {
 
     static func reasonName(_ reason: Kindred.Common.V1.ReportReason) -> String {
         self.reasons.first { $0.value == reason }?.key ?? "unspecified"
+    }
+
+    /// A report's evidence as lines: the report, the messages (oldest first as the report lists them), the
+    /// reported member's profile and photo ids.
+    static func evidence(_ evidence: Kindred.Api.V1.GetReportEvidenceResponse) -> [String] {
+        var lines: [String] = []
+        if let report = evidence.report {
+            lines.append("Report \(report.reportId): \(self.reasonName(report.reason)), \(report.status == .resolved ? "resolved" : "open")")
+            lines.append("  reported \(report.reportedUserId) by \(report.reporterUserId) at \(Render.time(report.createdUnixMs))")
+            if !report.details.isEmpty { lines.append("  details: \(report.details)") }
+        }
+        lines.append(evidence.messages.isEmpty ? "No messages." : "Messages:")
+        for message in evidence.messages {
+            lines.append("  \(Render.time(message.sentUnixMs))  \(message.senderUserId): \(message.body)")
+        }
+        if let profile = evidence.reportedProfile {
+            lines.append("Reported profile: \(profile.fields?.displayName ?? "") (\(profile.userId))")
+            for photo in profile.photos { lines.append("  photo \(photo.photoId)") }
+        } else {
+            lines.append("Reported profile: unavailable.")
+        }
+        return lines
     }
 
     static func swipe(_ response: Kindred.Api.V1.SwipeResponse) -> String {

@@ -102,8 +102,17 @@ extension ChatService {
             throw ChatError.invalid("message_ids", "OUT_OF_RANGE", "1..50 ids")
         }
         let ids = try request.messageIds.map { try ChatValidation.id($0, field: "message_ids") }
+        var pair: (String, String)?
+        switch request.betweenUserIds.count {
+        case 0: pair = nil
+        case 2:
+            let users = try request.betweenUserIds.map { try ChatValidation.id($0, field: "between_user_ids") }
+            pair = (users[0], users[1])
+        default: throw ChatError.invalid("between_user_ids", "OUT_OF_RANGE", "none or exactly two user ids")
+        }
         let found = Dictionary(
-            try await self.messages.byIDs(ids, in: self.database).map { ($0.messageId, $0) }, uniquingKeysWith: { a, _ in a })
+            try await self.messages.byIDs(ids, between: pair, in: self.database).map { ($0.messageId, $0) },
+            uniquingKeysWith: { a, _ in a })
         var response = Chat.GetMessagesResponse()
         response.messages = ids.compactMap { found[$0] }
         return response

@@ -71,12 +71,18 @@ struct MessageStore: Sendable {
         ).first.map { try Kindred.Chat.V1.ChatMessage(row: $0) }
     }
 
-    /// Messages by id (admin: report evidence).
-    func byIDs(_ ids: [String], in runner: some SQLRunner) async throws -> [Kindred.Chat.V1.ChatMessage] {
-        try await runner.query(
+    /// Messages by id (admin: report evidence); with `between`, only those of threads between exactly those two
+    /// users.
+    func byIDs(_ ids: [String], between pair: (String, String)? = nil, in runner: some SQLRunner) async throws
+        -> [Kindred.Chat.V1.ChatMessage]
+    {
+        let (first, second) = pair.map { $0 < $1 ? ($0, $1) : ($1, $0) } ?? (nil, nil)
+        return try await runner.query(
             """
             SELECT \(unescaped: Kindred.Chat.V1.ChatMessage.columns) FROM messages m
+            JOIN threads t ON t.thread_id = m.thread_id
             WHERE m.message_id = ANY(\(ids)::uuid[])
+              AND (\(first)::uuid IS NULL OR (t.user_a = \(first)::uuid AND t.user_b = \(second)::uuid))
             """
         ).map { try Kindred.Chat.V1.ChatMessage(row: $0) }
     }

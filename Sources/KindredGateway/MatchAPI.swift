@@ -191,10 +191,10 @@ extension Gateway {
     }
 
     /// Match records the decision (and, for ACCOUNT_DEACTIVATED, deactivates the account through auth with the
-    /// admin's own token). Removing photos (CONTENT_REMOVED with remove_photo_ids) needs profile's moderation
-    /// RPC: UNIMPLEMENTED until it is wired in, before anything is recorded.
+    /// admin's own token). CONTENT_REMOVED with remove_photo_ids first deletes those of the reported member's
+    /// photos through profile (`removeReportedPhotos`), so the report is resolved only once they are gone.
     func resolveReport(_ request: Api.ResolveReportRequest, _ caller: Caller) async throws -> Api.ResolveReportResponse {
-        guard request.removePhotoIds.isEmpty else { throw GatewayErrors.notDeployed("Photo moderation") }
+        if !request.removePhotoIds.isEmpty { try await self.removeReportedPhotos(request, caller) }
         var forwarded = MatchApi.ResolveReportRequest()
         forwarded.reportId = request.reportId
         forwarded.resolution = MatchApi.ReportResolution(converting: request.resolution)

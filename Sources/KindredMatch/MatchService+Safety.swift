@@ -181,6 +181,19 @@ extension MatchService {
         return response
     }
 
+    /// `GetReport` (admin): one report as it stands (GetReportEvidence in the gateway starts here).
+    func getReport(_ request: MatchApi.GetReportRequest, _ context: ServerContext) async throws
+        -> MatchApi.GetReportResponse
+    {
+        _ = try await self.requireAdmin(context)
+        let reportID = request.reportId.lowercased()
+        guard UUIDv7.isValid(reportID) else { throw MatchError.invalid("report_id", "INVALID_FORMAT", "a report id") }
+        guard let row = try await self.safety.report(id: reportID, on: self.database) else {
+            throw MatchError(.notFound, "No such report")
+        }
+        return .with { $0.report = Self.reportMessage(row) }
+    }
+
     /// `ResolveReport` (admin): records the decision. ACCOUNT_DEACTIVATED also deactivates the reported account
     /// through auth's DeactivateAccount, called with the admin's own access token (auth checks the admin role
     /// again and records who did it); the report is resolved only once auth agreed.

@@ -83,6 +83,7 @@ public final class MatchService: GRPCService, Sendable {
         router.unary(M.filterUnseen) { try await self.filterUnseen($0, $1) }
         router.unary(M.getRelations) { try await self.getRelations($0, $1) }
         router.unary(M.listReports) { try await self.listReports($0, $1) }
+        router.unary(M.getReport) { try await self.getReport($0, $1) }
         router.unary(M.resolveReport) { try await self.resolveReport($0, $1) }
         router.unary(M.deliverEvents) { try await self.deliverEvents($0, $1) }
         router.unary(M.getUserFootprint) { try await self.getUserFootprint($0, $1) }

@@ -109,6 +109,13 @@ struct SafetyStore: Sendable {
         ).map { try self.report($0) }
     }
 
+    /// One report by id (nil: no such report).
+    func report(id reportID: String, on database: PostgresClient) async throws -> ReportRow? {
+        try await database.query(
+            "SELECT \(unescaped: Self.columns) FROM reports WHERE report_id = \(reportID)::uuid"
+        ).first.map { try self.report($0) }
+    }
+
     func lock(reportID: String, in transaction: PostgresTransaction) async throws -> ReportRow? {
         try await transaction.query(
             "SELECT \(unescaped: Self.columns) FROM reports WHERE report_id = \(reportID)::uuid FOR UPDATE"

@@ -344,6 +344,8 @@ public enum ProtoRegistry {
         Kindred.Match.V1.ReportUserResponse.self,
         Kindred.Match.V1.ListReportsRequest.self,
         Kindred.Match.V1.ListReportsResponse.self,
+        Kindred.Match.V1.GetReportRequest.self,
+        Kindred.Match.V1.GetReportResponse.self,
         Kindred.Match.V1.ResolveReportRequest.self,
         Kindred.Match.V1.ResolveReportResponse.self,
         Kindred.Match.V1.SwipeRequest.self,
@@ -2809,6 +2811,7 @@ public enum ProtoRegistry {
                 "kindred.chat.v1.SubscribeResponse.event",
                 "kindred.chat.v1.GetMessagesRequest",
                 "kindred.chat.v1.GetMessagesRequest.message_ids",
+                "kindred.chat.v1.GetMessagesRequest.between_user_ids",
                 "kindred.chat.v1.GetMessagesResponse",
                 "kindred.chat.v1.GetMessagesResponse.messages",
                 "kindred.chat.v1.GetUserFootprintRequest",
@@ -2871,33 +2874,34 @@ public enum ProtoRegistry {
             cklkImgKFkdldFVucmVhZENvdW50UmVzcG9uc2USJwoPdW5yZWFkX21lc3NhZ2VzGAEgASgFUg51bnJlYWRNZXNzYWdlcxIl
             Cg51bnJlYWRfdGhyZWFkcxgCIAEoBVINdW5yZWFkVGhyZWFkcyI1ChBTdWJzY3JpYmVSZXF1ZXN0EiEKDHJlc3VtZV90b2tl
             bhgBIAEoCVILcmVzdW1lVG9rZW4iRQoRU3Vic2NyaWJlUmVzcG9uc2USMAoFZXZlbnQYASABKAsyGi5raW5kcmVkLmNoYXQu
-            djEuQ2hhdEV2ZW50UgVldmVudCI1ChJHZXRNZXNzYWdlc1JlcXVlc3QSHwoLbWVzc2FnZV9pZHMYASADKAlSCm1lc3NhZ2VJ
-            ZHMiTwoTR2V0TWVzc2FnZXNSZXNwb25zZRI4CghtZXNzYWdlcxgBIAMoCzIcLmtpbmRyZWQuY2hhdC52MS5DaGF0TWVzc2Fn
-            ZVIIbWVzc2FnZXMiMgoXR2V0VXNlckZvb3RwcmludFJlcXVlc3QSFwoHdXNlcl9pZBgBIAEoCVIGdXNlcklkIlAKGEdldFVz
-            ZXJGb290cHJpbnRSZXNwb25zZRI0CgZjb3VudHMYASADKAsyHC5raW5kcmVkLmNvbW1vbi52MS5EYXRhQ291bnRSBmNvdW50
-            cypvChBIaXN0b3J5RGlyZWN0aW9uEiEKHUhJU1RPUllfRElSRUNUSU9OX1VOU1BFQ0lGSUVEEAASGwoXSElTVE9SWV9ESVJF
-            Q1RJT05fT0xERVIQARIbChdISVNUT1JZX0RJUkVDVElPTl9ORVdFUhACMtMLCgtDaGF0U2VydmljZRJVCgpPcGVuVGhyZWFk
-            EiIua2luZHJlZC5jaGF0LnYxLk9wZW5UaHJlYWRSZXF1ZXN0GiMua2luZHJlZC5jaGF0LnYxLk9wZW5UaHJlYWRSZXNwb25z
-            ZRJYCgtDbG9zZVRocmVhZBIjLmtpbmRyZWQuY2hhdC52MS5DbG9zZVRocmVhZFJlcXVlc3QaJC5raW5kcmVkLmNoYXQudjEu
-            Q2xvc2VUaHJlYWRSZXNwb25zZRJYCgtMaXN0VGhyZWFkcxIjLmtpbmRyZWQuY2hhdC52MS5MaXN0VGhyZWFkc1JlcXVlc3Qa
-            JC5raW5kcmVkLmNoYXQudjEuTGlzdFRocmVhZHNSZXNwb25zZRJtChJHZXRUaHJlYWRTdW1tYXJpZXMSKi5raW5kcmVkLmNo
-            YXQudjEuR2V0VGhyZWFkU3VtbWFyaWVzUmVxdWVzdBorLmtpbmRyZWQuY2hhdC52MS5HZXRUaHJlYWRTdW1tYXJpZXNSZXNw
-            b25zZRJYCgtTZW5kTWVzc2FnZRIjLmtpbmRyZWQuY2hhdC52MS5TZW5kTWVzc2FnZVJlcXVlc3QaJC5raW5kcmVkLmNoYXQu
-            djEuU2VuZE1lc3NhZ2VSZXNwb25zZRJMCgdIaXN0b3J5Eh8ua2luZHJlZC5jaGF0LnYxLkhpc3RvcnlSZXF1ZXN0GiAua2lu
-            ZHJlZC5jaGF0LnYxLkhpc3RvcnlSZXNwb25zZRJPCghNYXJrUmVhZBIgLmtpbmRyZWQuY2hhdC52MS5NYXJrUmVhZFJlcXVl
-            c3QaIS5raW5kcmVkLmNoYXQudjEuTWFya1JlYWRSZXNwb25zZRJeCg1NYXJrRGVsaXZlcmVkEiUua2luZHJlZC5jaGF0LnYx
-            Lk1hcmtEZWxpdmVyZWRSZXF1ZXN0GiYua2luZHJlZC5jaGF0LnYxLk1hcmtEZWxpdmVyZWRSZXNwb25zZRJhCg5HZXRVbnJl
-            YWRDb3VudBImLmtpbmRyZWQuY2hhdC52MS5HZXRVbnJlYWRDb3VudFJlcXVlc3QaJy5raW5kcmVkLmNoYXQudjEuR2V0VW5y
-            ZWFkQ291bnRSZXNwb25zZRJUCglTdWJzY3JpYmUSIS5raW5kcmVkLmNoYXQudjEuU3Vic2NyaWJlUmVxdWVzdBoiLmtpbmRy
-            ZWQuY2hhdC52MS5TdWJzY3JpYmVSZXNwb25zZTABElUKClNlbmRUeXBpbmcSIi5raW5kcmVkLmNoYXQudjEuU2VuZFR5cGlu
-            Z1JlcXVlc3QaIy5raW5kcmVkLmNoYXQudjEuU2VuZFR5cGluZ1Jlc3BvbnNlElkKD0dldENoYXRTZXR0aW5ncxInLmtpbmRy
-            ZWQuY2hhdC52MS5HZXRDaGF0U2V0dGluZ3NSZXF1ZXN0Gh0ua2luZHJlZC5jaGF0LnYxLkNoYXRTZXR0aW5ncxJfChJVcGRh
-            dGVDaGF0U2V0dGluZ3MSKi5raW5kcmVkLmNoYXQudjEuVXBkYXRlQ2hhdFNldHRpbmdzUmVxdWVzdBodLmtpbmRyZWQuY2hh
-            dC52MS5DaGF0U2V0dGluZ3MSWAoLR2V0TWVzc2FnZXMSIy5raW5kcmVkLmNoYXQudjEuR2V0TWVzc2FnZXNSZXF1ZXN0GiQu
-            a2luZHJlZC5jaGF0LnYxLkdldE1lc3NhZ2VzUmVzcG9uc2USYgoNRGVsaXZlckV2ZW50cxInLmtpbmRyZWQuY29tbW9uLnYx
-            LkRlbGl2ZXJFdmVudHNSZXF1ZXN0Gigua2luZHJlZC5jb21tb24udjEuRGVsaXZlckV2ZW50c1Jlc3BvbnNlEmcKEEdldFVz
-            ZXJGb290cHJpbnQSKC5raW5kcmVkLmNoYXQudjEuR2V0VXNlckZvb3RwcmludFJlcXVlc3QaKS5raW5kcmVkLmNoYXQudjEu
-            R2V0VXNlckZvb3RwcmludFJlc3BvbnNlYgZwcm90bzM=
+            djEuQ2hhdEV2ZW50UgVldmVudCJfChJHZXRNZXNzYWdlc1JlcXVlc3QSHwoLbWVzc2FnZV9pZHMYASADKAlSCm1lc3NhZ2VJ
+            ZHMSKAoQYmV0d2Vlbl91c2VyX2lkcxgCIAMoCVIOYmV0d2VlblVzZXJJZHMiTwoTR2V0TWVzc2FnZXNSZXNwb25zZRI4Cght
+            ZXNzYWdlcxgBIAMoCzIcLmtpbmRyZWQuY2hhdC52MS5DaGF0TWVzc2FnZVIIbWVzc2FnZXMiMgoXR2V0VXNlckZvb3Rwcmlu
+            dFJlcXVlc3QSFwoHdXNlcl9pZBgBIAEoCVIGdXNlcklkIlAKGEdldFVzZXJGb290cHJpbnRSZXNwb25zZRI0CgZjb3VudHMY
+            ASADKAsyHC5raW5kcmVkLmNvbW1vbi52MS5EYXRhQ291bnRSBmNvdW50cypvChBIaXN0b3J5RGlyZWN0aW9uEiEKHUhJU1RP
+            UllfRElSRUNUSU9OX1VOU1BFQ0lGSUVEEAASGwoXSElTVE9SWV9ESVJFQ1RJT05fT0xERVIQARIbChdISVNUT1JZX0RJUkVD
+            VElPTl9ORVdFUhACMtMLCgtDaGF0U2VydmljZRJVCgpPcGVuVGhyZWFkEiIua2luZHJlZC5jaGF0LnYxLk9wZW5UaHJlYWRS
+            ZXF1ZXN0GiMua2luZHJlZC5jaGF0LnYxLk9wZW5UaHJlYWRSZXNwb25zZRJYCgtDbG9zZVRocmVhZBIjLmtpbmRyZWQuY2hh
+            dC52MS5DbG9zZVRocmVhZFJlcXVlc3QaJC5raW5kcmVkLmNoYXQudjEuQ2xvc2VUaHJlYWRSZXNwb25zZRJYCgtMaXN0VGhy
+            ZWFkcxIjLmtpbmRyZWQuY2hhdC52MS5MaXN0VGhyZWFkc1JlcXVlc3QaJC5raW5kcmVkLmNoYXQudjEuTGlzdFRocmVhZHNS
+            ZXNwb25zZRJtChJHZXRUaHJlYWRTdW1tYXJpZXMSKi5raW5kcmVkLmNoYXQudjEuR2V0VGhyZWFkU3VtbWFyaWVzUmVxdWVz
+            dBorLmtpbmRyZWQuY2hhdC52MS5HZXRUaHJlYWRTdW1tYXJpZXNSZXNwb25zZRJYCgtTZW5kTWVzc2FnZRIjLmtpbmRyZWQu
+            Y2hhdC52MS5TZW5kTWVzc2FnZVJlcXVlc3QaJC5raW5kcmVkLmNoYXQudjEuU2VuZE1lc3NhZ2VSZXNwb25zZRJMCgdIaXN0
+            b3J5Eh8ua2luZHJlZC5jaGF0LnYxLkhpc3RvcnlSZXF1ZXN0GiAua2luZHJlZC5jaGF0LnYxLkhpc3RvcnlSZXNwb25zZRJP
+            CghNYXJrUmVhZBIgLmtpbmRyZWQuY2hhdC52MS5NYXJrUmVhZFJlcXVlc3QaIS5raW5kcmVkLmNoYXQudjEuTWFya1JlYWRS
+            ZXNwb25zZRJeCg1NYXJrRGVsaXZlcmVkEiUua2luZHJlZC5jaGF0LnYxLk1hcmtEZWxpdmVyZWRSZXF1ZXN0GiYua2luZHJl
+            ZC5jaGF0LnYxLk1hcmtEZWxpdmVyZWRSZXNwb25zZRJhCg5HZXRVbnJlYWRDb3VudBImLmtpbmRyZWQuY2hhdC52MS5HZXRV
+            bnJlYWRDb3VudFJlcXVlc3QaJy5raW5kcmVkLmNoYXQudjEuR2V0VW5yZWFkQ291bnRSZXNwb25zZRJUCglTdWJzY3JpYmUS
+            IS5raW5kcmVkLmNoYXQudjEuU3Vic2NyaWJlUmVxdWVzdBoiLmtpbmRyZWQuY2hhdC52MS5TdWJzY3JpYmVSZXNwb25zZTAB
+            ElUKClNlbmRUeXBpbmcSIi5raW5kcmVkLmNoYXQudjEuU2VuZFR5cGluZ1JlcXVlc3QaIy5raW5kcmVkLmNoYXQudjEuU2Vu
+            ZFR5cGluZ1Jlc3BvbnNlElkKD0dldENoYXRTZXR0aW5ncxInLmtpbmRyZWQuY2hhdC52MS5HZXRDaGF0U2V0dGluZ3NSZXF1
+            ZXN0Gh0ua2luZHJlZC5jaGF0LnYxLkNoYXRTZXR0aW5ncxJfChJVcGRhdGVDaGF0U2V0dGluZ3MSKi5raW5kcmVkLmNoYXQu
+            djEuVXBkYXRlQ2hhdFNldHRpbmdzUmVxdWVzdBodLmtpbmRyZWQuY2hhdC52MS5DaGF0U2V0dGluZ3MSWAoLR2V0TWVzc2Fn
+            ZXMSIy5raW5kcmVkLmNoYXQudjEuR2V0TWVzc2FnZXNSZXF1ZXN0GiQua2luZHJlZC5jaGF0LnYxLkdldE1lc3NhZ2VzUmVz
+            cG9uc2USYgoNRGVsaXZlckV2ZW50cxInLmtpbmRyZWQuY29tbW9uLnYxLkRlbGl2ZXJFdmVudHNSZXF1ZXN0Gigua2luZHJl
+            ZC5jb21tb24udjEuRGVsaXZlckV2ZW50c1Jlc3BvbnNlEmcKEEdldFVzZXJGb290cHJpbnQSKC5raW5kcmVkLmNoYXQudjEu
+            R2V0VXNlckZvb3RwcmludFJlcXVlc3QaKS5raW5kcmVkLmNoYXQudjEuR2V0VXNlckZvb3RwcmludFJlc3BvbnNlYgZwcm90
+            bzM=
             """
         ),
         ProtoFileDescriptor(
@@ -3135,6 +3139,10 @@ public enum ProtoRegistry {
                 "kindred.match.v1.ListReportsResponse",
                 "kindred.match.v1.ListReportsResponse.reports",
                 "kindred.match.v1.ListReportsResponse.next_page_token",
+                "kindred.match.v1.GetReportRequest",
+                "kindred.match.v1.GetReportRequest.report_id",
+                "kindred.match.v1.GetReportResponse",
+                "kindred.match.v1.GetReportResponse.report",
                 "kindred.match.v1.ResolveReportRequest",
                 "kindred.match.v1.ResolveReportRequest.report_id",
                 "kindred.match.v1.ResolveReportRequest.resolution",
@@ -3161,10 +3169,12 @@ public enum ProtoRegistry {
             ChByZXBvcnRlZF91c2VyX2lkGAIgASgJUg5yZXBvcnRlZFVzZXJJZBIhCgxjb21tdW5pdHlfaWQYAyABKAlSC2NvbW11bml0
             eUlkEhsKCXBhZ2Vfc2l6ZRgEIAEoBVIIcGFnZVNpemUSHQoKcGFnZV90b2tlbhgFIAEoCVIJcGFnZVRva2VuInEKE0xpc3RS
             ZXBvcnRzUmVzcG9uc2USMgoHcmVwb3J0cxgBIAMoCzIYLmtpbmRyZWQubWF0Y2gudjEuUmVwb3J0UgdyZXBvcnRzEiYKD25l
-            eHRfcGFnZV90b2tlbhgCIAEoCVINbmV4dFBhZ2VUb2tlbiKLAQoUUmVzb2x2ZVJlcG9ydFJlcXVlc3QSGwoJcmVwb3J0X2lk
-            GAEgASgJUghyZXBvcnRJZBJCCgpyZXNvbHV0aW9uGAIgASgOMiIua2luZHJlZC5tYXRjaC52MS5SZXBvcnRSZXNvbHV0aW9u
-            UgpyZXNvbHV0aW9uEhIKBG5vdGUYAyABKAlSBG5vdGUiSQoVUmVzb2x2ZVJlcG9ydFJlc3BvbnNlEjAKBnJlcG9ydBgBIAEo
-            CzIYLmtpbmRyZWQubWF0Y2gudjEuUmVwb3J0UgZyZXBvcnRiBnByb3RvMw==
+            eHRfcGFnZV90b2tlbhgCIAEoCVINbmV4dFBhZ2VUb2tlbiIvChBHZXRSZXBvcnRSZXF1ZXN0EhsKCXJlcG9ydF9pZBgBIAEo
+            CVIIcmVwb3J0SWQiRQoRR2V0UmVwb3J0UmVzcG9uc2USMAoGcmVwb3J0GAEgASgLMhgua2luZHJlZC5tYXRjaC52MS5SZXBv
+            cnRSBnJlcG9ydCKLAQoUUmVzb2x2ZVJlcG9ydFJlcXVlc3QSGwoJcmVwb3J0X2lkGAEgASgJUghyZXBvcnRJZBJCCgpyZXNv
+            bHV0aW9uGAIgASgOMiIua2luZHJlZC5tYXRjaC52MS5SZXBvcnRSZXNvbHV0aW9uUgpyZXNvbHV0aW9uEhIKBG5vdGUYAyAB
+            KAlSBG5vdGUiSQoVUmVzb2x2ZVJlcG9ydFJlc3BvbnNlEjAKBnJlcG9ydBgBIAEoCzIYLmtpbmRyZWQubWF0Y2gudjEuUmVw
+            b3J0UgZyZXBvcnRiBnByb3RvMw==
             """
         ),
         ProtoFileDescriptor(
@@ -3246,6 +3256,7 @@ public enum ProtoRegistry {
                 "kindred.match.v1.MatchService.FilterUnseen",
                 "kindred.match.v1.MatchService.GetRelations",
                 "kindred.match.v1.MatchService.ListReports",
+                "kindred.match.v1.MatchService.GetReport",
                 "kindred.match.v1.MatchService.ResolveReport",
                 "kindred.match.v1.MatchService.DeliverEvents",
                 "kindred.match.v1.MatchService.GetUserFootprint",
@@ -3279,7 +3290,7 @@ public enum ProtoRegistry {
             KAlSBnVzZXJJZCJQChhHZXRVc2VyRm9vdHByaW50UmVzcG9uc2USNAoGY291bnRzGAEgAygLMhwua2luZHJlZC5jb21tb24u
             djEuRGF0YUNvdW50UgZjb3VudHMqgQEKDFN3aXBlT3V0Y29tZRIdChlTV0lQRV9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGgoW
             U1dJUEVfT1VUQ09NRV9SRUNPUkRFRBABEhkKFVNXSVBFX09VVENPTUVfTUFUQ0hFRBACEhsKF1NXSVBFX09VVENPTUVfQ09O
-            TkVDVEVEEAMy0AoKDE1hdGNoU2VydmljZRJICgVTd2lwZRIeLmtpbmRyZWQubWF0Y2gudjEuU3dpcGVSZXF1ZXN0Gh8ua2lu
+            TkVDVEVEEAMypgsKDE1hdGNoU2VydmljZRJICgVTd2lwZRIeLmtpbmRyZWQubWF0Y2gudjEuU3dpcGVSZXF1ZXN0Gh8ua2lu
             ZHJlZC5tYXRjaC52MS5Td2lwZVJlc3BvbnNlEkUKBFVuZG8SHS5raW5kcmVkLm1hdGNoLnYxLlVuZG9SZXF1ZXN0Gh4ua2lu
             ZHJlZC5tYXRjaC52MS5VbmRvUmVzcG9uc2USWgoLTGlzdE1hdGNoZXMSJC5raW5kcmVkLm1hdGNoLnYxLkxpc3RNYXRjaGVz
             UmVxdWVzdBolLmtpbmRyZWQubWF0Y2gudjEuTGlzdE1hdGNoZXNSZXNwb25zZRJOCgdVbm1hdGNoEiAua2luZHJlZC5tYXRj
@@ -3293,12 +3304,13 @@ public enum ProtoRegistry {
             ZXJVbnNlZW4SJS5raW5kcmVkLm1hdGNoLnYxLkZpbHRlclVuc2VlblJlcXVlc3QaJi5raW5kcmVkLm1hdGNoLnYxLkZpbHRl
             clVuc2VlblJlc3BvbnNlEl0KDEdldFJlbGF0aW9ucxIlLmtpbmRyZWQubWF0Y2gudjEuR2V0UmVsYXRpb25zUmVxdWVzdBom
             LmtpbmRyZWQubWF0Y2gudjEuR2V0UmVsYXRpb25zUmVzcG9uc2USWgoLTGlzdFJlcG9ydHMSJC5raW5kcmVkLm1hdGNoLnYx
-            Lkxpc3RSZXBvcnRzUmVxdWVzdBolLmtpbmRyZWQubWF0Y2gudjEuTGlzdFJlcG9ydHNSZXNwb25zZRJgCg1SZXNvbHZlUmVw
-            b3J0EiYua2luZHJlZC5tYXRjaC52MS5SZXNvbHZlUmVwb3J0UmVxdWVzdBonLmtpbmRyZWQubWF0Y2gudjEuUmVzb2x2ZVJl
-            cG9ydFJlc3BvbnNlEmIKDURlbGl2ZXJFdmVudHMSJy5raW5kcmVkLmNvbW1vbi52MS5EZWxpdmVyRXZlbnRzUmVxdWVzdBoo
-            LmtpbmRyZWQuY29tbW9uLnYxLkRlbGl2ZXJFdmVudHNSZXNwb25zZRJpChBHZXRVc2VyRm9vdHByaW50Eikua2luZHJlZC5t
-            YXRjaC52MS5HZXRVc2VyRm9vdHByaW50UmVxdWVzdBoqLmtpbmRyZWQubWF0Y2gudjEuR2V0VXNlckZvb3RwcmludFJlc3Bv
-            bnNlYgZwcm90bzM=
+            Lkxpc3RSZXBvcnRzUmVxdWVzdBolLmtpbmRyZWQubWF0Y2gudjEuTGlzdFJlcG9ydHNSZXNwb25zZRJUCglHZXRSZXBvcnQS
+            Ii5raW5kcmVkLm1hdGNoLnYxLkdldFJlcG9ydFJlcXVlc3QaIy5raW5kcmVkLm1hdGNoLnYxLkdldFJlcG9ydFJlc3BvbnNl
+            EmAKDVJlc29sdmVSZXBvcnQSJi5raW5kcmVkLm1hdGNoLnYxLlJlc29sdmVSZXBvcnRSZXF1ZXN0Gicua2luZHJlZC5tYXRj
+            aC52MS5SZXNvbHZlUmVwb3J0UmVzcG9uc2USYgoNRGVsaXZlckV2ZW50cxInLmtpbmRyZWQuY29tbW9uLnYxLkRlbGl2ZXJF
+            dmVudHNSZXF1ZXN0Gigua2luZHJlZC5jb21tb24udjEuRGVsaXZlckV2ZW50c1Jlc3BvbnNlEmkKEEdldFVzZXJGb290cHJp
+            bnQSKS5raW5kcmVkLm1hdGNoLnYxLkdldFVzZXJGb290cHJpbnRSZXF1ZXN0Gioua2luZHJlZC5tYXRjaC52MS5HZXRVc2Vy
+            Rm9vdHByaW50UmVzcG9uc2ViBnByb3RvMw==
             """
         ),
         ProtoFileDescriptor(

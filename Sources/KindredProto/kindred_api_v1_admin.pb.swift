@@ -1071,8 +1071,9 @@ extension Kindred.Api.V1 {
                     kind: .unary
                 )
 
-            /// Returns a report's evidence: the reported messages and the reported member's card.
-            /// Admin. NOT_FOUND.
+            /// Returns a report's evidence: the reported messages of the thread between reporter and
+            /// reported member (never the reported member's other conversations) and the reported
+            /// member's profile. Admin. NOT_FOUND. INVALID_ARGUMENT: not a report id.
             public static let getReportEvidence =
                 ProtoMethod<Kindred.Api.V1.GetReportEvidenceRequest, Kindred.Api.V1.GetReportEvidenceResponse>(
                     service: "kindred.api.v1.AdminService",
@@ -1081,8 +1082,10 @@ extension Kindred.Api.V1 {
                 )
 
             /// Records a decision on a report and applies it: ACCOUNT_DEACTIVATED also deactivates the
-            /// account, CONTENT_REMOVED deletes the listed photos. Admin. Idempotent for the same
-            /// decision. FAILED_PRECONDITION: resolved differently before. NOT_FOUND.
+            /// account, CONTENT_REMOVED deletes the listed photos (those of the reported member; others
+            /// are left alone) before the decision is recorded. Admin. Idempotent for the same decision.
+            /// FAILED_PRECONDITION: resolved differently before. NOT_FOUND. INVALID_ARGUMENT:
+            /// remove_photo_ids with another resolution, or more than 9.
             public static let resolveReport =
                 ProtoMethod<Kindred.Api.V1.ResolveReportRequest, Kindred.Api.V1.ResolveReportResponse>(
                     service: "kindred.api.v1.AdminService",

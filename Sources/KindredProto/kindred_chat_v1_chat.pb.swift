@@ -603,6 +603,11 @@ extension Kindred.Chat.V1 {
         /// Message ids, 1..50.
         public var messageIds: [Swift.String] = []
 
+        /// Empty, or exactly two user ids: then only messages of threads between these two users are
+        /// returned (report evidence: what the reporter could have seen of the reported member, never
+        /// the reported member's conversations with others). INVALID_ARGUMENT otherwise.
+        public var betweenUserIds: [Swift.String] = []
+
         public init() {}
 
         public static var protoMessageName: Swift.String { "kindred.chat.v1.GetMessagesRequest" }
@@ -610,10 +615,12 @@ extension Kindred.Chat.V1 {
 
         public func encode(to encoder: inout ProtoEncoder) {
             encoder.setRepeatedString(1, self.messageIds)
+            encoder.setRepeatedString(2, self.betweenUserIds)
         }
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
             self.messageIds = try decoder.repeatedString(1)
+            self.betweenUserIds = try decoder.repeatedString(2)
         }
     }
 }
@@ -852,7 +859,8 @@ extension Kindred.Chat.V1 {
                     kind: .unary
                 )
 
-            /// Admin: reads messages by id (report evidence). ROLE_ADMIN. Unknown ids are omitted.
+            /// Admin: reads messages by id (report evidence), optionally only those between two users.
+            /// ROLE_ADMIN. Unknown ids, and with between_user_ids other threads' messages, are omitted.
             public static let getMessages =
                 ProtoMethod<Kindred.Chat.V1.GetMessagesRequest, Kindred.Chat.V1.GetMessagesResponse>(
                     service: "kindred.chat.v1.ChatService",

@@ -605,6 +605,15 @@ extension Kindred.Match.V1 {
                     kind: .unary
                 )
 
+            /// Admin: one report by id (the gateway's GetReportEvidence reads it, then the messages and the
+            /// profile it names). ROLE_ADMIN. INVALID_ARGUMENT: not a report id. NOT_FOUND: unknown report.
+            public static let getReport =
+                ProtoMethod<Kindred.Match.V1.GetReportRequest, Kindred.Match.V1.GetReportResponse>(
+                    service: "kindred.match.v1.MatchService",
+                    name: "GetReport",
+                    kind: .unary
+                )
+
             /// Admin: records the decision on a report. ROLE_ADMIN. Idempotent for the same resolution.
             /// NOT_FOUND: unknown report. FAILED_PRECONDITION: already resolved differently.
             public static let resolveReport =
@@ -648,6 +657,7 @@ extension Kindred.Match.V1 {
                 Method.filterUnseen.descriptor,
                 Method.getRelations.descriptor,
                 Method.listReports.descriptor,
+                Method.getReport.descriptor,
                 Method.resolveReport.descriptor,
                 Method.deliverEvents.descriptor,
                 Method.getUserFootprint.descriptor,

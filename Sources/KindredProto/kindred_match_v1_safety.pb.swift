@@ -302,6 +302,48 @@ extension Kindred.Match.V1 {
 }
 
 extension Kindred.Match.V1 {
+    /// Admin: read one report.
+    public struct GetReportRequest: ProtoMessage {
+        /// The report id.
+        public var reportId: Swift.String = ""
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.match.v1.GetReportRequest" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.match.v1.GetReportRequest")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setString(1, self.reportId)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.reportId = try decoder.string(1)
+        }
+    }
+}
+
+extension Kindred.Match.V1 {
+    /// The report.
+    public struct GetReportResponse: ProtoMessage {
+        /// The report as it stands.
+        public var report: Kindred.Match.V1.Report? = nil
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.match.v1.GetReportResponse" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.match.v1.GetReportResponse")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setMessage(1, self.report)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.report = try decoder.message(1, as: Kindred.Match.V1.Report.self)
+        }
+    }
+}
+
+extension Kindred.Match.V1 {
     /// Admin: resolve a report.
     public struct ResolveReportRequest: ProtoMessage {
         /// The report id.

@@ -16,6 +16,7 @@ import hashlib
 import io
 import os
 import signal
+import subprocess
 import time
 import uuid
 
@@ -23,7 +24,7 @@ import grpc
 import pytest
 from PIL import Image
 
-from cluster_harness import Cluster, assert_clean_stop
+from cluster_harness import Cluster, assert_clean_stop, bin_dir
 from test_chat import Subscription
 from test_cluster import PASSWORD, TIMEOUT, bearer, sign_up_and_verify, unique
 from test_profile import fields
@@ -468,3 +469,72 @@ def test_a_deleted_account_leaves_no_trace_in_any_service(cluster, api, admin, d
     assert liker_ids(api, again) == set()
     # Only auth's rows of the new account (its account, session, mails): nothing carried over from before.
     assert {kind.split(".")[0] for kind in nonzero(footprint(api, admin, again.id))} == {"auth"}
+
+
+# ---- moderation ----
+
+def kindred(cluster, config_dir, *args, stdin=""):
+    env = dict(os.environ, KINDRED_GATEWAY=cluster.gateway, KINDRED_COMMUNITY=COMMUNITY,
+               KINDRED_CONFIG_DIR=str(config_dir))
+    return subprocess.run([str(bin_dir() / "kindred"), *args], env=env, input=stdin, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_an_admin_reads_report_evidence_and_removes_only_the_reported_members_photos(cluster, api, admin,
+                                                                                      tmp_path):
+    """GetReportEvidence gives the report, the messages it names of the thread between reporter and reported member
+    (the reported member's messages to someone else stay private even when the report names them) and the reported
+    member's profile; ResolveReport(CONTENT_REMOVED) deletes the named photos that are the reported member's, and
+    only then records the decision. Members of the public get PERMISSION_DENIED."""
+    rita = Member(cluster, api, "Rita", 43.2965, 5.3698)  # Marseille: away from the Paris members' decks
+    rex = Member(cluster, api, "Rex", 43.3000, 5.3750)
+    sue = Member(cluster, api, "Sue", 43.2900, 5.3600)
+    offending, kept = upload(api, rex, photo(7)).photo.photo_id, upload(api, rex, photo(8)).photo.photo_id
+    sues = upload(api, sue, photo(9)).photo.photo_id
+    with_rita, with_sue = follow(api, rita, rex).match.match_id, follow(api, sue, rex).match.match_id
+    eventually(lambda: {rita.id, sue.id} <= thread_partner_ids(api, rex), "both threads are open")
+    to_rita = send(api, rex, with_rita, "you will regret this").message.message_id
+    to_sue = send(api, rex, with_sue, "a private word to Sue").message.message_id
+    report = api.matches.ReportUser(match_pb2.ReportUserRequest(
+        target_user_id=rex.id, reason=common_pb2.REPORT_REASON_HARASSMENT, details="threats",
+        message_ids=[to_rita, to_sue, "not-a-message-id"], photo_ids=[offending], idempotency_key="evidence-1"),
+        metadata=rita.auth, timeout=TIMEOUT).report_id
+
+    evidence = api.admin.GetReportEvidence(admin_pb2.GetReportEvidenceRequest(report_id=report), metadata=admin.auth,
+                                           timeout=TIMEOUT)
+    assert evidence.report.report_id == report and evidence.report.reported_user_id == rex.id
+    assert [m.body for m in evidence.messages] == ["you will regret this"], "only the thread Rita was part of"
+    assert evidence.reported_profile.user_id == rex.id
+    assert {p.photo_id for p in evidence.reported_profile.photos} == {offending, kept}
+    for caller in (rita, rex):
+        assert code_of(lambda: api.admin.GetReportEvidence(admin_pb2.GetReportEvidenceRequest(report_id=report),
+                                                           metadata=caller.auth, timeout=TIMEOUT)) \
+            == grpc.StatusCode.PERMISSION_DENIED
+    assert code_of(lambda: api.admin.GetReportEvidence(admin_pb2.GetReportEvidenceRequest(
+        report_id=str(uuid.uuid4())), metadata=admin.auth, timeout=TIMEOUT)) == grpc.StatusCode.NOT_FOUND
+
+    # The same through the CLI.
+    assert kindred(cluster, tmp_path, "signin", admin.email, stdin=PASSWORD + "\n").returncode == 0
+    shown = kindred(cluster, tmp_path, "admin", "reports", "show", report)
+    assert shown.returncode == 0, shown.stderr
+    assert "you will regret this" in shown.stdout and "Sue" not in shown.stdout and offending in shown.stdout
+
+    def resolve(resolution, photo_ids):
+        return api.admin.ResolveReport(admin_pb2.ResolveReportRequest(
+            report_id=report, resolution=resolution, note="threats", remove_photo_ids=photo_ids),
+            metadata=admin.auth, timeout=TIMEOUT)
+
+    # Photos go with CONTENT_REMOVED only; nothing happens otherwise.
+    assert code_of(lambda: resolve(admin_pb2.REPORT_RESOLUTION_WARNING_SENT, [offending])) \
+        == grpc.StatusCode.INVALID_ARGUMENT
+    # Sue's photo is named too: it is not the reported member's, so it stays.
+    resolved = resolve(admin_pb2.REPORT_RESOLUTION_CONTENT_REMOVED, [offending, sues])
+    assert resolved.report.status == admin_pb2.REPORT_STATUS_RESOLVED
+    own = api.profiles.GetMyProfile(profile_pb2.GetMyProfileRequest(), metadata=rex.auth, timeout=TIMEOUT)
+    assert [p.photo_id for p in own.profile.photos] == [kept]
+    own = api.profiles.GetMyProfile(profile_pb2.GetMyProfileRequest(), metadata=sue.auth, timeout=TIMEOUT)
+    assert [p.photo_id for p in own.profile.photos] == [sues]
+    # A retry of the same decision is idempotent; another decision is refused before any photo is touched.
+    assert resolve(admin_pb2.REPORT_RESOLUTION_CONTENT_REMOVED, [offending]).report.status \
+        == admin_pb2.REPORT_STATUS_RESOLVED
+    assert code_of(lambda: resolve(admin_pb2.REPORT_RESOLUTION_NO_ACTION, [])) == grpc.StatusCode.FAILED_PRECONDITION

@@ -213,4 +213,36 @@ struct MessageTests {
             #expect(try await chat.history(bob, thread).messages.count == 1)
         }
     }
+
+    /// Report evidence: an admin reads messages by id; with `between_user_ids` only the two users' own thread's
+    /// messages come back (never the reported member's conversations with others); everyone else is refused.
+    @Test func adminsReadEvidenceOnlyBetweenTheTwoUsersWhenAsked() async throws {
+        try await ChatHarness.with { chat in
+            let (alice, bob, carol) = (try await chat.user("alice"), try await chat.user("bob"), try await chat.user("carol"))
+            let admin = try await chat.user("admin", admin: true)
+            let withAlice = try await chat.thread(alice, bob)
+            let withCarol = try await chat.thread(bob, carol)
+            let toAlice = try #require(try await chat.send(bob, withAlice, "to alice").message)
+            let toCarol = try #require(try await chat.send(bob, withCarol, "to carol").message)
+            let ids = [toCarol.messageId, toAlice.messageId, try UUIDv7.generate()]
+            let all = try await chat.client.unary(
+                ChatMethod.getMessages, .with { $0.messageIds = ids }, metadata: admin.metadata)
+            #expect(all.messages.map(\.body) == ["to carol", "to alice"], "request order, unknown ids omitted")
+            for pair in [[alice.id, bob.id], [bob.id.uppercased(), alice.id]] {
+                let between = try await chat.client.unary(
+                    ChatMethod.getMessages, .with { $0.messageIds = ids; $0.betweenUserIds = pair }, metadata: admin.metadata)
+                #expect(between.messages.map(\.body) == ["to alice"])
+            }
+            await expectRPCError(.invalidArgument) {
+                _ = try await chat.client.unary(
+                    ChatMethod.getMessages, .with { $0.messageIds = ids; $0.betweenUserIds = [alice.id] },
+                    metadata: admin.metadata)
+            }
+            await expectRPCError(.permissionDenied) {
+                _ = try await chat.client.unary(
+                    ChatMethod.getMessages, .with { $0.messageIds = ids; $0.betweenUserIds = [alice.id, bob.id] },
+                    metadata: alice.metadata)
+            }
+        }
+    }
 }

@@ -153,6 +153,15 @@ import Testing
             let listed = try await h.call(M.listReports, .with { $0.status = .open }, token: adminToken)
             #expect(listed.reports.map(\.reportId) == [report.reportId])
             #expect(listed.reports.first?.messageIds == ["msg-1"] && listed.reports.first?.reporterUserId == m[0].id)
+            let read = try await h.call(M.getReport, .with { $0.reportId = report.reportId.uppercased() }, token: adminToken)
+            #expect(read.report == listed.reports.first, "GetReport answers the row ListReports lists")
+            #expect(await h.code(M.getReport, .with { $0.reportId = report.reportId }, token: m[0].token)
+                == .permissionDenied, "the reporter is no admin")
+            #expect(await h.code(M.getReport, .with { $0.reportId = report.reportId }, token: m[1].token)
+                == .permissionDenied, "nor is the reported member")
+            #expect(await h.code(M.getReport, .with { $0.reportId = "r1" }, token: adminToken) == .invalidArgument)
+            #expect(await h.code(M.getReport, .with { $0.reportId = try! UUIDv7.generate() }, token: adminToken)
+                == .notFound)
             let resolved = try await h.call(M.resolveReport, .with {
                 $0.reportId = report.reportId
                 $0.resolution = .warningSent
@@ -193,6 +202,8 @@ import Testing
             #expect(await h.code(M.getUserFootprint, .with { $0.userId = m[0].id }, token: intruder.token)
                 == .permissionDenied)
             #expect(await h.code(M.listReports, .init(), token: intruder.token) == .permissionDenied)
+            #expect(await h.code(M.getReport, .with { $0.reportId = try! UUIDv7.generate() }, token: intruder.token)
+                == .permissionDenied)
             #expect(await h.code(M.resolveReport, .with { $0.reportId = try! UUIDv7.generate(); $0.resolution = .noAction },
                                  token: intruder.token) == .permissionDenied)
             #expect(await h.code(M.deliverEvents, .init(), token: intruder.token) == .permissionDenied)

@@ -98,13 +98,14 @@ struct ChatHarness {
     // MARK: Users and events
 
     /// An active account written into auth's database and signed in through auth.
-    func user(_ prefix: String = "u") async throws -> User {
+    func user(_ prefix: String = "u", admin: Bool = false) async throws -> User {
         let name = prefix + "_" + UUID().uuidString.prefix(10).lowercased().replacingOccurrences(of: "-", with: "")
         let hash = try await self.auth.hasher.hash("correct horse battery")
         let id = try await self.auth.database.query(
             """
-            INSERT INTO accounts (id, community_id, email, email_verified, username, password_hash, status)
-            VALUES (gen_random_uuid(), \(self.community), \(name + "@example.com"), true, \(name), \(hash), 'active')
+            INSERT INTO accounts (id, community_id, email, email_verified, username, password_hash, status, roles)
+            VALUES (gen_random_uuid(), \(self.community), \(name + "@example.com"), true, \(name), \(hash), 'active',
+                    \(admin ? ["user", "admin"] : ["user"]))
             RETURNING id::text
             """
         ).scalar(String.self)

@@ -2392,7 +2392,7 @@ const ProtobufCMessageDescriptor kindred__chat__v1__subscribe_response__descript
   (ProtobufCMessageInit) kindred__chat__v1__subscribe_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__chat__v1__get_messages_request__field_descriptors[1] =
+static const ProtobufCFieldDescriptor kindred__chat__v1__get_messages_request__field_descriptors[2] =
 {
   {
     "message_ids",
@@ -2406,14 +2406,27 @@ static const ProtobufCFieldDescriptor kindred__chat__v1__get_messages_request__f
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "between_user_ids",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Kindred__Chat__V1__GetMessagesRequest, n_between_user_ids),
+    offsetof(Kindred__Chat__V1__GetMessagesRequest, between_user_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__chat__v1__get_messages_request__field_indices_by_name[] = {
+  1,   /* field[1] = between_user_ids */
   0,   /* field[0] = message_ids */
 };
 static const ProtobufCIntRange kindred__chat__v1__get_messages_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor kindred__chat__v1__get_messages_request__descriptor =
 {
@@ -2423,7 +2436,7 @@ const ProtobufCMessageDescriptor kindred__chat__v1__get_messages_request__descri
   "Kindred__Chat__V1__GetMessagesRequest",
   "kindred.chat.v1",
   sizeof(Kindred__Chat__V1__GetMessagesRequest),
-  1,
+  2,
   kindred__chat__v1__get_messages_request__field_descriptors,
   kindred__chat__v1__get_messages_request__field_indices_by_name,
   1,  kindred__chat__v1__get_messages_request__number_ranges,

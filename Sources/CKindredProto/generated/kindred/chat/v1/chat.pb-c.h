@@ -550,10 +550,17 @@ struct  Kindred__Chat__V1__GetMessagesRequest
    */
   size_t n_message_ids;
   char **message_ids;
+  /*
+   * Empty, or exactly two user ids: then only messages of threads between these two users are
+   * returned (report evidence: what the reporter could have seen of the reported member, never
+   * the reported member's conversations with others). INVALID_ARGUMENT otherwise.
+   */
+  size_t n_between_user_ids;
+  char **between_user_ids;
 };
 #define KINDRED__CHAT__V1__GET_MESSAGES_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__chat__v1__get_messages_request__descriptor) \
-    , 0,NULL }
+    , 0,NULL, 0,NULL }
 
 
 /*

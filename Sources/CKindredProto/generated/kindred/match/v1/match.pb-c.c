@@ -1651,7 +1651,7 @@ const ProtobufCEnumDescriptor kindred__match__v1__swipe_outcome__descriptor =
   kindred__match__v1__swipe_outcome__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor kindred__match__v1__match_service__method_descriptors[15] =
+static const ProtobufCMethodDescriptor kindred__match__v1__match_service__method_descriptors[16] =
 {
   { "Swipe", &kindred__match__v1__swipe_request__descriptor, &kindred__match__v1__swipe_response__descriptor },
   { "Undo", &kindred__match__v1__undo_request__descriptor, &kindred__match__v1__undo_response__descriptor },
@@ -1665,22 +1665,24 @@ static const ProtobufCMethodDescriptor kindred__match__v1__match_service__method
   { "FilterUnseen", &kindred__match__v1__filter_unseen_request__descriptor, &kindred__match__v1__filter_unseen_response__descriptor },
   { "GetRelations", &kindred__match__v1__get_relations_request__descriptor, &kindred__match__v1__get_relations_response__descriptor },
   { "ListReports", &kindred__match__v1__list_reports_request__descriptor, &kindred__match__v1__list_reports_response__descriptor },
+  { "GetReport", &kindred__match__v1__get_report_request__descriptor, &kindred__match__v1__get_report_response__descriptor },
   { "ResolveReport", &kindred__match__v1__resolve_report_request__descriptor, &kindred__match__v1__resolve_report_response__descriptor },
   { "DeliverEvents", &kindred__common__v1__deliver_events_request__descriptor, &kindred__common__v1__deliver_events_response__descriptor },
   { "GetUserFootprint", &kindred__match__v1__get_user_footprint_request__descriptor, &kindred__match__v1__get_user_footprint_response__descriptor },
 };
 const unsigned kindred__match__v1__match_service__method_indices_by_name[] = {
   5,        /* Block */
-  13,        /* DeliverEvents */
+  14,        /* DeliverEvents */
   9,        /* FilterUnseen */
   10,        /* GetRelations */
-  14,        /* GetUserFootprint */
+  12,        /* GetReport */
+  15,        /* GetUserFootprint */
   7,        /* ListBlocks */
   4,        /* ListLikesReceived */
   2,        /* ListMatches */
   11,        /* ListReports */
   8,        /* ReportUser */
-  12,        /* ResolveReport */
+  13,        /* ResolveReport */
   0,        /* Swipe */
   6,        /* Unblock */
   1,        /* Undo */
@@ -1693,7 +1695,7 @@ const ProtobufCServiceDescriptor kindred__match__v1__match_service__descriptor =
   "MatchService",
   "Kindred__Match__V1__MatchService",
   "kindred.match.v1",
-  15,
+  16,
   kindred__match__v1__match_service__method_descriptors,
   kindred__match__v1__match_service__method_indices_by_name
 };
@@ -1793,13 +1795,21 @@ void kindred__match__v1__match_service__list_reports(ProtobufCService *service,
   assert(service->descriptor == &kindred__match__v1__match_service__descriptor);
   service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void kindred__match__v1__match_service__get_report(ProtobufCService *service,
+                                                   const Kindred__Match__V1__GetReportRequest *input,
+                                                   Kindred__Match__V1__GetReportResponse_Closure closure,
+                                                   void *closure_data)
+{
+  assert(service->descriptor == &kindred__match__v1__match_service__descriptor);
+  service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void kindred__match__v1__match_service__resolve_report(ProtobufCService *service,
                                                        const Kindred__Match__V1__ResolveReportRequest *input,
                                                        Kindred__Match__V1__ResolveReportResponse_Closure closure,
                                                        void *closure_data)
 {
   assert(service->descriptor == &kindred__match__v1__match_service__descriptor);
-  service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__match__v1__match_service__deliver_events(ProtobufCService *service,
                                                        const Kindred__Common__V1__DeliverEventsRequest *input,
@@ -1807,7 +1817,7 @@ void kindred__match__v1__match_service__deliver_events(ProtobufCService *service
                                                        void *closure_data)
 {
   assert(service->descriptor == &kindred__match__v1__match_service__descriptor);
-  service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__match__v1__match_service__get_user_footprint(ProtobufCService *service,
                                                            const Kindred__Match__V1__GetUserFootprintRequest *input,
@@ -1815,7 +1825,7 @@ void kindred__match__v1__match_service__get_user_footprint(ProtobufCService *ser
                                                            void *closure_data)
 {
   assert(service->descriptor == &kindred__match__v1__match_service__descriptor);
-  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__match__v1__match_service__init (Kindred__Match__V1__MatchService_Service *service,
                                               Kindred__Match__V1__MatchService_ServiceDestroy destroy)

@@ -841,6 +841,10 @@ struct Kindred__Match__V1__MatchService_Service
                        const Kindred__Match__V1__ListReportsRequest *input,
                        Kindred__Match__V1__ListReportsResponse_Closure closure,
                        void *closure_data);
+  void (*get_report)(Kindred__Match__V1__MatchService_Service *service,
+                     const Kindred__Match__V1__GetReportRequest *input,
+                     Kindred__Match__V1__GetReportResponse_Closure closure,
+                     void *closure_data);
   void (*resolve_report)(Kindred__Match__V1__MatchService_Service *service,
                          const Kindred__Match__V1__ResolveReportRequest *input,
                          Kindred__Match__V1__ResolveReportResponse_Closure closure,
@@ -873,6 +877,7 @@ void kindred__match__v1__match_service__init (Kindred__Match__V1__MatchService_S
       function_prefix__ ## filter_unseen,\
       function_prefix__ ## get_relations,\
       function_prefix__ ## list_reports,\
+      function_prefix__ ## get_report,\
       function_prefix__ ## resolve_report,\
       function_prefix__ ## deliver_events,\
       function_prefix__ ## get_user_footprint  }
@@ -924,6 +929,10 @@ void kindred__match__v1__match_service__list_reports(ProtobufCService *service,
                                                      const Kindred__Match__V1__ListReportsRequest *input,
                                                      Kindred__Match__V1__ListReportsResponse_Closure closure,
                                                      void *closure_data);
+void kindred__match__v1__match_service__get_report(ProtobufCService *service,
+                                                   const Kindred__Match__V1__GetReportRequest *input,
+                                                   Kindred__Match__V1__GetReportResponse_Closure closure,
+                                                   void *closure_data);
 void kindred__match__v1__match_service__resolve_report(ProtobufCService *service,
                                                        const Kindred__Match__V1__ResolveReportRequest *input,
                                                        Kindred__Match__V1__ResolveReportResponse_Closure closure,

@@ -502,6 +502,96 @@ void   kindred__match__v1__list_reports_response__free_unpacked
   assert(message->base.descriptor == &kindred__match__v1__list_reports_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   kindred__match__v1__get_report_request__init
+                     (Kindred__Match__V1__GetReportRequest         *message)
+{
+  static const Kindred__Match__V1__GetReportRequest init_value = KINDRED__MATCH__V1__GET_REPORT_REQUEST__INIT;
+  *message = init_value;
+}
+size_t kindred__match__v1__get_report_request__get_packed_size
+                     (const Kindred__Match__V1__GetReportRequest *message)
+{
+  assert(message->base.descriptor == &kindred__match__v1__get_report_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__match__v1__get_report_request__pack
+                     (const Kindred__Match__V1__GetReportRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__match__v1__get_report_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__match__v1__get_report_request__pack_to_buffer
+                     (const Kindred__Match__V1__GetReportRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__match__v1__get_report_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Match__V1__GetReportRequest *
+       kindred__match__v1__get_report_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Match__V1__GetReportRequest *)
+     protobuf_c_message_unpack (&kindred__match__v1__get_report_request__descriptor,
+                                allocator, len, data);
+}
+void   kindred__match__v1__get_report_request__free_unpacked
+                     (Kindred__Match__V1__GetReportRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__match__v1__get_report_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   kindred__match__v1__get_report_response__init
+                     (Kindred__Match__V1__GetReportResponse         *message)
+{
+  static const Kindred__Match__V1__GetReportResponse init_value = KINDRED__MATCH__V1__GET_REPORT_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t kindred__match__v1__get_report_response__get_packed_size
+                     (const Kindred__Match__V1__GetReportResponse *message)
+{
+  assert(message->base.descriptor == &kindred__match__v1__get_report_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__match__v1__get_report_response__pack
+                     (const Kindred__Match__V1__GetReportResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__match__v1__get_report_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__match__v1__get_report_response__pack_to_buffer
+                     (const Kindred__Match__V1__GetReportResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__match__v1__get_report_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Match__V1__GetReportResponse *
+       kindred__match__v1__get_report_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Match__V1__GetReportResponse *)
+     protobuf_c_message_unpack (&kindred__match__v1__get_report_response__descriptor,
+                                allocator, len, data);
+}
+void   kindred__match__v1__get_report_response__free_unpacked
+                     (Kindred__Match__V1__GetReportResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__match__v1__get_report_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   kindred__match__v1__resolve_report_request__init
                      (Kindred__Match__V1__ResolveReportRequest         *message)
 {
@@ -1183,6 +1273,82 @@ const ProtobufCMessageDescriptor kindred__match__v1__list_reports_response__desc
   kindred__match__v1__list_reports_response__field_indices_by_name,
   1,  kindred__match__v1__list_reports_response__number_ranges,
   (ProtobufCMessageInit) kindred__match__v1__list_reports_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kindred__match__v1__get_report_request__field_descriptors[1] =
+{
+  {
+    "report_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Match__V1__GetReportRequest, report_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__match__v1__get_report_request__field_indices_by_name[] = {
+  0,   /* field[0] = report_id */
+};
+static const ProtobufCIntRange kindred__match__v1__get_report_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor kindred__match__v1__get_report_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.match.v1.GetReportRequest",
+  "GetReportRequest",
+  "Kindred__Match__V1__GetReportRequest",
+  "kindred.match.v1",
+  sizeof(Kindred__Match__V1__GetReportRequest),
+  1,
+  kindred__match__v1__get_report_request__field_descriptors,
+  kindred__match__v1__get_report_request__field_indices_by_name,
+  1,  kindred__match__v1__get_report_request__number_ranges,
+  (ProtobufCMessageInit) kindred__match__v1__get_report_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kindred__match__v1__get_report_response__field_descriptors[1] =
+{
+  {
+    "report",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Match__V1__GetReportResponse, report),
+    &kindred__match__v1__report__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__match__v1__get_report_response__field_indices_by_name[] = {
+  0,   /* field[0] = report */
+};
+static const ProtobufCIntRange kindred__match__v1__get_report_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor kindred__match__v1__get_report_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.match.v1.GetReportResponse",
+  "GetReportResponse",
+  "Kindred__Match__V1__GetReportResponse",
+  "kindred.match.v1",
+  sizeof(Kindred__Match__V1__GetReportResponse),
+  1,
+  kindred__match__v1__get_report_response__field_descriptors,
+  kindred__match__v1__get_report_response__field_indices_by_name,
+  1,  kindred__match__v1__get_report_response__number_ranges,
+  (ProtobufCMessageInit) kindred__match__v1__get_report_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor kindred__match__v1__resolve_report_request__field_descriptors[3] =

@@ -28,6 +28,8 @@ typedef struct Kindred__Match__V1__ReportUserRequest Kindred__Match__V1__ReportU
 typedef struct Kindred__Match__V1__ReportUserResponse Kindred__Match__V1__ReportUserResponse;
 typedef struct Kindred__Match__V1__ListReportsRequest Kindred__Match__V1__ListReportsRequest;
 typedef struct Kindred__Match__V1__ListReportsResponse Kindred__Match__V1__ListReportsResponse;
+typedef struct Kindred__Match__V1__GetReportRequest Kindred__Match__V1__GetReportRequest;
+typedef struct Kindred__Match__V1__GetReportResponse Kindred__Match__V1__GetReportResponse;
 typedef struct Kindred__Match__V1__ResolveReportRequest Kindred__Match__V1__ResolveReportRequest;
 typedef struct Kindred__Match__V1__ResolveReportResponse Kindred__Match__V1__ResolveReportResponse;
 
@@ -271,6 +273,38 @@ struct  Kindred__Match__V1__ListReportsResponse
 #define KINDRED__MATCH__V1__LIST_REPORTS_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__match__v1__list_reports_response__descriptor) \
     , 0,NULL, (char *)protobuf_c_empty_string }
+
+
+/*
+ * Admin: read one report.
+ */
+struct  Kindred__Match__V1__GetReportRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The report id.
+   */
+  char *report_id;
+};
+#define KINDRED__MATCH__V1__GET_REPORT_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__match__v1__get_report_request__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+/*
+ * The report.
+ */
+struct  Kindred__Match__V1__GetReportResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The report as it stands.
+   */
+  Kindred__Match__V1__Report *report;
+};
+#define KINDRED__MATCH__V1__GET_REPORT_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__match__v1__get_report_response__descriptor) \
+    , NULL }
 
 
 /*
@@ -522,6 +556,44 @@ Kindred__Match__V1__ListReportsResponse *
 void   kindred__match__v1__list_reports_response__free_unpacked
                      (Kindred__Match__V1__ListReportsResponse *message,
                       ProtobufCAllocator *allocator);
+/* Kindred__Match__V1__GetReportRequest methods */
+void   kindred__match__v1__get_report_request__init
+                     (Kindred__Match__V1__GetReportRequest         *message);
+size_t kindred__match__v1__get_report_request__get_packed_size
+                     (const Kindred__Match__V1__GetReportRequest   *message);
+size_t kindred__match__v1__get_report_request__pack
+                     (const Kindred__Match__V1__GetReportRequest   *message,
+                      uint8_t             *out);
+size_t kindred__match__v1__get_report_request__pack_to_buffer
+                     (const Kindred__Match__V1__GetReportRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Match__V1__GetReportRequest *
+       kindred__match__v1__get_report_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__match__v1__get_report_request__free_unpacked
+                     (Kindred__Match__V1__GetReportRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Kindred__Match__V1__GetReportResponse methods */
+void   kindred__match__v1__get_report_response__init
+                     (Kindred__Match__V1__GetReportResponse         *message);
+size_t kindred__match__v1__get_report_response__get_packed_size
+                     (const Kindred__Match__V1__GetReportResponse   *message);
+size_t kindred__match__v1__get_report_response__pack
+                     (const Kindred__Match__V1__GetReportResponse   *message,
+                      uint8_t             *out);
+size_t kindred__match__v1__get_report_response__pack_to_buffer
+                     (const Kindred__Match__V1__GetReportResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Match__V1__GetReportResponse *
+       kindred__match__v1__get_report_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__match__v1__get_report_response__free_unpacked
+                     (Kindred__Match__V1__GetReportResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Kindred__Match__V1__ResolveReportRequest methods */
 void   kindred__match__v1__resolve_report_request__init
                      (Kindred__Match__V1__ResolveReportRequest         *message);
@@ -595,6 +667,12 @@ typedef void (*Kindred__Match__V1__ListReportsRequest_Closure)
 typedef void (*Kindred__Match__V1__ListReportsResponse_Closure)
                  (const Kindred__Match__V1__ListReportsResponse *message,
                   void *closure_data);
+typedef void (*Kindred__Match__V1__GetReportRequest_Closure)
+                 (const Kindred__Match__V1__GetReportRequest *message,
+                  void *closure_data);
+typedef void (*Kindred__Match__V1__GetReportResponse_Closure)
+                 (const Kindred__Match__V1__GetReportResponse *message,
+                  void *closure_data);
 typedef void (*Kindred__Match__V1__ResolveReportRequest_Closure)
                  (const Kindred__Match__V1__ResolveReportRequest *message,
                   void *closure_data);
@@ -618,6 +696,8 @@ extern const ProtobufCMessageDescriptor kindred__match__v1__report_user_request_
 extern const ProtobufCMessageDescriptor kindred__match__v1__report_user_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__match__v1__list_reports_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__match__v1__list_reports_response__descriptor;
+extern const ProtobufCMessageDescriptor kindred__match__v1__get_report_request__descriptor;
+extern const ProtobufCMessageDescriptor kindred__match__v1__get_report_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__match__v1__resolve_report_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__match__v1__resolve_report_response__descriptor;
 
