@@ -11,7 +11,8 @@ extension ProfileService {
     /// - AccountDeleted: erase the profile, attributes, location, photos (rows, and their bytes in whichever store
     ///   after the commit), account state and blocks; auth's also erases the user's events from profile's outbox
     ///   and re-announces the deletion to profile's consumers (``Outbox/eraseUser(_:community:in:)``).
-    /// - UserBlocked / UserUnblocked: the `blocks` table the BlockOracle answers from.
+    /// - UserBlocked / UserUnblocked, MatchCreated / MatchEnded: the `blocks` and `matched_pairs` tables card
+    ///   visibility asks (`RelationTables`).
     func deliverEvents(_ request: Kindred.Common.V1.DeliverEventsRequest, _ context: ServerContext) async throws
         -> Kindred.Common.V1.DeliverEventsResponse
     {
@@ -38,6 +39,10 @@ extension ProfileService {
             case .userUnblocked(let block)? where producer == "match":
                 try await self.profiles.setBlocked(
                     blocker: event.userId, blocked: block.unblockedUserId, false, in: transaction)
+            case .matchCreated(let match)? where producer == "match":
+                try await self.profiles.recordMatch(match.matchId, match.userIds, in: transaction)
+            case .matchEnded(let match)? where producer == "match":
+                try await self.profiles.endMatch(match.matchId, match.userIds, in: transaction)
             default:
                 break  // not for profile: acknowledged all the same
             }

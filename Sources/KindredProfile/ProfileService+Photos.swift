@@ -230,8 +230,9 @@ extension ProfileService {
         guard let target = records[owner] else { return false }
         guard let community = tokenCommunity ?? records[viewer]?.communityID else { return false }
         let settings = try await self.settings(of: target.communityID)
-        let blocked = try await self.blocks.blocked(between: viewer, and: [owner])
-        return ProfileViews.isVisible(target, settings: settings, viewer: viewer, viewerCommunity: community, blocked: blocked)
+        let relations = try await self.relations.relations(between: viewer, and: [owner])
+        return ProfileViews.isVisible(
+            target, settings: settings, viewer: viewer, viewerCommunity: community, relations: relations)
     }
 
     /// DeletePhoto: the owner, or an admin (moderation). Deleting a photo that no longer exists is OK (idempotent);

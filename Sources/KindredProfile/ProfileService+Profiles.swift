@@ -70,7 +70,7 @@ extension ProfileService {
         let viewerRecord = records.removeValue(forKey: viewer)
         if let viewerRecord { records[viewer] = viewerRecord }
         viewerCommunity = viewerCommunity ?? viewerRecord?.communityID
-        let blocked = try await self.blocks.blocked(between: viewer, and: request.userIds)
+        let relations = try await self.relations.relations(between: viewer, and: request.userIds)
         var settingsCache: [String: Kindred.Common.V1.CommunitySettings] = [:]
         let today = ProfileRules.today()
         var response = V1.GetProfilesResponse()
@@ -85,7 +85,7 @@ extension ProfileService {
             let settings = settingsCache[record.communityID]!
             guard
                 ProfileViews.isVisible(
-                    record, settings: settings, viewer: viewer, viewerCommunity: community, blocked: blocked)
+                    record, settings: settings, viewer: viewer, viewerCommunity: community, relations: relations)
             else {
                 response.missingUserIds.append(id)
                 continue

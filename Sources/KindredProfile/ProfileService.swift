@@ -16,7 +16,7 @@ public final class ProfileService: GRPCService, Sendable {
     let callers: Callers
     let access: ServiceAccess
     let inbox: EventInbox
-    let blocks: any BlockOracle
+    let relations: any RelationOracle
     let blobs: any PhotoBlobStorage
     let photoWorkers: PhotoWorkers
     let uploadLimiter: TokenBucketLimiter
@@ -45,7 +45,7 @@ public final class ProfileService: GRPCService, Sendable {
         self.callers = callers
         self.access = ServiceAccess(authenticator: callers.authenticator)
         self.inbox = EventInbox(database: database, logger: logger)
-        self.blocks = BlockTable(database: database)
+        self.relations = RelationTables(database: database)
         self.blobs = blobs
         self.photoWorkers = photoWorkers
         self.uploadLimiter = TokenBucketLimiter(

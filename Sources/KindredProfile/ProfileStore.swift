@@ -19,7 +19,7 @@ struct ProfileRecord: Sendable, Hashable {
 }
 
 /// The SQL of the `profiles` aggregate: tables `profiles`, `attribute_values`, `locations`,
-/// `deactivated_accounts` and `blocks` (services/profile/migrations). Reads that need no lock take the client;
+/// `deactivated_accounts`, `blocks` and `matched_pairs` (services/profile/migrations). Reads that need no lock take the client;
 /// writes take the caller's transaction.
 struct ProfileStore: Sendable {
     static let columns = """
@@ -164,14 +164,47 @@ struct ProfileStore: Sendable {
         }
     }
 
-    /// The ids among `others` that `viewer` blocked or that blocked `viewer`.
-    func blocked(between viewer: String, and others: [String], in database: PostgresClient) async throws -> Set<String> {
+    /// Which of `others` `viewer` blocked or was blocked by, and which are matched with `viewer` (one round trip).
+    func relations(between viewer: String, and others: [String], in database: PostgresClient) async throws
+        -> PairRelations
+    {
         let rows = try await database.query(
             """
-            SELECT blocked_id FROM blocks WHERE blocker_id = \(viewer) AND blocked_id = ANY(\(others))
-            UNION SELECT blocker_id FROM blocks WHERE blocked_id = \(viewer) AND blocker_id = ANY(\(others))
+            SELECT blocked_id, false FROM blocks WHERE blocker_id = \(viewer) AND blocked_id = ANY(\(others))
+            UNION ALL SELECT blocker_id, false FROM blocks WHERE blocked_id = \(viewer) AND blocker_id = ANY(\(others))
+            UNION ALL SELECT user_b, true FROM matched_pairs
+                WHERE user_a = \(viewer) AND user_b = ANY(\(others)) AND NOT ended
+            UNION ALL SELECT user_a, true FROM matched_pairs
+                WHERE user_b = \(viewer) AND user_a = ANY(\(others)) AND NOT ended
             """)
-        return Set(try rows.map { try $0.decode(String.self, at: 0) })
+        var relations = PairRelations()
+        for row in rows {
+            let (other, matched) = try row.decode((String, Bool).self)
+            if matched { relations.matched.insert(other) } else { relations.blocked.insert(other) }
+        }
+        return relations
+    }
+
+    /// A match between two members began (MatchCreated); nothing changes if it is known, ended included.
+    func recordMatch(_ matchID: String, _ users: [String], in transaction: PostgresTransaction) async throws {
+        guard users.count == 2, users[0] != users[1] else { return }
+        let (a, b) = users[0] < users[1] ? (users[0], users[1]) : (users[1], users[0])
+        try await transaction.execute(
+            """
+            INSERT INTO matched_pairs (match_id, user_a, user_b) VALUES (\(matchID), \(a), \(b))
+            ON CONFLICT (match_id) DO NOTHING
+            """)
+    }
+
+    /// A match ended (MatchEnded): kept as a tombstone, also when its MatchCreated has not arrived yet.
+    func endMatch(_ matchID: String, _ users: [String], in transaction: PostgresTransaction) async throws {
+        guard users.count == 2, users[0] != users[1] else { return }
+        let (a, b) = users[0] < users[1] ? (users[0], users[1]) : (users[1], users[0])
+        try await transaction.execute(
+            """
+            INSERT INTO matched_pairs (match_id, user_a, user_b, ended) VALUES (\(matchID), \(a), \(b), true)
+            ON CONFLICT (match_id) DO UPDATE SET ended = true
+            """)
     }
 
     // MARK: Erasure and footprint
@@ -188,10 +221,11 @@ struct ProfileStore: Sendable {
         try await transaction.execute("DELETE FROM profiles WHERE user_id = \(userID)")
         try await transaction.execute("DELETE FROM deactivated_accounts WHERE user_id = \(userID)")
         try await transaction.execute("DELETE FROM blocks WHERE blocker_id = \(userID) OR blocked_id = \(userID)")
+        try await transaction.execute("DELETE FROM matched_pairs WHERE user_a = \(userID) OR user_b = \(userID)")
         return try await PhotoStore.unreferenced(keys, in: transaction)
     }
 
-    /// Rows held about the user per kind (the contract's kinds plus "blocks" and "account_states").
+    /// Rows held about the user per kind (the contract's kinds plus "blocks", "account_states" and "matches").
     func footprint(_ userID: String, in database: PostgresClient) async throws -> [(String, Int64)] {
         let rows = try await database.query(
             """
@@ -201,12 +235,13 @@ struct ProfileStore: Sendable {
                    (SELECT count(*) FROM attribute_values WHERE user_id = \(userID)),
                    (SELECT count(*) FROM locations WHERE user_id = \(userID)),
                    (SELECT count(*) FROM blocks WHERE blocker_id = \(userID) OR blocked_id = \(userID)),
-                   (SELECT count(*) FROM deactivated_accounts WHERE user_id = \(userID))
+                   (SELECT count(*) FROM deactivated_accounts WHERE user_id = \(userID)),
+                   (SELECT count(*) FROM matched_pairs WHERE user_a = \(userID) OR user_b = \(userID))
             """)
-        let counts = try rows[0].decode((Int64, Int64, Int64, Int64, Int64, Int64, Int64).self)
+        let counts = try rows[0].decode((Int64, Int64, Int64, Int64, Int64, Int64, Int64, Int64).self)
         return [
             ("profiles", counts.0), ("photos", counts.1), ("photo_variants", counts.2), ("attribute_values", counts.3),
-            ("locations", counts.4), ("blocks", counts.5), ("account_states", counts.6),
+            ("locations", counts.4), ("blocks", counts.5), ("account_states", counts.6), ("matches", counts.7),
         ]
     }
 }

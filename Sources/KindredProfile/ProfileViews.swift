@@ -97,16 +97,18 @@ enum ProfileViews {
     }
 
     /// Whether `viewer` (a member of `viewerCommunity`) may see `record`'s card: same community, the account active,
-    /// eligible (complete, not paused), not blocked either way. The owner always sees their own card.
+    /// not blocked either way, and either eligible (complete, not paused) or matched with the viewer (a match keeps
+    /// seeing the card of someone who paused or removed photos). The owner always sees their own card.
     static func isVisible(
         _ record: ProfileRecord,
         settings: Settings,
         viewer: String,
         viewerCommunity: String,
-        blocked: Set<String>
+        relations: PairRelations
     ) -> Bool {
         if record.userID == viewer { return true }
-        return record.communityID == viewerCommunity && !blocked.contains(record.userID)
-            && Self.eligibility(record, settings: settings).eligible
+        guard record.communityID == viewerCommunity, !record.deactivated, !relations.blocked.contains(record.userID)
+        else { return false }
+        return relations.matched.contains(record.userID) || Self.eligibility(record, settings: settings).eligible
     }
 }

@@ -137,6 +137,28 @@ import Testing
             // Auth may not send match's events (and vice versa): acknowledged without effect.
             try await deliver("auth", ada.id, .userBlocked(.with { $0.blockedUserId = bob.id }))
             #expect(try await cards(bob, [ada.id]).profiles.count == 1)
+            // A match keeps an ineligible card visible to the other side only (Bob has no photos), not across a
+            // block; once the match ends, or if it ended before its MatchCreated arrived, Bob is hidden again.
+            let pair = [ada.id, bob.id].sorted()
+            let matchID = try UUIDv7.generate()
+            try await deliver("auth", ada.id, .matchCreated(.with { $0.matchId = matchID; $0.userIds = pair }))
+            #expect(try await cards(ada, [bob.id]).missingUserIds == [bob.id], "only match's events count")
+            try await deliver("match", ada.id, .matchCreated(.with { $0.matchId = matchID; $0.userIds = pair }))
+            #expect(try await cards(ada, [bob.id]).profiles.map(\.userId) == [bob.id])
+            let carl = h.user("dating")
+            try await h.createProfile(carl, h.datingFields("Carl"))
+            try await h.addPhotoRows(carl.id, count: 2)
+            #expect(try await cards(carl, [bob.id]).missingUserIds == [bob.id], "not matched with Carl")
+            try await deliver("match", bob.id, .userBlocked(.with { $0.blockedUserId = ada.id }))
+            #expect(try await cards(ada, [bob.id]).missingUserIds == [bob.id], "a block wins over a match")
+            try await deliver("match", bob.id, .userUnblocked(.with { $0.unblockedUserId = ada.id }))
+            try await deliver("match", bob.id, .matchEnded(.with { $0.matchId = matchID; $0.userIds = pair }))
+            #expect(try await cards(ada, [bob.id]).missingUserIds == [bob.id])
+            let late = try UUIDv7.generate()
+            try await deliver("match", ada.id, .matchEnded(.with { $0.matchId = late; $0.userIds = pair }))
+            try await deliver("match", ada.id, .matchCreated(.with { $0.matchId = late; $0.userIds = pair }))
+            #expect(try await cards(ada, [bob.id]).missingUserIds == [bob.id], "an ended match stays ended")
+            #expect(try await h.footprint(bob.id)["matches"] == 2)
             // 101 ids or duplicates are refused.
             #expect(await statusCode { _ = try await cards(bob, [ada.id, ada.id]) } == .invalidArgument)
             #expect(await statusCode { _ = try await cards(bob, (0...100).map { "u\($0)" }) } == .invalidArgument)
@@ -249,10 +271,14 @@ import Testing
             try await h.client.unary(
                 P.deliverEvents,
                 .with {
-                    $0.events = [.with { $0.eventId = try! UUIDv7.generate(); $0.producer = "match"; $0.userId = ada.id; $0.sequence = 1; $0.payload = .userBlocked(.with { $0.blockedUserId = "x" }) }]
+                    $0.events = [
+                        .with { $0.eventId = try! UUIDv7.generate(); $0.producer = "match"; $0.userId = ada.id; $0.sequence = 1; $0.payload = .userBlocked(.with { $0.blockedUserId = "x" }) },
+                        .with { $0.eventId = try! UUIDv7.generate(); $0.producer = "match"; $0.userId = ada.id; $0.sequence = 2; $0.payload = .matchCreated(.with { $0.matchId = try! UUIDv7.generate(); $0.userIds = [ada.id, "z"] }) },
+                    ]
                 }, metadata: h.service("match"))
             let before = try await h.footprint(ada.id)
             #expect(before["profiles"] == 1 && before["photo_files"] == 1 && before["locations"] == 1 && before["blocks"] == 1)
+            #expect(before["matches"] == 1)
             #expect(before["attribute_values"] == 1 && before["photo_variants"] == 1)
             let deleted = Kindred.Common.V1.Event.with {
                 $0.eventId = try! UUIDv7.generate()
