@@ -42,7 +42,7 @@ extension ProfileService {
             case .matchCreated(let match)? where producer == "match":
                 try await self.profiles.recordMatch(match.matchId, match.userIds, in: transaction)
             case .matchEnded(let match)? where producer == "match":
-                try await self.profiles.endMatch(match.matchId, match.userIds, in: transaction)
+                try await self.profiles.endMatch(match.matchId, in: transaction)
             default:
                 break  // not for profile: acknowledged all the same
             }

@@ -196,14 +196,13 @@ struct ProfileStore: Sendable {
             """)
     }
 
-    /// A match ended (MatchEnded): kept as a tombstone, also when its MatchCreated has not arrived yet.
-    func endMatch(_ matchID: String, _ users: [String], in transaction: PostgresTransaction) async throws {
-        guard users.count == 2, users[0] != users[1] else { return }
-        let (a, b) = users[0] < users[1] ? (users[0], users[1]) : (users[1], users[0])
+    /// A match ended (MatchEnded): its row becomes a tombstone that names nobody, also when its MatchCreated has
+    /// not arrived yet.
+    func endMatch(_ matchID: String, in transaction: PostgresTransaction) async throws {
         try await transaction.execute(
             """
-            INSERT INTO matched_pairs (match_id, user_a, user_b, ended) VALUES (\(matchID), \(a), \(b), true)
-            ON CONFLICT (match_id) DO UPDATE SET ended = true
+            INSERT INTO matched_pairs (match_id, ended) VALUES (\(matchID), true)
+            ON CONFLICT (match_id) DO UPDATE SET ended = true, user_a = NULL, user_b = NULL
             """)
     }
 
