@@ -2,14 +2,16 @@
 (services/run-cluster.sh, debug or release binaries of KINDRED_BIN_PATH), two fitness members, N rounds of
 Block then Unblock through the gateway; prints p50/p90/max per call.
 
-    KINDRED_BIN_PATH="$(swift build --show-bin-path)" python3 Tests/Cluster/block_latency.py [ROUNDS]
+    KINDRED_BIN_PATH="$(swift build --show-bin-path)" python3 Tests/Benchmarks/block-latency.py [ROUNDS]
 """
+import pathlib
 import statistics
 import sys
 import time
 
 import grpc
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "Cluster"))  # the cluster tests' harness
 from cluster_harness import Cluster, assert_clean_stop
 from test_consent import Api, Member, BOOTSTRAP_SECRET
 
