@@ -141,6 +141,8 @@ public final class CommunityService: GRPCService, Sendable {
                 settings: request.settings ?? .init(), to: current)
             let stored = try await self.communities.update(changed, in: transaction)
             try await Self.appendUpdated(stored, in: transaction)
+            // Members' snapshots depend on the rules (eligibility, attributes): re-announced in the background.
+            try await CommunityResnapshots.request(stored.communityId, in: transaction)
             return stored
         }
         return .with { $0.community = updated }

@@ -65,6 +65,19 @@ public final class ProfileServer: ServiceServer {
                 logger: logger)
             runner.background.append(BackgroundTask("events-relay") { await relay.run() })
         }
+        let profiles = self.profiles
+        runner.background.append(
+            BackgroundTask("community-resnapshots") {
+                while !Task.isCancelled {
+                    var announced = 0
+                    do {
+                        announced = try await profiles.resnapshotNextBatch()
+                    } catch {
+                        logger.warning("community re-announcement batch failed", metadata: ["error.type": "\(type(of: error))"])
+                    }
+                    if announced == 0 { try? await Task.sleep(for: .seconds(1)) }
+                }
+            })
         let inbox = self.profiles.inbox
         runner.background.append(
             BackgroundTask("inbox-purge") {

@@ -326,7 +326,8 @@ extension Kindred.Common.V1 {
         public var snapshot: Kindred.Common.V1.CandidateSnapshot? = nil
 
         /// Update paths that changed (as in UpdateProfile), e.g. "bio", "attributes.breed", "photos",
-        /// "eligible"; informational only.
+        /// "eligible", or "community" when the community's rules changed and every member is
+        /// re-announced; informational only.
         public var changedPaths: [Swift.String] = []
 
         public init() {}

@@ -298,6 +298,54 @@ import Testing
         }
     }
 
+    /// Raising a community's photo minimum makes its members ineligible: every member of that community (and only
+    /// that community) is re-announced with a new version and eligible = false, so discovery and match follow
+    /// without waiting for each member's next edit.
+    @Test func aCommunityChangeReannouncesEveryMember() async throws {
+        try await ProfileHarness.with { h in
+            let admin = h.user("dating", admin: true)
+            var members: [ProfileHarness.User] = []
+            for name in ["Ada", "Bea", "Cy"] {
+                let member = h.user("dating")
+                try await h.createProfile(member, h.datingFields(name))
+                try await h.addPhotoRows(member.id, count: 2)
+                members.append(member)
+            }
+            let elsewhere = h.user("bizmatch")
+            try await h.createProfile(elsewhere)
+            let before = try await h.database.query(
+                "SELECT user_id, version FROM profiles").map { try $0.decode((String, Int64).self) }
+            let versions = Dictionary(uniqueKeysWithValues: before)
+            _ = try await h.client.unary(
+                C.updateCommunity,
+                .with {
+                    $0.communityId = "dating"
+                    $0.settings = .with { $0.minPhotos = 3 }
+                    $0.updatePaths = ["settings.min_photos"]
+                }, metadata: admin.metadata)
+            // The background task works through the job; a direct call does the same work (whichever runs first).
+            var announced: [String: Kindred.Common.V1.ProfileUpdated] = [:]
+            for _ in 0..<100 where announced.count < members.count {
+                _ = try await h.profile.server.profiles.resnapshotNextBatch(limit: 2)
+                let rows = try await h.database.query(
+                    "SELECT payload FROM events_outbox WHERE event_type = 'profile.updated' ORDER BY id")
+                for row in rows {
+                    let event = try Kindred.Common.V1.Event(serializedBytes: try row.decode([UInt8].self, at: 0))
+                    if case .profileUpdated(let updated)? = event.payload, updated.changedPaths == ["community"] {
+                        announced[event.userId] = updated
+                    }
+                }
+                if announced.count < members.count { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(Set(announced.keys) == Set(members.map(\.id)), "each dating member, and no one else")
+            for member in members {
+                let snapshot = try #require(announced[member.id]?.snapshot)
+                #expect(!snapshot.eligible && snapshot.version > versions[member.id]!)
+            }
+            #expect(try await h.database.query("SELECT count(*) FROM community_resnapshots").scalar(Int.self) == 0)
+        }
+    }
+
     @Test func communitiesAreAdministered() async throws {
         try await ProfileHarness.with { h in
             let admin = h.user("dating", admin: true)

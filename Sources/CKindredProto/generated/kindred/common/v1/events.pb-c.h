@@ -317,7 +317,8 @@ struct  Kindred__Common__V1__ProfileUpdated
   Kindred__Common__V1__CandidateSnapshot *snapshot;
   /*
    * Update paths that changed (as in UpdateProfile), e.g. "bio", "attributes.breed", "photos",
-   * "eligible"; informational only.
+   * "eligible", or "community" when the community's rules changed and every member is
+   * re-announced; informational only.
    */
   size_t n_changed_paths;
   char **changed_paths;
