@@ -124,7 +124,7 @@ let package = Package(
             name: "KindredServiceTesting",
             dependencies: [
                 "KindredServiceKit", "KindredGRPC", "KindredGRPCServices", "KindredPostgresTesting", "KindredIdentity",
-                "KindredOpenSSL", logging,
+                "KindredOpenSSL", "KindredProto", "KindredProtobuf", logging,
             ]
         ),
 

@@ -68,38 +68,23 @@ struct MatchHarness {
         return try result.get()
     }
 
-    func call<Request, Response>(
-        _ method: ProtoMethod<Request, Response>, _ request: Request, token: String
-    ) async throws -> Response {
-        try await self.client.unary(method, request, metadata: ["authorization": .string("Bearer " + token)])
+    func call<Request, Response>(_ method: ProtoMethod<Request, Response>, _ request: Request, token: String)
+        async throws -> Response
+    {
+        try await self.client.call(method, request, token: token)
     }
 
     /// The status code of a call that must fail.
-    func code<Request, Response>(
-        _ method: ProtoMethod<Request, Response>, _ request: Request, token: String
-    ) async -> StatusCode? {
-        do {
-            _ = try await self.call(method, request, token: token)
-            return nil
-        } catch let error as RPCError {
-            return error.code
-        } catch {
-            return .unknown
-        }
+    func code<Request, Response>(_ method: ProtoMethod<Request, Response>, _ request: Request, token: String)
+        async -> StatusCode?
+    {
+        await self.client.failureCode(method, request, token: token)
     }
-
 
     /// Delivers events as `producer` would (service token, the inbox); returns the acknowledged ids.
     @discardableResult
     func deliver(_ events: [CommonApi.Event], from producer: String) async throws -> [String] {
-        var request = CommonApi.DeliverEventsRequest()
-        request.events = try events.map {
-            var event = $0
-            event.producer = producer
-            if event.eventId.isEmpty { event.eventId = try UUIDv7.generate() }
-            return event
-        }
-        return try await self.call(M.deliverEvents, request, token: testKeys.serviceToken(producer)).acknowledgedEventIds
+        try await self.client.deliver(M.deliverEvents, events, from: producer, tokens: testKeys)
     }
 
     /// Profile's CommunityUpdated for a community.
