@@ -292,6 +292,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             eventLoop: context.eventLoop,
             handler: handler,
             connection: self,
+            metrics: self.metrics,
             maxMessageSize: self.configuration.maxReceiveMessageSize
         )
         self.calls[streamID] = call

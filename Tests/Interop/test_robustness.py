@@ -94,6 +94,21 @@ def wait_until_quiet(server, baseline_connections=0):
     raise AssertionError(f"server did not settle: {current}")
 
 
+def test_server_stats_count_an_echo_in_flight(server):
+    wait_until_quiet(server)
+    with grpc.insecure_channel(server.address) as channel:
+        future = rpc.InteropServiceStub(channel).Echo.future(pb.EchoRequest(message="slow", delay_ms=2000))
+        seen = []
+        for _ in range(75):
+            seen.append(stats(server).active_calls)
+            if seen[-1] == 2:  # the echo and this stats call
+                break
+            time.sleep(0.02)
+        assert seen[-1] == 2, f"the echo in flight was not counted: {seen}"
+        assert future.result(timeout=10).message == "slow"
+    wait_until_quiet(server)
+
+
 def test_wrong_content_type_is_415(server):
     raw = RawConnection(server.port)
     stream = raw.request(ECHO, frame(b""), content_type="text/plain")
