@@ -7,7 +7,8 @@ import NIOCore
 /// A call takes a slot on a ready connection with room (round-robin over them). When every connection is full,
 /// the pool opens another one, up to `maxConnections` and one at a time beyond `preferredConnections`; past
 /// that the call waits, first come first served, until a slot frees, and fails with RESOURCE_EXHAUSTED when its
-/// deadline passes first (or at once when `maxWaiting` calls already wait). RESOURCE_EXHAUSTED, not UNAVAILABLE:
+/// deadline passes first (or at once when `maxWaiting` calls already wait); a call whose deadline passes while
+/// its connection is still being opened fails with DEADLINE_EXCEEDED, as a started call would. RESOURCE_EXHAUSTED, not UNAVAILABLE:
 /// the target is reachable, this client has used up what the target allows it (gRPC's status-codes doc lists
 /// client-side resource limits under RESOURCE_EXHAUSTED), and a retry loop on UNAVAILABLE would only add load.
 /// A connection counts as ready only once the peer's first SETTINGS arrived (as grpc-go waits for the server
@@ -137,9 +138,13 @@ struct ClientPoolStateMachine<Connection: Sendable, Waiter: Sendable>: Sendable 
         return self.waiters.remove(at: index).waiter
     }
 
-    /// The error of a call whose deadline passed while it waited.
+    /// The error of a call whose deadline passed while it waited: RESOURCE_EXHAUSTED when it waited for a stream
+    /// on full connections, DEADLINE_EXCEEDED when no connection came up in time (as if the call had started).
     func deadlineError() -> RPCError {
-        self.exhausted("none freed before the deadline")
+        if self.streams.isEmpty {
+            return RPCError(.deadlineExceeded, "Deadline exceeded while connecting to \(self.authority)")
+        }
+        return self.exhausted("none freed before the deadline")
     }
 
     // MARK: Connections

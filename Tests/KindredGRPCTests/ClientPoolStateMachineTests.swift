@@ -104,6 +104,13 @@ import Testing
         #expect(Self.describe(machine.released(entry: 1, now: Self.now)) == "")
     }
 
+    @Test func aCallWhoseDeadlinePassesWhileConnectingIsDeadlineExceeded() {
+        var machine = Self.machine()
+        #expect(Self.acquire(&machine, "a") == "waiting; connect 1")
+        #expect(machine.stopWaiting(id: "a".hashValue) == "a")
+        #expect(machine.deadlineError().code == .deadlineExceeded)
+    }
+
     @Test func tooManyWaitingCallsFailAtOnce() {
         var machine = Self.machine(preferred: 1, max: 1, waiting: 2)
         _ = Self.acquire(&machine, "a")
