@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import KindredGRPC
 import KindredProto
+import Synchronization
 
 private typealias ChatAPI = Kindred.Api.V1.ChatService.Method
 
@@ -46,18 +47,11 @@ struct ChatWith: AsyncParsableCommand {
             guard let thread = threads.first(where: { $0.otherUserId == self.user || $0.threadId == self.user }) else {
                 throw CLIError.usage("no open thread with \(self.user) (see `kindred threads`)")
             }
-            let me = try gateway.storedSession().userId
-            var request = Kindred.Api.V1.HistoryRequest()
-            request.threadId = thread.threadId
-            request.pageSize = max(1, min(self.history, 100))
-            let page = try await gateway.authenticated(ChatAPI.history, request)
-            for message in page.messages.reversed() { Console.out(ChatCommands.line(message, me: me)) }
-            if let newest = page.messages.first, newest.senderUserId != me {
-                _ = try? await gateway.authenticated(
-                    ChatAPI.markRead, .with { $0.threadId = thread.threadId; $0.upToMessageId = newest.messageId })
-            }
             guard let transport = gateway.transport as? GRPCGatewayTransport else { return }
+            let view = ChatView(gateway: gateway, threadID: thread.threadId, me: try gateway.storedSession().userId)
             let session = try await gateway.usableSession()
+            // Subscribe before reading the history, and let the transcript catch up on what fell between the two
+            // (see ChatTranscript): printing the history first used to lose what was sent meanwhile.
             let live = Task {
                 try await transport.client.serverStreaming(
                     ChatAPI.subscribe, Kindred.Api.V1.SubscribeRequest(),
@@ -65,12 +59,10 @@ struct ChatWith: AsyncParsableCommand {
                     options: CallOptions(timeout: .seconds(86_400))
                 ) { stream in
                     for try await event in stream {
+                        await view.apply { $0.streamDeliveredEvent() }
                         switch event.event {
-                        case .message(let message)? where message.threadId == thread.threadId && message.senderUserId != me:
-                            Console.out(ChatCommands.line(message, me: me))
-                            _ = try? await gateway.authenticated(
-                                ChatAPI.markRead,
-                                .with { $0.threadId = thread.threadId; $0.upToMessageId = message.messageId })
+                        case .message(let message)? where message.threadId == thread.threadId:
+                            await view.apply { $0.received(message) }
                         case .typing(let typing)? where typing.threadId == thread.threadId:
                             Console.error("(\(typing.userId.prefix(8)) is typing)")
                         case .threadClosed(let closed)? where closed.threadId == thread.threadId:
@@ -82,6 +74,11 @@ struct ChatWith: AsyncParsableCommand {
                 }
             }
             defer { live.cancel() }
+            var request = Kindred.Api.V1.HistoryRequest()
+            request.threadId = thread.threadId
+            request.pageSize = max(1, min(self.history, 100))
+            let page = try await gateway.authenticated(ChatAPI.history, request)
+            await view.apply { $0.history(page.messages) }
             while let text = readLine(strippingNewline: true) {
                 guard !text.trimmingCharacters(in: .whitespaces).isEmpty else { continue }
                 var send = Kindred.Api.V1.SendMessageRequest()
@@ -89,9 +86,74 @@ struct ChatWith: AsyncParsableCommand {
                 send.clientMessageId = UUID().uuidString.lowercased()
                 send.body = text
                 let sent = try await ChatCommands.withRetries { try await gateway.authenticated(ChatAPI.sendMessage, send) }
-                if let message = sent.message { Console.out(ChatCommands.line(message, me: me)) }
+                if let message = sent.message { await view.apply { $0.received(message) } }
             }
         }
+    }
+}
+
+/// The screen of `kindred chat`: prints what the transcript says, in order (under its lock), fetches the
+/// catch-ups it asks for, and marks the other member's messages read once printed.
+final class ChatView: Sendable {
+    private let gateway: GatewayClient
+    private let threadID: String
+    private let me: String
+    private let transcript = Mutex(ChatTranscript())
+
+    init(gateway: GatewayClient, threadID: String, me: String) {
+        self.gateway = gateway
+        self.threadID = threadID
+        self.me = me
+    }
+
+    /// Feeds one event to the transcript, prints what it releases, and performs the catch-ups it asks for (a few
+    /// rounds at most: each answers up to the newest message at its time).
+    func apply(_ event: (inout ChatTranscript) -> ChatTranscript.Step) async {
+        var step = self.show(event)
+        await self.markRead(step.print)
+        for _ in 0..<3 {
+            guard let after = step.catchUpAfter else { return }
+            do {
+                let missed = try await self.messages(after: after)
+                step = self.show { $0.caughtUp(missed) }
+                await self.markRead(step.print)
+            } catch {
+                Console.error("(could not fetch missed messages: \(error))")
+                _ = self.show { $0.caughtUp([]) }
+                return
+            }
+        }
+    }
+
+    private func show(_ event: (inout ChatTranscript) -> ChatTranscript.Step) -> ChatTranscript.Step {
+        self.transcript.withLock { transcript in
+            let step = event(&transcript)
+            for message in step.print { Console.out(ChatCommands.line(message, me: self.me)) }
+            return step
+        }
+    }
+
+    private func markRead(_ printed: [Kindred.Api.V1.ChatMessage]) async {
+        guard let newest = printed.last(where: { $0.senderUserId != self.me }) else { return }
+        _ = try? await self.gateway.authenticated(
+            ChatAPI.markRead, .with { $0.threadId = self.threadID; $0.upToMessageId = newest.messageId })
+    }
+
+    /// The thread's messages after `sequence`, oldest first, up to the newest now.
+    private func messages(after sequence: Int64) async throws -> [Kindred.Api.V1.ChatMessage] {
+        var messages: [Kindred.Api.V1.ChatMessage] = []
+        var token = ""
+        repeat {
+            var request = Kindred.Api.V1.HistoryRequest()
+            request.threadId = self.threadID
+            request.pageSize = 100
+            request.direction = .newer
+            if token.isEmpty { request.fromSequence = sequence } else { request.pageToken = token }
+            let page = try await self.gateway.authenticated(ChatAPI.history, request)
+            messages += page.messages
+            token = page.nextPageToken
+        } while !token.isEmpty && messages.count < 10_000
+        return messages
     }
 }
 

@@ -21,6 +21,14 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     private(set) var isClosed = false
     /// Called on the loop when the connection stops taking new calls (GOAWAY or close).
     var onDrain: (() -> Void)?
+    /// Called on the loop with the peer's SETTINGS_MAX_CONCURRENT_STREAMS when it arrives (`first` for the
+    /// SETTINGS of the handshake: the connection is ready) and whenever it changes.
+    var onPeerStreamLimit: ((_ limit: Int, _ first: Bool) -> Void)?
+    /// Called on the loop when a call `start` accepted has ended and holds no stream slot any more (not for the
+    /// calls a closing connection ends: `onDrain` already took the whole connection out of use).
+    var onCallEnded: (() -> Void)?
+    /// The peer's SETTINGS_MAX_CONCURRENT_STREAMS; nil until its first SETTINGS arrived.
+    private(set) var peerStreamLimit: Int?
     /// The client is closing: close once the last call is done.
     private var closeRequested = false
 
@@ -73,6 +81,11 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     func channelInactive(context: ChannelHandlerContext) {
         self.isClosed = true
         self.isDraining = true
+        // The pool first: the slots of the calls ended below go with the connection.
+        self.onDrain?()
+        self.onDrain = nil
+        self.onCallEnded = nil
+        self.onPeerStreamLimit = nil
         let calls = self.calls
         self.calls.removeAll()
         for call in calls.values {
@@ -81,8 +94,6 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         }
         self.session?.delegate = nil
         self.session = nil
-        self.onDrain?()
-        self.onDrain = nil
         self.context = nil
         context.fireChannelInactive()
     }
@@ -131,6 +142,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             let remaining = deadline - .now()
             guard remaining.nanoseconds > 0 else {
                 call.complete(RPCError(.deadlineExceeded, "Deadline exceeded before the call started"))
+                self.onCallEnded?()
                 return true
             }
             headers.append(HTTP2Header("grpc-timeout", GRPCTimeout.format(.nanoseconds(remaining.nanoseconds))))
@@ -141,6 +153,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             streamID = try session.submitRequest(headers: headers)
         } catch {
             call.complete(RPCError(.unavailable, "The connection cannot open more streams"))
+            self.onCallEnded?()
             return true
         }
         call.streamID = streamID
@@ -185,6 +198,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         call.complete(error)
         call.connection = nil
         self.scheduleFlush()
+        self.onCallEnded?()
         self.closeIfDone()
     }
 
@@ -257,6 +271,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         }
         call.complete(status)
         call.connection = nil
+        self.onCallEnded?()
         self.closeIfDone()
     }
 
@@ -305,10 +320,21 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             call.complete(status)
         }
         call.connection = nil
+        self.onCallEnded?()
         self.closeIfDone()
     }
 
     func http2Session(_ session: HTTP2Session, didReceivePing ack: Bool, payload: UInt64) {}
+
+    func http2Session(_ session: HTTP2Session, observed event: HTTP2PeerEvent, streamID: Int32) {
+        // nghttp2 applied the SETTINGS before this callback: its remote value is the peer's.
+        guard event == .settings else { return }
+        let limit = Int(session.remoteMaxConcurrentStreams)
+        guard limit != self.peerStreamLimit else { return }
+        let first = self.peerStreamLimit == nil
+        self.peerStreamLimit = limit
+        self.onPeerStreamLimit?(limit, first)
+    }
 
     func http2Session(_ session: HTTP2Session, didReceiveGoAway lastStreamID: Int32, errorCode: HTTP2ErrorCode) {
         self.isDraining = true

@@ -4,51 +4,67 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
-/// Keeps up to `connectionCount` HTTP/2 connections to one target. Calls go round-robin to ready connections;
-/// a slot whose connection closed reconnects on demand, after an exponential backoff with jitter when the
-/// last attempt failed. Calls fail fast with UNAVAILABLE when no connection can be had.
+/// The HTTP/2 connections of one client to one target, honouring each peer's SETTINGS_MAX_CONCURRENT_STREAMS.
+///
+/// `ClientPoolStateMachine` decides (see there): a call takes a free stream slot on a ready connection, else the
+/// pool opens another connection (`connectionCount` to spread load, up to `maxConnectionCount` when all are
+/// full), else the call waits for a slot until its deadline and then fails with RESOURCE_EXHAUSTED. Without this,
+/// streams past the peer's limit queued invisibly inside nghttp2 and timed out (long-lived chat subscriptions
+/// filled the gateway's connections), or were refused when sent before the peer's SETTINGS arrived. Reconnects
+/// after a failed attempt wait an exponential backoff with jitter; calls fail fast with UNAVAILABLE meanwhile.
 final class ConnectionPool: Sendable {
+    typealias Machine = ClientPoolStateMachine<Connection, PendingCall>
+
     private let configuration: GRPCClientConfiguration
     private let group: any EventLoopGroup
     private let logger: Logger
-    private let state: NIOLockedValueBox<State>
-
-    private struct State {
-        var slots: [Slot]
-        var next = 0
-        var closed = false
-    }
-
-    private enum Slot {
-        case idle(failures: Int, notBefore: NIODeadline?)
-        case connecting(EventLoopFuture<Connection>, failures: Int)
-        case ready(Connection)
-    }
+    private let state: NIOLockedValueBox<(machine: Machine, nextID: Int)>
 
     struct Connection: Sendable {
         let channel: any Channel
         let handler: NIOLoopBound<ClientConnectionHandler>
-        /// The pool slot holding it.
-        let slot: Int
+    }
+
+    /// A call waiting for a stream slot: resumed once, by the machine's actions or its deadline timer.
+    final class PendingCall: Sendable {
+        let continuation: CheckedContinuation<Machine.Lease, any Error>
+        private let timer = NIOLockedValueBox<Scheduled<Void>?>(nil)
+
+        init(_ continuation: CheckedContinuation<Machine.Lease, any Error>) {
+            self.continuation = continuation
+        }
+
+        func setTimer(_ timer: Scheduled<Void>) {
+            self.timer.withLockedValue { $0 = timer }
+        }
+
+        func resume(with result: Result<Machine.Lease, RPCError>) {
+            self.timer.withLockedValue { $0?.cancel() }
+            self.continuation.resume(with: result.mapError { $0 as any Error })
+        }
     }
 
     init(configuration: GRPCClientConfiguration, group: any EventLoopGroup, logger: Logger) {
         self.configuration = configuration
         self.group = group
         self.logger = logger
-        let slots = Array(repeating: Slot.idle(failures: 0, notBefore: nil), count: max(1, configuration.connectionCount))
-        self.state = NIOLockedValueBox(State(slots: slots))
+        let limits = Machine.Limits(
+            preferredConnections: configuration.connectionCount,
+            maxConnections: configuration.maxConnectionCount,
+            maxWaiting: configuration.maxWaitingCalls
+        )
+        self.state = NIOLockedValueBox((Machine(limits: limits, authority: configuration.authority), 0))
     }
 
-    /// Picks a connection and opens a stream for the call on it. A connection that turns out to be going away
-    /// (its GOAWAY raced with the pick) refuses the call before anything is sent; the call then moves to another
+    /// Takes a stream slot and opens the call's stream there. A connection that turns out to be going away (its
+    /// GOAWAY raced with the pick) refuses the call before anything is sent; the call then moves to another
     /// connection (gRPC's transparent retry), at most a few times.
     func startCall(path: String, metadata: Metadata, deadline: NIODeadline?) async throws -> ClientCall {
         for _ in 0..<3 {
-            let connection = try await self.connection()
-            let loop = connection.channel.eventLoop
+            let lease = try await self.acquire(deadline: deadline)
+            let loop = lease.connection.channel.eventLoop
             let call = ClientCall(eventLoop: loop, maxMessageSize: self.configuration.maxReceiveMessageSize)
-            let handler = connection.handler
+            let handler = lease.connection.handler
             let started: Bool
             if loop.inEventLoop {
                 started = handler.value.start(call, path: path, metadata: metadata, deadline: deadline)
@@ -58,77 +74,74 @@ final class ConnectionPool: Sendable {
                 }.get()
             }
             if started { return call }
-            self.drained(index: connection.slot, channel: connection.channel)
+            // The slot goes with the connection.
+            self.update { $0.drained(entry: lease.entry, now: .now()) }
         }
         throw RPCError(.unavailable, "No connection to \(self.configuration.authority) is available")
     }
 
-    private enum Choice {
-        case ready(Connection)
-        case wait(EventLoopFuture<Connection>)
-        case connect(index: Int, failures: Int)
-        case unavailable
-    }
-
-    private func connection() async throws -> Connection {
-        let now = NIODeadline.now()
-        let choice = self.state.withLockedValue { state -> Choice in
-            if state.closed { return .unavailable }
-            let count = state.slots.count
-            var pending: EventLoopFuture<Connection>?
-            var connectable: (Int, Int)?
-            for offset in 0..<count {
-                let index = (state.next + offset) % count
-                switch state.slots[index] {
-                case .ready(let connection):
-                    state.next = (index + 1) % count
-                    return .ready(connection)
-                case .connecting(let future, _):
-                    pending = pending ?? future
-                case .idle(let failures, let notBefore):
-                    if connectable == nil && (notBefore == nil || notBefore! <= now) {
-                        connectable = (index, failures)
-                    }
+    private func acquire(deadline: NIODeadline?) async throws -> Machine.Lease {
+        let id = self.state.withLockedValue { state in
+            state.nextID += 1
+            return state.nextID
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Machine.Lease, any Error>) in
+                let pending = PendingCall(continuation)
+                let (result, actions) = self.state.withLockedValue {
+                    $0.machine.acquire(id: id, waiter: pending, now: .now())
                 }
+                switch result {
+                case .lease(let lease):
+                    continuation.resume(returning: lease)
+                case .failed(let error):
+                    continuation.resume(throwing: error)
+                case .waiting:
+                    self.logger.debug(
+                        "Call waits for a free stream",
+                        metadata: ["peer": "\(self.configuration.authority)"]
+                    )
+                    if let deadline {
+                        pending.setTimer(
+                            self.group.next().scheduleTask(deadline: deadline) { [weak self] in
+                                self?.giveUp(id: id, error: nil)
+                            }
+                        )
+                    }
+                    if Task.isCancelled { self.giveUp(id: id, error: RPCError(.cancelled, "The call was cancelled")) }
+                }
+                self.perform(actions)
             }
-            // Grow towards connectionCount while connections are being made, so load spreads.
-            if let (index, failures) = connectable {
-                return .connect(index: index, failures: failures)
-            }
-            if let pending { return .wait(pending) }
-            return .unavailable
-        }
-        switch choice {
-        case .ready(let connection):
-            return connection
-        case .wait(let future):
-            return try await Self.await(future)
-        case .connect(let index, let failures):
-            let future = self.connect(index: index, failures: failures)
-            return try await Self.await(future)
-        case .unavailable:
-            throw RPCError(.unavailable, "No connection to \(self.configuration.authority) is available")
+        } onCancel: {
+            self.giveUp(id: id, error: RPCError(.cancelled, "The call was cancelled"))
         }
     }
 
-    private static func await(_ future: EventLoopFuture<Connection>) async throws -> Connection {
-        do {
-            return try await future.get()
-        } catch let error as RPCError {
-            throw error
-        } catch {
-            throw RPCError(.unavailable, "Failed to connect: \(error)")
+    /// A waiting call stops waiting: its deadline passed (`error` nil) or its task was cancelled.
+    private func giveUp(id: Int, error: RPCError?) {
+        let (waiter, deadlineError) = self.state.withLockedValue { ($0.machine.stopWaiting(id: id), $0.machine.deadlineError()) }
+        waiter?.resume(with: .failure(error ?? deadlineError))
+    }
+
+    private func update(_ event: (inout Machine) -> Machine.Actions) {
+        self.perform(self.state.withLockedValue { event(&$0.machine) })
+    }
+
+    /// Carries out the machine's decisions, outside the lock.
+    private func perform(_ actions: Machine.Actions) {
+        for (waiter, result) in actions.resume { waiter.resume(with: result) }
+        for entry in actions.connect { self.connect(entry: entry) }
+        for connection in actions.close {
+            connection.channel.eventLoop.execute { connection.handler.value.closeWhenIdle() }
         }
     }
 
-    private func connect(index: Int, failures: Int) -> EventLoopFuture<Connection> {
+    // MARK: Connections
+
+    private func connect(entry: Int) {
         let configuration = self.configuration
         let logger = self.logger
-        let loop = self.group.next()
-        let promise = loop.makePromise(of: Connection.self)
-        self.state.withLockedValue { $0.slots[index] = .connecting(promise.futureResult, failures: failures) }
-
-        let bootstrap = ClientBootstrap(group: loop)
+        let bootstrap = ClientBootstrap(group: self.group.next())
             .connectTimeout(TimeAmount(configuration.connectTimeout))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
@@ -148,59 +161,62 @@ final class ConnectionPool: Sendable {
             case .success(let channel):
                 do {
                     let handler = try channel.pipeline.syncOperations.handler(type: ClientConnectionHandler.self)
-                    let connection = Connection(
-                        channel: channel,
-                        handler: NIOLoopBound(handler, eventLoop: channel.eventLoop),
-                        slot: index
-                    )
-                    handler.onDrain = { [weak self] in self?.drained(index: index, channel: channel) }
-                    self.state.withLockedValue { $0.slots[index] = .ready(connection) }
-                    promise.succeed(connection)
+                    self.attach(handler, channel: channel, entry: entry)
                 } catch {
                     channel.close(promise: nil)
-                    self.failed(index: index, failures: failures, error: error, promise: promise)
+                    self.failed(entry: entry, error: error)
                 }
             case .failure(let error):
-                self.failed(index: index, failures: failures, error: error, promise: promise)
+                self.failed(entry: entry, error: error)
             }
         }
-        return promise.futureResult
     }
 
-    private func failed(index: Int, failures: Int, error: any Error, promise: EventLoopPromise<Connection>) {
-        let delay = self.configuration.backoff.delay(attempt: failures)
+    /// Wires a new connection's events to the machine (on its loop). It becomes usable with the peer's first
+    /// SETTINGS; one that sends none within the connect timeout, or closes first, counts as a failed attempt.
+    private func attach(_ handler: ClientConnectionHandler, channel: any Channel, entry: Int) {
+        let connection = Connection(channel: channel, handler: NIOLoopBound(handler, eventLoop: channel.eventLoop))
+        handler.onPeerStreamLimit = { [weak self] limit, first in
+            guard let self else { return }
+            let now = NIODeadline.now()
+            if first {
+                self.update { $0.connected(entry: entry, connection: connection, limit: limit, now: now) }
+            } else {
+                self.update { $0.limitChanged(entry: entry, limit: limit, now: now) }
+            }
+        }
+        handler.onCallEnded = { [weak self] in
+            self?.update { $0.released(entry: entry, now: .now()) }
+        }
+        handler.onDrain = { [weak self, weak handler] in
+            guard let self else { return }
+            if handler?.peerStreamLimit == nil {
+                self.failed(entry: entry, error: RPCError(.unavailable, "closed before its HTTP/2 SETTINGS"))
+            } else {
+                self.update { $0.drained(entry: entry, now: .now()) }
+            }
+        }
+        channel.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(self.configuration.connectTimeout)) {
+            if handler.peerStreamLimit == nil { channel.close(promise: nil) }
+        }
+        // Events that came before the wiring (the connect callback normally runs first).
+        if let limit = handler.peerStreamLimit { handler.onPeerStreamLimit?(limit, true) }
+        if handler.isClosed { handler.onDrain?() }
+    }
+
+    private func failed(entry: Int, error: any Error) {
+        let delay = self.state.withLockedValue { self.configuration.backoff.delay(attempt: $0.machine.connectFailures) }
         self.logger.debug(
             "Connect failed",
             metadata: ["peer": "\(self.configuration.authority)", "error": "\(error)", "retry.in": "\(delay)"]
         )
-        self.state.withLockedValue {
-            $0.slots[index] = .idle(failures: failures + 1, notBefore: .now() + TimeAmount(delay))
-        }
-        promise.fail(RPCError(.unavailable, "Failed to connect to \(self.configuration.authority)"))
-    }
-
-    /// The connection in `index` stopped taking calls (GOAWAY or closed): the slot reconnects on next use.
-    private func drained(index: Int, channel: any Channel) {
-        self.state.withLockedValue { state in
-            if case .ready(let connection) = state.slots[index], connection.channel === channel {
-                state.slots[index] = .idle(failures: 0, notBefore: nil)
-            }
-        }
-        // A drained connection closes once its last call ends (the server closes it after GOAWAY).
+        self.update { $0.connectFailed(entry: entry, now: .now(), retryDelay: TimeAmount(delay)) }
     }
 
     func close() async {
-        let connections = self.state.withLockedValue { state -> [Connection] in
-            state.closed = true
-            return state.slots.compactMap { slot in
-                if case .ready(let connection) = slot { return connection }
-                return nil
-            }
-        }
-        for connection in connections {
-            connection.channel.eventLoop.execute { connection.handler.value.closeWhenIdle() }
-        }
-        for connection in connections {
+        let actions = self.state.withLockedValue { $0.machine.close() }
+        self.perform(actions)
+        for connection in actions.close {
             try? await connection.channel.closeFuture.get()
         }
     }

@@ -16,8 +16,14 @@ public struct GRPCClientConfiguration: Sendable {
     public var tlsServerName: String?
     /// The :authority header; "host:port" by default.
     public var authority: String
-    /// HTTP/2 connections kept to the target; calls are spread over them. Default 2.
+    /// HTTP/2 connections opened to the target as calls arrive; calls are spread over them. Default 2.
     public var connectionCount: Int = 2
+    /// Connections opened at most (at least `connectionCount`): more open, one at a time, only while every
+    /// stream the server allows on each connection (its SETTINGS_MAX_CONCURRENT_STREAMS) is in use. Default 8.
+    public var maxConnectionCount: Int = 8
+    /// Calls that may wait for a free stream once `maxConnectionCount` connections are full; a call waits until
+    /// its deadline at most, then fails with RESOURCE_EXHAUSTED, as does every call past this many. Default 1000.
+    public var maxWaitingCalls: Int = 1000
     public var http2 = HTTP2Configuration()
     /// Largest response message accepted, in bytes. Default 4 MiB.
     public var maxReceiveMessageSize: Int = 4 << 20
@@ -71,7 +77,8 @@ public struct ClientResponse<Message: ProtoMessage>: Sendable {
     public var trailers: Metadata
 }
 
-/// A gRPC client for one target: a small pool of HTTP/2 connections, reconnecting with backoff.
+/// A gRPC client for one target: a small pool of HTTP/2 connections that honours the server's stream limit
+/// (see `ConnectionPool`), reconnecting with backoff.
 public final class GRPCClient: Sendable {
     public let configuration: GRPCClientConfiguration
     private let pool: ConnectionPool

@@ -98,6 +98,9 @@ public struct ServerContext: Sendable {
     public var requestID: String { GRPCRequestID.current ?? self.call.requestID }
     /// Whether the call was cancelled (deadline passed, client reset, server shutdown).
     public var isCancelled: Bool { Task.isCancelled }
+    /// The runtime counters of the server serving the call (active calls, open connections), for services that
+    /// report them (the interop service's GetServerStats).
+    public var serverMetrics: ServerMetrics { self.call.metrics }
 
     /// Sets the response headers' custom metadata. Only effective before the first response message.
     public func setResponseMetadata(_ metadata: Metadata) {

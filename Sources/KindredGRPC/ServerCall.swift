@@ -22,6 +22,8 @@ final class ServerCall: @unchecked Sendable {
     let peer: String
     let eventLoop: any EventLoop
     let handler: MethodHandler
+    /// The counters of the server the call runs on (`ServerContext.serverMetrics`).
+    let metrics: ServerMetrics
     let allocator = ByteBufferAllocator()
 
     // Loop-confined state.
@@ -54,6 +56,7 @@ final class ServerCall: @unchecked Sendable {
         eventLoop: any EventLoop,
         handler: MethodHandler,
         connection: ServerConnectionHandler,
+        metrics: ServerMetrics,
         maxMessageSize: Int
     ) {
         self.streamID = streamID
@@ -65,6 +68,7 @@ final class ServerCall: @unchecked Sendable {
         self.eventLoop = eventLoop
         self.handler = handler
         self.connection = connection
+        self.metrics = metrics
         self.inbound = InboundMessages(maxMessageSize: maxMessageSize)
     }
 

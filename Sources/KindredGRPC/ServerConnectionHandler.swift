@@ -18,6 +18,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     private var context: ChannelHandlerContext?
     private var executor: EventLoopTaskExecutor?
     private var calls: [Int32: ServerCall] = [:]
+    /// Streams answered before their request ended, to reset with NO_ERROR once the answer is sent.
+    private var answeredEarly: [Int32] = []
     /// The connection's lifecycle (handshake, idle, keepalive, PING strikes, two-phase shutdown); its timers
     /// are armed here, indexed by `ServerConnectionStateMachine.Timer`.
     private var lifecycle: ServerConnectionStateMachine
@@ -199,6 +201,9 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         guard let session = self.session, let context = self.context else { return }
         do {
             try session.flush(to: context, limit: self.configuration.outboundFlushLimit)
+            if !self.answeredEarly.isEmpty && self.resetAnsweredEarly(session) {
+                try session.flush(to: context, limit: self.configuration.outboundFlushLimit)
+            }
         } catch {
             self.logger.error("HTTP/2 session failed", metadata: ["error": "\(error)"])
             self.closeConnection()
@@ -209,6 +214,23 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             // connection has nothing left to do.
             self.closeConnection()
         }
+    }
+
+    /// Resets with NO_ERROR the streams whose status went out before their request ended (gRPC over HTTP/2, RFC
+    /// 9113 §8.1): the client stops sending, and the stream stops counting against its concurrency limit. Only
+    /// once the status is on the wire: a reset queued earlier would make nghttp2 drop the status itself. Streams
+    /// whose request ended meanwhile closed by themselves. Returns whether a reset was queued.
+    private func resetAnsweredEarly(_ session: HTTP2Session) -> Bool {
+        var reset = false
+        self.answeredEarly.removeAll { streamID in
+            if session.isHalfClosedLocal(streamID: streamID) {
+                session.resetStream(streamID: streamID, errorCode: .noError)
+                reset = true
+                return true
+            }
+            return !session.isOpen(streamID: streamID)
+        }
+        return reset
     }
 
     private func scheduleFlush() {
@@ -292,6 +314,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             eventLoop: context.eventLoop,
             handler: handler,
             connection: self,
+            metrics: self.metrics,
             maxMessageSize: self.configuration.maxReceiveMessageSize
         )
         self.calls[streamID] = call
@@ -710,6 +733,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         self.metrics.callFinished(path: call.path, code: error?.code ?? .ok, start: call.startTime)
         if let level = self.configuration.accessLogLevel { self.logAccess(call, error: error, level: level) }
         guard let session = self.session, send != .record else { return }
+        if !call.state.requestEnded { self.answeredEarly.append(call.streamID) }
         var trailers = Self.statusHeaders(error)
         if !call.trailingMetadata.isEmpty { call.trailingMetadata.appendHeaders(to: &trailers) }
         if send == .sendTrailers {
@@ -745,6 +769,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
 
     private func respondTrailersOnly(streamID: Int32, _ error: RPCError) {
         guard let session = self.session else { return }
+        // Refused before a call exists: reset after the answer if the request is still open (see resetAnsweredEarly).
+        self.answeredEarly.append(streamID)
         var headers = Self.responseHeaders
         headers.append(contentsOf: Self.statusHeaders(error))
         do {
@@ -757,6 +783,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
 
     private func respondHTTPError(streamID: Int32, status: String, code: StatusCode, _ message: String) {
         guard let session = self.session else { return }
+        // Refused before a call exists: reset after the answer if the request is still open (see resetAnsweredEarly).
+        self.answeredEarly.append(streamID)
         let headers = [
             HTTP2Header(":status", status), HTTP2Header("grpc-status", String(code.rawValue)),
             HTTP2Header("grpc-message", PercentEncoding.encode(message)),

@@ -38,6 +38,13 @@ struct ChatStreamSlots: Sendable, Equatable {
 /// stream goes on the least-used of `KINDRED_GATEWAY_CHAT_STREAM_CONNECTIONS` single-connection clients (each
 /// connects on first use), at most 100 per connection; past that, Subscribe answers UNAVAILABLE at once (the app
 /// retries with backoff) instead of hanging.
+///
+/// Kept now that `GRPCClient` itself honours the server's stream limit (it opens more connections when its
+/// connections are full, up to `maxConnectionCount`, then queues calls until their deadline): on the shared
+/// client, live subscribers would still take the unary calls' connections up to that bound and then make
+/// SendMessage and History queue behind streams that last hours; and a Subscribe has a long deadline, so past
+/// the bound it would wait for minutes instead of being refused. Here subscribers have their own connections and
+/// an explicit bound that answers at once.
 final class ChatStreamConnections: Sendable {
     /// chat-server's SETTINGS_MAX_CONCURRENT_STREAMS (KindredHTTP2's default).
     static let streamsPerConnection = 100

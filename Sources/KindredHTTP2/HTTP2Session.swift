@@ -334,6 +334,16 @@ public final class HTTP2Session {
         return nghttp2_session_find_stream(session, streamID) != nil
     }
 
+    /// Whether our END_STREAM on the stream went out while the peer's side is still open (half-closed local):
+    /// a server that answered before the request ended then resets the stream with NO_ERROR (RFC 9113 §8.1).
+    /// False for streams that are closed, unknown, or not ended on our side yet.
+    public func isHalfClosedLocal(streamID: Int32) -> Bool {
+        guard let session = self.session else { return false }
+        // Each returns 1 (closed), 0 (open) or -1 (no such stream).
+        return nghttp2_session_get_stream_local_close(session, streamID) == 1
+            && nghttp2_session_get_stream_remote_close(session, streamID) == 0
+    }
+
     // MARK: Internals used by the C callbacks
 
     private func removeOutbound(streamID: Int32) {

@@ -1,3 +1,4 @@
+import Foundation
 import KindredGRPC
 import KindredProto
 import KindredProtobuf
@@ -15,14 +16,8 @@ public final class InteropService: GRPCService {
     }
 
     private let records = NIOLockedValueBox([String: CallRecord]())
-    private let statsProvider: @Sendable () -> V1.ServerStatsResponse
 
-    /// `stats` reports the serving process's counters for GetServerStats.
-    public init(
-        stats: @escaping @Sendable () -> Kindred.Testing.V1.ServerStatsResponse = { .init() }
-    ) {
-        self.statsProvider = stats
-    }
+    public init() {}
 
     public func register(in router: inout GRPCRouter) {
         router.unary(V1.InteropService.Method.echo) { request, context in
@@ -71,8 +66,13 @@ public final class InteropService: GRPCService {
             state.finished = record.finished
             return state
         }
-        router.unary(V1.InteropService.Method.getServerStats) { _, _ in
-            self.statsProvider()
+        router.unary(V1.InteropService.Method.getServerStats) { _, context in
+            // The counters of the server this call runs on, whichever process or test set it up.
+            var stats = V1.ServerStatsResponse()
+            stats.activeCalls = Int32(context.serverMetrics.activeCalls)
+            stats.openConnections = Int32(context.serverMetrics.openConnections)
+            stats.residentBytes = Self.residentBytes()
+            return stats
         }
     }
 
@@ -124,5 +124,15 @@ public final class InteropService: GRPCService {
             }
         }
         return try await body()
+    }
+}
+
+extension InteropService {
+    /// This process's resident set size, from /proc/self/statm (second field, in pages); 0 where unreadable.
+    static func residentBytes() -> Int64 {
+        guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+        let fields = statm.split(separator: " ")
+        guard fields.count > 1, let pages = Int64(fields[1]) else { return 0 }
+        return pages * Int64(sysconf(Int32(_SC_PAGESIZE)))
     }
 }

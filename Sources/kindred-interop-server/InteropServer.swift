@@ -4,12 +4,7 @@ import KindredGRPC
 import KindredGRPCServices
 import KindredInterop
 import KindredOpenSSL
-import KindredProto
 import Logging
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// The interop test server: serves `kindred.testing.v1.InteropService` with health and reflection.
 /// Prints `LISTENING host:port` on stdout once it accepts connections.
@@ -67,20 +62,8 @@ struct InteropServerCommand: AsyncParsableCommand {
             if let clientCa { tls.clientAuthentication = .required(trustRoots: .file(clientCa)) }
             configuration.tls = try TLSContext(configuration: tls)
         }
-        let metrics = ServerMetrics()
-        var runner = ServerRunner(
-            configuration: configuration,
-            services: [
-                InteropService(stats: {
-                    var stats = Kindred.Testing.V1.ServerStatsResponse()
-                    stats.activeCalls = Int32(metrics.activeCalls)
-                    stats.openConnections = Int32(metrics.openConnections)
-                    stats.residentBytes = residentBytes()
-                    return stats
-                })
-            ]
-        )
-        runner.metrics = metrics
+        // GetServerStats answers from the server's own counters (ServerContext.serverMetrics).
+        let runner = ServerRunner(configuration: configuration, services: [InteropService()])
         try await runner.run(logger: logger) { address in
             print("LISTENING \(address.ipAddress ?? self.host):\(address.port ?? self.port)")
             fflush(nil)
@@ -88,10 +71,3 @@ struct InteropServerCommand: AsyncParsableCommand {
     }
 }
 
-/// This process's resident set size, from /proc/self/statm (second field, in pages).
-private func residentBytes() -> Int64 {
-    guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
-    let fields = statm.split(separator: " ")
-    guard fields.count > 1, let pages = Int64(fields[1]) else { return 0 }
-    return pages * Int64(sysconf(Int32(_SC_PAGESIZE)))
-}

@@ -273,6 +273,61 @@ def test_the_kindred_cli_lists_threads_and_chats(cluster, gateway, community, us
     assert chat.ListThreads(chat_pb2.ListThreadsRequest(), metadata=alice.metadata, timeout=TIMEOUT).threads[0].unread_count == 0
 
 
+def test_kindred_chat_shows_a_message_sent_between_its_history_and_its_subscription(
+        cluster, gateway, community, users, tmp_path):
+    """`kindred chat` prints the history, then live messages. A message bob sends right after alice's history was
+    printed, while her CLI is stopped (SIGSTOP: before its old Subscribe could start), must still appear, once."""
+    alice, _, carol = users
+    chat = chat_pb2_grpc.ChatServiceStub(gateway)
+    thread = open_thread(cluster, community, alice, carol)
+    chat.SendMessage(chat_pb2.SendMessageRequest(thread_id=thread, client_message_id="gap-1", body="before the gap"),
+                     metadata=carol.metadata, timeout=TIMEOUT)
+    env = dict(os.environ, KINDRED_GATEWAY=cluster.gateway, KINDRED_COMMUNITY=community,
+               KINDRED_CONFIG_DIR=str(tmp_path / "config"))
+    signin = subprocess.run([str(bin_dir() / "kindred"), "signin", alice.username], env=env, input=PASSWORD + "\n",
+                            capture_output=True, text=True, timeout=60)
+    assert signin.returncode == 0, signin.stdout + signin.stderr
+    process = subprocess.Popen([str(bin_dir() / "kindred"), "chat", thread], env=env, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    lines = queue.Queue()
+    output = []
+
+    def read():
+        for line in process.stdout:
+            output.append(line)
+            lines.put(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 30
+        while "before the gap" not in "".join(output):
+            assert time.monotonic() < deadline, f"no history printed:\n{''.join(output)}"
+            lines.get(timeout=30)
+        process.send_signal(signal.SIGSTOP)
+        chat.SendMessage(chat_pb2.SendMessageRequest(thread_id=thread, client_message_id="gap-2", body="in the gap"),
+                         metadata=carol.metadata, timeout=TIMEOUT)
+        process.send_signal(signal.SIGCONT)
+        # Live, or caught up once the stream is known to be live (heartbeats every second in this cluster).
+        deadline = time.monotonic() + 15
+        while "in the gap" not in "".join(output) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        chat.SendMessage(chat_pb2.SendMessageRequest(thread_id=thread, client_message_id="gap-3", body="after the gap"),
+                         metadata=carol.metadata, timeout=TIMEOUT)
+        deadline = time.monotonic() + 15
+        while "after the gap" not in "".join(output) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        process.stdin.close()
+        assert process.wait(timeout=30) == 0, "".join(output)
+        reader.join(timeout=5)
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGCONT)
+            process.kill()
+    printed = [line.split(": ", 1)[1].strip() for line in output if ": " in line]
+    assert printed == ["before the gap", "in the gap", "after the gap"], "".join(output)
+
+
 def process_environment(pid: int) -> dict:
     raw = pathlib.Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     return dict(item.decode().split("=", 1) for item in raw if b"=" in item)

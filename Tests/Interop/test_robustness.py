@@ -94,6 +94,40 @@ def wait_until_quiet(server, baseline_connections=0):
     raise AssertionError(f"server did not settle: {current}")
 
 
+def test_server_stats_count_an_echo_in_flight(server):
+    wait_until_quiet(server)
+    with grpc.insecure_channel(server.address) as channel:
+        future = rpc.InteropServiceStub(channel).Echo.future(pb.EchoRequest(message="slow", delay_ms=2000))
+        seen = []
+        for _ in range(75):
+            seen.append(stats(server).active_calls)
+            if seen[-1] == 2:  # the echo and this stats call
+                break
+            time.sleep(0.02)
+        assert seen[-1] == 2, f"the echo in flight was not counted: {seen}"
+        assert future.result(timeout=10).message == "slow"
+    wait_until_quiet(server)
+
+
+@pytest.mark.parametrize("path, message", [
+    (COLLECT, pb.EchoRequest(fail_with_code=3, fail_with_message="no").SerializeToString()),  # the handler fails
+    ("/kindred.testing.v1.InteropService/Missing", b""),  # UNIMPLEMENTED before any handler
+])
+def test_an_answer_before_the_request_ended_is_followed_by_rst_stream_no_error(server, path, message):
+    """gRPC over HTTP/2 (and RFC 9113 section 8.1): a server that sends its status while the client is still
+    sending resets the stream with NO_ERROR, so the client stops sending and both sides free the stream."""
+    raw = RawConnection(server.port)
+    stream = raw.request(path, frame(message), end=False)
+    events = raw.receive_until(lambda events: any(
+        isinstance(e, h2.events.StreamReset) and e.stream_id == stream for e in events), timeout=5)
+    ended = [e for e in events if isinstance(e, h2.events.StreamEnded) and e.stream_id == stream]
+    resets = [e for e in events if isinstance(e, h2.events.StreamReset) and e.stream_id == stream]
+    assert ended, f"no status: {events}"
+    assert [e.error_code for e in resets] == [0], f"expected RST_STREAM NO_ERROR after the status: {events}"
+    assert events.index(ended[0]) < events.index(resets[0])
+    raw.close()
+
+
 def test_wrong_content_type_is_415(server):
     raw = RawConnection(server.port)
     stream = raw.request(ECHO, frame(b""), content_type="text/plain")

@@ -203,6 +203,25 @@ func waitForCancellation(_ client: GRPCClient, callID: String) async throws {
         await harness.stop()
     }
 
+    /// GetServerStats reads the serving server's counters: a 2 s echo counts while it runs (with the stats call
+    /// itself), and no longer once it answered. (The in-process service used to answer zeros.)
+    @Test func serverStatsCountAnEchoInFlight() async throws {
+        let harness = try await Harness.start()
+        let stats = { try await harness.client.unary(V1.InteropService.Method.getServerStats, V1.ServerStatsRequest()) }
+        #expect(try await stats().activeCalls == 1)
+        let inFlight = Task { try await harness.client.unary(V1.InteropService.Method.echo, echo("slow", delayMs: 2000)) }
+        var counted = false
+        for _ in 0..<75 where !counted {
+            counted = try await stats().activeCalls == 2
+            if !counted { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(counted, "the echo in flight was not counted")
+        #expect(try await stats().openConnections == 1)
+        #expect(try await inFlight.value.message == "slow")
+        #expect(try await stats().activeCalls == 1)
+        await harness.stop()
+    }
+
     @Test func receiveLimitIsResourceExhausted() async throws {
         let harness = try await Harness.start(configure: { $0.maxReceiveMessageSize = 1000 })
         var small = echo()

@@ -57,7 +57,8 @@ struct ServerLifecycleTests {
 
         let client = GRPCClient(configuration: GRPCClientConfiguration(host: "127.0.0.1", port: port), logger: Logger(label: "t"))
         let call = Task { try await client.unary(V1.InteropService.Method.echo, echo("slow", delayMs: 400)).message }
-        try await Task.sleep(for: .milliseconds(100))
+        // The call in flight on the server (a fixed 100 ms lost the race with a loaded machine's connect).
+        #expect(await eventually { runner.metrics.activeCalls == 1 })
         await group.triggerGracefulShutdown()
         #expect(try await call.value == "slow")
         try await running.value
