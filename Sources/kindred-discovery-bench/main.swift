@@ -7,13 +7,16 @@ import KindredDiscovery
 // pool of compatible unseen candidates with the service's default pool of 500 and scan limit, rank the pool
 // with the reciprocal model, keep a page of 20) from W threads for D seconds. Prints build time, resident
 // memory, a fingerprint of 2,000 fixed viewers' rankings (equal = identical decks), decks/s and latency
-// percentiles.
-// Usage: kindred-discovery-bench [members] [swipes per member] [seconds] [threads]
+// percentiles. The pool size (default the service's 500) and whether slots are renumbered by place as a rebuild
+// does (`arrangeByPlace`, default 1; 0 = slots in order of arrival) can be given.
+// Usage: kindred-discovery-bench [members] [swipes per member] [seconds] [threads] [pool] [arrange 1|0]
 let arguments = Array(CommandLine.arguments.dropFirst())
 let memberCount = arguments.count > 0 ? Int(arguments[0]) ?? 5_000_000 : 5_000_000
 let swipesPerMember = arguments.count > 1 ? Int(arguments[1]) ?? 10 : 10
 let seconds = arguments.count > 2 ? Double(arguments[2]) ?? 10 : 10
 let threads = arguments.count > 3 ? Int(arguments[3]) ?? 2 : 2
+let poolSize = arguments.count > 4 ? Int(arguments[4]) ?? DiscoveryConfiguration().deckPool : DiscoveryConfiguration().deckPool
+let arrange = arguments.count > 5 ? arguments[5] != "0" : true
 
 func residentMiB() -> Double {
     guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
@@ -66,7 +69,7 @@ for n in 0..<memberCount {
     let age = Int32.random(in: 18...60, using: &random)
     let user = UserKey(high: random.next(), low: UInt64(n))
     users.append(user)
-    let slot = index.upsert(
+    index.upsert(
         IndexedMember(
             user: user, latitude: latitude, longitude: longitude, gender: gender, interestedIn: wants,
             birthDate: (2026 - age) * 10000 + 101, ageMin: UInt8(max(18, age - 8)), ageMax: UInt8(min(80, age + 8)),
@@ -75,8 +78,10 @@ for n in 0..<memberCount {
             joinedMinutes: 28_000_000
         )
     )
-    membersOfCity[cityOf[n]].append(slot)
+    membersOfCity[cityOf[n]].append(Int32(n))  // member numbers (the slots change when arranged)
 }
+// As a rebuild does once its members are in: slots by place (member n keeps its key; slots change).
+if arrange { index.arrangeByPlace() }
 let indexed = ContinuousClock.now
 var swipeCount = 0
 // As a rebuild loads them: collected as slot pairs, each member's lists built once (`CommunityIndex.load`).
@@ -86,7 +91,9 @@ for n in 0..<memberCount {
     for _ in 0..<swipesPerMember {
         let target = Int(neighbours[Int.random(in: 0..<neighbours.count, using: &random)])
         guard target != n else { continue }
-        swipes.append(viewer: index.slot(of: users[n])!, target: Int32(target), liked: Int.random(in: 0..<3, using: &random) == 0)
+        swipes.append(
+            viewer: index.slot(of: users[n])!, target: index.slot(of: users[target])!,
+            liked: Int.random(in: 0..<3, using: &random) == 0)
         swipeCount += 1
     }
 }
@@ -96,7 +103,7 @@ var models = [MemberModel](repeating: .prior, count: memberCount)
 for n in 0..<memberCount {
     var weights = SIMD8<Float>(Recommender.initialPrior)
     weights[0] += Float.random(in: -0.1...0.1, using: &random)
-    models[n] = MemberModel(weights: weights, appeal: Float.random(in: 0.1...0.6, using: &random))
+    models[Int(index.slot(of: users[n])!)] = MemberModel(weights: weights, appeal: Float.random(in: 0.1...0.6, using: &random))
 }
 let built = ContinuousClock.now
 membersOfCity = []
@@ -117,7 +124,7 @@ final class Results: @unchecked Sendable {
 }
 // The service's pool and scan limit (DiscoveryConfiguration defaults), so the figure is GetDeck's draw.
 let configuration = DiscoveryConfiguration()
-let deckQuery = DeckQuery(limit: configuration.deckPool, today: 20261124, scanLimit: configuration.scanLimit)
+let deckQuery = DeckQuery(limit: poolSize, today: 20261124, scanLimit: configuration.scanLimit)
 // A fingerprint of 2,000 fixed viewers' whole rankings (user, km, score, order): equal before and after a
 // change of the index's internals means the decks are identical.
 var fingerprint: UInt64 = 0xcbf2_9ce4_8422_2325
@@ -160,7 +167,7 @@ DispatchQueue.concurrentPerform(iterations: threads) { worker in
 let all = results.latencies.flatMap { $0 }.sorted()
 func percentile(_ p: Double) -> Double { all[min(all.count - 1, Int(Double(all.count) * p))] }
 print(String(
-    format: "decks %d in %.0f s on %d threads: %.0f decks/s, p50 %.0f us, p99 %.0f us, p99.9 %.0f us, empty %d",
-    all.count, seconds, threads, Double(all.count) / seconds, percentile(0.5), percentile(0.99), percentile(0.999),
+    format: "pool %d, arranged %d: decks %d in %.0f s on %d threads: %.0f decks/s, p50 %.0f us, p99 %.0f us, p99.9 %.0f us, empty %d",
+    poolSize, arrange ? 1 : 0, all.count, seconds, threads, Double(all.count) / seconds, percentile(0.5), percentile(0.99), percentile(0.999),
     results.empty.reduce(0, +)
 ))

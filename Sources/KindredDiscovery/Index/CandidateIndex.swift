@@ -326,6 +326,66 @@ public struct CommunityIndex: Sendable {
         bulkAppend(&blocked, liveBlocks + liveBlocks.map { ($0.1, $0.0) }, count: liveBlocks.count * 2)
     }
 
+    /// Renumbers the slots in the order of the places (a rebuild, once its members are in): the cells by Z-order
+    /// of their grid row and column, each cell's members in their bucket order. Every per-slot array is then read
+    /// nearly in sequence by a deck — a cell's members, and the cells next to it, sit in neighbouring slots —
+    /// instead of one cache (and TLB) miss per candidate and per array: at 5M members in slot order of arrival,
+    /// those misses were most of a deck's time. Returns each old slot's new slot (-1: a free slot, dropped).
+    /// Decks are unchanged (the walk visits the same cells and reads each bucket in the same order); members
+    /// inserted later take new slots at the end until the next rebuild.
+    @discardableResult
+    public mutating func arrangeByPlace() -> [Int32] {
+        func zOrder(_ key: UInt32) -> UInt64 {
+            func spread(_ value: UInt32) -> UInt64 {
+                var x = UInt64(value) & 0xffff
+                x = (x | (x << 8)) & 0x00ff_00ff
+                x = (x | (x << 4)) & 0x0f0f_0f0f
+                x = (x | (x << 2)) & 0x3333_3333
+                x = (x | (x << 1)) & 0x5555_5555
+                return x
+            }
+            return spread(key >> 13) << 1 | spread(key & 0x1fff)
+        }
+        var order: [Int32] = []  // order[new] = old
+        order.reserveCapacity(slotOf.count)
+        for key in buckets.keys.sorted(by: { zOrder($0) < zOrder($1) }) {
+            for entry in buckets[key]! { order.append(entry.slot) }
+        }
+        var newSlot = [Int32](repeating: -1, count: users.count)
+        for (new, old) in order.enumerated() { newSlot[Int(old)] = Int32(new) }
+        func arranged<T>(_ values: [T]) -> [T] { order.map { values[Int($0)] } }
+        func renumbered(_ lists: [[Int32]]) -> [[Int32]] {
+            order.map { old in lists[Int(old)].compactMap { newSlot[Int($0)] >= 0 ? newSlot[Int($0)] : nil }.sorted() }
+        }
+        users = arranged(users)
+        latitudes = arranged(latitudes)
+        geo = arranged(geo)
+        cards = arranged(cards)
+        hidesDistance = arranged(hidesDistance)
+        interests = arranged(interests)
+        attributes = arranged(attributes)
+        lastActive = arranged(lastActive)
+        joined = arranged(joined)
+        live = arranged(live)
+        bucketOf = arranged(bucketOf)
+        positionInBucket = arranged(positionInBucket)
+        swiped = renumbered(swiped)
+        passedOn = renumbered(passedOn)
+        blocked = renumbered(blocked)
+        for key in Array(buckets.keys) {
+            buckets[key] = buckets[key]!.map { BucketEntry(slot: newSlot[Int($0.slot)], card: $0.card) }
+        }
+        slotOf = slotOf.mapValues { newSlot[Int($0)] }
+        freeSlots = []
+        return newSlot
+    }
+
+    /// Slots in use or free (the length of the per-slot arrays).
+    var slotCapacity: Int { users.count }
+
+    /// The bucket (precision-5 cell) a slot is in.
+    func bucketKey(ofSlot slot: Int32) -> UInt32 { bucketOf[Int(slot)] }
+
     /// Undoes a pass (SwipeUndone): the target is unseen again.
     public mutating func undoSwipe(viewer: UserKey, target: UserKey) {
         guard let v = slotOf[viewer], let t = slotOf[target] else { return }

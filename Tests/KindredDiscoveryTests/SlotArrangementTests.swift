@@ -1,0 +1,109 @@
+import Testing
+
+@testable import KindredDiscovery
+
+/// A rebuild renumbers the index's slots by place (issue 12, deck speed): decks, swipes, blocks and the per-slot
+/// model summaries must come out exactly as before, and each cell's members must sit in neighbouring slots.
+@Suite("Slots by place")
+struct SlotArrangementTests {
+    static let cities: [(Double, Double)] = [(52.52, 13.40), (48.85, 2.35), (40.42, -3.70), (-33.87, 151.21)]
+
+    /// 400 members in four cities (several cells each), with swipes, passes and blocks, and one freed slot.
+    static func population() -> (CommunityState, [UserKey]) {
+        var random = SplitMix(state: 11)
+        var state = CommunityState()
+        var users: [UserKey] = []
+        for n in 1...400 {
+            let (lat, lon) = cities[n % cities.count]
+            let member = CandidateIndexTests.member(
+                UInt64(n), lat: lat + Double.random(in: -0.2...0.2, using: &random),
+                lon: lon + Double.random(in: -0.2...0.2, using: &random), gender: UInt8(1 + n % 2),
+                wants: Bool.random(using: &random) ? 0 : UInt8(1 << (2 - n % 2)), radius: 40)
+            state.upsert(member, facts: MemberFacts())
+            users.append(member.user)
+        }
+        for _ in 0..<3000 {
+            let (v, t) = (users.randomElement(using: &random)!, users.randomElement(using: &random)!)
+            guard v != t else { continue }
+            state.index.recordSwipe(viewer: v, target: t, liked: Bool.random(using: &random))
+        }
+        for _ in 0..<100 {
+            let (a, b) = (users.randomElement(using: &random)!, users.randomElement(using: &random)!)
+            if a != b { state.index.block(a, b) }
+        }
+        _ = state.remove(users.removeLast())
+        // Distinct model summaries, so a summary left at its old slot shows.
+        for (n, user) in users.enumerated() {
+            state.models[Int(state.index.slot(of: user)!)] = MemberModel(weights: SIMD8(repeating: Float(n)), appeal: Float(n))
+        }
+        return (state, users)
+    }
+
+    static func deck(_ index: CommunityIndex, _ viewer: UserKey, limit: Int = 1000) -> [IndexMatch] {
+        index.candidates(for: viewer, DeckQuery(limit: limit, today: CandidateIndexTests.today, scanLimit: 100_000)) ?? []
+    }
+
+    @Test("Renumbering by place changes no deck (same members, distances and order), swipe, block or model")
+    func arrangingKeepsEverything() {
+        let (before, users) = Self.population()
+        var after = before
+        after.arrangeByPlace()
+        #expect(after.index.count == before.index.count)
+        for viewer in users {
+            // The whole deck and a truncated one (the walk stops at the same member).
+            for limit in [1000, 7] {
+                let (old, new) = (Self.deck(before.index, viewer, limit: limit), Self.deck(after.index, viewer, limit: limit))
+                #expect(old.map(\.user) == new.map(\.user))
+                #expect(old.map(\.distanceKm) == new.map(\.distanceKm))
+            }
+            let (v, w) = (Int(before.index.slot(of: viewer)!), Int(after.index.slot(of: viewer)!))
+            #expect(before.models[v] == after.models[w])
+            for target in users.prefix(60) {
+                #expect(after.index.hasSwiped(viewer, target) == before.index.hasSwiped(viewer, target))
+                #expect(after.index.isBlocked(viewer, target) == before.index.isBlocked(viewer, target))
+                #expect(after.index.isStillUnseen(viewer: viewer, target: target) == before.index.isStillUnseen(viewer: viewer, target: target))
+            }
+        }
+        // The ranking reads the moved per-slot data: the same scores in the same order.
+        let viewer = users[0]
+        let rank = { (state: CommunityState) in
+            state.index.rank(
+                Self.deck(state.index, viewer), viewer: viewer, viewerWeights: Recommender.initialPrior, taste: nil,
+                models: state.models, nowMinutes: 1000)
+        }
+        #expect(rank(before).map(\.match.user) == rank(after).map(\.match.user))
+        #expect(rank(before).map(\.score) == rank(after).map(\.score))
+    }
+
+    @Test("After renumbering, each cell's members hold consecutive slots and no slot is free")
+    func cellsAreContiguous() {
+        var (state, users) = Self.population()
+        state.arrangeByPlace()
+        #expect(state.index.slotCapacity == users.count)
+        var slotsOfCell: [UInt32: [Int32]] = [:]
+        for user in users {
+            let slot = state.index.slot(of: user)!
+            slotsOfCell[state.index.bucketKey(ofSlot: slot), default: []].append(slot)
+        }
+        #expect(slotsOfCell.count > 8)
+        for slots in slotsOfCell.values { #expect(slots.max()! - slots.min()! + 1 == Int32(slots.count)) }
+    }
+
+    @Test("An arranged index keeps working: a new member, a removal, a swipe")
+    func changesAfterArranging() {
+        var (state, users) = Self.population()
+        state.arrangeByPlace()
+        let viewer = users[0]
+        let newcomer = CandidateIndexTests.member(
+            1000, lat: Self.cities[1].0, lon: Self.cities[1].1, gender: 2, wants: 0, radius: 40)
+        let viewerCity = CandidateIndexTests.member(1001, lat: Self.cities[1].0, lon: Self.cities[1].1, gender: 1, wants: 0, radius: 40)
+        state.upsert(newcomer, facts: MemberFacts())
+        state.upsert(viewerCity, facts: MemberFacts())
+        #expect(Self.deck(state.index, viewerCity.user).contains { $0.user == newcomer.user })
+        state.index.recordSwipe(viewer: viewerCity.user, target: newcomer.user, liked: true)
+        #expect(!Self.deck(state.index, viewerCity.user).contains { $0.user == newcomer.user })
+        _ = state.remove(viewer)
+        #expect(state.index.slot(of: viewer) == nil)
+        #expect(!Self.deck(state.index, users[4]).contains { $0.user == viewer })
+    }
+}
