@@ -107,3 +107,29 @@ struct SlotArrangementTests {
         #expect(!Self.deck(state.index, users[4]).contains { $0.user == viewer })
     }
 }
+
+/// The walk compares birth dates with bounds computed once per deck instead of dividing per member: the bounds
+/// must accept exactly the ages the division gives.
+@Suite("Age range as birth dates")
+struct BirthDateRangeTests {
+    @Test("A birth date is inside the bounds exactly when its age is in the range", arguments: [
+        0...0, 0...5, 18...18, 18...35, 25...99, 40...60, 1...1, 0...255,
+    ])
+    func boundsMatchTheDivision(_ ages: ClosedRange<Int>) {
+        for today: Int32 in [2026_11_24, 2024_02_29, 2000_01_01] {
+            let (after, upTo) = CommunityIndex.birthDateRange(ages: ages, today: today)
+            var birth: Int32 = 1700_01_01
+            while birth <= 2060_12_31 {
+                let age = CommunityIndex.age(birthDate: birth, today: today)
+                #expect((birth > after && birth <= upTo) == ages.contains(age), "born \(birth), today \(today)")
+                // Every month's first and last days, and the day before and after today's date in each year.
+                let month = birth / 100 % 100
+                birth = birth % 100 == 1 ? birth + 30 : (month == 12 ? (birth / 10000 + 1) * 10000 + 101 : birth + 70)
+            }
+            for near in [today - 1, today, today + 1, today - 10000, today - 9999, today + 9999, today + 10000] {
+                let age = CommunityIndex.age(birthDate: near, today: today)
+                #expect((near > after && near <= upTo) == ages.contains(age), "born \(near), today \(today)")
+            }
+        }
+    }
+}

@@ -423,7 +423,11 @@ public struct CommunityIndex: Sendable {
         let viewerAge = Self.age(birthDate: viewerCard.birthDate, today: query.today)
         let viewerGenderBit: UInt8 = 1 << viewerCard.gender
         let viewerWants = viewerCard.interestedIn
-        let (minAge, maxAge) = (Int(viewerCard.ageMin), Int(viewerCard.ageMax))
+        // The viewer's age range as birth dates, so the walk divides nothing: `age(b) >= minAge` and
+        // `age(b) <= maxAge` exactly as `(today − b) / 10000` truncates (see `birthDateRange`).
+        let (bornAfter, bornUpTo) = Self.birthDateRange(
+            ages: Int(viewerCard.ageMin)...max(Int(viewerCard.ageMin), Int(viewerCard.ageMax)), today: query.today)
+        let emptyAgeRange = viewerCard.ageMin > viewerCard.ageMax
         let required = query.requiredAttributes.bits
         // The viewer's sorted lists are searched in place (no set built per deck): only candidates that pass
         // every filter and the distance reach these lookups.
@@ -448,8 +452,8 @@ public struct CommunityIndex: Sendable {
                     viewerWants == 0 || viewerWants & (1 << card.gender) != 0,
                     card.interestedIn == 0 || card.interestedIn & viewerGenderBit != 0
                 else { continue }
-                let age = Self.age(birthDate: card.birthDate, today: query.today)
-                guard age >= minAge, age <= maxAge, viewerAge >= Int(card.ageMin), viewerAge <= Int(card.ageMax),
+                guard !emptyAgeRange, card.birthDate > bornAfter, card.birthDate <= bornUpTo,
+                    viewerAge >= Int(card.ageMin), viewerAge <= Int(card.ageMax),
                     required == 0 || attributes[ci].bits & required == required
                 else { continue }
                 // Spherical law of cosines between cell centres (sines and cosines precomputed per slot).
@@ -497,6 +501,17 @@ public struct CommunityIndex: Sendable {
 
     /// The birth year of a slot (age gaps for ranking).
     func birthYear(_ slot: Int) -> Int32 { cards[slot].birthDate / 10000 }
+
+    /// The birth dates (yyyymmdd) whose `age(birthDate:today:)` lies in `ages`: those `> after` and `<= upTo`.
+    /// Exact for the truncating division, future birth dates (negative differences) included.
+    static func birthDateRange(ages: ClosedRange<Int>, today: Int32) -> (after: Int32, upTo: Int32) {
+        let today = Int64(today)
+        // age ≤ max ⇔ today − b < 10000 (max + 1) (a negative difference gives an age ≤ 0 ≤ max, and is below it too).
+        let after = today - 10_000 * Int64(ages.upperBound + 1)
+        // age ≥ min ≥ 1 ⇔ today − b ≥ 10000 min; age ≥ 0 ⇔ today − b > −10000 (truncation towards zero).
+        let upTo = ages.lowerBound >= 1 ? today - 10_000 * Int64(ages.lowerBound) : today + 9_999
+        return (Int32(clamping: after), Int32(clamping: upTo))
+    }
 
     /// Whole years between two yyyymmdd dates.
     static func age(birthDate: Int32, today: Int32) -> Int { Int((today - birthDate) / 10000) }
