@@ -160,9 +160,11 @@ for city in 0..<cityCount {
     let members = membersOfCity[city]
     guard members.count > swipesPerMember + 1 else { continue }
     for (position, n) in members.enumerated() {
+        var targets: Set<Int32> = []
         for k in 1...swipesPerMember {
             let target = members[(position + k * 7) % members.count]
-            guard target != n else { continue }
+            // Once per pair (in a small city the stride comes round again).
+            guard target != n, targets.insert(target).inserted else { continue }
             let liked = Int.random(in: 0..<3, using: &random) == 0 ? "t" : "f"
             // The ranking features stored with a learned swipe (the rebuild replays the models from them).
             let features = withFeatures ? "{" + (0..<8).map { _ in String(Double(Int.random(in: 0...999, using: &random)) / 1000) }.joined(separator: ",") + "}" : "\\N"

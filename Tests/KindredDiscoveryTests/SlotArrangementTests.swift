@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import KindredDiscovery
@@ -130,6 +131,28 @@ struct BirthDateRangeTests {
                 let age = CommunityIndex.age(birthDate: near, today: today)
                 #expect((near > after && near <= upTo) == ages.contains(age), "born \(near), today \(today)")
             }
+        }
+    }
+}
+
+@Suite("User key text")
+struct UserKeyTextTests {
+    @Test("A user key's text is Foundation's UUID text in lower case, and parses back to the key")
+    func matchesFoundation() {
+        var random = SplitMix(state: 5)
+        for key in [UserKey(high: 0, low: 0), UserKey(high: .max, low: .max), UserKey(high: 0x0123_4567_89ab_cdef, low: 0xfedc_ba98_7654_3210)]
+            + (0..<2000).map({ _ in UserKey(high: random.next(), low: random.next()) })
+        {
+            let text = key.uuidString
+            var bytes = [UInt8](repeating: 0, count: 16)
+            for i in 0..<8 {
+                bytes[i] = UInt8(truncatingIfNeeded: key.high >> UInt64(56 - 8 * i))
+                bytes[8 + i] = UInt8(truncatingIfNeeded: key.low >> UInt64(56 - 8 * i))
+            }
+            let uuid = UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                                   bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+            #expect(text == uuid.uuidString.lowercased())
+            #expect(UserKey(uuidString: text) == key)
         }
     }
 }

@@ -585,19 +585,24 @@ public struct CommunityIndex: Sendable {
 }
 
 extension UserKey: CustomStringConvertible {
-    /// The canonical lower-case UUID text.
+    /// The canonical lower-case UUID text. Written byte by byte into the string's storage: every deck page
+    /// formats its candidates' ids, and building it from radix strings and slices was a fifth of a deck's CPU.
     public var uuidString: String {
-        let hex = String(self.high, radix: 16).leftPadded(16) + String(self.low, radix: 16).leftPadded(16)
-        let c = Array(hex)
-        return String(c[0..<8]) + "-" + String(c[8..<12]) + "-" + String(c[12..<16]) + "-" + String(c[16..<20]) + "-"
-            + String(c[20..<32])
+        String(unsafeUninitializedCapacity: 36) { buffer in
+            var out = 0
+            for nibble in 0..<32 {
+                if nibble == 8 || nibble == 12 || nibble == 16 || nibble == 20 {
+                    buffer[out] = UInt8(ascii: "-")
+                    out += 1
+                }
+                let word = nibble < 16 ? self.high : self.low
+                let value = UInt8(truncatingIfNeeded: word >> UInt64(60 - 4 * (nibble & 15))) & 15
+                buffer[out] = value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
+                out += 1
+            }
+            return 36
+        }
     }
 
     public var description: String { self.uuidString }
-}
-
-extension String {
-    fileprivate func leftPadded(_ width: Int) -> String {
-        self.count >= width ? self : String(repeating: "0", count: width - self.count) + self
-    }
 }
