@@ -9,13 +9,15 @@ import KindredDiscovery
 // memory, a fingerprint of 2,000 fixed viewers' rankings (equal = identical decks), decks/s and latency
 // percentiles. The pool size (default the service's 500) and whether slots are renumbered by place as a rebuild
 // does (`arrangeByPlace`, default 1; 0 = slots in order of arrival) can be given.
-// Usage: kindred-discovery-bench [members] [swipes per member] [seconds] [threads] [pool] [arrange 1|0]
+// Usage: kindred-discovery-bench [members] [swipes per member] [seconds] [threads] [pools, e.g. 100,200,500] [arrange 1|0]
 let arguments = Array(CommandLine.arguments.dropFirst())
 let memberCount = arguments.count > 0 ? Int(arguments[0]) ?? 5_000_000 : 5_000_000
 let swipesPerMember = arguments.count > 1 ? Int(arguments[1]) ?? 10 : 10
 let seconds = arguments.count > 2 ? Double(arguments[2]) ?? 10 : 10
 let threads = arguments.count > 3 ? Int(arguments[3]) ?? 2 : 2
-let poolSize = arguments.count > 4 ? Int(arguments[4]) ?? DiscoveryConfiguration().deckPool : DiscoveryConfiguration().deckPool
+/// Pool sizes to measure one after the other on the same index ("100,200,500"); the fingerprint uses the first.
+let poolSizes = arguments.count > 4 ? arguments[4].split(separator: ",").compactMap { Int($0) } : [DiscoveryConfiguration().deckPool]
+let poolSize = poolSizes.first ?? DiscoveryConfiguration().deckPool
 let arrange = arguments.count > 5 ? arguments[5] != "0" : true
 
 func residentMiB() -> Double {
@@ -113,7 +115,6 @@ print("members \(memberCount), swipes \(swipeCount), index \(String(format: "%.1
 let frozenIndex = index
 let frozenModels = models
 let frozenUsers = users
-let deadline = ContinuousClock.now + .seconds(seconds)
 final class Results: @unchecked Sendable {
     var latencies: [[Double]]
     var empty: [Int]
@@ -141,33 +142,38 @@ for n in stride(from: 0, to: frozenUsers.count, by: max(1, frozenUsers.count / 2
     fingerprint = (fingerprint ^ UInt64(ranked.count)) &* 0x100_0000_01b3
 }
 print("rankings fingerprint \(String(fingerprint, radix: 16))")
-let results = Results(threads)
-DispatchQueue.concurrentPerform(iterations: threads) { worker in
-    var random = Random(state: UInt64(worker) &+ 777)
-    var latencies: [Double] = []
-    var empty = 0
-    let query = deckQuery
-    while ContinuousClock.now < deadline {
-        for _ in 0..<100 {
-            let viewer = frozenUsers[Int.random(in: 0..<frozenUsers.count, using: &random)]
-            let start = ContinuousClock.now
-            let pool = frozenIndex.candidates(for: viewer, query) ?? []
-            let ranked = frozenIndex.rank(
-                pool, viewer: viewer, viewerWeights: Recommender.initialPrior, taste: nil, models: frozenModels,
-                nowMinutes: 29_500_000
-            )
-            let page = ranked.prefix(20)
-            latencies.append((ContinuousClock.now - start) / .microseconds(1))
-            if page.isEmpty { empty += 1 }
+for pool in poolSizes {
+    let results = Results(threads)
+    let deadline = ContinuousClock.now + .seconds(seconds)
+    let load = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").first.map(String.init) ?? "?"
+    DispatchQueue.concurrentPerform(iterations: threads) { worker in
+        var random = Random(state: UInt64(worker) &+ 777)
+        var latencies: [Double] = []
+        var empty = 0
+        var query = deckQuery
+        query.limit = pool
+        while ContinuousClock.now < deadline {
+            for _ in 0..<100 {
+                let viewer = frozenUsers[Int.random(in: 0..<frozenUsers.count, using: &random)]
+                let start = ContinuousClock.now
+                let pool = frozenIndex.candidates(for: viewer, query) ?? []
+                let ranked = frozenIndex.rank(
+                    pool, viewer: viewer, viewerWeights: Recommender.initialPrior, taste: nil, models: frozenModels,
+                    nowMinutes: 29_500_000
+                )
+                let page = ranked.prefix(20)
+                latencies.append((ContinuousClock.now - start) / .microseconds(1))
+                if page.isEmpty { empty += 1 }
+            }
         }
+        results.latencies[worker] = latencies
+        results.empty[worker] = empty
     }
-    results.latencies[worker] = latencies
-    results.empty[worker] = empty
+    let all = results.latencies.flatMap { $0 }.sorted()
+    func percentile(_ p: Double) -> Double { all[min(all.count - 1, Int(Double(all.count) * p))] }
+    print(String(
+        format: "pool %d, arranged %d, load \(load): decks %d in %.0f s on %d threads: %.0f decks/s, p50 %.0f us, p99 %.0f us, p99.9 %.0f us, empty %d",
+        pool, arrange ? 1 : 0, all.count, seconds, threads, Double(all.count) / seconds, percentile(0.5), percentile(0.99), percentile(0.999),
+        results.empty.reduce(0, +)
+    ))
 }
-let all = results.latencies.flatMap { $0 }.sorted()
-func percentile(_ p: Double) -> Double { all[min(all.count - 1, Int(Double(all.count) * p))] }
-print(String(
-    format: "pool %d, arranged %d: decks %d in %.0f s on %d threads: %.0f decks/s, p50 %.0f us, p99 %.0f us, p99.9 %.0f us, empty %d",
-    poolSize, arrange ? 1 : 0, all.count, seconds, threads, Double(all.count) / seconds, percentile(0.5), percentile(0.99), percentile(0.999),
-    results.empty.reduce(0, +)
-))

@@ -19,7 +19,8 @@
 #
 # Usage: Tests/Benchmarks/discovery-grpc.sh [members (default 1000000)] [swipes each (10)] [seconds (20)]
 #            [concurrency (32)] [connections (2)]
-# Settings: KINDRED_BIN_DIR (ready release binaries: no build); KINDRED_BENCH_PERF=1: `perf record -g` of discovery
+# Settings: KINDRED_BIN_DIR (ready release binaries: no build); KINDRED_BENCH_POPULATION: a folder to keep the
+# generated population in and reuse (generating 5M members takes minutes; same members and swipes arguments); KINDRED_BENCH_PERF=1: `perf record -g` of discovery
 # for 10 s of the many-viewer run, its top symbols printed (or written to KINDRED_BENCH_PERF_OUT; the recording kept
 # as KINDRED_BENCH_PERF_DATA when set).
 set -euo pipefail
@@ -52,8 +53,16 @@ while ! { free $((BASE + 1)) && free $((BASE + 3)) && free $((BASE + 101)) && fr
 
 echo "discovery through gRPC: $MEMBERS members, $SWIPES swipes each, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 started=$SECONDS
-"$BIN/kindred-discovery-pg-bench" generate "$MEMBERS" "$SWIPES" "$WORK/population"
-chmod 644 "$WORK"/population/*
+POPULATION="$WORK/population"
+if [ -n "${KINDRED_BENCH_POPULATION:-}" ]; then
+    POPULATION="$KINDRED_BENCH_POPULATION"
+    mkdir -p "$POPULATION"
+    chmod 755 "$POPULATION"
+fi
+if [ ! -s "$POPULATION/viewers.txt" ] || [ "$(wc -l <"$POPULATION/viewers.txt")" != "$MEMBERS" ]; then
+    "$BIN/kindred-discovery-pg-bench" generate "$MEMBERS" "$SWIPES" "$POPULATION"
+fi
+chmod 644 "$POPULATION"/*
 
 export KINDRED_BIN_DIR="$WORK/bin" KINDRED_CLUSTER_DIR="$WORK/run" KINDRED_DATA_DIR="$WORK/data" \
     KINDRED_PORT_BASE="$BASE" KINDRED_SMTP_PORT=$((BASE + 150)) KINDRED_LOG_LEVEL=warning \
@@ -81,19 +90,19 @@ rss() { awk '/VmRSS/ {printf "%d MiB", $2 / 1024}' "/proc/$(pid_of discovery)/st
 
 psql_kindred() { runuser -u postgres -- psql -X -q -v ON_ERROR_STOP=1 -h "$WORK/run/postgres" -d kindred "$@"; }
 copying=$SECONDS
-psql_kindred -c "\\copy discovery.candidates (user_id, community_id, snapshot, version) FROM '$WORK/population/candidates.tsv'"
-psql_kindred -c "\\copy discovery.swipes (viewer_id, target_id, community_id, swipe_id, liked, features, target_interests, swiped_at) FROM '$WORK/population/swipes.tsv'"
+psql_kindred -c "\\copy discovery.candidates (user_id, community_id, snapshot, version) FROM '$POPULATION/candidates.tsv'"
+psql_kindred -c "\\copy discovery.swipes (viewer_id, target_id, community_id, swipe_id, liked, features, target_interests, swiped_at) FROM '$POPULATION/swipes.tsv'"
 psql_kindred -c "ANALYZE discovery.candidates; ANALYZE discovery.swipes"
 echo "COPY + ANALYZE: $((SECONDS - copying)) s; discovery resident before the rebuild $(rss)"
 
-"$LOAD" deck --discovery "$ADDRESS" --key-file "$WORK/data/auth/signing-key.pem" --viewers "$WORK/population/viewers.txt" \
+"$LOAD" deck --discovery "$ADDRESS" --key-file "$WORK/data/auth/signing-key.pem" --viewers "$POPULATION/viewers.txt" \
     --rebuild --seconds 0 --h2load-dir "$WORK"
 echo "discovery resident after the rebuild: $(rss), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ "${KINDRED_BENCH_PERF:-}" = 1 ]; then
     (sleep 5 && perf record -e cpu-clock -g -o "$WORK/perf.data" -p "$(pid_of discovery)" -- sleep 10 >/dev/null 2>&1) &
     PERF=$!
 fi
-"$LOAD" deck --discovery "$ADDRESS" --key-file "$WORK/data/auth/signing-key.pem" --viewers "$WORK/population/viewers.txt" \
+"$LOAD" deck --discovery "$ADDRESS" --key-file "$WORK/data/auth/signing-key.pem" --viewers "$POPULATION/viewers.txt" \
     --concurrency "$CONCURRENCY" --connections "$CONNECTIONS" --seconds "$SECONDS_OF_LOAD" --pids-file "$WORK/run/pids"
 if [ -n "${PERF:-}" ]; then
     wait "$PERF" || true
