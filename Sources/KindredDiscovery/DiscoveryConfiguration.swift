@@ -32,6 +32,9 @@ public struct DiscoveryConfiguration: Sendable {
     /// `KINDRED_DISCOVERY_HELD_DECKS` (int, 100..10000000), default 100000: ranked decks held for their pages
     /// (15 minutes each; the oldest go first when full).
     public var heldDecks = 100_000
+    /// `KINDRED_DISCOVERY_HELD_DECK_MIB` (int, 1..65536), default 256: the bytes held decks may take (24 bytes per
+    /// candidate not served yet, 160 per deck); the oldest go first beyond it.
+    public var heldDeckMiB = 256
     /// `KINDRED_DISCOVERY_VIEWER_RATE` (calls/s per viewer, decimal) and `KINDRED_DISCOVERY_VIEWER_BURST` (int),
     /// default 5 and 120: decks, picks and searches per viewer (whoever calls for them); beyond it
     /// RESOURCE_EXHAUSTED. Bounds scripted radius probing and scraping.
@@ -69,5 +72,6 @@ public struct DiscoveryConfiguration: Sendable {
         self.viewerRate = try reader.double("KINDRED_DISCOVERY_VIEWER_RATE", default: self.viewerRate, in: 0.01...1_000_000)
         self.viewerBurst = try reader.int("KINDRED_DISCOVERY_VIEWER_BURST", default: self.viewerBurst, in: 1...1_000_000)
         self.heldDecks = try reader.int("KINDRED_DISCOVERY_HELD_DECKS", default: self.heldDecks, in: 100...10_000_000)
+        self.heldDeckMiB = try reader.int("KINDRED_DISCOVERY_HELD_DECK_MIB", default: self.heldDeckMiB, in: 1...65_536)
     }
 }

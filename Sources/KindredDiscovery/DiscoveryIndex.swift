@@ -249,3 +249,16 @@ extension CommunityState {
     /// A viewer's solved weights (tests compare rebuilt and incremental models).
     public func viewerWeightsForTests(_ viewer: UserKey) -> SIMD8<Double> { self.viewerWeights(viewer) }
 }
+
+extension CommunityState {
+    /// Renumbers the index's slots by place (`CommunityIndex.arrangeByPlace`, a rebuild once its members are in)
+    /// and moves the per-slot model summaries with them.
+    mutating func arrangeByPlace() {
+        let newSlot = self.index.arrangeByPlace()
+        var models = [MemberModel](repeating: .prior, count: self.index.slotCapacity)
+        for (old, new) in newSlot.enumerated() where new >= 0 && old < self.models.count {
+            models[Int(new)] = self.models[old]
+        }
+        self.models = models
+    }
+}

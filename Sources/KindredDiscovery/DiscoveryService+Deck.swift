@@ -35,26 +35,29 @@ extension DiscoveryService {
             self.deckCounter.increment()
             if drawn.widened { self.widenedCounter.increment() }
             deck = HeldDeck(
-                viewer: viewer, community: community, ranked: drawn.ranked, position: 0, radiusKm: drawn.radiusKm,
-                widened: drawn.widened, expires: .now)
+                viewer: viewer, community: community, remaining: drawn.ranked.map(HeldEntry.init),
+                radiusKm: drawn.radiusKm, widened: drawn.widened, expires: .now)
         }
-        // Serve the page, skipping whoever left the deck since it was ranked.
+        // Serve the page, skipping whoever left the deck since it was ranked; only the rest is held again.
         var page: [RankedCandidate] = []
+        var served = 0
         self.index.read(deck.community) { state in
-            while page.count < size, deck.position < deck.ranked.count {
-                let entry = deck.ranked[deck.position]
-                deck.position += 1
-                guard !exclude.contains(entry.match.user),
-                    state.index.isStillUnseen(viewer: viewer, target: entry.match.user)
+            while page.count < size, served < deck.remaining.count {
+                let entry = deck.remaining[served]
+                served += 1
+                guard !exclude.contains(entry.user), state.index.isStillUnseen(viewer: viewer, target: entry.user),
+                    let slot = state.index.slot(of: entry.user)
                 else { continue }
-                page.append(entry)
+                page.append(
+                    RankedCandidate(match: IndexMatch(slot: slot, user: entry.user, distanceKm: Int(entry.distanceKm)), score: entry.score))
             }
         }
+        deck.remaining.removeFirst(served)
         var response = DiscoveryApi.GetDeckResponse()
         response.candidates = self.candidates(page, viewer: viewer, community: deck.community, scored: true)
         response.radiusKm = Int32(deck.radiusKm)
         response.widened = deck.widened
-        if deck.position < deck.ranked.count { response.nextPageToken = self.pages.hold(deck) }
+        if !deck.remaining.isEmpty { response.nextPageToken = self.pages.hold(deck) }
         return response
     }
 

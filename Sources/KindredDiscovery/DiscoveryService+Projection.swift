@@ -380,6 +380,8 @@ extension DiscoveryService {
                     else { return }
                     states[snapshot.communityId, default: CommunityState(rules: rules)].upsert(member, facts: facts)
                 }
+                // Slots by place: a deck then reads its candidates' per-slot data nearly in sequence.
+                for key in states.keys { states[key]!.arrangeByPlace() }
                 lap("members")
                 var swipes: [String: SlotSwipes] = [:]
                 try await self.store.streamSwipes(only: community, page: page, in: transaction) { swipe in

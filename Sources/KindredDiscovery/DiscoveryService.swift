@@ -54,7 +54,7 @@ public final class DiscoveryService: GRPCService, Sendable {
         self.profile = profile
         self.logger = logger
         self.inbox = EventInbox(database: database, logger: logger)
-        self.pages = DeckPages(capacity: configuration.heldDecks)
+        self.pages = DeckPages(capacity: configuration.heldDecks, byteBudget: configuration.heldDeckMiB << 20)
         self.viewerLimiter = TokenBucketLimiter(rate: configuration.viewerRate, burst: configuration.viewerBurst)
         self.pageTokenKey = PageToken.key(service: "discovery", secret: configuration.serviceSecret)
         // discovery_decks_total / discovery_decks_widened_total: first deck pages served and how many of them

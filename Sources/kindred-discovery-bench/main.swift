@@ -7,13 +7,18 @@ import KindredDiscovery
 // pool of compatible unseen candidates with the service's default pool of 500 and scan limit, rank the pool
 // with the reciprocal model, keep a page of 20) from W threads for D seconds. Prints build time, resident
 // memory, a fingerprint of 2,000 fixed viewers' rankings (equal = identical decks), decks/s and latency
-// percentiles.
-// Usage: kindred-discovery-bench [members] [swipes per member] [seconds] [threads]
+// percentiles. The pool size (default the service's 500) and whether slots are renumbered by place as a rebuild
+// does (`arrangeByPlace`, default 1; 0 = slots in order of arrival) can be given.
+// Usage: kindred-discovery-bench [members] [swipes per member] [seconds] [threads] [pools, e.g. 100,200,500] [arrange 1|0]
 let arguments = Array(CommandLine.arguments.dropFirst())
 let memberCount = arguments.count > 0 ? Int(arguments[0]) ?? 5_000_000 : 5_000_000
 let swipesPerMember = arguments.count > 1 ? Int(arguments[1]) ?? 10 : 10
 let seconds = arguments.count > 2 ? Double(arguments[2]) ?? 10 : 10
 let threads = arguments.count > 3 ? Int(arguments[3]) ?? 2 : 2
+/// Pool sizes to measure one after the other on the same index ("100,200,500"); the fingerprint uses the first.
+let poolSizes = arguments.count > 4 ? arguments[4].split(separator: ",").compactMap { Int($0) } : [DiscoveryConfiguration().deckPool]
+let poolSize = poolSizes.first ?? DiscoveryConfiguration().deckPool
+let arrange = arguments.count > 5 ? arguments[5] != "0" : true
 
 func residentMiB() -> Double {
     guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
@@ -66,7 +71,7 @@ for n in 0..<memberCount {
     let age = Int32.random(in: 18...60, using: &random)
     let user = UserKey(high: random.next(), low: UInt64(n))
     users.append(user)
-    let slot = index.upsert(
+    index.upsert(
         IndexedMember(
             user: user, latitude: latitude, longitude: longitude, gender: gender, interestedIn: wants,
             birthDate: (2026 - age) * 10000 + 101, ageMin: UInt8(max(18, age - 8)), ageMax: UInt8(min(80, age + 8)),
@@ -75,8 +80,10 @@ for n in 0..<memberCount {
             joinedMinutes: 28_000_000
         )
     )
-    membersOfCity[cityOf[n]].append(slot)
+    membersOfCity[cityOf[n]].append(Int32(n))  // member numbers (the slots change when arranged)
 }
+// As a rebuild does once its members are in: slots by place (member n keeps its key; slots change).
+if arrange { index.arrangeByPlace() }
 let indexed = ContinuousClock.now
 var swipeCount = 0
 // As a rebuild loads them: collected as slot pairs, each member's lists built once (`CommunityIndex.load`).
@@ -86,7 +93,9 @@ for n in 0..<memberCount {
     for _ in 0..<swipesPerMember {
         let target = Int(neighbours[Int.random(in: 0..<neighbours.count, using: &random)])
         guard target != n else { continue }
-        swipes.append(viewer: index.slot(of: users[n])!, target: Int32(target), liked: Int.random(in: 0..<3, using: &random) == 0)
+        swipes.append(
+            viewer: index.slot(of: users[n])!, target: index.slot(of: users[target])!,
+            liked: Int.random(in: 0..<3, using: &random) == 0)
         swipeCount += 1
     }
 }
@@ -96,7 +105,7 @@ var models = [MemberModel](repeating: .prior, count: memberCount)
 for n in 0..<memberCount {
     var weights = SIMD8<Float>(Recommender.initialPrior)
     weights[0] += Float.random(in: -0.1...0.1, using: &random)
-    models[n] = MemberModel(weights: weights, appeal: Float.random(in: 0.1...0.6, using: &random))
+    models[Int(index.slot(of: users[n])!)] = MemberModel(weights: weights, appeal: Float.random(in: 0.1...0.6, using: &random))
 }
 let built = ContinuousClock.now
 membersOfCity = []
@@ -106,7 +115,6 @@ print("members \(memberCount), swipes \(swipeCount), index \(String(format: "%.1
 let frozenIndex = index
 let frozenModels = models
 let frozenUsers = users
-let deadline = ContinuousClock.now + .seconds(seconds)
 final class Results: @unchecked Sendable {
     var latencies: [[Double]]
     var empty: [Int]
@@ -117,7 +125,7 @@ final class Results: @unchecked Sendable {
 }
 // The service's pool and scan limit (DiscoveryConfiguration defaults), so the figure is GetDeck's draw.
 let configuration = DiscoveryConfiguration()
-let deckQuery = DeckQuery(limit: configuration.deckPool, today: 20261124, scanLimit: configuration.scanLimit)
+let deckQuery = DeckQuery(limit: poolSize, today: 20261124, scanLimit: configuration.scanLimit)
 // A fingerprint of 2,000 fixed viewers' whole rankings (user, km, score, order): equal before and after a
 // change of the index's internals means the decks are identical.
 var fingerprint: UInt64 = 0xcbf2_9ce4_8422_2325
@@ -134,33 +142,38 @@ for n in stride(from: 0, to: frozenUsers.count, by: max(1, frozenUsers.count / 2
     fingerprint = (fingerprint ^ UInt64(ranked.count)) &* 0x100_0000_01b3
 }
 print("rankings fingerprint \(String(fingerprint, radix: 16))")
-let results = Results(threads)
-DispatchQueue.concurrentPerform(iterations: threads) { worker in
-    var random = Random(state: UInt64(worker) &+ 777)
-    var latencies: [Double] = []
-    var empty = 0
-    let query = deckQuery
-    while ContinuousClock.now < deadline {
-        for _ in 0..<100 {
-            let viewer = frozenUsers[Int.random(in: 0..<frozenUsers.count, using: &random)]
-            let start = ContinuousClock.now
-            let pool = frozenIndex.candidates(for: viewer, query) ?? []
-            let ranked = frozenIndex.rank(
-                pool, viewer: viewer, viewerWeights: Recommender.initialPrior, taste: nil, models: frozenModels,
-                nowMinutes: 29_500_000
-            )
-            let page = ranked.prefix(20)
-            latencies.append((ContinuousClock.now - start) / .microseconds(1))
-            if page.isEmpty { empty += 1 }
+for pool in poolSizes {
+    let results = Results(threads)
+    let deadline = ContinuousClock.now + .seconds(seconds)
+    let load = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").first.map(String.init) ?? "?"
+    DispatchQueue.concurrentPerform(iterations: threads) { worker in
+        var random = Random(state: UInt64(worker) &+ 777)
+        var latencies: [Double] = []
+        var empty = 0
+        var query = deckQuery
+        query.limit = pool
+        while ContinuousClock.now < deadline {
+            for _ in 0..<100 {
+                let viewer = frozenUsers[Int.random(in: 0..<frozenUsers.count, using: &random)]
+                let start = ContinuousClock.now
+                let pool = frozenIndex.candidates(for: viewer, query) ?? []
+                let ranked = frozenIndex.rank(
+                    pool, viewer: viewer, viewerWeights: Recommender.initialPrior, taste: nil, models: frozenModels,
+                    nowMinutes: 29_500_000
+                )
+                let page = ranked.prefix(20)
+                latencies.append((ContinuousClock.now - start) / .microseconds(1))
+                if page.isEmpty { empty += 1 }
+            }
         }
+        results.latencies[worker] = latencies
+        results.empty[worker] = empty
     }
-    results.latencies[worker] = latencies
-    results.empty[worker] = empty
+    let all = results.latencies.flatMap { $0 }.sorted()
+    func percentile(_ p: Double) -> Double { all[min(all.count - 1, Int(Double(all.count) * p))] }
+    print(String(
+        format: "pool %d, arranged %d, load \(load): decks %d in %.0f s on %d threads: %.0f decks/s, p50 %.0f us, p99 %.0f us, p99.9 %.0f us, empty %d",
+        pool, arrange ? 1 : 0, all.count, seconds, threads, Double(all.count) / seconds, percentile(0.5), percentile(0.99), percentile(0.999),
+        results.empty.reduce(0, +)
+    ))
 }
-let all = results.latencies.flatMap { $0 }.sorted()
-func percentile(_ p: Double) -> Double { all[min(all.count - 1, Int(Double(all.count) * p))] }
-print(String(
-    format: "decks %d in %.0f s on %d threads: %.0f decks/s, p50 %.0f us, p99 %.0f us, p99.9 %.0f us, empty %d",
-    all.count, seconds, threads, Double(all.count) / seconds, percentile(0.5), percentile(0.99), percentile(0.999),
-    results.empty.reduce(0, +)
-))

@@ -13,14 +13,19 @@ import Logging
 // pool, rank it) run on T threads for D seconds; the same nearest-compatible query runs as PostgreSQL GiST KNN
 // (a point column, the filters in WHERE) on T connections for D seconds, for the ratio.
 // Usage: kindred-discovery-pg-bench [members] [swipes per member] [seconds] [threads] [features 1|0]
-let arguments = Array(CommandLine.arguments.dropFirst())
+//        kindred-discovery-pg-bench generate members swipes-per-member folder
+// `generate` only writes the population (candidates.tsv and swipes.tsv for COPY into discovery's tables, without
+// features, and viewers.txt: every member's user id) into the folder and exits: Tests/Benchmarks/discovery-grpc.sh
+// loads it into a running cluster's PostgreSQL.
+let generateOnly = CommandLine.arguments.dropFirst().first == "generate"
+let arguments = Array(CommandLine.arguments.dropFirst(generateOnly ? 2 : 1))
 let memberCount = arguments.count > 0 ? Int(arguments[0]) ?? 5_000_000 : 5_000_000
 let swipesPerMember = arguments.count > 1 ? Int(arguments[1]) ?? 2 : 2
 let seconds = arguments.count > 2 ? Double(arguments[2]) ?? 10 : 10
 let threads = arguments.count > 3 ? Int(arguments[3]) ?? 2 : 2
 /// Whether swipes carry ranking features (the models learn from them; 0: they only exclude, as swipes that
 /// arrived before either side was indexed).
-let withFeatures = arguments.count > 4 ? arguments[4] != "0" : true
+let withFeatures = generateOnly ? false : arguments.count > 4 ? arguments[4] != "0" : true
 
 func residentMiB() -> Double {
     guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
@@ -80,11 +85,6 @@ func uuid(_ random: inout Random) -> String {
 func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
 var logger = Logger(label: "kindred.discovery.pg-bench")
 logger.logLevel = .info  // the rebuild's phases ("index rebuilt")
-let postgres = try await TestPostgres.shared()
-let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-let url = try await postgres.createMigratedDatabase(
-    schema: "discovery", migrations: root.appendingPathComponent("services/discovery/migrations").path)
-
 // ---- Generate ----
 var random = Random(state: 12345)
 let cityCount = 400
@@ -97,9 +97,11 @@ for city in 0..<cityCount {
     cityOf.append(contentsOf: repeatElement(city, count: Int(Double(memberCount) / (harmonic * Double(city + 1)))))
 }
 while cityOf.count < memberCount { cityOf.append(Int.random(in: 0..<cityCount, using: &random)) }
-let folder = FileManager.default.temporaryDirectory.appendingPathComponent("kindred-pg-bench-\(getpid())")
+let folder = generateOnly
+    ? URL(fileURLWithPath: arguments.count > 2 ? arguments[2] : "population")
+    : FileManager.default.temporaryDirectory.appendingPathComponent("kindred-pg-bench-\(getpid())")
 try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-defer { try? FileManager.default.removeItem(at: folder) }
+defer { if !generateOnly { try? FileManager.default.removeItem(at: folder) } }
 let started = ContinuousClock.now
 var ids: [String] = []
 ids.reserveCapacity(memberCount)
@@ -158,9 +160,11 @@ for city in 0..<cityCount {
     let members = membersOfCity[city]
     guard members.count > swipesPerMember + 1 else { continue }
     for (position, n) in members.enumerated() {
+        var targets: Set<Int32> = []
         for k in 1...swipesPerMember {
             let target = members[(position + k * 7) % members.count]
-            guard target != n else { continue }
+            // Once per pair (in a small city the stride comes round again).
+            guard target != n, targets.insert(target).inserted else { continue }
             let liked = Int.random(in: 0..<3, using: &random) == 0 ? "t" : "f"
             // The ranking features stored with a learned swipe (the rebuild replays the models from them).
             let features = withFeatures ? "{" + (0..<8).map { _ in String(Double(Int.random(in: 0...999, using: &random)) / 1000) }.joined(separator: ",") + "}" : "\\N"
@@ -177,6 +181,14 @@ swipesFile.write(swipeLines.data(using: .utf8)!)
 try swipesFile.close()
 membersOfCity = []
 say("generated \(memberCount) members, \(swipeCount) swipes in \(seconds(since: started))")
+if generateOnly {
+    try (ids.joined(separator: "\n") + "\n").write(to: folder.appendingPathComponent("viewers.txt"), atomically: true, encoding: .utf8)
+    exit(0)
+}
+let postgres = try await TestPostgres.shared()
+let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+let url = try await postgres.createMigratedDatabase(
+    schema: "discovery", migrations: root.appendingPathComponent("services/discovery/migrations").path)
 
 // ---- COPY ----
 func psql(_ command: String) throws {

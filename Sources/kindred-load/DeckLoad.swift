@@ -1,0 +1,171 @@
+import ArgumentParser
+import Foundation
+import KindredGRPC
+import KindredIdentity
+import KindredOpenSSL
+import KindredProto
+import KindredServiceKit
+import Logging
+
+/// `kindred-load deck`: GetDeck driven directly at discovery (Tests/Benchmarks/discovery-grpc.sh runs it).
+///
+/// The caller is the gateway, as in production: a service token (signed with auth's signing key of the cluster
+/// under test: a benchmark tool, never a production path) and `viewer_user_id`, a different viewer per call drawn
+/// at random from `--viewers` (a single viewer would keep one deck's data in cache). Optionally rebuilds the index
+/// first (RebuildIndex with an admin token: the same rebuild the server runs at start), and writes the files an
+/// h2load run needs (`--h2load-dir`: one viewer's request body and the service token). The report gives decks per
+/// second, latency percentiles, error codes, and the CPU of discovery and of this driver during the measured
+/// window (`--pids-file`).
+struct DeckCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "deck", abstract: "First deck pages from discovery, many viewers (benchmark driver).")
+
+    @Option(help: "The discovery service, host:port.") var discovery = "127.0.0.1:50053"
+    @Option(help: "Auth's signing key (PEM), to sign the service and admin tokens.") var keyFile: String
+    @Option(help: "A file of viewer user ids, one a line (indexed members).") var viewers: String
+    @Option(help: "Calls in flight at once.") var concurrency = 32
+    @Option(help: "HTTP/2 connections to discovery.") var connections = 2
+    @Option(help: "Seconds of load after a 3 s warm-up (0: none).") var seconds = 20.0
+    @Option(help: "Candidates per page.") var pageSize = 20
+    @Flag(help: "Call RebuildIndex (admin) first and report how long it took.") var rebuild = false
+    @Option(help: "Write h2load's request body (first viewer) and bearer token into this folder.") var h2loadDir: String?
+    @Option(help: "The cluster's pids file (run-cluster.sh): CPU per process during the run.") var pidsFile: String?
+
+    func run() async throws {
+        var logger = Logger(label: "kindred.load")
+        logger.logLevel = .error
+        let key = try Ed25519PrivateKey(pemFile: self.keyFile)
+        let signer = AccessTokenSigner(
+            keyID: String(Base64URL.encode(SHA256.hash(key.publicKey.rawRepresentation)).prefix(16)), key: key)
+        let viewers = try String(contentsOfFile: self.viewers, encoding: .utf8).split(separator: "\n").map(String.init)
+        guard !viewers.isEmpty else { throw ValidationError("no viewers in \(self.viewers)") }
+        let now = Int64(Date().timeIntervalSince1970)
+        let service = try signer.sign(
+            AccessTokenClaims(
+                subject: "service:gateway", issuedAt: now, lifetimeSeconds: 3600, tokenID: try UUIDv7.generate(),
+                sessionID: nil, roles: ["service"]))
+        let target = try hostAndPort(self.discovery)
+        var configuration = GRPCClientConfiguration(host: target.0, port: target.1)
+        configuration.connectionCount = self.connections
+        configuration.defaultTimeout = .seconds(10)
+        let client = GRPCClient(configuration: configuration, logger: logger)
+
+        if self.rebuild {
+            let admin = try signer.sign(
+                AccessTokenClaims(
+                    subject: try UUIDv7.generate(), issuedAt: now, lifetimeSeconds: 3600, tokenID: try UUIDv7.generate(),
+                    sessionID: try UUIDv7.generate(), roles: ["user", "admin"]))
+            let started = ContinuousClock.now
+            let response = try await client.unary(
+                Kindred.Discovery.V1.DiscoveryService.Method.rebuildIndex, Kindred.Discovery.V1.RebuildIndexRequest(),
+                metadata: ["authorization": .string("Bearer " + admin)], options: CallOptions(timeout: .seconds(1800)))
+            print(
+                String(
+                    format: "RebuildIndex: %d members indexed in %.1f s", response.indexedCandidates,
+                    (ContinuousClock.now - started).seconds))
+        }
+        if let folder = self.h2loadDir {
+            var request = Kindred.Discovery.V1.GetDeckRequest()
+            request.viewerUserId = viewers[0]
+            request.pageSize = Int32(self.pageSize)
+            let message = try request.serializedBytes()
+            let length = UInt32(message.count)
+            let frame = [0, UInt8(length >> 24), UInt8(length >> 16 & 0xff), UInt8(length >> 8 & 0xff), UInt8(length & 0xff)] + message
+            try Data(frame).write(to: URL(fileURLWithPath: folder).appendingPathComponent("deck.bin"))
+            try service.write(toFile: folder + "/token", atomically: true, encoding: .utf8)
+        }
+        guard self.seconds > 0 else {
+            await client.close()
+            return
+        }
+        let run = DeckRun(client: client, token: service, viewers: viewers, pageSize: Int32(self.pageSize))
+        print("viewers \(viewers.count), concurrency \(self.concurrency), connections \(self.connections)")
+        _ = await run.drive(concurrency: self.concurrency, for: .seconds(3))  // warm-up
+        let before = ProcessCPU.sample(pidsFile: self.pidsFile)
+        let report = await run.drive(concurrency: self.concurrency, for: .milliseconds(Int64(self.seconds * 1000)))
+        let after = ProcessCPU.sample(pidsFile: self.pidsFile)
+        await client.close()
+        report.print()
+        ProcessCPU.printUsage(before: before, after: after, seconds: report.seconds)
+        if let server = after["discovery"], let start = before["discovery"], report.decks > 0 {
+            let driver = (after["kindred-load"] ?? 0) - (before["kindred-load"] ?? 0)
+            print(
+                String(
+                    format: "CPU per deck: discovery %.0f µs, this driver %.0f µs", (server - start) / Double(report.decks) * 1e6,
+                    driver / Double(report.decks) * 1e6))
+        }
+    }
+}
+
+/// Runs first deck pages with a fixed number in flight, each for a random viewer, and records latencies.
+struct DeckRun {
+    let client: GRPCClient
+    let token: String
+    let viewers: [String]
+    let pageSize: Int32
+
+    struct Report {
+        var seconds: Double
+        var latencies: [Duration]
+        var outcomes: [String: Int]
+        var candidates: Int
+
+        var decks: Int { self.outcomes["OK", default: 0] }
+
+        func print() {
+            let sorted = self.latencies.sorted()
+            func percentile(_ p: Double) -> String {
+                guard !sorted.isEmpty else { return "-" }
+                let value = sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+                return String(format: "%.2f ms", value.seconds * 1000)
+            }
+            Swift.print(
+                String(
+                    format: "decks: %d in %.1f s = %.0f/s (%.1f candidates a page)", self.decks, self.seconds,
+                    Double(self.decks) / self.seconds, Double(self.candidates) / Double(max(1, self.decks))))
+            Swift.print("latency p50 \(percentile(0.5))  p90 \(percentile(0.9))  p99 \(percentile(0.99))  max \(percentile(1))")
+            Swift.print("outcomes: \(self.outcomes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))")
+        }
+    }
+
+    func drive(concurrency: Int, for duration: Duration) async -> Report {
+        let start = ContinuousClock.now
+        let end = start + duration
+        let metadata: Metadata = ["authorization": .string("Bearer " + self.token)]
+        let results = await withTaskGroup(of: ([Duration], [String: Int], Int).self) { group in
+            for _ in 0..<concurrency {
+                group.addTask {
+                    var latencies: [Duration] = []
+                    var outcomes: [String: Int] = [:]
+                    var candidates = 0
+                    while ContinuousClock.now < end {
+                        var request = Kindred.Discovery.V1.GetDeckRequest()
+                        request.viewerUserId = self.viewers.randomElement()!
+                        request.pageSize = self.pageSize
+                        let sent = ContinuousClock.now
+                        do {
+                            let response = try await self.client.unary(
+                                Kindred.Discovery.V1.DiscoveryService.Method.getDeck, request, metadata: metadata)
+                            latencies.append(ContinuousClock.now - sent)
+                            outcomes["OK", default: 0] += 1
+                            candidates += response.candidates.count
+                        } catch let error as RPCError {
+                            outcomes["\(error.code)", default: 0] += 1
+                        } catch {
+                            outcomes["\(type(of: error))", default: 0] += 1
+                        }
+                    }
+                    return (latencies, outcomes, candidates)
+                }
+            }
+            var all: ([Duration], [String: Int], Int) = ([], [:], 0)
+            for await (latencies, outcomes, candidates) in group {
+                all.0 += latencies
+                all.1.merge(outcomes, uniquingKeysWith: +)
+                all.2 += candidates
+            }
+            return all
+        }
+        return Report(seconds: (ContinuousClock.now - start).seconds, latencies: results.0, outcomes: results.1, candidates: results.2)
+    }
+}

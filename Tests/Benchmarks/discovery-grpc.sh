@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# GetDeck through gRPC at scale (issue 12): decks per second, latency percentiles and the server's CPU per deck,
+# driving a release discovery-server directly, as the gateway does (its service token and viewer_user_id).
+#
+#   1. generates a population (kindred-discovery-pg-bench generate: N members in 400 cities of Zipf-like sizes,
+#      S swipes each, the same generator as the PostgreSQL benchmark) as COPY files;
+#   2. starts a cluster of PostgreSQL, auth and discovery only (services/run-cluster.sh over a folder holding just
+#      those two servers; free ports, a temporary data folder);
+#   3. COPYs the population into discovery's tables (psql \copy as in kindred-discovery-pg-bench), ANALYZE;
+#   4. `kindred-load deck --rebuild`: RebuildIndex (the rebuild the server runs at start), then first deck pages for
+#      random viewers among all N members (distinct viewers: one viewer's deck would stay in cache) with C calls in
+#      flight over K connections for D seconds; decks/s, p50/p90/p99, the CPU of discovery and of the driver (it
+#      shares the cores) and discovery's CPU per deck;
+#   5. h2load with one viewer's request body (every call the same viewer: cache-hot, for comparison), with the
+#      server's CPU per call.
+# Access logs off, the per-viewer budget lifted (a benchmark's viewers all call many times); pool and scan limit
+# are the service's (KINDRED_DISCOVERY_DECK_POOL / _SCAN_LIMIT in the environment pass through). Resident memory of
+# discovery is printed after the rebuild and at the end.
+#
+# Usage: Tests/Benchmarks/discovery-grpc.sh [members (default 1000000)] [swipes each (10)] [seconds (20)]
+#            [concurrency (32)] [connections (2)]
+# Settings: KINDRED_BIN_DIR (ready release binaries: no build); KINDRED_BENCH_POPULATION: a folder to keep the
+# generated population in and reuse (generating 5M members takes minutes; same members and swipes arguments); KINDRED_BENCH_PERF=1: `perf record -g` of discovery
+# for 10 s of the many-viewer run, its top symbols printed (or written to KINDRED_BENCH_PERF_OUT; the recording kept
+# as KINDRED_BENCH_PERF_DATA when set).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+MEMBERS=${1:-1000000}
+SWIPES=${2:-10}
+SECONDS_OF_LOAD=${3:-20}
+CONCURRENCY=${4:-32}
+CONNECTIONS=${5:-2}
+
+if [ -z "${KINDRED_BIN_DIR:-}" ]; then
+    for product in auth-server discovery-server kindred-load kindred-discovery-pg-bench; do
+        swift build -c release --product "$product" >/dev/null
+    done
+    KINDRED_BIN_DIR="$(swift build -c release --show-bin-path)"
+fi
+BIN="$(cd "$KINDRED_BIN_DIR" && pwd)"
+LOAD="$BIN/kindred-load"
+
+WORK="$(mktemp -d /tmp/kindred-deck-bench.XXXXXX)"
+chmod 755 "$WORK"
+mkdir -p "$WORK/bin" "$WORK/population"
+chmod 755 "$WORK/population"
+ln -s "$BIN/auth-server" "$BIN/discovery-server" "$WORK/bin/"
+free() { ! (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# run-cluster's order without a gateway: auth base+1, discovery base+3 (cluster.env's KINDRED_SERVERS positions).
+BASE=48050
+while ! { free $((BASE + 1)) && free $((BASE + 3)) && free $((BASE + 101)) && free $((BASE + 103)) \
+    && free $((BASE + 150)); }; do BASE=$((BASE + 10)); done
+
+echo "discovery through gRPC: $MEMBERS members, $SWIPES swipes each, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+started=$SECONDS
+POPULATION="$WORK/population"
+if [ -n "${KINDRED_BENCH_POPULATION:-}" ]; then
+    POPULATION="$KINDRED_BENCH_POPULATION"
+    mkdir -p "$POPULATION"
+    chmod 755 "$POPULATION"
+fi
+if [ ! -s "$POPULATION/viewers.txt" ] || [ "$(wc -l <"$POPULATION/viewers.txt")" != "$MEMBERS" ]; then
+    "$BIN/kindred-discovery-pg-bench" generate "$MEMBERS" "$SWIPES" "$POPULATION"
+fi
+chmod 644 "$POPULATION"/*
+
+export KINDRED_BIN_DIR="$WORK/bin" KINDRED_CLUSTER_DIR="$WORK/run" KINDRED_DATA_DIR="$WORK/data" \
+    KINDRED_PORT_BASE="$BASE" KINDRED_SMTP_PORT=$((BASE + 150)) KINDRED_LOG_LEVEL=warning \
+    KINDRED_AUTH_ACCESS_LOG=false KINDRED_DISCOVERY_ACCESS_LOG=false \
+    KINDRED_DISCOVERY_VIEWER_RATE=1000000 KINDRED_DISCOVERY_VIEWER_BURST=1000000 \
+    KINDRED_DISCOVERY_REBUILD_PAGE=50000
+: >"$WORK/cluster.log"
+services/run-cluster.sh >"$WORK/cluster.log" 2>&1 &
+CLUSTER=$!
+stop() {
+    kill -TERM "$CLUSTER" 2>/dev/null || true
+    wait "$CLUSTER" 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap stop EXIT
+for _ in $(seq 600); do
+    grep -q "Kindred is up" "$WORK/cluster.log" && break
+    kill -0 "$CLUSTER" 2>/dev/null || { cat "$WORK/cluster.log"; exit 1; }
+    sleep 0.2
+done
+grep -q "Kindred is up" "$WORK/cluster.log" || { cat "$WORK/cluster.log"; exit 1; }
+pid_of() { awk -v name="$1" '$1 == name { print $2 }' "$WORK/run/pids"; }
+ADDRESS="127.0.0.1:$(grep -o 'Started discovery (pid [0-9]*): gRPC 127.0.0.1:[0-9]*' "$WORK/cluster.log" | sed 's/.*://')"
+rss() { awk '/VmRSS/ {printf "%d MiB", $2 / 1024}' "/proc/$(pid_of discovery)/status"; }
+
+psql_kindred() { runuser -u postgres -- psql -X -q -v ON_ERROR_STOP=1 -h "$WORK/run/postgres" -d kindred "$@"; }
+copying=$SECONDS
+psql_kindred -c "\\copy discovery.candidates (user_id, community_id, snapshot, version) FROM '$POPULATION/candidates.tsv'"
+psql_kindred -c "\\copy discovery.swipes (viewer_id, target_id, community_id, swipe_id, liked, features, target_interests, swiped_at) FROM '$POPULATION/swipes.tsv'"
+psql_kindred -c "ANALYZE discovery.candidates; ANALYZE discovery.swipes"
+echo "COPY + ANALYZE: $((SECONDS - copying)) s; discovery resident before the rebuild $(rss)"
+
+"$LOAD" deck --discovery "$ADDRESS" --key-file "$WORK/data/auth/signing-key.pem" --viewers "$POPULATION/viewers.txt" \
+    --rebuild --seconds 0 --h2load-dir "$WORK"
+echo "discovery resident after the rebuild: $(rss), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ "${KINDRED_BENCH_PERF:-}" = 1 ]; then
+    (sleep 5 && perf record -e cpu-clock -g -o "$WORK/perf.data" -p "$(pid_of discovery)" -- sleep 10 >/dev/null 2>&1) &
+    PERF=$!
+fi
+"$LOAD" deck --discovery "$ADDRESS" --key-file "$WORK/data/auth/signing-key.pem" --viewers "$POPULATION/viewers.txt" \
+    --concurrency "$CONCURRENCY" --connections "$CONNECTIONS" --seconds "$SECONDS_OF_LOAD" --pids-file "$WORK/run/pids"
+if [ -n "${PERF:-}" ]; then
+    wait "$PERF" || true
+    if [ -n "${KINDRED_BENCH_PERF_DATA:-}" ]; then cp "$WORK/perf.data" "$KINDRED_BENCH_PERF_DATA"; fi
+    { perf report -i "$WORK/perf.data" --no-children --sort sym --stdio -g none 2>/dev/null || true; } | grep "%" | head -60 | cut -c1-160 \
+        >"${KINDRED_BENCH_PERF_OUT:-/dev/stdout}"
+fi
+echo "load average after the many-viewer run: $(cut -d' ' -f1-3 /proc/loadavg); discovery resident $(rss)"
+
+# h2load: one body (one viewer), so every call is the same, cache-hot deck.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+REQUESTS=$((SECONDS_OF_LOAD * 2000))
+before=$(ticks "$(pid_of discovery)")
+out=$(h2load -n "$REQUESTS" -c "$CONNECTIONS" -m $(((CONCURRENCY + CONNECTIONS - 1) / CONNECTIONS)) -d "$WORK/deck.bin" \
+    -H 'content-type: application/grpc' -H 'te: trailers' -H "authorization: Bearer $(cat "$WORK/token")" \
+    "http://$ADDRESS/kindred.discovery.v1.DiscoveryService/GetDeck" 2>&1)
+after=$(ticks "$(pid_of discovery)")
+echo "h2load, one viewer: $(echo "$out" | grep -E '^(finished in|requests:)' | tr '\n' ' ')"
+echo "$out" | grep -E '^time for request:' || true
+awk -v t="$((after - before))" -v hz="$(getconf CLK_TCK)" -v n="$REQUESTS" \
+    'BEGIN {printf "h2load: discovery CPU per call %.0f µs\n", t / hz / n * 1e6}'
+echo "total $((SECONDS - started)) s; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
