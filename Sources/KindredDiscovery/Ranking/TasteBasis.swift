@@ -1,0 +1,125 @@
+/// The shared directions of taste: a few directions in the 64-bit interest space along which people's
+/// interests vary together (people who hike tend to climb), estimated by principal components of the members'
+/// interest sets. A member's taste is kept as 4 coordinates on these directions (`MemberState.taste`), not as
+/// 64 per-bit counts: the taste feature is "how much does the viewer like people sitting where this candidate
+/// sits", and a candidate's position is `coordinates(of:)` of their interests.
+///
+/// The directions come from profiles, not swipes, so they exist before anyone swipes and a rebuild finds them
+/// before replaying the swipes. In the quality harness's population (interests drawn along 4 latent trait
+/// dimensions, taste a direction in the same space) they recover the subspace the latent taste acts in.
+public struct TasteBasis: Sendable, Equatable {
+    /// Per interest bit, its coordinates on the directions (empty: no basis yet, every coordinate is 0).
+    public private(set) var bitCoordinates: [SIMD4<Float>]
+    /// The mean member's coordinates (subtracted, so coordinates are centred).
+    public private(set) var centre: SIMD4<Float>
+    /// Members the basis was estimated from.
+    public private(set) var members: Int
+
+    public init() {
+        self.bitCoordinates = []
+        self.centre = .zero
+        self.members = 0
+    }
+
+    /// The top `components` (≤ 4) principal directions of the members' interest sets (each as the indicator of
+    /// its bits divided by their count, centred); empty with fewer than 2 members with interests.
+    public init(interests: some Sequence<InterestSet>, components: Int) {
+        self.init()
+        var vectors: [SIMD64<Float>] = []
+        for set in interests where set.bits != 0 { vectors.append(Self.indicator(set)) }
+        guard vectors.count >= 2, components > 0 else { return }
+        var mean = SIMD64<Float>.zero
+        for vector in vectors { mean += vector }
+        mean /= Float(vectors.count)
+        let directions = Self.principalDirections(of: vectors.lazy.map { $0 - mean }, components: min(4, components))
+        guard !directions.isEmpty else { return }
+        var coordinates = [SIMD4<Float>](repeating: .zero, count: 64)
+        for (component, direction) in directions.enumerated() {
+            for bit in 0..<64 { coordinates[bit][component] = direction[bit] }
+        }
+        self.bitCoordinates = coordinates
+        self.members = vectors.count
+        var centre = SIMD4<Float>.zero
+        for bit in 0..<64 { centre += mean[bit] * coordinates[bit] }
+        self.centre = centre
+    }
+
+    public var isEmpty: Bool { bitCoordinates.isEmpty }
+
+    /// Where a member with these interests sits on the taste directions (0 without a basis or interests).
+    @inline(__always)
+    public func coordinates(of interests: InterestSet) -> SIMD4<Float> {
+        guard !bitCoordinates.isEmpty, interests.bits != 0 else { return .zero }
+        var sum = SIMD4<Float>.zero
+        var bits = interests.bits
+        bitCoordinates.withUnsafeBufferPointer { table in
+            while bits != 0 {
+                sum += table[bits.trailingZeroBitCount]
+                bits &= bits - 1
+            }
+        }
+        return sum / Float(interests.bits.nonzeroBitCount) - centre
+    }
+
+    /// Maps coordinates on `old`'s directions to this basis's (`new · oldᵀ`): exact for the part of a taste
+    /// that lies in the old directions' span, which is all a member's taste sum holds.
+    public func transfer(from old: TasteBasis) -> (SIMD4<Float>) -> SIMD4<Float> {
+        guard !old.isEmpty, !isEmpty else { return { _ in .zero } }
+        // columns[j] = Σ_bit new[bit] · old[bit][j]
+        var columns = [SIMD4<Float>](repeating: .zero, count: 4)
+        for bit in 0..<64 {
+            for j in 0..<4 { columns[j] += bitCoordinates[bit] * old.bitCoordinates[bit][j] }
+        }
+        let (c0, c1, c2, c3) = (columns[0], columns[1], columns[2], columns[3])
+        return { v in c0 * v[0] + c1 * v[1] + c2 * v[2] + c3 * v[3] }
+    }
+
+    static func indicator(_ set: InterestSet) -> SIMD64<Float> {
+        var vector = SIMD64<Float>.zero
+        let weight = 1 / Float(set.count)
+        var bits = set.bits
+        while bits != 0 {
+            vector[bits.trailingZeroBitCount] = weight
+            bits &= bits - 1
+        }
+        return vector
+    }
+
+    /// The top `components` principal directions of the vectors (uncentred second moment): power iteration
+    /// with deflation on the 64×64 matrix; deterministic.
+    public static func principalDirections(of vectors: some Sequence<SIMD64<Float>>, components: Int) -> [SIMD64<Float>] {
+        guard components > 0 else { return [] }
+        var moment = [SIMD64<Double>](repeating: .zero, count: 64)
+        var count = 0
+        for vector in vectors {
+            let l = SIMD64<Double>(vector)
+            for row in 0..<64 where l[row] != 0 { moment[row] += l[row] * l }
+            count += 1
+        }
+        guard count > 0 else { return [] }
+        var basis: [SIMD64<Float>] = []
+        for component in 0..<min(components, 64) {
+            // A fixed pseudo-random start (SplitMix64): not all-ones, which is orthogonal to every centred
+            // vector of shares (they sum to 0) and would find nothing.
+            var vector = SIMD64<Double>.zero
+            var state = UInt64(component + 1) &* 0x9e37_79b9_7f4a_7c15
+            for row in 0..<64 {
+                state &+= 0x9e37_79b9_7f4a_7c15
+                var z = (state ^ (state >> 30)) &* 0xbf58_476d_1ce4_e5b9
+                z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+                vector[row] = Double(z >> 11) / Double(1 << 53) - 0.5
+            }
+            var eigenvalue = 0.0
+            for _ in 0..<100 {
+                var next = SIMD64<Double>.zero
+                for row in 0..<64 { next[row] = (moment[row] * vector).sum() }
+                eigenvalue = (next * next).sum().squareRoot()
+                guard eigenvalue > 1e-12 else { return basis }
+                vector = next / eigenvalue
+            }
+            basis.append(SIMD64<Float>(vector))
+            for row in 0..<64 { moment[row] -= eigenvalue * vector[row] * vector }
+        }
+        return basis
+    }
+}
