@@ -29,11 +29,12 @@ public struct SeededRandom: RandomNumberGenerator, Sendable {
 /// The size and shape of a generated population.
 public struct PopulationSpec: Sendable {
     /// Members, and cities they live around (normal spread of `citySpreadKm`), ≥ 100 km apart. The default
-    /// (20,000 in 2 cities, 2 communities) gives each member 2,500 (dating) to 5,000 compatible members within
-    /// the radius, far more than anyone swipes (40–200 warm-up swipes plus ~90 in the evaluation rounds), as in
-    /// a real city; the first harness (3,000 in 4 cities: 190–375 each) let every policy swipe most of a pool.
-    public var members = 20000
-    public var cities = 2
+    /// (10,000 in one city, 2 communities) gives each member ~2,500 (dating) to ~5,000 compatible members
+    /// within the radius, far more than anyone swipes (20–200 warm-up swipes plus ~90 in the evaluation
+    /// rounds), as in a real city; the first harness (3,000 in 4 cities: 190–375 each) let every policy swipe
+    /// most of its pool, so ranking could only change the order, not who is seen.
+    public var members = 10000
+    public var cities = 1
     public var citySpreadKm = 12.0
     /// Communities: community 0 matches on gender (dating), the others do not (business, dogs, fitness).
     public var communities = 2

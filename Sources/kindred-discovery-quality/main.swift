@@ -5,7 +5,7 @@ import KindredDiscoveryQuality
 // Offline quality of discovery's ranking (issue 12): AUC of like prediction vs the latent model's ceiling, and
 // matches per 100 swipes for Kindred's reciprocal ranking vs random, distance-only and like-only decks.
 // Usage (Tests/Benchmarks/discovery-quality.sh runs them):
-//   kindred-discovery-quality [members=20000] [seed=1] [warm-up swipes=40] [pool=500|all] [cities=2]
+//   kindred-discovery-quality [members=10000] [seed=1] [warm-up swipes=40] [pool=500|all] [cities=1]
 //   kindred-discovery-quality curve [members] [seed] [cities]: warm-up 20/40/100/200 at pool 500, then pools
 //     100/200/500 at warm-up 40 (the learning curve and the pool's depth)
 //   kindred-discovery-quality tune [members] [seed] [warm-up] [cities]: validation AUC for a grid of settings

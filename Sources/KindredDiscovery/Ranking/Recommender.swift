@@ -45,9 +45,9 @@ public struct RecommenderSettings: Sendable {
     /// their choosiness (the per-user intercept on the logit scale) weighs as much as the population's.
     public var interceptPseudoSwipes: Double = 30
     /// Pseudo-swipes of the appeal estimate (a candidate's appeal starts at the population's).
-    public var appealPseudoSwipes: Double = 10
+    public var appealPseudoSwipes: Double = 5
     /// Pseudo-swipes of the taste estimate (a few swipes say little about taste).
-    public var tastePseudoSwipes: Double = 12
+    public var tastePseudoSwipes: Double = 40
     /// Taste directions used (0…4; 0 = no taste feature).
     public var tasteComponents: Int = 4
     /// Ridge strength of the population model towards `Recommender.initialPrior` (only matters early on).

@@ -12,12 +12,16 @@ public struct TasteBasis: Sendable, Equatable {
     public private(set) var bitCoordinates: [SIMD4<Float>]
     /// The mean member's coordinates (subtracted, so coordinates are centred).
     public private(set) var centre: SIMD4<Float>
+    /// The spread of the members' positions along each direction: coordinates are divided by it (whitened), so
+    /// a member's taste sum weighs every direction alike instead of by how much interests vary along it.
+    public private(set) var spread: SIMD4<Float>
     /// Members the basis was estimated from.
     public private(set) var members: Int
 
     public init() {
         self.bitCoordinates = []
         self.centre = .zero
+        self.spread = SIMD4(repeating: 1)
         self.members = 0
     }
 
@@ -33,10 +37,20 @@ public struct TasteBasis: Sendable, Equatable {
         mean /= Float(vectors.count)
         let directions = Self.principalDirections(of: vectors.lazy.map { $0 - mean }, components: min(4, components))
         guard !directions.isEmpty else { return }
+        var spread = SIMD4<Float>(repeating: 1)
+        for (component, direction) in directions.enumerated() {
+            var sum: Float = 0
+            for vector in vectors {
+                let position = ((vector - mean) * direction).sum()
+                sum += position * position
+            }
+            spread[component] = max(1e-6, (sum / Float(vectors.count)).squareRoot())
+        }
         var coordinates = [SIMD4<Float>](repeating: .zero, count: 64)
         for (component, direction) in directions.enumerated() {
-            for bit in 0..<64 { coordinates[bit][component] = direction[bit] }
+            for bit in 0..<64 { coordinates[bit][component] = direction[bit] / spread[component] }
         }
+        self.spread = spread
         self.bitCoordinates = coordinates
         self.members = vectors.count
         var centre = SIMD4<Float>.zero
@@ -65,11 +79,15 @@ public struct TasteBasis: Sendable, Equatable {
     /// that lies in the old directions' span, which is all a member's taste sum holds.
     public func transfer(from old: TasteBasis) -> (SIMD4<Float>) -> SIMD4<Float> {
         guard !old.isEmpty, !isEmpty else { return { _ in .zero } }
-        // columns[j] = Σ_bit new[bit] · old[bit][j]
+        // On unit directions: columns[j] = Σ_bit new[bit] · old[bit][j], then the spreads (whitening) undone on
+        // the old side and applied on the new.
         var columns = [SIMD4<Float>](repeating: .zero, count: 4)
         for bit in 0..<64 {
-            for j in 0..<4 { columns[j] += bitCoordinates[bit] * old.bitCoordinates[bit][j] }
+            let new = bitCoordinates[bit] * spread
+            let previous = old.bitCoordinates[bit] * old.spread
+            for j in 0..<4 { columns[j] += new * previous[j] }
         }
+        for j in 0..<4 { columns[j] = columns[j] * old.spread[j] / spread }
         let (c0, c1, c2, c3) = (columns[0], columns[1], columns[2], columns[3])
         return { v in c0 * v[0] + c1 * v[1] + c2 * v[2] + c3 * v[3] }
     }
