@@ -49,6 +49,8 @@ public struct CommunityState: Sendable {
     var facts: [UserKey: MemberFacts] = [:]
     /// Model state of members not in the index (deactivated, ineligible) who have swiped or been swiped.
     var departed: [UserKey: MemberState] = [:]
+    /// Members indexed when the taste directions were last estimated.
+    var tasteBasisIndexed = 0
 
     public init(rules: CommunityRules = CommunityRules()) {
         self.rules = rules
@@ -63,7 +65,7 @@ public struct CommunityState: Sendable {
             // A slot freed by someone who left starts empty; a returning member brings their state back.
             self.recommender.setState(self.departed.removeValue(forKey: member.user) ?? MemberState(), of: slot)
             // The taste directions follow the community's interests: re-estimated whenever it doubles.
-            if self.index.count >= max(Self.tasteBasisMinimumMembers, 2 * self.recommender.basis.members) {
+            if self.index.count >= max(Self.tasteBasisMinimumMembers, 2 * self.tasteBasisIndexed) {
                 self.refreshTasteBasis()
             }
         }
@@ -79,6 +81,7 @@ public struct CommunityState: Sendable {
     /// loading the members and before replaying the swipes).
     mutating func refreshTasteBasis() {
         guard self.index.count >= Self.tasteBasisMinimumMembers else { return }
+        self.tasteBasisIndexed = self.index.count
         let old = self.recommender.basis
         self.recommender.refreshTasteBasis(from: self.index.interests)
         let transfer = self.recommender.basis.transfer(from: old)

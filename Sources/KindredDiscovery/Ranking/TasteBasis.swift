@@ -15,7 +15,7 @@ public struct TasteBasis: Sendable, Equatable {
     /// The spread of the members' positions along each direction: coordinates are divided by it (whitened), so
     /// a member's taste sum weighs every direction alike instead of by how much interests vary along it.
     public private(set) var spread: SIMD4<Float>
-    /// Members the basis was estimated from.
+    /// Members (with interests) the basis was estimated from.
     public private(set) var members: Int
 
     public init() {
@@ -29,32 +29,43 @@ public struct TasteBasis: Sendable, Equatable {
     /// its bits divided by their count, centred); empty with fewer than 2 members with interests.
     public init(interests: some Sequence<InterestSet>, components: Int) {
         self.init()
-        var vectors: [SIMD64<Float>] = []
-        for set in interests where set.bits != 0 { vectors.append(Self.indicator(set)) }
-        guard vectors.count >= 2, components > 0 else { return }
-        var mean = SIMD64<Float>.zero
-        for vector in vectors { mean += vector }
-        mean /= Float(vectors.count)
-        let directions = Self.principalDirections(of: vectors.lazy.map { $0 - mean }, components: min(4, components))
+        // The centred second moment Σ (u − μ)(u − μ)ᵀ = Σ u uᵀ − n μ μᵀ, from each set's few bits (a rebuild
+        // estimates it for millions of members between two reads of one transaction: O(bits²) each, not 64²).
+        var moment = [SIMD64<Double>](repeating: .zero, count: 64)
+        var sum = SIMD64<Double>.zero
+        var count = 0
+        for set in interests where set.bits != 0 {
+            let weight = 1 / Double(set.count)
+            var rows = set.bits
+            while rows != 0 {
+                let row = rows.trailingZeroBitCount
+                sum[row] += weight
+                var columns = set.bits
+                while columns != 0 {
+                    moment[row][columns.trailingZeroBitCount] += weight * weight
+                    columns &= columns - 1
+                }
+                rows &= rows - 1
+            }
+            count += 1
+        }
+        guard count >= 2, components > 0 else { return }
+        let mean = sum / Double(count)
+        for row in 0..<64 { moment[row] -= Double(count) * mean[row] * mean }
+        let directions = Self.principalDirections(moment: moment, components: min(4, components))
         guard !directions.isEmpty else { return }
         var spread = SIMD4<Float>(repeating: 1)
-        for (component, direction) in directions.enumerated() {
-            var sum: Float = 0
-            for vector in vectors {
-                let position = ((vector - mean) * direction).sum()
-                sum += position * position
-            }
-            spread[component] = max(1e-6, (sum / Float(vectors.count)).squareRoot())
-        }
         var coordinates = [SIMD4<Float>](repeating: .zero, count: 64)
-        for (component, direction) in directions.enumerated() {
-            for bit in 0..<64 { coordinates[bit][component] = direction[bit] / spread[component] }
+        for (component, (direction, eigenvalue)) in directions.enumerated() {
+            // The members' spread along a direction: √(eigenvalue / n).
+            spread[component] = Float(max(1e-6, (eigenvalue / Double(count)).squareRoot()))
+            for bit in 0..<64 { coordinates[bit][component] = Float(direction[bit]) / spread[component] }
         }
         self.spread = spread
         self.bitCoordinates = coordinates
-        self.members = vectors.count
+        self.members = count
         var centre = SIMD4<Float>.zero
-        for bit in 0..<64 { centre += mean[bit] * coordinates[bit] }
+        for bit in 0..<64 { centre += Float(mean[bit]) * coordinates[bit] }
         self.centre = centre
     }
 
@@ -92,31 +103,22 @@ public struct TasteBasis: Sendable, Equatable {
         return { v in c0 * v[0] + c1 * v[1] + c2 * v[2] + c3 * v[3] }
     }
 
-    static func indicator(_ set: InterestSet) -> SIMD64<Float> {
-        var vector = SIMD64<Float>.zero
-        let weight = 1 / Float(set.count)
-        var bits = set.bits
-        while bits != 0 {
-            vector[bits.trailingZeroBitCount] = weight
-            bits &= bits - 1
-        }
-        return vector
-    }
-
     /// The top `components` principal directions of the vectors (uncentred second moment): power iteration
     /// with deflation on the 64×64 matrix; deterministic.
     public static func principalDirections(of vectors: some Sequence<SIMD64<Float>>, components: Int) -> [SIMD64<Float>] {
-        guard components > 0 else { return [] }
         var moment = [SIMD64<Double>](repeating: .zero, count: 64)
-        var count = 0
         for vector in vectors {
             let l = SIMD64<Double>(vector)
             for row in 0..<64 where l[row] != 0 { moment[row] += l[row] * l }
-            count += 1
         }
-        guard count > 0 else { return [] }
-        var basis: [SIMD64<Float>] = []
-        for component in 0..<min(components, 64) {
+        return principalDirections(moment: moment, components: components).map { SIMD64<Float>($0.vector) }
+    }
+
+    /// The top eigenvectors (and eigenvalues) of a symmetric positive semi-definite 64×64 matrix.
+    static func principalDirections(moment: [SIMD64<Double>], components: Int) -> [(vector: SIMD64<Double>, eigenvalue: Double)] {
+        var moment = moment
+        var basis: [(vector: SIMD64<Double>, eigenvalue: Double)] = []
+        for component in 0..<min(max(0, components), 64) {
             // A fixed pseudo-random start (SplitMix64): not all-ones, which is orthogonal to every centred
             // vector of shares (they sum to 0) and would find nothing.
             var vector = SIMD64<Double>.zero
@@ -135,7 +137,7 @@ public struct TasteBasis: Sendable, Equatable {
                 guard eigenvalue > 1e-12 else { return basis }
                 vector = next / eigenvalue
             }
-            basis.append(SIMD64<Float>(vector))
+            basis.append((vector, eigenvalue))
             for row in 0..<64 { moment[row] -= eigenvalue * vector[row] * vector }
         }
         return basis
