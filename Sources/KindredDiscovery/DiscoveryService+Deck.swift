@@ -175,9 +175,7 @@ extension DiscoveryService {
             if pool.count >= 20 || radius >= maxRadius { break }
             radius = min(maxRadius, radius * 2)
         }
-        let ranked = state.index.rank(
-            pool, viewer: viewer, viewerWeights: state.viewerWeights(viewer), taste: state.viewerTaste(viewer), models: state.models,
-            population: state.populationWeights, nowMinutes: nowMinutes)
+        let ranked = state.index.rank(pool, viewer: viewer, recommender: state.recommender, nowMinutes: nowMinutes)
         return DrawnDeck(ranked: ranked, radiusKm: radius, widened: radius > own)
     }
 

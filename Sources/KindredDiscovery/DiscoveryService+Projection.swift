@@ -356,8 +356,8 @@ extension DiscoveryService {
     ///
     /// One read-only snapshot streamed through cursors (no statement timeout: this admin path reads millions of
     /// rows), the next page fetched while the current one is decoded; swipes and blocks are collected as slot
-    /// pairs and each member's lists built once (`CommunityIndex.load`); models learn from every swipe and are
-    /// solved once at the end.
+    /// pairs and each member's lists built once (`CommunityIndex.load`); the models learn from every swipe as the
+    /// events did (per-member sums; the population slopes refitted on the same schedule).
     public func rebuild(community: String?) async throws -> Int {
         try await self.gate.run {
             let page = self.configuration.rebuildPage
@@ -380,8 +380,12 @@ extension DiscoveryService {
                     else { return }
                     states[snapshot.communityId, default: CommunityState(rules: rules)].upsert(member, facts: facts)
                 }
-                // Slots by place: a deck then reads its candidates' per-slot data nearly in sequence.
-                for key in states.keys { states[key]!.arrangeByPlace() }
+                // Slots by place: a deck then reads its candidates' per-slot data nearly in sequence. Then the
+                // taste directions from every member, before the swipes are replayed in them.
+                for key in states.keys {
+                    states[key]!.arrangeByPlace()
+                    states[key]!.refreshTasteBasis()
+                }
                 lap("members")
                 var swipes: [String: SlotSwipes] = [:]
                 try await self.store.streamSwipes(only: community, page: page, in: transaction) { swipe in
@@ -392,7 +396,7 @@ extension DiscoveryService {
                         swipes[swipe.community, default: SlotSwipes()].append(viewer: v, target: t, liked: swipe.liked)
                     }
                     if let features = swipe.features {
-                        states[swipe.community]!.learnWithoutSolving(
+                        states[swipe.community]!.learn(
                             viewer: swipe.viewer, target: swipe.target, features: features,
                             interests: swipe.targetInterests, liked: swipe.liked)
                     }
@@ -410,7 +414,6 @@ extension DiscoveryService {
                 lap("exclusions")
                 for key in states.keys {
                     states[key]!.index.load(swipes: swipes.removeValue(forKey: key) ?? SlotSwipes(), blocks: blocks.removeValue(forKey: key) ?? [])
-                    states[key]!.refreshAllModels()
                 }
                 lap("lists_and_models")
                 return states

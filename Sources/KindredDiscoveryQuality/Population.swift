@@ -28,9 +28,13 @@ public struct SeededRandom: RandomNumberGenerator, Sendable {
 
 /// The size and shape of a generated population.
 public struct PopulationSpec: Sendable {
-    public var members = 4000
-    /// Cities the members live around (normal spread of `citySpreadKm`), 80–400 km apart.
-    public var cities = 4
+    /// Members, and cities they live around (normal spread of `citySpreadKm`), ≥ 100 km apart. The default
+    /// (10,000 in one city, 2 communities) gives each member ~2,500 (dating) to ~5,000 compatible members
+    /// within the radius, far more than anyone swipes (20–200 warm-up swipes plus ~90 in the evaluation
+    /// rounds), as in a real city; the first harness (3,000 in 4 cities: 190–375 each) let every policy swipe
+    /// most of its pool, so ranking could only change the order, not who is seen.
+    public var members = 10000
+    public var cities = 1
     public var citySpreadKm = 12.0
     /// Communities: community 0 matches on gender (dating), the others do not (business, dogs, fitness).
     public var communities = 2
@@ -61,12 +65,21 @@ public struct Member: Sendable {
     public var activity: Double
 }
 
+/// A compatible candidate of a member: who, and the coarse distance (8 bytes).
+public struct Candidate: Sendable, Equatable {
+    public var member: Int32
+    public var distanceKm: UInt16
+
+    public var index: Int { Int(member) }
+    public var km: Int { Int(distanceKm) }
+}
+
 /// A generated population with its compatible-candidate lists.
 public struct Population: Sendable {
     public let spec: PopulationSpec
     public let members: [Member]
-    /// For each member, the compatible members of their community within both radii, with coarse distances.
-    public let candidates: [[(member: Int, distanceKm: Int)]]
+    /// For each member, the compatible members of their community within both radii, nearest first.
+    public let candidates: [[Candidate]]
     /// How each vocabulary word loads on the four trait dimensions.
     let loadings: [SIMD4<Double>]
 
@@ -136,18 +149,27 @@ public struct Population: Sendable {
         self.members = members
         self.loadings = loadings
 
-        var candidates = [[(member: Int, distanceKm: Int)]](repeating: [], count: members.count)
-        for viewer in members.indices {
-            for other in members.indices where other > viewer {
-                let a = members[viewer]
+        // Compatible pairs within the radius, each list nearest first (ties by member number). Only pairs of one
+        // community and less than a degree of latitude apart are measured (a cheap box first: 30k members are
+        // 450M pairs), and the lists hold 8-byte entries (a 30k population's pools run to millions of entries).
+        var candidates = [[Candidate]](repeating: [], count: members.count)
+        let boxDegrees = Double(spec.radiusKm) / 100
+        let order = members.indices.sorted { members[$0].latitude < members[$1].latitude }
+        for (position, viewer) in order.enumerated() {
+            let a = members[viewer]
+            for other in order[(position + 1)...] {
                 let b = members[other]
-                guard a.community == b.community else { continue }
+                if b.latitude - a.latitude > boxDegrees { break }
+                guard a.community == b.community, abs(b.longitude - a.longitude) < 2 * boxDegrees else { continue }
                 if a.community == 0 && a.gender == b.gender { continue }
                 let km = coarseDistanceKm(a.latitude, a.longitude, b.latitude, b.longitude)
                 guard km <= spec.radiusKm else { continue }
-                candidates[viewer].append((other, km))
-                candidates[other].append((viewer, km))
+                candidates[viewer].append(Candidate(member: Int32(other), distanceKm: UInt16(km)))
+                candidates[other].append(Candidate(member: Int32(viewer), distanceKm: UInt16(km)))
             }
+        }
+        for index in candidates.indices {
+            candidates[index].sort { ($0.distanceKm, $0.member) < ($1.distanceKm, $1.member) }
         }
         self.candidates = candidates
     }

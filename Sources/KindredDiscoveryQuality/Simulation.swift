@@ -35,12 +35,16 @@ public struct QualityReport: Sendable {
 ///    latent model); 20 % of those swipes are held out, the recommender learns from the rest in order;
 /// 2. AUC of the learned like prediction on the held-out swipes vs the latent model's AUC (the ceiling);
 /// 3. from the same warm-up state, each policy runs `rounds` rounds in which every member active that round
-///    swipes a deck of `deckSize`; the recommender keeps learning; matches per 100 swipes are counted.
+///    swipes a deck of `deckSize`; the recommender keeps learning; matches per 100 swipes are counted. As in the
+///    service, a deck is drawn from a pool: the `pool` nearest compatible unseen members (minus anyone who passed
+///    on the viewer), then ordered by the policy (nil: everyone within the radius, the first harness's decks).
 public struct QualitySimulation: Sendable {
     public var population: Population
     public var warmupSwipes = 40
     public var rounds = 12
     public var deckSize = 10
+    /// The service's pool (`DiscoveryConfiguration.deckPool`); nil: rank everyone within the radius.
+    public var pool: Int? = 500
     public var settings = RecommenderSettings()
     /// Tuning mode: the test swipes (the held-out 20 %) are set aside unseen, another 20 % of the training
     /// swipes is held out as a validation split, the AUC is measured on it and the policy rounds are skipped.
@@ -53,8 +57,8 @@ public struct QualitySimulation: Sendable {
 
     /// State shared by the phases: who swiped whom, likes, the learner.
     struct State: Sendable {
-        var swiped: [Set<Int>]
-        var liked: [Set<Int>]
+        var swiped: [Set<Int32>]
+        var liked: [Set<Int32>]
         var recommender: Recommender
         var matches = 0
         var swipes = 0
@@ -63,13 +67,17 @@ public struct QualitySimulation: Sendable {
     public func run() -> QualityReport {
         let members = population.members
         var random = SeededRandom(seed: population.spec.seed &+ 7)
+        var recommender = Recommender(settings: settings)
+        recommender.reserve(members.count - 1)
+        // The taste directions from the members' interests, as the service estimates them from its index.
+        recommender.refreshTasteBasis(from: members.map(\.profile.interests))
         var state = State(
             swiped: Array(repeating: [], count: members.count),
             liked: Array(repeating: [], count: members.count),
-            recommender: Recommender(settings: settings)
+            recommender: recommender
         )
         // 1. Warm-up swipes in random order of (member, round).
-        var warmup: [(viewer: Int, candidate: Int, distanceKm: Int, liked: Bool)] = []
+        var warmup: [(viewer: Int, candidate: Candidate, liked: Bool)] = []
         for _ in 0..<warmupSwipes {
             for viewer in members.indices.shuffled(using: &random) {
                 let pool = population.candidates[viewer]
@@ -77,11 +85,11 @@ public struct QualitySimulation: Sendable {
                 for _ in 0..<4 {
                     let pick = pool[Int.random(in: 0..<pool.count, using: &random)]
                     guard !state.swiped[viewer].contains(pick.member) else { continue }
-                    let p = population.trueLikeProbability(viewer, pick.member, distanceKm: pick.distanceKm)
+                    let p = population.trueLikeProbability(viewer, pick.index, distanceKm: pick.km)
                     let liked = Double.random(in: 0..<1, using: &random) < p
                     state.swiped[viewer].insert(pick.member)
                     if liked { state.liked[viewer].insert(pick.member) }
-                    warmup.append((viewer, pick.member, pick.distanceKm, liked))
+                    warmup.append((viewer, pick, liked))
                     break
                 }
             }
@@ -95,7 +103,7 @@ public struct QualitySimulation: Sendable {
             heldOut = Set((0..<warmup.count).filter { _ in Double.random(in: 0..<1, using: &validationRandom) < 0.2 })
         }
         for (index, swipe) in warmup.enumerated() where !heldOut.contains(index) {
-            learn(&state.recommender, swipe.viewer, swipe.candidate, swipe.distanceKm, swipe.liked)
+            learn(&state.recommender, swipe.viewer, swipe.candidate, swipe.liked)
         }
         state.recommender.refreshPopulation()
         // 2. AUC on the held-out swipes.
@@ -104,16 +112,15 @@ public struct QualitySimulation: Sendable {
         var labels: [Bool] = []
         for index in heldOut.sorted() {
             let swipe = warmup[index]
-            let features = featuresOf(state.recommender, swipe.viewer, swipe.candidate, swipe.distanceKm)
-            let weights = state.recommender.currentWeights(of: swipe.viewer)
-            modelScores.append(Recommender.likeProbability(weights, features))
-            trueScores.append(population.trueLikeProbability(swipe.viewer, swipe.candidate, distanceKm: swipe.distanceKm))
+            let features = featuresOf(state.recommender, swipe.viewer, swipe.candidate)
+            modelScores.append(state.recommender.likeProbability(viewer: swipe.viewer, features))
+            trueScores.append(population.trueLikeProbability(swipe.viewer, swipe.candidate.index, distanceKm: swipe.candidate.km))
             labels.append(swipe.liked)
         }
         // The held-out swipes happened: learn them before the evaluation rounds (every policy starts equal).
         for index in heldOut.sorted() {
             let swipe = warmup[index]
-            learn(&state.recommender, swipe.viewer, swipe.candidate, swipe.distanceKm, swipe.liked)
+            learn(&state.recommender, swipe.viewer, swipe.candidate, swipe.liked)
         }
         state.recommender.refreshPopulation()
 
@@ -128,17 +135,17 @@ public struct QualitySimulation: Sendable {
             for _ in 0..<rounds {
                 for viewer in members.indices.shuffled(using: &policyRandom) {
                     guard Double.random(in: 0..<1, using: &policyRandom) < members[viewer].activity else { continue }
-                    let deck = self.deck(for: viewer, policy: policy, state: &run, random: &policyRandom)
+                    let deck = self.deck(for: viewer, policy: policy, state: run, random: &policyRandom)
                     for pick in deck {
-                        let p = population.trueLikeProbability(viewer, pick.member, distanceKm: pick.distanceKm)
+                        let p = population.trueLikeProbability(viewer, pick.index, distanceKm: pick.km)
                         let liked = Double.random(in: 0..<1, using: &policyRandom) < p
                         run.swiped[viewer].insert(pick.member)
                         run.swipes += 1
                         if liked {
                             run.liked[viewer].insert(pick.member)
-                            if run.liked[pick.member].contains(viewer) { run.matches += 1 }
+                            if run.liked[pick.index].contains(Int32(viewer)) { run.matches += 1 }
                         }
-                        learn(&run.recommender, viewer, pick.member, pick.distanceKm, liked)
+                        learn(&run.recommender, viewer, pick, liked)
                     }
                 }
             }
@@ -156,42 +163,59 @@ public struct QualitySimulation: Sendable {
         )
     }
 
-    private func featuresOf(_ recommender: Recommender, _ viewer: Int, _ candidate: Int, _ km: Int) -> RankingFeatures {
+    private func featuresOf(_ recommender: Recommender, _ viewer: Int, _ candidate: Candidate) -> RankingFeatures {
         recommender.features(
             viewer: viewer,
             population.members[viewer].profile,
-            candidate: candidate,
-            population.members[candidate].profile,
-            distanceKm: km,
+            candidate: candidate.index,
+            population.members[candidate.index].profile,
+            distanceKm: candidate.km,
             nowUnixMs: 0
         )
     }
 
-    private func learn(_ recommender: inout Recommender, _ viewer: Int, _ candidate: Int, _ km: Int, _ liked: Bool) {
-        let features = featuresOf(recommender, viewer, candidate, km)
+    private func learn(_ recommender: inout Recommender, _ viewer: Int, _ candidate: Candidate, _ liked: Bool) {
+        let features = featuresOf(recommender, viewer, candidate)
         recommender.recordSwipe(
             viewer: viewer,
-            candidate: candidate,
-            candidateInterests: population.members[candidate].profile.interests,
+            candidate: candidate.index,
+            candidateInterests: population.members[candidate.index].profile.interests,
             features: features,
             liked: liked
         )
     }
 
-    private func deck(
-        for viewer: Int,
-        policy: DeckPolicy,
-        state: inout State,
-        random: inout SeededRandom
-    ) -> [(member: Int, distanceKm: Int)] {
-        // Unseen candidates, minus anyone who passed on the viewer (the deck rule of DESIGN §4).
-        let unseen = population.candidates[viewer].filter { pick in
-            !state.swiped[viewer].contains(pick.member)
-                && !(state.swiped[pick.member].contains(viewer) && !state.liked[pick.member].contains(viewer))
+    /// The scorer of the service's ranking (`CommunityIndex.rank`) for `viewer` (every member active now).
+    func scorer(_ recommender: Recommender, viewer: Int) -> MatchScorer {
+        let profile = population.members[viewer].profile
+        return recommender.scorer(
+            viewer: recommender.state(of: viewer), interests: profile.interests, attributes: profile.attributes,
+            ageYears: profile.ageYears, activity: 1)
+    }
+
+    /// The reciprocal policy's score: the service's.
+    func reciprocalScore(_ scorer: MatchScorer, _ recommender: Recommender, _ candidate: Candidate) -> Float {
+        let profile = population.members[candidate.index].profile
+        return scorer.score(
+            recommender.state(of: candidate.index), interests: profile.interests, attributes: profile.attributes,
+            ageYears: profile.ageYears, activity: 1, distanceKm: candidate.km)
+    }
+
+    private func deck(for viewer: Int, policy: DeckPolicy, state: State, random: inout SeededRandom) -> [Candidate] {
+        // The pool: the nearest unseen candidates, minus anyone who passed on the viewer (the deck rule of DESIGN
+        // §4), as the service's candidate walk draws it.
+        let me = Int32(viewer)
+        var unseen: [Candidate] = []
+        unseen.reserveCapacity(pool ?? population.candidates[viewer].count)
+        for pick in population.candidates[viewer] {
+            if state.swiped[viewer].contains(pick.member) { continue }
+            if state.swiped[pick.index].contains(me) && !state.liked[pick.index].contains(me) { continue }
+            unseen.append(pick)
+            if let pool, unseen.count >= pool { break }
         }
-        var scored: [(score: Double, tie: UInt64, pick: (member: Int, distanceKm: Int))] = []
+        var scored: [(score: Double, tie: UInt64, pick: Candidate)] = []
         scored.reserveCapacity(unseen.count)
-        let viewerWeights = state.recommender.weights(of: viewer)
+        let scorer = policy == .reciprocal ? self.scorer(state.recommender, viewer: viewer) : nil
         for pick in unseen {
             let score: Double
             switch policy {
@@ -199,23 +223,14 @@ public struct QualitySimulation: Sendable {
                 score = 0
             case .distance:
                 score = -Double(pick.distanceKm)
-            case .likeOnly, .reciprocal:
-                let forward = Recommender.likeProbability(viewerWeights, featuresOf(state.recommender, viewer, pick.member, pick.distanceKm))
-                if policy == .likeOnly {
-                    score = forward
-                } else {
-                    // As the service's deck ranks (`CommunityIndex.rank`): the candidate's taste is not kept in
-                    // memory for every member, so the backward taste feature is 0.
-                    var backward = featuresOf(state.recommender, pick.member, viewer, pick.distanceKm)
-                    backward.values[6] = 0
-                    let back = Recommender.likeProbability(state.recommender.weights(of: pick.member), backward)
-                    // The candidate already liked the viewer: the match only needs the viewer's like.
-                    score = forward * (state.liked[pick.member].contains(viewer) ? 1 : back)
-                }
+            case .likeOnly:
+                score = state.recommender.likeProbability(viewer: viewer, featuresOf(state.recommender, viewer, pick))
+            case .reciprocal:
+                score = Double(reciprocalScore(scorer!, state.recommender, pick))
             case .oracle:
-                let forward = population.trueLikeProbability(viewer, pick.member, distanceKm: pick.distanceKm)
-                let back = state.liked[pick.member].contains(viewer)
-                    ? 1 : population.trueLikeProbability(pick.member, viewer, distanceKm: pick.distanceKm)
+                let forward = population.trueLikeProbability(viewer, pick.index, distanceKm: pick.km)
+                let back = state.liked[pick.index].contains(me)
+                    ? 1 : population.trueLikeProbability(pick.index, viewer, distanceKm: pick.km)
                 score = forward * back
             }
             scored.append((score, random.next(), pick))

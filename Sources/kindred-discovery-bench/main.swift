@@ -101,11 +101,17 @@ for n in 0..<memberCount {
 }
 index.load(swipes: swipes, blocks: [])
 swipes = SlotSwipes()
-var models = [MemberModel](repeating: .prior, count: memberCount)
+// Every member's model state as after their swipes (likes, swipes given and received), 32 bytes each.
+var models = Recommender()
+models.refreshTasteBasis(from: users.prefix(50_000).compactMap { index.interests(of: $0) })
 for n in 0..<memberCount {
-    var weights = SIMD8<Float>(Recommender.initialPrior)
-    weights[0] += Float.random(in: -0.1...0.1, using: &random)
-    models[Int(index.slot(of: users[n])!)] = MemberModel(weights: weights, appeal: Float.random(in: 0.1...0.6, using: &random))
+    var state = MemberState()
+    state.swipesGiven = Float(Int.random(in: 0...40, using: &random))
+    state.likesGiven = (state.swipesGiven * Float.random(in: 0.1...0.6, using: &random)).rounded()
+    state.swipesReceived = Float(Int.random(in: 0...40, using: &random))
+    state.surplusReceived = state.swipesReceived * Float.random(in: -0.3...0.3, using: &random)
+    state.taste = SIMD4(repeating: 0.1) * Float.random(in: -1...1, using: &random) * state.swipesGiven
+    models.setState(state, of: Int(index.slot(of: users[n])!))
 }
 let built = ContinuousClock.now
 membersOfCity = []
@@ -132,8 +138,7 @@ var fingerprint: UInt64 = 0xcbf2_9ce4_8422_2325
 for n in stride(from: 0, to: frozenUsers.count, by: max(1, frozenUsers.count / 2000)) {
     let viewer = frozenUsers[n]
     let ranked = frozenIndex.rank(
-        frozenIndex.candidates(for: viewer, deckQuery) ?? [], viewer: viewer, viewerWeights: Recommender.initialPrior,
-        taste: nil, models: frozenModels, nowMinutes: 29_500_000)
+        frozenIndex.candidates(for: viewer, deckQuery) ?? [], viewer: viewer, recommender: frozenModels, nowMinutes: 29_500_000)
     for entry in ranked {
         for word in [entry.match.user.high, entry.match.user.low, UInt64(entry.match.distanceKm), UInt64(entry.score.bitPattern)] {
             fingerprint = (fingerprint ^ word) &* 0x100_0000_01b3
@@ -157,10 +162,7 @@ for pool in poolSizes {
                 let viewer = frozenUsers[Int.random(in: 0..<frozenUsers.count, using: &random)]
                 let start = ContinuousClock.now
                 let pool = frozenIndex.candidates(for: viewer, query) ?? []
-                let ranked = frozenIndex.rank(
-                    pool, viewer: viewer, viewerWeights: Recommender.initialPrior, taste: nil, models: frozenModels,
-                    nowMinutes: 29_500_000
-                )
+                let ranked = frozenIndex.rank(pool, viewer: viewer, recommender: frozenModels, nowMinutes: 29_500_000)
                 let page = ranked.prefix(20)
                 latencies.append((ContinuousClock.now - start) / .microseconds(1))
                 if page.isEmpty { empty += 1 }

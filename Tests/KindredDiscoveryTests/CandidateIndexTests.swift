@@ -158,9 +158,15 @@ struct CandidateIndexTests {
         var index = CommunityIndex()
         for n: UInt64 in 1...3 { index.upsert(Self.member(n, gender: 0, wants: 0)) }
         let pool = index.candidates(for: Self.key(1), DeckQuery(limit: 10, today: Self.today)) ?? []
-        var models = [MemberModel](repeating: .prior, count: 4)
-        models[Int(index.slot(of: Self.key(3))!)].appeal = 0.9
-        let ranked = index.rank(pool, viewer: Self.key(1), viewerWeights: Recommender.initialPrior, taste: nil, models: models, nowMinutes: 0)
+        // Member 3 was liked by everyone who swiped on them (appeal), member 2 by nobody.
+        var models = Recommender()
+        var liked = MemberState()
+        (liked.swipesReceived, liked.surplusReceived) = (20, 14)
+        var passed = MemberState()
+        (passed.swipesReceived, passed.surplusReceived) = (20, -6)
+        models.setState(liked, of: Int(index.slot(of: Self.key(3))!))
+        models.setState(passed, of: Int(index.slot(of: Self.key(2))!))
+        let ranked = index.rank(pool, viewer: Self.key(1), recommender: models, nowMinutes: 0)
         #expect(ranked.map(\.match.user.low) == [3, 2])
     }
 }

@@ -184,15 +184,17 @@ struct DiscoveryServiceTests {
             }
             let incremental = try await snapshot()
             let weights = harness.server.server.service.index.read("dating") { state in
-                everyone.map { state.viewerWeightsForTests($0.key) }
+                everyone.map { state.modelForTests($0.key) }
             }
             let rebuilt = try await harness.call(D.rebuildIndex, .init(), token: DiscoveryHarness.admin)
             #expect(rebuilt.indexedCandidates == Int64(everyone.count - 2))
             #expect(try await snapshot() == incremental)
             let weightsAfter = harness.server.server.service.index.read("dating") { state in
-                everyone.map { state.viewerWeightsForTests($0.key) }
+                everyone.map { state.modelForTests($0.key) }
             }
-            #expect(weights == weightsAfter)
+            #expect(weights?.map { $0.0 } == weightsAfter?.map { $0.0 })
+            #expect(weights?.map { $0.1 } == weightsAfter?.map { $0.1 })
+            #expect(weights?.contains { ($0.0?.swipesGiven ?? 0) > 0 } == true)
         }
     }
 

@@ -107,48 +107,26 @@ struct InterestSetTests {
         #expect(InterestSet.stableHash("a") == 0xaf63_dc4c_8601_ec8c)
     }
 
-    @Test("Taste rises for interests the viewer liked more often than they like anyone")
-    func tasteLift() {
-        var taste = TasteProfile()
-        let hikers = InterestSet(words: ["hiking"])
-        let gamers = InterestSet(words: ["gaming"])
-        for _ in 0..<10 {
-            taste.record(hikers, liked: true)
-            taste.record(gamers, liked: false)
-        }
-        #expect(taste.similarity(hikers) > 0.2)
-        #expect(taste.similarity(gamers) < -0.2)
-        #expect(TasteProfile().similarity(hikers) == 0)
-        taste.forget(hikers, liked: true)
-        #expect(taste.swipeCount == 19)
-    }
-
-    @Test("The taste basis finds the shared direction, and projecting onto it drops the noise")
+    @Test("The taste directions follow interests that go together, and members' tastes carry over to new ones")
     func tasteBasis() {
-        // Every viewer's lifts lie along one direction (bits 0 and 1 up, bit 2 down) at varying strength.
-        var direction = SIMD64<Float>.zero
-        direction[0] = 1
-        direction[1] = 1
-        direction[2] = -1
-        let lifts = (1...20).map { direction * Float($0) / 20 }
-        let basis = TasteProfile.basis(of: lifts, components: 1)
-        #expect(basis.count == 1)
-        let unit = direction / (direction * direction).sum().squareRoot()
-        #expect(abs(abs((basis[0] * unit).sum()) - 1) < 1e-3)
-        #expect(TasteProfile.basis(of: lifts, components: 0).isEmpty)
-
-        // A viewer who liked bit 0 only: the projection spreads the lift to bit 1 (liked together by everyone).
-        var taste = TasteProfile()
-        let first = InterestSet(bits: 1)
-        let second = InterestSet(bits: 2)
-        for _ in 0..<10 {
-            taste.record(first, liked: true)
-            taste.record(InterestSet(bits: 1 << 40), liked: false)
-        }
-        #expect(taste.similarity(second) == 0)
-        taste.project(onto: basis)
-        #expect(taste.similarity(second) > 0.05)
-        taste.record(first, liked: true)
-        #expect(taste.projected == nil)
+        // Half the members like the outdoors (bits 0, 1, 2 together), half indoor things (bits 10, 11, 12).
+        let outdoor = InterestSet(bits: 0b111)
+        let indoor = InterestSet(bits: 0b111 << 10)
+        var sets: [InterestSet] = []
+        for n in 0..<100 { sets.append(n % 2 == 0 ? InterestSet(bits: outdoor.bits & ~(1 << UInt64(n % 3))) : indoor) }
+        let basis = TasteBasis(interests: sets, components: 4)
+        #expect(!basis.isEmpty)
+        // Outdoor and indoor people sit apart on the first direction; a hiker alone sits with the outdoor people.
+        let (a, b, hiker) = (basis.coordinates(of: outdoor), basis.coordinates(of: indoor), basis.coordinates(of: InterestSet(bits: 1)))
+        #expect(abs(a[0] - b[0]) > 0.5)
+        #expect((hiker[0] - b[0]) * (a[0] - b[0]) > 0)
+        #expect(basis.coordinates(of: InterestSet()) == .zero)
+        #expect(TasteBasis(interests: sets, components: 0).isEmpty)
+        #expect(TasteBasis().coordinates(of: outdoor) == .zero)
+        // The same directions: coordinates carry over unchanged; from no basis there is nothing to carry.
+        let same = basis.transfer(from: basis)
+        let taste = SIMD4<Float>(0.3, 0, 0, 0)  // (along the main direction)
+        #expect(((same(taste) - taste) * (same(taste) - taste)).sum() < 1e-8)
+        #expect(basis.transfer(from: TasteBasis())(taste) == .zero)
     }
 }

@@ -33,9 +33,13 @@ struct SlotArrangementTests {
             if a != b { state.index.block(a, b) }
         }
         _ = state.remove(users.removeLast())
-        // Distinct model summaries, so a summary left at its old slot shows.
+        // Distinct model states, so a state left at its old slot shows.
         for (n, user) in users.enumerated() {
-            state.models[Int(state.index.slot(of: user)!)] = MemberModel(weights: SIMD8(repeating: Float(n)), appeal: Float(n))
+            var model = MemberState()
+            (model.swipesGiven, model.likesGiven, model.swipesReceived) = (Float(n + 1), Float(n / 2), Float(n % 7))
+            model.surplusReceived = Float(n % 5) - 2
+            model.taste = SIMD4(repeating: Float(n % 11) - 5)
+            state.recommender.setState(model, of: Int(state.index.slot(of: user)!))
         }
         return (state, users)
     }
@@ -58,7 +62,7 @@ struct SlotArrangementTests {
                 #expect(old.map(\.distanceKm) == new.map(\.distanceKm))
             }
             let (v, w) = (Int(before.index.slot(of: viewer)!), Int(after.index.slot(of: viewer)!))
-            #expect(before.models[v] == after.models[w])
+            #expect(before.recommender.state(of: v) == after.recommender.state(of: w))
             for target in users.prefix(60) {
                 #expect(after.index.hasSwiped(viewer, target) == before.index.hasSwiped(viewer, target))
                 #expect(after.index.isBlocked(viewer, target) == before.index.isBlocked(viewer, target))
@@ -68,9 +72,7 @@ struct SlotArrangementTests {
         // The ranking reads the moved per-slot data: the same scores in the same order.
         let viewer = users[0]
         let rank = { (state: CommunityState) in
-            state.index.rank(
-                Self.deck(state.index, viewer), viewer: viewer, viewerWeights: Recommender.initialPrior, taste: nil,
-                models: state.models, nowMinutes: 1000)
+            state.index.rank(Self.deck(state.index, viewer), viewer: viewer, recommender: state.recommender, nowMinutes: 1000)
         }
         #expect(rank(before).map(\.match.user) == rank(after).map(\.match.user))
         #expect(rank(before).map(\.score) == rank(after).map(\.score))

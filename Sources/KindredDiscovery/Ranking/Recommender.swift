@@ -19,94 +19,168 @@ public struct RankingProfile: Sendable, Equatable {
     }
 }
 
-/// How the recommender is tuned. The defaults are what the quality harness
-/// (`Tests/Benchmarks/discovery-quality.sh`) measured best on generated populations.
+/// Everything the model keeps about one member, swiper or not: 32 bytes in one dense array per community
+/// (no per-member heap object, dictionary entry or cached solution). Every field is a sum over swipes, so a
+/// swipe updates it in O(1) and an undo subtracts it again.
+public struct MemberState: Sendable, Equatable {
+    /// Σ over the swipes the member gave of (label − their like rate then) × the candidate's taste coordinates
+    /// (`TasteBasis`): which way their likes lean. Divided by swipes + `tastePseudoSwipes` it is their taste.
+    public var taste: SIMD4<Float> = .zero
+    /// Likes and swipes the member gave: their own like rate (how choosy they are, the per-user intercept).
+    public var likesGiven: Float = 0
+    public var swipesGiven: Float = 0
+    /// Swipes the member received, and Σ (label − each swiper's like rate): their appeal.
+    public var swipesReceived: Float = 0
+    public var surplusReceived: Float = 0
+
+    public init() {}
+
+    public var isEmpty: Bool { self == MemberState() }
+}
+
+/// How the recommender is tuned. The defaults are what the quality harness's validation split preferred
+/// (`kindred-discovery-quality tune`; the held-out test swipes are never seen while choosing).
 public struct RecommenderSettings: Sendable {
-    /// Ridge strength of a user's model towards the population prior: roughly the number of swipes after
-    /// which the user's own behaviour weighs as much as everyone's. Large: what differs between people is
-    /// mostly how choosy they are (the intercept) and their taste (its own feature), not how they weigh
-    /// the features — the validation split of the quality harness preferred 500 to 12…150.
-    public var userLambda: Double = 500
-    /// Ridge strength of the intercept (the user's own like rate, i.e. how choosy they are) towards the
-    /// population's: smaller than `userLambda`, because a like rate is learnt from few swipes while the
-    /// slopes need many.
-    public var interceptLambda: Double = 30
-    /// Ridge strength of the population model towards zero (only keeps it solvable early on).
-    public var populationLambda: Double = 1
-    /// Pseudo-swipes of the appeal estimate: a candidate's appeal starts at the population like rate and
-    /// moves to their own like rate as swipes on them accumulate.
-    public var appealPseudoSwipes: Double = 10
-    /// The population prior is re-solved after this many new swipes (solving is cheap; this keeps every
-    /// user's cached weights valid between re-solves).
-    public var populationRefreshSwipes: Int = 256
-    /// Shared directions of taste kept by the taste feature (`TasteProfile.basis`); 0 = raw per-bit lifts.
+    /// Pseudo-swipes at the population like rate in a member's own like rate: how many swipes it takes before
+    /// their choosiness (the per-user intercept on the logit scale) weighs as much as the population's.
+    public var interceptPseudoSwipes: Double = 30
+    /// Pseudo-swipes of the appeal estimate (a candidate's appeal starts at the population's).
+    public var appealPseudoSwipes: Double = 5
+    /// Pseudo-swipes of the taste estimate (a few swipes say little about taste).
+    public var tastePseudoSwipes: Double = 40
+    /// Taste directions used (0…4; 0 = no taste feature).
     public var tasteComponents: Int = 4
-    /// The taste directions are re-estimated after this many new swipes (or as many as there are swipers,
-    /// if more: each re-estimate re-projects every swiper's taste, ~600 multiply-adds each, so the cost per
-    /// swipe stays bounded), from at most `tasteSampleSwipers` swipers' profiles.
-    public var tasteRefreshSwipes: Int = 16384
-    public var tasteSampleSwipers: Int = 20000
+    /// Ridge strength of the population model towards `Recommender.initialPrior` (only matters early on).
+    public var populationLambda: Double = 1
+    /// The population model (the slopes every member shares, on the logit scale) is refitted after this many
+    /// new swipes, or a quarter of its sample if more (so the cost per swipe stays bounded).
+    public var populationRefreshSwipes: Int = 1024
+    /// Swipes kept as a uniform sample (reservoir) to fit the population model on: 65,536 × 48 bytes.
+    public var populationSampleSwipes: Int = 65536
+    /// Members sampled to estimate the taste directions.
+    public var tasteSampleMembers: Int = 50000
     /// Half-life of the activity feature.
     public var activityHalfLifeMs: Double = 7 * 24 * 3600 * 1000
 
     public init() {}
 }
 
-/// The learning part of discovery: per-user ridge models over `RankingFeatures`, a population prior for
-/// users with few swipes, each candidate's appeal, each viewer's taste — all updated on every swipe event —
-/// and the match score that ranks a deck:
+/// The learning part of discovery (DESIGN §4), on the logit scale:
 ///
-///     score(viewer, candidate) = P(viewer likes candidate) × P(candidate likes viewer)
+///     logit P(v likes c) = w · x(v, c) + offset(v)
 ///
-/// where the second factor is the candidate's own model applied to the viewer (the reciprocal term of
-/// RECON-style reciprocal recommenders): a deck of people the viewer likes but who never like back
-/// produces likes, not matches. Members are dense integer handles assigned by the candidate index.
-/// Not thread-safe: its owner (the index actor) serialises access.
+/// where `w` are population slopes every member shares (refitted by IRLS on a uniform sample of swipes),
+/// `x` the `RankingFeatures` (shared interests and attributes, closeness, age gap, the candidate's appeal, the
+/// viewer's taste for where the candidate sits, the candidate's activity), and `offset(v)` the viewer's own
+/// choosiness: the logit of their smoothed like rate minus the population's. What differs between people is
+/// kept per member in `MemberState` (32 bytes): like and swipe counts (the intercept), appeal, and 4 taste
+/// coordinates — the harness's validation split found per-user slopes barely move from the population's, so
+/// none are kept. Every swipe event updates the viewer's and the candidate's state at once; the population
+/// slopes follow every `populationRefreshSwipes` swipes.
+///
+/// The deck's score is the match probability, P(viewer likes candidate) × P(candidate likes viewer), where the
+/// second factor is the same model from the candidate's side, with the candidate's choosiness and taste (the
+/// reciprocal term of RECON-style recommenders). Members are dense integers (the index's slots).
+/// Not thread-safe: its owner serialises writes.
 public struct Recommender: Sendable {
     public var settings: RecommenderSettings
-    private var learners: [Int: Learner] = [:]
-    private var appeal: [Int: Appeal] = [:]
-    private var population = RidgeStatistics()
-    private var populationLikes = 0
-    private var populationWeights: SIMD8<Double>
-    private var populationVersion = 0
+    public private(set) var states: [MemberState] = []
+    public private(set) var basis = TasteBasis()
+    /// The population slopes (logit scale).
+    public private(set) var weights: SIMD8<Double>
+    private var sample: [Sample] = []
+    private var sampleOffered: UInt64 = 0
+    private var totalSwipes: Double = 0
+    private var totalLikes: Double = 0
     private var swipesSinceRefresh = 0
-    private var tasteBasis: [SIMD64<Float>] = []
-    private var swipesSinceTasteRefresh = 0
-    private var tasteVersion = 0
 
-    private struct Learner: Sendable {
-        var statistics = RidgeStatistics()
-        var taste = TasteProfile()
-        /// `taste` projected onto the population's taste directions of `tasteVersion` (nil = stale).
-        var projected: (lift: SIMD64<Float>, version: Int)?
-        /// Weights solved against `populationVersion`; nil = stale.
-        var cached: (weights: SIMD8<Double>, version: Int)?
+    struct Sample: Sendable {
+        var features: SIMD8<Float>
+        var offset: Float
+        var label: Float
     }
 
-    /// Likes a member received beyond what each swiper's own like rate predicted: a like from a choosy
-    /// swiper says more than one from someone who likes everybody.
-    private struct Appeal: Sendable {
-        var surplus: Float = 0
-        var swipes: Int32 = 0
-    }
-
-    /// A starting prior before any swipe: mild preferences everyone shares (intercept 0.3, shared interests,
-    /// closeness, appeal and taste up, age gap down). Ridge pulls it to the data within a few hundred swipes.
-    public static let initialPrior = SIMD8<Double>(0.25, 0.2, 0.1, 0.1, -0.1, 0.3, 0.1, 0.05)
+    /// The slopes before any swipe (logit scale): shared interests, closeness, appeal and taste up, age gap down.
+    public static let initialPrior = SIMD8<Double>(-0.85, 1, 0.5, 0.5, -0.5, 1, 1, 0.3)
 
     public init(settings: RecommenderSettings = RecommenderSettings()) {
         self.settings = settings
-        self.populationWeights = Self.initialPrior
+        self.weights = Self.initialPrior
     }
 
     /// The swipes the model has learned from.
-    public var swipeCount: Int { population.count }
+    public var swipeCount: Int { Int(totalSwipes) }
 
     /// Share of likes among all swipes seen (0.3 before any).
     public var populationLikeRate: Double {
-        population.count == 0 ? 0.3 : Double(populationLikes) / Double(population.count)
+        totalSwipes < 1 ? 0.3 : min(0.99, max(0.01, totalLikes / totalSwipes))
     }
+
+    // MARK: Per-member state
+
+    /// Makes room for `member` (new members start empty).
+    public mutating func reserve(_ member: Int) {
+        if states.count <= member { states.append(contentsOf: repeatElement(MemberState(), count: member + 1 - states.count)) }
+    }
+
+    public func state(of member: Int) -> MemberState {
+        member >= 0 && member < states.count ? states[member] : MemberState()
+    }
+
+    public mutating func setState(_ state: MemberState, of member: Int) {
+        reserve(member)
+        states[member] = state
+    }
+
+    /// Forgets everything about a member (account deletion, or a slot given to someone else).
+    public mutating func erase(_ member: Int) {
+        if member < states.count { states[member] = MemberState() }
+    }
+
+    /// Moves every member's state to its new number (`newNumber[old]`, -1 for a number nobody holds).
+    public mutating func renumber(_ newNumber: [Int32]) {
+        var moved = [MemberState](repeating: MemberState(), count: newNumber.reduce(0) { max($0, Int($1) + 1) })
+        for (old, new) in newNumber.enumerated() where new >= 0 && old < self.states.count {
+            moved[Int(new)] = self.states[old]
+        }
+        self.states = moved
+    }
+
+    /// Whether `member` has swiped.
+    public func hasModel(_ member: Int) -> Bool { state(of: member).swipesGiven > 0 }
+
+    /// The member's smoothed like rate.
+    public func likeRate(_ state: MemberState) -> Double {
+        let k = settings.interceptPseudoSwipes
+        return (Double(state.likesGiven) + k * populationLikeRate) / (Double(state.swipesGiven) + k)
+    }
+
+    /// The member's choosiness on the logit scale, relative to the population (0 before their first swipe).
+    public func offset(_ state: MemberState) -> Double {
+        state.swipesGiven == 0 ? 0 : Self.logit(likeRate(state)) - Self.logit(populationLikeRate)
+    }
+
+    /// The appeal feature: the logit of the smoothed share of likes the member received beyond each swiper's
+    /// own like rate, relative to the population's (0 before anyone swiped on them).
+    public func appeal(_ state: MemberState) -> Double {
+        let rate = populationLikeRate
+        let shifted = rate + Double(state.surplusReceived) / (Double(state.swipesReceived) + settings.appealPseudoSwipes)
+        return Self.logit(min(0.99, max(0.01, shifted))) - Self.logit(rate)
+    }
+
+    public func appealOf(_ member: Int) -> Double { appeal(state(of: member)) }
+
+    /// The member's taste: their taste sum per swipe (smoothed).
+    public func taste(_ state: MemberState) -> SIMD4<Float> {
+        state.taste / Float(Double(state.swipesGiven) + settings.tastePseudoSwipes)
+    }
+
+    /// The taste feature of `viewer` for a candidate with `interests`.
+    public func tasteFeature(_ viewer: MemberState, _ interests: InterestSet) -> Double {
+        Double((taste(viewer) * basis.coordinates(of: interests)).sum())
+    }
+
+    // MARK: Features and prediction
 
     /// The features of `viewer` looking at `candidate`.
     public func features(
@@ -117,80 +191,45 @@ public struct Recommender: Sendable {
         distanceKm: Int,
         nowUnixMs: Int64
     ) -> RankingFeatures {
+        features(
+            viewer: state(of: viewer), viewerProfile, candidate: state(of: candidate), candidateProfile,
+            distanceKm: distanceKm, nowUnixMs: nowUnixMs)
+    }
+
+    public func features(
+        viewer: MemberState,
+        _ viewerProfile: RankingProfile,
+        candidate: MemberState,
+        _ candidateProfile: RankingProfile,
+        distanceKm: Int,
+        nowUnixMs: Int64
+    ) -> RankingFeatures {
         let idleMs = Double(max(0, nowUnixMs - candidateProfile.lastActiveUnixMs))
         return RankingFeatures(
             sharedInterests: viewerProfile.interests.jaccard(candidateProfile.interests),
             sharedAttributes: viewerProfile.attributes.jaccard(candidateProfile.attributes),
             distanceKm: distanceKm,
             ageGapYears: viewerProfile.ageYears - candidateProfile.ageYears,
-            candidateAppeal: appealOf(candidate),
-            taste: taste(of: viewer)?.similarity(candidateProfile.interests) ?? 0,
+            candidateAppeal: appeal(candidate),
+            taste: tasteFeature(viewer, candidateProfile.interests),
             candidateActivity: pow(0.5, idleMs / settings.activityHalfLifeMs)
         )
     }
 
-    /// What `viewer` has shown they like, with the population's taste directions (nil: no swipes yet).
-    public func taste(of viewer: Int) -> TasteProfile? {
-        guard let learner = learners[viewer] else { return nil }
-        var taste = learner.taste
-        if let projected = learner.projected, projected.version == tasteVersion {
-            taste.projected = projected.lift
-        } else {
-            taste.project(onto: tasteBasis)
-        }
-        return taste
+    /// P(`viewer` likes) for these features.
+    public func likeProbability(viewer: Int, _ features: RankingFeatures) -> Double {
+        Self.logistic((weights * features.values).sum() + offset(state(of: viewer)))
     }
 
-    private mutating func projectTaste(_ viewer: Int) {
-        guard var taste = learners[viewer]?.taste else { return }
-        taste.project(onto: tasteBasis)
-        learners[viewer]!.projected = taste.projected.map { ($0, tasteVersion) }
-    }
+    @inline(__always)
+    public static func logistic(_ x: Double) -> Double { 1 / (1 + exp(-x)) }
 
-    /// The population like rate plus the smoothed mean surplus of the likes `member` received (each swipe's
-    /// label minus the swiper's own like rate).
-    public func appealOf(_ member: Int) -> Double {
-        let received = appeal[member] ?? Appeal()
-        return populationLikeRate + Double(received.surplus) / (Double(received.swipes) + settings.appealPseudoSwipes)
-    }
+    @inline(__always)
+    static func logit(_ p: Double) -> Double { log(p / (1 - p)) }
 
-    /// The smoothed share of likes among the swipes `member` gave.
-    public func likeRateOf(_ member: Int) -> Double {
-        guard let learner = learners[member] else { return populationLikeRate }
-        let k = settings.appealPseudoSwipes
-        return (learner.taste.likeCount + k * populationLikeRate) / (learner.taste.swipeCount + k)
-    }
+    // MARK: Learning
 
-    /// The weights of `viewer`'s model (the population prior for a viewer without swipes).
-    public mutating func weights(of viewer: Int) -> SIMD8<Double> {
-        guard var learner = learners[viewer] else { return populationWeights }
-        if let cached = learner.cached, cached.version == populationVersion { return cached.weights }
-        let weights = learner.statistics.weights(prior: populationWeights, lambdas: userLambdas)
-        learner.cached = (weights, populationVersion)
-        learners[viewer] = learner
-        return weights
-    }
-
-    /// The weights without caching (for callers holding the recommender immutably).
-    public func currentWeights(of viewer: Int) -> SIMD8<Double> {
-        guard let learner = learners[viewer] else { return populationWeights }
-        if let cached = learner.cached, cached.version == populationVersion { return cached.weights }
-        return learner.statistics.weights(prior: populationWeights, lambdas: userLambdas)
-    }
-
-    /// Per-feature ridge strengths of a user's model: `interceptLambda` for the intercept, `userLambda` else.
-    private var userLambdas: SIMD8<Double> {
-        var lambdas = SIMD8<Double>(repeating: settings.userLambda)
-        lambdas[0] = settings.interceptLambda
-        return lambdas
-    }
-
-    /// P(like) under `weights`, clamped to 0.001…0.999 (the linear model can leave 0…1).
-    public static func likeProbability(_ weights: SIMD8<Double>, _ features: RankingFeatures) -> Double {
-        min(0.999, max(0.001, (weights * features.values).sum()))
-    }
-
-    /// Learns from one swipe: the viewer's model and taste, the candidate's appeal, the population prior.
+    /// Learns from one swipe (features as computed when it happened, and stored with it).
     public mutating func recordSwipe(
         viewer: Int,
         candidate: Int,
@@ -198,25 +237,39 @@ public struct Recommender: Sendable {
         features: RankingFeatures,
         liked: Bool
     ) {
-        let surplus = (liked ? 1 : 0) - likeRateOf(viewer)
-        // In place (no copy of the learner's statistics per swipe).
-        learners[viewer, default: Learner()].statistics.observe(features, label: liked ? 1 : 0)
-        learners[viewer]!.taste.record(candidateInterests, liked: liked)
-        learners[viewer]!.cached = nil
-        projectTaste(viewer)
-
-        appeal[candidate, default: Appeal()].swipes += 1
-        appeal[candidate]!.surplus += Float(surplus)
-
-        population.observe(features, label: liked ? 1 : 0)
-        if liked { populationLikes += 1 }
-        swipesSinceRefresh += 1
-        if swipesSinceRefresh >= settings.populationRefreshSwipes { solvePopulation() }
-        swipesSinceTasteRefresh += 1
-        if swipesSinceTasteRefresh >= max(settings.tasteRefreshSwipes, learners.count) { refreshTaste() }
+        reserve(max(viewer, candidate))
+        var (v, c) = (states[viewer], states[candidate])
+        record(viewer: &v, candidate: &c, candidateInterests: candidateInterests, features: features, liked: liked)
+        states[viewer] = v
+        states[candidate] = c
     }
 
-    /// Unlearns an undone pass (SwipeUndone).
+    /// Learns from one swipe between members whose state the caller holds (e.g. one not in the index).
+    public mutating func record(
+        viewer v: inout MemberState,
+        candidate c: inout MemberState,
+        candidateInterests: InterestSet,
+        features: RankingFeatures,
+        liked: Bool
+    ) {
+        let label: Double = liked ? 1 : 0
+        let rate = likeRate(v)
+        offerSample(Sample(features: SIMD8<Float>(features.values), offset: Float(offset(v)), label: Float(label)))
+        v.taste += Float(label - rate) * basis.coordinates(of: candidateInterests)
+        v.likesGiven += Float(label)
+        v.swipesGiven += 1
+        c.swipesReceived += 1
+        c.surplusReceived += Float(label - rate)
+        totalSwipes += 1
+        totalLikes += label
+        swipesSinceRefresh += 1
+        if swipesSinceRefresh >= max(settings.populationRefreshSwipes, sample.count / 4) { fitPopulation(iterations: 1) }
+    }
+
+    /// Unlearns an undone swipe (SwipeUndone). Exact for the counts; the taste and appeal sums are reduced with
+    /// the viewer's like rate after the removal, which is the rate the swipe was learnt with when it is undone
+    /// before the viewer's next swipe (the usual undo). The swipe stays in the population's sample if it was
+    /// drawn into it (one of ≥ 65,536; the slopes are a population average).
     public mutating func forgetSwipe(
         viewer: Int,
         candidate: Int,
@@ -224,51 +277,171 @@ public struct Recommender: Sendable {
         features: RankingFeatures,
         liked: Bool
     ) {
-        guard var learner = learners[viewer] else { return }
-        learner.statistics.forget(features, label: liked ? 1 : 0)
-        learner.taste.forget(candidateInterests, liked: liked)
-        learner.cached = nil
-        learners[viewer] = learner
-        projectTaste(viewer)
-        if var received = appeal[candidate], received.swipes > 0 {
-            // Approximately: the swiper's like rate may have moved since.
-            received.swipes -= 1
-            received.surplus -= Float((liked ? 1 : 0) - likeRateOf(viewer))
-            appeal[candidate] = received
+        guard viewer < states.count, candidate < states.count else { return }
+        var (v, c) = (states[viewer], states[candidate])
+        forget(viewer: &v, candidate: &c, candidateInterests: candidateInterests, liked: liked)
+        states[viewer] = v
+        states[candidate] = c
+    }
+
+    public mutating func forget(
+        viewer v: inout MemberState, candidate c: inout MemberState, candidateInterests: InterestSet, liked: Bool
+    ) {
+        guard v.swipesGiven >= 1 else { return }
+        let label: Double = liked ? 1 : 0
+        v.likesGiven = max(0, v.likesGiven - Float(label))
+        v.swipesGiven -= 1
+        totalSwipes = max(0, totalSwipes - 1)
+        totalLikes = max(0, totalLikes - label)
+        let rate = likeRate(v)
+        v.taste -= Float(label - rate) * basis.coordinates(of: candidateInterests)
+        if v.swipesGiven == 0 { v.taste = .zero }
+        if c.swipesReceived >= 1 {
+            c.swipesReceived -= 1
+            c.surplusReceived -= Float(label - rate)
+            if c.swipesReceived == 0 { c.surplusReceived = 0 }
         }
-        population.forget(features, label: liked ? 1 : 0)
-        if liked { populationLikes -= 1 }
     }
 
-    /// Forgets everything about a member (account deletion).
-    public mutating func erase(_ member: Int) {
-        learners[member] = nil
-        appeal[member] = nil
-    }
-
-    /// Re-solves the population prior and re-estimates the taste directions now (done automatically every
-    /// `populationRefreshSwipes` and `tasteRefreshSwipes` swipes).
+    /// Refits the population slopes to convergence now (they otherwise take one IRLS step every
+    /// `populationRefreshSwipes` swipes).
     public mutating func refreshPopulation() {
-        solvePopulation()
-        refreshTaste()
+        fitPopulation(iterations: 8)
     }
 
-    /// Re-estimates the shared taste directions from (a sample of) the swipers' taste profiles.
-    public mutating func refreshTaste() {
-        tasteBasis = TasteProfile.basis(
-            of: learners.values.lazy.prefix(settings.tasteSampleSwipers).map(\.taste.lift),
-            components: settings.tasteComponents)
-        tasteVersion += 1
-        swipesSinceTasteRefresh = 0
-        for viewer in learners.keys { projectTaste(viewer) }
+    /// Re-estimates the taste directions from members' interests (a sample of at most `tasteSampleMembers`),
+    /// carrying every member's taste over to the new directions (`TasteBasis.transfer`).
+    public mutating func refreshTasteBasis(from interests: some Collection<InterestSet>) {
+        let step = max(1, interests.count / max(1, settings.tasteSampleMembers))
+        var sampled: [InterestSet] = []
+        var index = interests.startIndex
+        var position = 0
+        while index != interests.endIndex {
+            if position % step == 0 { sampled.append(interests[index]) }
+            position += 1
+            index = interests.index(after: index)
+        }
+        setTasteBasis(TasteBasis(interests: sampled, components: settings.tasteComponents))
     }
 
-    private mutating func solvePopulation() {
-        populationWeights = population.weights(prior: Self.initialPrior, lambda: settings.populationLambda)
-        populationVersion += 1
+    public mutating func setTasteBasis(_ new: TasteBasis) {
+        let transfer = new.transfer(from: basis)
+        for member in states.indices where states[member].taste != .zero {
+            states[member].taste = transfer(states[member].taste)
+        }
+        basis = new
+    }
+
+    /// Reservoir sampling (Vitter's algorithm R) with a deterministic stream: the same swipes in the same order
+    /// give the same sample, so a rebuild replays the population model exactly.
+    private mutating func offerSample(_ entry: Sample) {
+        defer { sampleOffered &+= 1 }
+        if sample.count < settings.populationSampleSwipes {
+            sample.append(entry)
+            return
+        }
+        var z = (sampleOffered &+ 1) &* 0x9e37_79b9_7f4a_7c15
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        z ^= z >> 31
+        let slot = Int(z % (sampleOffered &+ 1))
+        if slot < sample.count { sample[slot] = entry }
+    }
+
+    /// Iteratively reweighted least squares for the logistic population model with each swipe's viewer offset,
+    /// ridge towards `initialPrior`.
+    private mutating func fitPopulation(iterations: Int) {
         swipesSinceRefresh = 0
+        guard !sample.isEmpty else { return }
+        for _ in 0..<iterations {
+            var statistics = RidgeStatistics()
+            let w = SIMD8<Float>(weights)
+            for entry in sample {
+                let linear = (w * entry.features).sum()
+                let p = min(1 - 1e-4, max(1e-4, 1 / (1 + exp(-(linear + entry.offset)))))
+                let variance = p * (1 - p)
+                let response = linear + (entry.label - p) / variance
+                statistics.observe(RankingFeatures(SIMD8<Double>(entry.features)), label: Double(response), weight: Double(variance))
+            }
+            weights = statistics.weights(prior: Self.initialPrior, lambda: settings.populationLambda)
+        }
     }
 
-    /// Whether `member` has a model of their own (has swiped).
-    public func hasModel(_ member: Int) -> Bool { learners[member] != nil }
+    // MARK: Ranking
+
+    /// What ranking a deck needs, computed once per deck: the population slopes in Float, the viewer's own terms
+    /// (their offset, taste and where they sit for the forward side; their appeal, activity and choosiness for
+    /// the candidates' side).
+    public func scorer(
+        viewer: MemberState, interests: InterestSet, attributes: InterestSet, ageYears: Int, activity: Float
+    ) -> MatchScorer {
+        MatchScorer(
+            weights: SIMD8<Float>(weights), basis: basis, populationLogit: Float(Self.logit(populationLikeRate)),
+            populationRate: Float(populationLikeRate), interceptPseudoSwipes: Float(settings.interceptPseudoSwipes),
+            appealPseudoSwipes: Float(settings.appealPseudoSwipes), tastePseudoSwipes: Float(settings.tastePseudoSwipes),
+            viewerInterests: interests, viewerAttributes: attributes, viewerAge: ageYears,
+            viewerOffset: Float(offset(viewer)), viewerTaste: taste(viewer),
+            viewerCoordinates: basis.coordinates(of: interests), viewerAppeal: Float(appeal(viewer)),
+            viewerActivity: activity)
+    }
+}
+
+/// Scores candidates for one viewer: P(viewer likes candidate) × P(candidate likes viewer), both from
+/// `Recommender`'s model. The service's `CommunityIndex.rank` and the quality harness's reciprocal policy both
+/// score through `score`, so the harness measures the service's ranking.
+public struct MatchScorer: Sendable {
+    let weights: SIMD8<Float>
+    let basis: TasteBasis
+    let populationLogit: Float
+    let populationRate: Float
+    let interceptPseudoSwipes: Float
+    let appealPseudoSwipes: Float
+    let tastePseudoSwipes: Float
+    let viewerInterests: InterestSet
+    let viewerAttributes: InterestSet
+    let viewerAge: Int
+    let viewerOffset: Float
+    let viewerTaste: SIMD4<Float>
+    let viewerCoordinates: SIMD4<Float>
+    let viewerAppeal: Float
+    let viewerActivity: Float
+
+    /// 1 − log₂(1 + km) / log₂(501) for 0…500 km (the closeness feature), precomputed.
+    static let closeness: [Float] = (0...500).map { 1 - Float(log2(1 + Double($0)) / log2(501)) }
+
+    @inline(__always)
+    static func logit(_ p: Float) -> Float { logf(p / (1 - p)) }
+
+    /// The match score of a candidate (0…1).
+    @inline(__always)
+    public func score(
+        _ candidate: MemberState, interests: InterestSet, attributes: InterestSet, ageYears: Int, activity: Float,
+        distanceKm: Int
+    ) -> Float {
+        let shared = Float(viewerInterests.jaccard(interests))
+        let sharedAttributes = Float(viewerAttributes.jaccard(attributes))
+        let closeness = Self.closeness[max(0, min(distanceKm, 500))]
+        let ageGap = Float(min(abs(viewerAge - ageYears), 20)) / 20
+        let common = weights[0] + weights[1] * shared + weights[2] * sharedAttributes + weights[3] * closeness
+            + weights[4] * ageGap
+        // The candidate's appeal and choosiness (the logit of smoothed rates, relative to the population's).
+        let appealRate = populationRate + candidate.surplusReceived / (candidate.swipesReceived + appealPseudoSwipes)
+        let appeal = Self.logit(min(0.99, max(0.01, appealRate))) - populationLogit
+        let offset: Float
+        let candidateTaste: SIMD4<Float>
+        if candidate.swipesGiven > 0 {
+            let rate = (candidate.likesGiven + interceptPseudoSwipes * populationRate) / (candidate.swipesGiven + interceptPseudoSwipes)
+            offset = Self.logit(rate) - populationLogit
+            candidateTaste = candidate.taste / (candidate.swipesGiven + tastePseudoSwipes)
+        } else {
+            offset = 0
+            candidateTaste = .zero
+        }
+        let coordinates = basis.coordinates(of: interests)
+        let forward = common + weights[5] * appeal + weights[6] * (viewerTaste * coordinates).sum()
+            + weights[7] * activity + viewerOffset
+        let backward = common + weights[5] * viewerAppeal + weights[6] * (candidateTaste * viewerCoordinates).sum()
+            + weights[7] * viewerActivity + offset
+        return 1 / ((1 + expf(-forward)) * (1 + expf(-backward)))
+    }
 }
