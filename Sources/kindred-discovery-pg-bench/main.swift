@@ -13,10 +13,10 @@ import Logging
 // pool, rank it) run on T threads for D seconds; the same nearest-compatible query runs as PostgreSQL GiST KNN
 // (a point column, the filters in WHERE) on T connections for D seconds, for the ratio.
 // Usage: kindred-discovery-pg-bench [members] [swipes per member] [seconds] [threads] [features 1|0]
-//        kindred-discovery-pg-bench generate members swipes-per-member folder
-// `generate` only writes the population (candidates.tsv and swipes.tsv for COPY into discovery's tables, without
-// features, and viewers.txt: every member's user id) into the folder and exits: Tests/Benchmarks/discovery-grpc.sh
-// loads it into a running cluster's PostgreSQL.
+//        kindred-discovery-pg-bench generate members swipes-per-member folder [features 1|0]
+// `generate` only writes the population (candidates.tsv and swipes.tsv for COPY into discovery's tables, with
+// features unless told 0, and viewers.txt: every member's user id) into the folder and exits:
+// Tests/Benchmarks/discovery-grpc.sh loads it into a running cluster's PostgreSQL.
 let generateOnly = CommandLine.arguments.dropFirst().first == "generate"
 let arguments = Array(CommandLine.arguments.dropFirst(generateOnly ? 2 : 1))
 let memberCount = arguments.count > 0 ? Int(arguments[0]) ?? 5_000_000 : 5_000_000
@@ -25,7 +25,7 @@ let seconds = arguments.count > 2 ? Double(arguments[2]) ?? 10 : 10
 let threads = arguments.count > 3 ? Int(arguments[3]) ?? 2 : 2
 /// Whether swipes carry ranking features (the models learn from them; 0: they only exclude, as swipes that
 /// arrived before either side was indexed).
-let withFeatures = generateOnly ? false : arguments.count > 4 ? arguments[4] != "0" : true
+let withFeatures = generateOnly ? (arguments.count > 3 ? arguments[3] != "0" : true) : arguments.count > 4 ? arguments[4] != "0" : true
 
 func residentMiB() -> Double {
     guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }

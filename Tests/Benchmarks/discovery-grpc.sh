@@ -3,7 +3,8 @@
 # driving a release discovery-server directly, as the gateway does (its service token and viewer_user_id).
 #
 #   1. generates a population (kindred-discovery-pg-bench generate: N members in 400 cities of Zipf-like sizes,
-#      S swipes each, the same generator as the PostgreSQL benchmark) as COPY files;
+#      S swipes each with ranking features, so the rebuild replays the models: memory is with models on; the same
+#      generator as the PostgreSQL benchmark) as COPY files;
 #   2. starts a cluster of PostgreSQL, auth and discovery only (services/run-cluster.sh over a folder holding just
 #      those two servers; free ports, a temporary data folder);
 #   3. COPYs the population into discovery's tables (psql \copy as in kindred-discovery-pg-bench), ANALYZE;
