@@ -194,11 +194,11 @@ public struct QualitySimulation: Sendable {
     }
 
     /// The reciprocal policy's score: the service's.
-    func reciprocalScore(_ scorer: MatchScorer, _ recommender: Recommender, _ candidate: Candidate) -> Float {
+    func reciprocalScore(_ scorer: MatchScorer, _ recommender: Recommender, _ candidate: Candidate, likedViewer: Bool) -> Float {
         let profile = population.members[candidate.index].profile
         return scorer.score(
             recommender.state(of: candidate.index), interests: profile.interests, attributes: profile.attributes,
-            ageYears: profile.ageYears, activity: 1, distanceKm: candidate.km)
+            ageYears: profile.ageYears, activity: 1, distanceKm: candidate.km, likedViewer: likedViewer)
     }
 
     private func deck(for viewer: Int, policy: DeckPolicy, state: State, random: inout SeededRandom) -> [Candidate] {
@@ -226,7 +226,7 @@ public struct QualitySimulation: Sendable {
             case .likeOnly:
                 score = state.recommender.likeProbability(viewer: viewer, featuresOf(state.recommender, viewer, pick))
             case .reciprocal:
-                score = Double(reciprocalScore(scorer!, state.recommender, pick))
+                score = Double(reciprocalScore(scorer!, state.recommender, pick, likedViewer: state.liked[pick.index].contains(me)))
             case .oracle:
                 let forward = population.trueLikeProbability(viewer, pick.index, distanceKm: pick.km)
                 let back = state.liked[pick.index].contains(me)

@@ -153,7 +153,7 @@ struct CandidateIndexTests {
         }
     }
 
-    @Test("Ranking puts the likelier match first")
+    @Test("Ranking puts the likelier match first; a member who already liked the viewer counts as liking back")
     func ranking() {
         var index = CommunityIndex()
         for n: UInt64 in 1...3 { index.upsert(Self.member(n, gender: 0, wants: 0)) }
@@ -168,5 +168,20 @@ struct CandidateIndexTests {
         models.setState(passed, of: Int(index.slot(of: Self.key(2))!))
         let ranked = index.rank(pool, viewer: Self.key(1), recommender: models, nowMinutes: 0)
         #expect(ranked.map(\.match.user.low) == [3, 2])
+        // Member 2 already liked the viewer: their side is known (1), so only the viewer's own P(like) counts.
+        index.recordSwipe(viewer: Self.key(2), target: Self.key(1), liked: true)
+        let reranked = index.rank(pool, viewer: Self.key(1), recommender: models, nowMinutes: 0)
+        let score = { (ranking: [RankedCandidate], member: UInt64) in ranking.first { $0.match.user.low == member }!.score }
+        #expect(score(reranked, 2) > 1.5 * score(ranked, 2))
+        #expect(score(reranked, 3) == score(ranked, 3))
+        // Of two members alike in every other way, the one who liked the viewer comes first.
+        index.upsert(Self.member(4, gender: 0, wants: 0))
+        index.upsert(Self.member(5, gender: 0, wants: 0))
+        index.recordSwipe(viewer: Self.key(5), target: Self.key(1), liked: true)
+        let alike = index.candidates(for: Self.key(1), DeckQuery(limit: 10, today: Self.today))!.filter { $0.user.low >= 4 }
+        #expect(index.rank(alike, viewer: Self.key(1), recommender: models, nowMinutes: 0).map(\.match.user.low) == [5, 4])
+        // A pass is not a like (and leaves the viewer's deck altogether).
+        index.recordSwipe(viewer: Self.key(3), target: Self.key(1), liked: false)
+        #expect(index.candidates(for: Self.key(1), DeckQuery(limit: 10, today: Self.today))?.map(\.user.low).sorted() == [2, 4, 5])
     }
 }

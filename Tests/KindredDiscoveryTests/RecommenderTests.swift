@@ -144,9 +144,14 @@ struct RecommenderTests {
         recommender.refreshTasteBasis(from: population.members.map(\.profile.interests))
         #expect(state.recommender.basis == recommender.basis)
         var random = SeededRandom(seed: 9)
+        // Who liked whom: the index holds the swipes, and a candidate who liked the viewer scores as such.
+        var likedBy = [Set<Int>](repeating: [], count: population.members.count)
         for viewer in population.members.indices {
             for pick in population.candidates[viewer].prefix(8) {
                 let liked = Bool.random(using: &random)
+                state.index.recordSwipe(
+                    viewer: UserKey(high: 0, low: UInt64(viewer)), target: UserKey(high: 0, low: UInt64(pick.member)), liked: liked)
+                if liked { likedBy[pick.index].insert(viewer) }
                 let features = RankingFeatures(SIMD8((0..<8).map { _ in Double.random(in: 0...1, using: &random) }))
                 let interests = population.members[pick.index].profile.interests
                 state.learn(
@@ -157,7 +162,7 @@ struct RecommenderTests {
         }
         #expect(state.recommender.states == recommender.states)
         #expect(state.recommender.weights == recommender.weights)
-        var compared = 0
+        var (compared, likers) = (0, 0)
         for viewer in stride(from: 0, to: population.members.count, by: 7) {
             let key = UserKey(high: 0, low: UInt64(viewer))
             let pool = state.index.candidates(for: key, DeckQuery(limit: 50, today: 2026_11_24)) ?? []
@@ -165,11 +170,14 @@ struct RecommenderTests {
             let scorer = simulation.scorer(recommender, viewer: viewer)
             for entry in ranked {
                 let candidate = Candidate(member: Int32(entry.match.user.low), distanceKm: UInt16(entry.match.distanceKm))
-                #expect(simulation.reciprocalScore(scorer, recommender, candidate) == entry.score)
+                let likedViewer = likedBy[viewer].contains(candidate.index)
+                #expect(simulation.reciprocalScore(scorer, recommender, candidate, likedViewer: likedViewer) == entry.score)
                 compared += 1
+                if likedViewer { likers += 1 }
             }
         }
         #expect(compared > 100)
+        #expect(likers > 5)
     }
 }
 

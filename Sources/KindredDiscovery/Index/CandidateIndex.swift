@@ -411,6 +411,9 @@ public struct CommunityIndex: Sendable {
         return Self.containsSorted(t, in: swiped[Int(v)])
     }
 
+    /// Whether the member at `slot` swiped `target` (a slot too): the ranking's "already liked the viewer".
+    func hasSwiped(slot: Int32, _ target: Int32) -> Bool { Self.containsSorted(target, in: swiped[Int(slot)]) }
+
     /// The compatible, unseen candidates for `viewer` (who must be indexed), nearest cells first, at most
     /// `query.limit`; nil when the viewer is not in the index. Compatibility is mutual: each within the
     /// other's radius and age range, each of a gender the other wants; minus self, swiped, blocked either

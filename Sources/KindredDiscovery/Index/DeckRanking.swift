@@ -9,7 +9,9 @@ public struct RankedCandidate: Sendable, Equatable {
 
 extension CommunityIndex {
     /// Ranks a candidate pool for `viewer` by match likelihood (`MatchScorer`: the viewer's like model forward
-    /// times the candidate's own model backward, the reciprocal term). `recommender` is indexed by slot.
+    /// times the candidate's own model backward, the reciprocal term; a candidate who already liked the viewer
+    /// — in the pool, a swipe on the viewer is a like, passes are left out — has a known backward factor, 1).
+    /// `recommender` is indexed by slot.
     /// The viewer's terms are computed once; per candidate: two Jaccards, a taste dot product, two logs and two
     /// exponentials, no allocation. Ties (equal scores) go to the more recently active, then the newer member,
     /// then the smaller user id — the documented freshness tie-breakers.
@@ -27,7 +29,8 @@ extension CommunityIndex {
             let state = ci < states.count ? states[ci] : MemberState()
             let score = scorer.score(
                 state, interests: interests[ci], attributes: attributes[ci], ageYears: Int(birthYear(ci)),
-                activity: Self.activity(lastActive[ci], nowMinutes), distanceKm: match.distanceKm)
+                activity: Self.activity(lastActive[ci], nowMinutes), distanceKm: match.distanceKm,
+                likedViewer: hasSwiped(slot: match.slot, v))
             ranked.append(RankedCandidate(match: match, score: score))
         }
         ranked.sort { a, b in

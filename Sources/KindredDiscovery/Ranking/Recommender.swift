@@ -412,11 +412,12 @@ public struct MatchScorer: Sendable {
     @inline(__always)
     static func logit(_ p: Float) -> Float { logf(p / (1 - p)) }
 
-    /// The match score of a candidate (0…1).
+    /// The match score of a candidate (0…1). `likedViewer`: the candidate already liked the viewer, so the
+    /// backward factor is known, 1 (a like from them is a match at once).
     @inline(__always)
     public func score(
         _ candidate: MemberState, interests: InterestSet, attributes: InterestSet, ageYears: Int, activity: Float,
-        distanceKm: Int
+        distanceKm: Int, likedViewer: Bool
     ) -> Float {
         let shared = Float(viewerInterests.jaccard(interests))
         let sharedAttributes = Float(viewerAttributes.jaccard(attributes))
@@ -440,6 +441,7 @@ public struct MatchScorer: Sendable {
         let coordinates = basis.coordinates(of: interests)
         let forward = common + weights[5] * appeal + weights[6] * (viewerTaste * coordinates).sum()
             + weights[7] * activity + viewerOffset
+        if likedViewer { return 1 / (1 + expf(-forward)) }
         let backward = common + weights[5] * viewerAppeal + weights[6] * (candidateTaste * viewerCoordinates).sum()
             + weights[7] * viewerActivity + offset
         return 1 / ((1 + expf(-forward)) * (1 + expf(-backward)))
