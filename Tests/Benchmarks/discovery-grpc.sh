@@ -96,8 +96,13 @@ psql_kindred -c "\\copy discovery.swipes (viewer_id, target_id, community_id, sw
 psql_kindred -c "ANALYZE discovery.candidates; ANALYZE discovery.swipes"
 echo "COPY + ANALYZE: $((SECONDS - copying)) s; discovery resident before the rebuild $(rss)"
 
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+postgres_ticks() { for p in $(pgrep -u postgres postgres); do ticks "$p" 2>/dev/null || true; done | awk '{t += $1} END {print t + 0}'; }
+before=$(ticks "$(pid_of discovery)"); pg_before=$(postgres_ticks)
 "$LOAD" deck --discovery "$ADDRESS" --key-file "$WORK/data/auth/signing-key.pem" --viewers "$POPULATION/viewers.txt" \
     --rebuild --seconds 0 --h2load-dir "$WORK"
+awk -v d="$(($(ticks "$(pid_of discovery)") - before))" -v p="$(($(postgres_ticks) - pg_before))" -v hz="$(getconf CLK_TCK)" \
+    'BEGIN {printf "rebuild CPU: discovery %.1f s, postgres %.1f s\n", d / hz, p / hz}'
 echo "discovery resident after the rebuild: $(rss), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 # The rebuild's phases, as discovery logs them (info; access logs are off).
 grep -h "index rebuilt" "$WORK/run/logs/discovery.log" | tail -1 | cut -c1-600 || true
@@ -117,7 +122,6 @@ fi
 echo "load average after the many-viewer run: $(cut -d' ' -f1-3 /proc/loadavg); discovery resident $(rss)"
 
 # h2load: one body (one viewer), so every call is the same, cache-hot deck.
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 REQUESTS=$((SECONDS_OF_LOAD * 2000))
 before=$(ticks "$(pid_of discovery)")
 out=$(h2load -n "$REQUESTS" -c "$CONNECTIONS" -m $(((CONCURRENCY + CONNECTIONS - 1) / CONNECTIONS)) -d "$WORK/deck.bin" \
