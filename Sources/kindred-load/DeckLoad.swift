@@ -2,7 +2,6 @@ import ArgumentParser
 import Foundation
 import KindredGRPC
 import KindredIdentity
-import KindredOpenSSL
 import KindredProto
 import KindredServiceKit
 import Logging
@@ -34,9 +33,7 @@ struct DeckCommand: AsyncParsableCommand {
     func run() async throws {
         var logger = Logger(label: "kindred.load")
         logger.logLevel = .error
-        let key = try Ed25519PrivateKey(pemFile: self.keyFile)
-        let signer = AccessTokenSigner(
-            keyID: String(Base64URL.encode(SHA256.hash(key.publicKey.rawRepresentation)).prefix(16)), key: key)
+        let signer = try clusterSigner(keyFile: self.keyFile)
         let viewers = try String(contentsOfFile: self.viewers, encoding: .utf8).split(separator: "\n").map(String.init)
         guard !viewers.isEmpty else { throw ValidationError("no viewers in \(self.viewers)") }
         let now = Int64(Date().timeIntervalSince1970)
@@ -44,11 +41,7 @@ struct DeckCommand: AsyncParsableCommand {
             AccessTokenClaims(
                 subject: "service:gateway", issuedAt: now, lifetimeSeconds: 3600, tokenID: try UUIDv7.generate(),
                 sessionID: nil, roles: ["service"]))
-        let target = try hostAndPort(self.discovery)
-        var configuration = GRPCClientConfiguration(host: target.0, port: target.1)
-        configuration.connectionCount = self.connections
-        configuration.defaultTimeout = .seconds(10)
-        let client = GRPCClient(configuration: configuration, logger: logger)
+        let client = try loadClient(self.discovery, connections: self.connections, logger: logger)
 
         if self.rebuild {
             let admin = try signer.sign(
@@ -85,14 +78,14 @@ struct DeckCommand: AsyncParsableCommand {
         let report = await run.drive(concurrency: self.concurrency, for: .milliseconds(Int64(self.seconds * 1000)))
         let after = ProcessCPU.sample(pidsFile: self.pidsFile)
         await client.close()
-        report.print()
+        DeckRun.print(report)
         ProcessCPU.printUsage(before: before, after: after, seconds: report.seconds)
-        if let server = after["discovery"], let start = before["discovery"], report.decks > 0 {
+        if let server = after["discovery"], let start = before["discovery"], report.succeeded > 0 {
             let driver = (after["kindred-load"] ?? 0) - (before["kindred-load"] ?? 0)
             print(
                 String(
-                    format: "CPU per deck: discovery %.0f µs, this driver %.0f µs", (server - start) / Double(report.decks) * 1e6,
-                    driver / Double(report.decks) * 1e6))
+                    format: "CPU per deck: discovery %.0f µs, this driver %.0f µs", (server - start) / Double(report.succeeded) * 1e6,
+                    driver / Double(report.succeeded) * 1e6))
         }
     }
 }
@@ -104,68 +97,25 @@ struct DeckRun {
     let viewers: [String]
     let pageSize: Int32
 
-    struct Report {
-        var seconds: Double
-        var latencies: [Duration]
-        var outcomes: [String: Int]
-        var candidates: Int
-
-        var decks: Int { self.outcomes["OK", default: 0] }
-
-        func print() {
-            let sorted = self.latencies.sorted()
-            func percentile(_ p: Double) -> String {
-                guard !sorted.isEmpty else { return "-" }
-                let value = sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
-                return String(format: "%.2f ms", value.seconds * 1000)
-            }
-            Swift.print(
-                String(
-                    format: "decks: %d in %.1f s = %.0f/s (%.1f candidates a page)", self.decks, self.seconds,
-                    Double(self.decks) / self.seconds, Double(self.candidates) / Double(max(1, self.decks))))
-            Swift.print("latency p50 \(percentile(0.5))  p90 \(percentile(0.9))  p99 \(percentile(0.99))  max \(percentile(1))")
-            Swift.print("outcomes: \(self.outcomes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))")
-        }
+    /// Decks per second, candidates a page (the tally's count), latencies and outcomes.
+    static func print(_ tally: LoadTally) {
+        Swift.print(
+            String(
+                format: "decks: %d in %.1f s = %.0f/s (%.1f candidates a page)", tally.succeeded, tally.seconds,
+                Double(tally.succeeded) / tally.seconds, Double(tally.counted) / Double(max(1, tally.succeeded))))
+        tally.printLatenciesAndOutcomes()
     }
 
-    func drive(concurrency: Int, for duration: Duration) async -> Report {
-        let start = ContinuousClock.now
-        let end = start + duration
+    /// First pages for random viewers until the time is up; counts the candidates received.
+    func drive(concurrency: Int, for duration: Duration) async -> LoadTally {
         let metadata: Metadata = ["authorization": .string("Bearer " + self.token)]
-        let results = await withTaskGroup(of: ([Duration], [String: Int], Int).self) { group in
-            for _ in 0..<concurrency {
-                group.addTask {
-                    var latencies: [Duration] = []
-                    var outcomes: [String: Int] = [:]
-                    var candidates = 0
-                    while ContinuousClock.now < end {
-                        var request = Kindred.Discovery.V1.GetDeckRequest()
-                        request.viewerUserId = self.viewers.randomElement()!
-                        request.pageSize = self.pageSize
-                        let sent = ContinuousClock.now
-                        do {
-                            let response = try await self.client.unary(
-                                Kindred.Discovery.V1.DiscoveryService.Method.getDeck, request, metadata: metadata)
-                            latencies.append(ContinuousClock.now - sent)
-                            outcomes["OK", default: 0] += 1
-                            candidates += response.candidates.count
-                        } catch let error as RPCError {
-                            outcomes["\(error.code)", default: 0] += 1
-                        } catch {
-                            outcomes["\(type(of: error))", default: 0] += 1
-                        }
-                    }
-                    return (latencies, outcomes, candidates)
-                }
-            }
-            var all: ([Duration], [String: Int], Int) = ([], [:], 0)
-            for await (latencies, outcomes, candidates) in group {
-                all.0 += latencies
-                all.1.merge(outcomes, uniquingKeysWith: +)
-                all.2 += candidates
-            }
-            return all
+        return await driveLoad(concurrency: concurrency, for: duration) {
+            var request = Kindred.Discovery.V1.GetDeckRequest()
+            request.viewerUserId = self.viewers.randomElement()!
+            request.pageSize = self.pageSize
+            let response = try await self.client.unary(
+                Kindred.Discovery.V1.DiscoveryService.Method.getDeck, request, metadata: metadata)
+            return response.candidates.count
         }
-        return Report(seconds: (ContinuousClock.now - start).seconds, latencies: results.0, outcomes: results.1, candidates: results.2)
     }
 }

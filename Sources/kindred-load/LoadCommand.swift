@@ -2,7 +2,6 @@ import ArgumentParser
 import Foundation
 import KindredGRPC
 import KindredIdentity
-import KindredOpenSSL
 import KindredProto
 import KindredServiceKit
 import Logging
@@ -33,12 +32,10 @@ struct LoadCommand: AsyncParsableCommand {
     func run() async throws {
         var logger = Logger(label: "kindred.load")
         logger.logLevel = .error
-        let key = try Ed25519PrivateKey(pemFile: self.keyFile)
-        let signer = AccessTokenSigner(
-            keyID: String(Base64URL.encode(SHA256.hash(key.publicKey.rawRepresentation)).prefix(16)), key: key)
+        let signer = try clusterSigner(keyFile: self.keyFile)
         let community = "bench-" + String(UUID().uuidString.prefix(8)).lowercased()
         let members = try (0..<self.users).map { _ in try UUIDv7.generate() }
-        try await Setup(match: try address(self.match), signer: signer, logger: logger)
+        try await Setup(match: try hostAndPort(self.match), signer: signer, logger: logger)
             .feed(community: community, members: members)
         let now = Int64(Date().timeIntervalSince1970)
         let tokens = try members.map { id in
@@ -47,24 +44,13 @@ struct LoadCommand: AsyncParsableCommand {
                     subject: id, issuedAt: now, lifetimeSeconds: 900, tokenID: try UUIDv7.generate(),
                     sessionID: try UUIDv7.generate(), communityID: community, roles: ["user"]))
         }
-        let gateway = try address(self.gateway)
-        var configuration = GRPCClientConfiguration(host: gateway.0, port: gateway.1)
-        configuration.connectionCount = self.connections
-        configuration.defaultTimeout = .seconds(10)
-        let client = GRPCClient(configuration: configuration, logger: logger)
+        let client = try loadClient(self.gateway, connections: self.connections, logger: logger)
         let plan = SwipePlan(members: members, likeShare: self.likeShare, likeBackShare: self.likeBackShare)
         let run = LoadRun(client: client, tokens: tokens, plan: plan)
         print("members \(members.count), concurrency \(self.concurrency), connections \(self.connections)")
         _ = await run.drive(concurrency: self.concurrency, for: .seconds(3))  // warm-up
         let report = await run.drive(concurrency: self.concurrency, for: .milliseconds(Int64(self.seconds * 1000)))
         await client.close()
-        report.print()
-    }
-
-    private func address(_ text: String) throws -> (String, Int) {
-        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]) else {
-            throw ValidationError("host:port expected: \(text)")
-        }
-        return (String(text[..<colon]), port)
+        LoadRun.print(report)
     }
 }

@@ -147,68 +147,29 @@ struct LoadRun {
     let tokens: [String]
     let plan: SwipePlan
 
-    struct Report {
-        var seconds: Double
-        var latencies: [Duration]
-        var outcomes: [String: Int]
-        var matched: Int
-
-        func print() {
-            let sorted = self.latencies.sorted()
-            func percentile(_ p: Double) -> String {
-                guard !sorted.isEmpty else { return "-" }
-                let value = sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
-                return String(format: "%.2f ms", Double(value.components.attoseconds) / 1e15 + Double(value.components.seconds) * 1000)
-            }
-            let ok = self.outcomes["OK", default: 0]
-            Swift.print(String(format: "acknowledged swipes: %d in %.1f s = %.0f/s", ok, self.seconds, Double(ok) / self.seconds))
-            Swift.print("matches made: \(self.matched)")
-            Swift.print("latency p50 \(percentile(0.5))  p90 \(percentile(0.9))  p99 \(percentile(0.99))  max \(percentile(1))")
-            Swift.print("outcomes: \(self.outcomes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))")
-        }
+    /// Acknowledged swipes per second, matches made (the tally's count), latencies and outcomes.
+    static func print(_ tally: LoadTally) {
+        Swift.print(
+            String(
+                format: "acknowledged swipes: %d in %.1f s = %.0f/s", tally.succeeded, tally.seconds,
+                Double(tally.succeeded) / tally.seconds))
+        Swift.print("matches made: \(tally.counted)")
+        tally.printLatenciesAndOutcomes()
     }
 
-    func drive(concurrency: Int, for duration: Duration) async -> Report {
-        let start = ContinuousClock.now
-        let end = start + duration
-        let results = await withTaskGroup(of: ([Duration], [String: Int], Int).self) { group in
-            for _ in 0..<concurrency {
-                group.addTask {
-                    var latencies: [Duration] = []
-                    var outcomes: [String: Int] = [:]
-                    var matched = 0
-                    while ContinuousClock.now < end, let choice = self.plan.next() {
-                        var request = Kindred.Api.V1.SwipeRequest()
-                        request.targetUserId = self.plan.members[choice.target]
-                        request.action = choice.like ? .like : .pass
-                        request.surface = "deck"
-                        let sent = ContinuousClock.now
-                        do {
-                            let response = try await self.client.unary(
-                                Kindred.Api.V1.DeckService.Method.swipe, request,
-                                metadata: ["authorization": .string("Bearer " + self.tokens[choice.swiper])])
-                            latencies.append(ContinuousClock.now - sent)
-                            outcomes["OK", default: 0] += 1
-                            if response.outcome == .matched { matched += 1 }
-                        } catch let error as RPCError {
-                            outcomes["\(error.code)", default: 0] += 1
-                        } catch {
-                            outcomes["\(type(of: error))", default: 0] += 1
-                        }
-                    }
-                    return (latencies, outcomes, matched)
-                }
-            }
-            var all: ([Duration], [String: Int], Int) = ([], [:], 0)
-            for await (latencies, outcomes, matched) in group {
-                all.0 += latencies
-                all.1.merge(outcomes, uniquingKeysWith: +)
-                all.2 += matched
-            }
-            return all
+    /// Swipes from the plan (each caller the next swiper's next target) until the time is up or the plan is done;
+    /// counts the matches made.
+    func drive(concurrency: Int, for duration: Duration) async -> LoadTally {
+        await driveLoad(concurrency: concurrency, for: duration) {
+            guard let choice = self.plan.next() else { return nil }
+            var request = Kindred.Api.V1.SwipeRequest()
+            request.targetUserId = self.plan.members[choice.target]
+            request.action = choice.like ? .like : .pass
+            request.surface = "deck"
+            let response = try await self.client.unary(
+                Kindred.Api.V1.DeckService.Method.swipe, request,
+                metadata: ["authorization": .string("Bearer " + self.tokens[choice.swiper])])
+            return response.outcome == .matched ? 1 : 0
         }
-        let elapsed = ContinuousClock.now - start
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        return Report(seconds: seconds, latencies: results.0, outcomes: results.1, matched: results.2)
     }
 }

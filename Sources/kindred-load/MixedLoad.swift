@@ -2,7 +2,6 @@ import ArgumentParser
 import Foundation
 import KindredGRPC
 import KindredIdentity
-import KindredOpenSSL
 import KindredProto
 import KindredServiceKit
 import Logging
@@ -41,14 +40,9 @@ struct MixedCommand: AsyncParsableCommand {
         guard self.users >= 2 * self.pairs + 10, self.subscribers <= self.pairs else {
             throw ValidationError("need users >= 2 * pairs + 10 and subscribers <= pairs")
         }
-        let key = try Ed25519PrivateKey(pemFile: self.keyFile)
-        let signer = AccessTokenSigner(
-            keyID: String(Base64URL.encode(SHA256.hash(key.publicKey.rawRepresentation)).prefix(16)), key: key)
+        let signer = try clusterSigner(keyFile: self.keyFile)
         let gateway = try hostAndPort(self.gateway)
-        var configuration = GRPCClientConfiguration(host: gateway.0, port: gateway.1)
-        configuration.connectionCount = self.connections
-        configuration.defaultTimeout = .seconds(10)
-        let client = GRPCClient(configuration: configuration, logger: logger)
+        let client = try loadClient(self.gateway, connections: self.connections, logger: logger)
         // Streams on connections of their own: the gateway allows a bounded number of streams per connection.
         let streamClients = (0..<max(1, self.subscribers / 40 + 1)).map { _ in
             var configuration = GRPCClientConfiguration(host: gateway.0, port: gateway.1)
@@ -313,10 +307,7 @@ struct MixedRun {
                     self.seconds, Double(ok) / self.seconds, self.matched))
             for kind in MixWeights.kinds where self.outcomes[kind] != nil {
                 let sorted = self.latencies[kind, default: []].sorted()
-                func percentile(_ p: Double) -> String {
-                    guard !sorted.isEmpty else { return "-" }
-                    return String(format: "%.1f ms", sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))].milliseconds)
-                }
+                func percentile(_ p: Double) -> String { percentileText(sorted, p, decimals: 1) }
                 let errors = self.outcomes[kind, default: [:]].filter { $0.key != "OK" }
                 Swift.print(
                     String(
@@ -477,16 +468,4 @@ enum ProcessCPU {
             return fields.count > 1 && Int(fields[1]) == parent ? pid : nil
         }
     }
-}
-
-func hostAndPort(_ text: String) throws -> (String, Int) {
-    guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]) else {
-        throw ValidationError("host:port expected: \(text)")
-    }
-    return (String(text[..<colon]), port)
-}
-
-extension Duration {
-    var seconds: Double { Double(self.components.seconds) + Double(self.components.attoseconds) / 1e18 }
-    var milliseconds: Double { self.seconds * 1000 }
 }

@@ -8,6 +8,7 @@
 # Usage: Tests/Benchmarks/chat-bench.sh [seconds per run (default 20)] [subscribers (1000)] [rate (1000)]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. Tests/Benchmarks/lib/cluster.sh
 SECONDS_PER_RUN=${1:-20}
 USERS=${2:-1000}
 RATE=${3:-1000}
@@ -29,12 +30,7 @@ CLUSTER=$!
 cleanup() { kill -TERM "$CLUSTER" 2>/dev/null || true; # TERM: a background job ignores INT (bash), so run-cluster.sh never saw it
     wait "$CLUSTER" 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
-for _ in $(seq 1 240); do
-    grep -q "Kindred is up" "$LOG" && break
-    kill -0 "$CLUSTER" 2>/dev/null || { cat "$LOG"; exit 1; }
-    sleep 0.5
-done
-grep -q "Kindred is up" "$LOG" || { cat "$LOG"; exit 1; }
+wait_for_cluster "$LOG" "$CLUSTER"
 CHAT="127.0.0.1:$((BASE + 5))"
 CHAT_PID=$(awk '$1 == "chat" {print $2}' "$WORK/run/pids")
 KEY="$WORK/data/auth/signing-key.pem"

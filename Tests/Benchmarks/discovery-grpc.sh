@@ -26,6 +26,7 @@
 # as KINDRED_BENCH_PERF_DATA when set).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. Tests/Benchmarks/lib/cluster.sh
 MEMBERS=${1:-1000000}
 SWIPES=${2:-10}
 SECONDS_OF_LOAD=${3:-20}
@@ -79,12 +80,7 @@ stop() {
     rm -rf "$WORK"
 }
 trap stop EXIT
-for _ in $(seq 600); do
-    grep -q "Kindred is up" "$WORK/cluster.log" && break
-    kill -0 "$CLUSTER" 2>/dev/null || { cat "$WORK/cluster.log"; exit 1; }
-    sleep 0.2
-done
-grep -q "Kindred is up" "$WORK/cluster.log" || { cat "$WORK/cluster.log"; exit 1; }
+wait_for_cluster "$WORK/cluster.log" "$CLUSTER"
 pid_of() { awk -v name="$1" '$1 == name { print $2 }' "$WORK/run/pids"; }
 ADDRESS="127.0.0.1:$(grep -o 'Started discovery (pid [0-9]*): gRPC 127.0.0.1:[0-9]*' "$WORK/cluster.log" | sed 's/.*://')"
 rss() { awk '/VmRSS/ {printf "%d MiB", $2 / 1024}' "/proc/$(pid_of discovery)/status"; }

@@ -10,6 +10,7 @@
 # Settings: KINDRED_BIN_DIR (ready release binaries: no build), KINDRED_BENCH_PERF=1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. Tests/Benchmarks/lib/cluster.sh
 
 if [ -z "${KINDRED_BIN_DIR:-}" ]; then
     for product in auth-server gateway-server match-server kindred kindred-load; do
@@ -43,12 +44,7 @@ stop() {
     wait "$CLUSTER" 2>/dev/null || true
 }
 trap stop EXIT
-for _ in $(seq 600); do
-    grep -q "Kindred is up" "$WORK/cluster.log" && break
-    kill -0 "$CLUSTER" 2>/dev/null || { cat "$WORK/cluster.log"; exit 1; }
-    sleep 0.2
-done
-grep -q "Kindred is up" "$WORK/cluster.log" || { cat "$WORK/cluster.log"; exit 1; }
+wait_for_cluster "$WORK/cluster.log" "$CLUSTER"
 
 pid_of() { awk -v name="$1" '$1 == name { print $2 }' "$WORK/run/pids"; }
 if [ "${KINDRED_BENCH_PERF:-}" = 1 ]; then

@@ -12,6 +12,7 @@
 # Settings: KINDRED_BIN_DIR (ready release binaries: no build), KINDRED_BENCH_PERF=1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. Tests/Benchmarks/lib/cluster.sh
 
 if [ -z "${KINDRED_BIN_DIR:-}" ]; then
     for product in auth-server profile-server discovery-server match-server chat-server gateway-server kindred \
@@ -53,12 +54,7 @@ stop() { # TERM: a background job ignores INT (bash), so run-cluster.sh would ne
     rm -rf "$WORK"
 }
 trap stop EXIT
-for _ in $(seq 600); do
-    grep -q "Kindred is up" "$WORK/cluster.log" && break
-    kill -0 "$CLUSTER" 2>/dev/null || { cat "$WORK/cluster.log"; exit 1; }
-    sleep 0.2
-done
-grep -q "Kindred is up" "$WORK/cluster.log" || { cat "$WORK/cluster.log"; exit 1; }
+wait_for_cluster "$WORK/cluster.log" "$CLUSTER"
 
 echo "binaries $KINDRED_BIN_DIR, $(nproc) cores; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 OUT="$WORK/kindred-load.out"
