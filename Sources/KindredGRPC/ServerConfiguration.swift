@@ -61,12 +61,16 @@ public struct GRPCServerConfiguration: Sendable {
     /// SETTINGS, resets, refused streams, oversized header blocks; PINGs have their strikes); running out ends the connection
     /// with GOAWAY ENHANCE_YOUR_CALM. Default burst 1000, refill 33/s.
     public var abuseBudget = HTTP2AbuseBudget.Configuration()
-    /// New connections from an address whose connection was closed for abuse are refused for a growing
-    /// penalty (1 s, doubling to 60 s, forgotten after 10 min quiet, 4096 addresses). nil: never refused.
-    public var abusePenalty: PenaltyBox.Configuration? = PenaltyBox.Configuration()
-    /// While its address is penalised, a new connection is held (accepted, never read nor answered) until the
-    /// penalty ends (at most 60 s), 256 connections at most; beyond them, or when nil, it is refused at once.
-    /// A reconnecting attacker then waits instead of spinning through refused connections.
+    /// When set, new connections from an address whose connection was closed for abuse are refused (or held,
+    /// see `abuseTarpit`) for a growing penalty (`PenaltyBox.Configuration()`: 1 s, doubling to 60 s, forgotten
+    /// after 10 min quiet, 4096 addresses). Default nil: never refused by address. Behind a carrier NAT or an L4
+    /// load balancer many clients share one address, and a penalty by address would cut all of them off for the
+    /// attacker's abuse; the abusive connection itself is ended by `abuseBudget` and the PING strikes either way.
+    /// Set it only where addresses are known not to be shared.
+    public var abusePenalty: PenaltyBox.Configuration? = nil
+    /// While its address is penalised (only with `abusePenalty`), a new connection is held (accepted, never read
+    /// nor answered) until the penalty ends (at most 60 s), 256 connections at most; beyond them, or when nil, it
+    /// is refused at once. A reconnecting attacker then waits instead of spinning through refused connections.
     public var abuseTarpit: AbuseTarpit.Configuration? = AbuseTarpit.Configuration()
     /// When set, every finished call is logged at this level (method, status, duration, request id, peer).
     /// Default nil: no per-call log line (benchmarks, the interop server).

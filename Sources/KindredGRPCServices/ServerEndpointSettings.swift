@@ -2,7 +2,7 @@ import KindredGRPC
 import KindredOpenSSL
 
 /// The settings every server reads the same way under its own prefix (`KINDRED_AUTH_`, `KINDRED_GATEWAY_`...):
-/// where it listens, its admin port, TLS and the access log. `healthcheck` needs only these.
+/// where it listens, its admin port, TLS, the access log and the abuse penalty by address. `healthcheck` needs only these.
 public struct ServerEndpointSettings: Sendable, Equatable {
     /// `KINDRED_<SERVER>_LISTEN` (host:port; IPv6 in brackets), default `127.0.0.1:<the server's port>`.
     public var listen: HostPort
@@ -15,6 +15,12 @@ public struct ServerEndpointSettings: Sendable, Equatable {
     public var tlsKeyFile: String?
     /// `KINDRED_<SERVER>_ACCESS_LOG` (bool), default true: one info line per finished call.
     public var accessLog = true
+    /// `KINDRED_<SERVER>_ABUSE_PENALTY_BY_ADDRESS` (bool), default false: when true, an address whose connection
+    /// was closed for abuse has its new connections held, then refused, for a growing penalty
+    /// (`GRPCServerConfiguration.abusePenalty`). Off by default because clients behind one NAT or L4 load balancer
+    /// share an address: the abusive connection is cut either way, and only the operator knows whether
+    /// addresses are shared.
+    public var abusePenaltyByAddress = false
 
     /// The defaults of a server whose gRPC port is `port`.
     public init(defaultPort port: Int) {
@@ -22,8 +28,8 @@ public struct ServerEndpointSettings: Sendable, Equatable {
         self.adminListen = HostPort(host: "127.0.0.1", port: port + 100)
     }
 
-    /// Reads `<prefix>LISTEN`, `<prefix>ADMIN_LISTEN`, `<prefix>TLS_CERT_FILE`, `<prefix>TLS_KEY_FILE` and
-    /// `<prefix>ACCESS_LOG`, e.g. with `prefix` `KINDRED_AUTH_`.
+    /// Reads `<prefix>LISTEN`, `<prefix>ADMIN_LISTEN`, `<prefix>TLS_CERT_FILE`, `<prefix>TLS_KEY_FILE`,
+    /// `<prefix>ACCESS_LOG` and `<prefix>ABUSE_PENALTY_BY_ADDRESS`, e.g. with `prefix` `KINDRED_AUTH_`.
     public init(prefix: String, defaultPort port: Int, environment: EnvironmentReader) throws {
         self.init(defaultPort: port)
         self.listen = try environment.address(prefix + "LISTEN", default: self.listen)
@@ -37,6 +43,10 @@ public struct ServerEndpointSettings: Sendable, Equatable {
             )
         }
         self.accessLog = try environment.bool(prefix + "ACCESS_LOG", default: self.accessLog)
+        self.abusePenaltyByAddress = try environment.bool(
+            prefix + "ABUSE_PENALTY_BY_ADDRESS",
+            default: self.abusePenaltyByAddress
+        )
     }
 
     /// The gRPC server configuration these settings describe (loads the TLS files when set).
@@ -45,6 +55,7 @@ public struct ServerEndpointSettings: Sendable, Equatable {
         server.host = self.listen.host
         server.port = self.listen.port
         server.accessLogLevel = self.accessLog ? .info : nil
+        server.abusePenalty = self.abusePenaltyByAddress ? PenaltyBox.Configuration() : nil
         if let certificate = self.tlsCertificateFile, let key = self.tlsKeyFile {
             server.tls = try TLSContext(configuration: .server(certificateChainFile: certificate, privateKeyFile: key))
         }

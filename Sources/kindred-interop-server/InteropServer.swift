@@ -25,7 +25,7 @@ struct InteropServerCommand: AsyncParsableCommand {
     @Option(help: "Seconds a connection may wait before its first request (0: none).") var firstRequestTimeout: Double?
     @Option(help: "Seconds for a unary request body or one streamed message (0: none).") var requestBodyTimeout: Double?
     @Option(help: "Seconds a connection may stay unable to write (0: none).") var writeStallTimeout: Double?
-    @Option(help: "First abuse penalty in seconds for the address (0: never refuse connections).") var abusePenalty: Double?
+    @Option(help: "First abuse penalty in seconds for the address (default 0: no penalty by address).") var abusePenalty: Double?
     @Option(help: "Connections from penalised addresses held until the penalty ends (0: refuse them at once).") var abuseTarpit: Int?
 
     func run() async throws {
@@ -45,7 +45,9 @@ struct InteropServerCommand: AsyncParsableCommand {
         if let writeStallTimeout { configuration.writeStallTimeout = duration(writeStallTimeout) }
         if let abusePenalty {
             if let initial = duration(abusePenalty) {
-                configuration.abusePenalty?.initialPenalty = initial
+                var penalty = PenaltyBox.Configuration()
+                penalty.initialPenalty = initial
+                configuration.abusePenalty = penalty
             } else {
                 configuration.abusePenalty = nil
             }

@@ -1,15 +1,19 @@
-"""HTTP/2 abuse (issue 16): each attack reproduced with raw frames against a fresh interop server, asserting
-that the attacker is cut off (GOAWAY ENHANCE_YOUR_CALM, a timeout, a refused reconnect) and that the
-server's memory stays bounded. Bounded in time: each test runs for a few seconds at most."""
+"""HTTP/2 abuse: each attack reproduced with raw frames against a fresh interop server, asserting that the
+attacker is cut off (GOAWAY ENHANCE_YOUR_CALM, a timeout, a refused reconnect), that the server's memory stays
+bounded, and that a well-behaved client on the attacker's address (a carrier NAT, an L4 load balancer) is still
+served. Bounded in time: each test runs for a few seconds at most."""
 
 import struct
+import threading
 import time
 
 import grpc
 import hpack
+import pytest
 
-from abuse_client import (COLLECT, DATA, ECHO, END_STREAM, ENHANCE_YOUR_CALM, EXPAND, GOAWAY, PING, RST_STREAM, SETTINGS,
-                          WINDOW_UPDATE, Attacker, echo_request, frame, grpc_message, resident_bytes)
+from abuse_client import (COLLECT, DATA, ECHO, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, EXPAND, GOAWAY, HEADERS, PING,
+                          RST_STREAM, SETTINGS, WINDOW_UPDATE, Attacker, echo_request, frame, grpc_message,
+                          resident_bytes)
 from kindred.testing.v1 import interop_pb2 as pb
 from kindred.testing.v1 import interop_pb2_grpc as rpc
 
@@ -274,4 +278,121 @@ def test_trickled_request_bodies_are_cut_off(start_server):
     assert reset == {unary, streaming}, f"streams reset: {reset}"
     assert time.monotonic() - start < 2.5
     attacker.close()
+    assert_still_serving(server)
+
+
+# Attacks that reconnect as soon as the server cuts them, each from 127.0.0.1 like the victim. Each entry opens
+# one attacking connection and returns it with its flood (bytes, or a function giving the next bytes).
+def _settings_flood(port):
+    return Attacker(port, receive_buffer=4096), frame(SETTINGS, 0, 0, struct.pack(">HI", 4, 65535)) * 100
+
+
+def _ping_flood(port):
+    attacker = Attacker(port, receive_buffer=4096)
+    attacker.open_stream(COLLECT, end=False)  # a call open: the PING policy alone allows one per 5 minutes
+    return attacker, b"".join(frame(PING, 0, 0, struct.pack(">Q", i)) for i in range(100))
+
+
+def _ping_with_data(port):
+    attacker = Attacker(port)
+    stream = attacker.open_stream(COLLECT, end=False)
+    return attacker, b"".join(frame(PING, 0, 0, struct.pack(">Q", i)) + frame(DATA, 0, stream, b"\x00")
+                              for i in range(100))
+
+
+def _empty_data(port):
+    attacker = Attacker(port)
+    stream = attacker.open_stream(COLLECT, end=False)
+    return attacker, frame(DATA, 0, stream) * 1000
+
+
+def _window_update_flood(port):
+    return Attacker(port), frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", 1)) * 1000
+
+
+def _rapid_reset(port):
+    attacker = Attacker(port)
+
+    def chunk():
+        streams = []
+        for _ in range(200):
+            stream = attacker.next_stream
+            attacker.next_stream += 2
+            streams.append(frame(HEADERS, END_HEADERS, stream, attacker.headers_block(ECHO))
+                           + frame(RST_STREAM, 0, stream, struct.pack(">I", 8)))
+        return b"".join(streams)
+    return attacker, chunk
+
+
+NEIGHBOUR_ATTACKS = {
+    "settings_flood": _settings_flood,
+    "ping_flood": _ping_flood,
+    "ping_with_data": _ping_with_data,
+    "empty_data": _empty_data,
+    "window_update_flood": _window_update_flood,
+    "rapid_reset": _rapid_reset,
+}
+ATTACK_SECONDS = 3
+# Answers the neighbour must get in every second of the attack. Unhindered it gets 10 (one call per 0.1 s);
+# with the penalty by address on it gets 0 in most seconds.
+NEIGHBOUR_CALLS_PER_SECOND = 3
+
+
+def attack_in_a_loop(port, open_attack, seconds, counts):
+    """Floods from 127.0.0.1 until the server cuts the connection, reconnects at once, for `seconds`; counts
+    connections made and cut in `counts`."""
+    stop = time.monotonic() + seconds
+    while time.monotonic() < stop:
+        try:
+            attacker, chunk = open_attack(port)
+        except OSError:  # refused at accept
+            counts["refused"] += 1
+            time.sleep(0.01)
+            continue
+        counts["made"] += 1
+        try:
+            while time.monotonic() < stop:
+                _, _, ended = attacker.flood(chunk() if callable(chunk) else chunk, 0)
+                if not ended:
+                    _, ended = attacker.read_frames(lambda f: False, timeout=0.001)
+                if ended:
+                    counts["cut"] += 1
+                    break
+        except OSError:
+            counts["cut"] += 1
+        finally:
+            attacker.close()
+
+
+def neighbour(address, seconds, answered):
+    """A well-behaved client behind the attacker's address: every 0.1 s a new device connects (a fresh
+    channel, its own connection) and calls Echo with a 1 s deadline. Appends the time of each answer."""
+    stop = time.monotonic() + seconds
+    while time.monotonic() < stop:
+        started = time.monotonic()
+        with grpc.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)]) as channel:
+            try:
+                if rpc.InteropServiceStub(channel).Echo(pb.EchoRequest(message="hi"), timeout=1).message == "hi":
+                    answered.append(time.monotonic())
+            except grpc.RpcError:
+                pass
+        time.sleep(max(0, 0.1 - (time.monotonic() - started)))
+
+
+@pytest.mark.parametrize("attack", sorted(NEIGHBOUR_ATTACKS))
+def test_a_neighbour_on_the_attackers_address_is_served(start_server, attack):
+    # The default configuration: no penalty by address, only the abusive connections are cut.
+    server = start_server()
+    counts = {"made": 0, "cut": 0, "refused": 0}
+    answered = []
+    attacker = threading.Thread(target=attack_in_a_loop,
+                                args=(server.port, NEIGHBOUR_ATTACKS[attack], ATTACK_SECONDS, counts))
+    start = time.monotonic()
+    attacker.start()
+    neighbour(server.address, ATTACK_SECONDS, answered)
+    attacker.join()
+    per_second = [sum(1 for t in answered if start + i <= t < start + i + 1) for i in range(ATTACK_SECONDS)]
+    assert counts["cut"] >= 2 and counts["refused"] == 0, f"attacking connections: {counts}"
+    assert min(per_second) >= NEIGHBOUR_CALLS_PER_SECOND, \
+        f"the neighbour's answers per second during the attack: {per_second} ({counts})"
     assert_still_serving(server)

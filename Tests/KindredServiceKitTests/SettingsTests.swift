@@ -1,4 +1,5 @@
 import Foundation
+import KindredGRPC
 import KindredGRPCServices
 import KindredPostgres
 import KindredPostgresTesting
@@ -41,6 +42,9 @@ struct SettingsTests {
         #expect(endpoint.listen == HostPort(host: "127.0.0.1", port: 50070))
         #expect(endpoint.adminListen == HostPort(host: "127.0.0.1", port: 50170))
         #expect(endpoint.tlsCertificateFile == nil && endpoint.accessLog)
+        // Clients behind one NAT share an address: no penalty by address unless the operator turns it on.
+        #expect(!endpoint.abusePenaltyByAddress)
+        #expect(try endpoint.serverConfiguration().abusePenalty == nil)
         let database = try #require(try DemoServer.database(EnvironmentReader([:])))
         #expect(database.url == "postgresql:///kindred" && database.poolSize == 10)
         #expect(database.schema == "demo" && database.migrationsDirectory == "services/demo/migrations")
@@ -53,6 +57,7 @@ struct SettingsTests {
             "KINDRED_DEMO_LISTEN": "[::]:6000", "KINDRED_DEMO_ADMIN_LISTEN": "off",
             "KINDRED_DEMO_TLS_CERT_FILE": "/c.pem", "KINDRED_DEMO_TLS_KEY_FILE": "/k.pem",
             "KINDRED_DEMO_ACCESS_LOG": "false", "KINDRED_DEMO_DATABASE_URL": "postgresql://db/kindred",
+            "KINDRED_DEMO_ABUSE_PENALTY_BY_ADDRESS": "true",
             "KINDRED_DEMO_DATABASE_POOL_SIZE": " 25 ", "KINDRED_DEMO_MIGRATIONS_DIR": "/app/migrations",
             "KINDRED_OTHER_LISTEN": "garbage",
         ])
@@ -60,9 +65,18 @@ struct SettingsTests {
         #expect(endpoint.listen == HostPort(host: "::", port: 6000))
         #expect(endpoint.adminListen == nil && !endpoint.accessLog)
         #expect(endpoint.tlsCertificateFile == "/c.pem" && endpoint.tlsKeyFile == "/k.pem")
+        #expect(endpoint.abusePenaltyByAddress)
         let database = try #require(try DemoServer.database(settings))
         #expect(database.url == "postgresql://db/kindred" && database.poolSize == 25)
         #expect(database.migrationsDirectory == "/app/migrations")
+    }
+
+    @Test("the abuse penalty by address is the operator's choice")
+    func abusePenaltyByAddress() throws {
+        let on = try DemoServer.endpoint(EnvironmentReader(["KINDRED_DEMO_ABUSE_PENALTY_BY_ADDRESS": "on"]))
+        #expect(try on.serverConfiguration().abusePenalty == PenaltyBox.Configuration())
+        let off = try DemoServer.endpoint(EnvironmentReader(["KINDRED_DEMO_ABUSE_PENALTY_BY_ADDRESS": "false"]))
+        #expect(try off.serverConfiguration().abusePenalty == nil)
     }
 
     @Test(
@@ -73,6 +87,7 @@ struct SettingsTests {
             ("KINDRED_DEMO_LISTEN", "s3cr3t-garbage"),
             ("KINDRED_DEMO_ADMIN_LISTEN", "on"),
             ("KINDRED_DEMO_ACCESS_LOG", "maybe"),
+            ("KINDRED_DEMO_ABUSE_PENALTY_BY_ADDRESS", "sometimes"),
             ("KINDRED_DEMO_TLS_CERT_FILE", "/only-the-cert.pem"),
             ("KINDRED_DEMO_DATABASE_POOL_SIZE", "0"),
             ("KINDRED_DEMO_DATABASE_POOL_SIZE", "ten"),
