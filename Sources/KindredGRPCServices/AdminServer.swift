@@ -1,3 +1,4 @@
+import CoreMetrics
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -11,14 +12,17 @@ import NIOPosix
 /// - `GET /healthz`: 200 `SERVING` or 503 `NOT_SERVING` from `healthy()`.
 ///
 /// Anything else is 404; methods other than GET/HEAD are 405; request bodies are refused (413) — the admin
-/// port has nothing to upload.
+/// port has nothing to upload. Slow or silent connections are closed and open ones capped (`HTTP1Limits`).
 public final class AdminServer: Sendable {
     public struct Configuration: Sendable {
         public var host: String
         public var port: Int
-        public init(host: String, port: Int) {
+        /// Timeouts and the connection cap; default `HTTP1Limits.admin` (64 connections).
+        public var limits: HTTP1Limits
+        public init(host: String, port: Int, limits: HTTP1Limits = .admin) {
             self.host = host
             self.port = port
+            self.limits = limits
         }
     }
 
@@ -27,18 +31,22 @@ public final class AdminServer: Sendable {
     private let healthy: @Sendable () -> Bool
     private let group: any EventLoopGroup
     private let logger: Logger
+    /// The port's own counters (`http_*{port="admin"}`).
+    public let portMetrics: HTTP1PortMetrics
     private let channel = NIOLockedValueBox<(any Channel)?>(nil)
 
     public init(
         configuration: Configuration,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger,
+        metricsFactory: any MetricsFactory = NOOPMetricsHandler.instance,
         metrics: @escaping @Sendable () -> String,
         healthy: @escaping @Sendable () -> Bool
     ) {
         self.configuration = configuration
         self.group = group
         self.logger = logger
+        self.portMetrics = HTTP1PortMetrics(port: "admin", factory: metricsFactory)
         self.metrics = metrics
         self.healthy = healthy
     }
@@ -48,16 +56,13 @@ public final class AdminServer: Sendable {
     public func start() async throws -> SocketAddress {
         let metrics = self.metrics
         let healthy = self.healthy
-        let channel = try await ServerBootstrap(group: self.group)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(AdminHTTPHandler(metrics: metrics, healthy: healthy))
-                }
-            }
-            .bind(host: self.configuration.host, port: self.configuration.port)
-            .get()
+        let channel = try await HTTP1Port.bind(
+            host: self.configuration.host,
+            port: self.configuration.port,
+            limits: self.configuration.limits,
+            metrics: self.portMetrics,
+            group: self.group
+        ) { AdminHTTPHandler(metrics: metrics, healthy: healthy) }
         self.channel.withLockedValue { $0 = channel }
         let address = channel.localAddress!
         self.logger.info("admin port listening", metadata: ["address": "\(address)", "paths": "/metrics /healthz"])

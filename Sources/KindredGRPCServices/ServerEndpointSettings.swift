@@ -9,6 +9,9 @@ public struct ServerEndpointSettings: Sendable, Equatable {
     /// `KINDRED_<SERVER>_ADMIN_LISTEN` (host:port, or `off`), default `127.0.0.1:<port + 100>`: Prometheus text at
     /// `/metrics`, `/healthz`.
     public var adminListen: HostPort?
+    /// `KINDRED_<SERVER>_ADMIN_HEADER_TIMEOUT_MS`, `_ADMIN_BODY_TIMEOUT_MS`, `_ADMIN_IDLE_TIMEOUT_MS`,
+    /// `_ADMIN_MAX_CONNECTIONS` (see `HTTP1Limits`), default 10 s, 30 s, 60 s and 64 connections.
+    public var adminLimits = HTTP1Limits.admin
     /// `KINDRED_<SERVER>_TLS_CERT_FILE` / `KINDRED_<SERVER>_TLS_KEY_FILE` (PEM paths), default none: TLS with ALPN
     /// h2 when both are set, h2c otherwise.
     public var tlsCertificateFile: String?
@@ -34,6 +37,7 @@ public struct ServerEndpointSettings: Sendable, Equatable {
         self.init(defaultPort: port)
         self.listen = try environment.address(prefix + "LISTEN", default: self.listen)
         self.adminListen = try environment.optionalAddress(prefix + "ADMIN_LISTEN", default: self.adminListen)
+        self.adminLimits = try HTTP1Limits(prefix: prefix + "ADMIN_", defaults: self.adminLimits, environment: environment)
         self.tlsCertificateFile = environment.string(prefix + "TLS_CERT_FILE")
         self.tlsKeyFile = environment.string(prefix + "TLS_KEY_FILE")
         guard (self.tlsCertificateFile == nil) == (self.tlsKeyFile == nil) else {
@@ -64,7 +68,7 @@ public struct ServerEndpointSettings: Sendable, Equatable {
 
     /// The admin port's configuration, nil when off.
     public var adminConfiguration: AdminServer.Configuration? {
-        self.adminListen.map { AdminServer.Configuration(host: $0.host, port: $0.port) }
+        self.adminListen.map { AdminServer.Configuration(host: $0.host, port: $0.port, limits: self.adminLimits) }
     }
 
     /// Whether the server listening here answers SERVING on its health service (what `healthcheck` asks).

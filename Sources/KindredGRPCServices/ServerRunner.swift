@@ -53,6 +53,7 @@ public struct ServerRunner: Sendable {
         return AdminServer(
             configuration: admin,
             logger: logger,
+            metricsFactory: self.metrics.factory,
             metrics: { [self] in self.prometheusText() },
             healthy: { health.status(of: "") == true }
         )

@@ -68,6 +68,12 @@ public struct GatewayConfiguration: Sendable {
     /// `KINDRED_GATEWAY_MEDIA_LISTEN` (host:port or `off`), default `127.0.0.1:50250`: the media port, plain
     /// HTTP/1.1 GET of signed photo URLs (put a CDN or TLS proxy in front of it).
     public var mediaListen: HostPort? = HostPort(host: "127.0.0.1", port: 50250)
+    /// `KINDRED_GATEWAY_MEDIA_HEADER_TIMEOUT_MS` (int, 100..300000, default 10000),
+    /// `KINDRED_GATEWAY_MEDIA_BODY_TIMEOUT_MS` (100..300000, default 30000), `KINDRED_GATEWAY_MEDIA_IDLE_TIMEOUT_MS`
+    /// (100..3600000, default 60000), `KINDRED_GATEWAY_MEDIA_MAX_CONNECTIONS` (1..100000, default 2048): the media
+    /// port's timeouts and connection cap (`HTTP1Limits`). The cap keeps slow clients from taking the file
+    /// descriptors the gRPC port shares.
+    public var mediaLimits = HTTP1Limits(maxConnections: 2048)
     public init() {}
 
     /// Reads the `KINDRED_GATEWAY_*` settings; a bad value throws `ConfigurationError` naming the key.
@@ -110,5 +116,6 @@ public struct GatewayConfiguration: Sendable {
         } else {
             self.mediaListen = try reader.address("KINDRED_GATEWAY_MEDIA_LISTEN", default: self.mediaListen!)
         }
+        self.mediaLimits = try HTTP1Limits(prefix: "KINDRED_GATEWAY_MEDIA_", defaults: self.mediaLimits, environment: reader)
     }
 }

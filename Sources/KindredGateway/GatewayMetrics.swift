@@ -1,5 +1,6 @@
 import CoreMetrics
 import KindredGRPC
+import KindredGRPCServices
 import NIOConcurrencyHelpers
 
 /// The gateway's own counters, recorded through swift-metrics into the server's backend
@@ -10,7 +11,9 @@ import NIOConcurrencyHelpers
 /// - `gateway_downstream_calls_total{service,grpc_code}`: calls to the services, by status code;
 /// - `gateway_partial_parts_total{part}`: parts left out of aggregated answers (slow, failed or not deployed);
 /// - `gateway_session_check_unavailable_total`: calls refused with UNAVAILABLE because the set of ended
-///   sessions was stale.
+///   sessions was stale;
+/// - the media port's `http_connections_open`, `http_connections_refused_total`, `http_timeouts_total{timeout}`
+///   with `port="media"` (`HTTP1PortMetrics`).
 ///
 /// Labelled counters are made on first use and cached (one locked dictionary hit per event).
 public final class GatewayMetrics: Sendable {
@@ -23,9 +26,12 @@ public final class GatewayMetrics: Sendable {
     private let counters = NIOLockedValueBox([Key: Counter]())
     private let rejectedTokens: Counter
     private let sessionCheckUnavailable: Counter
+    /// The media port's connection counters.
+    public let mediaPort: HTTP1PortMetrics
 
     public init(factory: any MetricsFactory) {
         self.factory = factory
+        self.mediaPort = HTTP1PortMetrics(port: "media", factory: factory)
         self.rejectedTokens = Counter(label: "gateway_rejected_tokens_total", factory: factory)
         self.sessionCheckUnavailable = Counter(label: "gateway_session_check_unavailable_total", factory: factory)
     }

@@ -1,5 +1,6 @@
 import Foundation
 import KindredGRPC
+import KindredGRPCServices
 import KindredProto
 import KindredServiceKit
 import Logging
@@ -15,16 +16,19 @@ import NIOPosix
 ///
 /// 404 for an unknown, deleted or replaced photo (a URL of an older version), 403 for a bad or expired signature,
 /// 405 for methods other than GET/HEAD, 413 for request bodies, 503 when the profile service cannot answer.
+/// Slow or silent connections are closed and open ones capped (`GatewayConfiguration.mediaLimits`).
 final class MediaServer: Sendable {
     let host: String
     let port: Int
+    let limits: HTTP1Limits
     let signer: MediaURLSigner
     let gateway: Gateway
     private let channel = NIOLockedValueBox<(any Channel)?>(nil)
 
-    init(host: String, port: Int, signer: MediaURLSigner, gateway: Gateway) {
+    init(host: String, port: Int, limits: HTTP1Limits, signer: MediaURLSigner, gateway: Gateway) {
         self.host = host
         self.port = port
+        self.limits = limits
         self.signer = signer
         self.gateway = gateway
     }
@@ -32,16 +36,12 @@ final class MediaServer: Sendable {
     /// Binds the port and serves until the task is cancelled.
     func run() async throws {
         let server = self
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(MediaHTTPHandler(server: server))
-                }
-            }
-            .bind(host: self.host, port: self.port)
-            .get()
+        let channel = try await HTTP1Port.bind(
+            host: self.host,
+            port: self.port,
+            limits: self.limits,
+            metrics: self.gateway.metrics.mediaPort
+        ) { MediaHTTPHandler(server: server) }
         self.channel.withLockedValue { $0 = channel }
         self.gateway.logger.info("media port listening", metadata: ["address": "\(channel.localAddress!)"])
         do {
@@ -167,6 +167,7 @@ extension Gateway {
         guard let key = self.configuration.mediaURLKey, let listen = self.configuration.mediaListen, self.profile != nil,
             let signer = MediaURLSigner(key: Array(key.utf8))
         else { return nil }
-        return MediaServer(host: listen.host, port: listen.port, signer: signer, gateway: self)
+        return MediaServer(
+            host: listen.host, port: listen.port, limits: self.configuration.mediaLimits, signer: signer, gateway: self)
     }
 }

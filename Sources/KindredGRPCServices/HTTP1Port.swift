@@ -1,0 +1,201 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// Binds a plain HTTP/1.1 port under `HTTP1Limits`: NIO's server pipeline (keep-alive, one request at a time),
+/// a deadline on every phase of a connection (`HTTP1ConnectionTimer`), no reading while the output is blocked
+/// (NIO's `BackPressureHandler`, so a client that does not read its answers cannot queue more of them), and a
+/// cap on open connections enforced as they are accepted. `makeHandler` builds the port's own handler
+/// (`HTTPServerRequestPart` in, `HTTPServerResponsePart` out) for each connection.
+public enum HTTP1Port {
+    public static func bind(
+        host: String,
+        port: Int,
+        limits: HTTP1Limits,
+        metrics: HTTP1PortMetrics,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        makeHandler: @escaping @Sendable () -> any ChannelHandler
+    ) async throws -> any Channel {
+        let open = NIOLockedValueBox(0)
+        return try await ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        HTTP1ConnectionCap(limit: limits.maxConnections, open: open, metrics: metrics))
+                }
+            }
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let deadlines = HTTP1DeadlineHandler(limits: limits, metrics: metrics)
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(HTTP1ByteWatcher(deadlines: deadlines))
+                    try sync.addHandler(BackPressureHandler())
+                    try sync.configureHTTPServerPipeline(withErrorHandling: true)
+                    try sync.addHandler(deadlines)
+                    try sync.addHandler(makeHandler())
+                }
+            }
+            .bind(host: host, port: port)
+            .get()
+    }
+}
+
+/// Closes accepted connections past the cap before they are registered with an event loop (nothing is read or
+/// written on them). Runs on the listener's loop; the count is shared with the connections' loops, which lower it
+/// as they close.
+private final class HTTP1ConnectionCap: ChannelInboundHandler {
+    typealias InboundIn = any Channel
+    typealias InboundOut = any Channel
+
+    private let limit: Int
+    private let open: NIOLockedValueBox<Int>
+    private let metrics: HTTP1PortMetrics
+
+    init(limit: Int, open: NIOLockedValueBox<Int>, metrics: HTTP1PortMetrics) {
+        self.limit = limit
+        self.open = open
+        self.metrics = metrics
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let accepted = self.unwrapInboundIn(data)
+        let admitted = self.open.withLockedValue { open -> Bool in
+            guard open < self.limit else { return false }
+            open += 1
+            return true
+        }
+        guard admitted else {
+            self.metrics.refused()
+            accepted.close(promise: nil)
+            return
+        }
+        self.metrics.opened()
+        let (open, metrics) = (self.open, self.metrics)
+        accepted.closeFuture.whenComplete { _ in
+            open.withLockedValue { $0 -= 1 }
+            metrics.closed()
+        }
+        context.fireChannelRead(data)
+    }
+}
+
+/// First in the pipeline: tells the deadlines that bytes arrived (a kept-alive connection's next request began),
+/// which the HTTP decoder shows only once a whole header is in.
+private final class HTTP1ByteWatcher: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    private let deadlines: HTTP1DeadlineHandler
+
+    init(deadlines: HTTP1DeadlineHandler) {
+        self.deadlines = deadlines
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        self.deadlines.bytesReceived()
+        context.fireChannelRead(data)
+    }
+}
+
+/// Keeps the connection's one timer at the deadline of its current phase and closes the connection when it
+/// passes. Sits between NIO's HTTP server handlers and the port's handler, so it sees decoded request parts in and
+/// response parts out.
+private final class HTTP1DeadlineHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let limits: HTTP1Limits
+    private let metrics: HTTP1PortMetrics
+    private var timer: HTTP1ConnectionTimer?
+    private var scheduled: Scheduled<Void>?
+    private var armedFor: NIODeadline?
+    /// This handler's context while it is in the pipeline (the byte watcher's events arrive without it).
+    private var context: ChannelHandlerContext?
+
+    init(limits: HTTP1Limits, metrics: HTTP1PortMetrics) {
+        self.limits = limits
+        self.metrics = metrics
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        if context.channel.isActive { self.start(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        self.start(context: context)
+        context.fireChannelActive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.scheduled?.cancel()
+        self.scheduled = nil
+        self.context = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.scheduled?.cancel()
+        self.scheduled = nil
+        context.fireChannelInactive()
+    }
+
+    func bytesReceived() {
+        guard let context = self.context else { return }
+        self.update(context: context) { $0.bytesReceived(now: .now()) }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch self.unwrapInboundIn(data) {
+        case .head: self.update(context: context) { $0.headReceived(now: .now()) }
+        case .body: break
+        case .end: self.update(context: context) { $0.requestEnded() }
+        }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .end = self.unwrapOutboundIn(data) {
+            self.update(context: context) { $0.responseEnded(now: .now()) }
+        }
+        context.write(data, promise: promise)
+    }
+
+    private func start(context: ChannelHandlerContext) {
+        guard self.timer == nil else { return }
+        self.timer = HTTP1ConnectionTimer(limits: self.limits, openedAt: .now())
+        self.arm(context: context)
+    }
+
+    private func update(context: ChannelHandlerContext, _ event: (inout HTTP1ConnectionTimer) -> Void) {
+        guard var timer = self.timer else { return }
+        event(&timer)
+        self.timer = timer
+        if timer.deadline != self.armedFor { self.arm(context: context) }
+    }
+
+    /// One scheduled task at the current deadline (replaced when the deadline moves).
+    private func arm(context: ChannelHandlerContext) {
+        self.scheduled?.cancel()
+        self.scheduled = nil
+        self.armedFor = self.timer?.deadline
+        guard let deadline = self.armedFor else { return }
+        self.scheduled = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
+            self.fire(context: context)
+        }
+    }
+
+    private func fire(context: ChannelHandlerContext) {
+        self.scheduled = nil
+        guard let timeout = self.timer?.expired(now: .now()) else {
+            self.arm(context: context)
+            return
+        }
+        self.timer = nil
+        self.metrics.timedOut(timeout)
+        context.close(promise: nil)
+    }
+}
