@@ -183,12 +183,16 @@ public final class Gateway: Sendable {
         }
     }
 
-    /// The configured proxy header's first address when set and present, else the peer's host.
+    /// With a proxy header configured, the address the trusted proxies put in it (`ForwardedClientAddress`);
+    /// else, or when it has none, the peer's host.
     func clientAddress(_ context: ServerContext) -> String {
-        if let header = self.configuration.clientIPHeader, let value = context.metadata[header],
-            let first = value.split(separator: ",").first?.trimmingCharacters(in: .whitespaces), !first.isEmpty
-        {
-            return first
+        if let header = self.configuration.clientIPHeader {
+            let values = context.metadata.compactMap { entry -> String? in
+                guard entry.key == header, case .string(let value) = entry.value else { return nil }
+                return value
+            }
+            let forwarded = ForwardedClientAddress(trustedProxies: self.configuration.trustedProxies)
+            if let address = forwarded.clientAddress(headerValues: values) { return address }
         }
         return context.peerHost
     }

@@ -59,9 +59,14 @@ public struct GatewayConfiguration: Sendable {
     public var anonymousRate = 1.0
     public var anonymousBurst = 10
     /// `KINDRED_GATEWAY_CLIENT_IP_HEADER` (header name), default none: take the client address from this header
-    /// (first value of a comma-separated list) instead of the peer address. Only behind a trusted proxy that
-    /// sets it; otherwise clients could pick their own rate-limit key.
+    /// (an X-Forwarded-For-style list that each proxy appends to) instead of the peer address: the entry
+    /// `trustedProxies` places from the right (`ForwardedClientAddress`). Only behind trusted proxies that append
+    /// to it; otherwise clients could pick their own rate-limit key.
     public var clientIPHeader: String?
+    /// `KINDRED_GATEWAY_TRUSTED_PROXIES` (int, 1..16), default 1: how many proxies in front of the gateway append to
+    /// `clientIPHeader`. The client's address is the entry this many places from the right (1: the last); with
+    /// fewer entries, or no address there, the connection's address is used. Read only with the header set.
+    public var trustedProxies = 1
     /// `KINDRED_MEDIA_URL_KEY` (string, 32..256; the same value the profile service has), default none: the HMAC
     /// key of signed photo URLs. With it and a profile address the gateway opens its media port.
     public var mediaURLKey: String?
@@ -110,6 +115,7 @@ public struct GatewayConfiguration: Sendable {
         self.anonymousBurst = try reader.int(
             "KINDRED_GATEWAY_ANONYMOUS_BURST", default: self.anonymousBurst, in: 1...1_000_000)
         self.clientIPHeader = reader.string("KINDRED_GATEWAY_CLIENT_IP_HEADER")?.lowercased()
+        self.trustedProxies = try reader.int("KINDRED_GATEWAY_TRUSTED_PROXIES", default: self.trustedProxies, in: 1...16)
         self.mediaURLKey = try reader.secret("KINDRED_MEDIA_URL_KEY", length: 32...256)
         if reader.string("KINDRED_GATEWAY_MEDIA_LISTEN") == "off" {
             self.mediaListen = nil
