@@ -21,16 +21,15 @@ extension AuthService {
         guard target != admin.userID else {
             throw AuthError(.failedPrecondition, "Admins cannot deactivate themselves")
         }
-        guard (1...500).contains(request.note.count) else {
-            throw AuthError.invalid("note", "OUT_OF_RANGE", "1..500 characters")
-        }
+        let note = try TextRule.adminNote.validate(request.note, field: "note", as: AuthError.init)
+        guard !note.isEmpty else { throw AuthError.invalid("note", "REQUIRED", TextRule.adminNote.hint) }
         let account = try await self.database.withTransaction { transaction in
             guard let account = try await self.accounts.lock(id: target, in: transaction) else {
                 throw AuthError(.notFound, "No such account")
             }
             if account.status == .deactivated { return account }
             let now = PostgresTimestamp.now
-            try await self.accounts.deactivate(id: target, note: request.note, at: now, in: transaction)
+            try await self.accounts.deactivate(id: target, note: note, at: now, in: transaction)
             _ = try await self.sessions.endAll(accountID: target, reason: .deactivated, in: transaction)
             var payload = Kindred.Common.V1.AccountDeactivated()
             payload.sessionsRevoked = true

@@ -34,7 +34,7 @@ extension AuthService {
                 "at most 8192 characters"
             )
         }
-        guard (16...128).contains(request.nonce.count) else {
+        guard (16...128).contains(request.nonce.count), request.nonce.utf8.count <= 512 else {
             throw AuthError.invalid("nonce", "OUT_OF_RANGE", "16..128 characters")
         }
         let requestedUsername = request.username.isEmpty ? nil : try Validation.username(request.username)
@@ -111,7 +111,7 @@ extension AuthService {
                     username: username,
                     passwordHash: nil,
                     status: .active,
-                    locale: request.locale.isEmpty ? "en" : String(request.locale.prefix(35))
+                    locale: request.locale.isEmpty ? "en" : TextRule.locale.truncating(request.locale)
                 ),
                 in: transaction
             )

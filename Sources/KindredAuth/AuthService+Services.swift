@@ -108,7 +108,9 @@ extension AuthService {
         guard (0...100).contains(request.pageSize) else {
             throw AuthError.invalid("page_size", "OUT_OF_RANGE", "0..100")
         }
-        guard request.query.count <= 254 else { throw AuthError.invalid("query", "TOO_LONG", "at most 254 characters") }
+        guard request.query.count <= 254, request.query.utf8.count <= 1016 else {
+            throw AuthError.invalid("query", "TOO_LONG", "at most 254 characters, 1016 bytes")
+        }
         let community: String? = request.communityId.isEmpty ? nil : try Validation.community(request.communityId)
         let status: AccountStatus? =
             switch request.status {

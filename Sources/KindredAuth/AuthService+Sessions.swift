@@ -20,8 +20,8 @@ extension AuthService {
             id: sessionID,
             accountID: account.id,
             method: method,
-            deviceName: Validation.truncated(client?.deviceName ?? "", to: 64),
-            userAgent: Validation.truncated(client?.userAgent ?? "", to: 256),
+            deviceName: TextRule.deviceName.truncating(client?.deviceName ?? ""),
+            userAgent: TextRule.userAgent.truncating(client?.userAgent ?? ""),
             at: now,
             expiresAt: sessionEnd,
             in: transaction
@@ -84,7 +84,7 @@ extension AuthService {
     {
         let community = try Validation.community(request.communityId)
         let login = request.login.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
-        guard (3...254).contains(login.count) else {
+        guard (3...254).contains(login.count), login.utf8.count <= 254 else {
             throw AuthError.invalid("login", "INVALID_FORMAT", "3..254 characters")
         }
         try Validation.presentedPassword(request.password, field: "password")

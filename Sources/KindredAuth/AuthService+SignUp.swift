@@ -71,7 +71,7 @@ extension AuthService {
         let email = try Validation.email(request.email)
         let username = try Validation.username(request.username)
         try Validation.newPassword(request.password, field: "password", common: self.commonPasswords)
-        guard request.locale.count <= 35 else { throw AuthError.invalid("locale", "TOO_LONG", "at most 35 characters") }
+        _ = try TextRule.locale.validate(request.locale, field: "locale", as: AuthError.init)
         try self.acquireAddressQuota("signup", context: context)
         try self.acquireMailQuota(address: "\(community):\(email)", context: context)
 
@@ -229,7 +229,7 @@ extension AuthService {
     ) async throws -> Kindred.Auth.V1.CheckUsernameResponse {
         let community = try Validation.community(request.communityId)
         // The contract's bound, checked before anything else: longer input is refused, never echoed.
-        guard (1...64).contains(request.username.count) else {
+        guard (1...64).contains(request.username.count), request.username.utf8.count <= 256 else {
             throw AuthError.invalid("username", "OUT_OF_RANGE", "1..64 characters")
         }
         try self.acquireAddressQuota("check-username", context: context)

@@ -1,5 +1,6 @@
 import Foundation
 import KindredGRPCServices
+import KindredServiceKit
 
 /// Input rules of the auth contract. Each function returns the normalised value or throws INVALID_ARGUMENT
 /// naming the field.
@@ -9,8 +10,8 @@ enum Validation {
     /// would be a phishing aid.
     static func email(_ raw: String, field: String = "email") throws -> String {
         let email = raw.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
-        guard (3...254).contains(email.count) else {
-            throw AuthError.invalid(field, email.count < 3 ? "TOO_SHORT" : "TOO_LONG", "3..254 characters")
+        guard (3...254).contains(email.count), email.utf8.count <= 254 else {
+            throw AuthError.invalid(field, email.count < 3 ? "TOO_SHORT" : "TOO_LONG", "3..254 characters and bytes")
         }
         let parts = email.split(separator: "@", omittingEmptySubsequences: false)
         guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty, !parts[1].hasPrefix("."),
@@ -22,9 +23,10 @@ enum Validation {
         return email
     }
 
-    /// 3..30 characters of [a-z0-9_.] after lower-casing, not starting or ending with '.'.
+    /// 3..30 characters of [a-z0-9_.] after lower-casing, not starting or ending with '.'; first
+    /// `TextRule.username` on the text as typed (30 bytes, no invisible or bidi characters).
     static func username(_ raw: String, field: String = "username") throws -> String {
-        let username = raw.lowercased()
+        let username = try TextRule.username.validate(raw, field: field, as: AuthError.init).lowercased()
         guard (3...30).contains(username.count) else {
             throw AuthError.invalid(field, username.count < 3 ? "TOO_SHORT" : "TOO_LONG", "3..30 characters")
         }
@@ -39,20 +41,31 @@ enum Validation {
         (byte >= 0x61 && byte <= 0x7a) || (byte >= 0x30 && byte <= 0x39) || byte == 0x5f || byte == 0x2e
     }
 
-    /// A new password: 8..128 characters (grapheme clusters, never truncated), not on the common list.
+    /// A password's byte cap: 128 characters of four bytes each, with room for composed ones. Passwords are never
+    /// trimmed or otherwise changed, so they do not go through a `TextRule`.
+    static let maxPasswordBytes = 1024
+
+    /// A new password: 8..128 characters (grapheme clusters, never truncated) and at most 1024 bytes, not on the
+    /// common list.
     static func newPassword(_ password: String, field: String, common: CommonPasswords) throws {
         let count = password.count
         guard count >= 8 else { throw AuthError.invalid(field, "TOO_SHORT", "at least 8 characters") }
         guard count <= 128 else { throw AuthError.invalid(field, "TOO_LONG", "at most 128 characters") }
+        guard password.utf8.count <= Self.maxPasswordBytes else {
+            throw AuthError.invalid(field, "TOO_MANY_BYTES", "at most 1024 bytes")
+        }
         if common.contains(password) {
             throw AuthError.invalid(field, "PASSWORD_TOO_COMMON", "this password is too common")
         }
     }
 
-    /// A password presented to prove knowledge: 1..128 characters.
+    /// A password presented to prove knowledge: 1..128 characters, at most 1024 bytes.
     static func presentedPassword(_ password: String, field: String) throws {
         guard !password.isEmpty else { throw AuthError.invalid(field, "REQUIRED", "required") }
         guard password.count <= 128 else { throw AuthError.invalid(field, "TOO_LONG", "at most 128 characters") }
+        guard password.utf8.count <= Self.maxPasswordBytes else {
+            throw AuthError.invalid(field, "TOO_MANY_BYTES", "at most 1024 bytes")
+        }
     }
 
     /// Community slug: 2..32 characters of [a-z0-9-].
@@ -72,8 +85,12 @@ enum Validation {
         return raw
     }
 
-    static func truncated(_ text: String, to limit: Int) -> String {
-        text.count <= limit ? text : String(text.prefix(limit))
+}
+
+extension AuthError {
+    /// INVALID_ARGUMENT for a text field that breaks its `TextRule`.
+    init(_ violation: TextViolation) {
+        self = .invalid(violation.field, violation.reason.code, violation.hint)
     }
 }
 

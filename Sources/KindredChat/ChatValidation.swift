@@ -3,8 +3,6 @@ import KindredServiceKit
 
 /// The documented input rules of the chat contract, as pure functions (tested without I/O).
 public enum ChatValidation {
-    /// Longest message body, in characters (extended grapheme clusters) after trimming.
-    public static let maxBodyCharacters = 2000
     /// Longest client_message_id.
     public static let maxClientMessageIDLength = 64
 
@@ -26,20 +24,23 @@ public enum ChatValidation {
         return text
     }
 
-    /// The body as stored: trimmed of surrounding whitespace, 1..2000 characters, no control characters
-    /// except newline (a tab, a carriage return, NUL, escape sequences and C1 controls are refused).
+    /// The body as stored (`TextRule.messageBody`): trimmed of surrounding whitespace, "\r\n" as "\n",
+    /// 1..2000 characters and at most 8000 bytes, no control characters except newline (a tab, a lone carriage
+    /// return, NUL, escape sequences and C1 controls are refused) and no bidi overrides. The reasons keep the
+    /// contract's names: BODY_EMPTY, BODY_TOO_LONG, BODY_TOO_MANY_BYTES, BODY_CONTROL_CHARACTER.
     public static func body(_ text: String) throws(ChatError) -> String {
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !trimmed.isEmpty else { throw ChatError.invalid("body", "BODY_EMPTY", "1..2000 characters") }
-        guard trimmed.count <= Self.maxBodyCharacters else {
-            throw ChatError.invalid("body", "BODY_TOO_LONG", "at most 2000 characters")
+        do throws(TextViolation) {
+            return try TextRule.messageBody.validate(text, field: "body")
+        } catch {
+            let reason =
+                switch error.reason {
+                case .required: "BODY_EMPTY"
+                case .tooManyBytes: "BODY_TOO_MANY_BYTES"
+                case .forbiddenCharacter: "BODY_CONTROL_CHARACTER"
+                default: "BODY_TOO_LONG"
+                }
+            throw ChatError.invalid("body", reason, error.hint)
         }
-        for scalar in trimmed.unicodeScalars where scalar != "\n" {
-            if scalar.value < 0x20 || (0x7f...0x9f).contains(scalar.value) {
-                throw ChatError.invalid("body", "BODY_CONTROL_CHARACTER", "no control characters except newline")
-            }
-        }
-        return trimmed
     }
 
     /// A page size: 0 means `defaultSize`, else 1...100.

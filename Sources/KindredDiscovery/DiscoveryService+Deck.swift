@@ -82,8 +82,8 @@ extension DiscoveryService {
     {
         let (viewer, tokenCommunity) = try await self.viewer(request.viewerUserId, context)
         let size = try Self.pageSize(request.pageSize)
-        guard request.query.count <= 100 else {
-            throw DiscoveryError.invalid("query", "TOO_LONG", "at most 100 characters")
+        guard request.query.count <= 100, request.query.utf8.count <= 400 else {
+            throw DiscoveryError.invalid("query", "TOO_LONG", "at most 100 characters, 400 bytes")
         }
         let words = Set(MemberBuilder.words(request.query))
         let community = try self.community(of: viewer, token: tokenCommunity)

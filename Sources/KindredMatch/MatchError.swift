@@ -1,6 +1,7 @@
 import KindredGRPC
 import KindredGRPCServices
 import KindredProto
+import KindredServiceKit
 
 /// Every failure the match service reports to callers, and the ONE place that maps it to a gRPC status and a
 /// `kindred.common.v1.ErrorDetail` (reason, field violations, retry hint, request id). Messages are fixed texts:
@@ -50,6 +51,11 @@ public struct MatchError: Error, RPCErrorConvertible, CustomStringConvertible, S
         var error = MatchError(.invalidArgument, "The request is invalid")
         error.violations = [Kindred.Common.V1.FieldViolation(field: field, reason: reason, hint: hint)]
         return error
+    }
+
+    /// INVALID_ARGUMENT for a text field that breaks its `TextRule`.
+    init(_ violation: TextViolation) {
+        self = .invalid(violation.field, violation.reason.code, violation.hint)
     }
 
     /// The one NOT_FOUND for people: unknown, invisible and blocked are indistinguishable.

@@ -9,7 +9,7 @@ extension MatchService {
         -> MatchApi.ListMatchesResponse
     {
         let user = try await self.requireUser(context)
-        let size = try Self.pageSize(request.pageSize)
+        let size = try Self.cardPageSize(request.pageSize)
         let direction: Int32
         switch request.direction {
         case .unspecified: direction = 0
@@ -81,7 +81,7 @@ extension MatchService {
         -> MatchApi.ListLikesReceivedResponse
     {
         let user = try await self.requireUser(context)
-        let size = try Self.pageSize(request.pageSize)
+        let size = try Self.cardPageSize(request.pageSize)
         let scope = "likes|\(user.id)|\(size)"
         let offset = try self.pageOffset(request.pageToken, scope: scope)
         let (likes, total) = try await self.matches.likesReceived(

@@ -113,8 +113,8 @@ extension MatchService {
         case .unspecified, .unrecognized: throw MatchError.invalid("reason", "REQUIRED", "a ReportReason")
         default: break
         }
-        guard request.details.count <= 1000 else { throw MatchError.invalid("details", "TOO_LONG", "0..1000 characters") }
-        if request.reason == .other, request.details.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty {
+        let details = try TextRule.reportDetails.validate(request.details, field: "details", as: MatchError.init)
+        if request.reason == .other, details.isEmpty {
             throw MatchError.invalid("details", "REQUIRED", "explain the reason OTHER")
         }
         guard request.messageIds.count <= 20, request.messageIds.allSatisfy({ (1...64).contains($0.count) }) else {
@@ -132,7 +132,7 @@ extension MatchService {
         }
         let report = ReportRow(
             id: try UUIDv7.generate(), reporter: user.id, reported: target, community: user.community,
-            reason: request.reason.rawValue, details: request.details, messageIDs: request.messageIds,
+            reason: request.reason.rawValue, details: details, messageIDs: request.messageIds,
             photoIDs: request.photoIds, status: 1, resolution: 0, note: "", resolvedBy: nil, createdUnixMs: 0,
             resolvedUnixMs: nil)
         let response = try await self.database.withTransaction { transaction in
@@ -207,7 +207,7 @@ extension MatchService {
         case .unspecified, .unrecognized: throw MatchError.invalid("resolution", "REQUIRED", "a ReportResolution")
         default: break
         }
-        guard request.note.count <= 1000 else { throw MatchError.invalid("note", "TOO_LONG", "0..1000 characters") }
+        let note = try TextRule.resolutionNote.validate(request.note, field: "note", as: MatchError.init)
         let resolution = request.resolution.rawValue
         // Read first (no lock held while auth is called), then resolve under the row's lock.
         let current = try await self.database.withTransaction { transaction in
@@ -221,7 +221,7 @@ extension MatchService {
             return .with { $0.report = Self.reportMessage(current) }
         }
         if request.resolution == .accountDeactivated {
-            try await self.deactivateThroughAuth(current.reported, note: request.note, reportID: reportID, admin: admin)
+            try await self.deactivateThroughAuth(current.reported, note: note, reportID: reportID, admin: admin)
         }
         let resolved = try await self.database.withTransaction { transaction -> ReportRow in
             guard let row = try await self.safety.lock(reportID: reportID, in: transaction) else {
@@ -234,7 +234,7 @@ extension MatchService {
                 return row
             }
             return try await self.safety.resolve(
-                reportID: reportID, resolution: resolution, note: request.note, by: admin.id, in: transaction)
+                reportID: reportID, resolution: resolution, note: note, by: admin.id, in: transaction)
         }
         return .with { $0.report = Self.reportMessage(resolved) }
     }
@@ -245,8 +245,7 @@ extension MatchService {
         }
         var deactivate = Kindred.Auth.V1.DeactivateAccountRequest()
         deactivate.userId = user
-        let text = note.trimmingCharacters(in: .whitespacesAndNewlines)
-        deactivate.note = String((text.isEmpty ? "report \(reportID)" : text).prefix(500))
+        deactivate.note = TextRule.adminNote.truncating(note.isEmpty ? "report \(reportID)" : note)
         do {
             _ = try await auth.unary(
                 Kindred.Auth.V1.AuthService.Method.deactivateAccount, deactivate,

@@ -15,7 +15,7 @@ extension MatchService {
         case .pass: kind = .pass
         default: throw MatchError.invalid("action", "REQUIRED", "LIKE or PASS")
         }
-        guard request.surface.count <= 32 else { throw MatchError.invalid("surface", "TOO_LONG", "0..32 characters") }
+        _ = try TextRule.surface.validate(request.surface, field: "surface", as: MatchError.init)
         if let wait = self.swipeLimiter.acquire(user.id) {
             throw MatchError(.rateLimited, "Too many swipes; slow down", retryAfter: wait)
         }

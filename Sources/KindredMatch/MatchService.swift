@@ -166,6 +166,12 @@ public final class MatchService: GRPCService, Sendable {
         return size == 0 ? 20 : Int(size)
     }
 
+    /// `pageSize` for lists whose items carry profile cards: at most `CardPage.maxCards` (50), so a page stays
+    /// under the 4 MiB message limit whatever the members wrote; a larger request gets 50 and a next-page token.
+    static func cardPageSize(_ size: Int32) throws -> Int {
+        min(try Self.pageSize(size), CardPage.maxCards)
+    }
+
     /// The offset of a page token for `scope` (0 for none), else INVALID_ARGUMENT PAGE_TOKEN_INVALID.
     func pageOffset(_ token: String, scope: String) throws -> Int {
         guard !token.isEmpty else { return 0 }

@@ -1,4 +1,5 @@
 import KindredProto
+import KindredServiceKit
 
 /// The rules of community configuration as values: defaults, validation (every broken rule named as a field
 /// violation) and update paths. No I/O; `CommunityRulesTests` tables cover them.
@@ -10,6 +11,9 @@ public enum CommunityRules {
     public static let requirableFields: Set<String> = ["bio", "gender", "interested_in", "photos", "location"]
     public static let maxAttributeDefinitions = 32
     public static let maxPhotosCeiling = 9
+    /// All settings together, encoded: Home carries them next to 50 cards (services/README.md, "Text and page
+    /// limits"); 32 definitions of 200 choices with long labels would otherwise reach 2 MB.
+    public static let maxSettingsBytes = 262_144
 
     /// The settings paths UpdateCommunity accepts, after "settings.".
     public static let settingsPaths: Set<String> = [
@@ -74,6 +78,9 @@ public enum CommunityRules {
         check((0...100).contains(settings.dailyUndoLimit), "daily_undo_limit", "0..100")
         check((1...10_000).contains(settings.hourlyMessageLimit), "hourly_message_limit", "1..10000")
         found += Self.definitionViolations(settings.attributeDefinitions, field: "\(prefix).attribute_definitions")
+        if found.isEmpty, ((try? settings.serializedBytes().count) ?? .max) > Self.maxSettingsBytes {
+            found.append(ProfileError.violation(prefix, "TOO_MANY_BYTES", "all settings together at most 262144 bytes"))
+        }
         return found
     }
 
@@ -93,7 +100,7 @@ public enum CommunityRules {
             } else if !keys.insert(definition.key).inserted {
                 bad("key", "DUPLICATE", "keys are unique in a community")
             }
-            if !(1...64).contains(definition.label.count) { bad("label", "OUT_OF_RANGE", "1..64 characters") }
+            if let violation = Self.labelViolation(definition.label, field: "\(at).label") { found.append(violation) }
             let isChoice = definition.attributeType == .singleChoice || definition.attributeType == .multiChoice
             switch definition.attributeType {
             case .text:
@@ -116,8 +123,8 @@ public enum CommunityRules {
                     if !Self.isValidChoiceValue(choice.value) || !values.insert(choice.value).inserted {
                         bad("choices[\(choiceIndex)].value", "INVALID_FORMAT", "distinct, 1..64 characters of [a-z0-9_-]")
                     }
-                    if !(1...64).contains(choice.label.count) {
-                        bad("choices[\(choiceIndex)].label", "OUT_OF_RANGE", "1..64 characters")
+                    if let violation = Self.labelViolation(choice.label, field: "\(at).choices[\(choiceIndex)].label") {
+                        found.append(violation)
                     }
                 }
             } else if !definition.choices.isEmpty {
@@ -137,9 +144,24 @@ public enum CommunityRules {
             && value.utf8.allSatisfy { ($0 >= 97 && $0 <= 122) || ($0 >= 48 && $0 <= 57) || $0 == 95 || $0 == 45 }
     }
 
-    static func isValidDisplayName(_ name: String) -> Bool {
-        (1...64).contains(name.count) && !name.unicodeScalars.contains { $0.properties.generalCategory == .control }
-            && name.trimmingWhitespace == name
+    /// A community's display name breaks `TextRule.communityName`, or is not stored trimmed.
+    static func displayNameViolation(_ name: String) -> Violation? {
+        do throws(TextViolation) {
+            let stored = try TextRule.communityName.validate(name, field: "display_name")
+            return stored == name ? nil : ProfileError.violation("display_name", "INVALID_FORMAT", "trimmed")
+        } catch {
+            return error.fieldViolation
+        }
+    }
+
+    /// A label breaks `TextRule.label` (labels are stored as given: trimming is the admin's tool's work).
+    static func labelViolation(_ label: String, field: String) -> Violation? {
+        do throws(TextViolation) {
+            _ = try TextRule.label.validate(label, field: field)
+            return nil
+        } catch {
+            return error.fieldViolation
+        }
     }
 
     /// UpdateCommunity: `current` with the named paths taken from the request; throws INVALID_ARGUMENT for
@@ -157,9 +179,7 @@ public enum CommunityRules {
         var settings = current.settings ?? Settings()
         for path in paths {
             if path == "display_name" {
-                guard Self.isValidDisplayName(displayName) else {
-                    throw ProfileError.invalid("display_name", "OUT_OF_RANGE", "1..64 characters, trimmed")
-                }
+                if let violation = Self.displayNameViolation(displayName) { throw ProfileError.invalid([violation]) }
                 community.displayName = displayName
                 continue
             }
@@ -202,15 +222,5 @@ public enum CommunityRules {
         guard violations.isEmpty else { throw ProfileError.invalid(violations) }
         community.settings = settings
         return community
-    }
-}
-
-extension String {
-    /// The text without leading and trailing white space and newlines.
-    var trimmingWhitespace: String {
-        var scalars = Substring(self)
-        while let first = scalars.first, first.isWhitespace { scalars.removeFirst() }
-        while let last = scalars.last, last.isWhitespace { scalars.removeLast() }
-        return String(scalars)
     }
 }

@@ -103,9 +103,7 @@ public final class CommunityService: GRPCService, Sendable {
         if !CommunityRules.isValidID(request.communityId) {
             violations.append(ProfileError.violation("community_id", "INVALID_FORMAT", "2..32 characters of [a-z0-9-]"))
         }
-        if !CommunityRules.isValidDisplayName(request.displayName) {
-            violations.append(ProfileError.violation("display_name", "OUT_OF_RANGE", "1..64 characters, trimmed"))
-        }
+        if let violation = CommunityRules.displayNameViolation(request.displayName) { violations.append(violation) }
         let settings = CommunityRules.withDefaults(request.settings ?? .init())
         violations += CommunityRules.violations(settings)
         guard violations.isEmpty else { throw ProfileError.invalid(violations) }

@@ -40,8 +40,9 @@ public struct ProfileConfiguration: Sendable {
     /// `KINDRED_MEDIA_URL_KEY` (string, 32..256; the same value the gateway has), default none: the HMAC key of
     /// the signed photo URLs. Unset: photos carry no URLs (apps use GetPhoto).
     public var mediaURLKey: String?
-    /// `KINDRED_PROFILE_MEDIA_BASE_URL` (URL without trailing slash), default `http://127.0.0.1:50250` (the
-    /// gateway's media port in the local cluster): what photo URLs start with; a CDN's address in production.
+    /// `KINDRED_PROFILE_MEDIA_BASE_URL` (URL without trailing slash, at most 256 bytes), default
+    /// `http://127.0.0.1:50250` (the gateway's media port in the local cluster): what photo URLs start with; a CDN's
+    /// address in production.
     public var mediaBaseURL = "http://127.0.0.1:50250"
 
     public init() {}
@@ -64,8 +65,11 @@ public struct ProfileConfiguration: Sendable {
             "KINDRED_PROFILE_LOCATION_INTERVAL_MS", default: self.locationInterval, in: 1000...3_600_000)
         self.mediaURLKey = try reader.secret("KINDRED_MEDIA_URL_KEY", length: 32...256)
         if let base = reader.string("KINDRED_PROFILE_MEDIA_BASE_URL") {
-            guard base.hasPrefix("http://") || base.hasPrefix("https://"), !base.hasSuffix("/") else {
-                throw ConfigurationError(key: "KINDRED_PROFILE_MEDIA_BASE_URL", problem: "an http(s) URL without a trailing slash")
+            guard base.hasPrefix("http://") || base.hasPrefix("https://"), !base.hasSuffix("/"),
+                base.utf8.count <= CardPage.maxMediaBaseURLBytes
+            else {
+                throw ConfigurationError(
+                    key: "KINDRED_PROFILE_MEDIA_BASE_URL", problem: "an http(s) URL without a trailing slash, at most 256 bytes")
             }
             self.mediaBaseURL = base
         }

@@ -1,5 +1,6 @@
 import Foundation
 import KindredProto
+import KindredServiceKit
 
 /// The rules of profile fields as values: validation with field violations, interest normalisation, attribute
 /// values against the community's definitions, ages, update paths and eligibility. No I/O; tested by tables in
@@ -9,11 +10,12 @@ public enum ProfileRules {
     typealias Violation = Kindred.Common.V1.FieldViolation
     typealias Settings = Kindred.Common.V1.CommunitySettings
 
-    public static let maxBioCharacters = 500
     public static let maxInterests = 10
-    public static let maxInterestLength = 24
-    public static let maxDisplayName = 50
-    public static let maxJobOrCity = 64
+    /// All fields together, encoded: each field has its own cap, but their sum could still reach about half a
+    /// megabyte (32 text attributes of 2,000 bytes, long multi-choice lists), and a deck page carries 50 cards.
+    /// 16 KiB holds a full bio, name, job, city, ten interests and a dozen long attributes; the page arithmetic
+    /// is in services/README.md ("Limits").
+    public static let maxFieldsBytes = CardPage.maxProfileFieldsBytes
 
     /// Paths UpdateProfile accepts (plus "attributes.<key>"). "display_name" and "birth_date" are immutable.
     public static let updatablePaths: Set<String> = [
@@ -24,18 +26,12 @@ public enum ProfileRules {
 
     // MARK: Single fields
 
-    /// Whether `text` contains a control or format character (tab and newline allowed when `multiline`).
-    static func hasControlCharacters(_ text: String, multiline: Bool = false) -> Bool {
-        text.unicodeScalars.contains { scalar in
-            if multiline, scalar == "\n" || scalar == "\t" { return false }
-            return scalar.properties.generalCategory == .control
-        }
-    }
-
-    /// One interest normalised: trimmed, lower-cased, one word of letters, digits or '-'; nil if not one.
+    /// One interest normalised: trimmed, lower-cased, one word of letters, digits or '-' within
+    /// `TextRule.interest` (24 characters, 96 bytes); nil if not one.
     public static func normalizedInterest(_ raw: String) -> String? {
-        let word = raw.trimmingWhitespace.lowercased()
-        guard (1...self.maxInterestLength).contains(word.count),
+        // Checked again after lower-casing, which can lengthen a word ("İ" becomes "i" and a combining dot).
+        guard let word = (try? TextRule.interest.validate(raw, field: ""))?.lowercased(),
+            (try? TextRule.interest.validate(word, field: "")) == word,
             word.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" })
         else { return nil }
         return word
@@ -102,9 +98,10 @@ public enum ProfileRules {
         }
         switch (definition.attributeType, value.value) {
         case (.text, .textValue(let text)?):
-            let trimmed = text.trimmingWhitespace
-            if !(1...Int(definition.maxLength)).contains(trimmed.count) || Self.hasControlCharacters(trimmed) {
-                return bad("OUT_OF_RANGE", "1..\(definition.maxLength) characters, no control characters")
+            do throws(TextViolation) {
+                _ = try TextRule.attributeText(maxLength: Int(definition.maxLength)).validate(text, field: field)
+            } catch {
+                return [error.fieldViolation]
             }
         case (.integer, .integerValue(let number)?):
             if !(definition.minValue...definition.maxValue).contains(number) {
@@ -144,7 +141,7 @@ public enum ProfileRules {
             }
             violations += Self.attributeViolations(value, definitions: definitions, field: "\(field)[\(index)]")
             var clean = value
-            if case .textValue(let text)? = value.value { clean.value = .textValue(text.trimmingWhitespace) }
+            if case .textValue(let text)? = value.value { clean.value = .textValue(TextRule.trimmed(text)) }
             result.append(clean)
         }
         guard violations.isEmpty else { throw ProfileError.invalid(violations) }
@@ -161,28 +158,24 @@ public enum ProfileRules {
         func check(_ ok: Bool, _ field: String, _ reason: String, _ hint: String) {
             if !ok { violations.append(ProfileError.violation("fields.\(field)", reason, hint)) }
         }
-        fields.displayName = input.displayName.trimmingWhitespace
-        check(
-            (1...Self.maxDisplayName).contains(fields.displayName.count) && !Self.hasControlCharacters(fields.displayName),
-            "display_name", "OUT_OF_RANGE", "1..50 characters, no control characters")
+        func text(_ rule: TextRule, _ raw: String, _ field: String) -> String {
+            do throws(TextViolation) {
+                return try rule.validate(raw, field: "fields.\(field)")
+            } catch {
+                violations.append(error.fieldViolation)
+                return raw
+            }
+        }
+        fields.displayName = text(.displayName, input.displayName, "display_name")
         check(input.birthDate.map(Self.isValidDate) ?? false, "birth_date", "INVALID_DATE", "a real calendar date")
         check(Self.isKnownGender(input.gender, allowUnspecified: true), "gender", "OUT_OF_RANGE", "a known gender")
         check(
             input.interestedIn.count <= 3 && Set(input.interestedIn).count == input.interestedIn.count
                 && input.interestedIn.allSatisfy { Self.isKnownGender($0, allowUnspecified: false) },
             "interested_in", "OUT_OF_RANGE", "0..3 distinct genders")
-        fields.bio = input.bio.trimmingWhitespace
-        check(
-            fields.bio.count <= Self.maxBioCharacters && !Self.hasControlCharacters(fields.bio, multiline: true),
-            "bio", "TOO_LONG", "at most 500 characters")
-        fields.jobTitle = input.jobTitle.trimmingWhitespace
-        check(
-            fields.jobTitle.count <= Self.maxJobOrCity && !Self.hasControlCharacters(fields.jobTitle),
-            "job_title", "TOO_LONG", "at most 64 characters")
-        fields.city = input.city.trimmingWhitespace
-        check(
-            fields.city.count <= Self.maxJobOrCity && !Self.hasControlCharacters(fields.city), "city", "TOO_LONG",
-            "at most 64 characters")
+        fields.bio = text(.bio, input.bio, "bio")
+        fields.jobTitle = text(.jobOrCity, input.jobTitle, "job_title")
+        fields.city = text(.jobOrCity, input.city, "city")
         let minimumAge = settings.minAgeYears
         check(
             input.ageMinYears == 0 || (minimumAge...120).contains(input.ageMinYears), "age_min_years", "OUT_OF_RANGE",
@@ -205,6 +198,9 @@ public enum ProfileRules {
             violations += error.violations
         }
         guard violations.isEmpty else { throw ProfileError.invalid(violations) }
+        guard let encoded = try? fields.serializedBytes(), encoded.count <= Self.maxFieldsBytes else {
+            throw ProfileError.invalid("fields", "TOO_MANY_BYTES", "all fields together at most \(Self.maxFieldsBytes) bytes")
+        }
         return fields
     }
 

@@ -110,6 +110,30 @@ struct SignUpTests {
         }
     }
 
+    /// The reason `check` refuses with, or "OK".
+    static func reason(_ check: () throws -> Void) -> String {
+        do {
+            try check()
+            return "OK"
+        } catch let error as AuthError {
+            return error.violations.first?.reason ?? "?"
+        } catch {
+            return "?"
+        }
+    }
+
+    @Test func textHasByteCapsAndNamesRefuseInvisibleCharacters() {
+        let common = CommonPasswords(entries: [])
+        let tower = "password" + String(repeating: "\u{0301}", count: 600)  // 8 characters, 1,208 bytes
+        #expect(Self.reason { try Validation.newPassword(tower, field: "p", common: common) } == "TOO_MANY_BYTES")
+        #expect(Self.reason { try Validation.presentedPassword(tower, field: "p") } == "TOO_MANY_BYTES")
+        #expect(Self.reason { _ = try Validation.username("ada\u{200B}x") } == "FORBIDDEN_CHARACTER")
+        #expect(Self.reason { _ = try Validation.username("ada\u{202E}x") } == "FORBIDDEN_CHARACTER")
+        #expect(Self.reason { _ = try Validation.username(String(repeating: "é", count: 16)) } == "TOO_MANY_BYTES")
+        #expect(Self.reason { _ = try Validation.username("ada_lovelace") } == "OK")
+        #expect(Self.reason { _ = try Validation.email(String(repeating: "é", count: 130) + "@example.com") } == "TOO_LONG")
+    }
+
     @Test func passwordLengthCountsCharactersAndNeverTruncates() async throws {
         // 8 emoji = 8 characters (32 bytes): accepted; 128 multi-byte characters accepted, 129 refused.
         #expect(throws: Never.self) { try Validation.newPassword("🐶🐱🐭🐹🐰🦊🐻🐼", field: "p", common: .init(entries: [])) }

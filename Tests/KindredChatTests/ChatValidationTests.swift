@@ -8,6 +8,7 @@ struct ChatValidationTests {
         ("  spaced out \n", "spaced out"),
         ("two\nlines", "two\nlines"),
         ("émoji 👋🏽", "émoji 👋🏽"),
+        ("cr\r\nlf\r\n", "cr\nlf"),
     ])
     func acceptedBodies(input: String, stored: String) throws {
         #expect(try ChatValidation.body(input) == stored)
@@ -18,11 +19,14 @@ struct ChatValidationTests {
         ("   \n ", "BODY_EMPTY"),
         ("tab\there", "BODY_CONTROL_CHARACTER"),
         ("bell\u{07}", "BODY_CONTROL_CHARACTER"),
-        ("cr\r\nlf", "BODY_CONTROL_CHARACTER"),
+        ("lone\rcr", "BODY_CONTROL_CHARACTER"),
+        ("see \u{202E}gpj.exe", "BODY_CONTROL_CHARACTER"),
         ("esc \u{1b}[31m", "BODY_CONTROL_CHARACTER"),
         ("c1 \u{85} next line", "BODY_CONTROL_CHARACTER"),
         ("nul\u{0}", "BODY_CONTROL_CHARACTER"),
         (String(repeating: "a", count: 2001), "BODY_TOO_LONG"),
+        ("a" + String(repeating: "\u{0301}", count: 100_000), "BODY_TOO_MANY_BYTES"),  // one character, 200 KB
+        (String(repeating: "👋🏽", count: 1001), "BODY_TOO_MANY_BYTES"),
     ])
     func refusedBodies(input: String, reason: String) {
         #expect(throws: ChatError.self) { try ChatValidation.body(input) }
@@ -33,9 +37,9 @@ struct ChatValidationTests {
         }
     }
 
-    @Test func bodyLimitCountsCharactersNotBytes() throws {
+    @Test func bodyLimitCountsCharactersAndBytes() throws {
         #expect(try ChatValidation.body(String(repeating: "é", count: 2000)).count == 2000)
-        #expect(try ChatValidation.body(String(repeating: "👋🏽", count: 2000)).count == 2000)
+        #expect(try ChatValidation.body(String(repeating: "👋🏽", count: 1000)).utf8.count == 8000)
     }
 
     @Test(arguments: ["a", "0f8fad5b-d9cb-469f-a165-70867728950e", "A_b-9", String(repeating: "x", count: 64)])

@@ -103,12 +103,32 @@ import Testing
         }
     }
 
-    @Test func bioCountsUserPerceivedCharacters() {
+    @Test func bioCountsCharactersAndBytes() {
         let family = "👨‍👩‍👧‍👦"  // one Character, 7 scalars, 25 UTF-8 bytes
-        #expect(violation(fields { $0.bio = String(repeating: family, count: 500) }) == nil)
+        #expect(violation(fields { $0.bio = String(repeating: family, count: 80) }) == nil)  // 2,000 bytes
+        #expect(violation(fields { $0.bio = String(repeating: family, count: 81) }) == "fields.bio TOO_MANY_BYTES")
+        // The reported bio: one character of 20,000 combining marks (40 KB).
+        let tower = "a" + String(repeating: "\u{0301}", count: 20_000)
+        #expect(violation(fields { $0.bio = tower }) == "fields.bio TOO_MANY_BYTES")
         #expect(violation(fields { $0.bio = String(repeating: "é", count: 501) }) == "fields.bio TOO_LONG")
-        #expect(violation(fields { $0.bio = "line one\nline two" }) == nil)
-        #expect(violation(fields { $0.bio = "bell\u{7}" }) == "fields.bio TOO_LONG")
+        #expect(violation(fields { $0.bio = "line one\r\nline two" }) == nil)
+        #expect(violation(fields { $0.bio = "bell\u{7}" }) == "fields.bio FORBIDDEN_CHARACTER")
+    }
+
+    @Test func allFieldsTogetherHaveAByteCap() {
+        var settings = self.settings
+        settings.attributeDefinitions = (0..<10).map { index in
+            .with {
+                $0.key = "t\(index)"
+                $0.label = "T"
+                $0.attributeType = .text
+                $0.maxLength = 500
+            }
+        }
+        let long = String(repeating: "😀", count: 500)  // 2,000 bytes: within the attribute's own caps
+        let values = (0..<10).map { Self.value("t\($0)", .textValue(long)) }
+        #expect(violation(fields { $0.attributes = Array(values.prefix(7)) }, settings) == nil)  // 14 KB
+        #expect(violation(fields { $0.attributes = values }, settings) == "fields TOO_MANY_BYTES")  // 20 KB
     }
 
     @Test(arguments: [
@@ -129,8 +149,11 @@ import Testing
     }
 
     @Test func fieldRules() {
-        #expect(violation(fields { $0.displayName = "  " }) == "fields.display_name OUT_OF_RANGE")
-        #expect(violation(fields { $0.displayName = String(repeating: "n", count: 51) }) == "fields.display_name OUT_OF_RANGE")
+        #expect(violation(fields { $0.displayName = "  " }) == "fields.display_name REQUIRED")
+        #expect(violation(fields { $0.displayName = String(repeating: "n", count: 51) }) == "fields.display_name TOO_LONG")
+        #expect(violation(fields { $0.displayName = "Ada\u{202E}ecalevoL" }) == "fields.display_name FORBIDDEN_CHARACTER")
+        #expect(violation(fields { $0.displayName = "A\u{200B}da" }) == "fields.display_name FORBIDDEN_CHARACTER")
+        #expect(violation(fields { $0.city = "Paris\nLyon" }) == "fields.city FORBIDDEN_CHARACTER")
         #expect(violation(fields { $0.birthDate = ProfileHarness.date(1990, 2, 30) }) == "fields.birth_date INVALID_DATE")
         #expect(violation(fields { $0.interestedIn = [.man, .man] }) == "fields.interested_in OUT_OF_RANGE")
         #expect(violation(fields { $0.gender = .unrecognized(9) }) == "fields.gender OUT_OF_RANGE")
@@ -154,7 +177,8 @@ import Testing
         (value("years_experience", .integerValue(61)), "OUT_OF_RANGE"),
         (value("years_experience", .integerValue(12)), nil),
         (value("company", .textValue("  Acme  ")), nil),
-        (value("company", .textValue(String(repeating: "c", count: 65))), "OUT_OF_RANGE"),
+        (value("company", .textValue(String(repeating: "c", count: 65))), "TOO_LONG"),
+        (value("company", .textValue("c" + String(repeating: "\u{0301}", count: 200))), "TOO_MANY_BYTES"),
         (value("shoe_size", .integerValue(42)), "UNKNOWN_ATTRIBUTE"),
         (value("role", nil), "WRONG_TYPE"),
     ] as [(Kindred.Common.V1.AttributeValue, String?)])
@@ -242,6 +266,36 @@ import Testing
     func presetsAreValid(community: Kindred.Common.V1.Community) {
         #expect(CommunityRules.isValidID(community.communityId))
         #expect(CommunityRules.violations(community.settings!).isEmpty)
+    }
+
+    @Test func labelsAndSettingsHaveByteCaps() {
+        let wide = String(repeating: "😀", count: 64)  // 64 characters, 256 bytes: the most a label takes
+        func definition(_ index: Int, label: String = "Label") -> Kindred.Common.V1.AttributeDefinition {
+            .with {
+                $0.key = "k\(index)"
+                $0.label = label
+                $0.attributeType = .multiChoice
+                $0.choices = (0..<200).map { choice in
+                    .with {
+                        $0.value = "choice-\(choice)"
+                        $0.label = wide
+                    }
+                }
+                $0.maxChoices = 3
+            }
+        }
+        var settings = CommunityRules.withDefaults(.with { $0.mode = .mutual })
+        settings.attributeDefinitions = [definition(0)]
+        #expect(CommunityRules.violations(settings).isEmpty)
+        settings.attributeDefinitions = [definition(0, label: wide + "!")]
+        #expect(CommunityRules.violations(settings).map(\.reason) == ["TOO_LONG"])
+        settings.attributeDefinitions = [definition(0, label: "L" + String(repeating: "\u{0301}", count: 200))]
+        #expect(CommunityRules.violations(settings).map(\.reason) == ["TOO_MANY_BYTES"])
+        settings.attributeDefinitions = (0..<32).map { definition($0) }  // each field within its caps: 1.7 MB
+        #expect(CommunityRules.violations(settings).map(\.field) == ["settings"])
+        #expect(CommunityRules.displayNameViolation("Dog\u{202E}s")?.reason == "FORBIDDEN_CHARACTER")
+        #expect(CommunityRules.displayNameViolation(" Dogs")?.reason == "INVALID_FORMAT")
+        #expect(CommunityRules.displayNameViolation("Dogs") == nil)
     }
 
     @Test func presetsAreTheFourApps() {
