@@ -98,48 +98,64 @@ def test_a_bio_of_combining_marks_is_refused_and_nothing_changes(cluster, channe
     assert mine.fields.bio == "Hello there"
 
 
-def test_a_long_surface_message_and_report_are_refused_and_store_nothing(cluster, channel):
+@pytest.fixture(scope="module")
+def pair(cluster, channel):
+    """Ada and Bo in the fitness community (one-way), each in the other's deck."""
     deck = deck_pb2_grpc.DeckServiceStub(channel)
-    matches = match_pb2_grpc.MatchServiceStub(channel)
-    chat = chat_pb2_grpc.ChatServiceStub(channel)
     ada, ada_auth = member(cluster, channel, "Ada", 48.8566, 2.3522)
     bo, bo_auth = member(cluster, channel, "Bo", 48.8800, 2.3900)
     for auth, other in ((ada_auth, bo), (bo_auth, ada)):
         assert other in [card.profile.user_id for card in deck_of(deck, auth).cards]
+    return dict(ada=ada, ada_auth=ada_auth, bo=bo, bo_auth=bo_auth)
 
-    # A 10 KB surface: refused, no like recorded (the same like with a short surface is the first one).
-    refused(lambda: deck.Swipe(deck_pb2.SwipeRequest(target_user_id=bo, action=common_pb2.SWIPE_ACTION_LIKE,
-                                                     surface=SURFACE), metadata=ada_auth, timeout=TIMEOUT),
-            "surface")
-    assert not matches.ListLikesReceived(match_pb2.ListLikesReceivedRequest(), metadata=bo_auth,
-                                         timeout=TIMEOUT).likes
-    assert not matches.ListMatches(match_pb2.ListMatchesRequest(), metadata=ada_auth, timeout=TIMEOUT).matches
-    followed = deck.Swipe(deck_pb2.SwipeRequest(target_user_id=bo, action=common_pb2.SWIPE_ACTION_LIKE,
-                                                surface="deck"), metadata=ada_auth, timeout=TIMEOUT)
+
+@pytest.fixture(scope="module")
+def thread(channel, pair):
+    """Ada follows Bo with a proper swipe; the connection's thread id, once chat has opened it."""
+    deck = deck_pb2_grpc.DeckServiceStub(channel)
+    chat = chat_pb2_grpc.ChatServiceStub(channel)
+    followed = deck.Swipe(deck_pb2.SwipeRequest(target_user_id=pair["bo"], action=common_pb2.SWIPE_ACTION_LIKE,
+                                                surface="deck"), metadata=pair["ada_auth"], timeout=TIMEOUT)
     assert followed.outcome == deck_pb2.SWIPE_OUTCOME_CONNECTED  # fitness is a one-way community
-    thread = followed.match.match_id
-
-    # A 200 KB body on the connection's thread: refused, the thread's history stays empty.
-    violation = refused(lambda: chat.SendMessage(chat_pb2.SendMessageRequest(
-        thread_id=thread, client_message_id="m1", body=HUGE), metadata=ada_auth, timeout=TIMEOUT), "body")
-    assert violation.reason == "BODY_TOO_MANY_BYTES"
     deadline = time.monotonic() + 20
-    while True:  # the thread opens when chat has the connection
+    while True:
         try:
-            history = chat.History(chat_pb2.HistoryRequest(thread_id=thread), metadata=ada_auth, timeout=TIMEOUT)
-            break
+            chat.History(chat_pb2.HistoryRequest(thread_id=followed.match.match_id), metadata=pair["ada_auth"],
+                         timeout=TIMEOUT)
+            return followed.match.match_id
         except grpc.RpcError as error:
             assert error.code() == grpc.StatusCode.NOT_FOUND and time.monotonic() < deadline, error.details()
             time.sleep(0.3)
+
+
+def test_a_10_kb_surface_is_refused_and_records_no_like(channel, pair):
+    deck = deck_pb2_grpc.DeckServiceStub(channel)
+    matches = match_pb2_grpc.MatchServiceStub(channel)
+    refused(lambda: deck.Swipe(deck_pb2.SwipeRequest(target_user_id=pair["bo"], action=common_pb2.SWIPE_ACTION_LIKE,
+                                                     surface=SURFACE), metadata=pair["ada_auth"], timeout=TIMEOUT),
+            "surface")
+    assert not matches.ListLikesReceived(match_pb2.ListLikesReceivedRequest(), metadata=pair["bo_auth"],
+                                         timeout=TIMEOUT).likes
+    assert not matches.ListMatches(match_pb2.ListMatchesRequest(), metadata=pair["ada_auth"], timeout=TIMEOUT).matches
+
+
+def test_a_200_kb_message_is_refused_and_stores_nothing(channel, pair, thread):
+    chat = chat_pb2_grpc.ChatServiceStub(channel)
+    violation = refused(lambda: chat.SendMessage(chat_pb2.SendMessageRequest(
+        thread_id=thread, client_message_id="m1", body=HUGE), metadata=pair["ada_auth"], timeout=TIMEOUT), "body")
+    assert violation.reason == "BODY_TOO_MANY_BYTES"
+    history = chat.History(chat_pb2.HistoryRequest(thread_id=thread), metadata=pair["bo_auth"], timeout=TIMEOUT)
     assert not history.messages
     # The same client_message_id with a proper body is a new message, not a replay of anything stored.
     sent = chat.SendMessage(chat_pb2.SendMessageRequest(thread_id=thread, client_message_id="m1", body="hi"),
-                            metadata=ada_auth, timeout=TIMEOUT)
+                            metadata=pair["ada_auth"], timeout=TIMEOUT)
     assert not sent.replayed and sent.message.body == "hi"
 
-    # 200 KB of report details: refused, and the admins' list has no report on Bo.
+
+def test_200_kb_of_report_details_are_refused_and_file_nothing(cluster, channel, pair):
     accounts = account_pb2_grpc.AccountServiceStub(channel)
     admin = admin_pb2_grpc.AdminServiceStub(channel)
+    matches = match_pb2_grpc.MatchServiceStub(channel)
     email = f"{unique('mod-')}@example.com"
     sign_up_and_verify(cluster, accounts, "fitness", email, unique("mod_"))
     admin.BootstrapAdmin(admin_pb2.BootstrapAdminRequest(bootstrap_secret=BOOTSTRAP_SECRET, community_id="fitness",
@@ -148,16 +164,16 @@ def test_a_long_surface_message_and_report_are_refused_and_store_nothing(cluster
                                                                   password=PASSWORD),
                                         timeout=TIMEOUT).tokens.access_token)
     refused(lambda: matches.ReportUser(match_pb2.ReportUserRequest(
-        target_user_id=bo, reason=common_pb2.REPORT_REASON_HARASSMENT, details=HUGE, idempotency_key="r1"),
-        metadata=ada_auth, timeout=TIMEOUT), "details")
-    listed = admin.ListReports(admin_pb2.ListReportsRequest(reported_user_id=bo), metadata=admin_auth,
+        target_user_id=pair["bo"], reason=common_pb2.REPORT_REASON_HARASSMENT, details=HUGE, idempotency_key="r1"),
+        metadata=pair["ada_auth"], timeout=TIMEOUT), "details")
+    listed = admin.ListReports(admin_pb2.ListReportsRequest(reported_user_id=pair["bo"]), metadata=admin_auth,
                                timeout=TIMEOUT)
     assert not listed.reports
-    # The same idempotency key with proper details files the first report.
+    # The same idempotency key with proper details files the first report (stored trimmed, "\r\n" as "\n").
     filed = matches.ReportUser(match_pb2.ReportUserRequest(
-        target_user_id=bo, reason=common_pb2.REPORT_REASON_HARASSMENT, details="threats\r\n", idempotency_key="r1"),
-        metadata=ada_auth, timeout=TIMEOUT)
-    listed = admin.ListReports(admin_pb2.ListReportsRequest(reported_user_id=bo), metadata=admin_auth,
+        target_user_id=pair["bo"], reason=common_pb2.REPORT_REASON_HARASSMENT, details="threats\r\nand more\r\n",
+        idempotency_key="r1"), metadata=pair["ada_auth"], timeout=TIMEOUT)
+    listed = admin.ListReports(admin_pb2.ListReportsRequest(reported_user_id=pair["bo"]), metadata=admin_auth,
                                timeout=TIMEOUT)
     assert [report.report_id for report in listed.reports] == [filed.report_id]
-    assert listed.reports[0].details == "threats"
+    assert listed.reports[0].details == "threats\nand more"
