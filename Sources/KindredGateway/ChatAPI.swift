@@ -118,7 +118,7 @@ extension Gateway {
         var forwarded = ChatApi.SubscribeRequest()
         forwarded.resumeToken = request.resumeToken
         do {
-            try await streams.withClient { client in
+            try await streams.withClient(user: caller.userID ?? caller.clientAddress) { client in
                 try await client.serverStreaming(
                     ChatApi.ChatService.Method.subscribe, forwarded, metadata: caller.forwardedMetadata,
                     options: CallOptions(timeout: self.configuration.streamMaxDuration)

@@ -45,27 +45,84 @@ struct ChatStreamSlots: Sendable, Equatable {
 /// SendMessage and History queue behind streams that last hours; and a Subscribe has a long deadline, so past
 /// the bound it would wait for minutes instead of being refused. Here subscribers have their own connections and
 /// an explicit bound that answers at once.
+///
+/// Who gets a stream is `ChatStreamShares`: at most `perUser` per account, and one per account once the gateway
+/// is nearly full. An account over its share is answered RESOURCE_EXHAUSTED (reason RATE_LIMITED, retry after
+/// 10 s); a full gateway UNAVAILABLE. Refusals count in `gateway_chat_streams_refused_total{reason}`.
 final class ChatStreamConnections: Sendable {
     /// chat-server's SETTINGS_MAX_CONCURRENT_STREAMS (KindredHTTP2's default).
     static let streamsPerConnection = 100
+    /// What a client refused for its account's share is told to wait.
+    static let retryAfter: Duration = .seconds(10)
+
+    private struct State {
+        var slots: ChatStreamSlots
+        var shares: ChatStreamShares
+    }
 
     private let clients: [GRPCClient]
-    private let slots: Mutex<ChatStreamSlots>
+    private let state: Mutex<State>
+    private let metrics: GatewayMetrics?
 
-    init(connections: Int, configuration: GRPCClientConfiguration, logger: Logger) {
+    init(
+        connections: Int,
+        perConnection: Int = ChatStreamConnections.streamsPerConnection,
+        perUser: Int,
+        configuration: GRPCClientConfiguration,
+        metrics: GatewayMetrics? = nil,
+        logger: Logger
+    ) {
         var single = configuration
         single.connectionCount = 1
         self.clients = (0..<max(1, connections)).map { _ in GRPCClient(configuration: single, logger: logger) }
-        self.slots = Mutex(ChatStreamSlots(connections: connections, perConnection: Self.streamsPerConnection))
+        let slots = ChatStreamSlots(connections: connections, perConnection: perConnection)
+        self.state = Mutex(
+            State(slots: slots, shares: ChatStreamShares(capacity: slots.open.count * perConnection, perUser: perUser)))
+        self.metrics = metrics
     }
 
-    /// Runs `body` with the client of a connection that has room for one more stream.
-    func withClient<Result: Sendable>(_ body: (GRPCClient) async throws -> Result) async throws -> Result {
-        guard let index = self.slots.withLock({ $0.acquire() }) else {
-            throw RPCError(.unavailable, "Too many live chat streams on this gateway; retry later")
+    /// Runs `body` with the client of a connection that has room for one more stream, if `user` may open one.
+    func withClient<Value: Sendable>(
+        user: String,
+        _ body: (GRPCClient) async throws -> Value
+    ) async throws -> Value {
+        let admitted = self.state.withLock { state -> Result<Int, RPCError> in
+            let decision = state.shares.admit(user)
+            guard decision == .admit else { return .failure(self.refusal(decision)) }
+            guard let index = state.slots.acquire() else {
+                state.shares.release(user)
+                return .failure(self.refusal(.full))
+            }
+            return .success(index)
         }
-        defer { self.slots.withLock { $0.release(index) } }
+        let index = try admitted.get()
+        defer {
+            self.state.withLock {
+                $0.slots.release(index)
+                $0.shares.release(user)
+            }
+        }
         return try await body(self.clients[index])
+    }
+
+    private func refusal(_ decision: ChatStreamShares.Decision) -> RPCError {
+        switch decision {
+        case .admit:
+            preconditionFailure("an admitted stream is not refused")
+        case .overUserCap:
+            self.metrics?.chatStreamRefused(reason: "user_cap")
+            return GatewayErrors.make(
+                .resourceExhausted, "Too many live chat streams for this account; close one first",
+                reason: "RATE_LIMITED", retryAfter: Self.retryAfter)
+        case .overFairShare:
+            self.metrics?.chatStreamRefused(reason: "fair_share")
+            return GatewayErrors.make(
+                .resourceExhausted, "Live chat streams are scarce on this gateway: one per account for now",
+                reason: "RATE_LIMITED", retryAfter: Self.retryAfter)
+        case .full:
+            self.metrics?.chatStreamRefused(reason: "full")
+            return RPCError(.unavailable, "Too many live chat streams on this gateway; retry later")
+        }
     }
 
     func close() async {

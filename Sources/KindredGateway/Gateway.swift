@@ -68,7 +68,8 @@ public final class Gateway: Sendable {
             var streams = GRPCClientConfiguration(host: address.host, port: address.port, tls: serviceTLS)
             streams.connectTimeout = .seconds(2)
             return ChatStreamConnections(
-                connections: configuration.chatStreamConnections, configuration: streams, logger: logger)
+                connections: configuration.chatStreamConnections, perUser: configuration.chatStreamsPerUser,
+                configuration: streams, metrics: metrics, logger: logger)
         }
         self.match = matchClient.map {
             Downstream(name: "match", client: $0, timeout: configuration.downstreamTimeout, metrics: metrics, logger: logger)

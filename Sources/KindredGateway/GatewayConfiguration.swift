@@ -26,6 +26,10 @@ public struct GatewayConfiguration: Sendable {
     /// `KINDRED_GATEWAY_CHAT_STREAM_CONNECTIONS` (int, 1..1000), default 32: connections to chat for Subscribe
     /// streams alone, 100 streams each (ChatStreamConnections): the live subscribers one gateway carries.
     public var chatStreamConnections = 32
+    /// `KINDRED_GATEWAY_CHAT_STREAMS_PER_USER` (int, 1..100), default 5: live Subscribe streams one account may
+    /// hold on this gateway (its devices); and once the gateway's streams are nine tenths taken, an account that
+    /// holds one gets no other (`ChatStreamShares`). Past either: RESOURCE_EXHAUSTED, RATE_LIMITED, retry after 10 s.
+    public var chatStreamsPerUser = 5
     /// `KINDRED_GATEWAY_SERVICE_SECRET` (string, 32..256), default none: the gateway's secret for auth's
     /// IssueServiceToken (auth's `KINDRED_AUTH_SERVICE_SECRET_GATEWAY`). Required in practice: the gateway
     /// subscribes to auth's WatchRevokedSessions with that service token, and without the stream every call
@@ -97,6 +101,8 @@ public struct GatewayConfiguration: Sendable {
             try reader.seconds("KINDRED_GATEWAY_STREAM_MAX_SECONDS", default: 86_400, in: 60...86_400))
         self.chatStreamConnections = try reader.int(
             "KINDRED_GATEWAY_CHAT_STREAM_CONNECTIONS", default: self.chatStreamConnections, in: 1...1000)
+        self.chatStreamsPerUser = try reader.int(
+            "KINDRED_GATEWAY_CHAT_STREAMS_PER_USER", default: self.chatStreamsPerUser, in: 1...100)
         self.serviceTLSCAFile = reader.string("KINDRED_GATEWAY_SERVICE_TLS_CA_FILE")
         self.serviceSecret = try reader.value(
             "KINDRED_GATEWAY_SERVICE_SECRET", default: nil, problem: "must be 32..256 characters"

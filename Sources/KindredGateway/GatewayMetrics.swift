@@ -53,6 +53,10 @@ public final class GatewayMetrics: Sendable {
     }
     func revocationUnavailable() { self.sessionCheckUnavailable.increment() }
     func partMissing(_ part: String) { self.counter("gateway_partial_parts_total", [("part", part)]).increment() }
+    /// gateway_chat_streams_refused_total{reason}: Subscribe streams refused (`user_cap`, `fair_share`, `full`).
+    func chatStreamRefused(reason: String) {
+        self.counter("gateway_chat_streams_refused_total", [("reason", reason)]).increment()
+    }
     /// gateway_media_requests_total{status}: answers of the media port by HTTP status.
     func mediaRequest(status: Int) { self.counter("gateway_media_requests_total", [("status", "\(status)")]).increment() }
 }

@@ -166,6 +166,34 @@ def expect_code(code, call):
     raise AssertionError(f"expected {code}, the call succeeded")
 
 
+def test_one_account_holds_at_most_five_live_streams_on_the_gateway(gateway, users):
+    """The gateway's cap per account (KINDRED_GATEWAY_CHAT_STREAMS_PER_USER, default 5): a sixth Subscribe is
+    RESOURCE_EXHAUSTED with a retry hint while the five keep working and other accounts are served; closing one
+    makes room for the account again."""
+    alice, _, carol = users
+    streams = [Subscription(gateway, carol) for _ in range(5)]
+    try:
+        for stream in streams:
+            stream.next("heartbeat")
+        sixth = Subscription(gateway, carol)
+        sixth.thread.join(10)
+        assert sixth.error is not None and sixth.error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, sixth.error
+        trailer = dict(sixth.error.trailing_metadata() or ())["kindred-error-bin"]
+        detail = common_pb2.ErrorDetail.FromString(trailer)
+        assert detail.reason == "RATE_LIMITED" and detail.retry_after_ms > 0
+        other = Subscription(gateway, alice)
+        other.next("heartbeat")
+        other.cancel()
+        for stream in streams:
+            stream.next("heartbeat")
+        streams.pop().cancel()
+        streams.append(Subscription(gateway, carol))
+        streams[-1].next("heartbeat")
+    finally:
+        for stream in streams:
+            stream.cancel()
+
+
 def test_matched_users_chat_live_with_receipts_and_typing(cluster, gateway, community, users):
     alice, bob, _ = users
     chat = chat_pb2_grpc.ChatServiceStub(gateway)

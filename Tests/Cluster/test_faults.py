@@ -48,7 +48,8 @@ def channel_to(address):
 def cluster():
     running = Cluster(KINDRED_ON_SERVER_EXIT="restart", KINDRED_AUTH_BOOTSTRAP_SECRET=BOOTSTRAP_SECRET,
                       KINDRED_CHAT_HEARTBEAT_MS="1000", KINDRED_MATCH_SWIPE_RATE="100000",
-                      KINDRED_MATCH_SWIPE_BURST="100000", KINDRED_CHAT_MAX_STREAMS_PER_USER="100")
+                      KINDRED_MATCH_SWIPE_BURST="100000", KINDRED_CHAT_MAX_STREAMS_PER_USER="100",
+                      KINDRED_GATEWAY_CHAT_STREAMS_PER_USER="100")
     yield running
     # The restarted servers and PostgreSQL stop as cleanly as the first ones would have (the pids file follows
     # the restarts).
