@@ -117,10 +117,11 @@ extension MatchService {
         if request.reason == .other, details.isEmpty {
             throw MatchError.invalid("details", "REQUIRED", "explain the reason OTHER")
         }
-        guard request.messageIds.count <= 20, request.messageIds.allSatisfy({ (1...64).contains($0.count) }) else {
+        // Ids are ASCII: bytes, not characters, bound what the admins' report list carries.
+        guard request.messageIds.count <= 20, request.messageIds.allSatisfy({ (1...64).contains($0.utf8.count) }) else {
             throw MatchError.invalid("message_ids", "TOO_MANY", "at most 20 message ids")
         }
-        guard request.photoIds.count <= 9, request.photoIds.allSatisfy({ (1...64).contains($0.count) }) else {
+        guard request.photoIds.count <= 9, request.photoIds.allSatisfy({ (1...64).contains($0.utf8.count) }) else {
             throw MatchError.invalid("photo_ids", "TOO_MANY", "at most 9 photo ids")
         }
         let key = request.idempotencyKey

@@ -185,7 +185,7 @@ public enum CommunityRules {
             }
             guard path.hasPrefix("settings."), Self.settingsPaths.contains(String(path.dropFirst("settings.".count)))
             else {
-                throw ProfileError.invalid("update_paths", "UNKNOWN_PATH", "display_name or settings.<field>: \(path)")
+                throw ProfileError.invalid("update_paths", "UNKNOWN_PATH", "display_name or settings.<field>")
             }
             switch String(path.dropFirst("settings.".count)) {
             case "mode": settings.mode = input.mode

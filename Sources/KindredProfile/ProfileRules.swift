@@ -258,7 +258,7 @@ public enum ProfileRules {
                 fields.attributes.removeAll { $0.key == key }
                 if let value = input.attributes.first(where: { $0.key == key }) { fields.attributes.append(value) }
             default:
-                throw ProfileError.invalid("update_paths", "UNKNOWN_PATH", "not an updatable path: \(path)")
+                throw ProfileError.invalid("update_paths", "UNKNOWN_PATH", "one of the updatable paths")
             }
         }
         return (fields, paths.filter { Self.differs($0, current, fields) })

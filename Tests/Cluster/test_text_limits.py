@@ -166,6 +166,11 @@ def test_200_kb_of_report_details_are_refused_and_file_nothing(cluster, channel,
     refused(lambda: matches.ReportUser(match_pb2.ReportUserRequest(
         target_user_id=pair["bo"], reason=common_pb2.REPORT_REASON_HARASSMENT, details=HUGE, idempotency_key="r1"),
         metadata=pair["ada_auth"], timeout=TIMEOUT), "details")
+    # Message ids are ASCII: 64 characters of combining marks are 20 KB each, 20 of them 400 KB in every list.
+    refused(lambda: matches.ReportUser(match_pb2.ReportUserRequest(
+        target_user_id=pair["bo"], reason=common_pb2.REPORT_REASON_HARASSMENT, details="threats",
+        message_ids=["m" + "\u0301" * 10_000] * 20, idempotency_key="r1"), metadata=pair["ada_auth"],
+        timeout=TIMEOUT), "message_ids")
     listed = admin.ListReports(admin_pb2.ListReportsRequest(reported_user_id=pair["bo"]), metadata=admin_auth,
                                timeout=TIMEOUT)
     assert not listed.reports
