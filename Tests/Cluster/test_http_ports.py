@@ -1,0 +1,87 @@
+"""The cluster's plain HTTP/1.1 ports (the gateway's media port, every server's admin port) under slow clients:
+connections that send part of a request header, trickle it, or stop in the body are closed at their timeout,
+connections past the cap are closed as they are accepted, and a normal request is still answered. Short limits
+here (1 s, a cap of 8) so the test takes seconds; the defaults are 10 s / 30 s / 60 s and 2048 (media), 64
+(admin)."""
+
+import socket
+import time
+import urllib.request
+
+import pytest
+
+from cluster_config import ADMIN_PORT_OFFSET
+from cluster_harness import Cluster, assert_clean_stop
+
+CAP = 8
+LIMITS = {"HEADER_TIMEOUT_MS": "1000", "BODY_TIMEOUT_MS": "1000", "IDLE_TIMEOUT_MS": "1500", "MAX_CONNECTIONS": str(CAP)}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    env = {f"KINDRED_GATEWAY_MEDIA_{key}": value for key, value in LIMITS.items()}
+    env.update({f"KINDRED_GATEWAY_ADMIN_{key}": value for key, value in LIMITS.items()})
+    running = Cluster(**env)
+    pids = running.pids()
+    yield running
+    assert_clean_stop(running, pids)
+
+
+def connect(port, data=b""):
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    if data:
+        sock.sendall(data)
+    return sock
+
+
+def closed_within(sock, seconds) -> bool:
+    """Whether the server closed the connection within `seconds` (reading and dropping what it sent)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            if not sock.recv(65536):
+                return True
+        except socket.timeout:
+            return False
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+    return False
+
+
+def answer(port, path) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+@pytest.mark.parametrize("port_name", ["media", "gateway admin"])
+def test_slow_clients_are_closed_and_capped_while_a_normal_request_is_answered(cluster, port_name):
+    port = cluster.base + 2 * ADMIN_PORT_OFFSET if port_name == "media" else cluster.admin_port("gateway")
+    # A bad signature is answered 403 by the media port; /healthz 200 by the admin port.
+    path, expected = ("/media/v1/x/1/small.jpeg?exp=1&sig=x", 403) if port_name == "media" else ("/healthz", 200)
+    started = time.monotonic()
+    slow = [connect(port, b"GET / HTTP/1.1\r\nHo") for _ in range(3)]  # a partial header
+    slow += [connect(port) for _ in range(2)]  # silent
+    slow.append(connect(port, b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123"))  # a short body
+    trickled = connect(port, b"G")
+    assert answer(port, path) == expected, "a normal request was not answered beside slow ones"
+    # 7 held (the normal request's connection closed): one more place, then the cap.
+    last = connect(port, b"GE")
+    refused = connect(port)
+    assert closed_within(refused, 1), "a connection past the cap was kept"
+    for byte in b"ET / HTTP/1.1\r\n":
+        trickled.sendall(bytes([byte]))
+        time.sleep(0.05)
+    for sock in slow + [trickled, last]:
+        assert closed_within(sock, 4), "a slow connection outlived its timeout"
+        sock.close()
+    assert time.monotonic() - started >= 0.9, "closed before the timeout"
+    assert answer(port, path) == expected, "the port did not serve again once the slow connections were gone"
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{cluster.admin_port('gateway')}/metrics", timeout=5).read()
+    label = "media" if port_name == "media" else "admin"
+    text = metrics.decode()
+    assert f'http_connections_refused_total{{port="{label}"}}' in text
+    assert f'http_timeouts_total{{port="{label}",timeout="header"}}' in text
