@@ -84,6 +84,18 @@ def test_a_bio_of_combining_marks_is_refused_and_nothing_changes(cluster, channe
     after = profiles.GetMyProfile(profile_pb2.GetMyProfileRequest(), metadata=auth, timeout=TIMEOUT).profile
     assert after.fields.bio == before.fields.bio == "Hello there" and after.version == before.version
 
+    # NUL is a control character like any other: refused, whichever way the gateway carries it.
+    assert refused(lambda: profiles.UpdateProfile(profile_pb2.UpdateProfileRequest(
+        fields=types_pb2.ProfileFields(bio="nul\x00here"), update_paths=["bio"]), metadata=auth, timeout=TIMEOUT),
+        "fields.bio").reason == "FORBIDDEN_CHARACTER"
+    # CRLF is stored as LF; surrounding white space is trimmed.
+    crlf = profiles.UpdateProfile(profile_pb2.UpdateProfileRequest(
+        fields=types_pb2.ProfileFields(bio=" one\r\ntwo\r\n"), update_paths=["bio"]), metadata=auth,
+        timeout=TIMEOUT).profile
+    assert crlf.fields.bio == "one\ntwo"
+    profiles.UpdateProfile(profile_pb2.UpdateProfileRequest(fields=types_pb2.ProfileFields(bio="Hello there"),
+                                                            update_paths=["bio"]), metadata=auth, timeout=TIMEOUT)
+
     # A bio of bytes that are not UTF-8: the gateway's decoder refuses the message before any service sees it.
     valid = profile_pb2.UpdateProfileRequest(fields=types_pb2.ProfileFields(bio="XX"), update_paths=["bio"])
     raw = valid.SerializeToString().replace(b"XX", b"\xff\xfe")

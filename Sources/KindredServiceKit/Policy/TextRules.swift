@@ -55,7 +55,7 @@ public struct TextRule: Sendable, Hashable {
             guard self.characters.lowerBound == 0 else { throw self.violation(field, .required, "required") }
             return text
         }
-        // Count characters only as far as the cap: a 4 MiB string is never walked grapheme by grapheme twice.
+        // Characters are counted to one past the cap only: a long string is not broken into graphemes to its end.
         var count = 0
         for _ in text {
             count += 1
