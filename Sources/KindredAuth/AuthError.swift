@@ -11,7 +11,7 @@ public struct AuthError: Error, RPCErrorConvertible, CustomStringConvertible, Se
         fileprivate enum Base: Hashable, Sendable {
             case invalidArgument, invalidCredentials, unauthenticated, tokenReused, emailNotVerified
             case accountDeactivated, permissionDenied, usernameTaken, rateLimited, tokenInvalid
-            case reauthenticationRequired, notFound, failedPrecondition, emailTaken, unavailable
+            case reauthenticationRequired, notFound, failedPrecondition, emailTaken, unavailable, signUpClosed
         }
         fileprivate let base: Base
 
@@ -36,6 +36,8 @@ public struct AuthError: Error, RPCErrorConvertible, CustomStringConvertible, Se
         public static let failedPrecondition = Code(base: .failedPrecondition)
         public static let emailTaken = Code(base: .emailTaken)
         public static let unavailable = Code(base: .unavailable)
+        /// The community takes no new members (`CommunitySettings.sign_up_open` is false).
+        public static let signUpClosed = Code(base: .signUpClosed)
     }
 
     public var code: Code
@@ -58,6 +60,8 @@ public struct AuthError: Error, RPCErrorConvertible, CustomStringConvertible, Se
         error.violations = [violation]
         return error
     }
+
+    static let signUpClosed = AuthError(.signUpClosed, "This community is not taking new members")
 
     static func rateLimited(retryAfter: Duration) -> AuthError {
         var error = AuthError(.rateLimited, "Too many requests; try again later")
@@ -93,6 +97,7 @@ public struct AuthError: Error, RPCErrorConvertible, CustomStringConvertible, Se
             case .failedPrecondition: (.failedPrecondition, "FAILED_PRECONDITION")
             case .emailTaken: (.failedPrecondition, "EMAIL_TAKEN")
             case .unavailable: (.unavailable, "UNAVAILABLE")
+            case .signUpClosed: (.failedPrecondition, "SIGN_UP_CLOSED")
             }
         return RPCError.detailed(
             status,

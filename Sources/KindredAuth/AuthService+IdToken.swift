@@ -98,6 +98,8 @@ extension AuthService {
                     return .signedIn(tokens, account, created: false, linked: true)
                 }
             }
+            // A first sign-in creates an account: a new member, refused while the community is closed.
+            guard try await self.communities.isOpen(community, in: transaction) else { throw AuthError.signUpClosed }
             let accountID = try UUIDv7.generate()
             let username =
                 try requestedUsername

@@ -73,6 +73,7 @@ extension AuthService {
         try Validation.newPassword(request.password, field: "password", common: self.commonPasswords)
         _ = try TextRule.locale.validate(request.locale, field: "locale", as: AuthError.init)
         try self.acquireAddressQuota("signup", context: context)
+        try await self.requireSignUpsOpen(community)
         try self.acquireMailQuota(address: "\(community):\(email)", context: context)
 
         // Anti-enumeration: the answer depends only on whether the username is taken, never on whether the email
@@ -122,6 +123,7 @@ extension AuthService {
 
     private enum VerifyOutcome {
         case verified(String)
+        case signUpClosed
         case invalid
         case wrongCode
         case tooManyAttempts
@@ -185,6 +187,8 @@ extension AuthService {
             var response = Kindred.Auth.V1.VerifyEmailResponse()
             response.email = email
             return response
+        case .signUpClosed:
+            throw AuthError.signUpClosed
         case .invalid, .wrongCode:
             throw AuthError(.tokenInvalid, "The verification token or code is invalid or expired")
         case .tooManyAttempts:
@@ -198,6 +202,11 @@ extension AuthService {
         tokenHash: [UInt8],
         email: String
     ) async throws -> VerifyOutcome {
+        // A pending account becomes a member here: not while its community is closed. It stays pending, with its
+        // token unused, and can verify once the community reopens.
+        if try await self.communities.isPendingInClosedCommunity(accountID: accountID, in: transaction) {
+            return .signUpClosed
+        }
         try await self.emailTokens.markUsed(hash: tokenHash, in: transaction)
         try await self.accounts.markEmailVerified(id: accountID, in: transaction)
         return .verified(email)

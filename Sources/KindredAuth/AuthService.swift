@@ -4,6 +4,7 @@ import KindredIdentity
 import KindredOpenSSL
 import KindredPostgres
 import KindredProto
+import KindredServiceKit
 import Logging
 
 /// `kindred.auth.v1.AuthService`: accounts, credentials, sessions and token signing. Handlers run on the
@@ -32,6 +33,9 @@ public final class AuthService: GRPCService, Sendable {
     let emailTokens = EmailTokenStore()
     let identities = IdentityStore()
     let mailOutbox = MailOutboxStore()
+    let communities = CommunityStore()
+    /// Events applied from profile (CommunityUpdated), each once.
+    let inbox: EventInbox
 
     public init(
         configuration: AuthConfiguration,
@@ -61,6 +65,7 @@ public final class AuthService: GRPCService, Sendable {
         self.mailRelayNudge = mailRelayNudge
         self.idTokenVerifier = idTokenVerifier
         self.logger = logger
+        self.inbox = EventInbox(database: database, logger: logger)
         self.pageTokenKey = SHA256.hash(
             Array(
                 ("kindred-auth-page-token:" + ((try? signingKey.privateKey.pemRepresentation) ?? signingKey.keyID)).utf8
@@ -99,6 +104,7 @@ public final class AuthService: GRPCService, Sendable {
         router.unary(M.setAccountRoles) { try await self.setAccountRoles($0, $1) }
         router.unary(M.listAccounts) { try await self.listAccounts($0, $1) }
         router.unary(M.getUserFootprint) { try await self.getUserFootprint($0, $1) }
+        router.unary(M.deliverEvents) { try await self.deliverEvents($0, $1) }
         router.serverStreaming(M.watchRevokedSessions) { _, writer, context in
             try await self.watchRevokedSessions(writer, context)
         }

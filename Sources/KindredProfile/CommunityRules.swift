@@ -30,6 +30,8 @@ public enum CommunityRules {
     /// CreateCommunity: zero values take the documented defaults.
     static func withDefaults(_ input: Settings) -> Settings {
         var settings = input
+        // false is the zero value: a community is created open and closed by UpdateCommunity.
+        settings.signUpOpen = true
         if settings.minPhotos == 0 { settings.minPhotos = 1 }
         if settings.maxPhotos == 0 { settings.maxPhotos = max(6, settings.minPhotos) }
         if settings.minAgeYears == 0 { settings.minAgeYears = 18 }

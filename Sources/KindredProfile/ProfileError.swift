@@ -49,6 +49,8 @@ public struct ProfileError: Error, RPCErrorConvertible, CustomStringConvertible,
     static let profileNotFound = ProfileError(.notFound, "PROFILE_NOT_FOUND", "No profile: create it first")
     static let communityNotFound = ProfileError(.notFound, "NOT_FOUND", "Unknown community")
     static let photoNotFound = ProfileError(.notFound, "NOT_FOUND", "Unknown photo")
+    static let signUpClosed = ProfileError(
+        .failedPrecondition, "SIGN_UP_CLOSED", "This community is not taking new members")
     static let versionMismatch = ProfileError(.aborted, "VERSION_MISMATCH", "The version changed; read it again")
 
     static func rateLimited(_ message: String, retryAfter: Duration) -> ProfileError {

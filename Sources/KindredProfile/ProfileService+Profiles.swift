@@ -14,6 +14,8 @@ extension ProfileService {
             throw ProfileError.invalid("idempotency_key", "INVALID_FORMAT", "1..64 characters of [A-Za-z0-9_-]")
         }
         let settings = try await self.settings(of: caller.community)
+        // A first profile makes a member: not in a closed community (a retry of one that exists answers below).
+        if !settings.signUpOpen, try await self.record(caller.userID) == nil { throw ProfileError.signUpClosed }
         let input = request.fields ?? .init()
         var fields = try ProfileRules.validated(input, settings: settings)
         fields.attributes = fields.attributes.sorted { $0.key < $1.key }

@@ -260,17 +260,6 @@ public enum ProtoRegistry {
         Kindred.Auth.V1.WatchRevokedSessionsRequest.self,
         Kindred.Auth.V1.RevokedSession.self,
         Kindred.Auth.V1.WatchRevokedSessionsResponse.self,
-        Kindred.Chat.V1.ChatThread.self,
-        Kindred.Chat.V1.ChatMessage.self,
-        Kindred.Chat.V1.ChatEvent.self,
-        Kindred.Chat.V1.TypingIndicator.self,
-        Kindred.Chat.V1.ChatSettings.self,
-        Kindred.Chat.V1.ReadReceipt.self,
-        Kindred.Chat.V1.DeliveryReceipt.self,
-        Kindred.Chat.V1.MatchCreatedNotice.self,
-        Kindred.Chat.V1.ThreadClosedNotice.self,
-        Kindred.Chat.V1.Heartbeat.self,
-        Kindred.Chat.V1.ResyncRequired.self,
         Kindred.Common.V1.Event.self,
         Kindred.Common.V1.AccountDeactivated.self,
         Kindred.Common.V1.AccountReactivated.self,
@@ -287,6 +276,17 @@ public enum ProtoRegistry {
         Kindred.Common.V1.MatchEnded.self,
         Kindred.Common.V1.UserBlocked.self,
         Kindred.Common.V1.UserUnblocked.self,
+        Kindred.Chat.V1.ChatThread.self,
+        Kindred.Chat.V1.ChatMessage.self,
+        Kindred.Chat.V1.ChatEvent.self,
+        Kindred.Chat.V1.TypingIndicator.self,
+        Kindred.Chat.V1.ChatSettings.self,
+        Kindred.Chat.V1.ReadReceipt.self,
+        Kindred.Chat.V1.DeliveryReceipt.self,
+        Kindred.Chat.V1.MatchCreatedNotice.self,
+        Kindred.Chat.V1.ThreadClosedNotice.self,
+        Kindred.Chat.V1.Heartbeat.self,
+        Kindred.Chat.V1.ResyncRequired.self,
         Kindred.Chat.V1.OpenThreadRequest.self,
         Kindred.Chat.V1.OpenThreadResponse.self,
         Kindred.Chat.V1.CloseThreadRequest.self,
@@ -2394,203 +2394,6 @@ public enum ProtoRegistry {
             """
         ),
         ProtoFileDescriptor(
-            name: "kindred/auth/v1/auth.proto",
-            package: "kindred.auth.v1",
-            dependencies: ["kindred/auth/v1/account.proto", "kindred/auth/v1/credentials.proto"],
-            symbols: [
-                "kindred.auth.v1",
-                "kindred.auth.v1.AuthService",
-                "kindred.auth.v1.AuthService.SignUp",
-                "kindred.auth.v1.AuthService.VerifyEmail",
-                "kindred.auth.v1.AuthService.ResendVerification",
-                "kindred.auth.v1.AuthService.SignIn",
-                "kindred.auth.v1.AuthService.SignInWithIdToken",
-                "kindred.auth.v1.AuthService.Refresh",
-                "kindred.auth.v1.AuthService.SignOut",
-                "kindred.auth.v1.AuthService.SignOutEverywhere",
-                "kindred.auth.v1.AuthService.GetAccount",
-                "kindred.auth.v1.AuthService.CheckUsername",
-                "kindred.auth.v1.AuthService.ChangePassword",
-                "kindred.auth.v1.AuthService.RequestPasswordReset",
-                "kindred.auth.v1.AuthService.ResetPassword",
-                "kindred.auth.v1.AuthService.ChangeEmail",
-                "kindred.auth.v1.AuthService.ConfirmEmailChange",
-                "kindred.auth.v1.AuthService.ChangeUsername",
-                "kindred.auth.v1.AuthService.ListSessions",
-                "kindred.auth.v1.AuthService.RevokeSession",
-                "kindred.auth.v1.AuthService.DeleteAccount",
-                "kindred.auth.v1.AuthService.GetPublicKeys",
-                "kindred.auth.v1.AuthService.IssueServiceToken",
-                "kindred.auth.v1.AuthService.ListAccounts",
-                "kindred.auth.v1.AuthService.DeactivateAccount",
-                "kindred.auth.v1.AuthService.ReactivateAccount",
-                "kindred.auth.v1.AuthService.SetAccountRoles",
-                "kindred.auth.v1.AuthService.BootstrapAdmin",
-                "kindred.auth.v1.AuthService.GetUserFootprint",
-                "kindred.auth.v1.AuthService.WatchRevokedSessions",
-            ],
-            services: ["kindred.auth.v1.AuthService"],
-            base64: """
-            ChpraW5kcmVkL2F1dGgvdjEvYXV0aC5wcm90bxIPa2luZHJlZC5hdXRoLnYxGh1raW5kcmVkL2F1dGgvdjEvYWNjb3VudC5w
-            cm90bxoha2luZHJlZC9hdXRoL3YxL2NyZWRlbnRpYWxzLnByb3RvMsIVCgtBdXRoU2VydmljZRJJCgZTaWduVXASHi5raW5k
-            cmVkLmF1dGgudjEuU2lnblVwUmVxdWVzdBofLmtpbmRyZWQuYXV0aC52MS5TaWduVXBSZXNwb25zZRJYCgtWZXJpZnlFbWFp
-            bBIjLmtpbmRyZWQuYXV0aC52MS5WZXJpZnlFbWFpbFJlcXVlc3QaJC5raW5kcmVkLmF1dGgudjEuVmVyaWZ5RW1haWxSZXNw
-            b25zZRJtChJSZXNlbmRWZXJpZmljYXRpb24SKi5raW5kcmVkLmF1dGgudjEuUmVzZW5kVmVyaWZpY2F0aW9uUmVxdWVzdBor
-            LmtpbmRyZWQuYXV0aC52MS5SZXNlbmRWZXJpZmljYXRpb25SZXNwb25zZRJJCgZTaWduSW4SHi5raW5kcmVkLmF1dGgudjEu
-            U2lnbkluUmVxdWVzdBofLmtpbmRyZWQuYXV0aC52MS5TaWduSW5SZXNwb25zZRJqChFTaWduSW5XaXRoSWRUb2tlbhIpLmtp
-            bmRyZWQuYXV0aC52MS5TaWduSW5XaXRoSWRUb2tlblJlcXVlc3QaKi5raW5kcmVkLmF1dGgudjEuU2lnbkluV2l0aElkVG9r
-            ZW5SZXNwb25zZRJMCgdSZWZyZXNoEh8ua2luZHJlZC5hdXRoLnYxLlJlZnJlc2hSZXF1ZXN0GiAua2luZHJlZC5hdXRoLnYx
-            LlJlZnJlc2hSZXNwb25zZRJMCgdTaWduT3V0Eh8ua2luZHJlZC5hdXRoLnYxLlNpZ25PdXRSZXF1ZXN0GiAua2luZHJlZC5h
-            dXRoLnYxLlNpZ25PdXRSZXNwb25zZRJqChFTaWduT3V0RXZlcnl3aGVyZRIpLmtpbmRyZWQuYXV0aC52MS5TaWduT3V0RXZl
-            cnl3aGVyZVJlcXVlc3QaKi5raW5kcmVkLmF1dGgudjEuU2lnbk91dEV2ZXJ5d2hlcmVSZXNwb25zZRJVCgpHZXRBY2NvdW50
-            EiIua2luZHJlZC5hdXRoLnYxLkdldEFjY291bnRSZXF1ZXN0GiMua2luZHJlZC5hdXRoLnYxLkdldEFjY291bnRSZXNwb25z
-            ZRJeCg1DaGVja1VzZXJuYW1lEiUua2luZHJlZC5hdXRoLnYxLkNoZWNrVXNlcm5hbWVSZXF1ZXN0GiYua2luZHJlZC5hdXRo
-            LnYxLkNoZWNrVXNlcm5hbWVSZXNwb25zZRJhCg5DaGFuZ2VQYXNzd29yZBImLmtpbmRyZWQuYXV0aC52MS5DaGFuZ2VQYXNz
-            d29yZFJlcXVlc3QaJy5raW5kcmVkLmF1dGgudjEuQ2hhbmdlUGFzc3dvcmRSZXNwb25zZRJzChRSZXF1ZXN0UGFzc3dvcmRS
-            ZXNldBIsLmtpbmRyZWQuYXV0aC52MS5SZXF1ZXN0UGFzc3dvcmRSZXNldFJlcXVlc3QaLS5raW5kcmVkLmF1dGgudjEuUmVx
-            dWVzdFBhc3N3b3JkUmVzZXRSZXNwb25zZRJeCg1SZXNldFBhc3N3b3JkEiUua2luZHJlZC5hdXRoLnYxLlJlc2V0UGFzc3dv
-            cmRSZXF1ZXN0GiYua2luZHJlZC5hdXRoLnYxLlJlc2V0UGFzc3dvcmRSZXNwb25zZRJYCgtDaGFuZ2VFbWFpbBIjLmtpbmRy
-            ZWQuYXV0aC52MS5DaGFuZ2VFbWFpbFJlcXVlc3QaJC5raW5kcmVkLmF1dGgudjEuQ2hhbmdlRW1haWxSZXNwb25zZRJtChJD
-            b25maXJtRW1haWxDaGFuZ2USKi5raW5kcmVkLmF1dGgudjEuQ29uZmlybUVtYWlsQ2hhbmdlUmVxdWVzdBorLmtpbmRyZWQu
-            YXV0aC52MS5Db25maXJtRW1haWxDaGFuZ2VSZXNwb25zZRJhCg5DaGFuZ2VVc2VybmFtZRImLmtpbmRyZWQuYXV0aC52MS5D
-            aGFuZ2VVc2VybmFtZVJlcXVlc3QaJy5raW5kcmVkLmF1dGgudjEuQ2hhbmdlVXNlcm5hbWVSZXNwb25zZRJbCgxMaXN0U2Vz
-            c2lvbnMSJC5raW5kcmVkLmF1dGgudjEuTGlzdFNlc3Npb25zUmVxdWVzdBolLmtpbmRyZWQuYXV0aC52MS5MaXN0U2Vzc2lv
-            bnNSZXNwb25zZRJeCg1SZXZva2VTZXNzaW9uEiUua2luZHJlZC5hdXRoLnYxLlJldm9rZVNlc3Npb25SZXF1ZXN0GiYua2lu
-            ZHJlZC5hdXRoLnYxLlJldm9rZVNlc3Npb25SZXNwb25zZRJeCg1EZWxldGVBY2NvdW50EiUua2luZHJlZC5hdXRoLnYxLkRl
-            bGV0ZUFjY291bnRSZXF1ZXN0GiYua2luZHJlZC5hdXRoLnYxLkRlbGV0ZUFjY291bnRSZXNwb25zZRJeCg1HZXRQdWJsaWNL
-            ZXlzEiUua2luZHJlZC5hdXRoLnYxLkdldFB1YmxpY0tleXNSZXF1ZXN0GiYua2luZHJlZC5hdXRoLnYxLkdldFB1YmxpY0tl
-            eXNSZXNwb25zZRJqChFJc3N1ZVNlcnZpY2VUb2tlbhIpLmtpbmRyZWQuYXV0aC52MS5Jc3N1ZVNlcnZpY2VUb2tlblJlcXVl
-            c3QaKi5raW5kcmVkLmF1dGgudjEuSXNzdWVTZXJ2aWNlVG9rZW5SZXNwb25zZRJbCgxMaXN0QWNjb3VudHMSJC5raW5kcmVk
-            LmF1dGgudjEuTGlzdEFjY291bnRzUmVxdWVzdBolLmtpbmRyZWQuYXV0aC52MS5MaXN0QWNjb3VudHNSZXNwb25zZRJqChFE
-            ZWFjdGl2YXRlQWNjb3VudBIpLmtpbmRyZWQuYXV0aC52MS5EZWFjdGl2YXRlQWNjb3VudFJlcXVlc3QaKi5raW5kcmVkLmF1
-            dGgudjEuRGVhY3RpdmF0ZUFjY291bnRSZXNwb25zZRJqChFSZWFjdGl2YXRlQWNjb3VudBIpLmtpbmRyZWQuYXV0aC52MS5S
-            ZWFjdGl2YXRlQWNjb3VudFJlcXVlc3QaKi5raW5kcmVkLmF1dGgudjEuUmVhY3RpdmF0ZUFjY291bnRSZXNwb25zZRJkCg9T
-            ZXRBY2NvdW50Um9sZXMSJy5raW5kcmVkLmF1dGgudjEuU2V0QWNjb3VudFJvbGVzUmVxdWVzdBooLmtpbmRyZWQuYXV0aC52
-            MS5TZXRBY2NvdW50Um9sZXNSZXNwb25zZRJhCg5Cb290c3RyYXBBZG1pbhImLmtpbmRyZWQuYXV0aC52MS5Cb290c3RyYXBB
-            ZG1pblJlcXVlc3QaJy5raW5kcmVkLmF1dGgudjEuQm9vdHN0cmFwQWRtaW5SZXNwb25zZRJnChBHZXRVc2VyRm9vdHByaW50
-            Eigua2luZHJlZC5hdXRoLnYxLkdldFVzZXJGb290cHJpbnRSZXF1ZXN0Gikua2luZHJlZC5hdXRoLnYxLkdldFVzZXJGb290
-            cHJpbnRSZXNwb25zZRJ1ChRXYXRjaFJldm9rZWRTZXNzaW9ucxIsLmtpbmRyZWQuYXV0aC52MS5XYXRjaFJldm9rZWRTZXNz
-            aW9uc1JlcXVlc3QaLS5raW5kcmVkLmF1dGgudjEuV2F0Y2hSZXZva2VkU2Vzc2lvbnNSZXNwb25zZTABYgZwcm90bzM=
-            """
-        ),
-        ProtoFileDescriptor(
-            name: "kindred/chat/v1/types.proto",
-            package: "kindred.chat.v1",
-            dependencies: ["kindred/common/v1/common.proto"],
-            symbols: [
-                "kindred.chat.v1",
-                "kindred.chat.v1.ChatThread",
-                "kindred.chat.v1.ChatThread.thread_id",
-                "kindred.chat.v1.ChatThread.other_user_id",
-                "kindred.chat.v1.ChatThread.state",
-                "kindred.chat.v1.ChatThread.last_message",
-                "kindred.chat.v1.ChatThread.unread_count",
-                "kindred.chat.v1.ChatThread.other_read_up_to_message_id",
-                "kindred.chat.v1.ChatThread.other_delivered_up_to_message_id",
-                "kindred.chat.v1.ChatThread.created_unix_ms",
-                "kindred.chat.v1.ChatThread.last_activity_unix_ms",
-                "kindred.chat.v1.ChatMessage",
-                "kindred.chat.v1.ChatMessage.message_id",
-                "kindred.chat.v1.ChatMessage.thread_id",
-                "kindred.chat.v1.ChatMessage.sender_user_id",
-                "kindred.chat.v1.ChatMessage.client_message_id",
-                "kindred.chat.v1.ChatMessage.body",
-                "kindred.chat.v1.ChatMessage.sequence",
-                "kindred.chat.v1.ChatMessage.sent_unix_ms",
-                "kindred.chat.v1.ChatEvent",
-                "kindred.chat.v1.ChatEvent.resume_token",
-                "kindred.chat.v1.ChatEvent.occurred_unix_ms",
-                "kindred.chat.v1.ChatEvent.message",
-                "kindred.chat.v1.ChatEvent.read_receipt",
-                "kindred.chat.v1.ChatEvent.delivery_receipt",
-                "kindred.chat.v1.ChatEvent.match_created",
-                "kindred.chat.v1.ChatEvent.thread_closed",
-                "kindred.chat.v1.ChatEvent.heartbeat",
-                "kindred.chat.v1.ChatEvent.resync_required",
-                "kindred.chat.v1.ChatEvent.typing",
-                "kindred.chat.v1.ChatEvent.event",
-                "kindred.chat.v1.TypingIndicator",
-                "kindred.chat.v1.TypingIndicator.thread_id",
-                "kindred.chat.v1.TypingIndicator.user_id",
-                "kindred.chat.v1.ChatSettings",
-                "kindred.chat.v1.ChatSettings.hide_read_receipts",
-                "kindred.chat.v1.ReadReceipt",
-                "kindred.chat.v1.ReadReceipt.thread_id",
-                "kindred.chat.v1.ReadReceipt.reader_user_id",
-                "kindred.chat.v1.ReadReceipt.up_to_message_id",
-                "kindred.chat.v1.ReadReceipt.up_to_sequence",
-                "kindred.chat.v1.ReadReceipt.read_unix_ms",
-                "kindred.chat.v1.DeliveryReceipt",
-                "kindred.chat.v1.DeliveryReceipt.thread_id",
-                "kindred.chat.v1.DeliveryReceipt.recipient_user_id",
-                "kindred.chat.v1.DeliveryReceipt.up_to_message_id",
-                "kindred.chat.v1.DeliveryReceipt.up_to_sequence",
-                "kindred.chat.v1.DeliveryReceipt.delivered_unix_ms",
-                "kindred.chat.v1.MatchCreatedNotice",
-                "kindred.chat.v1.MatchCreatedNotice.match_id",
-                "kindred.chat.v1.MatchCreatedNotice.other_user_id",
-                "kindred.chat.v1.MatchCreatedNotice.initiator_user_id",
-                "kindred.chat.v1.MatchCreatedNotice.mode",
-                "kindred.chat.v1.ThreadClosedNotice",
-                "kindred.chat.v1.ThreadClosedNotice.thread_id",
-                "kindred.chat.v1.ThreadClosedNotice.reason",
-                "kindred.chat.v1.Heartbeat",
-                "kindred.chat.v1.Heartbeat.server_time_unix_ms",
-                "kindred.chat.v1.ResyncRequired",
-                "kindred.chat.v1.ResyncRequired.oldest_available_unix_ms",
-                "kindred.chat.v1.ThreadState",
-                "kindred.chat.v1.THREAD_STATE_UNSPECIFIED",
-                "kindred.chat.v1.THREAD_STATE_OPEN",
-                "kindred.chat.v1.THREAD_STATE_CLOSED",
-                "kindred.chat.v1.ThreadClosedReason",
-                "kindred.chat.v1.THREAD_CLOSED_REASON_UNSPECIFIED",
-                "kindred.chat.v1.THREAD_CLOSED_REASON_ENDED",
-                "kindred.chat.v1.THREAD_CLOSED_REASON_UNMATCHED_BY_YOU",
-                "kindred.chat.v1.THREAD_CLOSED_REASON_BLOCKED_BY_YOU",
-            ],
-            services: [],
-            base64: """
-            ChtraW5kcmVkL2NoYXQvdjEvdHlwZXMucHJvdG8SD2tpbmRyZWQuY2hhdC52MRoea2luZHJlZC9jb21tb24vdjEvY29tbW9u
-            LnByb3RvIsQDCgpDaGF0VGhyZWFkEhsKCXRocmVhZF9pZBgBIAEoCVIIdGhyZWFkSWQSIgoNb3RoZXJfdXNlcl9pZBgCIAEo
-            CVILb3RoZXJVc2VySWQSMgoFc3RhdGUYAyABKA4yHC5raW5kcmVkLmNoYXQudjEuVGhyZWFkU3RhdGVSBXN0YXRlEj8KDGxh
-            c3RfbWVzc2FnZRgEIAEoCzIcLmtpbmRyZWQuY2hhdC52MS5DaGF0TWVzc2FnZVILbGFzdE1lc3NhZ2USIQoMdW5yZWFkX2Nv
-            dW50GAUgASgFUgt1bnJlYWRDb3VudBI7ChtvdGhlcl9yZWFkX3VwX3RvX21lc3NhZ2VfaWQYBiABKAlSFm90aGVyUmVhZFVw
-            VG9NZXNzYWdlSWQSRQogb3RoZXJfZGVsaXZlcmVkX3VwX3RvX21lc3NhZ2VfaWQYByABKAlSG290aGVyRGVsaXZlcmVkVXBU
-            b01lc3NhZ2VJZBImCg9jcmVhdGVkX3VuaXhfbXMYCCABKANSDWNyZWF0ZWRVbml4TXMSMQoVbGFzdF9hY3Rpdml0eV91bml4
-            X21zGAkgASgDUhJsYXN0QWN0aXZpdHlVbml4TXMi7QEKC0NoYXRNZXNzYWdlEh0KCm1lc3NhZ2VfaWQYASABKAlSCW1lc3Nh
-            Z2VJZBIbCgl0aHJlYWRfaWQYAiABKAlSCHRocmVhZElkEiQKDnNlbmRlcl91c2VyX2lkGAMgASgJUgxzZW5kZXJVc2VySWQS
-            KgoRY2xpZW50X21lc3NhZ2VfaWQYBCABKAlSD2NsaWVudE1lc3NhZ2VJZBISCgRib2R5GAUgASgJUgRib2R5EhoKCHNlcXVl
-            bmNlGAYgASgDUghzZXF1ZW5jZRIgCgxzZW50X3VuaXhfbXMYByABKANSCnNlbnRVbml4TXMiiQUKCUNoYXRFdmVudBIhCgxy
-            ZXN1bWVfdG9rZW4YASABKAlSC3Jlc3VtZVRva2VuEigKEG9jY3VycmVkX3VuaXhfbXMYAiABKANSDm9jY3VycmVkVW5peE1z
-            EjgKB21lc3NhZ2UYCiABKAsyHC5raW5kcmVkLmNoYXQudjEuQ2hhdE1lc3NhZ2VIAFIHbWVzc2FnZRJBCgxyZWFkX3JlY2Vp
-            cHQYCyABKAsyHC5raW5kcmVkLmNoYXQudjEuUmVhZFJlY2VpcHRIAFILcmVhZFJlY2VpcHQSTQoQZGVsaXZlcnlfcmVjZWlw
-            dBgMIAEoCzIgLmtpbmRyZWQuY2hhdC52MS5EZWxpdmVyeVJlY2VpcHRIAFIPZGVsaXZlcnlSZWNlaXB0EkoKDW1hdGNoX2Ny
-            ZWF0ZWQYDSABKAsyIy5raW5kcmVkLmNoYXQudjEuTWF0Y2hDcmVhdGVkTm90aWNlSABSDG1hdGNoQ3JlYXRlZBJKCg10aHJl
-            YWRfY2xvc2VkGA4gASgLMiMua2luZHJlZC5jaGF0LnYxLlRocmVhZENsb3NlZE5vdGljZUgAUgx0aHJlYWRDbG9zZWQSOgoJ
-            aGVhcnRiZWF0GA8gASgLMhoua2luZHJlZC5jaGF0LnYxLkhlYXJ0YmVhdEgAUgloZWFydGJlYXQSSgoPcmVzeW5jX3JlcXVp
-            cmVkGBAgASgLMh8ua2luZHJlZC5jaGF0LnYxLlJlc3luY1JlcXVpcmVkSABSDnJlc3luY1JlcXVpcmVkEjoKBnR5cGluZxgR
-            IAEoCzIgLmtpbmRyZWQuY2hhdC52MS5UeXBpbmdJbmRpY2F0b3JIAFIGdHlwaW5nQgcKBWV2ZW50IkcKD1R5cGluZ0luZGlj
-            YXRvchIbCgl0aHJlYWRfaWQYASABKAlSCHRocmVhZElkEhcKB3VzZXJfaWQYAiABKAlSBnVzZXJJZCI8CgxDaGF0U2V0dGlu
-            Z3MSLAoSaGlkZV9yZWFkX3JlY2VpcHRzGAEgASgIUhBoaWRlUmVhZFJlY2VpcHRzIsEBCgtSZWFkUmVjZWlwdBIbCgl0aHJl
-            YWRfaWQYASABKAlSCHRocmVhZElkEiQKDnJlYWRlcl91c2VyX2lkGAIgASgJUgxyZWFkZXJVc2VySWQSJwoQdXBfdG9fbWVz
-            c2FnZV9pZBgDIAEoCVINdXBUb01lc3NhZ2VJZBIkCg51cF90b19zZXF1ZW5jZRgEIAEoA1IMdXBUb1NlcXVlbmNlEiAKDHJl
-            YWRfdW5peF9tcxgFIAEoA1IKcmVhZFVuaXhNcyLVAQoPRGVsaXZlcnlSZWNlaXB0EhsKCXRocmVhZF9pZBgBIAEoCVIIdGhy
-            ZWFkSWQSKgoRcmVjaXBpZW50X3VzZXJfaWQYAiABKAlSD3JlY2lwaWVudFVzZXJJZBInChB1cF90b19tZXNzYWdlX2lkGAMg
-            ASgJUg11cFRvTWVzc2FnZUlkEiQKDnVwX3RvX3NlcXVlbmNlGAQgASgDUgx1cFRvU2VxdWVuY2USKgoRZGVsaXZlcmVkX3Vu
-            aXhfbXMYBSABKANSD2RlbGl2ZXJlZFVuaXhNcyK1AQoSTWF0Y2hDcmVhdGVkTm90aWNlEhkKCG1hdGNoX2lkGAEgASgJUgdt
-            YXRjaElkEiIKDW90aGVyX3VzZXJfaWQYAiABKAlSC290aGVyVXNlcklkEioKEWluaXRpYXRvcl91c2VyX2lkGAMgASgJUg9p
-            bml0aWF0b3JVc2VySWQSNAoEbW9kZRgEIAEoDjIgLmtpbmRyZWQuY29tbW9uLnYxLkNvbW11bml0eU1vZGVSBG1vZGUibgoS
-            VGhyZWFkQ2xvc2VkTm90aWNlEhsKCXRocmVhZF9pZBgBIAEoCVIIdGhyZWFkSWQSOwoGcmVhc29uGAIgASgOMiMua2luZHJl
-            ZC5jaGF0LnYxLlRocmVhZENsb3NlZFJlYXNvblIGcmVhc29uIjoKCUhlYXJ0YmVhdBItChNzZXJ2ZXJfdGltZV91bml4X21z
-            GAEgASgDUhBzZXJ2ZXJUaW1lVW5peE1zIkkKDlJlc3luY1JlcXVpcmVkEjcKGG9sZGVzdF9hdmFpbGFibGVfdW5peF9tcxgB
-            IAEoA1IVb2xkZXN0QXZhaWxhYmxlVW5peE1zKlsKC1RocmVhZFN0YXRlEhwKGFRIUkVBRF9TVEFURV9VTlNQRUNJRklFRBAA
-            EhUKEVRIUkVBRF9TVEFURV9PUEVOEAESFwoTVEhSRUFEX1NUQVRFX0NMT1NFRBACKq4BChJUaHJlYWRDbG9zZWRSZWFzb24S
-            JAogVEhSRUFEX0NMT1NFRF9SRUFTT05fVU5TUEVDSUZJRUQQABIeChpUSFJFQURfQ0xPU0VEX1JFQVNPTl9FTkRFRBABEikK
-            JVRIUkVBRF9DTE9TRURfUkVBU09OX1VOTUFUQ0hFRF9CWV9ZT1UQAhInCiNUSFJFQURfQ0xPU0VEX1JFQVNPTl9CTE9DS0VE
-            X0JZX1lPVRADYgZwcm90bzM=
-            """
-        ),
-        ProtoFileDescriptor(
             name: "kindred/common/v1/events.proto",
             package: "kindred.common.v1",
             dependencies: ["kindred/common/v1/common.proto", "kindred/common/v1/community.proto"],
@@ -2731,6 +2534,210 @@ public enum ProtoRegistry {
             SWQqsgEKDk1hdGNoRW5kUmVhc29uEiAKHE1BVENIX0VORF9SRUFTT05fVU5TUEVDSUZJRUQQABIeChpNQVRDSF9FTkRfUkVB
             U09OX1VOTUFUQ0hFRBABEhwKGE1BVENIX0VORF9SRUFTT05fQkxPQ0tFRBACEiQKIE1BVENIX0VORF9SRUFTT05fQUNDT1VO
             VF9ERUxFVEVEEAMSGgoWTUFUQ0hfRU5EX1JFQVNPTl9BRE1JThAEYgZwcm90bzM=
+            """
+        ),
+        ProtoFileDescriptor(
+            name: "kindred/auth/v1/auth.proto",
+            package: "kindred.auth.v1",
+            dependencies: [
+                "kindred/auth/v1/account.proto",
+                "kindred/auth/v1/credentials.proto",
+                "kindred/common/v1/events.proto",
+            ],
+            symbols: [
+                "kindred.auth.v1",
+                "kindred.auth.v1.AuthService",
+                "kindred.auth.v1.AuthService.SignUp",
+                "kindred.auth.v1.AuthService.VerifyEmail",
+                "kindred.auth.v1.AuthService.ResendVerification",
+                "kindred.auth.v1.AuthService.SignIn",
+                "kindred.auth.v1.AuthService.SignInWithIdToken",
+                "kindred.auth.v1.AuthService.Refresh",
+                "kindred.auth.v1.AuthService.SignOut",
+                "kindred.auth.v1.AuthService.SignOutEverywhere",
+                "kindred.auth.v1.AuthService.GetAccount",
+                "kindred.auth.v1.AuthService.CheckUsername",
+                "kindred.auth.v1.AuthService.ChangePassword",
+                "kindred.auth.v1.AuthService.RequestPasswordReset",
+                "kindred.auth.v1.AuthService.ResetPassword",
+                "kindred.auth.v1.AuthService.ChangeEmail",
+                "kindred.auth.v1.AuthService.ConfirmEmailChange",
+                "kindred.auth.v1.AuthService.ChangeUsername",
+                "kindred.auth.v1.AuthService.ListSessions",
+                "kindred.auth.v1.AuthService.RevokeSession",
+                "kindred.auth.v1.AuthService.DeleteAccount",
+                "kindred.auth.v1.AuthService.GetPublicKeys",
+                "kindred.auth.v1.AuthService.IssueServiceToken",
+                "kindred.auth.v1.AuthService.ListAccounts",
+                "kindred.auth.v1.AuthService.DeactivateAccount",
+                "kindred.auth.v1.AuthService.ReactivateAccount",
+                "kindred.auth.v1.AuthService.SetAccountRoles",
+                "kindred.auth.v1.AuthService.BootstrapAdmin",
+                "kindred.auth.v1.AuthService.GetUserFootprint",
+                "kindred.auth.v1.AuthService.WatchRevokedSessions",
+                "kindred.auth.v1.AuthService.DeliverEvents",
+            ],
+            services: ["kindred.auth.v1.AuthService"],
+            base64: """
+            ChpraW5kcmVkL2F1dGgvdjEvYXV0aC5wcm90bxIPa2luZHJlZC5hdXRoLnYxGh1raW5kcmVkL2F1dGgvdjEvYWNjb3VudC5w
+            cm90bxoha2luZHJlZC9hdXRoL3YxL2NyZWRlbnRpYWxzLnByb3RvGh5raW5kcmVkL2NvbW1vbi92MS9ldmVudHMucHJvdG8y
+            phYKC0F1dGhTZXJ2aWNlEkkKBlNpZ25VcBIeLmtpbmRyZWQuYXV0aC52MS5TaWduVXBSZXF1ZXN0Gh8ua2luZHJlZC5hdXRo
+            LnYxLlNpZ25VcFJlc3BvbnNlElgKC1ZlcmlmeUVtYWlsEiMua2luZHJlZC5hdXRoLnYxLlZlcmlmeUVtYWlsUmVxdWVzdBok
+            LmtpbmRyZWQuYXV0aC52MS5WZXJpZnlFbWFpbFJlc3BvbnNlEm0KElJlc2VuZFZlcmlmaWNhdGlvbhIqLmtpbmRyZWQuYXV0
+            aC52MS5SZXNlbmRWZXJpZmljYXRpb25SZXF1ZXN0Gisua2luZHJlZC5hdXRoLnYxLlJlc2VuZFZlcmlmaWNhdGlvblJlc3Bv
+            bnNlEkkKBlNpZ25JbhIeLmtpbmRyZWQuYXV0aC52MS5TaWduSW5SZXF1ZXN0Gh8ua2luZHJlZC5hdXRoLnYxLlNpZ25JblJl
+            c3BvbnNlEmoKEVNpZ25JbldpdGhJZFRva2VuEikua2luZHJlZC5hdXRoLnYxLlNpZ25JbldpdGhJZFRva2VuUmVxdWVzdBoq
+            LmtpbmRyZWQuYXV0aC52MS5TaWduSW5XaXRoSWRUb2tlblJlc3BvbnNlEkwKB1JlZnJlc2gSHy5raW5kcmVkLmF1dGgudjEu
+            UmVmcmVzaFJlcXVlc3QaIC5raW5kcmVkLmF1dGgudjEuUmVmcmVzaFJlc3BvbnNlEkwKB1NpZ25PdXQSHy5raW5kcmVkLmF1
+            dGgudjEuU2lnbk91dFJlcXVlc3QaIC5raW5kcmVkLmF1dGgudjEuU2lnbk91dFJlc3BvbnNlEmoKEVNpZ25PdXRFdmVyeXdo
+            ZXJlEikua2luZHJlZC5hdXRoLnYxLlNpZ25PdXRFdmVyeXdoZXJlUmVxdWVzdBoqLmtpbmRyZWQuYXV0aC52MS5TaWduT3V0
+            RXZlcnl3aGVyZVJlc3BvbnNlElUKCkdldEFjY291bnQSIi5raW5kcmVkLmF1dGgudjEuR2V0QWNjb3VudFJlcXVlc3QaIy5r
+            aW5kcmVkLmF1dGgudjEuR2V0QWNjb3VudFJlc3BvbnNlEl4KDUNoZWNrVXNlcm5hbWUSJS5raW5kcmVkLmF1dGgudjEuQ2hl
+            Y2tVc2VybmFtZVJlcXVlc3QaJi5raW5kcmVkLmF1dGgudjEuQ2hlY2tVc2VybmFtZVJlc3BvbnNlEmEKDkNoYW5nZVBhc3N3
+            b3JkEiYua2luZHJlZC5hdXRoLnYxLkNoYW5nZVBhc3N3b3JkUmVxdWVzdBonLmtpbmRyZWQuYXV0aC52MS5DaGFuZ2VQYXNz
+            d29yZFJlc3BvbnNlEnMKFFJlcXVlc3RQYXNzd29yZFJlc2V0Eiwua2luZHJlZC5hdXRoLnYxLlJlcXVlc3RQYXNzd29yZFJl
+            c2V0UmVxdWVzdBotLmtpbmRyZWQuYXV0aC52MS5SZXF1ZXN0UGFzc3dvcmRSZXNldFJlc3BvbnNlEl4KDVJlc2V0UGFzc3dv
+            cmQSJS5raW5kcmVkLmF1dGgudjEuUmVzZXRQYXNzd29yZFJlcXVlc3QaJi5raW5kcmVkLmF1dGgudjEuUmVzZXRQYXNzd29y
+            ZFJlc3BvbnNlElgKC0NoYW5nZUVtYWlsEiMua2luZHJlZC5hdXRoLnYxLkNoYW5nZUVtYWlsUmVxdWVzdBokLmtpbmRyZWQu
+            YXV0aC52MS5DaGFuZ2VFbWFpbFJlc3BvbnNlEm0KEkNvbmZpcm1FbWFpbENoYW5nZRIqLmtpbmRyZWQuYXV0aC52MS5Db25m
+            aXJtRW1haWxDaGFuZ2VSZXF1ZXN0Gisua2luZHJlZC5hdXRoLnYxLkNvbmZpcm1FbWFpbENoYW5nZVJlc3BvbnNlEmEKDkNo
+            YW5nZVVzZXJuYW1lEiYua2luZHJlZC5hdXRoLnYxLkNoYW5nZVVzZXJuYW1lUmVxdWVzdBonLmtpbmRyZWQuYXV0aC52MS5D
+            aGFuZ2VVc2VybmFtZVJlc3BvbnNlElsKDExpc3RTZXNzaW9ucxIkLmtpbmRyZWQuYXV0aC52MS5MaXN0U2Vzc2lvbnNSZXF1
+            ZXN0GiUua2luZHJlZC5hdXRoLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlEl4KDVJldm9rZVNlc3Npb24SJS5raW5kcmVkLmF1
+            dGgudjEuUmV2b2tlU2Vzc2lvblJlcXVlc3QaJi5raW5kcmVkLmF1dGgudjEuUmV2b2tlU2Vzc2lvblJlc3BvbnNlEl4KDURl
+            bGV0ZUFjY291bnQSJS5raW5kcmVkLmF1dGgudjEuRGVsZXRlQWNjb3VudFJlcXVlc3QaJi5raW5kcmVkLmF1dGgudjEuRGVs
+            ZXRlQWNjb3VudFJlc3BvbnNlEl4KDUdldFB1YmxpY0tleXMSJS5raW5kcmVkLmF1dGgudjEuR2V0UHVibGljS2V5c1JlcXVl
+            c3QaJi5raW5kcmVkLmF1dGgudjEuR2V0UHVibGljS2V5c1Jlc3BvbnNlEmoKEUlzc3VlU2VydmljZVRva2VuEikua2luZHJl
+            ZC5hdXRoLnYxLklzc3VlU2VydmljZVRva2VuUmVxdWVzdBoqLmtpbmRyZWQuYXV0aC52MS5Jc3N1ZVNlcnZpY2VUb2tlblJl
+            c3BvbnNlElsKDExpc3RBY2NvdW50cxIkLmtpbmRyZWQuYXV0aC52MS5MaXN0QWNjb3VudHNSZXF1ZXN0GiUua2luZHJlZC5h
+            dXRoLnYxLkxpc3RBY2NvdW50c1Jlc3BvbnNlEmoKEURlYWN0aXZhdGVBY2NvdW50Eikua2luZHJlZC5hdXRoLnYxLkRlYWN0
+            aXZhdGVBY2NvdW50UmVxdWVzdBoqLmtpbmRyZWQuYXV0aC52MS5EZWFjdGl2YXRlQWNjb3VudFJlc3BvbnNlEmoKEVJlYWN0
+            aXZhdGVBY2NvdW50Eikua2luZHJlZC5hdXRoLnYxLlJlYWN0aXZhdGVBY2NvdW50UmVxdWVzdBoqLmtpbmRyZWQuYXV0aC52
+            MS5SZWFjdGl2YXRlQWNjb3VudFJlc3BvbnNlEmQKD1NldEFjY291bnRSb2xlcxInLmtpbmRyZWQuYXV0aC52MS5TZXRBY2Nv
+            dW50Um9sZXNSZXF1ZXN0Gigua2luZHJlZC5hdXRoLnYxLlNldEFjY291bnRSb2xlc1Jlc3BvbnNlEmEKDkJvb3RzdHJhcEFk
+            bWluEiYua2luZHJlZC5hdXRoLnYxLkJvb3RzdHJhcEFkbWluUmVxdWVzdBonLmtpbmRyZWQuYXV0aC52MS5Cb290c3RyYXBB
+            ZG1pblJlc3BvbnNlEmcKEEdldFVzZXJGb290cHJpbnQSKC5raW5kcmVkLmF1dGgudjEuR2V0VXNlckZvb3RwcmludFJlcXVl
+            c3QaKS5raW5kcmVkLmF1dGgudjEuR2V0VXNlckZvb3RwcmludFJlc3BvbnNlEnUKFFdhdGNoUmV2b2tlZFNlc3Npb25zEiwu
+            a2luZHJlZC5hdXRoLnYxLldhdGNoUmV2b2tlZFNlc3Npb25zUmVxdWVzdBotLmtpbmRyZWQuYXV0aC52MS5XYXRjaFJldm9r
+            ZWRTZXNzaW9uc1Jlc3BvbnNlMAESYgoNRGVsaXZlckV2ZW50cxInLmtpbmRyZWQuY29tbW9uLnYxLkRlbGl2ZXJFdmVudHNS
+            ZXF1ZXN0Gigua2luZHJlZC5jb21tb24udjEuRGVsaXZlckV2ZW50c1Jlc3BvbnNlYgZwcm90bzM=
+            """
+        ),
+        ProtoFileDescriptor(
+            name: "kindred/chat/v1/types.proto",
+            package: "kindred.chat.v1",
+            dependencies: ["kindred/common/v1/common.proto"],
+            symbols: [
+                "kindred.chat.v1",
+                "kindred.chat.v1.ChatThread",
+                "kindred.chat.v1.ChatThread.thread_id",
+                "kindred.chat.v1.ChatThread.other_user_id",
+                "kindred.chat.v1.ChatThread.state",
+                "kindred.chat.v1.ChatThread.last_message",
+                "kindred.chat.v1.ChatThread.unread_count",
+                "kindred.chat.v1.ChatThread.other_read_up_to_message_id",
+                "kindred.chat.v1.ChatThread.other_delivered_up_to_message_id",
+                "kindred.chat.v1.ChatThread.created_unix_ms",
+                "kindred.chat.v1.ChatThread.last_activity_unix_ms",
+                "kindred.chat.v1.ChatMessage",
+                "kindred.chat.v1.ChatMessage.message_id",
+                "kindred.chat.v1.ChatMessage.thread_id",
+                "kindred.chat.v1.ChatMessage.sender_user_id",
+                "kindred.chat.v1.ChatMessage.client_message_id",
+                "kindred.chat.v1.ChatMessage.body",
+                "kindred.chat.v1.ChatMessage.sequence",
+                "kindred.chat.v1.ChatMessage.sent_unix_ms",
+                "kindred.chat.v1.ChatEvent",
+                "kindred.chat.v1.ChatEvent.resume_token",
+                "kindred.chat.v1.ChatEvent.occurred_unix_ms",
+                "kindred.chat.v1.ChatEvent.message",
+                "kindred.chat.v1.ChatEvent.read_receipt",
+                "kindred.chat.v1.ChatEvent.delivery_receipt",
+                "kindred.chat.v1.ChatEvent.match_created",
+                "kindred.chat.v1.ChatEvent.thread_closed",
+                "kindred.chat.v1.ChatEvent.heartbeat",
+                "kindred.chat.v1.ChatEvent.resync_required",
+                "kindred.chat.v1.ChatEvent.typing",
+                "kindred.chat.v1.ChatEvent.event",
+                "kindred.chat.v1.TypingIndicator",
+                "kindred.chat.v1.TypingIndicator.thread_id",
+                "kindred.chat.v1.TypingIndicator.user_id",
+                "kindred.chat.v1.ChatSettings",
+                "kindred.chat.v1.ChatSettings.hide_read_receipts",
+                "kindred.chat.v1.ReadReceipt",
+                "kindred.chat.v1.ReadReceipt.thread_id",
+                "kindred.chat.v1.ReadReceipt.reader_user_id",
+                "kindred.chat.v1.ReadReceipt.up_to_message_id",
+                "kindred.chat.v1.ReadReceipt.up_to_sequence",
+                "kindred.chat.v1.ReadReceipt.read_unix_ms",
+                "kindred.chat.v1.DeliveryReceipt",
+                "kindred.chat.v1.DeliveryReceipt.thread_id",
+                "kindred.chat.v1.DeliveryReceipt.recipient_user_id",
+                "kindred.chat.v1.DeliveryReceipt.up_to_message_id",
+                "kindred.chat.v1.DeliveryReceipt.up_to_sequence",
+                "kindred.chat.v1.DeliveryReceipt.delivered_unix_ms",
+                "kindred.chat.v1.MatchCreatedNotice",
+                "kindred.chat.v1.MatchCreatedNotice.match_id",
+                "kindred.chat.v1.MatchCreatedNotice.other_user_id",
+                "kindred.chat.v1.MatchCreatedNotice.initiator_user_id",
+                "kindred.chat.v1.MatchCreatedNotice.mode",
+                "kindred.chat.v1.ThreadClosedNotice",
+                "kindred.chat.v1.ThreadClosedNotice.thread_id",
+                "kindred.chat.v1.ThreadClosedNotice.reason",
+                "kindred.chat.v1.Heartbeat",
+                "kindred.chat.v1.Heartbeat.server_time_unix_ms",
+                "kindred.chat.v1.ResyncRequired",
+                "kindred.chat.v1.ResyncRequired.oldest_available_unix_ms",
+                "kindred.chat.v1.ThreadState",
+                "kindred.chat.v1.THREAD_STATE_UNSPECIFIED",
+                "kindred.chat.v1.THREAD_STATE_OPEN",
+                "kindred.chat.v1.THREAD_STATE_CLOSED",
+                "kindred.chat.v1.ThreadClosedReason",
+                "kindred.chat.v1.THREAD_CLOSED_REASON_UNSPECIFIED",
+                "kindred.chat.v1.THREAD_CLOSED_REASON_ENDED",
+                "kindred.chat.v1.THREAD_CLOSED_REASON_UNMATCHED_BY_YOU",
+                "kindred.chat.v1.THREAD_CLOSED_REASON_BLOCKED_BY_YOU",
+            ],
+            services: [],
+            base64: """
+            ChtraW5kcmVkL2NoYXQvdjEvdHlwZXMucHJvdG8SD2tpbmRyZWQuY2hhdC52MRoea2luZHJlZC9jb21tb24vdjEvY29tbW9u
+            LnByb3RvIsQDCgpDaGF0VGhyZWFkEhsKCXRocmVhZF9pZBgBIAEoCVIIdGhyZWFkSWQSIgoNb3RoZXJfdXNlcl9pZBgCIAEo
+            CVILb3RoZXJVc2VySWQSMgoFc3RhdGUYAyABKA4yHC5raW5kcmVkLmNoYXQudjEuVGhyZWFkU3RhdGVSBXN0YXRlEj8KDGxh
+            c3RfbWVzc2FnZRgEIAEoCzIcLmtpbmRyZWQuY2hhdC52MS5DaGF0TWVzc2FnZVILbGFzdE1lc3NhZ2USIQoMdW5yZWFkX2Nv
+            dW50GAUgASgFUgt1bnJlYWRDb3VudBI7ChtvdGhlcl9yZWFkX3VwX3RvX21lc3NhZ2VfaWQYBiABKAlSFm90aGVyUmVhZFVw
+            VG9NZXNzYWdlSWQSRQogb3RoZXJfZGVsaXZlcmVkX3VwX3RvX21lc3NhZ2VfaWQYByABKAlSG290aGVyRGVsaXZlcmVkVXBU
+            b01lc3NhZ2VJZBImCg9jcmVhdGVkX3VuaXhfbXMYCCABKANSDWNyZWF0ZWRVbml4TXMSMQoVbGFzdF9hY3Rpdml0eV91bml4
+            X21zGAkgASgDUhJsYXN0QWN0aXZpdHlVbml4TXMi7QEKC0NoYXRNZXNzYWdlEh0KCm1lc3NhZ2VfaWQYASABKAlSCW1lc3Nh
+            Z2VJZBIbCgl0aHJlYWRfaWQYAiABKAlSCHRocmVhZElkEiQKDnNlbmRlcl91c2VyX2lkGAMgASgJUgxzZW5kZXJVc2VySWQS
+            KgoRY2xpZW50X21lc3NhZ2VfaWQYBCABKAlSD2NsaWVudE1lc3NhZ2VJZBISCgRib2R5GAUgASgJUgRib2R5EhoKCHNlcXVl
+            bmNlGAYgASgDUghzZXF1ZW5jZRIgCgxzZW50X3VuaXhfbXMYByABKANSCnNlbnRVbml4TXMiiQUKCUNoYXRFdmVudBIhCgxy
+            ZXN1bWVfdG9rZW4YASABKAlSC3Jlc3VtZVRva2VuEigKEG9jY3VycmVkX3VuaXhfbXMYAiABKANSDm9jY3VycmVkVW5peE1z
+            EjgKB21lc3NhZ2UYCiABKAsyHC5raW5kcmVkLmNoYXQudjEuQ2hhdE1lc3NhZ2VIAFIHbWVzc2FnZRJBCgxyZWFkX3JlY2Vp
+            cHQYCyABKAsyHC5raW5kcmVkLmNoYXQudjEuUmVhZFJlY2VpcHRIAFILcmVhZFJlY2VpcHQSTQoQZGVsaXZlcnlfcmVjZWlw
+            dBgMIAEoCzIgLmtpbmRyZWQuY2hhdC52MS5EZWxpdmVyeVJlY2VpcHRIAFIPZGVsaXZlcnlSZWNlaXB0EkoKDW1hdGNoX2Ny
+            ZWF0ZWQYDSABKAsyIy5raW5kcmVkLmNoYXQudjEuTWF0Y2hDcmVhdGVkTm90aWNlSABSDG1hdGNoQ3JlYXRlZBJKCg10aHJl
+            YWRfY2xvc2VkGA4gASgLMiMua2luZHJlZC5jaGF0LnYxLlRocmVhZENsb3NlZE5vdGljZUgAUgx0aHJlYWRDbG9zZWQSOgoJ
+            aGVhcnRiZWF0GA8gASgLMhoua2luZHJlZC5jaGF0LnYxLkhlYXJ0YmVhdEgAUgloZWFydGJlYXQSSgoPcmVzeW5jX3JlcXVp
+            cmVkGBAgASgLMh8ua2luZHJlZC5jaGF0LnYxLlJlc3luY1JlcXVpcmVkSABSDnJlc3luY1JlcXVpcmVkEjoKBnR5cGluZxgR
+            IAEoCzIgLmtpbmRyZWQuY2hhdC52MS5UeXBpbmdJbmRpY2F0b3JIAFIGdHlwaW5nQgcKBWV2ZW50IkcKD1R5cGluZ0luZGlj
+            YXRvchIbCgl0aHJlYWRfaWQYASABKAlSCHRocmVhZElkEhcKB3VzZXJfaWQYAiABKAlSBnVzZXJJZCI8CgxDaGF0U2V0dGlu
+            Z3MSLAoSaGlkZV9yZWFkX3JlY2VpcHRzGAEgASgIUhBoaWRlUmVhZFJlY2VpcHRzIsEBCgtSZWFkUmVjZWlwdBIbCgl0aHJl
+            YWRfaWQYASABKAlSCHRocmVhZElkEiQKDnJlYWRlcl91c2VyX2lkGAIgASgJUgxyZWFkZXJVc2VySWQSJwoQdXBfdG9fbWVz
+            c2FnZV9pZBgDIAEoCVINdXBUb01lc3NhZ2VJZBIkCg51cF90b19zZXF1ZW5jZRgEIAEoA1IMdXBUb1NlcXVlbmNlEiAKDHJl
+            YWRfdW5peF9tcxgFIAEoA1IKcmVhZFVuaXhNcyLVAQoPRGVsaXZlcnlSZWNlaXB0EhsKCXRocmVhZF9pZBgBIAEoCVIIdGhy
+            ZWFkSWQSKgoRcmVjaXBpZW50X3VzZXJfaWQYAiABKAlSD3JlY2lwaWVudFVzZXJJZBInChB1cF90b19tZXNzYWdlX2lkGAMg
+            ASgJUg11cFRvTWVzc2FnZUlkEiQKDnVwX3RvX3NlcXVlbmNlGAQgASgDUgx1cFRvU2VxdWVuY2USKgoRZGVsaXZlcmVkX3Vu
+            aXhfbXMYBSABKANSD2RlbGl2ZXJlZFVuaXhNcyK1AQoSTWF0Y2hDcmVhdGVkTm90aWNlEhkKCG1hdGNoX2lkGAEgASgJUgdt
+            YXRjaElkEiIKDW90aGVyX3VzZXJfaWQYAiABKAlSC290aGVyVXNlcklkEioKEWluaXRpYXRvcl91c2VyX2lkGAMgASgJUg9p
+            bml0aWF0b3JVc2VySWQSNAoEbW9kZRgEIAEoDjIgLmtpbmRyZWQuY29tbW9uLnYxLkNvbW11bml0eU1vZGVSBG1vZGUibgoS
+            VGhyZWFkQ2xvc2VkTm90aWNlEhsKCXRocmVhZF9pZBgBIAEoCVIIdGhyZWFkSWQSOwoGcmVhc29uGAIgASgOMiMua2luZHJl
+            ZC5jaGF0LnYxLlRocmVhZENsb3NlZFJlYXNvblIGcmVhc29uIjoKCUhlYXJ0YmVhdBItChNzZXJ2ZXJfdGltZV91bml4X21z
+            GAEgASgDUhBzZXJ2ZXJUaW1lVW5peE1zIkkKDlJlc3luY1JlcXVpcmVkEjcKGG9sZGVzdF9hdmFpbGFibGVfdW5peF9tcxgB
+            IAEoA1IVb2xkZXN0QXZhaWxhYmxlVW5peE1zKlsKC1RocmVhZFN0YXRlEhwKGFRIUkVBRF9TVEFURV9VTlNQRUNJRklFRBAA
+            EhUKEVRIUkVBRF9TVEFURV9PUEVOEAESFwoTVEhSRUFEX1NUQVRFX0NMT1NFRBACKq4BChJUaHJlYWRDbG9zZWRSZWFzb24S
+            JAogVEhSRUFEX0NMT1NFRF9SRUFTT05fVU5TUEVDSUZJRUQQABIeChpUSFJFQURfQ0xPU0VEX1JFQVNPTl9FTkRFRBABEikK
+            JVRIUkVBRF9DTE9TRURfUkVBU09OX1VOTUFUQ0hFRF9CWV9ZT1UQAhInCiNUSFJFQURfQ0xPU0VEX1JFQVNPTl9CTE9DS0VE
+            X0JZX1lPVRADYgZwcm90bzM=
             """
         ),
         ProtoFileDescriptor(

@@ -17,7 +17,8 @@ extension Kindred.Auth.V1 {
             /// message, details and work done depend only on whether the username is taken, not on
             /// whether the email has an account; a retry by the owner of the pending or existing
             /// account, with its password, is answered OK).
-            /// NOT_FOUND: unknown community. FAILED_PRECONDITION: community sign-up closed.
+            /// NOT_FOUND: unknown community. FAILED_PRECONDITION: SIGN_UP_CLOSED (the community's
+            /// sign_up_open is false; answered before any account lookup, the same for every email).
             public static let signUp = ProtoMethod<Kindred.Auth.V1.SignUpRequest, Kindred.Auth.V1.SignUpResponse>(
                 service: "kindred.auth.v1.AuthService",
                 name: "SignUp",
@@ -27,7 +28,8 @@ extension Kindred.Auth.V1 {
             /// Marks the address verified (status ACTIVE) using the link token or the 6-digit code.
             /// Anyone; rate limited. Repeating with an already used token of a verified account is OK.
             /// FAILED_PRECONDITION: token/code invalid or expired (TOKEN_EXPIRED). RESOURCE_EXHAUSTED:
-            /// too many wrong codes.
+            /// too many wrong codes. FAILED_PRECONDITION: SIGN_UP_CLOSED for an account still pending
+            /// while its community is closed to sign-ups (it stays pending and can verify once reopened).
             public static let verifyEmail =
                 ProtoMethod<Kindred.Auth.V1.VerifyEmailRequest, Kindred.Auth.V1.VerifyEmailResponse>(
                     service: "kindred.auth.v1.AuthService",
@@ -285,6 +287,15 @@ extension Kindred.Auth.V1 {
                     name: "WatchRevokedSessions",
                     kind: .serverStreaming
                 )
+
+            /// Consumes profile's events (CommunityUpdated: whether a community takes sign-ups). Service
+            /// token of the producer only. Idempotent per event id.
+            public static let deliverEvents =
+                ProtoMethod<Kindred.Common.V1.DeliverEventsRequest, Kindred.Common.V1.DeliverEventsResponse>(
+                    service: "kindred.auth.v1.AuthService",
+                    name: "DeliverEvents",
+                    kind: .unary
+                )
         }
 
         public static let descriptor = ProtoServiceDescriptor(
@@ -318,6 +329,7 @@ extension Kindred.Auth.V1 {
                 Method.bootstrapAdmin.descriptor,
                 Method.getUserFootprint.descriptor,
                 Method.watchRevokedSessions.descriptor,
+                Method.deliverEvents.descriptor,
             ]
         )
     }

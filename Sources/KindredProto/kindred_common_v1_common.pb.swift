@@ -76,7 +76,8 @@ extension Kindred.Common.V1 {
         /// TOKEN_REUSED, RATE_LIMITED, PROFILE_NOT_FOUND, PROFILE_INCOMPLETE, BELOW_MINIMUM_AGE,
         /// LOCATION_REQUIRED, IMPLAUSIBLE_LOCATION_JUMP, PHOTO_LIMIT_REACHED, UPLOAD_TOO_LARGE,
         /// UNSUPPORTED_IMAGE, UNDO_NOT_ALLOWED, THREAD_CLOSED, VERSION_MISMATCH, PAGE_TOKEN_INVALID,
-        /// IDEMPOTENCY_KEY_REUSED. New codes may be added; unknown codes must be treated generically.
+        /// IDEMPOTENCY_KEY_REUSED, SIGN_UP_CLOSED. New codes may be added; unknown codes must be treated
+        /// generically.
         public var reason: Swift.String = ""
 
         /// Per-field problems for INVALID_ARGUMENT; at most 50.

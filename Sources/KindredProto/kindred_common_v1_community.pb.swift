@@ -97,7 +97,11 @@ extension Kindred.Common.V1 {
         /// Messages a user may send per rolling hour across all threads, 1..10000; default 300.
         public var hourlyMessageLimit: Swift.Int32 = 0
 
-        /// Whether new accounts may sign up. False closes registration; existing accounts still work.
+        /// Whether the community takes new members. False closes it: SignUp, VerifyEmail of a pending
+        /// account, a first SignInWithIdToken and a first CreateProfile answer FAILED_PRECONDITION
+        /// SIGN_UP_CLOSED; members with a profile keep signing in and using the app. CreateCommunity
+        /// always opens the community (false is the zero value, which takes the default, true); close
+        /// it with UpdateCommunity path "settings.sign_up_open".
         public var signUpOpen: Swift.Bool = false
 
         public init() {}

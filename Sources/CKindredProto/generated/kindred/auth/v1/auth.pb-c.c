@@ -7,7 +7,7 @@
 #endif
 
 #include "kindred/auth/v1/auth.pb-c.h"
-static const ProtobufCMethodDescriptor kindred__auth__v1__auth_service__method_descriptors[28] =
+static const ProtobufCMethodDescriptor kindred__auth__v1__auth_service__method_descriptors[29] =
 {
   { "SignUp", &kindred__auth__v1__sign_up_request__descriptor, &kindred__auth__v1__sign_up_response__descriptor },
   { "VerifyEmail", &kindred__auth__v1__verify_email_request__descriptor, &kindred__auth__v1__verify_email_response__descriptor },
@@ -37,6 +37,7 @@ static const ProtobufCMethodDescriptor kindred__auth__v1__auth_service__method_d
   { "BootstrapAdmin", &kindred__auth__v1__bootstrap_admin_request__descriptor, &kindred__auth__v1__bootstrap_admin_response__descriptor },
   { "GetUserFootprint", &kindred__auth__v1__get_user_footprint_request__descriptor, &kindred__auth__v1__get_user_footprint_response__descriptor },
   { "WatchRevokedSessions", &kindred__auth__v1__watch_revoked_sessions_request__descriptor, &kindred__auth__v1__watch_revoked_sessions_response__descriptor },
+  { "DeliverEvents", &kindred__common__v1__deliver_events_request__descriptor, &kindred__common__v1__deliver_events_response__descriptor },
 };
 const unsigned kindred__auth__v1__auth_service__method_indices_by_name[] = {
   25,        /* BootstrapAdmin */
@@ -47,6 +48,7 @@ const unsigned kindred__auth__v1__auth_service__method_indices_by_name[] = {
   14,        /* ConfirmEmailChange */
   22,        /* DeactivateAccount */
   18,        /* DeleteAccount */
+  28,        /* DeliverEvents */
   8,        /* GetAccount */
   19,        /* GetPublicKeys */
   26,        /* GetUserFootprint */
@@ -75,7 +77,7 @@ const ProtobufCServiceDescriptor kindred__auth__v1__auth_service__descriptor =
   "AuthService",
   "Kindred__Auth__V1__AuthService",
   "kindred.auth.v1",
-  28,
+  29,
   kindred__auth__v1__auth_service__method_descriptors,
   kindred__auth__v1__auth_service__method_indices_by_name
 };
@@ -302,6 +304,14 @@ void kindred__auth__v1__auth_service__watch_revoked_sessions(ProtobufCService *s
 {
   assert(service->descriptor == &kindred__auth__v1__auth_service__descriptor);
   service->invoke(service, 27, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void kindred__auth__v1__auth_service__deliver_events(ProtobufCService *service,
+                                                     const Kindred__Common__V1__DeliverEventsRequest *input,
+                                                     Kindred__Common__V1__DeliverEventsResponse_Closure closure,
+                                                     void *closure_data)
+{
+  assert(service->descriptor == &kindred__auth__v1__auth_service__descriptor);
+  service->invoke(service, 28, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__auth__v1__auth_service__init (Kindred__Auth__V1__AuthService_Service *service,
                                             Kindred__Auth__V1__AuthService_ServiceDestroy destroy)

@@ -16,6 +16,7 @@ PROTOBUF_C__BEGIN_DECLS
 
 #include "kindred/auth/v1/account.pb-c.h"
 #include "kindred/auth/v1/credentials.pb-c.h"
+#include "kindred/common/v1/events.pb-c.h"
 
 
 
@@ -145,6 +146,10 @@ struct Kindred__Auth__V1__AuthService_Service
                                  const Kindred__Auth__V1__WatchRevokedSessionsRequest *input,
                                  Kindred__Auth__V1__WatchRevokedSessionsResponse_Closure closure,
                                  void *closure_data);
+  void (*deliver_events)(Kindred__Auth__V1__AuthService_Service *service,
+                         const Kindred__Common__V1__DeliverEventsRequest *input,
+                         Kindred__Common__V1__DeliverEventsResponse_Closure closure,
+                         void *closure_data);
 };
 typedef void (*Kindred__Auth__V1__AuthService_ServiceDestroy)(Kindred__Auth__V1__AuthService_Service *);
 void kindred__auth__v1__auth_service__init (Kindred__Auth__V1__AuthService_Service *service,
@@ -180,7 +185,8 @@ void kindred__auth__v1__auth_service__init (Kindred__Auth__V1__AuthService_Servi
       function_prefix__ ## set_account_roles,\
       function_prefix__ ## bootstrap_admin,\
       function_prefix__ ## get_user_footprint,\
-      function_prefix__ ## watch_revoked_sessions  }
+      function_prefix__ ## watch_revoked_sessions,\
+      function_prefix__ ## deliver_events  }
 void kindred__auth__v1__auth_service__sign_up(ProtobufCService *service,
                                               const Kindred__Auth__V1__SignUpRequest *input,
                                               Kindred__Auth__V1__SignUpResponse_Closure closure,
@@ -293,6 +299,10 @@ void kindred__auth__v1__auth_service__watch_revoked_sessions(ProtobufCService *s
                                                              const Kindred__Auth__V1__WatchRevokedSessionsRequest *input,
                                                              Kindred__Auth__V1__WatchRevokedSessionsResponse_Closure closure,
                                                              void *closure_data);
+void kindred__auth__v1__auth_service__deliver_events(ProtobufCService *service,
+                                                     const Kindred__Common__V1__DeliverEventsRequest *input,
+                                                     Kindred__Common__V1__DeliverEventsResponse_Closure closure,
+                                                     void *closure_data);
 
 /* --- descriptors --- */
 

@@ -260,7 +260,8 @@ struct  Kindred__Common__V1__ErrorDetail
    * TOKEN_REUSED, RATE_LIMITED, PROFILE_NOT_FOUND, PROFILE_INCOMPLETE, BELOW_MINIMUM_AGE,
    * LOCATION_REQUIRED, IMPLAUSIBLE_LOCATION_JUMP, PHOTO_LIMIT_REACHED, UPLOAD_TOO_LARGE,
    * UNSUPPORTED_IMAGE, UNDO_NOT_ALLOWED, THREAD_CLOSED, VERSION_MISMATCH, PAGE_TOKEN_INVALID,
-   * IDEMPOTENCY_KEY_REUSED. New codes may be added; unknown codes must be treated generically.
+   * IDEMPOTENCY_KEY_REUSED, SIGN_UP_CLOSED. New codes may be added; unknown codes must be treated
+   * generically.
    */
   char *reason;
   /*

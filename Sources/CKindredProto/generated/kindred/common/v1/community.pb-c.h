@@ -165,7 +165,11 @@ struct  Kindred__Common__V1__CommunitySettings
    */
   int32_t hourly_message_limit;
   /*
-   * Whether new accounts may sign up. False closes registration; existing accounts still work.
+   * Whether the community takes new members. False closes it: SignUp, VerifyEmail of a pending
+   * account, a first SignInWithIdToken and a first CreateProfile answer FAILED_PRECONDITION
+   * SIGN_UP_CLOSED; members with a profile keep signing in and using the app. CreateCommunity
+   * always opens the community (false is the zero value, which takes the default, true); close
+   * it with UpdateCommunity path "settings.sign_up_open".
    */
   protobuf_c_boolean sign_up_open;
 };

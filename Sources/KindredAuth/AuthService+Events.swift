@@ -1,0 +1,29 @@
+import KindredGRPC
+import KindredPostgres
+import KindredProto
+import KindredServiceKit
+
+extension AuthService {
+    /// `DeliverEvents`: what auth learns from profile, each effect committed with the event id. CommunityUpdated
+    /// says whether the community takes new members (`sign_up_open`); every other event is acknowledged unused.
+    func deliverEvents(_ request: Kindred.Common.V1.DeliverEventsRequest, _ context: ServerContext) async throws
+        -> Kindred.Common.V1.DeliverEventsResponse
+    {
+        let producer = try await ServiceAccess(authenticator: self.authenticator).requireService(["profile"], context)
+        var response = Kindred.Common.V1.DeliverEventsResponse()
+        response.acknowledgedEventIds = try await self.inbox.process(request.events, from: producer) {
+            event, transaction in
+            guard case .communityUpdated(let update)? = event.payload, let community = update.community,
+                !community.communityId.isEmpty
+            else { return }
+            try await self.communities.upsert(community, in: transaction)
+        }
+        return response
+    }
+
+    /// Refuses a new member of a community closed to sign-ups. The answer depends only on the community, never on
+    /// whether an address has an account.
+    func requireSignUpsOpen(_ community: String) async throws {
+        guard try await self.communities.isOpen(community, in: self.database) else { throw AuthError.signUpClosed }
+    }
+}
