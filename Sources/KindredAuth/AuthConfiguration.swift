@@ -64,9 +64,11 @@ public struct AuthConfiguration: Sendable {
     public var mailPollInterval: Duration = .seconds(1)
     /// `KINDRED_AUTH_MAIL_MAX_ATTEMPTS` (int), default 12: transient SMTP failures retried with backoff.
     public var mailMaxAttempts = 12
-    /// `KINDRED_AUTH_SIGN_IN_FAILURES_PER_HOUR` (int), default 100: failed sign-ins per account per hour.
+    /// `KINDRED_AUTH_SIGN_IN_FAILURES_PER_HOUR` (int 1...1_000_000), default 100: failed sign-ins per account per
+    /// hour from all client addresses together; past it every address waits (`SignInBackoff`).
     public var signInFailuresPerHour = 100
-    /// `KINDRED_AUTH_SIGN_IN_FREE_FAILURES` (int), default 5: failures before exponential backoff starts.
+    /// `KINDRED_AUTH_SIGN_IN_FREE_FAILURES` (int 0...1000), default 5: failures per (account, client address)
+    /// within an hour before that address's exponential backoff starts; other addresses are not held.
     public var signInFreeFailures = 5
     /// `KINDRED_AUTH_IP_REQUESTS_PER_MINUTE` (int), default 60: sign-in/sign-up attempts per client address.
     public var ipRequestsPerMinute = 60

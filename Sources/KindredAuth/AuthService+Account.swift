@@ -8,7 +8,13 @@ extension AuthService {
     /// Proves the caller is the account holder right now (ChangeEmail, DeleteAccount): an access token alone is
     /// never enough. Accounts with a password give it (wrong ones count as sign-in failures); accounts without
     /// one need their current session to have been started by SignInWithIdToken within `recentSignInWindow`.
-    func reauthenticate(_ user: User, account: AccountRecord, password: String, field: String) async throws {
+    func reauthenticate(
+        _ user: User,
+        account: AccountRecord,
+        password: String,
+        field: String,
+        context: ServerContext
+    ) async throws {
         guard let hash = account.passwordHash else {
             guard password.isEmpty else {
                 throw AuthError(
@@ -31,16 +37,18 @@ extension AuthService {
             throw AuthError(.reauthenticationRequired, "Enter your current password")
         }
         try Validation.presentedPassword(password, field: field)
-        let key = "acct:" + account.id
+        let subject = "acct:" + account.id
+        let address = self.clientAddress(context)
         if let wait = self.limiter.signIns.delay(
-            key,
+            subject: subject,
+            address: address,
             free: self.configuration.signInFreeFailures,
             perHour: self.configuration.signInFailuresPerHour
         ) {
             throw AuthError.rateLimited(retryAfter: wait)
         }
         guard try await self.hasher.verify(password, encoded: hash) else {
-            self.limiter.signIns.recordFailure(key)
+            self.limiter.signIns.recordFailure(subject: subject, address: address)
             throw AuthError(.invalidCredentials, "The password is wrong")
         }
     }
@@ -65,7 +73,8 @@ extension AuthService {
             user,
             account: account,
             password: request.currentPassword,
-            field: "current_password"
+            field: "current_password",
+            context: context
         )
         let newHash = try await self.hasher.hash(request.newPassword)
         let ended = try await self.database.withTransaction { transaction in
@@ -142,7 +151,7 @@ extension AuthService {
             throw AuthError(.tokenInvalid, "The reset token is invalid, used or expired")
         }
         // A reset is the way out of a sign-in lockout.
-        self.limiter.signIns.reset("acct:" + accountID)
+        self.limiter.signIns.reset(subject: "acct:" + accountID)
         var response = Kindred.Auth.V1.ResetPasswordResponse()
         response.endedSessions = Int32(ended)
         return response
@@ -161,7 +170,8 @@ extension AuthService {
             user,
             account: account,
             password: request.currentPassword,
-            field: "current_password"
+            field: "current_password",
+            context: context
         )
         try self.acquireMailQuota(address: "\(account.communityID):\(newEmail)", context: context)
         let (token, hash) = try OpaqueToken.generate()
@@ -276,7 +286,8 @@ extension AuthService {
                 user,
                 account: account,
                 password: request.currentPassword,
-                field: "current_password"
+                field: "current_password",
+                context: context
             )
         } else {
             guard user.isAdmin else { throw AuthError(.permissionDenied, "Only admins can delete other accounts") }

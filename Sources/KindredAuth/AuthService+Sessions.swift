@@ -91,20 +91,23 @@ extension AuthService {
         try self.acquireAddressQuota("signin", context: context)
 
         let account = try await self.accounts.find(community: community, login: login, in: self.database)
-        // Unknown logins are throttled under their own name, so both cases behave alike.
-        let throttleKey = account.map { "acct:" + $0.id } ?? "login:\(community):\(login)"
+        // Unknown logins are throttled under their own name, so both cases behave alike; per client address, so a
+        // stranger guessing from theirs does not hold the owner signing in from another.
+        let subject = account.map { "acct:" + $0.id } ?? "login:\(community):\(login)"
+        let address = self.clientAddress(context)
         if let wait = self.limiter.signIns.delay(
-            throttleKey,
+            subject: subject,
+            address: address,
             free: self.configuration.signInFreeFailures,
             perHour: self.configuration.signInFailuresPerHour
         ) {
             throw AuthError.rateLimited(retryAfter: wait)
         }
         guard try await self.hasher.verify(request.password, encoded: account?.passwordHash), let account else {
-            self.limiter.signIns.recordFailure(throttleKey)
+            self.limiter.signIns.recordFailure(subject: subject, address: address)
             throw AuthError(.invalidCredentials, "The login or password is wrong")
         }
-        self.limiter.signIns.reset(throttleKey)
+        self.limiter.signIns.recordSuccess(subject: subject, address: address)
         switch account.status {
         case .pending: throw AuthError(.emailNotVerified, "Confirm your email address first")
         case .deactivated: throw AuthError(.accountDeactivated, "The account is deactivated")

@@ -167,6 +167,41 @@ struct SessionTests {
         }
     }
 
+    @Test func aStrangerCannotLockTheOwnerOut() async throws {
+        try await AuthHarness.with { auth in
+            let user = try await auth.activeUser()
+            // One wrong password every 15 minutes for two hours, then two more, from the attacker's address.
+            for round in 0..<10 {
+                await expectRPCError(.unauthenticated, reason: "INVALID_CREDENTIALS") {
+                    _ = try await auth.signIn(login: user.email, password: "wrong password!", ip: "198.51.100.9")
+                }
+                if round < 8 { auth.clock.advance(seconds: 900) }
+            }
+            // The attacker's address is held, even with the right password ...
+            await expectRPCError(.resourceExhausted, reason: "RATE_LIMITED") {
+                _ = try await auth.signIn(login: user.email, ip: "198.51.100.9")
+            }
+            // ... the owner at theirs signs in.
+            _ = try await auth.signIn(login: user.email, ip: "203.0.113.5")
+        }
+    }
+
+    @Test func aCampaignFromManyAddressesHoldsTheAccount() async throws {
+        try await AuthHarness.with(configure: { $0.signInFailuresPerHour = 10 }) { auth in
+            let user = try await auth.activeUser()
+            for bot in 0..<10 {
+                await expectRPCError(.unauthenticated, reason: "INVALID_CREDENTIALS") {
+                    _ = try await auth.signIn(login: user.email, password: "wrong password!", ip: "198.51.100.\(bot)")
+                }
+            }
+            await expectRPCError(.resourceExhausted, reason: "RATE_LIMITED") {
+                _ = try await auth.signIn(login: user.email, ip: "203.0.113.5")
+            }
+            auth.clock.advance(seconds: 3601)
+            _ = try await auth.signIn(login: user.email, ip: "203.0.113.5")
+        }
+    }
+
     @Test func signInLimitPerClientAddress() async throws {
         try await AuthHarness.with(configure: { $0.ipRequestsPerMinute = 3 }) { auth in
             let user = try await auth.activeUser()
