@@ -50,7 +50,7 @@ public struct AuthConfiguration: Sendable {
     public var hashThreads = ProcessInfo.processInfo.activeProcessorCount
     /// `KINDRED_AUTH_SMTP_HOST` (string), default `127.0.0.1`; `KINDRED_AUTH_SMTP_PORT` (int), default 25;
     /// `KINDRED_AUTH_SMTP_SECURITY` (`none` | `starttls` | `tls`), default `starttls`;
-    /// `KINDRED_AUTH_SMTP_USERNAME` / `KINDRED_AUTH_SMTP_PASSWORD` (strings), default none.
+    /// `KINDRED_AUTH_SMTP_USERNAME` / `KINDRED_AUTH_SMTP_PASSWORD` (strings; the password a secret, 1..1024), default none.
     public var smtpHost = "127.0.0.1"
     public var smtpPort = 25
     public var smtpSecurity = "starttls"
@@ -140,7 +140,7 @@ public struct AuthConfiguration: Sendable {
             "KINDRED_AUTH_SMTP_SECURITY", default: self.smtpSecurity,
             ["none": "none", "starttls": "starttls", "tls": "tls"])
         self.smtpUsername = reader.string("KINDRED_AUTH_SMTP_USERNAME")
-        self.smtpPassword = reader.string("KINDRED_AUTH_SMTP_PASSWORD")
+        self.smtpPassword = try reader.secret("KINDRED_AUTH_SMTP_PASSWORD", length: 1...1024)
         self.mailFrom = reader.string("KINDRED_AUTH_MAIL_FROM") ?? self.mailFrom
         self.linkBaseURL = reader.string("KINDRED_AUTH_LINK_BASE_URL") ?? self.linkBaseURL
         self.mailPollInterval = try reader.milliseconds(

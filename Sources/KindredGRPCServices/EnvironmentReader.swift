@@ -86,10 +86,25 @@ public struct EnvironmentReader: Sendable {
     }
 
     /// A secret whose length must be within `length` (the value never appears in an error).
+    ///
+    /// Every secret may also come from a file: `<key>_FILE` names it (its content, without surrounding white
+    /// space, is the value), as compose's generated secrets do, so a secret need not sit in an environment
+    /// listing. Setting both is refused; a file that cannot be read stops the start naming `<key>_FILE`.
     public func secret(_ key: String, length: ClosedRange<Int>) throws -> String? {
-        try self.value(key, default: nil, problem: "must be \(length.lowerBound)..\(length.upperBound) characters") {
-            length.contains($0.count) ? $0 : nil
+        let problem = "must be \(length.lowerBound)..\(length.upperBound) characters"
+        guard let path = self.string(key + "_FILE") else {
+            return try self.value(key, default: nil, problem: problem) { length.contains($0.count) ? $0 : nil }
         }
+        guard self.string(key) == nil else {
+            throw ConfigurationError(key: key, problem: "and \(key)_FILE are both set: set one")
+        }
+        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8)
+        else { throw ConfigurationError(key: key + "_FILE", problem: "names a file that cannot be read") }
+        let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard length.contains(value.count) else {
+            throw ConfigurationError(key: key + "_FILE", problem: "names a file whose content " + problem)
+        }
+        return value
     }
 
     /// `host:port` (IPv6 hosts in brackets: `[::1]:50050`).

@@ -104,9 +104,7 @@ public struct GatewayConfiguration: Sendable {
         self.chatStreamsPerUser = try reader.int(
             "KINDRED_GATEWAY_CHAT_STREAMS_PER_USER", default: self.chatStreamsPerUser, in: 1...100)
         self.serviceTLSCAFile = reader.string("KINDRED_GATEWAY_SERVICE_TLS_CA_FILE")
-        self.serviceSecret = try reader.value(
-            "KINDRED_GATEWAY_SERVICE_SECRET", default: nil, problem: "must be 32..256 characters"
-        ) { (32...256).contains($0.count) ? $0 : nil }
+        self.serviceSecret = try reader.secret("KINDRED_GATEWAY_SERVICE_SECRET", length: 32...256)
         self.revocationStaleAfter = try reader.milliseconds(
             "KINDRED_GATEWAY_REVOCATION_STALE_MS", default: self.revocationStaleAfter, in: 2000...60_000)
         self.downstreamTimeout = try reader.milliseconds(

@@ -23,11 +23,13 @@ public struct DatabaseSettings: Sendable, Equatable {
         self.migrationsDirectory = "services/\(server)/migrations"
     }
 
-    /// Reads `KINDRED_<SERVER>_DATABASE_URL`, `..._DATABASE_POOL_SIZE` and `..._MIGRATIONS_DIR`.
+    /// Reads `KINDRED_<SERVER>_DATABASE_URL` (or `..._DATABASE_URL_FILE`), `..._DATABASE_POOL_SIZE` and
+    /// `..._MIGRATIONS_DIR`.
     public init(server: String, schema: String, environment: EnvironmentReader) throws {
         self.init(server: server, schema: schema)
         let prefix = "KINDRED_\(server.uppercased())_"
-        self.url = environment.string(prefix + "DATABASE_URL") ?? self.url
+        // A secret (it may hold the password), so `..._DATABASE_URL_FILE` may name a file holding it.
+        self.url = try environment.secret(prefix + "DATABASE_URL", length: 1...4096) ?? self.url
         // Checked here rather than at the first query, so a typo stops the start naming the key.
         guard (try? PostgresConfiguration(self.url)) != nil else {
             throw ConfigurationError(key: prefix + "DATABASE_URL", problem: "must be a libpq URL or conninfo string")

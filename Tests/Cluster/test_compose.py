@@ -5,6 +5,7 @@ the structure is checked on the parsed YAML."""
 import os
 import re
 import shutil
+import stat
 import subprocess
 import urllib.parse
 
@@ -27,7 +28,11 @@ from cluster_config import (
 COMPOSE_FILE = ROOT / "compose.yaml"
 DOCKERFILE = ROOT / "services" / "Dockerfile"
 RUN_CLUSTER = ROOT / "services" / "run-cluster.sh"
+GENERATE_SECRETS = ROOT / "services" / "secrets" / "generate-secrets.sh"
 KINDRED_IMAGE = "kindred:dev"
+SECRETS_FOLDER = "/run/kindred-secrets"
+# Settings that hold a secret: a password, a service secret, a key, or a database URL (it carries the password).
+SECRET_SETTING = re.compile(r"PASSWORD|SECRET|_KEY(_|$)|DATABASE_URL")
 
 # The servers this repository builds today; a server of cluster.env without an executable is not required yet.
 SERVERS_BUILT = declared_server_products()
@@ -91,7 +96,8 @@ def test_docker_compose_accepts_the_file_and_agrees_with_this_parse(services):
 
 
 def test_every_service_is_there(services):
-    expected = {"postgres", "smtp-sink", *SERVERS_BUILT, *(f"{name}-migrate" for name in SERVERS_WITH_TABLES)}
+    expected = {"secrets", "postgres", "smtp-sink", *SERVERS_BUILT,
+                *(f"{name}-migrate" for name in SERVERS_WITH_TABLES)}
     assert expected <= set(services), f"missing: {expected - set(services)}"
     unexpected = set(services) - expected
     assert not unexpected, f"services compose has but the native cluster does not: {unexpected}"
@@ -116,7 +122,8 @@ def test_postgres_runs_the_shared_role_script_and_is_health_checked(services):
     assert test[0] == "CMD" and "pg_isready" in test and test[test.index("-h") + 1] == "127.0.0.1"
     assert "synchronous_commit=on" in postgres["command"]
     for name in SERVERS_WITH_TABLES:
-        assert f"KINDRED_{name.upper()}_DB_PASSWORD" in environment(postgres), name
+        assert f"KINDRED_{name.upper()}_DB_PASSWORD_FILE" in environment(postgres), name
+    assert postgres["depends_on"] == {"secrets": {"condition": "service_completed_successfully"}}
 
 
 def test_servers_are_health_checked_by_their_own_healthcheck_command(services):
@@ -169,30 +176,83 @@ def test_ports_and_addresses_match_the_native_defaults(services):
     assert auth["KINDRED_AUTH_SMTP_SECURITY"] == "none"
     sink = services["smtp-sink"]["command"]
     assert int(sink[sink.index("--port") + 1]) == DEFAULT_SMTP_PORT
-    assert auth["KINDRED_AUTH_SERVICE_SECRET_GATEWAY"] == gateway["KINDRED_GATEWAY_SERVICE_SECRET"]
-    assert len(auth["KINDRED_AUTH_SERVICE_SECRET_GATEWAY"]) >= 32, "auth refuses secrets under 32 characters"
+    for name in SERVERS_BUILT:
+        if name not in ("auth",):
+            assert auth[f"KINDRED_AUTH_SERVICE_SECRET_{name.upper()}_FILE"] == \
+                environment(services[name])[f"KINDRED_{name.upper()}_SERVICE_SECRET_FILE"], name
     assert DEFAULT_PORT_BASE == 50050 and ADMIN_PORT_OFFSET == 100, "the documented defaults"
 
 
-def test_database_urls_use_each_services_own_role(services):
+def generated_secrets(services, folder) -> dict:
+    """Runs the secrets service's script as compose would (its environment) into `folder`: name -> content."""
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("KINDRED_")},
+           **environment(services["secrets"])}
+    subprocess.run(["bash", str(GENERATE_SECRETS), str(folder)], env=env, check=True, capture_output=True)
+    return {path.name: path.read_text() for path in folder.iterdir()}
+
+
+def test_database_urls_use_each_services_own_role(services, tmp_path):
+    secrets = generated_secrets(services, tmp_path)
+    postgres = environment(services["postgres"])
     for name in SERVERS_WITH_TABLES:
-        url = urllib.parse.urlsplit(environment(services[name])[f"KINDRED_{name.upper()}_DATABASE_URL"])
+        url_file = environment(services[name])[f"KINDRED_{name.upper()}_DATABASE_URL_FILE"]
+        assert url_file.startswith(SECRETS_FOLDER + "/"), name
+        url = urllib.parse.urlsplit(secrets[url_file.rsplit("/", 1)[1]])
         assert (url.scheme, url.username, url.hostname, url.port, url.path) == (
             "postgresql", f"kindred_{name}", "postgres", 5432, f"/{DATABASE}")
-        postgres_password = environment(services["postgres"])[f"KINDRED_{name.upper()}_DB_PASSWORD"]
-        assert url.password == postgres_password, "the role's password and the server's URL must agree"
+        password_file = postgres[f"KINDRED_{name.upper()}_DB_PASSWORD_FILE"]
+        assert url.password == secrets[password_file.rsplit("/", 1)[1]], "the role's password and the URL must agree"
         assert environment(services[name])[f"KINDRED_{name.upper()}_MIGRATIONS_DIR"] == f"/app/services/{name}/migrations"
 
 
-def test_passwords_come_from_the_environment_with_dev_defaults():
+def secret_files_named(raw, services) -> set:
+    """The generated secrets compose names; fails on any secret written in compose.yaml itself."""
     text = COMPOSE_FILE.read_text()
-    assert "DEVELOPMENT ONLY" in text
-    for variable in ["KINDRED_POSTGRES_PASSWORD", "KINDRED_GATEWAY_SERVICE_SECRET",
-                     *(f"KINDRED_{name.upper()}_DB_PASSWORD" for name in SERVERS_WITH_TABLES)]:
-        assert re.search(r"\$\{" + variable + r":-[^}]+\}", text), variable
-    # No literal password outside an interpolation default.
-    for match in re.finditer(r"^\s*([A-Z_]*(?:PASSWORD|SECRET)[A-Z_]*): *(\S+)", text, re.M):
-        assert match.group(2).startswith("${"), match.group(0)
+    for match in re.finditer(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}", text):
+        assert not SECRET_SETTING.search(match.group(1)), f"a secret from the caller's environment: {match.group(0)}"
+    anchors = [interpolate(value) for key, value in raw.items() if key.startswith("x-") and isinstance(value, dict)]
+    listings = [environment(service) for service in services.values()]
+    listings += [{k: str(v) for k, v in anchor.items() if isinstance(v, (str, int))} for anchor in anchors]
+    named = set()
+    for env in listings:
+        for key, value in env.items():
+            if not SECRET_SETTING.search(key):
+                continue
+            assert key.endswith("_FILE"), f"{key} holds a secret literally: name a file with {key}_FILE"
+            assert value.startswith(SECRETS_FOLDER + "/"), f"{key} must name a generated secret"
+            named.add(value.rsplit("/", 1)[1])
+    for name, service in services.items():
+        if any(value.startswith(SECRETS_FOLDER) for value in environment(service).values()):
+            mode = "rw" if name == "secrets" else "ro"
+            mount = f"secrets:{SECRETS_FOLDER}" + (":ro" if mode == "ro" else "")
+            assert mount in service.get("volumes", []), f"{name} must mount the secrets volume ({mode})"
+    return named
+
+
+def test_no_secret_is_written_in_compose(raw, services):
+    """Every secret setting names a file of the generated `secrets` volume; none has a value, or a default, that
+    anyone can read here."""
+    assert secret_files_named(raw, services)
+
+
+def test_the_secrets_service_generates_each_named_secret_once(raw, services, tmp_path):
+    secrets = services["secrets"]
+    assert secrets["image"] == KINDRED_IMAGE and secrets["restart"] == "no"
+    assert secrets["command"] == ["bash", "/generate-secrets.sh", SECRETS_FOLDER]
+    assert "./services/secrets/generate-secrets.sh:/generate-secrets.sh:ro" in secrets["volumes"]
+    assert environment(secrets)["KINDRED_SERVERS_WITH_TABLES"].split() == SERVERS_WITH_TABLES
+    first = generated_secrets(services, tmp_path / "a")
+    named = secret_files_named(raw, services)
+    assert named <= set(first), f"named but never generated: {named - set(first)}"
+    for name, value in first.items():
+        assert (tmp_path / "a" / name).stat().st_mode & 0o777 == stat.S_IRUSR, name
+        if not name.startswith("database-url-"):
+            assert re.fullmatch(r"[A-Za-z0-9_-]{43}", value), name  # 256 random bits
+    # Kept at the next start; another deployment gets other values.
+    assert generated_secrets(services, tmp_path / "a") == first
+    other = generated_secrets(services, tmp_path / "b")
+    assert all(other[name] != first[name] for name in first)
+    assert len(set(first.values())) == len(first), "every secret is its own"
 
 
 def test_shared_settings_come_from_x_anchors(raw, services):
@@ -232,7 +292,8 @@ def test_compose_sets_what_the_native_cluster_sets(services):
     native = native_settings()
     assert "KINDRED_AUTH_SMTP_PORT" in native["auth"] and "KINDRED_GATEWAY_AUTH_ADDRESS" in native["gateway"]
     for name in SERVERS_BUILT:
-        missing = native[name] - set(environment(services[name]))
+        present = set(environment(services[name]))
+        missing = {key for key in native[name] if key not in present and f"{key}_FILE" not in present}
         assert not missing, f"{name}: compose lacks {missing}"
 
 

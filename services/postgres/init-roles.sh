@@ -7,8 +7,9 @@
 # Input (environment):
 #   KINDRED_SERVERS_WITH_TABLES   space-separated service names (services/cluster.env), required
 #   KINDRED_DATABASE              database name, default kindred
-#   KINDRED_<SERVICE>_DB_PASSWORD the role's password (compose: TCP with scram-sha-256); unset or empty = no
-#                                 password (native: unix socket in a private folder, trust)
+#   KINDRED_<SERVICE>_DB_PASSWORD the role's password (TCP with scram-sha-256); unset or empty = no password
+#                                 (native: unix socket in a private folder, trust)
+#   KINDRED_<SERVICE>_DB_PASSWORD_FILE  a file holding it instead (compose: services/secrets/generate-secrets.sh)
 #   PGHOST, PGPORT, PGUSER        a superuser connection (PGUSER defaults to POSTGRES_USER, then postgres)
 #   PSQL                          psql binary, default psql
 set -euo pipefail
@@ -27,8 +28,11 @@ SQL
 
 for service in $services; do
     password_variable="KINDRED_${service^^}_DB_PASSWORD"
+    password="${!password_variable:-}"
+    password_file_variable="${password_variable}_FILE"
+    if [[ -z "$password" && -n "${!password_file_variable:-}" ]]; then password="$(<"${!password_file_variable}")"; fi
     "$psql" -X -q -v ON_ERROR_STOP=1 -d "$database" -v db="$database" -v role="kindred_$service" \
-        -v schema="$service" -v password="${!password_variable:-}" <<'SQL'
+        -v schema="$service" -v password="$password" <<'SQL'
 SELECT format('CREATE ROLE %I LOGIN', :'role') WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'role')
 \gexec
 SELECT format('ALTER ROLE %I LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD %L', :'role', NULLIF(:'password', ''))
