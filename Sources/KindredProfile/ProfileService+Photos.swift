@@ -23,13 +23,6 @@ enum PhotoVariants {
     static let cacheMaxAgeSeconds: Int32 = 31_536_000
 }
 
-extension Optional {
-    fileprivate func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
-        guard let value = self else { return nil }
-        return try await transform(value)
-    }
-}
-
 extension ProfileService {
     /// The upload cap, checked while streaming (the same as the pipeline's byte limit).
     static let maxUploadBytes = PhotoLimits.standard.maxBytes
@@ -64,13 +57,14 @@ extension ProfileService {
         if let uploadKey, !Self.isValidIdempotencyKey(uploadKey) {
             throw ProfileError.invalid("header.idempotency_key", "INVALID_FORMAT", "1..64 characters of [A-Za-z0-9_-]")
         }
-        let retried = try await uploadKey.asyncMap { try await self.existingUpload(caller.userID, $0) } ?? nil
+        // A retried upload key answers with the first result at once, before a byte of the body is read: a
+        // replay skips the rate limit and the photo cap, so it must not cost a buffer either. What the client
+        // still sends is dropped (the stream is answered early, as HTTP/2 allows).
+        if let uploadKey, let retried = try await self.existingUpload(caller.userID, uploadKey) { return retried }
         guard let profile = try await self.record(caller.userID) else { throw ProfileError.profileNotFound }
         let settings = try await self.settings(of: profile.communityID)
-        if retried == nil {
-            guard profile.photos.count < Int(settings.maxPhotos) else { throw Self.photoLimitReached }
-        }
-        if retried == nil, let wait = self.uploadLimiter.acquire(caller.userID) {
+        guard profile.photos.count < Int(settings.maxPhotos) else { throw Self.photoLimitReached }
+        if let wait = self.uploadLimiter.acquire(caller.userID) {
             throw ProfileError.rateLimited("Too many photo uploads; try again later", retryAfter: wait)
         }
 
@@ -90,9 +84,6 @@ extension ProfileService {
             error.violations = [ProfileError.violation("header.total_size_bytes", "SIZE_MISMATCH", "the exact size")]
             throw error
         }
-        // A retried upload key answers with the first result (after reading the stream, so the client's
-        // remaining writes do not fail) without processing or storing again.
-        if let retried { return retried }
         let contentHash = SHA256.hash(data)
         if !header.sha256.isEmpty, header.sha256 != contentHash {
             var error = ProfileError(.invalidArgument, "CHECKSUM_MISMATCH", "The SHA-256 of the bytes differs from the header's")

@@ -1,0 +1,113 @@
+"""Photos and cards leak nothing they should not, with Python grpcio and urllib against a cluster: a replayed upload
+key answers the first result before the body is sent (a replay costs no buffer; at profile's own port)."""
+import hashlib
+import io
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+import grpc
+import pytest
+from PIL import Image
+
+from cluster_harness import ROOT, Cluster, assert_clean_stop
+from test_cluster import PASSWORD, TIMEOUT, bearer, sign_up_and_verify, unique
+
+# The profile service's own contract, to call it on its port.
+_stubs = tempfile.mkdtemp(prefix="kindred-photo-stubs-")
+subprocess.run(
+    [sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT / 'proto'}", f"--python_out={_stubs}",
+     f"--grpc_python_out={_stubs}",
+     *sorted(str(p.relative_to(ROOT / "proto")) for p in (ROOT / "proto" / "kindred/profile/v1").glob("*.proto"))],
+    check=True,
+)
+sys.path.insert(0, _stubs)
+
+from kindred.api.v1 import account_pb2, account_pb2_grpc, profile_pb2, profile_pb2_grpc, types_pb2  # noqa: E402
+from kindred.common.v1 import common_pb2  # noqa: E402
+from kindred.profile.v1 import photo_pb2 as service_photo_pb2, profile_pb2_grpc as service_profile_pb2_grpc  # noqa
+
+CHUNK = 256 * 1024
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    running = Cluster()
+    pids = running.pids()
+    yield running
+    assert_clean_stop(running, pids)
+
+
+@pytest.fixture(scope="module")
+def channel(cluster):
+    with grpc.insecure_channel(cluster.gateway) as channel:
+        yield channel
+
+
+def member(cluster, channel, name="Member", community="fitness"):
+    """A signed-in member with a profile, by default of the preset community fitness (no photos or fields needed to
+    be shown): (user id, auth metadata)."""
+    accounts = account_pb2_grpc.AccountServiceStub(channel)
+    email = f"{unique('ph-')}@example.com"
+    sign_up_and_verify(cluster, accounts, community, email, unique("ph_"))
+    signed = accounts.SignIn(account_pb2.SignInRequest(community_id=community, login=email, password=PASSWORD),
+                             timeout=TIMEOUT)
+    auth = bearer(signed.tokens.access_token)
+    profile_pb2_grpc.ProfileServiceStub(channel).CreateProfile(profile_pb2.CreateProfileRequest(
+        fields=types_pb2.ProfileFields(display_name=name, birth_date=common_pb2.CalendarDate(year=1990, month=5, day=1)),
+        idempotency_key=str(uuid.uuid4())), metadata=auth, timeout=TIMEOUT)
+    return signed.account.user_id, auth
+
+
+def photo(seed: int, size=(900, 1200)) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", size, (seed % 256, 80, 160)).save(out, "JPEG", quality=85)
+    return out.getvalue()
+
+
+def header(data: bytes, key: str):
+    return profile_pb2.UploadPhotoRequest(header=profile_pb2.PhotoUploadHeader(
+        content_type="image/jpeg", total_size_bytes=len(data), sha256=hashlib.sha256(data).digest(), position=99,
+        idempotency_key=key))
+
+
+def upload(profiles, auth, data: bytes, key: str = ""):
+    def messages():
+        yield header(data, key)
+        for offset in range(0, len(data), CHUNK):
+            yield profile_pb2.UploadPhotoRequest(chunk=data[offset:offset + CHUNK])
+    return profiles.UploadPhoto(messages(), metadata=auth, timeout=60)
+
+
+def test_a_replayed_upload_key_answers_before_the_body(cluster, channel):
+    """At the profile service itself (its own port, the member's token): the replay is answered while its body is
+    still held back by the client. Through the gateway the replay gets the same answer; the gateway forwards message
+    by message and drops the rest once profile has answered, so it holds at most one chunk."""
+    profiles = profile_pb2_grpc.ProfileServiceStub(channel)
+    _, auth = member(cluster, channel, "Replay")
+    data = photo(1)
+    first = upload(profiles, auth, data, key="replayed-key")
+    assert upload(profiles, auth, data, key="replayed-key").photo.photo_id == first.photo.photo_id
+
+    released = threading.Event()
+
+    def held_back():
+        yield service_photo_pb2.UploadPhotoRequest(header=service_photo_pb2.PhotoUploadHeader(
+            content_type="image/jpeg", total_size_bytes=len(data), sha256=hashlib.sha256(data).digest(),
+            position=99, idempotency_key="replayed-key"))
+        released.wait(20)
+        for offset in range(0, len(data), CHUNK):
+            yield service_photo_pb2.UploadPhotoRequest(chunk=data[offset:offset + CHUNK])
+
+    with grpc.insecure_channel(f"127.0.0.1:{cluster.port('profile')}") as direct:
+        started = time.monotonic()
+        again = service_profile_pb2_grpc.ProfileServiceStub(direct).UploadPhoto(held_back(), metadata=auth,
+                                                                                 timeout=60)
+        elapsed = time.monotonic() - started
+        released.set()
+    assert again.photo.photo_id == first.photo.photo_id and len(again.photos) == 1
+    assert elapsed < 10, f"the replay waited {elapsed:.1f} s for its body"
+
