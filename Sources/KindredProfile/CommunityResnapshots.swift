@@ -43,7 +43,8 @@ extension ProfileService {
             ).map { try $0.decode(String.self, at: 0) }
             let settings = try await self.settings(of: community, in: transaction)
             for member in members {
-                try await transaction.execute("UPDATE profiles SET version = version + 1 WHERE user_id = \(member)")
+                try await transaction.execute(
+                    "UPDATE profiles SET version = version + 1, card_version = card_version + 1 WHERE user_id = \(member)")
                 let record = try await self.reread(member, in: transaction)
                 try await self.appendProfileUpdated(record, settings: settings, changed: ["community"], in: transaction)
             }

@@ -65,7 +65,7 @@ extension ProfileService {
         try await self.profiles.setDeactivated(userID, deactivated, in: transaction)
         guard var record = try await self.lockedRecord(userID, in: transaction) else { return }
         let settings = try await self.settings(of: record.communityID, in: transaction)
-        record.version = try await self.profiles.touch(userID: userID, in: transaction)
+        record.version = try await self.profiles.touch(userID: userID, card: false, in: transaction)
         record = try await self.reread(userID, in: transaction)
         try await self.appendProfileUpdated(record, settings: settings, changed: ["eligible"], in: transaction)
     }

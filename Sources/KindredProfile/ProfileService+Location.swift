@@ -36,7 +36,7 @@ extension ProfileService {
                     "The location moved faster than 1000 km/h since the last update")
             case .accept(let cell, let sharedChanged):
                 try await self.profiles.setLocation(userID: caller.userID, cell: cell, atUnixMs: now, in: transaction)
-                try await self.profiles.touch(userID: caller.userID, in: transaction)
+                try await self.profiles.touch(userID: caller.userID, card: false, in: transaction)
                 let record = try await self.reread(caller.userID, in: transaction)
                 let settings = try await self.settings(of: record.communityID, in: transaction)
                 if sharedChanged {

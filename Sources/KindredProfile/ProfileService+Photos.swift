@@ -142,7 +142,7 @@ extension ProfileService {
             let settings = try await self.settings(of: current.communityID, in: transaction)
             guard current.photos.count < Int(settings.maxPhotos) else { throw Self.photoLimitReached }
             try await self.photos.insert(photo, at: Int(header.position), in: transaction)
-            try await self.profiles.touch(userID: caller.userID, in: transaction)
+            try await self.profiles.touch(userID: caller.userID, card: true, in: transaction)
             let record = try await self.reread(caller.userID, in: transaction)
             try await self.appendProfileUpdated(record, settings: settings, changed: ["photos"], in: transaction)
             return photo.id
@@ -244,7 +244,7 @@ extension ProfileService {
             guard let keys = try await self.photos.delete(request.photoId, userID: owner, in: transaction) else {
                 return []
             }
-            try await self.profiles.touch(userID: owner, in: transaction)
+            try await self.profiles.touch(userID: owner, card: true, in: transaction)
             let record = try await self.reread(owner, in: transaction)
             let settings = try await self.settings(of: current.communityID, in: transaction)
             try await self.appendProfileUpdated(record, settings: settings, changed: ["photos"], in: transaction)
@@ -270,7 +270,7 @@ extension ProfileService {
             }
             guard request.photoIds != ids else { return }
             try await self.photos.renumber(userID: caller.userID, request.photoIds, in: transaction)
-            try await self.profiles.touch(userID: caller.userID, in: transaction)
+            try await self.profiles.touch(userID: caller.userID, card: true, in: transaction)
             let record = try await self.reread(caller.userID, in: transaction)
             let settings = try await self.settings(of: current.communityID, in: transaction)
             try await self.appendProfileUpdated(record, settings: settings, changed: ["photos"], in: transaction)

@@ -7,7 +7,11 @@ struct ProfileRecord: Sendable, Hashable {
     var userID: String
     var communityID: String
     var fields: Kindred.Profile.V1.ProfileFields
+    /// Counts every change (the events' snapshots carry it).
     var version: Int64
+    /// Counts the changes other members can see (fields, photos, community rules), not location updates: cards
+    /// show it.
+    var cardVersion: Int64 = 1
     var idempotencyKey: String?
     var createdUnixMs: Int64
     var updatedUnixMs: Int64
@@ -26,7 +30,7 @@ struct ProfileStore: Sendable {
         p.user_id, p.community_id, p.fields, p.version, p.idempotency_key,
         (extract(epoch FROM p.created_at) * 1000)::bigint, (extract(epoch FROM p.updated_at) * 1000)::bigint,
         l.cell, coalesce((extract(epoch FROM l.updated_at) * 1000)::bigint, 0),
-        EXISTS (SELECT 1 FROM deactivated_accounts d WHERE d.user_id = p.user_id)
+        EXISTS (SELECT 1 FROM deactivated_accounts d WHERE d.user_id = p.user_id), p.card_version
         """
     static let from = "profiles p LEFT JOIN locations l ON l.user_id = p.user_id"
 
@@ -36,9 +40,11 @@ struct ProfileStore: Sendable {
         let cell = try row.decode(String?.self, at: 7)
         let located = try row.decode(Int64.self, at: 8)
         let deactivated = try row.decode(Bool.self, at: 9)
+        let cardVersion = try row.decode(Int64.self, at: 10)
         let fields = try Kindred.Profile.V1.ProfileFields(serializedBytes: fieldBytes)
         return ProfileRecord(
-            userID: userID, communityID: communityID, fields: fields, version: version, idempotencyKey: key,
+            userID: userID, communityID: communityID, fields: fields, version: version, cardVersion: cardVersion,
+            idempotencyKey: key,
             createdUnixMs: created, updatedUnixMs: updated, locationCell: cell, locationUpdatedUnixMs: located,
             deactivated: deactivated)
     }
@@ -107,17 +113,24 @@ struct ProfileStore: Sendable {
         try await self.replaceAttributes(userID: userID, fields.attributes, in: transaction)
         let rows = try await transaction.query(
             """
-            UPDATE profiles SET fields = \(try Self.storedFields(fields)), version = version + 1, updated_at = now()
+            UPDATE profiles SET fields = \(try Self.storedFields(fields)), version = version + 1,
+                card_version = card_version + 1, updated_at = now()
             WHERE user_id = \(userID) RETURNING version
             """)
         return try rows[0].decode(Int64.self, at: 0)
     }
 
-    /// Increments the version after a change of photos or location; returns it.
+    /// Increments the version after a change of photos, location or account state, and the card version too when
+    /// other members see the change (`card`: photos yes, a location update or an account state no); returns the
+    /// version.
     @discardableResult
-    func touch(userID: String, in transaction: PostgresTransaction) async throws -> Int64 {
+    func touch(userID: String, card: Bool, in transaction: PostgresTransaction) async throws -> Int64 {
         let rows = try await transaction.query(
-            "UPDATE profiles SET version = version + 1, updated_at = now() WHERE user_id = \(userID) RETURNING version")
+            """
+            UPDATE profiles SET version = version + 1, card_version = card_version + \(card ? Int64(1) : 0),
+                updated_at = now()
+            WHERE user_id = \(userID) RETURNING version
+            """)
         return try rows[0].decode(Int64.self, at: 0)
     }
 

@@ -68,7 +68,7 @@ enum ProfileViews {
                         String(mine.prefix(LocationRules.sharedPrecision)),
                         String(theirs.prefix(LocationRules.sharedPrecision))) ?? 0)
             }
-            $0.version = record.version
+            $0.version = record.cardVersion  // not moved by location updates: polling it tells nothing
         }
     }
 

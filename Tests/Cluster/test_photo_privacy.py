@@ -1,5 +1,7 @@
 """Photos and cards leak nothing they should not, with Python grpcio and urllib against a cluster: a replayed upload
-key answers the first result before the body is sent (a replay costs no buffer; at profile's own port)."""
+key answers the first result before the body is sent (a replay costs no buffer; at profile's own port); through the
+gateway, a card's version does not
+move with location updates (polling it would tell when a member is active), only with what the viewer sees."""
 import hashlib
 import io
 import subprocess
@@ -35,7 +37,7 @@ CHUNK = 256 * 1024
 
 @pytest.fixture(scope="module")
 def cluster():
-    running = Cluster()
+    running = Cluster(KINDRED_PROFILE_LOCATION_INTERVAL_MS="1000")
     pids = running.pids()
     yield running
     assert_clean_stop(running, pids)
@@ -110,4 +112,39 @@ def test_a_replayed_upload_key_answers_before_the_body(cluster, channel):
         released.set()
     assert again.photo.photo_id == first.photo.photo_id and len(again.photos) == 1
     assert elapsed < 10, f"the replay waited {elapsed:.1f} s for its body"
+
+
+def locate(profiles, auth, latitude, longitude=2.35):
+    """UpdateLocation, waiting out the cluster's 1 s interval."""
+    for _ in range(50):
+        try:
+            return profiles.UpdateLocation(profile_pb2.UpdateLocationRequest(location=common_pb2.GeoPoint(
+                latitude_deg=latitude, longitude_deg=longitude)), metadata=auth, timeout=TIMEOUT)
+        except grpc.RpcError as error:
+            if error.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                raise
+            time.sleep(0.2)
+    raise AssertionError("UpdateLocation stayed rate limited")
+
+
+def test_a_cards_version_does_not_move_with_location_updates(cluster, channel):
+    profiles = profile_pb2_grpc.ProfileServiceStub(channel)
+    member_id, member_auth = member(cluster, channel, "Active")
+    _, viewer_auth = member(cluster, channel, "Watcher")
+    locate(profiles, viewer_auth, 48.85)
+    locate(profiles, member_auth, 48.85)
+
+    def card():
+        return profiles.GetProfile(profile_pb2.GetProfileRequest(user_id=member_id), metadata=viewer_auth,
+                                   timeout=TIMEOUT).profile
+
+    seen = card().version
+    locate(profiles, member_auth, 48.85001)  # a metre north: the same cell
+    assert card().version == seen
+    locate(profiles, member_auth, 48.87)  # about 2 km north: another shared (precision-6) cell
+    assert card().version == seen
+    profiles.UpdateProfile(profile_pb2.UpdateProfileRequest(fields=types_pb2.ProfileFields(bio="New bio"),
+                                                            update_paths=["bio"]), metadata=member_auth, timeout=TIMEOUT)
+    edited = card()
+    assert edited.bio == "New bio" and edited.version > seen
 
