@@ -44,6 +44,10 @@ public struct ProfileConfiguration: Sendable {
     /// `http://127.0.0.1:50250` (the gateway's media port in the local cluster): what photo URLs start with; a CDN's
     /// address in production.
     public var mediaBaseURL = "http://127.0.0.1:50250"
+    /// `KINDRED_PROFILE_MEDIA_URL_LIFETIME_SECONDS` (int, 60..86400), default 900: how long a signed photo URL is
+    /// valid at least. Expiries are rounded up to a third of it, so a URL stays the same for that long (CDN hits)
+    /// and is valid at most 4/3 of it. A URL cannot be revoked: this bounds how long one outlives a block.
+    public var mediaURLLifetimeSeconds: Int64 = 900
 
     public init() {}
 
@@ -74,5 +78,7 @@ public struct ProfileConfiguration: Sendable {
             self.mediaBaseURL = base
         }
         self.uploadsPerHour = try reader.int("KINDRED_PROFILE_UPLOADS_PER_HOUR", default: self.uploadsPerHour, in: 1...10_000)
+        self.mediaURLLifetimeSeconds = try reader.seconds(
+            "KINDRED_PROFILE_MEDIA_URL_LIFETIME_SECONDS", default: self.mediaURLLifetimeSeconds, in: 60...86_400)
     }
 }

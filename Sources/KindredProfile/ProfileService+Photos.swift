@@ -189,6 +189,11 @@ extension ProfileService {
             throw ProfileError.photoNotFound
         }
         let viewer = caller.userID ?? (request.viewerUserId.isEmpty ? nil : request.viewerUserId)
+        if caller.isService, viewer == nil, try await self.record(photo.userID)?.deactivated ?? true {
+            // The media port's signed URLs name no viewer: a deactivated member's photos are gone from there at
+            // once, whatever URLs are still out (removed and deleted photos have no row at all).
+            throw ProfileError.photoNotFound
+        }
         if !(caller.isAdmin || (caller.isService && viewer == nil) || viewer == photo.userID) {
             guard let viewer, try await self.canSee(viewer: viewer, tokenCommunity: caller.claims.cid, owner: photo.userID)
             else { throw ProfileError.photoNotFound }

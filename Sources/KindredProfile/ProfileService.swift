@@ -54,9 +54,10 @@ public final class ProfileService: GRPCService, Sendable {
         rules.minimumInterval = configuration.locationInterval
         self.locationRules = rules
         self.pageTokenKey = pageTokenKey
-        self.media = configuration.mediaURLKey.flatMap { MediaURLSigner(key: Array($0.utf8)) }.map {
-            MediaLinks(signer: $0, base: configuration.mediaBaseURL)
-        }
+        let lifetime = configuration.mediaURLLifetimeSeconds
+        self.media = configuration.mediaURLKey.flatMap {
+            MediaURLSigner(key: Array($0.utf8), lifetimeSeconds: lifetime, stepSeconds: max(1, lifetime / 3))
+        }.map { MediaLinks(signer: $0, base: configuration.mediaBaseURL) }
         self.logger = logger
     }
 

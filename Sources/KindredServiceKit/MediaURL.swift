@@ -6,13 +6,16 @@ import KindredOpenSSL
 /// so stock image loaders and CDNs can.
 public struct MediaURLSigner: Sendable {
     private let key: [UInt8]
-    /// How long a URL stays valid at least.
+    /// How long a URL stays valid at least. Short, because a URL cannot be taken back: whoever holds it (a member
+    /// blocked since, a scraper) can fetch the photo until it expires. Removal, deletion and deactivation stop it
+    /// sooner at the origin (profile's GetPhoto answers NOT_FOUND, the media port 404).
     public let lifetimeSeconds: Int64
-    /// Expiries are rounded up to this step, so the same photo gets the same URL for a while (CDN hits).
+    /// Expiries are rounded up to this step, so the same photo gets the same URL for a while (CDN hits): a URL is
+    /// valid between `lifetimeSeconds` and `lifetimeSeconds + stepSeconds`.
     public let stepSeconds: Int64
 
-    /// `key`: at least 32 bytes.
-    public init?(key: [UInt8], lifetimeSeconds: Int64 = 86_400, stepSeconds: Int64 = 6 * 3600) {
+    /// `key`: at least 32 bytes. Defaults: valid 15 to 20 minutes, the same URL for 5 minutes.
+    public init?(key: [UInt8], lifetimeSeconds: Int64 = 900, stepSeconds: Int64 = 300) {
         guard key.count >= 32, lifetimeSeconds > 0, stepSeconds > 0 else { return nil }
         self.key = key
         self.lifetimeSeconds = lifetimeSeconds

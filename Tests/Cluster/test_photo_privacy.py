@@ -1,7 +1,9 @@
 """Photos and cards leak nothing they should not, with Python grpcio and urllib against a cluster: a replayed upload
 key answers the first result before the body is sent (a replay costs no buffer; at profile's own port); through the
 gateway, a card's version does not
-move with location updates (polling it would tell when a member is active), only with what the viewer sees."""
+move with location updates (polling it would tell when a member is active), only with what the viewer sees; signed
+photo URLs live minutes, not a day, and the gateway's media port answers 404 at once after the photo's removal and
+the owner's deactivation."""
 import hashlib
 import io
 import subprocess
@@ -9,6 +11,8 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 
 import grpc
@@ -28,16 +32,18 @@ subprocess.run(
 )
 sys.path.insert(0, _stubs)
 
-from kindred.api.v1 import account_pb2, account_pb2_grpc, profile_pb2, profile_pb2_grpc, types_pb2  # noqa: E402
+from kindred.api.v1 import (account_pb2, account_pb2_grpc, admin_pb2, admin_pb2_grpc, profile_pb2,  # noqa: E402
+                            profile_pb2_grpc, types_pb2)
 from kindred.common.v1 import common_pb2  # noqa: E402
 from kindred.profile.v1 import photo_pb2 as service_photo_pb2, profile_pb2_grpc as service_profile_pb2_grpc  # noqa
 
 CHUNK = 256 * 1024
+BOOTSTRAP_SECRET = "photo-privacy-bootstrap-secret-0123456789abcdef"
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    running = Cluster(KINDRED_PROFILE_LOCATION_INTERVAL_MS="1000")
+    running = Cluster(KINDRED_PROFILE_LOCATION_INTERVAL_MS="1000", KINDRED_AUTH_BOOTSTRAP_SECRET=BOOTSTRAP_SECRET)
     pids = running.pids()
     yield running
     assert_clean_stop(running, pids)
@@ -148,3 +154,61 @@ def test_a_cards_version_does_not_move_with_location_updates(cluster, channel):
     edited = card()
     assert edited.bio == "New bio" and edited.version > seen
 
+
+def status_of(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=TIMEOUT) as answer:
+            answer.read()
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def wait_for_status(url: str, status: int, timeout=10.0) -> float:
+    """Seconds until `url` answers `status` (the deactivation reaches profile as an event)."""
+    started = time.monotonic()
+    while status_of(url) != status:
+        assert time.monotonic() - started < timeout, f"{url} still not {status} after {timeout} s"
+        time.sleep(0.05)
+    return time.monotonic() - started
+
+
+def test_photo_urls_are_short_lived_and_end_with_removal_and_deactivation(cluster, channel):
+    profiles = profile_pb2_grpc.ProfileServiceStub(channel)
+    accounts = account_pb2_grpc.AccountServiceStub(channel)
+    admin_api = admin_pb2_grpc.AdminServiceStub(channel)
+    member_id, member_auth = member(cluster, channel, "Pictured")
+    viewer_id, viewer_auth = member(cluster, channel, "Viewer")
+    admin_email = f"{unique('admin-')}@example.com"
+    sign_up_and_verify(cluster, accounts, "fitness", admin_email, unique("admin_"))
+    admin_api.BootstrapAdmin(admin_pb2.BootstrapAdminRequest(bootstrap_secret=BOOTSTRAP_SECRET, community_id="fitness",
+                                                             login=admin_email), timeout=TIMEOUT)
+    admin = bearer(accounts.SignIn(account_pb2.SignInRequest(community_id="fitness", login=admin_email,
+                                                             password=PASSWORD), timeout=TIMEOUT).tokens.access_token)
+
+    kept = upload(profiles, member_auth, photo(2)).photo
+    removed = upload(profiles, member_auth, photo(3)).photo
+    card = profiles.GetProfile(profile_pb2.GetProfileRequest(user_id=member_id), metadata=viewer_auth,
+                               timeout=TIMEOUT).profile
+    links = {shown.photo_id: shown.urls for shown in card.photos}
+    assert set(links) == {kept.photo_id, removed.photo_id}
+    now = time.time()
+    for link in [link for urls in links.values() for link in urls]:
+        # The default lifetime: valid 15 to 20 minutes, not a day.
+        assert now + 15 * 60 - 5 <= link.expires_unix <= now + 20 * 60 + 5, link.expires_unix - now
+    kept_url, removed_url = links[kept.photo_id][0].url, links[removed.photo_id][0].url
+    assert status_of(kept_url) == 200 and status_of(removed_url) == 200
+
+    profiles.DeletePhoto(profile_pb2.DeletePhotoRequest(photo_id=removed.photo_id), metadata=member_auth,
+                         timeout=TIMEOUT)
+    assert status_of(removed_url) == 404, "a removed photo is still served"
+    assert status_of(kept_url) == 200
+
+    admin_api.DeactivateAccount(admin_pb2.DeactivateAccountRequest(user_id=member_id, note="test"), metadata=admin,
+                                timeout=TIMEOUT)
+    delay = wait_for_status(kept_url, 404)
+    print(f"deactivation to 404 at the media port: {delay * 1000:.0f} ms")
+    admin_api.ReactivateAccount(admin_pb2.ReactivateAccountRequest(user_id=member_id), metadata=admin,
+                                timeout=TIMEOUT)
+    wait_for_status(kept_url, 200)
+    assert viewer_id != member_id
