@@ -26,11 +26,25 @@ public struct HTTP1Limits: Sendable, Hashable {
     public init(prefix: String, defaults: HTTP1Limits, environment: EnvironmentReader) throws {
         self = defaults
         self.headerTimeout = try environment.milliseconds(
-            prefix + "HEADER_TIMEOUT_MS", default: self.headerTimeout, in: 100...300_000)
-        self.bodyTimeout = try environment.milliseconds(prefix + "BODY_TIMEOUT_MS", default: self.bodyTimeout, in: 100...300_000)
+            prefix + "HEADER_TIMEOUT_MS",
+            default: self.headerTimeout,
+            in: 100...300_000
+        )
+        self.bodyTimeout = try environment.milliseconds(
+            prefix + "BODY_TIMEOUT_MS",
+            default: self.bodyTimeout,
+            in: 100...300_000
+        )
         self.idleTimeout = try environment.milliseconds(
-            prefix + "IDLE_TIMEOUT_MS", default: self.idleTimeout, in: 100...3_600_000)
-        self.maxConnections = try environment.int(prefix + "MAX_CONNECTIONS", default: self.maxConnections, in: 1...100_000)
+            prefix + "IDLE_TIMEOUT_MS",
+            default: self.idleTimeout,
+            in: 100...3_600_000
+        )
+        self.maxConnections = try environment.int(
+            prefix + "MAX_CONNECTIONS",
+            default: self.maxConnections,
+            in: 1...100_000
+        )
     }
 
     /// The admin port's defaults: operators and scrapers need few connections (64).

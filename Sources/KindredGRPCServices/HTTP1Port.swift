@@ -23,7 +23,8 @@ public enum HTTP1Port {
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(
-                        HTTP1ConnectionCap(limit: limits.maxConnections, open: open, metrics: metrics))
+                        HTTP1ConnectionCap(limit: limits.maxConnections, open: open, metrics: metrics)
+                    )
                 }
             }
             .childChannelInitializer { channel in

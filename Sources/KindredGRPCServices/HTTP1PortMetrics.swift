@@ -24,12 +24,22 @@ public final class HTTP1PortMetrics: Sendable {
     public init(port: String, factory: any MetricsFactory) {
         self.open = Meter(label: "http_connections_open", dimensions: [("port", port)], factory: factory)
         self.refusedTotal = CoreMetrics.Counter(
-            label: "http_connections_refused_total", dimensions: [("port", port)], factory: factory)
+            label: "http_connections_refused_total",
+            dimensions: [("port", port)],
+            factory: factory
+        )
         self.timeoutsTotal = Dictionary(
             uniqueKeysWithValues: HTTP1ConnectionTimer.Timeout.allCases.map {
-                ($0.rawValue, CoreMetrics.Counter(
-                    label: "http_timeouts_total", dimensions: [("port", port), ("timeout", $0.rawValue)], factory: factory))
-            })
+                (
+                    $0.rawValue,
+                    CoreMetrics.Counter(
+                        label: "http_timeouts_total",
+                        dimensions: [("port", port), ("timeout", $0.rawValue)],
+                        factory: factory
+                    )
+                )
+            }
+        )
     }
 
     /// Connections open now.

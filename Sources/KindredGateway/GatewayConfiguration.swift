@@ -119,7 +119,8 @@ public struct GatewayConfiguration: Sendable {
         self.anonymousBurst = try reader.int(
             "KINDRED_GATEWAY_ANONYMOUS_BURST", default: self.anonymousBurst, in: 1...1_000_000)
         self.clientIPHeader = reader.string("KINDRED_GATEWAY_CLIENT_IP_HEADER")?.lowercased()
-        self.trustedProxies = try reader.int("KINDRED_GATEWAY_TRUSTED_PROXIES", default: self.trustedProxies, in: 1...16)
+        self.trustedProxies = try reader.int(
+            "KINDRED_GATEWAY_TRUSTED_PROXIES", default: self.trustedProxies, in: 1...16)
         self.mediaURLKey = try reader.secret("KINDRED_MEDIA_URL_KEY", length: 32...256)
         if reader.string("KINDRED_GATEWAY_MEDIA_LISTEN") == "off" {
             self.mediaListen = nil

@@ -75,10 +75,12 @@ struct HTTP1PortTests {
     @Test("limits read under a prefix; bad values name their key")
     func settings() throws {
         let read = try HTTP1Limits(
-            prefix: "KINDRED_X_MEDIA_", defaults: HTTP1Limits(maxConnections: 2048),
+            prefix: "KINDRED_X_MEDIA_",
+            defaults: HTTP1Limits(maxConnections: 2048),
             environment: EnvironmentReader([
                 "KINDRED_X_MEDIA_HEADER_TIMEOUT_MS": "2500", "KINDRED_X_MEDIA_MAX_CONNECTIONS": "10",
-            ]))
+            ])
+        )
         #expect(read.headerTimeout == .milliseconds(2500) && read.maxConnections == 10)
         #expect(read.bodyTimeout == .seconds(30) && read.idleTimeout == .seconds(60))
         for (key, value) in [
@@ -86,13 +88,19 @@ struct HTTP1PortTests {
             ("KINDRED_X_MEDIA_MAX_CONNECTIONS", "0"), ("KINDRED_X_MEDIA_BODY_TIMEOUT_MS", "-5"),
         ] {
             let error = try #require(throws: ConfigurationError.self) {
-                try HTTP1Limits(prefix: "KINDRED_X_MEDIA_", defaults: .admin, environment: EnvironmentReader([key: value]))
+                try HTTP1Limits(
+                    prefix: "KINDRED_X_MEDIA_",
+                    defaults: .admin,
+                    environment: EnvironmentReader([key: value])
+                )
             }
             #expect(error.key == key)
         }
         let endpoint = try ServerEndpointSettings(
-            prefix: "KINDRED_X_", defaultPort: 50080,
-            environment: EnvironmentReader(["KINDRED_X_ADMIN_MAX_CONNECTIONS": "8"]))
+            prefix: "KINDRED_X_",
+            defaultPort: 50080,
+            environment: EnvironmentReader(["KINDRED_X_ADMIN_MAX_CONNECTIONS": "8"])
+        )
         #expect(endpoint.adminConfiguration?.limits.maxConnections == 8)
         #expect(ServerEndpointSettings(defaultPort: 50080).adminConfiguration?.limits == .admin)
     }
@@ -105,7 +113,10 @@ struct HTTP1PortTests {
         limits.idleTimeout = .milliseconds(1200)
         let admin = AdminServer(
             configuration: AdminServer.Configuration(host: "127.0.0.1", port: 0, limits: limits),
-            logger: Logger(label: "test.http1"), metrics: { "" }, healthy: { true })
+            logger: Logger(label: "test.http1"),
+            metrics: { "" },
+            healthy: { true }
+        )
         let port = try await admin.start().port!
 
         // A partial header, a header trickled a byte at a time, and a body that stops short.

@@ -71,8 +71,12 @@ struct ChatStreamSharesTests {
     func connections() async throws {
         // Nothing is called on chat: the bodies only hold their place (clients connect on first use).
         let streams = ChatStreamConnections(
-            connections: 1, perConnection: 10, perUser: 2,
-            configuration: GRPCClientConfiguration(host: "127.0.0.1", port: 9), logger: Logger(label: "test.streams"))
+            connections: 1,
+            perConnection: 10,
+            perUser: 2,
+            configuration: GRPCClientConfiguration(host: "127.0.0.1", port: 9),
+            logger: Logger(label: "test.streams")
+        )
         let held = HeldCount()
         func refusal(_ user: String) async -> RPCError? {
             do {

@@ -79,7 +79,10 @@ struct ForwardedClientAddressTests {
             check.username = "dave"
             func call(_ forwardedFor: String) async throws {
                 _ = try await harness.client.unary(
-                    Account.checkUsername, check, metadata: ["x-forwarded-for": .string(forwardedFor)])
+                    Account.checkUsername,
+                    check,
+                    metadata: ["x-forwarded-for": .string(forwardedFor)]
+                )
             }
             for index in 0..<3 { try await call("10.9.8.\(index), 198.51.100.7") }
             _ = await expectRPCError(.resourceExhausted) { try await call("10.9.8.99, 198.51.100.7") }
