@@ -415,6 +415,7 @@ server_env_discovery() {
 server_env_match() {
     SERVER_ENV+=(
         KINDRED_MATCH_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
+        KINDRED_MATCH_DISCOVERY_ADDRESS="127.0.0.1:$(port_of discovery)"
         KINDRED_MATCH_SERVICE_SECRET="$(secret match)"
         # Set (even empty, e.g. by the swipe benchmark) in the environment: taken as it is.
         KINDRED_MATCH_EVENT_CONSUMERS="${KINDRED_MATCH_EVENT_CONSUMERS-$(event_consumers match)}"

@@ -350,6 +350,8 @@ static const void *const message_descriptors[] = {
     &kindred__discovery__v1__get_recommendations_response__descriptor,
     &kindred__discovery__v1__search_members_request__descriptor,
     &kindred__discovery__v1__search_members_response__descriptor,
+    &kindred__discovery__v1__check_candidates_request__descriptor,
+    &kindred__discovery__v1__check_candidates_response__descriptor,
     &kindred__discovery__v1__index_candidate_request__descriptor,
     &kindred__discovery__v1__index_candidate_response__descriptor,
     &kindred__discovery__v1__remove_candidate_request__descriptor,

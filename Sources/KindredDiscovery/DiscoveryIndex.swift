@@ -56,6 +56,10 @@ public struct CommunityState: Sendable {
         self.rules = rules
     }
 
+    /// The farthest a viewer whose own radius is `own` km is shown members: the deck widens up to the
+    /// community's maximum when their own radius runs dry, and search reaches it too.
+    func widestRadius(own: Int) -> Int { max(own, self.rules.maxRadiusKm) }
+
     /// Inserts or replaces a member; returns whether they were new to the index.
     @discardableResult
     mutating func upsert(_ member: IndexedMember, facts: MemberFacts) -> Bool {

@@ -165,7 +165,7 @@ extension DiscoveryService {
         let facts = state.facts
         var accept: (@Sendable (UserKey) -> Bool)? = nil
         if !checked.isEmpty { accept = { @Sendable user in facts[user].map { checked.accepts($0) } ?? false } }
-        let maxRadius = max(own, state.rules.maxRadiusKm)
+        let maxRadius = state.widestRadius(own: own)
         var radius = own
         var pool: [IndexMatch] = []
         while true {

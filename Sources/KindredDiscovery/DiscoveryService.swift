@@ -73,6 +73,7 @@ public final class DiscoveryService: GRPCService, Sendable {
         router.unary(M.getDeck) { try await self.getDeck($0, $1) }
         router.unary(M.getRecommendations) { try await self.getRecommendations($0, $1) }
         router.unary(M.searchMembers) { try await self.searchMembers($0, $1) }
+        router.unary(M.checkCandidates) { try await self.checkCandidates($0, $1) }
         router.unary(M.indexCandidate) { try await self.indexCandidate($0, $1) }
         router.unary(M.removeCandidate) { try await self.removeCandidate($0, $1) }
         router.unary(M.rebuildIndex) { try await self.rebuildIndex($0, $1) }

@@ -12,6 +12,12 @@ public struct MatchConfiguration: Sendable {
     /// `KINDRED_MATCH_AUTH_ADDRESS` (host:port), default `127.0.0.1:50051`: auth's public keys, session ends,
     /// the service token, and DeactivateAccount when an admin resolves a report with a deactivation.
     public var authAddress = HostPort(host: "127.0.0.1", port: 50051)
+    /// `KINDRED_MATCH_DISCOVERY_ADDRESS` (host:port), default `127.0.0.1:50053`: discovery's CheckCandidates,
+    /// asked before every swipe (a swipe is accepted only on a member the swiper's deck could show).
+    public var discoveryAddress = HostPort(host: "127.0.0.1", port: 50053)
+    /// `KINDRED_MATCH_DISCOVERY_TIMEOUT_MS` (int, 50..10000), default 1000: the deadline of that check (or the
+    /// swipe's own, if earlier). Without an answer the swipe answers UNAVAILABLE (retry), never unchecked.
+    public var discoveryTimeout: Duration = .seconds(1)
     /// `KINDRED_MATCH_SERVICE_SECRET` (string, 32..256), default none: match's secret for auth's
     /// IssueServiceToken (auth's `KINDRED_AUTH_SERVICE_SECRET_MATCH`). Without it session ends cannot be followed
     /// (user calls answer UNAVAILABLE: fail closed) and no events are delivered.
@@ -52,6 +58,9 @@ public struct MatchConfiguration: Sendable {
         self.database = try MatchServerDefinition.database(reader) ?? self.database
         self.authAddress = try reader.address("KINDRED_MATCH_AUTH_ADDRESS", default: self.authAddress)
         self.serviceSecret = try reader.secret("KINDRED_MATCH_SERVICE_SECRET", length: 32...256)
+        self.discoveryAddress = try reader.address("KINDRED_MATCH_DISCOVERY_ADDRESS", default: self.discoveryAddress)
+        self.discoveryTimeout = try reader.milliseconds(
+            "KINDRED_MATCH_DISCOVERY_TIMEOUT_MS", default: self.discoveryTimeout, in: 50...10_000)
         self.revocationStaleAfter = try reader.milliseconds(
             "KINDRED_MATCH_REVOCATION_STALE_MS", default: self.revocationStaleAfter, in: 2000...60_000)
         if let value = reader.string("KINDRED_MATCH_EVENT_CONSUMERS") {

@@ -20,9 +20,15 @@ public final class MatchServer: ServiceServer {
     public let runner: ServerRunner
     /// Whether `auth` was made here (and is closed by ``shutdown()``) rather than passed in.
     private let ownsAuth: Bool
+    /// The client of discovery's CheckCandidates, when the check was made here.
+    private let discoveryClient: GRPCClient?
 
     /// `auth`: how callers are checked; nil = connect to `configuration.authAddress` (tests pass fixed keys).
-    public init(configuration: MatchConfiguration, auth: AuthConnection? = nil, logger: Logger) throws {
+    /// `candidateCheck`: who a swiper's deck could show; nil = discovery at `configuration.discoveryAddress`.
+    public init(
+        configuration: MatchConfiguration, auth: AuthConnection? = nil, candidateCheck: (any CandidateCheck)? = nil,
+        logger: Logger
+    ) throws {
         self.configuration = configuration
         self.database = try configuration.database.makeClient(logger: logger)
         self.ownsAuth = auth == nil
@@ -31,11 +37,25 @@ public final class MatchServer: ServiceServer {
             ?? AuthConnection(
                 address: configuration.authAddress, serviceName: "match", secret: configuration.serviceSecret,
                 revocationStaleAfter: configuration.revocationStaleAfter, logger: logger)
+        var check = candidateCheck
+        if check == nil {
+            var discovery = GRPCClientConfiguration(
+                host: configuration.discoveryAddress.host, port: configuration.discoveryAddress.port)
+            discovery.defaultTimeout = configuration.discoveryTimeout
+            discovery.connectTimeout = configuration.discoveryTimeout
+            let client = GRPCClient(configuration: discovery, logger: logger)
+            self.discoveryClient = client
+            check = DiscoveryCandidateCheck(
+                client: client, tokens: self.auth.serviceTokens, timeout: configuration.discoveryTimeout, logger: logger)
+        } else {
+            self.discoveryClient = nil
+        }
         let metrics = ServerMetrics()
         self.service = MatchService(
             configuration: configuration,
             database: self.database,
             auth: self.auth,
+            candidateCheck: check!,
             metricsFactory: metrics.factory,
             logger: logger
         )
@@ -74,6 +94,7 @@ public final class MatchServer: ServiceServer {
     public func shutdown() async {
         await self.database.shutdown()
         if self.ownsAuth { await self.auth.shutdown() }
+        await self.discoveryClient?.close()
     }
 }
 

@@ -19,8 +19,13 @@ extension MatchService {
         if let wait = self.swipeLimiter.acquire(user.id) {
             throw MatchError(.rateLimited, "Too many swipes; slow down", retryAfter: wait)
         }
+        // Only on a member the swiper's deck could show (discovery answers from memory, whatever either swiped);
+        // the writer decides with it, so an unknown and an out-of-reach member answer alike, and a retry replays.
+        let shown = try await self.candidateCheck.shown([target], to: user.id).contains(target)
         let reply = try await self.writer.submit(
-            SwipeCommand(swiper: user.id, community: user.community, target: target, kind: kind, surface: request.surface))
+            SwipeCommand(
+                swiper: user.id, community: user.community, target: target, kind: kind, surface: request.surface,
+                deckCouldShow: shown))
         self.swipeCounter.increment()
         if reply.swipe.outcome != .recorded, !reply.replayed { self.matchCounter.increment() }
         var response = MatchApi.SwipeResponse()

@@ -20,6 +20,8 @@ public final class MatchService: GRPCService, Sendable {
     let configuration: MatchConfiguration
     let database: PostgresClient
     let auth: AuthConnection
+    /// Who a swiper's deck could show (discovery): asked before every swipe.
+    let candidateCheck: any CandidateCheck
     let logger: Logger
     /// Group commit of swipes (several callers' swipes in one transaction).
     public let writer: SwipeWriter
@@ -39,12 +41,14 @@ public final class MatchService: GRPCService, Sendable {
         configuration: MatchConfiguration,
         database: PostgresClient,
         auth: AuthConnection,
+        candidateCheck: any CandidateCheck,
         metricsFactory: any MetricsFactory,
         logger: Logger
     ) {
         self.configuration = configuration
         self.database = database
         self.auth = auth
+        self.candidateCheck = candidateCheck
         self.logger = logger
         self.inbox = EventInbox(database: database, logger: logger)
         self.swipeLimiter = TokenBucketLimiter(rate: configuration.swipeRate, burst: configuration.swipeBurst)

@@ -45,6 +45,12 @@ struct SwipeBatch {
         if let mine = self.swipesInBatch[Self.key(command.swiper, command.target)] { pair.mine = mine }
         if let theirs = self.swipesInBatch[Self.key(command.target, command.swiper)] { pair.theirs = theirs.kind }
         if let match = self.matchesInBatch[Self.pairKey(command.swiper, command.target)] { pair.match = match }
+        // A member the swiper's deck could not show (other community, ineligible, outside the mutual preferences):
+        // exactly as unknown. Except a swipe that replays the swiper's own (a retry must replay even if the target
+        // changed their preferences or paused since) or acts on a match that exists (what the match allows stays).
+        if !command.deckCouldShow, pair.mine == nil, pair.match == nil {
+            return .failure(MatchError.userNotFound)
+        }
         var budget =
             self.budgets[command.swiper]
             ?? LikeBudget(limit: facts.dailyLikeLimit, used: facts.likesUsed, oldestUnixMs: facts.oldestLikeUnixMs)

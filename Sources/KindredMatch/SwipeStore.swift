@@ -11,13 +11,17 @@ public struct SwipeCommand: Sendable, Hashable {
     public var target: String
     public var kind: SwipeKind
     public var surface: String
+    /// Whether the swiper's deck could show the target (`CandidateCheck`): if not, the swipe is refused as for an
+    /// unknown user unless it replays the swiper's own earlier swipe or acts on an existing match (`SwipeBatch`).
+    public var deckCouldShow: Bool
 
-    public init(swiper: String, community: String, target: String, kind: SwipeKind, surface: String) {
+    public init(swiper: String, community: String, target: String, kind: SwipeKind, surface: String, deckCouldShow: Bool) {
         self.swiper = swiper
         self.community = community
         self.target = target
         self.kind = kind
         self.surface = surface
+        self.deckCouldShow = deckCouldShow
     }
 }
 

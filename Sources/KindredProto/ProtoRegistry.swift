@@ -322,6 +322,8 @@ public enum ProtoRegistry {
         Kindred.Discovery.V1.GetRecommendationsResponse.self,
         Kindred.Discovery.V1.SearchMembersRequest.self,
         Kindred.Discovery.V1.SearchMembersResponse.self,
+        Kindred.Discovery.V1.CheckCandidatesRequest.self,
+        Kindred.Discovery.V1.CheckCandidatesResponse.self,
         Kindred.Discovery.V1.IndexCandidateRequest.self,
         Kindred.Discovery.V1.IndexCandidateResponse.self,
         Kindred.Discovery.V1.RemoveCandidateRequest.self,
@@ -2952,6 +2954,11 @@ public enum ProtoRegistry {
                 "kindred.discovery.v1.SearchMembersResponse",
                 "kindred.discovery.v1.SearchMembersResponse.results",
                 "kindred.discovery.v1.SearchMembersResponse.next_page_token",
+                "kindred.discovery.v1.CheckCandidatesRequest",
+                "kindred.discovery.v1.CheckCandidatesRequest.viewer_user_id",
+                "kindred.discovery.v1.CheckCandidatesRequest.target_user_ids",
+                "kindred.discovery.v1.CheckCandidatesResponse",
+                "kindred.discovery.v1.CheckCandidatesResponse.shown_user_ids",
                 "kindred.discovery.v1.IndexCandidateRequest",
                 "kindred.discovery.v1.IndexCandidateRequest.snapshot",
                 "kindred.discovery.v1.IndexCandidateResponse",
@@ -2976,6 +2983,7 @@ public enum ProtoRegistry {
                 "kindred.discovery.v1.DiscoveryService.GetDeck",
                 "kindred.discovery.v1.DiscoveryService.GetRecommendations",
                 "kindred.discovery.v1.DiscoveryService.SearchMembers",
+                "kindred.discovery.v1.DiscoveryService.CheckCandidates",
                 "kindred.discovery.v1.DiscoveryService.IndexCandidate",
                 "kindred.discovery.v1.DiscoveryService.RemoveCandidate",
                 "kindred.discovery.v1.DiscoveryService.RebuildIndex",
@@ -3002,28 +3010,32 @@ public enum ProtoRegistry {
             YXhfZGlzdGFuY2Vfa20YBCABKAVSDW1heERpc3RhbmNlS20SGwoJcGFnZV9zaXplGAUgASgFUghwYWdlU2l6ZRIdCgpwYWdl
             X3Rva2VuGAYgASgJUglwYWdlVG9rZW4iegoVU2VhcmNoTWVtYmVyc1Jlc3BvbnNlEjkKB3Jlc3VsdHMYASADKAsyHy5raW5k
             cmVkLmRpc2NvdmVyeS52MS5DYW5kaWRhdGVSB3Jlc3VsdHMSJgoPbmV4dF9wYWdlX3Rva2VuGAIgASgJUg1uZXh0UGFnZVRv
-            a2VuIlkKFUluZGV4Q2FuZGlkYXRlUmVxdWVzdBJACghzbmFwc2hvdBgBIAEoCzIkLmtpbmRyZWQuY29tbW9uLnYxLkNhbmRp
-            ZGF0ZVNuYXBzaG90UghzbmFwc2hvdCIyChZJbmRleENhbmRpZGF0ZVJlc3BvbnNlEhgKB2FwcGxpZWQYASABKAhSB2FwcGxp
-            ZWQiSQoWUmVtb3ZlQ2FuZGlkYXRlUmVxdWVzdBIXCgd1c2VyX2lkGAEgASgJUgZ1c2VySWQSFgoGcmVhc29uGAIgASgJUgZy
-            ZWFzb24iMwoXUmVtb3ZlQ2FuZGlkYXRlUmVzcG9uc2USGAoHcmVtb3ZlZBgBIAEoCFIHcmVtb3ZlZCJsChNSZWJ1aWxkSW5k
-            ZXhSZXF1ZXN0EjIKFWJhY2tmaWxsX2Zyb21fcHJvZmlsZRgBIAEoCFITYmFja2ZpbGxGcm9tUHJvZmlsZRIhCgxjb21tdW5p
-            dHlfaWQYAiABKAlSC2NvbW11bml0eUlkIpEBChRSZWJ1aWxkSW5kZXhSZXNwb25zZRItChJpbmRleGVkX2NhbmRpZGF0ZXMY
-            ASABKANSEWluZGV4ZWRDYW5kaWRhdGVzEjEKFGJhY2tmaWxsZWRfc25hcHNob3RzGAIgASgDUhNiYWNrZmlsbGVkU25hcHNo
-            b3RzEhcKB3Rvb2tfbXMYAyABKANSBnRvb2tNcyIyChdHZXRVc2VyRm9vdHByaW50UmVxdWVzdBIXCgd1c2VyX2lkGAEgASgJ
-            UgZ1c2VySWQiUAoYR2V0VXNlckZvb3RwcmludFJlc3BvbnNlEjQKBmNvdW50cxgBIAMoCzIcLmtpbmRyZWQuY29tbW9uLnYx
-            LkRhdGFDb3VudFIGY291bnRzMugGChBEaXNjb3ZlcnlTZXJ2aWNlElYKB0dldERlY2sSJC5raW5kcmVkLmRpc2NvdmVyeS52
-            MS5HZXREZWNrUmVxdWVzdBolLmtpbmRyZWQuZGlzY292ZXJ5LnYxLkdldERlY2tSZXNwb25zZRJ3ChJHZXRSZWNvbW1lbmRh
-            dGlvbnMSLy5raW5kcmVkLmRpc2NvdmVyeS52MS5HZXRSZWNvbW1lbmRhdGlvbnNSZXF1ZXN0GjAua2luZHJlZC5kaXNjb3Zl
-            cnkudjEuR2V0UmVjb21tZW5kYXRpb25zUmVzcG9uc2USaAoNU2VhcmNoTWVtYmVycxIqLmtpbmRyZWQuZGlzY292ZXJ5LnYx
-            LlNlYXJjaE1lbWJlcnNSZXF1ZXN0Gisua2luZHJlZC5kaXNjb3ZlcnkudjEuU2VhcmNoTWVtYmVyc1Jlc3BvbnNlEmsKDklu
-            ZGV4Q2FuZGlkYXRlEisua2luZHJlZC5kaXNjb3ZlcnkudjEuSW5kZXhDYW5kaWRhdGVSZXF1ZXN0Giwua2luZHJlZC5kaXNj
-            b3ZlcnkudjEuSW5kZXhDYW5kaWRhdGVSZXNwb25zZRJuCg9SZW1vdmVDYW5kaWRhdGUSLC5raW5kcmVkLmRpc2NvdmVyeS52
-            MS5SZW1vdmVDYW5kaWRhdGVSZXF1ZXN0Gi0ua2luZHJlZC5kaXNjb3ZlcnkudjEuUmVtb3ZlQ2FuZGlkYXRlUmVzcG9uc2US
-            ZQoMUmVidWlsZEluZGV4Eikua2luZHJlZC5kaXNjb3ZlcnkudjEuUmVidWlsZEluZGV4UmVxdWVzdBoqLmtpbmRyZWQuZGlz
-            Y292ZXJ5LnYxLlJlYnVpbGRJbmRleFJlc3BvbnNlEmIKDURlbGl2ZXJFdmVudHMSJy5raW5kcmVkLmNvbW1vbi52MS5EZWxp
-            dmVyRXZlbnRzUmVxdWVzdBooLmtpbmRyZWQuY29tbW9uLnYxLkRlbGl2ZXJFdmVudHNSZXNwb25zZRJxChBHZXRVc2VyRm9v
-            dHByaW50Ei0ua2luZHJlZC5kaXNjb3ZlcnkudjEuR2V0VXNlckZvb3RwcmludFJlcXVlc3QaLi5raW5kcmVkLmRpc2NvdmVy
-            eS52MS5HZXRVc2VyRm9vdHByaW50UmVzcG9uc2ViBnByb3RvMw==
+            a2VuImYKFkNoZWNrQ2FuZGlkYXRlc1JlcXVlc3QSJAoOdmlld2VyX3VzZXJfaWQYASABKAlSDHZpZXdlclVzZXJJZBImCg90
+            YXJnZXRfdXNlcl9pZHMYAiADKAlSDXRhcmdldFVzZXJJZHMiPwoXQ2hlY2tDYW5kaWRhdGVzUmVzcG9uc2USJAoOc2hvd25f
+            dXNlcl9pZHMYASADKAlSDHNob3duVXNlcklkcyJZChVJbmRleENhbmRpZGF0ZVJlcXVlc3QSQAoIc25hcHNob3QYASABKAsy
+            JC5raW5kcmVkLmNvbW1vbi52MS5DYW5kaWRhdGVTbmFwc2hvdFIIc25hcHNob3QiMgoWSW5kZXhDYW5kaWRhdGVSZXNwb25z
+            ZRIYCgdhcHBsaWVkGAEgASgIUgdhcHBsaWVkIkkKFlJlbW92ZUNhbmRpZGF0ZVJlcXVlc3QSFwoHdXNlcl9pZBgBIAEoCVIG
+            dXNlcklkEhYKBnJlYXNvbhgCIAEoCVIGcmVhc29uIjMKF1JlbW92ZUNhbmRpZGF0ZVJlc3BvbnNlEhgKB3JlbW92ZWQYASAB
+            KAhSB3JlbW92ZWQibAoTUmVidWlsZEluZGV4UmVxdWVzdBIyChViYWNrZmlsbF9mcm9tX3Byb2ZpbGUYASABKAhSE2JhY2tm
+            aWxsRnJvbVByb2ZpbGUSIQoMY29tbXVuaXR5X2lkGAIgASgJUgtjb21tdW5pdHlJZCKRAQoUUmVidWlsZEluZGV4UmVzcG9u
+            c2USLQoSaW5kZXhlZF9jYW5kaWRhdGVzGAEgASgDUhFpbmRleGVkQ2FuZGlkYXRlcxIxChRiYWNrZmlsbGVkX3NuYXBzaG90
+            cxgCIAEoA1ITYmFja2ZpbGxlZFNuYXBzaG90cxIXCgd0b29rX21zGAMgASgDUgZ0b29rTXMiMgoXR2V0VXNlckZvb3Rwcmlu
+            dFJlcXVlc3QSFwoHdXNlcl9pZBgBIAEoCVIGdXNlcklkIlAKGEdldFVzZXJGb290cHJpbnRSZXNwb25zZRI0CgZjb3VudHMY
+            ASADKAsyHC5raW5kcmVkLmNvbW1vbi52MS5EYXRhQ291bnRSBmNvdW50czLYBwoQRGlzY292ZXJ5U2VydmljZRJWCgdHZXRE
+            ZWNrEiQua2luZHJlZC5kaXNjb3ZlcnkudjEuR2V0RGVja1JlcXVlc3QaJS5raW5kcmVkLmRpc2NvdmVyeS52MS5HZXREZWNr
+            UmVzcG9uc2USdwoSR2V0UmVjb21tZW5kYXRpb25zEi8ua2luZHJlZC5kaXNjb3ZlcnkudjEuR2V0UmVjb21tZW5kYXRpb25z
+            UmVxdWVzdBowLmtpbmRyZWQuZGlzY292ZXJ5LnYxLkdldFJlY29tbWVuZGF0aW9uc1Jlc3BvbnNlEmgKDVNlYXJjaE1lbWJl
+            cnMSKi5raW5kcmVkLmRpc2NvdmVyeS52MS5TZWFyY2hNZW1iZXJzUmVxdWVzdBorLmtpbmRyZWQuZGlzY292ZXJ5LnYxLlNl
+            YXJjaE1lbWJlcnNSZXNwb25zZRJuCg9DaGVja0NhbmRpZGF0ZXMSLC5raW5kcmVkLmRpc2NvdmVyeS52MS5DaGVja0NhbmRp
+            ZGF0ZXNSZXF1ZXN0Gi0ua2luZHJlZC5kaXNjb3ZlcnkudjEuQ2hlY2tDYW5kaWRhdGVzUmVzcG9uc2USawoOSW5kZXhDYW5k
+            aWRhdGUSKy5raW5kcmVkLmRpc2NvdmVyeS52MS5JbmRleENhbmRpZGF0ZVJlcXVlc3QaLC5raW5kcmVkLmRpc2NvdmVyeS52
+            MS5JbmRleENhbmRpZGF0ZVJlc3BvbnNlEm4KD1JlbW92ZUNhbmRpZGF0ZRIsLmtpbmRyZWQuZGlzY292ZXJ5LnYxLlJlbW92
+            ZUNhbmRpZGF0ZVJlcXVlc3QaLS5raW5kcmVkLmRpc2NvdmVyeS52MS5SZW1vdmVDYW5kaWRhdGVSZXNwb25zZRJlCgxSZWJ1
+            aWxkSW5kZXgSKS5raW5kcmVkLmRpc2NvdmVyeS52MS5SZWJ1aWxkSW5kZXhSZXF1ZXN0Gioua2luZHJlZC5kaXNjb3Zlcnku
+            djEuUmVidWlsZEluZGV4UmVzcG9uc2USYgoNRGVsaXZlckV2ZW50cxInLmtpbmRyZWQuY29tbW9uLnYxLkRlbGl2ZXJFdmVu
+            dHNSZXF1ZXN0Gigua2luZHJlZC5jb21tb24udjEuRGVsaXZlckV2ZW50c1Jlc3BvbnNlEnEKEEdldFVzZXJGb290cHJpbnQS
+            LS5raW5kcmVkLmRpc2NvdmVyeS52MS5HZXRVc2VyRm9vdHByaW50UmVxdWVzdBouLmtpbmRyZWQuZGlzY292ZXJ5LnYxLkdl
+            dFVzZXJGb290cHJpbnRSZXNwb25zZWIGcHJvdG8z
             """
         ),
         ProtoFileDescriptor(

@@ -243,6 +243,55 @@ extension Kindred.Discovery.V1 {
 }
 
 extension Kindred.Discovery.V1 {
+    /// Ask which targets the viewer's deck could show.
+    public struct CheckCandidatesRequest: ProtoMessage {
+        /// The viewer (the swiper).
+        public var viewerUserId: Swift.String = ""
+
+        /// The members to check, 1..100 user ids (repeats are answered once).
+        public var targetUserIds: [Swift.String] = []
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.discovery.v1.CheckCandidatesRequest" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.discovery.v1.CheckCandidatesRequest")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setString(1, self.viewerUserId)
+            encoder.setRepeatedString(2, self.targetUserIds)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.viewerUserId = try decoder.string(1)
+            self.targetUserIds = try decoder.repeatedString(2)
+        }
+    }
+}
+
+extension Kindred.Discovery.V1 {
+    /// The targets the viewer's deck could show.
+    public struct CheckCandidatesResponse: ProtoMessage {
+        /// The subset of target_user_ids (lower case, in request order) the deck could show; the others
+        /// are unknown, not indexed, in another community or outside the mutual preferences (which of
+        /// these is never said).
+        public var shownUserIds: [Swift.String] = []
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.discovery.v1.CheckCandidatesResponse" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.discovery.v1.CheckCandidatesResponse")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setRepeatedString(1, self.shownUserIds)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.shownUserIds = try decoder.repeatedString(1)
+        }
+    }
+}
+
+extension Kindred.Discovery.V1 {
     /// Index one candidate.
     public struct IndexCandidateRequest: ProtoMessage {
         /// The snapshot to apply.
@@ -469,6 +518,22 @@ extension Kindred.Discovery.V1 {
                     kind: .unary
                 )
 
+            /// Which of the targets the viewer's deck or search could show: the same predicate as the deck
+            /// (same community, both indexed (eligible, with a location), mutual gender interest and age
+            /// ranges, each within the other's radius, the viewer's reaching as far as the deck widens: the
+            /// community's max_radius_km) between published positions. Independent of swipes, passes and
+            /// blocks (a target who passed on the viewer, or whom the viewer swiped, is still listed), and
+            /// of the viewer's deck filters. Answered from memory. The match service only (a swipe is
+            /// accepted only on a member listed here). An unknown or unindexed viewer gets an empty list.
+            /// INVALID_ARGUMENT for a malformed id or more than 100 targets; UNAVAILABLE while the index is
+            /// being built.
+            public static let checkCandidates =
+                ProtoMethod<Kindred.Discovery.V1.CheckCandidatesRequest, Kindred.Discovery.V1.CheckCandidatesResponse>(
+                    service: "kindred.discovery.v1.DiscoveryService",
+                    name: "CheckCandidates",
+                    kind: .unary
+                )
+
             /// Inserts or replaces a candidate from a snapshot (eligible = false removes it). Service
             /// token (profile relay, backfill) or ROLE_ADMIN. Idempotent: older versions are ignored.
             public static let indexCandidate =
@@ -523,6 +588,7 @@ extension Kindred.Discovery.V1 {
                 Method.getDeck.descriptor,
                 Method.getRecommendations.descriptor,
                 Method.searchMembers.descriptor,
+                Method.checkCandidates.descriptor,
                 Method.indexCandidate.descriptor,
                 Method.removeCandidate.descriptor,
                 Method.rebuildIndex.descriptor,

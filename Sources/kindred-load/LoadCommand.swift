@@ -13,14 +13,15 @@ import Logging
 /// a share of likes given back to someone who already liked the swiper (so matches happen). Every call is
 /// timed from send to answer; the report gives acknowledged swipes per second, latency percentiles and the
 /// error codes. Setup signs the members' access tokens with auth's signing key (the key file of the cluster
-/// under test: a benchmark tool, never a production path) and feeds match's member projection as profile
-/// would (DeliverEvents with a profile service token).
+/// under test: a benchmark tool, never a production path) and feeds match's and discovery's member projections
+/// as profile would (DeliverEvents with a profile service token).
 struct LoadCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "swipes", abstract: "Swipe load through the gateway (benchmark driver).")
 
     @Option(help: "The gateway, host:port.") var gateway = "127.0.0.1:50050"
     @Option(help: "The match service (setup only), host:port.") var match = "127.0.0.1:50054"
+    @Option(help: "The discovery service (setup only), host:port.") var discovery = "127.0.0.1:50053"
     @Option(help: "Auth's signing key (PEM), to sign the members' tokens.") var keyFile: String
     @Option(help: "Members.") var users = 4000
     @Option(help: "Calls in flight at once.") var concurrency = 256
@@ -35,7 +36,8 @@ struct LoadCommand: AsyncParsableCommand {
         let signer = try clusterSigner(keyFile: self.keyFile)
         let community = "bench-" + String(UUID().uuidString.prefix(8)).lowercased()
         let members = try (0..<self.users).map { _ in try UUIDv7.generate() }
-        try await Setup(match: try hostAndPort(self.match), signer: signer, logger: logger)
+        try await Setup(
+            match: try hostAndPort(self.match), discovery: try hostAndPort(self.discovery), signer: signer, logger: logger)
             .feed(community: community, members: members)
         let now = Int64(Date().timeIntervalSince1970)
         let tokens = try members.map { id in

@@ -6,16 +6,21 @@ import KindredServiceKit
 import Logging
 import Synchronization
 
-/// Feeds match's projections as profile would: the community (mutual mode, a like limit the run cannot reach)
-/// and every member (eligible), by DeliverEvents with a profile service token.
+/// Feeds match's and discovery's projections as profile would: the community (mutual mode, a like limit the run
+/// cannot reach) and every member (eligible, 30, in one Paris cell, open to everyone: each one a member the
+/// others' decks could show, which match asks discovery before every swipe), by DeliverEvents with a profile
+/// service token.
 struct Setup {
     let match: (String, Int)
+    let discovery: (String, Int)
     let signer: AccessTokenSigner
     let logger: Logger
 
     func feed(community: String, members: [String]) async throws {
-        let client = GRPCClient(configuration: GRPCClientConfiguration(host: self.match.0, port: self.match.1), logger: self.logger)
-        defer { Task { await client.close() } }
+        let clients = [self.match, self.discovery].map {
+            GRPCClient(configuration: GRPCClientConfiguration(host: $0.0, port: $0.1), logger: self.logger)
+        }
+        defer { Task { for client in clients { await client.close() } } }
         let token = try self.signer.sign(
             AccessTokenClaims(
                 subject: "service:profile", issuedAt: Int64(Date().timeIntervalSince1970), lifetimeSeconds: 900,
@@ -28,8 +33,11 @@ struct Setup {
                 event.eventId = try UUIDv7.generate()
                 return event
             }
-            _ = try await client.unary(
+            _ = try await clients[0].unary(
                 Kindred.Match.V1.MatchService.Method.deliverEvents, request,
+                metadata: ["authorization": .string("Bearer " + token)])
+            _ = try await clients[1].unary(
+                Kindred.Discovery.V1.DiscoveryService.Method.deliverEvents, request,
                 metadata: ["authorization": .string("Bearer " + token)])
         }
         var communityEvent = Kindred.Common.V1.Event()
@@ -64,6 +72,8 @@ struct Setup {
                                         $0.communityId = community
                                         $0.eligible = true
                                         $0.version = 1
+                                        $0.geohashCell = "u09tvw"
+                                        $0.birthDate = .with { $0.year = 1996; $0.month = 1; $0.day = 1 }
                                     }
                                 })
                             return event

@@ -179,7 +179,8 @@ struct MixedSetup {
         _ = try await self.client.unary(Kindred.Api.V1.AdminService.Method.updateCommunity, update, metadata: admin)
     }
 
-    /// A profile and a location (within ~20 km of one city centre) for every member, 32 at a time.
+    /// A profile and a location (within ~16 km of one city centre: every pair within each other's 50 km at their
+    /// published positions, so every swipe is on someone the swiper's deck could show) for every member, 32 at a time.
     func createProfiles(members: [String], tokens: [String]) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in members.indices {
@@ -200,8 +201,8 @@ struct MixedSetup {
                         Kindred.Api.V1.ProfileService.Method.createProfile, create, metadata: self.bearer(tokens[index]))
                     var location = Kindred.Api.V1.UpdateLocationRequest()
                     location.location = .with {
-                        $0.latitudeDeg = 52.52 + Double.random(in: -0.18...0.18)
-                        $0.longitudeDeg = 13.40 + Double.random(in: -0.28...0.28)
+                        $0.latitudeDeg = 52.52 + Double.random(in: -0.14...0.14)
+                        $0.longitudeDeg = 13.40 + Double.random(in: -0.2...0.2)
                     }
                     _ = try await self.client.unary(
                         Kindred.Api.V1.ProfileService.Method.updateLocation, location,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The swipe benchmark (issue 11): acknowledged swipes per second through the gateway, with latency
 # percentiles. Starts a cluster with services/run-cluster.sh (private PostgreSQL, synchronous_commit=on, auth,
-# match, gateway) on a free port range in a temporary folder, runs the Swift load driver `kindred-load` (many
+# discovery (which match asks before every swipe), match, gateway) on a free port range in a temporary folder, runs the Swift load driver `kindred-load` (many
 # members of one community swiping through DeckService/Swipe: likes and passes, some likes given back so
 # matches happen), then stops the cluster. With KINDRED_BENCH_PERF=1 it also records `perf record -g` of the
 # match and gateway servers during the run and prints their top symbols.
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 . Tests/Benchmarks/lib/cluster.sh
 
 if [ -z "${KINDRED_BIN_DIR:-}" ]; then
-    for product in auth-server gateway-server match-server kindred kindred-load; do
+    for product in auth-server gateway-server discovery-server match-server kindred kindred-load; do
         swift build -c release --product "$product"
     done
     KINDRED_BIN_DIR="$(swift build -c release --show-bin-path)"
@@ -24,8 +24,10 @@ WORK="$(mktemp -d /tmp/kindred-bench.XXXXXX)"
 chmod 755 "$WORK"
 free() { ! (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 BASE=47050
-while ! { free "$BASE" && free $((BASE + 1)) && free $((BASE + 4)) && free $((BASE + 100)) && free $((BASE + 101)) \
-    && free $((BASE + 104)) && free $((BASE + 150)); }; do BASE=$((BASE + 10)); done
+while ! { free "$BASE" && free $((BASE + 1)) && free $((BASE + 3)) && free $((BASE + 4)) && free $((BASE + 100)) \
+    && free $((BASE + 101)) && free $((BASE + 103)) && free $((BASE + 104)) && free $((BASE + 150)); }; do
+    BASE=$((BASE + 10))
+done
 
 # The gateway's and match's per-client/per-account limits protect against abuse, not against a benchmark whose
 # members all come from 127.0.0.1; access logs off (they measure the disk, not the service).
@@ -53,6 +55,7 @@ if [ "${KINDRED_BENCH_PERF:-}" = 1 ]; then
     PERF=$!
 fi
 "$KINDRED_BIN_DIR/kindred-load" --gateway "127.0.0.1:$BASE" --match "127.0.0.1:$((BASE + 4))" \
+    --discovery "127.0.0.1:$((BASE + 3))" \
     --key-file "$WORK/data/auth/signing-key.pem" "$@"
 if [ -n "${PERF:-}" ]; then
     wait "$PERF" || true

@@ -17,13 +17,15 @@ import pytest
 
 from cluster_harness import ROOT, Cluster, assert_clean_stop, bin_dir
 
-# Stubs of the internal contracts the setup helper talks to (match's DeliverEvents, auth's IssueServiceToken);
+# Stubs of the internal contracts the setup helper talks to (match's and discovery's DeliverEvents, auth's
+# IssueServiceToken);
 # the public API's stubs come from cluster_harness.
 _internal = tempfile.mkdtemp(prefix="kindred-match-stubs-")
 subprocess.run(
     [sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT / 'proto'}", f"--python_out={_internal}",
      f"--grpc_python_out={_internal}", *(str(p.relative_to(ROOT / "proto")) for folder in ("kindred/match/v1",
-                                                                                           "kindred/auth/v1")
+                                                                                           "kindred/auth/v1",
+                                                                                           "kindred/discovery/v1")
                                         for p in (ROOT / "proto" / folder).glob("*.proto"))],
     check=True)
 sys.path.insert(0, _internal)
@@ -33,6 +35,7 @@ from kindred.api.v1 import deck_pb2, deck_pb2_grpc, home_pb2, home_pb2_grpc, mat
 from kindred.api.v1 import types_pb2  # noqa: E402
 from kindred.auth.v1 import auth_pb2_grpc, credentials_pb2  # noqa: E402
 from kindred.common.v1 import common_pb2, community_pb2, events_pb2  # noqa: E402
+from kindred.discovery.v1 import discovery_pb2_grpc as internal_discovery_grpc  # noqa: E402
 from kindred.match.v1 import match_pb2_grpc as internal_match_grpc  # noqa: E402
 
 TIMEOUT = 30
@@ -54,12 +57,16 @@ def code_of(call):
 
 
 class ProfileProjection:
-    """Feeds match's projections exactly as the profile service will (CommunityUpdated, ProfileUpdated through
-    match's DeliverEvents, with profile's service token from auth's IssueServiceToken)."""
+    """Feeds match's and discovery's projections exactly as the profile service will (CommunityUpdated,
+    ProfileUpdated through their DeliverEvents, with profile's service token from auth's IssueServiceToken).
+    Every member is 30, in one Paris cell, open to everyone: discovery (which match asks before a swipe) lets
+    them all swipe on each other."""
 
     def __init__(self, cluster):
         self.auth = auth_pb2_grpc.AuthServiceStub(grpc.insecure_channel(f"127.0.0.1:{cluster.port('auth')}"))
         self.match = internal_match_grpc.MatchServiceStub(grpc.insecure_channel(f"127.0.0.1:{cluster.port('match')}"))
+        self.discovery = internal_discovery_grpc.DiscoveryServiceStub(
+            grpc.insecure_channel(f"127.0.0.1:{cluster.port('discovery')}"))
         # The profile service's own secret (run-cluster.sh gives auth every service's secret from the data folder).
         self.secret = (cluster.data_dir / "secrets" / "profile").read_text().strip()
         self.versions = {}
@@ -70,9 +77,10 @@ class ProfileProjection:
         event.event_id = str(uuid.UUID(int=(int(time.time() * 1000) << 80) | (7 << 76) | (2 << 62)
                                        | uuid.uuid4().int & ((1 << 62) - 1) | (uuid.uuid4().int & 0xFFF) << 64))
         event.producer = "profile"
-        response = self.match.DeliverEvents(events_pb2.DeliverEventsRequest(events=[event]), metadata=bearer(token),
-                                            timeout=TIMEOUT)
-        assert list(response.acknowledged_event_ids) == [event.event_id]
+        for consumer in (self.match, self.discovery):
+            response = consumer.DeliverEvents(events_pb2.DeliverEventsRequest(events=[event]),
+                                              metadata=bearer(token), timeout=TIMEOUT)
+            assert list(response.acknowledged_event_ids) == [event.event_id]
 
     def community(self, community_id, mode=common_pb2.COMMUNITY_MODE_MUTUAL):
         self.versions[community_id] = self.versions.get(community_id, 0) + 1
@@ -83,7 +91,9 @@ class ProfileProjection:
                                               version=self.versions[community_id]))))
 
     def member(self, user_id, community_id):
-        snapshot = events_pb2.CandidateSnapshot(user_id=user_id, community_id=community_id, eligible=True, version=1)
+        snapshot = events_pb2.CandidateSnapshot(
+            user_id=user_id, community_id=community_id, eligible=True, version=1, geohash_cell="u09tvw",
+            birth_date=common_pb2.CalendarDate(year=time.gmtime().tm_year - 30, month=1, day=1))
         self._deliver(events_pb2.Event(user_id=user_id, community_id=community_id,
                                        profile_updated=events_pb2.ProfileUpdated(snapshot=snapshot)))
 

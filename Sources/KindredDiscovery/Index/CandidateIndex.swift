@@ -415,30 +415,21 @@ public struct CommunityIndex: Sendable {
     func hasSwiped(slot: Int32, _ target: Int32) -> Bool { Self.containsSorted(target, in: swiped[Int(slot)]) }
 
     /// The compatible, unseen candidates for `viewer` (who must be indexed), nearest cells first, at most
-    /// `query.limit`; nil when the viewer is not in the index. Compatibility is mutual: each within the
-    /// other's radius and age range, each of a gender the other wants; minus self, swiped, blocked either
-    /// way, anyone who passed on the viewer, and `query.exclude`.
+    /// `query.limit`; nil when the viewer is not in the index. Compatibility is `MutualFit` (each within the
+    /// other's radius and age range, each of a gender the other wants: what `couldShow` asks too); minus self,
+    /// swiped, blocked either way, anyone who passed on the viewer, and `query.exclude`.
     public func candidates(for viewer: UserKey, _ query: DeckQuery) -> [IndexMatch]? {
         guard let v = slotOf[viewer] else { return nil }
         let vi = Int(v)
-        let viewerCard = cards[vi]
-        let radius = query.radiusKm ?? Int(viewerCard.radiusKm)
-        let viewerAge = Self.age(birthDate: viewerCard.birthDate, today: query.today)
-        let viewerGenderBit: UInt8 = 1 << viewerCard.gender
-        let viewerWants = viewerCard.interestedIn
-        // The viewer's age range as birth dates, so the walk divides nothing: `age(b) >= minAge` and
-        // `age(b) <= maxAge` exactly as `(today − b) / 10000` truncates (see `birthDateRange`).
-        let (bornAfter, bornUpTo) = Self.birthDateRange(
-            ages: Int(viewerCard.ageMin)...max(Int(viewerCard.ageMin), Int(viewerCard.ageMax)), today: query.today)
-        let emptyAgeRange = viewerCard.ageMin > viewerCard.ageMax
+        let viewerGeo = geo[vi]
+        let radius = query.radiusKm ?? Int(cards[vi].radiusKm)
+        let fit = MutualFit(viewer: cards[vi], at: viewerGeo, radiusKm: radius, today: query.today)
         let required = query.requiredAttributes.bits
         // The viewer's sorted lists are searched in place (no set built per deck): only candidates that pass
         // every filter and the distance reach these lookups.
         let (passedOnViewer, blockedViewer, swipedByViewer) = (passedOn[vi], blocked[vi], swiped[vi])
         let includeSwiped = query.includeSwiped
         let excluding = !query.exclude.isEmpty
-        let viewerGeo = geo[vi]
-        let (sinV, cosV, lonV) = (viewerGeo.sinLatitude, viewerGeo.cosLatitude, viewerGeo.longitude * .pi / 180)
         var found: [IndexMatch] = []
         found.reserveCapacity(query.limit)
         var examined = 0
@@ -451,19 +442,11 @@ public struct CommunityIndex: Sendable {
                 let ci = Int(c)
                 examined += 1
                 let card = entry.card
-                guard c != v,
-                    viewerWants == 0 || viewerWants & (1 << card.gender) != 0,
-                    card.interestedIn == 0 || card.interestedIn & viewerGenderBit != 0
-                else { continue }
-                guard !emptyAgeRange, card.birthDate > bornAfter, card.birthDate <= bornUpTo,
-                    viewerAge >= Int(card.ageMin), viewerAge <= Int(card.ageMax),
-                    required == 0 || attributes[ci].bits & required == required
-                else { continue }
-                // Spherical law of cosines between cell centres (sines and cosines precomputed per slot).
-                let place = geo[ci]
-                let cosine = sinV * place.sinLatitude + cosV * place.cosLatitude * cos(place.longitude * .pi / 180 - lonV)
-                let km = max(1, Int((6371.0088 * acos(min(1, max(-1, cosine)))).rounded()))
-                guard km <= radius, km <= Int(card.radiusKm), !Self.containsSorted(c, in: passedOnViewer),
+                guard c != v, fit.admits(card), required == 0 || attributes[ci].bits & required == required else {
+                    continue
+                }
+                let km = fit.kilometres(to: geo[ci])
+                guard fit.reaches(km, card), !Self.containsSorted(c, in: passedOnViewer),
                     !Self.containsSorted(c, in: blockedViewer),
                     includeSwiped || !Self.containsSorted(c, in: swipedByViewer),
                     !excluding || !query.exclude.contains(users[ci]), query.accept?(users[ci]) ?? true
@@ -474,6 +457,14 @@ public struct CommunityIndex: Sendable {
             return examined < query.scanLimit
         }
         return found
+    }
+
+    /// Whether `viewer`'s deck, reaching `radiusKm`, could show `target` (`MutualFit`: both indexed here, genders,
+    /// ages and radii both ways at published positions), whatever either swiped, passed or blocked.
+    public func couldShow(_ target: UserKey, to viewer: UserKey, radiusKm: Int, today: Int32) -> Bool {
+        guard let v = slotOf[viewer].map(Int.init), let t = slotOf[target].map(Int.init), v != t else { return false }
+        let fit = MutualFit(viewer: cards[v], at: geo[v], radiusKm: radiusKm, today: today)
+        return fit.admits(cards[t]) && fit.reaches(fit.kilometres(to: geo[t]), cards[t])
     }
 
     /// Whether `target` may still be shown to `viewer` (a deck page served from an earlier ranking): both

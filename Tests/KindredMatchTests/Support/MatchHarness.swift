@@ -20,7 +20,9 @@ typealias M = Kindred.Match.V1.MatchService.Method
 let testKeys = TestTokens(keyID: "match-test")
 
 /// The match server as TestServer builds it, with callers checked against `testKeys` instead of auth's keys
-/// (the rest is the real server: configuration from settings, database, writer, relay).
+/// (the rest is the real server: configuration from settings, database, writer, relay). Without
+/// `KINDRED_MATCH_DISCOVERY_ADDRESS` in the settings, every eligible member counts as one the swiper's deck could
+/// show (`EveryoneShown`: these tests are about match's own rules; the cluster tests ask the real discovery).
 enum TestMatchDefinition: ServerDefinition {
     static let name = "match"
     static let summary = "match (tests)"
@@ -32,8 +34,14 @@ enum TestMatchDefinition: ServerDefinition {
         return try MatchServer(
             configuration: MatchConfiguration(settings),
             auth: AuthConnection(fixedKeys: testKeys.trustedKeys, serviceTokens: tokens, logger: logger),
+            candidateCheck: settings.string("KINDRED_MATCH_DISCOVERY_ADDRESS") == nil ? EveryoneShown() : nil,
             logger: logger)
     }
+}
+
+/// A swiper's deck could show anyone (match's own rules still apply: community, eligibility, blocks).
+struct EveryoneShown: CandidateCheck {
+    func shown(_ targets: [String], to viewer: String) async throws -> Set<String> { Set(targets) }
 }
 
 /// A member of a test community.

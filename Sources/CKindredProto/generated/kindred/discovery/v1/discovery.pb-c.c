@@ -322,6 +322,96 @@ void   kindred__discovery__v1__search_members_response__free_unpacked
   assert(message->base.descriptor == &kindred__discovery__v1__search_members_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   kindred__discovery__v1__check_candidates_request__init
+                     (Kindred__Discovery__V1__CheckCandidatesRequest         *message)
+{
+  static const Kindred__Discovery__V1__CheckCandidatesRequest init_value = KINDRED__DISCOVERY__V1__CHECK_CANDIDATES_REQUEST__INIT;
+  *message = init_value;
+}
+size_t kindred__discovery__v1__check_candidates_request__get_packed_size
+                     (const Kindred__Discovery__V1__CheckCandidatesRequest *message)
+{
+  assert(message->base.descriptor == &kindred__discovery__v1__check_candidates_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__discovery__v1__check_candidates_request__pack
+                     (const Kindred__Discovery__V1__CheckCandidatesRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__discovery__v1__check_candidates_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__discovery__v1__check_candidates_request__pack_to_buffer
+                     (const Kindred__Discovery__V1__CheckCandidatesRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__discovery__v1__check_candidates_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Discovery__V1__CheckCandidatesRequest *
+       kindred__discovery__v1__check_candidates_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Discovery__V1__CheckCandidatesRequest *)
+     protobuf_c_message_unpack (&kindred__discovery__v1__check_candidates_request__descriptor,
+                                allocator, len, data);
+}
+void   kindred__discovery__v1__check_candidates_request__free_unpacked
+                     (Kindred__Discovery__V1__CheckCandidatesRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__discovery__v1__check_candidates_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   kindred__discovery__v1__check_candidates_response__init
+                     (Kindred__Discovery__V1__CheckCandidatesResponse         *message)
+{
+  static const Kindred__Discovery__V1__CheckCandidatesResponse init_value = KINDRED__DISCOVERY__V1__CHECK_CANDIDATES_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t kindred__discovery__v1__check_candidates_response__get_packed_size
+                     (const Kindred__Discovery__V1__CheckCandidatesResponse *message)
+{
+  assert(message->base.descriptor == &kindred__discovery__v1__check_candidates_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__discovery__v1__check_candidates_response__pack
+                     (const Kindred__Discovery__V1__CheckCandidatesResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__discovery__v1__check_candidates_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__discovery__v1__check_candidates_response__pack_to_buffer
+                     (const Kindred__Discovery__V1__CheckCandidatesResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__discovery__v1__check_candidates_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Discovery__V1__CheckCandidatesResponse *
+       kindred__discovery__v1__check_candidates_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Discovery__V1__CheckCandidatesResponse *)
+     protobuf_c_message_unpack (&kindred__discovery__v1__check_candidates_response__descriptor,
+                                allocator, len, data);
+}
+void   kindred__discovery__v1__check_candidates_response__free_unpacked
+                     (Kindred__Discovery__V1__CheckCandidatesResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__discovery__v1__check_candidates_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   kindred__discovery__v1__index_candidate_request__init
                      (Kindred__Discovery__V1__IndexCandidateRequest         *message)
 {
@@ -1169,6 +1259,95 @@ const ProtobufCMessageDescriptor kindred__discovery__v1__search_members_response
   (ProtobufCMessageInit) kindred__discovery__v1__search_members_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor kindred__discovery__v1__check_candidates_request__field_descriptors[2] =
+{
+  {
+    "viewer_user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Discovery__V1__CheckCandidatesRequest, viewer_user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "target_user_ids",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Kindred__Discovery__V1__CheckCandidatesRequest, n_target_user_ids),
+    offsetof(Kindred__Discovery__V1__CheckCandidatesRequest, target_user_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__discovery__v1__check_candidates_request__field_indices_by_name[] = {
+  1,   /* field[1] = target_user_ids */
+  0,   /* field[0] = viewer_user_id */
+};
+static const ProtobufCIntRange kindred__discovery__v1__check_candidates_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor kindred__discovery__v1__check_candidates_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.discovery.v1.CheckCandidatesRequest",
+  "CheckCandidatesRequest",
+  "Kindred__Discovery__V1__CheckCandidatesRequest",
+  "kindred.discovery.v1",
+  sizeof(Kindred__Discovery__V1__CheckCandidatesRequest),
+  2,
+  kindred__discovery__v1__check_candidates_request__field_descriptors,
+  kindred__discovery__v1__check_candidates_request__field_indices_by_name,
+  1,  kindred__discovery__v1__check_candidates_request__number_ranges,
+  (ProtobufCMessageInit) kindred__discovery__v1__check_candidates_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kindred__discovery__v1__check_candidates_response__field_descriptors[1] =
+{
+  {
+    "shown_user_ids",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Kindred__Discovery__V1__CheckCandidatesResponse, n_shown_user_ids),
+    offsetof(Kindred__Discovery__V1__CheckCandidatesResponse, shown_user_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__discovery__v1__check_candidates_response__field_indices_by_name[] = {
+  0,   /* field[0] = shown_user_ids */
+};
+static const ProtobufCIntRange kindred__discovery__v1__check_candidates_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor kindred__discovery__v1__check_candidates_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.discovery.v1.CheckCandidatesResponse",
+  "CheckCandidatesResponse",
+  "Kindred__Discovery__V1__CheckCandidatesResponse",
+  "kindred.discovery.v1",
+  sizeof(Kindred__Discovery__V1__CheckCandidatesResponse),
+  1,
+  kindred__discovery__v1__check_candidates_response__field_descriptors,
+  kindred__discovery__v1__check_candidates_response__field_indices_by_name,
+  1,  kindred__discovery__v1__check_candidates_response__number_ranges,
+  (ProtobufCMessageInit) kindred__discovery__v1__check_candidates_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor kindred__discovery__v1__index_candidate_request__field_descriptors[1] =
 {
   {
@@ -1525,11 +1704,12 @@ const ProtobufCMessageDescriptor kindred__discovery__v1__get_user_footprint_resp
   (ProtobufCMessageInit) kindred__discovery__v1__get_user_footprint_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCMethodDescriptor kindred__discovery__v1__discovery_service__method_descriptors[8] =
+static const ProtobufCMethodDescriptor kindred__discovery__v1__discovery_service__method_descriptors[9] =
 {
   { "GetDeck", &kindred__discovery__v1__get_deck_request__descriptor, &kindred__discovery__v1__get_deck_response__descriptor },
   { "GetRecommendations", &kindred__discovery__v1__get_recommendations_request__descriptor, &kindred__discovery__v1__get_recommendations_response__descriptor },
   { "SearchMembers", &kindred__discovery__v1__search_members_request__descriptor, &kindred__discovery__v1__search_members_response__descriptor },
+  { "CheckCandidates", &kindred__discovery__v1__check_candidates_request__descriptor, &kindred__discovery__v1__check_candidates_response__descriptor },
   { "IndexCandidate", &kindred__discovery__v1__index_candidate_request__descriptor, &kindred__discovery__v1__index_candidate_response__descriptor },
   { "RemoveCandidate", &kindred__discovery__v1__remove_candidate_request__descriptor, &kindred__discovery__v1__remove_candidate_response__descriptor },
   { "RebuildIndex", &kindred__discovery__v1__rebuild_index_request__descriptor, &kindred__discovery__v1__rebuild_index_response__descriptor },
@@ -1537,13 +1717,14 @@ static const ProtobufCMethodDescriptor kindred__discovery__v1__discovery_service
   { "GetUserFootprint", &kindred__discovery__v1__get_user_footprint_request__descriptor, &kindred__discovery__v1__get_user_footprint_response__descriptor },
 };
 const unsigned kindred__discovery__v1__discovery_service__method_indices_by_name[] = {
-  6,        /* DeliverEvents */
+  3,        /* CheckCandidates */
+  7,        /* DeliverEvents */
   0,        /* GetDeck */
   1,        /* GetRecommendations */
-  7,        /* GetUserFootprint */
-  3,        /* IndexCandidate */
-  5,        /* RebuildIndex */
-  4,        /* RemoveCandidate */
+  8,        /* GetUserFootprint */
+  4,        /* IndexCandidate */
+  6,        /* RebuildIndex */
+  5,        /* RemoveCandidate */
   2         /* SearchMembers */
 };
 const ProtobufCServiceDescriptor kindred__discovery__v1__discovery_service__descriptor =
@@ -1553,7 +1734,7 @@ const ProtobufCServiceDescriptor kindred__discovery__v1__discovery_service__desc
   "DiscoveryService",
   "Kindred__Discovery__V1__DiscoveryService",
   "kindred.discovery.v1",
-  8,
+  9,
   kindred__discovery__v1__discovery_service__method_descriptors,
   kindred__discovery__v1__discovery_service__method_indices_by_name
 };
@@ -1581,13 +1762,21 @@ void kindred__discovery__v1__discovery_service__search_members(ProtobufCService 
   assert(service->descriptor == &kindred__discovery__v1__discovery_service__descriptor);
   service->invoke(service, 2, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void kindred__discovery__v1__discovery_service__check_candidates(ProtobufCService *service,
+                                                                 const Kindred__Discovery__V1__CheckCandidatesRequest *input,
+                                                                 Kindred__Discovery__V1__CheckCandidatesResponse_Closure closure,
+                                                                 void *closure_data)
+{
+  assert(service->descriptor == &kindred__discovery__v1__discovery_service__descriptor);
+  service->invoke(service, 3, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void kindred__discovery__v1__discovery_service__index_candidate(ProtobufCService *service,
                                                                 const Kindred__Discovery__V1__IndexCandidateRequest *input,
                                                                 Kindred__Discovery__V1__IndexCandidateResponse_Closure closure,
                                                                 void *closure_data)
 {
   assert(service->descriptor == &kindred__discovery__v1__discovery_service__descriptor);
-  service->invoke(service, 3, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__discovery__v1__discovery_service__remove_candidate(ProtobufCService *service,
                                                                  const Kindred__Discovery__V1__RemoveCandidateRequest *input,
@@ -1595,7 +1784,7 @@ void kindred__discovery__v1__discovery_service__remove_candidate(ProtobufCServic
                                                                  void *closure_data)
 {
   assert(service->descriptor == &kindred__discovery__v1__discovery_service__descriptor);
-  service->invoke(service, 4, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__discovery__v1__discovery_service__rebuild_index(ProtobufCService *service,
                                                               const Kindred__Discovery__V1__RebuildIndexRequest *input,
@@ -1603,7 +1792,7 @@ void kindred__discovery__v1__discovery_service__rebuild_index(ProtobufCService *
                                                               void *closure_data)
 {
   assert(service->descriptor == &kindred__discovery__v1__discovery_service__descriptor);
-  service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__discovery__v1__discovery_service__deliver_events(ProtobufCService *service,
                                                                const Kindred__Common__V1__DeliverEventsRequest *input,
@@ -1611,7 +1800,7 @@ void kindred__discovery__v1__discovery_service__deliver_events(ProtobufCService 
                                                                void *closure_data)
 {
   assert(service->descriptor == &kindred__discovery__v1__discovery_service__descriptor);
-  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__discovery__v1__discovery_service__get_user_footprint(ProtobufCService *service,
                                                                    const Kindred__Discovery__V1__GetUserFootprintRequest *input,
@@ -1619,7 +1808,7 @@ void kindred__discovery__v1__discovery_service__get_user_footprint(ProtobufCServ
                                                                    void *closure_data)
 {
   assert(service->descriptor == &kindred__discovery__v1__discovery_service__descriptor);
-  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__discovery__v1__discovery_service__init (Kindred__Discovery__V1__DiscoveryService_Service *service,
                                                       Kindred__Discovery__V1__DiscoveryService_ServiceDestroy destroy)

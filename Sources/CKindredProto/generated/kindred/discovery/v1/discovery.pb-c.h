@@ -25,6 +25,8 @@ typedef struct Kindred__Discovery__V1__GetRecommendationsRequest Kindred__Discov
 typedef struct Kindred__Discovery__V1__GetRecommendationsResponse Kindred__Discovery__V1__GetRecommendationsResponse;
 typedef struct Kindred__Discovery__V1__SearchMembersRequest Kindred__Discovery__V1__SearchMembersRequest;
 typedef struct Kindred__Discovery__V1__SearchMembersResponse Kindred__Discovery__V1__SearchMembersResponse;
+typedef struct Kindred__Discovery__V1__CheckCandidatesRequest Kindred__Discovery__V1__CheckCandidatesRequest;
+typedef struct Kindred__Discovery__V1__CheckCandidatesResponse Kindred__Discovery__V1__CheckCandidatesResponse;
 typedef struct Kindred__Discovery__V1__IndexCandidateRequest Kindred__Discovery__V1__IndexCandidateRequest;
 typedef struct Kindred__Discovery__V1__IndexCandidateResponse Kindred__Discovery__V1__IndexCandidateResponse;
 typedef struct Kindred__Discovery__V1__RemoveCandidateRequest Kindred__Discovery__V1__RemoveCandidateRequest;
@@ -231,6 +233,46 @@ struct  Kindred__Discovery__V1__SearchMembersResponse
 #define KINDRED__DISCOVERY__V1__SEARCH_MEMBERS_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__discovery__v1__search_members_response__descriptor) \
     , 0,NULL, (char *)protobuf_c_empty_string }
+
+
+/*
+ * Ask which targets the viewer's deck could show.
+ */
+struct  Kindred__Discovery__V1__CheckCandidatesRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The viewer (the swiper).
+   */
+  char *viewer_user_id;
+  /*
+   * The members to check, 1..100 user ids (repeats are answered once).
+   */
+  size_t n_target_user_ids;
+  char **target_user_ids;
+};
+#define KINDRED__DISCOVERY__V1__CHECK_CANDIDATES_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__discovery__v1__check_candidates_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0,NULL }
+
+
+/*
+ * The targets the viewer's deck could show.
+ */
+struct  Kindred__Discovery__V1__CheckCandidatesResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The subset of target_user_ids (lower case, in request order) the deck could show; the others
+   * are unknown, not indexed, in another community or outside the mutual preferences (which of
+   * these is never said).
+   */
+  size_t n_shown_user_ids;
+  char **shown_user_ids;
+};
+#define KINDRED__DISCOVERY__V1__CHECK_CANDIDATES_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__discovery__v1__check_candidates_response__descriptor) \
+    , 0,NULL }
 
 
 /*
@@ -511,6 +553,44 @@ Kindred__Discovery__V1__SearchMembersResponse *
 void   kindred__discovery__v1__search_members_response__free_unpacked
                      (Kindred__Discovery__V1__SearchMembersResponse *message,
                       ProtobufCAllocator *allocator);
+/* Kindred__Discovery__V1__CheckCandidatesRequest methods */
+void   kindred__discovery__v1__check_candidates_request__init
+                     (Kindred__Discovery__V1__CheckCandidatesRequest         *message);
+size_t kindred__discovery__v1__check_candidates_request__get_packed_size
+                     (const Kindred__Discovery__V1__CheckCandidatesRequest   *message);
+size_t kindred__discovery__v1__check_candidates_request__pack
+                     (const Kindred__Discovery__V1__CheckCandidatesRequest   *message,
+                      uint8_t             *out);
+size_t kindred__discovery__v1__check_candidates_request__pack_to_buffer
+                     (const Kindred__Discovery__V1__CheckCandidatesRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Discovery__V1__CheckCandidatesRequest *
+       kindred__discovery__v1__check_candidates_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__discovery__v1__check_candidates_request__free_unpacked
+                     (Kindred__Discovery__V1__CheckCandidatesRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Kindred__Discovery__V1__CheckCandidatesResponse methods */
+void   kindred__discovery__v1__check_candidates_response__init
+                     (Kindred__Discovery__V1__CheckCandidatesResponse         *message);
+size_t kindred__discovery__v1__check_candidates_response__get_packed_size
+                     (const Kindred__Discovery__V1__CheckCandidatesResponse   *message);
+size_t kindred__discovery__v1__check_candidates_response__pack
+                     (const Kindred__Discovery__V1__CheckCandidatesResponse   *message,
+                      uint8_t             *out);
+size_t kindred__discovery__v1__check_candidates_response__pack_to_buffer
+                     (const Kindred__Discovery__V1__CheckCandidatesResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Discovery__V1__CheckCandidatesResponse *
+       kindred__discovery__v1__check_candidates_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__discovery__v1__check_candidates_response__free_unpacked
+                     (Kindred__Discovery__V1__CheckCandidatesResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Kindred__Discovery__V1__IndexCandidateRequest methods */
 void   kindred__discovery__v1__index_candidate_request__init
                      (Kindred__Discovery__V1__IndexCandidateRequest         *message);
@@ -686,6 +766,12 @@ typedef void (*Kindred__Discovery__V1__SearchMembersRequest_Closure)
 typedef void (*Kindred__Discovery__V1__SearchMembersResponse_Closure)
                  (const Kindred__Discovery__V1__SearchMembersResponse *message,
                   void *closure_data);
+typedef void (*Kindred__Discovery__V1__CheckCandidatesRequest_Closure)
+                 (const Kindred__Discovery__V1__CheckCandidatesRequest *message,
+                  void *closure_data);
+typedef void (*Kindred__Discovery__V1__CheckCandidatesResponse_Closure)
+                 (const Kindred__Discovery__V1__CheckCandidatesResponse *message,
+                  void *closure_data);
 typedef void (*Kindred__Discovery__V1__IndexCandidateRequest_Closure)
                  (const Kindred__Discovery__V1__IndexCandidateRequest *message,
                   void *closure_data);
@@ -729,6 +815,10 @@ struct Kindred__Discovery__V1__DiscoveryService_Service
                          const Kindred__Discovery__V1__SearchMembersRequest *input,
                          Kindred__Discovery__V1__SearchMembersResponse_Closure closure,
                          void *closure_data);
+  void (*check_candidates)(Kindred__Discovery__V1__DiscoveryService_Service *service,
+                           const Kindred__Discovery__V1__CheckCandidatesRequest *input,
+                           Kindred__Discovery__V1__CheckCandidatesResponse_Closure closure,
+                           void *closure_data);
   void (*index_candidate)(Kindred__Discovery__V1__DiscoveryService_Service *service,
                           const Kindred__Discovery__V1__IndexCandidateRequest *input,
                           Kindred__Discovery__V1__IndexCandidateResponse_Closure closure,
@@ -760,6 +850,7 @@ void kindred__discovery__v1__discovery_service__init (Kindred__Discovery__V1__Di
       function_prefix__ ## get_deck,\
       function_prefix__ ## get_recommendations,\
       function_prefix__ ## search_members,\
+      function_prefix__ ## check_candidates,\
       function_prefix__ ## index_candidate,\
       function_prefix__ ## remove_candidate,\
       function_prefix__ ## rebuild_index,\
@@ -777,6 +868,10 @@ void kindred__discovery__v1__discovery_service__search_members(ProtobufCService 
                                                                const Kindred__Discovery__V1__SearchMembersRequest *input,
                                                                Kindred__Discovery__V1__SearchMembersResponse_Closure closure,
                                                                void *closure_data);
+void kindred__discovery__v1__discovery_service__check_candidates(ProtobufCService *service,
+                                                                 const Kindred__Discovery__V1__CheckCandidatesRequest *input,
+                                                                 Kindred__Discovery__V1__CheckCandidatesResponse_Closure closure,
+                                                                 void *closure_data);
 void kindred__discovery__v1__discovery_service__index_candidate(ProtobufCService *service,
                                                                 const Kindred__Discovery__V1__IndexCandidateRequest *input,
                                                                 Kindred__Discovery__V1__IndexCandidateResponse_Closure closure,
@@ -807,6 +902,8 @@ extern const ProtobufCMessageDescriptor kindred__discovery__v1__get_recommendati
 extern const ProtobufCMessageDescriptor kindred__discovery__v1__get_recommendations_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__discovery__v1__search_members_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__discovery__v1__search_members_response__descriptor;
+extern const ProtobufCMessageDescriptor kindred__discovery__v1__check_candidates_request__descriptor;
+extern const ProtobufCMessageDescriptor kindred__discovery__v1__check_candidates_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__discovery__v1__index_candidate_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__discovery__v1__index_candidate_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__discovery__v1__remove_candidate_request__descriptor;

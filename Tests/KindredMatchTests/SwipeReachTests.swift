@@ -1,0 +1,83 @@
+import Testing
+
+@testable import KindredMatch
+
+/// A swipe on a member the swiper's deck could not show (`SwipeCommand.deckCouldShow`, discovery's answer) in the
+/// group-commit batch, without I/O: refused exactly as for an unknown user, except a replay of the swiper's own
+/// swipe and a swipe on an existing match.
+@Suite struct SwipeReachTests {
+    static let (me, other, community) = ("a", "b", "dating")
+
+    static func facts(pair: PairState = PairState(), mode: MatchMode = .mutual, targetKnown: Bool = true) -> SwipeFacts {
+        var facts = SwipeFacts()
+        facts.swiperCommunity = community
+        facts.swiperEligible = true
+        if targetKnown {
+            facts.targetCommunity = community
+            facts.targetEligible = true
+        }
+        facts.mode = mode
+        facts.pair = pair
+        return facts
+    }
+
+    static func outcome(_ kind: SwipeKind, shown: Bool, _ facts: SwipeFacts) throws -> Result<SwipeReply, MatchError> {
+        var next = 0
+        let command = SwipeCommand(swiper: me, community: community, target: other, kind: kind, surface: "", deckCouldShow: shown)
+        let batch = SwipeBatch(commands: [command], facts: [facts], nowUnixMs: 1_000, ids: { next += 1; return "id\(next)" })
+        #expect(batch.outcomes.count == 1)
+        if case .failure = batch.outcomes[0] { #expect(batch.newSwipes.isEmpty && batch.events.isEmpty) }
+        return batch.outcomes[0]
+    }
+
+    static func failure(_ result: Result<SwipeReply, MatchError>) -> (String, String)? {
+        guard case .failure(let error) = result else { return nil }
+        return ("\(error.rpcError.code)", error.message)
+    }
+
+    static let earlierLike = SwipeRecord(id: "s0", kind: .like, swipedUnixMs: 1, outcome: .recorded, matchID: nil)
+
+    @Test("Out of reach with nothing between them: NOT_FOUND, the same answer as an unknown user")
+    func outOfReachIsUnknown() throws {
+        let unknown = Self.failure(try Self.outcome(.like, shown: true, Self.facts(targetKnown: false)))
+        #expect(unknown != nil)
+        for kind in [SwipeKind.like, .pass] {
+            #expect(Self.failure(try Self.outcome(kind, shown: false, Self.facts())).map { [$0.0, $0.1] } == unknown.map { [$0.0, $0.1] })
+            #expect(Self.failure(try Self.outcome(kind, shown: false, Self.facts(mode: .oneWay))) != nil)
+        }
+        guard case .success(let reply) = try Self.outcome(.like, shown: true, Self.facts()) else {
+            Issue.record("a like within reach is recorded")
+            return
+        }
+        #expect(!reply.replayed)
+    }
+
+    @Test("A retry replays even if the target is out of reach now; another action is ALREADY_SWIPED as before")
+    func retriesReplay() throws {
+        guard case .success(let reply) = try Self.outcome(.like, shown: false, Self.facts(pair: PairState(mine: Self.earlierLike)))
+        else {
+            Issue.record("a repeated like replays")
+            return
+        }
+        #expect(reply.replayed && reply.swipe.id == "s0")
+        #expect(Self.failure(try Self.outcome(.pass, shown: false, Self.facts(pair: PairState(mine: Self.earlierLike))))?.1
+            == "You already swiped on this person")
+    }
+
+    @Test("An existing connection keeps what it allows: following back an incoming follow")
+    func existingMatch() throws {
+        let incoming = MatchRecord(id: "m0", mode: .oneWay, initiator: Self.other, createdUnixMs: 1)
+        let facts = Self.facts(pair: PairState(theirs: .like, match: incoming), mode: .oneWay)
+        guard case .success(let reply) = try Self.outcome(.like, shown: false, facts) else {
+            Issue.record("following back is allowed")
+            return
+        }
+        #expect(reply.swipe.outcome == .connected && reply.match?.reciprocatedUnixMs != nil)
+    }
+
+    @Test("A block still answers NOT_FOUND whatever discovery said")
+    func blocked() throws {
+        #expect(Self.failure(try Self.outcome(.like, shown: true, Self.facts(pair: PairState(blocked: true))))?.1 == "No such user")
+        #expect(Self.failure(try Self.outcome(.like, shown: false, Self.facts(pair: PairState(blocked: true))))?.1 == "No such user")
+    }
+}
