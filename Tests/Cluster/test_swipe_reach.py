@@ -132,13 +132,15 @@ def test_likes_outside_the_targets_preferences_answer_as_an_unknown_member(clust
     assert swipe(deck, sam, passer.id).outcome == deck_pb2.SWIPE_OUTCOME_CONNECTED
     followed = swipe(deck, sam, fits.id)
     assert followed.outcome == deck_pb2.SWIPE_OUTCOME_CONNECTED
-    # A retry replays, even after the target paused (the check never turns a retry into NOT_FOUND).
+    # A retry replays, even after the target changed their preferences (50+ only now): the check never turns a
+    # retry into NOT_FOUND.
     profile_pb2_grpc.ProfileServiceStub(channel).UpdateProfile(profile_pb2.UpdateProfileRequest(
-        fields=types_pb2.ProfileFields(paused=True), update_paths=["paused"]), metadata=fits.auth, timeout=TIMEOUT)
+        fields=types_pb2.ProfileFields(age_min_years=50, age_max_years=99),
+        update_paths=["age_min_years", "age_max_years"]), metadata=fits.auth, timeout=TIMEOUT)
     until = time.monotonic() + 30
     while fits.id in [card.profile.user_id for card in deck.GetDeck(
             deck_pb2.GetDeckRequest(page_size=50), metadata=passer.auth, timeout=TIMEOUT).cards]:
-        assert time.monotonic() < until, "discovery did not learn of the pause"
+        assert time.monotonic() < until, "discovery did not learn of the change"
         time.sleep(0.2)
     assert refusal(deck, passer, fits.id) == unknown  # a new like is refused now
     again = swipe(deck, sam, fits.id)
