@@ -84,6 +84,10 @@ class Member:
         self.id = api.profiles.CreateProfile(profile_pb2.CreateProfileRequest(
             fields=fields(name), idempotency_key=str(uuid.uuid4())), metadata=self.auth, timeout=TIMEOUT).profile.user_id
         move(api, self, latitude, longitude)
+        # Until discovery holds the member (their own deck answers): only then can anyone swipe on them.
+        eventually(lambda: code_of(lambda: api.deck.GetDeck(deck_pb2.GetDeckRequest(page_size=1), metadata=self.auth,
+                                                             timeout=TIMEOUT)) == grpc.StatusCode.OK,
+                   "discovery indexed the member")
 
     def sign_in(self, api):
         signed = api.accounts.SignIn(account_pb2.SignInRequest(community_id=COMMUNITY, login=self.email,
