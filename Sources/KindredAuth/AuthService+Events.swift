@@ -12,7 +12,8 @@ extension AuthService {
         let producer = try await ServiceAccess(authenticator: self.authenticator).requireService(["profile"], context)
         var response = Kindred.Common.V1.DeliverEventsResponse()
         response.acknowledgedEventIds = try await self.inbox.process(request.events, from: producer) {
-            event, transaction in
+            event,
+            transaction in
             guard case .communityUpdated(let update)? = event.payload, let community = update.community,
                 !community.communityId.isEmpty
             else { return }

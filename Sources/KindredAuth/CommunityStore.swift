@@ -20,14 +20,16 @@ struct CommunityStore: Sendable {
     /// Whether `community` takes new members.
     func isOpen(_ community: String, in database: PostgresClient) async throws -> Bool {
         let rows = try await database.query(
-            "SELECT sign_up_open FROM communities WHERE community_id = \(community)")
+            "SELECT sign_up_open FROM communities WHERE community_id = \(community)"
+        )
         return try rows.first?.decode(Bool.self, at: 0) ?? true
     }
 
     /// Whether `community` takes new members, read in `transaction`.
     func isOpen(_ community: String, in transaction: PostgresTransaction) async throws -> Bool {
         let rows = try await transaction.query(
-            "SELECT sign_up_open FROM communities WHERE community_id = \(community)")
+            "SELECT sign_up_open FROM communities WHERE community_id = \(community)"
+        )
         return try rows.first?.decode(Bool.self, at: 0) ?? true
     }
 

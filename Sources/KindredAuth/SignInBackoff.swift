@@ -34,7 +34,10 @@ final class SignInBackoff: Sendable {
             Self.wait(
                 pairFailures: state.failures[Self.pairKey(subject, address)] ?? [],
                 subjectFailures: state.failures[Self.subjectKey(subject)] ?? [],
-                now: now, free: free, perHour: perHour)
+                now: now,
+                free: free,
+                perHour: perHour
+            )
         }
     }
 

@@ -41,7 +41,13 @@ struct SignInBackoffTests {
         ] as [([NIODeadline], [NIODeadline], Int64?)]
     )
     func decision(pair: [NIODeadline], subject: [NIODeadline], wait: Int64?) {
-        let result = SignInBackoff.wait(pairFailures: pair, subjectFailures: subject, now: Self.now, free: 3, perHour: 20)
+        let result = SignInBackoff.wait(
+            pairFailures: pair,
+            subjectFailures: subject,
+            now: Self.now,
+            free: 3,
+            perHour: 20
+        )
         #expect(result == wait.map { .seconds($0) })
     }
 
@@ -55,7 +61,9 @@ struct SignInBackoffTests {
     func doubling(failures: Int, wait: Int64?) {
         let fixture = Fixture()
         for _ in 0..<failures { fixture.backoff.recordFailure(subject: "acct:x", address: "a") }
-        #expect(fixture.backoff.delay(subject: "acct:x", address: "a", free: 3, perHour: 1000) == wait.map { .seconds($0) })
+        #expect(
+            fixture.backoff.delay(subject: "acct:x", address: "a", free: 3, perHour: 1000) == wait.map { .seconds($0) }
+        )
         #expect(fixture.backoff.delay(subject: "acct:other", address: "a", free: 3, perHour: 1000) == nil)
         if let wait {
             fixture.advance(.seconds(wait))

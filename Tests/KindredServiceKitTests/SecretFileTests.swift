@@ -56,8 +56,10 @@ struct SecretFileTests {
     func databaseURL() throws {
         let url = "postgresql://kindred_demo:pw@db.invalid:5432/kindred"
         let settings = try DatabaseSettings(
-            server: "demo", schema: "demo",
-            environment: EnvironmentReader(["KINDRED_DEMO_DATABASE_URL_FILE": try Self.file(url + "\n")]))
+            server: "demo",
+            schema: "demo",
+            environment: EnvironmentReader(["KINDRED_DEMO_DATABASE_URL_FILE": try Self.file(url + "\n")])
+        )
         #expect(settings.url == url)
     }
 }
