@@ -167,16 +167,26 @@ extension ProfileService {
         let records = try await self.records(Array(ids.prefix(size)))
         var settingsCache: [String: Kindred.Common.V1.CommunitySettings] = [:]
         var response = V1.ListProfileIndexEntriesResponse()
+        // Cut by bytes as well as by count: snapshots carry attributes (up to the fields' 16 KiB each), so 500 of
+        // them could pass the 4 MiB message limit. `read` counts the ids this page has dealt with.
+        var (read, bytes) = (0, 0)
         for id in ids.prefix(size) {
-            guard let record = records[id] else { continue }
-            if settingsCache[record.communityID] == nil {
-                settingsCache[record.communityID] = try await self.settings(of: record.communityID)
+            if let record = records[id] {
+                if settingsCache[record.communityID] == nil {
+                    settingsCache[record.communityID] = try await self.settings(of: record.communityID)
+                }
+                let snapshot = ProfileViews.snapshot(record, settings: settingsCache[record.communityID]!)
+                if snapshot.eligible || request.includeIneligible {
+                    let entryBytes = ((try? snapshot.serializedBytes().count) ?? 0) + 8
+                    if bytes + entryBytes > CardPage.maxPageBytes, !response.entries.isEmpty { break }
+                    bytes += entryBytes
+                    response.entries.append(snapshot)
+                }
             }
-            let snapshot = ProfileViews.snapshot(record, settings: settingsCache[record.communityID]!)
-            if snapshot.eligible || request.includeIneligible { response.entries.append(snapshot) }
+            read += 1
         }
-        if ids.count > size {
-            response.nextPageToken = PageToken.encode(offset: offset + size, key: self.pageTokenKey, scope: scope)
+        if ids.count > size || read < min(ids.count, size) {
+            response.nextPageToken = PageToken.encode(offset: offset + read, key: self.pageTokenKey, scope: scope)
         }
         return response
     }

@@ -23,6 +23,10 @@ public enum CardPage {
     /// A chat message as a list item carries it (a thread's or a match's last message): body, ids, times.
     public static let maxMessageBytes = TextRule.messageBody.maxBytes + 256
 
+    /// Where a list that is cut by bytes stops (profile's index pages, whose snapshots carry attributes): a page
+    /// ends before the entry that would take it past 3 MiB, leaving room for framing under the 4 MiB limit.
+    public static let maxPageBytes = 3 * 1024 * 1024
+
     /// Cards on one page of a list that carries them (deck, search, matches, likes received, chat threads):
     /// requests for more get this many and a next-page token.
     public static let maxCards = 50
