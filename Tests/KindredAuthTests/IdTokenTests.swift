@@ -117,4 +117,45 @@ struct IdTokenTests {
             }
         }
     }
+
+    @Test func aClosedCommunityCreatesNoAccountButLinksAnExistingOne() async throws {
+        let directory = NSTemporaryDirectory() + "kindred-auth-oidc-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let newEmail = AuthHarness.uniqueEmail("closed-new")
+        let existingEmail = AuthHarness.uniqueEmail("closed-existing")
+        let nonces = (0..<2).map { _ in UUID().uuidString }
+        let tokens = try Self.makeTokens(
+            [
+                Self.claims(sub: "c-1", email: newEmail, nonce: nonces[0]),
+                Self.claims(sub: "c-2", email: existingEmail, nonce: nonces[1]),
+            ],
+            directory: directory
+        )
+        try await AuthHarness.with(configure: {
+            $0.oidcAudiences = ["kindred-ios"]
+            $0.oidcJWKSFile = directory + "/jwks.json"
+        }) { auth in
+            func request(_ token: String, _ nonce: String) -> Kindred.Auth.V1.SignInWithIdTokenRequest {
+                var request = Kindred.Auth.V1.SignInWithIdTokenRequest()
+                request.communityId = auth.community
+                request.provider = .google
+                request.idToken = token
+                request.nonce = nonce
+                return request
+            }
+            let existing = try await auth.activeUser(email: existingEmail)
+            // What profile's CommunityUpdated leaves when an admin closes the community.
+            try await auth.database.execute(
+                "INSERT INTO communities (community_id, sign_up_open, version) VALUES (\(auth.community), false, 2)"
+            )
+            await expectRPCError(.failedPrecondition, reason: "SIGN_UP_CLOSED") {
+                _ = try await auth.call(Auth.signInWithIdToken, request(tokens[0], nonces[0]))
+            }
+            let accounts = try await auth.database.query("SELECT count(*) FROM accounts WHERE email = \(newEmail)")
+            #expect(try accounts[0].decode(Int64.self, at: 0) == 0)
+            let linked = try await auth.call(Auth.signInWithIdToken, request(tokens[1], nonces[1]))
+            #expect(linked.identityLinked && linked.account?.userId == existing.account.userId)
+        }
+    }
 }
