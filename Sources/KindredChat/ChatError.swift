@@ -8,7 +8,7 @@ import KindredProto
 public struct ChatError: Error, RPCErrorConvertible, CustomStringConvertible, Sendable {
     public struct Code: Hashable, Sendable {
         fileprivate enum Base: Hashable, Sendable {
-            case invalidArgument, unauthenticated, permissionDenied, notFound, threadClosed, clientIDReused
+            case invalidArgument, unauthenticated, permissionDenied, notFound, clientIDReused
             case rateLimited, unavailable, subscriberTooSlow, serverDraining
         }
         fileprivate let base: Base
@@ -17,10 +17,9 @@ public struct ChatError: Error, RPCErrorConvertible, CustomStringConvertible, Se
         public static let invalidArgument = Code(base: .invalidArgument)
         public static let unauthenticated = Code(base: .unauthenticated)
         public static let permissionDenied = Code(base: .permissionDenied)
-        /// Unknown thread or message, or one the caller does not take part in: the same answer.
+        /// Unknown thread or message, one the caller does not take part in, or one the policy hides (ended by an
+        /// unmatch, a block either way or a deletion; hidden by a deactivation): the same answer.
         public static let notFound = Code(base: .notFound)
-        /// The thread is closed or hidden (unmatch, block, deactivation): the same answer in every case.
-        public static let threadClosed = Code(base: .threadClosed)
         /// A client_message_id already used with other content.
         public static let clientIDReused = Code(base: .clientIDReused)
         /// Hourly message limit or typing limit.
@@ -50,8 +49,6 @@ public struct ChatError: Error, RPCErrorConvertible, CustomStringConvertible, Se
 
     static let threadNotFound = ChatError(.notFound, "No such thread")
     static let messageNotFound = ChatError(.notFound, "No such message in this thread")
-    /// The one answer for a closed, blocked or hidden thread: reveals nothing about who ended it.
-    static let closed = ChatError(.threadClosed, "This conversation has ended")
 
     static func rateLimited(_ message: String, retryAfter: Duration) -> ChatError {
         var error = ChatError(.rateLimited, message)
@@ -68,7 +65,6 @@ public struct ChatError: Error, RPCErrorConvertible, CustomStringConvertible, Se
             case .unauthenticated: (.unauthenticated, "UNAUTHENTICATED")
             case .permissionDenied: (.permissionDenied, "PERMISSION_DENIED")
             case .notFound: (.notFound, "NOT_FOUND")
-            case .threadClosed: (.failedPrecondition, "THREAD_CLOSED")
             case .clientIDReused: (.alreadyExists, "CLIENT_MESSAGE_ID_REUSED")
             case .rateLimited: (.resourceExhausted, "RATE_LIMITED")
             case .unavailable: (.unavailable, "UNAVAILABLE")

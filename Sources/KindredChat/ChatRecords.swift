@@ -1,5 +1,6 @@
 import KindredPostgres
 import KindredProto
+import KindredServiceKit
 
 /// Statements run either on the pool or inside a transaction; the stores take either.
 protocol SQLRunner: Sendable {
@@ -20,19 +21,24 @@ struct ThreadRecord: Sendable, Hashable {
     var lastSequence: Int64
     /// Either participant's account is deactivated: the thread is hidden from both.
     var hidden: Bool
-    /// Closed by a block (either way): gone for both, history included (DESIGN §3: the other side disappears).
-    var blocked: Bool
 
     func isParticipant(_ user: String) -> Bool { user == self.userA || user == self.userB }
     func other(than user: String) -> String { user == self.userA ? self.userB : self.userA }
 
+    /// How a participant stands to the other, as far as the thread tells: open is a match (or connection, which
+    /// the policy treats alike), closed is an ended match whatever ended it (an unmatch, a block either way, a
+    /// deletion: they must read alike), hidden is a deactivation.
+    var relation: MemberRelation {
+        if self.hidden { return .deactivated }
+        return self.state == .open ? .matched : .unmatched
+    }
+
     static let columns = """
         t.thread_id::text, t.user_a::text, t.user_b::text, t.community_id, t.state, t.last_sequence,
-        (ua.deactivated OR ub.deactivated) AS hidden,
-        COALESCE(t.close_reason = \(Kindred.Common.V1.MatchEndReason.blocked.rawValue), false) AS blocked
+        (ua.deactivated OR ub.deactivated) AS hidden
         """
     /// How many columns `columns` has (a query's own columns follow them).
-    static let columnCount = 8
+    static let columnCount = 7
     static let from = """
         threads t JOIN users ua ON ua.user_id = t.user_a JOIN users ub ON ub.user_id = t.user_b
         """
@@ -45,7 +51,6 @@ struct ThreadRecord: Sendable, Hashable {
         self.state = State(rawValue: try row.decode(String.self, at: 4)) ?? .closed
         self.lastSequence = try row.decode(Int64.self, at: 5)
         self.hidden = try row.decode(Bool.self, at: 6)
-        self.blocked = try row.decode(Bool.self, at: 7)
     }
 }
 

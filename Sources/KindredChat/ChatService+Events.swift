@@ -43,8 +43,6 @@ extension ChatService {
             for thread in open {
                 _ = try await self.closeThread(thread, reason: .blocked, endedBy: subject, in: transaction)
             }
-            try await self.threads.markClosedAsBlocked(
-                between: subject, and: blocked.blockedUserId.lowercased(), in: transaction)
         case .accountDeactivated?:
             guard UUIDv7.isValid(subject) else { return }
             try await self.users.setDeactivated(subject, true, in: transaction)

@@ -31,7 +31,7 @@ extension ChatService {
                 let (thread, communityLimit, sent) = try await self.threads.lockForSend(
                     threadID, by: user, countUpTo: maxLimit, in: transaction)
             else { throw ChatError.threadNotFound }
-            guard thread.state == .open, !thread.hidden else { throw ChatError.closed }
+            try Self.require(thread, to: .message)
             // Concurrent sends of one user count one after the other (the sender's row is locked).
             guard sent < (communityLimit ?? self.configuration.defaultHourlyMessageLimit) else {
                 throw ChatError.rateLimited("Hourly message limit reached; try again later", retryAfter: .seconds(60))

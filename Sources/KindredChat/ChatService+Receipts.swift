@@ -73,10 +73,7 @@ extension ChatService {
     func sendTyping(_ request: Chat.SendTypingRequest, _ context: ServerContext) async throws -> Chat.SendTypingResponse {
         let user = try await self.requireUser(context)
         let threadID = try ChatValidation.id(request.threadId, field: "thread_id")
-        guard let thread = try await self.threads.find(threadID, for: user, in: self.database) else {
-            throw ChatError.threadNotFound
-        }
-        guard thread.state == .open, !thread.hidden else { throw ChatError.closed }
+        let thread = try await self.readableThread(threadID, for: user, to: .message, in: self.database)
         if let wait = self.typingLimiter.acquire(user + "|" + threadID) {
             throw ChatError.rateLimited("Typing indicators are sent too often", retryAfter: wait)
         }

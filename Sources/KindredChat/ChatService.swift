@@ -117,15 +117,26 @@ public final class ChatService: GRPCService, Sendable {
         return try ChatValidation.id(requested, field: "viewer_user_id")
     }
 
-    /// The thread as `user` may read it (participant, not hidden by a deactivation, not closed by a block);
-    /// NOT_FOUND otherwise.
-    func readableThread(_ threadID: String, for user: String, lock: Bool = false, in runner: some SQLRunner)
-        async throws -> ThreadRecord
-    {
-        guard let thread = try await self.threads.find(threadID, for: user, lock: lock, in: runner), !thread.hidden,
-            !thread.blocked
-        else { throw ChatError.threadNotFound }
+    /// The thread if `user` takes part in it and the policy lets them see it (``VisibilityPolicy``: `thread`,
+    /// or `message` for writes): open, neither participant deactivated. Anything else, an ended thread included
+    /// whoever ended it and why, answers NOT_FOUND exactly as an unknown id.
+    func readableThread(
+        _ threadID: String, for user: String, lock: Bool = false, to action: MemberAction? = nil,
+        in runner: some SQLRunner
+    ) async throws -> ThreadRecord {
+        guard let thread = try await self.threads.find(threadID, for: user, lock: lock, in: runner) else {
+            throw ChatError.threadNotFound
+        }
+        try Self.require(thread, to: action)
         return thread
+    }
+
+    /// Refuses a thread the policy does not let its participant see (or, with `action`, act on) as unknown.
+    static func require(_ thread: ThreadRecord, to action: MemberAction? = nil) throws {
+        let allowed =
+            action.map { VisibilityPolicy.allows($0, thread.relation) }
+            ?? VisibilityPolicy.allows(.thread, thread.relation)
+        guard allowed else { throw ChatError.threadNotFound }
     }
 
     /// Now, in UTC milliseconds.

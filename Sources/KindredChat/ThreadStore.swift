@@ -104,19 +104,6 @@ struct ThreadStore: Sendable {
         return try rows.map { try $0.decode(String.self, at: 0) }
     }
 
-    /// Marks the pair's threads closed earlier (an unmatch) as closed by a block: unreadable for both from now.
-    func markClosedAsBlocked(between first: String, and second: String, in transaction: PostgresTransaction)
-        async throws
-    {
-        let (a, b) = first < second ? (first, second) : (second, first)
-        try await transaction.execute(
-            """
-            UPDATE threads SET close_reason = \(Int(Kindred.Common.V1.MatchEndReason.blocked.rawValue))
-            WHERE user_a = \(a)::uuid AND user_b = \(b)::uuid AND state = 'closed'
-            """
-        )
-    }
-
     /// Marks the thread closed; false when it was closed already.
     func close(_ threadID: String, reason: Int32, by user: String?, in transaction: PostgresTransaction) async throws
         -> Bool

@@ -76,7 +76,8 @@ extension DiscoveryService {
     }
 
     /// `SearchMembers`: compatible members by filters, text and distance, nearest first (then by user id).
-    /// Swiped members are included; blocks either way and passes on the viewer exclude, as in the deck.
+    /// Whom it shows is the policy's `search` (``VisibilityPolicy``): swiped members and members who passed on the
+    /// viewer are included (only the deck hides a pass); blocks either way and ended matches exclude.
     func searchMembers(_ request: DiscoveryApi.SearchMembersRequest, _ context: ServerContext) async throws
         -> DiscoveryApi.SearchMembersResponse
     {
@@ -114,7 +115,8 @@ extension DiscoveryService {
             }
             let query = DeckQuery(
                 limit: scanLimit, radiusKm: request.maxDistanceKm == 0 ? nil : Int(request.maxDistanceKm),
-                today: Self.today(), scanLimit: scanLimit, includeSwiped: true, accept: accept)
+                today: Self.today(), scanLimit: scanLimit, accept: accept
+            ).following(.search)
             return state.index.candidates(for: viewer, query) ?? []
         } ?? []
         let sorted = found.sorted { ($0.distanceKm, $0.user) < ($1.distanceKm, $1.user) }
@@ -170,7 +172,8 @@ extension DiscoveryService {
         var pool: [IndexMatch] = []
         while true {
             let query = DeckQuery(
-                limit: poolSize, radiusKm: radius, exclude: exclude, today: today, scanLimit: scanLimit, accept: accept)
+                limit: poolSize, radiusKm: radius, exclude: exclude, today: today, scanLimit: scanLimit, accept: accept
+            ).following(.deck)
             pool = state.index.candidates(for: viewer, query) ?? []
             if pool.count >= 20 || radius >= maxRadius { break }
             radius = min(maxRadius, radius * 2)
@@ -237,5 +240,17 @@ extension DiscoveryService {
         case (.choiceValues(let x), .choiceValue(let y)), (.choiceValue(let y), .choiceValues(let x)): x.values.contains(y)
         default: a == b
         }
+    }
+}
+
+extension DeckQuery {
+    /// The query with whom the walk keeps taken from the policy's `view` (deck or search): the viewer's own swipes
+    /// and passes on the viewer. Blocks either way and ended matches the index always leaves out (the policy shows
+    /// them nowhere).
+    func following(_ view: MemberView) -> DeckQuery {
+        var query = self
+        query.includeSwiped = VisibilityPolicy.allows(view, .liked) && VisibilityPolicy.allows(view, .passed)
+        query.includePassedOn = VisibilityPolicy.allows(view, .passedOn)
+        return query
     }
 }

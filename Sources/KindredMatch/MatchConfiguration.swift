@@ -40,8 +40,8 @@ public struct MatchConfiguration: Sendable {
     public var swipeBurst = 60
     /// `KINDRED_MATCH_REPORTS_PER_HOUR` (int, 1..1000), default 20: reports a user may file per hour.
     public var reportsPerHour = 20
-    /// `KINDRED_MATCH_BLOCK_PROPAGATION_MS` (int, 100..30000), default 3000: how long Block and Unblock wait for
-    /// every consumer (discovery, chat, profile) to apply them before answering UNAVAILABLE (retry).
+    /// `KINDRED_MATCH_BLOCK_PROPAGATION_MS` (int, 100..30000), default 3000: how long Block, Unblock and Unmatch
+    /// wait for every consumer (discovery, chat, profile) to apply them before answering UNAVAILABLE (retry).
     public var blockPropagationTimeout: Duration = .seconds(3)
     /// `KINDRED_MATCH_PAGE_TOKEN_SECRET` (string, 32..256), default none: the key of page tokens; without it the
     /// key is derived from the service secret (`PageToken.key`), the same at every replica and after restarts.

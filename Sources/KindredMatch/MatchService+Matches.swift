@@ -30,6 +30,8 @@ extension MatchService {
     }
 
     /// `Unmatch`: ends the match for both (MatchEnded). Idempotent; NOT_FOUND unless the caller takes part.
+    /// Returns once every consumer applied it (as Block does), so the pair reads as unmatched everywhere from the
+    /// answer on: no card, thread, deck or search result of the other, exactly as after a block.
     func unmatch(_ request: MatchApi.UnmatchRequest, _ context: ServerContext) async throws -> MatchApi.UnmatchResponse {
         let user = try await self.requireUser(context)
         let matchID = request.matchId.lowercased()
@@ -42,6 +44,7 @@ extension MatchService {
             try await self.endMatch(row.record.id, users: [user.id, row.other], by: user.id, reason: .unmatched,
                                     community: user.community, in: transaction)
         }
+        try await self.awaitConsumers(of: user.id)
         return MatchApi.UnmatchResponse()
     }
 

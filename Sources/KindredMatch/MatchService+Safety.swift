@@ -44,7 +44,7 @@ extension MatchService {
     func blockInTransaction(user: User, target: String, in transaction: PostgresTransaction) async throws -> String? {
         // The pair's lock: a like being committed for this pair now cannot create a match after the block.
         try await transaction.execute("SELECT pg_advisory_xact_lock(\(SwipeStore.pairLockKey(user.id, target)))")
-        guard try await self.isMember(target, of: user.community, in: transaction) else { throw MatchError.userNotFound }
+        try await self.require(.block, on: target, by: user, in: transaction)
         guard try await self.safety.block(blocker: user.id, blocked: target, in: transaction) else { return nil }
         var event = CommonApi.Event()
         event.userId = user.id
@@ -58,11 +58,18 @@ extension MatchService {
         return match.record.id
     }
 
-    /// Whether `user` has a profile in `community` (eligible or not, active or not).
-    func isMember(_ user: String, of community: String, in transaction: PostgresTransaction) async throws -> Bool {
-        try await transaction.query(
-            "SELECT EXISTS (SELECT 1 FROM members WHERE user_id = \(user)::uuid AND community_id = \(community))"
-        ).scalar(Bool.self)
+    /// Refuses `action` on `target` as on an unknown user unless the policy allows it (``VisibilityPolicy``:
+    /// report and block need only a member of the caller's community, eligible or not, active or not, whatever
+    /// lies between them, so neither answer tells a block, a deactivation or an unmatch apart).
+    func require(_ action: MemberAction, on target: String, by user: User, in transaction: PostgresTransaction)
+        async throws
+    {
+        let community = try await transaction.query(
+            "SELECT community_id FROM members WHERE user_id = \(target)::uuid"
+        ).first.map { try $0.decode(String.self, at: 0) }
+        let relation = MemberRelation(
+            MemberRelation.Facts(exists: community != nil, sameCommunity: community == user.community))
+        guard VisibilityPolicy.allows(action, relation) else { throw MatchError.userNotFound }
     }
 
     /// `Unblock`: lifts the caller's own block (UserUnblocked); does not restore an ended match. Idempotent.
@@ -137,9 +144,7 @@ extension MatchService {
             photoIDs: request.photoIds, status: 1, resolution: 0, note: "", resolvedBy: nil, createdUnixMs: 0,
             resolvedUnixMs: nil)
         let response = try await self.database.withTransaction { transaction in
-            guard try await self.isMember(target, of: user.community, in: transaction) else {
-                throw MatchError.userNotFound
-            }
+            try await self.require(.report, on: target, by: user, in: transaction)
             let (stored, _) = try await self.safety.file(report, key: key.isEmpty ? report.id : key, in: transaction)
             guard stored.reported == target, stored.reason == report.reason, stored.details == report.details else {
                 throw MatchError.invalid("idempotency_key", "IDEMPOTENCY_KEY_REUSED", "a new key for a new report")

@@ -84,8 +84,9 @@ struct MatchStore: Sendable {
             """)
     }
 
-    /// People who liked the viewer and whom the viewer has not swiped, newest first: not blocked either way, not
-    /// deactivated, and no ended match between them (an unmatched person does not come back as a like).
+    /// People who liked the viewer and whom the viewer has not swiped, newest first: the policy's `likesReceived`
+    /// (``VisibilityPolicy``) in SQL — not blocked either way, not deactivated, eligible (or connected with the
+    /// viewer: one-way likes), and no ended match between them (an unmatched person does not come back as a like).
     func likesReceived(viewer: String, limit: Int, offset: Int, on database: PostgresClient) async throws
         -> (likes: [(String, Int64)], total: Int)
     {
@@ -94,6 +95,8 @@ struct MatchStore: Sendable {
             SELECT s.swiper::text, s.swiped_at FROM swipes s
             LEFT JOIN members o ON o.user_id = s.swiper
             WHERE s.target = \(viewer)::uuid AND s.action = 1 AND NOT COALESCE(o.deactivated, false)
+              AND (COALESCE(o.eligible, false) OR EXISTS (SELECT 1 FROM matches a WHERE a.ended_at IS NULL
+                   AND a.user_low = least(\(viewer)::uuid, s.swiper) AND a.user_high = greatest(\(viewer)::uuid, s.swiper)))
               AND NOT EXISTS (SELECT 1 FROM swipes mine WHERE mine.swiper = \(viewer)::uuid AND mine.target = s.swiper)
               AND NOT EXISTS (SELECT 1 FROM blocks b WHERE (b.blocker = \(viewer)::uuid AND b.blocked = s.swiper)
                                                       OR (b.blocker = s.swiper AND b.blocked = \(viewer)::uuid))
@@ -106,6 +109,8 @@ struct MatchStore: Sendable {
                 SELECT 1 FROM swipes s
                 LEFT JOIN members o ON o.user_id = s.swiper
                 WHERE s.target = \(viewer)::uuid AND s.action = 1 AND NOT COALESCE(o.deactivated, false)
+              AND (COALESCE(o.eligible, false) OR EXISTS (SELECT 1 FROM matches a WHERE a.ended_at IS NULL
+                   AND a.user_low = least(\(viewer)::uuid, s.swiper) AND a.user_high = greatest(\(viewer)::uuid, s.swiper)))
                   AND NOT EXISTS (SELECT 1 FROM swipes mine WHERE mine.swiper = \(viewer)::uuid AND mine.target = s.swiper)
                   AND NOT EXISTS (SELECT 1 FROM blocks b WHERE (b.blocker = \(viewer)::uuid AND b.blocked = s.swiper)
                                                           OR (b.blocker = s.swiper AND b.blocked = \(viewer)::uuid))

@@ -1,4 +1,5 @@
 import KindredProto
+import KindredServiceKit
 
 /// The decisions of one group-committed batch of swipes, without I/O: given each command and the facts loaded
 /// for it (under the pairs' locks), what to answer and what to write. Commands are applied in order, each seeing
@@ -24,6 +25,19 @@ struct SwipeBatch {
         }
     }
 
+    /// How the swiper stands to the target, from the loaded facts. Blocks count either way: the swipe answers the
+    /// same whoever blocked.
+    static func relation(of command: SwipeCommand, _ facts: SwipeFacts) -> MemberRelation {
+        let match: MemberRelation.Facts.Match =
+            if let active = facts.pair.match { active.mode == .mutual ? .matched : .connected }
+            else if facts.endedMatch { .ended } else { .none }
+        return MemberRelation(
+            MemberRelation.Facts(
+                exists: facts.targetCommunity != nil, sameCommunity: facts.targetCommunity == command.community,
+                deactivated: facts.targetDeactivated, eligible: facts.targetEligible,
+                blockedByMember: facts.pair.blocked, match: match))
+    }
+
     private static func key(_ a: String, _ b: String) -> String { a + "|" + b }
     private static func pairKey(_ a: String, _ b: String) -> String { a < b ? a + "|" + b : b + "|" + a }
 
@@ -37,8 +51,8 @@ struct SwipeBatch {
         guard facts.swiperCommunity == command.community, facts.swiperEligible, !facts.swiperDeactivated else {
             return .failure(MatchError(.profileRequired, "Complete your profile before swiping"))
         }
-        // The target: visible to the swiper, else exactly as unknown.
-        guard facts.targetCommunity == command.community, facts.targetEligible, !facts.targetDeactivated else {
+        // The target: what the policy lets the swiper do (``VisibilityPolicy``: swipe), else exactly as unknown.
+        guard VisibilityPolicy.allows(.swipe, Self.relation(of: command, facts)) else {
             return .failure(MatchError.userNotFound)
         }
         var pair = facts.pair

@@ -47,6 +47,8 @@ struct SwipeFacts: Sendable {
     var pair = PairState()
     var likesUsed = 0
     var oldestLikeUnixMs: Int64?
+    /// The pair had a match that ended (and has no active one: `pair.match` is nil).
+    var endedMatch = false
 }
 
 /// The SQL of swipes: the batch load and write of the group commit, and undo. Tables `swipes`, `undos`,
@@ -87,7 +89,9 @@ struct SwipeStore: Sendable {
                    mine.swipe_id::text, mine.action::int4, mine.swiped_at, mine.outcome::int4, mine.match_id::text,
                    theirs.action::int4,
                    m.match_id::text, m.mode::int4, m.initiator::text, m.created_at, m.reciprocated_at,
-                   likes.used, likes.oldest
+                   likes.used, likes.oldest,
+                   EXISTS (SELECT 1 FROM matches e WHERE e.user_low = least(i.swiper, i.target)
+                           AND e.user_high = greatest(i.swiper, i.target) AND e.ended_at IS NOT NULL)
             FROM unnest(\(swipers)::uuid[], \(targets)::uuid[]) WITH ORDINALITY AS i(swiper, target, ord)
             LEFT JOIN members sm ON sm.user_id = i.swiper
             LEFT JOIN members tm ON tm.user_id = i.target
@@ -135,6 +139,7 @@ struct SwipeStore: Sendable {
             }
             facts.likesUsed = Int(try row.decode(Int64.self, at: 20))
             facts.oldestLikeUnixMs = try row.decode(PostgresTimestamp?.self, at: 21)?.millisecondsSinceEpoch
+            facts.endedMatch = try row.decode(Bool.self, at: 22)
             return facts
         }
     }

@@ -11,8 +11,8 @@ extension ProfileService {
     /// - AccountDeleted: erase the profile, attributes, location, photos (rows, and their bytes in whichever store
     ///   after the commit), account state and blocks; auth's also erases the user's events from profile's outbox
     ///   and re-announces the deletion to profile's consumers (``Outbox/eraseUser(_:community:in:)``).
-    /// - UserBlocked / UserUnblocked, MatchCreated / MatchEnded: the `blocks` and `matched_pairs` tables card
-    ///   visibility asks (`RelationTables`).
+    /// - UserBlocked / UserUnblocked, MatchCreated / MatchEnded: the `blocks`, `matched_pairs` and `ended_pairs`
+    ///   tables card visibility asks (`RelationTables`).
     func deliverEvents(_ request: Kindred.Common.V1.DeliverEventsRequest, _ context: ServerContext) async throws
         -> Kindred.Common.V1.DeliverEventsResponse
     {
@@ -42,7 +42,7 @@ extension ProfileService {
             case .matchCreated(let match)? where producer == "match":
                 try await self.profiles.recordMatch(match.matchId, match.userIds, in: transaction)
             case .matchEnded(let match)? where producer == "match":
-                try await self.profiles.endMatch(match.matchId, in: transaction)
+                try await self.profiles.endMatch(match.matchId, match.userIds, in: transaction)
             default:
                 break  // not for profile: acknowledged all the same
             }

@@ -177,23 +177,31 @@ struct ProfileStore: Sendable {
         }
     }
 
-    /// Which of `others` `viewer` blocked or was blocked by, and which are matched with `viewer` (one round trip).
+    /// Which of `others` `viewer` blocked, was blocked by, is matched with, or had a match with that ended (one
+    /// round trip).
     func relations(between viewer: String, and others: [String], in database: PostgresClient) async throws
         -> PairRelations
     {
         let rows = try await database.query(
             """
-            SELECT blocked_id, false FROM blocks WHERE blocker_id = \(viewer) AND blocked_id = ANY(\(others))
-            UNION ALL SELECT blocker_id, false FROM blocks WHERE blocked_id = \(viewer) AND blocker_id = ANY(\(others))
-            UNION ALL SELECT user_b, true FROM matched_pairs
+            SELECT blocked_id, 0 FROM blocks WHERE blocker_id = \(viewer) AND blocked_id = ANY(\(others))
+            UNION ALL SELECT blocker_id, 1 FROM blocks WHERE blocked_id = \(viewer) AND blocker_id = ANY(\(others))
+            UNION ALL SELECT user_b, 2 FROM matched_pairs
                 WHERE user_a = \(viewer) AND user_b = ANY(\(others)) AND NOT ended
-            UNION ALL SELECT user_a, true FROM matched_pairs
+            UNION ALL SELECT user_a, 2 FROM matched_pairs
                 WHERE user_b = \(viewer) AND user_a = ANY(\(others)) AND NOT ended
+            UNION ALL SELECT user_b, 3 FROM ended_pairs WHERE user_a = \(viewer) AND user_b = ANY(\(others))
+            UNION ALL SELECT user_a, 3 FROM ended_pairs WHERE user_b = \(viewer) AND user_a = ANY(\(others))
             """)
         var relations = PairRelations()
         for row in rows {
-            let (other, matched) = try row.decode((String, Bool).self)
-            if matched { relations.matched.insert(other) } else { relations.blocked.insert(other) }
+            let (other, kind) = try row.decode((String, Int32).self)
+            switch kind {
+            case 0: relations.blocked.insert(other)
+            case 1: relations.blockedBy.insert(other)
+            case 2: relations.matched.insert(other)
+            default: relations.ended.insert(other)
+            }
         }
         return relations
     }
@@ -211,11 +219,20 @@ struct ProfileStore: Sendable {
 
     /// A match ended (MatchEnded): its row becomes a tombstone that names nobody, also when its MatchCreated has
     /// not arrived yet.
-    func endMatch(_ matchID: String, in transaction: PostgresTransaction) async throws {
+    /// The pair is remembered in `ended_pairs` while both members have a profile.
+    func endMatch(_ matchID: String, _ users: [String], in transaction: PostgresTransaction) async throws {
         try await transaction.execute(
             """
             INSERT INTO matched_pairs (match_id, ended) VALUES (\(matchID), true)
             ON CONFLICT (match_id) DO UPDATE SET ended = true, user_a = NULL, user_b = NULL
+            """)
+        guard users.count == 2, users[0] != users[1] else { return }
+        let (a, b) = users[0] < users[1] ? (users[0], users[1]) : (users[1], users[0])
+        try await transaction.execute(
+            """
+            INSERT INTO ended_pairs (user_a, user_b)
+            SELECT \(a), \(b) WHERE (SELECT count(*) FROM profiles WHERE user_id IN (\(a), \(b))) = 2
+            ON CONFLICT DO NOTHING
             """)
     }
 
@@ -234,6 +251,7 @@ struct ProfileStore: Sendable {
         try await transaction.execute("DELETE FROM deactivated_accounts WHERE user_id = \(userID)")
         try await transaction.execute("DELETE FROM blocks WHERE blocker_id = \(userID) OR blocked_id = \(userID)")
         try await transaction.execute("DELETE FROM matched_pairs WHERE user_a = \(userID) OR user_b = \(userID)")
+        try await transaction.execute("DELETE FROM ended_pairs WHERE user_a = \(userID) OR user_b = \(userID)")
         return try await PhotoStore.unreferenced(keys, in: transaction)
     }
 
@@ -249,6 +267,7 @@ struct ProfileStore: Sendable {
                    (SELECT count(*) FROM blocks WHERE blocker_id = \(userID) OR blocked_id = \(userID)),
                    (SELECT count(*) FROM deactivated_accounts WHERE user_id = \(userID)),
                    (SELECT count(*) FROM matched_pairs WHERE user_a = \(userID) OR user_b = \(userID))
+                   + (SELECT count(*) FROM ended_pairs WHERE user_a = \(userID) OR user_b = \(userID))
             """)
         let counts = try rows[0].decode((Int64, Int64, Int64, Int64, Int64, Int64, Int64, Int64).self)
         return [

@@ -96,9 +96,26 @@ enum ProfileViews {
         }
     }
 
-    /// Whether `viewer` (a member of `viewerCommunity`) may see `record`'s card: same community, the account active,
-    /// not blocked either way, and either eligible (complete, not paused) or matched with the viewer (a match keeps
-    /// seeing the card of someone who paused or removed photos). The owner always sees their own card.
+    /// How `viewer` (a member of `viewerCommunity`) stands to `record`'s owner, from what profile holds: the
+    /// community, the account state, eligibility (complete, not paused), blocks either way and the pair's match.
+    static func relation(
+        _ record: ProfileRecord,
+        settings: Settings,
+        viewerCommunity: String,
+        relations: PairRelations
+    ) -> MemberRelation {
+        MemberRelation(
+            MemberRelation.Facts(
+                sameCommunity: record.communityID == viewerCommunity,
+                deactivated: record.deactivated,
+                eligible: Self.eligibility(record, settings: settings).eligible,
+                blockedByViewer: relations.blocked.contains(record.userID),
+                blockedByMember: relations.blockedBy.contains(record.userID),
+                match: relations.match(with: record.userID)))
+    }
+
+    /// Whether `viewer` may see `record`'s card (and so its photos): as ``VisibilityPolicy`` says for their
+    /// relation. The owner always sees their own card.
     static func isVisible(
         _ record: ProfileRecord,
         settings: Settings,
@@ -107,8 +124,7 @@ enum ProfileViews {
         relations: PairRelations
     ) -> Bool {
         if record.userID == viewer { return true }
-        guard record.communityID == viewerCommunity, !record.deactivated, !relations.blocked.contains(record.userID)
-        else { return false }
-        return relations.matched.contains(record.userID) || Self.eligibility(record, settings: settings).eligible
+        return VisibilityPolicy.allows(
+            .card, Self.relation(record, settings: settings, viewerCommunity: viewerCommunity, relations: relations))
     }
 }

@@ -1,22 +1,37 @@
 import KindredPostgres
+import KindredServiceKit
 
 /// What card visibility asks about the viewer's relations: whom of `others` the viewer blocked or was blocked by,
-/// and with whom the viewer has a match that has not ended. The match service owns both; profile learns them
-/// from its UserBlocked / UserUnblocked and MatchCreated / MatchEnded events.
+/// with whom the viewer has a match that has not ended, and with whom one ended. The match service owns them;
+/// profile learns them from its UserBlocked / UserUnblocked and MatchCreated / MatchEnded events.
 public protocol RelationOracle: Sendable {
     func relations(between viewer: String, and others: [String]) async throws -> PairRelations
 }
 
 /// The viewer's relations to a set of other members.
 public struct PairRelations: Sendable, Equatable {
-    /// Blocked either way.
+    /// Blocked by the viewer.
     public var blocked: Set<String> = []
+    /// Blocked the viewer.
+    public var blockedBy: Set<String> = []
     /// Matched (the match not ended).
     public var matched: Set<String> = []
+    /// A match that ended (unmatched, or ended by a block).
+    public var ended: Set<String> = []
 
-    public init(blocked: Set<String> = [], matched: Set<String> = []) {
+    public init(
+        blocked: Set<String> = [], blockedBy: Set<String> = [], matched: Set<String> = [], ended: Set<String> = []
+    ) {
         self.blocked = blocked
+        self.blockedBy = blockedBy
         self.matched = matched
+        self.ended = ended
+    }
+
+    /// The pair's match as ``MemberRelation/Facts`` takes it (profile does not know the mode: matched stands for
+    /// both, which the policy treats alike).
+    func match(with other: String) -> MemberRelation.Facts.Match {
+        self.matched.contains(other) ? .matched : self.ended.contains(other) ? .ended : .none
     }
 }
 

@@ -76,8 +76,9 @@ struct DiscoveryServiceTests {
             #expect(try await harness.deckIDs(scene.viewer).isEmpty)
             // The passer swiped the viewer, so the viewer is not in their deck either.
             #expect(!(try await harness.deckIDs(passer).contains(scene.viewer.id)))
-            // Search shows whom the viewer swiped, never who passed on them or a block.
-            #expect(Set(try await harness.search(scene.viewer).map(\.userId)) == [liked.id])
+            // Search shows whom the viewer swiped and who passed on them (a pass is never visible to the one passed
+            // on: only the deck leaves them out), never a block either way or an ended match.
+            #expect(Set(try await harness.search(scene.viewer).map(\.userId)) == [liked.id, passer.id])
             // Undo of the pass and lifting the viewer's block bring them back; the other side's block stays.
             try await harness.matchEvent(passer, .swipeUndone(.with { $0.swipeId = pass; $0.targetUserId = scene.viewer.id }))
             try await harness.matchEvent(scene.viewer, .userUnblocked(.with { $0.unblockedUserId = blocked.id }))

@@ -124,6 +124,32 @@ import Testing
             #expect(try await h.matches(m[1]).isEmpty)
             #expect(try await h.outboxCount("match.ended") == 1)
             #expect(try await h.call(M.listLikesReceived, .init(), token: m[0].token).likes.isEmpty)
+            // After an unmatch a swipe answers exactly as after a block, and as for an unknown user (the policy's
+            // `unmatched`): before, it replayed the first like.
+            for (swiper, target) in [(m[0], m[1]), (m[1], m[0])] {
+                do {
+                    _ = try await h.swipe(swiper, target, .like)
+                    Issue.record("a swipe after the unmatch succeeded")
+                } catch let error as RPCError {
+                    #expect(error.code == .notFound && error.message == "No such user")
+                }
+            }
+        }
+    }
+
+    /// Likes received follow the policy: a liker who paused (no longer eligible) leaves the list, and comes back
+    /// when shown again.
+    @Test func aLikerWhoIsNotShownLeavesLikesReceived() async throws {
+        try await MatchHarness.with { h in
+            try await h.community("dating")
+            let m = try await h.members(2, community: "dating")
+            try await h.swipe(m[1], m[0], .like)
+            #expect(try await h.call(M.listLikesReceived, .init(), token: m[0].token).likes.map(\.userId) == [m[1].id])
+            _ = try await h.deliver([h.profileEvent(m[1], eligible: false, version: 2)], from: "profile")
+            let hidden = try await h.call(M.listLikesReceived, .init(), token: m[0].token)
+            #expect(hidden.likes.isEmpty && hidden.totalCount == 0)
+            _ = try await h.deliver([h.profileEvent(m[1], eligible: true, version: 3)], from: "profile")
+            #expect(try await h.call(M.listLikesReceived, .init(), token: m[0].token).likes.map(\.userId) == [m[1].id])
         }
     }
 

@@ -154,11 +154,15 @@ import Testing
             try await deliver("match", bob.id, .userUnblocked(.with { $0.unblockedUserId = ada.id }))
             try await deliver("match", bob.id, .matchEnded(.with { $0.matchId = matchID; $0.userIds = pair }))
             #expect(try await cards(ada, [bob.id]).missingUserIds == [bob.id])
+            // An ended match hides both sides for good, eligible or not (the policy's `unmatched`: exactly as a
+            // block, which it must not be told from).
+            #expect(try await cards(bob, [ada.id]).missingUserIds == [ada.id], "an unmatch hides as a block does")
             let late = try UUIDv7.generate()
             try await deliver("match", ada.id, .matchEnded(.with { $0.matchId = late; $0.userIds = pair }))
             try await deliver("match", ada.id, .matchCreated(.with { $0.matchId = late; $0.userIds = pair }))
             #expect(try await cards(ada, [bob.id]).missingUserIds == [bob.id], "an ended match stays ended")
-            #expect(try await h.footprint(bob.id)["matches"] == 0, "an ended match's tombstone names nobody")
+            #expect(try await cards(carl, [ada.id]).profiles.count == 1, "others still see Ada")
+            #expect(try await h.footprint(bob.id)["matches"] == 1, "the ended pair, until either member is erased")
             // 101 ids or duplicates are refused.
             #expect(await statusCode { _ = try await cards(bob, [ada.id, ada.id]) } == .invalidArgument)
             #expect(await statusCode { _ = try await cards(bob, (0...100).map { "u\($0)" }) } == .invalidArgument)

@@ -101,15 +101,17 @@ public struct DeckQuery: Sendable {
     /// Members examined at most (bounds the work per deck in dense areas; nearest cells are visited first).
     public var scanLimit: Int
     /// Whether members the viewer already swiped are included (search: the viewer knows their own swipes).
-    /// Blocks either way and passes on the viewer always exclude.
     public var includeSwiped: Bool
+    /// Whether members who passed on the viewer are included (search: a pass is never visible to the one
+    /// passed on, so only the deck leaves them out). Blocks either way and ended matches always exclude.
+    public var includePassedOn: Bool
     /// A further condition on a compatible candidate (attribute filters the bits cannot express).
     public var accept: (@Sendable (UserKey) -> Bool)?
 
     public init(
         limit: Int, radiusKm: Int? = nil, requiredAttributes: InterestSet = InterestSet(),
         exclude: Set<UserKey> = [], today: Int32, scanLimit: Int = 4000, includeSwiped: Bool = false,
-        accept: (@Sendable (UserKey) -> Bool)? = nil
+        includePassedOn: Bool = false, accept: (@Sendable (UserKey) -> Bool)? = nil
     ) {
         self.limit = limit
         self.radiusKm = radiusKm
@@ -118,6 +120,7 @@ public struct DeckQuery: Sendable {
         self.today = today
         self.scanLimit = scanLimit
         self.includeSwiped = includeSwiped
+        self.includePassedOn = includePassedOn
         self.accept = accept
     }
 }
@@ -428,7 +431,7 @@ public struct CommunityIndex: Sendable {
         // The viewer's sorted lists are searched in place (no set built per deck): only candidates that pass
         // every filter and the distance reach these lookups.
         let (passedOnViewer, blockedViewer, swipedByViewer) = (passedOn[vi], blocked[vi], swiped[vi])
-        let includeSwiped = query.includeSwiped
+        let (includeSwiped, includePassedOn) = (query.includeSwiped, query.includePassedOn)
         let excluding = !query.exclude.isEmpty
         var found: [IndexMatch] = []
         found.reserveCapacity(query.limit)
@@ -446,7 +449,7 @@ public struct CommunityIndex: Sendable {
                     continue
                 }
                 let km = fit.kilometres(to: geo[ci])
-                guard fit.reaches(km, card), !Self.containsSorted(c, in: passedOnViewer),
+                guard fit.reaches(km, card), includePassedOn || !Self.containsSorted(c, in: passedOnViewer),
                     !Self.containsSorted(c, in: blockedViewer),
                     includeSwiped || !Self.containsSorted(c, in: swipedByViewer),
                     !excluding || !query.exclude.contains(users[ci]), query.accept?(users[ci]) ?? true
