@@ -402,6 +402,7 @@ server_env_profile() {
         KINDRED_PROFILE_EVENT_CONSUMERS="$(event_consumers profile)"
         KINDRED_PROFILE_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
         KINDRED_PROFILE_SERVICE_SECRET="$(secret profile)"
+        KINDRED_LOCATION_KEY="$(secret location)"
     )
 }
 server_env_discovery() {
@@ -409,7 +410,7 @@ server_env_discovery() {
         KINDRED_DISCOVERY_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
         KINDRED_DISCOVERY_PROFILE_ADDRESS="127.0.0.1:$(port_of profile)"
         KINDRED_DISCOVERY_SERVICE_SECRET="$(secret discovery)"
-        KINDRED_DISCOVERY_LOCATION_KEY="$(secret discovery-location)"
+        KINDRED_LOCATION_KEY="$(secret location)"
     )
 }
 server_env_match() {

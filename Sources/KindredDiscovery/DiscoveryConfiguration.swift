@@ -40,9 +40,10 @@ public struct DiscoveryConfiguration: Sendable {
     /// RESOURCE_EXHAUSTED. Bounds scripted radius probing and scraping.
     /// `KINDRED_DISCOVERY_REBUILD_PAGE` (int, 1..100000), default 20000: rows a rebuild fetches per page (FETCH from its cursors).
     public var rebuildPage = 20_000
-    /// `KINDRED_DISCOVERY_LOCATION_KEY` (string, 32..256), required: the secret each member's published position is
-    /// derived from (`LocationOffset`, DESIGN §5). Keep it stable: a new key moves every member's published cell.
-    /// nil (no offset, plain cell centres) only for code that builds the configuration itself (benchmarks, tests).
+    /// `KINDRED_LOCATION_KEY` (string, 32..256), required: the secret each member's published position is derived
+    /// from (`PublishedLocation`, DESIGN §5), the same value profile has. Keep it stable: a new key moves every
+    /// member's published cell. nil (no offset, plain cell centres) only for code that builds the configuration
+    /// itself (benchmarks, tests).
     public var locationOffset: LocationOffset?
     public var viewerRate = 5.0
     public var viewerBurst = 120
@@ -59,11 +60,7 @@ public struct DiscoveryConfiguration: Sendable {
         self.authAddress = try reader.address("KINDRED_DISCOVERY_AUTH_ADDRESS", default: self.authAddress)
         self.profileAddress = try reader.address("KINDRED_DISCOVERY_PROFILE_ADDRESS", default: self.profileAddress)
         self.serviceSecret = try reader.secret("KINDRED_DISCOVERY_SERVICE_SECRET", length: 32...256)
-        guard let locationKey = try reader.secret("KINDRED_DISCOVERY_LOCATION_KEY", length: 32...256) else {
-            throw ConfigurationError(
-                key: "KINDRED_DISCOVERY_LOCATION_KEY", problem: "is required (32..256 characters): members' published positions derive from it")
-        }
-        self.locationOffset = LocationOffset(key: Array(locationKey.utf8))
+        self.locationOffset = try PublishedLocation(reader).offset
         self.revocationStaleAfter = try reader.milliseconds(
             "KINDRED_DISCOVERY_REVOCATION_STALE_MS", default: self.revocationStaleAfter, in: 2000...60_000)
         self.deckPool = try reader.int("KINDRED_DISCOVERY_DECK_POOL", default: self.deckPool, in: 50...5000)

@@ -48,6 +48,10 @@ public struct ProfileConfiguration: Sendable {
     /// valid at least. Expiries are rounded up to a third of it, so a URL stays the same for that long (CDN hits)
     /// and is valid at most 4/3 of it. A URL cannot be revoked: this bounds how long one outlives a block.
     public var mediaURLLifetimeSeconds: Int64 = 900
+    /// `KINDRED_LOCATION_KEY` (string, 32..256), required, the same value discovery has: where members are
+    /// published, which card distances are measured between (`PublishedLocation`). Plain cell centres only for
+    /// code that builds the configuration itself (tests).
+    public var location = PublishedLocation(offset: nil)
 
     public init() {}
 
@@ -68,6 +72,7 @@ public struct ProfileConfiguration: Sendable {
         self.locationInterval = try reader.milliseconds(
             "KINDRED_PROFILE_LOCATION_INTERVAL_MS", default: self.locationInterval, in: 1000...3_600_000)
         self.mediaURLKey = try reader.secret("KINDRED_MEDIA_URL_KEY", length: 32...256)
+        self.location = try PublishedLocation(reader)
         if let base = reader.string("KINDRED_PROFILE_MEDIA_BASE_URL") {
             guard base.hasPrefix("http://") || base.hasPrefix("https://"), !base.hasSuffix("/"),
                 base.utf8.count <= CardPage.maxMediaBaseURLBytes

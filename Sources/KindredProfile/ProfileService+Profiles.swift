@@ -76,6 +76,8 @@ extension ProfileService {
         var settingsCache: [String: Kindred.Common.V1.CommunitySettings] = [:]
         let today = ProfileRules.today()
         var response = V1.GetProfilesResponse()
+        let location = self.configuration.location
+        let viewerPoint = location.point(userID: viewer, cell: viewerRecord?.locationCell)
         for id in request.userIds {
             guard let record = records[id], let community = viewerCommunity else {
                 response.missingUserIds.append(id)
@@ -94,7 +96,7 @@ extension ProfileService {
             }
             response.profiles.append(
                 ProfileViews.card(
-                    record, settings: settings, viewerCell: viewerRecord?.locationCell, today: today, media: self.media))
+                    record, settings: settings, viewer: viewerPoint, location: location, today: today, media: self.media))
         }
         return response
     }

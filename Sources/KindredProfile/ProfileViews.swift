@@ -42,12 +42,14 @@ enum ProfileViews {
         }
     }
 
-    /// The card another member sees: age, never the birth date; no location; distance between precision-6 cell
-    /// centres (0 when either side has none or the owner hides it).
+    /// The card another member sees: age, never the birth date; no location; the distance between the viewer's
+    /// and the member's published positions, as the deck shows it (`PublishedLocation`; 0 when either side has no
+    /// location or the owner hides it).
     static func card(
         _ record: ProfileRecord,
         settings: Settings,
-        viewerCell: String?,
+        viewer: PublishedPoint?,
+        location: PublishedLocation,
         today: Kindred.Common.V1.CalendarDate,
         media: MediaLinks? = nil
     ) -> Kindred.Profile.V1.ProfileCard {
@@ -62,11 +64,10 @@ enum ProfileViews {
             $0.interests = record.fields.interests
             $0.jobTitle = record.fields.jobTitle
             $0.city = record.fields.city
-            if !record.fields.hideDistance, let mine = viewerCell, let theirs = record.locationCell {
-                $0.distanceKm = Int32(
-                    Geohash.displayDistanceKm(
-                        String(mine.prefix(LocationRules.sharedPrecision)),
-                        String(theirs.prefix(LocationRules.sharedPrecision))) ?? 0)
+            if !record.fields.hideDistance, let viewer,
+                let member = location.point(userID: record.userID, cell: record.locationCell)
+            {
+                $0.distanceKm = Int32(PublishedLocation.kilometres(viewer, member))
             }
             $0.version = record.cardVersion  // not moved by location updates: polling it tells nothing
         }

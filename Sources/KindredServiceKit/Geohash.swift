@@ -106,10 +106,4 @@ public enum Geohash {
             * sin(dLongitude / 2) * sin(dLongitude / 2)
         return 2 * self.earthRadiusKm * asin(min(1, sqrt(h)))
     }
-
-    /// The distance shown to people: whole km between the centres of two cells, floor 1; nil for invalid cells.
-    public static func displayDistanceKm(_ a: String, _ b: String) -> Int? {
-        guard let first = self.decode(a), let second = self.decode(b) else { return nil }
-        return max(1, Int(self.distanceKm(first, second).rounded()))
-    }
 }

@@ -71,7 +71,9 @@ struct CandidateCheckTests {
                     men.filter { man in
                         if published {
                             let (a, b) = (viewer.published, man.published)
-                            return GeoCell.coarseKilometres(a.latitude, a.longitude, b.latitude, b.longitude) <= km
+                            return PublishedLocation.kilometres(
+                                PublishedPoint(latitude: a.latitude, longitude: a.longitude),
+                                PublishedPoint(latitude: b.latitude, longitude: b.longitude)) <= km
                         }
                         return man.longitude <= viewer.east(Double(km)).1
                     }.map(\.id))

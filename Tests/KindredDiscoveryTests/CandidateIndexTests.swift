@@ -1,4 +1,5 @@
 import Testing
+import KindredServiceKit
 
 @testable import KindredDiscovery
 
@@ -143,14 +144,21 @@ struct CandidateIndexTests {
         }
         let viewer = members[0]
         let expected = Set(members.dropFirst().filter {
-            GeoCell.coarseKilometres(viewer.latitude, viewer.longitude, $0.latitude, $0.longitude) <= radius
+            Self.shownKilometres(viewer, $0) <= radius
         }.map(\.user.low))
         let found = index.candidates(for: viewer.user, DeckQuery(limit: 1000, radiusKm: radius, today: Self.today, scanLimit: .max)) ?? []
         #expect(Set(found.map(\.user.low)) == expected)
         for match in found {
             let other = members[Int(match.user.low) - 1]
-            #expect(match.distanceKm == GeoCell.coarseKilometres(viewer.latitude, viewer.longitude, other.latitude, other.longitude))
+            #expect(match.distanceKm == Self.shownKilometres(viewer, other))
         }
+    }
+
+    /// The distance members are shown between two indexed positions (`PublishedLocation`).
+    static func shownKilometres(_ a: IndexedMember, _ b: IndexedMember) -> Int {
+        PublishedLocation.kilometres(
+            PublishedPoint(latitude: a.latitude, longitude: a.longitude),
+            PublishedPoint(latitude: b.latitude, longitude: b.longitude))
     }
 
     @Test("Ranking puts the likelier match first; a member who already liked the viewer counts as liking back")

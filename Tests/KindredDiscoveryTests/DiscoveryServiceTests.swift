@@ -50,7 +50,9 @@ struct DiscoveryServiceTests {
                 let member = scene.near.first { $0.id == candidate.userId }!
                 // Between the published centres (each cell moved by its member's secret offset, `LocationOffset`).
                 let (a, b) = (scene.viewer.published, member.published)
-                let shown = GeoCell.coarseKilometres(a.latitude, a.longitude, b.latitude, b.longitude)
+                let shown = PublishedLocation.kilometres(
+                    PublishedPoint(latitude: a.latitude, longitude: a.longitude),
+                    PublishedPoint(latitude: b.latitude, longitude: b.longitude))
                 #expect(candidate.distanceKm == Int32(shown))
                 #expect(candidate.distanceKm >= 1)
             }

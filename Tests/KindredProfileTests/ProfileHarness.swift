@@ -24,6 +24,7 @@ struct ProfileHarness {
     let photoDirectory: String?
 
     static let secret = String(repeating: "p", count: 40)
+    static let locationKey = "profile-test-location-key-0123456789abcdef"
 
     static func with<T>(
         settings: [String: String] = [:],
@@ -38,6 +39,7 @@ struct ProfileHarness {
         var profileSettings = [
             "KINDRED_PROFILE_AUTH_ADDRESS": "127.0.0.1:\(auth.port)", "KINDRED_PROFILE_SERVICE_SECRET": Self.secret,
             "KINDRED_PROFILE_LOCATION_INTERVAL_MS": "1000", "KINDRED_PROFILE_PHOTO_WORKERS": "2",
+            "KINDRED_LOCATION_KEY": Self.locationKey,
         ]
         profileSettings.merge(settings) { $1 }
         let profile: TestServer<ProfileServerDefinition>

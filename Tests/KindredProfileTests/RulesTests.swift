@@ -32,14 +32,6 @@ import Testing
         #expect(Geohash.decode("abc") == nil)  // 'a' is not in the alphabet
         #expect(Geohash.decode(String(repeating: "u", count: 13)) == nil)
     }
-
-    @Test func distances() {
-        // Paris - London ≈ 344 km; the same cell is 1 km (the floor).
-        let paris = Geohash.encode(latitude: 48.8566, longitude: 2.3522, precision: 6)!
-        let london = Geohash.encode(latitude: 51.5074, longitude: -0.1278, precision: 6)!
-        #expect((340...348).contains(Geohash.displayDistanceKm(paris, london)!))
-        #expect(Geohash.displayDistanceKm(paris, paris) == 1)
-    }
 }
 
 @Suite struct LocationRulesTests {

@@ -1,4 +1,5 @@
 import Foundation
+import KindredServiceKit
 
 /// A user id as the index keeps it: the 128 bits of the UUID.
 public struct UserKey: Hashable, Sendable, Comparable {
@@ -159,13 +160,6 @@ struct BucketEntry: Sendable {
     var card: FilterCard
 }
 
-/// Where a member is, as the distance test reads it (the published cell centre's longitude in degrees and its
-/// latitude's sine and cosine).
-struct SlotGeo: Sendable {
-    var sinLatitude: Double
-    var cosLatitude: Double
-    var longitude: Double
-}
 
 /// A compatible candidate found by the index.
 public struct IndexMatch: Sendable, Equatable {
@@ -185,8 +179,8 @@ public struct CommunityIndex: Sendable {
     // Per slot (struct of arrays: the scan touches only the fields it tests).
     private(set) var users: [UserKey] = []
     private var latitudes: [Double] = []
-    /// Longitude and the latitude's sine and cosine together: the distance test reads them at once.
-    private var geo: [SlotGeo] = []
+    /// Published positions (longitude and the latitude's sine and cosine together: the distance test reads them at once).
+    private var geo: [PublishedPoint] = []
     /// The mutual filter fields and the radius, 12 bytes per slot (the viewer's own, ranking's birth years); the walk
     /// reads the copy in the member's bucket entry, which `upsert` writes from this one.
     private var cards: [FilterCard] = []
@@ -236,9 +230,7 @@ public struct CommunityIndex: Sendable {
         let i = Int(slot)
         users[i] = member.user
         latitudes[i] = member.latitude
-        geo[i] = SlotGeo(
-            sinLatitude: sin(member.latitude * .pi / 180), cosLatitude: cos(member.latitude * .pi / 180),
-            longitude: member.longitude)
+        geo[i] = PublishedPoint(latitude: member.latitude, longitude: member.longitude)
         cards[i] = FilterCard(
             birthDate: member.birthDate, gender: member.gender, interestedIn: member.interestedIn,
             ageMin: member.ageMin, ageMax: member.ageMax, radiusKm: member.radiusKm)
@@ -487,10 +479,10 @@ public struct CommunityIndex: Sendable {
         return Self.containsSorted(y, in: blocked[Int(x)])
     }
 
-    /// The coarse km between two indexed members (cell centres, whole km, floor 1).
+    /// The km shown between two indexed members (published positions, whole km, floor 1: `PublishedLocation`).
     public func coarseKilometres(_ a: UserKey, _ b: UserKey) -> Int? {
         guard let x = slotOf[a].map(Int.init), let y = slotOf[b].map(Int.init) else { return nil }
-        return GeoCell.coarseKilometres(latitudes[x], geo[x].longitude, latitudes[y], geo[y].longitude)
+        return PublishedLocation.kilometres(geo[x], geo[y])
     }
 
     /// The indexed member's user key at a slot, and their interests (ranking, learning).
@@ -518,7 +510,7 @@ public struct CommunityIndex: Sendable {
     private mutating func appendEmptySlot() {
         users.append(UserKey(high: 0, low: 0))
         latitudes.append(0)
-        geo.append(SlotGeo(sinLatitude: 0, cosLatitude: 1, longitude: 0))
+        geo.append(PublishedPoint(latitude: 0, longitude: 0))
         cards.append(FilterCard(birthDate: 0, gender: 0, interestedIn: 0, ageMin: 0, ageMax: 0, radiusKm: 0))
         hidesDistance.append(false)
         interests.append(InterestSet())

@@ -27,7 +27,8 @@ public enum GeoCell {
 
     static func key(row: Int, column: Int) -> UInt32 { UInt32(row << 13 | column) }
 
-    /// Great-circle distance in km between two cell centres.
+    /// Great-circle distance in km between two points: the cell cover's geometry (what members see is
+    /// `PublishedLocation.kilometres`).
     public static func kilometres(_ lat1: Double, _ lon1: Double, _ lat2: Double, _ lon2: Double) -> Double {
         let toRadians = Double.pi / 180
         let dLat = (lat2 - lat1) * toRadians
@@ -35,11 +36,6 @@ public enum GeoCell {
         let h = sin(dLat / 2) * sin(dLat / 2)
             + cos(lat1 * toRadians) * cos(lat2 * toRadians) * sin(dLon / 2) * sin(dLon / 2)
         return 2 * 6371.0088 * asin(min(1, h.squareRoot()))
-    }
-
-    /// What users see and what filters use: whole km between cell centres, floor 1 (DESIGN §5).
-    public static func coarseKilometres(_ lat1: Double, _ lon1: Double, _ lat2: Double, _ lon2: Double) -> Int {
-        max(1, Int(kilometres(lat1, lon1, lat2, lon2).rounded()))
     }
 
     /// Calls `body` with the key of every precision-5 cell that intersects the circle of `radiusKm` around

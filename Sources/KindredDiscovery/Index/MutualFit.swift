@@ -1,4 +1,5 @@
 import Foundation
+import KindredServiceKit
 
 /// The deck's one rule of who may be shown to whom, from the viewer's side: each of a gender the other wants,
 /// each within the other's age range, and each within the other's radius, measured between published positions
@@ -18,12 +19,10 @@ struct MutualFit {
     private let bornAfter: Int32
     private let bornUpTo: Int32
     private let emptyAgeRange: Bool
-    private let sinLatitude: Double
-    private let cosLatitude: Double
-    /// Radians.
-    private let longitude: Double
+    /// The viewer's published position.
+    private let place: PublishedPoint
 
-    init(viewer card: FilterCard, at place: SlotGeo, radiusKm: Int, today: Int32) {
+    init(viewer card: FilterCard, at place: PublishedPoint, radiusKm: Int, today: Int32) {
         self.radiusKm = radiusKm
         self.viewerWants = card.interestedIn
         self.viewerGenderBit = 1 << card.gender
@@ -31,9 +30,7 @@ struct MutualFit {
         (self.bornAfter, self.bornUpTo) = CommunityIndex.birthDateRange(
             ages: Int(card.ageMin)...max(Int(card.ageMin), Int(card.ageMax)), today: today)
         self.emptyAgeRange = card.ageMin > card.ageMax
-        self.sinLatitude = place.sinLatitude
-        self.cosLatitude = place.cosLatitude
-        self.longitude = place.longitude * .pi / 180
+        self.place = place
     }
 
     /// Genders and ages, both ways (what the candidate's card alone decides; the walk tests it first).
@@ -45,14 +42,10 @@ struct MutualFit {
             && self.viewerAge >= Int(card.ageMin) && self.viewerAge <= Int(card.ageMax)
     }
 
-    /// Whole km (floor 1) between the viewer's and a member's published positions: the spherical law of cosines
-    /// with the sines and cosines each slot keeps.
+    /// Whole km (floor 1) between the viewer's and a member's published positions: the distance every RPC shows
+    /// (`PublishedLocation`, DESIGN §5).
     @inline(__always)
-    func kilometres(to place: SlotGeo) -> Int {
-        let cosine = self.sinLatitude * place.sinLatitude
-            + self.cosLatitude * place.cosLatitude * cos(place.longitude * .pi / 180 - self.longitude)
-        return max(1, Int((6371.0088 * acos(min(1, max(-1, cosine)))).rounded()))
-    }
+    func kilometres(to place: PublishedPoint) -> Int { PublishedLocation.kilometres(self.place, place) }
 
     /// Each within the other's radius at `km`.
     @inline(__always)

@@ -107,7 +107,7 @@ struct DiscoveryHarness {
         var logger = Logger(label: "kindred.discovery.test")
         logger.logLevel = .error
         var settings = settings
-        if settings["KINDRED_DISCOVERY_LOCATION_KEY"] == nil { settings["KINDRED_DISCOVERY_LOCATION_KEY"] = testLocationKey }
+        if settings["KINDRED_LOCATION_KEY"] == nil { settings["KINDRED_LOCATION_KEY"] = testLocationKey }
         let server = try await TestServer<TestDiscoveryDefinition>.start(settings: settings, logger: logger)
         let client = server.makeClient(logger: logger)
         let harness = DiscoveryHarness(server: server, client: client)
