@@ -43,6 +43,10 @@ public struct MatchConfiguration: Sendable {
     /// `KINDRED_MATCH_BLOCK_PROPAGATION_MS` (int, 100..30000), default 3000: how long Block, Unblock and Unmatch
     /// wait for every consumer (discovery, chat, profile) to apply them before answering UNAVAILABLE (retry).
     public var blockPropagationTimeout: Duration = .seconds(3)
+    /// `KINDRED_MATCH_MATCH_PROPAGATION_MS` (int, 100..30000), default 3000: how long a swipe that creates a match
+    /// or connection waits for chat and profile to apply it (so either side's first message and card work at once)
+    /// before answering UNAVAILABLE (retry: the swipe is recorded, and the retry is a replay).
+    public var matchPropagationTimeout: Duration = .seconds(3)
     /// `KINDRED_MATCH_PAGE_TOKEN_SECRET` (string, 32..256), default none: the key of page tokens; without it the
     /// key is derived from the service secret (`PageToken.key`), the same at every replica and after restarts.
     public var pageTokenSecret: String?
@@ -76,5 +80,7 @@ public struct MatchConfiguration: Sendable {
         self.pageTokenSecret = try reader.secret("KINDRED_MATCH_PAGE_TOKEN_SECRET", length: 32...256)
         self.blockPropagationTimeout = try reader.milliseconds(
             "KINDRED_MATCH_BLOCK_PROPAGATION_MS", default: self.blockPropagationTimeout, in: 100...30_000)
+        self.matchPropagationTimeout = try reader.milliseconds(
+            "KINDRED_MATCH_MATCH_PROPAGATION_MS", default: self.matchPropagationTimeout, in: 100...30_000)
     }
 }

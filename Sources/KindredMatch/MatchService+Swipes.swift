@@ -28,6 +28,7 @@ extension MatchService {
                 deckCouldShow: shown))
         self.swipeCounter.increment()
         if reply.swipe.outcome != .recorded, !reply.replayed { self.matchCounter.increment() }
+        if reply.swipe.outcome != .recorded { try await self.awaitMatchConsumers(of: user.id) }
         var response = MatchApi.SwipeResponse()
         response.swipeId = reply.swipe.id
         response.outcome =
@@ -40,6 +41,30 @@ extension MatchService {
         response.replayed = reply.replayed
         response.remainingLikes = Int32(clamping: reply.remainingLikes)
         return response
+    }
+
+    /// The consumers either side's first call after a match depends on: chat (the thread of the first message) and
+    /// profile (the matched pair keeps seeing each other's card).
+    static let matchConsumers: Set<String> = ["chat", "profile"]
+
+    /// Returns once chat and profile have applied the events of `swiper`'s partition committed so far: the
+    /// MatchCreated of a swipe that made a match or connection goes to the swiper's partition (`SwipeBatch`), so
+    /// from the answer on, either side can message the other and see their card (DESIGN §6, read-your-writes).
+    /// UNAVAILABLE with retry-after when one is still behind after `matchPropagationTimeout` (the swipe is
+    /// recorded; retrying it is a replay that waits again).
+    func awaitMatchConsumers(of swiper: String) async throws {
+        let consumers = self.configuration.eventConsumers.map(\.name).filter(Self.matchConsumers.contains)
+        let started = ContinuousClock.now
+        let applied = try await self.outbox.awaitDelivery(
+            partition: swiper, consumers: consumers, on: self.database,
+            timeout: self.configuration.matchPropagationTimeout)
+        self.matchWait.recordNanoseconds((ContinuousClock.now - started).nanoseconds)
+        guard applied else {
+            self.matchWaitTimeouts.increment()
+            self.logger.warning("match not yet applied by chat and profile", metadata: ["partition.kind": "user"])
+            throw MatchError(
+                .unavailable, "The match is recorded but not yet in effect everywhere; retry", retryAfter: .seconds(1))
+        }
     }
 
     /// `Undo`: the caller's last pass, within the community's window and daily limit (`UndoPolicy`).

@@ -36,6 +36,8 @@ public final class MatchService: GRPCService, Sendable {
     let directory = DirectoryStore()
     let swipeCounter: Counter
     let matchCounter: Counter
+    let matchWait: CoreMetrics.Timer
+    let matchWaitTimeouts: Counter
 
     public init(
         configuration: MatchConfiguration,
@@ -60,6 +62,10 @@ public final class MatchService: GRPCService, Sendable {
         // connections created. Batch sizes and commit times: match_swipe_batch_size, match_swipe_commit_seconds.
         self.swipeCounter = Counter(label: "match_swipes_total", factory: metricsFactory)
         self.matchCounter = Counter(label: "match_matches_total", factory: metricsFactory)
+        // match_match_wait_seconds: how long a matching swipe waited for chat and profile to apply the match;
+        // match_match_wait_timeouts_total: such swipes answered UNAVAILABLE because one of them was still behind.
+        self.matchWait = CoreMetrics.Timer(label: "match_match_wait_seconds", factory: metricsFactory)
+        self.matchWaitTimeouts = Counter(label: "match_match_wait_timeouts_total", factory: metricsFactory)
         self.writer = SwipeWriter(
             database: database,
             store: self.swipes,

@@ -25,6 +25,10 @@ public struct ProfileConfiguration: Sendable {
     public var eventConsumers: [EventConsumer] = []
     /// `KINDRED_PROFILE_EVENT_POLL_MS` (int, 10..60000), default 1000.
     public var eventPollInterval: Duration = .seconds(1)
+    /// `KINDRED_PROFILE_PROPAGATION_MS` (int, 100..30000), default 3000: how long CreateProfile, UpdateProfile and
+    /// UpdateLocation wait for discovery and match to apply the change (so the member's next deck call or swipe
+    /// sees it) before answering UNAVAILABLE (retry).
+    public var propagationTimeout: Duration = .seconds(3)
     /// `KINDRED_PROFILE_PHOTO_DIR` (path), default none: keep photo bytes in this content-addressed folder instead
     /// of PostgreSQL (table photo_blobs).
     public var photoDirectory: String?
@@ -67,6 +71,8 @@ public struct ProfileConfiguration: Sendable {
         }
         self.eventPollInterval = try reader.milliseconds(
             "KINDRED_PROFILE_EVENT_POLL_MS", default: self.eventPollInterval, in: 10...60_000)
+        self.propagationTimeout = try reader.milliseconds(
+            "KINDRED_PROFILE_PROPAGATION_MS", default: self.propagationTimeout, in: 100...30_000)
         self.photoDirectory = reader.string("KINDRED_PROFILE_PHOTO_DIR")
         self.photoWorkers = try reader.int("KINDRED_PROFILE_PHOTO_WORKERS", default: self.photoWorkers, in: 1...64)
         self.locationInterval = try reader.milliseconds(

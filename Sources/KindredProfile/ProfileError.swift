@@ -12,7 +12,7 @@ public struct ProfileError: Error, RPCErrorConvertible, CustomStringConvertible,
     public var reason: String
     public var message: String
     public var violations: [Kindred.Common.V1.FieldViolation] = []
-    /// RESOURCE_EXHAUSTED: how long to wait, sent as `retry_after_ms`.
+    /// RESOURCE_EXHAUSTED and UNAVAILABLE: how long to wait, sent as `retry_after_ms`.
     public var retryAfter: Duration?
 
     public init(_ status: StatusCode, _ reason: String, _ message: String) {
@@ -51,6 +51,12 @@ public struct ProfileError: Error, RPCErrorConvertible, CustomStringConvertible,
     static let photoNotFound = ProfileError(.notFound, "NOT_FOUND", "Unknown photo")
     static let signUpClosed = ProfileError(
         .failedPrecondition, "SIGN_UP_CLOSED", "This community is not taking new members")
+    static let notYetApplied: ProfileError = {
+        var error = ProfileError(
+            .unavailable, "NOT_YET_APPLIED", "The change is recorded but not yet in effect everywhere; retry")
+        error.retryAfter = .seconds(1)
+        return error
+    }()
     static let versionMismatch = ProfileError(.aborted, "VERSION_MISMATCH", "The version changed; read it again")
 
     static func rateLimited(_ message: String, retryAfter: Duration) -> ProfileError {

@@ -42,12 +42,12 @@ public final class ProfileServer: ServiceServer {
         // Page tokens are signed with a key derived from profile's service secret: good at every replica and
         // after a restart.
         let pageTokenKey = PageToken.key(service: "profile", secret: configuration.serviceSecret)
+        let metrics = ServerMetrics()
         self.profiles = ProfileService(
             configuration: configuration, database: self.database, callers: callers, blobs: self.blobs,
-            photoWorkers: self.workers, pageTokenKey: pageTokenKey, logger: logger)
+            photoWorkers: self.workers, pageTokenKey: pageTokenKey, metricsFactory: metrics.factory, logger: logger)
         let communities = CommunityService(database: self.database, callers: callers, pageTokenKey: pageTokenKey)
 
-        let metrics = ServerMetrics()
         var server = try configuration.endpoint.serverConfiguration()
         // UploadPhoto chunks are up to 1 MiB: a stream window of several chunks keeps them in flight together
         // over a slow link instead of one per window update.

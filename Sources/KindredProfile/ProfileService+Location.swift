@@ -14,7 +14,7 @@ extension ProfileService {
             throw ProfileError.invalid("location", "REQUIRED", "latitude_deg and longitude_deg")
         }
         let interval = LocationRules.milliseconds(self.locationRules.minimumInterval)
-        return try await self.database.withTransaction { transaction in
+        let response = try await self.database.withTransaction { transaction -> V1.UpdateLocationResponse in
             guard let current = try await self.lockedRecord(caller.userID, in: transaction) else {
                 throw ProfileError.profileNotFound
             }
@@ -58,5 +58,8 @@ extension ProfileService {
                 }
             }
         }
+        // The member's next deck call measures from the new place (discovery) and may swipe at once (match).
+        try await self.awaitReaders(of: caller.userID)
+        return response
     }
 }

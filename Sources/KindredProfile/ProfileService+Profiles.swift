@@ -34,6 +34,7 @@ extension ProfileService {
             try await self.appendProfileUpdated(record, settings: settings, changed: ["created"], in: transaction)
             return record
         }
+        try await self.awaitReaders(of: caller.userID)
         return .with { $0.profile = ProfileViews.owner(record, settings: settings, today: ProfileRules.today(), media: self.media) }
     }
 
@@ -137,6 +138,7 @@ extension ProfileService {
                 in: transaction)
             return (record, settings)
         }
+        try await self.awaitReaders(of: target)
         var full = record
         full.photos = try await self.photos.photos(of: [target], in: self.database)[target] ?? []
         return .with { $0.profile = ProfileViews.owner(full, settings: settings, today: ProfileRules.today(), media: self.media) }

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import KindredGRPC
 import KindredGRPCServices
@@ -24,6 +25,10 @@ public final class ProfileService: GRPCService, Sendable {
     let pageTokenKey: [UInt8]
     /// Signed media URLs on photos; nil when `KINDRED_MEDIA_URL_KEY` is unset.
     let media: MediaLinks?
+    /// profile_propagation_wait_seconds: how long a write waited for discovery and match to apply it;
+    /// profile_propagation_timeouts_total: writes answered UNAVAILABLE because one of them was still behind.
+    let propagationWait: CoreMetrics.Timer
+    let propagationTimeouts: Counter
     let logger: Logger
     /// The SQL, one store per aggregate.
     let profiles = ProfileStore()
@@ -38,6 +43,7 @@ public final class ProfileService: GRPCService, Sendable {
         blobs: any PhotoBlobStorage,
         photoWorkers: PhotoWorkers,
         pageTokenKey: [UInt8],
+        metricsFactory: any MetricsFactory = NOOPMetricsHandler.instance,
         logger: Logger
     ) {
         self.configuration = configuration
@@ -58,6 +64,8 @@ public final class ProfileService: GRPCService, Sendable {
         self.media = configuration.mediaURLKey.flatMap {
             MediaURLSigner(key: Array($0.utf8), lifetimeSeconds: lifetime, stepSeconds: max(1, lifetime / 3))
         }.map { MediaLinks(signer: $0, base: configuration.mediaBaseURL) }
+        self.propagationWait = CoreMetrics.Timer(label: "profile_propagation_wait_seconds", factory: metricsFactory)
+        self.propagationTimeouts = Counter(label: "profile_propagation_timeouts_total", factory: metricsFactory)
         self.logger = logger
     }
 

@@ -2,26 +2,31 @@ import KindredPostgres
 
 extension Outbox {
     /// Waits until each of `consumers` (the relay's configured ones) has acknowledged the events of `partition`
-    /// committed so far (the partition's last sequence when the wait starts), polling the cursors every
-    /// `interval`. True when they did within `timeout` (at once without consumers: nobody to wait for); false
-    /// when a consumer is still behind (down, failing, or slow) at the end of it.
+    /// committed so far (the partition's last sequence when the wait starts). True when they did within `timeout`
+    /// (at once without consumers: nobody to wait for); false when a consumer is still behind (down, failing, or
+    /// slow) at the end of it.
     ///
-    /// For the few writes whose contract says "effective everywhere from the moment the call returns" (match's
-    /// Block and Unblock): the relays are woken by the commit's NOTIFY and deliver within milliseconds, so the
-    /// wait is short when the consumers are up; consumers acknowledge only after committing (and, for
-    /// discovery, after updating its in-memory index), so an acknowledged event is an applied one. A partition
-    /// with no events (or none left after a purge), or a consumer without a cursor for it (registered after
-    /// those events), has nothing to wait for.
+    /// For the writes whose contract says "effective everywhere from the moment the call returns" (match's Block
+    /// and Unblock, a swipe that creates a match, profile's writes that the member's next deck or swipe reads):
+    /// the relays are woken by the commit's NOTIFY and deliver within milliseconds, so the wait is short when the
+    /// consumers are up; consumers acknowledge only after committing (and, for discovery, after updating its
+    /// in-memory index), so an acknowledged event is an applied one. The cursors are read again whenever this
+    /// process's relay records an answer for the partition (``DeliveryNotices``), and every `interval` for answers
+    /// recorded by another replica's relay. A partition with no events (or none left after a purge), or a
+    /// consumer without a cursor for it (registered after those events), has nothing to wait for.
     public func awaitDelivery(
         partition: String,
         consumers: [String],
         on database: PostgresClient,
         timeout: Duration = .seconds(3),
-        interval: Duration = .milliseconds(5)
+        interval: Duration = .milliseconds(25)
     ) async throws -> Bool {
         guard !consumers.isEmpty else { return true }
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
+        let notices = DeliveryNotices.of(producer: self.producer)
+        let watch = notices.watch(partition)
+        defer { notices.end(watch) }
         let target = try await database.query(
             "SELECT COALESCE(max(last_sequence), 0) FROM events_partitions WHERE partition_key = \(partition)"
         ).scalar(Int64.self)
@@ -35,8 +40,10 @@ extension Outbox {
                 """
             ).scalar(Int64.self)
             if behind == 0 { return true }
-            guard clock.now < deadline else { return false }
-            try await Task.sleep(for: interval)
+            let now = clock.now
+            guard now < deadline else { return false }
+            await notices.wait(watch, atMost: min(interval, now.duration(to: deadline)))
+            try Task.checkCancellation()
         }
     }
 }

@@ -157,6 +157,8 @@ public final class OutboxRelay: Sendable {
         for attempt in 1...3 {
             do {
                 try await self.store.record(consumer: consumer.name, outcomes: outcomes, delays: delays, error: errorText)
+                // Calls of this process waiting for these partitions (`Outbox.awaitDelivery`) look again now.
+                DeliveryNotices.of(producer: configuration.producer).answered(partitions: outcomes.keys)
                 break
             } catch where attempt < 3 && !Task.isCancelled {
                 try await Task.sleep(for: .milliseconds(100 * attempt))
