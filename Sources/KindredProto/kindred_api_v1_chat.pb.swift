@@ -884,8 +884,9 @@ extension Kindred.Api.V1 {
                 )
 
             /// Sends a text message. The user (a participant). Idempotent per client_message_id.
-            /// NOT_FOUND: unknown thread. FAILED_PRECONDITION: THREAD_CLOSED. INVALID_ARGUMENT: body
-            /// rules. RESOURCE_EXHAUSTED: message rate limit.
+            /// NOT_FOUND: unknown thread, or one that ended (unmatch, block either way, deletion) or is
+            /// hidden (deactivation): the same answer. INVALID_ARGUMENT: body rules. RESOURCE_EXHAUSTED:
+            /// message rate limit.
             public static let sendMessage =
                 ProtoMethod<Kindred.Api.V1.SendMessageRequest, Kindred.Api.V1.SendMessageResponse>(
                     service: "kindred.api.v1.ChatService",
@@ -894,7 +895,7 @@ extension Kindred.Api.V1 {
                 )
 
             /// Returns a thread's messages newest first, in keyset pages. The user (a participant).
-            /// NOT_FOUND: unknown thread, or one closed by a block (gone for both sides).
+            /// NOT_FOUND: unknown thread, or one that ended or is hidden (gone for both sides).
             public static let history = ProtoMethod<Kindred.Api.V1.HistoryRequest, Kindred.Api.V1.HistoryResponse>(
                 service: "kindred.api.v1.ChatService",
                 name: "History",
@@ -931,7 +932,7 @@ extension Kindred.Api.V1 {
                 )
 
             /// Tells the other member that the caller is typing (ephemeral, rate-limited). The user.
-            /// NOT_FOUND, FAILED_PRECONDITION: THREAD_CLOSED, RESOURCE_EXHAUSTED.
+            /// NOT_FOUND (also an ended or hidden thread), RESOURCE_EXHAUSTED.
             public static let sendTyping =
                 ProtoMethod<Kindred.Api.V1.SendTypingRequest, Kindred.Api.V1.SendTypingResponse>(
                     service: "kindred.api.v1.ChatService",

@@ -776,7 +776,7 @@ extension Kindred.Chat.V1 {
                 )
 
             /// Sends a text message. The user (a participant). Idempotent per client_message_id.
-            /// NOT_FOUND: not a participant. FAILED_PRECONDITION: THREAD_CLOSED. INVALID_ARGUMENT: body
+            /// NOT_FOUND: not a participant, or the thread is closed or hidden. INVALID_ARGUMENT: body
             /// empty, too long or with control characters. RESOURCE_EXHAUSTED: message rate limit.
             public static let sendMessage =
                 ProtoMethod<Kindred.Chat.V1.SendMessageRequest, Kindred.Chat.V1.SendMessageResponse>(
@@ -785,9 +785,8 @@ extension Kindred.Chat.V1 {
                     kind: .unary
                 )
 
-            /// Returns a thread's messages newest first, in keyset pages. The user (a participant; also
-            /// for closed threads, until deletion, except those a block closed: gone for both).
-            /// NOT_FOUND: not a participant, or closed by a block.
+            /// Returns a thread's messages newest first, in keyset pages. The user (a participant of an
+            /// open thread). NOT_FOUND: not a participant, or the thread is closed or hidden.
             public static let history = ProtoMethod<Kindred.Chat.V1.HistoryRequest, Kindred.Chat.V1.HistoryResponse>(
                 service: "kindred.chat.v1.ChatService",
                 name: "History",
