@@ -66,8 +66,10 @@ extension ProfileService {
             }
             viewer = request.viewerUserId
         }
-        guard (1...100).contains(request.userIds.count), Set(request.userIds).count == request.userIds.count else {
-            throw ProfileError.invalid("user_ids", "OUT_OF_RANGE", "1..100 distinct ids")
+        // 50 cards at the text and photo caps stay under the 4 MiB message limit (`CardPage`).
+        guard (1...CardPage.maxCards).contains(request.userIds.count), Set(request.userIds).count == request.userIds.count
+        else {
+            throw ProfileError.invalid("user_ids", "OUT_OF_RANGE", "1..50 distinct ids")
         }
         var records = try await self.records(request.userIds + [viewer])
         let viewerRecord = records.removeValue(forKey: viewer)

@@ -8,7 +8,8 @@ extension Kindred.Api.V1 {
         /// Restrict to a direction (one-way communities: following / followers); UNSPECIFIED = all.
         public var direction: Kindred.Api.V1.ConnectionDirection = .unspecified
 
-        /// Page size, 1..100; 0 = 20.
+        /// Page size, 1..100; 0 = 20. At most 50 come back (each item carries a profile card), the
+        /// rest with next_page_token.
         public var pageSize: Swift.Int32 = 0
 
         /// Token from a previous response (or GetHome); empty for the first page.
@@ -102,7 +103,8 @@ extension Kindred.Api.V1 {
 extension Kindred.Api.V1 {
     /// List likes received.
     public struct ListLikesReceivedRequest: ProtoMessage {
-        /// Page size, 1..100; 0 = 20.
+        /// Page size, 1..100; 0 = 20. At most 50 come back (each item carries a profile card), the
+        /// rest with next_page_token.
         public var pageSize: Swift.Int32 = 0
 
         /// Token from a previous response; empty for the first page.

@@ -124,7 +124,8 @@ extension Kindred.Chat.V1 {
 extension Kindred.Chat.V1 {
     /// List the caller's threads.
     public struct ListThreadsRequest: ProtoMessage {
-        /// Page size, 1..100; 0 = 20.
+        /// Page size, 1..100; 0 = 20. At most 50 come back (each item carries a profile card), the
+        /// rest with next_page_token.
         public var pageSize: Swift.Int32 = 0
 
         /// Token from a previous response; empty for the first page.

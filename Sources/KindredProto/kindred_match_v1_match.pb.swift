@@ -134,7 +134,8 @@ extension Kindred.Match.V1 {
         /// Restrict to one direction; UNSPECIFIED = all.
         public var direction: Kindred.Match.V1.ConnectionDirection = .unspecified
 
-        /// Page size, 1..100; 0 = 20.
+        /// Page size, 1..100; 0 = 20. At most 50 come back (each item carries a profile card), the
+        /// rest with next_page_token.
         public var pageSize: Swift.Int32 = 0
 
         /// Token from a previous response; empty for the first page.
@@ -223,7 +224,8 @@ extension Kindred.Match.V1 {
 extension Kindred.Match.V1 {
     /// List likes received.
     public struct ListLikesReceivedRequest: ProtoMessage {
-        /// Page size, 1..100; 0 = 20.
+        /// Page size, 1..100; 0 = 20. At most 50 come back (each item carries a profile card), the
+        /// rest with next_page_token.
         public var pageSize: Swift.Int32 = 0
 
         /// Token from a previous response; empty for the first page.

@@ -97,7 +97,7 @@ extension Kindred.Profile.V1 {
         /// The viewer: empty or the token subject for user callers; required for service callers.
         public var viewerUserId: Swift.String = ""
 
-        /// Profiles to read, 1..100 distinct ids.
+        /// Profiles to read, 1..50 distinct ids (50 cards at the text and photo caps stay under 4 MiB).
         public var userIds: [Swift.String] = []
 
         public init() {}
@@ -389,7 +389,7 @@ extension Kindred.Profile.V1 {
                     kind: .unary
                 )
 
-            /// Returns the cards of up to 100 profiles as the viewer sees them (with distance). The user
+            /// Returns the cards of up to 50 profiles as the viewer sees them (with distance). The user
             /// as viewer; services with viewer_user_id. Invisible or unknown ids are listed as missing,
             /// never an error.
             public static let getProfiles =

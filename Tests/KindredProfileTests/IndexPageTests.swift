@@ -4,9 +4,23 @@ import KindredProto
 import KindredServiceKit
 import Testing
 
-/// ListProfileIndexEntries (discovery's and match's backfill) pages by bytes as well as by count: its snapshots
-/// carry filterable attributes, and 500 snapshots of 14 KB each would pass the 4 MiB message limit.
+/// Profile's lists stay under the 4 MiB message limit whatever members wrote: ListProfileIndexEntries (discovery's
+/// and match's backfill) pages by bytes as well as by count, as its snapshots carry filterable attributes (500 of
+/// 14 KB would pass 4 MiB); GetProfiles takes at most 50 ids (100 cards at the caps are 4.8 MB).
 @Suite struct IndexPageTests {
+    @Test func getProfilesTakesAtMostFiftyIds() async throws {
+        try await ProfileHarness.with { h in
+            let viewer = h.user()
+            let ids = (0..<51).map { _ in UUID().uuidString.lowercased() }
+            let fifty = try await h.client.unary(
+                P.getProfiles, .with { $0.userIds = Array(ids.prefix(50)) }, metadata: viewer.metadata)
+            #expect(fifty.missingUserIds.count == 50)
+            #expect(await statusCode {
+                _ = try await h.client.unary(P.getProfiles, .with { $0.userIds = ids }, metadata: viewer.metadata)
+            } == .invalidArgument)
+        }
+    }
+
     @Test func aPageStopsBeforeThreeMebibytesAndTheNextOneContinues() async throws {
         try await ProfileHarness.with { h in
             let admin = h.user(admin: true)

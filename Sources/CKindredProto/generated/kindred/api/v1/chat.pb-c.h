@@ -161,7 +161,8 @@ struct  Kindred__Api__V1__ListThreadsRequest
 {
   ProtobufCMessage base;
   /*
-   * Page size, 1..100; 0 = 20.
+   * Page size, 1..100; 0 = 20. At most 50 come back (each item carries a profile card), the
+   * rest with next_page_token.
    */
   int32_t page_size;
   /*

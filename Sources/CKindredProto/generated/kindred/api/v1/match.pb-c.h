@@ -51,7 +51,8 @@ struct  Kindred__Api__V1__ListMatchesRequest
    */
   Kindred__Api__V1__ConnectionDirection direction;
   /*
-   * Page size, 1..100; 0 = 20.
+   * Page size, 1..100; 0 = 20. At most 50 come back (each item carries a profile card), the
+   * rest with next_page_token.
    */
   int32_t page_size;
   /*
@@ -125,7 +126,8 @@ struct  Kindred__Api__V1__ListLikesReceivedRequest
 {
   ProtobufCMessage base;
   /*
-   * Page size, 1..100; 0 = 20.
+   * Page size, 1..100; 0 = 20. At most 50 come back (each item carries a profile card), the
+   * rest with next_page_token.
    */
   int32_t page_size;
   /*

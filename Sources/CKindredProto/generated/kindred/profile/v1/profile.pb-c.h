@@ -119,7 +119,7 @@ struct  Kindred__Profile__V1__GetProfilesRequest
    */
   char *viewer_user_id;
   /*
-   * Profiles to read, 1..100 distinct ids.
+   * Profiles to read, 1..50 distinct ids (50 cards at the text and photo caps stay under 4 MiB).
    */
   size_t n_user_ids;
   char **user_ids;
