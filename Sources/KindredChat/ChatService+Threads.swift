@@ -9,7 +9,8 @@ extension ChatService {
         -> Chat.ListThreadsResponse
     {
         let user = try await self.requireUser(context)
-        // Each thread carries a profile card and a last message: at most `CardPage.maxCards` a page (services/README.md).
+        // Each thread carries a profile card and a last message: at most `CardPage.maxCards` a page
+        // (services/README.md, "Text and page limits").
         let size = min(try ChatValidation.pageSize(request.pageSize, default: 20), CardPage.maxCards)
         let scope = "threads|\(user)"
         var offset = 0

@@ -199,7 +199,8 @@ public enum ProfileRules {
         }
         guard violations.isEmpty else { throw ProfileError.invalid(violations) }
         guard let encoded = try? fields.serializedBytes(), encoded.count <= Self.maxFieldsBytes else {
-            throw ProfileError.invalid("fields", "TOO_MANY_BYTES", "all fields together at most \(Self.maxFieldsBytes) bytes")
+            throw ProfileError.invalid(
+                "fields", "TOO_MANY_BYTES", "all fields together at most \(Self.maxFieldsBytes) bytes")
         }
         return fields
     }

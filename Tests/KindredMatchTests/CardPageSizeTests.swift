@@ -14,20 +14,26 @@ import Testing
             let likes = try await h.call(M.listLikesReceived, .with { $0.pageSize = 100 }, token: m[0].token)
             #expect(likes.likes.count == CardPage.maxCards && !likes.nextPageToken.isEmpty && likes.totalCount == 55)
             let moreLikes = try await h.call(
-                M.listLikesReceived, .with {
+                M.listLikesReceived,
+                .with {
                     $0.pageSize = 100
                     $0.pageToken = likes.nextPageToken
-                }, token: m[0].token)
+                },
+                token: m[0].token
+            )
             #expect(moreLikes.likes.count == 5 && moreLikes.nextPageToken.isEmpty)
             #expect(Set(likes.likes.map(\.userId) + moreLikes.likes.map(\.userId)).count == 55)
 
             let matches = try await h.call(M.listMatches, .with { $0.pageSize = 100 }, token: m[0].token)
             #expect(matches.matches.count == CardPage.maxCards && !matches.nextPageToken.isEmpty)
             let moreMatches = try await h.call(
-                M.listMatches, .with {
+                M.listMatches,
+                .with {
                     $0.pageSize = 100
                     $0.pageToken = matches.nextPageToken
-                }, token: m[0].token)
+                },
+                token: m[0].token
+            )
             #expect(moreMatches.matches.count == 5 && moreMatches.nextPageToken.isEmpty)
         }
     }

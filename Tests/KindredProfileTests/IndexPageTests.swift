@@ -13,11 +13,16 @@ import Testing
             let viewer = h.user()
             let ids = (0..<51).map { _ in UUID().uuidString.lowercased() }
             let fifty = try await h.client.unary(
-                P.getProfiles, .with { $0.userIds = Array(ids.prefix(50)) }, metadata: viewer.metadata)
+                P.getProfiles,
+                .with { $0.userIds = Array(ids.prefix(50)) },
+                metadata: viewer.metadata
+            )
             #expect(fifty.missingUserIds.count == 50)
-            #expect(await statusCode {
-                _ = try await h.client.unary(P.getProfiles, .with { $0.userIds = ids }, metadata: viewer.metadata)
-            } == .invalidArgument)
+            #expect(
+                await statusCode {
+                    _ = try await h.client.unary(P.getProfiles, .with { $0.userIds = ids }, metadata: viewer.metadata)
+                } == .invalidArgument
+            )
         }
     }
 
@@ -34,14 +39,17 @@ import Testing
                 }
             }
             _ = try await h.client.unary(
-                C.createCommunity, .with {
+                C.createCommunity,
+                .with {
                     $0.communityId = "wordy"
                     $0.displayName = "Wordy"
                     $0.settings = .with {
                         $0.mode = .mutual
                         $0.attributeDefinitions = definitions
                     }
-                }, metadata: admin.metadata)
+                },
+                metadata: admin.metadata
+            )
             let long = String(repeating: "😀", count: 500)  // 2,000 bytes: seven of them are 14 KB a snapshot
             var fields = ProfileHarness.fields()
             fields.attributes = definitions.map { definition in

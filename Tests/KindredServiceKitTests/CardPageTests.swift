@@ -20,10 +20,12 @@ import Testing
         fields.interests = (0..<10).map { _ in Self.text(bytes: TextRule.interest.maxBytes) }
         for index in 0..<32 {
             var candidate = fields
-            candidate.attributes.append(.with {
-                $0.key = "attribute_\(index)_" + String(repeating: "k", count: 18)
-                $0.value = .textValue(Self.text(bytes: TextRule.attributeText(maxLength: 500).maxBytes))
-            })
+            candidate.attributes.append(
+                .with {
+                    $0.key = "attribute_\(index)_" + String(repeating: "k", count: 18)
+                    $0.value = .textValue(Self.text(bytes: TextRule.attributeText(maxLength: 500).maxBytes))
+                }
+            )
             guard try candidate.serializedBytes().count <= CardPage.maxProfileFieldsBytes else { break }
             fields = candidate
         }
@@ -44,7 +46,8 @@ import Testing
                 .with {
                     $0.variant = .icon
                     $0.format = "webp"
-                    $0.url = base + "/media/v1/\(photoID)/\(Int64.max)/\(index % 4 + 1).webp?exp=9999999999&sig="
+                    $0.url =
+                        base + "/media/v1/\(photoID)/\(Int64.max)/\(index % 4 + 1).webp?exp=9999999999&sig="
                         + String(repeating: "s", count: 43)
                     $0.width = 1080
                     $0.height = 1350

@@ -113,7 +113,8 @@ public struct TextRule: Sendable, Hashable {
             for scalar in text.unicodeScalars {
                 if scalar == "\n", self.kind == .text { continue }
                 if Self.isControlOrLineBreak(scalar) {
-                    return self.kind == .text ? "no control characters except newline" : "one line, no control characters"
+                    return self.kind == .text
+                        ? "no control characters except newline" : "one line, no control characters"
                 }
                 if Self.isBidiOverride(scalar) { return "no bidi override characters" }
             }
