@@ -21,7 +21,7 @@ extension MatchService {
         }
         // Only on a member the swiper's deck could show (discovery answers from memory, whatever either swiped);
         // the writer decides with it, so an unknown and an out-of-reach member answer alike, and a retry replays.
-        let shown = try await self.candidateCheck.shown([target], to: user.id).contains(target)
+        let shown = try await self.deckCouldShow(target, to: user.id)
         let reply = try await self.writer.submit(
             SwipeCommand(
                 swiper: user.id, community: user.community, target: target, kind: kind, surface: request.surface,
@@ -65,6 +65,13 @@ extension MatchService {
             throw MatchError(
                 .unavailable, "The match is recorded but not yet in effect everywhere; retry", retryAfter: .seconds(1))
         }
+    }
+
+    /// Whether the swiper's deck could show the target (discovery's CheckCandidates), timed.
+    private func deckCouldShow(_ target: String, to swiper: String) async throws -> Bool {
+        let started = ContinuousClock.now
+        defer { self.candidateCheckTime.recordNanoseconds((ContinuousClock.now - started).nanoseconds) }
+        return try await self.candidateCheck.shown([target], to: swiper).contains(target)
     }
 
     /// `Undo`: the caller's last pass, within the community's window and daily limit (`UndoPolicy`).

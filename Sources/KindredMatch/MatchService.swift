@@ -38,6 +38,7 @@ public final class MatchService: GRPCService, Sendable {
     let matchCounter: Counter
     let matchWait: CoreMetrics.Timer
     let matchWaitTimeouts: Counter
+    let candidateCheckTime: CoreMetrics.Timer
 
     public init(
         configuration: MatchConfiguration,
@@ -66,6 +67,8 @@ public final class MatchService: GRPCService, Sendable {
         // match_match_wait_timeouts_total: such swipes answered UNAVAILABLE because one of them was still behind.
         self.matchWait = CoreMetrics.Timer(label: "match_match_wait_seconds", factory: metricsFactory)
         self.matchWaitTimeouts = Counter(label: "match_match_wait_timeouts_total", factory: metricsFactory)
+        // match_swipe_check_seconds: discovery's CheckCandidates round trip, which every swipe waits for.
+        self.candidateCheckTime = CoreMetrics.Timer(label: "match_swipe_check_seconds", factory: metricsFactory)
         self.writer = SwipeWriter(
             database: database,
             store: self.swipes,

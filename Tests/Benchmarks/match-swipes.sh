@@ -62,5 +62,9 @@ if [ -n "${PERF:-}" ]; then
     perf report -i "$WORK/perf.data" --no-children --sort comm,dso --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' | head -25
     perf report -i "$WORK/perf.data" --no-children --sort sym --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' | head -40
 fi
+# What every swipe waited for discovery's CheckCandidates (mean over the run, warm-up and setup included).
+curl -s "http://127.0.0.1:$((BASE + 104))/metrics" | awk '
+    /^match_swipe_check_seconds_sum/ { sum = $2 } /^match_swipe_check_seconds_count/ { count = $2 }
+    END { if (count > 0) printf "candidate check (discovery round trip): %d calls, mean %.3f ms\n", count, 1000 * sum / count }'
 PGHOST="$(ls -d "$WORK"/run/postgres 2>/dev/null || true)"
 echo "swipes stored: $(runuser -u postgres -- psql -X -A -t -h "$PGHOST" -d kindred -c 'SELECT count(*) FROM match.swipes' 2>/dev/null || echo '?')"

@@ -1,3 +1,4 @@
+import KindredGRPC
 import Testing
 
 @testable import KindredMatch
@@ -79,5 +80,29 @@ import Testing
     func blocked() throws {
         #expect(Self.failure(try Self.outcome(.like, shown: true, Self.facts(pair: PairState(blocked: true))))?.1 == "No such user")
         #expect(Self.failure(try Self.outcome(.like, shown: false, Self.facts(pair: PairState(blocked: true))))?.1 == "No such user")
+    }
+}
+
+/// The real `DiscoveryCandidateCheck` with no discovery to answer: swipes fail closed.
+@Suite struct SwipeCheckUnavailableTests {
+    @Test("Discovery unreachable: UNAVAILABLE with a retry hint, and nothing is recorded")
+    func failsClosed() async throws {
+        // Port 9 (discard) on loopback: nothing listens, the connection is refused at once.
+        try await MatchHarness.with(
+            settings: ["KINDRED_MATCH_DISCOVERY_ADDRESS": "127.0.0.1:9", "KINDRED_MATCH_DISCOVERY_TIMEOUT_MS": "300"]
+        ) { h in
+            try await h.community("dating")
+            let m = try await h.members(2, community: "dating")
+            for kind in [CommonApi.SwipeAction.like, .pass] {
+                do {
+                    _ = try await h.call(M.swipe, .with { $0.targetUserId = m[1].id; $0.action = kind }, token: m[0].token)
+                    Issue.record("a swipe without discovery's answer must be refused")
+                } catch let error as RPCError {
+                    #expect(error.code == .unavailable)
+                    #expect((error.errorDetail?.retryAfterMs ?? 0) > 0)
+                }
+            }
+            #expect(try await h.outboxCount("swipe.recorded") == 0)
+        }
     }
 }
