@@ -26,7 +26,11 @@ public struct DiscoveryCandidateCheck: CandidateCheck {
         self.logger = logger
     }
 
-    static let unavailable = MatchError(.unavailable, "Swiping is unavailable right now; retry shortly", retryAfter: .seconds(1))
+    static let unavailable = MatchError(
+        .unavailable,
+        "Swiping is unavailable right now; retry shortly",
+        retryAfter: .seconds(1)
+    )
 
     public func shown(_ targets: [String], to viewer: String) async throws -> Set<String> {
         guard let tokens = self.tokens else { throw Self.unavailable }
@@ -36,8 +40,11 @@ public struct DiscoveryCandidateCheck: CandidateCheck {
         do {
             let token = try await tokens.token()
             let response = try await self.client.unary(
-                Kindred.Discovery.V1.DiscoveryService.Method.checkCandidates, request,
-                metadata: ["authorization": .string("Bearer " + token)], options: CallOptions(timeout: self.timeout))
+                Kindred.Discovery.V1.DiscoveryService.Method.checkCandidates,
+                request,
+                metadata: ["authorization": .string("Bearer " + token)],
+                options: CallOptions(timeout: self.timeout)
+            )
             return Set(response.shownUserIds)
         } catch {
             self.logger.warning("discovery's candidate check failed", metadata: ["error": "\(error)"])

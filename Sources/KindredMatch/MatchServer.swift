@@ -46,7 +46,8 @@ public final class MatchServer: ServiceServer {
             let client = GRPCClient(configuration: discovery, logger: logger)
             self.discoveryClient = client
             check = DiscoveryCandidateCheck(
-                client: client, tokens: self.auth.serviceTokens, timeout: configuration.discoveryTimeout, logger: logger)
+                client: client, tokens: self.auth.serviceTokens, timeout: configuration.discoveryTimeout,
+                logger: logger)
         } else {
             self.discoveryClient = nil
         }

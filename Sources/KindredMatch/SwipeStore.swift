@@ -15,7 +15,9 @@ public struct SwipeCommand: Sendable, Hashable {
     /// unknown user unless it replays the swiper's own earlier swipe or acts on an existing match (`SwipeBatch`).
     public var deckCouldShow: Bool
 
-    public init(swiper: String, community: String, target: String, kind: SwipeKind, surface: String, deckCouldShow: Bool) {
+    public init(
+        swiper: String, community: String, target: String, kind: SwipeKind, surface: String, deckCouldShow: Bool
+    ) {
         self.swiper = swiper
         self.community = community
         self.target = target

@@ -37,7 +37,8 @@ struct LoadCommand: AsyncParsableCommand {
         let community = "bench-" + String(UUID().uuidString.prefix(8)).lowercased()
         let members = try (0..<self.users).map { _ in try UUIDv7.generate() }
         try await Setup(
-            match: try hostAndPort(self.match), discovery: try hostAndPort(self.discovery), signer: signer, logger: logger)
+            match: try hostAndPort(self.match), discovery: try hostAndPort(self.discovery), signer: signer,
+            logger: logger)
             .feed(community: community, members: members)
         let now = Int64(Date().timeIntervalSince1970)
         let tokens = try members.map { id in

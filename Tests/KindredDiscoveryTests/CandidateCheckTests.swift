@@ -41,7 +41,11 @@ struct CandidateCheckTests {
             try await harness.swipe(scene.viewer, liked, like: true)
             try await harness.matchEvent(blocker, .userBlocked(.with { $0.blockedUserId = scene.viewer.id }))
             #expect(!(try await harness.deckIDs(scene.viewer)).contains(passer.id))
-            #expect(try await check(harness, scene.viewer, [passer.id, liked.id, blocker.id]) == [passer.id, liked.id, blocker.id])
+            #expect(
+                try await check(harness, scene.viewer, [passer.id, liked.id, blocker.id]) == [
+                    passer.id, liked.id, blocker.id,
+                ]
+            )
             // Pausing (an ineligible snapshot) takes a member out; a viewer who is not indexed sees no one.
             var paused = scene.near[3]
             paused.eligible = false
@@ -76,7 +80,8 @@ struct CandidateCheckTests {
                                 PublishedPoint(latitude: b.latitude, longitude: b.longitude)) <= km
                         }
                         return man.longitude <= viewer.east(Double(km)).1
-                    }.map(\.id))
+                    }.map(\.id)
+                )
             }
             let shown = try await check(harness, viewer, men.map(\.id))
             #expect(shown == within(50, true))
@@ -94,10 +99,17 @@ struct CandidateCheckTests {
             var request = DiscoveryApi.CheckCandidatesRequest()
             request.viewerUserId = scene.viewer.id
             request.targetUserIds = [scene.near[0].id]
-            #expect(try await harness.call(D.checkCandidates, request, token: Self.match).shownUserIds == [scene.near[0].id])
+            #expect(
+                try await harness.call(D.checkCandidates, request, token: Self.match).shownUserIds == [scene.near[0].id]
+            )
             #expect(await harness.failure(D.checkCandidates, request, token: scene.viewer.token) == .permissionDenied)
-            #expect(await harness.failure(D.checkCandidates, request, token: DiscoveryHarness.admin) == .permissionDenied)
-            #expect(await harness.failure(D.checkCandidates, request, token: testKeys.serviceToken("gateway")) == .permissionDenied)
+            #expect(
+                await harness.failure(D.checkCandidates, request, token: DiscoveryHarness.admin) == .permissionDenied
+            )
+            #expect(
+                await harness.failure(D.checkCandidates, request, token: testKeys.serviceToken("gateway"))
+                    == .permissionDenied
+            )
             #expect(await harness.failure(D.checkCandidates, request, token: "not-a-token") == .unauthenticated)
             var bad = request
             bad.targetUserIds = []

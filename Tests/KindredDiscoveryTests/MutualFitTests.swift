@@ -76,18 +76,29 @@ struct MutualFitTests {
             let youngest = UInt8.random(in: 18...40, using: &random)
             index.upsert(
                 T.member(
-                    UInt64(n), lat: 52.0 + Double.random(in: 0...1.5, using: &random),
-                    lon: 13.0 + Double.random(in: 0...2.5, using: &random), gender: UInt8.random(in: 0...3, using: &random),
+                    UInt64(n),
+                    lat: 52.0 + Double.random(in: 0...1.5, using: &random),
+                    lon: 13.0 + Double.random(in: 0...2.5, using: &random),
+                    gender: UInt8.random(in: 0...3, using: &random),
                     wants: UInt8.random(in: 0...15, using: &random) & 0b1110,
-                    born: Int32.random(in: 1960...2007, using: &random) * 10000 + 1_01 + Int32.random(in: 0...11, using: &random) * 100,
+                    born: Int32.random(in: 1960...2007, using: &random) * 10000 + 1_01 + Int32.random(
+                        in: 0...11,
+                        using: &random
+                    ) * 100,
                     ages: youngest...max(youngest, UInt8.random(in: 30...70, using: &random)),
-                    radius: UInt16.random(in: 5...160, using: &random)))
+                    radius: UInt16.random(in: 5...160, using: &random)
+                )
+            )
         }
         for v in 1...300 {
             let viewer = T.key(UInt64(v))
             let deck = Set(
-                (index.candidates(for: viewer, DeckQuery(limit: 1000, radiusKm: radius, today: Self.today, scanLimit: 1000, includeSwiped: true)) ?? [])
-                    .map(\.user.low))
+                (index.candidates(
+                    for: viewer,
+                    DeckQuery(limit: 1000, radiusKm: radius, today: Self.today, scanLimit: 1000, includeSwiped: true)
+                ) ?? [])
+                .map(\.user.low)
+            )
             for t in 1...300 {
                 #expect(shown(index, UInt64(t), to: UInt64(v), radius: radius) == deck.contains(UInt64(t)))
             }

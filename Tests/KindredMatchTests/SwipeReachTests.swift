@@ -9,7 +9,8 @@ import Testing
 @Suite struct SwipeReachTests {
     static let (me, other, community) = ("a", "b", "dating")
 
-    static func facts(pair: PairState = PairState(), mode: MatchMode = .mutual, targetKnown: Bool = true) -> SwipeFacts {
+    static func facts(pair: PairState = PairState(), mode: MatchMode = .mutual, targetKnown: Bool = true) -> SwipeFacts
+    {
         var facts = SwipeFacts()
         facts.swiperCommunity = community
         facts.swiperEligible = true
@@ -24,8 +25,22 @@ import Testing
 
     static func outcome(_ kind: SwipeKind, shown: Bool, _ facts: SwipeFacts) throws -> Result<SwipeReply, MatchError> {
         var next = 0
-        let command = SwipeCommand(swiper: me, community: community, target: other, kind: kind, surface: "", deckCouldShow: shown)
-        let batch = SwipeBatch(commands: [command], facts: [facts], nowUnixMs: 1_000, ids: { next += 1; return "id\(next)" })
+        let command = SwipeCommand(
+            swiper: me,
+            community: community,
+            target: other,
+            kind: kind,
+            surface: "",
+            deckCouldShow: shown
+        )
+        let batch = SwipeBatch(
+            commands: [command],
+            facts: [facts],
+            nowUnixMs: 1_000,
+            ids: {
+                next += 1; return "id\(next)"
+            }
+        )
         #expect(batch.outcomes.count == 1)
         if case .failure = batch.outcomes[0] { #expect(batch.newSwipes.isEmpty && batch.events.isEmpty) }
         return batch.outcomes[0]
@@ -43,7 +58,10 @@ import Testing
         let unknown = Self.failure(try Self.outcome(.like, shown: true, Self.facts(targetKnown: false)))
         #expect(unknown != nil)
         for kind in [SwipeKind.like, .pass] {
-            #expect(Self.failure(try Self.outcome(kind, shown: false, Self.facts())).map { [$0.0, $0.1] } == unknown.map { [$0.0, $0.1] })
+            #expect(
+                Self.failure(try Self.outcome(kind, shown: false, Self.facts())).map { [$0.0, $0.1] }
+                    == unknown.map { [$0.0, $0.1] }
+            )
             #expect(Self.failure(try Self.outcome(kind, shown: false, Self.facts(mode: .oneWay))) != nil)
         }
         guard case .success(let reply) = try Self.outcome(.like, shown: true, Self.facts()) else {
@@ -55,14 +73,21 @@ import Testing
 
     @Test("A retry replays even if the target is out of reach now; another action is ALREADY_SWIPED as before")
     func retriesReplay() throws {
-        guard case .success(let reply) = try Self.outcome(.like, shown: false, Self.facts(pair: PairState(mine: Self.earlierLike)))
+        guard
+            case .success(let reply) = try Self.outcome(
+                .like,
+                shown: false,
+                Self.facts(pair: PairState(mine: Self.earlierLike))
+            )
         else {
             Issue.record("a repeated like replays")
             return
         }
         #expect(reply.replayed && reply.swipe.id == "s0")
-        #expect(Self.failure(try Self.outcome(.pass, shown: false, Self.facts(pair: PairState(mine: Self.earlierLike))))?.1
-            == "You already swiped on this person")
+        #expect(
+            Self.failure(try Self.outcome(.pass, shown: false, Self.facts(pair: PairState(mine: Self.earlierLike))))?.1
+                == "You already swiped on this person"
+        )
     }
 
     @Test("An existing connection keeps what it allows: following back an incoming follow")
@@ -78,8 +103,14 @@ import Testing
 
     @Test("A block still answers NOT_FOUND whatever discovery said")
     func blocked() throws {
-        #expect(Self.failure(try Self.outcome(.like, shown: true, Self.facts(pair: PairState(blocked: true))))?.1 == "No such user")
-        #expect(Self.failure(try Self.outcome(.like, shown: false, Self.facts(pair: PairState(blocked: true))))?.1 == "No such user")
+        #expect(
+            Self.failure(try Self.outcome(.like, shown: true, Self.facts(pair: PairState(blocked: true))))?.1
+                == "No such user"
+        )
+        #expect(
+            Self.failure(try Self.outcome(.like, shown: false, Self.facts(pair: PairState(blocked: true))))?.1
+                == "No such user"
+        )
     }
 }
 
@@ -95,7 +126,13 @@ import Testing
             let m = try await h.members(2, community: "dating")
             for kind in [CommonApi.SwipeAction.like, .pass] {
                 do {
-                    _ = try await h.call(M.swipe, .with { $0.targetUserId = m[1].id; $0.action = kind }, token: m[0].token)
+                    _ = try await h.call(
+                        M.swipe,
+                        .with {
+                            $0.targetUserId = m[1].id; $0.action = kind
+                        },
+                        token: m[0].token
+                    )
                     Issue.record("a swipe without discovery's answer must be refused")
                 } catch let error as RPCError {
                     #expect(error.code == .unavailable)

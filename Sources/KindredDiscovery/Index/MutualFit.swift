@@ -28,7 +28,9 @@ struct MutualFit {
         self.viewerGenderBit = 1 << card.gender
         self.viewerAge = CommunityIndex.age(birthDate: card.birthDate, today: today)
         (self.bornAfter, self.bornUpTo) = CommunityIndex.birthDateRange(
-            ages: Int(card.ageMin)...max(Int(card.ageMin), Int(card.ageMax)), today: today)
+            ages: Int(card.ageMin)...max(Int(card.ageMin), Int(card.ageMax)),
+            today: today
+        )
         self.emptyAgeRange = card.ageMin > card.ageMax
         self.place = place
     }
