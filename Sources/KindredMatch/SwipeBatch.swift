@@ -25,17 +25,20 @@ struct SwipeBatch {
         }
     }
 
-    /// How the swiper stands to the target, from the loaded facts. Blocks count either way: the swipe answers the
-    /// same whoever blocked.
-    static func relation(of command: SwipeCommand, _ facts: SwipeFacts) -> MemberRelation {
+    /// How the swiper stands to the target, from the loaded facts and the pair as this batch left it. Blocks count
+    /// either way: the swipe answers the same whoever blocked. Within preferences: discovery said the swiper's deck
+    /// could show the target (`SwipeCommand.deckCouldShow`), or the swiper already swiped them — a retry replays
+    /// (the swipe rules answer it) even if the target changed their preferences since.
+    static func relation(of command: SwipeCommand, _ facts: SwipeFacts, pair: PairState) -> MemberRelation {
         let match: MemberRelation.Facts.Match =
-            if let active = facts.pair.match { active.mode == .mutual ? .matched : .connected }
+            if let active = pair.match { active.mode == .mutual ? .matched : .connected }
             else if facts.endedMatch { .ended } else { .none }
         return MemberRelation(
             MemberRelation.Facts(
                 exists: facts.targetCommunity != nil, sameCommunity: facts.targetCommunity == command.community,
                 deactivated: facts.targetDeactivated, eligible: facts.targetEligible,
-                blockedByMember: facts.pair.blocked, match: match))
+                withinPreferences: command.deckCouldShow || pair.mine != nil, blockedByMember: pair.blocked,
+                match: match))
     }
 
     private static func key(_ a: String, _ b: String) -> String { a + "|" + b }
@@ -51,18 +54,12 @@ struct SwipeBatch {
         guard facts.swiperCommunity == command.community, facts.swiperEligible, !facts.swiperDeactivated else {
             return .failure(MatchError(.profileRequired, "Complete your profile before swiping"))
         }
-        // The target: what the policy lets the swiper do (``VisibilityPolicy``: swipe), else exactly as unknown.
-        guard VisibilityPolicy.allows(.swipe, Self.relation(of: command, facts)) else {
-            return .failure(MatchError.userNotFound)
-        }
         var pair = facts.pair
         if let mine = self.swipesInBatch[Self.key(command.swiper, command.target)] { pair.mine = mine }
         if let theirs = self.swipesInBatch[Self.key(command.target, command.swiper)] { pair.theirs = theirs.kind }
         if let match = self.matchesInBatch[Self.pairKey(command.swiper, command.target)] { pair.match = match }
-        // A member the swiper's deck could not show (other community, ineligible, outside the mutual preferences):
-        // exactly as unknown. Except a swipe that replays the swiper's own (a retry must replay even if the target
-        // changed their preferences or paused since) or acts on a match that exists (what the match allows stays).
-        if !command.deckCouldShow, pair.mine == nil, pair.match == nil {
+        // The target: what the policy lets the swiper do (``VisibilityPolicy``: swipe), else exactly as unknown.
+        guard VisibilityPolicy.allows(.swipe, Self.relation(of: command, facts, pair: pair)) else {
             return .failure(MatchError.userNotFound)
         }
         var budget =

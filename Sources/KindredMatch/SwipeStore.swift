@@ -11,8 +11,9 @@ public struct SwipeCommand: Sendable, Hashable {
     public var target: String
     public var kind: SwipeKind
     public var surface: String
-    /// Whether the swiper's deck could show the target (`CandidateCheck`): if not, the swipe is refused as for an
-    /// unknown user unless it replays the swiper's own earlier swipe or acts on an existing match (`SwipeBatch`).
+    /// Whether the swiper's deck could show the target (`CandidateCheck`): if not, the target is outside preferences
+    /// (`SwipeBatch.relation`) and the swipe is refused as for an unknown user, unless it replays the swiper's own
+    /// earlier swipe or acts on an existing match.
     public var deckCouldShow: Bool
 
     public init(
