@@ -28,7 +28,10 @@ struct SwipeBatch {
     /// How the swiper stands to the target, from the loaded facts and the pair as this batch left it. Blocks count
     /// either way: the swipe answers the same whoever blocked. Within preferences: discovery said the swiper's deck
     /// could show the target (`SwipeCommand.deckCouldShow`), or the swiper already swiped them — a retry replays
-    /// (the swipe rules answer it) even if the target changed their preferences since.
+    /// (the swipe rules answer it) even if the target changed their preferences since — or the target liked the
+    /// swiper: their like landed within the deck's reach, the swiper sees it in likes received, and liking back
+    /// must make the match even where the swiper's own radius is narrower than the distance (a deck widens its
+    /// radius; the check does not). A pass on the swiper counts for nothing here, so it stays invisible.
     static func relation(of command: SwipeCommand, _ facts: SwipeFacts, pair: PairState) -> MemberRelation {
         let match: MemberRelation.Facts.Match =
             if let active = pair.match { active.mode == .mutual ? .matched : .connected }
@@ -37,7 +40,8 @@ struct SwipeBatch {
             MemberRelation.Facts(
                 exists: facts.targetCommunity != nil, sameCommunity: facts.targetCommunity == command.community,
                 deactivated: facts.targetDeactivated, eligible: facts.targetEligible,
-                withinPreferences: command.deckCouldShow || pair.mine != nil, blockedByMember: pair.blocked,
+                withinPreferences: command.deckCouldShow || pair.mine != nil || pair.theirs == .like,
+                blockedByMember: pair.blocked,
                 match: match))
     }
 

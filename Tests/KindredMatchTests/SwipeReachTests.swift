@@ -101,6 +101,20 @@ import Testing
         #expect(reply.swipe.outcome == .connected && reply.match?.reciprocatedUnixMs != nil)
     }
 
+    @Test("Liking back a member who liked the swiper makes the match even out of the swiper's reach")
+    func likingBackMatches() throws {
+        guard case .success(let reply) = try Self.outcome(.like, shown: false, Self.facts(pair: PairState(theirs: .like)))
+        else {
+            Issue.record("a like back on a liker is a match")
+            return
+        }
+        #expect(reply.swipe.outcome == .matched && reply.match != nil)
+        // A pass on the swiper says nothing: out of reach it answers as for anyone out of reach.
+        let passedOn = Self.failure(try Self.outcome(.like, shown: false, Self.facts(pair: PairState(theirs: .pass))))
+        #expect(passedOn.map { [$0.0, $0.1] } == Self.failure(try Self.outcome(.like, shown: false, Self.facts())).map { [$0.0, $0.1] })
+        #expect(passedOn != nil)
+    }
+
     @Test("A block still answers NOT_FOUND whatever discovery said")
     func blocked() throws {
         #expect(
