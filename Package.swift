@@ -289,7 +289,7 @@ let package = Package(
             name: "KindredProfileTests",
             dependencies: [
                 "KindredProfile", "KindredAuth", "KindredServiceKit", "KindredServiceTesting", "KindredPostgresTesting",
-                "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredIdentity", "KindredOpenSSL",
+                "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredIdentity", "KindredOpenSSL", logging,
             ] + nio,
             exclude: ["python"]
         ),

@@ -401,6 +401,7 @@ server_env_profile() {
         KINDRED_PROFILE_MEDIA_BASE_URL="http://127.0.0.1:$(media_port)"
         KINDRED_PROFILE_EVENT_CONSUMERS="$(event_consumers profile)"
         KINDRED_PROFILE_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
+        KINDRED_PROFILE_DISCOVERY_ADDRESS="127.0.0.1:$(port_of discovery)"
         KINDRED_PROFILE_SERVICE_SECRET="$(secret profile)"
         KINDRED_LOCATION_KEY="$(secret location)"
     )

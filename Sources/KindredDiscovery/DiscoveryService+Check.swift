@@ -3,12 +3,15 @@ import KindredProto
 import KindredServiceKit
 
 extension DiscoveryService {
-    /// Services that may ask whether a viewer's deck could show someone: match, before it accepts a swipe.
-    static let candidateCheckers: Set<String> = ["match"]
+    /// Services that may ask whether a viewer's deck could show someone: match, before it accepts a swipe;
+    /// profile, before it shows a card (`include_likers`).
+    static let candidateCheckers: Set<String> = ["match", "profile"]
 
     /// `CheckCandidates`: which targets the viewer's deck could show (`CommunityIndex.couldShow`, the predicate
     /// the deck's walk uses), reaching as far as the deck widens (or search reaches): the community's maximum
-    /// radius. From memory; swipes, passes and blocks play no part (match knows its own).
+    /// radius. From memory; swipes, passes and blocks play no part (match knows its own). Card mode
+    /// (`include_likers`, profile's cards) also lists the targets who liked the viewer (`hasLiked`): the viewer's
+    /// likes received shows them, whatever the preferences.
     func checkCandidates(_ request: DiscoveryApi.CheckCandidatesRequest, _ context: ServerContext) async throws
         -> DiscoveryApi.CheckCandidatesResponse
     {
@@ -32,7 +35,10 @@ extension DiscoveryService {
             self.index.read(community) { state in
                 guard let own = state.index.radiusKm(of: viewer) else { return [] }
                 let reach = state.widestRadius(own: own)
-                return targets.filter { state.index.couldShow($0, to: viewer, radiusKm: reach, today: today) }
+                return targets.filter {
+                    state.index.couldShow($0, to: viewer, radiusKm: reach, today: today)
+                        || (request.includeLikers && state.index.hasLiked($0, viewer))
+                }
             } ?? []
         response.shownUserIds = shown.map(\.uuidString)
         return response

@@ -108,7 +108,8 @@ extension Gateway {
         topPicks: Bool = false
     ) async throws -> [Api.DeckCard] {
         guard !candidates.isEmpty else { return [] }
-        let fetched = await self.cards(for: candidates.map(\.userId), caller)
+        // Discovery's answer for this caller: within their preferences by construction (its one predicate).
+        let fetched = await self.cards(for: candidates.map(\.userId), caller, source: .deck)
         guard fetched.complete else {
             throw RPCError.detailed(
                 .unavailable, "Profiles are not available right now; try again", reason: "PROFILES_UNAVAILABLE",

@@ -17,11 +17,20 @@ struct Downstream: Sendable {
         _ request: Request,
         as caller: Caller
     ) async throws(RPCError) -> Response {
+        try await self.call(method, request, metadata: caller.forwardedMetadata)
+    }
+
+    /// A call with metadata of the gateway's choosing (its own service token, where a service names the user).
+    func call<Request, Response>(
+        _ method: ProtoMethod<Request, Response>,
+        _ request: Request,
+        metadata: Metadata
+    ) async throws(RPCError) -> Response {
         do {
             let response = try await self.client.unary(
                 method,
                 request,
-                metadata: caller.forwardedMetadata,
+                metadata: metadata,
                 options: CallOptions(timeout: self.timeout)
             )
             self.metrics.downstreamFinished(service: self.name, code: .ok)

@@ -13,6 +13,13 @@ public struct ProfileConfiguration: Sendable {
     /// `KINDRED_PROFILE_AUTH_ADDRESS` (host:port), default `127.0.0.1:50051`: auth, for its public keys, session
     /// ends (WatchRevokedSessions) and the service token.
     public var authAddress = HostPort(host: "127.0.0.1", port: 50051)
+    /// `KINDRED_PROFILE_DISCOVERY_ADDRESS` (host:port), default `127.0.0.1:50053`: discovery's CheckCandidates
+    /// (card mode), asked by GetProfiles for the cards of members not matched with the viewer (a card is shown
+    /// only to a viewer whose deck could show the member, or whom the member liked).
+    public var discoveryAddress = HostPort(host: "127.0.0.1", port: 50053)
+    /// `KINDRED_PROFILE_DISCOVERY_TIMEOUT_MS` (int, 50..10000), default 1000: the deadline of that check. Without
+    /// an answer GetProfiles answers UNAVAILABLE (retry), never an unchecked card.
+    public var discoveryTimeout: Duration = .seconds(1)
     /// `KINDRED_PROFILE_SERVICE_SECRET` (string, 32..256), default none: profile's secret for auth's
     /// IssueServiceToken (auth's `KINDRED_AUTH_SERVICE_SECRET_PROFILE`). Without it profile cannot follow session
     /// ends (calls with a user token answer UNAVAILABLE: fail closed) nor deliver its events.
@@ -64,6 +71,9 @@ public struct ProfileConfiguration: Sendable {
         self.database = try ProfileServerDefinition.database(reader) ?? self.database
         self.authAddress = try reader.address("KINDRED_PROFILE_AUTH_ADDRESS", default: self.authAddress)
         self.serviceSecret = try reader.secret("KINDRED_PROFILE_SERVICE_SECRET", length: 32...256)
+        self.discoveryAddress = try reader.address("KINDRED_PROFILE_DISCOVERY_ADDRESS", default: self.discoveryAddress)
+        self.discoveryTimeout = try reader.milliseconds(
+            "KINDRED_PROFILE_DISCOVERY_TIMEOUT_MS", default: self.discoveryTimeout, in: 50...10_000)
         self.revocationStaleAfter = try reader.milliseconds(
             "KINDRED_PROFILE_REVOCATION_STALE_MS", default: self.revocationStaleAfter, in: 2000...60_000)
         if let value = reader.string("KINDRED_PROFILE_EVENT_CONSUMERS") {

@@ -20,9 +20,13 @@ public final class ProfileServer: ServiceServer {
     let workers: PhotoWorkers
     /// Auth's keys, session ends and profile's service token (the kit's AuthConnection).
     private let auth: AuthConnection
+    /// The client of discovery's CheckCandidates, when the card check was made here.
+    private let discoveryClient: GRPCClient?
     private let logger: Logger
 
-    public init(configuration: ProfileConfiguration, logger: Logger) throws {
+    /// `cardCheck`: whose cards a viewer may see as far as preferences go; nil = discovery at
+    /// `configuration.discoveryAddress` (tests pass their own).
+    public init(configuration: ProfileConfiguration, cardCheck: (any CardCheck)? = nil, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
         self.database = try configuration.database.makeClient(logger: logger)
@@ -32,6 +36,19 @@ public final class ProfileServer: ServiceServer {
         self.auth = auth
         let callers = Callers(authenticator: auth.authenticator)
         let tokens = auth.serviceTokens
+        var check = cardCheck
+        if check == nil {
+            var discovery = GRPCClientConfiguration(
+                host: configuration.discoveryAddress.host, port: configuration.discoveryAddress.port)
+            discovery.defaultTimeout = configuration.discoveryTimeout
+            discovery.connectTimeout = configuration.discoveryTimeout
+            let client = GRPCClient(configuration: discovery, logger: logger)
+            self.discoveryClient = client
+            check = DiscoveryCardCheck(
+                client: client, tokens: tokens, timeout: configuration.discoveryTimeout, logger: logger)
+        } else {
+            self.discoveryClient = nil
+        }
 
         if let directory = configuration.photoDirectory {
             self.blobs = try FolderPhotoBlobStorage(root: directory)
@@ -44,8 +61,8 @@ public final class ProfileServer: ServiceServer {
         let pageTokenKey = PageToken.key(service: "profile", secret: configuration.serviceSecret)
         let metrics = ServerMetrics()
         self.profiles = ProfileService(
-            configuration: configuration, database: self.database, callers: callers, blobs: self.blobs,
-            photoWorkers: self.workers, pageTokenKey: pageTokenKey, metricsFactory: metrics.factory, logger: logger)
+            configuration: configuration, database: self.database, callers: callers, cardCheck: check!,
+            blobs: self.blobs, photoWorkers: self.workers, pageTokenKey: pageTokenKey, metricsFactory: metrics.factory, logger: logger)
         let communities = CommunityService(database: self.database, callers: callers, pageTokenKey: pageTokenKey)
 
         var server = try configuration.endpoint.serverConfiguration()
@@ -99,5 +116,6 @@ public final class ProfileServer: ServiceServer {
         await self.workers.shutdown()
         await self.auth.shutdown()
         await self.database.shutdown()
+        await self.discoveryClient?.close()
     }
 }

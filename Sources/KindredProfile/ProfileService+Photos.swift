@@ -227,8 +227,15 @@ extension ProfileService {
         guard let community = tokenCommunity ?? records[viewer]?.communityID else { return false }
         let settings = try await self.settings(of: target.communityID)
         let relations = try await self.relations.relations(between: viewer, and: [owner])
-        return ProfileViews.isVisible(
+        var withinPreferences = true
+        if ProfileViews.needsCardCheck(
             target, settings: settings, viewer: viewer, viewerCommunity: community, relations: relations)
+        {
+            withinPreferences = try await self.cardCheck.shown([owner], to: viewer).contains(owner.lowercased())
+        }
+        return ProfileViews.isVisible(
+            target, settings: settings, viewer: viewer, viewerCommunity: community, relations: relations,
+            withinPreferences: withinPreferences)
     }
 
     /// DeletePhoto: the owner, or an admin (moderation). Deleting a photo that no longer exists is OK (idempotent);

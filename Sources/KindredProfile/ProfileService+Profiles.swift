@@ -1,4 +1,5 @@
 import KindredGRPC
+import KindredIdentity
 import KindredPostgres
 import KindredProto
 import KindredServiceKit
@@ -51,7 +52,9 @@ extension ProfileService {
     }
 
     /// GetProfiles: cards as the viewer sees them. Users are their own viewer; services name one. Invisible and
-    /// unknown ids come back as missing, indistinguishably.
+    /// unknown ids come back as missing, indistinguishably. The members the policy would show only within the
+    /// viewer's preferences (not matched, not the viewer) are checked with discovery in one call (``CardCheck``),
+    /// unless the gateway vouches for the page (`source`: its ids are the viewer's deck, search or likes received).
     func getProfiles(_ request: V1.GetProfilesRequest, _ context: ServerContext) async throws -> V1.GetProfilesResponse {
         let caller = try await self.callers.identify(context)
         let viewer: String
@@ -77,31 +80,59 @@ extension ProfileService {
         viewerCommunity = viewerCommunity ?? viewerRecord?.communityID
         let relations = try await self.relations.relations(between: viewer, and: request.userIds)
         var settingsCache: [String: Kindred.Common.V1.CommunitySettings] = [:]
-        let today = ProfileRules.today()
-        var response = V1.GetProfilesResponse()
-        let location = self.configuration.location
-        let viewerPoint = location.point(userID: viewer, cell: viewerRecord?.locationCell)
+        var found: [(record: ProfileRecord, settings: Kindred.Common.V1.CommunitySettings)?] = []
         for id in request.userIds {
-            guard let record = records[id], let community = viewerCommunity else {
-                response.missingUserIds.append(id)
+            guard let record = records[id], viewerCommunity != nil else {
+                found.append(nil)
                 continue
             }
             if settingsCache[record.communityID] == nil {
                 settingsCache[record.communityID] = try await self.settings(of: record.communityID)
             }
-            let settings = settingsCache[record.communityID]!
-            guard
+            found.append((record, settingsCache[record.communityID]!))
+        }
+        // Preferences: discovery's one predicate (or the viewer's likes received), asked once for the page.
+        var outside: Set<String> = []
+        if let community = viewerCommunity, !Self.vouchedFor(request.source, caller) {
+            let unchecked = found.compactMap { entry -> String? in
+                guard let entry,
+                    ProfileViews.needsCardCheck(
+                        entry.record, settings: entry.settings, viewer: viewer, viewerCommunity: community,
+                        relations: relations)
+                else { return nil }
+                return entry.record.userID
+            }
+            if !unchecked.isEmpty {
+                let shown = try await self.cardCheck.shown(unchecked, to: viewer)
+                outside = Set(unchecked.filter { !shown.contains($0.lowercased()) })
+            }
+        }
+        let today = ProfileRules.today()
+        var response = V1.GetProfilesResponse()
+        let location = self.configuration.location
+        let viewerPoint = location.point(userID: viewer, cell: viewerRecord?.locationCell)
+        for (id, entry) in zip(request.userIds, found) {
+            guard let entry, let community = viewerCommunity,
                 ProfileViews.isVisible(
-                    record, settings: settings, viewer: viewer, viewerCommunity: community, relations: relations)
+                    entry.record, settings: entry.settings, viewer: viewer, viewerCommunity: community,
+                    relations: relations, withinPreferences: !outside.contains(id))
             else {
                 response.missingUserIds.append(id)
                 continue
             }
             response.profiles.append(
                 ProfileViews.card(
-                    record, settings: settings, viewer: viewerPoint, location: location, today: today, media: self.media))
+                    entry.record, settings: entry.settings, viewer: viewerPoint, location: location, today: today,
+                    media: self.media))
         }
         return response
+    }
+
+    /// Whether the page's ids are vouched for as within the viewer's preferences: the gateway (its service token,
+    /// naming the viewer) says they are the answer of the viewer's deck, top picks or search (discovery's
+    /// predicate) or of their likes received (they liked the viewer). From any other caller `source` is ignored.
+    static func vouchedFor(_ source: V1.CardSource, _ caller: CallerIdentity) -> Bool {
+        (source == .deck || source == .likesReceived) && caller.isService && caller.serviceName == "gateway"
     }
 
     /// UpdateProfile: the user for their own profile; admins for any (the only ones who may change birth_date).

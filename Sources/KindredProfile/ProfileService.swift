@@ -18,6 +18,8 @@ public final class ProfileService: GRPCService, Sendable {
     let access: ServiceAccess
     let inbox: EventInbox
     let relations: any RelationOracle
+    /// Whose cards a viewer may see as far as preferences go (discovery's CheckCandidates, card mode).
+    let cardCheck: any CardCheck
     let blobs: any PhotoBlobStorage
     let photoWorkers: PhotoWorkers
     let uploadLimiter: TokenBucketLimiter
@@ -40,6 +42,7 @@ public final class ProfileService: GRPCService, Sendable {
         configuration: ProfileConfiguration,
         database: PostgresClient,
         callers: Callers,
+        cardCheck: any CardCheck,
         blobs: any PhotoBlobStorage,
         photoWorkers: PhotoWorkers,
         pageTokenKey: [UInt8],
@@ -52,6 +55,7 @@ public final class ProfileService: GRPCService, Sendable {
         self.access = ServiceAccess(authenticator: callers.authenticator)
         self.inbox = EventInbox(database: database, logger: logger)
         self.relations = RelationTables(database: database)
+        self.cardCheck = cardCheck
         self.blobs = blobs
         self.photoWorkers = photoWorkers
         self.uploadLimiter = TokenBucketLimiter(

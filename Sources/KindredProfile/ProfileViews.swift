@@ -98,21 +98,43 @@ enum ProfileViews {
     }
 
     /// How `viewer` (a member of `viewerCommunity`) stands to `record`'s owner, from what profile holds: the
-    /// community, the account state, eligibility (complete, not paused), blocks either way and the pair's match.
+    /// community, the account state, eligibility (complete, not paused), blocks either way and the pair's match;
+    /// and `withinPreferences`, discovery's card check (``CardCheck``: the viewer's deck could show the member, or
+    /// the member liked the viewer, whose card the likes received shows), true where it was not asked.
     static func relation(
         _ record: ProfileRecord,
         settings: Settings,
         viewerCommunity: String,
-        relations: PairRelations
+        relations: PairRelations,
+        withinPreferences: Bool = true
     ) -> MemberRelation {
         MemberRelation(
             MemberRelation.Facts(
                 sameCommunity: record.communityID == viewerCommunity,
                 deactivated: record.deactivated,
                 eligible: Self.eligibility(record, settings: settings).eligible,
+                withinPreferences: withinPreferences,
                 blockedByViewer: relations.blocked.contains(record.userID),
                 blockedByMember: relations.blockedBy.contains(record.userID),
                 match: relations.match(with: record.userID)))
+    }
+
+    /// Whether the card check (preferences) decides if `viewer` sees `record`'s card: the owner's own card is
+    /// not checked, and the check matters only where the policy would show the card within preferences and not
+    /// outside them (not for a match, nor for a member already hidden for another reason).
+    static func needsCardCheck(
+        _ record: ProfileRecord,
+        settings: Settings,
+        viewer: String,
+        viewerCommunity: String,
+        relations: PairRelations
+    ) -> Bool {
+        if record.userID == viewer { return false }
+        let within = Self.relation(record, settings: settings, viewerCommunity: viewerCommunity, relations: relations)
+        let outside = Self.relation(
+            record, settings: settings, viewerCommunity: viewerCommunity, relations: relations,
+            withinPreferences: false)
+        return VisibilityPolicy.allows(.card, within) && !VisibilityPolicy.allows(.card, outside)
     }
 
     /// Whether `viewer` may see `record`'s card (and so its photos): as ``VisibilityPolicy`` says for their
@@ -122,10 +144,14 @@ enum ProfileViews {
         settings: Settings,
         viewer: String,
         viewerCommunity: String,
-        relations: PairRelations
+        relations: PairRelations,
+        withinPreferences: Bool = true
     ) -> Bool {
         if record.userID == viewer { return true }
         return VisibilityPolicy.allows(
-            .card, Self.relation(record, settings: settings, viewerCommunity: viewerCommunity, relations: relations))
+            .card,
+            Self.relation(
+                record, settings: settings, viewerCommunity: viewerCommunity, relations: relations,
+                withinPreferences: withinPreferences))
     }
 }

@@ -2957,6 +2957,7 @@ public enum ProtoRegistry {
                 "kindred.discovery.v1.CheckCandidatesRequest",
                 "kindred.discovery.v1.CheckCandidatesRequest.viewer_user_id",
                 "kindred.discovery.v1.CheckCandidatesRequest.target_user_ids",
+                "kindred.discovery.v1.CheckCandidatesRequest.include_likers",
                 "kindred.discovery.v1.CheckCandidatesResponse",
                 "kindred.discovery.v1.CheckCandidatesResponse.shown_user_ids",
                 "kindred.discovery.v1.IndexCandidateRequest",
@@ -3010,32 +3011,32 @@ public enum ProtoRegistry {
             YXhfZGlzdGFuY2Vfa20YBCABKAVSDW1heERpc3RhbmNlS20SGwoJcGFnZV9zaXplGAUgASgFUghwYWdlU2l6ZRIdCgpwYWdl
             X3Rva2VuGAYgASgJUglwYWdlVG9rZW4iegoVU2VhcmNoTWVtYmVyc1Jlc3BvbnNlEjkKB3Jlc3VsdHMYASADKAsyHy5raW5k
             cmVkLmRpc2NvdmVyeS52MS5DYW5kaWRhdGVSB3Jlc3VsdHMSJgoPbmV4dF9wYWdlX3Rva2VuGAIgASgJUg1uZXh0UGFnZVRv
-            a2VuImYKFkNoZWNrQ2FuZGlkYXRlc1JlcXVlc3QSJAoOdmlld2VyX3VzZXJfaWQYASABKAlSDHZpZXdlclVzZXJJZBImCg90
-            YXJnZXRfdXNlcl9pZHMYAiADKAlSDXRhcmdldFVzZXJJZHMiPwoXQ2hlY2tDYW5kaWRhdGVzUmVzcG9uc2USJAoOc2hvd25f
-            dXNlcl9pZHMYASADKAlSDHNob3duVXNlcklkcyJZChVJbmRleENhbmRpZGF0ZVJlcXVlc3QSQAoIc25hcHNob3QYASABKAsy
-            JC5raW5kcmVkLmNvbW1vbi52MS5DYW5kaWRhdGVTbmFwc2hvdFIIc25hcHNob3QiMgoWSW5kZXhDYW5kaWRhdGVSZXNwb25z
-            ZRIYCgdhcHBsaWVkGAEgASgIUgdhcHBsaWVkIkkKFlJlbW92ZUNhbmRpZGF0ZVJlcXVlc3QSFwoHdXNlcl9pZBgBIAEoCVIG
-            dXNlcklkEhYKBnJlYXNvbhgCIAEoCVIGcmVhc29uIjMKF1JlbW92ZUNhbmRpZGF0ZVJlc3BvbnNlEhgKB3JlbW92ZWQYASAB
-            KAhSB3JlbW92ZWQibAoTUmVidWlsZEluZGV4UmVxdWVzdBIyChViYWNrZmlsbF9mcm9tX3Byb2ZpbGUYASABKAhSE2JhY2tm
-            aWxsRnJvbVByb2ZpbGUSIQoMY29tbXVuaXR5X2lkGAIgASgJUgtjb21tdW5pdHlJZCKRAQoUUmVidWlsZEluZGV4UmVzcG9u
-            c2USLQoSaW5kZXhlZF9jYW5kaWRhdGVzGAEgASgDUhFpbmRleGVkQ2FuZGlkYXRlcxIxChRiYWNrZmlsbGVkX3NuYXBzaG90
-            cxgCIAEoA1ITYmFja2ZpbGxlZFNuYXBzaG90cxIXCgd0b29rX21zGAMgASgDUgZ0b29rTXMiMgoXR2V0VXNlckZvb3Rwcmlu
-            dFJlcXVlc3QSFwoHdXNlcl9pZBgBIAEoCVIGdXNlcklkIlAKGEdldFVzZXJGb290cHJpbnRSZXNwb25zZRI0CgZjb3VudHMY
-            ASADKAsyHC5raW5kcmVkLmNvbW1vbi52MS5EYXRhQ291bnRSBmNvdW50czLYBwoQRGlzY292ZXJ5U2VydmljZRJWCgdHZXRE
-            ZWNrEiQua2luZHJlZC5kaXNjb3ZlcnkudjEuR2V0RGVja1JlcXVlc3QaJS5raW5kcmVkLmRpc2NvdmVyeS52MS5HZXREZWNr
-            UmVzcG9uc2USdwoSR2V0UmVjb21tZW5kYXRpb25zEi8ua2luZHJlZC5kaXNjb3ZlcnkudjEuR2V0UmVjb21tZW5kYXRpb25z
-            UmVxdWVzdBowLmtpbmRyZWQuZGlzY292ZXJ5LnYxLkdldFJlY29tbWVuZGF0aW9uc1Jlc3BvbnNlEmgKDVNlYXJjaE1lbWJl
-            cnMSKi5raW5kcmVkLmRpc2NvdmVyeS52MS5TZWFyY2hNZW1iZXJzUmVxdWVzdBorLmtpbmRyZWQuZGlzY292ZXJ5LnYxLlNl
-            YXJjaE1lbWJlcnNSZXNwb25zZRJuCg9DaGVja0NhbmRpZGF0ZXMSLC5raW5kcmVkLmRpc2NvdmVyeS52MS5DaGVja0NhbmRp
-            ZGF0ZXNSZXF1ZXN0Gi0ua2luZHJlZC5kaXNjb3ZlcnkudjEuQ2hlY2tDYW5kaWRhdGVzUmVzcG9uc2USawoOSW5kZXhDYW5k
-            aWRhdGUSKy5raW5kcmVkLmRpc2NvdmVyeS52MS5JbmRleENhbmRpZGF0ZVJlcXVlc3QaLC5raW5kcmVkLmRpc2NvdmVyeS52
-            MS5JbmRleENhbmRpZGF0ZVJlc3BvbnNlEm4KD1JlbW92ZUNhbmRpZGF0ZRIsLmtpbmRyZWQuZGlzY292ZXJ5LnYxLlJlbW92
-            ZUNhbmRpZGF0ZVJlcXVlc3QaLS5raW5kcmVkLmRpc2NvdmVyeS52MS5SZW1vdmVDYW5kaWRhdGVSZXNwb25zZRJlCgxSZWJ1
-            aWxkSW5kZXgSKS5raW5kcmVkLmRpc2NvdmVyeS52MS5SZWJ1aWxkSW5kZXhSZXF1ZXN0Gioua2luZHJlZC5kaXNjb3Zlcnku
-            djEuUmVidWlsZEluZGV4UmVzcG9uc2USYgoNRGVsaXZlckV2ZW50cxInLmtpbmRyZWQuY29tbW9uLnYxLkRlbGl2ZXJFdmVu
-            dHNSZXF1ZXN0Gigua2luZHJlZC5jb21tb24udjEuRGVsaXZlckV2ZW50c1Jlc3BvbnNlEnEKEEdldFVzZXJGb290cHJpbnQS
-            LS5raW5kcmVkLmRpc2NvdmVyeS52MS5HZXRVc2VyRm9vdHByaW50UmVxdWVzdBouLmtpbmRyZWQuZGlzY292ZXJ5LnYxLkdl
-            dFVzZXJGb290cHJpbnRSZXNwb25zZWIGcHJvdG8z
+            a2VuIo0BChZDaGVja0NhbmRpZGF0ZXNSZXF1ZXN0EiQKDnZpZXdlcl91c2VyX2lkGAEgASgJUgx2aWV3ZXJVc2VySWQSJgoP
+            dGFyZ2V0X3VzZXJfaWRzGAIgAygJUg10YXJnZXRVc2VySWRzEiUKDmluY2x1ZGVfbGlrZXJzGAMgASgIUg1pbmNsdWRlTGlr
+            ZXJzIj8KF0NoZWNrQ2FuZGlkYXRlc1Jlc3BvbnNlEiQKDnNob3duX3VzZXJfaWRzGAEgAygJUgxzaG93blVzZXJJZHMiWQoV
+            SW5kZXhDYW5kaWRhdGVSZXF1ZXN0EkAKCHNuYXBzaG90GAEgASgLMiQua2luZHJlZC5jb21tb24udjEuQ2FuZGlkYXRlU25h
+            cHNob3RSCHNuYXBzaG90IjIKFkluZGV4Q2FuZGlkYXRlUmVzcG9uc2USGAoHYXBwbGllZBgBIAEoCFIHYXBwbGllZCJJChZS
+            ZW1vdmVDYW5kaWRhdGVSZXF1ZXN0EhcKB3VzZXJfaWQYASABKAlSBnVzZXJJZBIWCgZyZWFzb24YAiABKAlSBnJlYXNvbiIz
+            ChdSZW1vdmVDYW5kaWRhdGVSZXNwb25zZRIYCgdyZW1vdmVkGAEgASgIUgdyZW1vdmVkImwKE1JlYnVpbGRJbmRleFJlcXVl
+            c3QSMgoVYmFja2ZpbGxfZnJvbV9wcm9maWxlGAEgASgIUhNiYWNrZmlsbEZyb21Qcm9maWxlEiEKDGNvbW11bml0eV9pZBgC
+            IAEoCVILY29tbXVuaXR5SWQikQEKFFJlYnVpbGRJbmRleFJlc3BvbnNlEi0KEmluZGV4ZWRfY2FuZGlkYXRlcxgBIAEoA1IR
+            aW5kZXhlZENhbmRpZGF0ZXMSMQoUYmFja2ZpbGxlZF9zbmFwc2hvdHMYAiABKANSE2JhY2tmaWxsZWRTbmFwc2hvdHMSFwoH
+            dG9va19tcxgDIAEoA1IGdG9va01zIjIKF0dldFVzZXJGb290cHJpbnRSZXF1ZXN0EhcKB3VzZXJfaWQYASABKAlSBnVzZXJJ
+            ZCJQChhHZXRVc2VyRm9vdHByaW50UmVzcG9uc2USNAoGY291bnRzGAEgAygLMhwua2luZHJlZC5jb21tb24udjEuRGF0YUNv
+            dW50UgZjb3VudHMy2AcKEERpc2NvdmVyeVNlcnZpY2USVgoHR2V0RGVjaxIkLmtpbmRyZWQuZGlzY292ZXJ5LnYxLkdldERl
+            Y2tSZXF1ZXN0GiUua2luZHJlZC5kaXNjb3ZlcnkudjEuR2V0RGVja1Jlc3BvbnNlEncKEkdldFJlY29tbWVuZGF0aW9ucxIv
+            LmtpbmRyZWQuZGlzY292ZXJ5LnYxLkdldFJlY29tbWVuZGF0aW9uc1JlcXVlc3QaMC5raW5kcmVkLmRpc2NvdmVyeS52MS5H
+            ZXRSZWNvbW1lbmRhdGlvbnNSZXNwb25zZRJoCg1TZWFyY2hNZW1iZXJzEioua2luZHJlZC5kaXNjb3ZlcnkudjEuU2VhcmNo
+            TWVtYmVyc1JlcXVlc3QaKy5raW5kcmVkLmRpc2NvdmVyeS52MS5TZWFyY2hNZW1iZXJzUmVzcG9uc2USbgoPQ2hlY2tDYW5k
+            aWRhdGVzEiwua2luZHJlZC5kaXNjb3ZlcnkudjEuQ2hlY2tDYW5kaWRhdGVzUmVxdWVzdBotLmtpbmRyZWQuZGlzY292ZXJ5
+            LnYxLkNoZWNrQ2FuZGlkYXRlc1Jlc3BvbnNlEmsKDkluZGV4Q2FuZGlkYXRlEisua2luZHJlZC5kaXNjb3ZlcnkudjEuSW5k
+            ZXhDYW5kaWRhdGVSZXF1ZXN0Giwua2luZHJlZC5kaXNjb3ZlcnkudjEuSW5kZXhDYW5kaWRhdGVSZXNwb25zZRJuCg9SZW1v
+            dmVDYW5kaWRhdGUSLC5raW5kcmVkLmRpc2NvdmVyeS52MS5SZW1vdmVDYW5kaWRhdGVSZXF1ZXN0Gi0ua2luZHJlZC5kaXNj
+            b3ZlcnkudjEuUmVtb3ZlQ2FuZGlkYXRlUmVzcG9uc2USZQoMUmVidWlsZEluZGV4Eikua2luZHJlZC5kaXNjb3ZlcnkudjEu
+            UmVidWlsZEluZGV4UmVxdWVzdBoqLmtpbmRyZWQuZGlzY292ZXJ5LnYxLlJlYnVpbGRJbmRleFJlc3BvbnNlEmIKDURlbGl2
+            ZXJFdmVudHMSJy5raW5kcmVkLmNvbW1vbi52MS5EZWxpdmVyRXZlbnRzUmVxdWVzdBooLmtpbmRyZWQuY29tbW9uLnYxLkRl
+            bGl2ZXJFdmVudHNSZXNwb25zZRJxChBHZXRVc2VyRm9vdHByaW50Ei0ua2luZHJlZC5kaXNjb3ZlcnkudjEuR2V0VXNlckZv
+            b3RwcmludFJlcXVlc3QaLi5raW5kcmVkLmRpc2NvdmVyeS52MS5HZXRVc2VyRm9vdHByaW50UmVzcG9uc2ViBnByb3RvMw==
             """
         ),
         ProtoFileDescriptor(
@@ -3577,6 +3578,7 @@ public enum ProtoRegistry {
                 "kindred.profile.v1.GetProfilesRequest",
                 "kindred.profile.v1.GetProfilesRequest.viewer_user_id",
                 "kindred.profile.v1.GetProfilesRequest.user_ids",
+                "kindred.profile.v1.GetProfilesRequest.source",
                 "kindred.profile.v1.GetProfilesResponse",
                 "kindred.profile.v1.GetProfilesResponse.profiles",
                 "kindred.profile.v1.GetProfilesResponse.missing_user_ids",
@@ -3605,6 +3607,10 @@ public enum ProtoRegistry {
                 "kindred.profile.v1.GetUserFootprintRequest.user_id",
                 "kindred.profile.v1.GetUserFootprintResponse",
                 "kindred.profile.v1.GetUserFootprintResponse.counts",
+                "kindred.profile.v1.CardSource",
+                "kindred.profile.v1.CARD_SOURCE_UNSPECIFIED",
+                "kindred.profile.v1.CARD_SOURCE_DECK",
+                "kindred.profile.v1.CARD_SOURCE_LIKES_RECEIVED",
                 "kindred.profile.v1.ProfileService",
                 "kindred.profile.v1.ProfileService.CreateProfile",
                 "kindred.profile.v1.ProfileService.GetProfile",
@@ -3628,41 +3634,43 @@ public enum ProtoRegistry {
             KAlSDmlkZW1wb3RlbmN5S2V5Ik4KFUNyZWF0ZVByb2ZpbGVSZXNwb25zZRI1Cgdwcm9maWxlGAEgASgLMhsua2luZHJlZC5w
             cm9maWxlLnYxLlByb2ZpbGVSB3Byb2ZpbGUiLAoRR2V0UHJvZmlsZVJlcXVlc3QSFwoHdXNlcl9pZBgBIAEoCVIGdXNlcklk
             IksKEkdldFByb2ZpbGVSZXNwb25zZRI1Cgdwcm9maWxlGAEgASgLMhsua2luZHJlZC5wcm9maWxlLnYxLlByb2ZpbGVSB3By
-            b2ZpbGUiVQoSR2V0UHJvZmlsZXNSZXF1ZXN0EiQKDnZpZXdlcl91c2VyX2lkGAEgASgJUgx2aWV3ZXJVc2VySWQSGQoIdXNl
-            cl9pZHMYAiADKAlSB3VzZXJJZHMifAoTR2V0UHJvZmlsZXNSZXNwb25zZRI7Cghwcm9maWxlcxgBIAMoCzIfLmtpbmRyZWQu
-            cHJvZmlsZS52MS5Qcm9maWxlQ2FyZFIIcHJvZmlsZXMSKAoQbWlzc2luZ191c2VyX2lkcxgCIAMoCVIObWlzc2luZ1VzZXJJ
-            ZHMiuAEKFFVwZGF0ZVByb2ZpbGVSZXF1ZXN0EhcKB3VzZXJfaWQYASABKAlSBnVzZXJJZBI5CgZmaWVsZHMYAiABKAsyIS5r
-            aW5kcmVkLnByb2ZpbGUudjEuUHJvZmlsZUZpZWxkc1IGZmllbGRzEiEKDHVwZGF0ZV9wYXRocxgDIAMoCVILdXBkYXRlUGF0
-            aHMSKQoQZXhwZWN0ZWRfdmVyc2lvbhgEIAEoA1IPZXhwZWN0ZWRWZXJzaW9uIk4KFVVwZGF0ZVByb2ZpbGVSZXNwb25zZRI1
-            Cgdwcm9maWxlGAEgASgLMhsua2luZHJlZC5wcm9maWxlLnYxLlByb2ZpbGVSB3Byb2ZpbGUiUAoVVXBkYXRlTG9jYXRpb25S
-            ZXF1ZXN0EjcKCGxvY2F0aW9uGAEgASgLMhsua2luZHJlZC5jb21tb24udjEuR2VvUG9pbnRSCGxvY2F0aW9uIrIBChZVcGRh
-            dGVMb2NhdGlvblJlc3BvbnNlEiEKDGNlbGxfY2hhbmdlZBgBIAEoCFILY2VsbENoYW5nZWQSNwoYbG9jYXRpb25fdXBkYXRl
-            ZF91bml4X21zGAIgASgDUhVsb2NhdGlvblVwZGF0ZWRVbml4TXMSPAobbmV4dF91cGRhdGVfYWxsb3dlZF91bml4X21zGAMg
-            ASgDUhduZXh0VXBkYXRlQWxsb3dlZFVuaXhNcyKuAQoeTGlzdFByb2ZpbGVJbmRleEVudHJpZXNSZXF1ZXN0EiEKDGNvbW11
-            bml0eV9pZBgBIAEoCVILY29tbXVuaXR5SWQSLQoSaW5jbHVkZV9pbmVsaWdpYmxlGAIgASgIUhFpbmNsdWRlSW5lbGlnaWJs
-            ZRIbCglwYWdlX3NpemUYAyABKAVSCHBhZ2VTaXplEh0KCnBhZ2VfdG9rZW4YBCABKAlSCXBhZ2VUb2tlbiKJAQofTGlzdFBy
-            b2ZpbGVJbmRleEVudHJpZXNSZXNwb25zZRI+CgdlbnRyaWVzGAEgAygLMiQua2luZHJlZC5jb21tb24udjEuQ2FuZGlkYXRl
-            U25hcHNob3RSB2VudHJpZXMSJgoPbmV4dF9wYWdlX3Rva2VuGAIgASgJUg1uZXh0UGFnZVRva2VuIjIKF0dldFVzZXJGb290
-            cHJpbnRSZXF1ZXN0EhcKB3VzZXJfaWQYASABKAlSBnVzZXJJZCJQChhHZXRVc2VyRm9vdHByaW50UmVzcG9uc2USNAoGY291
-            bnRzGAEgAygLMhwua2luZHJlZC5jb21tb24udjEuRGF0YUNvdW50UgZjb3VudHMy2QkKDlByb2ZpbGVTZXJ2aWNlEmQKDUNy
-            ZWF0ZVByb2ZpbGUSKC5raW5kcmVkLnByb2ZpbGUudjEuQ3JlYXRlUHJvZmlsZVJlcXVlc3QaKS5raW5kcmVkLnByb2ZpbGUu
-            djEuQ3JlYXRlUHJvZmlsZVJlc3BvbnNlElsKCkdldFByb2ZpbGUSJS5raW5kcmVkLnByb2ZpbGUudjEuR2V0UHJvZmlsZVJl
-            cXVlc3QaJi5raW5kcmVkLnByb2ZpbGUudjEuR2V0UHJvZmlsZVJlc3BvbnNlEl4KC0dldFByb2ZpbGVzEiYua2luZHJlZC5w
-            cm9maWxlLnYxLkdldFByb2ZpbGVzUmVxdWVzdBonLmtpbmRyZWQucHJvZmlsZS52MS5HZXRQcm9maWxlc1Jlc3BvbnNlEmQK
-            DVVwZGF0ZVByb2ZpbGUSKC5raW5kcmVkLnByb2ZpbGUudjEuVXBkYXRlUHJvZmlsZVJlcXVlc3QaKS5raW5kcmVkLnByb2Zp
-            bGUudjEuVXBkYXRlUHJvZmlsZVJlc3BvbnNlEmcKDlVwZGF0ZUxvY2F0aW9uEikua2luZHJlZC5wcm9maWxlLnYxLlVwZGF0
-            ZUxvY2F0aW9uUmVxdWVzdBoqLmtpbmRyZWQucHJvZmlsZS52MS5VcGRhdGVMb2NhdGlvblJlc3BvbnNlEmAKC1VwbG9hZFBo
-            b3RvEiYua2luZHJlZC5wcm9maWxlLnYxLlVwbG9hZFBob3RvUmVxdWVzdBonLmtpbmRyZWQucHJvZmlsZS52MS5VcGxvYWRQ
-            aG90b1Jlc3BvbnNlKAESVQoIR2V0UGhvdG8SIy5raW5kcmVkLnByb2ZpbGUudjEuR2V0UGhvdG9SZXF1ZXN0GiQua2luZHJl
-            ZC5wcm9maWxlLnYxLkdldFBob3RvUmVzcG9uc2USXgoLRGVsZXRlUGhvdG8SJi5raW5kcmVkLnByb2ZpbGUudjEuRGVsZXRl
-            UGhvdG9SZXF1ZXN0Gicua2luZHJlZC5wcm9maWxlLnYxLkRlbGV0ZVBob3RvUmVzcG9uc2USZAoNUmVvcmRlclBob3RvcxIo
-            LmtpbmRyZWQucHJvZmlsZS52MS5SZW9yZGVyUGhvdG9zUmVxdWVzdBopLmtpbmRyZWQucHJvZmlsZS52MS5SZW9yZGVyUGhv
-            dG9zUmVzcG9uc2USggEKF0xpc3RQcm9maWxlSW5kZXhFbnRyaWVzEjIua2luZHJlZC5wcm9maWxlLnYxLkxpc3RQcm9maWxl
-            SW5kZXhFbnRyaWVzUmVxdWVzdBozLmtpbmRyZWQucHJvZmlsZS52MS5MaXN0UHJvZmlsZUluZGV4RW50cmllc1Jlc3BvbnNl
-            EmIKDURlbGl2ZXJFdmVudHMSJy5raW5kcmVkLmNvbW1vbi52MS5EZWxpdmVyRXZlbnRzUmVxdWVzdBooLmtpbmRyZWQuY29t
-            bW9uLnYxLkRlbGl2ZXJFdmVudHNSZXNwb25zZRJtChBHZXRVc2VyRm9vdHByaW50Eisua2luZHJlZC5wcm9maWxlLnYxLkdl
-            dFVzZXJGb290cHJpbnRSZXF1ZXN0Giwua2luZHJlZC5wcm9maWxlLnYxLkdldFVzZXJGb290cHJpbnRSZXNwb25zZWIGcHJv
-            dG8z
+            b2ZpbGUijQEKEkdldFByb2ZpbGVzUmVxdWVzdBIkCg52aWV3ZXJfdXNlcl9pZBgBIAEoCVIMdmlld2VyVXNlcklkEhkKCHVz
+            ZXJfaWRzGAIgAygJUgd1c2VySWRzEjYKBnNvdXJjZRgDIAEoDjIeLmtpbmRyZWQucHJvZmlsZS52MS5DYXJkU291cmNlUgZz
+            b3VyY2UifAoTR2V0UHJvZmlsZXNSZXNwb25zZRI7Cghwcm9maWxlcxgBIAMoCzIfLmtpbmRyZWQucHJvZmlsZS52MS5Qcm9m
+            aWxlQ2FyZFIIcHJvZmlsZXMSKAoQbWlzc2luZ191c2VyX2lkcxgCIAMoCVIObWlzc2luZ1VzZXJJZHMiuAEKFFVwZGF0ZVBy
+            b2ZpbGVSZXF1ZXN0EhcKB3VzZXJfaWQYASABKAlSBnVzZXJJZBI5CgZmaWVsZHMYAiABKAsyIS5raW5kcmVkLnByb2ZpbGUu
+            djEuUHJvZmlsZUZpZWxkc1IGZmllbGRzEiEKDHVwZGF0ZV9wYXRocxgDIAMoCVILdXBkYXRlUGF0aHMSKQoQZXhwZWN0ZWRf
+            dmVyc2lvbhgEIAEoA1IPZXhwZWN0ZWRWZXJzaW9uIk4KFVVwZGF0ZVByb2ZpbGVSZXNwb25zZRI1Cgdwcm9maWxlGAEgASgL
+            Mhsua2luZHJlZC5wcm9maWxlLnYxLlByb2ZpbGVSB3Byb2ZpbGUiUAoVVXBkYXRlTG9jYXRpb25SZXF1ZXN0EjcKCGxvY2F0
+            aW9uGAEgASgLMhsua2luZHJlZC5jb21tb24udjEuR2VvUG9pbnRSCGxvY2F0aW9uIrIBChZVcGRhdGVMb2NhdGlvblJlc3Bv
+            bnNlEiEKDGNlbGxfY2hhbmdlZBgBIAEoCFILY2VsbENoYW5nZWQSNwoYbG9jYXRpb25fdXBkYXRlZF91bml4X21zGAIgASgD
+            UhVsb2NhdGlvblVwZGF0ZWRVbml4TXMSPAobbmV4dF91cGRhdGVfYWxsb3dlZF91bml4X21zGAMgASgDUhduZXh0VXBkYXRl
+            QWxsb3dlZFVuaXhNcyKuAQoeTGlzdFByb2ZpbGVJbmRleEVudHJpZXNSZXF1ZXN0EiEKDGNvbW11bml0eV9pZBgBIAEoCVIL
+            Y29tbXVuaXR5SWQSLQoSaW5jbHVkZV9pbmVsaWdpYmxlGAIgASgIUhFpbmNsdWRlSW5lbGlnaWJsZRIbCglwYWdlX3NpemUY
+            AyABKAVSCHBhZ2VTaXplEh0KCnBhZ2VfdG9rZW4YBCABKAlSCXBhZ2VUb2tlbiKJAQofTGlzdFByb2ZpbGVJbmRleEVudHJp
+            ZXNSZXNwb25zZRI+CgdlbnRyaWVzGAEgAygLMiQua2luZHJlZC5jb21tb24udjEuQ2FuZGlkYXRlU25hcHNob3RSB2VudHJp
+            ZXMSJgoPbmV4dF9wYWdlX3Rva2VuGAIgASgJUg1uZXh0UGFnZVRva2VuIjIKF0dldFVzZXJGb290cHJpbnRSZXF1ZXN0EhcK
+            B3VzZXJfaWQYASABKAlSBnVzZXJJZCJQChhHZXRVc2VyRm9vdHByaW50UmVzcG9uc2USNAoGY291bnRzGAEgAygLMhwua2lu
+            ZHJlZC5jb21tb24udjEuRGF0YUNvdW50UgZjb3VudHMqXwoKQ2FyZFNvdXJjZRIbChdDQVJEX1NPVVJDRV9VTlNQRUNJRklF
+            RBAAEhQKEENBUkRfU09VUkNFX0RFQ0sQARIeChpDQVJEX1NPVVJDRV9MSUtFU19SRUNFSVZFRBACMtkJCg5Qcm9maWxlU2Vy
+            dmljZRJkCg1DcmVhdGVQcm9maWxlEigua2luZHJlZC5wcm9maWxlLnYxLkNyZWF0ZVByb2ZpbGVSZXF1ZXN0Gikua2luZHJl
+            ZC5wcm9maWxlLnYxLkNyZWF0ZVByb2ZpbGVSZXNwb25zZRJbCgpHZXRQcm9maWxlEiUua2luZHJlZC5wcm9maWxlLnYxLkdl
+            dFByb2ZpbGVSZXF1ZXN0GiYua2luZHJlZC5wcm9maWxlLnYxLkdldFByb2ZpbGVSZXNwb25zZRJeCgtHZXRQcm9maWxlcxIm
+            LmtpbmRyZWQucHJvZmlsZS52MS5HZXRQcm9maWxlc1JlcXVlc3QaJy5raW5kcmVkLnByb2ZpbGUudjEuR2V0UHJvZmlsZXNS
+            ZXNwb25zZRJkCg1VcGRhdGVQcm9maWxlEigua2luZHJlZC5wcm9maWxlLnYxLlVwZGF0ZVByb2ZpbGVSZXF1ZXN0Gikua2lu
+            ZHJlZC5wcm9maWxlLnYxLlVwZGF0ZVByb2ZpbGVSZXNwb25zZRJnCg5VcGRhdGVMb2NhdGlvbhIpLmtpbmRyZWQucHJvZmls
+            ZS52MS5VcGRhdGVMb2NhdGlvblJlcXVlc3QaKi5raW5kcmVkLnByb2ZpbGUudjEuVXBkYXRlTG9jYXRpb25SZXNwb25zZRJg
+            CgtVcGxvYWRQaG90bxImLmtpbmRyZWQucHJvZmlsZS52MS5VcGxvYWRQaG90b1JlcXVlc3QaJy5raW5kcmVkLnByb2ZpbGUu
+            djEuVXBsb2FkUGhvdG9SZXNwb25zZSgBElUKCEdldFBob3RvEiMua2luZHJlZC5wcm9maWxlLnYxLkdldFBob3RvUmVxdWVz
+            dBokLmtpbmRyZWQucHJvZmlsZS52MS5HZXRQaG90b1Jlc3BvbnNlEl4KC0RlbGV0ZVBob3RvEiYua2luZHJlZC5wcm9maWxl
+            LnYxLkRlbGV0ZVBob3RvUmVxdWVzdBonLmtpbmRyZWQucHJvZmlsZS52MS5EZWxldGVQaG90b1Jlc3BvbnNlEmQKDVJlb3Jk
+            ZXJQaG90b3MSKC5raW5kcmVkLnByb2ZpbGUudjEuUmVvcmRlclBob3Rvc1JlcXVlc3QaKS5raW5kcmVkLnByb2ZpbGUudjEu
+            UmVvcmRlclBob3Rvc1Jlc3BvbnNlEoIBChdMaXN0UHJvZmlsZUluZGV4RW50cmllcxIyLmtpbmRyZWQucHJvZmlsZS52MS5M
+            aXN0UHJvZmlsZUluZGV4RW50cmllc1JlcXVlc3QaMy5raW5kcmVkLnByb2ZpbGUudjEuTGlzdFByb2ZpbGVJbmRleEVudHJp
+            ZXNSZXNwb25zZRJiCg1EZWxpdmVyRXZlbnRzEicua2luZHJlZC5jb21tb24udjEuRGVsaXZlckV2ZW50c1JlcXVlc3QaKC5r
+            aW5kcmVkLmNvbW1vbi52MS5EZWxpdmVyRXZlbnRzUmVzcG9uc2USbQoQR2V0VXNlckZvb3RwcmludBIrLmtpbmRyZWQucHJv
+            ZmlsZS52MS5HZXRVc2VyRm9vdHByaW50UmVxdWVzdBosLmtpbmRyZWQucHJvZmlsZS52MS5HZXRVc2VyRm9vdHByaW50UmVz
+            cG9uc2ViBnByb3RvMw==
             """
         ),
         ProtoFileDescriptor(

@@ -251,6 +251,10 @@ extension Kindred.Discovery.V1 {
         /// The members to check, 1..100 user ids (repeats are answered once).
         public var targetUserIds: [Swift.String] = []
 
+        /// Card mode (profile): also list the targets who liked the viewer (a like, not a pass; the
+        /// viewer's likes received shows them), both indexed, whatever the preferences.
+        public var includeLikers: Swift.Bool = false
+
         public init() {}
 
         public static var protoMessageName: Swift.String { "kindred.discovery.v1.CheckCandidatesRequest" }
@@ -259,17 +263,19 @@ extension Kindred.Discovery.V1 {
         public func encode(to encoder: inout ProtoEncoder) {
             encoder.setString(1, self.viewerUserId)
             encoder.setRepeatedString(2, self.targetUserIds)
+            encoder.setBool(3, self.includeLikers)
         }
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
             self.viewerUserId = try decoder.string(1)
             self.targetUserIds = try decoder.repeatedString(2)
+            self.includeLikers = decoder.bool(3)
         }
     }
 }
 
 extension Kindred.Discovery.V1 {
-    /// The targets the viewer's deck could show.
+    /// The targets the viewer's deck could show (or, with include_likers, who liked the viewer).
     public struct CheckCandidatesResponse: ProtoMessage {
         /// The subset of target_user_ids (lower case, in request order) the deck could show; the others
         /// are unknown, not indexed, in another community or outside the mutual preferences (which of
@@ -523,8 +529,10 @@ extension Kindred.Discovery.V1 {
             /// ranges, each within the other's radius, the viewer's reaching as far as the deck widens: the
             /// community's max_radius_km) between published positions. Independent of swipes, passes and
             /// blocks (a target who passed on the viewer, or whom the viewer swiped, is still listed), and
-            /// of the viewer's deck filters. Answered from memory. The match service only (a swipe is
-            /// accepted only on a member listed here). An unknown or unindexed viewer gets an empty list.
+            /// of the viewer's deck filters. Answered from memory. The match service (a swipe is accepted
+            /// only on a member listed here) and the profile service (a card is shown only to a viewer whose
+            /// deck could show the member, or whom the member liked: include_likers). An unknown or
+            /// unindexed viewer gets an empty list.
             /// INVALID_ARGUMENT for a malformed id or more than 100 targets; UNAVAILABLE while the index is
             /// being built.
             public static let checkCandidates =

@@ -100,6 +100,11 @@ extension Kindred.Profile.V1 {
         /// Profiles to read, 1..50 distinct ids (50 cards at the text and photo caps stay under 4 MiB).
         public var userIds: [Swift.String] = []
 
+        /// Where the gateway took user_ids from, for the viewer it names: the list already holds only
+        /// members the preference check would pass, so profile does not ask discovery. Honoured from
+        /// the gateway's service token only; ignored (the ids are checked) from any other caller.
+        public var source: Kindred.Profile.V1.CardSource = .unspecified
+
         public init() {}
 
         public static var protoMessageName: Swift.String { "kindred.profile.v1.GetProfilesRequest" }
@@ -108,11 +113,13 @@ extension Kindred.Profile.V1 {
         public func encode(to encoder: inout ProtoEncoder) {
             encoder.setString(1, self.viewerUserId)
             encoder.setRepeatedString(2, self.userIds)
+            encoder.setEnum(3, self.source)
         }
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
             self.viewerUserId = try decoder.string(1)
             self.userIds = try decoder.repeatedString(2)
+            self.source = decoder.enumValue(3, as: Kindred.Profile.V1.CardSource.self)
         }
     }
 }
@@ -364,6 +371,51 @@ extension Kindred.Profile.V1 {
 }
 
 extension Kindred.Profile.V1 {
+    /// Which list a page of card ids came from.
+    public enum CardSource: ProtoEnum {
+        /// Anything else (GetProfile, UndoPass): profile checks the ids with discovery.
+        case unspecified  // = 0
+        /// Discovery's GetDeck, GetTopPicks or SearchMembers answer for this viewer (its predicate).
+        case deck  // = 1
+        /// Match's ListLikesReceived answer for this viewer (the members liked the viewer).
+        case likesReceived  // = 2
+        /// A value this code does not know, kept so that it encodes back unchanged.
+        case unrecognized(Swift.Int32)
+
+        public static let allCases: [Kindred.Profile.V1.CardSource] = [
+            .unspecified,
+            .deck,
+            .likesReceived,
+        ]
+
+        public init() { self = .unspecified }
+
+        public init(rawValue: Swift.Int32) {
+            switch rawValue {
+            case 0: self = .unspecified
+            case 1: self = .deck
+            case 2: self = .likesReceived
+            default: self = .unrecognized(rawValue)
+            }
+        }
+
+        public var rawValue: Swift.Int32 {
+            switch self {
+            case .unspecified: 0
+            case .deck: 1
+            case .likesReceived: 2
+            case .unrecognized(let value): value
+            }
+        }
+
+        /// Equal when the numbers are: `.unrecognized(n)` equals the case numbered `n`.
+        public static func == (lhs: Self, rhs: Self) -> Swift.Bool { lhs.rawValue == rhs.rawValue }
+
+        public func hash(into hasher: inout Swift.Hasher) { hasher.combine(rawValue) }
+    }
+}
+
+extension Kindred.Profile.V1 {
     /// Profiles, photos and location.
     public enum ProfileService {
         public static let fullName = "kindred.profile.v1.ProfileService"
@@ -391,7 +443,10 @@ extension Kindred.Profile.V1 {
 
             /// Returns the cards of up to 50 profiles as the viewer sees them (with distance). The user
             /// as viewer; services with viewer_user_id. Invisible or unknown ids are listed as missing,
-            /// never an error.
+            /// never an error. A member neither matched with the viewer nor the viewer is shown only if
+            /// discovery's CheckCandidates (include_likers) lists them: the viewer's deck could show them,
+            /// or they liked the viewer (one call per request, for those ids only; none when listed_by
+            /// vouches for them). UNAVAILABLE with retry-after when discovery cannot answer.
             public static let getProfiles =
                 ProtoMethod<Kindred.Profile.V1.GetProfilesRequest, Kindred.Profile.V1.GetProfilesResponse>(
                     service: "kindred.profile.v1.ProfileService",

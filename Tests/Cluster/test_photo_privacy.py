@@ -179,6 +179,9 @@ def test_photo_urls_are_short_lived_and_end_with_removal_and_deactivation(cluste
     admin_api = admin_pb2_grpc.AdminServiceStub(channel)
     member_id, member_auth = member(cluster, channel, "Pictured")
     viewer_id, viewer_auth = member(cluster, channel, "Viewer")
+    # Near each other: a card is shown only to a viewer whose deck could show the member (published positions).
+    locate(profiles, viewer_auth, 45.76, 4.84)
+    locate(profiles, member_auth, 45.76, 4.84)
     admin_email = f"{unique('admin-')}@example.com"
     sign_up_and_verify(cluster, accounts, "fitness", admin_email, unique("admin_"))
     admin_api.BootstrapAdmin(admin_pb2.BootstrapAdminRequest(bootstrap_secret=BOOTSTRAP_SECRET, community_id="fitness",

@@ -114,9 +114,7 @@ STATES = [
 ]
 
 # Cells the services do not enforce yet, each with the reason (the rest of the matrix must hold).
-PENDING = {
-    ("outside-preferences", "GetProfile"): "profile does not evaluate preferences (needs published distances)",
-}
+PENDING = {}
 
 # The secrecy rules, on the answers themselves: these states must answer alike, RPC by RPC (but the listed ones).
 ALIKE = [

@@ -5,16 +5,54 @@ import KindredProto
 import KindredServiceKit
 import Testing
 
-/// `CheckCandidates` against the real server: what match asks before it accepts a swipe.
+/// `CheckCandidates` against the real server: what match asks before it accepts a swipe, and (card mode,
+/// `include_likers`) what profile asks before it shows a card.
 @Suite("Candidate check", .serialized)
 struct CandidateCheckTests {
     static let match = testKeys.serviceToken("match")
 
-    func check(_ harness: DiscoveryHarness, _ viewer: Member, _ targets: [String]) async throws -> Set<String> {
+    static let profile = testKeys.serviceToken("profile")
+
+    func check(
+        _ harness: DiscoveryHarness, _ viewer: Member, _ targets: [String], cards: Bool = false
+    ) async throws -> Set<String> {
         var request = DiscoveryApi.CheckCandidatesRequest()
         request.viewerUserId = viewer.id
         request.targetUserIds = targets
-        return Set(try await harness.call(D.checkCandidates, request, token: Self.match).shownUserIds)
+        request.includeLikers = cards
+        let token = cards ? Self.profile : Self.match
+        return Set(try await harness.call(D.checkCandidates, request, token: token).shownUserIds)
+    }
+
+    @Test("Card mode: the deck's predicate, plus the members who liked the viewer")
+    func cardMode() async throws {
+        try await DiscoveryHarness.with { harness in
+            let scene = DiscoveryServiceTests.Scene()
+            var faraway = Member(gender: .man, interestedIn: [.woman], birthYear: 1992, radiusKm: 1000)
+            (faraway.latitude, faraway.longitude) = scene.viewer.east(900)
+            var wantsFifty = Member(gender: .man, interestedIn: [.woman], birthYear: 1970, ageMin: 50, ageMax: 99)
+            wantsFifty.ageMin = 50
+            var elsewhere = Member(community: "bizmatch", gender: .man, interestedIn: [.woman], birthYear: 1992)
+            elsewhere.latitude = scene.viewer.latitude
+            try await harness.community()
+            try await harness.community("bizmatch")
+            try await harness.publish(scene.everyone + [faraway, wantsFifty, elsewhere])
+            let outside = [faraway.id, wantsFifty.id, elsewhere.id]
+            let all = scene.nearIDs.sorted() + outside
+            // Without likes, card mode is the deck's predicate.
+            #expect(try await check(harness, scene.viewer, all, cards: true) == scene.nearIDs)
+            // Faraway liked the viewer (before the preferences parted them): his card shows in her likes received,
+            // in card mode only. A pass (wantsFifty) is no like.
+            try await harness.swipe(faraway, scene.viewer, like: true)
+            try await harness.swipe(wantsFifty, scene.viewer, like: false)
+            #expect(try await check(harness, scene.viewer, all, cards: true) == scene.nearIDs.union([faraway.id]))
+            #expect(try await check(harness, scene.viewer, all) == scene.nearIDs, "swipes play no part in match's mode")
+            // A like of someone else is not a like of the viewer.
+            #expect(try await check(harness, faraway, [scene.viewer.id, scene.near[0].id], cards: true) == [])
+            // The like stands whatever the viewer answered (her pass is hers to know).
+            try await harness.swipe(scene.viewer, faraway, like: false)
+            #expect(try await check(harness, scene.viewer, all, cards: true) == scene.nearIDs.union([faraway.id]))
+        }
     }
 
     @Test("Lists exactly the members the deck could show, as far as it widens, whatever anyone swiped or blocked")
@@ -90,7 +128,7 @@ struct CandidateCheckTests {
         }
     }
 
-    @Test("Only match may ask; bad input is refused")
+    @Test("Only match and profile may ask; bad input is refused")
     func callers() async throws {
         try await DiscoveryHarness.with { harness in
             let scene = DiscoveryServiceTests.Scene()
@@ -101,6 +139,10 @@ struct CandidateCheckTests {
             request.targetUserIds = [scene.near[0].id]
             #expect(
                 try await harness.call(D.checkCandidates, request, token: Self.match).shownUserIds == [scene.near[0].id]
+            )
+            #expect(
+                try await harness.call(D.checkCandidates, request, token: Self.profile).shownUserIds
+                    == [scene.near[0].id]
             )
             #expect(await harness.failure(D.checkCandidates, request, token: scene.viewer.token) == .permissionDenied)
             #expect(

@@ -1,4 +1,6 @@
 import Foundation
+import Logging
+import Synchronization
 import KindredAuth
 import KindredGRPC
 import KindredGRPCServices
@@ -14,11 +16,45 @@ typealias P = Kindred.Profile.V1.ProfileService.Method
 typealias C = Kindred.Profile.V1.CommunityService.Method
 typealias V1 = Kindred.Profile.V1
 
+/// The profile server with a card check of the tests' own (`FakeCardCheck`: these tests are about profile's own
+/// rules; the cluster tests ask the real discovery).
+enum TestProfileDefinition: ServerDefinition {
+    static let name = "profile"
+    static let summary = "profile (tests)"
+    static let defaultPort = ProfileServerDefinition.defaultPort
+    static let schema: String? = ProfileServerDefinition.schema
+
+    static func makeServer(settings: EnvironmentReader, logger: Logger) async throws -> ProfileServer {
+        try ProfileServer(configuration: ProfileConfiguration(settings), cardCheck: FakeCardCheck(), logger: logger)
+    }
+}
+
+/// Discovery's card check as the tests set it, per viewer (user ids are random, so parallel tests do not meet):
+/// everyone is within preferences unless `outside` lists them for the viewer; `unavailable` viewers get
+/// UNAVAILABLE; `calls` counts the checks each viewer caused.
+struct FakeCardCheck: CardCheck {
+    struct State {
+        var outside: [String: Set<String>] = [:]
+        var unavailable: Set<String> = []
+        var calls: [String: Int] = [:]
+    }
+    static let state = Mutex(State())
+
+    func shown(_ targets: [String], to viewer: String) async throws -> Set<String> {
+        let (outside, unavailable) = Self.state.withLock { state in
+            state.calls[viewer, default: 0] += 1
+            return (state.outside[viewer] ?? [], state.unavailable.contains(viewer))
+        }
+        if unavailable { throw ProfileError(.unavailable, "UNAVAILABLE", "no discovery") }
+        return Set(targets.filter { !outside.contains($0) })
+    }
+}
+
 /// A real auth server (for keys, session ends and service tokens) and a real profile server on their own databases,
 /// the four preset communities installed, and tokens minted with auth's signing key for any user, admin or service.
 struct ProfileHarness {
     let auth: TestServer<AuthServerDefinition>
-    let profile: TestServer<ProfileServerDefinition>
+    let profile: TestServer<TestProfileDefinition>
     let client: GRPCClient
     let signer: AccessTokenSigner
     let photoDirectory: String?
@@ -42,9 +78,9 @@ struct ProfileHarness {
             "KINDRED_LOCATION_KEY": Self.locationKey,
         ]
         profileSettings.merge(settings) { $1 }
-        let profile: TestServer<ProfileServerDefinition>
+        let profile: TestServer<TestProfileDefinition>
         do {
-            profile = try await TestServer<ProfileServerDefinition>.start(settings: profileSettings)
+            profile = try await TestServer<TestProfileDefinition>.start(settings: profileSettings)
         } catch {
             await auth.stop()
             throw error

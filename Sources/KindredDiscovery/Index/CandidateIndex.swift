@@ -406,6 +406,12 @@ public struct CommunityIndex: Sendable {
         return Self.containsSorted(t, in: swiped[Int(v)])
     }
 
+    /// Whether `member` liked `viewer` (both indexed): swiped them, and not a pass (which `passedOn` records).
+    public func hasLiked(_ member: UserKey, _ viewer: UserKey) -> Bool {
+        guard let m = slotOf[member], let v = slotOf[viewer] else { return false }
+        return Self.containsSorted(v, in: swiped[Int(m)]) && !Self.containsSorted(m, in: passedOn[Int(v)])
+    }
+
     /// Whether the member at `slot` swiped `target` (a slot too): the ranking's "already liked the viewer".
     func hasSwiped(slot: Int32, _ target: Int32) -> Bool { Self.containsSorted(target, in: swiped[Int(slot)]) }
 

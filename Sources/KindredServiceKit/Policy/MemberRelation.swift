@@ -48,7 +48,9 @@ public enum MemberRelation: String, Sendable, Hashable, CaseIterable {
         public var deactivated = false
         /// Complete and not paused.
         public var eligible = true
-        /// Within both sides' preferences (gender, ages, radius).
+        /// Within both sides' preferences (gender, ages, radius): discovery's one predicate (`CheckCandidates`).
+        /// Profile's cards take its card mode, where a member who liked the viewer counts as within (the likes
+        /// received shows them).
         public var withinPreferences = true
         public var blockedByViewer = false
         public var blockedByMember = false

@@ -1259,7 +1259,7 @@ const ProtobufCMessageDescriptor kindred__discovery__v1__search_members_response
   (ProtobufCMessageInit) kindred__discovery__v1__search_members_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__discovery__v1__check_candidates_request__field_descriptors[2] =
+static const ProtobufCFieldDescriptor kindred__discovery__v1__check_candidates_request__field_descriptors[3] =
 {
   {
     "viewer_user_id",
@@ -1285,15 +1285,28 @@ static const ProtobufCFieldDescriptor kindred__discovery__v1__check_candidates_r
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "include_likers",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Discovery__V1__CheckCandidatesRequest, include_likers),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__discovery__v1__check_candidates_request__field_indices_by_name[] = {
+  2,   /* field[2] = include_likers */
   1,   /* field[1] = target_user_ids */
   0,   /* field[0] = viewer_user_id */
 };
 static const ProtobufCIntRange kindred__discovery__v1__check_candidates_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor kindred__discovery__v1__check_candidates_request__descriptor =
 {
@@ -1303,7 +1316,7 @@ const ProtobufCMessageDescriptor kindred__discovery__v1__check_candidates_reques
   "Kindred__Discovery__V1__CheckCandidatesRequest",
   "kindred.discovery.v1",
   sizeof(Kindred__Discovery__V1__CheckCandidatesRequest),
-  2,
+  3,
   kindred__discovery__v1__check_candidates_request__field_descriptors,
   kindred__discovery__v1__check_candidates_request__field_indices_by_name,
   1,  kindred__discovery__v1__check_candidates_request__number_ranges,

@@ -250,14 +250,19 @@ struct  Kindred__Discovery__V1__CheckCandidatesRequest
    */
   size_t n_target_user_ids;
   char **target_user_ids;
+  /*
+   * Card mode (profile): also list the targets who liked the viewer (a like, not a pass; the
+   * viewer's likes received shows them), both indexed, whatever the preferences.
+   */
+  protobuf_c_boolean include_likers;
 };
 #define KINDRED__DISCOVERY__V1__CHECK_CANDIDATES_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__discovery__v1__check_candidates_request__descriptor) \
-    , (char *)protobuf_c_empty_string, 0,NULL }
+    , (char *)protobuf_c_empty_string, 0,NULL, 0 }
 
 
 /*
- * The targets the viewer's deck could show.
+ * The targets the viewer's deck could show (or, with include_likers, who liked the viewer).
  */
 struct  Kindred__Discovery__V1__CheckCandidatesResponse
 {

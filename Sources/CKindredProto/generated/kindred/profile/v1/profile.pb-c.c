@@ -802,7 +802,7 @@ const ProtobufCMessageDescriptor kindred__profile__v1__get_profile_response__des
   (ProtobufCMessageInit) kindred__profile__v1__get_profile_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__profile__v1__get_profiles_request__field_descriptors[2] =
+static const ProtobufCFieldDescriptor kindred__profile__v1__get_profiles_request__field_descriptors[3] =
 {
   {
     "viewer_user_id",
@@ -828,15 +828,28 @@ static const ProtobufCFieldDescriptor kindred__profile__v1__get_profiles_request
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "source",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Profile__V1__GetProfilesRequest, source),
+    &kindred__profile__v1__card_source__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__profile__v1__get_profiles_request__field_indices_by_name[] = {
+  2,   /* field[2] = source */
   1,   /* field[1] = user_ids */
   0,   /* field[0] = viewer_user_id */
 };
 static const ProtobufCIntRange kindred__profile__v1__get_profiles_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor kindred__profile__v1__get_profiles_request__descriptor =
 {
@@ -846,7 +859,7 @@ const ProtobufCMessageDescriptor kindred__profile__v1__get_profiles_request__des
   "Kindred__Profile__V1__GetProfilesRequest",
   "kindred.profile.v1",
   sizeof(Kindred__Profile__V1__GetProfilesRequest),
-  2,
+  3,
   kindred__profile__v1__get_profiles_request__field_descriptors,
   kindred__profile__v1__get_profiles_request__field_indices_by_name,
   1,  kindred__profile__v1__get_profiles_request__number_ranges,
@@ -1324,6 +1337,36 @@ const ProtobufCMessageDescriptor kindred__profile__v1__get_user_footprint_respon
   1,  kindred__profile__v1__get_user_footprint_response__number_ranges,
   (ProtobufCMessageInit) kindred__profile__v1__get_user_footprint_response__init,
   NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCEnumValue kindred__profile__v1__card_source__enum_values_by_number[3] =
+{
+  { "CARD_SOURCE_UNSPECIFIED", "KINDRED__PROFILE__V1__CARD_SOURCE__CARD_SOURCE_UNSPECIFIED", 0 },
+  { "CARD_SOURCE_DECK", "KINDRED__PROFILE__V1__CARD_SOURCE__CARD_SOURCE_DECK", 1 },
+  { "CARD_SOURCE_LIKES_RECEIVED", "KINDRED__PROFILE__V1__CARD_SOURCE__CARD_SOURCE_LIKES_RECEIVED", 2 },
+};
+static const ProtobufCIntRange kindred__profile__v1__card_source__value_ranges[] = {
+{0, 0},{0, 3}
+};
+static const ProtobufCEnumValueIndex kindred__profile__v1__card_source__enum_values_by_name[3] =
+{
+  { "CARD_SOURCE_DECK", 1 },
+  { "CARD_SOURCE_LIKES_RECEIVED", 2 },
+  { "CARD_SOURCE_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor kindred__profile__v1__card_source__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "kindred.profile.v1.CardSource",
+  "CardSource",
+  "Kindred__Profile__V1__CardSource",
+  "kindred.profile.v1",
+  3,
+  kindred__profile__v1__card_source__enum_values_by_number,
+  3,
+  kindred__profile__v1__card_source__enum_values_by_name,
+  1,
+  kindred__profile__v1__card_source__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
 static const ProtobufCMethodDescriptor kindred__profile__v1__profile_service__method_descriptors[12] =
 {

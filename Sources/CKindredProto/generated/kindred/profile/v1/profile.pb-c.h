@@ -37,6 +37,24 @@ typedef struct Kindred__Profile__V1__GetUserFootprintResponse Kindred__Profile__
 
 /* --- enums --- */
 
+/*
+ * Which list a page of card ids came from.
+ */
+typedef enum _Kindred__Profile__V1__CardSource {
+  /*
+   * Anything else (GetProfile, UndoPass): profile checks the ids with discovery.
+   */
+  KINDRED__PROFILE__V1__CARD_SOURCE__CARD_SOURCE_UNSPECIFIED = 0,
+  /*
+   * Discovery's GetDeck, GetTopPicks or SearchMembers answer for this viewer (its predicate).
+   */
+  KINDRED__PROFILE__V1__CARD_SOURCE__CARD_SOURCE_DECK = 1,
+  /*
+   * Match's ListLikesReceived answer for this viewer (the members liked the viewer).
+   */
+  KINDRED__PROFILE__V1__CARD_SOURCE__CARD_SOURCE_LIKES_RECEIVED = 2
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(KINDRED__PROFILE__V1__CARD_SOURCE)
+} Kindred__Profile__V1__CardSource;
 
 /* --- messages --- */
 
@@ -123,10 +141,16 @@ struct  Kindred__Profile__V1__GetProfilesRequest
    */
   size_t n_user_ids;
   char **user_ids;
+  /*
+   * Where the gateway took user_ids from, for the viewer it names: the list already holds only
+   * members the preference check would pass, so profile does not ask discovery. Honoured from
+   * the gateway's service token only; ignored (the ids are checked) from any other caller.
+   */
+  Kindred__Profile__V1__CardSource source;
 };
 #define KINDRED__PROFILE__V1__GET_PROFILES_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__profile__v1__get_profiles_request__descriptor) \
-    , (char *)protobuf_c_empty_string, 0,NULL }
+    , (char *)protobuf_c_empty_string, 0,NULL, KINDRED__PROFILE__V1__CARD_SOURCE__CARD_SOURCE_UNSPECIFIED }
 
 
 /*
@@ -757,6 +781,7 @@ void kindred__profile__v1__profile_service__get_user_footprint(ProtobufCService 
 
 /* --- descriptors --- */
 
+extern const ProtobufCEnumDescriptor    kindred__profile__v1__card_source__descriptor;
 extern const ProtobufCMessageDescriptor kindred__profile__v1__create_profile_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__profile__v1__create_profile_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__profile__v1__get_profile_request__descriptor;
