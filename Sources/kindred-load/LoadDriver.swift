@@ -31,6 +31,8 @@ struct LoadTally {
     var latencies: [Duration]
     var outcomes: [String: Int]
     var counted: Int
+    /// Latencies of successful calls by what they answered, for the runs that split them (swipes by outcome).
+    var byOutcome: [String: [Duration]] = [:]
 
     var succeeded: Int { self.outcomes["OK", default: 0] }
 

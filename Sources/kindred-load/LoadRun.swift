@@ -165,21 +165,42 @@ struct LoadRun {
                 Double(tally.succeeded) / tally.seconds))
         Swift.print("matches made: \(tally.counted)")
         tally.printLatenciesAndOutcomes()
+        // A swipe that makes a match waits for chat and profile to apply it; one that does not, does not wait.
+        for (outcome, latencies) in tally.byOutcome.sorted(by: { $0.key < $1.key }) {
+            let sorted = latencies.sorted()
+            let line = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)]
+                .map { "\($0.0) \(percentileText(sorted, $0.1))" }.joined(separator: "  ")
+            Swift.print("latency \(outcome) (\(sorted.count)): \(line)")
+        }
     }
 
     /// Swipes from the plan (each caller the next swiper's next target) until the time is up or the plan is done;
     /// counts the matches made.
     func drive(concurrency: Int, for duration: Duration) async -> LoadTally {
-        await driveLoad(concurrency: concurrency, for: duration) {
+        let split = OutcomeLatencies()
+        var tally = await driveLoad(concurrency: concurrency, for: duration) {
             guard let choice = self.plan.next() else { return nil }
             var request = Kindred.Api.V1.SwipeRequest()
             request.targetUserId = self.plan.members[choice.target]
             request.action = choice.like ? .like : .pass
             request.surface = "deck"
+            let started = ContinuousClock.now
             let response = try await self.client.unary(
                 Kindred.Api.V1.DeckService.Method.swipe, request,
                 metadata: ["authorization": .string("Bearer " + self.tokens[choice.swiper])])
+            split.record("\(response.outcome)", ContinuousClock.now - started)
             return response.outcome == .matched ? 1 : 0
         }
+        tally.byOutcome = split.latencies.withLock { $0 }
+        return tally
+    }
+}
+
+/// The latencies of answered swipes by outcome (RECORDED, MATCHED), from the callers of one run.
+final class OutcomeLatencies: Sendable {
+    let latencies = Mutex<[String: [Duration]]>([:])
+
+    func record(_ outcome: String, _ latency: Duration) {
+        self.latencies.withLock { $0[outcome, default: []].append(latency) }
     }
 }
