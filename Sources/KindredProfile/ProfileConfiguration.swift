@@ -32,9 +32,9 @@ public struct ProfileConfiguration: Sendable {
     public var eventConsumers: [EventConsumer] = []
     /// `KINDRED_PROFILE_EVENT_POLL_MS` (int, 10..60000), default 1000.
     public var eventPollInterval: Duration = .seconds(1)
-    /// `KINDRED_PROFILE_PROPAGATION_MS` (int, 100..30000), default 3000: how long CreateProfile, UpdateProfile and
-    /// UpdateLocation wait for discovery and match to apply the change (so the member's next deck call or swipe
-    /// sees it) before answering UNAVAILABLE (retry).
+    /// `KINDRED_PROFILE_PROPAGATION_MS` (int, 100..30000), default 3000: how long CreateProfile, UpdateProfile,
+    /// UpdateLocation, UploadPhoto and DeletePhoto wait for discovery and match to apply the change (so the member's
+    /// next deck call or swipe sees it) before answering UNAVAILABLE (retry).
     public var propagationTimeout: Duration = .seconds(3)
     /// `KINDRED_PROFILE_PHOTO_DIR` (path), default none: keep photo bytes in this content-addressed folder instead
     /// of PostgreSQL (table photo_blobs).

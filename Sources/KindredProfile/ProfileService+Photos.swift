@@ -147,6 +147,8 @@ extension ProfileService {
             try await self.appendProfileUpdated(record, settings: settings, changed: ["photos"], in: transaction)
             return photo.id
         }
+        // A photo can complete (or, deleted, undo) the profile: the member's next deck call and swipe see it.
+        try await self.awaitReaders(of: caller.userID)
         return try await self.uploadResponse(caller.userID, photoID: stored)
     }
 
@@ -263,6 +265,7 @@ extension ProfileService {
             return keys
         }
         try await self.blobs.delete(keys: unreferenced)
+        try await self.awaitReaders(of: owner)
         let remaining = try await self.photos.photos(of: [owner], in: self.database)[owner] ?? []
         return .with { $0.photos = remaining.map(self.media.photo) }
     }

@@ -7,7 +7,7 @@ extension ProfileService {
 
     /// Returns once discovery and match have applied the events of `user`'s partition committed so far, so the
     /// member's next GetDeck or Swipe sees the profile, location or eligibility the write just answered (DESIGN §6,
-    /// read-your-writes). UNAVAILABLE with retry-after when one is still behind after `propagationTimeout`: the
+    /// read-your-writes): CreateProfile, UpdateProfile, UpdateLocation, UploadPhoto and DeletePhoto. UNAVAILABLE with retry-after when one is still behind after `propagationTimeout`: the
     /// change is recorded (a retried CreateProfile with its idempotency key, or a repeated UpdateProfile, waits
     /// again).
     func awaitReaders(of user: String) async throws {

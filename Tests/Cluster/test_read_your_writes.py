@@ -3,8 +3,9 @@ write has answered, the next call of either party that depends on it works, with
 
 - A like that makes a match (mutual community) or a connection (fitness, one-way) answers only once chat has opened
   the thread: the first SendMessage on it, by the swiper and by the other side, right after the Swipe answer.
-- CreateProfile and UpdateLocation answer only once discovery and match have them: a new member's GetDeck right
-  after, and a swipe between two members who just finished their profiles, work at once.
+- CreateProfile, UpdateLocation and UploadPhoto answer only once discovery and match have them: a new member's
+  GetDeck right after (also right after the photo that completes the profile), and a swipe between two members who
+  just finished their profiles, work at once.
 
 Each is repeated (20 pairs): without the waits the relays' delivery races the next call and some of them fail."""
 import uuid
@@ -14,7 +15,7 @@ import pytest
 
 from cluster_harness import Cluster, assert_clean_stop
 from test_cluster import PASSWORD, TIMEOUT, bearer, sign_up_and_verify, unique
-from test_profile import fields
+from test_profile import fields, upload, webp
 
 from kindred.api.v1 import (account_pb2, account_pb2_grpc, admin_pb2, admin_pb2_grpc, chat_pb2,  # noqa: E402
                             chat_pb2_grpc, deck_pb2, deck_pb2_grpc, profile_pb2, profile_pb2_grpc)
@@ -64,18 +65,28 @@ def signed_in(cluster, api, community):
 
 
 @pytest.fixture(scope="module")
-def mutual(cluster, api):
-    """A mutual community of the test's own that needs no photos (so profiles complete with fields and a place)."""
+def admin(cluster, api):
     email, _ = signed_in(cluster, api, "fitness")
     api.admin.BootstrapAdmin(admin_pb2.BootstrapAdminRequest(bootstrap_secret=BOOTSTRAP_SECRET,
                                                              community_id="fitness", login=email), timeout=TIMEOUT)
-    admin = bearer(api.accounts.SignIn(account_pb2.SignInRequest(community_id="fitness", login=email,
-                                                                 password=PASSWORD), timeout=TIMEOUT).tokens.access_token)
+    return bearer(api.accounts.SignIn(account_pb2.SignInRequest(community_id="fitness", login=email,
+                                                                password=PASSWORD), timeout=TIMEOUT).tokens.access_token)
+
+
+def new_community(api, admin):
+    """A mutual community of the test's own (one photo required, CreateCommunity's default)."""
     community = unique("ryw-")
     api.admin.CreateCommunity(admin_pb2.CreateCommunityRequest(
         community_id=community, display_name="Read your writes", settings=community_pb2.CommunitySettings(
-            mode=common_pb2.COMMUNITY_MODE_MUTUAL, min_photos=0, default_radius_km=50, max_radius_km=100,
+            mode=common_pb2.COMMUNITY_MODE_MUTUAL, default_radius_km=50, max_radius_km=100,
             daily_like_limit=1000)), metadata=admin, timeout=TIMEOUT)
+    return community
+
+
+@pytest.fixture(scope="module")
+def mutual(api, admin):
+    """A mutual community that needs no photos (so profiles complete with fields and a place)."""
+    community = new_community(api, admin)
     # CreateCommunity reads 0 photos as the default (1); an update sets 0.
     api.admin.UpdateCommunity(admin_pb2.UpdateCommunityRequest(
         community_id=community, settings=community_pb2.CommunitySettings(min_photos=0),
@@ -158,3 +169,15 @@ def test_new_profiles_can_see_their_deck_and_swipe_at_once(cluster, api, mutual)
         if result != "OK":
             failures.append((pair, "Swipe", result))
     assert not failures, f"{len(failures)} of {2 * PAIRS} calls failed: {failures[:5]}"
+
+
+def test_the_photo_that_completes_a_profile_shows_it_at_once(cluster, api, admin):
+    community, failures, photo = new_community(api, admin), [], webp()
+    for member in range(PAIRS // 2):
+        viewer = Member(cluster, api, community, "Gus")  # one photo short of complete
+        upload(api.profiles, viewer.auth, photo, "image/webp")
+        result = outcome(lambda: api.deck.GetDeck(deck_pb2.GetDeckRequest(page_size=10), metadata=viewer.auth,
+                                                  timeout=TIMEOUT))
+        if result != "OK":
+            failures.append((member, "GetDeck", result))
+    assert not failures, f"{len(failures)} of {PAIRS // 2} calls failed: {failures[:5]}"
