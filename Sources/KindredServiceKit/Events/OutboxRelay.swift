@@ -14,9 +14,10 @@ import NIOCore
 /// leaves its events pending, visible in ``metrics``).
 ///
 /// Generalised from auth's mail relay: work is claimed in the database (``OutboxRelayStore/claim``), so any
-/// number of replicas share it; each consumer has its own loop, woken by the producers' NOTIFY (delivery
-/// starts within milliseconds of a commit), by a poll every `pollInterval` (retries after backoff, missed
-/// notifications) and by its own progress (a full batch is followed at once by the next). The decisions
+/// number of replicas share it; each consumer has its own loops (`loopsPerConsumer`, each claiming partitions
+/// of its own), woken by the producers' NOTIFY (delivery starts within milliseconds of a commit), by a poll every
+/// `pollInterval` (retries after backoff, missed notifications) and by its own progress (a full batch is followed
+/// at once by the next). The decisions
 /// (what goes in a batch, where each cursor moves) are ``DeliveryPlan``'s; this type does the I/O.
 ///
 /// Run it with ``run()`` until the task is cancelled; it then ends its leases so another replica can continue
@@ -39,6 +40,7 @@ public final class OutboxRelay: Sendable {
     ) {
         precondition(configuration.lease > configuration.callTimeout, "the lease must outlast a call")
         precondition((1...DeliveryPlan.maxBatch).contains(configuration.maxBatch), "maxBatch must be 1...100")
+        precondition((1...16).contains(configuration.loopsPerConsumer), "loopsPerConsumer must be 1...16")
         self.configuration = configuration
         self.database = database
         self.tokens = tokens
@@ -65,14 +67,17 @@ public final class OutboxRelay: Sendable {
     public func run() async {
         guard !self.configuration.consumers.isEmpty else { return }
         await self.registerConsumersUntilDone()
-        let wakeups = self.configuration.consumers.map { _ in
+        let loops = self.configuration.consumers.flatMap { consumer in
+            Array(repeating: consumer, count: self.configuration.loopsPerConsumer)
+        }
+        let wakeups = loops.map { _ in
             AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         }
         let wakeAll: @Sendable () -> Void = { for wakeup in wakeups { wakeup.continuation.yield() } }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.listen(wakeAll) }
             group.addTask { await self.tick(wakeAll) }
-            for (consumer, wakeup) in zip(self.configuration.consumers, wakeups) {
+            for (consumer, wakeup) in zip(loops, wakeups) {
                 group.addTask { await self.deliverLoop(to: consumer, wakeups: wakeup.stream) }
             }
             wakeAll()

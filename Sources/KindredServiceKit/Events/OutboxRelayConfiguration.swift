@@ -68,6 +68,11 @@ public struct OutboxRelayConfiguration: Sendable {
     public var maxBatch = DeliveryPlan.maxBatch
     /// Partitions claimed at once. Default 100.
     public var partitionsPerClaim = 100
+    /// Delivery loops per consumer, 1...16. Default 4. Each loop claims its own partitions (the claim skips
+    /// partitions another loop or replica holds), so order per partition is kept while one loop's round trips
+    /// (claim, read, call, record) overlap another's: calls waiting for a consumer's acknowledgement (a match
+    /// waiting for chat) see a delivery latency of about one round, not the length of one loop's queue.
+    public var loopsPerConsumer = 4
     /// How often the pending and oldest-age gauges are recomputed. Default 5 s.
     public var metricsInterval: Duration = .seconds(5)
     /// Delivered events older than this are deleted from the outbox. Default 7 days.
