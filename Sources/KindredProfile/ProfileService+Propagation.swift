@@ -14,11 +14,18 @@ extension ProfileService {
         let consumers = self.configuration.eventConsumers.map(\.name).filter(Self.readYourWritesConsumers.contains)
         let started = ContinuousClock.now
         let applied = try await Self.outbox.awaitDelivery(
-            partition: user, consumers: consumers, on: self.database, timeout: self.configuration.propagationTimeout)
+            partition: user,
+            consumers: consumers,
+            on: self.database,
+            timeout: self.configuration.propagationTimeout
+        )
         self.propagationWait.recordNanoseconds(Int64((ContinuousClock.now - started) / .nanoseconds(1)))
         guard applied else {
             self.propagationTimeouts.increment()
-            self.logger.warning("profile change not yet applied by discovery and match", metadata: ["partition.kind": "user"])
+            self.logger.warning(
+                "profile change not yet applied by discovery and match",
+                metadata: ["partition.kind": "user"]
+            )
             throw ProfileError.notYetApplied
         }
     }

@@ -33,14 +33,19 @@ public struct LocationOffset: Sendable {
     /// north) and length in km.
     public func displacement(high: UInt64, low: UInt64) -> (bearing: Double, kilometres: Double) {
         var message = Array("kindred.discovery.location-offset.v1".utf8)
-        for shift in stride(from: 56, through: 0, by: -8) { message.append(UInt8(truncatingIfNeeded: high >> UInt64(shift))) }
-        for shift in stride(from: 56, through: 0, by: -8) { message.append(UInt8(truncatingIfNeeded: low >> UInt64(shift))) }
+        for shift in stride(from: 56, through: 0, by: -8) {
+            message.append(UInt8(truncatingIfNeeded: high >> UInt64(shift)))
+        }
+        for shift in stride(from: 56, through: 0, by: -8) {
+            message.append(UInt8(truncatingIfNeeded: low >> UInt64(shift)))
+        }
         let code = HMACSHA256.authenticationCode(for: message, key: self.key)
         func unit(_ bytes: ArraySlice<UInt8>) -> Double {
             Double(bytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) } >> 11) / Double(1 << 53)
         }
         let bearing = unit(code[0..<8]) * 2 * .pi
-        let length = Self.kilometres.lowerBound + unit(code[8..<16]) * (Self.kilometres.upperBound - Self.kilometres.lowerBound)
+        let length =
+            Self.kilometres.lowerBound + unit(code[8..<16]) * (Self.kilometres.upperBound - Self.kilometres.lowerBound)
         return (bearing, length)
     }
 

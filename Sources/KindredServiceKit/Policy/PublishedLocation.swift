@@ -38,7 +38,8 @@ public struct PublishedLocation: Sendable {
         guard let key = try reader.secret("KINDRED_LOCATION_KEY", length: 32...256) else {
             throw ConfigurationError(
                 key: "KINDRED_LOCATION_KEY",
-                problem: "is required (32..256 characters): members' published positions derive from it")
+                problem: "is required (32..256 characters): members' published positions derive from it"
+            )
         }
         self.offset = LocationOffset(key: Array(key.utf8))
     }

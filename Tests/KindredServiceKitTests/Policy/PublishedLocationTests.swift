@@ -41,17 +41,26 @@ import Testing
             let (a, b) = (UUID().uuidString.lowercased(), UUID().uuidString.lowercased())
             let cellA = try #require(
                 Geohash.encode(
-                    latitude: .random(in: -60...60, using: &generator), longitude: .random(in: -180..<180, using: &generator),
-                    precision: 7))
+                    latitude: .random(in: -60...60, using: &generator),
+                    longitude: .random(in: -180..<180, using: &generator),
+                    precision: 7
+                )
+            )
             let cellB = try #require(
                 Geohash.encode(
-                    latitude: .random(in: -60...60, using: &generator), longitude: .random(in: -180..<180, using: &generator),
-                    precision: 7))
-            let shown = try #require(location.kilometres(viewerID: a, viewerCell: cellA, memberID: b, memberCell: cellB))
+                    latitude: .random(in: -60...60, using: &generator),
+                    longitude: .random(in: -180..<180, using: &generator),
+                    precision: 7
+                )
+            )
+            let shown = try #require(
+                location.kilometres(viewerID: a, viewerCell: cellA, memberID: b, memberCell: cellB)
+            )
             #expect(location.kilometres(viewerID: b, viewerCell: cellB, memberID: a, memberCell: cellA) == shown)
             #expect(
                 location.kilometres(viewerID: a, viewerCell: String(cellA.prefix(6)), memberID: b, memberCell: cellB)
-                    == shown)
+                    == shown
+            )
             // Not between the cells: the published position of a member is their cell moved by their offset.
             let centre = try #require(Geohash.decode(String(cellA.prefix(6))))
             let published = try #require(location.point(userID: a, cell: cellA))
@@ -73,7 +82,8 @@ import Testing
         for _ in 0..<300 {
             let victim = UUID().uuidString
             let cell = try #require(
-                Geohash.encode(latitude: .random(in: -60...60), longitude: .random(in: -180..<180), precision: 6))
+                Geohash.encode(latitude: .random(in: -60...60), longitude: .random(in: -180..<180), precision: 6)
+            )
             let bounds = try #require(Geohash.bounds(cell))
             let published = try #require(location.point(userID: victim, cell: cell))
             let (latitude, longitude) = (asin(published.sinLatitude) * 180 / .pi, published.longitude)
@@ -86,7 +96,10 @@ import Testing
                 #expect(Geohash.distanceKm((latitude, longitude), corner) >= 1)
             }
             let attacker = UUID().uuidString
-            #expect((location.kilometres(viewerID: attacker, viewerCell: cell, memberID: victim, memberCell: cell) ?? 0) >= 1)
+            #expect(
+                (location.kilometres(viewerID: attacker, viewerCell: cell, memberID: victim, memberCell: cell) ?? 0)
+                    >= 1
+            )
         }
     }
 
@@ -99,6 +112,9 @@ import Testing
         let configured = try PublishedLocation(EnvironmentReader(["KINDRED_LOCATION_KEY": Self.key]))
         let id = UUID().uuidString
         #expect(configured.point(userID: id, cell: "u09tvw") == Self.location.point(userID: id, cell: "u09tvw"))
-        #expect(PublishedLocation(offset: nil).point(userID: id, cell: "u09tvw") != Self.location.point(userID: id, cell: "u09tvw"))
+        #expect(
+            PublishedLocation(offset: nil).point(userID: id, cell: "u09tvw")
+                != Self.location.point(userID: id, cell: "u09tvw")
+        )
     }
 }
