@@ -108,9 +108,9 @@ struct HTTP1PortTests {
     @Test("slow and silent connections are closed at their timeout, past the cap refused, a normal request served")
     func slowConnections() async throws {
         var limits = HTTP1Limits(maxConnections: 4)
-        limits.headerTimeout = .milliseconds(600)
-        limits.bodyTimeout = .milliseconds(600)
-        limits.idleTimeout = .milliseconds(1200)
+        limits.headerTimeout = .seconds(2)
+        limits.bodyTimeout = .seconds(2)
+        limits.idleTimeout = .seconds(3)
         let admin = AdminServer(
             configuration: AdminServer.Configuration(host: "127.0.0.1", port: 0, limits: limits),
             logger: Logger(label: "test.http1"),
@@ -136,16 +136,22 @@ struct HTTP1PortTests {
         #expect(await refused.closed(within: .seconds(2)))
         #expect(refused.text.isEmpty && admin.portMetrics.refusedConnections == 1)
 
+        // Its header deadline runs from the accept: on a busy machine it may pass before the trickle ends, and a
+        // send then finds the connection closed, which is the behaviour under test.
         for byte in "GET /healthz HTTP/1.1\r\nHost:".utf8.prefix(4) {
-            try await trickled.send(String(UnicodeScalar(byte)))
+            do {
+                try await trickled.send(String(UnicodeScalar(byte)))
+            } catch {
+                break
+            }
             try await Task.sleep(for: .milliseconds(100))
         }
         for connection in [partial, trickled, body] {
-            #expect(await connection.closed(within: .seconds(5)))
+            #expect(await connection.closed(within: .seconds(10)))
         }
         #expect(admin.portMetrics.timeouts("header") == 2 && admin.portMetrics.timeouts("body") == 1)
         // The kept-alive connection is closed once idle for its timeout.
-        #expect(await normal.closed(within: .seconds(5)))
+        #expect(await normal.closed(within: .seconds(10)))
         #expect(admin.portMetrics.timeouts("idle") == 1)
 
         // The slow ones are gone: a new connection is served.
