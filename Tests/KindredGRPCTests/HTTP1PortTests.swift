@@ -151,14 +151,12 @@ struct HTTP1PortTests {
         let port = try await admin.start().port!
 
         // A partial header, a header trickled a byte at a time, and a body that stops short.
-        let partial = try await RawConnection.open(port: port)
-        try await partial.send("GET /healthz HTTP/1.1\r\nHo")
+        let partial = try await RawConnection.open(port: port, sending: "GET /healthz HTTP/1.1\r\nHo")
         let trickled = try await RawConnection.open(port: port)
-        let body = try await RawConnection.open(port: port)
-        try await body.send("POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789")
+        let body = try await RawConnection.open(
+            port: port, sending: "POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789")
         // A normal request on a kept-alive connection: served while three slow ones are open.
-        let normal = try await RawConnection.open(port: port)
-        try await normal.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        let normal = try await RawConnection.open(port: port, sending: "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         #expect(try await normal.received(containing: "SERVING", within: .seconds(30)))
 
         // Its header deadline runs from the accept: if the test is starved it may pass before the trickle ends,
@@ -180,8 +178,8 @@ struct HTTP1PortTests {
         #expect(admin.portMetrics.timeouts("idle") == 1)
 
         // The slow ones are gone: a new connection is served.
-        let again = try await RawConnection.open(port: port)
-        try await again.send("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        let again = try await RawConnection.open(
+            port: port, sending: "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         #expect(try await again.received(containing: "SERVING", within: .seconds(30)))
         #expect(await again.closed(within: .seconds(30)))
         for _ in 0..<500 where admin.portMetrics.openConnections > 0 { try await Task.sleep(for: .milliseconds(20)) }
@@ -195,12 +193,14 @@ private struct RawConnection: Sendable {
     let channel: any Channel
     let box: NIOLockedValueBox<String>
 
-    static func open(port: Int) async throws -> RawConnection {
+    /// Connects and, when `first` is given, writes it on the event loop as the connection becomes active: the
+    /// bytes leave at once even when the test's own tasks are starved, so no deadline passes before them.
+    static func open(port: Int, sending first: String? = nil) async throws -> RawConnection {
         let box = NIOLockedValueBox("")
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(Collector(box: box))
+                    try channel.pipeline.syncOperations.addHandler(Collector(box: box, first: first))
                 }
             }
             .connect(host: "127.0.0.1", port: port)
@@ -240,9 +240,18 @@ private struct RawConnection: Sendable {
 private final class Collector: ChannelInboundHandler, Sendable {
     typealias InboundIn = ByteBuffer
     let box: NIOLockedValueBox<String>
+    let first: String?
 
-    init(box: NIOLockedValueBox<String>) {
+    init(box: NIOLockedValueBox<String>, first: String?) {
         self.box = box
+        self.first = first
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        if let first = self.first {
+            context.writeAndFlush(NIOAny(ByteBuffer(string: first)), promise: nil)
+        }
+        context.fireChannelActive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
