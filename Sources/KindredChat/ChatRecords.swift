@@ -2,14 +2,6 @@ import KindredPostgres
 import KindredProto
 import KindredServiceKit
 
-/// Statements run either on the pool or inside a transaction; the stores take either.
-protocol SQLRunner: Sendable {
-    func query(_ query: PostgresQuery) async throws -> PostgresRows
-    @discardableResult func execute(_ query: PostgresQuery) async throws -> Int
-}
-extension PostgresClient: SQLRunner {}
-extension PostgresTransaction: SQLRunner {}
-
 /// A thread as stored, with the participants' state needed to decide what a caller may do.
 struct ThreadRecord: Sendable, Hashable {
     enum State: String, Sendable { case open, closed }
