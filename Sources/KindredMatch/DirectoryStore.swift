@@ -93,6 +93,12 @@ struct DirectoryStore: Sendable {
         )
     }
 
+    /// The community `user` is a member of (eligible or not, active or not); nil for an unknown user.
+    func community(of user: String, in transaction: PostgresTransaction) async throws -> String? {
+        try await transaction.query("SELECT community_id FROM members WHERE user_id = \(user)::uuid")
+            .first.map { try $0.decode(String.self, at: 0) }
+    }
+
     /// Whether `user` is visible to members of `community`: a known, eligible, active member of it.
     func isVisible(_ user: String, in community: String, on database: PostgresTransaction) async throws -> Bool {
         try await database.query(

@@ -64,9 +64,7 @@ extension MatchService {
     func require(_ action: MemberAction, on target: String, by user: User, in transaction: PostgresTransaction)
         async throws
     {
-        let community = try await transaction.query(
-            "SELECT community_id FROM members WHERE user_id = \(target)::uuid"
-        ).first.map { try $0.decode(String.self, at: 0) }
+        let community = try await self.directory.community(of: target, in: transaction)
         let relation = MemberRelation(
             MemberRelation.Facts(exists: community != nil, sameCommunity: community == user.community))
         guard VisibilityPolicy.allows(action, relation) else { throw MatchError.userNotFound }
