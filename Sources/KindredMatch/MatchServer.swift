@@ -39,15 +39,11 @@ public final class MatchServer: ServiceServer {
                 revocationStaleAfter: configuration.revocationStaleAfter, logger: logger)
         var check = candidateCheck
         if check == nil {
-            var discovery = GRPCClientConfiguration(
-                host: configuration.discoveryAddress.host, port: configuration.discoveryAddress.port)
-            discovery.defaultTimeout = configuration.discoveryTimeout
-            discovery.connectTimeout = configuration.discoveryTimeout
-            let client = GRPCClient(configuration: discovery, logger: logger)
-            self.discoveryClient = client
-            check = DiscoveryCandidateCheck(
-                client: client, tokens: self.auth.serviceTokens, timeout: configuration.discoveryTimeout,
-                logger: logger)
+            let discovery = DiscoveryCandidates(
+                address: configuration.discoveryAddress, tokens: self.auth.serviceTokens,
+                timeout: configuration.discoveryTimeout, logger: logger)
+            self.discoveryClient = discovery.client
+            check = DiscoveryCandidateCheck(discovery)
         } else {
             self.discoveryClient = nil
         }

@@ -1,7 +1,4 @@
-import KindredGRPC
-import KindredIdentity
-import KindredProto
-import Logging
+import KindredServiceKit
 
 /// Whose card a viewer may see as far as preferences go (DESIGN §5): a member the viewer's deck could show (same
 /// community, eligible, mutual preferences, within reach at published positions), or one who liked the viewer.
@@ -13,19 +10,13 @@ public protocol CardCheck: Sendable {
     func shown(_ targets: [String], to viewer: String) async throws -> Set<String>
 }
 
-/// ``CardCheck`` through discovery's `CheckCandidates` with `include_likers`, with profile's service token and a
-/// deadline of its own. Any failure is UNAVAILABLE with a retry hint (fail closed).
+/// ``CardCheck`` through discovery's `CheckCandidates` in card mode (`include_likers`, the kit's
+/// ``DiscoveryCandidates``); any failure is UNAVAILABLE with a retry hint (fail closed).
 public struct DiscoveryCardCheck: CardCheck {
-    let client: GRPCClient
-    let tokens: ServiceTokenSource?
-    let timeout: Duration
-    let logger: Logger
+    let discovery: DiscoveryCandidates
 
-    public init(client: GRPCClient, tokens: ServiceTokenSource?, timeout: Duration, logger: Logger) {
-        self.client = client
-        self.tokens = tokens
-        self.timeout = timeout
-        self.logger = logger
+    public init(_ discovery: DiscoveryCandidates) {
+        self.discovery = discovery
     }
 
     static let unavailable: ProfileError = {
@@ -35,20 +26,9 @@ public struct DiscoveryCardCheck: CardCheck {
     }()
 
     public func shown(_ targets: [String], to viewer: String) async throws -> Set<String> {
-        guard let tokens = self.tokens else { throw Self.unavailable }
-        var request = Kindred.Discovery.V1.CheckCandidatesRequest()
-        request.viewerUserId = viewer
-        request.targetUserIds = targets
-        request.includeLikers = true
-        do {
-            let token = try await tokens.token()
-            let response = try await self.client.unary(
-                Kindred.Discovery.V1.DiscoveryService.Method.checkCandidates, request,
-                metadata: ["authorization": .string("Bearer " + token)], options: CallOptions(timeout: self.timeout))
-            return Set(response.shownUserIds)
-        } catch {
-            self.logger.warning("discovery's card check failed", metadata: ["error": "\(error)"])
+        guard let shown = await self.discovery.shown(targets, to: viewer, includingLikers: true) else {
             throw Self.unavailable
         }
+        return shown
     }
 }

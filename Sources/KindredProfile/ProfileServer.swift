@@ -38,14 +38,11 @@ public final class ProfileServer: ServiceServer {
         let tokens = auth.serviceTokens
         var check = cardCheck
         if check == nil {
-            var discovery = GRPCClientConfiguration(
-                host: configuration.discoveryAddress.host, port: configuration.discoveryAddress.port)
-            discovery.defaultTimeout = configuration.discoveryTimeout
-            discovery.connectTimeout = configuration.discoveryTimeout
-            let client = GRPCClient(configuration: discovery, logger: logger)
-            self.discoveryClient = client
-            check = DiscoveryCardCheck(
-                client: client, tokens: tokens, timeout: configuration.discoveryTimeout, logger: logger)
+            let discovery = DiscoveryCandidates(
+                address: configuration.discoveryAddress, tokens: tokens, timeout: configuration.discoveryTimeout,
+                logger: logger)
+            self.discoveryClient = discovery.client
+            check = DiscoveryCardCheck(discovery)
         } else {
             self.discoveryClient = nil
         }
