@@ -85,8 +85,8 @@ struct PhotoStore: Sendable {
     }
 
     /// The photo a retried upload stored, by the user's upload key.
-    func photo(userID: String, uploadKey: String, in transaction: PostgresTransaction) async throws -> String? {
-        let rows = try await transaction.query(
+    func photo(userID: String, uploadKey: String, in runner: some SQLRunner) async throws -> String? {
+        let rows = try await runner.query(
             "SELECT id::text FROM photos WHERE user_id = \(userID) AND upload_key = \(uploadKey)")
         return try rows.first?.decode(String.self, at: 0)
     }

@@ -156,9 +156,7 @@ extension ProfileService {
         .failedPrecondition, "PHOTO_LIMIT_REACHED", "The profile holds the community's maximum of photos")
 
     private func existingUpload(_ userID: String, _ key: String) async throws -> V1.UploadPhotoResponse? {
-        let rows = try await self.database.query(
-            "SELECT id::text FROM photos WHERE user_id = \(userID) AND upload_key = \(key)")
-        guard let id = try rows.first?.decode(String.self, at: 0) else { return nil }
+        guard let id = try await self.photos.photo(userID: userID, uploadKey: key, in: self.database) else { return nil }
         return try await self.uploadResponse(userID, photoID: id)
     }
 
