@@ -43,7 +43,7 @@ extension MatchService {
     /// The block's effects in a transaction (Block and ReportUser with also_block); returns the ended match id.
     func blockInTransaction(user: User, target: String, in transaction: PostgresTransaction) async throws -> String? {
         // The pair's lock: a like being committed for this pair now cannot create a match after the block.
-        try await transaction.execute("SELECT pg_advisory_xact_lock(\(SwipeStore.pairLockKey(user.id, target)))")
+        try await self.swipes.lockPair(user.id, target, in: transaction)
         try await self.require(.block, on: target, by: user, in: transaction)
         guard try await self.safety.block(blocker: user.id, blocked: target, in: transaction) else { return nil }
         var event = CommonApi.Event()

@@ -81,7 +81,7 @@ extension MatchService {
         if let named, !UUIDv7.isValid(named) { throw MatchError.invalid("swipe_id", "INVALID_FORMAT", "a swipe id") }
         return try await self.database.withTransaction { transaction in
             // One undo at a time per user (the limit and "last swipe" are per user).
-            try await transaction.execute("SELECT pg_advisory_xact_lock(\(SwipeStore.pairLockKey(user.id, user.id)))")
+            try await self.swipes.lockPair(user.id, user.id, in: transaction)
             let settings = try await self.directory.settings(user.community, in: transaction)
             let policy = UndoPolicy(windowSeconds: Int64(settings.undoWindowSeconds), dailyLimit: settings.dailyUndoLimit)
             let now = PostgresTimestamp.now

@@ -57,6 +57,12 @@ struct SwipeFacts: Sendable {
 /// The SQL of swipes: the batch load and write of the group commit, and undo. Tables `swipes`, `undos`,
 /// `matches` (created / reciprocated by swipes), `blocks` and the projections `members`, `communities` (read).
 struct SwipeStore: Sendable {
+    /// Takes the pair's advisory lock until the end of `transaction` (`a == b`: the user's own lock, which undo
+    /// takes so one undo runs at a time per user).
+    func lockPair(_ a: String, _ b: String, in transaction: PostgresTransaction) async throws {
+        try await transaction.execute("SELECT pg_advisory_xact_lock(\(Self.pairLockKey(a, b)))")
+    }
+
     /// The advisory lock key of an unordered pair: two likes of one pair serialize on it, so the second sees the
     /// first committed and exactly one match is made.
     static func pairLockKey(_ a: String, _ b: String) -> Int64 {
