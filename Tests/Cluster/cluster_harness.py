@@ -98,11 +98,6 @@ def processes_mentioning(text: str) -> list:
     return found
 
 
-def _default_signals():
-    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT):
-        signal.signal(number, signal.SIG_DFL)
-
-
 class Cluster:
     """One run of services/run-cluster.sh."""
 
@@ -125,9 +120,11 @@ class Cluster:
         self.up = threading.Event()
         # The tests stop the cluster with Ctrl-C (SIGINT). A test run started in the background (CI jobs often
         # are) inherits SIGINT ignored, and bash cannot trap a signal ignored on entry: give the script the
-        # default disposition, as a terminal would.
-        self.process = subprocess.Popen([str(ROOT / "services" / "run-cluster.sh"), *args], cwd=ROOT, env=self.env,
-                                        preexec_fn=_default_signals,
+        # default disposition, as a terminal would. `env --default-signal` does it in the child without running
+        # Python between fork and exec (a preexec_fn is unsafe beside the test process's threads: grpcio's fork
+        # handlers ran in the child and the script never started).
+        command = ["env", "--default-signal=INT,TERM,QUIT", str(ROOT / "services" / "run-cluster.sh"), *args]
+        self.process = subprocess.Popen(command, cwd=ROOT, env=self.env,
                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True)
         self.reader = threading.Thread(target=self._read_output, daemon=True)
