@@ -72,6 +72,8 @@ let package = Package(
         .target(name: "KindredPostgres", dependencies: ["CLibpq", logging] + nio),
         // Sends mail to an SMTP relay (STARTTLS through KindredOpenSSL).
         .target(name: "KindredSMTP", dependencies: ["KindredOpenSSL", logging] + nio),
+        /// Push providers (APNs, FCM, Web Push): each speaks its protocol and reports a `PushOutcome`.
+        .target(name: "KindredPush", dependencies: ["KindredOpenSSL", logging] + nio),
         // Starts a private PostgreSQL (initdb into a temporary folder) for tests.
         .target(name: "KindredPostgresTesting", dependencies: ["KindredPostgres", logging]),
         // Tests: blocking work (subprocesses, seconds of CPU) off the cooperative pool, for every test target.
