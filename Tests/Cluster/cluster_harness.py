@@ -63,11 +63,23 @@ def port_is_free(port: int) -> bool:
     return True
 
 
+def ephemeral_port_range() -> tuple:
+    try:
+        low, high = pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port_base() -> tuple:
     """A port base whose gRPC, admin and media ports are all free, and a free SMTP port. Two clusters may run at
-    once (a test starting its own beside the module's), so every port one of them binds is checked."""
+    once (a test starting its own beside the module's), so every port one of them binds is checked. The bases lie
+    below the kernel's ephemeral range (ip_local_port_range, 32768 and up by default): a port chosen inside it could
+    be taken by any outgoing connection (to PostgreSQL, between the services) before the cluster binds it."""
+    first_ephemeral = ephemeral_port_range()[0]
+    highest_base = min(first_ephemeral, 65536) - 2 * ADMIN_PORT_OFFSET - 10
     for _ in range(200):
-        base = 46050 + 10 * random.randrange(0, 150)
+        base = 20050 + 10 * random.randrange(0, max(1, (highest_base - 20050) // 10))
         ports = [base + i for i in range(len(SERVERS))] + [base + ADMIN_PORT_OFFSET + i for i in range(len(SERVERS))]
         smtp = base + ADMIN_PORT_OFFSET + 50
         media = base + 2 * ADMIN_PORT_OFFSET  # the gateway's media port (run-cluster.sh: port base + 200)
