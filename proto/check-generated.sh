@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fails when the committed generated code (Sources/CKindredProto/{generated,include,registry.c},
-# Sources/KindredProto) differs from what proto/generate.sh makes from proto/ today.
+# Sources/KindredProto, docs/api) differs from what proto/generate.sh makes from proto/ today.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,9 +21,10 @@ compare Sources/CKindredProto/generated
 compare Sources/CKindredProto/include
 compare Sources/CKindredProto/registry.c
 compare Sources/KindredProto
+compare docs/api
 
 if [ "$status" -ne 0 ]; then
-    echo "error: generated protobuf code has drifted; run proto/generate.sh and commit the result." >&2
+    echo "error: generated protobuf code or API reference has drifted; run proto/generate.sh and commit the result." >&2
     exit 1
 fi
-echo "generated protobuf code is up to date"
+echo "generated protobuf code and API reference are up to date"

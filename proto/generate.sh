@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Regenerates the code built from proto/: protobuf-c C code (Sources/CKindredProto) and the Swift
+# Regenerates what is built from proto/: protobuf-c C code (Sources/CKindredProto) and the Swift
 # value types (Sources/KindredProto), from every .proto under proto/ plus the test-only protos
-# under proto/plugin/testdata. Idempotent; run from anywhere.
+# under proto/plugin/testdata, and the public API reference (docs/api: a Markdown page per service
+# of kindred.api.v1 and openapi.json) from the public protos and their comments. Idempotent; run
+# from anywhere.
 #
 #   proto/generate.sh [OUTPUT_ROOT]    OUTPUT_ROOT defaults to the repository root;
 #                                      proto/check-generated.sh passes a temporary folder.
@@ -16,6 +18,7 @@ out="$(mkdir -p "${1:-$root}" && cd "${1:-$root}" && pwd)"
 protoc=/usr/bin/protoc
 protoc_c=/usr/bin/protoc-c
 plugin="$root/proto/plugin/protoc-gen-kindred-swift"
+docs_plugin="$root/proto/plugin/protoc-gen-kindred-docs"
 export LC_ALL=C
 
 # Everything is generated into a staging folder first, so that a proto that fails to compile
@@ -24,6 +27,7 @@ stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 c_dir="$stage/CKindredProto"
 swift_dir="$stage/KindredProto"
+docs_dir="$stage/api"
 
 cd "$root/proto"
 # Proto paths as protoc names them: relative to proto/ or to proto/plugin/testdata.
@@ -90,6 +94,13 @@ mkdir -p "$swift_dir"
     --kindred-swift_out=test_prefix=prototest/:"$swift_dir" \
     "${all_protos[@]}"
 
+# e. The API reference (a sibling plugin: documents, not code, for people and OpenAPI tools).
+mkdir -p "$docs_dir"
+"$protoc" "${includes[@]}" \
+    --plugin=protoc-gen-kindred-docs="$docs_plugin" \
+    --kindred-docs_out=package=kindred.api.v1:"$docs_dir" \
+    "${all_protos[@]}"
+
 # Replace the outputs (and only them: Sources/CKindredProto has no other files of ours).
 mkdir -p "$out/Sources/CKindredProto/include" "$out/Sources/KindredProto"
 rm -rf "$out/Sources/CKindredProto/generated"
@@ -98,3 +109,6 @@ cp "$c_dir/include/ckindred_proto.h" "$out/Sources/CKindredProto/include/ckindre
 cp "$c_dir/registry.c" "$out/Sources/CKindredProto/registry.c"
 find "$out/Sources/KindredProto" -maxdepth 1 -name '*.swift' -delete
 cp "$swift_dir"/*.swift "$out/Sources/KindredProto/"
+mkdir -p "$out/docs"
+rm -rf "$out/docs/api"
+cp -R "$docs_dir" "$out/docs/api"

@@ -1,4 +1,4 @@
-"""The docs hold together without a cluster: every relative link in README.md, docs/*.md and services/**/README.md
+"""The docs hold together without a cluster: every relative link in README.md, docs/**/*.md and services/**/README.md
 points at a file that exists (and, for a `#fragment` into a Markdown file, at one of its headings), the README
 stays one page, and it links every page of docs/."""
 import pathlib
@@ -7,7 +7,7 @@ import re
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "services").rglob("README.md")])
+PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *(ROOT / "services").rglob("README.md")])
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
 
