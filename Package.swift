@@ -86,6 +86,8 @@ let package = Package(
             cSettings: [.headerSearchPath("generated")]
         ),
         .target(name: "KindredProto", dependencies: ["KindredProtobuf", "CKindredProto"]),
+        // The proto3 JSON mapping for every generated message, driven by the embedded descriptors (Connect JSON).
+        .target(name: "KindredProtoJSON", dependencies: ["KindredProtobuf", "KindredProto"]),
 
         // The gRPC runtime and the standard services every server carries.
         .target(
@@ -243,6 +245,9 @@ let package = Package(
 
         .testTarget(
             name: "KindredProtobufTests", dependencies: ["KindredProtobuf", "KindredProto", "KindredTestSupport"],
+            exclude: ["python"]),
+        .testTarget(
+            name: "KindredProtoJSONTests", dependencies: ["KindredProtoJSON", "KindredProto", "KindredProtobuf", "KindredTestSupport"],
             exclude: ["python"]),
         .testTarget(name: "KindredHTTP2Tests", dependencies: ["KindredHTTP2"]),
         .testTarget(name: "KindredOpenSSLTests", dependencies: ["KindredOpenSSL"] + nio),
