@@ -14,6 +14,8 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     private var session: HTTP2Session?
     private var context: ChannelHandlerContext?
     private var calls: [Int32: ClientCall] = [:]
+    /// Plain HTTP/2 requests (`HTTP2Client`) on the same connection.
+    private var exchanges: [Int32: HTTP2Exchange] = [:]
     private var inRead = false
     private var flushScheduled = false
     /// Set once GOAWAY arrived or the channel closed: no new calls go here.
@@ -38,7 +40,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         self.logger = logger
     }
 
-    var activeCalls: Int { self.calls.count }
+    var activeCalls: Int { self.calls.count + self.exchanges.count }
 
     // MARK: Channel events
 
@@ -91,6 +93,12 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         for call in calls.values {
             call.complete(RPCError(.unavailable, "The connection to the server was lost"))
             call.connection = nil
+        }
+        let exchanges = self.exchanges
+        self.exchanges.removeAll()
+        for exchange in exchanges.values {
+            exchange.complete(.failure(RPCError(.unavailable, "The connection to the server was lost")))
+            exchange.connection = nil
         }
         self.session?.delegate = nil
         self.session = nil
@@ -202,6 +210,71 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         self.closeIfDone()
     }
 
+    /// Opens a plain request's stream and queues its body, like `start(_:path:metadata:deadline:)` for a call:
+    /// false, touching nothing, when this connection no longer takes streams.
+    func start(_ exchange: HTTP2Exchange, deadline: NIODeadline?) -> Bool {
+        guard let session = self.session, let context = self.context, !self.isDraining else {
+            return false
+        }
+        if let deadline, (deadline - .now()).nanoseconds <= 0 {
+            exchange.complete(.failure(RPCError(.deadlineExceeded, "Deadline exceeded before the request started")))
+            self.onCallEnded?()
+            return true
+        }
+        let request = exchange.request
+        var headers = [
+            HTTP2Header(":method", request.method), HTTP2Header(":scheme", self.scheme),
+            HTTP2Header(":path", request.path), HTTP2Header(":authority", self.configuration.authority),
+        ]
+        headers += request.headers
+        if !request.body.isEmpty || request.method == "POST" || request.method == "PUT" {
+            headers.append(HTTP2Header("content-length", String(request.body.count)))
+        }
+        let streamID: Int32
+        do {
+            streamID = try session.submitRequest(headers: headers)
+        } catch {
+            exchange.complete(.failure(RPCError(.unavailable, "The connection cannot open more streams")))
+            self.onCallEnded?()
+            return true
+        }
+        exchange.streamID = streamID
+        exchange.connection = self
+        self.exchanges[streamID] = exchange
+        if !request.body.isEmpty {
+            session.sendData(streamID: streamID, context.channel.allocator.buffer(bytes: request.body))
+        }
+        session.finish(streamID: streamID, trailers: nil)
+        if let deadline {
+            exchange.deadlineTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
+                exchange.deadlineTimer = nil
+                self.cancel(exchange, RPCError(.deadlineExceeded, "Deadline exceeded"))
+            }
+        }
+        self.scheduleFlush()
+        return true
+    }
+
+    func cancel(_ exchange: HTTP2Exchange, _ error: RPCError) {
+        guard !exchange.done else { return }
+        self.session?.resetStream(streamID: exchange.streamID, errorCode: .cancel)
+        self.endExchange(exchange, .failure(error))
+    }
+
+    /// Completes an exchange and gives its stream slot back. A response that ended while our request was still
+    /// being sent closes our side too (RST_STREAM NO_ERROR, RFC 9113 §8.1), so the stream holds no slot.
+    private func endExchange(_ exchange: HTTP2Exchange, _ result: Result<HTTP2Response, RPCError>) {
+        self.exchanges.removeValue(forKey: exchange.streamID)
+        if case .success = result, let session = self.session, session.pendingOutboundBytes(streamID: exchange.streamID) > 0 {
+            session.resetStream(streamID: exchange.streamID, errorCode: .noError)
+        }
+        exchange.complete(result)
+        exchange.connection = nil
+        self.scheduleFlush()
+        self.onCallEnded?()
+        self.closeIfDone()
+    }
+
     /// Returns a read (or dropped) message's bytes to the flow-control window.
     func release(_ call: ClientCall, count: Int) {
         self.session?.consume(streamID: call.streamID, count: count)
@@ -211,6 +284,15 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     // MARK: HTTP/2 events
 
     func http2Session(_ session: HTTP2Session, didReceiveHeaders headers: [HTTP2Header], streamID: Int32, endStream: Bool) {
+        if let exchange = self.exchanges[streamID] {
+            if !exchange.receiveHeaders(headers) {
+                session.resetStream(streamID: streamID, errorCode: .protocolError)
+                self.endExchange(exchange, .failure(RPCError(.internalError, "The response had no valid :status")))
+            } else if endStream {
+                self.endExchange(exchange, exchange.finalResult())
+            }
+            return
+        }
         guard let call = self.calls[streamID], !call.done else { return }
         if !call.responseHeadersReceived {
             call.responseHeadersReceived = true
@@ -280,6 +362,15 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     }
 
     func http2Session(_ session: HTTP2Session, didReceiveData bytes: UnsafeRawBufferPointer, streamID: Int32) {
+        if let exchange = self.exchanges[streamID] {
+            // Bodies are small (API answers): kept whole, their window given back at once.
+            session.consume(streamID: streamID, count: bytes.count)
+            if !exchange.receiveData(bytes) {
+                session.resetStream(streamID: streamID, errorCode: .cancel)
+                self.endExchange(exchange, .failure(RPCError(.resourceExhausted, "The response body is too large")))
+            }
+            return
+        }
         guard let call = self.calls[streamID], !call.done, let context = self.context else {
             session.consume(streamID: streamID, count: bytes.count)
             return
@@ -302,12 +393,22 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     }
 
     func http2Session(_ session: HTTP2Session, didReceiveEndStream streamID: Int32) {
+        if let exchange = self.exchanges[streamID] { return self.endExchange(exchange, exchange.finalResult()) }
         // END_STREAM on DATA: the server sent no trailers.
         guard let call = self.calls[streamID], !call.done else { return }
         self.completeWithTrailers(call, [])
     }
 
     func http2Session(_ session: HTTP2Session, streamClosed streamID: Int32, errorCode: HTTP2ErrorCode) {
+        if let exchange = self.exchanges[streamID] {
+            let error: RPCError
+            switch errorCode {
+            case .refusedStream: error = RPCError(.unavailable, "The server refused the stream")
+            case .noError: error = RPCError(.internalError, "The stream closed without a response")
+            default: error = RPCError(.unavailable, "The server reset the stream (\(errorCode))")
+            }
+            return self.endExchange(exchange, .failure(error))
+        }
         guard let call = self.calls.removeValue(forKey: streamID) else { return }
         if !call.done {
             let status: RPCError
@@ -362,7 +463,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     }
 
     private func closeIfDone() {
-        if self.closeRequested && self.calls.isEmpty {
+        if self.closeRequested && self.calls.isEmpty && self.exchanges.isEmpty {
             self.context?.close(promise: nil)
         }
     }

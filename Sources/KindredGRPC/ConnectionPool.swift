@@ -56,24 +56,47 @@ final class ConnectionPool: Sendable {
         self.state = NIOLockedValueBox((Machine(limits: limits, authority: configuration.authority), 0))
     }
 
-    /// Takes a stream slot and opens the call's stream there. A connection that turns out to be going away (its
-    /// GOAWAY raced with the pick) refuses the call before anything is sent; the call then moves to another
-    /// connection (gRPC's transparent retry), at most a few times.
+    /// Takes a stream slot and opens the call's stream there (see `open`).
     func startCall(path: String, metadata: Metadata, deadline: NIODeadline?) async throws -> ClientCall {
+        let maxMessageSize = self.configuration.maxReceiveMessageSize
+        return try await self.open(deadline: deadline) { loop in
+            ClientCall(eventLoop: loop, maxMessageSize: maxMessageSize)
+        } start: { handler, call in
+            handler.start(call, path: path, metadata: metadata, deadline: deadline)
+        }
+    }
+
+    /// Takes a stream slot and sends a plain HTTP/2 request there (see `open`).
+    func startExchange(_ request: HTTP2Request, deadline: NIODeadline?) async throws -> HTTP2Exchange {
+        let maxBodySize = self.configuration.maxReceiveMessageSize
+        return try await self.open(deadline: deadline) { loop in
+            HTTP2Exchange(eventLoop: loop, request: request, maxBodySize: maxBodySize)
+        } start: { handler, exchange in
+            handler.start(exchange, deadline: deadline)
+        }
+    }
+
+    /// Takes a stream slot, makes the stream's owner for that connection's loop and opens the stream with `start`
+    /// on the loop. A connection that turns out to be going away (its GOAWAY raced with the pick) refuses the
+    /// stream before anything is sent; it then moves to another connection (gRPC's transparent retry), at most a
+    /// few times.
+    private func open<Stream: Sendable>(
+        deadline: NIODeadline?,
+        make: (any EventLoop) -> Stream,
+        start: @escaping @Sendable (ClientConnectionHandler, Stream) -> Bool
+    ) async throws -> Stream {
         for _ in 0..<3 {
             let lease = try await self.acquire(deadline: deadline)
             let loop = lease.connection.channel.eventLoop
-            let call = ClientCall(eventLoop: loop, maxMessageSize: self.configuration.maxReceiveMessageSize)
+            let stream = make(loop)
             let handler = lease.connection.handler
             let started: Bool
             if loop.inEventLoop {
-                started = handler.value.start(call, path: path, metadata: metadata, deadline: deadline)
+                started = start(handler.value, stream)
             } else {
-                started = try await loop.submit {
-                    handler.value.start(call, path: path, metadata: metadata, deadline: deadline)
-                }.get()
+                started = try await loop.submit { start(handler.value, stream) }.get()
             }
-            if started { return call }
+            if started { return stream }
             // The slot goes with the connection.
             self.update { $0.drained(entry: lease.entry, now: .now()) }
         }
