@@ -73,7 +73,7 @@ let package = Package(
         // Sends mail to an SMTP relay (STARTTLS through KindredOpenSSL).
         .target(name: "KindredSMTP", dependencies: ["KindredOpenSSL", logging] + nio),
         /// Push providers (APNs, FCM, Web Push): each speaks its protocol and reports a `PushOutcome`.
-        .target(name: "KindredPush", dependencies: ["KindredOpenSSL", logging] + nio),
+        .target(name: "KindredPush", dependencies: ["KindredGRPC", "KindredHTTP2", "KindredOpenSSL", logging] + nio),
         // Starts a private PostgreSQL (initdb into a temporary folder) for tests.
         .target(name: "KindredPostgresTesting", dependencies: ["KindredPostgres", logging]),
         // Tests: blocking work (subprocesses, seconds of CPU) off the cooperative pool, for every test target.
@@ -324,6 +324,10 @@ let package = Package(
                 "KindredTestSupport", prometheus, .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ] + nio
+        ),
+        .testTarget(
+            name: "KindredPushTests",
+            dependencies: ["KindredPush", "KindredGRPC", "KindredHTTP2", "KindredOpenSSL", "KindredTestSupport", logging] + nio
         ),
     ]
 )

@@ -1,0 +1,153 @@
+import Foundation
+import KindredTestSupport
+import Testing
+
+/// Throwaway keys and certificates for one test, written by `Tests/Peers/push_test_keys.py` into a fresh folder.
+struct PushTestKeys: Sendable {
+    let folder: String
+    /// The port the FCM peer will listen on (its token URI is in the service-account files).
+    let fcmPort: Int
+
+    var caFile: String { self.folder + "/ca.pem" }
+    var serverCertificate: String { self.folder + "/server.pem" }
+    var serverKey: String { self.folder + "/server-key.pem" }
+    var apnsKey: String { self.folder + "/apns-key.p8" }
+    var apnsPublicKey: String { self.folder + "/apns-key.pub.pem" }
+    var apnsOtherKey: String { self.folder + "/apns-other-key.p8" }
+    var fcmServiceAccount: String { self.folder + "/fcm-service-account.json" }
+    var fcmPublicKey: String { self.folder + "/fcm-service-account.pub.pem" }
+    var fcmOtherAccount: String { self.folder + "/fcm-other-account.json" }
+
+    static func make() async throws -> PushTestKeys {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("kindred-push-\(UUID().uuidString)").path
+        let port = try unusedPort()
+        let output = try await runPython(
+            peerScript("push_test_keys.py"),
+            [folder, "--token-uri", "https://127.0.0.1:\(port)/token", "--project", "kindred-test"]
+        )
+        guard output.status == 0 else {
+            Issue.record("push_test_keys.py failed: \(output.errorText)")
+            throw PeerFailure()
+        }
+        return PushTestKeys(folder: folder, fcmPort: port)
+    }
+
+    func remove() {
+        try? FileManager.default.removeItem(atPath: self.folder)
+    }
+}
+
+/// The path of a script in Tests/Peers.
+func peerScript(_ name: String) -> String {
+    URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("Peers/\(name)").path
+}
+
+struct PeerFailure: Error {}
+
+/// A push peer (`apns_peer.py` or `fcm_peer.py`) running for one test: its port, the JSON lines it recorded and
+/// the rules file it answers by.
+final class PushPeer: Sendable {
+    let port: Int
+    let recordFile: String
+    let rulesFile: String
+    private let process: Process
+    private let input: Pipe
+
+    private init(port: Int, recordFile: String, rulesFile: String, process: Process, input: Pipe) {
+        self.port = port
+        self.recordFile = recordFile
+        self.rulesFile = rulesFile
+        self.process = process
+        self.input = input
+    }
+
+    /// Starts `script` with `arguments` (plus TLS, record and rules options) and waits for "LISTENING <port>".
+    static func start(_ script: String, keys: PushTestKeys, arguments: [String]) async throws -> PushPeer {
+        let name = (script as NSString).deletingPathExtension
+        let recordFile = keys.folder + "/\(name)-\(UUID().uuidString).jsonl"
+        let rulesFile = keys.folder + "/\(name)-rules-\(UUID().uuidString).json"
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments =
+            ["python3", peerScript(script), "--cert", keys.serverCertificate, "--key", keys.serverKey,
+             "--record", recordFile, "--rules", rulesFile, "--exit-on-stdin-eof"] + arguments
+        let input = Pipe()
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try process.run()
+        let line = try await offThePool { () -> String? in
+            var bytes: [UInt8] = []
+            while true {
+                let chunk = output.fileHandleForReading.readData(ofLength: 1)
+                guard let byte = chunk.first, byte != 0x0A else { break }
+                bytes.append(byte)
+            }
+            return bytes.isEmpty ? nil : String(decoding: bytes, as: UTF8.self)
+        }
+        guard let line, line.hasPrefix("LISTENING "), let port = Int(line.dropFirst("LISTENING ".count)) else {
+            kill(process.processIdentifier, SIGKILL)
+            Issue.record("\(script) did not start (are h2 and cryptography installed?): \(line ?? "no output")")
+            throw PeerFailure()
+        }
+        return PushPeer(port: port, recordFile: recordFile, rulesFile: rulesFile, process: process, input: input)
+    }
+
+    /// Stops the peer: closes its stdin and kills it (Foundation starts children with SIGTERM blocked).
+    func stop() {
+        try? self.input.fileHandleForWriting.close()
+        if self.process.isRunning { kill(self.process.processIdentifier, SIGKILL) }
+        self.process.waitUntilExit()
+    }
+
+    /// Every request recorded so far, in arrival order.
+    func records() throws -> [[String: Any]] {
+        guard let data = FileManager.default.contents(atPath: self.recordFile) else { return [] }
+        return try String(decoding: data, as: UTF8.self).split(separator: "\n").map { line in
+            try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] ?? [:]
+        }
+    }
+
+    /// Sets the answers by target (see `Rules` in Tests/Peers/h2_peer.py). The peer re-reads the file when its
+    /// modification time changes; the write goes through a rename so it never reads half a file.
+    func setRules(_ rules: [String: [String: Any]]) throws {
+        let data = try JSONSerialization.data(withJSONObject: rules)
+        let temporary = self.rulesFile + ".new"
+        try data.write(to: URL(fileURLWithPath: temporary))
+        _ = rename(temporary, self.rulesFile)
+    }
+}
+
+/// A free TCP port on 127.0.0.1 that nothing listens on (bound, then released).
+func unusedPort() throws -> Int {
+    let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard socket >= 0 else { throw PeerFailure() }
+    defer { close(socket) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0
+        }
+    }
+    guard bound else { throw PeerFailure() }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// A clock a test moves by hand.
+final class TestClock: @unchecked Sendable {
+    private let lock = NSLock()
+    private var current: Date
+
+    init(_ start: Date) { self.current = start }
+
+    var now: Date { self.lock.withLock { self.current } }
+
+    func advance(by seconds: TimeInterval) {
+        self.lock.withLock { self.current += seconds }
+    }
+}
