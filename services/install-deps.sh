@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Installs what building and testing Kindred needs on Debian/Ubuntu: the C libraries, protoc and protoc-c,
 # the PostgreSQL server, h2load, the Python packages of the interop tests, and the tools the cluster tests use
-# (docker-compose validates compose.yaml without a Docker engine; shellcheck lints the shell scripts).
+# (docker-compose validates compose.yaml without a Docker engine; shellcheck lints the shell scripts; chromium and
+# chromium-driver run the web app's browser test).
 # As root it installs what is missing; otherwise it prints the command to run and fails.
 set -euo pipefail
 
 DEBIAN_PACKAGES=(
     pkg-config libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler libprotobuf-dev
     libssl-dev openssl libpq-dev libargon2-dev postgresql nghttp2-client python3-pip docker-compose shellcheck
-    libvips-dev libvips-tools
+    libvips-dev libvips-tools chromium chromium-driver
 )
 PYTHON_PACKAGES=(grpcio grpcio-tools grpcio-health-checking grpcio-reflection protobuf pytest h2 cryptography aiosmtpd pyyaml
-    pillow piexif exifread pillow-heif openapi-spec-validator)
+    pillow piexif exifread pillow-heif openapi-spec-validator
+    schemathesis selenium)
 
 missing=()
 for package in "${DEBIAN_PACKAGES[@]}"; do
@@ -29,7 +31,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     fi
 fi
 
-if ! python3 -c "import grpc, grpc_tools, grpc_health, grpc_reflection, google.protobuf, pytest, h2, cryptography, aiosmtpd, yaml, PIL, piexif, exifread, pillow_heif, openapi_spec_validator" 2>/dev/null; then
+if ! python3 -c "import grpc, grpc_tools, grpc_health, grpc_reflection, google.protobuf, pytest, h2, cryptography, aiosmtpd, yaml, PIL, piexif, exifread, pillow_heif, openapi_spec_validator, schemathesis, selenium" 2>/dev/null; then
     echo "Installing Python packages: ${PYTHON_PACKAGES[*]}"
     python3 -m pip install -q "${PYTHON_PACKAGES[@]}" 2>/dev/null \
         || python3 -m pip install -q --break-system-packages "${PYTHON_PACKAGES[@]}"

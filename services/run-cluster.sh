@@ -431,6 +431,9 @@ server_env_gateway() {
     local name
     SERVER_ENV+=(KINDRED_GATEWAY_SERVICE_SECRET="$(secret gateway)")
     SERVER_ENV+=(KINDRED_MEDIA_URL_KEY="$(secret media-url)" KINDRED_GATEWAY_MEDIA_LISTEN="127.0.0.1:$(media_port)")
+    # The web app (web/) on the media port under /app/, calling the API cross-origin (another port).
+    SERVER_ENV+=(KINDRED_GATEWAY_WEB_ROOT="$ROOT/web"
+        KINDRED_GATEWAY_CORS_ORIGINS="${KINDRED_GATEWAY_CORS_ORIGINS:-http://127.0.0.1:$(media_port),http://localhost:$(media_port)}")
     for name in "${RUNNING_ORDER[@]}"; do # every service this cluster runs, e.g. KINDRED_GATEWAY_AUTH_ADDRESS
         [ "$name" = gateway ] || SERVER_ENV+=("KINDRED_GATEWAY_${name^^}_ADDRESS=127.0.0.1:$(port_of "$name")")
     done
@@ -484,6 +487,7 @@ done
 # ---------------------------------------------------------------------------------------------------------
 if [[ " ${RUNNING_ORDER[*]} " == *" gateway "* ]]; then
     say "Kindred is up: gateway at 127.0.0.1:$(port_of gateway)"
+    say "  web app: http://127.0.0.1:$(media_port)/app/ (open it in a browser)"
 else
     say "Kindred is up without a gateway: auth at 127.0.0.1:$(port_of auth)"
 fi
@@ -536,6 +540,8 @@ if [ -n "$DEMO" ]; then
     say "Seeding the demo: kindred admin seed --seed $DEMO_SEED --members $DEMO_MEMBERS ..."
     if KINDRED_CONFIG_DIR="$CLUSTER_DIR/demo-seed" "$BIN/kindred" admin seed --gateway "127.0.0.1:$(port_of gateway)" \
         --seed "$DEMO_SEED" --members "$DEMO_MEMBERS" --mail-log "$LOG_DIR/smtp-sink.log" --timeout 60 9>&- </dev/null; then
+        say "In a browser: http://127.0.0.1:$(media_port)/app/ (sign in as demo-$DEMO_SEED-0@example.com," \
+            "password kindred-demo-$DEMO_SEED-password, or create an account)"
         say "Demo ready."
     else
         say "run-cluster: the demo seed failed (the cluster keeps running); run it again with:" >&2

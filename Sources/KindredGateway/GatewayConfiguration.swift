@@ -71,6 +71,13 @@ public struct GatewayConfiguration: Sendable {
     /// `clientIPHeader`. The client's address is the entry this many places from the right (1: the last); with
     /// fewer entries, or no address there, the connection's address is used. Read only with the header set.
     public var trustedProxies = 1
+    /// `KINDRED_GATEWAY_WEB_ROOT` (folder), default none: the web app's files (the repository's `web/`), served
+    /// by the media port under `/app/` (`WebAppFiles`; read once at start).
+    public var webRoot: String?
+    /// `KINDRED_GATEWAY_WEB_API_URL` (URL), default none: where the web app calls the API (the gateway's public
+    /// URL, e.g. `https://api.example.com`); none: the page's own host with the gateway's port. Allow the web
+    /// app's origin in the gateway's CORS settings.
+    public var webAPIURL: String?
     /// `KINDRED_MEDIA_URL_KEY` (string, 32..256; the same value the profile service has), default none: the HMAC
     /// key of signed photo URLs. With it and a profile address the gateway opens its media port.
     public var mediaURLKey: String?
@@ -121,6 +128,8 @@ public struct GatewayConfiguration: Sendable {
         self.clientIPHeader = reader.string("KINDRED_GATEWAY_CLIENT_IP_HEADER")?.lowercased()
         self.trustedProxies = try reader.int(
             "KINDRED_GATEWAY_TRUSTED_PROXIES", default: self.trustedProxies, in: 1...16)
+        self.webRoot = reader.string("KINDRED_GATEWAY_WEB_ROOT")
+        self.webAPIURL = reader.string("KINDRED_GATEWAY_WEB_API_URL")
         self.mediaURLKey = try reader.secret("KINDRED_MEDIA_URL_KEY", length: 32...256)
         if reader.string("KINDRED_GATEWAY_MEDIA_LISTEN") == "off" {
             self.mediaListen = nil

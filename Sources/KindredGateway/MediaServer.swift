@@ -17,20 +17,26 @@ import NIOPosix
 /// 404 for an unknown, deleted or replaced photo (a URL of an older version), 403 for a bad or expired signature,
 /// 405 for methods other than GET/HEAD, 413 for request bodies, 503 when the profile service cannot answer.
 /// Slow or silent connections are closed and open ones capped (`GatewayConfiguration.mediaLimits`).
+/// With a web root it also serves the web app under `/app/` (`WebAppFiles`).
 final class MediaServer: Sendable {
     let host: String
     let port: Int
     let limits: HTTP1Limits
     let signer: MediaURLSigner
     let gateway: Gateway
+    let webApp: WebAppFiles?
     private let channel = NIOLockedValueBox<(any Channel)?>(nil)
 
-    init(host: String, port: Int, limits: HTTP1Limits, signer: MediaURLSigner, gateway: Gateway) {
+    init(
+        host: String, port: Int, limits: HTTP1Limits, signer: MediaURLSigner, gateway: Gateway,
+        webApp: WebAppFiles? = nil
+    ) {
         self.host = host
         self.port = port
         self.limits = limits
         self.signer = signer
         self.gateway = gateway
+        self.webApp = webApp
     }
 
     /// Binds the port and serves until the task is cancelled.
@@ -130,6 +136,9 @@ private final class MediaHTTPHandler: ChannelInboundHandler, RemovableChannelHan
                 writeMedia(MediaServer.Answer(status: .payloadTooLarge), head: head, to: channel)
             } else if head.method != .GET && head.method != .HEAD {
                 writeMedia(MediaServer.Answer(status: .methodNotAllowed), head: head, to: channel)
+            } else if let webApp = self.server.webApp, WebAppFiles.owns(head.uri) {
+                writeMedia(webApp.answer(target: head.uri, ifNoneMatch: head.headers.first(name: "if-none-match")),
+                    head: head, to: channel)
             } else {
                 let server = self.server
                 let target = head.uri
@@ -167,7 +176,17 @@ extension Gateway {
         guard let key = self.configuration.mediaURLKey, let listen = self.configuration.mediaListen, self.profile != nil,
             let signer = MediaURLSigner(key: Array(key.utf8))
         else { return nil }
+        var webApp: WebAppFiles?
+        if let root = self.configuration.webRoot {
+            do {
+                webApp = try WebAppFiles(
+                    root: root, apiURL: self.configuration.webAPIURL, apiPort: self.configuration.endpoint.listen.port)
+            } catch {
+                self.logger.error("web app folder unreadable; /app/ not served", metadata: ["web.root": "\(root)"])
+            }
+        }
         return MediaServer(
-            host: listen.host, port: listen.port, limits: self.configuration.mediaLimits, signer: signer, gateway: self)
+            host: listen.host, port: listen.port, limits: self.configuration.mediaLimits, signer: signer, gateway: self,
+            webApp: webApp)
     }
 }

@@ -151,15 +151,20 @@ def test_start_order_through_depends_on(services):
             assert gateway_needs[name] == {"condition": "service_healthy"}, name
 
 
-def test_only_the_gateway_publishes_a_port(services):
+def test_only_the_gateway_publishes_ports(services):
     for name, service in services.items():
         assert "network_mode" not in service, name
         if name != "gateway":
             assert "ports" not in service, f"{name} publishes a port"
-    (published,) = services["gateway"]["ports"]
+    published, media = services["gateway"]["ports"]
     host, host_port, container_port = published.rsplit(":", 2)
     assert host == "127.0.0.1", "the dev default publishes on loopback only"
     assert int(host_port) == int(container_port) == port("gateway")
+    # The media port: signed photo URLs (profile's media base URL) and the web app.
+    host, host_port, container_port = media.split("#")[0].strip().rsplit(":", 2)
+    assert host == "127.0.0.1" and int(host_port) == int(container_port) == port("gateway") + 2 * ADMIN_PORT_OFFSET
+    assert environment(services["profile"])["KINDRED_PROFILE_MEDIA_BASE_URL"].endswith(f":{host_port}")
+    assert environment(services["gateway"])["KINDRED_GATEWAY_WEB_ROOT"] == "/app/web"
 
 
 def test_ports_and_addresses_match_the_native_defaults(services):

@@ -1,0 +1,113 @@
+"""schemathesis against the generated OpenAPI description (docs/api/openapi.json) and a real cluster: for every
+unary RPC, a bounded number of generated Connect JSON requests (schema-valid and schema-breaking ones), sent with
+a fresh member's bearer token. No answer may be a 5xx or INTERNAL; every refusal is a Connect error whose code the
+RPC documents (x-connect-codes, from the proto comments) with that code's HTTP status; every success matches the
+response schema. Skipped, saying why, while the gateway does not answer Connect JSON over HTTP/1.1."""
+
+import http.client
+import json
+import os
+import pathlib
+import uuid
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, Phase, settings
+from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance
+
+from cluster_harness import Cluster, assert_clean_stop
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SPEC = ROOT / "docs" / "api" / "openapi.json"
+DOCUMENT = json.loads(SPEC.read_text())
+schema = schemathesis.openapi.from_path(SPEC)
+# Requests per RPC (KINDRED_FUZZ_EXAMPLES raises it for a longer run).
+EXAMPLES = int(os.environ.get("KINDRED_FUZZ_EXAMPLES", "12"))
+# What every refusal must look like: the Connect code → its HTTP status.
+STATUS = {"canceled": 499, "unknown": 500, "invalid_argument": 400, "deadline_exceeded": 504, "not_found": 404,
+          "already_exists": 409, "permission_denied": 403, "resource_exhausted": 429, "failed_precondition": 400,
+          "aborted": 409, "out_of_range": 400, "unimplemented": 501, "internal": 500, "unavailable": 503,
+          "data_loss": 500, "unauthenticated": 401}
+PASSWORD = "fuzz-member-passphrase"
+
+
+def post(port, path, body, token=None):
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    headers = {"Content-Type": "application/json", "Connect-Protocol-Version": "1"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    connection.request("POST", path, body=json.dumps(body).encode(), headers=headers)
+    response = connection.getresponse()
+    answer = response.read()
+    connection.close()
+    return response.status, response.getheader("content-type", ""), answer
+
+
+@pytest.fixture(scope="module")
+def api():
+    running = Cluster()
+    pids = running.pids()
+    port = running.port("gateway")
+    try:
+        status, content_type, body = post(port, "/kindred.api.v1.ProfileService/GetCommunity", {"communityId": "dating"})
+        reason = "" if status == 200 and content_type.startswith("application/json") else (
+            f"the gateway does not answer Connect JSON yet (HTTP {status}: {body[:120]!r})")
+    except (OSError, http.client.HTTPException) as error:
+        reason = f"the gateway's port does not answer HTTP/1.1 ({type(error).__name__})"
+    if reason:
+        running.stop()
+        pytest.skip(f"schemathesis run skipped: {reason}")
+    # One member with a profile, so that the member RPCs get past "create a profile first".
+    email = f"fuzz-{uuid.uuid4().hex[:8]}@example.com"
+    status, _, body = post(port, "/kindred.api.v1.AccountService/SignUp", {
+        "communityId": "dating", "email": email, "username": email.split("@")[0].replace("-", "_"),
+        "password": PASSWORD})
+    assert status == 200, body
+    status, _, body = post(port, "/kindred.api.v1.AccountService/VerifyEmail", {
+        "code": {"communityId": "dating", "email": email, "code": running.verification_code(email)}})
+    assert status == 200, body
+    api = type("API", (), {})()
+    api.cluster, api.port, api.email = running, port, email
+    api.base_url = f"http://127.0.0.1:{port}"
+    token = sign_in(api)
+    status, _, body = post(port, "/kindred.api.v1.ProfileService/CreateProfile", {
+        "fields": {"displayName": "Fuzz", "birthDate": {"year": 1990, "month": 1, "day": 2}, "bio": "generated"},
+        "idempotencyKey": uuid.uuid4().hex}, token)
+    assert status == 200, body
+    api.counts = {}
+    yield api
+    print(f"\nschemathesis answers by status: {dict(sorted(api.counts.items()))}")
+    assert_clean_stop(running, pids)
+
+
+def sign_in(api) -> str:
+    status, _, body = post(api.port, "/kindred.api.v1.AccountService/SignIn", {
+        "communityId": "dating", "login": api.email, "password": PASSWORD})
+    assert status == 200, body
+    return json.loads(body)["tokens"]["accessToken"]
+
+
+@pytest.fixture
+def token(api):
+    """A session of its own for each RPC (SignOut and SignOutEverywhere end theirs)."""
+    return sign_in(api)
+
+
+@schema.parametrize()
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
+          suppress_health_check=list(HealthCheck))
+def test_generated_requests_get_documented_answers(case, api, token):
+    response = case.call(base_url=api.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    api.counts[response.status_code] = api.counts.get(response.status_code, 0) + 1
+    operation = DOCUMENT["paths"][case.path]["post"]
+    sent = case.body if not isinstance(case.body, bytes) else case.body[:200]
+    assert response.status_code < 500, f"{case.path} answered {response.status_code} to {sent!r}: {response.text[:300]}"
+    if response.status_code == 200:
+        case.validate_response(response, checks=[content_type_conformance, response_schema_conformance])
+        return
+    error = response.json()
+    assert error["code"] != "internal", f"{case.path}: INTERNAL for {sent!r}: {error}"
+    assert error["code"] in operation["x-connect-codes"], (
+        f"{case.path} answered {error['code']} (not documented: {operation['x-connect-codes']}) to {sent!r}: {error}")
+    assert STATUS[error["code"]] == response.status_code, (case.path, error, response.status_code)
+    assert response.headers["content-type"].startswith("application/json")
