@@ -32,6 +32,7 @@ let package = Package(
         .executable(name: "kindred", targets: ["kindred"]),
         .executable(name: "chat-server", targets: ["chat-server"]),
         .executable(name: "kindred-chat-bench", targets: ["kindred-chat-bench"]),
+        .executable(name: "kindred-push-bench", targets: ["kindred-push-bench"]),
         .executable(name: "match-server", targets: ["match-server"]),
         .executable(name: "discovery-server", targets: ["discovery-server"]),
         .executable(name: "kindred-discovery-quality", targets: ["kindred-discovery-quality"]),
@@ -159,6 +160,13 @@ let package = Package(
             dependencies: [
                 "KindredAuth", "KindredGRPC", "KindredIdentity", "KindredProto", "KindredServiceKit", logging,
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ] + nio
+        ),
+        // The APNs provider's load driver (Tests/Benchmarks/push-apns.sh).
+        .executableTarget(
+            name: "kindred-push-bench",
+            dependencies: [
+                "KindredPush", logging, .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ] + nio
         ),
         // The four preset communities (profile installs them; the CLI's demo seed ensures them): proto values only.
