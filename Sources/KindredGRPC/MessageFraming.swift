@@ -24,6 +24,43 @@ enum MessageFraming {
             throw onFailure()
         }
     }
+
+    /// Serializes a message as the call's protocol carries it: framed protobuf (gRPC, gRPC-Web, Connect
+    /// streaming), a bare message (Connect unary), or JSON through `json`, framed for Connect streaming.
+    static func encode<Message: ProtoMessage>(
+        _ message: Message,
+        wire: WireProtocol,
+        json: ProtoJSONCodec?,
+        allocator: ByteBufferAllocator,
+        onFailure: () -> RPCError
+    ) throws(RPCError) -> ByteBuffer {
+        switch wire {
+        case .grpc, .grpcWeb, .connectStreaming(.proto):
+            return try Self.frame(message, allocator: allocator, onFailure: onFailure)
+        case .connectUnary(.proto):
+            do {
+                return try message.withUnsafeSerializedBytes { bytes in
+                    var buffer = allocator.buffer(capacity: bytes.count)
+                    buffer.writeBytes(bytes)
+                    return buffer
+                }
+            } catch {
+                throw onFailure()
+            }
+        case .connectUnary(.json), .connectStreaming(.json):
+            guard let json else { throw onFailure() }
+            let bytes: [UInt8]
+            do {
+                bytes = try json.toJSON(try message.serializedBytes(), Message.self)
+            } catch {
+                throw onFailure()
+            }
+            if wire.isFramed { return WireResponse.frame(flag: 0, bytes, allocator: allocator) }
+            var buffer = allocator.buffer(capacity: bytes.count)
+            buffer.writeBytes(bytes)
+            return buffer
+        }
+    }
 }
 
 /// Splits received DATA bytes into messages. A value type with no I/O, so it is tested on its own.
@@ -38,12 +75,15 @@ struct MessageDeframer {
     }
 
     let maxMessageSize: Int
+    /// False for a body that is one bare message (Connect unary): it is complete only at the end of the body.
+    let framed: Bool
     private var buffer: ByteBuffer?
     /// Bytes appended so far that belong to a message not yet complete.
     var bufferedBytes: Int { self.buffer?.readableBytes ?? 0 }
 
-    init(maxMessageSize: Int) {
+    init(maxMessageSize: Int, framed: Bool = true) {
         self.maxMessageSize = maxMessageSize
+        self.framed = framed
     }
 
     mutating func append(_ bytes: UnsafeRawBufferPointer, allocator: ByteBufferAllocator) {
@@ -55,6 +95,11 @@ struct MessageDeframer {
 
     /// The next complete message, nil when more bytes are needed.
     mutating func next() throws(Failure) -> ByteBuffer? {
+        guard self.framed else {
+            let length = self.bufferedBytes
+            if length > self.maxMessageSize { throw .messageTooLarge(length: length, limit: self.maxMessageSize) }
+            return nil
+        }
         guard var buffer = self.buffer, buffer.readableBytes >= MessageFraming.headerSize else { return nil }
         let flag = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self)!
         let length = Int(buffer.getInteger(at: buffer.readerIndex + 1, as: UInt32.self)!)
@@ -76,7 +121,15 @@ struct MessageDeframer {
     }
 
     /// True when bytes of an unfinished message remain (the stream ended mid-message).
-    var hasPartialMessage: Bool { self.bufferedBytes > 0 }
+    var hasPartialMessage: Bool { self.framed && self.bufferedBytes > 0 }
+
+    /// The bare message of an unframed body, once the body has ended (empty when the body was).
+    mutating func endOfBody(allocator: ByteBufferAllocator) -> ByteBuffer {
+        precondition(!self.framed, "only an unframed body ends as one message")
+        let message = self.buffer ?? allocator.buffer(capacity: 0)
+        self.buffer = nil
+        return message
+    }
 }
 
 /// Received messages waiting for a reader, and the flow-control bytes they hold.
@@ -100,8 +153,8 @@ struct InboundMessages {
     /// Bytes received and not yet returned to the window (never more than `queuedBytes`).
     private(set) var heldBytes = 0
 
-    init(maxMessageSize: Int) {
-        self.deframer = MessageDeframer(maxMessageSize: maxMessageSize)
+    init(maxMessageSize: Int, framed: Bool = true) {
+        self.deframer = MessageDeframer(maxMessageSize: maxMessageSize, framed: framed)
     }
 
     var count: Int { self.messages.count - self.head }
@@ -124,6 +177,14 @@ struct InboundMessages {
             throw ReceiveFailure(failure: error, release: self.removeAll())
         }
         return self.releaseExcess()
+    }
+
+    /// Queues an unframed body (Connect unary) as the request's one message once the body has ended. Its bytes
+    /// went back to the window as they arrived (the receive limit bounds them).
+    mutating func endOfUnframedBody(allocator: ByteBufferAllocator) {
+        let message = self.deframer.endOfBody(allocator: allocator)
+        self.queuedBytes += message.readableBytes + MessageFraming.headerSize
+        self.messages.append(message)
     }
 
     struct ReceiveFailure: Error {

@@ -28,7 +28,7 @@ public struct GRPCRouter: Sendable {
         _ method: ProtoMethod<Request, Response>,
         _ handler: @escaping @Sendable (Request, ServerContext) async throws -> Response
     ) {
-        self.handlers[method.path] = MethodHandler(singleRequest: true) { call, firstMessage in
+        self.handlers[method.path] = MethodHandler(singleRequest: true, singleResponse: true) { call, firstMessage in
             let request: Request = try call.decode(firstMessage!)
             let response = try await handler(request, ServerContext(call: call))
             try call.sendMessage(response)
@@ -39,7 +39,7 @@ public struct GRPCRouter: Sendable {
         _ method: ProtoMethod<Request, Response>,
         _ handler: @escaping @Sendable (Request, ResponseWriter<Response>, ServerContext) async throws -> Void
     ) {
-        self.handlers[method.path] = MethodHandler(singleRequest: true) { call, firstMessage in
+        self.handlers[method.path] = MethodHandler(singleRequest: true, singleResponse: false) { call, firstMessage in
             let request: Request = try call.decode(firstMessage!)
             try await handler(request, ResponseWriter(call: call), ServerContext(call: call))
         }
@@ -49,7 +49,7 @@ public struct GRPCRouter: Sendable {
         _ method: ProtoMethod<Request, Response>,
         _ handler: @escaping @Sendable (RequestStream<Request>, ServerContext) async throws -> Response
     ) {
-        self.handlers[method.path] = MethodHandler(singleRequest: false) { call, _ in
+        self.handlers[method.path] = MethodHandler(singleRequest: false, singleResponse: true) { call, _ in
             let response = try await handler(RequestStream(call: call), ServerContext(call: call))
             try call.sendMessage(response)
         }
@@ -60,7 +60,7 @@ public struct GRPCRouter: Sendable {
         _ handler: @escaping @Sendable (RequestStream<Request>, ResponseWriter<Response>, ServerContext) async throws
             -> Void
     ) {
-        self.handlers[method.path] = MethodHandler(singleRequest: false) { call, _ in
+        self.handlers[method.path] = MethodHandler(singleRequest: false, singleResponse: false) { call, _ in
             try await handler(RequestStream(call: call), ResponseWriter(call: call), ServerContext(call: call))
         }
     }
@@ -70,6 +70,8 @@ public struct GRPCRouter: Sendable {
 /// arrived and get it as `firstMessage`; streaming-request methods start at the headers.
 struct MethodHandler: Sendable {
     let singleRequest: Bool
+    /// Unary and client streaming: one response message (what Connect's unary form may call).
+    let singleResponse: Bool
     let run: @Sendable (ServerCall, ByteBuffer?) async throws -> Void
 }
 

@@ -19,6 +19,9 @@ final class ServerCall: @unchecked Sendable {
         self.requestHeaders.first { $0.name == GRPCRequestID.metadataKey }?.value
     )
     let deadline: NIODeadline?
+    /// The protocol the call came in on, and how its response is written.
+    let response: WireResponse
+    var wire: WireProtocol { self.response.wire }
     let peer: String
     let eventLoop: any EventLoop
     let handler: MethodHandler
@@ -46,12 +49,15 @@ final class ServerCall: @unchecked Sendable {
     var bodyDeadline: NIODeadline?
     /// Small WINDOW_UPDATEs received for this stream (a few are free, see `ServerConnectionHandler`).
     var smallWindowUpdates = 0
+    /// Connect unary's response message, held until the status is known (it goes out with the headers).
+    var unaryResponse: ByteBuffer?
 
     init(
         streamID: Int32,
         path: String,
         requestHeaders: [HTTP2Header],
         deadline: NIODeadline?,
+        response: WireResponse = WireResponse(wire: .grpc),
         peer: String,
         eventLoop: any EventLoop,
         handler: MethodHandler,
@@ -64,12 +70,13 @@ final class ServerCall: @unchecked Sendable {
         self.requestHeaders = requestHeaders
         self.requestMetadata = Metadata(headers: requestHeaders)
         self.deadline = deadline
+        self.response = response
         self.peer = peer
         self.eventLoop = eventLoop
         self.handler = handler
         self.connection = connection
         self.metrics = metrics
-        self.inbound = InboundMessages(maxMessageSize: maxMessageSize)
+        self.inbound = InboundMessages(maxMessageSize: maxMessageSize, framed: response.wire.isFramed)
     }
 
     @inline(__always)
@@ -84,6 +91,22 @@ final class ServerCall: @unchecked Sendable {
     // MARK: Called from the handler task
 
     func decode<Message: ProtoMessage>(_ bytes: ByteBuffer) throws -> Message {
+        if self.wire.usesJSON, let json = self.response.web?.json {
+            // JSON becomes binary at the edge; the codec's refusal says what is wrong (INVALID_ARGUMENT).
+            let binary: [UInt8]
+            do {
+                binary = try json.toBinary(Array(bytes.readableBytesView), Message.self)
+            } catch let error as RPCError {
+                throw error
+            } catch {
+                throw RPCError(.invalidArgument, "The request is not valid JSON for a \(Message.protoMessageName) message")
+            }
+            do {
+                return try Message(serializedBytes: binary)
+            } catch {
+                throw RPCError(.invalidArgument, "The request is not a valid \(Message.protoMessageName) message")
+            }
+        }
         do {
             return try bytes.withUnsafeReadableBytes { raw in try Message(serializedBytes: raw) }
         } catch {
@@ -93,7 +116,7 @@ final class ServerCall: @unchecked Sendable {
 
     func sendMessage<Message: ProtoMessage>(_ message: Message) throws {
         if Task.isCancelled { throw CancellationError() }
-        let framed = try MessageFraming.frame(message, allocator: self.allocator) {
+        let framed = try MessageFraming.encode(message, wire: self.wire, json: self.response.web?.json, allocator: self.allocator) {
             RPCError(.internalError, "The server failed to encode its response")
         }
         self.onLoop {

@@ -75,6 +75,9 @@ public struct GRPCServerConfiguration: Sendable {
     /// When set, every finished call is logged at this level (method, status, duration, request id, peer).
     /// Default nil: no per-call log line (benchmarks, the interop server).
     public var accessLogLevel: Logger.Level? = nil
+    /// gRPC-Web and Connect (binary, and JSON with a codec) beside gRPC on the same port and handlers, with CORS
+    /// for browsers (see `WebProtocols`). Default nil: gRPC only (internal servers).
+    public var web: WebProtocols? = nil
 
     public init() {}
 }

@@ -259,15 +259,28 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         var method = ""
         var path = ""
         var contentType = ""
-        var timeout: String?
-        var encoding: String?
+        var grpcTimeout: String?
+        var grpcEncoding: String?
+        // The web protocols' headers (see `WireProtocol`, `CORSPolicy`).
+        var connectTimeout: String?
+        var contentEncoding: String?
+        var connectEncoding: String?
+        var connectVersion: String?
+        var origin: String?
+        var preflightMethod: String?
         for header in headers {
             switch header.name {
             case ":method": method = header.value
             case ":path": path = header.value
             case "content-type": contentType = header.value
-            case "grpc-timeout": timeout = header.value
-            case "grpc-encoding": encoding = header.value
+            case "grpc-timeout": grpcTimeout = header.value
+            case "grpc-encoding": grpcEncoding = header.value
+            case "connect-timeout-ms": connectTimeout = header.value
+            case "content-encoding": contentEncoding = header.value
+            case "connect-content-encoding": connectEncoding = header.value
+            case "connect-protocol-version": connectVersion = header.value
+            case "origin": origin = header.value
+            case "access-control-request-method": preflightMethod = header.value
             default: break
             }
         }
@@ -278,38 +291,82 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             self.charge(.streamRefused)
             return
         }
+        let web = self.configuration.web
+        if method == "OPTIONS", let web {
+            // A browser's CORS preflight.
+            let answer = web.cors?.preflight(origin: origin, requestMethod: preflightMethod)
+            self.respondHeadersOnly(streamID: streamID, answer ?? [HTTP2Header(":status", "403")])
+            return
+        }
         guard method == "POST" else {
             self.respondHTTPError(streamID: streamID, status: "405", code: .internalError, "gRPC requires POST")
             return
         }
-        guard contentType.hasPrefix("application/grpc") else {
+        guard let wire = WireProtocol.detect(contentType: contentType), wire == .grpc || web != nil,
+            !wire.usesJSON || web?.json != nil
+        else {
             self.respondHTTPError(streamID: streamID, status: "415", code: .internalError, "Unsupported content-type")
+            return
+        }
+        // The protocol decides the edge only: headers, framing and status encoding (`WireResponse`).
+        let response: WireResponse
+        if wire == .grpc {
+            response = Self.grpcResponse
+        } else {
+            response = WireResponse(wire: wire, extraHeaders: web?.cors?.responseHeaders(origin: origin) ?? [], web: web)
+        }
+        if wire.isWeb, wire != .grpcWeb, let connectVersion, connectVersion != "1" {
+            self.respondTrailersOnly(streamID: streamID, response, RPCError(.invalidArgument, "Unsupported connect-protocol-version"))
             return
         }
         guard let handler = self.router.handlers[path] else {
             self.metrics.callFinished(path: "unknown", code: .unimplemented, start: nil)
-            self.respondTrailersOnly(streamID: streamID, RPCError(.unimplemented, "Unknown method \(path)"))
+            self.respondTrailersOnly(streamID: streamID, response, RPCError(.unimplemented, "Unknown method \(path)"))
             return
         }
+        if !wire.isFramed && !(handler.singleRequest && handler.singleResponse) {
+            // Connect unary is for unary methods; streaming ones take Connect's streaming content types.
+            self.respondHTTPError(streamID: streamID, status: "415", code: .internalError, "Unsupported content-type")
+            return
+        }
+        let encoding: String? =
+            switch wire {
+            case .grpc, .grpcWeb: grpcEncoding
+            case .connectUnary: contentEncoding
+            case .connectStreaming: connectEncoding
+            }
         if let encoding, encoding != "identity" {
             var error = RPCError(.unimplemented, "Compression \(encoding) is not supported")
-            error.metadata.add("grpc-accept-encoding", "identity")
-            self.respondTrailersOnly(streamID: streamID, error)
+            error.metadata.add(wire.encodingHeaders.accept, "identity")
+            self.respondTrailersOnly(streamID: streamID, response, error)
             return
         }
         var deadline: NIODeadline?
-        if let timeout {
-            guard let duration = GRPCTimeout.parse(timeout) else {
-                self.respondTrailersOnly(streamID: streamID, RPCError(.internalError, "Malformed grpc-timeout"))
-                return
+        switch wire {
+        case .grpc, .grpcWeb:
+            if let grpcTimeout {
+                guard let duration = GRPCTimeout.parse(grpcTimeout) else {
+                    self.respondTrailersOnly(streamID: streamID, response, RPCError(.internalError, "Malformed grpc-timeout"))
+                    return
+                }
+                deadline = .now() + TimeAmount(duration)
             }
-            deadline = .now() + TimeAmount(duration)
+        case .connectUnary, .connectStreaming:
+            if let connectTimeout {
+                guard let duration = ConnectError.parseTimeout(connectTimeout) else {
+                    self.respondTrailersOnly(
+                        streamID: streamID, response, RPCError(.invalidArgument, "Malformed connect-timeout-ms"))
+                    return
+                }
+                deadline = .now() + TimeAmount(duration)
+            }
         }
         let call = ServerCall(
             streamID: streamID,
             path: path,
             requestHeaders: headers,
             deadline: deadline,
+            response: response,
             peer: self.peer,
             eventLoop: context.eventLoop,
             handler: handler,
@@ -378,6 +435,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         guard let call = self.calls[streamID], call.state.requestEnd() else { return }
         call.bodyDeadline = nil
         if call.state.isFinished { return }
+        if !call.wire.isFramed { call.inbound.endOfUnframedBody(allocator: call.allocator) }
         if call.inbound.hasPartialMessage {
             self.finish(call, error: RPCError(.internalError, "The request ended inside a message"))
             self.cancel(call)
@@ -684,6 +742,11 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
 
     func sendMessage(_ framed: ByteBuffer, on call: ServerCall) {
         guard let session = self.session else { return }
+        if !call.wire.isFramed {
+            // Connect unary: the message goes out with the status (headers and trailers come first).
+            if !call.state.isFinished { call.unaryResponse = framed }
+            return
+        }
         switch call.state.sendMessage() {
         case .drop: return
         case .sendHeadersAndMessage: self.sendHeaders(call)
@@ -695,8 +758,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
 
     private func sendHeaders(_ call: ServerCall) {
         guard let session = self.session else { return }
-        var headers = Self.responseHeaders
-        if !call.responseMetadata.isEmpty { call.responseMetadata.appendHeaders(to: &headers) }
+        let headers = call.response.headers(metadata: call.responseMetadata)
         do {
             try session.submitResponse(streamID: call.streamID, headers: headers, endStream: false)
         } catch {
@@ -734,50 +796,53 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         if let level = self.configuration.accessLogLevel { self.logAccess(call, error: error, level: level) }
         guard let session = self.session, send != .record else { return }
         if !call.state.requestEnded { self.answeredEarly.append(call.streamID) }
-        var trailers = Self.statusHeaders(error)
-        if !call.trailingMetadata.isEmpty { call.trailingMetadata.appendHeaders(to: &trailers) }
         if send == .sendTrailers {
-            session.finish(streamID: call.streamID, trailers: trailers)
+            let end = call.response.end(error, trailers: call.trailingMetadata, allocator: call.allocator)
+            if let data = end.data { session.sendData(streamID: call.streamID, data) }
+            session.finish(streamID: call.streamID, trailers: end.trailers)
         } else {
-            var headers = Self.responseHeaders
-            call.responseMetadata.appendHeaders(to: &headers)
-            headers.append(contentsOf: trailers)
-            do {
-                try session.submitResponse(streamID: call.streamID, headers: headers, endStream: true)
-            } catch {
-                session.resetStream(streamID: call.streamID, errorCode: .internalError)
-            }
+            let whole = call.response.complete(
+                error,
+                metadata: call.responseMetadata,
+                trailers: call.trailingMetadata,
+                message: call.unaryResponse,
+                allocator: call.allocator
+            )
+            call.unaryResponse = nil
+            self.submit(streamID: call.streamID, headers: whole.headers, body: whole.body)
         }
         self.scheduleFlush()
     }
 
-    private static let responseHeaders = [HTTP2Header(":status", "200"), HTTP2Header("content-type", "application/grpc")]
-    private static let okTrailers = [HTTP2Header("grpc-status", "0")]
+    private static let grpcResponse = WireResponse(wire: .grpc)
 
-    private static func statusHeaders(_ error: RPCError?) -> [HTTP2Header] {
-        guard let error else { return Self.okTrailers }
-        var headers = [HTTP2Header("grpc-status", String(error.code.rawValue))]
-        if !error.message.isEmpty {
-            headers.append(HTTP2Header("grpc-message", PercentEncoding.encode(error.message)))
-        }
-        if let details = error.details {
-            headers.append(HTTP2Header("grpc-status-details-bin", Base64.encode(details, padding: false)))
-        }
-        error.metadata.appendHeaders(to: &headers)
-        return headers
-    }
-
-    private func respondTrailersOnly(streamID: Int32, _ error: RPCError) {
+    /// Submits a whole response: headers that end the stream, or headers and one body.
+    private func submit(streamID: Int32, headers: [HTTP2Header], body: ByteBuffer?) {
         guard let session = self.session else { return }
-        // Refused before a call exists: reset after the answer if the request is still open (see resetAnsweredEarly).
-        self.answeredEarly.append(streamID)
-        var headers = Self.responseHeaders
-        headers.append(contentsOf: Self.statusHeaders(error))
         do {
-            try session.submitResponse(streamID: streamID, headers: headers, endStream: true)
+            try session.submitResponse(streamID: streamID, headers: headers, endStream: body == nil)
+            if let body {
+                session.sendData(streamID: streamID, body)
+                session.finish(streamID: streamID, trailers: nil)
+            }
         } catch {
             session.resetStream(streamID: streamID, errorCode: .internalError)
         }
+    }
+
+    private func respondTrailersOnly(streamID: Int32, _ response: WireResponse = grpcResponse, _ error: RPCError) {
+        // Refused before a call exists: reset after the answer if the request is still open (see resetAnsweredEarly).
+        self.answeredEarly.append(streamID)
+        let allocator = self.context?.channel.allocator ?? ByteBufferAllocator()
+        let whole = response.complete(error, metadata: [:], trailers: [:], message: nil, allocator: allocator)
+        self.submit(streamID: streamID, headers: whole.headers, body: whole.body)
+        self.scheduleFlush()
+    }
+
+    /// Answers with headers alone (a CORS preflight).
+    private func respondHeadersOnly(streamID: Int32, _ headers: [HTTP2Header]) {
+        self.answeredEarly.append(streamID)
+        self.submit(streamID: streamID, headers: headers, body: nil)
         self.scheduleFlush()
     }
 

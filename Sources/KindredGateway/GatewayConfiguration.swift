@@ -90,6 +90,12 @@ public struct GatewayConfiguration: Sendable {
     /// port's timeouts and connection cap (`HTTP1Limits`). The cap keeps slow clients from taking the file
     /// descriptors the gRPC port shares.
     public var mediaLimits = HTTP1Limits(maxConnections: 2048)
+    /// `KINDRED_GATEWAY_CORS_ORIGINS` (comma-separated origins, e.g. `https://app.example.com`), default none:
+    /// the browser origins that may call the public API cross-origin (gRPC-Web and Connect; preflights cached
+    /// for `KINDRED_GATEWAY_CORS_MAX_AGE_SECONDS`, int 0..86400, default 7200). Empty: no cross-origin call.
+    /// Bearer tokens only: credentials (cookies) are never allowed.
+    public var corsOrigins: Set<String> = []
+    public var corsMaxAge: Duration = .seconds(7200)
     public init() {}
 
     /// Reads the `KINDRED_GATEWAY_*` settings; a bad value throws `ConfigurationError` naming the key.
@@ -137,5 +143,7 @@ public struct GatewayConfiguration: Sendable {
             self.mediaListen = try reader.address("KINDRED_GATEWAY_MEDIA_LISTEN", default: self.mediaListen!)
         }
         self.mediaLimits = try HTTP1Limits(prefix: "KINDRED_GATEWAY_MEDIA_", defaults: self.mediaLimits, environment: reader)
+        self.corsOrigins = reader.list("KINDRED_GATEWAY_CORS_ORIGINS", default: [])
+        self.corsMaxAge = .seconds(try reader.seconds("KINDRED_GATEWAY_CORS_MAX_AGE_SECONDS", default: 7200, in: 0...86_400))
     }
 }

@@ -1,6 +1,7 @@
 import KindredGRPC
 import KindredGRPCServices
 import KindredOpenSSL
+import KindredProto
 import KindredServiceKit
 import Logging
 import NIOCore
@@ -22,6 +23,13 @@ public final class GatewayServer: ServiceServer {
         // UploadPhoto streams 1 MiB chunks: a 4 MiB stream window keeps several in flight together over a slow
         // link instead of one per window update (ProfileServer sets the same).
         server.http2.initialStreamWindowSize = 4 << 20
+        // The public API speaks gRPC-Web and Connect too, for browsers and curl (the same handlers and limits).
+        server.web = WebProtocols(
+            cors: CORSPolicy(allowedOrigins: configuration.corsOrigins, maxAge: configuration.corsMaxAge),
+            errorDetails: [
+                .init(metadataKey: Kindred.Common.V1.ErrorDetail.metadataKey, messageType: Kindred.Common.V1.ErrorDetail.self)
+            ]
+        )
         var runner = ServerRunner(configuration: server, services: self.gateway.services)
         runner.admin = configuration.endpoint.adminConfiguration
         runner.metrics = metrics

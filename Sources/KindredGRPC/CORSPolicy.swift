@@ -1,0 +1,63 @@
+import KindredHTTP2
+
+/// Cross-origin access for browser clients (the Fetch standard's CORS protocol): which origins may call, what a
+/// preflight answers, and the headers added to their responses. Bearer tokens only: credentials (cookies) are
+/// never allowed, so no `Access-Control-Allow-Credentials`. A value type with no I/O.
+public struct CORSPolicy: Sendable, Hashable {
+    /// Origins allowed to call, exactly as browsers send them (`https://app.example.com`, scheme, host and port
+    /// when not the default). Empty: no cross-origin call is allowed.
+    public var allowedOrigins: Set<String>
+    /// How long a browser may cache a preflight's answer (`Access-Control-Max-Age`). Default 2 hours (Chromium's
+    /// cap).
+    public var maxAge: Duration
+
+    public init(allowedOrigins: Set<String>, maxAge: Duration = .seconds(7200)) {
+        self.allowedOrigins = allowedOrigins
+        self.maxAge = maxAge
+    }
+
+    /// Request headers Connect and gRPC-Web clients send beyond the CORS-safelisted ones.
+    static let allowedRequestHeaders =
+        "authorization, content-type, connect-protocol-version, connect-timeout-ms, connect-content-encoding, "
+        + "connect-accept-encoding, content-encoding, grpc-timeout, grpc-encoding, grpc-accept-encoding, "
+        + "x-grpc-web, x-user-agent, x-request-id"
+
+    /// Response headers the clients read, which browsers hide unless exposed: gRPC-Web's status when it comes as
+    /// headers (trailers-only), Connect's encodings, the request id and Kindred's error detail.
+    static let exposedResponseHeaders =
+        "grpc-status, grpc-message, grpc-status-details-bin, grpc-encoding, grpc-accept-encoding, "
+        + "connect-content-encoding, connect-accept-encoding, content-encoding, x-request-id, kindred-error-bin"
+
+    /// Whether a request from `origin` (its `Origin` header, nil when none: not a cross-origin browser request)
+    /// may be answered with CORS headers.
+    public func allows(origin: String) -> Bool {
+        self.allowedOrigins.contains(origin)
+    }
+
+    /// The answer to a preflight (OPTIONS with `Origin` and `Access-Control-Request-Method`): 204 with the CORS
+    /// headers for an allowed origin and method (POST; Connect's GET is not served), else 403 without them.
+    func preflight(origin: String?, requestMethod: String?) -> [HTTP2Header] {
+        guard let origin, self.allows(origin: origin), requestMethod == "POST" else {
+            return [HTTP2Header(":status", "403"), HTTP2Header("vary", "origin")]
+        }
+        return [
+            HTTP2Header(":status", "204"),
+            HTTP2Header("access-control-allow-origin", origin),
+            HTTP2Header("access-control-allow-methods", "POST"),
+            HTTP2Header("access-control-allow-headers", Self.allowedRequestHeaders),
+            HTTP2Header("access-control-max-age", String(self.maxAge.components.seconds)),
+            HTTP2Header("vary", "origin"),
+        ]
+    }
+
+    /// Headers added to an actual response: for an allowed origin, the origin and the exposed headers; always
+    /// `vary: origin` when the server has a policy, since the answer depends on it.
+    func responseHeaders(origin: String?) -> [HTTP2Header] {
+        guard let origin, self.allows(origin: origin) else { return [HTTP2Header("vary", "origin")] }
+        return [
+            HTTP2Header("access-control-allow-origin", origin),
+            HTTP2Header("access-control-expose-headers", Self.exposedResponseHeaders),
+            HTTP2Header("vary", "origin"),
+        ]
+    }
+}

@@ -1,0 +1,295 @@
+"""The gateway's web protocols in a running cluster (services/run-cluster.sh), each through an independent client:
+the Connect project's own Python runtime (`connectrpc`, over HTTP/2) for Connect unary and server streaming and for
+gRPC-Web, gRPC-Web hand-framed over HTTP/2 with `h2` (flag-0x80 trailer frame), and grpcio for gRPC. The same call
+returns the same message and the same error code whichever protocol carried it, Connect errors carry the Kindred
+ErrorDetail, and CORS preflights are answered for allowed origins only."""
+
+import base64
+import json
+import socket
+import struct
+import uuid
+
+import grpc
+import h2.config
+import h2.connection
+import h2.events
+import pyqwest
+import pytest
+from connectrpc.client import ConnectClientSync
+from connectrpc.code import Code
+from connectrpc.compat import google_protobuf_binary_codec
+from connectrpc.errors import ConnectError
+from connectrpc.method import IdempotencyLevel, MethodInfo, StreamType
+from connectrpc.protocol import ProtocolType
+
+from cluster_harness import Cluster, assert_clean_stop
+from kindred.api.v1 import account_pb2, account_pb2_grpc, chat_pb2
+from kindred.common.v1 import common_pb2
+
+TIMEOUT = 30
+PASSWORD = "correct horse battery staple"
+ALLOWED_ORIGIN = "http://app.kindred.test"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    running = Cluster(KINDRED_GATEWAY_CORS_ORIGINS=f"{ALLOWED_ORIGIN}, http://other.kindred.test",
+                      KINDRED_GATEWAY_CORS_MAX_AGE_SECONDS="600", KINDRED_CHAT_HEARTBEAT_MS="500")
+    pids = running.pids()
+    yield running
+    assert_clean_stop(running, pids)
+
+
+@pytest.fixture(scope="module")
+def user(cluster):
+    """A signed-in member: (access token, GetAccount's answer over gRPC)."""
+    community = f"web-{uuid.uuid4().hex[:8]}"
+    email, username = f"w-{uuid.uuid4().hex[:10]}@example.com", f"w_{uuid.uuid4().hex[:10]}"
+    with grpc.insecure_channel(cluster.gateway) as channel:
+        accounts = account_pb2_grpc.AccountServiceStub(channel)
+        accounts.SignUp(account_pb2.SignUpRequest(community_id=community, email=email, username=username,
+                                                  password=PASSWORD), timeout=TIMEOUT)
+        code = cluster.verification_code(email)
+        accounts.VerifyEmail(account_pb2.VerifyEmailRequest(
+            code=account_pb2.VerificationCode(community_id=community, email=email, code=code)), timeout=TIMEOUT)
+        signed = accounts.SignIn(account_pb2.SignInRequest(community_id=community, login=email, password=PASSWORD),
+                                 timeout=TIMEOUT)
+        token = signed.tokens.access_token
+        account = accounts.GetAccount(account_pb2.GetAccountRequest(),
+                                      metadata=[("authorization", f"Bearer {token}")], timeout=TIMEOUT)
+    return token, account
+
+
+GET_ACCOUNT = MethodInfo(name="GetAccount", service_name="kindred.api.v1.AccountService",
+                         input=account_pb2.GetAccountRequest, output=account_pb2.GetAccountResponse,
+                         idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS, stream_type=StreamType.UNARY)
+SUBSCRIBE = MethodInfo(name="Subscribe", service_name="kindred.api.v1.ChatService",
+                       input=chat_pb2.SubscribeRequest, output=chat_pb2.SubscribeResponse,
+                       idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS, stream_type=StreamType.SERVER_STREAM)
+
+
+def connect_client(cluster, protocol=ProtocolType.CONNECT, codec=None):
+    """connectrpc's client over HTTP/2 with prior knowledge (the gateway's port is h2c in the cluster), without
+    compression (the gateway answers identity only)."""
+    transport = pyqwest.SyncHTTPTransport(http_version=pyqwest.HTTPVersion.HTTP2)
+    return ConnectClientSync(f"http://{cluster.gateway}", codec=codec or google_protobuf_binary_codec(),
+                             protocol=protocol, accept_compression=[], send_compression=None,
+                             http_client=pyqwest.SyncClient(transport), timeout_ms=TIMEOUT * 1000)
+
+
+def bearer(token):
+    return {"authorization": f"Bearer {token}"}
+
+
+def h2_call(cluster, path, headers, body=b"", method="POST"):
+    """One request on a fresh h2c connection with the `h2` library: (response headers, body bytes, trailers)."""
+    host, port = cluster.gateway.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=TIMEOUT)
+    connection = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True))
+    connection.initiate_connection()
+    stream = connection.get_next_available_stream_id()
+    request = [(":method", method), (":scheme", "http"), (":authority", cluster.gateway), (":path", path)]
+    connection.send_headers(stream, request + list(headers), end_stream=not body)
+    if body:
+        connection.send_data(stream, body, end_stream=True)
+    sock.sendall(connection.data_to_send())
+    response, data, trailers, ended = {}, b"", {}, False
+    try:
+        while not ended:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            for event in connection.receive_data(chunk):
+                if isinstance(event, h2.events.ResponseReceived):
+                    response = {k.decode(): v.decode() for k, v in event.headers}
+                elif isinstance(event, h2.events.DataReceived):
+                    data += event.data
+                    connection.acknowledge_received_data(event.flow_controlled_length, stream)
+                elif isinstance(event, h2.events.TrailersReceived):
+                    trailers = {k.decode(): v.decode() for k, v in event.headers}
+                elif isinstance(event, (h2.events.StreamEnded, h2.events.StreamReset)):
+                    ended = True
+            sock.sendall(connection.data_to_send())
+    finally:
+        sock.close()
+    return response, data, trailers
+
+
+def frames(data):
+    """Splits length-prefixed frames: [(flag, body)]."""
+    out = []
+    while data:
+        flag, length = struct.unpack(">BI", data[:5])
+        out.append((flag, data[5:5 + length]))
+        data = data[5 + length:]
+    return out
+
+
+def grpc_web_call(cluster, path, request, headers=()):
+    """A gRPC-Web binary call framed by hand: (response headers, messages, trailers from the 0x80 frame)."""
+    body = struct.pack(">BI", 0, len(request)) + request
+    response, data, http2_trailers = h2_call(
+        cluster, path, [("content-type", "application/grpc-web+proto"), ("x-grpc-web", "1"), *headers], body)
+    assert not http2_trailers, "gRPC-Web carries its trailers in the body"
+    messages, trailers = [], {}
+    for flag, payload in frames(data):
+        if flag & 0x80:
+            for line in payload.decode().split("\r\n"):
+                if line:
+                    name, value = line.split(":", 1)
+                    trailers[name.strip()] = value.strip()
+        else:
+            messages.append(payload)
+    return response, messages, trailers
+
+
+def error_detail(details) -> common_pb2.ErrorDetail:
+    """The Kindred ErrorDetail among a Connect error's details."""
+    for detail in details:
+        if detail["type"] == "kindred.common.v1.ErrorDetail":
+            return common_pb2.ErrorDetail.FromString(base64.b64decode(detail["value"] + "==="))
+    raise AssertionError(f"no ErrorDetail in {details}")
+
+
+def test_connect_unary_binary_with_connectrpc(cluster, user):
+    token, account = user
+    with connect_client(cluster) as client:
+        answer = client.execute_unary(request=account_pb2.GetAccountRequest(), method=GET_ACCOUNT,
+                                      headers=bearer(token))
+    assert answer == account
+    assert answer.account.user_id
+
+
+def test_connect_error_with_connectrpc(cluster):
+    with connect_client(cluster) as client, pytest.raises(ConnectError) as raised:
+        client.execute_unary(request=account_pb2.GetAccountRequest(), method=GET_ACCOUNT)
+    assert raised.value.code == Code.UNAUTHENTICATED
+    [detail] = [d for d in raised.value.details if d.type_name == "kindred.common.v1.ErrorDetail"]
+    parsed = common_pb2.ErrorDetail.FromString(detail.message_bytes)
+    assert parsed.reason == "UNAUTHENTICATED" and parsed.request_id
+
+
+def test_connect_server_streaming_with_connectrpc(cluster, user):
+    token, _ = user
+    with connect_client(cluster) as client:
+        stream = client.execute_server_stream(request=chat_pb2.SubscribeRequest(), method=SUBSCRIBE,
+                                              headers=bearer(token), timeout_ms=3000)
+        events = []
+        with pytest.raises(ConnectError) as raised:
+            for event in stream:
+                events.append(event)
+    # Heartbeats every 500 ms, then the 3 s deadline ends the stream with DEADLINE_EXCEEDED in the
+    # end-of-stream message.
+    assert len(events) >= 2 and all(e.WhichOneof("event") == "heartbeat" for e in events)
+    assert raised.value.code == Code.DEADLINE_EXCEEDED
+
+
+def test_connect_streaming_error_with_connectrpc(cluster):
+    with connect_client(cluster) as client, pytest.raises(ConnectError) as raised:
+        for _ in client.execute_server_stream(request=chat_pb2.SubscribeRequest(), method=SUBSCRIBE):
+            pass
+    assert raised.value.code == Code.UNAUTHENTICATED
+
+
+def test_grpc_web_with_connectrpc(cluster, user):
+    token, account = user
+    with connect_client(cluster, protocol=ProtocolType.GRPC_WEB) as client:
+        assert client.execute_unary(request=account_pb2.GetAccountRequest(), method=GET_ACCOUNT,
+                                    headers=bearer(token)) == account
+        with pytest.raises(ConnectError) as raised:
+            client.execute_unary(request=account_pb2.GetAccountRequest(), method=GET_ACCOUNT)
+    assert raised.value.code == Code.UNAUTHENTICATED
+
+
+def test_grpc_web_binary_hand_framed(cluster, user):
+    token, account = user
+    request = account_pb2.GetAccountRequest().SerializeToString()
+    response, messages, trailers = grpc_web_call(cluster, "/kindred.api.v1.AccountService/GetAccount", request,
+                                                 [("authorization", f"Bearer {token}")])
+    assert response[":status"] == "200" and response["content-type"] == "application/grpc-web+proto"
+    assert [account_pb2.GetAccountResponse.FromString(m) for m in messages] == [account]
+    assert trailers["grpc-status"] == "0"
+
+
+def test_connect_unary_binary_error_by_hand(cluster):
+    """The Connect error as the protocol documents it: the HTTP status of the code and the error JSON."""
+    response, body, _ = h2_call(cluster, "/kindred.api.v1.AccountService/GetAccount",
+                                [("content-type", "application/proto"), ("connect-protocol-version", "1")])
+    assert response[":status"] == "401" and response["content-type"] == "application/json"
+    error = json.loads(body)
+    assert error["code"] == "unauthenticated" and error["message"]
+    assert error_detail(error["details"]).reason == "UNAUTHENTICATED"
+    # The detail also reads as JSON for people (Connect's `debug`), when the gateway has the JSON codec.
+    # Unknown methods are Connect's unimplemented (501); bad timeouts invalid_argument (400).
+    response, body, _ = h2_call(cluster, "/kindred.api.v1.AccountService/Nope", [("content-type", "application/proto")])
+    assert response[":status"] == "501" and json.loads(body)["code"] == "unimplemented"
+    response, body, _ = h2_call(cluster, "/kindred.api.v1.AccountService/GetAccount",
+                                [("content-type", "application/proto"), ("connect-timeout-ms", "soon")])
+    assert response[":status"] == "400" and json.loads(body)["code"] == "invalid_argument"
+    # Compression other than identity is refused with the encodings accepted.
+    response, body, _ = h2_call(cluster, "/kindred.api.v1.AccountService/GetAccount",
+                                [("content-type", "application/proto"), ("content-encoding", "br")], b"\x00")
+    assert response[":status"] == "501" and response["accept-encoding"] == "identity"
+
+
+@pytest.mark.parametrize("token_kind", ["valid", "missing", "garbage"])
+def test_same_answer_on_every_protocol(cluster, user, token_kind):
+    """GetAccount through gRPC (grpcio), gRPC-Web (by hand) and Connect (connectrpc) returns the same bytes, or
+    the same code and ErrorDetail reason."""
+    token = {"valid": user[0], "missing": None, "garbage": "not-a-token"}[token_kind]
+    headers = [("authorization", f"Bearer {token}")] if token else []
+    request = account_pb2.GetAccountRequest()
+    answers = {}
+    with grpc.insecure_channel(cluster.gateway) as channel:
+        try:
+            answers["grpc"] = account_pb2_grpc.AccountServiceStub(channel).GetAccount(
+                request, metadata=headers, timeout=TIMEOUT)
+        except grpc.RpcError as error:
+            detail = dict(error.trailing_metadata()).get("kindred-error-bin")
+            answers["grpc"] = (error.code().name, common_pb2.ErrorDetail.FromString(detail).reason)
+    _, messages, trailers = grpc_web_call(cluster, "/kindred.api.v1.AccountService/GetAccount",
+                                          request.SerializeToString(), headers)
+    if trailers["grpc-status"] == "0":
+        answers["grpc-web"] = account_pb2.GetAccountResponse.FromString(messages[0])
+    else:
+        code = grpc.StatusCode(next(c for c in grpc.StatusCode if c.value[0] == int(trailers["grpc-status"])))
+        detail = base64.b64decode(trailers["kindred-error-bin"] + "===")
+        answers["grpc-web"] = (code.name, common_pb2.ErrorDetail.FromString(detail).reason)
+    with connect_client(cluster) as client:
+        try:
+            answers["connect"] = client.execute_unary(request=request, method=GET_ACCOUNT, headers=dict(headers))
+        except ConnectError as error:
+            [detail] = [d for d in error.details if d.type_name == "kindred.common.v1.ErrorDetail"]
+            answers["connect"] = (error.code.name, common_pb2.ErrorDetail.FromString(detail.message_bytes).reason)
+    assert answers["grpc"] == answers["grpc-web"] == answers["connect"], answers
+    if token_kind != "valid":
+        assert answers["grpc"] == ("UNAUTHENTICATED", "UNAUTHENTICATED")
+
+
+def test_cors_preflight(cluster):
+    path = "/kindred.api.v1.AccountService/GetAccount"
+    asked = [("access-control-request-method", "POST"),
+             ("access-control-request-headers", "authorization,content-type,connect-protocol-version")]
+    response, _, _ = h2_call(cluster, path, [("origin", ALLOWED_ORIGIN), *asked], method="OPTIONS")
+    assert response[":status"] == "204"
+    assert response["access-control-allow-origin"] == ALLOWED_ORIGIN
+    assert response["access-control-max-age"] == "600"
+    allowed = {h.strip() for h in response["access-control-allow-headers"].split(",")}
+    assert {"authorization", "content-type", "connect-protocol-version", "connect-timeout-ms",
+            "x-grpc-web", "grpc-timeout"} <= allowed
+    assert "access-control-allow-credentials" not in response
+    # An origin not on the list gets no CORS headers.
+    response, _, _ = h2_call(cluster, path, [("origin", "http://evil.example"), *asked], method="OPTIONS")
+    assert response[":status"] == "403" and "access-control-allow-origin" not in response
+
+
+def test_cors_headers_on_responses(cluster):
+    path = "/kindred.api.v1.AccountService/GetAccount"
+    response, _, _ = h2_call(cluster, path, [("content-type", "application/proto"), ("origin", ALLOWED_ORIGIN)])
+    assert response[":status"] == "401"
+    assert response["access-control-allow-origin"] == ALLOWED_ORIGIN
+    exposed = {h.strip() for h in response["access-control-expose-headers"].split(",")}
+    assert {"grpc-status", "grpc-message", "grpc-status-details-bin", "x-request-id"} <= exposed
+    response, _, _ = h2_call(cluster, path, [("content-type", "application/proto"), ("origin", "http://evil.example")])
+    assert "access-control-allow-origin" not in response
