@@ -1,0 +1,182 @@
+import KindredHTTP2
+import KindredProto
+import KindredProtobuf
+import NIOCore
+import Testing
+
+@testable import KindredGRPC
+
+/// The web protocols' edge without I/O: which protocol a content type names, Connect's code names and HTTP
+/// statuses, its error and end-of-stream JSON, gRPC-Web's trailer frame, bare Connect unary bodies and CORS.
+@Suite struct WebProtocolTests {
+    @Test(arguments: [
+        ("application/grpc", WireProtocol.grpc), ("application/grpc+proto", .grpc),
+        ("application/grpc-web", .grpcWeb), ("application/grpc-web+proto", .grpcWeb),
+        ("application/proto", .connectUnary(.proto)), ("application/json", .connectUnary(.json)),
+        ("application/json; charset=utf-8", .connectUnary(.json)), ("Application/Proto", .connectUnary(.proto)),
+        ("application/connect+proto", .connectStreaming(.proto)), ("application/connect+json", .connectStreaming(.json)),
+    ])
+    func detectsProtocol(contentType: String, wire: WireProtocol) {
+        #expect(WireProtocol.detect(contentType: contentType) == wire)
+    }
+
+    @Test(arguments: ["", "text/plain", "application/grpc-web-text", "application/connect+thrift", "application/xml"])
+    func refusesOtherContentTypes(contentType: String) {
+        #expect(WireProtocol.detect(contentType: contentType) == nil)
+    }
+
+    /// The Connect protocol's table (connectrpc.com/docs/protocol, "Error Codes").
+    @Test(arguments: [
+        (StatusCode.cancelled, "canceled", 499), (.unknown, "unknown", 500), (.invalidArgument, "invalid_argument", 400),
+        (.deadlineExceeded, "deadline_exceeded", 504), (.notFound, "not_found", 404),
+        (.alreadyExists, "already_exists", 409), (.permissionDenied, "permission_denied", 403),
+        (.resourceExhausted, "resource_exhausted", 429), (.failedPrecondition, "failed_precondition", 400),
+        (.aborted, "aborted", 409), (.outOfRange, "out_of_range", 400), (.unimplemented, "unimplemented", 501),
+        (.internalError, "internal", 500), (.unavailable, "unavailable", 503), (.dataLoss, "data_loss", 500),
+        (.unauthenticated, "unauthenticated", 401),
+    ])
+    func connectCodes(code: StatusCode, name: String, httpStatus: Int) {
+        #expect(ConnectError.codeName(code) == name)
+        #expect(ConnectError.httpStatus(code) == httpStatus)
+    }
+
+    @Test func connectErrorJSON() {
+        let error = RPCError(.notFound, "No \"such\" member\n")
+        let detail = ConnectError.Detail(type: "kindred.common.v1.ErrorDetail", value: [1, 2, 3, 4], debugJSON: nil)
+        let json = String(decoding: ConnectError.json(error, details: [detail]), as: UTF8.self)
+        #expect(
+            json == #"{"code":"not_found","message":"No \"such\" member\n","details":[{"type":"kindred.common.v1.ErrorDetail","value":"AQIDBA"}]}"#
+        )
+        #expect(String(decoding: ConnectError.json(RPCError(.internalError), details: []), as: UTF8.self) == #"{"code":"internal"}"#)
+        let debug = ConnectError.Detail(type: "t", value: [], debugJSON: Array(#"{"reason":"X"}"#.utf8))
+        #expect(
+            String(decoding: ConnectError.json(RPCError(.aborted, "a\u{1}"), details: [debug]), as: UTF8.self)
+                == #"{"code":"aborted","message":"a\u0001","details":[{"type":"t","value":"","debug":{"reason":"X"}}]}"#
+        )
+    }
+
+    @Test func endOfStreamJSON() {
+        #expect(String(decoding: ConnectError.endOfStreamJSON(nil, details: [], trailers: [:]), as: UTF8.self) == "{}")
+        var trailers = Metadata()
+        trailers.add("x-a", "1")
+        trailers.add("x-b-bin", binary: [0xFF])
+        trailers.add("x-a", "2")
+        trailers.add("grpc-status", "0")  // reserved: never metadata
+        let json = ConnectError.endOfStreamJSON(RPCError(.unavailable, "down"), details: [], trailers: trailers)
+        #expect(
+            String(decoding: json, as: UTF8.self)
+                == #"{"error":{"code":"unavailable","message":"down"},"metadata":{"x-a":["1","2"],"x-b-bin":["/w"]}}"#
+        )
+    }
+
+    @Test(arguments: [("0", 0), ("1500", 1500), ("9999999999", 9_999_999_999)])
+    func connectTimeout(value: String, milliseconds: Int64) {
+        #expect(ConnectError.parseTimeout(value) == .milliseconds(milliseconds))
+    }
+
+    @Test(arguments: ["", "-1", "1.5", "10000000000", "1s", " 1"])
+    func malformedConnectTimeout(value: String) {
+        #expect(ConnectError.parseTimeout(value) == nil)
+    }
+
+    @Test func grpcWebTrailerFrame() throws {
+        var trailers = Metadata()
+        trailers.add("x-note", "kept")
+        let response = WireResponse(wire: .grpcWeb)
+        let end = response.end(RPCError(.notFound, "100% gone"), trailers: trailers, allocator: ByteBufferAllocator())
+        #expect(end.trailers == nil)
+        var data = try #require(end.data)
+        let flag = data.readInteger(as: UInt8.self)
+        let length = Int(data.readInteger(as: UInt32.self) ?? 0)
+        let text = data.readString(length: length)
+        #expect(flag == 0x80 && data.readableBytes == 0)
+        #expect(text == "grpc-status: 5\r\ngrpc-message: 100%25 gone\r\nx-note: kept\r\n")
+        // Headers start the response; the status frame follows as its body even with no message.
+        let whole = response.complete(nil, metadata: [:], trailers: [:], message: nil, allocator: ByteBufferAllocator())
+        #expect(whole.headers == [HTTP2Header(":status", "200"), HTTP2Header("content-type", "application/grpc-web+proto")])
+        #expect(Array(try #require(whole.body).readableBytesView) == [0x80, 0, 0, 0, 16] + Array("grpc-status: 0\r\n".utf8))
+    }
+
+    @Test func connectUnaryResponses() throws {
+        let web = WebProtocols(errorDetails: [.init(metadataKey: "kindred-error-bin", messageType: Kindred.Common.V1.ErrorDetail.self)])
+        let cors = [HTTP2Header("vary", "origin")]
+        let response = WireResponse(wire: .connectUnary(.proto), extraHeaders: cors, web: web)
+        var trailers = Metadata()
+        trailers.add("x-t", "v")
+        var message = ByteBufferAllocator().buffer(capacity: 3)
+        message.writeBytes([8, 1])
+        let ok = response.complete(nil, metadata: ["x-h": "h"], trailers: trailers, message: message, allocator: ByteBufferAllocator())
+        #expect(
+            ok.headers == [
+                HTTP2Header(":status", "200"), HTTP2Header("content-type", "application/proto"), HTTP2Header("vary", "origin"),
+                HTTP2Header("x-h", "h"), HTTP2Header("trailer-x-t", "v"),
+            ]
+        )
+        #expect(ok.body == message)
+        // An error: the code's HTTP status, JSON, and the ErrorDetail moved from metadata into details.
+        var detail = Kindred.Common.V1.ErrorDetail()
+        detail.reason = "RATE_LIMITED"
+        let error = RPCError(.resourceExhausted, "Slow down", metadata: detail.metadata)
+        let failed = response.complete(error, metadata: [:], trailers: [:], message: message, allocator: ByteBufferAllocator())
+        #expect(failed.headers.first == HTTP2Header(":status", "429"))
+        #expect(failed.headers.contains(HTTP2Header("content-type", "application/json")))
+        #expect(!failed.headers.contains { $0.name.contains("kindred-error-bin") })
+        let value = Base64.encode(try detail.serializedBytes(), padding: false)
+        let body = String(buffer: try #require(failed.body))
+        #expect(
+            body == #"{"code":"resource_exhausted","message":"Slow down","details":[{"type":"kindred.common.v1.ErrorDetail","value":"\#(value)"}]}"#
+        )
+    }
+
+    @Test func connectStreamingEndsWithEnvelope() throws {
+        let response = WireResponse(wire: .connectStreaming(.proto))
+        let end = response.end(RPCError(.deadlineExceeded, "late"), trailers: [:], allocator: ByteBufferAllocator())
+        #expect(end.trailers == nil)
+        var data = try #require(end.data)
+        let flag = data.readInteger(as: UInt8.self)
+        let length = Int(data.readInteger(as: UInt32.self) ?? 0)
+        let text = data.readString(length: length)
+        #expect(flag == 0x02)
+        #expect(text == #"{"error":{"code":"deadline_exceeded","message":"late"}}"#)
+        #expect(
+            response.headers(metadata: [:]) == [HTTP2Header(":status", "200"), HTTP2Header("content-type", "application/connect+proto")]
+        )
+    }
+
+    @Test func bareBodyIsOneMessage() throws {
+        var inbound = InboundMessages(maxMessageSize: 8, framed: false)
+        let allocator = ByteBufferAllocator()
+        // A bare body is complete only at its end; its bytes go back to the window as they arrive.
+        let released = try [UInt8]([1, 2, 3]).withUnsafeBytes { try inbound.receive($0, allocator: allocator) }
+        #expect(released == 3 && inbound.isEmpty && !inbound.hasPartialMessage)
+        _ = try [UInt8]([4]).withUnsafeBytes { try inbound.receive($0, allocator: allocator) }
+        inbound.endOfUnframedBody(allocator: allocator)
+        #expect(inbound.count == 1)
+        #expect(Array(inbound.removeFirst().message.readableBytesView) == [1, 2, 3, 4])
+        // An empty body is an empty message; a body over the limit is refused.
+        var empty = InboundMessages(maxMessageSize: 8, framed: false)
+        empty.endOfUnframedBody(allocator: allocator)
+        #expect(empty.removeFirst().message.readableBytes == 0)
+        var large = InboundMessages(maxMessageSize: 8, framed: false)
+        #expect(throws: InboundMessages.ReceiveFailure.self) {
+            _ = try [UInt8](repeating: 0, count: 9).withUnsafeBytes { try large.receive($0, allocator: allocator) }
+        }
+    }
+
+    @Test func corsPreflight() {
+        let policy = CORSPolicy(allowedOrigins: ["https://app.example"], maxAge: .seconds(600))
+        let allowed = policy.preflight(origin: "https://app.example", requestMethod: "POST")
+        #expect(allowed.first == HTTP2Header(":status", "204"))
+        #expect(allowed.contains(HTTP2Header("access-control-allow-origin", "https://app.example")))
+        #expect(allowed.contains(HTTP2Header("access-control-max-age", "600")))
+        #expect(!allowed.contains { $0.name == "access-control-allow-credentials" })
+        for (origin, method) in [("https://evil.example", "POST"), ("https://app.example", "PUT"), (nil, "POST")] as [(String?, String)] {
+            let refused = policy.preflight(origin: origin, requestMethod: method)
+            #expect(refused.first == HTTP2Header(":status", "403"))
+            #expect(!refused.contains { $0.name.hasPrefix("access-control-") })
+        }
+        #expect(policy.responseHeaders(origin: "https://evil.example") == [HTTP2Header("vary", "origin")])
+        #expect(policy.responseHeaders(origin: "https://app.example").contains(HTTP2Header("access-control-allow-origin", "https://app.example")))
+        #expect(CORSPolicy(allowedOrigins: []).preflight(origin: "https://app.example", requestMethod: "POST").first == HTTP2Header(":status", "403"))
+    }
+}
