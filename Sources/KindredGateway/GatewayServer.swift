@@ -1,7 +1,6 @@
 import KindredGRPC
 import KindredGRPCServices
 import KindredOpenSSL
-import KindredProto
 import KindredServiceKit
 import Logging
 import NIOCore
@@ -24,12 +23,7 @@ public final class GatewayServer: ServiceServer {
         // link instead of one per window update (ProfileServer sets the same).
         server.http2.initialStreamWindowSize = 4 << 20
         // The public API speaks gRPC-Web and Connect too, for browsers and curl (the same handlers and limits).
-        server.web = WebProtocols(
-            cors: CORSPolicy(allowedOrigins: configuration.corsOrigins, maxAge: configuration.corsMaxAge),
-            errorDetails: [
-                .init(metadataKey: Kindred.Common.V1.ErrorDetail.metadataKey, messageType: Kindred.Common.V1.ErrorDetail.self)
-            ]
-        )
+        server.web = .gateway(configuration)
         var runner = ServerRunner(configuration: server, services: self.gateway.services)
         runner.admin = configuration.endpoint.adminConfiguration
         runner.metrics = metrics

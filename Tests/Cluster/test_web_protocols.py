@@ -1,13 +1,15 @@
 """The gateway's web protocols in a running cluster (services/run-cluster.sh), each through an independent client:
-the Connect project's own Python runtime (`connectrpc`, over HTTP/2) for Connect unary and server streaming and for
-gRPC-Web, gRPC-Web hand-framed over HTTP/2 with `h2` (flag-0x80 trailer frame), and grpcio for gRPC. The same call
-returns the same message and the same error code whichever protocol carried it, Connect errors carry the Kindred
-ErrorDetail, and CORS preflights are answered for allowed origins only."""
+the Connect project's own Python runtime (`connectrpc`, over HTTP/2) for Connect unary and server streaming in
+binary and JSON and for gRPC-Web, curl for Connect JSON as the API reference shows it, gRPC-Web hand-framed over
+HTTP/2 with `h2` (flag-0x80 trailer frame), and grpcio for gRPC. The same call returns the same message and the same
+error code whichever protocol carried it, Connect errors carry the Kindred ErrorDetail, and CORS preflights are
+answered for allowed origins only."""
 
 import base64
 import json
 import socket
 import struct
+import subprocess
 import uuid
 
 import grpc
@@ -18,7 +20,7 @@ import pyqwest
 import pytest
 from connectrpc.client import ConnectClientSync
 from connectrpc.code import Code
-from connectrpc.compat import google_protobuf_binary_codec
+from connectrpc.compat import google_protobuf_binary_codec, google_protobuf_json_codec
 from connectrpc.errors import ConnectError
 from connectrpc.method import IdempotencyLevel, MethodInfo, StreamType
 from connectrpc.protocol import ProtocolType
@@ -192,6 +194,57 @@ def test_connect_streaming_error_with_connectrpc(cluster):
     assert raised.value.code == Code.UNAUTHENTICATED
 
 
+def test_connect_json_with_connectrpc(cluster, user):
+    token, account = user
+    with connect_client(cluster, codec=google_protobuf_json_codec()) as client:
+        assert client.execute_unary(request=account_pb2.GetAccountRequest(), method=GET_ACCOUNT,
+                                    headers=bearer(token)) == account
+        events = []
+        with pytest.raises(ConnectError) as raised:
+            for event in client.execute_server_stream(request=chat_pb2.SubscribeRequest(), method=SUBSCRIBE,
+                                                      headers=bearer(token), timeout_ms=2000):
+                events.append(event)
+        assert raised.value.code == Code.DEADLINE_EXCEEDED
+        assert events and all(e.WhichOneof("event") == "heartbeat" for e in events)
+        with pytest.raises(ConnectError) as raised:
+            client.execute_unary(request=account_pb2.GetAccountRequest(), method=GET_ACCOUNT)
+        assert raised.value.code == Code.UNAUTHENTICATED
+
+
+def curl(cluster, path, body, *headers):
+    """curl over HTTP/2 (prior knowledge, as the gateway's port is h2c in the cluster) with a JSON body, as the API
+    reference's examples: (HTTP status, parsed JSON body)."""
+    command = ["curl", "-sS", "--http2-prior-knowledge", "-o", "-", "-w", "\n%{http_code}",
+               "-H", "content-type: application/json", "--data-binary", body]
+    for header in headers:
+        command += ["-H", header]
+    result = subprocess.run(command + [f"http://{cluster.gateway}{path}"], capture_output=True, text=True,
+                            timeout=TIMEOUT, check=True)
+    text, status = result.stdout.rsplit("\n", 1)
+    return int(status), json.loads(text)
+
+
+def test_curl_connect_json(cluster, user):
+    token, account = user
+    path = "/kindred.api.v1.AccountService/GetAccount"
+    status, body = curl(cluster, path, "{}", f"authorization: Bearer {token}")
+    assert status == 200 and body["account"]["userId"] == account.account.user_id  # lowerCamelCase names
+    # Errors: the code's HTTP status, the error JSON, and the ErrorDetail as a detail readable as JSON too.
+    status, error = curl(cluster, path, "{}")
+    assert status == 401 and error["code"] == "unauthenticated" and error["message"]
+    [detail] = error["details"]
+    assert detail["type"] == "kindred.common.v1.ErrorDetail"
+    assert error_detail([detail]).reason == "UNAUTHENTICATED" == detail["debug"]["reason"]
+    assert detail["debug"]["requestId"]
+    # JSON the message does not fit is refused, naming what is wrong, before any handler runs.
+    for bad in ('{"nope": 1}', "{", '{"username": 5}', "[]"):
+        status, error = curl(cluster, "/kindred.api.v1.AccountService/CheckUsername", bad)
+        assert status == 400 and error["code"] == "invalid_argument" and error["message"], (bad, error)
+    status, answer = curl(cluster, "/kindred.api.v1.AccountService/CheckUsername",
+                          json.dumps({"communityId": "web-curl", "username": f"u_{uuid.uuid4().hex[:10]}"}))
+    assert status == 200 and answer.get("available") is True, answer
+
+
 def test_grpc_web_with_connectrpc(cluster, user):
     token, account = user
     with connect_client(cluster, protocol=ProtocolType.GRPC_WEB) as client:
@@ -220,7 +273,6 @@ def test_connect_unary_binary_error_by_hand(cluster):
     error = json.loads(body)
     assert error["code"] == "unauthenticated" and error["message"]
     assert error_detail(error["details"]).reason == "UNAUTHENTICATED"
-    # The detail also reads as JSON for people (Connect's `debug`), when the gateway has the JSON codec.
     # Unknown methods are Connect's unimplemented (501); bad timeouts invalid_argument (400).
     response, body, _ = h2_call(cluster, "/kindred.api.v1.AccountService/Nope", [("content-type", "application/proto")])
     assert response[":status"] == "501" and json.loads(body)["code"] == "unimplemented"
@@ -235,8 +287,8 @@ def test_connect_unary_binary_error_by_hand(cluster):
 
 @pytest.mark.parametrize("token_kind", ["valid", "missing", "garbage"])
 def test_same_answer_on_every_protocol(cluster, user, token_kind):
-    """GetAccount through gRPC (grpcio), gRPC-Web (by hand) and Connect (connectrpc) returns the same bytes, or
-    the same code and ErrorDetail reason."""
+    """GetAccount through gRPC (grpcio), gRPC-Web (by hand) and Connect binary and JSON (connectrpc) returns the same
+    message, or the same code and ErrorDetail reason."""
     token = {"valid": user[0], "missing": None, "garbage": "not-a-token"}[token_kind]
     headers = [("authorization", f"Bearer {token}")] if token else []
     request = account_pb2.GetAccountRequest()
@@ -256,13 +308,14 @@ def test_same_answer_on_every_protocol(cluster, user, token_kind):
         code = grpc.StatusCode(next(c for c in grpc.StatusCode if c.value[0] == int(trailers["grpc-status"])))
         detail = base64.b64decode(trailers["kindred-error-bin"] + "===")
         answers["grpc-web"] = (code.name, common_pb2.ErrorDetail.FromString(detail).reason)
-    with connect_client(cluster) as client:
-        try:
-            answers["connect"] = client.execute_unary(request=request, method=GET_ACCOUNT, headers=dict(headers))
-        except ConnectError as error:
-            [detail] = [d for d in error.details if d.type_name == "kindred.common.v1.ErrorDetail"]
-            answers["connect"] = (error.code.name, common_pb2.ErrorDetail.FromString(detail.message_bytes).reason)
-    assert answers["grpc"] == answers["grpc-web"] == answers["connect"], answers
+    for name, codec in (("connect", google_protobuf_binary_codec()), ("connect-json", google_protobuf_json_codec())):
+        with connect_client(cluster, codec=codec) as client:
+            try:
+                answers[name] = client.execute_unary(request=request, method=GET_ACCOUNT, headers=dict(headers))
+            except ConnectError as error:
+                [detail] = [d for d in error.details if d.type_name == "kindred.common.v1.ErrorDetail"]
+                answers[name] = (error.code.name, common_pb2.ErrorDetail.FromString(detail.message_bytes).reason)
+    assert answers["grpc"] == answers["grpc-web"] == answers["connect"] == answers["connect-json"], answers
     if token_kind != "valid":
         assert answers["grpc"] == ("UNAUTHENTICATED", "UNAUTHENTICATED")
 

@@ -1,0 +1,33 @@
+import KindredGRPC
+import KindredGRPCServices
+import KindredProto
+import KindredProtoJSON
+
+extension WebProtocols {
+    /// What the gateway serves beside gRPC: gRPC-Web and Connect (binary and JSON) for browsers and curl, CORS for
+    /// the configured origins, and Kindred's `ErrorDetail` as the detail of Connect errors.
+    static func gateway(_ configuration: GatewayConfiguration) -> WebProtocols {
+        WebProtocols(
+            cors: CORSPolicy(allowedOrigins: configuration.corsOrigins, maxAge: configuration.corsMaxAge),
+            json: .protoJSON,
+            errorDetails: [
+                .init(metadataKey: Kindred.Common.V1.ErrorDetail.metadataKey, messageType: Kindred.Common.V1.ErrorDetail.self)
+            ]
+        )
+    }
+}
+
+extension ProtoJSONCodec {
+    /// The proto3 JSON mapping of `KindredProtoJSON`; input it refuses is INVALID_ARGUMENT with its message
+    /// (which names the field, never echoes the value).
+    static let protoJSON = ProtoJSONCodec(
+        toBinary: { json, type in
+            do {
+                return try ProtoJSON.binary(fromJSON: json, of: type)
+            } catch let error as ProtoJSONError {
+                throw RPCError(.invalidArgument, error.message)
+            }
+        },
+        toJSON: { bytes, type in try ProtoJSON.json(fromBinary: bytes, of: type) }
+    )
+}
