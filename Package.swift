@@ -89,6 +89,8 @@ let package = Package(
         .target(name: "KindredProto", dependencies: ["KindredProtobuf", "CKindredProto"]),
         // The proto3 JSON mapping for every generated message, driven by the embedded descriptors (Connect JSON).
         .target(name: "KindredProtoJSON", dependencies: ["KindredProtobuf", "KindredProto"]),
+        // Measures the mapping on a deck page next to the binary path (Tests/Benchmarks/protojson-bench.sh).
+        .executableTarget(name: "kindred-protojson-bench", dependencies: ["KindredProtoJSON", "KindredProto"]),
 
         // The gRPC runtime and the standard services every server carries.
         .target(

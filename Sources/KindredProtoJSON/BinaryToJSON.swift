@@ -17,15 +17,20 @@ struct BinaryToJSON {
     }
 
     private let schemas: SchemaSet
-    var out: [UInt8] = []
+    var out: OutputBuffer
     private var entries: [Entry] = []
-    private var winners: [Int32] = []
+    /// Per oneof of the messages being written: the member seen last and where.
+    private var winners: [(field: Int32, start: Int32)] = []
 
     init(schemas: SchemaSet, capacity: Int) {
         self.schemas = schemas
-        out.reserveCapacity(capacity)
-        entries.reserveCapacity(32)
+        out = OutputBuffer(capacity: capacity)
+        entries.reserveCapacity(64)
+        winners.reserveCapacity(8)
     }
+
+    /// Frees the output buffer (after its contents are copied out).
+    func deallocate() { out.deallocate() }
 
     mutating func message(_ index: Int, _ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, depth: Int)
         throws(ProtoJSONError)
@@ -69,13 +74,11 @@ struct BinaryToJSON {
         // The winning member of each oneof: the one that occurred last.
         let winnersBase = winners.count
         if !schema.oneofNames.isEmpty {
-            winners.append(contentsOf: repeatElement(-1, count: schema.oneofNames.count))
-            var latest = [Int32](repeating: -1, count: schema.oneofNames.count)
+            for _ in 0..<schema.oneofNames.count { winners.append((-1, -1)) }
             for entry in entries[base..<levelEnd] {
                 let oneof = Int(fields[Int(entry.field)].oneof)
-                if oneof >= 0 && entry.start > latest[oneof] {
-                    latest[oneof] = entry.start
-                    winners[winnersBase + oneof] = entry.field
+                if oneof >= 0 && entry.start > winners[winnersBase + oneof].start {
+                    winners[winnersBase + oneof] = (entry.field, entry.start)
                 }
             }
         }
@@ -89,10 +92,10 @@ struct BinaryToJSON {
             while groupEnd < levelEnd && entries[groupEnd].field == fieldIndex { groupEnd += 1 }
             defer { group = groupEnd }
             let field = fields[Int(fieldIndex)]
-            if field.oneof >= 0 && winners[winnersBase + Int(field.oneof)] != fieldIndex { continue }
+            if field.oneof >= 0 && winners[winnersBase + Int(field.oneof)].field != fieldIndex { continue }
             let mark = out.count
             if !first { out.append(UInt8(ascii: ",")) }
-            out.append(contentsOf: field.jsonKey)
+            out.append(field.jsonKey)
             let written: Bool
             if field.isMap {
                 written = try map(field, bytes, group..<groupEnd, schema, depth: depth)
@@ -114,7 +117,7 @@ struct BinaryToJSON {
                     )
                 }
             }
-            if written { first = false } else { out.removeLast(out.count - mark) }
+            if written { first = false } else { out.truncate(to: mark) }
         }
         out.append(UInt8(ascii: "}"))
         entries.removeLast(entries.count - base)
@@ -232,7 +235,7 @@ struct BinaryToJSON {
             if let key = entry.key {
                 if keyField.kind == .string {
                     guard out.appendJSONString(UnsafeRawBufferPointer(rebasing: bytes[key])) else {
-                        throw ProtoJSONError("a map key of field \"\(field.jsonName)\" of \(schema.name) is not valid UTF-8")
+                        throw ProtoJSONError("a map key of field \"\(field.jsonName.string)\" of \(schema.name) is not valid UTF-8")
                     }
                 } else {
                     out.append(UInt8(ascii: "\""))
@@ -288,7 +291,7 @@ struct BinaryToJSON {
         case .string, .bytes: out.appendASCII("\"\"")
         case .bool: out.appendASCII("false")
         case .enumeration:
-            if let name = schemas.enums[Int(field.enumeration)].quotedName(of: 0) { out.append(contentsOf: name) } else {
+            if let name = schemas.enums[Int(field.enumeration)].quotedName(of: 0) { out.append(name) } else {
                 out.append(UInt8(ascii: "0"))
             }
         case .int64, .uint64, .fixed64, .sfixed64, .sint64: out.appendASCII("\"0\"")
@@ -326,7 +329,7 @@ struct BinaryToJSON {
             case .enumeration:
                 let number = Int32(truncatingIfNeeded: raw)
                 if let name = schemas.enums[Int(field.enumeration)].quotedName(of: number) {
-                    out.append(contentsOf: name)
+                    out.append(name)
                 } else {
                     out.appendDecimal(Int64(number))
                 }
@@ -357,7 +360,7 @@ struct BinaryToJSON {
             switch field.kind {
             case .string:
                 guard out.appendJSONString(contents) else {
-                    throw ProtoJSONError("field \"\(field.jsonName)\" of \(schema.name) is not valid UTF-8")
+                    throw ProtoJSONError("field \"\(field.jsonName.string)\" of \(schema.name) is not valid UTF-8")
                 }
             case .bytes:
                 out.append(UInt8(ascii: "\""))
@@ -371,7 +374,7 @@ struct BinaryToJSON {
     }
 
     @inline(__always)
-    private mutating func quotedInteger(_ quoted: Bool, _ write: (inout [UInt8]) -> Void) {
+    private mutating func quotedInteger(_ quoted: Bool, _ write: (inout OutputBuffer) -> Void) {
         if quoted { out.append(UInt8(ascii: "\"")) }
         write(&out)
         if quoted { out.append(UInt8(ascii: "\"")) }

@@ -8,7 +8,7 @@ struct FieldSchema {
     var isPacked: Bool
     /// A `map<K, V>` field: `message` is its entry type (key = field 1, value = field 2).
     var isMap: Bool
-    /// Emitted whenever set, even at its default: a oneof member or a proto3 `optional` field.
+    /// Emitted whenever set, even at its default: a oneof member, a proto3 `optional` field or a message.
     var hasPresence: Bool
     /// Index into `MessageSchema.oneofNames` of the real (not synthetic) oneof it belongs to, or -1.
     var oneof: Int16
@@ -17,9 +17,9 @@ struct FieldSchema {
     /// Index into `SchemaSet.enums` for enum fields, else -1.
     var enumeration: Int32
     /// The name in the .proto file, e.g. `page_token`.
-    var protoName: String
+    var protoName: SchemaName
     /// The lowerCamelCase name JSON uses, e.g. `pageToken`.
-    var jsonName: String
+    var jsonName: SchemaName
     /// `"pageToken":`, as written on output.
-    var jsonKey: [UInt8]
+    var jsonKey: SchemaName
 }

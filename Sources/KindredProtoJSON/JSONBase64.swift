@@ -12,7 +12,7 @@ enum JSONBase64 {
     }()
 
     /// Appends `bytes` in standard base64 with padding.
-    static func encode(_ bytes: UnsafeRawBufferPointer, into out: inout [UInt8]) {
+    static func encode(_ bytes: UnsafeRawBufferPointer, into out: inout OutputBuffer) {
         alphabet.withUnsafeBufferPointer { alphabet in
             var index = 0
             let count = bytes.count
@@ -38,7 +38,7 @@ enum JSONBase64 {
 
     /// Appends the decoded `text`; false for characters outside both alphabets, misplaced padding or
     /// a length no encoding has.
-    static func decode(_ text: UnsafeRawBufferPointer, into out: inout [UInt8]) -> Bool {
+    static func decode(_ text: UnsafeRawBufferPointer, into out: inout OutputBuffer) -> Bool {
         var count = text.count
         // Padding only at the end, and only to complete a group of four.
         var padding = 0

@@ -1,8 +1,8 @@
-/// Writing JSON values into a byte array.
-extension Array where Element == UInt8 {
+/// Writing JSON values.
+extension OutputBuffer {
     @inline(__always)
     mutating func appendASCII(_ text: StaticString) {
-        append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+        append(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
     mutating func appendDecimal(_ value: UInt64) {
@@ -16,7 +16,7 @@ extension Array where Element == UInt8 {
             append(UInt8(ascii: "0") + UInt8(value % 10))
             value /= 10
         }
-        self[start...].reverse()
+        reverse(from: start)
     }
 
     mutating func appendDecimal(_ value: Int64) {
@@ -32,7 +32,7 @@ extension Array where Element == UInt8 {
         } else if value.isInfinite {
             appendASCII(value < 0 ? "\"-Infinity\"" : "\"Infinity\"")
         } else {
-            append(contentsOf: value.description.utf8)
+            appendDescription(value)
         }
     }
 
@@ -43,8 +43,13 @@ extension Array where Element == UInt8 {
         } else if value.isInfinite {
             appendASCII(value < 0 ? "\"-Infinity\"" : "\"Infinity\"")
         } else {
-            append(contentsOf: value.description.utf8)
+            appendDescription(value)
         }
+    }
+
+    private mutating func appendDescription(_ value: some CustomStringConvertible) {
+        var text = value.description
+        text.withUTF8 { append(UnsafeRawBufferPointer($0)) }
     }
 
     /// `bytes` as a JSON string; false (with some of it written) when they are not UTF-8.
@@ -54,17 +59,13 @@ extension Array where Element == UInt8 {
         let end = bytes.count
         while position < end {
             let runStart = position
-            while position < end {
-                let byte = bytes[position]
-                if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte >= 0x80 { break }
-                position += 1
-            }
-            if position > runStart { append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[runStart..<position])) }
+            while position < end && JSONScanner.isPlain(bytes[position]) { position += 1 }
+            if position > runStart { append(UnsafeRawBufferPointer(rebasing: bytes[runStart..<position])) }
             guard position < end else { break }
             let byte = bytes[position]
             if byte >= 0x80 {
                 guard let length = UTF8Validation.sequenceLength(bytes, at: position, end: end) else { return false }
-                append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[position..<position + length]))
+                append(UnsafeRawBufferPointer(rebasing: bytes[position..<position + length]))
                 position += length
                 continue
             }

@@ -79,6 +79,13 @@ struct JSONScanner {
             || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || byte == UInt8(ascii: "_")
     }
 
+    /// Whether `byte` stands for itself inside a JSON string: not a quote, backslash, control
+    /// character or part of a multi-byte sequence.
+    @inline(__always)
+    static func isPlain(_ byte: UInt8) -> Bool {
+        byte >= 0x20 && byte < 0x80 && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\")
+    }
+
     /// Whether a string is next.
     @inline(__always)
     mutating func atString() -> Bool { peek() == UInt8(ascii: "\"") }
@@ -91,18 +98,14 @@ struct JSONScanner {
     }
 
     /// Reads a string (the opening quote is next) and appends its decoded UTF-8 to `out`.
-    mutating func readString(into out: inout [UInt8]) throws(ProtoJSONError) {
+    mutating func readString(into out: inout OutputBuffer) throws(ProtoJSONError) {
         guard consume(UInt8(ascii: "\"")) else { throw unexpected("a string") }
         let end = bytes.count
         while true {
             // Copy a run of plain characters at once.
             let runStart = position
-            while position < end {
-                let byte = bytes[position]
-                if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte >= 0x80 { break }
-                position += 1
-            }
-            if position > runStart { out.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[runStart..<position])) }
+            while position < end && Self.isPlain(bytes[position]) { position += 1 }
+            if position > runStart { out.append(UnsafeRawBufferPointer(rebasing: bytes[runStart..<position])) }
             guard position < end else { throw .syntax("unterminated string", at: position) }
             let byte = bytes[position]
             switch byte {
@@ -115,7 +118,7 @@ struct JSONScanner {
                 guard let length = UTF8Validation.sequenceLength(bytes, at: position, end: end) else {
                     throw .syntax("invalid UTF-8", at: position)
                 }
-                out.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[position..<position + length]))
+                out.append(UnsafeRawBufferPointer(rebasing: bytes[position..<position + length]))
                 position += length
             default:
                 throw .syntax("control character in a string (escape it)", at: position)
@@ -123,7 +126,7 @@ struct JSONScanner {
         }
     }
 
-    private mutating func escape(into out: inout [UInt8]) throws(ProtoJSONError) {
+    private mutating func escape(into out: inout OutputBuffer) throws(ProtoJSONError) {
         let start = position
         position += 1
         guard position < bytes.count else { throw .syntax("unterminated string", at: position) }
@@ -174,7 +177,7 @@ struct JSONScanner {
         return value
     }
 
-    private static func appendUTF8(_ scalar: UInt32, to out: inout [UInt8]) {
+    private static func appendUTF8(_ scalar: UInt32, to out: inout OutputBuffer) {
         switch scalar {
         case 0..<0x80:
             out.append(UInt8(scalar))

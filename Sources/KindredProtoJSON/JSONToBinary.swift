@@ -7,15 +7,20 @@ import KindredProtobuf
 struct JSONToBinary {
     private let schemas: SchemaSet
     private var scanner: JSONScanner
-    var out: [UInt8] = []
+    var out: OutputBuffer
     /// Decoded strings (keys, enum names, base64, quoted numbers) before they are interpreted.
-    private var scratch: [UInt8] = []
+    private var scratch = OutputBuffer(capacity: 64)
 
     init(schemas: SchemaSet, json: UnsafeRawBufferPointer) {
         self.schemas = schemas
         self.scanner = JSONScanner(json)
-        out.reserveCapacity(json.count)
-        scratch.reserveCapacity(64)
+        out = OutputBuffer(capacity: json.count)
+    }
+
+    /// Frees the buffers (after the output is copied out).
+    func deallocate() {
+        out.deallocate()
+        scratch.deallocate()
     }
 
     mutating func document(_ index: Int) throws(ProtoJSONError) {
@@ -36,15 +41,15 @@ struct JSONToBinary {
         repeat {
             let keyOffset = scanner.position
             guard scanner.atString() else { throw scanner.unexpected("a field name") }
-            scratch.removeAll(keepingCapacity: true)
+            scratch.removeAll()
             try scanner.readString(into: &scratch)
-            let found = scratch.withUnsafeBytes { schema.index(ofName: $0) }
+            let found = schema.index(ofName: scratch.bytes)
             guard let fieldIndex = found else {
-                throw ProtoJSONError("unknown field \(Self.quotedForError(scratch)) in \(schema.name)")
+                throw ProtoJSONError("unknown field \(Self.quotedForError(scratch.array)) in \(schema.name)")
             }
             let field = fields[fieldIndex]
             guard seen.insert(fieldIndex) else {
-                throw ProtoJSONError("field \"\(field.jsonName)\" of \(schema.name) occurs more than once (at byte \(keyOffset))")
+                throw ProtoJSONError("field \"\(field.jsonName.string)\" of \(schema.name) occurs more than once (at byte \(keyOffset))")
             }
             try scanner.expect(UInt8(ascii: ":"), "':'")
             if try scanner.consumeNull() { continue }  // null is the field's default: nothing to write.
@@ -52,7 +57,7 @@ struct JSONToBinary {
                 let bit: UInt64 = 1 << UInt64(field.oneof & 63)
                 guard oneofsSet & bit == 0 else {
                     throw ProtoJSONError(
-                        "more than one field of oneof \"\(schema.oneofNames[Int(field.oneof)])\" in \(schema.name) (at byte \(keyOffset))"
+                        "more than one field of oneof \"\(schema.oneofNames[Int(field.oneof)].string)\" in \(schema.name) (at byte \(keyOffset))"
                     )
                 }
                 oneofsSet |= bit
@@ -65,7 +70,7 @@ struct JSONToBinary {
                 let mark = out.count
                 let isSet = try value(field, schema, depth: depth, tagged: true)
                 if !isSet && !field.hasPresence {
-                    out.removeLast(out.count - mark)  // implicit presence: the default is not written
+                    out.truncate(to: mark)  // implicit presence: the default is not written
                 }
             }
         } while scanner.consume(UInt8(ascii: ","))
@@ -113,7 +118,7 @@ struct JSONToBinary {
                 try scanner.readString(into: &out)
                 out.endLength(at: keyLength)
             } else {
-                scratch.removeAll(keepingCapacity: true)
+                scratch.removeAll()
                 try scanner.readString(into: &scratch)
                 try mapKey(keyField, field, schema, at: keyOffset)
             }
@@ -132,8 +137,8 @@ struct JSONToBinary {
         throws(ProtoJSONError)
     {
         if keyField.kind == .bool {
-            let isTrue = scratch.elementsEqual("true".utf8)
-            guard isTrue || scratch.elementsEqual("false".utf8) else {
+            let isTrue = scratch.elementsEqual("true")
+            guard isTrue || scratch.elementsEqual("false") else {
                 throw .value("a bool map key is \"true\" or \"false\"", field: field, in: schema, at: offset)
             }
             out.appendTag(1, 0)
@@ -181,10 +186,10 @@ struct JSONToBinary {
             return !empty
         case .bytes:
             guard scanner.atString() else { throw invalid("expected a base64 string") }
-            scratch.removeAll(keepingCapacity: true)
+            scratch.removeAll()
             try scanner.readString(into: &scratch)
             let length = out.beginLength()
-            let decoded = scratch.withUnsafeBytes { JSONBase64.decode($0, into: &out) }
+            let decoded = JSONBase64.decode(scratch.bytes, into: &out)
             guard decoded else { throw invalid("not base64") }
             let empty = out.count == length + 1
             out.endLength(at: length)
@@ -195,10 +200,10 @@ struct JSONToBinary {
             return value
         case .enumeration:
             if scanner.atString() {
-                scratch.removeAll(keepingCapacity: true)
+                scratch.removeAll()
                 try scanner.readString(into: &scratch)
                 let enumeration = schemas.enums[Int(field.enumeration)]
-                guard let number = scratch.withUnsafeBytes({ enumeration.number(ofName: $0) }) else {
+                guard let number = enumeration.number(ofName: scratch.bytes) else {
                     throw invalid("not a value of \(enumeration.name)")
                 }
                 out.appendVarint(UInt64(bitPattern: Int64(number)))
@@ -219,7 +224,7 @@ struct JSONToBinary {
     {
         let result: JSONNumber.IntegerResult
         if scanner.atString() {
-            scratch.removeAll(keepingCapacity: true)
+            scratch.removeAll()
             try scanner.readString(into: &scratch)
             guard let integer = scratchInteger() else {
                 throw .value("expected an integer", field: errorField, in: errorSchema, at: offset)
@@ -275,19 +280,19 @@ struct JSONToBinary {
     {
         var value: Double
         if scanner.atString() {
-            scratch.removeAll(keepingCapacity: true)
+            scratch.removeAll()
             try scanner.readString(into: &scratch)
-            if scratch.elementsEqual("NaN".utf8) {
+            if scratch.elementsEqual("NaN") {
                 value = .nan
-            } else if scratch.elementsEqual("Infinity".utf8) {
+            } else if scratch.elementsEqual("Infinity") {
                 value = .infinity
-            } else if scratch.elementsEqual("-Infinity".utf8) {
+            } else if scratch.elementsEqual("-Infinity") {
                 value = -.infinity
             } else {
-                let parsed: Double? = scratch.withUnsafeBytes { text in
-                    guard !text.isEmpty, JSONNumber.scan(text, from: 0, to: text.count) == text.count else { return nil }
-                    return JSONNumber.double(text)
-                }
+                let text = scratch.bytes
+                let parsed: Double? =
+                    !text.isEmpty && JSONNumber.scan(text, from: 0, to: text.count) == text.count
+                    ? JSONNumber.double(text) : nil
                 guard let parsed else { throw invalid("expected a number, \"NaN\", \"Infinity\" or \"-Infinity\"") }
                 value = parsed
                 guard value.isFinite else { throw invalid("out of range") }
@@ -311,10 +316,9 @@ struct JSONToBinary {
 
     /// The integer the number in `scratch` (a quoted number or map key) denotes, or nil when it is no number.
     private func scratchInteger() -> JSONNumber.IntegerResult? {
-        scratch.withUnsafeBytes { text in
-            guard !text.isEmpty, JSONNumber.scan(text, from: 0, to: text.count) == text.count else { return nil }
-            return JSONNumber.integer(text)
-        }
+        let text = scratch.bytes
+        guard !text.isEmpty, JSONNumber.scan(text, from: 0, to: text.count) == text.count else { return nil }
+        return JSONNumber.integer(text)
     }
 
     /// A field name the caller sent, for an error: quoted, shortened, control characters dropped.

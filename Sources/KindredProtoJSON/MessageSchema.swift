@@ -1,13 +1,17 @@
-/// One message type: its fields sorted by number and what finds them by number or by name.
+/// One message type: its fields sorted by number and what finds them by number or by name. Plain
+/// values pointing into `SchemaSet`'s storage, which lives as long as the process.
 struct MessageSchema {
     /// Full protobuf name, e.g. `kindred.api.v1.SwipeRequest`.
-    var name: String
-    var fields: [FieldSchema]
+    var fullName: SchemaName
+    var fields: UnsafeBufferPointer<FieldSchema>
     /// Names of the real oneofs, for errors; proto3 `optional` fields' synthetic oneofs are not here.
-    var oneofNames: [String]
+    var oneofNames: UnsafeBufferPointer<SchemaName>
     /// `fieldIndex[number]` is an index into `fields`, or -1, for numbers below its count.
-    var fieldIndex: [Int16]
+    var fieldIndex: UnsafeBufferPointer<Int16>
     var isMapEntry: Bool
+
+    /// For error messages.
+    var name: String { fullName.string }
 
     /// The index into `fields` of the field with `number`, or nil.
     @inline(__always)
@@ -28,13 +32,9 @@ struct MessageSchema {
 
     /// The index of the field whose JSON name or proto name is `name` (UTF-8), or nil.
     func index(ofName name: UnsafeRawBufferPointer) -> Int? {
-        for (index, field) in fields.enumerated() where Self.equal(field.jsonName, name) || Self.equal(field.protoName, name) {
+        for index in fields.indices where fields[index].jsonName.equals(name) || fields[index].protoName.equals(name) {
             return index
         }
         return nil
-    }
-
-    private static func equal(_ string: String, _ bytes: UnsafeRawBufferPointer) -> Bool {
-        string.utf8.elementsEqual(bytes)
     }
 }

@@ -42,12 +42,13 @@ public enum ProtoJSON {
         [UInt8], ProtoJSONError
     > {
         var converter = JSONToBinary(schemas: schemas, json: json)
+        defer { converter.deallocate() }
         do {
             try converter.document(index)
         } catch {
             return .failure(error)
         }
-        return .success(converter.out)
+        return .success(converter.out.array)
     }
 
     private static func convert(binary: UnsafeRawBufferPointer, _ index: Int, _ schemas: SchemaSet) -> Result<
@@ -55,12 +56,13 @@ public enum ProtoJSON {
     > {
         guard binary.count < Int(Int32.max) else { return .failure(ProtoJSONError("the message is too large")) }
         var converter = BinaryToJSON(schemas: schemas, capacity: binary.count * 2 + 16)
+        defer { converter.deallocate() }
         do {
             try converter.message(index, binary, 0..<binary.count, depth: 1)
         } catch {
             return .failure(error)
         }
-        return .success(converter.out)
+        return .success(converter.out.array)
     }
 
     private static func unknownType(_ type: any ProtoMessage.Type) -> ProtoJSONError {

@@ -21,7 +21,7 @@ public struct ProtoJSONError: Error, Sendable, Hashable, CustomStringConvertible
 
     /// A value that does not fit the field it was given for.
     static func value(_ what: String, field: FieldSchema, in message: MessageSchema, at offset: Int) -> ProtoJSONError {
-        ProtoJSONError("invalid value for field \"\(field.jsonName)\" of \(message.name) at byte \(offset): \(what)")
+        ProtoJSONError("invalid value for field \"\(field.jsonName.string)\" of \(message.name) at byte \(offset): \(what)")
     }
 
     /// Binary input that is not a valid encoding of the message type.

@@ -1,12 +1,17 @@
-import KindredProtobuf
 import KindredProto
+import KindredProtobuf
 
 /// Every message and enum type the JSON mapping knows, built once from the serialized
 /// `FileDescriptorProto`s the code generator embeds (`ProtoRegistry`), and the schema of each Swift
 /// message type.
-final class SchemaSet: Sendable {
-    let messages: [MessageSchema]
-    let enums: [EnumSchema]
+///
+/// The schemas are plain values in memory that is never freed (the set lives as long as the
+/// process), so that the converters read them without reference counting.
+final class SchemaSet: @unchecked Sendable {
+    // Safety: everything is written in `init` and only read afterwards.
+
+    let messages: UnsafeBufferPointer<MessageSchema>
+    let enums: UnsafeBufferPointer<EnumSchema>
     private let byType: [ObjectIdentifier: Int]
     private let byName: [String: Int]
 
@@ -28,17 +33,24 @@ final class SchemaSet: Sendable {
         var enumIndex: [String: Int] = [:]
         for (index, enumeration) in enumDescriptors.enumerated() { enumIndex[enumeration.name] = index }
 
-        self.enums = enumDescriptors.map { descriptor in
-            var quoted: [(number: Int32, quoted: [UInt8])] = []
-            for value in descriptor.values where !quoted.contains(where: { $0.number == value.number }) {
-                quoted.append((value.number, Array("\"\(value.name)\"".utf8)))
-            }
-            quoted.sort { $0.number < $1.number }
-            return EnumSchema(name: descriptor.name, quotedNames: quoted, values: descriptor.values)
-        }
-        self.messages = messageDescriptors.map { descriptor in
-            Self.schema(descriptor, messageDescriptors, messageIndex, enumIndex)
-        }
+        self.enums = Self.permanent(
+            enumDescriptors.map { descriptor in
+                let values = descriptor.values.map { value in
+                    EnumSchema.Value(number: value.number, name: Self.name(value.name), quoted: Self.name("\"\(value.name)\""))
+                }
+                var byNumber: [EnumSchema.Value] = []
+                for value in values where !byNumber.contains(where: { $0.number == value.number }) { byNumber.append(value) }
+                byNumber.sort { $0.number < $1.number }
+                return EnumSchema(
+                    fullName: Self.name(descriptor.name),
+                    byNumber: Self.permanent(byNumber),
+                    values: Self.permanent(values)
+                )
+            })
+        self.messages = Self.permanent(
+            messageDescriptors.map { descriptor in
+                Self.schema(descriptor, messageDescriptors, messageIndex, enumIndex)
+            })
         self.byName = messageIndex
         var byType: [ObjectIdentifier: Int] = [:]
         for type in types {
@@ -55,6 +67,17 @@ final class SchemaSet: Sendable {
         byType[ObjectIdentifier(type)] ?? byName[type.protoMessageName]
     }
 
+    /// A copy of `values` in memory that is never freed.
+    private static func permanent<T>(_ values: [T]) -> UnsafeBufferPointer<T> {
+        let storage = UnsafeMutableBufferPointer<T>.allocate(capacity: max(values.count, 1))
+        _ = storage.initialize(from: values)
+        return UnsafeBufferPointer(rebasing: storage[0..<values.count])
+    }
+
+    private static func name(_ text: String) -> SchemaName {
+        SchemaName(bytes: UnsafeRawBufferPointer(permanent(Array(text.utf8))))
+    }
+
     private static func schema(
         _ descriptor: DescriptorReader.Message,
         _ messages: [DescriptorReader.Message],
@@ -63,11 +86,11 @@ final class SchemaSet: Sendable {
     ) -> MessageSchema {
         // Synthetic oneofs (one per proto3 `optional` field) are not oneofs in JSON; renumber the real ones.
         var realOneofs: [Int: Int16] = [:]
-        var oneofNames: [String] = []
+        var oneofNames: [SchemaName] = []
         for (index, name) in descriptor.oneofNames.enumerated()
         where descriptor.fields.contains(where: { $0.oneofIndex == index && !$0.proto3Optional }) {
             realOneofs[index] = Int16(oneofNames.count)
-            oneofNames.append(name)
+            oneofNames.append(Self.name(name))
         }
         var fields: [FieldSchema] = descriptor.fields.map { field in
             guard let kind = FieldKind(rawValue: UInt8(clamping: field.type)) else {
@@ -95,9 +118,9 @@ final class SchemaSet: Sendable {
                 oneof: field.oneofIndex.flatMap { realOneofs[$0] } ?? -1,
                 message: Int32(message ?? -1),
                 enumeration: Int32(enumeration ?? -1),
-                protoName: field.name,
-                jsonName: jsonName,
-                jsonKey: Array("\"\(jsonName)\":".utf8)
+                protoName: Self.name(field.name),
+                jsonName: Self.name(jsonName),
+                jsonKey: Self.name("\"\(jsonName)\":")
             )
         }
         fields.sort { $0.number < $1.number }
@@ -107,10 +130,10 @@ final class SchemaSet: Sendable {
             fieldIndex[Int(field.number)] = Int16(index)
         }
         return MessageSchema(
-            name: descriptor.name,
-            fields: fields,
-            oneofNames: oneofNames,
-            fieldIndex: fieldIndex,
+            fullName: Self.name(descriptor.name),
+            fields: Self.permanent(fields),
+            oneofNames: Self.permanent(oneofNames),
+            fieldIndex: Self.permanent(fieldIndex),
             isMapEntry: descriptor.isMapEntry
         )
     }

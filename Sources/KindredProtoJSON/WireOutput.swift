@@ -1,5 +1,5 @@
-/// Writing protobuf wire format into a byte array.
-extension Array where Element == UInt8 {
+/// Writing protobuf wire format.
+extension OutputBuffer {
     @inline(__always)
     mutating func appendVarint(_ value: UInt64) {
         var value = value
@@ -18,7 +18,7 @@ extension Array where Element == UInt8 {
     @inline(__always)
     mutating func appendLittleEndian<T: FixedWidthInteger>(_ value: T) {
         var value = value.littleEndian
-        Swift.withUnsafeBytes(of: &value) { append(contentsOf: $0) }
+        Swift.withUnsafeBytes(of: &value) { append($0) }
     }
 
     /// Reserves one byte for the length of a length-delimited value that follows; returns its position.
@@ -42,7 +42,7 @@ extension Array where Element == UInt8 {
             size += 1
             rest >>= 7
         }
-        insert(contentsOf: repeatElement(0, count: size - 1), at: position + 1)
+        openGap(at: position + 1, size - 1)
         var value = length
         for offset in 0..<size {
             self[position + offset] = UInt8(truncatingIfNeeded: value) | (offset < size - 1 ? 0x80 : 0)
