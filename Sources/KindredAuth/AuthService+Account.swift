@@ -9,7 +9,7 @@ extension AuthService {
     /// never enough. Accounts with a password give it (wrong ones count as sign-in failures); accounts without
     /// one need their current session to have been started by SignInWithIdToken within `recentSignInWindow`.
     func reauthenticate(
-        _ user: User,
+        _ user: SignedInUser,
         account: AccountRecord,
         password: String,
         field: String,
@@ -24,7 +24,7 @@ extension AuthService {
             }
             let fresh = try await self.sessions.isRecentProviderSession(
                 sessionID: user.sessionID,
-                accountID: user.userID,
+                accountID: user.id,
                 within: self.configuration.recentSignInWindow,
                 in: self.database
             )
@@ -57,13 +57,13 @@ extension AuthService {
         _ request: Kindred.Auth.V1.ChangePasswordRequest,
         _ context: ServerContext
     ) async throws -> Kindred.Auth.V1.ChangePasswordResponse {
-        let user = try await self.requireUser(context)
+        let user = try await self.requireLiveUser(context)
         try Validation.presentedPassword(request.currentPassword, field: "current_password")
         try Validation.newPassword(request.newPassword, field: "new_password", common: self.commonPasswords)
         guard request.newPassword != request.currentPassword else {
             throw AuthError.invalid("new_password", "NOT_ALLOWED", "must differ from the current password")
         }
-        guard let account = try await self.accounts.find(id: user.userID, in: self.database) else {
+        guard let account = try await self.accounts.find(id: user.id, in: self.database) else {
             throw AuthError(.unauthenticated, "The session has ended")
         }
         guard account.passwordHash != nil else {
@@ -78,10 +78,10 @@ extension AuthService {
         )
         let newHash = try await self.hasher.hash(request.newPassword)
         let ended = try await self.database.withTransaction { transaction in
-            try await self.accounts.setPasswordHash(newHash, id: user.userID, in: transaction)
-            try await self.emailTokens.invalidate(accountID: user.userID, purpose: .resetPassword, in: transaction)
+            try await self.accounts.setPasswordHash(newHash, id: user.id, in: transaction)
+            try await self.emailTokens.invalidate(accountID: user.id, purpose: .resetPassword, in: transaction)
             return try await self.sessions.endAll(
-                accountID: user.userID,
+                accountID: user.id,
                 except: user.sessionID,
                 reason: .passwordChanged,
                 in: transaction
@@ -161,9 +161,9 @@ extension AuthService {
         _ request: Kindred.Auth.V1.ChangeEmailRequest,
         _ context: ServerContext
     ) async throws -> Kindred.Auth.V1.ChangeEmailResponse {
-        let user = try await self.requireUser(context)
+        let user = try await self.requireLiveUser(context)
         let newEmail = try Validation.email(request.newEmail, field: "new_email")
-        guard let account = try await self.accounts.find(id: user.userID, in: self.database) else {
+        guard let account = try await self.accounts.find(id: user.id, in: self.database) else {
             throw AuthError(.unauthenticated, "The session has ended")
         }
         try await self.reauthenticate(
@@ -252,18 +252,18 @@ extension AuthService {
         _ request: Kindred.Auth.V1.ChangeUsernameRequest,
         _ context: ServerContext
     ) async throws -> Kindred.Auth.V1.ChangeUsernameResponse {
-        let user = try await self.requireUser(context)
+        let user = try await self.requireLiveUser(context)
         let username = try Validation.username(request.newUsername, field: "new_username")
         try await self.database.withTransaction { transaction in
-            guard let account = try await self.accounts.lock(id: user.userID, in: transaction) else {
+            guard let account = try await self.accounts.lock(id: user.id, in: transaction) else {
                 throw AuthError(.unauthenticated, "The session has ended")
             }
             if account.username == username { return }
-            if let changed = try await self.accounts.recentUsernameChange(id: user.userID, in: transaction) {
+            if let changed = try await self.accounts.recentUsernameChange(id: user.id, in: transaction) {
                 let waitMs = changed.millisecondsSinceEpoch + 86_400_000 - PostgresTimestamp.now.millisecondsSinceEpoch
                 throw AuthError.rateLimited(retryAfter: .milliseconds(max(1, waitMs)))
             }
-            try await self.accounts.setUsername(username, id: user.userID, in: transaction)
+            try await self.accounts.setUsername(username, id: user.id, in: transaction)
         }
         var response = Kindred.Auth.V1.ChangeUsernameResponse()
         response.username = username
@@ -274,10 +274,10 @@ extension AuthService {
         _ request: Kindred.Auth.V1.DeleteAccountRequest,
         _ context: ServerContext
     ) async throws -> Kindred.Auth.V1.DeleteAccountResponse {
-        let user = try await self.requireUser(context)
-        let target = request.userId.isEmpty ? user.userID : request.userId.lowercased()
+        let user = try await self.requireLiveUser(context)
+        let target = request.userId.isEmpty ? user.id : request.userId.lowercased()
         guard UUIDv7.isValid(target) else { throw AuthError.invalid("user_id", "INVALID_FORMAT", "a user id") }
-        let byUser = target == user.userID
+        let byUser = target == user.id
         if byUser {
             guard let account = try await self.accounts.find(id: target, in: self.database) else {
                 throw AuthError(.unauthenticated, "The session has ended")

@@ -5,20 +5,14 @@ import KindredProto
 import KindredServiceKit
 
 extension AuthService {
-    func requireAdmin(_ context: ServerContext) async throws -> User {
-        let user = try await self.requireUser(context)
-        guard user.isAdmin else { throw AuthError(.permissionDenied, "Admins only") }
-        return user
-    }
-
     func deactivateAccount(
         _ request: Kindred.Auth.V1.DeactivateAccountRequest,
         _ context: ServerContext
     ) async throws -> Kindred.Auth.V1.DeactivateAccountResponse {
-        let admin = try await self.requireAdmin(context)
+        let admin = try await self.requireLiveUser(context, admin: true)
         let target = request.userId.lowercased()
         guard UUIDv7.isValid(target) else { throw AuthError.invalid("user_id", "INVALID_FORMAT", "a user id") }
-        guard target != admin.userID else {
+        guard target != admin.id else {
             throw AuthError(.failedPrecondition, "Admins cannot deactivate themselves")
         }
         let note = try TextRule.adminNote.validate(request.note, field: "note", as: AuthError.init)
@@ -50,7 +44,7 @@ extension AuthService {
         _ request: Kindred.Auth.V1.ReactivateAccountRequest,
         _ context: ServerContext
     ) async throws -> Kindred.Auth.V1.ReactivateAccountResponse {
-        _ = try await self.requireAdmin(context)
+        _ = try await self.requireLiveUser(context, admin: true)
         let target = request.userId.lowercased()
         guard UUIDv7.isValid(target) else { throw AuthError.invalid("user_id", "INVALID_FORMAT", "a user id") }
         let account = try await self.database.withTransaction { transaction in
@@ -82,10 +76,7 @@ extension AuthService {
         _ request: Kindred.Auth.V1.GetUserFootprintRequest,
         _ context: ServerContext
     ) async throws -> Kindred.Auth.V1.GetUserFootprintResponse {
-        let identity = try await self.authenticate(context)
-        guard identity.isAdmin || identity.isService else {
-            throw AuthError(.permissionDenied, "Admins and services only")
-        }
+        try await self.access.requireAdminOrService(context)
         let target = request.userId.lowercased()
         guard UUIDv7.isValid(target) else { throw AuthError.invalid("user_id", "INVALID_FORMAT", "a user id") }
         let counts = try await self.accounts.footprint(of: target, in: self.database)

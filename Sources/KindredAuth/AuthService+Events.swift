@@ -9,7 +9,7 @@ extension AuthService {
     func deliverEvents(_ request: Kindred.Common.V1.DeliverEventsRequest, _ context: ServerContext) async throws
         -> Kindred.Common.V1.DeliverEventsResponse
     {
-        let producer = try await ServiceAccess(authenticator: self.authenticator).requireService(["profile"], context)
+        let producer = try await self.access.requireService(["profile"], context)
         var response = Kindred.Common.V1.DeliverEventsResponse()
         response.acknowledgedEventIds = try await self.inbox.process(request.events, from: producer) {
             event,

@@ -71,7 +71,7 @@ extension AuthService {
         _ request: Kindred.Auth.V1.SetAccountRolesRequest,
         _ context: ServerContext
     ) async throws -> Kindred.Auth.V1.SetAccountRolesResponse {
-        _ = try await self.requireAdmin(context)
+        _ = try await self.requireLiveUser(context, admin: true)
         let target = request.userId.lowercased()
         guard UUIDv7.isValid(target) else { throw AuthError.invalid("user_id", "INVALID_FORMAT", "a user id") }
         var roles: Set<String> = ["user"]
@@ -104,7 +104,7 @@ extension AuthService {
         _ request: Kindred.Auth.V1.ListAccountsRequest,
         _ context: ServerContext
     ) async throws -> Kindred.Auth.V1.ListAccountsResponse {
-        let admin = try await self.requireAdmin(context)
+        let admin = try await self.requireLiveUser(context, admin: true)
         guard (0...100).contains(request.pageSize) else {
             throw AuthError.invalid("page_size", "OUT_OF_RANGE", "0..100")
         }
@@ -120,7 +120,7 @@ extension AuthService {
             default: nil
             }
         let query = request.query.lowercased()
-        let scope = "\(admin.userID)|\(community ?? "")|\(status?.rawValue ?? "")|\(query)"
+        let scope = "\(admin.id)|\(community ?? "")|\(status?.rawValue ?? "")|\(query)"
         let pageSize = request.pageSize == 0 ? 20 : Int(request.pageSize)
         var offset = 0
         if !request.pageToken.isEmpty {

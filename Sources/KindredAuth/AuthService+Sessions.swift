@@ -209,10 +209,10 @@ extension AuthService {
         _ request: Kindred.Auth.V1.SignOutEverywhereRequest,
         _ context: ServerContext
     ) async throws -> Kindred.Auth.V1.SignOutEverywhereResponse {
-        let user = try await self.requireUser(context)
+        let user = try await self.requireLiveUser(context)
         let ended = try await self.database.withTransaction { transaction in
             try await self.sessions.endAll(
-                accountID: user.userID,
+                accountID: user.id,
                 except: request.keepCurrent ? user.sessionID : nil,
                 reason: .signOutEverywhere,
                 in: transaction
@@ -227,14 +227,14 @@ extension AuthService {
         _ request: Kindred.Auth.V1.ListSessionsRequest,
         _ context: ServerContext
     ) async throws -> Kindred.Auth.V1.ListSessionsResponse {
-        let user = try await self.requireUser(context)
+        let user = try await self.requireLiveUser(context)
         guard (0...100).contains(request.pageSize) else {
             throw AuthError.invalid("page_size", "OUT_OF_RANGE", "0..100")
         }
         let pageSize = request.pageSize == 0 ? 20 : Int(request.pageSize)
         var offset = 0
         if !request.pageToken.isEmpty {
-            guard let decoded = PageToken.decode(request.pageToken, key: self.pageTokenKey, scope: user.userID) else {
+            guard let decoded = PageToken.decode(request.pageToken, key: self.pageTokenKey, scope: user.id) else {
                 var error = AuthError.invalid("page_token", "PAGE_TOKEN_INVALID", "use a token from a previous page")
                 error.violations[0].reason = "PAGE_TOKEN_INVALID"
                 throw error
@@ -242,7 +242,7 @@ extension AuthService {
             offset = decoded
         }
         let rows = try await self.sessions.listLive(
-            accountID: user.userID,
+            accountID: user.id,
             limit: pageSize + 1,
             offset: offset,
             in: self.database
@@ -269,7 +269,7 @@ extension AuthService {
             response.nextPageToken = PageToken.encode(
                 offset: offset + pageSize,
                 key: self.pageTokenKey,
-                scope: user.userID
+                scope: user.id
             )
         }
         return response
@@ -279,13 +279,13 @@ extension AuthService {
         _ request: Kindred.Auth.V1.RevokeSessionRequest,
         _ context: ServerContext
     ) async throws -> Kindred.Auth.V1.RevokeSessionResponse {
-        let user = try await self.requireUser(context)
+        let user = try await self.requireLiveUser(context)
         guard UUIDv7.isValid(request.sessionID) else {
             throw AuthError.invalid("session_id", "INVALID_FORMAT", "a session id")
         }
         let found = try await self.sessions.endIfOwned(
             sessionID: request.sessionID.lowercased(),
-            accountID: user.userID,
+            accountID: user.id,
             reason: .revoked,
             in: self.database
         )
@@ -296,7 +296,7 @@ extension AuthService {
     func getAccount(_ request: Kindred.Auth.V1.GetAccountRequest, _ context: ServerContext) async throws
         -> Kindred.Auth.V1.GetAccountResponse
     {
-        let identity = try await self.authenticate(context)
+        let identity = try await self.access.authenticate(context)
         let target = request.userID.isEmpty ? (identity.userID ?? "") : request.userID.lowercased()
         guard UUIDv7.isValid(target) else { throw AuthError.invalid("user_id", "INVALID_FORMAT", "a user id") }
         let privileged = identity.isAdmin || identity.isService

@@ -17,6 +17,8 @@ public final class AuthService: GRPCService, Sendable {
     let signingKey: SigningKey
     let signer: AccessTokenSigner
     let authenticator: CallerAuthenticator
+    /// Who is calling and what they may do (the kit's one caller check).
+    let access: ServiceAccess
     /// Session ends: auth's own set (checked by `authenticator`) and the `WatchRevokedSessions` streams.
     public let revocationFeed: RevocationFeed
     let limiter: AuthLimiter
@@ -59,6 +61,7 @@ public final class AuthService: GRPCService, Sendable {
             keys: [signingKey.keyID: signingKey.privateKey.publicKey],
             revocations: revocations
         )
+        self.access = ServiceAccess(authenticator: self.authenticator)
         self.limiter = limiter
         self.commonPasswords = commonPasswords
         self.mail = MailComposer(configuration: configuration)
@@ -118,36 +121,15 @@ public final class AuthService: GRPCService, Sendable {
         return context.peerHost
     }
 
-    struct User {
-        let userID: String
-        let sessionID: String?
-        let claims: AccessTokenClaims
-        var isAdmin: Bool { self.claims.roles.contains("admin") }
-    }
-
-    /// The caller's verified identity: UNAUTHENTICATED for a missing, invalid or expired token or an ended
-    /// session; UNAVAILABLE while session ends cannot be checked (the revocation feed is stale).
-    func authenticate(_ context: ServerContext) async throws -> CallerIdentity {
-        do {
-            return try await self.authenticator.authenticate(context)
-        } catch where error.code == .unavailable {
-            throw AuthError(.unavailable, "The service is busy; try again")
-        } catch {
-            throw AuthError(.unauthenticated, "A valid access token is required")
-        }
-    }
-
-    /// The signed-in user of this call: a valid access token whose session is still live.
-    func requireUser(_ context: ServerContext) async throws -> User {
-        let identity = try await self.authenticate(context)
-        guard let userID = identity.userID else { throw AuthError(.permissionDenied, "A user token is required") }
-        guard let sessionID = identity.sessionID else {
-            throw AuthError(.unauthenticated, "A session token is required")
-        }
-        guard try await self.sessions.isLive(sessionID: sessionID, accountID: userID, in: self.database) else {
-            throw AuthError(.unauthenticated, "The session has ended")
-        }
-        return User(userID: userID, sessionID: sessionID, claims: identity.claims)
+    /// The signed-in member of this call, whose session auth itself finds live in its tables (auth owns
+    /// sessions: it does not wait for its own revocation feed). `admin`: the member must have the admin role.
+    func requireLiveUser(_ context: ServerContext, admin: Bool = false) async throws -> SignedInUser {
+        let caller = try await self.access.authenticate(context)
+        let user = try admin ? ServiceAccess.admin(caller) : ServiceAccess.user(caller)
+        guard let sessionID = user.sessionID,
+            try await self.sessions.isLive(sessionID: sessionID, accountID: user.id, in: self.database)
+        else { throw ServiceAccess.unauthenticated }
+        return user
     }
 
     /// The token's identity even when its session has already ended (SignOut is idempotent).
@@ -162,8 +144,7 @@ public final class AuthService: GRPCService, Sendable {
         _ writer: ResponseWriter<RevocationFeed.Message>,
         _ context: ServerContext
     ) async throws {
-        let identity = try await self.authenticate(context)
-        guard identity.isService else { throw AuthError(.permissionDenied, "Service tokens only") }
+        try await self.access.requireService(context)
         let (id, messages) = self.revocationFeed.subscribe()
         defer { self.revocationFeed.unsubscribe(id) }
         for await message in messages {

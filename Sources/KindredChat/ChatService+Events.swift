@@ -94,8 +94,7 @@ extension ChatService {
     func getUserFootprint(_ request: Chat.GetUserFootprintRequest, _ context: ServerContext) async throws
         -> Chat.GetUserFootprintResponse
     {
-        let caller = try await self.authenticate(context)
-        guard caller.isAdmin || caller.isService else { throw ChatError(.permissionDenied, "Admins and services only") }
+        try await self.access.requireAdminOrService(context)
         let user = try ChatValidation.id(request.userId, field: "user_id")
         let row = try await self.database.query(
             """

@@ -11,7 +11,7 @@ extension ChatService {
     func sendMessage(_ request: Chat.SendMessageRequest, _ context: ServerContext) async throws
         -> Chat.SendMessageResponse
     {
-        let user = try await self.requireUser(context)
+        let user = try await self.access.requireUser(context).id
         let threadID = try ChatValidation.id(request.threadId, field: "thread_id")
         let clientID = try ChatValidation.clientMessageID(request.clientMessageId)
         let body = try ChatValidation.body(request.body)
@@ -60,7 +60,7 @@ extension ChatService {
 
     /// `History`: keyset pages on the sequence, older (newest first) or newer (oldest first), from any point.
     func history(_ request: Chat.HistoryRequest, _ context: ServerContext) async throws -> Chat.HistoryResponse {
-        let user = try await self.requireUser(context)
+        let user = try await self.access.requireUser(context).id
         let threadID = try ChatValidation.id(request.threadId, field: "thread_id")
         let size = try ChatValidation.pageSize(request.pageSize, default: 50)
         let newer = request.direction == .newer
@@ -95,9 +95,7 @@ extension ChatService {
     func getMessages(_ request: Chat.GetMessagesRequest, _ context: ServerContext) async throws
         -> Chat.GetMessagesResponse
     {
-        guard try await self.authenticate(context).isAdmin else {
-            throw ChatError(.permissionDenied, "This call needs the admin role")
-        }
+        try await self.access.requireAdmin(context)
         guard (1...50).contains(request.messageIds.count) else {
             throw ChatError.invalid("message_ids", "OUT_OF_RANGE", "1..50 ids")
         }

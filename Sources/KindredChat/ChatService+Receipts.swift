@@ -6,7 +6,7 @@ extension ChatService {
     /// `MarkRead`: moves the caller's read position up to a message of the thread (never back) and sends a read
     /// receipt to the other participant (unless either hides read receipts) and to the caller's other devices.
     func markRead(_ request: Chat.MarkReadRequest, _ context: ServerContext) async throws -> Chat.MarkReadResponse {
-        let user = try await self.requireUser(context)
+        let user = try await self.access.requireUser(context).id
         let threadID = try ChatValidation.id(request.threadId, field: "thread_id")
         let messageID = try ChatValidation.id(request.upToMessageId, field: "up_to_message_id")
         return try await self.database.withTransaction { transaction in
@@ -42,7 +42,7 @@ extension ChatService {
     func markDelivered(_ request: Chat.MarkDeliveredRequest, _ context: ServerContext) async throws
         -> Chat.MarkDeliveredResponse
     {
-        let user = try await self.requireUser(context)
+        let user = try await self.access.requireUser(context).id
         let threadID = try ChatValidation.id(request.threadId, field: "thread_id")
         let messageID = try ChatValidation.id(request.upToMessageId, field: "up_to_message_id")
         try await self.database.withTransaction { transaction in
@@ -71,7 +71,7 @@ extension ChatService {
     /// `SendTyping`: an ephemeral event to the other participant's live streams (NOTIFY only, never stored),
     /// at most `typingPerMinute` per user and thread (burst 5).
     func sendTyping(_ request: Chat.SendTypingRequest, _ context: ServerContext) async throws -> Chat.SendTypingResponse {
-        let user = try await self.requireUser(context)
+        let user = try await self.access.requireUser(context).id
         let threadID = try ChatValidation.id(request.threadId, field: "thread_id")
         let thread = try await self.readableThread(threadID, for: user, to: .message, in: self.database)
         if let wait = self.typingLimiter.acquire(user + "|" + threadID) {
@@ -87,7 +87,7 @@ extension ChatService {
     func getChatSettings(_ request: Chat.GetChatSettingsRequest, _ context: ServerContext) async throws
         -> Chat.ChatSettings
     {
-        let user = try await self.requireUser(context)
+        let user = try await self.access.requireUser(context).id
         var settings = Chat.ChatSettings()
         settings.hideReadReceipts = try await self.users.hidesReadReceipts(user, in: self.database)
         return settings
@@ -96,7 +96,7 @@ extension ChatService {
     func updateChatSettings(_ request: Chat.UpdateChatSettingsRequest, _ context: ServerContext) async throws
         -> Chat.ChatSettings
     {
-        let user = try await self.requireUser(context)
+        let user = try await self.access.requireUser(context).id
         let settings = request.settings ?? Chat.ChatSettings()
         try await self.database.withTransaction { transaction in
             try await self.users.setHideReadReceipts(user, settings.hideReadReceipts, in: transaction)

@@ -14,7 +14,7 @@ extension ChatService {
     func subscribe(
         _ request: Chat.SubscribeRequest, _ writer: ResponseWriter<Chat.SubscribeResponse>, _ context: ServerContext
     ) async throws {
-        let user = try await self.requireUser(context)
+        let user = try await self.access.requireUser(context).id
         var resumeFrom: Int64?
         if !request.resumeToken.isEmpty {
             guard let position = ResumeToken.decode(request.resumeToken) else {

@@ -8,7 +8,7 @@ extension ChatService {
     func listThreads(_ request: Chat.ListThreadsRequest, _ context: ServerContext) async throws
         -> Chat.ListThreadsResponse
     {
-        let user = try await self.requireUser(context)
+        let user = try await self.access.requireUser(context).id
         // Each thread carries a profile card and a last message: at most `CardPage.maxCards` a page
         // (services/README.md, "Text and page limits").
         let size = min(try ChatValidation.pageSize(request.pageSize, default: 20), CardPage.maxCards)
@@ -36,7 +36,7 @@ extension ChatService {
     func getThreadSummaries(_ request: Chat.GetThreadSummariesRequest, _ context: ServerContext) async throws
         -> Chat.GetThreadSummariesResponse
     {
-        let viewer = try await self.viewer(request.viewerUserId, context)
+        let viewer = try await self.access.requireViewer(request.viewerUserId, context).id
         guard (1...100).contains(request.threadIds.count) else {
             throw ChatError.invalid("thread_ids", "OUT_OF_RANGE", "1..100 ids")
         }
@@ -53,7 +53,7 @@ extension ChatService {
     func getUnreadCount(_ request: Chat.GetUnreadCountRequest, _ context: ServerContext) async throws
         -> Chat.GetUnreadCountResponse
     {
-        let viewer = try await self.viewer(request.viewerUserId, context)
+        let viewer = try await self.access.requireViewer(request.viewerUserId, context).id
         let totals = try await self.threads.unreadTotals(for: viewer, in: self.database)
         var response = Chat.GetUnreadCountResponse()
         response.unreadMessages = totals.messages
@@ -65,7 +65,7 @@ extension ChatService {
     func openThread(_ request: Chat.OpenThreadRequest, _ context: ServerContext) async throws
         -> Chat.OpenThreadResponse
     {
-        try await self.requireServiceOrAdmin(context)
+        try await self.access.requireAdminOrService(context)
         let matchID = try ChatValidation.id(request.matchId, field: "match_id")
         guard request.userIds.count == 2 else { throw ChatError.invalid("user_ids", "OUT_OF_RANGE", "two users") }
         let users = try request.userIds.map { try ChatValidation.id($0, field: "user_ids") }
@@ -100,7 +100,7 @@ extension ChatService {
     func closeThread(_ request: Chat.CloseThreadRequest, _ context: ServerContext) async throws
         -> Chat.CloseThreadResponse
     {
-        try await self.requireServiceOrAdmin(context)
+        try await self.access.requireAdminOrService(context)
         let threadID = try ChatValidation.id(request.threadId, field: "thread_id")
         let endedBy = request.endedByUserId.isEmpty ? nil : try ChatValidation.id(request.endedByUserId, field: "ended_by_user_id")
         let closed = try await self.database.withTransaction { transaction in

@@ -19,6 +19,7 @@ public final class ChatService: GRPCService, Sendable {
     let configuration: ChatConfiguration
     let database: PostgresClient
     let authenticator: CallerAuthenticator
+    /// Who is calling and what they may do (the kit's one caller check).
     let access: ServiceAccess
     let inbox: EventInbox
     /// Live streams of this server.
@@ -71,50 +72,6 @@ public final class ChatService: GRPCService, Sendable {
         router.serverStreaming(M.subscribe) { request, writer, context in
             try await self.subscribe(request, writer, context)
         }
-    }
-
-    // MARK: Callers
-
-    /// The caller's verified identity: UNAUTHENTICATED for a missing, invalid or expired token or an ended
-    /// session; UNAVAILABLE while session ends cannot be checked.
-    func authenticate(_ context: ServerContext) async throws -> CallerIdentity {
-        do {
-            return try await self.authenticator.authenticate(context)
-        } catch where error.code == .unavailable {
-            throw ChatError(.unavailable, CallerAuthenticator.sessionCheckUnavailable)
-        } catch {
-            throw ChatError(.unauthenticated, "A valid access token is required")
-        }
-    }
-
-    /// The signed-in user of this call (lower-case id).
-    func requireUser(_ context: ServerContext) async throws -> String {
-        guard let user = try await self.authenticate(context).userID else {
-            throw ChatError(.permissionDenied, "A user token is required")
-        }
-        return user.lowercased()
-    }
-
-    /// A service (match, for thread changes outside events) or an admin.
-    func requireServiceOrAdmin(_ context: ServerContext) async throws {
-        let caller = try await self.authenticate(context)
-        guard caller.isService || caller.isAdmin else {
-            throw ChatError(.permissionDenied, "Only Kindred services or admins may call this method")
-        }
-    }
-
-    /// The viewer of a read for users and services: a user reads as themself (`viewer` empty or their own id);
-    /// a service names the viewer.
-    func viewer(_ requested: String, _ context: ServerContext) async throws -> String {
-        let caller = try await self.authenticate(context)
-        if let user = caller.userID?.lowercased() {
-            guard requested.isEmpty || requested.lowercased() == user else {
-                throw ChatError(.permissionDenied, "Users may only read their own chat")
-            }
-            return user
-        }
-        guard caller.isService else { throw ChatError(.permissionDenied, "A user or service token is required") }
-        return try ChatValidation.id(requested, field: "viewer_user_id")
     }
 
     /// The thread if `user` takes part in it and the policy lets them see it (``VisibilityPolicy``: `thread`,

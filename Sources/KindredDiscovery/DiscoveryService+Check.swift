@@ -15,7 +15,7 @@ extension DiscoveryService {
     func checkCandidates(_ request: DiscoveryApi.CheckCandidatesRequest, _ context: ServerContext) async throws
         -> DiscoveryApi.CheckCandidatesResponse
     {
-        try await self.auth.access.requireService(Self.candidateCheckers, context)
+        try await self.access.requireService(Self.candidateCheckers, context)
         let viewer = try Self.userKey(request.viewerUserId, field: "viewer_user_id")
         guard (1...100).contains(request.targetUserIds.count) else {
             throw DiscoveryError.invalid("target_user_ids", "OUT_OF_RANGE", "1..100 user ids")

@@ -53,7 +53,7 @@ extension DiscoveryService {
     func deliverEvents(_ request: CommonApi.DeliverEventsRequest, _ context: ServerContext) async throws
         -> CommonApi.DeliverEventsResponse
     {
-        let producer = try await self.auth.access.requireService(["auth", "profile", "match"], context)
+        let producer = try await self.access.requireService(["auth", "profile", "match"], context)
         guard request.events.count <= 100 else {
             throw DiscoveryError.invalid("events", "TOO_MANY", "at most 100 events per call")
         }
@@ -254,7 +254,7 @@ extension DiscoveryService {
     func indexCandidate(_ request: DiscoveryApi.IndexCandidateRequest, _ context: ServerContext) async throws
         -> DiscoveryApi.IndexCandidateResponse
     {
-        try await self.requireServiceOrAdmin(["profile"], context)
+        try await self.access.requireAdminOrService(context, services: ["profile"])
         guard let snapshot = request.snapshot, UUIDv7.isValid(snapshot.userId.lowercased()) else {
             throw DiscoveryError.invalid("snapshot.user_id", "INVALID_FORMAT", "a user id")
         }
@@ -280,7 +280,7 @@ extension DiscoveryService {
     func removeCandidate(_ request: DiscoveryApi.RemoveCandidateRequest, _ context: ServerContext) async throws
         -> DiscoveryApi.RemoveCandidateResponse
     {
-        try await self.requireServiceOrAdmin(["profile", "auth", "match"], context)
+        try await self.access.requireAdminOrService(context, services: ["profile", "auth", "match"])
         let user = try Self.userKey(request.userId, field: "user_id")
         guard request.reason.count <= 32 else {
             throw DiscoveryError.invalid("reason", "TOO_LONG", "at most 32 characters")
@@ -302,8 +302,7 @@ extension DiscoveryService {
     func rebuildIndex(_ request: DiscoveryApi.RebuildIndexRequest, _ context: ServerContext) async throws
         -> DiscoveryApi.RebuildIndexResponse
     {
-        let identity = try await self.authenticate(context)
-        guard identity.isAdmin else { throw DiscoveryError(.permissionDenied, "This call needs the admin role") }
+        try await self.access.requireAdmin(context)
         let start = ContinuousClock.now
         let alreadyRunning = self.rebuilding.withLockedValue { running in
             defer { running = true }
@@ -430,10 +429,7 @@ extension DiscoveryService {
     func getUserFootprint(_ request: DiscoveryApi.GetUserFootprintRequest, _ context: ServerContext) async throws
         -> DiscoveryApi.GetUserFootprintResponse
     {
-        let identity = try await self.authenticate(context)
-        guard identity.isService || identity.isAdmin else {
-            throw DiscoveryError(.permissionDenied, "Admins and services only")
-        }
+        try await self.access.requireAdminOrService(context)
         let user = try Self.userKey(request.userId, field: "user_id")
         var response = DiscoveryApi.GetUserFootprintResponse()
         response.counts = try await self.store.footprint(user.uuidString, on: self.database).map { kind, count in

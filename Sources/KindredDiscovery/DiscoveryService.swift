@@ -86,63 +86,22 @@ public final class DiscoveryService: GRPCService, Sendable {
     /// Services that may ask for a named viewer's deck, recommendations or search.
     static let deckReaders: Set<String> = ["gateway"]
 
-    /// The caller's verified identity: UNAUTHENTICATED for a missing, invalid or ended token; UNAVAILABLE while
-    /// session ends cannot be checked.
-    func authenticate(_ context: ServerContext) async throws -> CallerIdentity {
-        do {
-            return try await self.auth.authenticator.authenticate(context)
-        } catch where error.code == .unavailable {
-            throw DiscoveryError(.unavailable, CallerAuthenticator.sessionCheckUnavailable, retryAfter: .seconds(1))
-        } catch {
-            throw DiscoveryError(.unauthenticated, "A valid access token is required")
-        }
-    }
+    /// Who is calling and what they may do (the kit's one caller check, with auth's keys and session ends).
+    var access: ServiceAccess { self.auth.access }
 
     /// The viewer of a deck, recommendations or search call: a user acts as themself (`viewer_user_id` empty or
     /// their own id, else PERMISSION_DENIED), a service names the viewer; each viewer has a call budget
     /// (RESOURCE_EXHAUSTED beyond it). Returns the viewer and, for a user, the community of their token.
     func viewer(_ requested: String, _ context: ServerContext) async throws -> (UserKey, String?) {
-        let (viewer, community) = try await self.identifyViewer(requested, context)
+        let caller = try await self.access.requireViewer(requested, context, services: Self.deckReaders)
+        let viewer = try Self.userKey(caller.id, field: "viewer_user_id")
         if let wait = self.viewerLimiter.acquire(viewer.uuidString) {
             throw DiscoveryError(.rateLimited, "Too many requests; slow down", retryAfter: wait)
         }
         guard self.isReady else {
             throw DiscoveryError(.unavailable, "The index is being built; retry shortly", retryAfter: .seconds(1))
         }
-        return (viewer, community)
-    }
-
-    private func identifyViewer(_ requested: String, _ context: ServerContext) async throws -> (UserKey, String?) {
-        let identity = try await self.authenticate(context)
-        if identity.isService {
-            do {
-                _ = try ServiceAccess.check(identity, allowed: Self.deckReaders)
-            } catch {
-                throw DiscoveryError(.permissionDenied, "This service may not ask for decks")
-            }
-            return (try Self.userKey(requested, field: "viewer_user_id"), nil)
-        }
-        guard let id = identity.userID?.lowercased(), let key = UserKey(uuidString: id) else {
-            throw DiscoveryError(.permissionDenied, "Not allowed")
-        }
-        guard requested.isEmpty || requested.lowercased() == id else {
-            throw DiscoveryError(.permissionDenied, "Not allowed for this caller")
-        }
-        return (key, identity.claims.cid)
-    }
-
-    /// A service in `services`, or an admin user.
-    func requireServiceOrAdmin(_ services: Set<String>, _ context: ServerContext) async throws {
-        let identity = try await self.authenticate(context)
-        if identity.isService {
-            do {
-                _ = try ServiceAccess.check(identity, allowed: services)
-            } catch {
-                throw DiscoveryError(.permissionDenied, "This service may not call this")
-            }
-            return
-        }
-        guard identity.isAdmin else { throw DiscoveryError(.permissionDenied, "Admins and services only") }
+        return (viewer, caller.community)
     }
 
     // MARK: Validation

@@ -8,7 +8,7 @@ extension MatchService {
     func listMatches(_ request: MatchApi.ListMatchesRequest, _ context: ServerContext) async throws
         -> MatchApi.ListMatchesResponse
     {
-        let user = try await self.requireUser(context)
+        let user = try await self.access.requireUser(context)
         let size = try Self.cardPageSize(request.pageSize)
         let direction: Int32
         switch request.direction {
@@ -33,7 +33,7 @@ extension MatchService {
     /// Returns once every consumer applied it (as Block does), so the pair reads as unmatched everywhere from the
     /// answer on: no card, thread, deck or search result of the other, exactly as after a block.
     func unmatch(_ request: MatchApi.UnmatchRequest, _ context: ServerContext) async throws -> MatchApi.UnmatchResponse {
-        let user = try await self.requireUser(context)
+        let user = try await self.access.requireUser(context)
         let matchID = request.matchId.lowercased()
         guard UUIDv7.isValid(matchID) else { throw MatchError.invalid("match_id", "INVALID_FORMAT", "a match id") }
         try await self.database.withTransaction { transaction in
@@ -83,7 +83,7 @@ extension MatchService {
     func listLikesReceived(_ request: MatchApi.ListLikesReceivedRequest, _ context: ServerContext) async throws
         -> MatchApi.ListLikesReceivedResponse
     {
-        let user = try await self.requireUser(context)
+        let user = try await self.access.requireUser(context)
         let size = try Self.cardPageSize(request.pageSize)
         let scope = "likes|\(user.id)|\(size)"
         let offset = try self.pageOffset(request.pageToken, scope: scope)

@@ -13,7 +13,7 @@ extension MatchService {
     /// (discovery's decks and search, profile's cards, chat's threads and streams) has applied them
     /// (``awaitConsumers(of:)``), so no list shows the pair and chat refuses the thread from that moment.
     func block(_ request: MatchApi.BlockRequest, _ context: ServerContext) async throws -> MatchApi.BlockResponse {
-        let user = try await self.requireUser(context)
+        let user = try await self.access.requireUser(context)
         let target = try Self.userID(request.targetUserId, field: "target_user_id")
         guard target != user.id else { throw MatchError.invalid("target_user_id", "SELF", "you cannot block yourself") }
         var response = MatchApi.BlockResponse()
@@ -41,7 +41,9 @@ extension MatchService {
     }
 
     /// The block's effects in a transaction (Block and ReportUser with also_block); returns the ended match id.
-    func blockInTransaction(user: User, target: String, in transaction: PostgresTransaction) async throws -> String? {
+    func blockInTransaction(user: SignedInUser, target: String, in transaction: PostgresTransaction) async throws
+        -> String?
+    {
         // The pair's lock: a like being committed for this pair now cannot create a match after the block.
         try await self.swipes.lockPair(user.id, target, in: transaction)
         try await self.require(.block, on: target, by: user, in: transaction)
@@ -61,7 +63,7 @@ extension MatchService {
     /// Refuses `action` on `target` as on an unknown user unless the policy allows it (``VisibilityPolicy``:
     /// report and block need only a member of the caller's community, eligible or not, active or not, whatever
     /// lies between them, so neither answer tells a block, a deactivation or an unmatch apart).
-    func require(_ action: MemberAction, on target: String, by user: User, in transaction: PostgresTransaction)
+    func require(_ action: MemberAction, on target: String, by user: SignedInUser, in transaction: PostgresTransaction)
         async throws
     {
         let community = try await self.directory.community(of: target, in: transaction)
@@ -72,7 +74,7 @@ extension MatchService {
 
     /// `Unblock`: lifts the caller's own block (UserUnblocked); does not restore an ended match. Idempotent.
     func unblock(_ request: MatchApi.UnblockRequest, _ context: ServerContext) async throws -> MatchApi.UnblockResponse {
-        let user = try await self.requireUser(context)
+        let user = try await self.access.requireUser(context)
         let target = try Self.userID(request.targetUserId, field: "target_user_id")
         try await self.database.withTransaction { transaction in
             guard try await self.safety.unblock(blocker: user.id, blocked: target, in: transaction) else { return }
@@ -90,7 +92,7 @@ extension MatchService {
     func listBlocks(_ request: MatchApi.ListBlocksRequest, _ context: ServerContext) async throws
         -> MatchApi.ListBlocksResponse
     {
-        let user = try await self.requireUser(context)
+        let user = try await self.access.requireUser(context)
         let size = try Self.pageSize(request.pageSize)
         let scope = "blocks|\(user.id)|\(size)"
         let offset = try self.pageOffset(request.pageToken, scope: scope)
@@ -111,7 +113,7 @@ extension MatchService {
     func reportUser(_ request: MatchApi.ReportUserRequest, _ context: ServerContext) async throws
         -> MatchApi.ReportUserResponse
     {
-        let user = try await self.requireUser(context)
+        let user = try await self.access.requireUser(context)
         let target = try Self.userID(request.targetUserId, field: "target_user_id")
         guard target != user.id else { throw MatchError.invalid("target_user_id", "SELF", "you cannot report yourself") }
         switch request.reason {
@@ -168,7 +170,7 @@ extension MatchService {
     func listReports(_ request: MatchApi.ListReportsRequest, _ context: ServerContext) async throws
         -> MatchApi.ListReportsResponse
     {
-        let admin = try await self.requireAdmin(context)
+        let admin = try await self.access.requireAdmin(context)
         let size = try Self.pageSize(request.pageSize)
         let reported = try request.reportedUserId.isEmpty
             ? nil : Self.userID(request.reportedUserId, field: "reported_user_id")
@@ -189,7 +191,7 @@ extension MatchService {
     func getReport(_ request: MatchApi.GetReportRequest, _ context: ServerContext) async throws
         -> MatchApi.GetReportResponse
     {
-        _ = try await self.requireAdmin(context)
+        _ = try await self.access.requireAdmin(context)
         let reportID = request.reportId.lowercased()
         guard UUIDv7.isValid(reportID) else { throw MatchError.invalid("report_id", "INVALID_FORMAT", "a report id") }
         guard let row = try await self.safety.report(id: reportID, on: self.database) else {
@@ -204,7 +206,7 @@ extension MatchService {
     func resolveReport(_ request: MatchApi.ResolveReportRequest, _ context: ServerContext) async throws
         -> MatchApi.ResolveReportResponse
     {
-        let admin = try await self.requireAdmin(context)
+        let admin = try await self.access.requireAdmin(context)
         let reportID = request.reportId.lowercased()
         guard UUIDv7.isValid(reportID) else { throw MatchError.invalid("report_id", "INVALID_FORMAT", "a report id") }
         switch request.resolution {
@@ -225,7 +227,9 @@ extension MatchService {
             return .with { $0.report = Self.reportMessage(current) }
         }
         if request.resolution == .accountDeactivated {
-            try await self.deactivateThroughAuth(current.reported, note: note, reportID: reportID, admin: admin)
+            try await self.deactivateThroughAuth(
+                current.reported, note: note, reportID: reportID,
+                authorization: context.metadata["authorization"] ?? "")
         }
         let resolved = try await self.database.withTransaction { transaction -> ReportRow in
             guard let row = try await self.safety.lock(reportID: reportID, in: transaction) else {
@@ -243,7 +247,10 @@ extension MatchService {
         return .with { $0.report = Self.reportMessage(resolved) }
     }
 
-    private func deactivateThroughAuth(_ user: String, note: String, reportID: String, admin: User) async throws {
+    /// `authorization`: the admin's own header, so auth checks the admin itself.
+    private func deactivateThroughAuth(_ user: String, note: String, reportID: String, authorization: String)
+        async throws
+    {
         guard let auth = self.auth.client else {
             throw MatchError(.unavailable, "Account deactivation is not available", retryAfter: .seconds(5))
         }
@@ -253,7 +260,7 @@ extension MatchService {
         do {
             _ = try await auth.unary(
                 Kindred.Auth.V1.AuthService.Method.deactivateAccount, deactivate,
-                metadata: ["authorization": .string(admin.authorization)],
+                metadata: ["authorization": .string(authorization)],
                 options: CallOptions(timeout: .seconds(5)))
         } catch let error as RPCError where error.code == .notFound {
             // The account is gone already (deleted): nothing left to deactivate.

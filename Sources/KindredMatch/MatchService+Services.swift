@@ -11,7 +11,8 @@ extension MatchService {
     func filterUnseen(_ request: MatchApi.FilterUnseenRequest, _ context: ServerContext) async throws
         -> MatchApi.FilterUnseenResponse
     {
-        let viewer = try await self.viewer(request.viewerUserId, context, services: Self.relationReaders)
+        let viewer = try await self.access.requireViewer(
+            request.viewerUserId, context, services: Self.relationReaders)
         guard request.candidateUserIds.count <= 1000 else {
             throw MatchError.invalid("candidate_user_ids", "TOO_MANY", "at most 1000 ids")
         }
@@ -28,7 +29,8 @@ extension MatchService {
     func getRelations(_ request: MatchApi.GetRelationsRequest, _ context: ServerContext) async throws
         -> MatchApi.GetRelationsResponse
     {
-        let viewer = try await self.viewer(request.viewerUserId, context, services: Self.relationReaders)
+        let viewer = try await self.access.requireViewer(
+            request.viewerUserId, context, services: Self.relationReaders)
         guard (1...100).contains(request.userIds.count), Set(request.userIds).count == request.userIds.count else {
             throw MatchError.invalid("user_ids", "OUT_OF_RANGE", "1..100 distinct ids")
         }
@@ -60,7 +62,7 @@ extension MatchService {
     func deliverEvents(_ request: CommonApi.DeliverEventsRequest, _ context: ServerContext) async throws
         -> CommonApi.DeliverEventsResponse
     {
-        let producer = try await self.auth.access.requireService(["auth", "profile"], context)
+        let producer = try await self.access.requireService(["auth", "profile"], context)
         var response = CommonApi.DeliverEventsResponse()
         response.acknowledgedEventIds = try await self.inbox.process(request.events, from: producer) {
             event, transaction in
@@ -121,10 +123,7 @@ extension MatchService {
     func getUserFootprint(_ request: MatchApi.GetUserFootprintRequest, _ context: ServerContext) async throws
         -> MatchApi.GetUserFootprintResponse
     {
-        let identity = try await self.authenticate(context)
-        guard identity.isService || identity.isAdmin else {
-            throw MatchError(.permissionDenied, "Admins and services only")
-        }
+        try await self.access.requireAdminOrService(context)
         let user = try Self.userID(request.userId, field: "user_id")
         var response = MatchApi.GetUserFootprintResponse()
         response.counts = try await UserDataStore().footprint(user, on: self.database).map { kind, count in

@@ -6,7 +6,7 @@ import KindredServiceKit
 extension MatchService {
     /// `Swipe`: validated here, decided and committed by the group-commit writer (`SwipeWriter`).
     func swipe(_ request: MatchApi.SwipeRequest, _ context: ServerContext) async throws -> MatchApi.SwipeResponse {
-        let user = try await self.requireUser(context)
+        let user = try await self.access.requireUser(context)
         let target = try Self.userID(request.targetUserId, field: "target_user_id")
         guard target != user.id else { throw MatchError.invalid("target_user_id", "SELF", "you cannot swipe on yourself") }
         let kind: SwipeKind
@@ -76,7 +76,7 @@ extension MatchService {
 
     /// `Undo`: the caller's last pass, within the community's window and daily limit (`UndoPolicy`).
     func undo(_ request: MatchApi.UndoRequest, _ context: ServerContext) async throws -> MatchApi.UndoResponse {
-        let user = try await self.requireUser(context)
+        let user = try await self.access.requireUser(context)
         let named: String? = request.swipeId.isEmpty ? nil : request.swipeId.lowercased()
         if let named, !UUIDv7.isValid(named) { throw MatchError.invalid("swipe_id", "INVALID_FORMAT", "a swipe id") }
         return try await self.database.withTransaction { transaction in

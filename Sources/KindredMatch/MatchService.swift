@@ -102,65 +102,8 @@ public final class MatchService: GRPCService, Sendable {
         router.unary(M.getUserFootprint) { try await self.getUserFootprint($0, $1) }
     }
 
-    // MARK: Callers
-
-    /// A signed-in user: id and community (the token's `cid`).
-    struct User {
-        let id: String
-        let community: String
-        let isAdmin: Bool
-        /// The caller's own `authorization` header (forwarded to auth for an admin's deactivation).
-        let authorization: String
-    }
-
-    /// The caller's verified identity: UNAUTHENTICATED for a missing, invalid or ended token; UNAVAILABLE while
-    /// session ends cannot be checked.
-    func authenticate(_ context: ServerContext) async throws -> CallerIdentity {
-        do {
-            return try await self.auth.authenticator.authenticate(context)
-        } catch where error.code == .unavailable {
-            throw MatchError(.unavailable, CallerAuthenticator.sessionCheckUnavailable, retryAfter: .seconds(1))
-        } catch {
-            throw MatchError(.unauthenticated, "A valid access token is required")
-        }
-    }
-
-    /// The signed-in user of this call (a user token with a community).
-    func requireUser(_ context: ServerContext) async throws -> User {
-        let identity = try await self.authenticate(context)
-        guard let id = identity.userID, let community = identity.claims.cid, !community.isEmpty else {
-            throw MatchError(.permissionDenied, "A user access token is required")
-        }
-        return User(
-            id: id.lowercased(), community: community, isAdmin: identity.isAdmin,
-            authorization: context.metadata["authorization"] ?? "")
-    }
-
-    /// An admin user.
-    func requireAdmin(_ context: ServerContext) async throws -> User {
-        let user = try await self.requireUser(context)
-        guard user.isAdmin else { throw MatchError(.permissionDenied, "This call needs the admin role") }
-        return user
-    }
-
-    /// For RPCs a service or the user themself may call with a `viewer_user_id`: the viewer, checked as the
-    /// contract says (a user token: empty or equal to its subject; a service token: required).
-    /// `isService`: a service asks (it may see the other side's decisions, which it never shows); false: the
-    /// viewer asks for themself and must learn nothing of passes on them or blocks of them.
-    func viewer(_ requested: String, _ context: ServerContext, services: Set<String>) async throws
-        -> (id: String, isService: Bool)
-    {
-        let identity = try await self.authenticate(context)
-        if identity.isService {
-            _ = try ServiceAccess.check(identity, allowed: services)
-            return (try Self.userID(requested, field: "viewer_user_id"), true)
-        }
-        guard let id = identity.userID?.lowercased() else { throw MatchError(.permissionDenied, "Not allowed") }
-        guard requested.isEmpty || requested.lowercased() == id else {
-            throw MatchError(.permissionDenied, "Not allowed for this caller")
-        }
-        return (id, false)
-    }
+    /// Who is calling and what they may do (the kit's one caller check, with auth's keys and session ends).
+    var access: ServiceAccess { self.auth.access }
 
     // MARK: Validation
 

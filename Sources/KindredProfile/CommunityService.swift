@@ -10,14 +10,15 @@ import Logging
 public final class CommunityService: GRPCService, Sendable {
     typealias V1 = Kindred.Profile.V1
     let database: PostgresClient
-    let callers: Callers
+    /// Who is calling and what they may do (the kit's one caller check).
+    let access: ServiceAccess
     let communities = CommunityStore()
     let pageTokenKey: [UInt8]
     static let outbox = Outbox(producer: "profile")
 
-    init(database: PostgresClient, callers: Callers, pageTokenKey: [UInt8]) {
+    init(database: PostgresClient, access: ServiceAccess, pageTokenKey: [UInt8]) {
         self.database = database
-        self.callers = callers
+        self.access = access
         self.pageTokenKey = pageTokenKey
     }
 
@@ -58,7 +59,7 @@ public final class CommunityService: GRPCService, Sendable {
     func getCommunity(_ request: V1.GetCommunityRequest, _ context: ServerContext) async throws -> V1.GetCommunityResponse {
         var id = request.communityId
         if id.isEmpty {
-            let caller = try await self.callers.identify(context)
+            let caller = try await self.access.authenticate(context)
             guard let community = caller.claims.cid, !community.isEmpty else {
                 throw ProfileError.invalid("community_id", "REQUIRED", "a community id, or a user token")
             }
@@ -73,8 +74,7 @@ public final class CommunityService: GRPCService, Sendable {
     func listCommunities(_ request: V1.ListCommunitiesRequest, _ context: ServerContext) async throws
         -> V1.ListCommunitiesResponse
     {
-        let caller = try await self.callers.identify(context)
-        guard caller.isService || caller.isAdmin else { throw ProfileError.adminOnly }
+        try await self.access.requireAdminOrService(context)
         guard (0...100).contains(request.pageSize) else {
             throw ProfileError.invalid("page_size", "OUT_OF_RANGE", "1..100, or 0 for 50")
         }
@@ -98,7 +98,7 @@ public final class CommunityService: GRPCService, Sendable {
     func createCommunity(_ request: V1.CreateCommunityRequest, _ context: ServerContext) async throws
         -> V1.CreateCommunityResponse
     {
-        _ = try await self.callers.admin(context)
+        try await self.access.requireAdmin(context)
         var violations: [Kindred.Common.V1.FieldViolation] = []
         if !CommunityRules.isValidID(request.communityId) {
             violations.append(ProfileError.violation("community_id", "INVALID_FORMAT", "2..32 characters of [a-z0-9-]"))
@@ -125,7 +125,7 @@ public final class CommunityService: GRPCService, Sendable {
     func updateCommunity(_ request: V1.UpdateCommunityRequest, _ context: ServerContext) async throws
         -> V1.UpdateCommunityResponse
     {
-        _ = try await self.callers.admin(context)
+        try await self.access.requireAdmin(context)
         guard CommunityRules.isValidID(request.communityId) else { throw ProfileError.communityNotFound }
         let updated = try await self.database.withTransaction { transaction in
             guard let current = try await self.communities.lock(request.communityId, in: transaction) else {

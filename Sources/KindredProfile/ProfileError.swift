@@ -43,9 +43,7 @@ public struct ProfileError: Error, RPCErrorConvertible, CustomStringConvertible,
         }
     }
 
-    static let unauthenticated = ProfileError(.unauthenticated, "UNAUTHENTICATED", "A valid access token is required")
     static let permissionDenied = ProfileError(.permissionDenied, "PERMISSION_DENIED", "Not allowed for this caller")
-    static let adminOnly = ProfileError(.permissionDenied, "PERMISSION_DENIED", "This call needs the admin role")
     static let profileNotFound = ProfileError(.notFound, "PROFILE_NOT_FOUND", "No profile: create it first")
     static let communityNotFound = ProfileError(.notFound, "NOT_FOUND", "Unknown community")
     static let photoNotFound = ProfileError(.notFound, "NOT_FOUND", "Unknown photo")

@@ -34,7 +34,7 @@ public final class ProfileServer: ServiceServer {
             address: configuration.authAddress, serviceName: "profile", secret: configuration.serviceSecret,
             revocationStaleAfter: configuration.revocationStaleAfter, logger: logger)
         self.auth = auth
-        let callers = Callers(authenticator: auth.authenticator)
+        let access = auth.access
         let tokens = auth.serviceTokens
         var check = cardCheck
         if check == nil {
@@ -58,9 +58,9 @@ public final class ProfileServer: ServiceServer {
         let pageTokenKey = PageToken.key(service: "profile", secret: configuration.serviceSecret)
         let metrics = ServerMetrics()
         self.profiles = ProfileService(
-            configuration: configuration, database: self.database, callers: callers, cardCheck: check!,
+            configuration: configuration, database: self.database, access: access, cardCheck: check!,
             blobs: self.blobs, photoWorkers: self.workers, pageTokenKey: pageTokenKey, metricsFactory: metrics.factory, logger: logger)
-        let communities = CommunityService(database: self.database, callers: callers, pageTokenKey: pageTokenKey)
+        let communities = CommunityService(database: self.database, access: access, pageTokenKey: pageTokenKey)
 
         var server = try configuration.endpoint.serverConfiguration()
         // UploadPhoto chunks are up to 1 MiB: a stream window of several chunks keeps them in flight together

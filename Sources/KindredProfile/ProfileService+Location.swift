@@ -9,13 +9,13 @@ extension ProfileService {
     func updateLocation(_ request: V1.UpdateLocationRequest, _ context: ServerContext) async throws
         -> V1.UpdateLocationResponse
     {
-        let caller = try await self.callers.user(context)
+        let caller = try await self.access.requireUser(context)
         guard let point = request.location else {
             throw ProfileError.invalid("location", "REQUIRED", "latitude_deg and longitude_deg")
         }
         let interval = LocationRules.milliseconds(self.locationRules.minimumInterval)
         let response = try await self.database.withTransaction { transaction -> V1.UpdateLocationResponse in
-            guard let current = try await self.lockedRecord(caller.userID, in: transaction) else {
+            guard let current = try await self.lockedRecord(caller.id, in: transaction) else {
                 throw ProfileError.profileNotFound
             }
             let now = Self.nowMilliseconds()
@@ -35,9 +35,9 @@ extension ProfileService {
                     .failedPrecondition, "IMPLAUSIBLE_LOCATION_JUMP",
                     "The location moved faster than 1000 km/h since the last update")
             case .accept(let cell, let sharedChanged):
-                try await self.profiles.setLocation(userID: caller.userID, cell: cell, atUnixMs: now, in: transaction)
-                try await self.profiles.touch(userID: caller.userID, card: false, in: transaction)
-                let record = try await self.reread(caller.userID, in: transaction)
+                try await self.profiles.setLocation(userID: caller.id, cell: cell, atUnixMs: now, in: transaction)
+                try await self.profiles.touch(userID: caller.id, card: false, in: transaction)
+                let record = try await self.reread(caller.id, in: transaction)
                 let settings = try await self.settings(of: record.communityID, in: transaction)
                 if sharedChanged {
                     var event = Kindred.Common.V1.Event()
@@ -59,7 +59,7 @@ extension ProfileService {
             }
         }
         // The member's next deck call measures from the new place (discovery) and may swipe at once (match).
-        try await self.awaitReaders(of: caller.userID)
+        try await self.awaitReaders(of: caller.id)
         return response
     }
 }

@@ -38,7 +38,7 @@ extension ProfileService {
     func uploadPhoto(_ requests: RequestStream<V1.UploadPhotoRequest>, _ context: ServerContext) async throws
         -> V1.UploadPhotoResponse
     {
-        let caller = try await self.callers.user(context)
+        let caller = try await self.access.requireUser(context)
         var iterator = requests.makeAsyncIterator()
         guard case .header(let header)? = try await iterator.next()?.part else {
             throw ProfileError.invalid("header", "REQUIRED", "the first message is the header")
@@ -60,11 +60,11 @@ extension ProfileService {
         // A retried upload key answers with the first result at once, before a byte of the body is read: a
         // replay skips the rate limit and the photo cap, so it must not cost a buffer either. What the client
         // still sends is dropped (the stream is answered early, as HTTP/2 allows).
-        if let uploadKey, let retried = try await self.existingUpload(caller.userID, uploadKey) { return retried }
-        guard let profile = try await self.record(caller.userID) else { throw ProfileError.profileNotFound }
+        if let uploadKey, let retried = try await self.existingUpload(caller.id, uploadKey) { return retried }
+        guard let profile = try await self.record(caller.id) else { throw ProfileError.profileNotFound }
         let settings = try await self.settings(of: profile.communityID)
         guard profile.photos.count < Int(settings.maxPhotos) else { throw Self.photoLimitReached }
-        if let wait = self.uploadLimiter.acquire(caller.userID) {
+        if let wait = self.uploadLimiter.acquire(caller.id) {
             throw ProfileError.rateLimited("Too many photo uploads; try again later", retryAfter: wait)
         }
 
@@ -117,7 +117,7 @@ extension ProfileService {
         }
 
         var photo = PhotoRecord(
-            id: try UUIDv7.generate(), userID: caller.userID, position: header.position, version: 1,
+            id: try UUIDv7.generate(), userID: caller.id, position: header.position, version: 1,
             contentHash: contentHash, width: 0, height: 0, uploadKey: uploadKey, createdUnixMs: Self.nowMilliseconds())
         for rendition in processed.renditions {
             guard let variant = PhotoVariants.variant(of: rendition.spec) else { continue }
@@ -133,23 +133,25 @@ extension ProfileService {
             }
         }
         let stored = try await self.database.withTransaction { transaction -> String in
-            guard let current = try await self.lockedRecord(caller.userID, in: transaction) else {
+            guard let current = try await self.lockedRecord(caller.id, in: transaction) else {
                 throw ProfileError.profileNotFound
             }
-            if let uploadKey, let id = try await self.photos.photo(userID: caller.userID, uploadKey: uploadKey, in: transaction) {
+            if let uploadKey,
+                let id = try await self.photos.photo(userID: caller.id, uploadKey: uploadKey, in: transaction)
+            {
                 return id  // a concurrent retry stored it first
             }
             let settings = try await self.settings(of: current.communityID, in: transaction)
             guard current.photos.count < Int(settings.maxPhotos) else { throw Self.photoLimitReached }
             try await self.photos.insert(photo, at: Int(header.position), in: transaction)
-            try await self.profiles.touch(userID: caller.userID, card: true, in: transaction)
-            let record = try await self.reread(caller.userID, in: transaction)
+            try await self.profiles.touch(userID: caller.id, card: true, in: transaction)
+            let record = try await self.reread(caller.id, in: transaction)
             try await self.appendProfileUpdated(record, settings: settings, changed: ["photos"], in: transaction)
             return photo.id
         }
         // A photo can complete (or, deleted, undo) the profile: the member's next deck call and swipe see it.
-        try await self.awaitReaders(of: caller.userID)
-        return try await self.uploadResponse(caller.userID, photoID: stored)
+        try await self.awaitReaders(of: caller.id)
+        return try await self.uploadResponse(caller.id, photoID: stored)
     }
 
     static let photoLimitReached = ProfileError(
@@ -171,7 +173,7 @@ extension ProfileService {
     /// GetPhoto: the owner, admins, services (for `viewer_user_id` when given), and members who may see the owner's
     /// card. NOT_FOUND otherwise, indistinguishable from an unknown photo. A matching etag answers not_modified.
     func getPhoto(_ request: V1.GetPhotoRequest, _ context: ServerContext) async throws -> V1.GetPhotoResponse {
-        let caller = try await self.callers.identify(context)
+        let caller = try await self.access.authenticate(context)
         guard Self.isUUID(request.photoId) else { throw ProfileError.photoNotFound }
         let format: String
         switch request.format {
@@ -241,7 +243,7 @@ extension ProfileService {
     /// DeletePhoto: the owner, or an admin (moderation). Deleting a photo that no longer exists is OK (idempotent);
     /// another user's photo is NOT_FOUND. The bytes leave the store after the commit.
     func deletePhoto(_ request: V1.DeletePhotoRequest, _ context: ServerContext) async throws -> V1.DeletePhotoResponse {
-        let caller = try await self.callers.identify(context)
+        let caller = try await self.access.authenticate(context)
         guard let callerID = caller.userID else { throw ProfileError.permissionDenied }
         guard Self.isUUID(request.photoId) else { throw ProfileError.photoNotFound }
         let owner: String
@@ -272,9 +274,9 @@ extension ProfileService {
     func reorderPhotos(_ request: V1.ReorderPhotosRequest, _ context: ServerContext) async throws
         -> V1.ReorderPhotosResponse
     {
-        let caller = try await self.callers.user(context)
+        let caller = try await self.access.requireUser(context)
         try await self.database.withTransaction { transaction in
-            guard let current = try await self.lockedRecord(caller.userID, in: transaction) else {
+            guard let current = try await self.lockedRecord(caller.id, in: transaction) else {
                 throw ProfileError.profileNotFound
             }
             let ids = current.photos.map(\.id)
@@ -282,13 +284,13 @@ extension ProfileService {
                 throw ProfileError.invalid("photo_ids", "NOT_A_PERMUTATION", "every photo id of the profile exactly once")
             }
             guard request.photoIds != ids else { return }
-            try await self.photos.renumber(userID: caller.userID, request.photoIds, in: transaction)
-            try await self.profiles.touch(userID: caller.userID, card: true, in: transaction)
-            let record = try await self.reread(caller.userID, in: transaction)
+            try await self.photos.renumber(userID: caller.id, request.photoIds, in: transaction)
+            try await self.profiles.touch(userID: caller.id, card: true, in: transaction)
+            let record = try await self.reread(caller.id, in: transaction)
             let settings = try await self.settings(of: current.communityID, in: transaction)
             try await self.appendProfileUpdated(record, settings: settings, changed: ["photos"], in: transaction)
         }
-        let photos = try await self.photos.photos(of: [caller.userID], in: self.database)[caller.userID] ?? []
+        let photos = try await self.photos.photos(of: [caller.id], in: self.database)[caller.id] ?? []
         return .with { $0.photos = photos.map(self.media.photo) }
     }
 }

@@ -9,23 +9,23 @@ extension ProfileService {
     func createProfile(_ request: V1.CreateProfileRequest, _ context: ServerContext) async throws
         -> V1.CreateProfileResponse
     {
-        let caller = try await self.callers.user(context)
+        let caller = try await self.access.requireUser(context)
         let key = request.idempotencyKey.isEmpty ? nil : request.idempotencyKey
         if let key, !Self.isValidIdempotencyKey(key) {
             throw ProfileError.invalid("idempotency_key", "INVALID_FORMAT", "1..64 characters of [A-Za-z0-9_-]")
         }
         let settings = try await self.settings(of: caller.community)
         // A first profile makes a member: not in a closed community (a retry of one that exists answers below).
-        if !settings.signUpOpen, try await self.record(caller.userID) == nil { throw ProfileError.signUpClosed }
+        if !settings.signUpOpen, try await self.record(caller.id) == nil { throw ProfileError.signUpClosed }
         let input = request.fields ?? .init()
         var fields = try ProfileRules.validated(input, settings: settings)
         fields.attributes = fields.attributes.sorted { $0.key < $1.key }
         try ProfileRules.checkAge(input.birthDate ?? .init(), settings: settings, today: ProfileRules.today())
         let record = try await self.database.withTransaction { transaction in
             let inserted = try await self.profiles.insert(
-                userID: caller.userID, communityID: caller.community, fields: fields, idempotencyKey: key,
+                userID: caller.id, communityID: caller.community, fields: fields, idempotencyKey: key,
                 in: transaction)
-            let record = try await self.reread(caller.userID, in: transaction)
+            let record = try await self.reread(caller.id, in: transaction)
             guard inserted else {
                 guard let key, record.idempotencyKey == key else {
                     throw ProfileError(.alreadyExists, "ALREADY_EXISTS", "A profile exists for this account")
@@ -35,14 +35,14 @@ extension ProfileService {
             try await self.appendProfileUpdated(record, settings: settings, changed: ["created"], in: transaction)
             return record
         }
-        try await self.awaitReaders(of: caller.userID)
+        try await self.awaitReaders(of: caller.id)
         return .with { $0.profile = ProfileViews.owner(record, settings: settings, today: ProfileRules.today(), media: self.media) }
     }
 
     /// GetProfile: the owner's view. The user for their own; admins and services for any; another user's id is
     /// PERMISSION_DENIED.
     func getProfile(_ request: V1.GetProfileRequest, _ context: ServerContext) async throws -> V1.GetProfileResponse {
-        let caller = try await self.callers.identify(context)
+        let caller = try await self.access.authenticate(context)
         let target = request.userId.isEmpty ? (caller.userID ?? "") : request.userId
         guard !target.isEmpty else { throw ProfileError.invalid("user_id", "REQUIRED", "services name the user") }
         guard caller.userID == target || caller.isAdmin || caller.isService else { throw ProfileError.permissionDenied }
@@ -56,7 +56,7 @@ extension ProfileService {
     /// viewer's preferences (not matched, not the viewer) are checked with discovery in one call (``CardCheck``),
     /// unless the gateway vouches for the page (`source`: its ids are the viewer's deck, search or likes received).
     func getProfiles(_ request: V1.GetProfilesRequest, _ context: ServerContext) async throws -> V1.GetProfilesResponse {
-        let caller = try await self.callers.identify(context)
+        let caller = try await self.access.authenticate(context)
         let viewer: String
         var viewerCommunity: String?
         if let userID = caller.userID {
@@ -139,7 +139,7 @@ extension ProfileService {
     func updateProfile(_ request: V1.UpdateProfileRequest, _ context: ServerContext) async throws
         -> V1.UpdateProfileResponse
     {
-        let caller = try await self.callers.identify(context)
+        let caller = try await self.access.authenticate(context)
         guard let callerID = caller.userID else { throw ProfileError.permissionDenied }
         let target = request.userId.isEmpty ? callerID : request.userId
         guard target == callerID || caller.isAdmin else { throw ProfileError.permissionDenied }
@@ -233,8 +233,7 @@ extension ProfileService {
     func getUserFootprint(_ request: V1.GetUserFootprintRequest, _ context: ServerContext) async throws
         -> V1.GetUserFootprintResponse
     {
-        let caller = try await self.callers.identify(context)
-        guard caller.isAdmin || caller.isService else { throw ProfileError.adminOnly }
+        try await self.access.requireAdminOrService(context)
         guard !request.userId.isEmpty else { throw ProfileError.invalid("user_id", "REQUIRED", "the user") }
         var counts = try await self.profiles.footprint(request.userId, in: self.database)
         let keys = try await self.database.query(

@@ -14,7 +14,7 @@ public final class ProfileService: GRPCService, Sendable {
     typealias V1 = Kindred.Profile.V1
     let configuration: ProfileConfiguration
     let database: PostgresClient
-    let callers: Callers
+    /// Who is calling and what they may do (the kit's one caller check).
     let access: ServiceAccess
     let inbox: EventInbox
     let relations: any RelationOracle
@@ -41,7 +41,7 @@ public final class ProfileService: GRPCService, Sendable {
     init(
         configuration: ProfileConfiguration,
         database: PostgresClient,
-        callers: Callers,
+        access: ServiceAccess,
         cardCheck: any CardCheck,
         blobs: any PhotoBlobStorage,
         photoWorkers: PhotoWorkers,
@@ -51,8 +51,7 @@ public final class ProfileService: GRPCService, Sendable {
     ) {
         self.configuration = configuration
         self.database = database
-        self.callers = callers
-        self.access = ServiceAccess(authenticator: callers.authenticator)
+        self.access = access
         self.inbox = EventInbox(database: database, logger: logger)
         self.relations = RelationTables(database: database)
         self.cardCheck = cardCheck

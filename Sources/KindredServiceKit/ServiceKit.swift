@@ -4,8 +4,9 @@
 //   the outbox to each consumer's DeliverEvents in order per partition), `EventInbox` (the consumer side:
 //   effect and event id committed together). The protocol is the one written in
 //   proto/kindred/common/v1/events.proto.
-// - Service identity: `ServiceTokenSource` (a client's service token, refreshed before expiry) and
-//   `ServiceAccess` (the one check "only service X may call this RPC").
+// - Callers: `ServiceAccess`, the one caller check of every service (a member, an admin, a service, the viewer
+//   of a read), with one answer per situation. Service identity: `ServiceTokenSource` (a client's service
+//   token, refreshed before expiry).
 // - Paging: `PageToken`, signed and scoped page tokens.
 //
 // This is a module of its own rather than part of KindredGRPCServices because the `kindred` CLI depends on

@@ -41,7 +41,8 @@ struct ChatBench: AsyncParsableCommand {
             try signer.sign(
                 AccessTokenClaims(
                     subject: subject, issuedAt: Int64(Date().timeIntervalSince1970), lifetimeSeconds: 900,
-                    tokenID: try UUIDv7.generate(), sessionID: session, roles: roles))
+                    tokenID: try UUIDv7.generate(), sessionID: session,
+                    communityID: subject.hasPrefix("service:") ? nil : "bench", roles: roles))
         }
         let parts = self.chat.split(separator: ":")
         let (host, port) = (String(parts[0]), Int(parts[1])!)

@@ -47,7 +47,7 @@ struct DeckCommand: AsyncParsableCommand {
             let admin = try signer.sign(
                 AccessTokenClaims(
                     subject: try UUIDv7.generate(), issuedAt: now, lifetimeSeconds: 3600, tokenID: try UUIDv7.generate(),
-                    sessionID: try UUIDv7.generate(), roles: ["user", "admin"]))
+                    sessionID: try UUIDv7.generate(), communityID: "dating", roles: ["user", "admin"]))
             let started = ContinuousClock.now
             let response = try await client.unary(
                 Kindred.Discovery.V1.DiscoveryService.Method.rebuildIndex, Kindred.Discovery.V1.RebuildIndexRequest(),
