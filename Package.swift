@@ -34,6 +34,7 @@ let package = Package(
         .executable(name: "kindred-chat-bench", targets: ["kindred-chat-bench"]),
         .executable(name: "kindred-push-bench", targets: ["kindred-push-bench"]),
         .executable(name: "match-server", targets: ["match-server"]),
+        .executable(name: "notify-server", targets: ["notify-server"]),
         .executable(name: "discovery-server", targets: ["discovery-server"]),
         .executable(name: "kindred-discovery-quality", targets: ["kindred-discovery-quality"]),
         .executable(name: "kindred-discovery-bench", targets: ["kindred-discovery-bench"]),
@@ -203,6 +204,15 @@ let package = Package(
             ] + nio
         ),
         .executableTarget(name: "match-server", dependencies: ["KindredMatch", "KindredServiceKit"]),
+        // The notify service: devices, notification settings and pushes (library) and its executable.
+        .target(
+            name: "KindredNotify",
+            dependencies: [
+                "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredPostgres",
+                "KindredIdentity", "KindredOpenSSL", "KindredPush", logging, metrics,
+            ] + nio
+        ),
+        .executableTarget(name: "notify-server", dependencies: ["KindredNotify", "KindredServiceKit"]),
         // The swipe benchmark's load driver (Tests/Benchmarks/match-swipes.sh).
         .executableTarget(
             name: "kindred-load",
@@ -300,6 +310,13 @@ let package = Package(
             dependencies: [
                 "KindredMatch", "KindredServiceKit", "KindredServiceTesting", "KindredPostgresTesting", "KindredPostgres",
                 "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredProtobuf", "KindredIdentity", "KindredOpenSSL", logging,
+            ] + nio
+        ),
+        .testTarget(
+            name: "KindredNotifyTests",
+            dependencies: [
+                "KindredNotify", "KindredServiceKit", "KindredServiceTesting", "KindredPostgresTesting", "KindredPostgres",
+                "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredIdentity", logging,
             ] + nio
         ),
         .testTarget(

@@ -10,6 +10,7 @@
 #include "kindred/api/v1/deck.pb-c.h"
 #include "kindred/api/v1/home.pb-c.h"
 #include "kindred/api/v1/match.pb-c.h"
+#include "kindred/api/v1/notify.pb-c.h"
 #include "kindred/api/v1/profile.pb-c.h"
 #include "kindred/api/v1/types.pb-c.h"
 #include "kindred/auth/v1/account.pb-c.h"
@@ -25,6 +26,8 @@
 #include "kindred/match/v1/match.pb-c.h"
 #include "kindred/match/v1/safety.pb-c.h"
 #include "kindred/match/v1/types.pb-c.h"
+#include "kindred/notify/v1/notify.pb-c.h"
+#include "kindred/notify/v1/types.pb-c.h"
 #include "kindred/profile/v1/community.pb-c.h"
 #include "kindred/profile/v1/photo.pb-c.h"
 #include "kindred/profile/v1/profile.pb-c.h"
@@ -182,6 +185,18 @@ static const void *const message_descriptors[] = {
     &kindred__api__v1__list_blocks_response__descriptor,
     &kindred__api__v1__report_user_request__descriptor,
     &kindred__api__v1__report_user_response__descriptor,
+    &kindred__api__v1__web_push_subscription__descriptor,
+    &kindred__api__v1__device__descriptor,
+    &kindred__api__v1__quiet_hours__descriptor,
+    &kindred__api__v1__notification_settings__descriptor,
+    &kindred__api__v1__register_device_request__descriptor,
+    &kindred__api__v1__register_device_response__descriptor,
+    &kindred__api__v1__unregister_device_request__descriptor,
+    &kindred__api__v1__unregister_device_response__descriptor,
+    &kindred__api__v1__list_devices_request__descriptor,
+    &kindred__api__v1__list_devices_response__descriptor,
+    &kindred__api__v1__get_notification_settings_request__descriptor,
+    &kindred__api__v1__update_notification_settings_request__descriptor,
     &kindred__api__v1__get_community_request__descriptor,
     &kindred__api__v1__get_community_response__descriptor,
     &kindred__api__v1__create_profile_request__descriptor,
@@ -395,6 +410,20 @@ static const void *const message_descriptors[] = {
     &kindred__match__v1__match__descriptor,
     &kindred__match__v1__relation__descriptor,
     &kindred__match__v1__report__descriptor,
+    &kindred__notify__v1__register_device_request__descriptor,
+    &kindred__notify__v1__register_device_response__descriptor,
+    &kindred__notify__v1__unregister_device_request__descriptor,
+    &kindred__notify__v1__unregister_device_response__descriptor,
+    &kindred__notify__v1__list_devices_request__descriptor,
+    &kindred__notify__v1__list_devices_response__descriptor,
+    &kindred__notify__v1__get_notification_settings_request__descriptor,
+    &kindred__notify__v1__update_notification_settings_request__descriptor,
+    &kindred__notify__v1__get_user_footprint_request__descriptor,
+    &kindred__notify__v1__get_user_footprint_response__descriptor,
+    &kindred__notify__v1__web_push_subscription__descriptor,
+    &kindred__notify__v1__device__descriptor,
+    &kindred__notify__v1__quiet_hours__descriptor,
+    &kindred__notify__v1__notification_settings__descriptor,
     &kindred__profile__v1__get_community_request__descriptor,
     &kindred__profile__v1__get_community_response__descriptor,
     &kindred__profile__v1__list_communities_request__descriptor,

@@ -30,6 +30,9 @@ public enum Kindred {
     public enum Match {
         public enum V1 {}
     }
+    public enum Notify {
+        public enum V1 {}
+    }
     public enum Profile {
         public enum V1 {}
     }

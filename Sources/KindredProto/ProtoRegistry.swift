@@ -175,6 +175,18 @@ public enum ProtoRegistry {
         Kindred.Api.V1.ListBlocksResponse.self,
         Kindred.Api.V1.ReportUserRequest.self,
         Kindred.Api.V1.ReportUserResponse.self,
+        Kindred.Api.V1.WebPushSubscription.self,
+        Kindred.Api.V1.Device.self,
+        Kindred.Api.V1.QuietHours.self,
+        Kindred.Api.V1.NotificationSettings.self,
+        Kindred.Api.V1.RegisterDeviceRequest.self,
+        Kindred.Api.V1.RegisterDeviceResponse.self,
+        Kindred.Api.V1.UnregisterDeviceRequest.self,
+        Kindred.Api.V1.UnregisterDeviceResponse.self,
+        Kindred.Api.V1.ListDevicesRequest.self,
+        Kindred.Api.V1.ListDevicesResponse.self,
+        Kindred.Api.V1.GetNotificationSettingsRequest.self,
+        Kindred.Api.V1.UpdateNotificationSettingsRequest.self,
         Kindred.Api.V1.GetCommunityRequest.self,
         Kindred.Api.V1.GetCommunityResponse.self,
         Kindred.Api.V1.CreateProfileRequest.self,
@@ -367,6 +379,20 @@ public enum ProtoRegistry {
         Kindred.Match.V1.GetRelationsResponse.self,
         Kindred.Match.V1.GetUserFootprintRequest.self,
         Kindred.Match.V1.GetUserFootprintResponse.self,
+        Kindred.Notify.V1.WebPushSubscription.self,
+        Kindred.Notify.V1.Device.self,
+        Kindred.Notify.V1.QuietHours.self,
+        Kindred.Notify.V1.NotificationSettings.self,
+        Kindred.Notify.V1.RegisterDeviceRequest.self,
+        Kindred.Notify.V1.RegisterDeviceResponse.self,
+        Kindred.Notify.V1.UnregisterDeviceRequest.self,
+        Kindred.Notify.V1.UnregisterDeviceResponse.self,
+        Kindred.Notify.V1.ListDevicesRequest.self,
+        Kindred.Notify.V1.ListDevicesResponse.self,
+        Kindred.Notify.V1.GetNotificationSettingsRequest.self,
+        Kindred.Notify.V1.UpdateNotificationSettingsRequest.self,
+        Kindred.Notify.V1.GetUserFootprintRequest.self,
+        Kindred.Notify.V1.GetUserFootprintResponse.self,
         Kindred.Profile.V1.GetCommunityRequest.self,
         Kindred.Profile.V1.GetCommunityResponse.self,
         Kindred.Profile.V1.ListCommunitiesRequest.self,
@@ -440,11 +466,13 @@ public enum ProtoRegistry {
         Kindred.Api.V1.DeckService.descriptor,
         Kindred.Api.V1.HomeService.descriptor,
         Kindred.Api.V1.MatchService.descriptor,
+        Kindred.Api.V1.NotificationService.descriptor,
         Kindred.Api.V1.ProfileService.descriptor,
         Kindred.Auth.V1.AuthService.descriptor,
         Kindred.Chat.V1.ChatService.descriptor,
         Kindred.Discovery.V1.DiscoveryService.descriptor,
         Kindred.Match.V1.MatchService.descriptor,
+        Kindred.Notify.V1.NotifyService.descriptor,
         Kindred.Profile.V1.CommunityService.descriptor,
         Kindred.Profile.V1.ProfileService.descriptor,
         Kindred.Testing.V1.InteropService.descriptor,
@@ -1898,6 +1926,113 @@ public enum ProtoRegistry {
             """
         ),
         ProtoFileDescriptor(
+            name: "kindred/api/v1/notify.proto",
+            package: "kindred.api.v1",
+            dependencies: [],
+            symbols: [
+                "kindred.api.v1",
+                "kindred.api.v1.WebPushSubscription",
+                "kindred.api.v1.WebPushSubscription.endpoint",
+                "kindred.api.v1.WebPushSubscription.p256dh",
+                "kindred.api.v1.WebPushSubscription.auth",
+                "kindred.api.v1.Device",
+                "kindred.api.v1.Device.device_id",
+                "kindred.api.v1.Device.platform",
+                "kindred.api.v1.Device.token_hint",
+                "kindred.api.v1.Device.app_id",
+                "kindred.api.v1.Device.locale",
+                "kindred.api.v1.Device.time_zone",
+                "kindred.api.v1.Device.app_version",
+                "kindred.api.v1.Device.created_unix_ms",
+                "kindred.api.v1.Device.registered_unix_ms",
+                "kindred.api.v1.QuietHours",
+                "kindred.api.v1.QuietHours.enabled",
+                "kindred.api.v1.QuietHours.start_minute",
+                "kindred.api.v1.QuietHours.end_minute",
+                "kindred.api.v1.QuietHours.allow_matches",
+                "kindred.api.v1.NotificationSettings",
+                "kindred.api.v1.NotificationSettings.new_match",
+                "kindred.api.v1.NotificationSettings.new_message",
+                "kindred.api.v1.NotificationSettings.likes_received",
+                "kindred.api.v1.NotificationSettings.report_outcome",
+                "kindred.api.v1.NotificationSettings.quiet_hours",
+                "kindred.api.v1.NotificationSettings.time_zone",
+                "kindred.api.v1.NotificationSettings.show_message_text",
+                "kindred.api.v1.RegisterDeviceRequest",
+                "kindred.api.v1.RegisterDeviceRequest.platform",
+                "kindred.api.v1.RegisterDeviceRequest.token",
+                "kindred.api.v1.RegisterDeviceRequest.web_push",
+                "kindred.api.v1.RegisterDeviceRequest.app_id",
+                "kindred.api.v1.RegisterDeviceRequest.locale",
+                "kindred.api.v1.RegisterDeviceRequest.time_zone",
+                "kindred.api.v1.RegisterDeviceRequest.app_version",
+                "kindred.api.v1.RegisterDeviceResponse",
+                "kindred.api.v1.RegisterDeviceResponse.device",
+                "kindred.api.v1.RegisterDeviceResponse.created",
+                "kindred.api.v1.UnregisterDeviceRequest",
+                "kindred.api.v1.UnregisterDeviceRequest.device_id",
+                "kindred.api.v1.UnregisterDeviceRequest.platform",
+                "kindred.api.v1.UnregisterDeviceRequest.token",
+                "kindred.api.v1.UnregisterDeviceRequest.web_push_endpoint",
+                "kindred.api.v1.UnregisterDeviceResponse",
+                "kindred.api.v1.UnregisterDeviceResponse.removed",
+                "kindred.api.v1.ListDevicesRequest",
+                "kindred.api.v1.ListDevicesResponse",
+                "kindred.api.v1.ListDevicesResponse.devices",
+                "kindred.api.v1.GetNotificationSettingsRequest",
+                "kindred.api.v1.UpdateNotificationSettingsRequest",
+                "kindred.api.v1.UpdateNotificationSettingsRequest.settings",
+                "kindred.api.v1.PushPlatform",
+                "kindred.api.v1.PUSH_PLATFORM_UNSPECIFIED",
+                "kindred.api.v1.PUSH_PLATFORM_APNS",
+                "kindred.api.v1.PUSH_PLATFORM_FCM",
+                "kindred.api.v1.PUSH_PLATFORM_WEB_PUSH",
+                "kindred.api.v1.NotificationService",
+                "kindred.api.v1.NotificationService.RegisterDevice",
+                "kindred.api.v1.NotificationService.UnregisterDevice",
+                "kindred.api.v1.NotificationService.ListDevices",
+                "kindred.api.v1.NotificationService.GetNotificationSettings",
+                "kindred.api.v1.NotificationService.UpdateNotificationSettings",
+            ],
+            services: ["kindred.api.v1.NotificationService"],
+            base64: """
+            ChtraW5kcmVkL2FwaS92MS9ub3RpZnkucHJvdG8SDmtpbmRyZWQuYXBpLnYxIl0KE1dlYlB1c2hTdWJzY3JpcHRpb24SGgoI
+            ZW5kcG9pbnQYASABKAlSCGVuZHBvaW50EhYKBnAyNTZkaBgCIAEoCVIGcDI1NmRoEhIKBGF1dGgYAyABKAlSBGF1dGgiwQIK
+            BkRldmljZRIbCglkZXZpY2VfaWQYASABKAlSCGRldmljZUlkEjgKCHBsYXRmb3JtGAIgASgOMhwua2luZHJlZC5hcGkudjEu
+            UHVzaFBsYXRmb3JtUghwbGF0Zm9ybRIdCgp0b2tlbl9oaW50GAMgASgJUgl0b2tlbkhpbnQSFQoGYXBwX2lkGAQgASgJUgVh
+            cHBJZBIWCgZsb2NhbGUYBSABKAlSBmxvY2FsZRIbCgl0aW1lX3pvbmUYBiABKAlSCHRpbWVab25lEh8KC2FwcF92ZXJzaW9u
+            GAcgASgJUgphcHBWZXJzaW9uEiYKD2NyZWF0ZWRfdW5peF9tcxgIIAEoA1INY3JlYXRlZFVuaXhNcxIsChJyZWdpc3RlcmVk
+            X3VuaXhfbXMYCSABKANSEHJlZ2lzdGVyZWRVbml4TXMijQEKClF1aWV0SG91cnMSGAoHZW5hYmxlZBgBIAEoCFIHZW5hYmxl
+            ZBIhCgxzdGFydF9taW51dGUYAiABKAVSC3N0YXJ0TWludXRlEh0KCmVuZF9taW51dGUYAyABKAVSCWVuZE1pbnV0ZRIjCg1h
+            bGxvd19tYXRjaGVzGAQgASgIUgxhbGxvd01hdGNoZXMiqAIKFE5vdGlmaWNhdGlvblNldHRpbmdzEhsKCW5ld19tYXRjaBgB
+            IAEoCFIIbmV3TWF0Y2gSHwoLbmV3X21lc3NhZ2UYAiABKAhSCm5ld01lc3NhZ2USJQoObGlrZXNfcmVjZWl2ZWQYAyABKAhS
+            DWxpa2VzUmVjZWl2ZWQSJQoOcmVwb3J0X291dGNvbWUYBCABKAhSDXJlcG9ydE91dGNvbWUSOwoLcXVpZXRfaG91cnMYBSAB
+            KAsyGi5raW5kcmVkLmFwaS52MS5RdWlldEhvdXJzUgpxdWlldEhvdXJzEhsKCXRpbWVfem9uZRgGIAEoCVIIdGltZVpvbmUS
+            KgoRc2hvd19tZXNzYWdlX3RleHQYByABKAhSD3Nob3dNZXNzYWdlVGV4dCKUAgoVUmVnaXN0ZXJEZXZpY2VSZXF1ZXN0EjgK
+            CHBsYXRmb3JtGAEgASgOMhwua2luZHJlZC5hcGkudjEuUHVzaFBsYXRmb3JtUghwbGF0Zm9ybRIUCgV0b2tlbhgCIAEoCVIF
+            dG9rZW4SPgoId2ViX3B1c2gYAyABKAsyIy5raW5kcmVkLmFwaS52MS5XZWJQdXNoU3Vic2NyaXB0aW9uUgd3ZWJQdXNoEhUK
+            BmFwcF9pZBgEIAEoCVIFYXBwSWQSFgoGbG9jYWxlGAUgASgJUgZsb2NhbGUSGwoJdGltZV96b25lGAYgASgJUgh0aW1lWm9u
+            ZRIfCgthcHBfdmVyc2lvbhgHIAEoCVIKYXBwVmVyc2lvbiJiChZSZWdpc3RlckRldmljZVJlc3BvbnNlEi4KBmRldmljZRgB
+            IAEoCzIWLmtpbmRyZWQuYXBpLnYxLkRldmljZVIGZGV2aWNlEhgKB2NyZWF0ZWQYAiABKAhSB2NyZWF0ZWQisgEKF1VucmVn
+            aXN0ZXJEZXZpY2VSZXF1ZXN0EhsKCWRldmljZV9pZBgBIAEoCVIIZGV2aWNlSWQSOAoIcGxhdGZvcm0YAiABKA4yHC5raW5k
+            cmVkLmFwaS52MS5QdXNoUGxhdGZvcm1SCHBsYXRmb3JtEhQKBXRva2VuGAMgASgJUgV0b2tlbhIqChF3ZWJfcHVzaF9lbmRw
+            b2ludBgEIAEoCVIPd2ViUHVzaEVuZHBvaW50IjQKGFVucmVnaXN0ZXJEZXZpY2VSZXNwb25zZRIYCgdyZW1vdmVkGAEgASgI
+            UgdyZW1vdmVkIhQKEkxpc3REZXZpY2VzUmVxdWVzdCJHChNMaXN0RGV2aWNlc1Jlc3BvbnNlEjAKB2RldmljZXMYASADKAsy
+            Fi5raW5kcmVkLmFwaS52MS5EZXZpY2VSB2RldmljZXMiIAoeR2V0Tm90aWZpY2F0aW9uU2V0dGluZ3NSZXF1ZXN0ImUKIVVw
+            ZGF0ZU5vdGlmaWNhdGlvblNldHRpbmdzUmVxdWVzdBJACghzZXR0aW5ncxgBIAEoCzIkLmtpbmRyZWQuYXBpLnYxLk5vdGlm
+            aWNhdGlvblNldHRpbmdzUghzZXR0aW5ncyp4CgxQdXNoUGxhdGZvcm0SHQoZUFVTSF9QTEFURk9STV9VTlNQRUNJRklFRBAA
+            EhYKElBVU0hfUExBVEZPUk1fQVBOUxABEhUKEVBVU0hfUExBVEZPUk1fRkNNEAISGgoWUFVTSF9QTEFURk9STV9XRUJfUFVT
+            SBADMp0EChNOb3RpZmljYXRpb25TZXJ2aWNlEl8KDlJlZ2lzdGVyRGV2aWNlEiUua2luZHJlZC5hcGkudjEuUmVnaXN0ZXJE
+            ZXZpY2VSZXF1ZXN0GiYua2luZHJlZC5hcGkudjEuUmVnaXN0ZXJEZXZpY2VSZXNwb25zZRJlChBVbnJlZ2lzdGVyRGV2aWNl
+            Eicua2luZHJlZC5hcGkudjEuVW5yZWdpc3RlckRldmljZVJlcXVlc3QaKC5raW5kcmVkLmFwaS52MS5VbnJlZ2lzdGVyRGV2
+            aWNlUmVzcG9uc2USVgoLTGlzdERldmljZXMSIi5raW5kcmVkLmFwaS52MS5MaXN0RGV2aWNlc1JlcXVlc3QaIy5raW5kcmVk
+            LmFwaS52MS5MaXN0RGV2aWNlc1Jlc3BvbnNlEm8KF0dldE5vdGlmaWNhdGlvblNldHRpbmdzEi4ua2luZHJlZC5hcGkudjEu
+            R2V0Tm90aWZpY2F0aW9uU2V0dGluZ3NSZXF1ZXN0GiQua2luZHJlZC5hcGkudjEuTm90aWZpY2F0aW9uU2V0dGluZ3MSdQoa
+            VXBkYXRlTm90aWZpY2F0aW9uU2V0dGluZ3MSMS5raW5kcmVkLmFwaS52MS5VcGRhdGVOb3RpZmljYXRpb25TZXR0aW5nc1Jl
+            cXVlc3QaJC5raW5kcmVkLmFwaS52MS5Ob3RpZmljYXRpb25TZXR0aW5nc2IGcHJvdG8z
+            """
+        ),
+        ProtoFileDescriptor(
             name: "kindred/api/v1/profile.proto",
             package: "kindred.api.v1",
             dependencies: [
@@ -3331,6 +3466,142 @@ public enum ProtoRegistry {
             dmVudHNSZXF1ZXN0Gigua2luZHJlZC5jb21tb24udjEuRGVsaXZlckV2ZW50c1Jlc3BvbnNlEmkKEEdldFVzZXJGb290cHJp
             bnQSKS5raW5kcmVkLm1hdGNoLnYxLkdldFVzZXJGb290cHJpbnRSZXF1ZXN0Gioua2luZHJlZC5tYXRjaC52MS5HZXRVc2Vy
             Rm9vdHByaW50UmVzcG9uc2ViBnByb3RvMw==
+            """
+        ),
+        ProtoFileDescriptor(
+            name: "kindred/notify/v1/types.proto",
+            package: "kindred.notify.v1",
+            dependencies: [],
+            symbols: [
+                "kindred.notify.v1",
+                "kindred.notify.v1.WebPushSubscription",
+                "kindred.notify.v1.WebPushSubscription.endpoint",
+                "kindred.notify.v1.WebPushSubscription.p256dh",
+                "kindred.notify.v1.WebPushSubscription.auth",
+                "kindred.notify.v1.Device",
+                "kindred.notify.v1.Device.device_id",
+                "kindred.notify.v1.Device.platform",
+                "kindred.notify.v1.Device.token_hint",
+                "kindred.notify.v1.Device.app_id",
+                "kindred.notify.v1.Device.locale",
+                "kindred.notify.v1.Device.time_zone",
+                "kindred.notify.v1.Device.app_version",
+                "kindred.notify.v1.Device.created_unix_ms",
+                "kindred.notify.v1.Device.registered_unix_ms",
+                "kindred.notify.v1.QuietHours",
+                "kindred.notify.v1.QuietHours.enabled",
+                "kindred.notify.v1.QuietHours.start_minute",
+                "kindred.notify.v1.QuietHours.end_minute",
+                "kindred.notify.v1.QuietHours.allow_matches",
+                "kindred.notify.v1.NotificationSettings",
+                "kindred.notify.v1.NotificationSettings.new_match",
+                "kindred.notify.v1.NotificationSettings.new_message",
+                "kindred.notify.v1.NotificationSettings.likes_received",
+                "kindred.notify.v1.NotificationSettings.report_outcome",
+                "kindred.notify.v1.NotificationSettings.quiet_hours",
+                "kindred.notify.v1.NotificationSettings.time_zone",
+                "kindred.notify.v1.NotificationSettings.show_message_text",
+                "kindred.notify.v1.PushPlatform",
+                "kindred.notify.v1.PUSH_PLATFORM_UNSPECIFIED",
+                "kindred.notify.v1.PUSH_PLATFORM_APNS",
+                "kindred.notify.v1.PUSH_PLATFORM_FCM",
+                "kindred.notify.v1.PUSH_PLATFORM_WEB_PUSH",
+            ],
+            services: [],
+            base64: """
+            Ch1raW5kcmVkL25vdGlmeS92MS90eXBlcy5wcm90bxIRa2luZHJlZC5ub3RpZnkudjEiXQoTV2ViUHVzaFN1YnNjcmlwdGlv
+            bhIaCghlbmRwb2ludBgBIAEoCVIIZW5kcG9pbnQSFgoGcDI1NmRoGAIgASgJUgZwMjU2ZGgSEgoEYXV0aBgDIAEoCVIEYXV0
+            aCLEAgoGRGV2aWNlEhsKCWRldmljZV9pZBgBIAEoCVIIZGV2aWNlSWQSOwoIcGxhdGZvcm0YAiABKA4yHy5raW5kcmVkLm5v
+            dGlmeS52MS5QdXNoUGxhdGZvcm1SCHBsYXRmb3JtEh0KCnRva2VuX2hpbnQYAyABKAlSCXRva2VuSGludBIVCgZhcHBfaWQY
+            BCABKAlSBWFwcElkEhYKBmxvY2FsZRgFIAEoCVIGbG9jYWxlEhsKCXRpbWVfem9uZRgGIAEoCVIIdGltZVpvbmUSHwoLYXBw
+            X3ZlcnNpb24YByABKAlSCmFwcFZlcnNpb24SJgoPY3JlYXRlZF91bml4X21zGAggASgDUg1jcmVhdGVkVW5peE1zEiwKEnJl
+            Z2lzdGVyZWRfdW5peF9tcxgJIAEoA1IQcmVnaXN0ZXJlZFVuaXhNcyKNAQoKUXVpZXRIb3VycxIYCgdlbmFibGVkGAEgASgI
+            UgdlbmFibGVkEiEKDHN0YXJ0X21pbnV0ZRgCIAEoBVILc3RhcnRNaW51dGUSHQoKZW5kX21pbnV0ZRgDIAEoBVIJZW5kTWlu
+            dXRlEiMKDWFsbG93X21hdGNoZXMYBCABKAhSDGFsbG93TWF0Y2hlcyKrAgoUTm90aWZpY2F0aW9uU2V0dGluZ3MSGwoJbmV3
+            X21hdGNoGAEgASgIUghuZXdNYXRjaBIfCgtuZXdfbWVzc2FnZRgCIAEoCFIKbmV3TWVzc2FnZRIlCg5saWtlc19yZWNlaXZl
+            ZBgDIAEoCFINbGlrZXNSZWNlaXZlZBIlCg5yZXBvcnRfb3V0Y29tZRgEIAEoCFINcmVwb3J0T3V0Y29tZRI+CgtxdWlldF9o
+            b3VycxgFIAEoCzIdLmtpbmRyZWQubm90aWZ5LnYxLlF1aWV0SG91cnNSCnF1aWV0SG91cnMSGwoJdGltZV96b25lGAYgASgJ
+            Ugh0aW1lWm9uZRIqChFzaG93X21lc3NhZ2VfdGV4dBgHIAEoCFIPc2hvd01lc3NhZ2VUZXh0KngKDFB1c2hQbGF0Zm9ybRId
+            ChlQVVNIX1BMQVRGT1JNX1VOU1BFQ0lGSUVEEAASFgoSUFVTSF9QTEFURk9STV9BUE5TEAESFQoRUFVTSF9QTEFURk9STV9G
+            Q00QAhIaChZQVVNIX1BMQVRGT1JNX1dFQl9QVVNIEANiBnByb3RvMw==
+            """
+        ),
+        ProtoFileDescriptor(
+            name: "kindred/notify/v1/notify.proto",
+            package: "kindred.notify.v1",
+            dependencies: [
+                "kindred/common/v1/common.proto",
+                "kindred/common/v1/events.proto",
+                "kindred/notify/v1/types.proto",
+            ],
+            symbols: [
+                "kindred.notify.v1",
+                "kindred.notify.v1.RegisterDeviceRequest",
+                "kindred.notify.v1.RegisterDeviceRequest.platform",
+                "kindred.notify.v1.RegisterDeviceRequest.token",
+                "kindred.notify.v1.RegisterDeviceRequest.web_push",
+                "kindred.notify.v1.RegisterDeviceRequest.app_id",
+                "kindred.notify.v1.RegisterDeviceRequest.locale",
+                "kindred.notify.v1.RegisterDeviceRequest.time_zone",
+                "kindred.notify.v1.RegisterDeviceRequest.app_version",
+                "kindred.notify.v1.RegisterDeviceResponse",
+                "kindred.notify.v1.RegisterDeviceResponse.device",
+                "kindred.notify.v1.RegisterDeviceResponse.created",
+                "kindred.notify.v1.UnregisterDeviceRequest",
+                "kindred.notify.v1.UnregisterDeviceRequest.device_id",
+                "kindred.notify.v1.UnregisterDeviceRequest.platform",
+                "kindred.notify.v1.UnregisterDeviceRequest.token",
+                "kindred.notify.v1.UnregisterDeviceRequest.web_push_endpoint",
+                "kindred.notify.v1.UnregisterDeviceResponse",
+                "kindred.notify.v1.UnregisterDeviceResponse.removed",
+                "kindred.notify.v1.ListDevicesRequest",
+                "kindred.notify.v1.ListDevicesResponse",
+                "kindred.notify.v1.ListDevicesResponse.devices",
+                "kindred.notify.v1.GetNotificationSettingsRequest",
+                "kindred.notify.v1.UpdateNotificationSettingsRequest",
+                "kindred.notify.v1.UpdateNotificationSettingsRequest.settings",
+                "kindred.notify.v1.GetUserFootprintRequest",
+                "kindred.notify.v1.GetUserFootprintRequest.user_id",
+                "kindred.notify.v1.GetUserFootprintResponse",
+                "kindred.notify.v1.GetUserFootprintResponse.counts",
+                "kindred.notify.v1.NotifyService",
+                "kindred.notify.v1.NotifyService.RegisterDevice",
+                "kindred.notify.v1.NotifyService.UnregisterDevice",
+                "kindred.notify.v1.NotifyService.ListDevices",
+                "kindred.notify.v1.NotifyService.GetNotificationSettings",
+                "kindred.notify.v1.NotifyService.UpdateNotificationSettings",
+                "kindred.notify.v1.NotifyService.DeliverEvents",
+                "kindred.notify.v1.NotifyService.GetUserFootprint",
+            ],
+            services: ["kindred.notify.v1.NotifyService"],
+            base64: """
+            Ch5raW5kcmVkL25vdGlmeS92MS9ub3RpZnkucHJvdG8SEWtpbmRyZWQubm90aWZ5LnYxGh5raW5kcmVkL2NvbW1vbi92MS9j
+            b21tb24ucHJvdG8aHmtpbmRyZWQvY29tbW9uL3YxL2V2ZW50cy5wcm90bxoda2luZHJlZC9ub3RpZnkvdjEvdHlwZXMucHJv
+            dG8imgIKFVJlZ2lzdGVyRGV2aWNlUmVxdWVzdBI7CghwbGF0Zm9ybRgBIAEoDjIfLmtpbmRyZWQubm90aWZ5LnYxLlB1c2hQ
+            bGF0Zm9ybVIIcGxhdGZvcm0SFAoFdG9rZW4YAiABKAlSBXRva2VuEkEKCHdlYl9wdXNoGAMgASgLMiYua2luZHJlZC5ub3Rp
+            ZnkudjEuV2ViUHVzaFN1YnNjcmlwdGlvblIHd2ViUHVzaBIVCgZhcHBfaWQYBCABKAlSBWFwcElkEhYKBmxvY2FsZRgFIAEo
+            CVIGbG9jYWxlEhsKCXRpbWVfem9uZRgGIAEoCVIIdGltZVpvbmUSHwoLYXBwX3ZlcnNpb24YByABKAlSCmFwcFZlcnNpb24i
+            ZQoWUmVnaXN0ZXJEZXZpY2VSZXNwb25zZRIxCgZkZXZpY2UYASABKAsyGS5raW5kcmVkLm5vdGlmeS52MS5EZXZpY2VSBmRl
+            dmljZRIYCgdjcmVhdGVkGAIgASgIUgdjcmVhdGVkIrUBChdVbnJlZ2lzdGVyRGV2aWNlUmVxdWVzdBIbCglkZXZpY2VfaWQY
+            ASABKAlSCGRldmljZUlkEjsKCHBsYXRmb3JtGAIgASgOMh8ua2luZHJlZC5ub3RpZnkudjEuUHVzaFBsYXRmb3JtUghwbGF0
+            Zm9ybRIUCgV0b2tlbhgDIAEoCVIFdG9rZW4SKgoRd2ViX3B1c2hfZW5kcG9pbnQYBCABKAlSD3dlYlB1c2hFbmRwb2ludCI0
+            ChhVbnJlZ2lzdGVyRGV2aWNlUmVzcG9uc2USGAoHcmVtb3ZlZBgBIAEoCFIHcmVtb3ZlZCIUChJMaXN0RGV2aWNlc1JlcXVl
+            c3QiSgoTTGlzdERldmljZXNSZXNwb25zZRIzCgdkZXZpY2VzGAEgAygLMhkua2luZHJlZC5ub3RpZnkudjEuRGV2aWNlUgdk
+            ZXZpY2VzIiAKHkdldE5vdGlmaWNhdGlvblNldHRpbmdzUmVxdWVzdCJoCiFVcGRhdGVOb3RpZmljYXRpb25TZXR0aW5nc1Jl
+            cXVlc3QSQwoIc2V0dGluZ3MYASABKAsyJy5raW5kcmVkLm5vdGlmeS52MS5Ob3RpZmljYXRpb25TZXR0aW5nc1IIc2V0dGlu
+            Z3MiMgoXR2V0VXNlckZvb3RwcmludFJlcXVlc3QSFwoHdXNlcl9pZBgBIAEoCVIGdXNlcklkIlAKGEdldFVzZXJGb290cHJp
+            bnRSZXNwb25zZRI0CgZjb3VudHMYASADKAsyHC5raW5kcmVkLmNvbW1vbi52MS5EYXRhQ291bnRSBmNvdW50czKGBgoNTm90
+            aWZ5U2VydmljZRJlCg5SZWdpc3RlckRldmljZRIoLmtpbmRyZWQubm90aWZ5LnYxLlJlZ2lzdGVyRGV2aWNlUmVxdWVzdBop
+            LmtpbmRyZWQubm90aWZ5LnYxLlJlZ2lzdGVyRGV2aWNlUmVzcG9uc2USawoQVW5yZWdpc3RlckRldmljZRIqLmtpbmRyZWQu
+            bm90aWZ5LnYxLlVucmVnaXN0ZXJEZXZpY2VSZXF1ZXN0Gisua2luZHJlZC5ub3RpZnkudjEuVW5yZWdpc3RlckRldmljZVJl
+            c3BvbnNlElwKC0xpc3REZXZpY2VzEiUua2luZHJlZC5ub3RpZnkudjEuTGlzdERldmljZXNSZXF1ZXN0GiYua2luZHJlZC5u
+            b3RpZnkudjEuTGlzdERldmljZXNSZXNwb25zZRJ1ChdHZXROb3RpZmljYXRpb25TZXR0aW5ncxIxLmtpbmRyZWQubm90aWZ5
+            LnYxLkdldE5vdGlmaWNhdGlvblNldHRpbmdzUmVxdWVzdBonLmtpbmRyZWQubm90aWZ5LnYxLk5vdGlmaWNhdGlvblNldHRp
+            bmdzEnsKGlVwZGF0ZU5vdGlmaWNhdGlvblNldHRpbmdzEjQua2luZHJlZC5ub3RpZnkudjEuVXBkYXRlTm90aWZpY2F0aW9u
+            U2V0dGluZ3NSZXF1ZXN0Gicua2luZHJlZC5ub3RpZnkudjEuTm90aWZpY2F0aW9uU2V0dGluZ3MSYgoNRGVsaXZlckV2ZW50
+            cxInLmtpbmRyZWQuY29tbW9uLnYxLkRlbGl2ZXJFdmVudHNSZXF1ZXN0Gigua2luZHJlZC5jb21tb24udjEuRGVsaXZlckV2
+            ZW50c1Jlc3BvbnNlEmsKEEdldFVzZXJGb290cHJpbnQSKi5raW5kcmVkLm5vdGlmeS52MS5HZXRVc2VyRm9vdHByaW50UmVx
+            dWVzdBorLmtpbmRyZWQubm90aWZ5LnYxLkdldFVzZXJGb290cHJpbnRSZXNwb25zZWIGcHJvdG8z
             """
         ),
         ProtoFileDescriptor(

@@ -130,6 +130,17 @@ public final class AuthConnection: Sendable {
         self.authenticator.hasKeys && (self.watcher == nil || (self.revocations?.isFresh ?? true))
     }
 
+    /// Whether the session `id` has ended (sign-out, sign-out everywhere, deactivation, password change), as far
+    /// as the revocation feed heard within its bound says: nil when it cannot say (no feed, or a stale one).
+    /// Services that keep things per session (notify's devices) clear them on `true`.
+    public func sessionHasEnded(_ id: String) -> Bool? {
+        switch self.revocations?.verdict(id) {
+        case .revoked?: true
+        case .live?: false
+        case .unknown?, nil: nil
+        }
+    }
+
     /// Waits until ``isReady`` (tests), at most `timeout`.
     public func waitUntilReady(timeout: Duration) async -> Bool {
         let deadline = ContinuousClock.now + timeout

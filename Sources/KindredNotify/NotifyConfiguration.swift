@@ -1,0 +1,56 @@
+import Foundation
+import KindredGRPCServices
+import KindredServiceKit
+
+/// Everything the notify service can be configured with, read from `KINDRED_NOTIFY_*` (services/notify/README.md
+/// lists the same keys). A bad value throws `ConfigurationError` naming the key.
+public struct NotifyConfiguration: Sendable {
+    /// `KINDRED_NOTIFY_LISTEN` (default `127.0.0.1:50056`), `KINDRED_NOTIFY_ADMIN_LISTEN` (default
+    /// `127.0.0.1:50156`, or `off`), `KINDRED_NOTIFY_TLS_CERT_FILE` / `_TLS_KEY_FILE`, `KINDRED_NOTIFY_ACCESS_LOG`
+    /// (`ServerEndpointSettings`).
+    public var endpoint = ServerEndpointSettings(defaultPort: NotifyServerDefinition.defaultPort)
+    /// `KINDRED_NOTIFY_DATABASE_URL`, `_DATABASE_POOL_SIZE` (1...500, default 10), `_MIGRATIONS_DIR`.
+    public var database = DatabaseSettings(server: "notify", schema: "notify")
+    /// `KINDRED_NOTIFY_AUTH_ADDRESS` (host:port), default `127.0.0.1:50051`: auth, for its keys, the service token
+    /// and its session ends (which remove the devices registered under them).
+    public var authAddress = HostPort(host: "127.0.0.1", port: 50051)
+    /// `KINDRED_NOTIFY_SERVICE_SECRET` (string, 32..256), default none: notify's secret for auth's
+    /// IssueServiceToken (auth's `KINDRED_AUTH_SERVICE_SECRET_NOTIFY`). Required in practice: without it session
+    /// ends cannot be followed and every call with a user token answers UNAVAILABLE.
+    public var serviceSecret: String?
+    /// `KINDRED_NOTIFY_REVOCATION_STALE_MS` (int, 2000..60000), default 5000: how long the set of ended sessions is
+    /// trusted without news from auth.
+    public var revocationStaleAfter: Duration = .seconds(5)
+    /// `KINDRED_NOTIFY_MAX_DEVICES_PER_USER` (int, 1..100), default 20: devices one account may have; registering
+    /// one more removes the least recently registered.
+    public var maxDevicesPerUser = 20
+    /// `KINDRED_NOTIFY_SESSION_SWEEP_MS` (int, 100..60000), default 1000: how often the devices of ended sessions
+    /// (sign-out, sign-out everywhere, deactivation, password change) are removed.
+    public var sessionSweepInterval: Duration = .seconds(1)
+    /// `KINDRED_NOTIFY_WEB_PUSH_HOSTS` (comma-separated host names; a leading `.` matches any subdomain), default
+    /// the browsers' push services: the hosts a Web Push endpoint may name. Anything else is refused at
+    /// registration, so the service never posts to an address a member chose (internal networks included).
+    public var webPushHosts: Set<String> = [
+        "fcm.googleapis.com", "updates.push.services.mozilla.com", ".notify.windows.com", ".push.apple.com",
+    ]
+    /// `KINDRED_NOTIFY_WEB_PUSH_ALLOW_HTTP` (bool), default false: accept `http://` Web Push endpoints (local peers
+    /// in development and tests only).
+    public var webPushAllowHTTP = false
+
+    public init() {}
+
+    public init(_ reader: EnvironmentReader) throws {
+        self.endpoint = try NotifyServerDefinition.endpoint(reader)
+        self.database = try NotifyServerDefinition.database(reader) ?? self.database
+        self.authAddress = try reader.address("KINDRED_NOTIFY_AUTH_ADDRESS", default: self.authAddress)
+        self.serviceSecret = try reader.secret("KINDRED_NOTIFY_SERVICE_SECRET", length: 32...256)
+        self.revocationStaleAfter = try reader.milliseconds(
+            "KINDRED_NOTIFY_REVOCATION_STALE_MS", default: self.revocationStaleAfter, in: 2_000...60_000)
+        self.maxDevicesPerUser = try reader.int(
+            "KINDRED_NOTIFY_MAX_DEVICES_PER_USER", default: self.maxDevicesPerUser, in: 1...100)
+        self.sessionSweepInterval = try reader.milliseconds(
+            "KINDRED_NOTIFY_SESSION_SWEEP_MS", default: self.sessionSweepInterval, in: 100...60_000)
+        self.webPushHosts = Set(reader.list("KINDRED_NOTIFY_WEB_PUSH_HOSTS", default: self.webPushHosts).map { $0.lowercased() })
+        self.webPushAllowHTTP = try reader.bool("KINDRED_NOTIFY_WEB_PUSH_ALLOW_HTTP", default: self.webPushAllowHTTP)
+    }
+}

@@ -1,0 +1,53 @@
+import KindredGRPC
+import KindredGRPCServices
+import KindredPostgres
+import KindredServiceKit
+import Logging
+
+/// The whole notify service, built from a configuration: database pool, the link to auth (keys, service token,
+/// session ends), the sweep that removes devices of ended sessions, housekeeping, and the gRPC server.
+/// `notify-server` is a thin wrapper around it; tests start it in-process through `TestServer`.
+public final class NotifyServer: ServiceServer {
+    public let configuration: NotifyConfiguration
+    public let database: PostgresClient
+    public let auth: AuthConnection
+    public let service: NotifyService
+    public let runner: ServerRunner
+    /// Whether `auth` was made here (and is closed by ``shutdown()``) rather than passed in.
+    private let ownsAuth: Bool
+
+    /// `auth`: how callers are checked; nil = connect to `configuration.authAddress` (tests pass fixed keys).
+    public init(configuration: NotifyConfiguration, auth: AuthConnection? = nil, logger: Logger) throws {
+        self.configuration = configuration
+        self.database = try configuration.database.makeClient(logger: logger)
+        self.ownsAuth = auth == nil
+        self.auth =
+            auth
+            ?? AuthConnection(
+                address: configuration.authAddress, serviceName: "notify", secret: configuration.serviceSecret,
+                revocationStaleAfter: configuration.revocationStaleAfter, logger: logger)
+        self.service = NotifyService(configuration: configuration, database: self.database, auth: self.auth, logger: logger)
+        let metrics = ServerMetrics()
+        var runner = ServerRunner(configuration: try configuration.endpoint.serverConfiguration(), services: [self.service])
+        runner.admin = configuration.endpoint.adminConfiguration
+        runner.metrics = metrics
+        PostgresPoolMetrics.attach(pool: "notify", database: self.database, to: metrics)
+        let service = self.service
+        let inbox = self.service.inbox
+        runner.background = self.auth.backgroundTasks + [
+            BackgroundTask("session-sweep") { await service.sweepEndedSessions() },
+            BackgroundTask("inbox-purge") {
+                while !Task.isCancelled {
+                    try await Task.sleep(for: .seconds(3600))
+                    _ = try? await inbox.purge()
+                }
+            },
+        ]
+        self.runner = runner
+    }
+
+    public func shutdown() async {
+        await self.database.shutdown()
+        if self.ownsAuth { await self.auth.shutdown() }
+    }
+}

@@ -1,0 +1,22 @@
+import KindredGRPC
+import KindredProto
+
+extension NotifyService {
+    /// `GetNotificationSettings`: the caller's settings, or the defaults.
+    func getNotificationSettings(_ request: Notify.GetNotificationSettingsRequest, _ context: ServerContext)
+        async throws -> Notify.NotificationSettings
+    {
+        let (user, _) = try await self.requireUser(context)
+        return try await self.settings.preferences(of: user, in: self.database).wire
+    }
+
+    /// `UpdateNotificationSettings`: replaces every field; nothing changes when one is invalid.
+    func updateNotificationSettings(_ request: Notify.UpdateNotificationSettingsRequest, _ context: ServerContext)
+        async throws -> Notify.NotificationSettings
+    {
+        let (user, _) = try await self.requireUser(context)
+        let preferences = try NotificationPreferences.validate(request.settings ?? .init())
+        try await self.settings.save(preferences, of: user, in: self.database)
+        return preferences.wire
+    }
+}

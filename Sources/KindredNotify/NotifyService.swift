@@ -1,0 +1,67 @@
+import Foundation
+import KindredGRPC
+import KindredGRPCServices
+import KindredIdentity
+import KindredPostgres
+import KindredProto
+import KindredServiceKit
+import Logging
+
+typealias Notify = Kindred.Notify.V1
+
+/// `kindred.notify.v1.NotifyService`: devices, notification settings, the events that lead to notifications,
+/// and the footprint. Handlers only await: SQL goes through the stores.
+///
+/// Ownership is checked on every id: a device is found only together with its owner, so someone else's device
+/// id and an unknown one get the same answer.
+public final class NotifyService: GRPCService, Sendable {
+    let configuration: NotifyConfiguration
+    let database: PostgresClient
+    let auth: AuthConnection
+    let inbox: EventInbox
+    let logger: Logger
+    /// The SQL, one store per aggregate.
+    let devices = DeviceStore()
+    let settings = SettingsStore()
+
+    public init(configuration: NotifyConfiguration, database: PostgresClient, auth: AuthConnection, logger: Logger) {
+        self.configuration = configuration
+        self.database = database
+        self.auth = auth
+        self.inbox = EventInbox(database: database, logger: logger)
+        self.logger = logger
+    }
+
+    /// Routes call the handlers directly: errors are mapped once, by the runtime (`NotifyError`, `PostgresError`).
+    public func register(in router: inout GRPCRouter) {
+        typealias M = Notify.NotifyService.Method
+        router.unary(M.registerDevice) { try await self.registerDevice($0, $1) }
+        router.unary(M.unregisterDevice) { try await self.unregisterDevice($0, $1) }
+        router.unary(M.listDevices) { try await self.listDevices($0, $1) }
+        router.unary(M.getNotificationSettings) { try await self.getNotificationSettings($0, $1) }
+        router.unary(M.updateNotificationSettings) { try await self.updateNotificationSettings($0, $1) }
+        router.unary(M.deliverEvents) { try await self.deliverEvents($0, $1) }
+        router.unary(M.getUserFootprint) { try await self.getUserFootprint($0, $1) }
+    }
+
+    // MARK: Callers
+
+    /// The caller's verified identity: UNAUTHENTICATED for a missing, invalid or expired token or an ended
+    /// session; UNAVAILABLE while session ends cannot be checked.
+    func authenticate(_ context: ServerContext) async throws -> CallerIdentity {
+        do {
+            return try await self.auth.authenticator.authenticate(context)
+        } catch where error.code == .unavailable {
+            throw NotifyError(.unavailable, CallerAuthenticator.sessionCheckUnavailable)
+        } catch {
+            throw NotifyError(.unauthenticated, "A valid access token is required")
+        }
+    }
+
+    /// The signed-in member of this call (lower-case id) and the session their token belongs to.
+    func requireUser(_ context: ServerContext) async throws -> (user: String, session: String?) {
+        let caller = try await self.authenticate(context)
+        guard let user = caller.userID else { throw NotifyError(.permissionDenied, "A user token is required") }
+        return (user.lowercased(), caller.sessionID)
+    }
+}

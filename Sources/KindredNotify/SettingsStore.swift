@@ -1,0 +1,50 @@
+import KindredPostgres
+
+/// The SQL of notification settings (table `settings`): a row only for members who changed theirs.
+struct SettingsStore: Sendable {
+    /// `user`'s settings, or the defaults.
+    func preferences(of user: String, in runner: some SQLRunner) async throws -> NotificationPreferences {
+        guard
+            let row = try await runner.query(
+                """
+                SELECT new_match, new_message, likes_received, report_outcome, quiet_enabled, quiet_start_minute,
+                       quiet_end_minute, quiet_allow_matches, time_zone, show_message_text
+                FROM settings WHERE user_id = \(user)::uuid
+                """
+            ).first
+        else { return .defaults }
+        let (match, message, likes, report, quiet, start, end, allowMatches, zone, text) = try row.decode(
+            (Bool, Bool, Bool, Bool, Bool, Int32, Int32, Bool, String, Bool).self)
+        return NotificationPreferences(
+            newMatch: match, newMessage: message, likesReceived: likes, reportOutcome: report,
+            quietHours: .init(enabled: quiet, startMinute: Int(start), endMinute: Int(end), allowMatches: allowMatches),
+            timeZone: zone, showMessageText: text)
+    }
+
+    func save(_ preferences: NotificationPreferences, of user: String, in runner: some SQLRunner) async throws {
+        let quiet = preferences.quietHours
+        try await runner.execute(
+            """
+            INSERT INTO settings (user_id, new_match, new_message, likes_received, report_outcome, quiet_enabled,
+                                  quiet_start_minute, quiet_end_minute, quiet_allow_matches, time_zone, show_message_text)
+            VALUES (\(user)::uuid, \(preferences.newMatch), \(preferences.newMessage), \(preferences.likesReceived),
+                    \(preferences.reportOutcome), \(quiet.enabled), \(Int32(quiet.startMinute)), \(Int32(quiet.endMinute)),
+                    \(quiet.allowMatches), \(preferences.timeZone), \(preferences.showMessageText))
+            ON CONFLICT (user_id) DO UPDATE SET
+                new_match = EXCLUDED.new_match, new_message = EXCLUDED.new_message,
+                likes_received = EXCLUDED.likes_received, report_outcome = EXCLUDED.report_outcome,
+                quiet_enabled = EXCLUDED.quiet_enabled, quiet_start_minute = EXCLUDED.quiet_start_minute,
+                quiet_end_minute = EXCLUDED.quiet_end_minute, quiet_allow_matches = EXCLUDED.quiet_allow_matches,
+                time_zone = EXCLUDED.time_zone, show_message_text = EXCLUDED.show_message_text, updated_at = now()
+            """
+        )
+    }
+
+    func delete(_ user: String, in runner: some SQLRunner) async throws {
+        try await runner.execute("DELETE FROM settings WHERE user_id = \(user)::uuid")
+    }
+
+    func count(of user: String, in runner: some SQLRunner) async throws -> Int64 {
+        try await runner.query("SELECT count(*) FROM settings WHERE user_id = \(user)::uuid").scalar(Int64.self)
+    }
+}

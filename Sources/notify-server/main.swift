@@ -1,0 +1,4 @@
+import KindredNotify
+import KindredServiceKit
+
+await ServerCommand<NotifyServerDefinition>.runFromCommandLine()
