@@ -427,6 +427,9 @@ server_env_match() {
 server_env_chat() {
     SERVER_ENV+=(KINDRED_CHAT_SERVICE_SECRET="$(secret chat)" KINDRED_CHAT_AUTH_ADDRESS="127.0.0.1:$(port_of auth)")
 }
+server_env_notify() {
+    SERVER_ENV+=(KINDRED_NOTIFY_SERVICE_SECRET="$(secret notify)" KINDRED_NOTIFY_AUTH_ADDRESS="127.0.0.1:$(port_of auth)")
+}
 server_env_gateway() {
     local name
     SERVER_ENV+=(KINDRED_GATEWAY_SERVICE_SECRET="$(secret gateway)")

@@ -87,10 +87,10 @@ public struct AuthConfiguration: Sendable {
     public var oidcJWKSFile: String?
 
     /// `KINDRED_AUTH_SERVICE_SECRET_<NAME>` (string, 32..256) for NAME in GATEWAY, PROFILE, DISCOVERY, MATCH,
-    /// CHAT, default none: the secret each service presents to IssueServiceToken. Unset = that service cannot
+    /// CHAT, NOTIFY, default none: the secret each service presents to IssueServiceToken. Unset = that service cannot
     /// obtain tokens.
     public var serviceSecrets: [String: String] = [:]
-    public static let serviceNames = ["gateway", "profile", "discovery", "match", "chat"]
+    public static let serviceNames = ["gateway", "profile", "discovery", "match", "chat", "notify"]
 
     /// `KINDRED_AUTH_EVENT_CONSUMERS` (comma-separated `name=host:port`, e.g.
     /// `profile=127.0.0.1:50052,chat=127.0.0.1:50055`), default none: where the events relay delivers account

@@ -32,7 +32,7 @@ public struct KindredCommand: AsyncParsableCommand {
             CheckUsername.self, DeleteAccount.self, Threads.self, ChatWith.self,
             Like.self, Pass.self, Undo.self, ListMatchesCommand.self, Likes.self, Unmatch.self, Block.self, Unblock.self, Report.self,
             ProfileCommand.self, PhotoCommand.self, LocationCommand.self, CommunityCommand.self, AdminCommand.self,
-            DeckCommand.self, Picks.self, Members.self,
+            DeckCommand.self, Picks.self, Members.self, DevicesCommand.self, NotificationsCommand.self,
         ]
     )
 

@@ -131,6 +131,7 @@ extension Gateway {
             self.discoveryFootprintPart(userID, caller),
             self.matchFootprintPart(userID, caller),
             self.chatFootprintPart(userID, caller),
+            self.notifyFootprintPart(userID, caller),
         ]
         var (answer, missing) = try await FanOut(partTimeout: self.configuration.partTimeout).gather(.init(), parts)
         for part in missing { self.metrics.partMissing("footprint." + part) }

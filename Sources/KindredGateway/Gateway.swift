@@ -25,6 +25,8 @@ public final class Gateway: Sendable {
     let profile: Downstream?
     /// The discovery service (decks, top picks, member search); nil when the cluster does not run it.
     let discovery: Downstream?
+    /// The notify service (devices, notification settings); nil when the cluster does not run it.
+    let notify: Downstream?
     /// Auth's keys, the ended sessions (auth's WatchRevokedSessions) checked on every call with a user token, and
     /// the gateway's service token (IssueServiceToken with `KINDRED_GATEWAY_SERVICE_SECRET`): the kit's
     /// ``AuthConnection``, as every service has.
@@ -56,10 +58,14 @@ public final class Gateway: Sendable {
         let matchClient = configuration.matchAddress.map(client)
         let profileClient = configuration.profileAddress.map(client)
         let discoveryClient = configuration.discoveryAddress.map(client)
+        let notifyClient = configuration.notifyAddress.map(client)
         let metrics = self.metrics
-        self.clients = [authClient] + [chatClient, matchClient, profileClient, discoveryClient].compactMap { $0 }
+        self.clients = [authClient] + [chatClient, matchClient, profileClient, discoveryClient, notifyClient].compactMap { $0 }
         self.discovery = discoveryClient.map {
             Downstream(name: "discovery", client: $0, timeout: configuration.downstreamTimeout, metrics: metrics, logger: logger)
+        }
+        self.notify = notifyClient.map {
+            Downstream(name: "notify", client: $0, timeout: configuration.downstreamTimeout, metrics: metrics, logger: logger)
         }
         self.chat = chatClient.map {
             Downstream(name: "chat", client: $0, timeout: configuration.downstreamTimeout, metrics: metrics, logger: logger)
@@ -104,6 +110,7 @@ public final class Gateway: Sendable {
         [
             AccountAPI(gateway: self), HomeAPI(gateway: self), AdminAPI(gateway: self), ProfileAPI(gateway: self),
             DeckAPI(gateway: self), MatchAPI(gateway: self), ChatAPI(gateway: self),
+            NotificationAPI(gateway: self),
         ]
     }
 

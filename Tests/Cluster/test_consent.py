@@ -4,7 +4,7 @@ services/run-cluster.sh, every service real):
 - a block is enforced everywhere from the moment Block returns: deck, top picks, member search, likes received,
   matches, chat send, chat history and the live Subscribe stream, on both sides, checked at once (no sleeps,
   no polling); an unblock brings back exactly what the contract says;
-- DeleteAccount erases every trace: GetUserFootprint of auth, profile, discovery, match and chat reports zero
+- DeleteAccount erases every trace: GetUserFootprint of auth, profile, discovery, match, chat and notify reports zero
   rows and zero photo files once the cluster has settled, even with the user's swipes, messages, uploads and
   moves still in flight when the deletion happened; no outbox keeps the user's events; the other side no
   longer sees the user; signing up again with the same email starts from nothing;
@@ -30,8 +30,8 @@ from test_cluster import PASSWORD, TIMEOUT, bearer, sign_up_and_verify, unique
 from test_profile import fields
 
 from kindred.api.v1 import (account_pb2, account_pb2_grpc, admin_pb2, admin_pb2_grpc, chat_pb2,  # noqa: E402
-                            chat_pb2_grpc, deck_pb2, deck_pb2_grpc, match_pb2, match_pb2_grpc, profile_pb2,
-                            profile_pb2_grpc, types_pb2)
+                            chat_pb2_grpc, deck_pb2, deck_pb2_grpc, match_pb2, match_pb2_grpc, notify_pb2,
+                            notify_pb2_grpc, profile_pb2, profile_pb2_grpc, types_pb2)
 from kindred.common.v1 import common_pb2  # noqa: E402
 
 BOOTSTRAP_SECRET = "consent-test-bootstrap-secret-0123456789abcdef"
@@ -47,7 +47,7 @@ def cluster():
     running = Cluster(KINDRED_AUTH_BOOTSTRAP_SECRET=BOOTSTRAP_SECRET, KINDRED_CHAT_HEARTBEAT_MS="1000",
                       KINDRED_PROFILE_LOCATION_INTERVAL_MS="1000", KINDRED_DISCOVERY_VIEWER_RATE="1000",
                       KINDRED_DISCOVERY_VIEWER_BURST="1000")
-    assert {"auth", "profile", "discovery", "match", "chat"} <= set(running.servers())
+    assert {"auth", "profile", "discovery", "match", "chat", "notify"} <= set(running.servers())
     pids = running.pids()
     yield running
     assert_clean_stop(running, pids)
@@ -67,6 +67,7 @@ class Api:
         self.matches = match_pb2_grpc.MatchServiceStub(channel)
         self.chat = chat_pb2_grpc.ChatServiceStub(channel)
         self.admin = admin_pb2_grpc.AdminServiceStub(channel)
+        self.notifications = notify_pb2_grpc.NotificationServiceStub(channel)
 
 
 @pytest.fixture(scope="module")
@@ -320,7 +321,7 @@ def footprint(api, admin, user_id):
                                         timeout=TIMEOUT)
     assert list(answer.unavailable_parts) == [], answer
     counts = {service.service: {count.kind: count.rows for count in service.counts} for service in answer.services}
-    assert set(counts) == {"auth", "profile", "discovery", "match", "chat"}, counts
+    assert set(counts) == {"auth", "profile", "discovery", "match", "chat", "notify"}, counts
     assert answer.total_rows == sum(rows for kinds in counts.values() for rows in kinds.values())
     return counts
 
@@ -422,9 +423,14 @@ def test_a_deleted_account_leaves_no_trace_in_any_service(cluster, api, admin, d
     send(api, eli, thread, "hello Dee")
     api.matches.Block(match_pb2.BlockRequest(target_user_id=fay.id), metadata=eli.auth, timeout=TIMEOUT)
     api.matches.Unblock(match_pb2.UnblockRequest(target_user_id=fay.id), metadata=eli.auth, timeout=TIMEOUT)
+    api.notifications.RegisterDevice(notify_pb2.RegisterDeviceRequest(
+        platform=notify_pb2.PUSH_PLATFORM_FCM, token=f"fcm-{dee.id}", app_id="dev.kindred.fitness"),
+        metadata=dee.auth, timeout=TIMEOUT)
+    api.notifications.UpdateNotificationSettings(notify_pb2.UpdateNotificationSettingsRequest(
+        settings=notify_pb2.NotificationSettings(new_match=True)), metadata=dee.auth, timeout=TIMEOUT)
     before = footprint(api, admin, dee.id)
     assert {"auth.accounts", "profile.profiles", "profile.photos", "discovery.candidates", "match.swipes_given",
-            "chat.messages"} & set(nonzero(before)), nonzero(before)
+            "chat.messages", "notify.devices", "notify.settings"} <= set(nonzero(before)), nonzero(before)
 
     # Events in flight: a swipe, a message, an upload, a move and a profile edit, and at once the deletion.
     follow(api, dee, fay)

@@ -14,7 +14,7 @@
 #   POSTGRES_SECRETS_UID          owner of the files PostgreSQL reads, default 999 (the postgres image's user)
 # Ownership is set only when running as root; every file is mode 0400.
 #
-# Files: service-secret-<name> (gateway, profile, discovery, match, chat; auth reads all five), media-url-key,
+# Files: service-secret-<name> (gateway, profile, discovery, match, chat, notify; auth reads all six), media-url-key,
 # location-key, match-page-token-secret, postgres-password, db-password-<service> (for
 # init-roles.sh) and database-url-<service> (the same password, for the server).
 set -euo pipefail
@@ -43,7 +43,7 @@ write() {
     echo "generate-secrets: $1 generated"
 }
 
-for name in gateway profile discovery match chat; do
+for name in gateway profile discovery match chat notify; do
     write "service-secret-$name" "$server_uid" "$(random_value)"
 done
 write media-url-key "$server_uid" "$(random_value)"
