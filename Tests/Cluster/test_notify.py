@@ -59,7 +59,7 @@ class Member:
 
     @property
     def auth(self):
-        return bearer(self.session.access_token)
+        return bearer(self.session.tokens.access_token)
 
 
 def register(notifications, auth, platform=FCM, token="", **fields):
@@ -144,15 +144,15 @@ def test_a_token_belongs_to_the_account_that_registered_it_last(cluster, account
 def test_sign_out_removes_that_sessions_devices_and_sign_out_everywhere_all(cluster, accounts, notifications):
     eve = Member(cluster, accounts)
     phone, tablet = eve.session, eve.sign_in(accounts)
-    register(notifications, bearer(phone.access_token), token=f"phone-{eve.id}")
-    kept = register(notifications, bearer(tablet.access_token), token=f"tablet-{eve.id}").device
-    accounts.SignOut(account_pb2.SignOutRequest(), metadata=bearer(phone.access_token), timeout=TIMEOUT)
+    register(notifications, bearer(phone.tokens.access_token), token=f"phone-{eve.id}")
+    kept = register(notifications, bearer(tablet.tokens.access_token), token=f"tablet-{eve.id}").device
+    accounts.SignOut(account_pb2.SignOutRequest(), metadata=bearer(phone.tokens.access_token), timeout=TIMEOUT)
     eventually(lambda: device_rows(cluster, eve.id) == 1, "the phone's device removed after its sign-out")
-    assert [d.device_id for d in devices(notifications, bearer(tablet.access_token))] == [kept.device_id]
+    assert [d.device_id for d in devices(notifications, bearer(tablet.tokens.access_token))] == [kept.device_id]
     laptop = eve.sign_in(accounts)
-    register(notifications, bearer(laptop.access_token), token=f"laptop-{eve.id}")
+    register(notifications, bearer(laptop.tokens.access_token), token=f"laptop-{eve.id}")
     assert device_rows(cluster, eve.id) == 2
-    accounts.SignOutEverywhere(account_pb2.SignOutEverywhereRequest(), metadata=bearer(laptop.access_token),
+    accounts.SignOutEverywhere(account_pb2.SignOutEverywhereRequest(), metadata=bearer(laptop.tokens.access_token),
                                timeout=TIMEOUT)
     eventually(lambda: device_rows(cluster, eve.id) == 0, "every device removed after sign-out everywhere")
 
