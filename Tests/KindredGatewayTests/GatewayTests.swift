@@ -133,7 +133,7 @@ struct GatewayTests {
                 Admin.getUserFootprint, footprint, metadata: GatewayHarness.bearer(admin))
             #expect(counts.services.map(\.service) == ["auth"])
             #expect(counts.totalRows > 0)
-            #expect(counts.unavailableParts == ["profile", "discovery", "match", "chat"])
+            #expect(counts.unavailableParts == ["profile", "discovery", "match", "chat", "notify"])
 
             let error = await expectRPCError(.unimplemented) {
                 _ = try await harness.client.unary(
