@@ -4,19 +4,17 @@ import KindredProto
 
 /// Every failure the notify service reports to callers, and the one place that maps it to a gRPC status and a
 /// `kindred.common.v1.ErrorDetail` (built by `RPCError.detailed`, which adds the request id). Handlers throw it;
-/// the runtime maps it. Messages are fixed texts: never SQL, never a token, never another member's data.
+/// the runtime maps it. Messages are fixed texts: never SQL, never a token, never another member's data. Who may
+/// call is the kit's ``ServiceAccess``, which answers with its own statuses.
 public struct NotifyError: Error, RPCErrorConvertible, CustomStringConvertible, Sendable {
     public struct Code: Hashable, Sendable {
         fileprivate enum Base: Hashable, Sendable {
-            case invalidArgument, unauthenticated, permissionDenied, unavailable
+            case invalidArgument
         }
         fileprivate let base: Base
 
         /// Request fields are invalid (see `violations`).
         public static let invalidArgument = Code(base: .invalidArgument)
-        public static let unauthenticated = Code(base: .unauthenticated)
-        public static let permissionDenied = Code(base: .permissionDenied)
-        public static let unavailable = Code(base: .unavailable)
     }
 
     public var code: Code
@@ -45,9 +43,6 @@ public struct NotifyError: Error, RPCErrorConvertible, CustomStringConvertible, 
         let (status, reason): (StatusCode, String) =
             switch self.code.base {
             case .invalidArgument: (.invalidArgument, self.violations.first?.reason ?? "INVALID_ARGUMENT")
-            case .unauthenticated: (.unauthenticated, "UNAUTHENTICATED")
-            case .permissionDenied: (.permissionDenied, "PERMISSION_DENIED")
-            case .unavailable: (.unavailable, "UNAVAILABLE")
             }
         return RPCError.detailed(status, self.message, reason: reason, violations: self.violations)
     }

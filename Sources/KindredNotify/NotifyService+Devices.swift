@@ -8,7 +8,8 @@ extension NotifyService {
     func registerDevice(_ request: Notify.RegisterDeviceRequest, _ context: ServerContext) async throws
         -> Notify.RegisterDeviceResponse
     {
-        let (user, session) = try await self.requireUser(context)
+        let caller = try await self.access.requireUser(context)
+        let (user, session) = (caller.id, caller.sessionID)
         let rules = DeviceRegistration.EndpointRules(
             hosts: self.configuration.webPushHosts, allowHTTP: self.configuration.webPushAllowHTTP)
         let registration = try DeviceRegistration.validate(request, endpoints: rules)
@@ -29,7 +30,7 @@ extension NotifyService {
     func unregisterDevice(_ request: Notify.UnregisterDeviceRequest, _ context: ServerContext) async throws
         -> Notify.UnregisterDeviceResponse
     {
-        let (user, _) = try await self.requireUser(context)
+        let user = try await self.access.requireUser(context).id
         var response = Notify.UnregisterDeviceResponse()
         if !request.deviceId.isEmpty {
             guard UUIDv7.isValid(request.deviceId) else {
@@ -59,7 +60,7 @@ extension NotifyService {
     func listDevices(_ request: Notify.ListDevicesRequest, _ context: ServerContext) async throws
         -> Notify.ListDevicesResponse
     {
-        let (user, _) = try await self.requireUser(context)
+        let user = try await self.access.requireUser(context).id
         var response = Notify.ListDevicesResponse()
         response.devices = try await self.devices.list(user, in: self.database).map(\.wire)
         return response

@@ -9,7 +9,7 @@ extension NotifyService {
     func deliverEvents(_ request: Kindred.Common.V1.DeliverEventsRequest, _ context: ServerContext) async throws
         -> Kindred.Common.V1.DeliverEventsResponse
     {
-        let producer = try await self.auth.access.requireService(["auth"], context)
+        let producer = try await self.access.requireService(["auth"], context)
         var response = Kindred.Common.V1.DeliverEventsResponse()
         response.acknowledgedEventIds = try await self.inbox.process(request.events, from: producer) {
             event, transaction in
@@ -39,8 +39,7 @@ extension NotifyService {
     func getUserFootprint(_ request: Notify.GetUserFootprintRequest, _ context: ServerContext) async throws
         -> Notify.GetUserFootprintResponse
     {
-        let caller = try await self.authenticate(context)
-        guard caller.isAdmin || caller.isService else { throw NotifyError(.permissionDenied, "Admins and services only") }
+        try await self.access.requireAdminOrService(context)
         guard UUIDv7.isValid(request.userId) else {
             throw NotifyError.invalid("user_id", "MALFORMED", "a user id")
         }

@@ -6,7 +6,7 @@ extension NotifyService {
     func getNotificationSettings(_ request: Notify.GetNotificationSettingsRequest, _ context: ServerContext)
         async throws -> Notify.NotificationSettings
     {
-        let (user, _) = try await self.requireUser(context)
+        let user = try await self.access.requireUser(context).id
         return try await self.settings.preferences(of: user, in: self.database).wire
     }
 
@@ -14,7 +14,7 @@ extension NotifyService {
     func updateNotificationSettings(_ request: Notify.UpdateNotificationSettingsRequest, _ context: ServerContext)
         async throws -> Notify.NotificationSettings
     {
-        let (user, _) = try await self.requireUser(context)
+        let user = try await self.access.requireUser(context).id
         let preferences = try NotificationPreferences.validate(request.settings ?? .init())
         try await self.settings.save(preferences, of: user, in: self.database)
         return preferences.wire

@@ -44,24 +44,6 @@ public final class NotifyService: GRPCService, Sendable {
         router.unary(M.getUserFootprint) { try await self.getUserFootprint($0, $1) }
     }
 
-    // MARK: Callers
-
-    /// The caller's verified identity: UNAUTHENTICATED for a missing, invalid or expired token or an ended
-    /// session; UNAVAILABLE while session ends cannot be checked.
-    func authenticate(_ context: ServerContext) async throws -> CallerIdentity {
-        do {
-            return try await self.auth.authenticator.authenticate(context)
-        } catch where error.code == .unavailable {
-            throw NotifyError(.unavailable, CallerAuthenticator.sessionCheckUnavailable)
-        } catch {
-            throw NotifyError(.unauthenticated, "A valid access token is required")
-        }
-    }
-
-    /// The signed-in member of this call (lower-case id) and the session their token belongs to.
-    func requireUser(_ context: ServerContext) async throws -> (user: String, session: String?) {
-        let caller = try await self.authenticate(context)
-        guard let user = caller.userID else { throw NotifyError(.permissionDenied, "A user token is required") }
-        return (user.lowercased(), caller.sessionID)
-    }
+    /// Who calls: the kit's one caller check (``ServiceAccess``), with auth's keys and session ends.
+    var access: ServiceAccess { self.auth.access }
 }
