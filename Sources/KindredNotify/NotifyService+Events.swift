@@ -5,11 +5,13 @@ import KindredServiceKit
 
 extension NotifyService {
     /// `DeliverEvents`: what notify learns from the other services, each effect committed with the event id.
-    /// auth: deletion erases the member's devices and settings.
+    /// auth: deletion erases the member's devices, settings and notifications, deactivation cancels what is pending
+    /// to or about them; match: MatchCreated queues one notification for each side, MatchEnded (unmatch) and
+    /// UserBlocked cancel what is pending between the two.
     func deliverEvents(_ request: Kindred.Common.V1.DeliverEventsRequest, _ context: ServerContext) async throws
         -> Kindred.Common.V1.DeliverEventsResponse
     {
-        let producer = try await self.access.requireService(["auth"], context)
+        let producer = try await self.access.requireService(["auth", "match"], context)
         var response = Kindred.Common.V1.DeliverEventsResponse()
         response.acknowledgedEventIds = try await self.inbox.process(request.events, from: producer) {
             event, transaction in
@@ -24,15 +26,47 @@ extension NotifyService {
         case .accountDeleted?:
             guard UUIDv7.isValid(subject) else { return }
             try await self.erase(subject, in: transaction)
+        case .accountDeactivated?:
+            guard UUIDv7.isValid(subject) else { return }
+            try await self.notifications.cancelPending(involving: subject, in: transaction)
+        case .matchCreated(let match)?:
+            try await self.queueMatch(match, in: transaction)
+        case .matchEnded(let ended)?:
+            let users = ended.userIds.map { $0.lowercased() }
+            guard users.count == 2, users.allSatisfy(UUIDv7.isValid) else { return }
+            try await self.notifications.cancelPending(between: users[0], and: users[1], in: transaction)
+        case .userBlocked(let blocked)?:
+            guard UUIDv7.isValid(subject), UUIDv7.isValid(blocked.blockedUserId) else { return }
+            try await self.notifications.cancelPending(
+                between: subject, and: blocked.blockedUserId.lowercased(), in: transaction)
         default:
             break  // irrelevant here: acknowledged all the same
         }
     }
 
-    /// Account deletion: the member's devices and settings go. Afterwards `GetUserFootprint` counts zero.
+    /// A new match or connection: one notification for each side who wants them, about the other, with a stable
+    /// id (a redelivered event queues nothing more).
+    func queueMatch(_ match: Kindred.Common.V1.MatchCreated, in transaction: PostgresTransaction) async throws {
+        let users = match.userIds.map { $0.lowercased() }
+        guard users.count == 2, users[0] != users[1], users.allSatisfy(UUIDv7.isValid), UUIDv7.isValid(match.matchId) else {
+            self.logger.error("MatchCreated without a valid pair: ignored")
+            return
+        }
+        for (user, other) in [(users[0], users[1]), (users[1], users[0])] {
+            let preferences = try await self.settings.preferences(of: user, in: transaction)
+            guard NotificationKind.newMatch.isWanted(by: preferences) else { continue }
+            try await self.notifications.enqueue(
+                id: try UUIDv7.generate(), to: user, kind: .newMatch, about: other, source: match.matchId.lowercased(),
+                collapseKey: "match-" + match.matchId.lowercased(), connection: match.mode == .oneWay, in: transaction)
+        }
+    }
+
+    /// Account deletion: the member's devices, settings and every notification to or about them go. Afterwards
+    /// `GetUserFootprint` counts zero.
     func erase(_ user: String, in transaction: PostgresTransaction) async throws {
         try await self.devices.deleteAll(of: user, in: transaction)
         try await self.settings.delete(user, in: transaction)
+        try await self.notifications.erase(user, in: transaction)
     }
 
     /// `GetUserFootprint`: rows notify holds about a user, per kind (zeros included). Admins and services.
@@ -47,6 +81,7 @@ extension NotifyService {
         let counts = [
             ("devices", try await self.devices.count(of: user, in: self.database)),
             ("settings", try await self.settings.count(of: user, in: self.database)),
+            ("notifications", try await self.notifications.count(involving: user, in: self.database)),
         ]
         var response = Notify.GetUserFootprintResponse()
         response.counts = counts.map { kind, rows in

@@ -23,6 +23,7 @@ public final class NotifyService: GRPCService, Sendable {
     /// The SQL, one store per aggregate.
     let devices = DeviceStore()
     let settings = SettingsStore()
+    let notifications = NotificationStore()
 
     public init(configuration: NotifyConfiguration, database: PostgresClient, auth: AuthConnection, logger: Logger) {
         self.configuration = configuration

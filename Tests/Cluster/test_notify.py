@@ -1,8 +1,9 @@
 """The notify service in a running cluster (services/run-cluster.sh), driven as apps would, with Python grpcio
 through the gateway's public NotificationService: devices registered idempotently per token, a token that moves
 to the account that registers it last, bad input refused with nothing stored, sign-out removing the devices of that
-session and sign-out everywhere removing all (from auth's session-end feed), settings, and the `kindred devices` /
-`kindred notifications` commands."""
+session and sign-out everywhere removing all (from auth's session-end feed), settings, the `kindred devices` /
+`kindred notifications` commands, and the queue match's events feed (one notification for each side of a new
+connection, cancelled by a block)."""
 
 import os
 import subprocess
@@ -14,7 +15,9 @@ import pytest
 from cluster_harness import Cluster, assert_clean_stop, bin_dir
 from test_cluster import PASSWORD, TIMEOUT, bearer, sign_up_and_verify, unique
 
-from kindred.api.v1 import account_pb2, account_pb2_grpc, notify_pb2, notify_pb2_grpc  # noqa: E402
+from test_consent import Api as FitnessApi, Member as FitnessMember, follow
+
+from kindred.api.v1 import account_pb2, account_pb2_grpc, match_pb2, notify_pb2, notify_pb2_grpc  # noqa: E402
 
 FCM, APNS, WEB_PUSH = notify_pb2.PUSH_PLATFORM_FCM, notify_pb2.PUSH_PLATFORM_APNS, notify_pb2.PUSH_PLATFORM_WEB_PUSH
 SETTLE = 15  # seconds: the bound for a session end to reach notify and its sweep
@@ -193,3 +196,27 @@ def test_the_cli_lists_devices_and_changes_settings(cluster, accounts, tmp_path)
     shown = kindred("notifications", "set", "--messages", "off", "--quiet-hours", "22:30-07:00")
     assert "new messages    off" in shown and "quiet hours     22:30-07:00" in shown
     assert "new messages    off" in kindred("notifications")
+
+
+def queued(cluster, user_id, state):
+    return int(cluster.psql(f"SELECT count(*) FROM notify.notifications WHERE user_id = '{user_id}' "
+                            f"AND kind = 'new_match' AND state = '{state}'"))
+
+
+def test_a_connection_queues_one_notification_for_each_side_and_a_block_cancels_them(cluster, channel):
+    """Two fitness members (one-way follows) connect through the gateway: match's MatchCreated reaches notify,
+    which queues exactly one new-match notification for each of them; a block cancels both while pending."""
+    api = FitnessApi(channel)
+    ann = FitnessMember(cluster, api, "Ann", 48.8566, 2.3522)
+    bob = FitnessMember(cluster, api, "Bob", 48.8600, 2.3400)
+    connected = follow(api, ann, bob)
+    assert connected.match.match_id
+    eventually(lambda: queued(cluster, ann.id, "pending") == 1 and queued(cluster, bob.id, "pending") == 1,
+               "one pending notification for each side")
+    follow(api, bob, ann)  # following back changes nothing in the queue
+    time.sleep(1)
+    assert queued(cluster, ann.id, "pending") == 1 and queued(cluster, bob.id, "pending") == 1
+    api.matches.Block(match_pb2.BlockRequest(target_user_id=ann.id), metadata=bob.auth, timeout=TIMEOUT)
+    # Block answers once every consumer, notify included, applied it: cancelled at once.
+    assert queued(cluster, ann.id, "cancelled") == 1 and queued(cluster, bob.id, "cancelled") == 1
+    assert queued(cluster, ann.id, "pending") == 0 and queued(cluster, bob.id, "pending") == 0
