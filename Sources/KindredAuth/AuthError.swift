@@ -70,7 +70,7 @@ public struct AuthError: Error, RPCErrorConvertible, CustomStringConvertible, Se
     }
 
     /// Field reasons that are also documented ErrorDetail reasons of their own.
-    private static let topLevelReasons: Set<String> = ["PASSWORD_TOO_COMMON", "PAGE_TOKEN_INVALID"]
+    private static let topLevelReasons: Set<String> = ["PASSWORD_TOO_COMMON"]
 
     public var description: String { "AuthError(\(self.code.base): \(self.message))" }
 

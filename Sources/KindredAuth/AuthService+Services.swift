@@ -122,13 +122,7 @@ extension AuthService {
         let query = request.query.lowercased()
         let scope = "\(admin.id)|\(community ?? "")|\(status?.rawValue ?? "")|\(query)"
         let pageSize = request.pageSize == 0 ? 20 : Int(request.pageSize)
-        var offset = 0
-        if !request.pageToken.isEmpty {
-            guard let decoded = PageToken.decode(request.pageToken, key: self.pageTokenKey, scope: scope) else {
-                throw AuthError.invalid("page_token", "PAGE_TOKEN_INVALID", "use a token from a previous page")
-            }
-            offset = decoded
-        }
+        let offset = try PageToken.offset(of: request.pageToken, key: self.pageTokenKey, scope: scope)
         let rows = try await self.accounts.list(
             community: community,
             status: status,

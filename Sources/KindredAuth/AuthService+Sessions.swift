@@ -232,15 +232,7 @@ extension AuthService {
             throw AuthError.invalid("page_size", "OUT_OF_RANGE", "0..100")
         }
         let pageSize = request.pageSize == 0 ? 20 : Int(request.pageSize)
-        var offset = 0
-        if !request.pageToken.isEmpty {
-            guard let decoded = PageToken.decode(request.pageToken, key: self.pageTokenKey, scope: user.id) else {
-                var error = AuthError.invalid("page_token", "PAGE_TOKEN_INVALID", "use a token from a previous page")
-                error.violations[0].reason = "PAGE_TOKEN_INVALID"
-                throw error
-            }
-            offset = decoded
-        }
+        let offset = try PageToken.offset(of: request.pageToken, key: self.pageTokenKey, scope: user.id)
         let rows = try await self.sessions.listLive(
             accountID: user.id,
             limit: pageSize + 1,

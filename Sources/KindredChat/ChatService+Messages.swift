@@ -73,10 +73,7 @@ extension ChatService {
             from = request.fromSequence
             if !newer && from == 0 { from = Int64.max }
         } else {
-            guard let offset = PageToken.decode(request.pageToken, key: self.pageTokenKey, scope: scope) else {
-                throw ChatError.invalid("page_token", "PAGE_TOKEN_INVALID", "use a token from a previous page")
-            }
-            from = Int64(offset)
+            from = Int64(try PageToken.offset(of: request.pageToken, key: self.pageTokenKey, scope: scope))
         }
         _ = try await self.readableThread(threadID, for: user, in: self.database)
         var page = try await self.messages.page(

@@ -13,13 +13,7 @@ extension ChatService {
         // (services/README.md, "Text and page limits").
         let size = min(try ChatValidation.pageSize(request.pageSize, default: 20), CardPage.maxCards)
         let scope = "threads|\(user)"
-        var offset = 0
-        if !request.pageToken.isEmpty {
-            guard let decoded = PageToken.decode(request.pageToken, key: self.pageTokenKey, scope: scope) else {
-                throw ChatError.invalid("page_token", "PAGE_TOKEN_INVALID", "use a token from a previous page")
-            }
-            offset = decoded
-        }
+        let offset = try PageToken.offset(of: request.pageToken, key: self.pageTokenKey, scope: scope)
         var threads = try await self.threads.summaries(
             for: user, ids: nil, limit: size + 1, offset: offset, in: self.database)
         var response = Chat.ListThreadsResponse()

@@ -91,13 +91,7 @@ extension DiscoveryService {
         // The page token is scoped to the viewer and the whole query: another query cannot reuse it.
         var scope = "search:\(viewer):\(request.query):\(request.maxDistanceKm)"
         for filter in request.attributeFilters { scope += ":" + ((try? filter.serializedBytes()).map { Data($0).base64EncodedString() } ?? "") }
-        var offset = 0
-        if !request.pageToken.isEmpty {
-            guard let decoded = PageToken.decode(request.pageToken, key: self.pageTokenKey, scope: scope) else {
-                throw DiscoveryError.invalid("page_token", "PAGE_TOKEN_INVALID", "use a token from a previous page")
-            }
-            offset = decoded
-        }
+        let offset = try PageToken.offset(of: request.pageToken, key: self.pageTokenKey, scope: scope)
         let scanLimit = self.configuration.scanLimit
         let found: [IndexMatch] = try self.index.read(community) { (state: CommunityState) throws -> [IndexMatch] in
             let filters = try Self.filters(request.attributeFilters, rules: state.rules)

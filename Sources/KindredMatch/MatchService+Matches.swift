@@ -19,7 +19,7 @@ extension MatchService {
         case .unrecognized: throw MatchError.invalid("direction", "INVALID_VALUE", "a ConnectionDirection")
         }
         let scope = "matches|\(user.id)|\(direction)|\(size)"
-        let offset = try self.pageOffset(request.pageToken, scope: scope)
+        let offset = try PageToken.offset(of: request.pageToken, key: self.pageTokenKey, scope: scope)
         let rows = try await self.matches.list(
             viewer: user.id, direction: direction, limit: size + 1, offset: offset, on: self.database)
         var response = MatchApi.ListMatchesResponse()
@@ -86,7 +86,7 @@ extension MatchService {
         let user = try await self.access.requireUser(context)
         let size = try Self.cardPageSize(request.pageSize)
         let scope = "likes|\(user.id)|\(size)"
-        let offset = try self.pageOffset(request.pageToken, scope: scope)
+        let offset = try PageToken.offset(of: request.pageToken, key: self.pageTokenKey, scope: scope)
         let (likes, total) = try await self.matches.likesReceived(
             viewer: user.id, limit: size + 1, offset: offset, on: self.database)
         var response = MatchApi.ListLikesReceivedResponse()

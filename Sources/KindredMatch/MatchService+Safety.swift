@@ -95,7 +95,7 @@ extension MatchService {
         let user = try await self.access.requireUser(context)
         let size = try Self.pageSize(request.pageSize)
         let scope = "blocks|\(user.id)|\(size)"
-        let offset = try self.pageOffset(request.pageToken, scope: scope)
+        let offset = try PageToken.offset(of: request.pageToken, key: self.pageTokenKey, scope: scope)
         let rows = try await self.safety.blocks(of: user.id, limit: size + 1, offset: offset, on: self.database)
         var response = MatchApi.ListBlocksResponse()
         response.blocks = rows.prefix(size).map { row in
@@ -176,7 +176,7 @@ extension MatchService {
             ? nil : Self.userID(request.reportedUserId, field: "reported_user_id")
         let community = request.communityId.isEmpty ? nil : request.communityId
         let scope = "reports|\(admin.id)|\(request.status.rawValue)|\(reported ?? "")|\(community ?? "")|\(size)"
-        let offset = try self.pageOffset(request.pageToken, scope: scope)
+        let offset = try PageToken.offset(of: request.pageToken, key: self.pageTokenKey, scope: scope)
         let rows = try await self.safety.list(
             status: request.status.rawValue, reported: reported, community: community, limit: size + 1, offset: offset,
             on: self.database)

@@ -128,15 +128,6 @@ public final class MatchService: GRPCService, Sendable {
         min(try Self.pageSize(size), CardPage.maxCards)
     }
 
-    /// The offset of a page token for `scope` (0 for none), else INVALID_ARGUMENT PAGE_TOKEN_INVALID.
-    func pageOffset(_ token: String, scope: String) throws -> Int {
-        guard !token.isEmpty else { return 0 }
-        guard let offset = PageToken.decode(token, key: self.pageTokenKey, scope: scope) else {
-            throw MatchError.invalid("page_token", "PAGE_TOKEN_INVALID", "use a token from a previous page")
-        }
-        return offset
-    }
-
     /// The token of the next page, or "" when this page was the last.
     func nextPageToken(offset: Int, count: Int, pageSize: Int, more: Bool, scope: String) -> String {
         guard more else { return "" }

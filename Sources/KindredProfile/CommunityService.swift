@@ -79,13 +79,7 @@ public final class CommunityService: GRPCService, Sendable {
             throw ProfileError.invalid("page_size", "OUT_OF_RANGE", "1..100, or 0 for 50")
         }
         let size = request.pageSize == 0 ? 50 : Int(request.pageSize)
-        var offset = 0
-        if !request.pageToken.isEmpty {
-            guard let decoded = PageToken.decode(request.pageToken, key: self.pageTokenKey, scope: "communities") else {
-                throw ProfileError.invalid("page_token", "PAGE_TOKEN_INVALID", "a token from the previous page")
-            }
-            offset = decoded
-        }
+        let offset = try PageToken.offset(of: request.pageToken, key: self.pageTokenKey, scope: "communities")
         let page = try await self.communities.list(offset: offset, limit: size + 1, in: self.database)
         var response = V1.ListCommunitiesResponse()
         response.communities = Array(page.prefix(size))

@@ -187,13 +187,7 @@ extension ProfileService {
         }
         let size = request.pageSize == 0 ? 500 : Int(request.pageSize)
         let scope = "index:\(request.communityId):\(request.includeIneligible)"
-        var offset = 0
-        if !request.pageToken.isEmpty {
-            guard let decoded = PageToken.decode(request.pageToken, key: self.pageTokenKey, scope: scope) else {
-                throw ProfileError.invalid("page_token", "PAGE_TOKEN_INVALID", "a token from the previous page")
-            }
-            offset = decoded
-        }
+        let offset = try PageToken.offset(of: request.pageToken, key: self.pageTokenKey, scope: scope)
         // Pages by position in user-id order; ineligible profiles are filtered after reading.
         let rows = try await self.database.query(
             """

@@ -1,13 +1,17 @@
 import Foundation
+import KindredGRPC
+import KindredGRPCServices
 import KindredOpenSSL
+import KindredProto
 
 /// Opaque, signed page tokens for list RPCs.
 ///
 /// A token is `base64url(offset "." expiry || 0 || HMAC-SHA256(key, scope || 0 || offset "." expiry))`. The
 /// scope binds it to one caller and one query (e.g. `"<user id>|<filters>"`): a token handed out for another
-/// user or other filters, a tampered one, or one past its expiry decodes to nil, which the handler maps to
-/// INVALID_ARGUMENT ("use a token from a previous page"). The key is the service's own secret (32 random
-/// bytes); tokens do not survive a key change, which only sends clients back to the first page.
+/// user or other filters, a tampered one, or one past its expiry decodes to nil; handlers read a request's token
+/// with ``offset(of:key:scope:now:)``, which answers such a token with INVALID_ARGUMENT `PAGE_TOKEN_INVALID`.
+/// The key is the service's own secret (32 random bytes); tokens do not survive a key change, which only sends
+/// clients back to the first page.
 public enum PageToken {
     /// How long a token stays valid by default: a client paging through a list takes minutes, not hours.
     public static let defaultLifetime: Duration = .seconds(3600)
@@ -48,6 +52,25 @@ public enum PageToken {
             Int64(now.timeIntervalSince1970) < expiry
         else { return nil }
         return offset
+    }
+
+    /// The offset of a request's `page_token`: 0 for none (the first page); INVALID_ARGUMENT with the reason
+    /// `PAGE_TOKEN_INVALID` on `page_token` for one that does not decode (every list RPC answers it alike).
+    public static func offset(of token: String, key: [UInt8], scope: String, now: Date = Date()) throws(RPCError)
+        -> Int
+    {
+        guard !token.isEmpty else { return 0 }
+        guard let offset = Self.decode(token, key: key, scope: scope, now: now) else { throw Self.invalid }
+        return offset
+    }
+
+    /// The answer to a page token that does not decode.
+    public static var invalid: RPCError {
+        RPCError.detailed(
+            .invalidArgument, "The request is invalid", reason: "PAGE_TOKEN_INVALID",
+            violations: [
+                .init(field: "page_token", reason: "PAGE_TOKEN_INVALID", hint: "use a token from a previous page")
+            ])
     }
 
     private static func mac(_ payload: [UInt8], key: [UInt8], scope: String) -> [UInt8] {

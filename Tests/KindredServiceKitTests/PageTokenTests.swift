@@ -1,4 +1,6 @@
 import Foundation
+import KindredGRPC
+import KindredGRPCServices
 import KindredOpenSSL
 import KindredServiceKit
 import Testing
@@ -11,6 +13,24 @@ import Testing
     func roundTrip(offset: Int) {
         let token = PageToken.encode(offset: offset, key: self.key, scope: "user-a|filters", now: self.now)
         #expect(PageToken.decode(token, key: self.key, scope: "user-a|filters", now: self.now) == offset)
+    }
+
+    /// A request's token: none is the first page; one that does not decode is INVALID_ARGUMENT with the one
+    /// reason every list RPC gives, naming the field.
+    @Test func aRequestsTokenIsAnOffsetOrTheOneRefusal() throws {
+        let token = PageToken.encode(offset: 40, key: self.key, scope: "user-a", now: self.now)
+        #expect(try PageToken.offset(of: "", key: self.key, scope: "user-a", now: self.now) == 0)
+        #expect(try PageToken.offset(of: token, key: self.key, scope: "user-a", now: self.now) == 40)
+        for bad in [token, "not-a-token", String(repeating: "A", count: 300)] {
+            do {
+                _ = try PageToken.offset(of: bad, key: self.key, scope: "user-b", now: self.now)
+                Issue.record("a token for another scope passed")
+            } catch {
+                #expect(error.code == .invalidArgument)
+                #expect(error.errorDetail?.reason == "PAGE_TOKEN_INVALID")
+                #expect(error.errorDetail?.fieldViolations.map(\.field) == ["page_token"])
+            }
+        }
     }
 
     @Test func otherUsersScopeOrKeyIsRefused() {
