@@ -40,6 +40,16 @@ let package = Package(
         .executable(name: "kindred-discovery-bench", targets: ["kindred-discovery-bench"]),
         .executable(name: "kindred-discovery-pg-bench", targets: ["kindred-discovery-pg-bench"]),
         .library(name: "KindredGRPC", targets: ["KindredGRPC"]),
+        // For the fuzz targets (Tests/Fuzz, a package of its own that depends on this one by path).
+        .library(name: "KindredProtobuf", targets: ["KindredProtobuf"]),
+        .library(name: "KindredProto", targets: ["KindredProto"]),
+        .library(name: "KindredProtoJSON", targets: ["KindredProtoJSON"]),
+        .library(name: "KindredServiceKit", targets: ["KindredServiceKit"]),
+        .library(name: "KindredIdentity", targets: ["KindredIdentity"]),
+        .library(name: "KindredSMTP", targets: ["KindredSMTP"]),
+        .library(name: "KindredVips", targets: ["KindredVips"]),
+        .library(name: "KindredHTTP2", targets: ["KindredHTTP2"]),
+        .library(name: "KindredOpenSSL", targets: ["KindredOpenSSL"]),
         .executable(name: "kindred-photo-bench", targets: ["kindred-photo-bench"]),
     ],
     dependencies: [

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: generated-code drift check, every Swift test, and the Python grpcio interop suite.
+# The test command: generated-code drift check, every Swift test, every fuzz target for a few seconds, and the
+# Python interop and cluster suites.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,5 +9,6 @@ proto/check-generated.sh
 
 swift build --build-tests
 swift test --skip-build --parallel --num-workers 2
+Tests/Fuzz/campaign.sh "${KINDRED_FUZZ_SECONDS:-5}"
 
 KINDRED_BIN_PATH="$(swift build --show-bin-path)" python3 -m pytest -q -p no:cacheprovider Tests/Interop Tests/Cluster
