@@ -353,7 +353,7 @@ def test_dockerignore_keeps_build_products_and_data_out():
 # ---- shell scripts ----
 
 @pytest.mark.parametrize("script", ["services/run-cluster.sh", "services/postgres/init-roles.sh",
-                                    "services/install-deps.sh"])
+                                    "services/install-deps.sh", "Tests/Fuzz/campaign.sh"])
 def test_shell_scripts_parse_and_pass_shellcheck(script):
     subprocess.run(["bash", "-n", script], cwd=ROOT, check=True)
     if shutil.which("shellcheck") is None:

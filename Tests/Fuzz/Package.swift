@@ -23,6 +23,7 @@ let package = Package(
         fuzzTarget("FuzzJWT", kindred: ["KindredIdentity", "KindredOpenSSL"]),
         fuzzTarget("FuzzSMTPReply", kindred: ["KindredSMTP"], nio: true),
         fuzzTarget("FuzzPhotoContainer", kindred: ["KindredVips"]),
+        fuzzTarget("FuzzHTTP2Server", kindred: ["KindredHTTP2"], nio: true),
     ]
 )
 

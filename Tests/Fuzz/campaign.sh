@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 seconds="${1:-5}"
 all="FuzzProtobuf FuzzGRPCFraming FuzzProtoJSON FuzzPageTokenMediaURL FuzzJWT FuzzSMTPReply FuzzTextGeohash"
-all+=" FuzzPhotoContainer"
+all+=" FuzzPhotoContainer FuzzHTTP2Server"
 read -r -a targets <<<"${FUZZ_TARGETS:-$all}"
 jobs="${FUZZ_JOBS:-1}"
 
@@ -29,7 +29,7 @@ run() {
     mkdir -p ".build/fuzz-corpus/$target"
     [ -f "Dictionaries/$target.dict" ] && dict=("-dict=Dictionaries/$target.dict")
     local status=0
-    ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1" "$bin/$target" "${dict[@]}" \
+    SWIFT_BACKTRACE=enable=no ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1" "$bin/$target" "${dict[@]}" \
         -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2560 -max_len=8192 -print_final_stats=1 \
         -artifact_prefix=".build/fuzz-artifacts/$target-" \
         ".build/fuzz-corpus/$target" "Corpus/$target" >"$log" 2>&1 || status=$?

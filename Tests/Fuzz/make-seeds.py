@@ -215,14 +215,73 @@ def token_and_text_seeds():
     write("FuzzTextGeohash", "point-nan", [0x80 + 2 + 3 * 4] + list(struct.pack("<dd", float("nan"), 180.0)))
 
 
+def http2_seeds():
+    """Client frames from python-h2 (the preface itself is the target's: it is cut off here)."""
+    import h2.config
+    import h2.connection
+    import h2.events  # noqa: F401
+
+    def client():
+        connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        connection.initiate_connection()
+        return connection
+
+    request = [(":method", "POST"), (":scheme", "http"), (":path", "/kindred.api.v1.DeckService/GetDeck"),
+               (":authority", "localhost"), ("content-type", "application/grpc"), ("te", "trailers"),
+               ("grpc-timeout", "5S"), ("authorization", "Bearer eyJhbGciOiJFZERTQSJ9.e30.c2ln")]
+    message = b"\x00\x00\x00\x00\x04\x08\x14\x10\x01"
+
+    def seed(name, build, plan=(0, 0, 0, 0)):
+        connection = client()
+        build(connection)
+        data = connection.data_to_send()
+        write("FuzzHTTP2Server", name, list(plan) + list(data[24:]))
+
+    def unary(c):
+        c.send_headers(1, request)
+        c.send_data(1, message, end_stream=True)
+    seed("unary-call", unary)
+    seed("unary-call-split-reads", unary, plan=(0, 1, 2, 3))
+
+    def streams(c):
+        for stream in (1, 3, 5):
+            c.send_headers(stream, request)
+            c.send_data(stream, message)
+        c.reset_stream(3)
+        c.increment_flow_control_window(1 << 20)
+        c.increment_flow_control_window(1, stream_id=1)
+        c.end_stream(1)
+        c.ping(b"12345678")
+        c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 16})
+    seed("three-streams-reset-ping-settings", streams)
+
+    def empty_data(c):
+        c.send_headers(1, request)
+        for _ in range(20):
+            c.send_data(1, b"")
+    seed("empty-data-flood", empty_data)
+
+    def big_headers(c):
+        c.send_headers(1, request + [("x-padding", "a" * 8000), ("x-more", "b" * 9000)], end_stream=True)
+    seed("header-list-too-large", big_headers)
+
+    def goaway(c):
+        c.send_headers(1, request, end_stream=True)
+        c.close_connection()
+    seed("goaway", goaway)
+
+
 if __name__ == "__main__":
-    if CORPUS.exists():
-        shutil.rmtree(CORPUS)
+    # Inputs that once broke a property (regression-*) stay; every other seed is written anew.
+    for seed in CORPUS.glob("*/*"):
+        if not seed.name.startswith("regression-"):
+            seed.unlink()
     protobuf_seeds()
     framing_seeds()
     photo_seeds()
     jwt_seeds()
     smtp_seeds()
     token_and_text_seeds()
+    http2_seeds()
     for folder in sorted(CORPUS.iterdir()):
         print(f"{folder.name}: {len(list(folder.iterdir()))} seeds, {sum(f.stat().st_size for f in folder.iterdir())} bytes")
