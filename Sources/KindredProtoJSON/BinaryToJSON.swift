@@ -18,19 +18,21 @@ struct BinaryToJSON {
 
     private let schemas: SchemaSet
     var out: OutputBuffer
-    private var entries: [Entry] = []
+    private var entries = ScratchStack<Entry>(capacity: 64)
     /// Per oneof of the messages being written: the member seen last and where.
-    private var winners: [(field: Int32, start: Int32)] = []
+    private var winners = ScratchStack<Entry>(capacity: 8)
 
     init(schemas: SchemaSet, capacity: Int) {
         self.schemas = schemas
         out = OutputBuffer(capacity: capacity)
-        entries.reserveCapacity(64)
-        winners.reserveCapacity(8)
     }
 
-    /// Frees the output buffer (after its contents are copied out).
-    func deallocate() { out.deallocate() }
+    /// Frees the buffers (after the output is copied out).
+    func deallocate() {
+        out.deallocate()
+        entries.deallocate()
+        winners.deallocate()
+    }
 
     mutating func message(_ index: Int, _ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, depth: Int)
         throws(ProtoJSONError)
@@ -63,22 +65,24 @@ struct BinaryToJSON {
             let field = fields[fieldIndex]
             guard field.kind.wireType == wireType || (field.isPacked || field.isRepeated && field.kind.isPackable) && wireType == 2
             else { throw .malformedBinary(schema) }
-            entries.append(Entry(field: Int32(fieldIndex), wireType: wireType, start: Int32(start), end: Int32(end)))
+            entries.push(Entry(field: Int32(fieldIndex), wireType: wireType, start: Int32(start), end: Int32(end)))
             if Int32(fieldIndex) < lastField { sorted = false }
             lastField = Int32(fieldIndex)
         }
         let levelEnd = entries.count
         if !sorted {
-            entries[base..<levelEnd].sort { ($0.field, $0.start) < ($1.field, $1.start) }
+            var slice = entries.slice(base..<levelEnd)
+            slice.sort { ($0.field, $0.start) < ($1.field, $1.start) }
         }
         // The winning member of each oneof: the one that occurred last.
         let winnersBase = winners.count
         if !schema.oneofNames.isEmpty {
-            for _ in 0..<schema.oneofNames.count { winners.append((-1, -1)) }
-            for entry in entries[base..<levelEnd] {
+            for _ in 0..<schema.oneofNames.count { winners.push(Entry(field: -1, wireType: 0, start: -1, end: -1)) }
+            for index in base..<levelEnd {
+                let entry = entries[index]
                 let oneof = Int(fields[Int(entry.field)].oneof)
                 if oneof >= 0 && entry.start > winners[winnersBase + oneof].start {
-                    winners[winnersBase + oneof] = (entry.field, entry.start)
+                    winners[winnersBase + oneof] = entry
                 }
             }
         }
@@ -120,8 +124,8 @@ struct BinaryToJSON {
             if written { first = false } else { out.truncate(to: mark) }
         }
         out.append(UInt8(ascii: "}"))
-        entries.removeLast(entries.count - base)
-        winners.removeLast(winners.count - winnersBase)
+        entries.pop(to: base)
+        winners.pop(to: winnersBase)
     }
 
     /// A singular message that occurs more than once: the occurrences concatenated are their merge.
@@ -129,7 +133,8 @@ struct BinaryToJSON {
         throws(ProtoJSONError)
     {
         var merged: [UInt8] = []
-        for entry in entries[group] {
+        for index in group {
+            let entry = entries[index]
             merged.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)]))
         }
         // withUnsafeBytes rethrows untyped errors; carry the typed one out.
