@@ -92,6 +92,8 @@ async function boot() {
   session = new Session(apiUrl);
   session.onSignedOut = () => {
     live?.stop();
+    live = null;
+    sessionStorage.removeItem("kindred.resume");
     showAuth("signin", "Your session ended. Sign in again.");
   };
   if (session.signedIn) enterApp();
@@ -262,17 +264,20 @@ async function showDeck(cards, next) {
   screen = { name: "deck" };
   if (cards) deck = { cards: [...cards], next: next || "", loaded: true };
   const stage = h("div.stage");
-  layout("deck", "Discover", stage, h("button.icon-button", { title: "Reload", onclick: () => {
-    deck.loaded = false;
-    deck.cards = [];
+  layout("deck", "Discover", stage, h("button.icon-button", { title: "Reload", "aria-label": "Reload", onclick: () => {
+    deck = { cards: [], next: "", loaded: false };
     showDeck();
   } }, "↻"));
-  if (!deck.loaded || (!deck.cards.length && deck.next)) {
+  // An empty hand asks for more (the next page, or a fresh deck: people join and finish profiles all the time).
+  if (!cards && deck.cards.length === 0) {
     clear(stage, h("div.spinner"));
     try {
-      const page = await session.call("DeckService", "GetDeck", { pageSize: 10, pageToken: deck.next || "",
-        excludeUserIds: deck.cards.map((card) => card.profile.userId).slice(0, 100) });
-      deck = { cards: [...deck.cards, ...(page.cards || [])], next: page.nextPageToken || "", loaded: true,
+      const request = { pageSize: 10, pageToken: deck.next || "" };
+      const page = await session.call("DeckService", "GetDeck", request).catch((failure) => {
+        if (failure.reason !== "PAGE_TOKEN_INVALID") throw failure;
+        return session.call("DeckService", "GetDeck", { pageSize: 10 });  // expired: start a fresh deck
+      });
+      deck = { cards: page.cards || [], next: page.nextPageToken || "", loaded: true,
         widened: page.widened, radiusKm: page.radiusKm };
     } catch (failure) {
       clear(stage, empty("⚑", describe(failure),
@@ -292,10 +297,7 @@ function renderDeck(stage) {
   const card = deck.cards[0];
   if (!card) {
     clear(stage, empty("☕", "No one new around right now. Check back soon.",
-      h("button.secondary", { onclick: () => {
-        deck.loaded = false;
-        showDeck();
-      } }, "Look again")));
+      h("button.secondary", { "data-test": "look-again", onclick: () => showDeck() }, "Look again")));
     return;
   }
   const element = profileCard(card.profile, { topPick: card.topPick, shared: card.sharedAttributeKeys });
@@ -323,7 +325,7 @@ function profileCard(profile, { behind = false, topPick = false, shared = [] } =
     a.textValue || a.choiceValue || a.choiceValues?.values?.join(", ") || a.integerValue || (a.boolValue ? a.key : ""))
     .filter(Boolean);
   return h(`article.profile-card${behind ? ".behind" : ""}`, { "data-test": "card", "data-user": profile.userId },
-    photos.length ? image : h("div.photo.placeholder", {}, profile.displayName.slice(0, 1)),
+    photos.length ? image : h("div.photo.placeholder", {}, (profile.displayName || "?").slice(0, 1)),
     dots,
     photos.length > 1 ? [
       h("button.tap.left", { "aria-label": "Previous photo", onclick: () => show(index - 1) }),
@@ -385,7 +387,14 @@ async function swipe(card, action, element, stage) {
   if (screen.name === "deck") showDeck();
 }
 
+const celebrated = new Set();
+
+/** "It's a match", once per match (the swipe's answer and the live stream both tell it). */
 function showMatchOverlay(profile, match) {
+  if (match?.matchId) {
+    if (celebrated.has(match.matchId)) return;
+    celebrated.add(match.matchId);
+  }
   document.querySelector(".match-overlay")?.remove();
   const close = () => overlay.remove();
   const overlay = h("div.match-overlay", { role: "dialog", "aria-label": "It's a match", "data-test": "match-overlay" },
@@ -482,7 +491,11 @@ async function openChat(match) {
   const append = (message) => {
     if (shown.has(message.messageId)) return;
     shown.add(message.messageId);
-    list.append(bubble(message));
+    // In sequence order, whichever arrives first (history or the live stream).
+    const element = bubble(message);
+    element.dataset.sequence = message.sequence;
+    const later = [...list.children].find((other) => Number(other.dataset.sequence) > Number(message.sequence));
+    list.insertBefore(element, later || null);
     list.scrollTop = list.scrollHeight;
     if (message.senderUserId !== session.userId) {
       newest = message.messageId;
@@ -681,11 +694,7 @@ async function showCreateProfile() {
     field("Where are you?", placeSelect(), "Or leave it and allow your browser's location. Only a coarse area is kept."),
     error,
     h("button.primary", { type: "submit", "data-test": "save-profile" }, "Save and start"),
-    h("button.link", { type: "button", onclick: async () => {
-      live?.stop();
-      await session.signOut();
-      showAuth("signin");
-    } }, "Sign out"));
+    h("button.link", { type: "button", onclick: signOut }, "Sign out"));
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const data = new FormData(form);
@@ -730,17 +739,22 @@ async function showCreateProfile() {
   clear(app, h("main.auth", {}, form));
 }
 
+async function signOut() {
+  live?.stop();
+  live = null;
+  deck = { cards: [], next: "", loaded: false };
+  community = null;
+  me = null;
+  sessionStorage.removeItem("kindred.resume");
+  sessionStorage.removeItem("kindred.createKey");
+  await session.signOut();
+  showAuth("signin");
+}
+
 async function showMe() {
   screen = { name: "me" };
   const content = h("div.me", {}, h("div.spinner"));
-  layout("me", "Profile", content, h("button.link", { "data-test": "sign-out", onclick: async () => {
-    live?.stop();
-    live = null;
-    deck = { cards: [], next: "", loaded: false };
-    await session.signOut();
-    sessionStorage.removeItem("kindred.resume");
-    showAuth("signin");
-  } }, "Sign out"));
+  layout("me", "Profile", content, h("button.link", { "data-test": "sign-out", onclick: signOut }, "Sign out"));
   let profile;
   try {
     profile = (await session.call("ProfileService", "GetMyProfile", {})).profile;
