@@ -3,8 +3,12 @@ and 304s, cache and security headers, nothing outside the folder whatever the pa
 headless Chromium (Debian's chromium + chromium-driver, driven by selenium) runs it: two members in two browser
 sessions sign up (the code from the mail sink), create profiles with photos (file inputs), find each other in the
 deck, like each other, see "It's a match" and exchange a live message. Screenshots of each step are written to the
-test's temporary folder (the path is printed). The browser part needs Connect JSON with CORS on the gateway's
-port over HTTP/1.1 and is skipped, saying so, while the gateway does not answer it."""
+test's temporary folder (the path is printed).
+
+The gateway runs with TLS here (a certificate made for the test; Chromium told to accept it), as it would in
+production behind its own certificate: browsers speak HTTP/2 only over TLS, so the app reaches the gateway's
+Connect edge over HTTP/2 whether or not the port also serves HTTP/1.1. The browser flow needs Connect JSON with CORS
+and is skipped, saying so, while the gateway does not answer it."""
 
 import http.client
 import json
@@ -12,18 +16,28 @@ import pathlib
 import shutil
 import time
 
+import subprocess
+
 import pytest
 from PIL import Image, ImageDraw
 
 from cluster_config import ADMIN_PORT_OFFSET
-from cluster_harness import Cluster, assert_clean_stop
+from cluster_harness import Cluster, assert_clean_stop, free_port_base
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    running = Cluster()
+def cluster(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tls")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-keyout", str(folder / "key.pem"), "-out", str(folder / "cert.pem"), "-days", "2",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                   check=True, capture_output=True)
+    base, smtp = free_port_base()
+    running = Cluster(ports=(base, smtp), KINDRED_GATEWAY_TLS_CERT_FILE=str(folder / "cert.pem"),
+                      KINDRED_GATEWAY_TLS_KEY_FILE=str(folder / "key.pem"),
+                      KINDRED_GATEWAY_WEB_API_URL=f"https://127.0.0.1:{base}")
     pids = running.pids()
     yield running
     assert_clean_stop(running, pids)
@@ -77,7 +91,9 @@ def test_the_app_files_are_served_with_their_types_and_headers(cluster, path, co
 def test_the_app_finds_the_api_and_the_root_leads_to_it(cluster):
     status, headers, body = request(media_port(cluster), "GET", "/app/config.json")
     assert status == 200 and headers["content-type"] == "application/json"
-    assert json.loads(body) == {"apiPort": cluster.port("gateway")}
+    assert json.loads(body) == {"apiPort": cluster.port("gateway"), "apiURL": f"https://{cluster.gateway}"}
+    status, headers, _ = request(media_port(cluster), "GET", "/app/")
+    assert f"connect-src 'self' https://{cluster.gateway};" in headers["content-security-policy"]
     for target in ("/", "/app", "/?x=1"):
         status, headers, _ = request(media_port(cluster), "GET", target)
         assert (status, headers["location"]) == (302, "/app/"), target
@@ -110,22 +126,20 @@ def test_photo_urls_still_answer_as_before(cluster):
 
 
 def connect_json_with_cors(cluster) -> str:
-    """Why the browser test cannot run yet ('' when it can): the gateway must answer a Connect JSON call over
-    HTTP/1.1 and allow the app's origin."""
+    """Why the browser flow cannot run yet ('' when it can): the gateway must answer a Connect JSON call (curl, HTTP/2
+    over TLS, as Chromium will) and allow the app's origin."""
     origin = f"http://127.0.0.1:{media_port(cluster)}"
-    try:
-        connection = http.client.HTTPConnection("127.0.0.1", cluster.port("gateway"), timeout=10)
-        connection.request("POST", "/kindred.api.v1.ProfileService/GetCommunity", body=b'{"communityId": "dating"}',
-                           headers={"Content-Type": "application/json", "Connect-Protocol-Version": "1",
-                                    "Origin": origin})
-        response = connection.getresponse()
-        body = response.read()
-        headers = {name.lower(): value for name, value in response.getheaders()}
-        connection.close()
-    except (OSError, http.client.HTTPException) as error:
-        return f"the gateway's port does not answer HTTP/1.1 ({type(error).__name__}: {error})"
-    if response.status != 200 or not headers.get("content-type", "").startswith("application/json"):
-        return f"the gateway does not answer Connect JSON yet (HTTP {response.status}: {body[:120]!r})"
+    result = subprocess.run(
+        ["curl", "-sk", "--http2", "-D", "-", "-X", "POST", "-H", "Content-Type: application/json",
+         "-H", "Connect-Protocol-Version: 1", "-H", f"Origin: {origin}", "--data-binary", '{"communityId": "dating"}',
+         f"https://{cluster.gateway}/kindred.api.v1.ProfileService/GetCommunity"],
+        capture_output=True, text=True, timeout=30)
+    head, _, body = result.stdout.replace("\r\n", "\n").partition("\n\n")
+    lines = head.split("\n")
+    status = lines[0].strip() if lines else ""
+    headers = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])}
+    if result.returncode != 0 or " 200" not in status or not headers.get("content-type", "").startswith("application/json"):
+        return f"the gateway does not answer Connect JSON yet ({status or result.returncode}: {body[:120]!r})"
     if headers.get("access-control-allow-origin") != origin:
         return "the gateway does not allow the web app's origin (CORS) yet"
     return ""
@@ -153,8 +167,9 @@ def browsers(cluster, tmp_path_factory):
     for _ in range(2):
         options = webdriver.ChromeOptions()
         options.binary_location = shutil.which("chromium")
+        options.accept_insecure_certs = True  # the test's own certificate on the gateway
         for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=420,900",
-                         "--disable-gpu", "--no-first-run", "--disable-extensions"):
+                         "--disable-gpu", "--no-first-run", "--disable-extensions", "--ignore-certificate-errors"):
             options.add_argument(argument)
         options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
         drivers.append(webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options))
