@@ -223,7 +223,7 @@ async function enterApp() {
     live = new LiveEvents(session);
     live.addEventListener("matchCreated", (event) => {
       const match = event.detail.match;
-      if (screen.name !== "chat") showMatchOverlay(match?.profile, match);
+      if (screen.name !== "chat") showMatchOverlay(match?.profile, match, event.detail.otherUserId);
       if (screen.name === "matches") showMatches();
     });
     live.addEventListener("message", (event) => onLiveMessage(event.detail));
@@ -389,19 +389,32 @@ async function swipe(card, action, element, stage) {
 
 const celebrated = new Set();
 
-/** "It's a match", once per match (the swipe's answer and the live stream both tell it). */
-function showMatchOverlay(profile, match) {
+/** "It's a match", once per match (the swipe's answer and the live stream both tell it, in either order). */
+function showMatchOverlay(profile, match, otherUserId = profile?.userId) {
   if (match?.matchId) {
     if (celebrated.has(match.matchId)) return;
     celebrated.add(match.matchId);
   }
   document.querySelector(".match-overlay")?.remove();
   const close = () => overlay.remove();
+  const theirs = h("span", {}, avatar(profile, ".large"));
+  const line = h("p", {}, `You and ${profile?.displayName || "your match"} like each other.`);
+  if (match && otherUserId) match.otherUserId = otherUserId;
+  if (match && !profile?.displayName && otherUserId) {
+    // The stream's event may come without the card (and before the swipe's answer): fetch it.
+    session.call("ProfileService", "GetProfile", { userId: otherUserId }).then((answer) => {
+      match.profile = answer.profile;
+      clear(theirs, avatar(answer.profile, ".large"));
+      line.textContent = `You and ${answer.profile.displayName} like each other.`;
+    }).catch(() => {});
+  } else if (match && profile && !match.profile) {
+    match.profile = profile;
+  }
   const overlay = h("div.match-overlay", { role: "dialog", "aria-label": "It's a match", "data-test": "match-overlay" },
     h("div.burst", {},
       h("h2", {}, community?.settings?.mode === "COMMUNITY_MODE_ONE_WAY" ? "You're connected!" : "It's a match!"),
-      h("div.pair", {}, avatar(me, ".large"), avatar(profile, ".large")),
-      h("p", {}, `You and ${profile?.displayName || "your match"} like each other.`),
+      h("div.pair", {}, avatar(me, ".large"), theirs),
+      line,
       match ? h("button.primary", { "data-test": "open-chat", onclick: () => {
         close();
         openChat(match);
@@ -428,12 +441,12 @@ async function showMatches() {
   }
   if (screen.name !== "matches") return;
   const likeRow = (likes.likes || []).filter((like) => like.profile).map((like) =>
-    h("div.like", { "data-test": "like-received" },
+    h("div.liker", { "data-test": "like-received" },
       h("img.like-photo", { src: photoUrl(like.profile.photos?.[0]), alt: "" }),
       h("span", {}, like.profile.displayName),
       h("div.mini-actions", {},
         h("button", { "aria-label": "Pass", onclick: () => likeBack(like.profile, "SWIPE_ACTION_PASS") }, "✕"),
-        h("button.like", { "aria-label": "Like back", onclick: () => likeBack(like.profile, "SWIPE_ACTION_LIKE") }, "♥"))));
+        h("button.yes", { "aria-label": "Like back", onclick: () => likeBack(like.profile, "SWIPE_ACTION_LIKE") }, "♥"))));
   clear(content,
     h("section", {}, h("h3", {}, "Likes you", likes.totalCount ? h("span.count", {}, likes.totalCount) : null),
       likeRow.length ? h("div.likes", {}, likeRow) : h("p.muted", {}, "No new likes yet.")),
@@ -479,6 +492,13 @@ function bubble(message) {
 }
 
 async function openChat(match) {
+  if (!match.profile?.displayName && match.otherUserId) {
+    try {
+      match.profile = (await session.call("ProfileService", "GetProfile", { userId: match.otherUserId })).profile;
+    } catch {
+      /* the header shows "Chat"; the conversation still works */
+    }
+  }
   const threadId = match.matchId;
   const other = match.profile;
   const list = h("div.messages", { "aria-live": "polite" });
