@@ -376,7 +376,8 @@ extension Kindred.Api.V1 {
                 kind: .unary
             )
 
-            /// Returns the top picks (default 3). The user. Same errors as GetDeck.
+            /// Returns the top picks (default 3). The user. FAILED_PRECONDITION: LOCATION_REQUIRED,
+            /// PROFILE_INCOMPLETE (as GetDeck).
             public static let getRecommendations =
                 ProtoMethod<Kindred.Api.V1.GetRecommendationsRequest, Kindred.Api.V1.GetRecommendationsResponse>(
                     service: "kindred.api.v1.DeckService",
@@ -385,7 +386,8 @@ extension Kindred.Api.V1 {
                 )
 
             /// Searches compatible members by attributes, text and distance, nearest first. The user.
-            /// Same errors as GetDeck; INVALID_ARGUMENT for filters on non-filterable attributes.
+            /// FAILED_PRECONDITION: LOCATION_REQUIRED, PROFILE_INCOMPLETE. INVALID_ARGUMENT: PAGE_TOKEN_INVALID,
+            /// filters on non-filterable attributes.
             public static let searchMembers =
                 ProtoMethod<Kindred.Api.V1.SearchMembersRequest, Kindred.Api.V1.SearchMembersResponse>(
                     service: "kindred.api.v1.DeckService",
@@ -404,8 +406,8 @@ extension Kindred.Api.V1 {
             )
 
             /// Undoes the caller's last pass within the community's undo window and daily limit. The
-            /// user. Idempotent with swipe_id. FAILED_PRECONDITION: UNDO_NOT_ALLOWED. RESOURCE_EXHAUSTED:
-            /// daily undo limit.
+            /// user. Idempotent with swipe_id. NOT_FOUND: no swipe to undo. FAILED_PRECONDITION:
+            /// UNDO_NOT_ALLOWED. RESOURCE_EXHAUSTED: daily undo limit.
             public static let undoPass = ProtoMethod<Kindred.Api.V1.UndoPassRequest, Kindred.Api.V1.UndoPassResponse>(
                 service: "kindred.api.v1.DeckService",
                 name: "UndoPass",
