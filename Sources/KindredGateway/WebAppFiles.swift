@@ -4,7 +4,8 @@ import NIOHTTP1
 
 /// The web app's static files (`web/`), served by the media port under `/app/`: plain HTML, CSS and JavaScript
 /// modules, read once when the gateway starts. A request is answered only from this table, so no path a client
-/// sends can reach a file outside the folder (`..`, encoded slashes and symbolic links lead nowhere).
+/// sends can reach a file outside the folder (`..`, encoded slashes lead nowhere; symbolic links and dot files are
+/// not read).
 ///
 /// Every answer carries a strong `ETag` (SHA-256 of the bytes; `If-None-Match` → 304) and `Cache-Control:
 /// no-cache` (browsers keep the files but ask each time, so a new deployment shows at once: the app has no
@@ -36,12 +37,15 @@ struct WebAppFiles: Sendable {
     init(root: String, apiURL: String?, apiPort: Int) throws {
         let base = URL(fileURLWithPath: root, isDirectory: true).standardizedFileURL.resolvingSymlinksInPath()
         guard let walker = FileManager.default.enumerator(
-            at: base, includingPropertiesForKeys: [.isRegularFileKey, .fileSizeKey], options: [.skipsHiddenFiles])
+            at: base, includingPropertiesForKeys: [.isRegularFileKey, .isSymbolicLinkKey, .fileSizeKey],
+            options: [.skipsHiddenFiles])
         else { throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: root]) }
         var files: [String: File] = [:]
         for case let url as URL in walker {
-            let values = try url.resourceValues(forKeys: [.isRegularFileKey, .fileSizeKey])
-            guard values.isRegularFile == true, (values.fileSize ?? 0) <= Self.maxFileBytes,
+            let values = try url.resourceValues(forKeys: [.isRegularFileKey, .isSymbolicLinkKey, .fileSizeKey])
+            // Links are left out: a link in the folder must not publish what it points at.
+            guard values.isRegularFile == true, values.isSymbolicLink != true,
+                (values.fileSize ?? 0) <= Self.maxFileBytes,
                 let type = Self.contentTypes[url.pathExtension.lowercased()]
             else { continue }
             let relative = url.standardizedFileURL.path.dropFirst(base.path.count)
