@@ -40,7 +40,7 @@ public final class APNsProvider: PushProvider {
         guard !configuration.keyID.isEmpty, !configuration.teamID.isEmpty else {
             throw PushConfigurationError("the APNs key id and team id must be set")
         }
-        let origin = try PushOrigin(configuration.baseURL, setting: "APNs base URL")
+        let origin = try PushConfigurationError.origin(configuration.baseURL, setting: "APNs base URL")
         self.configuration = configuration
         self.client = HTTP2Client(
             configuration: try origin.clientConfiguration(

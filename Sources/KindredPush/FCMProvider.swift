@@ -42,9 +42,9 @@ public final class FCMProvider: PushProvider {
         clock: @escaping @Sendable () -> Date = { Date() }
     ) throws {
         let account = try FCMServiceAccount(file: configuration.serviceAccountFile)
-        let origin = try PushOrigin(configuration.baseURL, setting: "FCM base URL")
+        let origin = try PushConfigurationError.origin(configuration.baseURL, setting: "FCM base URL")
         let tokenURL = configuration.tokenURL ?? account.tokenURI
-        let token = try PushOrigin.split(tokenURL, setting: "FCM token URL")
+        let token = try PushConfigurationError.split(tokenURL, setting: "FCM token URL")
         let client = HTTP2Client(
             configuration: try origin.clientConfiguration(
                 trustRootsFile: configuration.trustRootsFile,

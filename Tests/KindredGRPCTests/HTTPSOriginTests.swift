@@ -1,18 +1,17 @@
+import KindredGRPC
 import Testing
 
-@testable import KindredPush
-
-@Suite("Provider origins")
-struct PushOriginTests {
+@Suite("HTTPS origins")
+struct HTTPSOriginTests {
     @Test("https://host[:port] parses; the port defaults to 443")
     func parses() throws {
-        let apple = try PushOrigin("https://api.push.apple.com", setting: "x")
+        let apple = try HTTPSOrigin("https://api.push.apple.com")
         #expect(apple.host == "api.push.apple.com" && apple.port == 443)
-        let local = try PushOrigin("https://127.0.0.1:8443/", setting: "x")
+        let local = try HTTPSOrigin("https://127.0.0.1:8443/")
         #expect(local.host == "127.0.0.1" && local.port == 8443)
-        let v6 = try PushOrigin("https://[::1]:9000", setting: "x")
+        let v6 = try HTTPSOrigin("https://[::1]:9000")
         #expect(v6.host == "::1" && v6.port == 9000)
-        let split = try PushOrigin.split("https://oauth2.googleapis.com/token", setting: "x")
+        let split = try HTTPSOrigin.split("https://oauth2.googleapis.com/token")
         #expect(split.origin.host == "oauth2.googleapis.com" && split.origin.port == 443)
         #expect(split.path == "/token")
     }
@@ -22,6 +21,6 @@ struct PushOriginTests {
         "https://host:70000", "https://host:x", "api.push.apple.com",
     ])
     func refuses(_ text: String) {
-        #expect(throws: PushConfigurationError.self) { try PushOrigin(text, setting: "x") }
+        #expect(throws: HTTPSOriginError.self) { try HTTPSOrigin(text) }
     }
 }
