@@ -13,10 +13,10 @@ struct APNsProviderTests {
     static let topic = "com.kindred.test"
 
     /// Runs `body` with fresh keys and a running peer; stops both afterwards.
-    func withPeer(_ body: (PushTestKeys, PushPeer) async throws -> Void) async throws {
-        let keys = try await PushTestKeys.make()
+    func withPeer(_ body: (PeerKeys, Peer) async throws -> Void) async throws {
+        let keys = try await PeerKeys.make()
         defer { keys.remove() }
-        let peer = try await PushPeer.start(
+        let peer = try await Peer.start(
             "apns_peer.py",
             keys: keys,
             arguments: ["--public-key", keys.apnsPublicKey, "--key-id", Self.keyID, "--team-id", Self.teamID,
@@ -27,8 +27,8 @@ struct APNsProviderTests {
     }
 
     func provider(
-        _ keys: PushTestKeys,
-        _ peer: PushPeer,
+        _ keys: PeerKeys,
+        _ peer: Peer,
         keyFile: String? = nil,
         connections: Int = 1,
         clock: @escaping @Sendable () -> Date = { Date() }
@@ -266,7 +266,7 @@ struct APNsProviderTests {
 
     @Test("a peer that is not there: retry later")
     func unreachable() async throws {
-        let keys = try await PushTestKeys.make()
+        let keys = try await PeerKeys.make()
         defer { keys.remove() }
         var configuration = APNsConfiguration(keyFile: keys.apnsKey, keyID: Self.keyID, teamID: Self.teamID, topic: Self.topic)
         configuration.baseURL = "https://127.0.0.1:\(try unusedPort())"
@@ -280,7 +280,7 @@ struct APNsProviderTests {
 
     @Test("a device token that is not hex is gone without a request; a non-APNs target is rejected")
     func badTargets() async throws {
-        let keys = try await PushTestKeys.make()
+        let keys = try await PeerKeys.make()
         defer { keys.remove() }
         var configuration = APNsConfiguration(keyFile: keys.apnsKey, keyID: Self.keyID, teamID: Self.teamID, topic: Self.topic)
         configuration.baseURL = "https://127.0.0.1:\(try unusedPort())"

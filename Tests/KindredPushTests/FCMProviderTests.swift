@@ -12,10 +12,10 @@ struct FCMProviderTests {
     static let project = "kindred-test"
     static let clientEmail = "push@kindred-test.iam.gserviceaccount.com"
 
-    func withPeer(_ body: (PushTestKeys, PushPeer) async throws -> Void) async throws {
-        let keys = try await PushTestKeys.make()
+    func withPeer(_ body: (PeerKeys, Peer) async throws -> Void) async throws {
+        let keys = try await PeerKeys.make()
         defer { keys.remove() }
-        let peer = try await PushPeer.start(
+        let peer = try await Peer.start(
             "fcm_peer.py",
             keys: keys,
             arguments: ["--port", String(keys.fcmPort), "--public-key", keys.fcmPublicKey, "--client-email",
@@ -26,8 +26,8 @@ struct FCMProviderTests {
     }
 
     func provider(
-        _ keys: PushTestKeys,
-        _ peer: PushPeer,
+        _ keys: PeerKeys,
+        _ peer: Peer,
         account: String? = nil,
         clock: @escaping @Sendable () -> Date = { Date() }
     ) throws -> FCMProvider {
@@ -54,7 +54,7 @@ struct FCMProviderTests {
         )
     }
 
-    static func records(_ peer: PushPeer, kind: String) throws -> [[String: Any]] {
+    static func records(_ peer: Peer, kind: String) throws -> [[String: Any]] {
         try peer.records().filter { $0["kind"] as? String == kind }
     }
 

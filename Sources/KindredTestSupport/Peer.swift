@@ -1,56 +1,59 @@
 import Foundation
-import KindredTestSupport
-import Testing
+
+// Independent peers for protocol tests: the Python servers in Tests/Peers (APNs, FCM, JWKS), their throwaway keys
+// and certificates, what they recorded and the answers they are told to give. See Tests/Peers/README.md.
 
 /// Throwaway keys and certificates for one test, written by `Tests/Peers/push_test_keys.py` into a fresh folder.
-struct PushTestKeys: Sendable {
-    let folder: String
+public struct PeerKeys: Sendable {
+    public let folder: String
     /// The port the FCM peer will listen on (its token URI is in the service-account files).
-    let fcmPort: Int
+    public let fcmPort: Int
 
-    var caFile: String { self.folder + "/ca.pem" }
-    var serverCertificate: String { self.folder + "/server.pem" }
-    var serverKey: String { self.folder + "/server-key.pem" }
-    var apnsKey: String { self.folder + "/apns-key.p8" }
-    var apnsPublicKey: String { self.folder + "/apns-key.pub.pem" }
-    var apnsOtherKey: String { self.folder + "/apns-other-key.p8" }
-    var fcmServiceAccount: String { self.folder + "/fcm-service-account.json" }
-    var fcmPublicKey: String { self.folder + "/fcm-service-account.pub.pem" }
-    var fcmOtherAccount: String { self.folder + "/fcm-other-account.json" }
+    public var caFile: String { self.folder + "/ca.pem" }
+    public var serverCertificate: String { self.folder + "/server.pem" }
+    public var serverKey: String { self.folder + "/server-key.pem" }
+    public var apnsKey: String { self.folder + "/apns-key.p8" }
+    public var apnsPublicKey: String { self.folder + "/apns-key.pub.pem" }
+    public var apnsOtherKey: String { self.folder + "/apns-other-key.p8" }
+    public var fcmServiceAccount: String { self.folder + "/fcm-service-account.json" }
+    public var fcmPublicKey: String { self.folder + "/fcm-service-account.pub.pem" }
+    public var fcmOtherAccount: String { self.folder + "/fcm-other-account.json" }
 
-    static func make() async throws -> PushTestKeys {
+    public static func make() async throws -> PeerKeys {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("kindred-push-\(UUID().uuidString)").path
         let port = try unusedPort()
         let output = try await runPython(
             peerScript("push_test_keys.py"),
             [folder, "--token-uri", "https://127.0.0.1:\(port)/token", "--project", "kindred-test"]
         )
-        guard output.status == 0 else {
-            Issue.record("push_test_keys.py failed: \(output.errorText)")
-            throw PeerFailure()
-        }
-        return PushTestKeys(folder: folder, fcmPort: port)
+        guard output.status == 0 else { throw PeerFailure("push_test_keys.py failed: \(output.errorText)") }
+        return PeerKeys(folder: folder, fcmPort: port)
     }
 
-    func remove() {
+    public func remove() {
         try? FileManager.default.removeItem(atPath: self.folder)
     }
 }
 
 /// The path of a script in Tests/Peers.
-func peerScript(_ name: String) -> String {
+public func peerScript(_ name: String) -> String {
+    // Sources/KindredTestSupport/Peer.swift → the repository root.
     URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("Peers/\(name)").path
+        .deletingLastPathComponent().appendingPathComponent("Tests/Peers/\(name)").path
 }
 
-struct PeerFailure: Error {}
+/// A peer or its keys could not be set up; the message says why.
+public struct PeerFailure: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
 
 /// A push peer (`apns_peer.py` or `fcm_peer.py`) running for one test: its port, the JSON lines it recorded and
 /// the rules file it answers by.
-final class PushPeer: Sendable {
-    let port: Int
-    let recordFile: String
-    let rulesFile: String
+public final class Peer: Sendable {
+    public let port: Int
+    public let recordFile: String
+    public let rulesFile: String
     private let process: Process
     private let input: Pipe
 
@@ -63,7 +66,7 @@ final class PushPeer: Sendable {
     }
 
     /// Starts `script` with `arguments` (plus TLS, record and rules options) and waits for "LISTENING <port>".
-    static func start(_ script: String, keys: PushTestKeys, arguments: [String]) async throws -> PushPeer {
+    public static func start(_ script: String, keys: PeerKeys, arguments: [String]) async throws -> Peer {
         let name = (script as NSString).deletingPathExtension
         let recordFile = keys.folder + "/\(name)-\(UUID().uuidString).jsonl"
         let rulesFile = keys.folder + "/\(name)-rules-\(UUID().uuidString).json"
@@ -89,21 +92,20 @@ final class PushPeer: Sendable {
         }
         guard let line, line.hasPrefix("LISTENING "), let port = Int(line.dropFirst("LISTENING ".count)) else {
             kill(process.processIdentifier, SIGKILL)
-            Issue.record("\(script) did not start (are h2 and cryptography installed?): \(line ?? "no output")")
-            throw PeerFailure()
+            throw PeerFailure("\(script) did not start (are h2 and cryptography installed?): \(line ?? "no output")")
         }
-        return PushPeer(port: port, recordFile: recordFile, rulesFile: rulesFile, process: process, input: input)
+        return Peer(port: port, recordFile: recordFile, rulesFile: rulesFile, process: process, input: input)
     }
 
     /// Stops the peer: closes its stdin and kills it (Foundation starts children with SIGTERM blocked).
-    func stop() {
+    public func stop() {
         try? self.input.fileHandleForWriting.close()
         if self.process.isRunning { kill(self.process.processIdentifier, SIGKILL) }
         self.process.waitUntilExit()
     }
 
     /// Every request recorded so far, in arrival order.
-    func records() throws -> [[String: Any]] {
+    public func records() throws -> [[String: Any]] {
         guard let data = FileManager.default.contents(atPath: self.recordFile) else { return [] }
         return try String(decoding: data, as: UTF8.self).split(separator: "\n").map { line in
             try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] ?? [:]
@@ -112,7 +114,7 @@ final class PushPeer: Sendable {
 
     /// Sets the answers by target (see `Rules` in Tests/Peers/h2_peer.py). The peer re-reads the file when its
     /// modification time changes; the write goes through a rename so it never reads half a file.
-    func setRules(_ rules: [String: [String: Any]]) throws {
+    public func setRules(_ rules: [String: [String: Any]]) throws {
         let data = try JSONSerialization.data(withJSONObject: rules)
         let temporary = self.rulesFile + ".new"
         try data.write(to: URL(fileURLWithPath: temporary))
@@ -121,9 +123,9 @@ final class PushPeer: Sendable {
 }
 
 /// A free TCP port on 127.0.0.1 that nothing listens on (bound, then released).
-func unusedPort() throws -> Int {
+public func unusedPort() throws -> Int {
     let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard socket >= 0 else { throw PeerFailure() }
+    guard socket >= 0 else { throw PeerFailure("socket() failed") }
     defer { close(socket) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
@@ -134,20 +136,20 @@ func unusedPort() throws -> Int {
             bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0
         }
     }
-    guard bound else { throw PeerFailure() }
+    guard bound else { throw PeerFailure("no free port") }
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
 /// A clock a test moves by hand.
-final class TestClock: @unchecked Sendable {
+public final class TestClock: @unchecked Sendable {
     private let lock = NSLock()
     private var current: Date
 
-    init(_ start: Date) { self.current = start }
+    public init(_ start: Date) { self.current = start }
 
-    var now: Date { self.lock.withLock { self.current } }
+    public var now: Date { self.lock.withLock { self.current } }
 
-    func advance(by seconds: TimeInterval) {
+    public func advance(by seconds: TimeInterval) {
         self.lock.withLock { self.current += seconds }
     }
 }
