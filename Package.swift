@@ -285,14 +285,14 @@ let package = Package(
         .testTarget(name: "KindredVipsTests", dependencies: ["KindredVips", "KindredTestSupport"], exclude: ["python"]),
         .testTarget(
             name: "KindredIdentityTests",
-            dependencies: ["KindredIdentity", "KindredOpenSSL", "KindredGRPC", "KindredTestSupport"],
+            dependencies: ["KindredIdentity", "KindredOpenSSL", "KindredGRPC", "KindredTestSupport", logging],
             exclude: ["python"]
         ),
         .testTarget(
             name: "KindredAuthTests",
             dependencies: [
                 "KindredAuth", "KindredPostgresTesting", "KindredGRPC", "KindredGRPCServices", "KindredProto",
-                "KindredIdentity", "KindredServiceKit",
+                "KindredIdentity", "KindredServiceKit", "KindredTestSupport",
             ] + nio,
             exclude: ["python"]
         ),

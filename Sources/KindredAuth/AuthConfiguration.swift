@@ -81,10 +81,25 @@ public struct AuthConfiguration: Sendable {
     public var bootstrapSecret: String?
     /// `KINDRED_AUTH_OIDC_ISSUERS` (comma-separated), default `https://accounts.google.com,https://appleid.apple.com`;
     /// `KINDRED_AUTH_OIDC_AUDIENCES` (comma-separated client ids), default none (SignInWithIdToken disabled);
-    /// `KINDRED_AUTH_OIDC_JWKS_FILE` (path to a JWKS JSON file), default none.
+    /// `KINDRED_AUTH_OIDC_JWKS_FILE` (path to a JWKS JSON file), default none;
+    /// `KINDRED_AUTH_OIDC_JWKS_URLS` (comma-separated https URLs of JWKS documents, fetched and cached by their
+    /// Cache-Control, refreshed on an unknown key id at most once a minute), default Google's and Apple's
+    /// (`oidcDefaultJWKSURLs`) when no JWKS file is set, none when one is (tests, air-gapped sites);
+    /// `KINDRED_AUTH_OIDC_JWKS_CA_FILE` (PEM), default none: the CA the JWKS servers' certificates must chain to
+    /// instead of the system store (a local peer).
     public var oidcIssuers: Set<String> = ["https://accounts.google.com", "https://appleid.apple.com"]
     public var oidcAudiences: Set<String> = []
     public var oidcJWKSFile: String?
+    public var oidcJWKSURLs: [String]?
+    public var oidcJWKSCAFile: String?
+    public static let oidcDefaultJWKSURLs = [
+        "https://www.googleapis.com/oauth2/v3/certs", "https://appleid.apple.com/auth/keys",
+    ]
+
+    /// The JWKS documents to fetch: the configured ones, else the providers' own unless a key file replaces them.
+    public var effectiveOIDCJWKSURLs: [String] {
+        self.oidcJWKSURLs ?? (self.oidcJWKSFile == nil ? Self.oidcDefaultJWKSURLs : [])
+    }
 
     /// `KINDRED_AUTH_SERVICE_SECRET_<NAME>` (string, 32..256) for NAME in GATEWAY, PROFILE, DISCOVERY, MATCH,
     /// CHAT, NOTIFY, default none: the secret each service presents to IssueServiceToken. Unset = that service cannot
@@ -164,6 +179,10 @@ public struct AuthConfiguration: Sendable {
         self.oidcIssuers = reader.list("KINDRED_AUTH_OIDC_ISSUERS", default: self.oidcIssuers)
         self.oidcAudiences = reader.list("KINDRED_AUTH_OIDC_AUDIENCES", default: self.oidcAudiences)
         self.oidcJWKSFile = reader.string("KINDRED_AUTH_OIDC_JWKS_FILE")
+        self.oidcJWKSURLs = reader.string("KINDRED_AUTH_OIDC_JWKS_URLS").map { text in
+            text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        }
+        self.oidcJWKSCAFile = reader.string("KINDRED_AUTH_OIDC_JWKS_CA_FILE")
         for name in Self.serviceNames {
             let key = "KINDRED_AUTH_SERVICE_SECRET_" + name.uppercased()
             self.serviceSecrets[name] = try reader.secret(key, length: 32...256)

@@ -55,12 +55,23 @@ public final class AuthServer: ServiceServer {
         let relay = MailRelay(database: self.database, smtp: smtp, configuration: configuration, logger: logger)
         self.relay = relay
         var idTokenVerifier: IDTokenVerifier?
-        if let jwks = configuration.oidcJWKSFile, !configuration.oidcAudiences.isEmpty {
-            let keySet = try JSONWebKeySet(json: try Data(contentsOf: URL(fileURLWithPath: jwks)))
+        var oidcKeys: OIDCKeySource?
+        if !configuration.oidcAudiences.isEmpty {
+            let fileKeys = try configuration.oidcJWKSFile.map { path in
+                try JSONWebKeySet(json: try Data(contentsOf: URL(fileURLWithPath: path)))
+            }
+            let urls = configuration.effectiveOIDCJWKSURLs
+            if !urls.isEmpty {
+                oidcKeys = try OIDCKeySource(
+                    configuration: .init(urls: urls, trustRootsFile: configuration.oidcJWKSCAFile),
+                    fileKeys: fileKeys,
+                    logger: logger
+                )
+            }
             idTokenVerifier = IDTokenVerifier(
                 issuers: configuration.oidcIssuers,
                 audiences: configuration.oidcAudiences,
-                keySet: keySet
+                keySet: fileKeys ?? .empty
             )
         }
         self.service = AuthService(
@@ -71,6 +82,7 @@ public final class AuthServer: ServiceServer {
             commonPasswords: try CommonPasswords.bundled(),
             limiter: limiter,
             idTokenVerifier: idTokenVerifier,
+            oidcKeys: oidcKeys,
             mailRelayNudge: { relay.nudge() },
             logger: logger
         )

@@ -45,7 +45,11 @@ extension AuthService {
         let expectedNonce = SHA256.hash(Array(request.nonce.utf8)).map { String(format: "%02x", $0) }.joined()
         let claims: IDTokenClaims
         do {
-            claims = try verifier.verify(request.idToken, nonce: expectedNonce)
+            if let keys = self.oidcKeys {
+                claims = try await keys.verify(request.idToken, with: verifier, nonce: expectedNonce)
+            } else {
+                claims = try verifier.verify(request.idToken, nonce: expectedNonce)
+            }
         } catch {
             throw AuthError(.unauthenticated, "The ID token is invalid")
         }

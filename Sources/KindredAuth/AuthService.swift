@@ -26,6 +26,8 @@ public final class AuthService: GRPCService, Sendable {
     let mail: MailComposer
     let mailRelayNudge: @Sendable () -> Void
     let idTokenVerifier: IDTokenVerifier?
+    /// The OpenID providers' keys fetched from their JWKS URLs (with the key file's); nil: the file's alone.
+    let oidcKeys: OIDCKeySource?
     let logger: Logger
     /// Integrity key of page tokens, derived from the signing key.
     let pageTokenKey: [UInt8]
@@ -47,6 +49,7 @@ public final class AuthService: GRPCService, Sendable {
         commonPasswords: CommonPasswords,
         limiter: AuthLimiter = AuthLimiter(),
         idTokenVerifier: IDTokenVerifier? = nil,
+        oidcKeys: OIDCKeySource? = nil,
         mailRelayNudge: @escaping @Sendable () -> Void = {},
         logger: Logger
     ) {
@@ -67,6 +70,7 @@ public final class AuthService: GRPCService, Sendable {
         self.mail = MailComposer(configuration: configuration)
         self.mailRelayNudge = mailRelayNudge
         self.idTokenVerifier = idTokenVerifier
+        self.oidcKeys = oidcKeys
         self.logger = logger
         self.inbox = EventInbox(database: database, logger: logger)
         self.pageTokenKey = SHA256.hash(

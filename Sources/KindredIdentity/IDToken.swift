@@ -11,6 +11,13 @@ public struct JSONWebKeySet: Sendable {
 
     var keys: [String: Key]
 
+    init(keys: [String: Key]) {
+        self.keys = keys
+    }
+
+    /// A set without keys (nothing verifies against it).
+    public static let empty = JSONWebKeySet(keys: [:])
+
     public var keyIDs: [String] { self.keys.keys.sorted() }
 
     private struct Document: Decodable {

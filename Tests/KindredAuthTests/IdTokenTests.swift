@@ -2,6 +2,7 @@ import Foundation
 import KindredGRPC
 import KindredOpenSSL
 import KindredProto
+import KindredTestSupport
 import Testing
 
 @testable import KindredAuth
@@ -116,6 +117,37 @@ struct IdTokenTests {
                 _ = try await auth.call(Auth.signInWithIdToken, request(tokens[1], nonces[4]))
             }
         }
+    }
+
+    @Test("the providers' keys come from their JWKS URL (over HTTPS, cached) when no key file is set")
+    func keysFromJWKSURL() async throws {
+        let keys = try await PeerKeys.make()
+        defer { keys.remove() }
+        let email = AuthHarness.uniqueEmail("jwks-url")
+        let nonces = (0..<2).map { _ in UUID().uuidString }
+        let tokens = try Self.makeTokens(
+            [Self.claims(sub: "u-1", email: email, nonce: nonces[0]), Self.claims(sub: "u-1", email: email, nonce: nonces[1])],
+            directory: keys.folder
+        )
+        let peer = try await Peer.start("jwks_peer.py", keys: keys, arguments: ["--jwks", keys.folder + "/jwks.json"])
+        defer { peer.stop() }
+        try await AuthHarness.with(configure: {
+            $0.oidcAudiences = ["kindred-ios"]
+            $0.oidcJWKSURLs = ["https://127.0.0.1:\(peer.port)/oauth2/v3/certs"]
+            $0.oidcJWKSCAFile = keys.caFile
+        }) { auth in
+            for (token, nonce) in zip(tokens, nonces) {
+                var request = Kindred.Auth.V1.SignInWithIdTokenRequest()
+                request.communityId = auth.community
+                request.provider = .google
+                request.idToken = token
+                request.nonce = nonce
+                let response = try await auth.call(Auth.signInWithIdToken, request)
+                #expect(response.account?.email == email)
+            }
+        }
+        // Fetched once for both sign-ins (the peer says max-age=3600).
+        #expect(try peer.records().count == 1)
     }
 
     @Test func aClosedCommunityCreatesNoAccountButLinksAnExistingOne() async throws {
