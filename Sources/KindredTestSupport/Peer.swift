@@ -3,11 +3,11 @@ import Foundation
 // Independent peers for protocol tests: the Python servers in Tests/Peers (APNs, FCM, JWKS), their throwaway keys
 // and certificates, what they recorded and the answers they are told to give. See Tests/Peers/README.md.
 
-/// Throwaway keys and certificates for one test, written by `Tests/Peers/push_test_keys.py` into a fresh folder.
+/// Throwaway keys and certificates written by `Tests/Peers/push_test_keys.py` into a temporary folder, once per
+/// test process (generating RSA keys for every test made a burst of CPU work at the start of a parallel run). Each
+/// test still starts its own peer, with its own record and rules files.
 public struct PeerKeys: Sendable {
     public let folder: String
-    /// The port the FCM peer will listen on (its token URI is in the service-account files).
-    public let fcmPort: Int
 
     public var caFile: String { self.folder + "/ca.pem" }
     public var serverCertificate: String { self.folder + "/server.pem" }
@@ -19,19 +19,16 @@ public struct PeerKeys: Sendable {
     public var fcmPublicKey: String { self.folder + "/fcm-service-account.pub.pem" }
     public var fcmOtherAccount: String { self.folder + "/fcm-other-account.json" }
 
-    public static func make() async throws -> PeerKeys {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("kindred-push-\(UUID().uuidString)").path
-        let port = try unusedPort()
-        let output = try await runPython(
-            peerScript("push_test_keys.py"),
-            [folder, "--token-uri", "https://127.0.0.1:\(port)/token", "--project", "kindred-test"]
-        )
+    private static let generated = Task { () throws -> PeerKeys in
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("kindred-peers-\(UUID().uuidString)").path
+        let output = try await runPython(peerScript("push_test_keys.py"), [folder, "--project", "kindred-test"])
         guard output.status == 0 else { throw PeerFailure("push_test_keys.py failed: \(output.errorText)") }
-        return PeerKeys(folder: folder, fcmPort: port)
+        return PeerKeys(folder: folder)
     }
 
-    public func remove() {
-        try? FileManager.default.removeItem(atPath: self.folder)
+    /// The keys of this test process (made by the first caller).
+    public static func shared() async throws -> PeerKeys {
+        try await Self.generated.value
     }
 }
 
@@ -97,11 +94,11 @@ public final class Peer: Sendable {
         return Peer(port: port, recordFile: recordFile, rulesFile: rulesFile, process: process, input: input)
     }
 
-    /// Stops the peer: closes its stdin and kills it (Foundation starts children with SIGTERM blocked).
+    /// Stops the peer: closes its stdin and kills it (Foundation starts children with SIGTERM blocked). Does not
+    /// wait for the exit: that would hold a thread of the cooperative pool.
     public func stop() {
         try? self.input.fileHandleForWriting.close()
         if self.process.isRunning { kill(self.process.processIdentifier, SIGKILL) }
-        self.process.waitUntilExit()
     }
 
     /// Every request recorded so far, in arrival order.

@@ -121,15 +121,17 @@ struct IdTokenTests {
 
     @Test("the providers' keys come from their JWKS URL (over HTTPS, cached) when no key file is set")
     func keysFromJWKSURL() async throws {
-        let keys = try await PeerKeys.make()
-        defer { keys.remove() }
+        let keys = try await PeerKeys.shared()
+        let directory = NSTemporaryDirectory() + "kindred-auth-oidc-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
         let email = AuthHarness.uniqueEmail("jwks-url")
         let nonces = (0..<2).map { _ in UUID().uuidString }
         let tokens = try Self.makeTokens(
             [Self.claims(sub: "u-1", email: email, nonce: nonces[0]), Self.claims(sub: "u-1", email: email, nonce: nonces[1])],
-            directory: keys.folder
+            directory: directory
         )
-        let peer = try await Peer.start("jwks_peer.py", keys: keys, arguments: ["--jwks", keys.folder + "/jwks.json"])
+        let peer = try await Peer.start("jwks_peer.py", keys: keys, arguments: ["--jwks", directory + "/jwks.json"])
         defer { peer.stop() }
         try await AuthHarness.with(configure: {
             $0.oidcAudiences = ["kindred-ios"]

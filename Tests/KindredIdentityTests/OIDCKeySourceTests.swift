@@ -7,7 +7,7 @@ import Testing
 
 /// OIDC keys fetched over HTTPS (HTTP2Client) from `Tests/Peers/jwks_peer.py`, an independent JWKS endpoint
 /// (Python h2 over TLS) that serves a key file the test can rotate, with Cache-Control max-age, and records fetches.
-@Suite("OIDC keys from a JWKS endpoint")
+@Suite("OIDC keys from a JWKS endpoint", .serialized)
 struct OIDCKeySourceTests {
     struct Fixture: Decodable {
         let now: Int64
@@ -38,10 +38,9 @@ struct OIDCKeySourceTests {
     }
 
     func withPeer(maxAge: Int, _ body: (PeerKeys, Peer, [String: Any], Fixture, String) async throws -> Void) async throws {
-        let keys = try await PeerKeys.make()
-        defer { keys.remove() }
+        let keys = try await PeerKeys.shared()
         let (jwks, fixture) = try await Self.fixture()
-        let file = keys.folder + "/jwks.json"
+        let file = keys.folder + "/jwks-\(UUID().uuidString).json"
         try Self.write(jwks, to: file)
         let peer = try await Peer.start("jwks_peer.py", keys: keys, arguments: ["--jwks", file, "--max-age", String(maxAge)])
         defer { peer.stop() }

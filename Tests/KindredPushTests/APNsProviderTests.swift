@@ -6,7 +6,7 @@ import Testing
 
 /// The APNs provider against `Tests/Peers/apns_peer.py`, an independent HTTP/2 TLS server (h2 + cryptography) that
 /// verifies every provider token against the .p8 key's public key and checks headers and payload as Apple does.
-@Suite("APNs provider against the APNs peer")
+@Suite("APNs provider against the APNs peer", .serialized)
 struct APNsProviderTests {
     static let keyID = "KEY1234567"
     static let teamID = "TEAM123456"
@@ -14,8 +14,7 @@ struct APNsProviderTests {
 
     /// Runs `body` with fresh keys and a running peer; stops both afterwards.
     func withPeer(_ body: (PeerKeys, Peer) async throws -> Void) async throws {
-        let keys = try await PeerKeys.make()
-        defer { keys.remove() }
+        let keys = try await PeerKeys.shared()
         let peer = try await Peer.start(
             "apns_peer.py",
             keys: keys,
@@ -266,8 +265,7 @@ struct APNsProviderTests {
 
     @Test("a peer that is not there: retry later")
     func unreachable() async throws {
-        let keys = try await PeerKeys.make()
-        defer { keys.remove() }
+        let keys = try await PeerKeys.shared()
         var configuration = APNsConfiguration(keyFile: keys.apnsKey, keyID: Self.keyID, teamID: Self.teamID, topic: Self.topic)
         configuration.baseURL = "https://127.0.0.1:\(try unusedPort())"
         configuration.trustRootsFile = keys.caFile
@@ -280,8 +278,7 @@ struct APNsProviderTests {
 
     @Test("a device token that is not hex is gone without a request; a non-APNs target is rejected")
     func badTargets() async throws {
-        let keys = try await PeerKeys.make()
-        defer { keys.remove() }
+        let keys = try await PeerKeys.shared()
         var configuration = APNsConfiguration(keyFile: keys.apnsKey, keyID: Self.keyID, teamID: Self.teamID, topic: Self.topic)
         configuration.baseURL = "https://127.0.0.1:\(try unusedPort())"
         let provider = try APNsProvider(configuration: configuration, logger: Logger(label: "kindred.push.test"))

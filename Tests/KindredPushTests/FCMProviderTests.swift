@@ -7,19 +7,19 @@ import Testing
 /// The FCM provider against `Tests/Peers/fcm_peer.py`, an independent HTTP/2 TLS server (h2 + cryptography) with
 /// Google's token endpoint (it verifies the RS256 assertion against the service account's public key) and FCM's
 /// `messages:send` (it accepts only access tokens it issued).
-@Suite("FCM provider against the FCM peer")
+@Suite("FCM provider against the FCM peer", .serialized)
 struct FCMProviderTests {
     static let project = "kindred-test"
     static let clientEmail = "push@kindred-test.iam.gserviceaccount.com"
 
     func withPeer(_ body: (PeerKeys, Peer) async throws -> Void) async throws {
-        let keys = try await PeerKeys.make()
-        defer { keys.remove() }
+        let keys = try await PeerKeys.shared()
+        let port = try unusedPort()
         let peer = try await Peer.start(
             "fcm_peer.py",
             keys: keys,
-            arguments: ["--port", String(keys.fcmPort), "--public-key", keys.fcmPublicKey, "--client-email",
-                        Self.clientEmail, "--token-uri", "https://127.0.0.1:\(keys.fcmPort)/token", "--project", Self.project]
+            arguments: ["--port", String(port), "--public-key", keys.fcmPublicKey, "--client-email", Self.clientEmail,
+                        "--token-uri", Self.tokenURL(port), "--project", Self.project]
         )
         defer { peer.stop() }
         try await body(keys, peer)
@@ -33,9 +33,13 @@ struct FCMProviderTests {
     ) throws -> FCMProvider {
         var configuration = FCMConfiguration(serviceAccountFile: account ?? keys.fcmServiceAccount)
         configuration.baseURL = "https://127.0.0.1:\(peer.port)"
+        // The peer's port is this test's: the token endpoint (and the assertion's aud) overrides the key file's.
+        configuration.tokenURL = Self.tokenURL(peer.port)
         configuration.trustRootsFile = keys.caFile
         return try FCMProvider(configuration: configuration, logger: Logger(label: "kindred.push.test"), clock: clock)
     }
+
+    static func tokenURL(_ port: Int) -> String { "https://127.0.0.1:\(port)/token" }
 
     static func registrationToken() -> String {
         "fcm-" + UUID().uuidString.lowercased() + ":APA91b" + String(Int.random(in: 100_000...999_999))
