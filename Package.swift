@@ -106,7 +106,10 @@ let package = Package(
         // The gRPC runtime and the standard services every server carries.
         .target(
             name: "KindredGRPC",
-            dependencies: ["KindredHTTP2", "KindredProtobuf", "KindredOpenSSL", logging, metrics, prometheus] + nio,
+            dependencies: [
+                "KindredHTTP2", "KindredProtobuf", "KindredOpenSSL", logging, metrics, prometheus,
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ] + nio,
             swiftSettings: hotPath
         ),
         // Health, reflection and what every server shares: runner, admin (metrics) port, logging, configuration.

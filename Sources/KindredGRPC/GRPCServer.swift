@@ -67,7 +67,7 @@ public final class GRPCServer: Sendable {
                     if let tls = configuration.tls {
                         try channel.pipeline.syncOperations.addHandler(TLSHandler(context: tls))
                     }
-                    try channel.pipeline.syncOperations.addHandler(
+                    let http2 = {
                         ServerConnectionHandler(
                             router: router,
                             configuration: configuration,
@@ -75,7 +75,24 @@ public final class GRPCServer: Sendable {
                             metrics: metrics,
                             penalties: penalties
                         )
-                    )
+                    }
+                    if let http1 = configuration.web?.http1 {
+                        // HTTP/2 or HTTP/1.1, as the first bytes say.
+                        let sniffer = ProtocolSniffer(timeout: configuration.handshakeTimeout, metrics: metrics) { choice, sync in
+                            switch choice {
+                            case .http2:
+                                try sync.addHandler(http2())
+                            case .http1:
+                                try http1.configure(sync)
+                                try sync.addHandler(
+                                    HTTP1CallHandler(router: router, configuration: configuration, logger: logger, metrics: metrics)
+                                )
+                            }
+                        }
+                        try channel.pipeline.syncOperations.addHandler(sniffer)
+                    } else {
+                        try channel.pipeline.syncOperations.addHandler(http2())
+                    }
                     self?.track(channel)
                 }
             }

@@ -191,6 +191,9 @@ struct InboundMessages {
         var failure: MessageDeframer.Failure
         /// Bytes to return to the window.
         var release: Int
+
+        /// The status a call whose request cannot be deframed ends with.
+        var rpcError: RPCError { self.failure.rpcError }
     }
 
     /// The oldest message and the window bytes that go back now that it is read.
@@ -221,5 +224,19 @@ struct InboundMessages {
         guard excess > 0 else { return 0 }
         self.heldBytes -= excess
         return excess
+    }
+}
+
+extension MessageDeframer.Failure {
+    /// The status of a call whose request broke the framing or the size limit.
+    var rpcError: RPCError {
+        switch self {
+        case .messageTooLarge(let length, let limit):
+            RPCError(.resourceExhausted, "Request message of \(length) bytes exceeds the limit of \(limit)")
+        case .compressedWithoutEncoding:
+            RPCError(.internalError, "Compressed message without grpc-encoding")
+        case .invalidFlag:
+            RPCError(.internalError, "Invalid message frame")
+        }
     }
 }

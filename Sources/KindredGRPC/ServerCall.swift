@@ -1,5 +1,6 @@
 import KindredHTTP2
 import KindredProtobuf
+import Logging
 import NIOCore
 
 /// One server call (one HTTP/2 stream): the bridge between the connection handler, which owns the stream on
@@ -30,7 +31,7 @@ final class ServerCall: @unchecked Sendable {
     let allocator = ByteBufferAllocator()
 
     // Loop-confined state.
-    var connection: ServerConnectionHandler?
+    var connection: (any ServerCallConnection)?
     /// Request messages not read yet, and the flow-control bytes they hold.
     var inbound: InboundMessages
     var readerWaiting: CheckedContinuation<ByteBuffer?, any Error>?
@@ -61,7 +62,7 @@ final class ServerCall: @unchecked Sendable {
         peer: String,
         eventLoop: any EventLoop,
         handler: MethodHandler,
-        connection: ServerConnectionHandler,
+        connection: any ServerCallConnection,
         metrics: ServerMetrics,
         maxMessageSize: Int
     ) {
@@ -190,6 +191,64 @@ final class ServerCall: @unchecked Sendable {
     }
 
     // MARK: Loop side
+
+    /// One line per finished call: what was called, how it ended, how long it took, and the request id that
+    /// ties it to the caller's and downstream services' lines. Never message contents or metadata values.
+    func logAccess(error: RPCError?, level: Logger.Level, logger: Logger) {
+        let code = error?.code ?? .ok
+        var metadata: Logger.Metadata = [
+            "rpc.method": "\(self.path)",
+            "grpc.code": "\(code)",
+            "request_id": "\(self.requestID)",
+            "net.peer": "\(self.peer)",
+        ]
+        if let start = self.startTime {
+            let micros = (NIODeadline.now() - start).nanoseconds / 1000
+            metadata["duration_ms"] = "\(Double(micros) / 1000)"
+        }
+        // Server-side failures are worth a louder line than the routine ones.
+        let serverFault = code == .unknown || code == .internalError || code == .dataLoss
+        logger.log(level: serverFault ? max(level, .warning) : level, "rpc", metadata: metadata)
+    }
+
+    /// Starts the handler's task (once) with the request's message for single-request methods; its status is sent
+    /// through the connection when it returns or throws. Every error is mapped in one place (`RPCError.from`).
+    func start(firstMessage: ByteBuffer?, executor: EventLoopTaskExecutor, logger: Logger) {
+        guard self.state.startHandler() else { return }
+        let call = self
+        let deadline = self.deadline
+        let handler = self.handler
+        let requestID = self.requestID
+        self.task = Task(executorPreference: executor) {
+            var status: RPCError?
+            do {
+                try await call.waitForAdmission()
+                try await GRPCRequestID.$current.withValue(requestID) {
+                    if let deadline {
+                        try await GRPCDeadline.$current.withValue(deadline) {
+                            try await handler.run(call, firstMessage)
+                        }
+                    } else {
+                        try await handler.run(call, firstMessage)
+                    }
+                }
+            } catch {
+                // Mapped inside the call's request-id scope, so error details built here carry the request id.
+                let mapped = GRPCRequestID.$current.withValue(requestID) { RPCError.from(error) }
+                // A failure of the server itself gets its detail into the log (the caller sees a fixed message):
+                // errors nobody mapped, and mapped ones that say INTERNAL/UNAVAILABLE/DATA_LOSS (a database
+                // failure, for instance; their descriptions hold no user data).
+                if mapped.code == .unknown || (!(error is RPCError) && [.internalError, .unavailable, .dataLoss].contains(mapped.code)) {
+                    logger.warning(
+                        "Handler failed",
+                        metadata: ["rpc.method": "\(call.path)", "request_id": "\(requestID)", "error": "\(error)"]
+                    )
+                }
+                status = mapped
+            }
+            call.complete(status)
+        }
+    }
 
     func failWaiters(_ error: any Error) {
         if let reader = self.readerWaiting {

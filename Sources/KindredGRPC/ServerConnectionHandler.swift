@@ -5,7 +5,7 @@ import NIOCore
 
 /// Serves gRPC on one connection: owns its nghttp2 session, maps streams to calls and runs their handlers.
 /// Everything here runs on the channel's event loop.
-final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate {
+final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate, ServerCallConnection {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
@@ -256,34 +256,6 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
 
     private func openCall(streamID: Int32, headers: [HTTP2Header], endStream: Bool) {
         guard let session = self.session, let context = self.context else { return }
-        var method = ""
-        var path = ""
-        var contentType = ""
-        var grpcTimeout: String?
-        var grpcEncoding: String?
-        // The web protocols' headers (see `WireProtocol`, `CORSPolicy`).
-        var connectTimeout: String?
-        var contentEncoding: String?
-        var connectEncoding: String?
-        var connectVersion: String?
-        var origin: String?
-        var preflightMethod: String?
-        for header in headers {
-            switch header.name {
-            case ":method": method = header.value
-            case ":path": path = header.value
-            case "content-type": contentType = header.value
-            case "grpc-timeout": grpcTimeout = header.value
-            case "grpc-encoding": grpcEncoding = header.value
-            case "connect-timeout-ms": connectTimeout = header.value
-            case "content-encoding": contentEncoding = header.value
-            case "connect-content-encoding": connectEncoding = header.value
-            case "connect-protocol-version": connectVersion = header.value
-            case "origin": origin = header.value
-            case "access-control-request-method": preflightMethod = header.value
-            default: break
-            }
-        }
         guard self.lifecycle.acceptsCalls, self.lifecycle.openCalls < Int(self.configuration.http2.maxConcurrentStreams)
         else {
             // Closed, or handlers that outlived their streams hold every slot.
@@ -291,75 +263,23 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             self.charge(.streamRefused)
             return
         }
-        let web = self.configuration.web
-        if method == "OPTIONS", let web {
-            // A browser's CORS preflight.
-            let answer = web.cors?.preflight(origin: origin, requestMethod: preflightMethod)
-            self.respondHeadersOnly(streamID: streamID, answer ?? [HTTP2Header(":status", "403")])
-            return
-        }
-        guard method == "POST" else {
-            self.respondHTTPError(streamID: streamID, status: "405", code: .internalError, "gRPC requires POST")
-            return
-        }
-        guard let wire = WireProtocol.detect(contentType: contentType), wire == .grpc || web != nil,
-            !wire.usesJSON || web?.json != nil
-        else {
-            self.respondHTTPError(streamID: streamID, status: "415", code: .internalError, "Unsupported content-type")
-            return
-        }
-        // The protocol decides the edge only: headers, framing and status encoding (`WireResponse`).
+        let handler: MethodHandler
+        let path: String
         let response: WireResponse
-        if wire == .grpc {
-            response = Self.grpcResponse
-        } else {
-            response = WireResponse(wire: wire, extraHeaders: web?.cors?.responseHeaders(origin: origin) ?? [], web: web)
-        }
-        if wire.isWeb, wire != .grpcWeb, let connectVersion, connectVersion != "1" {
-            self.respondTrailersOnly(streamID: streamID, response, RPCError(.invalidArgument, "Unsupported connect-protocol-version"))
+        let deadline: NIODeadline?
+        switch CallOpening.decide(headers, router: self.router, configuration: self.configuration, http1: false) {
+        case .call(let found, let foundPath, let wireResponse, let foundDeadline):
+            (handler, path, response, deadline) = (found, foundPath, wireResponse, foundDeadline)
+        case .preflight(let answer):
+            self.respondHeadersOnly(streamID: streamID, answer)
             return
-        }
-        guard let handler = self.router.handlers[path] else {
-            self.metrics.callFinished(path: "unknown", code: .unimplemented, start: nil)
-            self.respondTrailersOnly(streamID: streamID, response, RPCError(.unimplemented, "Unknown method \(path)"))
+        case .http(let status, let message):
+            self.respondHTTPError(streamID: streamID, status: status, code: .internalError, message)
             return
-        }
-        if !wire.isFramed && !(handler.singleRequest && handler.singleResponse) {
-            // Connect unary is for unary methods; streaming ones take Connect's streaming content types.
-            self.respondHTTPError(streamID: streamID, status: "415", code: .internalError, "Unsupported content-type")
+        case .refuse(let wireResponse, let error, let unknownMethod):
+            if unknownMethod { self.metrics.callFinished(path: "unknown", code: error.code, start: nil) }
+            self.respondTrailersOnly(streamID: streamID, wireResponse, error)
             return
-        }
-        let encoding: String? =
-            switch wire {
-            case .grpc, .grpcWeb: grpcEncoding
-            case .connectUnary: contentEncoding
-            case .connectStreaming: connectEncoding
-            }
-        if let encoding, encoding != "identity" {
-            var error = RPCError(.unimplemented, "Compression \(encoding) is not supported")
-            error.metadata.add(wire.encodingHeaders.accept, "identity")
-            self.respondTrailersOnly(streamID: streamID, response, error)
-            return
-        }
-        var deadline: NIODeadline?
-        switch wire {
-        case .grpc, .grpcWeb:
-            if let grpcTimeout {
-                guard let duration = GRPCTimeout.parse(grpcTimeout) else {
-                    self.respondTrailersOnly(streamID: streamID, response, RPCError(.internalError, "Malformed grpc-timeout"))
-                    return
-                }
-                deadline = .now() + TimeAmount(duration)
-            }
-        case .connectUnary, .connectStreaming:
-            if let connectTimeout {
-                guard let duration = ConnectError.parseTimeout(connectTimeout) else {
-                    self.respondTrailersOnly(
-                        streamID: streamID, response, RPCError(.invalidArgument, "Malformed connect-timeout-ms"))
-                    return
-                }
-                deadline = .now() + TimeAmount(duration)
-            }
         }
         let call = ServerCall(
             streamID: streamID,
@@ -407,16 +327,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
             session.consume(streamID: streamID, count: try call.inbound.receive(bytes, allocator: context.channel.allocator))
         } catch {
             session.consume(streamID: streamID, count: error.release)
-            let rpcError: RPCError
-            switch error.failure {
-            case .messageTooLarge(let length, let limit):
-                rpcError = RPCError(.resourceExhausted, "Request message of \(length) bytes exceeds the limit of \(limit)")
-            case .compressedWithoutEncoding:
-                rpcError = RPCError(.internalError, "Compressed message without grpc-encoding")
-            case .invalidFlag:
-                rpcError = RPCError(.internalError, "Invalid message frame")
-            }
-            self.finish(call, error: rpcError)
+            self.finish(call, error: error.rpcError)
             self.cancel(call)
             return
         }
@@ -650,40 +561,8 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     // MARK: Calls
 
     private func startHandler(_ call: ServerCall, firstMessage: ByteBuffer?) {
-        guard let executor = self.executor, call.state.startHandler() else { return }
-        let logger = self.logger
-        let deadline = call.deadline
-        let handler = call.handler
-        let requestID = call.requestID
-        call.task = Task(executorPreference: executor) {
-            var status: RPCError?
-            do {
-                try await call.waitForAdmission()
-                try await GRPCRequestID.$current.withValue(requestID) {
-                    if let deadline {
-                        try await GRPCDeadline.$current.withValue(deadline) {
-                            try await handler.run(call, firstMessage)
-                        }
-                    } else {
-                        try await handler.run(call, firstMessage)
-                    }
-                }
-            } catch {
-                // Mapped inside the call's request-id scope, so error details built here carry the request id.
-                let mapped = GRPCRequestID.$current.withValue(requestID) { RPCError.from(error) }
-                // A failure of the server itself gets its detail into the log (the caller sees a fixed message):
-                // errors nobody mapped, and mapped ones that say INTERNAL/UNAVAILABLE/DATA_LOSS (a database
-                // failure, for instance; their descriptions hold no user data).
-                if mapped.code == .unknown || (!(error is RPCError) && [.internalError, .unavailable, .dataLoss].contains(mapped.code)) {
-                    logger.warning(
-                        "Handler failed",
-                        metadata: ["rpc.method": "\(call.path)", "request_id": "\(requestID)", "error": "\(error)"]
-                    )
-                }
-                status = mapped
-            }
-            call.complete(status)
-        }
+        guard let executor = self.executor else { return }
+        call.start(firstMessage: firstMessage, executor: executor, logger: self.logger)
     }
 
     /// Called on the loop when the handler's task has returned.
@@ -767,25 +646,6 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         }
     }
 
-    /// One line per finished call: what was called, how it ended, how long it took, and the request id that
-    /// ties it to the caller's and downstream services' lines. Never message contents or metadata values.
-    private func logAccess(_ call: ServerCall, error: RPCError?, level: Logger.Level) {
-        let code = error?.code ?? .ok
-        var metadata: Logger.Metadata = [
-            "rpc.method": "\(call.path)",
-            "grpc.code": "\(code)",
-            "request_id": "\(call.requestID)",
-            "net.peer": "\(call.peer)",
-        ]
-        if let start = call.startTime {
-            let micros = (NIODeadline.now() - start).nanoseconds / 1000
-            metadata["duration_ms"] = "\(Double(micros) / 1000)"
-        }
-        // Server-side failures are worth a louder line than the routine ones.
-        let serverFault = code == .unknown || code == .internalError || code == .dataLoss
-        self.logger.log(level: serverFault ? max(level, .warning) : level, "rpc", metadata: metadata)
-    }
-
     /// Sends the call's status, once: trailers after headers, or a trailers-only response.
     func finish(_ call: ServerCall, error: RPCError?) {
         let send = call.state.finish()
@@ -793,7 +653,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         call.deadlineTimer?.cancel()
         call.deadlineTimer = nil
         self.metrics.callFinished(path: call.path, code: error?.code ?? .ok, start: call.startTime)
-        if let level = self.configuration.accessLogLevel { self.logAccess(call, error: error, level: level) }
+        if let level = self.configuration.accessLogLevel { call.logAccess(error: error, level: level, logger: self.logger) }
         guard let session = self.session, send != .record else { return }
         if !call.state.requestEnded { self.answeredEarly.append(call.streamID) }
         if send == .sendTrailers {
@@ -814,8 +674,6 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         self.scheduleFlush()
     }
 
-    private static let grpcResponse = WireResponse(wire: .grpc)
-
     /// Submits a whole response: headers that end the stream, or headers and one body.
     private func submit(streamID: Int32, headers: [HTTP2Header], body: ByteBuffer?) {
         guard let session = self.session else { return }
@@ -830,7 +688,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         }
     }
 
-    private func respondTrailersOnly(streamID: Int32, _ response: WireResponse = grpcResponse, _ error: RPCError) {
+    private func respondTrailersOnly(streamID: Int32, _ response: WireResponse = CallOpening.grpcResponse, _ error: RPCError) {
         // Refused before a call exists: reset after the answer if the request is still open (see resetAnsweredEarly).
         self.answeredEarly.append(streamID)
         let allocator = self.context?.channel.allocator ?? ByteBufferAllocator()

@@ -1,4 +1,5 @@
 import KindredProtobuf
+import NIOCore
 
 /// What a server serves beyond gRPC when `GRPCServerConfiguration.web` is set: gRPC-Web and Connect on the same
 /// port, router and handlers (see `WireProtocol`), with CORS for browsers. Internal servers leave it nil and
@@ -12,11 +13,32 @@ public struct WebProtocols: Sendable {
     /// `kindred-error-bin`), the message type its value holds, and that type's full name. gRPC and gRPC-Web keep
     /// the metadata as trailers.
     public var errorDetails: [ErrorDetailMetadata] = []
+    /// The HTTP/1.1 layer (request decoder with its header caps, header/body/idle deadlines, keep-alive) to serve
+    /// the web protocols over HTTP/1.1 on the same port, told apart from HTTP/2 by the connection's first bytes.
+    /// Nil: HTTP/2 only.
+    public var http1: HTTP1Layer?
 
-    public init(cors: CORSPolicy? = nil, json: ProtoJSONCodec? = nil, errorDetails: [ErrorDetailMetadata] = []) {
+    public init(
+        cors: CORSPolicy? = nil,
+        json: ProtoJSONCodec? = nil,
+        errorDetails: [ErrorDetailMetadata] = [],
+        http1: HTTP1Layer? = nil
+    ) {
         self.cors = cors
         self.json = json
         self.errorDetails = errorDetails
+        self.http1 = http1
+    }
+
+    /// Installs an HTTP/1.1 server layer at the end of a connection's pipeline: handlers that take bytes and pass
+    /// on `HTTPServerRequestPart`s (and take `HTTPServerResponsePart`s back). The server adds its call handler
+    /// after them. KindredGRPCServices' `HTTP1Port.layer` is the one the plain HTTP ports use.
+    public struct HTTP1Layer: Sendable {
+        public var configure: @Sendable (ChannelPipeline.SynchronousOperations) throws -> Void
+
+        public init(configure: @escaping @Sendable (ChannelPipeline.SynchronousOperations) throws -> Void) {
+            self.configure = configure
+        }
     }
 
     /// A `-bin` metadata key whose value is a serialized message that Connect errors carry as a detail.

@@ -1,3 +1,4 @@
+import KindredGRPC
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
@@ -29,17 +30,47 @@ public enum HTTP1Port {
             }
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let deadlines = HTTP1DeadlineHandler(limits: limits, metrics: metrics)
                     let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(HTTP1ByteWatcher(deadlines: deadlines))
-                    try sync.addHandler(BackPressureHandler())
-                    try sync.configureHTTPServerPipeline(withErrorHandling: true)
-                    try sync.addHandler(deadlines)
+                    try Self.configure(sync, limits: limits, metrics: metrics)
                     try sync.addHandler(makeHandler())
                 }
             }
             .bind(host: host, port: port)
             .get()
+    }
+
+    /// Largest request header block, in bytes (the HTTP/2 ports' header list limit): larger ones are answered
+    /// 431 and the connection closed.
+    public static let maxHeaderListSize = 16 << 10
+
+    /// The HTTP/1.1 layer of every plain HTTP port, appended to a connection's pipeline: NIO's request decoder
+    /// (llhttp: a Content-Length beside Transfer-Encoding, obs-fold, bad chunk sizes and other smuggling shapes
+    /// are refused with 400 and the connection closed; header block ≤ `maxHeaderListSize`), keep-alive and
+    /// pipelining in order, a deadline on every phase (`HTTP1ConnectionTimer`), and no reading while the output
+    /// is blocked. The port's own handler goes after it.
+    public static func configure(
+        _ sync: ChannelPipeline.SynchronousOperations,
+        limits: HTTP1Limits,
+        metrics: HTTP1PortMetrics
+    ) throws {
+        let deadlines = HTTP1DeadlineHandler(limits: limits, metrics: metrics)
+        var decoderLimits = NIOHTTPDecoderLimitConfiguration()
+        decoderLimits.maxHeaderListSize = Self.maxHeaderListSize
+        decoderLimits.maxHeaderFieldSize = Self.maxHeaderListSize
+        try sync.addHandler(HTTP1ByteWatcher(deadlines: deadlines))
+        try sync.addHandler(BackPressureHandler())
+        try sync.configureHTTPServerPipeline(
+            withErrorHandling: true,
+            withEncoderConfiguration: HTTPResponseEncoder.Configuration(),
+            withDecoderLimitConfiguration: decoderLimits
+        )
+        try sync.addHandler(deadlines)
+    }
+
+    /// The same layer for a gRPC server that serves the web protocols over HTTP/1.1 too (`WebProtocols.http1`).
+    /// The port's connection cap does not apply there: connections are accepted by the gRPC server.
+    public static func layer(limits: HTTP1Limits, metrics: HTTP1PortMetrics) -> WebProtocols.HTTP1Layer {
+        WebProtocols.HTTP1Layer { sync in try Self.configure(sync, limits: limits, metrics: metrics) }
     }
 }
 

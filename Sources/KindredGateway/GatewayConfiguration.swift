@@ -97,6 +97,11 @@ public struct GatewayConfiguration: Sendable {
     /// Bearer tokens only: credentials (cookies) are never allowed.
     public var corsOrigins: Set<String> = []
     public var corsMaxAge: Duration = .seconds(7200)
+    /// `KINDRED_GATEWAY_WEB_HEADER_TIMEOUT_MS` (int, 100..300000, default 10000), `KINDRED_GATEWAY_WEB_BODY_TIMEOUT_MS`
+    /// (100..300000, default 30000), `KINDRED_GATEWAY_WEB_IDLE_TIMEOUT_MS` (100..3600000, default 60000): the
+    /// deadlines of HTTP/1.1 connections on the gRPC port (gRPC-Web and Connect from browsers and curl), as on the
+    /// media port (`HTTP1Limits`). Their number is not capped apart from the gRPC port's connections.
+    public var webLimits = HTTP1Limits(maxConnections: 100_000)
     public init() {}
 
     /// Reads the `KINDRED_GATEWAY_*` settings; a bad value throws `ConfigurationError` naming the key.
@@ -145,6 +150,7 @@ public struct GatewayConfiguration: Sendable {
             self.mediaListen = try reader.address("KINDRED_GATEWAY_MEDIA_LISTEN", default: self.mediaListen!)
         }
         self.mediaLimits = try HTTP1Limits(prefix: "KINDRED_GATEWAY_MEDIA_", defaults: self.mediaLimits, environment: reader)
+        self.webLimits = try HTTP1Limits(prefix: "KINDRED_GATEWAY_WEB_", defaults: self.webLimits, environment: reader)
         self.corsOrigins = reader.list("KINDRED_GATEWAY_CORS_ORIGINS", default: [])
         self.corsMaxAge = .seconds(try reader.seconds("KINDRED_GATEWAY_CORS_MAX_AGE_SECONDS", default: 7200, in: 0...86_400))
     }

@@ -23,7 +23,7 @@ public final class GatewayServer: ServiceServer {
         // link instead of one per window update (ProfileServer sets the same).
         server.http2.initialStreamWindowSize = 4 << 20
         // The public API speaks gRPC-Web and Connect too, for browsers and curl (the same handlers and limits).
-        server.web = .gateway(configuration)
+        server.web = .gateway(configuration, metrics: HTTP1PortMetrics(port: "web", factory: metrics.factory))
         var runner = ServerRunner(configuration: server, services: self.gateway.services)
         runner.admin = configuration.endpoint.adminConfiguration
         runner.metrics = metrics

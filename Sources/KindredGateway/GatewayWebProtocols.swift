@@ -6,13 +6,16 @@ import KindredProtoJSON
 extension WebProtocols {
     /// What the gateway serves beside gRPC: gRPC-Web and Connect (binary and JSON) for browsers and curl, CORS for
     /// the configured origins, and Kindred's `ErrorDetail` as the detail of Connect errors.
-    static func gateway(_ configuration: GatewayConfiguration) -> WebProtocols {
+    /// HTTP/1.1 on the gRPC port goes through the plain HTTP ports' layer (`HTTP1Port.configure`) with
+    /// `configuration.webLimits`; its counters are `http_*{port="web"}`.
+    static func gateway(_ configuration: GatewayConfiguration, metrics: HTTP1PortMetrics) -> WebProtocols {
         WebProtocols(
             cors: CORSPolicy(allowedOrigins: configuration.corsOrigins, maxAge: configuration.corsMaxAge),
             json: .protoJSON,
             errorDetails: [
                 .init(metadataKey: Kindred.Common.V1.ErrorDetail.metadataKey, messageType: Kindred.Common.V1.ErrorDetail.self)
-            ]
+            ],
+            http1: HTTP1Port.layer(limits: configuration.webLimits, metrics: metrics)
         )
     }
 }

@@ -6,10 +6,13 @@ error code whichever protocol carried it, Connect errors carry the Kindred Error
 answered for allowed origins only."""
 
 import base64
+import http.client
 import json
 import socket
 import struct
 import subprocess
+import time
+import urllib.request
 import uuid
 
 import grpc
@@ -32,12 +35,15 @@ from kindred.common.v1 import common_pb2
 TIMEOUT = 30
 PASSWORD = "correct horse battery staple"
 ALLOWED_ORIGIN = "http://app.kindred.test"
+HTTP1_TIMEOUT_MS = 1500
 
 
 @pytest.fixture(scope="module")
 def cluster():
     running = Cluster(KINDRED_GATEWAY_CORS_ORIGINS=f"{ALLOWED_ORIGIN}, http://other.kindred.test",
-                      KINDRED_GATEWAY_CORS_MAX_AGE_SECONDS="600", KINDRED_CHAT_HEARTBEAT_MS="500")
+                      KINDRED_GATEWAY_CORS_MAX_AGE_SECONDS="600", KINDRED_CHAT_HEARTBEAT_MS="500",
+                      KINDRED_GATEWAY_WEB_HEADER_TIMEOUT_MS=str(HTTP1_TIMEOUT_MS),
+                      KINDRED_GATEWAY_WEB_BODY_TIMEOUT_MS=str(HTTP1_TIMEOUT_MS))
     pids = running.pids()
     yield running
     assert_clean_stop(running, pids)
@@ -71,10 +77,11 @@ SUBSCRIBE = MethodInfo(name="Subscribe", service_name="kindred.api.v1.ChatServic
                        idempotency_level=IdempotencyLevel.NO_SIDE_EFFECTS, stream_type=StreamType.SERVER_STREAM)
 
 
-def connect_client(cluster, protocol=ProtocolType.CONNECT, codec=None):
-    """connectrpc's client over HTTP/2 with prior knowledge (the gateway's port is h2c in the cluster), without
-    compression (the gateway answers identity only)."""
-    transport = pyqwest.SyncHTTPTransport(http_version=pyqwest.HTTPVersion.HTTP2)
+def connect_client(cluster, protocol=ProtocolType.CONNECT, codec=None, http1=False):
+    """connectrpc's client over HTTP/2 with prior knowledge (the gateway's port is h2c in the cluster), or over
+    HTTP/1.1, without compression (the gateway answers identity only)."""
+    version = pyqwest.HTTPVersion.HTTP1 if http1 else pyqwest.HTTPVersion.HTTP2
+    transport = pyqwest.SyncHTTPTransport(http_version=version)
     return ConnectClientSync(f"http://{cluster.gateway}", codec=codec or google_protobuf_binary_codec(),
                              protocol=protocol, accept_compression=[], send_compression=None,
                              http_client=pyqwest.SyncClient(transport), timeout_ms=TIMEOUT * 1000)
@@ -346,3 +353,139 @@ def test_cors_headers_on_responses(cluster):
     assert {"grpc-status", "grpc-message", "grpc-status-details-bin", "x-request-id"} <= exposed
     response, _, _ = h2_call(cluster, path, [("content-type", "application/proto"), ("origin", "http://evil.example")])
     assert "access-control-allow-origin" not in response
+
+
+# HTTP/1.1 on the same port: the first bytes choose the protocol.
+
+def http1(cluster, path, body=b"", headers=None, method="POST"):
+    """One HTTP/1.1 request with Python's http.client: (status, headers, body)."""
+    host, port = cluster.gateway.rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=TIMEOUT)
+    connection.request(method, path, body=body, headers=headers or {})
+    response = connection.getresponse()
+    answer = response.read()
+    connection.close()
+    return response.status, {k.lower(): v for k, v in response.getheaders()}, answer
+
+
+@pytest.mark.parametrize("codec", ["proto", "json"])
+def test_http1_with_connectrpc(cluster, user, codec):
+    token, account = user
+    chosen = google_protobuf_json_codec() if codec == "json" else google_protobuf_binary_codec()
+    with connect_client(cluster, codec=chosen, http1=True) as client:
+        assert client.execute_unary(request=account_pb2.GetAccountRequest(), method=GET_ACCOUNT,
+                                    headers=bearer(token)) == account
+        with pytest.raises(ConnectError) as raised:
+            client.execute_unary(request=account_pb2.GetAccountRequest(), method=GET_ACCOUNT)
+        assert raised.value.code == Code.UNAUTHENTICATED
+        # Server streaming over a chunked response.
+        events = []
+        with pytest.raises(ConnectError) as raised:
+            for event in client.execute_server_stream(request=chat_pb2.SubscribeRequest(), method=SUBSCRIBE,
+                                                      headers=bearer(token), timeout_ms=2000):
+                events.append(event)
+        assert raised.value.code == Code.DEADLINE_EXCEEDED
+        assert events and all(e.WhichOneof("event") == "heartbeat" for e in events)
+    with connect_client(cluster, protocol=ProtocolType.GRPC_WEB, http1=True) as client:
+        assert client.execute_unary(request=account_pb2.GetAccountRequest(), method=GET_ACCOUNT,
+                                    headers=bearer(token)) == account
+
+
+def test_http1_connect_json_and_grpc_web_by_hand(cluster, user):
+    token, account = user
+    path = "/kindred.api.v1.AccountService/GetAccount"
+    status, headers, body = http1(cluster, path, b"{}", {"content-type": "application/json",
+                                                         "authorization": f"Bearer {token}", "origin": ALLOWED_ORIGIN})
+    assert status == 200 and json.loads(body)["account"]["userId"] == account.account.user_id
+    assert headers["access-control-allow-origin"] == ALLOWED_ORIGIN
+    status, headers, body = http1(cluster, path, b"{}", {"content-type": "application/json"})
+    assert status == 401 and json.loads(body)["code"] == "unauthenticated"
+    request = struct.pack(">BI", 0, 0)
+    status, headers, body = http1(cluster, path, request, {"content-type": "application/grpc-web+proto",
+                                                           "authorization": f"Bearer {token}"})
+    assert status == 200 and headers["content-type"] == "application/grpc-web+proto"
+    [(first, message), (last, trailer)] = frames(body)
+    assert (first, last) == (0, 0x80)
+    assert account_pb2.GetAccountResponse.FromString(message) == account and b"grpc-status: 0" in trailer
+    # gRPC proper needs HTTP/2; a CORS preflight works over HTTP/1.1 too.
+    status, _, _ = http1(cluster, path, request, {"content-type": "application/grpc"})
+    assert status == 415
+    status, headers, _ = http1(cluster, path, method="OPTIONS", headers={
+        "origin": ALLOWED_ORIGIN, "access-control-request-method": "POST"})
+    assert status == 204 and headers["access-control-allow-origin"] == ALLOWED_ORIGIN
+
+
+def test_http1_keep_alive(cluster):
+    """Several requests on one connection, answered in order."""
+    host, port = cluster.gateway.rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=TIMEOUT)
+    for _ in range(3):
+        connection.request("POST", "/kindred.api.v1.AccountService/GetAccount", body=b"{}",
+                           headers={"content-type": "application/json"})
+        response = connection.getresponse()
+        assert response.status == 401 and json.loads(response.read())["code"] == "unauthenticated"
+    connection.close()
+
+
+def raw(cluster, data: bytes, wait=3.0):
+    """Sends raw bytes on a new connection: (what came back, whether the server closed the connection)."""
+    host, port = cluster.gateway.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=TIMEOUT)
+    sock.sendall(data)
+    sock.settimeout(wait)
+    received, closed = b"", False
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                closed = True
+                break
+            received += chunk
+    except socket.timeout:
+        pass
+    except ConnectionResetError:
+        closed = True
+    sock.close()
+    return received, closed
+
+
+SMUGGLING = {
+    "content-length and chunked": b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    "two content-lengths": b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\nabcde",
+    "obs-fold": b"POST /x HTTP/1.1\r\nHost: a\r\nX-A: 1\r\n b\r\nContent-Length: 0\r\n\r\n",
+    "bad chunk size": b"POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n0\r\n\r\n",
+    "space before colon": b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length : 3\r\n\r\nabc",
+    "chunked not last": b"POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("attempt", sorted(SMUGGLING))
+def test_http1_smuggling_refused(cluster, attempt):
+    received, closed = raw(cluster, SMUGGLING[attempt] + b"GET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n")
+    assert received.startswith(b"HTTP/1.1 400"), received[:200]
+    assert received.count(b"HTTP/1.1 ") == 1 and closed
+
+
+def test_http1_oversized_header_refused(cluster):
+    request = (b"POST /kindred.api.v1.AccountService/GetAccount HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n"
+               + b"X-Big: " + b"a" * 20000 + b"\r\nContent-Length: 2\r\n\r\n{}")
+    received, closed = raw(cluster, request)
+    assert received.startswith(b"HTTP/1.1 400") and closed, received[:200]
+
+
+def test_http1_slow_clients_cut(cluster):
+    started = time.monotonic()
+    # A header that never ends, a body that never comes, a request line cut short: each closed at its deadline (a
+    # connection silent from the start, or stopped inside what could be the HTTP/2 preface, meets HTTP/2's
+    # handshake timeout instead).
+    cases = [b"POST /kindred.api.v1.AccountService/GetAccount HTTP/1.1\r\nHost: a\r\n",
+             b"POST /kindred.api.v1.AccountService/GetAccount HTTP/1.1\r\nHost: a\r\nContent-Type: application/json"
+             b"\r\nContent-Length: 100\r\n\r\n{",
+             b"POST /kindred.api.v1.Acc"]
+    for data in cases:
+        received, closed = raw(cluster, data, wait=HTTP1_TIMEOUT_MS / 1000 + 5)
+        assert closed and not received.startswith(b"HTTP/1.1 200"), (data, received[:100])
+    assert time.monotonic() - started < 3 * (HTTP1_TIMEOUT_MS / 1000 + 5)
+    # The deadline is measured: the gateway's admin port counts the closed connections.
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{cluster.admin_port('gateway')}/metrics", timeout=5).read()
+    assert b'port="web"' in metrics
