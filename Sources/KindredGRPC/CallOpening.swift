@@ -16,8 +16,8 @@ enum CallOpening {
 
     static let grpcResponse = WireResponse(wire: .grpc)
 
-    /// `http1`: the request came over HTTP/1.1, which carries only the web protocols, and only calls with one
-    /// request message (a browser cannot stream a request body over it).
+    /// `http1`: the request came over HTTP/1.1, which carries only the web protocols (gRPC needs HTTP/2's
+    /// trailers).
     static func decide(
         _ headers: [HTTP2Header],
         router: GRPCRouter,
@@ -73,9 +73,8 @@ enum CallOpening {
         guard let handler = router.handlers[path] else {
             return .refuse(response, RPCError(.unimplemented, "Unknown method \(path)"), unknownMethod: true)
         }
-        if (!wire.isFramed || http1) && !handler.singleRequest || !wire.isFramed && !handler.singleResponse {
-            // Connect unary is for unary methods (streaming ones take Connect's streaming content types), and
-            // HTTP/1.1 carries no request stream.
+        if !wire.isFramed && !(handler.singleRequest && handler.singleResponse) {
+            // Connect unary is for unary methods; streaming ones take Connect's streaming content types.
             return .http(status: "415", message: "Unsupported content-type")
         }
         let encoding: String? =

@@ -3,11 +3,12 @@ import Logging
 import NIOCore
 import NIOHTTP1
 
-/// Serves the web protocols (gRPC-Web and Connect, unary and server streaming) on an HTTP/1.1 connection, through
-/// the same router, `CallOpening` decision, `ServerCall` and `WireResponse` as HTTP/2: one call at a time (NIO's
-/// server pipeline holds a pipelined request until the previous response has ended). A request is read whole
-/// (at most `maxReceiveMessageSize` of body) before its handler starts; responses without a known length are
-/// chunked. The HTTP/1.1 layer in front of it (decoder, header and body deadlines, keep-alive) is the one every
+/// Serves the web protocols (gRPC-Web and Connect) on an HTTP/1.1 connection, through the same router,
+/// `CallOpening` decision, `ServerCall` and `WireResponse` as HTTP/2: one call at a time (NIO's server pipeline
+/// holds a pipelined request until the previous response has ended). A single-request call's body (at most
+/// `maxReceiveMessageSize`) is read whole before its handler starts; a client stream's handler starts at the head
+/// and reads messages as they arrive (reading stops while a message limit's worth waits unread). Responses
+/// without a known length are chunked. The HTTP/1.1 layer in front of it (decoder, header and body deadlines, keep-alive) is the one every
 /// plain HTTP port shares (`WebProtocols.http1`). Runs on the connection's event loop.
 final class HTTP1CallHandler: ChannelDuplexHandler, ServerCallConnection {
     typealias InboundIn = HTTPServerRequestPart
@@ -126,6 +127,10 @@ final class HTTP1CallHandler: ChannelDuplexHandler, ServerCallConnection {
                     self.deadlineExceeded(call)
                 }
             }
+            if !handler.singleRequest, let executor = self.executor {
+                // A client stream (a browser sends it whole): the handler reads the messages as they arrive.
+                call.start(firstMessage: nil, executor: executor, logger: self.logger)
+            }
         case .preflight(let answer):
             self.refusal = (answer, nil)
         case .http(let status, let message):
@@ -152,6 +157,13 @@ final class HTTP1CallHandler: ChannelDuplexHandler, ServerCallConnection {
         guard !call.state.isFinished else { return }
         do {
             _ = try bytes.withUnsafeReadableBytes { raw in try call.inbound.receive(raw, allocator: call.allocator) }
+            if !call.handler.singleRequest {
+                self.deliver(call)
+                // Backpressure: while the handler has a full message limit's worth unread, read no more.
+                if call.inbound.queuedBytes > self.configuration.maxReceiveMessageSize {
+                    self.setReading(false)
+                }
+            }
         } catch let error as InboundMessages.ReceiveFailure {
             // The rest of the body is not read: the connection cannot carry another request.
             self.keepAlive = false
@@ -168,6 +180,15 @@ final class HTTP1CallHandler: ChannelDuplexHandler, ServerCallConnection {
             return
         }
         guard let call = self.call, call.state.requestEnd(), !call.state.isFinished else { return }
+        if !call.handler.singleRequest {
+            if call.inbound.hasPartialMessage {
+                self.finish(call, error: RPCError(.internalError, "The request ended inside a message"))
+                self.cancel(call)
+            } else {
+                self.deliver(call)
+            }
+            return
+        }
         if !call.wire.isFramed { call.inbound.endOfUnframedBody(allocator: call.allocator) }
         guard !call.inbound.hasPartialMessage else {
             self.finish(call, error: RPCError(.internalError, "The request ended inside a message"))
@@ -244,8 +265,33 @@ final class HTTP1CallHandler: ChannelDuplexHandler, ServerCallConnection {
     }
 
     func read(on call: ServerCall, continuation: CheckedContinuation<ByteBuffer?, any Error>) {
-        // Only single-request methods are served over HTTP/1.1; their message was handed to the handler.
-        continuation.resume(returning: nil)
+        if call.state.isCancelled {
+            continuation.resume(throwing: CancellationError())
+            return
+        }
+        precondition(call.readerWaiting == nil, "RequestStream iterated concurrently")
+        call.readerWaiting = continuation
+        self.deliver(call)
+    }
+
+    /// Hands the waiting reader the next message, or nil once the request has ended.
+    private func deliver(_ call: ServerCall) {
+        guard let reader = call.readerWaiting else { return }
+        if !call.inbound.isEmpty {
+            call.readerWaiting = nil
+            let (message, _) = call.inbound.removeFirst()
+            if call.inbound.queuedBytes <= self.configuration.maxReceiveMessageSize / 2 { self.setReading(true) }
+            reader.resume(returning: message)
+        } else if call.state.requestEnded {
+            call.readerWaiting = nil
+            reader.resume(returning: nil)
+        }
+    }
+
+    private func setReading(_ on: Bool) {
+        guard let channel = self.context?.channel else { return }
+        try? channel.syncOptions?.setOption(ChannelOptions.autoRead, value: on)
+        if on { channel.read() }
     }
 
     func waitUntilWritable(_ call: ServerCall, continuation: CheckedContinuation<Void, any Error>) {
@@ -330,5 +376,6 @@ final class HTTP1CallHandler: ChannelDuplexHandler, ServerCallConnection {
         call.task?.cancel()
         call.failWaiters(CancellationError())
         call.inbound.removeAll()
+        self.setReading(true)
     }
 }

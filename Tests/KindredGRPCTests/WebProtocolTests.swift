@@ -180,3 +180,76 @@ import Testing
         #expect(CORSPolicy(allowedOrigins: []).preflight(origin: "https://app.example", requestMethod: "POST").first == HTTP2Header(":status", "403"))
     }
 }
+
+/// The decisions HTTP/2 and HTTP/1.1 share: which protocol a connection speaks, and what a request's headers open.
+@Suite struct CallOpeningTests {
+    @Test(arguments: [
+        ("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", ProtocolSniffer.Choice?.some(.http2)),
+        ("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0", .http2), ("PRI * HTTP/2", nil), ("P", nil), ("", nil),
+        ("POST /a HTTP/1.1\r\n", .http1), ("PO", .http1), ("GET / HTTP/1.1", .http1), ("PRI * HTTP/1.1", .http1),
+    ])
+    func sniffsTheProtocol(first: String, choice: ProtocolSniffer.Choice?) {
+        #expect(ProtocolSniffer.choose(Array(first.utf8)) == choice)
+    }
+
+    struct Echo: GRPCService {
+        func register(in router: inout GRPCRouter) {
+            router.unary(Kindred.Testing.V1.InteropService.Method.echo) { request, _ in
+                Kindred.Testing.V1.EchoResponse.with { $0.message = request.message }
+            }
+        }
+    }
+
+    private func decide(_ fields: [(String, String)], web: Bool = true, http1: Bool = false) -> CallOpening {
+        var router = GRPCRouter()
+        router.register(Echo())
+        var configuration = GRPCServerConfiguration()
+        if web { configuration.web = WebProtocols(cors: CORSPolicy(allowedOrigins: ["https://app.example"])) }
+        let headers = [HTTP2Header(":method", "POST"), HTTP2Header(":path", "/kindred.testing.v1.InteropService/Echo")]
+            .filter { header in !fields.contains { $0.0 == header.name } } + fields.map { HTTP2Header($0.0, $0.1) }
+        return CallOpening.decide(headers, router: router, configuration: configuration, http1: http1)
+    }
+
+    @Test func opensCallsInEveryProtocol() {
+        for contentType in ["application/grpc", "application/grpc-web+proto", "application/proto", "application/connect+proto"] {
+            guard case .call(_, _, let response, let deadline) = self.decide([("content-type", contentType)]) else {
+                Issue.record("\(contentType) opened no call")
+                continue
+            }
+            #expect(response.wire == WireProtocol.detect(contentType: contentType) && deadline == nil)
+        }
+        guard case .call(_, _, _, let deadline?) = self.decide([("content-type", "application/proto"), ("connect-timeout-ms", "5000")]) else {
+            Issue.record("no deadline")
+            return
+        }
+        #expect(deadline > .now() + .seconds(4))
+    }
+
+    @Test func refusals() {
+        // Internal servers (no web protocols) speak gRPC only; HTTP/1.1 carries no gRPC; JSON needs a codec.
+        if case .http(let status, _) = self.decide([("content-type", "application/proto")], web: false) { #expect(status == "415") } else { Issue.record("web served") }
+        if case .http(let status, _) = self.decide([("content-type", "application/grpc")], http1: true) { #expect(status == "415") } else { Issue.record("gRPC over HTTP/1.1") }
+        if case .http(let status, _) = self.decide([("content-type", "application/json")]) { #expect(status == "415") } else { Issue.record("JSON without codec") }
+        if case .http(let status, _) = self.decide([(":method", "GET"), ("content-type", "application/proto")]) { #expect(status == "405") } else { Issue.record("GET served") }
+        if case .refuse(_, let error, true) = self.decide([(":path", "/x.Y/Z"), ("content-type", "application/proto")]) {
+            #expect(error.code == .unimplemented)
+        } else {
+            Issue.record("unknown method opened")
+        }
+        for (name, value, code) in [
+            ("connect-timeout-ms", "soon", StatusCode.invalidArgument), ("connect-protocol-version", "2", .invalidArgument),
+            ("content-encoding", "gzip", .unimplemented),
+        ] {
+            guard case .refuse(let response, let error, false) = self.decide([("content-type", "application/proto"), (name, value)]) else {
+                Issue.record("\(name): \(value) accepted")
+                continue
+            }
+            #expect(error.code == code && response.wire == .connectUnary(.proto))
+        }
+        if case .preflight(let answer) = self.decide([(":method", "OPTIONS"), ("origin", "https://app.example"), ("access-control-request-method", "POST")]) {
+            #expect(answer.first == HTTP2Header(":status", "204"))
+        } else {
+            Issue.record("no preflight")
+        }
+    }
+}
