@@ -181,9 +181,10 @@ public enum ProfileRules {
             input.ageMinYears == 0 || (minimumAge...120).contains(input.ageMinYears), "age_min_years", "OUT_OF_RANGE",
             "0 or \(minimumAge)..120")
         let effectiveMin = input.ageMinYears == 0 ? minimumAge : input.ageMinYears
+        // Compared, not built as a range: an age_min_years above 120 (refused above) must not trap here.
         check(
-            input.ageMaxYears == 0 || (effectiveMin...120).contains(input.ageMaxYears), "age_max_years",
-            "OUT_OF_RANGE", "0 or age_min_years..120")
+            input.ageMaxYears == 0 || (effectiveMin <= input.ageMaxYears && input.ageMaxYears <= 120),
+            "age_max_years", "OUT_OF_RANGE", "0 or age_min_years..120")
         check(
             input.maxDistanceKm == 0 || (1...settings.maxRadiusKm).contains(input.maxDistanceKm), "max_distance_km",
             "OUT_OF_RANGE", "0 or 1..\(settings.maxRadiusKm)")

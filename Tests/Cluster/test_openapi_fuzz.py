@@ -31,15 +31,6 @@ STATUS = {"canceled": 499, "unknown": 500, "invalid_argument": 400, "deadline_ex
           "aborted": 409, "out_of_range": 400, "unimplemented": 501, "internal": 500, "unavailable": 503,
           "data_loss": 500, "unauthenticated": 401}
 PASSWORD = "fuzz-member-passphrase"
-# RPCs whose generated requests crash a server today, each with the bug; their runs are skipped until it is fixed
-# (everything else still runs). Found by this test.
-KNOWN_CRASHES = {
-    path: "profile-server traps (Range requires lowerBound <= upperBound) on age_min_years > 120: "
-    "ProfileRules.validated builds effectiveMin...120 before checking it, so the service dies (status 132)"
-    for path in ("/kindred.api.v1.ProfileService/CreateProfile", "/kindred.api.v1.ProfileService/UpdateProfile")
-}
-
-
 CLIENT = httpx.Client(http1=False, http2=True, timeout=30)
 
 
@@ -111,8 +102,6 @@ def token(api):
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
           suppress_health_check=list(HealthCheck))
 def test_generated_requests_get_documented_answers(case, api, token):
-    if case.path in KNOWN_CRASHES:
-        pytest.skip(f"known crash: {KNOWN_CRASHES[case.path]}")
     request = case.as_transport_kwargs(base_url=api.base_url, headers={"Authorization": f"Bearer {token}"})
     request["headers"].pop("Connection", None)  # HTTP/1.1 only
     if isinstance(request.get("data"), (bytes, str)):

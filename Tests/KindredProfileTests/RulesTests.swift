@@ -151,6 +151,8 @@ import Testing
         #expect(violation(fields { $0.gender = .unrecognized(9) }) == "fields.gender OUT_OF_RANGE")
         #expect(violation(fields { $0.ageMinYears = 17 }) == "fields.age_min_years OUT_OF_RANGE")
         #expect(violation(fields { $0.ageMaxYears = 121 }) == "fields.age_max_years OUT_OF_RANGE")
+        #expect(violation(fields { $0.ageMinYears = 121; $0.ageMaxYears = 30 }) == "fields.age_min_years OUT_OF_RANGE")
+        #expect(violation(fields { $0.ageMinYears = 40; $0.ageMaxYears = 30 }) == "fields.age_max_years OUT_OF_RANGE")
         #expect(violation(fields { $0.maxDistanceKm = 161 }) == "fields.max_distance_km OUT_OF_RANGE")
         #expect(violation(fields { $0.jobTitle = String(repeating: "j", count: 65) }) == "fields.job_title TOO_LONG")
     }
