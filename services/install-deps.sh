@@ -2,14 +2,15 @@
 # Installs what building and testing Kindred needs on Debian/Ubuntu: the C libraries, protoc and protoc-c,
 # the PostgreSQL server, h2load and valgrind (benchmarks), the Python packages of the interop tests, and the tools the cluster tests use
 # (docker-compose validates compose.yaml without a Docker engine; shellcheck lints the shell scripts; chromium and
-# chromium-driver run the web app's browser test).
+# chromium-driver run the web app's browser test) and the backup scripts (rsync copies photo files, zstd
+# compresses archived WAL).
 # As root it installs what is missing; otherwise it prints the command to run and fails.
 set -euo pipefail
 
 DEBIAN_PACKAGES=(
     pkg-config libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler libprotobuf-dev
     libssl-dev openssl libpq-dev libargon2-dev postgresql nghttp2-client python3-pip docker-compose shellcheck
-    libvips-dev libvips-tools chromium chromium-driver valgrind
+    libvips-dev libvips-tools chromium chromium-driver valgrind rsync zstd
 )
 PYTHON_PACKAGES=(grpcio grpcio-tools grpcio-health-checking grpcio-reflection protobuf pytest h2 cryptography aiosmtpd pyyaml
     pillow piexif exifread pillow-heif openapi-spec-validator

@@ -16,6 +16,9 @@
 #   KINDRED_BUILD_PATH    SwiftPM scratch path of the build (default .build)
 #   KINDRED_CLUSTER_DIR   runtime folder: pids, logs/, mail/, PostgreSQL socket (default .cluster)
 #   KINDRED_DATA_DIR      persistent folder: postgres/, auth/ (signing key), secrets/ (default .data)
+#   KINDRED_WAL_ARCHIVE_DIR  PostgreSQL's WAL archive for point-in-time restores (services/backup.sh, restore.sh;
+#                         default $KINDRED_DATA_DIR/wal-archive; off = no archiving)
+#   KINDRED_WAL_ARCHIVE_TIMEOUT  seconds after which a partly filled WAL segment is archived anyway (default 60)
 #   KINDRED_PORT_BASE     gRPC port of the gateway; server i of KINDRED_SERVERS gets base+i, admin base+100+i
 #   KINDRED_SMTP_PORT     SMTP sink port (default 2525)
 #   KINDRED_START_TIMEOUT seconds each step may take to come up (default 60)
@@ -45,6 +48,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 # shellcheck source=services/cluster.env
 source services/cluster.env
+# shellcheck source=services/postgres/wal-archive.sh
+source services/postgres/wal-archive.sh
 
 absolute() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$ROOT/$1" ;; esac; }
 say() { printf '%s\n' "$*"; }
@@ -284,6 +289,15 @@ PG_BIN="$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin -type d 2>/
 [ -x "$PG_BIN/pg_ctl" ] || fail "PostgreSQL server binaries not found in /usr/lib/postgresql/*/bin"
 PG_DATA="$DATA_DIR/postgres"
 PG_LOG="$LOG_DIR/postgres.log"
+WAL_ARCHIVE="${KINDRED_WAL_ARCHIVE_DIR:-$DATA_DIR/wal-archive}"
+WAL_ARCHIVE_TIMEOUT="${KINDRED_WAL_ARCHIVE_TIMEOUT:-60}"
+[[ "$WAL_ARCHIVE_TIMEOUT" =~ ^[0-9]+$ ]] || fail "KINDRED_WAL_ARCHIVE_TIMEOUT is not a number: $WAL_ARCHIVE_TIMEOUT"
+if [ "$WAL_ARCHIVE" != off ]; then
+    WAL_ARCHIVE="$(absolute "$WAL_ARCHIVE")"
+    wal_archive_check_folder "$WAL_ARCHIVE" || exit 1
+    mkdir -p "$WAL_ARCHIVE"
+    if [ "$(id -u)" -eq 0 ]; then chown postgres: "$WAL_ARCHIVE"; fi
+fi
 if [ "$(id -u)" -eq 0 ]; then
     id postgres >/dev/null 2>&1 || fail "running as root, but there is no postgres user to run PostgreSQL as"
     as_postgres() { runuser -u postgres -- "$@"; }
@@ -324,6 +338,7 @@ unix_socket_permissions = 0700
 port = 5432
 fsync = on
 synchronous_commit = on
+$(wal_archive_settings "$WAL_ARCHIVE" "$WAL_ARCHIVE_TIMEOUT")
 CONF
 if [ "$(id -u)" -eq 0 ]; then chown postgres: "$PG_DATA/kindred.conf"; fi
 PG_STARTED=1 # from here on, stopping includes PostgreSQL (even if pg_ctl gives up waiting for it)

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Backs up a running native Kindred cluster (services/run-cluster.sh) while it serves: a base backup of its
+# PostgreSQL with pg_basebackup, plus the files that are not in the database. With the WAL archive that
+# run-cluster.sh keeps (KINDRED_WAL_ARCHIVE_DIR), services/restore.sh brings the cluster back to any moment
+# between the end of this backup and the last archived WAL segment. docs/operations.md, "Backup and restore".
+#
+# Usage: services/backup.sh [--to DIR] [--keep N] [--photos-only]
+#   --to DIR   where backups go (default $KINDRED_BACKUP_DIR, else .backups); each run adds DIR/<UTC time>/:
+#                postgres/     pg_basebackup, plain format, with the WAL that makes it consistent (-X stream)
+#                              and its backup_manifest, checked afterwards with pg_verifybackup
+#                files/        $KINDRED_DATA_DIR/auth (auth's signing key) and secrets/ (service secrets, the
+#                              media URL and location keys: without them restored members move on the map and
+#                              every issued URL and page token stops working)
+#                kindred-backup.txt  what was backed up, from where, and the first WAL segment a restore needs
+#              and, with KINDRED_PROFILE_PHOTO_DIR set (photos in a folder instead of PostgreSQL), DIR/photos/:
+#              the content-addressed photo files, copied after the base backup and only added to, never deleted
+#              from (profile writes a photo's bytes before the row that refers to them, and deletes them after
+#              the last row went).
+#   --keep N   afterwards keep only the N newest backups in DIR and remove archived WAL segments older than the
+#              oldest one kept (pg_archivecleanup); default: keep everything
+#   --photos-only  only add new photo files to DIR/photos (cheap: run it every few minutes, as the WAL archive
+#              runs continuously; a restore target needs the photos its rows refer to copied after it)
+# Settings: KINDRED_DATA_DIR (default .data), KINDRED_WAL_ARCHIVE_DIR (default $KINDRED_DATA_DIR/wal-archive),
+# KINDRED_PROFILE_PHOTO_DIR. The backup holds secrets: DIR is made 0700; keep it (and the WAL archive) on
+# another machine or disk than the cluster.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+absolute() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$ROOT/$1" ;; esac; }
+fail() { printf 'backup: %s\n' "$*" >&2; exit 1; }
+
+DEST="${KINDRED_BACKUP_DIR:-.backups}"
+KEEP=""
+PHOTOS_ONLY=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --to) DEST="${2:?--to needs a folder}"; shift 2 ;;
+        --keep) KEEP="${2:?--keep needs a number}"; shift 2 ;;
+        --photos-only) PHOTOS_ONLY=1; shift ;;
+        -h | --help) sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) fail "unknown argument $1 (usage: backup.sh [--to DIR] [--keep N] [--photos-only])" ;;
+    esac
+done
+[ -z "$KEEP" ] || [[ "$KEEP" =~ ^[1-9][0-9]*$ ]] || fail "--keep takes a number of backups, 1 or more"
+DEST="$(absolute "$DEST")"
+DATA_DIR="$(absolute "${KINDRED_DATA_DIR:-.data}")"
+PG_DATA="$DATA_DIR/postgres"
+WAL_ARCHIVE="${KINDRED_WAL_ARCHIVE_DIR:-$DATA_DIR/wal-archive}"
+[ "$WAL_ARCHIVE" = off ] || WAL_ARCHIVE="$(absolute "$WAL_ARCHIVE")"
+PG_BIN="$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -n 1)"
+[ -x "$PG_BIN/pg_basebackup" ] || fail "PostgreSQL binaries not found in /usr/lib/postgresql/*/bin"
+
+# The running server: postmaster.pid names its socket folder (line 5) and port (line 4).
+[ -f "$PG_DATA/postmaster.pid" ] || fail "no PostgreSQL is running on $PG_DATA (start the cluster first)"
+mapfile -t postmaster <"$PG_DATA/postmaster.pid"
+kill -0 "${postmaster[0]}" 2>/dev/null || fail "PostgreSQL (pid ${postmaster[0]}) of $PG_DATA is not running"
+export PGHOST="${postmaster[4]}" PGPORT="${postmaster[3]}" PGUSER=postgres
+psql() { "$PG_BIN/psql" -X -A -t -v ON_ERROR_STOP=1 -d postgres -c "$1"; }
+archive_mode="$(psql "SHOW archive_mode")"
+if [ "$WAL_ARCHIVE" = off ] || [ "$archive_mode" = off ]; then
+    echo "backup: note: WAL archiving is off; this backup restores only to the moment it ended" >&2
+fi
+
+# New photo files into DEST/photos (shared by every backup in DEST: the names are their content's SHA-256).
+copy_photos() {
+    [ -n "${KINDRED_PROFILE_PHOTO_DIR:-}" ] || return 0
+    local photo_dir
+    photo_dir="$(absolute "$KINDRED_PROFILE_PHOTO_DIR")"
+    [ -d "$photo_dir" ] || fail "KINDRED_PROFILE_PHOTO_DIR $photo_dir is not a folder"
+    mkdir -p "$DEST/photos"
+    chmod 0700 "$DEST"
+    # Whole files only: profile writes each to a temporary dot-name and renames it into place.
+    rsync -a --ignore-existing --exclude='.*' "$photo_dir/" "$DEST/photos/" || fail "copying the photos failed"
+    photos="$photo_dir, copied into $DEST/photos ($(find "$DEST/photos" -type f | wc -l) files)"
+}
+if [ -n "$PHOTOS_ONLY" ]; then
+    [ -n "${KINDRED_PROFILE_PHOTO_DIR:-}" ] || fail "--photos-only: KINDRED_PROFILE_PHOTO_DIR is not set (photos are in PostgreSQL)"
+    copy_photos
+    echo "Photos: $photos."
+    exit 0
+fi
+
+STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
+TARGET="$DEST/$STAMP"
+[ ! -e "$TARGET" ] || fail "$TARGET exists already (two backups within one second?)"
+mkdir -p "$DEST"
+chmod 0700 "$DEST"
+mkdir "$TARGET"
+seconds_since() { awk -v start="$1" -v now="$EPOCHREALTIME" 'BEGIN { printf "%.1f", now - start }'; }
+started=$EPOCHREALTIME
+# A fast checkpoint starts the copy at once instead of after the next scheduled one.
+"$PG_BIN/pg_basebackup" -D "$TARGET/postgres" -F plain -X stream -c fast --manifest-checksums=SHA256 \
+    -l "kindred $STAMP" || { rm -rf "$TARGET"; fail "pg_basebackup failed"; }
+"$PG_BIN/pg_verifybackup" -q "$TARGET/postgres" || fail "pg_verifybackup found $TARGET/postgres damaged"
+database_seconds="$(seconds_since "$started")"
+
+mkdir "$TARGET/files"
+for folder in auth secrets; do
+    if [ -d "$DATA_DIR/$folder" ]; then cp -a "$DATA_DIR/$folder" "$TARGET/files/"; fi
+done
+
+photos="not in a folder (KINDRED_PROFILE_PHOTO_DIR unset): they are in PostgreSQL, table profile.photo_blobs"
+copy_photos
+
+start_wal="$(sed -n 's/^START WAL LOCATION: .* (file \([0-9A-F]*\))$/\1/p' "$TARGET/postgres/backup_label")"
+cat >"$TARGET/kindred-backup.txt" <<INFO
+created:        $STAMP
+postgres:       $PG_DATA (PostgreSQL $(cat "$PG_DATA/PG_VERSION"))
+start wal:      $start_wal
+wal archive:    $WAL_ARCHIVE (archive_mode $archive_mode)
+photos:         $photos
+INFO
+sync -f "$TARGET/kindred-backup.txt"
+
+if [ -n "$KEEP" ]; then
+    mapfile -t backups < <(find "$DEST" -mindepth 1 -maxdepth 1 -type d -name '20*Z' | sort)
+    for ((i = 0; i < ${#backups[@]} - KEEP; i++)); do
+        echo "Removing the old backup ${backups[$i]}"
+        rm -rf "${backups[$i]}"
+    done
+    first_kept=$((${#backups[@]} > KEEP ? ${#backups[@]} - KEEP : 0))
+    oldest="${backups[$first_kept]}"
+    oldest_wal="$(sed -n 's/^start wal: *//p' "$oldest/kindred-backup.txt")"
+    if [ "$WAL_ARCHIVE" != off ] && [ -n "$oldest_wal" ]; then
+        "$PG_BIN/pg_archivecleanup" -x .zst "$WAL_ARCHIVE" "$oldest_wal"
+    fi
+fi
+
+echo "Backed up to $TARGET in $(seconds_since "$started") s (database $database_seconds s, $(du -sh "$TARGET" | cut -f1))."
+echo "Restore with: services/restore.sh --from $TARGET --to-data NEW_DATA_DIR [--target-time 'YYYY-MM-DD HH:MM:SS+00']"

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Restores a Kindred cluster from a backup of services/backup.sh into a new data folder, to a point in time:
+# the base backup is copied, PostgreSQL replays the archived WAL up to the target time (recovery.signal,
+# restore_command, recovery_target_time) and is promoted, then stopped; auth's signing key, the service secrets
+# and (when the backup has them) the photo files are put beside it. Then start the services on it:
+#   KINDRED_DATA_DIR=DIR services/run-cluster.sh
+# Events, decks and chat streams need no manual step: the outboxes, their cursors and every consumer's tables
+# come back from the same moment, discovery rebuilds its index from its tables at start. docs/operations.md,
+# "Backup and restore".
+#
+# Usage: services/restore.sh --from BACKUP --to-data DIR [--target-time TIME] [--wal-archive ARCHIVE]
+#                            [--photo-dir PHOTOS]
+#   --from BACKUP        one backup (a folder DEST/<UTC time> made by backup.sh), or DEST itself: then the newest
+#                        backup made before TIME (or the newest one)
+#   --to-data DIR        the new data folder (KINDRED_DATA_DIR of the restored cluster); must not hold a database
+#   --target-time TIME   restore everything committed up to TIME (PostgreSQL timestamp, e.g.
+#                        '2026-11-27 03:12:45.5+00'); default: everything the archive holds
+#   --wal-archive DIR    the WAL archive to replay (default: the one the backup's kindred-backup.txt names)
+#   --photo-dir PHOTOS   where to put the photo files of a backup that has them (default DIR/photos; start the
+#                        restored cluster with KINDRED_PROFILE_PHOTO_DIR=PHOTOS)
+# Settings: KINDRED_RESTORE_TIMEOUT seconds the WAL replay may take (default 86400).
+# Exit status: 0 restored; 1 nothing usable was made (the reason is printed), or the database was restored but
+# photo files it refers to are missing (listed).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+# shellcheck source=services/postgres/wal-archive.sh
+source services/postgres/wal-archive.sh
+absolute() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$ROOT/$1" ;; esac; }
+fail() { printf 'restore: %s\n' "$*" >&2; exit 1; }
+seconds_since() { awk -v start="$1" -v now="$EPOCHREALTIME" 'BEGIN { printf "%.1f", now - start }'; }
+
+FROM="" DATA_DIR="" TARGET_TIME="" ARCHIVE="" PHOTO_DIR=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --from) FROM="${2:?--from needs a backup folder}"; shift 2 ;;
+        --to-data) DATA_DIR="${2:?--to-data needs a folder}"; shift 2 ;;
+        --target-time) TARGET_TIME="${2:?--target-time needs a time}"; shift 2 ;;
+        --wal-archive) ARCHIVE="${2:?--wal-archive needs a folder}"; shift 2 ;;
+        --photo-dir) PHOTO_DIR="${2:?--photo-dir needs a folder}"; shift 2 ;;
+        -h | --help) sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) fail "unknown argument $1 (see services/restore.sh --help)" ;;
+    esac
+done
+if [ -z "$FROM" ] || [ -z "$DATA_DIR" ]; then fail "--from and --to-data are required (see services/restore.sh --help)"; fi
+FROM="$(absolute "$FROM")"
+DATA_DIR="$(absolute "$DATA_DIR")"
+[[ "$TARGET_TIME" != *[\'\\[:cntrl:]]* ]] || fail "--target-time may not contain quotes, \\ or control characters"
+PG_BIN="$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -n 1)"
+[ -x "$PG_BIN/pg_ctl" ] || fail "PostgreSQL binaries not found in /usr/lib/postgresql/*/bin"
+
+# The backup: a folder of backups means the newest one made before the target (their names are UTC times, which
+# sort in time order and compare with the target once written the same way).
+if [ ! -f "$FROM/kindred-backup.txt" ]; then
+    mapfile -t backups < <(find "$FROM" -mindepth 2 -maxdepth 2 -name kindred-backup.txt -printf '%h\n' | sort)
+    [ ${#backups[@]} -gt 0 ] || fail "$FROM holds no backup of services/backup.sh"
+    chosen=""
+    before="$(date -u -d "${TARGET_TIME:-now}" +%Y%m%dT%H%M%SZ 2>/dev/null)" || fail "cannot read the time $TARGET_TIME"
+    for backup in "${backups[@]}"; do [[ "$(basename "$backup")" < "$before" ]] && chosen="$backup"; done
+    [ -n "$chosen" ] || fail "no backup in $FROM was made before $TARGET_TIME"
+    FROM="$chosen"
+fi
+[ -d "$FROM/postgres" ] || fail "$FROM has no postgres/ folder"
+BACKUPS_ROOT="$(dirname "$FROM")"
+if [ -z "$ARCHIVE" ]; then ARCHIVE="$(sed -n 's/^wal archive: *\(.*\) (archive_mode .*$/\1/p' "$FROM/kindred-backup.txt")"; fi
+if [ -z "$ARCHIVE" ] || [ "$ARCHIVE" = off ]; then fail "the backup names no WAL archive: give --wal-archive"; fi
+ARCHIVE="$(absolute "$ARCHIVE")"
+[ -d "$ARCHIVE" ] || fail "the WAL archive $ARCHIVE is not a folder"
+wal_archive_check_folder "$ARCHIVE" || exit 1
+PG_DATA="$DATA_DIR/postgres"
+if [ -e "$PG_DATA" ] && [ -n "$(ls -A "$PG_DATA")" ]; then fail "$PG_DATA is not empty: restore into a new folder"; fi
+
+started=$EPOCHREALTIME
+echo "Restoring $FROM into $DATA_DIR${TARGET_TIME:+, to $TARGET_TIME}, replaying WAL from $ARCHIVE..."
+mkdir -p "$DATA_DIR"
+cp -a "$FROM/postgres" "$PG_DATA"
+chmod 0700 "$PG_DATA"
+SOCKET="$(mktemp -d /tmp/kindred-restore.XXXXXX)"
+LOG="$DATA_DIR/restore-postgres.log"
+: >"$LOG"
+if [ "$(id -u)" -eq 0 ]; then
+    as_postgres() { runuser -u postgres -- "$@"; }
+    chown -R postgres: "$PG_DATA" "$SOCKET" "$LOG"
+    chmod 0755 "$DATA_DIR"
+else
+    as_postgres() { "$@"; }
+fi
+cleanup() {
+    if [ -f "$PG_DATA/postmaster.pid" ]; then as_postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" -m fast -w stop >>"$LOG" 2>&1; fi
+    rm -rf "$SOCKET"
+}
+trap cleanup EXIT
+
+# run-cluster.sh rewrites kindred.conf on every start, so the recovery settings end with this run. Archiving is
+# off while replaying (the restored cluster archives into its own folder once run-cluster.sh starts it).
+{
+    echo "# Written by services/restore.sh for the WAL replay; run-cluster.sh replaces it."
+    echo "listen_addresses = ''"
+    echo "unix_socket_directories = '$SOCKET'"
+    echo "port = 5432"
+    echo "archive_mode = off"
+    echo "hot_standby = off"
+    echo "restore_command = '$(wal_restore_command "$ARCHIVE")'"
+    [ -z "$TARGET_TIME" ] || echo "recovery_target_time = '$TARGET_TIME'"
+    echo "recovery_target_action = 'promote'"
+} >"$PG_DATA/kindred.conf"
+grep -q "^include_if_exists = 'kindred.conf'" "$PG_DATA/postgresql.conf" \
+    || echo "include_if_exists = 'kindred.conf'" >>"$PG_DATA/postgresql.conf"
+touch "$PG_DATA/recovery.signal"
+[ "$(id -u)" -ne 0 ] || chown postgres: "$PG_DATA/kindred.conf" "$PG_DATA/recovery.signal"
+
+# The replay: pg_ctl returns once the server runs (with hot_standby off it answers no query before the end); the
+# replay is over when a query finds it promoted. A target the archive does not reach stops the server ("recovery
+# ended before configured recovery target was reached").
+replay_failed() {
+    if [ -f "$PG_DATA/postmaster.pid" ]; then as_postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" -m immediate -w stop >>"$LOG" 2>&1 || true; fi
+    tail -n 15 "$LOG" | sed 's/^/    /' >&2
+    rm -rf "$PG_DATA" # half replayed: nothing anyone should start
+    fail "the WAL replay failed (log above, in $LOG); nothing was restored"
+}
+export PGHOST="$SOCKET" PGPORT=5432 PGUSER=postgres
+psql() { "$PG_BIN/psql" -X -A -t -v ON_ERROR_STOP=1 -d "${2:-postgres}" -c "$1"; }
+deadline=$((SECONDS + ${KINDRED_RESTORE_TIMEOUT:-86400}))
+# shellcheck disable=SC2094 # pg_ctl appends to the log itself, as its own messages do
+as_postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$LOG" -w -t "${KINDRED_RESTORE_TIMEOUT:-86400}" start >>"$LOG" 2>&1 \
+    || replay_failed
+until [ "$(psql "SELECT pg_is_in_recovery()" 2>/dev/null)" = f ]; do
+    postmaster="$(head -n 1 "$PG_DATA/postmaster.pid" 2>/dev/null || true)"
+    if [ -z "$postmaster" ] || ! kill -0 "$postmaster" 2>/dev/null || [ $SECONDS -ge $deadline ]; then replay_failed; fi
+    sleep 0.2
+done
+replay_seconds="$(seconds_since "$started")"
+grep -E "recovery stopping|last completed transaction|archive recovery complete|redo done" "$LOG" | sed 's/^/    /' || true
+
+# Auth's signing key and the service secrets, as they were.
+if [ -d "$FROM/files" ]; then cp -a "$FROM/files/." "$DATA_DIR/"; fi
+
+missing=0
+if [ -d "$BACKUPS_ROOT/photos" ]; then
+    PHOTO_DIR="$(absolute "${PHOTO_DIR:-$DATA_DIR/photos}")"
+    mkdir -p "$PHOTO_DIR"
+    rsync -a --ignore-existing "$BACKUPS_ROOT/photos/" "$PHOTO_DIR/"
+    # Every rendition the restored rows refer to must be there (a photo uploaded and deleted again between two
+    # backups of the folder is not, if the target falls between its upload and its deletion).
+    database="$(sed -n 's/^KINDRED_DATABASE=//p' services/cluster.env)"
+    while read -r key; do
+        [ -z "$key" ] || [ -f "$PHOTO_DIR/${key:0:2}/$key" ] || { echo "    missing photo file $key" >&2; missing=$((missing + 1)); }
+    done < <(psql "SELECT DISTINCT blob_key FROM profile.photo_variants" "$database")
+fi
+cleanup
+trap - EXIT
+echo "# The replay's settings are gone; services/run-cluster.sh writes this file on every start." >"$PG_DATA/kindred.conf"
+
+echo "Restored in $(seconds_since "$started") s (WAL replay and promotion $replay_seconds s)."
+if [ "$missing" -gt 0 ]; then
+    fail "the database is restored, but $missing photo files it refers to are missing from $PHOTO_DIR"
+fi
+echo "Start it with: KINDRED_DATA_DIR=$DATA_DIR${PHOTO_DIR:+ KINDRED_PROFILE_PHOTO_DIR=$PHOTO_DIR} services/run-cluster.sh"
+echo "Then take a new backup (services/backup.sh): the restored database continues on a new timeline."
