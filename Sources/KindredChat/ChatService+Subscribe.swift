@@ -33,10 +33,9 @@ extension ChatService {
         let (last, purgedThrough) = try await self.log.position(of: user, in: self.database)
         var cursor = SubscriptionCursor(position: last)
         if let resumeFrom {
-            guard resumeFrom <= last else {
-                throw ChatError.invalid("resume_token", "RESUME_TOKEN_INVALID", "a resume_token received on this stream")
-            }
-            if resumeFrom < purgedThrough {
+            // Older than the retained log, or ahead of it (the database was restored to an earlier time, so the
+            // client saw events that are gone): the client refetches its threads, then gets live events.
+            if resumeFrom < purgedThrough || resumeFrom > last {
                 var resync = Chat.ResyncRequired()
                 resync.oldestAvailableUnixMs = Self.nowMs() - self.configuration.eventRetentionSeconds * 1000
                 var event = Self.event(.resyncRequired(resync))

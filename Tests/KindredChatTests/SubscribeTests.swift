@@ -44,8 +44,20 @@ struct SubscribeTests {
             try await Task.sleep(for: .milliseconds(200))
             #expect(resumed.messages.map(\.sequence) == Array(4...12))
             await resumed.cancel()
-            // A token from nowhere is refused.
-            let bad = StreamRecorder.start(chat.client, bob, resumeToken: "c1.999999")
+            // A token ahead of the log (its events are gone: a restore to an earlier time) asks for a resync and
+            // carries on from the log's end; a malformed one is refused.
+            let ahead = StreamRecorder.start(chat.client, bob, resumeToken: "c1.999999")
+            await ahead.wait { !$0.logged.isEmpty }
+            guard case .resyncRequired? = ahead.logged.first?.event else {
+                Issue.record("expected ResyncRequired, got \(ahead.events)")
+                return
+            }
+            #expect(ahead.logged.first?.resumeToken == resumed.logged.last?.resumeToken)
+            try await chat.send(alice, thread, "after the resync")
+            await ahead.wait { $0.messages.count == 1 }
+            #expect(ahead.messages.map(\.sequence) == [13])
+            await ahead.cancel()
+            let bad = StreamRecorder.start(chat.client, bob, resumeToken: "c2.5")
             await bad.wait { $0.ended }
             #expect((bad.error as? RPCError)?.code == .invalidArgument)
         }
