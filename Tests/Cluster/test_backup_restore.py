@@ -387,20 +387,29 @@ def check_restored(cluster, community, members, writes, moment, tokens_before_t,
                                                                metadata=member.auth, timeout=TIMEOUT).cards]
             assert cards and not swiped & set(cards), f"member {member.index}'s deck after the restore"
 
-        # Streams: a fresh Subscribe and one resumed from a token of before T both receive a new match's message.
+        # Streams: a fresh Subscribe, one resumed from a token of before T, and one resumed from a token of after T
+        # (its client saw events the restore took back: it is told to resync, then carries on) all receive a new
+        # match's message.
         a, b = members[0], members[3]
-        seen = {"fresh": [], "resumed": []}
+        assert int(writes.tokens[3][3:]) > int(tokens_before_t[3][3:]), "member 3's stream moved on after T"
+        seen = {"fresh": [], "resumed": [], "ahead": []}
         calls = {"fresh": chat.Subscribe(chat_pb2.SubscribeRequest(), metadata=a.auth, timeout=120),
                  "resumed": chat.Subscribe(chat_pb2.SubscribeRequest(resume_token=tokens_before_t[3]),
-                                           metadata=b.auth, timeout=120)}
+                                           metadata=b.auth, timeout=120),
+                 "ahead": chat.Subscribe(chat_pb2.SubscribeRequest(resume_token=writes.tokens[3]),
+                                         metadata=b.auth, timeout=120)}
+        resyncs = []
 
         def read(name):
             try:
                 for event in calls[name]:
                     if event.WhichOneof("event") == "message":
                         seen[name].append(event.message.message_id)
-            except grpc.RpcError:
-                pass
+                    elif event.WhichOneof("event") == "resync_required":
+                        resyncs.append(name)
+            except grpc.RpcError as error:
+                if error.code() != grpc.StatusCode.CANCELLED:
+                    writes.failures.append(f"{name} stream: {error.code()} {error.details()}")
         for name in calls:
             threading.Thread(target=read, args=(name,), daemon=True).start()
         deck.Swipe(deck_pb2.SwipeRequest(target_user_id=b.id, action=LIKE, surface="deck"), metadata=a.auth,
@@ -416,4 +425,5 @@ def check_restored(cluster, community, members, writes, moment, tokens_before_t,
         time.sleep(0.5)
         for call in calls.values():
             call.cancel()
-        assert seen["fresh"].count(message.message_id) == 1 and seen["resumed"].count(message.message_id) == 1
+        assert all(received.count(message.message_id) == 1 for received in seen.values()), seen
+        assert resyncs == ["ahead"] and not writes.failures, (resyncs, writes.failures)
