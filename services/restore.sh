@@ -152,7 +152,7 @@ cleanup
 trap - EXIT
 echo "# The replay's settings are gone; services/run-cluster.sh writes this file on every start." >"$PG_DATA/kindred.conf"
 
-echo "Restored in $(seconds_since "$started") s (WAL replay and promotion $replay_seconds s)."
+echo "Restored in $(seconds_since "$started") s (the database copied, replayed and promoted after $replay_seconds s)."
 if [ "$missing" -gt 0 ]; then
     fail "the database is restored, but $missing photo files it refers to are missing from $PHOTO_DIR"
 fi

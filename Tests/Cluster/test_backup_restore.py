@@ -11,7 +11,6 @@ rather than silently restoring less."""
 import datetime
 import hashlib
 import io
-import os
 import pathlib
 import random
 import shutil
@@ -242,6 +241,7 @@ def test_a_backup_restores_to_a_point_in_time_and_the_services_carry_on(workspac
         # The base backup, while the writes go on.
         result, backup_seconds = run(ROOT / "services" / "backup.sh", "--to", backups, env=backup_env)
         assert result.returncode == 0, result.stdout + result.stderr
+        backed_up = next(line for line in result.stdout.splitlines() if line.startswith("Backed up"))
         writes.progress(40)
         with channel_to(source.gateway) as channel:
             photo_before_t = upload(channel, members[1], photo(2))
@@ -283,6 +283,7 @@ def test_a_backup_restores_to_a_point_in_time_and_the_services_carry_on(workspac
                                   restored_folder / "data", "--target-time", utc(moment),
                                   "--wal-archive", source.data_dir / "wal-archive", "--photo-dir", restored_photos)
     assert result.returncode == 0, result.stdout + result.stderr
+    restored_line = next(line for line in result.stdout.splitlines() if line.startswith("Restored in"))
     shutil.rmtree(source.folder, ignore_errors=True)
     restored = Cluster(folder=restored_folder, KINDRED_PROFILE_PHOTO_DIR=str(restored_photos), **SETTINGS)
     try:
@@ -291,8 +292,8 @@ def test_a_backup_restores_to_a_point_in_time_and_the_services_carry_on(workspac
     finally:
         assert_clean_stop(restored, restored.pids())
     print(f"\nbackup+restore: {len(writes.swipes)} swipes, {len(writes.matches)} matches, "
-          f"{sum(len(m) for m in writes.messages.values())} messages written; backup.sh {backup_seconds:.1f} s, "
-          f"restore.sh {restore_seconds:.1f} s")
+          f"{sum(len(m) for m in writes.messages.values())} messages written; backup.sh {backup_seconds:.1f} s "
+          f"({backed_up}), restore.sh {restore_seconds:.1f} s ({restored_line})")
 
 
 def check_restored(cluster, community, members, writes, moment, tokens_before_t, late_email, photo_ids):

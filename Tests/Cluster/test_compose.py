@@ -353,7 +353,8 @@ def test_dockerignore_keeps_build_products_and_data_out():
 # ---- shell scripts ----
 
 @pytest.mark.parametrize("script", ["services/run-cluster.sh", "services/postgres/init-roles.sh",
-                                    "services/install-deps.sh", "Tests/Fuzz/campaign.sh"])
+                                    "services/install-deps.sh", "Tests/Fuzz/campaign.sh", "services/backup.sh",
+                                    "services/restore.sh", "services/postgres/wal-archive.sh"])
 def test_shell_scripts_parse_and_pass_shellcheck(script):
     subprocess.run(["bash", "-n", script], cwd=ROOT, check=True)
     if shutil.which("shellcheck") is None:
