@@ -122,12 +122,18 @@ class Writes:
             self.start(self.send_messages, swiper, target, match_id)
         return answer
 
-    def swipe_all(self, plan):
-        for swiper, target, action in plan:
-            if self.stop.is_set():
-                return
-            self.swipe(swiper, target, action)
-            time.sleep(0.3)
+    def swipe_all(self, phases, gates, done):
+        """Each phase's swipes once its gate opens (before the backup, between the backup and T, after T)."""
+        for plan, gate, finished in zip(phases, gates, done):
+            while not gate.wait(0.1):
+                if self.stop.is_set():
+                    return
+            for swiper, target, action in plan:
+                if self.stop.is_set():
+                    return
+                self.swipe(swiper, target, action)
+                time.sleep(0.05)
+            finished.set()
 
     def send_messages(self, first, second, thread_id):
         people = (self.members[first], self.members[second])
@@ -234,7 +240,11 @@ def test_a_backup_restores_to_a_point_in_time_and_the_services_carry_on(workspac
             plan += [(swiper, t, PASS) for t in rng.sample(others, 3)]  # passes never match
         rng.shuffle(plan)
         writes.start(writes.fetch_decks)
-        swiper = writes.start(writes.swipe_all, plan)  # ~20 s: across the backup and T
+        phases = [plan[i::3] for i in range(3)]
+        gates = [threading.Event() for _ in phases]
+        done = [threading.Event() for _ in phases]
+        gates[0].set()
+        writes.start(writes.swipe_all, phases, gates, done)
         wait_for("a resume token on every stream", lambda: all(writes.tokens.values()), timeout=60)
         writes.progress(30)
 
@@ -242,13 +252,14 @@ def test_a_backup_restores_to_a_point_in_time_and_the_services_carry_on(workspac
         result, backup_seconds = run(ROOT / "services" / "backup.sh", "--to", backups, env=backup_env)
         assert result.returncode == 0, result.stdout + result.stderr
         backed_up = next(line for line in result.stdout.splitlines() if line.startswith("Backed up"))
-        writes.progress(40)
+        gates[1].set()
+        wait_for("the swipes between the backup and T", lambda: done[1].is_set() or writes.failures, timeout=120)
         with channel_to(source.gateway) as channel:
             photo_before_t = upload(channel, members[1], photo(2))
         writes.progress(20)
         tokens_before_t = dict(writes.tokens)
         moment = time.time()  # T
-        assert swiper.is_alive(), "the swipes should go on after T"
+        gates[2].set()
         writes.progress(40)
         with channel_to(source.gateway) as channel:
             photo_after_t = upload(channel, members[2], photo(3))
@@ -256,7 +267,7 @@ def test_a_backup_restores_to_a_point_in_time_and_the_services_carry_on(workspac
             account_pb2_grpc.AccountServiceStub(channel).SignUp(account_pb2.SignUpRequest(
                 community_id=community, email=late_email, username=unique("late_"), password=PASSWORD),
                 timeout=TIMEOUT)
-        swiper.join(120)
+        wait_for("the swipes after T", lambda: done[2].is_set() or writes.failures, timeout=120)
         writes.progress(20)
         writes.finish()
         # The continuous parts of a backup: the WAL archive, and the photo files copied every few minutes.
