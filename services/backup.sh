@@ -8,9 +8,9 @@
 #   --to DIR   where backups go (default $KINDRED_BACKUP_DIR, else .backups); each run adds DIR/<UTC time>/:
 #                postgres/     pg_basebackup, plain format, with the WAL that makes it consistent (-X stream)
 #                              and its backup_manifest, checked afterwards with pg_verifybackup
-#                files/        $KINDRED_DATA_DIR/auth (auth's signing key) and secrets/ (service secrets, the
-#                              media URL and location keys: without them restored members move on the map and
-#                              every issued URL and page token stops working)
+#                files/        every other folder of $KINDRED_DATA_DIR: auth/ (auth's signing key), secrets/ (service
+#                              secrets, the media URL and location keys: without them restored members move on the
+#                              map and every issued URL and page token stops working)
 #                kindred-backup.txt  what was backed up, from where, and the first WAL segment a restore needs
 #              and, with KINDRED_PROFILE_PHOTO_DIR set (photos in a folder instead of PostgreSQL), DIR/photos/:
 #              the content-addressed photo files, copied after the base backup and only added to, never deleted
@@ -95,10 +95,18 @@ started=$EPOCHREALTIME
 "$PG_BIN/pg_verifybackup" -q "$TARGET/postgres" || fail "pg_verifybackup found $TARGET/postgres damaged"
 database_seconds="$(seconds_since "$started")"
 
+# Every other folder of the data folder: auth's signing key (auth/), the service secrets (secrets/), and whatever
+# a server keeps in its KINDRED_<SERVER>_DATA_DIR.
 mkdir "$TARGET/files"
-for folder in auth secrets; do
-    if [ -d "$DATA_DIR/$folder" ]; then cp -a "$DATA_DIR/$folder" "$TARGET/files/"; fi
+skip=("$(realpath "$PG_DATA")" "$(realpath -m "$WAL_ARCHIVE")")
+[ -z "${KINDRED_PROFILE_PHOTO_DIR:-}" ] || skip+=("$(realpath -m "$(absolute "$KINDRED_PROFILE_PHOTO_DIR")")")
+shopt -s nullglob
+for folder in "$DATA_DIR"/*/; do
+    folder="$(realpath "$folder")"
+    [[ " ${skip[*]} " != *" $folder "* && "$(realpath -m "$DEST")/" != "$folder/"* ]] || continue
+    cp -a "$folder" "$TARGET/files/"
 done
+shopt -u nullglob
 
 photos="not in a folder (KINDRED_PROFILE_PHOTO_DIR unset): they are in PostgreSQL, table profile.photo_blobs"
 copy_photos
