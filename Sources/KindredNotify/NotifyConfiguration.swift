@@ -1,5 +1,6 @@
 import Foundation
 import KindredGRPCServices
+import KindredPush
 import KindredServiceKit
 
 /// Everything the notify service can be configured with, read from `KINDRED_NOTIFY_*` (services/notify/README.md
@@ -36,6 +37,18 @@ public struct NotifyConfiguration: Sendable {
     /// `KINDRED_NOTIFY_WEB_PUSH_ALLOW_HTTP` (bool), default false: accept `http://` Web Push endpoints (local peers
     /// in development and tests only).
     public var webPushAllowHTTP = false
+    /// APNs, configured when `KINDRED_NOTIFY_APNS_KEY_FILE` (the .p8 key) is set; then `_APNS_KEY_ID`,
+    /// `_APNS_TEAM_ID` and `_APNS_TOPIC` (the app's bundle id) are required, and `_APNS_BASE_URL` (default
+    /// Apple's production origin) and `_APNS_CA_FILE` (default the system's roots) optional. Unset: notifications
+    /// to iOS devices are skipped.
+    public var apns: APNsConfiguration?
+    /// FCM, configured when `KINDRED_NOTIFY_FCM_SERVICE_ACCOUNT_FILE` is set; `_FCM_BASE_URL`, `_FCM_TOKEN_URL`
+    /// (default the key file's `token_uri`) and `_FCM_CA_FILE` optional. Unset: notifications to Android devices
+    /// are skipped.
+    public var fcm: FCMConfiguration?
+    /// `KINDRED_NOTIFY_SEND_POLL_MS` (int, 50..60000), default 500: how often the sender looks for due
+    /// notifications when the queue was empty.
+    public var sendPollInterval: Duration = .milliseconds(500)
 
     public init() {}
 
@@ -52,5 +65,34 @@ public struct NotifyConfiguration: Sendable {
             "KINDRED_NOTIFY_SESSION_SWEEP_MS", default: self.sessionSweepInterval, in: 100...60_000)
         self.webPushHosts = Set(reader.list("KINDRED_NOTIFY_WEB_PUSH_HOSTS", default: self.webPushHosts).map { $0.lowercased() })
         self.webPushAllowHTTP = try reader.bool("KINDRED_NOTIFY_WEB_PUSH_ALLOW_HTTP", default: self.webPushAllowHTTP)
+        self.apns = try Self.apns(reader)
+        self.fcm = Self.fcm(reader)
+        self.sendPollInterval = try reader.milliseconds(
+            "KINDRED_NOTIFY_SEND_POLL_MS", default: self.sendPollInterval, in: 50...60_000)
+    }
+
+    private static func apns(_ reader: EnvironmentReader) throws -> APNsConfiguration? {
+        guard let keyFile = reader.string("KINDRED_NOTIFY_APNS_KEY_FILE") else { return nil }
+        func required(_ key: String) throws -> String {
+            guard let value = reader.string(key), !value.isEmpty else {
+                throw ConfigurationError(key: key, problem: "required when KINDRED_NOTIFY_APNS_KEY_FILE is set")
+            }
+            return value
+        }
+        var apns = APNsConfiguration(
+            keyFile: keyFile, keyID: try required("KINDRED_NOTIFY_APNS_KEY_ID"),
+            teamID: try required("KINDRED_NOTIFY_APNS_TEAM_ID"), topic: try required("KINDRED_NOTIFY_APNS_TOPIC"))
+        apns.baseURL = reader.string("KINDRED_NOTIFY_APNS_BASE_URL") ?? apns.baseURL
+        apns.trustRootsFile = reader.string("KINDRED_NOTIFY_APNS_CA_FILE")
+        return apns
+    }
+
+    private static func fcm(_ reader: EnvironmentReader) -> FCMConfiguration? {
+        guard let account = reader.string("KINDRED_NOTIFY_FCM_SERVICE_ACCOUNT_FILE") else { return nil }
+        var fcm = FCMConfiguration(serviceAccountFile: account)
+        fcm.baseURL = reader.string("KINDRED_NOTIFY_FCM_BASE_URL") ?? fcm.baseURL
+        fcm.tokenURL = reader.string("KINDRED_NOTIFY_FCM_TOKEN_URL")
+        fcm.trustRootsFile = reader.string("KINDRED_NOTIFY_FCM_CA_FILE")
+        return fcm
     }
 }

@@ -1,11 +1,13 @@
 import KindredGRPC
 import KindredGRPCServices
 import KindredPostgres
+import KindredPush
 import KindredServiceKit
 import Logging
 
 /// The whole notify service, built from a configuration: database pool, the link to auth (keys, service token,
-/// session ends), the sweep that removes devices of ended sessions, housekeeping, and the gRPC server.
+/// session ends), the sweep that removes devices of ended sessions, the sender (when a push provider is
+/// configured), housekeeping, and the gRPC server.
 /// `notify-server` is a thin wrapper around it; tests start it in-process through `TestServer`.
 public final class NotifyServer: ServiceServer {
     public let configuration: NotifyConfiguration
@@ -13,6 +15,9 @@ public final class NotifyServer: ServiceServer {
     public let auth: AuthConnection
     public let service: NotifyService
     public let runner: ServerRunner
+    /// The push providers configured (APNs, FCM), closed by ``shutdown()``.
+    private let apns: APNsProvider?
+    private let fcm: FCMProvider?
     /// Whether `auth` was made here (and is closed by ``shutdown()``) rather than passed in.
     private let ownsAuth: Bool
 
@@ -28,6 +33,19 @@ public final class NotifyServer: ServiceServer {
                 revocationStaleAfter: configuration.revocationStaleAfter, logger: logger)
         self.service = NotifyService(configuration: configuration, database: self.database, auth: self.auth, logger: logger)
         let metrics = ServerMetrics()
+        self.apns = try configuration.apns.map { try APNsProvider(configuration: $0, logger: logger) }
+        self.fcm = try configuration.fcm.map { try FCMProvider(configuration: $0, logger: logger) }
+        var providers: [DevicePlatform: any PushProvider] = [:]
+        providers[.apns] = self.apns
+        providers[.fcm] = self.fcm
+        // Without any provider nothing is sent: notifications stay queued until keys are configured.
+        let sender =
+            providers.isEmpty
+            ? nil
+            : NotificationSender(
+                database: self.database, providers: providers, apnsTopic: configuration.apns?.topic ?? "",
+                pollInterval: configuration.sendPollInterval, metrics: metrics.factory, logger: logger)
+        if sender == nil { logger.info("notify: no push provider configured, notifications stay queued") }
         var runner = ServerRunner(configuration: try configuration.endpoint.serverConfiguration(), services: [self.service])
         runner.admin = configuration.endpoint.adminConfiguration
         runner.metrics = metrics
@@ -42,11 +60,13 @@ public final class NotifyServer: ServiceServer {
                     _ = try? await inbox.purge()
                 }
             },
-        ]
+        ] + (sender.map { sender in [BackgroundTask("sender") { await sender.run() }] } ?? [])
         self.runner = runner
     }
 
     public func shutdown() async {
+        await self.apns?.close()
+        await self.fcm?.close()
         await self.database.shutdown()
         if self.ownsAuth { await self.auth.shutdown() }
     }

@@ -1,0 +1,12 @@
+/// A notification the sender claimed from the queue (table `notifications`): ids only, texts are rendered per
+/// device when sent.
+struct QueuedNotification: Sendable, Hashable {
+    var id: String
+    var user: String
+    var kind: NotificationKind
+    var subject: String?
+    var collapseKey: String?
+    var connection: Bool
+    /// Earlier attempts that some device asked to retry.
+    var attempts: Int
+}

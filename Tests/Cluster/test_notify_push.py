@@ -1,0 +1,190 @@
+"""Notify's sender in a running cluster, against the independent APNs and FCM peers of Tests/Peers (Python `h2` and
+`cryptography`, sharing no code with Kindred) with throwaway keys and certificates made for this run: members
+register an iOS or an Android device, connect through the gateway, and each device gets exactly one push for the
+new match, signed with the configured key (ES256 provider token, RS256 service-account grant), for the configured
+topic, with nothing personal in it; a device its push service says is gone (APNs 410, FCM UNREGISTERED) is
+removed; a push service asking to retry later gets the notification once after it said so."""
+
+import json
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cluster_harness import ROOT, Cluster, assert_clean_stop
+from test_cluster import TIMEOUT
+from test_consent import Api as FitnessApi, Member as FitnessMember, follow
+from test_notify import APNS, FCM, devices, eventually, register
+
+
+PEERS = ROOT / "Tests" / "Peers"
+KEY_ID, TEAM_ID, TOPIC = "KEY1234567", "TEAM123456", "dev.kindred.test"
+CLIENT_EMAIL, PROJECT = "push@kindred-test.iam.gserviceaccount.com", "kindred-test"
+SETTLE = 30  # seconds: match's event reaching notify, the sender's poll and a push
+
+
+class Peer:
+    """One peer process: its port, its record (JSON lines) and its rules file."""
+
+    def __init__(self, script, folder, arguments):
+        self.record = folder / f"{script}.jsonl"
+        self.rules = folder / f"{script}-rules.json"
+        self.rules.write_text("{}")
+        self.process = subprocess.Popen(
+            [sys.executable, str(PEERS / script), "--cert", str(folder / "server.pem"),
+             "--key", str(folder / "server-key.pem"), "--record", str(self.record), "--rules", str(self.rules),
+             "--exit-on-stdin-eof", *arguments],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        line = self.process.stdout.readline().strip()
+        assert line.startswith("LISTENING "), f"{script} did not start: {line!r}"
+        self.port = int(line.split()[1])
+
+    def set_rules(self, rules):
+        temporary = self.rules.with_suffix(".new")
+        temporary.write_text(json.dumps(rules))
+        temporary.rename(self.rules)
+
+    def entries(self):
+        if not self.record.exists():
+            return []
+        return [json.loads(line) for line in self.record.read_text().splitlines() if line.strip()]
+
+    def stop(self):
+        self.process.stdin.close()
+        self.process.kill()
+        self.process.wait()
+
+
+def unused_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def peers(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("push-keys")
+    fcm_port = unused_port()
+    token_uri = f"https://127.0.0.1:{fcm_port}/token"
+    subprocess.run([sys.executable, str(PEERS / "push_test_keys.py"), str(folder), "--token-uri", token_uri,
+                    "--project", PROJECT], check=True, capture_output=True)
+    apns = Peer("apns_peer.py", folder, ["--port", "0", "--public-key", str(folder / "apns-key.pub.pem"),
+                                         "--key-id", KEY_ID, "--team-id", TEAM_ID, "--topic", TOPIC])
+    fcm = Peer("fcm_peer.py", folder, ["--port", str(fcm_port), "--public-key",
+                                       str(folder / "fcm-service-account.pub.pem"), "--client-email", CLIENT_EMAIL,
+                                       "--token-uri", token_uri, "--project", PROJECT])
+    yield folder, apns, fcm
+    apns.stop()
+    fcm.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(peers):
+    folder, apns, fcm = peers
+    running = Cluster(
+        KINDRED_NOTIFY_SEND_POLL_MS="100",
+        KINDRED_NOTIFY_APNS_BASE_URL=f"https://127.0.0.1:{apns.port}",
+        KINDRED_NOTIFY_APNS_KEY_FILE=str(folder / "apns-key.p8"), KINDRED_NOTIFY_APNS_KEY_ID=KEY_ID,
+        KINDRED_NOTIFY_APNS_TEAM_ID=TEAM_ID, KINDRED_NOTIFY_APNS_TOPIC=TOPIC,
+        KINDRED_NOTIFY_APNS_CA_FILE=str(folder / "ca.pem"),
+        KINDRED_NOTIFY_FCM_SERVICE_ACCOUNT_FILE=str(folder / "fcm-service-account.json"),
+        KINDRED_NOTIFY_FCM_BASE_URL=f"https://127.0.0.1:{fcm.port}",
+        KINDRED_NOTIFY_FCM_CA_FILE=str(folder / "ca.pem"))
+    pids = running.pids()
+    yield running
+    assert_clean_stop(running, pids)
+
+
+@pytest.fixture(scope="module")
+def api(cluster):
+    import grpc
+    with grpc.insecure_channel(cluster.gateway) as channel:
+        yield FitnessApi(channel)
+
+
+def apns_token():
+    import secrets
+    return secrets.token_hex(32)
+
+
+def pushes_to(peer, token):
+    """The requests the peer recorded for one device (APNs: its token; FCM: its registration token)."""
+    return [entry for entry in peer.entries()
+            if entry.get("device") == token or entry.get("registration_token") == token]
+
+
+def state_of(cluster, user_id):
+    return cluster.psql(f"SELECT string_agg(state, ',') FROM notify.notifications WHERE user_id = '{user_id}' "
+                        "AND kind = 'new_match'").strip()
+
+
+def pair(cluster, api, stub, apns_rule=None, fcm_rule=None, peers=None):
+    """Ann with an iPhone, Bob with an Android phone, connected through the gateway."""
+    ann = FitnessMember(cluster, api, "Ann", 48.8566, 2.3522)
+    bob = FitnessMember(cluster, api, "Bob", 48.8600, 2.3400)
+    ann_token, bob_token = apns_token(), f"fcm-{bob.id}"
+    register(stub, ann.auth, platform=APNS, token=ann_token, locale="fr-FR", time_zone="Europe/Paris")
+    register(stub, bob.auth, platform=FCM, token=bob_token, locale="en-GB", time_zone="Europe/London")
+    if peers is not None:
+        _, apns, fcm = peers
+        apns.set_rules({ann_token: apns_rule} if apns_rule else {})
+        fcm.set_rules({bob_token: fcm_rule} if fcm_rule else {})
+    assert follow(api, ann, bob).match.match_id
+    return ann, bob, ann_token, bob_token
+
+
+@pytest.fixture(scope="module")
+def stub(cluster):
+    import grpc
+    from kindred.api.v1 import notify_pb2_grpc
+    with grpc.insecure_channel(cluster.gateway) as channel:
+        yield notify_pb2_grpc.NotificationServiceStub(channel)
+
+
+def test_a_match_reaches_each_sides_device_once_signed_and_without_personal_data(cluster, api, stub, peers):
+    _, apns, fcm = peers
+    ann, bob, ann_token, bob_token = pair(cluster, api, stub)
+    eventually(lambda: pushes_to(apns, ann_token) and pushes_to(fcm, bob_token), "a push to each side", SETTLE)
+    eventually(lambda: state_of(cluster, ann.id) == "sent" and state_of(cluster, bob.id) == "sent",
+               "both notifications sent", SETTLE)
+    time.sleep(2)  # anything sent twice would show by now (the sender polls every 100 ms)
+    [to_ann], [to_bob] = pushes_to(apns, ann_token), pushes_to(fcm, bob_token)
+    # APNs: accepted by the peer, which verified the ES256 provider token against the .p8 key's public key.
+    assert to_ann["accepted"] and to_ann["jwt"]["header"]["kid"] == KEY_ID
+    assert to_ann["jwt"]["claims"]["iss"] == TEAM_ID and to_ann["headers"]["apns-topic"] == TOPIC
+    notification_id = cluster.psql(f"SELECT notification_id FROM notify.notifications WHERE user_id = '{ann.id}'")
+    assert to_ann["headers"]["apns-id"] == notification_id.strip()
+    assert to_ann["payload"]["aps"]["alert"]["title"] == "C'est un match !"  # Ann's device is in French
+    # FCM: sent with an access token the peer issued for the RS256-signed service-account grant.
+    assert to_bob["accepted"] and to_bob["message"]["token"] == bob_token
+    assert any(entry.get("kind") == "token" and entry["accepted"] for entry in fcm.entries())
+    for text in (json.dumps(to_ann["payload"]), json.dumps(to_bob["message"])):
+        assert ann.email not in text and bob.email not in text and "48.8" not in text and "2.3" not in text
+
+
+def test_a_device_its_push_service_calls_gone_is_removed(cluster, api, stub, peers):
+    _, apns, fcm = peers
+    ann, bob, ann_token, bob_token = pair(
+        cluster, api, stub, apns_rule={"status": 410, "reason": "Unregistered"},
+        fcm_rule={"status": 404, "error_code": "UNREGISTERED"}, peers=peers)
+    eventually(lambda: not devices(stub, ann.auth) and not devices(stub, bob.auth), "both devices removed", SETTLE)
+    assert len(pushes_to(apns, ann_token)) == 1 and len(pushes_to(fcm, bob_token)) == 1
+    eventually(lambda: state_of(cluster, ann.id) == "skipped" and state_of(cluster, bob.id) == "skipped",
+               "nothing left to reach", SETTLE)
+
+
+def test_a_push_service_asking_to_retry_later_gets_the_notification_once_afterwards(cluster, api, stub, peers):
+    _, apns, fcm = peers
+    ann, bob, ann_token, bob_token = pair(
+        cluster, api, stub, apns_rule={"status": 429, "reason": "TooManyRequests", "retry_after": 1, "times": 1},
+        fcm_rule={"status": 503, "retry_after": 1, "times": 1}, peers=peers)
+    eventually(lambda: state_of(cluster, ann.id) == "sent" and state_of(cluster, bob.id) == "sent",
+               "both sent after the retry", SETTLE)
+    time.sleep(2)
+    for peer, token in ((apns, ann_token), (fcm, bob_token)):
+        answers = [entry["status"] for entry in pushes_to(peer, token)]
+        assert answers == [answers[0], 200] and answers[0] in (429, 503), answers
+    assert devices(stub, ann.auth) and devices(stub, bob.auth)
