@@ -157,7 +157,7 @@ def test_a_match_reaches_each_sides_device_once_signed_and_without_personal_data
     assert to_ann["jwt"]["claims"]["iss"] == TEAM_ID and to_ann["headers"]["apns-topic"] == TOPIC
     notification_id = cluster.psql(f"SELECT notification_id FROM notify.notifications WHERE user_id = '{ann.id}'")
     assert to_ann["headers"]["apns-id"] == notification_id.strip()
-    assert to_ann["payload"]["aps"]["alert"]["title"] == "C'est un match !"  # Ann's device is in French
+    assert to_ann["payload"]["aps"]["alert"]["title"] == "Nouvelle connexion"  # Ann's device is in French (fitness: a connection)
     # FCM: sent with an access token the peer issued for the RS256-signed service-account grant.
     assert to_bob["accepted"] and to_bob["message"]["token"] == bob_token
     assert any(entry.get("kind") == "token" and entry["accepted"] for entry in fcm.entries())
