@@ -107,13 +107,8 @@ public struct AuthConfiguration: Sendable {
     public var serviceSecrets: [String: String] = [:]
     public static let serviceNames = ["gateway", "profile", "discovery", "match", "chat", "notify"]
 
-    /// `KINDRED_AUTH_EVENT_CONSUMERS` (comma-separated `name=host:port`, e.g.
-    /// `profile=127.0.0.1:50052,chat=127.0.0.1:50055`), default none: where the events relay delivers account
-    /// events (the service kit's `OutboxRelay`). Events for consumers not listed wait in the outbox.
-    public var eventConsumers: [EventConsumer] = []
-    /// `KINDRED_AUTH_EVENT_POLL_MS` (int, 10...60000), default 1000: how often the events relay looks for due
-    /// retries (new events wake it at once through NOTIFY).
-    public var eventPollInterval: Duration = .seconds(1)
+    /// `KINDRED_AUTH_EVENT_CONSUMERS`, `_EVENT_POLL_MS`: where auth's events go (`EventRelaySettings`).
+    public var events = EventRelaySettings()
 
     public init() {}
 
@@ -126,6 +121,7 @@ public struct AuthConfiguration: Sendable {
         let day: Int64 = 86_400
         self.endpoint = try AuthServerDefinition.endpoint(reader)
         self.database = try AuthServerDefinition.database(reader) ?? self.database
+        self.events = try EventRelaySettings(server: "auth", environment: reader)
         self.dataDirectory = reader.string("KINDRED_AUTH_DATA_DIR") ?? self.dataDirectory
         self.signingKeyFile = reader.string("KINDRED_AUTH_SIGNING_KEY_FILE")
         self.accessTokenLifetime = try reader.seconds(
@@ -161,8 +157,7 @@ public struct AuthConfiguration: Sendable {
         self.mailPollInterval = try reader.milliseconds(
             "KINDRED_AUTH_MAIL_POLL_MS", default: self.mailPollInterval, in: 10...3_600_000)
         self.mailMaxAttempts = try reader.int("KINDRED_AUTH_MAIL_MAX_ATTEMPTS", default: self.mailMaxAttempts, in: 1...100)
-        self.revocationStaleAfter = try reader.milliseconds(
-            "KINDRED_AUTH_REVOCATION_STALE_MS", default: self.revocationStaleAfter, in: 2_000...60_000)
+        self.revocationStaleAfter = try AuthClientSettings.revocationStaleAfter(server: "auth", environment: reader)
         self.mailRetention = try reader.seconds(
             "KINDRED_AUTH_MAIL_RETENTION_SECONDS", default: self.mailRetention, in: 3_600...(3_650 * day))
         self.signInFailuresPerHour = try reader.int(
@@ -187,11 +182,6 @@ public struct AuthConfiguration: Sendable {
             let key = "KINDRED_AUTH_SERVICE_SECRET_" + name.uppercased()
             self.serviceSecrets[name] = try reader.secret(key, length: 32...256)
         }
-        if let value = reader.string("KINDRED_AUTH_EVENT_CONSUMERS") {
-            self.eventConsumers = try EventConsumer.parseList(value, key: "KINDRED_AUTH_EVENT_CONSUMERS")
-        }
-        self.eventPollInterval = try reader.milliseconds(
-            "KINDRED_AUTH_EVENT_POLL_MS", default: self.eventPollInterval, in: 10...60_000)
     }
 
     /// The signing key path: the configured file, else `<data dir>/signing-key.pem`.

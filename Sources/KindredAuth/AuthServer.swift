@@ -87,11 +87,11 @@ public final class AuthServer: ServiceServer {
             logger: logger
         )
         let metrics = ServerMetrics()
-        if configuration.eventConsumers.isEmpty {
+        if configuration.events.consumers.isEmpty {
             self.eventRelay = nil
         } else {
-            var events = OutboxRelayConfiguration(producer: "auth", consumers: configuration.eventConsumers)
-            events.pollInterval = configuration.eventPollInterval
+            var events = OutboxRelayConfiguration(producer: "auth", consumers: configuration.events.consumers)
+            events.pollInterval = configuration.events.pollInterval
             let service = self.service
             self.eventRelay = OutboxRelay(
                 configuration: events,

@@ -10,16 +10,9 @@ public struct ChatConfiguration: Sendable {
     public var endpoint = ServerEndpointSettings(defaultPort: ChatServerDefinition.defaultPort)
     /// `KINDRED_CHAT_DATABASE_URL`, `_DATABASE_POOL_SIZE` (1...500, default 10), `_MIGRATIONS_DIR`.
     public var database = DatabaseSettings(server: "chat", schema: "chat")
-    /// `KINDRED_CHAT_AUTH_ADDRESS` (host:port), default `127.0.0.1:50051`: auth, for its keys, the service token
-    /// and its session ends.
-    public var authAddress = HostPort(host: "127.0.0.1", port: 50051)
-    /// `KINDRED_CHAT_SERVICE_SECRET` (string, 32..256), default none: chat's secret for auth's IssueServiceToken
-    /// (auth's `KINDRED_AUTH_SERVICE_SECRET_CHAT`). Required in practice: without it session ends cannot be
-    /// followed and every call with a user token answers UNAVAILABLE.
-    public var serviceSecret: String?
-    /// `KINDRED_CHAT_REVOCATION_STALE_MS` (int, 2000..60000), default 5000: how long the set of ended sessions is
-    /// trusted without news from auth.
-    public var revocationStaleAfter: Duration = .seconds(5)
+    /// `KINDRED_CHAT_AUTH_ADDRESS`, `_SERVICE_SECRET`, `_REVOCATION_STALE_MS`: how chat reaches auth
+    /// (`AuthClientSettings`).
+    public var auth = AuthClientSettings()
     /// `KINDRED_CHAT_HEARTBEAT_MS` (int, 100..300000), default 30000: a Subscribe stream silent this long gets a
     /// heartbeat (and re-reads its log in case a notification was lost).
     public var heartbeatInterval: Duration = .seconds(30)
@@ -43,10 +36,7 @@ public struct ChatConfiguration: Sendable {
     public init(_ reader: EnvironmentReader) throws {
         self.endpoint = try ChatServerDefinition.endpoint(reader)
         self.database = try ChatServerDefinition.database(reader) ?? self.database
-        self.authAddress = try reader.address("KINDRED_CHAT_AUTH_ADDRESS", default: self.authAddress)
-        self.serviceSecret = try reader.secret("KINDRED_CHAT_SERVICE_SECRET", length: 32...256)
-        self.revocationStaleAfter = try reader.milliseconds(
-            "KINDRED_CHAT_REVOCATION_STALE_MS", default: self.revocationStaleAfter, in: 2_000...60_000)
+        self.auth = try AuthClientSettings(server: "chat", environment: reader)
         self.heartbeatInterval = try reader.milliseconds(
             "KINDRED_CHAT_HEARTBEAT_MS", default: self.heartbeatInterval, in: 100...300_000)
         self.subscriberBuffer = try reader.int("KINDRED_CHAT_SUBSCRIBER_BUFFER", default: self.subscriberBuffer, in: 16...100_000)

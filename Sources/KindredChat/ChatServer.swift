@@ -21,10 +21,10 @@ public final class ChatServer: ServiceServer {
         self.logger = logger
         self.database = try configuration.database.makeClient(logger: logger)
         self.auth = AuthConnection(
-            address: configuration.authAddress,
+            address: configuration.auth.address,
             serviceName: "chat",
-            secret: configuration.serviceSecret,
-            revocationStaleAfter: configuration.revocationStaleAfter,
+            secret: configuration.auth.serviceSecret,
+            revocationStaleAfter: configuration.auth.revocationStaleAfter,
             logger: logger
         )
         let hub = ChatEventHub(capacity: configuration.subscriberBuffer)

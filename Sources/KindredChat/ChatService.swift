@@ -48,7 +48,7 @@ public final class ChatService: GRPCService, Sendable {
         self.hub = hub
         self.typingLimiter = TokenBucketLimiter(rate: Double(configuration.typingPerMinute) / 60, burst: 5)
         self.logger = logger
-        self.pageTokenKey = PageToken.key(service: "chat", secret: configuration.serviceSecret)
+        self.pageTokenKey = PageToken.key(service: "chat", secret: configuration.auth.serviceSecret)
     }
 
     /// Routes call the handlers directly: errors are mapped once, by the runtime (`ChatError`, `PostgresError`).

@@ -10,19 +10,12 @@ public struct DiscoveryConfiguration: Sendable {
     public var endpoint = ServerEndpointSettings(defaultPort: DiscoveryServerDefinition.defaultPort)
     /// `KINDRED_DISCOVERY_DATABASE_URL`, `_DATABASE_POOL_SIZE` (1..500, default 10), `_MIGRATIONS_DIR`.
     public var database = DatabaseSettings(server: "discovery", schema: "discovery")
-    /// `KINDRED_DISCOVERY_AUTH_ADDRESS` (host:port), default `127.0.0.1:50051`: auth's public keys, session ends
-    /// and discovery's service token.
-    public var authAddress = HostPort(host: "127.0.0.1", port: 50051)
+    /// `KINDRED_DISCOVERY_AUTH_ADDRESS`, `_SERVICE_SECRET`, `_REVOCATION_STALE_MS`: how discovery reaches auth
+    /// (`AuthClientSettings`).
+    public var auth = AuthClientSettings()
     /// `KINDRED_DISCOVERY_PROFILE_ADDRESS` (host:port), default `127.0.0.1:50052`: profile's
     /// ListProfileIndexEntries for `RebuildIndex` with `backfill_from_profile`.
     public var profileAddress = HostPort(host: "127.0.0.1", port: 50052)
-    /// `KINDRED_DISCOVERY_SERVICE_SECRET` (string, 32..256), default none: discovery's secret for auth's
-    /// IssueServiceToken (auth's `KINDRED_AUTH_SERVICE_SECRET_DISCOVERY`). Without it session ends cannot be
-    /// followed: calls with a user token answer UNAVAILABLE (fail closed).
-    public var serviceSecret: String?
-    /// `KINDRED_DISCOVERY_REVOCATION_STALE_MS` (int, 2000..60000), default 5000: how long the set of ended
-    /// sessions is trusted without news from auth.
-    public var revocationStaleAfter: Duration = .seconds(5)
     /// `KINDRED_DISCOVERY_DECK_POOL` (int, 50..5000), default 500: candidates ranked for a deck (the nearest
     /// compatible ones; its pages are served from that ranking).
     public var deckPool = 500
@@ -57,12 +50,9 @@ public struct DiscoveryConfiguration: Sendable {
     public init(_ reader: EnvironmentReader) throws {
         self.endpoint = try DiscoveryServerDefinition.endpoint(reader)
         self.database = try DiscoveryServerDefinition.database(reader) ?? self.database
-        self.authAddress = try reader.address("KINDRED_DISCOVERY_AUTH_ADDRESS", default: self.authAddress)
+        self.auth = try AuthClientSettings(server: "discovery", environment: reader)
         self.profileAddress = try reader.address("KINDRED_DISCOVERY_PROFILE_ADDRESS", default: self.profileAddress)
-        self.serviceSecret = try reader.secret("KINDRED_DISCOVERY_SERVICE_SECRET", length: 32...256)
         self.locationOffset = try PublishedLocation(reader).offset
-        self.revocationStaleAfter = try reader.milliseconds(
-            "KINDRED_DISCOVERY_REVOCATION_STALE_MS", default: self.revocationStaleAfter, in: 2000...60_000)
         self.deckPool = try reader.int("KINDRED_DISCOVERY_DECK_POOL", default: self.deckPool, in: 50...5000)
         self.scanLimit = try reader.int("KINDRED_DISCOVERY_SCAN_LIMIT", default: self.scanLimit, in: 1000...1_000_000)
         self.rebuildPage = try reader.int("KINDRED_DISCOVERY_REBUILD_PAGE", default: self.rebuildPage, in: 1...100_000)

@@ -19,7 +19,7 @@ public final class DiscoveryServer: ServiceServer {
     private let ownsAuth: Bool
     private let profileClient: GRPCClient
 
-    /// `auth`: how callers are checked; nil = connect to `configuration.authAddress` (tests pass fixed keys).
+    /// `auth`: how callers are checked; nil = connect to `configuration.auth.address` (tests pass fixed keys).
     public init(configuration: DiscoveryConfiguration, auth: AuthConnection? = nil, logger: Logger) throws {
         self.configuration = configuration
         self.database = try configuration.database.makeClient(logger: logger)
@@ -27,8 +27,8 @@ public final class DiscoveryServer: ServiceServer {
         self.auth =
             auth
             ?? AuthConnection(
-                address: configuration.authAddress, serviceName: "discovery", secret: configuration.serviceSecret,
-                revocationStaleAfter: configuration.revocationStaleAfter, logger: logger)
+                address: configuration.auth.address, serviceName: "discovery", secret: configuration.auth.serviceSecret,
+                revocationStaleAfter: configuration.auth.revocationStaleAfter, logger: logger)
         var profile = GRPCClientConfiguration(
             host: configuration.profileAddress.host, port: configuration.profileAddress.port)
         profile.defaultTimeout = .seconds(30)

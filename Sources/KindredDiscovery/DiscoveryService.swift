@@ -56,7 +56,7 @@ public final class DiscoveryService: GRPCService, Sendable {
         self.inbox = EventInbox(database: database, logger: logger)
         self.pages = DeckPages(capacity: configuration.heldDecks, byteBudget: configuration.heldDeckMiB << 20)
         self.viewerLimiter = TokenBucketLimiter(rate: configuration.viewerRate, burst: configuration.viewerBurst)
-        self.pageTokenKey = PageToken.key(service: "discovery", secret: configuration.serviceSecret)
+        self.pageTokenKey = PageToken.key(service: "discovery", secret: configuration.auth.serviceSecret)
         // discovery_decks_total / discovery_decks_widened_total: first deck pages served and how many of them
         // were widened; discovery_events_applied_total: events whose effect reached the index;
         // discovery_deck_seconds: time to find and rank a first page.

@@ -9,27 +9,17 @@ public struct MatchConfiguration: Sendable {
     public var endpoint = ServerEndpointSettings(defaultPort: MatchServerDefinition.defaultPort)
     /// `KINDRED_MATCH_DATABASE_URL`, `_DATABASE_POOL_SIZE` (1..500, default 10), `_MIGRATIONS_DIR`.
     public var database = DatabaseSettings(server: "match", schema: "match")
-    /// `KINDRED_MATCH_AUTH_ADDRESS` (host:port), default `127.0.0.1:50051`: auth's public keys, session ends,
-    /// the service token, and DeactivateAccount when an admin resolves a report with a deactivation.
-    public var authAddress = HostPort(host: "127.0.0.1", port: 50051)
+    /// `KINDRED_MATCH_AUTH_ADDRESS`, `_SERVICE_SECRET`, `_REVOCATION_STALE_MS`: how match reaches auth
+    /// (`AuthClientSettings`).
+    public var auth = AuthClientSettings()
     /// `KINDRED_MATCH_DISCOVERY_ADDRESS` (host:port), default `127.0.0.1:50053`: discovery's CheckCandidates,
     /// asked before every swipe (a swipe is accepted only on a member the swiper's deck could show).
     public var discoveryAddress = HostPort(host: "127.0.0.1", port: 50053)
     /// `KINDRED_MATCH_DISCOVERY_TIMEOUT_MS` (int, 50..10000), default 1000: the deadline of that check (or the
     /// swipe's own, if earlier). Without an answer the swipe answers UNAVAILABLE (retry), never unchecked.
     public var discoveryTimeout: Duration = .seconds(1)
-    /// `KINDRED_MATCH_SERVICE_SECRET` (string, 32..256), default none: match's secret for auth's
-    /// IssueServiceToken (auth's `KINDRED_AUTH_SERVICE_SECRET_MATCH`). Without it session ends cannot be followed
-    /// (user calls answer UNAVAILABLE: fail closed) and no events are delivered.
-    public var serviceSecret: String?
-    /// `KINDRED_MATCH_REVOCATION_STALE_MS` (int, 2000..60000), default 5000: how long the set of ended sessions
-    /// is trusted without news from auth.
-    public var revocationStaleAfter: Duration = .seconds(5)
-    /// `KINDRED_MATCH_EVENT_CONSUMERS` (comma-separated `name=host:port`), default none: where match's events go
-    /// (discovery, chat, profile). Events for consumers not listed wait in the outbox.
-    public var eventConsumers: [EventConsumer] = []
-    /// `KINDRED_MATCH_EVENT_POLL_MS` (int, 10..60000), default 1000: retry poll of the events relay.
-    public var eventPollInterval: Duration = .seconds(1)
+    /// `KINDRED_MATCH_EVENT_CONSUMERS`, `_EVENT_POLL_MS`: where match's events go (`EventRelaySettings`).
+    public var events = EventRelaySettings()
     /// `KINDRED_MATCH_SWIPE_BATCH` (int, 1..2000), default 256: most swipes committed in one transaction.
     public var swipeBatch = 256
     /// `KINDRED_MATCH_SWIPE_WRITERS` (int, 1..32), default 2: transactions committing swipe batches at once.
@@ -60,18 +50,11 @@ public struct MatchConfiguration: Sendable {
     public init(_ reader: EnvironmentReader) throws {
         self.endpoint = try MatchServerDefinition.endpoint(reader)
         self.database = try MatchServerDefinition.database(reader) ?? self.database
-        self.authAddress = try reader.address("KINDRED_MATCH_AUTH_ADDRESS", default: self.authAddress)
-        self.serviceSecret = try reader.secret("KINDRED_MATCH_SERVICE_SECRET", length: 32...256)
+        self.auth = try AuthClientSettings(server: "match", environment: reader)
+        self.events = try EventRelaySettings(server: "match", environment: reader)
         self.discoveryAddress = try reader.address("KINDRED_MATCH_DISCOVERY_ADDRESS", default: self.discoveryAddress)
         self.discoveryTimeout = try reader.milliseconds(
             "KINDRED_MATCH_DISCOVERY_TIMEOUT_MS", default: self.discoveryTimeout, in: 50...10_000)
-        self.revocationStaleAfter = try reader.milliseconds(
-            "KINDRED_MATCH_REVOCATION_STALE_MS", default: self.revocationStaleAfter, in: 2000...60_000)
-        if let value = reader.string("KINDRED_MATCH_EVENT_CONSUMERS") {
-            self.eventConsumers = try EventConsumer.parseList(value, key: "KINDRED_MATCH_EVENT_CONSUMERS")
-        }
-        self.eventPollInterval = try reader.milliseconds(
-            "KINDRED_MATCH_EVENT_POLL_MS", default: self.eventPollInterval, in: 10...60_000)
         self.swipeBatch = try reader.int("KINDRED_MATCH_SWIPE_BATCH", default: self.swipeBatch, in: 1...2000)
         self.swipeWriters = try reader.int("KINDRED_MATCH_SWIPE_WRITERS", default: self.swipeWriters, in: 1...32)
         self.swipeRate = try reader.double("KINDRED_MATCH_SWIPE_RATE", default: self.swipeRate, in: 0.01...1_000_000)

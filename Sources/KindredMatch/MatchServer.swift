@@ -23,7 +23,7 @@ public final class MatchServer: ServiceServer {
     /// The client of discovery's CheckCandidates, when the check was made here.
     private let discoveryClient: GRPCClient?
 
-    /// `auth`: how callers are checked; nil = connect to `configuration.authAddress` (tests pass fixed keys).
+    /// `auth`: how callers are checked; nil = connect to `configuration.auth.address` (tests pass fixed keys).
     /// `candidateCheck`: who a swiper's deck could show; nil = discovery at `configuration.discoveryAddress`.
     public init(
         configuration: MatchConfiguration, auth: AuthConnection? = nil, candidateCheck: (any CandidateCheck)? = nil,
@@ -35,8 +35,8 @@ public final class MatchServer: ServiceServer {
         self.auth =
             auth
             ?? AuthConnection(
-                address: configuration.authAddress, serviceName: "match", secret: configuration.serviceSecret,
-                revocationStaleAfter: configuration.revocationStaleAfter, logger: logger)
+                address: configuration.auth.address, serviceName: "match", secret: configuration.auth.serviceSecret,
+                revocationStaleAfter: configuration.auth.revocationStaleAfter, logger: logger)
         var check = candidateCheck
         if check == nil {
             let discovery = DiscoveryCandidates(
@@ -56,11 +56,11 @@ public final class MatchServer: ServiceServer {
             metricsFactory: metrics.factory,
             logger: logger
         )
-        if configuration.eventConsumers.isEmpty || self.auth.serviceTokens == nil {
+        if configuration.events.consumers.isEmpty || self.auth.serviceTokens == nil {
             self.eventRelay = nil
         } else {
-            var events = OutboxRelayConfiguration(producer: "match", consumers: configuration.eventConsumers)
-            events.pollInterval = configuration.eventPollInterval
+            var events = OutboxRelayConfiguration(producer: "match", consumers: configuration.events.consumers)
+            events.pollInterval = configuration.events.pollInterval
             self.eventRelay = OutboxRelay(
                 configuration: events,
                 database: self.database,

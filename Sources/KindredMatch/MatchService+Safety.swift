@@ -31,7 +31,7 @@ extension MatchService {
     func awaitConsumers(of user: String) async throws {
         guard
             try await self.outbox.awaitDelivery(
-                partition: user, consumers: self.configuration.eventConsumers.map(\.name), on: self.database,
+                partition: user, consumers: self.configuration.events.consumers.map(\.name), on: self.database,
                 timeout: self.configuration.blockPropagationTimeout)
         else {
             self.logger.warning("block not yet applied by every consumer", metadata: ["partition.kind": "user"])

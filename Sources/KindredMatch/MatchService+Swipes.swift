@@ -53,7 +53,7 @@ extension MatchService {
     /// UNAVAILABLE with retry-after when one is still behind after `matchPropagationTimeout` (the swipe is
     /// recorded; retrying it is a replay that waits again).
     func awaitMatchConsumers(of swiper: String) async throws {
-        let consumers = self.configuration.eventConsumers.map(\.name).filter(Self.matchConsumers.contains)
+        let consumers = self.configuration.events.consumers.map(\.name).filter(Self.matchConsumers.contains)
         let started = ContinuousClock.now
         let applied = try await self.outbox.awaitDelivery(
             partition: swiper, consumers: consumers, on: self.database,

@@ -58,7 +58,7 @@ public final class MatchService: GRPCService, Sendable {
         self.reportLimiter = TokenBucketLimiter(
             rate: Double(configuration.reportsPerHour) / 3600, burst: configuration.reportsPerHour)
         self.pageTokenKey = PageToken.key(
-            service: "match", secret: configuration.pageTokenSecret ?? configuration.serviceSecret)
+            service: "match", secret: configuration.pageTokenSecret ?? configuration.auth.serviceSecret)
         // match_swipes_total: acknowledged swipes (replays included); match_matches_total: matches and
         // connections created. Batch sizes and commit times: match_swipe_batch_size, match_swipe_commit_seconds.
         self.swipeCounter = Counter(label: "match_swipes_total", factory: metricsFactory)

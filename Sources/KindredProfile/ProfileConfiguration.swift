@@ -10,9 +10,9 @@ public struct ProfileConfiguration: Sendable {
     public var endpoint = ServerEndpointSettings(defaultPort: ProfileServerDefinition.defaultPort)
     /// `KINDRED_PROFILE_DATABASE_URL`, `_DATABASE_POOL_SIZE`, `_MIGRATIONS_DIR`: see `DatabaseSettings`.
     public var database = DatabaseSettings(server: "profile", schema: "profile")
-    /// `KINDRED_PROFILE_AUTH_ADDRESS` (host:port), default `127.0.0.1:50051`: auth, for its public keys, session
-    /// ends (WatchRevokedSessions) and the service token.
-    public var authAddress = HostPort(host: "127.0.0.1", port: 50051)
+    /// `KINDRED_PROFILE_AUTH_ADDRESS`, `_SERVICE_SECRET`, `_REVOCATION_STALE_MS`: how profile reaches auth
+    /// (`AuthClientSettings`).
+    public var auth = AuthClientSettings()
     /// `KINDRED_PROFILE_DISCOVERY_ADDRESS` (host:port), default `127.0.0.1:50053`: discovery's CheckCandidates
     /// (card mode), asked by GetProfiles for the cards of members not matched with the viewer (a card is shown
     /// only to a viewer whose deck could show the member, or whom the member liked).
@@ -20,18 +20,8 @@ public struct ProfileConfiguration: Sendable {
     /// `KINDRED_PROFILE_DISCOVERY_TIMEOUT_MS` (int, 50..10000), default 1000: the deadline of that check. Without
     /// an answer GetProfiles answers UNAVAILABLE (retry), never an unchecked card.
     public var discoveryTimeout: Duration = .seconds(1)
-    /// `KINDRED_PROFILE_SERVICE_SECRET` (string, 32..256), default none: profile's secret for auth's
-    /// IssueServiceToken (auth's `KINDRED_AUTH_SERVICE_SECRET_PROFILE`). Without it profile cannot follow session
-    /// ends (calls with a user token answer UNAVAILABLE: fail closed) nor deliver its events.
-    public var serviceSecret: String?
-    /// `KINDRED_PROFILE_REVOCATION_STALE_MS` (int, 2000..60000), default 5000: how long the set of ended sessions
-    /// is trusted without news from auth.
-    public var revocationStaleAfter: Duration = .seconds(5)
-    /// `KINDRED_PROFILE_EVENT_CONSUMERS` (comma-separated `name=host:port`), default none: where the events relay
-    /// delivers ProfileUpdated, LocationChanged and CommunityUpdated. Unlisted consumers' events wait.
-    public var eventConsumers: [EventConsumer] = []
-    /// `KINDRED_PROFILE_EVENT_POLL_MS` (int, 10..60000), default 1000.
-    public var eventPollInterval: Duration = .seconds(1)
+    /// `KINDRED_PROFILE_EVENT_CONSUMERS`, `_EVENT_POLL_MS`: where profile's events go (`EventRelaySettings`).
+    public var events = EventRelaySettings()
     /// `KINDRED_PROFILE_PROPAGATION_MS` (int, 100..30000), default 3000: how long CreateProfile, UpdateProfile,
     /// UpdateLocation, UploadPhoto and DeletePhoto wait for discovery and match to apply the change (so the member's
     /// next deck call or swipe sees it) before answering UNAVAILABLE (retry).
@@ -69,18 +59,11 @@ public struct ProfileConfiguration: Sendable {
     public init(_ reader: EnvironmentReader) throws {
         self.endpoint = try ProfileServerDefinition.endpoint(reader)
         self.database = try ProfileServerDefinition.database(reader) ?? self.database
-        self.authAddress = try reader.address("KINDRED_PROFILE_AUTH_ADDRESS", default: self.authAddress)
-        self.serviceSecret = try reader.secret("KINDRED_PROFILE_SERVICE_SECRET", length: 32...256)
+        self.auth = try AuthClientSettings(server: "profile", environment: reader)
+        self.events = try EventRelaySettings(server: "profile", environment: reader)
         self.discoveryAddress = try reader.address("KINDRED_PROFILE_DISCOVERY_ADDRESS", default: self.discoveryAddress)
         self.discoveryTimeout = try reader.milliseconds(
             "KINDRED_PROFILE_DISCOVERY_TIMEOUT_MS", default: self.discoveryTimeout, in: 50...10_000)
-        self.revocationStaleAfter = try reader.milliseconds(
-            "KINDRED_PROFILE_REVOCATION_STALE_MS", default: self.revocationStaleAfter, in: 2000...60_000)
-        if let value = reader.string("KINDRED_PROFILE_EVENT_CONSUMERS") {
-            self.eventConsumers = try EventConsumer.parseList(value, key: "KINDRED_PROFILE_EVENT_CONSUMERS")
-        }
-        self.eventPollInterval = try reader.milliseconds(
-            "KINDRED_PROFILE_EVENT_POLL_MS", default: self.eventPollInterval, in: 10...60_000)
         self.propagationTimeout = try reader.milliseconds(
             "KINDRED_PROFILE_PROPAGATION_MS", default: self.propagationTimeout, in: 100...30_000)
         self.photoDirectory = reader.string("KINDRED_PROFILE_PHOTO_DIR")

@@ -31,8 +31,8 @@ public final class ProfileServer: ServiceServer {
         self.logger = logger
         self.database = try configuration.database.makeClient(logger: logger)
         let auth = AuthConnection(
-            address: configuration.authAddress, serviceName: "profile", secret: configuration.serviceSecret,
-            revocationStaleAfter: configuration.revocationStaleAfter, logger: logger)
+            address: configuration.auth.address, serviceName: "profile", secret: configuration.auth.serviceSecret,
+            revocationStaleAfter: configuration.auth.revocationStaleAfter, logger: logger)
         self.auth = auth
         let access = auth.access
         let tokens = auth.serviceTokens
@@ -55,7 +55,7 @@ public final class ProfileServer: ServiceServer {
         self.workers = PhotoWorkers(threads: configuration.photoWorkers, maxQueued: configuration.photoWorkers * 4)
         // Page tokens are signed with a key derived from profile's service secret: good at every replica and
         // after a restart.
-        let pageTokenKey = PageToken.key(service: "profile", secret: configuration.serviceSecret)
+        let pageTokenKey = PageToken.key(service: "profile", secret: configuration.auth.serviceSecret)
         let metrics = ServerMetrics()
         self.profiles = ProfileService(
             configuration: configuration, database: self.database, access: access, cardCheck: check!,
@@ -71,9 +71,9 @@ public final class ProfileServer: ServiceServer {
         runner.metrics = metrics
         _ = PostgresPoolMetrics.attach(pool: "profile", database: self.database, to: metrics)
         runner.background = auth.backgroundTasks
-        if let tokens, !configuration.eventConsumers.isEmpty {
-            var events = OutboxRelayConfiguration(producer: "profile", consumers: configuration.eventConsumers)
-            events.pollInterval = configuration.eventPollInterval
+        if let tokens, !configuration.events.consumers.isEmpty {
+            var events = OutboxRelayConfiguration(producer: "profile", consumers: configuration.events.consumers)
+            events.pollInterval = configuration.events.pollInterval
             let relay = OutboxRelay(
                 configuration: events, database: self.database, tokens: tokens, metricsFactory: metrics.factory,
                 logger: logger)

@@ -11,7 +11,7 @@ extension ProfileService {
     /// change is recorded (a retried CreateProfile with its idempotency key, or a repeated UpdateProfile, waits
     /// again).
     func awaitReaders(of user: String) async throws {
-        let consumers = self.configuration.eventConsumers.map(\.name).filter(Self.readYourWritesConsumers.contains)
+        let consumers = self.configuration.events.consumers.map(\.name).filter(Self.readYourWritesConsumers.contains)
         let started = ContinuousClock.now
         let applied = try await Self.outbox.awaitDelivery(
             partition: user,

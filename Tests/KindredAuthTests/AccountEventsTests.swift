@@ -71,8 +71,8 @@ import Testing
         let port = try await server.start().port ?? 0
 
         try await AuthHarness.with(configure: {
-            $0.eventConsumers = [EventConsumer(name: "match", host: "127.0.0.1", port: port)]
-            $0.eventPollInterval = .milliseconds(100)
+            $0.events.consumers = [EventConsumer(name: "match", host: "127.0.0.1", port: port)]
+            $0.events.pollInterval = .milliseconds(100)
         }) { auth in
             consumer.authenticator.withLock { $0 = auth.server.service.authenticator }
             let adminToken = try await auth.adminUser().accessToken

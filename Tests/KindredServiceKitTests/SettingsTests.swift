@@ -138,3 +138,44 @@ struct SettingsTests {
         await client.shutdown()
     }
 }
+
+/// The settings every service reads alike under its own prefix: how it reaches auth and where its events go.
+@Suite struct SharedServiceSettingsTests {
+    @Test(arguments: ["chat", "discovery", "match", "profile"])
+    func authAndEventsUnderTheServersPrefix(server: String) throws {
+        let prefix = "KINDRED_\(server.uppercased())_"
+        let secret = String(repeating: "s", count: 32)
+        let reader = EnvironmentReader([
+            prefix + "AUTH_ADDRESS": "auth:60051", prefix + "SERVICE_SECRET": secret,
+            prefix + "REVOCATION_STALE_MS": "9000", prefix + "EVENT_CONSUMERS": "chat=chat:50055",
+            prefix + "EVENT_POLL_MS": "250",
+        ])
+        let auth = try AuthClientSettings(server: server, environment: reader)
+        #expect(auth.address == HostPort(host: "auth", port: 60051))
+        #expect(auth.serviceSecret == secret)
+        #expect(auth.revocationStaleAfter == .milliseconds(9000))
+        let events = try EventRelaySettings(server: server, environment: reader)
+        #expect(events.consumers == [EventConsumer(name: "chat", host: "chat", port: 50055)])
+        #expect(events.pollInterval == .milliseconds(250))
+        // Another server's keys are not this one's.
+        let other = try AuthClientSettings(server: server == "chat" ? "match" : "chat", environment: reader)
+        #expect(other == AuthClientSettings())
+    }
+
+    @Test(arguments: [
+        ("REVOCATION_STALE_MS", "1999"), ("REVOCATION_STALE_MS", "60001"),
+        ("AUTH_ADDRESS", "no-port"), ("EVENT_POLL_MS", "9"), ("EVENT_CONSUMERS", "chat"),
+    ])
+    func badValuesNameTheKey(key: String, value: String) {
+        let reader = EnvironmentReader(["KINDRED_MATCH_" + key: value])
+        do {
+            _ = try AuthClientSettings(server: "match", environment: reader)
+            _ = try EventRelaySettings(server: "match", environment: reader)
+            Issue.record("KINDRED_MATCH_\(key)=\(value) was accepted")
+        } catch let error as ConfigurationError {
+            #expect(error.key == "KINDRED_MATCH_" + key)
+        } catch {
+            Issue.record("\(error)")
+        }
+    }
+}
