@@ -174,7 +174,32 @@ struct TestClient {
         let received = eventLoop.makePromise(of: ByteBuffer.self)
         self.handshake = handshake.futureResult
         self.received = received.futureResult
-        self.channel = try await ClientBootstrap(group: eventLoop)
+        // A connection that fails (a connect timeout on a starved machine) never reaches the collector: its
+        // promises are failed here, or NIO's leak check would end the whole test process.
+        do {
+            self.channel = try await Self.connect(
+                eventLoop: eventLoop, port: port, context: context, serverName: serverName,
+                handshake: handshake, received: received, expectedBytes: expectedBytes, autoRead: autoRead,
+                remoteHalfClosure: remoteHalfClosure)
+        } catch {
+            handshake.fail(error)
+            received.fail(error)
+            throw error
+        }
+    }
+
+    private static func connect(
+        eventLoop: any EventLoop,
+        port: Int,
+        context: TLSContext,
+        serverName: String?,
+        handshake: EventLoopPromise<TLSHandshakeCompleted>,
+        received: EventLoopPromise<ByteBuffer>,
+        expectedBytes: Int,
+        autoRead: Bool,
+        remoteHalfClosure: Bool
+    ) async throws -> Channel {
+        try await ClientBootstrap(group: eventLoop)
             .channelOption(.autoRead, value: autoRead)
             .channelOption(.allowRemoteHalfClosure, value: remoteHalfClosure)
             .channelInitializer { channel in
