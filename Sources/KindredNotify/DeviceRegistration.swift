@@ -1,4 +1,5 @@
 import Foundation
+import KindredOpenSSL
 import KindredProto
 
 /// A device as a member registers it, checked field by field: what the store writes. Pure, so the rules are
@@ -95,7 +96,9 @@ struct DeviceRegistration: Sendable, Hashable {
         -> String
     {
         guard !text.isEmpty else { throw .invalid(field, "REQUIRED", "base64url of \(bytes) bytes") }
-        guard let decoded = Base64URL.decode(text), decoded.count == bytes, check(decoded) else {
+        var unpadded = Substring(text)
+        while unpadded.hasSuffix("=") { unpadded = unpadded.dropLast() }
+        guard let decoded = Base64URL.decode(unpadded), decoded.count == bytes, check(decoded) else {
             throw .invalid(field, "MALFORMED", "base64url of \(bytes) bytes")
         }
         return Base64URL.encode(decoded)

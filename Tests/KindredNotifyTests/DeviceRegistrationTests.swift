@@ -35,6 +35,9 @@ struct DeviceRegistrationTests {
         let web = try DeviceRegistration.validate(
             Self.request(.webPush, endpoint: "https://fcm.googleapis.com/fcm/send/xyz"), endpoints: Self.rules)
         #expect(web.p256dh == Self.p256dh && web.authSecret == Self.auth)
+        var padded = Self.request(.webPush, endpoint: "https://fcm.googleapis.com/fcm/send/xyz")
+        padded.webPush?.p256dh = Self.p256dh + "="  // 65 bytes: one padding character, tolerated and dropped
+        #expect(try DeviceRegistration.validate(padded, endpoints: Self.rules).p256dh == Self.p256dh)
         let apple = try DeviceRegistration.validate(
             Self.request(.webPush, endpoint: "https://web.push.apple.com/QGx"), endpoints: Self.rules)
         #expect(apple.token == "https://web.push.apple.com/QGx")
