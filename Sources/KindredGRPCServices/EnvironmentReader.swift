@@ -93,7 +93,11 @@ public struct EnvironmentReader: Sendable {
     public func secret(_ key: String, length: ClosedRange<Int>) throws -> String? {
         let problem = "must be \(length.lowerBound)..\(length.upperBound) characters"
         guard let path = self.string(key + "_FILE") else {
-            return try self.value(key, default: nil, problem: problem) { length.contains($0.count) ? $0 : nil }
+            // Not through `value(_:default:problem:_:)`: with an optional result its parser's nil reads as "unset"
+            // (a `String??` holding nil), so a too-short secret would be taken as no secret at all.
+            guard let text = self.string(key) else { return nil }
+            guard length.contains(text.count) else { throw ConfigurationError(key: key, problem: problem) }
+            return text
         }
         guard self.string(key) == nil else {
             throw ConfigurationError(key: key, problem: "and \(key)_FILE are both set: set one")

@@ -26,6 +26,7 @@ struct SecretFileTests {
             (value + "\n", nil, value, nil),  // `echo` and editors add a newline
             ("  \(value)\r\n", nil, value, nil),
             ("short", nil, nil, "KINDRED_X_SECRET_FILE"),
+            (nil, "short", nil, "KINDRED_X_SECRET"),  // too short: refused, not taken as unset
             (value, value, nil, "KINDRED_X_SECRET"),  // both: refused, whichever would win
         ] as [(String?, String?, String?, String?)]
     )
@@ -50,6 +51,16 @@ struct SecretFileTests {
         #expect { try reader.secret("KINDRED_X_SECRET", length: 32...256) } throws: { error in
             (error as? ConfigurationError)?.key == "KINDRED_X_SECRET_FILE"
         }
+    }
+
+    @Test("an optional address that is not host:port is refused, not taken as off")
+    func optionalAddress() throws {
+        let reader = EnvironmentReader(["KINDRED_X_ADDRESS": "profile-server", "KINDRED_Y_ADDRESS": "off"])
+        #expect { try reader.optionalAddress("KINDRED_X_ADDRESS", default: nil) } throws: { error in
+            (error as? ConfigurationError)?.key == "KINDRED_X_ADDRESS"
+        }
+        #expect(try reader.optionalAddress("KINDRED_Y_ADDRESS", default: HostPort("127.0.0.1:1")) == nil)
+        #expect(try reader.optionalAddress("KINDRED_Z_ADDRESS", default: HostPort("127.0.0.1:1")) == HostPort("127.0.0.1:1"))
     }
 
     @Test("a database URL is a secret: _DATABASE_URL_FILE gives it")
