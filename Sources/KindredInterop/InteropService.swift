@@ -11,6 +11,7 @@ typealias V1 = Kindred.Testing.V1
 /// handler. Used by the runtime tests, the Python grpcio suite and the benchmark.
 public final class InteropService: GRPCService {
     private struct CallRecord {
+        var started = false
         var cancelled = false
         var finished = false
     }
@@ -64,6 +65,7 @@ public final class InteropService: GRPCService {
             var state = V1.CancellationState()
             state.cancelled = record.cancelled
             state.finished = record.finished
+            state.started = record.started
             return state
         }
         router.unary(V1.InteropService.Method.getServerStats) { _, context in
@@ -115,7 +117,7 @@ public final class InteropService: GRPCService {
     /// Records whether a call tagged with `x-call-id` saw cancellation, and when its handler returned.
     private func track<T>(_ context: ServerContext, _ body: () async throws -> T) async throws -> T {
         guard let id = context.metadata["x-call-id"] else { return try await body() }
-        self.records.withLockedValue { $0[id] = CallRecord() }
+        self.records.withLockedValue { $0[id] = CallRecord(started: true) }
         defer {
             let cancelled = Task.isCancelled
             self.records.withLockedValue { records in

@@ -3972,6 +3972,7 @@ public enum ProtoRegistry {
                 "kindred.testing.v1.CancellationState",
                 "kindred.testing.v1.CancellationState.cancelled",
                 "kindred.testing.v1.CancellationState.finished",
+                "kindred.testing.v1.CancellationState.started",
                 "kindred.testing.v1.ServerStatsRequest",
                 "kindred.testing.v1.ServerStatsResponse",
                 "kindred.testing.v1.ServerStatsResponse.active_calls",
@@ -3995,17 +3996,18 @@ public enum ProtoRegistry {
             GAIgASgMUgdwYXlsb2FkEhQKBWluZGV4GAMgASgFUgVpbmRleBIjCg1zZWVuX21ldGFkYXRhGAQgAygJUgxzZWVuTWV0YWRh
             dGEiZAoPQ29sbGVjdFJlc3BvbnNlEhQKBWNvdW50GAEgASgFUgVjb3VudBIWCgZqb2luZWQYAiABKAlSBmpvaW5lZBIjCg1w
             YXlsb2FkX2J5dGVzGAMgASgDUgxwYXlsb2FkQnl0ZXMiLAoRQ2FuY2VsbGF0aW9uUXVlcnkSFwoHY2FsbF9pZBgBIAEoCVIG
-            Y2FsbElkIk0KEUNhbmNlbGxhdGlvblN0YXRlEhwKCWNhbmNlbGxlZBgBIAEoCFIJY2FuY2VsbGVkEhoKCGZpbmlzaGVkGAIg
-            ASgIUghmaW5pc2hlZCIUChJTZXJ2ZXJTdGF0c1JlcXVlc3QiigEKE1NlcnZlclN0YXRzUmVzcG9uc2USIQoMYWN0aXZlX2Nh
-            bGxzGAEgASgFUgthY3RpdmVDYWxscxIpChBvcGVuX2Nvbm5lY3Rpb25zGAIgASgFUg9vcGVuQ29ubmVjdGlvbnMSJQoOcmVz
-            aWRlbnRfYnl0ZXMYAyABKANSDXJlc2lkZW50Qnl0ZXMylQQKDkludGVyb3BTZXJ2aWNlEkkKBEVjaG8SHy5raW5kcmVkLnRl
-            c3RpbmcudjEuRWNob1JlcXVlc3QaIC5raW5kcmVkLnRlc3RpbmcudjEuRWNob1Jlc3BvbnNlEk0KBkV4cGFuZBIfLmtpbmRy
-            ZWQudGVzdGluZy52MS5FY2hvUmVxdWVzdBogLmtpbmRyZWQudGVzdGluZy52MS5FY2hvUmVzcG9uc2UwARJRCgdDb2xsZWN0
-            Eh8ua2luZHJlZC50ZXN0aW5nLnYxLkVjaG9SZXF1ZXN0GiMua2luZHJlZC50ZXN0aW5nLnYxLkNvbGxlY3RSZXNwb25zZSgB
-            Ek0KBENoYXQSHy5raW5kcmVkLnRlc3RpbmcudjEuRWNob1JlcXVlc3QaIC5raW5kcmVkLnRlc3RpbmcudjEuRWNob1Jlc3Bv
-            bnNlKAEwARJkChRHZXRDYW5jZWxsYXRpb25TdGF0ZRIlLmtpbmRyZWQudGVzdGluZy52MS5DYW5jZWxsYXRpb25RdWVyeRol
-            LmtpbmRyZWQudGVzdGluZy52MS5DYW5jZWxsYXRpb25TdGF0ZRJhCg5HZXRTZXJ2ZXJTdGF0cxImLmtpbmRyZWQudGVzdGlu
-            Zy52MS5TZXJ2ZXJTdGF0c1JlcXVlc3QaJy5raW5kcmVkLnRlc3RpbmcudjEuU2VydmVyU3RhdHNSZXNwb25zZWIGcHJvdG8z
+            Y2FsbElkImcKEUNhbmNlbGxhdGlvblN0YXRlEhwKCWNhbmNlbGxlZBgBIAEoCFIJY2FuY2VsbGVkEhoKCGZpbmlzaGVkGAIg
+            ASgIUghmaW5pc2hlZBIYCgdzdGFydGVkGAMgASgIUgdzdGFydGVkIhQKElNlcnZlclN0YXRzUmVxdWVzdCKKAQoTU2VydmVy
+            U3RhdHNSZXNwb25zZRIhCgxhY3RpdmVfY2FsbHMYASABKAVSC2FjdGl2ZUNhbGxzEikKEG9wZW5fY29ubmVjdGlvbnMYAiAB
+            KAVSD29wZW5Db25uZWN0aW9ucxIlCg5yZXNpZGVudF9ieXRlcxgDIAEoA1INcmVzaWRlbnRCeXRlczKVBAoOSW50ZXJvcFNl
+            cnZpY2USSQoERWNobxIfLmtpbmRyZWQudGVzdGluZy52MS5FY2hvUmVxdWVzdBogLmtpbmRyZWQudGVzdGluZy52MS5FY2hv
+            UmVzcG9uc2USTQoGRXhwYW5kEh8ua2luZHJlZC50ZXN0aW5nLnYxLkVjaG9SZXF1ZXN0GiAua2luZHJlZC50ZXN0aW5nLnYx
+            LkVjaG9SZXNwb25zZTABElEKB0NvbGxlY3QSHy5raW5kcmVkLnRlc3RpbmcudjEuRWNob1JlcXVlc3QaIy5raW5kcmVkLnRl
+            c3RpbmcudjEuQ29sbGVjdFJlc3BvbnNlKAESTQoEQ2hhdBIfLmtpbmRyZWQudGVzdGluZy52MS5FY2hvUmVxdWVzdBogLmtp
+            bmRyZWQudGVzdGluZy52MS5FY2hvUmVzcG9uc2UoATABEmQKFEdldENhbmNlbGxhdGlvblN0YXRlEiUua2luZHJlZC50ZXN0
+            aW5nLnYxLkNhbmNlbGxhdGlvblF1ZXJ5GiUua2luZHJlZC50ZXN0aW5nLnYxLkNhbmNlbGxhdGlvblN0YXRlEmEKDkdldFNl
+            cnZlclN0YXRzEiYua2luZHJlZC50ZXN0aW5nLnYxLlNlcnZlclN0YXRzUmVxdWVzdBonLmtpbmRyZWQudGVzdGluZy52MS5T
+            ZXJ2ZXJTdGF0c1Jlc3BvbnNlYgZwcm90bzM=
             """
         ),
     ])

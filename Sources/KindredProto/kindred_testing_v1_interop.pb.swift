@@ -146,6 +146,9 @@ extension Kindred.Testing.V1 {
         /// True once the handler has returned.
         public var finished: Swift.Bool = false
 
+        /// True once the handler began. A call whose deadline passed before the server ran its handler never starts it.
+        public var started: Swift.Bool = false
+
         public init() {}
 
         public static var protoMessageName: Swift.String { "kindred.testing.v1.CancellationState" }
@@ -154,11 +157,13 @@ extension Kindred.Testing.V1 {
         public func encode(to encoder: inout ProtoEncoder) {
             encoder.setBool(1, self.cancelled)
             encoder.setBool(2, self.finished)
+            encoder.setBool(3, self.started)
         }
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
             self.cancelled = decoder.bool(1)
             self.finished = decoder.bool(2)
+            self.started = decoder.bool(3)
         }
     }
 }

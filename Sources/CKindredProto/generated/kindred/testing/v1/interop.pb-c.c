@@ -617,7 +617,7 @@ const ProtobufCMessageDescriptor kindred__testing__v1__cancellation_query__descr
   (ProtobufCMessageInit) kindred__testing__v1__cancellation_query__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__testing__v1__cancellation_state__field_descriptors[2] =
+static const ProtobufCFieldDescriptor kindred__testing__v1__cancellation_state__field_descriptors[3] =
 {
   {
     "cancelled",
@@ -643,15 +643,28 @@ static const ProtobufCFieldDescriptor kindred__testing__v1__cancellation_state__
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "started",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Testing__V1__CancellationState, started),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__testing__v1__cancellation_state__field_indices_by_name[] = {
   0,   /* field[0] = cancelled */
   1,   /* field[1] = finished */
+  2,   /* field[2] = started */
 };
 static const ProtobufCIntRange kindred__testing__v1__cancellation_state__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor kindred__testing__v1__cancellation_state__descriptor =
 {
@@ -661,7 +674,7 @@ const ProtobufCMessageDescriptor kindred__testing__v1__cancellation_state__descr
   "Kindred__Testing__V1__CancellationState",
   "kindred.testing.v1",
   sizeof(Kindred__Testing__V1__CancellationState),
-  2,
+  3,
   kindred__testing__v1__cancellation_state__field_descriptors,
   kindred__testing__v1__cancellation_state__field_indices_by_name,
   1,  kindred__testing__v1__cancellation_state__number_ranges,

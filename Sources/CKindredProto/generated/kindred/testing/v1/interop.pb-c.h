@@ -140,10 +140,14 @@ struct  Kindred__Testing__V1__CancellationState
    * True once the handler has returned.
    */
   protobuf_c_boolean finished;
+  /*
+   * True once the handler began. A call whose deadline passed before the server ran its handler never starts it.
+   */
+  protobuf_c_boolean started;
 };
 #define KINDRED__TESTING__V1__CANCELLATION_STATE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__testing__v1__cancellation_state__descriptor) \
-    , 0, 0 }
+    , 0, 0, 0 }
 
 
 struct  Kindred__Testing__V1__ServerStatsRequest
