@@ -318,8 +318,20 @@ func waitForCancellation(_ client: GRPCClient, callID: String) async throws {
 
     @Test func gracefulShutdownFinishesInFlightCalls() async throws {
         let harness = try await Harness.start()
-        let inFlight = Task { try await harness.client.unary(V1.InteropService.Method.echo, echo("late", delayMs: 500)) }
-        try await Task.sleep(for: .milliseconds(150))
+        let callID = UUID().uuidString
+        let inFlight = Task {
+            try await harness.client.unary(
+                V1.InteropService.Method.echo, echo("late", delayMs: 500), metadata: ["x-call-id": .string(callID)])
+        }
+        // Shut down once the handler runs (not after a guessed delay: a starved machine may not have connected yet).
+        var query = V1.CancellationQuery()
+        query.callId = callID
+        var started = false
+        for _ in 0..<500 where !started {
+            started = try await harness.client.unary(V1.InteropService.Method.getCancellationState, query).started
+            if !started { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        #expect(started, "the call never reached its handler")
         await harness.server.shutdown(grace: .seconds(5))
         #expect(try await inFlight.value.message == "late")
         await expectStatus(.unavailable) {
