@@ -85,8 +85,7 @@ extension ChatService {
         let ids = threads.map(\.threadID)
         try await self.log.erase(user: user, threads: ids, in: transaction)
         try await self.threads.delete(ids, in: transaction)
-        try await transaction.execute("DELETE FROM messages WHERE sender_id = \(user)::uuid")
-        try await transaction.execute("DELETE FROM read_states WHERE user_id = \(user)::uuid")
+        try await self.footprint.eraseMessagesAndReadStates(of: user, in: transaction)
         try await self.users.delete(user, in: transaction)
     }
 
@@ -96,21 +95,11 @@ extension ChatService {
     {
         try await self.access.requireAdminOrService(context)
         let user = try ChatValidation.id(request.userId, field: "user_id")
-        let row = try await self.database.query(
-            """
-            SELECT (SELECT count(*) FROM threads WHERE user_a = \(user)::uuid OR user_b = \(user)::uuid),
-                   (SELECT count(*) FROM messages WHERE sender_id = \(user)::uuid),
-                   (SELECT count(*) FROM read_states WHERE user_id = \(user)::uuid),
-                   (SELECT count(*) FROM stream_events WHERE user_id = \(user)::uuid OR thread_id IN
-                       (SELECT thread_id FROM threads WHERE user_a = \(user)::uuid OR user_b = \(user)::uuid)),
-                   (SELECT count(*) FROM users WHERE user_id = \(user)::uuid)
-            """
-        )[0]
         var response = Chat.GetUserFootprintResponse()
-        for (index, kind) in ["threads", "messages_sent", "read_states", "stream_events", "settings"].enumerated() {
+        for (kind, rows) in try await self.footprint.counts(of: user, in: self.database) {
             var count = Kindred.Common.V1.DataCount()
             count.kind = kind
-            count.rows = try row.decode(Int64.self, at: index)
+            count.rows = rows
             response.counts.append(count)
         }
         return response

@@ -32,6 +32,7 @@ public final class ChatService: GRPCService, Sendable {
     /// The SQL, one store per aggregate.
     let threads = ThreadStore()
     let messages = MessageStore()
+    let footprint = FootprintStore()
     let users = UserStore()
     let log = EventLogStore()
     let communities = CommunityStore()

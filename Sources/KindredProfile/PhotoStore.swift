@@ -84,6 +84,13 @@ struct PhotoStore: Sendable {
         return try await self.photos(of: [record.userID], in: database)[record.userID]?.first { $0.id == id }
     }
 
+    /// One user's photos in position order (under the profile's lock).
+    func photos(of userID: String, in transaction: PostgresTransaction) async throws -> [PhotoRecord] {
+        let rows = try await transaction.query(
+            "SELECT \(unescaped: Self.columns) FROM photos WHERE user_id = \(userID) ORDER BY position")
+        return try rows.map(Self.decode)
+    }
+
     /// The photo a retried upload stored, by the user's upload key.
     func photo(userID: String, uploadKey: String, in runner: some SQLRunner) async throws -> String? {
         let rows = try await runner.query(

@@ -122,9 +122,7 @@ public final class ProfileService: GRPCService, Sendable {
     /// The profile locked in `transaction`, with its photos.
     func lockedRecord(_ userID: String, in transaction: PostgresTransaction) async throws -> ProfileRecord? {
         guard var record = try await self.profiles.lock(userID, in: transaction) else { return nil }
-        let rows = try await transaction.query(
-            "SELECT \(unescaped: PhotoStore.columns) FROM photos WHERE user_id = \(userID) ORDER BY position")
-        record.photos = try rows.map(PhotoStore.decode)
+        record.photos = try await self.photos.photos(of: userID, in: transaction)
         return record
     }
 
