@@ -3,7 +3,7 @@ import KindredOpenSSL
 import KindredPostgres
 
 /// Where the bytes of photo renditions live, by content key (the SHA-256 of the bytes, lower-case hex). Two real
-/// implementations: `PostgresPhotoBlobStorage` (the default, table `photo_blobs`) and `FolderPhotoBlobStorage`
+/// implementations: `PostgresPhotoBlobStore` (the default, table `photo_blobs`) and `FolderPhotoBlobStorage`
 /// (`KINDRED_PROFILE_PHOTO_DIR`). An S3-compatible store would implement the same three calls with PUT, GET and
 /// DELETE of the object `<prefix>/<key>` (README, Profile section).
 ///
@@ -29,35 +29,6 @@ enum PhotoBlobKey {
     /// 64 lower-case hex characters (nothing else ever reaches a file name).
     static func isValid(_ key: String) -> Bool {
         key.utf8.count == 64 && key.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }
-    }
-}
-
-/// Photo bytes in PostgreSQL (`photo_blobs`, bytea), the default: backups and erasure go with the database.
-public struct PostgresPhotoBlobStorage: PhotoBlobStorage {
-    let database: PostgresClient
-
-    public init(database: PostgresClient) {
-        self.database = database
-    }
-
-    public func put(key: String, bytes: [UInt8]) async throws {
-        try await self.database.execute(
-            "INSERT INTO photo_blobs (key, data) VALUES (\(key), \(bytes)) ON CONFLICT (key) DO NOTHING")
-    }
-
-    public func get(key: String) async throws -> [UInt8]? {
-        let rows = try await self.database.query("SELECT data FROM photo_blobs WHERE key = \(key)")
-        return try rows.first?.decode([UInt8].self, at: 0)
-    }
-
-    public func delete(keys: [String]) async throws {
-        guard !keys.isEmpty else { return }
-        try await self.database.execute("DELETE FROM photo_blobs WHERE key = ANY(\(keys))")
-    }
-
-    public func count(keys: [String]) async throws -> Int {
-        let rows = try await self.database.query("SELECT count(*) FROM photo_blobs WHERE key = ANY(\(keys))")
-        return Int(try rows[0].decode(Int64.self, at: 0))
     }
 }
 

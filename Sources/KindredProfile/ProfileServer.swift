@@ -50,7 +50,7 @@ public final class ProfileServer: ServiceServer {
         if let directory = configuration.photoDirectory {
             self.blobs = try FolderPhotoBlobStorage(root: directory)
         } else {
-            self.blobs = PostgresPhotoBlobStorage(database: self.database)
+            self.blobs = PostgresPhotoBlobStore(database: self.database)
         }
         self.workers = PhotoWorkers(threads: configuration.photoWorkers, maxQueued: configuration.photoWorkers * 4)
         // Page tokens are signed with a key derived from profile's service secret: good at every replica and

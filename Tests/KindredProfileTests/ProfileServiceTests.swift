@@ -431,7 +431,7 @@ import Testing
 
     @Test func postgres() async throws {
         try await ProfileHarness.with { h in
-            try await self.exercise(PostgresPhotoBlobStorage(database: h.database))
+            try await self.exercise(PostgresPhotoBlobStore(database: h.database))
         }
     }
 }
