@@ -124,14 +124,7 @@ public final class AuthServer: ServiceServer {
         if let events = self.eventRelay {
             runner.background.append(BackgroundTask("events-relay") { await events.run() })
         }
-        let inbox = self.service.inbox
-        runner.background.append(
-            BackgroundTask("inbox-purge") {
-                while !Task.isCancelled {
-                    _ = try? await inbox.purge()
-                    try? await Task.sleep(for: .seconds(3600))
-                }
-            })
+        runner.background.append(self.service.inbox.purgeTask())
         // Draining ends the WatchRevokedSessions streams, so the drain does not wait for them.
         runner.beforeDrain = [{ feed.drain() }]
         self.runner = runner

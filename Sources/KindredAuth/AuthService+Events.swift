@@ -9,17 +9,12 @@ extension AuthService {
     func deliverEvents(_ request: Kindred.Common.V1.DeliverEventsRequest, _ context: ServerContext) async throws
         -> Kindred.Common.V1.DeliverEventsResponse
     {
-        let producer = try await self.access.requireService(["profile"], context)
-        var response = Kindred.Common.V1.DeliverEventsResponse()
-        response.acknowledgedEventIds = try await self.inbox.process(request.events, from: producer) {
-            event,
-            transaction in
+        try await self.inbox.deliver(request, from: ["profile"], access: self.access, context) { event, transaction in
             guard case .communityUpdated(let update)? = event.payload, let community = update.community,
                 !community.communityId.isEmpty
             else { return }
             try await self.communities.upsert(community, in: transaction)
         }
-        return response
     }
 
     /// Refuses a new member of a community closed to sign-ups. The answer depends only on the community, never on

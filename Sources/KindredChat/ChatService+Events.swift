@@ -10,13 +10,9 @@ extension ChatService {
     func deliverEvents(_ request: Kindred.Common.V1.DeliverEventsRequest, _ context: ServerContext) async throws
         -> Kindred.Common.V1.DeliverEventsResponse
     {
-        let producer = try await self.access.requireService(["auth", "profile", "match"], context)
-        var response = Kindred.Common.V1.DeliverEventsResponse()
-        response.acknowledgedEventIds = try await self.inbox.process(request.events, from: producer) {
-            event, transaction in
-            try await self.apply(event, in: transaction)
+        try await self.inbox.deliver(request, from: ["auth", "profile", "match"], access: self.access, context) {
+            event, transaction in try await self.apply(event, in: transaction)
         }
-        return response
     }
 
     func apply(_ event: Kindred.Common.V1.Event, in transaction: PostgresTransaction) async throws {

@@ -59,14 +59,7 @@ public final class DiscoveryServer: ServiceServer {
                     }
                 }
             })
-        let inbox = self.service.inbox
-        runner.background.append(
-            BackgroundTask("inbox-purge") {
-                while !Task.isCancelled {
-                    try await Task.sleep(for: .seconds(3600))
-                    _ = try? await inbox.purge()
-                }
-            })
+        runner.background.append(self.service.inbox.purgeTask())
         self.runner = runner
     }
 

@@ -74,14 +74,7 @@ public final class MatchServer: ServiceServer {
         runner.metrics = metrics
         PostgresPoolMetrics.attach(pool: "match", database: self.database, to: metrics)
         runner.background = self.auth.backgroundTasks
-        let inbox = self.service.inbox
-        runner.background.append(
-            BackgroundTask("inbox-purge") {
-                while !Task.isCancelled {
-                    try await Task.sleep(for: .seconds(3600))
-                    _ = try? await inbox.purge()
-                }
-            })
+        runner.background.append(self.service.inbox.purgeTask())
         if let events = self.eventRelay {
             runner.background.append(BackgroundTask("events-relay") { await events.run() })
         }

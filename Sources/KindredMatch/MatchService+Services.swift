@@ -62,13 +62,9 @@ extension MatchService {
     func deliverEvents(_ request: CommonApi.DeliverEventsRequest, _ context: ServerContext) async throws
         -> CommonApi.DeliverEventsResponse
     {
-        let producer = try await self.access.requireService(["auth", "profile"], context)
-        var response = CommonApi.DeliverEventsResponse()
-        response.acknowledgedEventIds = try await self.inbox.process(request.events, from: producer) {
-            event, transaction in
-            try await self.apply(event, in: transaction)
+        try await self.inbox.deliver(request, from: ["auth", "profile"], access: self.access, context) {
+            event, transaction in try await self.apply(event, in: transaction)
         }
-        return response
     }
 
     /// One event's effect, in the inbox's transaction. Malformed ids are ignored (acknowledged without effect).

@@ -12,16 +12,11 @@ public struct NotifyConfiguration: Sendable {
     public var endpoint = ServerEndpointSettings(defaultPort: NotifyServerDefinition.defaultPort)
     /// `KINDRED_NOTIFY_DATABASE_URL`, `_DATABASE_POOL_SIZE` (1...500, default 10), `_MIGRATIONS_DIR`.
     public var database = DatabaseSettings(server: "notify", schema: "notify")
-    /// `KINDRED_NOTIFY_AUTH_ADDRESS` (host:port), default `127.0.0.1:50051`: auth, for its keys, the service token
-    /// and its session ends (which remove the devices registered under them).
-    public var authAddress = HostPort(host: "127.0.0.1", port: 50051)
-    /// `KINDRED_NOTIFY_SERVICE_SECRET` (string, 32..256), default none: notify's secret for auth's
-    /// IssueServiceToken (auth's `KINDRED_AUTH_SERVICE_SECRET_NOTIFY`). Required in practice: without it session
-    /// ends cannot be followed and every call with a user token answers UNAVAILABLE.
-    public var serviceSecret: String?
-    /// `KINDRED_NOTIFY_REVOCATION_STALE_MS` (int, 2000..60000), default 5000: how long the set of ended sessions is
-    /// trusted without news from auth.
-    public var revocationStaleAfter: Duration = .seconds(5)
+    /// `KINDRED_NOTIFY_AUTH_ADDRESS`, `_SERVICE_SECRET`, `_REVOCATION_STALE_MS`: how notify reaches auth
+    /// (`AuthClientSettings`), for its keys, the service token and its session ends (which remove the devices
+    /// registered under them). The secret is required in practice: without it every call with a user token
+    /// answers UNAVAILABLE.
+    public var auth = AuthClientSettings()
     /// `KINDRED_NOTIFY_MAX_DEVICES_PER_USER` (int, 1..100), default 20: devices one account may have; registering
     /// one more removes the least recently registered.
     public var maxDevicesPerUser = 20
@@ -55,10 +50,7 @@ public struct NotifyConfiguration: Sendable {
     public init(_ reader: EnvironmentReader) throws {
         self.endpoint = try NotifyServerDefinition.endpoint(reader)
         self.database = try NotifyServerDefinition.database(reader) ?? self.database
-        self.authAddress = try reader.address("KINDRED_NOTIFY_AUTH_ADDRESS", default: self.authAddress)
-        self.serviceSecret = try reader.secret("KINDRED_NOTIFY_SERVICE_SECRET", length: 32...256)
-        self.revocationStaleAfter = try reader.milliseconds(
-            "KINDRED_NOTIFY_REVOCATION_STALE_MS", default: self.revocationStaleAfter, in: 2_000...60_000)
+        self.auth = try AuthClientSettings(server: "notify", environment: reader)
         self.maxDevicesPerUser = try reader.int(
             "KINDRED_NOTIFY_MAX_DEVICES_PER_USER", default: self.maxDevicesPerUser, in: 1...100)
         self.sessionSweepInterval = try reader.milliseconds(

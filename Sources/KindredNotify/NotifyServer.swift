@@ -21,7 +21,7 @@ public final class NotifyServer: ServiceServer {
     /// Whether `auth` was made here (and is closed by ``shutdown()``) rather than passed in.
     private let ownsAuth: Bool
 
-    /// `auth`: how callers are checked; nil = connect to `configuration.authAddress` (tests pass fixed keys).
+    /// `auth`: how callers are checked; nil = connect to `configuration.auth.address` (tests pass fixed keys).
     public init(configuration: NotifyConfiguration, auth: AuthConnection? = nil, logger: Logger) throws {
         self.configuration = configuration
         self.database = try configuration.database.makeClient(logger: logger)
@@ -29,8 +29,8 @@ public final class NotifyServer: ServiceServer {
         self.auth =
             auth
             ?? AuthConnection(
-                address: configuration.authAddress, serviceName: "notify", secret: configuration.serviceSecret,
-                revocationStaleAfter: configuration.revocationStaleAfter, logger: logger)
+                address: configuration.auth.address, serviceName: "notify", secret: configuration.auth.serviceSecret,
+                revocationStaleAfter: configuration.auth.revocationStaleAfter, logger: logger)
         self.service = NotifyService(configuration: configuration, database: self.database, auth: self.auth, logger: logger)
         let metrics = ServerMetrics()
         self.apns = try configuration.apns.map { try APNsProvider(configuration: $0, logger: logger) }
@@ -51,15 +51,9 @@ public final class NotifyServer: ServiceServer {
         runner.metrics = metrics
         PostgresPoolMetrics.attach(pool: "notify", database: self.database, to: metrics)
         let service = self.service
-        let inbox = self.service.inbox
         runner.background = self.auth.backgroundTasks + [
             BackgroundTask("session-sweep") { await service.sweepEndedSessions() },
-            BackgroundTask("inbox-purge") {
-                while !Task.isCancelled {
-                    try await Task.sleep(for: .seconds(3600))
-                    _ = try? await inbox.purge()
-                }
-            },
+            self.service.inbox.purgeTask(),
         ] + (sender.map { sender in [BackgroundTask("sender") { await sender.run() }] } ?? [])
         self.runner = runner
     }

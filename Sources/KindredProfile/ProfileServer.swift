@@ -92,14 +92,7 @@ public final class ProfileServer: ServiceServer {
                     if announced == 0 { try? await Task.sleep(for: .seconds(1)) }
                 }
             })
-        let inbox = self.profiles.inbox
-        runner.background.append(
-            BackgroundTask("inbox-purge") {
-                while !Task.isCancelled {
-                    _ = try? await inbox.purge()
-                    try? await Task.sleep(for: .seconds(3600))
-                }
-            })
+        runner.background.append(self.profiles.inbox.purgeTask())
         self.runner = runner
     }
 

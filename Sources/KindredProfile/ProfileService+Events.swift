@@ -16,11 +16,10 @@ extension ProfileService {
     func deliverEvents(_ request: Kindred.Common.V1.DeliverEventsRequest, _ context: ServerContext) async throws
         -> Kindred.Common.V1.DeliverEventsResponse
     {
-        let producer = try await self.access.requireService(["auth", "match"], context)
         let erased = ErasedKeys()
-        var response = Kindred.Common.V1.DeliverEventsResponse()
-        response.acknowledgedEventIds = try await self.inbox.process(request.events, from: producer) {
+        let response = try await self.inbox.deliver(request, from: ["auth", "match"], access: self.access, context) {
             event, transaction in
+            let producer = event.producer
             switch event.payload {
             case .accountDeactivated? where producer == "auth":
                 try await self.setDeactivated(event.userId, true, in: transaction)
