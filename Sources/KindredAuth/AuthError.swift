@@ -1,110 +1,44 @@
 import KindredGRPC
 import KindredGRPCServices
 import KindredProto
+import KindredServiceKit
 
-/// Every failure the auth service reports to callers, and the ONE place that maps it to a gRPC status
-/// and a `kindred.common.v1.ErrorDetail` in the `kindred-error-bin` trailer (built by `RPCError.detailed`,
-/// which adds the request id). Handlers throw it; the runtime maps it. Messages are fixed texts:
-/// never SQL, hashes, tokens or another user's data.
-public struct AuthError: Error, RPCErrorConvertible, CustomStringConvertible, Sendable {
-    public struct Code: Hashable, Sendable {
-        fileprivate enum Base: Hashable, Sendable {
-            case invalidArgument, invalidCredentials, unauthenticated, tokenReused, emailNotVerified
-            case accountDeactivated, permissionDenied, usernameTaken, rateLimited, tokenInvalid
-            case reauthenticationRequired, notFound, failedPrecondition, emailTaken, unavailable, signUpClosed
-        }
-        fileprivate let base: Base
+/// Every failure the auth service reports to callers: the kit's ``ServiceError`` with auth's codes below.
+/// Messages are fixed texts: never SQL, hashes, tokens or another user's data.
+public typealias AuthError = ServiceError
 
-        /// Request fields are invalid (see `violations`).
-        public static let invalidArgument = Code(base: .invalidArgument)
-        /// Unknown login or wrong password, indistinguishable.
-        public static let invalidCredentials = Code(base: .invalidCredentials)
-        /// No valid access or refresh token.
-        public static let unauthenticated = Code(base: .unauthenticated)
-        /// A spent refresh token was presented; its session has been revoked.
-        public static let tokenReused = Code(base: .tokenReused)
-        public static let emailNotVerified = Code(base: .emailNotVerified)
-        public static let accountDeactivated = Code(base: .accountDeactivated)
-        public static let permissionDenied = Code(base: .permissionDenied)
-        /// Usernames are public, so this is the only ALREADY_EXISTS.
-        public static let usernameTaken = Code(base: .usernameTaken)
-        public static let rateLimited = Code(base: .rateLimited)
-        /// One-time email token invalid, used or expired.
-        public static let tokenInvalid = Code(base: .tokenInvalid)
-        public static let reauthenticationRequired = Code(base: .reauthenticationRequired)
-        public static let notFound = Code(base: .notFound)
-        public static let failedPrecondition = Code(base: .failedPrecondition)
-        public static let emailTaken = Code(base: .emailTaken)
-        public static let unavailable = Code(base: .unavailable)
-        /// The community takes no new members (`CommunitySettings.sign_up_open` is false).
-        public static let signUpClosed = Code(base: .signUpClosed)
-    }
+extension ServiceError.Code {
+    /// Unknown login or wrong password, indistinguishable.
+    static let invalidCredentials = Self(.unauthenticated, reason: "INVALID_CREDENTIALS")
+    /// A spent refresh token was presented; its session has been revoked.
+    static let tokenReused = Self(.unauthenticated, reason: "TOKEN_REUSED")
+    static let emailNotVerified = Self(.failedPrecondition, reason: "EMAIL_NOT_VERIFIED")
+    static let accountDeactivated = Self(.permissionDenied, reason: "ACCOUNT_DEACTIVATED")
+    /// Usernames are public, so this is the only ALREADY_EXISTS.
+    static let usernameTaken = Self(.alreadyExists, reason: "USERNAME_TAKEN")
+    /// One-time email token invalid, used or expired.
+    static let tokenInvalid = Self(.failedPrecondition, reason: "TOKEN_EXPIRED")
+    static let reauthenticationRequired = Self(.failedPrecondition, reason: "REAUTHENTICATION_REQUIRED")
+    static let emailTaken = Self(.failedPrecondition, reason: "EMAIL_TAKEN")
+    /// The community takes no new members (`CommunitySettings.sign_up_open` is false).
+    static let signUpClosed = Self(.failedPrecondition, reason: "SIGN_UP_CLOSED")
+}
 
-    public var code: Code
-    public var message: String
-    public var violations: [Kindred.Common.V1.FieldViolation] = []
-    /// How long the caller should wait before retrying (RATE_LIMITED), sent as `retry_after_ms`.
-    public var retryAfter: Duration?
-
-    public init(_ code: Code, _ message: String) {
-        self.code = code
-        self.message = message
-    }
-
-    static func invalid(_ field: String, _ reason: String, _ hint: String) -> AuthError {
-        var violation = Kindred.Common.V1.FieldViolation()
-        violation.field = field
-        violation.reason = reason
-        violation.hint = hint
-        var error = AuthError(.invalidArgument, "The request is invalid")
-        error.violations = [violation]
-        return error
-    }
-
-    static let signUpClosed = AuthError(.signUpClosed, "This community is not taking new members")
-
-    static func rateLimited(retryAfter: Duration) -> AuthError {
-        var error = AuthError(.rateLimited, "Too many requests; try again later")
-        error.retryAfter = retryAfter
-        return error
-    }
-
+extension ServiceError {
     /// Field reasons that are also documented ErrorDetail reasons of their own.
     private static let topLevelReasons: Set<String> = ["PASSWORD_TOO_COMMON"]
 
-    public var description: String { "AuthError(\(self.code.base): \(self.message))" }
+    /// INVALID_ARGUMENT naming one field; the detail's reason is INVALID_ARGUMENT unless the field's reason is one
+    /// of its own (PASSWORD_TOO_COMMON).
+    static func invalid(_ field: String, _ reason: String, _ hint: String) -> ServiceError {
+        ServiceError(
+            violations: [Self.violation(field, reason, hint)],
+            code: Self.topLevelReasons.contains(reason) ? Code(.invalidArgument, reason: reason) : .invalidArgument)
+    }
 
-    public var rpcError: RPCError {
-        let (status, reason): (StatusCode, String) =
-            switch self.code.base {
-            case .invalidArgument:
-                (
-                    .invalidArgument,
-                    self.violations.first.flatMap { Self.topLevelReasons.contains($0.reason) ? $0.reason : nil }
-                        ?? "INVALID_ARGUMENT"
-                )
-            case .invalidCredentials: (.unauthenticated, "INVALID_CREDENTIALS")
-            case .unauthenticated: (.unauthenticated, "UNAUTHENTICATED")
-            case .tokenReused: (.unauthenticated, "TOKEN_REUSED")
-            case .emailNotVerified: (.failedPrecondition, "EMAIL_NOT_VERIFIED")
-            case .accountDeactivated: (.permissionDenied, "ACCOUNT_DEACTIVATED")
-            case .permissionDenied: (.permissionDenied, "PERMISSION_DENIED")
-            case .usernameTaken: (.alreadyExists, "USERNAME_TAKEN")
-            case .rateLimited: (.resourceExhausted, "RATE_LIMITED")
-            case .tokenInvalid: (.failedPrecondition, "TOKEN_EXPIRED")
-            case .reauthenticationRequired: (.failedPrecondition, "REAUTHENTICATION_REQUIRED")
-            case .notFound: (.notFound, "NOT_FOUND")
-            case .failedPrecondition: (.failedPrecondition, "FAILED_PRECONDITION")
-            case .emailTaken: (.failedPrecondition, "EMAIL_TAKEN")
-            case .unavailable: (.unavailable, "UNAVAILABLE")
-            case .signUpClosed: (.failedPrecondition, "SIGN_UP_CLOSED")
-            }
-        return RPCError.detailed(
-            status,
-            self.message,
-            reason: reason,
-            violations: self.violations,
-            retryAfter: self.retryAfter
-        )
+    static let signUpClosed = ServiceError(.signUpClosed, "This community is not taking new members")
+
+    static func rateLimited(retryAfter: Duration) -> ServiceError {
+        ServiceError(.rateLimited, "Too many requests; try again later", retryAfter: retryAfter)
     }
 }

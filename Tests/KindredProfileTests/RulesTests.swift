@@ -208,7 +208,7 @@ import Testing
             _ = try ProfileRules.merge(paths: [path], input: .init(), into: ProfileHarness.fields(), admin: false)
             Issue.record("accepted")
         } catch {
-            #expect(error.status == .failedPrecondition && error.reason == "IMMUTABLE_FIELD")
+            #expect(error.code == ProfileError.Code(.failedPrecondition, reason: "IMMUTABLE_FIELD"))
         }
     }
 
