@@ -86,6 +86,22 @@ final class EVPKey: @unchecked Sendable {
         return bytes
     }
 
+    /// The SEC 1 encoded public point of an EC key: 65 bytes `04 ‖ x ‖ y` for P-256 (OpenSSL's default format,
+    /// uncompressed).
+    func publicPoint() throws -> [UInt8] {
+        var length = 0
+        ERR_clear_error()
+        // Returns 1 on success; 0 when the key has no public part or the buffer is too small.
+        guard kindred_EVP_PKEY_get_public_point(self.pointer, nil, 0, &length) == 1, length > 0 else {
+            throw OpenSSLError.fromErrorQueue(.invalidKey, "the key has no public point")
+        }
+        var point = [UInt8](repeating: 0, count: length)
+        guard kindred_EVP_PKEY_get_public_point(self.pointer, &point, point.count, &length) == 1 else {
+            throw OpenSSLError.fromErrorQueue(.cryptoFailed, "reading the public point failed")
+        }
+        return Array(point[0..<length])
+    }
+
     /// PEM text: "PUBLIC KEY" (SubjectPublicKeyInfo) or unencrypted "PRIVATE KEY" (PKCS#8).
     func pem(private isPrivate: Bool) throws -> String {
         guard let bio = BIO_new(BIO_s_mem()) else {

@@ -58,6 +58,21 @@ public struct P256PublicKey: Sendable {
         }
     }
 
+    /// A key from an uncompressed SEC 1 point (65 bytes, `04 ‖ x ‖ y`), as a Web Push subscription's `p256dh`.
+    /// - Throws: ``OpenSSLError/Code/invalidKey`` if it is not such a point on the curve.
+    public init(uncompressedPoint point: some Sequence<UInt8>) throws {
+        let point = Array(point)
+        guard point.count == 65, point[0] == 0x04 else {
+            throw OpenSSLError(code: .invalidKey, message: "a P-256 point is 65 bytes starting with 04")
+        }
+        try self.init(x: point[1..<33], y: point[33..<65])
+    }
+
+    /// The uncompressed SEC 1 point (65 bytes).
+    public func uncompressedPoint() throws -> [UInt8] {
+        try self.key.publicPoint()
+    }
+
     /// Whether `signature`, in JWS form (r ‖ s, 64 bytes), is a valid ES256 signature of `message`.
     public func isValidES256Signature(_ signature: some Sequence<UInt8>, for message: some Sequence<UInt8>) -> Bool {
         let raw = Array(signature)

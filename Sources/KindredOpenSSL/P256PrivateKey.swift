@@ -31,6 +31,12 @@ public struct P256PrivateKey: Sendable, CustomStringConvertible {
         return try rawECDSASignature(der: der)
     }
 
+    /// The public key as an uncompressed SEC 1 point (65 bytes, `04 ‖ x ‖ y`): what a VAPID `k=` parameter and
+    /// a browser's `applicationServerKey` carry.
+    public func publicKeyBytes() throws -> [UInt8] {
+        try self.key.publicPoint()
+    }
+
     public var description: String { "P256PrivateKey(<redacted>)" }
 }
 

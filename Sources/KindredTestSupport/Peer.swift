@@ -1,6 +1,6 @@
 import Foundation
 
-// Independent peers for protocol tests: the Python servers in Tests/Peers (APNs, FCM, JWKS), their throwaway keys
+// Independent peers for protocol tests: the Python servers in Tests/Peers (APNs, FCM, Web Push, JWKS), their throwaway keys
 // and certificates, what they recorded and the answers they are told to give. See Tests/Peers/README.md.
 
 /// Throwaway keys and certificates written by `Tests/Peers/push_test_keys.py` into a temporary folder, once per
@@ -18,6 +18,9 @@ public struct PeerKeys: Sendable {
     public var fcmServiceAccount: String { self.folder + "/fcm-service-account.json" }
     public var fcmPublicKey: String { self.folder + "/fcm-service-account.pub.pem" }
     public var fcmOtherAccount: String { self.folder + "/fcm-other-account.json" }
+    public var vapidKey: String { self.folder + "/vapid-key.pem" }
+    public var vapidPublicKey: String { self.folder + "/vapid-key.pub.pem" }
+    public var vapidOtherKey: String { self.folder + "/vapid-other-key.pem" }
 
     private static let generated = Task { () throws -> PeerKeys in
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("kindred-peers-\(UUID().uuidString)").path

@@ -9,6 +9,9 @@
   fcm-service-account.json    a Google service-account key file (RSA 2048) whose token_uri is --token-uri
   fcm-service-account.pub.pem its public key, which the FCM peer verifies the grant's assertion with
   fcm-other-account.json      the same account with another key: its assertions must be refused
+  vapid-key.pem               a Web Push VAPID key (PKCS#8 PEM, EC P-256)
+  vapid-key.pub.pem           its public key, which the Web Push peer verifies VAPID tokens with
+  vapid-other-key.pem         another P-256 key: tokens signed with it must be refused
 
 Usage: push_test_keys.py FOLDER [--token-uri https://127.0.0.1:PORT/token] [--project kindred-test]
 """
@@ -115,6 +118,10 @@ def main():
     write(args.folder, "apns-key.p8", pem_private(apns), private=True)
     write(args.folder, "apns-key.pub.pem", pem_public(apns))
     write(args.folder, "apns-other-key.p8", pem_private(ec.generate_private_key(ec.SECP256R1())), private=True)
+    vapid = ec.generate_private_key(ec.SECP256R1())
+    write(args.folder, "vapid-key.pem", pem_private(vapid), private=True)
+    write(args.folder, "vapid-key.pub.pem", pem_public(vapid))
+    write(args.folder, "vapid-other-key.pem", pem_private(ec.generate_private_key(ec.SECP256R1())), private=True)
     account = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     service_account(args.folder, "fcm-service-account.json", account, args.token_uri, args.project)
     write(args.folder, "fcm-service-account.pub.pem", pem_public(account))
