@@ -440,10 +440,12 @@ server_env_match() {
     )
 }
 server_env_chat() {
-    SERVER_ENV+=(KINDRED_CHAT_SERVICE_SECRET="$(secret chat)" KINDRED_CHAT_AUTH_ADDRESS="127.0.0.1:$(port_of auth)")
+    SERVER_ENV+=(KINDRED_CHAT_SERVICE_SECRET="$(secret chat)" KINDRED_CHAT_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
+        KINDRED_CHAT_EVENT_CONSUMERS="$(event_consumers chat)")
 }
 server_env_notify() {
-    SERVER_ENV+=(KINDRED_NOTIFY_SERVICE_SECRET="$(secret notify)" KINDRED_NOTIFY_AUTH_ADDRESS="127.0.0.1:$(port_of auth)")
+    SERVER_ENV+=(KINDRED_NOTIFY_SERVICE_SECRET="$(secret notify)" KINDRED_NOTIFY_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
+        KINDRED_NOTIFY_CHAT_ADDRESS="127.0.0.1:$(port_of chat)" KINDRED_NOTIFY_PROFILE_ADDRESS="127.0.0.1:$(port_of profile)")
 }
 server_env_gateway() {
     local name

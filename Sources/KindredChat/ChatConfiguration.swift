@@ -30,6 +30,8 @@ public struct ChatConfiguration: Sendable {
     public var defaultHourlyMessageLimit = 300
     /// `KINDRED_CHAT_TYPING_PER_MINUTE` (int, 1..600), default 20 (burst 5): SendTyping calls per user and thread.
     public var typingPerMinute = 20
+    /// `KINDRED_CHAT_EVENT_CONSUMERS`, `_EVENT_POLL_MS`: where chat's events (MessageSent) go (`EventRelaySettings`).
+    public var events = EventRelaySettings()
 
     public init() {}
 
@@ -46,5 +48,6 @@ public struct ChatConfiguration: Sendable {
         self.defaultHourlyMessageLimit = try reader.int(
             "KINDRED_CHAT_DEFAULT_HOURLY_MESSAGE_LIMIT", default: self.defaultHourlyMessageLimit, in: 1...10_000)
         self.typingPerMinute = try reader.int("KINDRED_CHAT_TYPING_PER_MINUTE", default: self.typingPerMinute, in: 1...600)
+        self.events = try EventRelaySettings(server: "chat", environment: reader)
     }
 }

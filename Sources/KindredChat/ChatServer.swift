@@ -14,6 +14,8 @@ public final class ChatServer: ServiceServer {
     public let auth: AuthConnection
     public let service: ChatService
     public let runner: ServerRunner
+    /// Delivers chat's events to the configured consumers (notify); nil when none is configured.
+    public let eventRelay: OutboxRelay?
     private let logger: Logger
 
     public init(configuration: ChatConfiguration, logger: Logger) throws {
@@ -43,6 +45,15 @@ public final class ChatServer: ServiceServer {
             subscribers.record(hub.subscriberCount)
             listening.record(hub.isListening ? 1 : 0)
         }
+        if configuration.events.consumers.isEmpty || self.auth.serviceTokens == nil {
+            self.eventRelay = nil
+        } else {
+            var events = OutboxRelayConfiguration(producer: "chat", consumers: configuration.events.consumers)
+            events.pollInterval = configuration.events.pollInterval
+            self.eventRelay = OutboxRelay(
+                configuration: events, database: self.database, tokens: self.auth.serviceTokens!,
+                metricsFactory: metrics.factory, logger: logger)
+        }
         let feed = NotificationFeed(database: self.database, channel: EventLogStore.channel, logger: logger)
         let service = self.service
         let heartbeat = configuration.heartbeatInterval
@@ -57,7 +68,11 @@ public final class ChatServer: ServiceServer {
                 }
             },
             BackgroundTask("chat-housekeeping") { await service.housekeeping() },
+            BackgroundTask("chat-presence") { await service.presence.run() },
         ]
+        if let events = self.eventRelay {
+            runner.background.append(BackgroundTask("events-relay") { await events.run() })
+        }
         // Subscribe streams never end by themselves: end them first so the drain does not wait for them.
         runner.beforeDrain = [{ hub.drain() }]
         self.runner = runner

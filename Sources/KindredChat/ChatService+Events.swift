@@ -83,6 +83,9 @@ extension ChatService {
         try await self.threads.delete(ids, in: transaction)
         try await self.footprint.eraseMessagesAndReadStates(of: user, in: transaction)
         try await self.users.delete(user, in: transaction)
+        try await self.presence.erase(user, in: transaction)
+        // The user's messages still in chat's outbox go; notify gets chat's erasure after them.
+        try await self.outbox.eraseUser(user, community: "", in: transaction)
     }
 
     /// `GetUserFootprint`: rows chat holds about a user, per kind (zeros included). Admins and services.

@@ -41,10 +41,29 @@ extension ChatService {
             try await self.log.append(
                 Self.event(.message(message), at: message.sentUnixMs), toAll: [thread.userA, thread.userB],
                 threadID: threadID, in: transaction)
+            try await self.outbox.append(
+                Self.messageSent(message, recipient: thread.other(than: user), community: thread.communityID),
+                in: transaction)
             var response = Chat.SendMessageResponse()
             response.message = message
             return response
         }
+    }
+
+    /// The event notify learns of a message by: ids and the time only, partitioned by the sender (the actor, so an
+    /// erasure of the sender's outbox also takes their messages still on the way). The body stays in chat.
+    static func messageSent(_ message: Chat.ChatMessage, recipient: String, community: String) -> Kindred.Common.V1.Event {
+        var sent = Kindred.Common.V1.MessageSent()
+        sent.threadId = message.threadId
+        sent.messageId = message.messageId
+        sent.recipientUserId = recipient
+        sent.sentUnixMs = message.sentUnixMs
+        var event = Kindred.Common.V1.Event()
+        event.userId = message.senderUserId
+        event.communityId = community
+        event.occurredUnixMs = message.sentUnixMs
+        event.payload = .messageSent(sent)
+        return event
     }
 
     /// The answer to a reused client_message_id.

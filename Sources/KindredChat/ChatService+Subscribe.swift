@@ -29,6 +29,8 @@ extension ChatService {
             throw ChatError(.serverDraining, "The server is stopping; reconnect")
         }
         defer { self.hub.unsubscribe(id) }
+        let presence = try await self.presence.join(user)
+        defer { self.presence.leave(presence) }
 
         let (last, purgedThrough) = try await self.log.position(of: user, in: self.database)
         var cursor = SubscriptionCursor(position: last)

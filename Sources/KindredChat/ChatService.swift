@@ -36,6 +36,10 @@ public final class ChatService: GRPCService, Sendable {
     let users = UserStore()
     let log = EventLogStore()
     let communities = CommunityStore()
+    /// Chat's events (MessageSent, for notify), written in the transaction of the change.
+    let outbox = Outbox(producer: "chat")
+    /// Who has a live Subscribe stream, on any replica.
+    let presence: ChatPresence
 
     public init(
         configuration: ChatConfiguration, database: PostgresClient, authenticator: CallerAuthenticator,
@@ -50,6 +54,7 @@ public final class ChatService: GRPCService, Sendable {
         self.typingLimiter = TokenBucketLimiter(rate: Double(configuration.typingPerMinute) / 60, burst: 5)
         self.logger = logger
         self.pageTokenKey = PageToken.key(service: "chat", secret: configuration.auth.serviceSecret)
+        self.presence = ChatPresence(database: database, interval: configuration.heartbeatInterval, logger: logger)
     }
 
     /// Routes call the handlers directly: errors are mapped once, by the runtime (`ChatError`, `PostgresError`).
@@ -68,6 +73,7 @@ public final class ChatService: GRPCService, Sendable {
         router.unary(M.getChatSettings) { try await self.getChatSettings($0, $1) }
         router.unary(M.updateChatSettings) { try await self.updateChatSettings($0, $1) }
         router.unary(M.getMessages) { try await self.getMessages($0, $1) }
+        router.unary(M.getNotificationContext) { try await self.getNotificationContext($0, $1) }
         router.unary(M.deliverEvents) { try await self.deliverEvents($0, $1) }
         router.unary(M.getUserFootprint) { try await self.getUserFootprint($0, $1) }
         router.serverStreaming(M.subscribe) { request, writer, context in
@@ -114,6 +120,7 @@ public final class ChatService: GRPCService, Sendable {
             do {
                 try await self.log.purge(olderThanSeconds: self.configuration.eventRetentionSeconds, in: self.database)
                 try await self.inbox.purge()
+                try await self.presence.purge()
             } catch {
                 self.logger.warning("chat housekeeping failed", metadata: ["error.type": "\(type(of: error))"])
             }

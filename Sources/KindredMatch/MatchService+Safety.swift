@@ -241,8 +241,15 @@ extension MatchService {
                 }
                 return row
             }
-            return try await self.safety.resolve(
+            let resolved = try await self.safety.resolve(
                 reportID: reportID, resolution: resolution, note: note, by: admin.id, in: transaction)
+            // The reporter learns that the report was reviewed (notify), nothing of the decision or the member.
+            var event = Kindred.Common.V1.Event()
+            event.userId = resolved.reporter
+            event.communityId = resolved.community
+            event.payload = .reportResolved(.with { $0.reportId = reportID })
+            try await self.outbox.append(event, in: transaction)
+            return resolved
         }
         return .with { $0.report = Self.reportMessage(resolved) }
     }

@@ -14,8 +14,11 @@ import Synchronization
 ///   and that provider alone is paused meanwhile;
 /// - rejected: the notification is marked failed once nothing else is pending, and logged.
 /// Devices of a platform without a provider are skipped with a log line. Quiet hours postpone a notification
-/// (a match goes through when the member allows it). Texts are rendered per device locale; the other member is
-/// named with the neutral word of the templates ("Someone"), since notify holds no names.
+/// (a match goes through when the member allows it). Just before the push, chat says whether the member has the app
+/// open (then a message needs no push: `suppressed`), whether a message's thread is still open (else `cancelled`),
+/// the unread total (the badge) and, only when the member shows message text, the body (``PushDecision``). Texts
+/// are rendered per device locale; the other member is named from profile's card (``MemberNames``), or with the
+/// neutral word of the templates ("Someone") when profile cannot say.
 final class NotificationSender: Sendable {
     let database: PostgresClient
     let providers: [DevicePlatform: any PushProvider]
@@ -23,9 +26,14 @@ final class NotificationSender: Sendable {
     let apnsTopic: String
     let pollInterval: Duration
     let logger: Logger
+    /// Chat's presence, badge and message text; nil = not configured (pushes go out without them).
+    let chat: ChatContextClient?
+    /// Profile's display names; nil = not configured ("Someone").
+    let names: MemberNames?
     let notifications = NotificationStore()
     let devices = DeviceStore()
     let settings = SettingsStore()
+    let digests = DigestStore()
     private let pausedUntil = Mutex<[DevicePlatform: ContinuousClock.Instant]>([:])
     private let counters: [String: Counter]
 
@@ -37,12 +45,15 @@ final class NotificationSender: Sendable {
     static let maxAttempts = 12
     /// How long quiet hours postpone a notification before it is looked at again.
     static let quietRecheck: Duration = .seconds(300)
-    static let outcomes = ["sent", "failed", "gone", "retried", "skipped"]
+    static let outcomes = ["sent", "failed", "gone", "retried", "skipped", "suppressed"]
 
     init(
         database: PostgresClient, providers: [DevicePlatform: any PushProvider], apnsTopic: String,
-        pollInterval: Duration, metrics: any MetricsFactory, logger: Logger
+        pollInterval: Duration, chat: ChatContextClient? = nil, names: MemberNames? = nil, metrics: any MetricsFactory,
+        logger: Logger
     ) {
+        self.chat = chat
+        self.names = names
         self.database = database
         self.providers = providers
         self.apnsTopic = apnsTopic
@@ -76,7 +87,15 @@ final class NotificationSender: Sendable {
     }
 
     /// One notification to each of its recipient's devices not reached yet.
-    func send(_ queued: QueuedNotification) async throws {
+    func send(_ claimed: QueuedNotification) async throws {
+        var queued = claimed
+        if queued.kind == .likes {
+            // A likes digest tells how many likes it still stands for (a block or a match may have taken some out).
+            queued.itemCount = try await self.digests.count(of: queued.id, in: self.database)
+            if queued.itemCount == 0 {
+                return try await self.notifications.finish(queued.id, as: "cancelled", in: self.database)
+            }
+        }
         let preferences = try await self.settings.preferences(of: queued.user, in: self.database)
         let devices = try await self.devices.list(queued.user, in: self.database)
         guard queued.kind.isWanted(by: preferences) else {
@@ -87,6 +106,26 @@ final class NotificationSender: Sendable {
             return try await self.notifications.retry(queued.id, after: Self.quietRecheck, attempt: false, in: self.database)
         }
         let delivered = try await self.notifications.deliveredDevices(of: queued.id, in: self.database)
+        let facts: NotificationTemplates.Facts
+        var badge: Int?
+        if devices.contains(where: { !delivered.contains($0.deviceID) }) {
+            let context = await self.chat?.context(
+                of: queued.user, thread: queued.thread,
+                bodyOf: preferences.showMessageText && queued.kind == .newMessage ? queued.latestMessage : nil)
+            switch PushDecision.decide(queued, preferences: preferences, chat: context) {
+            case .suppress:
+                for platform in Set(devices.map(\.platform)) { self.count(platform, "suppressed") }
+                return try await self.notifications.finish(queued.id, as: "suppressed", in: self.database)
+            case .cancel:
+                return try await self.notifications.finish(queued.id, as: "cancelled", in: self.database)
+            case .send(var decided, let count):
+                if let subject = queued.subject { decided.name = await self.names?.name(of: subject, for: queued.user) }
+                facts = decided
+                badge = count
+            }
+        } else {
+            facts = .init()
+        }
         var reached = false
         var rejected = false
         var retryAfter: Duration?
@@ -100,7 +139,8 @@ final class NotificationSender: Sendable {
                 retryAfter = max(retryAfter ?? .zero, paused)
                 continue
             }
-            let outcome = await provider.send(self.push(queued, locale: device.locale), to: self.target(device))
+            let outcome = await provider.send(
+                self.push(queued, locale: device.locale, facts: facts, badge: badge), to: self.target(device))
             switch outcome {
             case .delivered:
                 try await self.notifications.recordDelivery(of: queued.id, to: device.deviceID, in: self.database)
@@ -134,13 +174,15 @@ final class NotificationSender: Sendable {
     }
 
     /// What the device shows, in its locale. Only kind and ids reach the payload's data.
-    func push(_ queued: QueuedNotification, locale: String) -> PushNotification {
-        let text = NotificationTemplates.render(
-            queued.kind, locale: locale, .init(name: nil, connection: queued.connection))
+    func push(_ queued: QueuedNotification, locale: String, facts: NotificationTemplates.Facts, badge: Int?)
+        -> PushNotification
+    {
+        let text = NotificationTemplates.render(queued.kind, locale: locale, facts)
         var data = ["kind": queued.kind.rawValue]
         if let subject = queued.subject { data["user_id"] = subject }
+        if let thread = queued.thread { data["thread_id"] = thread }
         return PushNotification(
-            id: queued.id, title: text.title, body: text.body, collapseKey: queued.collapseKey, data: data)
+            id: queued.id, title: text.title, body: text.body, collapseKey: queued.collapseKey, badge: badge, data: data)
     }
 
     func target(_ device: DeviceRecord) -> PushTarget {

@@ -17,6 +17,51 @@ struct NotificationStore: Sendable {
         ) > 0
     }
 
+    /// The newest pending notification of `kind` and `collapseKey` (a thread's messages, a member's likes) to
+    /// `user`, locked until the transaction ends, for ``MessageCollapse`` or ``LikesDigest`` to decide on.
+    func waiting(_ kind: NotificationKind, to user: String, collapseKey: String, in transaction: PostgresTransaction)
+        async throws -> WaitingNotification?
+    {
+        try await transaction.query(
+            """
+            SELECT notification_id::text, claimed_at IS NOT NULL, attempts FROM notifications
+            WHERE user_id = \(user)::uuid AND collapse_key = \(collapseKey) AND state = 'pending'
+              AND kind = \(kind.rawValue)
+            ORDER BY created_at DESC LIMIT 1 FOR UPDATE
+            """
+        ).first.map { row in
+            let (id, claimed, attempts) = try row.decode((String, Bool, Int32).self)
+            return WaitingNotification(id: id, claimed: claimed, attempts: Int(attempts))
+        }
+    }
+
+    /// Queues a message notification due after `delay`, unless the message has one already.
+    func enqueueMessage(
+        id: String, to user: String, from sender: String, thread: String, message: String, collapseKey: String,
+        delay: Duration, in runner: some SQLRunner
+    ) async throws {
+        try await runner.execute(
+            """
+            INSERT INTO notifications (notification_id, user_id, kind, subject_user_id, source_id, collapse_key,
+                                       thread_id, latest_message_id, next_attempt_at)
+            VALUES (\(id)::uuid, \(user)::uuid, \(NotificationKind.newMessage.rawValue), \(sender)::uuid, \(message),
+                    \(collapseKey), \(thread)::uuid, \(message)::uuid,
+                    now() + \(Self.milliseconds(delay)) * interval '1 millisecond')
+            ON CONFLICT (user_id, kind, source_id) DO NOTHING
+            """
+        )
+    }
+
+    /// Folds one more message into the waiting notification `id` (it stays due when it was).
+    func merge(message: String, into id: String, in runner: some SQLRunner) async throws {
+        try await runner.execute(
+            """
+            UPDATE notifications SET latest_message_id = \(message)::uuid, item_count = item_count + 1
+            WHERE notification_id = \(id)::uuid AND state = 'pending'
+            """
+        )
+    }
+
     /// Cancels what is still pending between two members, either way (a block, an unmatch); returns how many.
     @discardableResult
     func cancelPending(between first: String, and second: String, in runner: some SQLRunner) async throws -> Int {
@@ -68,20 +113,24 @@ struct NotificationStore: Sendable {
     func claimDue(limit: Int, lease: Duration, in runner: some SQLRunner) async throws -> [QueuedNotification] {
         try await runner.query(
             """
-            UPDATE notifications n SET next_attempt_at = now() + \(Self.milliseconds(lease)) * interval '1 millisecond'
+            UPDATE notifications n SET next_attempt_at = now() + \(Self.milliseconds(lease)) * interval '1 millisecond',
+                                       claimed_at = now()
             FROM (SELECT notification_id FROM notifications WHERE state = 'pending' AND next_attempt_at <= now()
                   ORDER BY next_attempt_at LIMIT \(limit) FOR UPDATE SKIP LOCKED) due
             WHERE n.notification_id = due.notification_id
             RETURNING n.notification_id::text, n.user_id::text, n.kind, n.subject_user_id::text, n.collapse_key,
-                      n.connection, n.attempts
+                      n.connection, n.attempts, n.thread_id::text, n.latest_message_id::text, n.item_count
             """
         ).compactMap { row in
             let (id, user, kind, subject, collapseKey, connection, attempts) = try row.decode(
                 (String, String, String, String?, String?, Bool, Int32).self)
+            let (thread, message, count) = (
+                try row.decode(String?.self, at: 7), try row.decode(String?.self, at: 8), try row.decode(Int32.self, at: 9)
+            )
             guard let kind = NotificationKind(rawValue: kind) else { return nil }
             return QueuedNotification(
                 id: id, user: user, kind: kind, subject: subject, collapseKey: collapseKey, connection: connection,
-                attempts: Int(attempts))
+                attempts: Int(attempts), thread: thread, latestMessage: message, itemCount: Int(count))
         }
     }
 
@@ -103,10 +152,36 @@ struct NotificationStore: Sendable {
         )
     }
 
-    /// Ends a pending notification as `state` (sent, failed, skipped); a cancelled one stays cancelled.
+    /// Ends a pending notification as `state` (sent, failed, skipped, suppressed, cancelled); a cancelled one stays
+    /// cancelled. The likes a digest stood for go with it (told, or not to be told).
     func finish(_ notification: String, as state: String, in runner: some SQLRunner) async throws {
         try await runner.execute(
-            "UPDATE notifications SET state = \(state) WHERE notification_id = \(notification)::uuid AND state = 'pending'")
+            """
+            WITH told AS (DELETE FROM digest_likes WHERE notification_id = \(notification)::uuid)
+            UPDATE notifications SET state = \(state), finished_at = now()
+            WHERE notification_id = \(notification)::uuid AND state = 'pending'
+            """
+        )
+    }
+
+    /// When `user`'s last likes digest was sent, if ever.
+    func lastDigest(of user: String, in runner: some SQLRunner) async throws -> PostgresTimestamp? {
+        try await runner.query(
+            """
+            SELECT max(finished_at) FROM notifications
+            WHERE user_id = \(user)::uuid AND kind = \(NotificationKind.likes.rawValue) AND state = 'sent'
+            """
+        ).first?.decode(PostgresTimestamp?.self, at: 0)
+    }
+
+    /// Queues a likes digest for `user`, due at `due`.
+    func enqueueDigest(id: String, to user: String, due: PostgresTimestamp, in runner: some SQLRunner) async throws {
+        try await runner.execute(
+            """
+            INSERT INTO notifications (notification_id, user_id, kind, source_id, collapse_key, next_attempt_at)
+            VALUES (\(id)::uuid, \(user)::uuid, \(NotificationKind.likes.rawValue), \(id), \(LikesDigest.collapseKey), \(due))
+            """
+        )
     }
 
     /// Tries a pending notification again after `delay`; `attempt` counts it as a failed attempt (not so for quiet
@@ -115,7 +190,7 @@ struct NotificationStore: Sendable {
         try await runner.execute(
             """
             UPDATE notifications SET next_attempt_at = now() + \(Self.milliseconds(delay)) * interval '1 millisecond',
-                                     attempts = attempts + \(attempt ? 1 : 0)
+                                     attempts = attempts + \(attempt ? 1 : 0), claimed_at = NULL
             WHERE notification_id = \(notification)::uuid AND state = 'pending'
             """
         )

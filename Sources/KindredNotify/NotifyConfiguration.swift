@@ -44,6 +44,20 @@ public struct NotifyConfiguration: Sendable {
     /// `KINDRED_NOTIFY_SEND_POLL_MS` (int, 50..60000), default 500: how often the sender looks for due
     /// notifications when the queue was empty.
     public var sendPollInterval: Duration = .milliseconds(500)
+    /// `KINDRED_NOTIFY_MESSAGE_COLLAPSE_MS` (int, 0..60000), default 3000: how long a new message notification waits
+    /// for more messages of its thread; they update it instead of queueing more (one push for a burst).
+    public var messageCollapseWindow: Duration = .seconds(3)
+    /// `KINDRED_NOTIFY_LIKES_DIGEST_MS` (int, 1000..604800000), default 14400000 (4 h): the least time between two
+    /// likes digests to one member ("3 people liked you"); a digest's first like waits a minute (or this, if less)
+    /// for others.
+    public var likesDigestInterval: Duration = .seconds(4 * 3600)
+    /// `KINDRED_NOTIFY_CHAT_ADDRESS` (host:port), default none: chat, asked at each push for presence (no push for a
+    /// message while the member has the app open), the unread total (the badge) and, when the member shows message
+    /// text, the body. Unset: every due notification is pushed, without badge or message text.
+    public var chatAddress: HostPort?
+    /// `KINDRED_NOTIFY_PROFILE_ADDRESS` (host:port), default none: profile, whose cards name the other member
+    /// (display name only, cached for a minute). Unset: the neutral word of the templates ("Someone").
+    public var profileAddress: HostPort?
 
     public init() {}
 
@@ -61,6 +75,12 @@ public struct NotifyConfiguration: Sendable {
         self.fcm = Self.fcm(reader)
         self.sendPollInterval = try reader.milliseconds(
             "KINDRED_NOTIFY_SEND_POLL_MS", default: self.sendPollInterval, in: 50...60_000)
+        self.messageCollapseWindow = try reader.milliseconds(
+            "KINDRED_NOTIFY_MESSAGE_COLLAPSE_MS", default: self.messageCollapseWindow, in: 0...60_000)
+        self.likesDigestInterval = try reader.milliseconds(
+            "KINDRED_NOTIFY_LIKES_DIGEST_MS", default: self.likesDigestInterval, in: 1_000...604_800_000)
+        self.chatAddress = try reader.optionalAddress("KINDRED_NOTIFY_CHAT_ADDRESS", default: nil)
+        self.profileAddress = try reader.optionalAddress("KINDRED_NOTIFY_PROFILE_ADDRESS", default: nil)
     }
 
     private static func apns(_ reader: EnvironmentReader) throws -> APNsConfiguration? {

@@ -18,6 +18,9 @@ public final class NotifyServer: ServiceServer {
     /// The push providers configured (APNs, FCM), closed by ``shutdown()``.
     private let apns: APNsProvider?
     private let fcm: FCMProvider?
+    /// The sender's links to chat (presence, badge, message text) and profile (names), when configured.
+    private let chat: ChatContextClient?
+    private let names: MemberNames?
     /// Whether `auth` was made here (and is closed by ``shutdown()``) rather than passed in.
     private let ownsAuth: Bool
 
@@ -38,13 +41,17 @@ public final class NotifyServer: ServiceServer {
         var providers: [DevicePlatform: any PushProvider] = [:]
         providers[.apns] = self.apns
         providers[.fcm] = self.fcm
+        let tokens = self.auth.serviceTokens
+        self.chat = both(configuration.chatAddress, tokens).map { ChatContextClient(address: $0, tokens: $1, logger: logger) }
+        self.names = both(configuration.profileAddress, tokens).map { MemberNames(address: $0, tokens: $1, logger: logger) }
         // Without any provider nothing is sent: notifications stay queued until keys are configured.
         let sender =
             providers.isEmpty
             ? nil
             : NotificationSender(
                 database: self.database, providers: providers, apnsTopic: configuration.apns?.topic ?? "",
-                pollInterval: configuration.sendPollInterval, metrics: metrics.factory, logger: logger)
+                pollInterval: configuration.sendPollInterval, chat: self.chat, names: self.names, metrics: metrics.factory,
+                logger: logger)
         if sender == nil { logger.info("notify: no push provider configured, notifications stay queued") }
         var runner = ServerRunner(configuration: try configuration.endpoint.serverConfiguration(), services: [self.service])
         runner.admin = configuration.endpoint.adminConfiguration
@@ -61,7 +68,15 @@ public final class NotifyServer: ServiceServer {
     public func shutdown() async {
         await self.apns?.close()
         await self.fcm?.close()
+        await self.chat?.close()
+        await self.names?.close()
         await self.database.shutdown()
         if self.ownsAuth { await self.auth.shutdown() }
     }
+}
+
+/// Both values, or nil.
+private func both<A, B>(_ a: A?, _ b: B?) -> (A, B)? {
+    guard let a, let b else { return nil }
+    return (a, b)
 }

@@ -7,11 +7,14 @@ extension NotifyService {
     /// `DeliverEvents`: what notify learns from the other services, each effect committed with the event id.
     /// auth: deletion erases the member's devices, settings and notifications, deactivation cancels what is pending
     /// to or about them; match: MatchCreated queues one notification for each side, MatchEnded (unmatch) and
-    /// UserBlocked cancel what is pending between the two.
+    /// UserBlocked cancel what is pending between the two; chat: MessageSent queues (or updates) the recipient's
+    /// notification of the thread (`NotifyService+Messages.swift`); match's SwipeRecorded (a like) and
+    /// ReportResolved feed the likes digest and the report outcome (`NotifyService+Digest.swift`); a block, an
+    /// unmatch, a match and a deactivation take likes out of a waiting digest.
     func deliverEvents(_ request: Kindred.Common.V1.DeliverEventsRequest, _ context: ServerContext) async throws
         -> Kindred.Common.V1.DeliverEventsResponse
     {
-        try await self.inbox.deliver(request, from: ["auth", "match"], access: self.access, context) {
+        try await self.inbox.deliver(request, from: ["auth", "match", "chat"], access: self.access, context) {
             event, transaction in try await self.apply(event, in: transaction)
         }
     }
@@ -25,16 +28,29 @@ extension NotifyService {
         case .accountDeactivated?:
             guard UUIDv7.isValid(subject) else { return }
             try await self.notifications.cancelPending(involving: subject, in: transaction)
+            try await self.digests.forget(likesBy: subject, in: transaction)
         case .matchCreated(let match)?:
             try await self.queueMatch(match, in: transaction)
+            let users = match.userIds.map { $0.lowercased() }
+            if users.count == 2, users.allSatisfy(UUIDv7.isValid) {
+                try await self.digests.forget(between: users[0], and: users[1], in: transaction)
+            }
+        case .messageSent(let message)?:
+            try await self.queueMessage(message, from: subject, in: transaction)
         case .matchEnded(let ended)?:
             let users = ended.userIds.map { $0.lowercased() }
             guard users.count == 2, users.allSatisfy(UUIDv7.isValid) else { return }
             try await self.notifications.cancelPending(between: users[0], and: users[1], in: transaction)
+            try await self.digests.forget(between: users[0], and: users[1], in: transaction)
         case .userBlocked(let blocked)?:
             guard UUIDv7.isValid(subject), UUIDv7.isValid(blocked.blockedUserId) else { return }
             try await self.notifications.cancelPending(
                 between: subject, and: blocked.blockedUserId.lowercased(), in: transaction)
+            try await self.digests.forget(between: subject, and: blocked.blockedUserId.lowercased(), in: transaction)
+        case .swipeRecorded(let swipe)?:
+            try await self.countLike(swipe, by: subject, in: transaction)
+        case .reportResolved(let resolved)?:
+            try await self.queueReportOutcome(resolved, reporter: subject, in: transaction)
         default:
             break  // irrelevant here: acknowledged all the same
         }
@@ -62,6 +78,7 @@ extension NotifyService {
     func erase(_ user: String, in transaction: PostgresTransaction) async throws {
         try await self.devices.deleteAll(of: user, in: transaction)
         try await self.settings.delete(user, in: transaction)
+        try await self.digests.erase(user, in: transaction)
         try await self.notifications.erase(user, in: transaction)
     }
 
@@ -78,6 +95,7 @@ extension NotifyService {
             ("devices", try await self.devices.count(of: user, in: self.database)),
             ("settings", try await self.settings.count(of: user, in: self.database)),
             ("notifications", try await self.notifications.count(involving: user, in: self.database)),
+            ("digest_likes", try await self.digests.count(involving: user, in: self.database)),
         ]
         var response = Notify.GetUserFootprintResponse()
         response.counts = counts.map { kind, rows in

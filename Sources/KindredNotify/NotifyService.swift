@@ -24,6 +24,9 @@ public final class NotifyService: GRPCService, Sendable {
     let devices = DeviceStore()
     let settings = SettingsStore()
     let notifications = NotificationStore()
+    let digests = DigestStore()
+    /// How messages of one thread become one notification.
+    var collapse: MessageCollapse { MessageCollapse(window: self.configuration.messageCollapseWindow) }
 
     public init(configuration: NotifyConfiguration, database: PostgresClient, auth: AuthConnection, logger: Logger) {
         self.configuration = configuration

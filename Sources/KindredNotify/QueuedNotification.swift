@@ -9,4 +9,8 @@ struct QueuedNotification: Sendable, Hashable {
     var connection: Bool
     /// Earlier attempts that some device asked to retry.
     var attempts: Int
+    /// new_message: the thread, its latest message, and how many messages the notification stands for.
+    var thread: String? = nil
+    var latestMessage: String? = nil
+    var itemCount = 1
 }

@@ -288,6 +288,8 @@ public enum ProtoRegistry {
         Kindred.Common.V1.MatchEnded.self,
         Kindred.Common.V1.UserBlocked.self,
         Kindred.Common.V1.UserUnblocked.self,
+        Kindred.Common.V1.MessageSent.self,
+        Kindred.Common.V1.ReportResolved.self,
         Kindred.Chat.V1.ChatThread.self,
         Kindred.Chat.V1.ChatMessage.self,
         Kindred.Chat.V1.ChatEvent.self,
@@ -325,6 +327,8 @@ public enum ProtoRegistry {
         Kindred.Chat.V1.SubscribeResponse.self,
         Kindred.Chat.V1.GetMessagesRequest.self,
         Kindred.Chat.V1.GetMessagesResponse.self,
+        Kindred.Chat.V1.GetNotificationContextRequest.self,
+        Kindred.Chat.V1.GetNotificationContextResponse.self,
         Kindred.Chat.V1.GetUserFootprintRequest.self,
         Kindred.Chat.V1.GetUserFootprintResponse.self,
         Kindred.Discovery.V1.Candidate.self,
@@ -2555,6 +2559,8 @@ public enum ProtoRegistry {
                 "kindred.common.v1.Event.match_ended",
                 "kindred.common.v1.Event.user_blocked",
                 "kindred.common.v1.Event.user_unblocked",
+                "kindred.common.v1.Event.report_resolved",
+                "kindred.common.v1.Event.message_sent",
                 "kindred.common.v1.Event.payload",
                 "kindred.common.v1.AccountDeactivated",
                 "kindred.common.v1.AccountDeactivated.sessions_revoked",
@@ -2613,6 +2619,13 @@ public enum ProtoRegistry {
                 "kindred.common.v1.UserBlocked.blocked_user_id",
                 "kindred.common.v1.UserUnblocked",
                 "kindred.common.v1.UserUnblocked.unblocked_user_id",
+                "kindred.common.v1.MessageSent",
+                "kindred.common.v1.MessageSent.thread_id",
+                "kindred.common.v1.MessageSent.message_id",
+                "kindred.common.v1.MessageSent.recipient_user_id",
+                "kindred.common.v1.MessageSent.sent_unix_ms",
+                "kindred.common.v1.ReportResolved",
+                "kindred.common.v1.ReportResolved.report_id",
                 "kindred.common.v1.MatchEndReason",
                 "kindred.common.v1.MATCH_END_REASON_UNSPECIFIED",
                 "kindred.common.v1.MATCH_END_REASON_UNMATCHED",
@@ -2623,7 +2636,7 @@ public enum ProtoRegistry {
             services: [],
             base64: """
             Ch5raW5kcmVkL2NvbW1vbi92MS9ldmVudHMucHJvdG8SEWtpbmRyZWQuY29tbW9uLnYxGh5raW5kcmVkL2NvbW1vbi92MS9j
-            b21tb24ucHJvdG8aIWtpbmRyZWQvY29tbW9uL3YxL2NvbW11bml0eS5wcm90byLqCAoFRXZlbnQSGQoIZXZlbnRfaWQYASAB
+            b21tb24ucHJvdG8aIWtpbmRyZWQvY29tbW9uL3YxL2NvbW11bml0eS5wcm90byL9CQoFRXZlbnQSGQoIZXZlbnRfaWQYASAB
             KAlSB2V2ZW50SWQSGgoIcHJvZHVjZXIYAiABKAlSCHByb2R1Y2VyEhcKB3VzZXJfaWQYAyABKAlSBnVzZXJJZBIhCgxjb21t
             dW5pdHlfaWQYBCABKAlSC2NvbW11bml0eUlkEhoKCHNlcXVlbmNlGAUgASgDUghzZXF1ZW5jZRIoChBvY2N1cnJlZF91bml4
             X21zGAYgASgDUg5vY2N1cnJlZFVuaXhNcxJYChNhY2NvdW50X2RlYWN0aXZhdGVkGAogASgLMiUua2luZHJlZC5jb21tb24u
@@ -2639,38 +2652,43 @@ public enum ProtoRegistry {
             cmVhdGVkSABSDG1hdGNoQ3JlYXRlZBJACgttYXRjaF9lbmRlZBghIAEoCzIdLmtpbmRyZWQuY29tbW9uLnYxLk1hdGNoRW5k
             ZWRIAFIKbWF0Y2hFbmRlZBJDCgx1c2VyX2Jsb2NrZWQYIiABKAsyHi5raW5kcmVkLmNvbW1vbi52MS5Vc2VyQmxvY2tlZEgA
             Ugt1c2VyQmxvY2tlZBJJCg51c2VyX3VuYmxvY2tlZBgjIAEoCzIgLmtpbmRyZWQuY29tbW9uLnYxLlVzZXJVbmJsb2NrZWRI
-            AFINdXNlclVuYmxvY2tlZEIJCgdwYXlsb2FkIj8KEkFjY291bnREZWFjdGl2YXRlZBIpChBzZXNzaW9uc19yZXZva2VkGAEg
-            ASgIUg9zZXNzaW9uc1Jldm9rZWQiTwoSQWNjb3VudFJlYWN0aXZhdGVkEjkKGWRlYWN0aXZhdGVkX3NpbmNlX3VuaXhfbXMY
-            ASABKANSFmRlYWN0aXZhdGVkU2luY2VVbml4TXMiPAoOQWNjb3VudERlbGV0ZWQSKgoRcmVxdWVzdGVkX2J5X3VzZXIYASAB
-            KAhSD3JlcXVlc3RlZEJ5VXNlciL8BAoRQ2FuZGlkYXRlU25hcHNob3QSFwoHdXNlcl9pZBgBIAEoCVIGdXNlcklkEiEKDGNv
-            bW11bml0eV9pZBgCIAEoCVILY29tbXVuaXR5SWQSGgoIZWxpZ2libGUYAyABKAhSCGVsaWdpYmxlEj4KCmJpcnRoX2RhdGUY
-            BCABKAsyHy5raW5kcmVkLmNvbW1vbi52MS5DYWxlbmRhckRhdGVSCWJpcnRoRGF0ZRIxCgZnZW5kZXIYBSABKA4yGS5raW5k
-            cmVkLmNvbW1vbi52MS5HZW5kZXJSBmdlbmRlchI+Cg1pbnRlcmVzdGVkX2luGAYgAygOMhkua2luZHJlZC5jb21tb24udjEu
-            R2VuZGVyUgxpbnRlcmVzdGVkSW4SIgoNYWdlX21pbl95ZWFycxgHIAEoBVILYWdlTWluWWVhcnMSIgoNYWdlX21heF95ZWFy
-            cxgIIAEoBVILYWdlTWF4WWVhcnMSJgoPbWF4X2Rpc3RhbmNlX2ttGAkgASgFUg1tYXhEaXN0YW5jZUttEiEKDGdlb2hhc2hf
-            Y2VsbBgKIAEoCVILZ2VvaGFzaENlbGwSQQoKYXR0cmlidXRlcxgLIAMoCzIhLmtpbmRyZWQuY29tbW9uLnYxLkF0dHJpYnV0
-            ZVZhbHVlUgphdHRyaWJ1dGVzEh8KC3Bob3RvX2NvdW50GAwgASgFUgpwaG90b0NvdW50EiMKDWhpZGVfZGlzdGFuY2UYDSAB
-            KAhSDGhpZGVEaXN0YW5jZRIYCgd2ZXJzaW9uGA4gASgDUgd2ZXJzaW9uEiYKD3VwZGF0ZWRfdW5peF9tcxgPIAEoA1INdXBk
-            YXRlZFVuaXhNcyJ3Cg5Qcm9maWxlVXBkYXRlZBJACghzbmFwc2hvdBgBIAEoCzIkLmtpbmRyZWQuY29tbW9uLnYxLkNhbmRp
-            ZGF0ZVNuYXBzaG90UghzbmFwc2hvdBIjCg1jaGFuZ2VkX3BhdGhzGAIgAygJUgxjaGFuZ2VkUGF0aHMiUwoPTG9jYXRpb25D
-            aGFuZ2VkEkAKCHNuYXBzaG90GAEgASgLMiQua2luZHJlZC5jb21tb24udjEuQ2FuZGlkYXRlU25hcHNob3RSCHNuYXBzaG90
-            Ik4KEENvbW11bml0eVVwZGF0ZWQSOgoJY29tbXVuaXR5GAEgASgLMhwua2luZHJlZC5jb21tb24udjEuQ29tbXVuaXR5Uglj
-            b21tdW5pdHkiSAoURGVsaXZlckV2ZW50c1JlcXVlc3QSMAoGZXZlbnRzGAEgAygLMhgua2luZHJlZC5jb21tb24udjEuRXZl
-            bnRSBmV2ZW50cyJNChVEZWxpdmVyRXZlbnRzUmVzcG9uc2USNAoWYWNrbm93bGVkZ2VkX2V2ZW50X2lkcxgBIAMoCVIUYWNr
-            bm93bGVkZ2VkRXZlbnRJZHMiyAEKDVN3aXBlUmVjb3JkZWQSGQoIc3dpcGVfaWQYASABKAlSB3N3aXBlSWQSJAoOdGFyZ2V0
-            X3VzZXJfaWQYAiABKAlSDHRhcmdldFVzZXJJZBI2CgZhY3Rpb24YAyABKA4yHi5raW5kcmVkLmNvbW1vbi52MS5Td2lwZUFj
-            dGlvblIGYWN0aW9uEhgKB3N1cmZhY2UYBCABKAlSB3N1cmZhY2USJAoOc3dpcGVkX3VuaXhfbXMYBSABKANSDHN3aXBlZFVu
-            aXhNcyJOCgtTd2lwZVVuZG9uZRIZCghzd2lwZV9pZBgBIAEoCVIHc3dpcGVJZBIkCg50YXJnZXRfdXNlcl9pZBgCIAEoCVIM
-            dGFyZ2V0VXNlcklkIs4BCgxNYXRjaENyZWF0ZWQSGQoIbWF0Y2hfaWQYASABKAlSB21hdGNoSWQSGQoIdXNlcl9pZHMYAiAD
-            KAlSB3VzZXJJZHMSKgoRaW5pdGlhdG9yX3VzZXJfaWQYAyABKAlSD2luaXRpYXRvclVzZXJJZBI0CgRtb2RlGAQgASgOMiAu
-            a2luZHJlZC5jb21tb24udjEuQ29tbXVuaXR5TW9kZVIEbW9kZRImCg9jcmVhdGVkX3VuaXhfbXMYBSABKANSDWNyZWF0ZWRV
-            bml4TXMipgEKCk1hdGNoRW5kZWQSGQoIbWF0Y2hfaWQYASABKAlSB21hdGNoSWQSGQoIdXNlcl9pZHMYAiADKAlSB3VzZXJJ
-            ZHMSJwoQZW5kZWRfYnlfdXNlcl9pZBgDIAEoCVINZW5kZWRCeVVzZXJJZBI5CgZyZWFzb24YBCABKA4yIS5raW5kcmVkLmNv
-            bW1vbi52MS5NYXRjaEVuZFJlYXNvblIGcmVhc29uIjUKC1VzZXJCbG9ja2VkEiYKD2Jsb2NrZWRfdXNlcl9pZBgBIAEoCVIN
-            YmxvY2tlZFVzZXJJZCI7Cg1Vc2VyVW5ibG9ja2VkEioKEXVuYmxvY2tlZF91c2VyX2lkGAEgASgJUg91bmJsb2NrZWRVc2Vy
-            SWQqsgEKDk1hdGNoRW5kUmVhc29uEiAKHE1BVENIX0VORF9SRUFTT05fVU5TUEVDSUZJRUQQABIeChpNQVRDSF9FTkRfUkVB
-            U09OX1VOTUFUQ0hFRBABEhwKGE1BVENIX0VORF9SRUFTT05fQkxPQ0tFRBACEiQKIE1BVENIX0VORF9SRUFTT05fQUNDT1VO
-            VF9ERUxFVEVEEAMSGgoWTUFUQ0hfRU5EX1JFQVNPTl9BRE1JThAEYgZwcm90bzM=
+            AFINdXNlclVuYmxvY2tlZBJMCg9yZXBvcnRfcmVzb2x2ZWQYJCABKAsyIS5raW5kcmVkLmNvbW1vbi52MS5SZXBvcnRSZXNv
+            bHZlZEgAUg5yZXBvcnRSZXNvbHZlZBJDCgxtZXNzYWdlX3NlbnQYKCABKAsyHi5raW5kcmVkLmNvbW1vbi52MS5NZXNzYWdl
+            U2VudEgAUgttZXNzYWdlU2VudEIJCgdwYXlsb2FkIj8KEkFjY291bnREZWFjdGl2YXRlZBIpChBzZXNzaW9uc19yZXZva2Vk
+            GAEgASgIUg9zZXNzaW9uc1Jldm9rZWQiTwoSQWNjb3VudFJlYWN0aXZhdGVkEjkKGWRlYWN0aXZhdGVkX3NpbmNlX3VuaXhf
+            bXMYASABKANSFmRlYWN0aXZhdGVkU2luY2VVbml4TXMiPAoOQWNjb3VudERlbGV0ZWQSKgoRcmVxdWVzdGVkX2J5X3VzZXIY
+            ASABKAhSD3JlcXVlc3RlZEJ5VXNlciL8BAoRQ2FuZGlkYXRlU25hcHNob3QSFwoHdXNlcl9pZBgBIAEoCVIGdXNlcklkEiEK
+            DGNvbW11bml0eV9pZBgCIAEoCVILY29tbXVuaXR5SWQSGgoIZWxpZ2libGUYAyABKAhSCGVsaWdpYmxlEj4KCmJpcnRoX2Rh
+            dGUYBCABKAsyHy5raW5kcmVkLmNvbW1vbi52MS5DYWxlbmRhckRhdGVSCWJpcnRoRGF0ZRIxCgZnZW5kZXIYBSABKA4yGS5r
+            aW5kcmVkLmNvbW1vbi52MS5HZW5kZXJSBmdlbmRlchI+Cg1pbnRlcmVzdGVkX2luGAYgAygOMhkua2luZHJlZC5jb21tb24u
+            djEuR2VuZGVyUgxpbnRlcmVzdGVkSW4SIgoNYWdlX21pbl95ZWFycxgHIAEoBVILYWdlTWluWWVhcnMSIgoNYWdlX21heF95
+            ZWFycxgIIAEoBVILYWdlTWF4WWVhcnMSJgoPbWF4X2Rpc3RhbmNlX2ttGAkgASgFUg1tYXhEaXN0YW5jZUttEiEKDGdlb2hh
+            c2hfY2VsbBgKIAEoCVILZ2VvaGFzaENlbGwSQQoKYXR0cmlidXRlcxgLIAMoCzIhLmtpbmRyZWQuY29tbW9uLnYxLkF0dHJp
+            YnV0ZVZhbHVlUgphdHRyaWJ1dGVzEh8KC3Bob3RvX2NvdW50GAwgASgFUgpwaG90b0NvdW50EiMKDWhpZGVfZGlzdGFuY2UY
+            DSABKAhSDGhpZGVEaXN0YW5jZRIYCgd2ZXJzaW9uGA4gASgDUgd2ZXJzaW9uEiYKD3VwZGF0ZWRfdW5peF9tcxgPIAEoA1IN
+            dXBkYXRlZFVuaXhNcyJ3Cg5Qcm9maWxlVXBkYXRlZBJACghzbmFwc2hvdBgBIAEoCzIkLmtpbmRyZWQuY29tbW9uLnYxLkNh
+            bmRpZGF0ZVNuYXBzaG90UghzbmFwc2hvdBIjCg1jaGFuZ2VkX3BhdGhzGAIgAygJUgxjaGFuZ2VkUGF0aHMiUwoPTG9jYXRp
+            b25DaGFuZ2VkEkAKCHNuYXBzaG90GAEgASgLMiQua2luZHJlZC5jb21tb24udjEuQ2FuZGlkYXRlU25hcHNob3RSCHNuYXBz
+            aG90Ik4KEENvbW11bml0eVVwZGF0ZWQSOgoJY29tbXVuaXR5GAEgASgLMhwua2luZHJlZC5jb21tb24udjEuQ29tbXVuaXR5
+            Ugljb21tdW5pdHkiSAoURGVsaXZlckV2ZW50c1JlcXVlc3QSMAoGZXZlbnRzGAEgAygLMhgua2luZHJlZC5jb21tb24udjEu
+            RXZlbnRSBmV2ZW50cyJNChVEZWxpdmVyRXZlbnRzUmVzcG9uc2USNAoWYWNrbm93bGVkZ2VkX2V2ZW50X2lkcxgBIAMoCVIU
+            YWNrbm93bGVkZ2VkRXZlbnRJZHMiyAEKDVN3aXBlUmVjb3JkZWQSGQoIc3dpcGVfaWQYASABKAlSB3N3aXBlSWQSJAoOdGFy
+            Z2V0X3VzZXJfaWQYAiABKAlSDHRhcmdldFVzZXJJZBI2CgZhY3Rpb24YAyABKA4yHi5raW5kcmVkLmNvbW1vbi52MS5Td2lw
+            ZUFjdGlvblIGYWN0aW9uEhgKB3N1cmZhY2UYBCABKAlSB3N1cmZhY2USJAoOc3dpcGVkX3VuaXhfbXMYBSABKANSDHN3aXBl
+            ZFVuaXhNcyJOCgtTd2lwZVVuZG9uZRIZCghzd2lwZV9pZBgBIAEoCVIHc3dpcGVJZBIkCg50YXJnZXRfdXNlcl9pZBgCIAEo
+            CVIMdGFyZ2V0VXNlcklkIs4BCgxNYXRjaENyZWF0ZWQSGQoIbWF0Y2hfaWQYASABKAlSB21hdGNoSWQSGQoIdXNlcl9pZHMY
+            AiADKAlSB3VzZXJJZHMSKgoRaW5pdGlhdG9yX3VzZXJfaWQYAyABKAlSD2luaXRpYXRvclVzZXJJZBI0CgRtb2RlGAQgASgO
+            MiAua2luZHJlZC5jb21tb24udjEuQ29tbXVuaXR5TW9kZVIEbW9kZRImCg9jcmVhdGVkX3VuaXhfbXMYBSABKANSDWNyZWF0
+            ZWRVbml4TXMipgEKCk1hdGNoRW5kZWQSGQoIbWF0Y2hfaWQYASABKAlSB21hdGNoSWQSGQoIdXNlcl9pZHMYAiADKAlSB3Vz
+            ZXJJZHMSJwoQZW5kZWRfYnlfdXNlcl9pZBgDIAEoCVINZW5kZWRCeVVzZXJJZBI5CgZyZWFzb24YBCABKA4yIS5raW5kcmVk
+            LmNvbW1vbi52MS5NYXRjaEVuZFJlYXNvblIGcmVhc29uIjUKC1VzZXJCbG9ja2VkEiYKD2Jsb2NrZWRfdXNlcl9pZBgBIAEo
+            CVINYmxvY2tlZFVzZXJJZCI7Cg1Vc2VyVW5ibG9ja2VkEioKEXVuYmxvY2tlZF91c2VyX2lkGAEgASgJUg91bmJsb2NrZWRV
+            c2VySWQilwEKC01lc3NhZ2VTZW50EhsKCXRocmVhZF9pZBgBIAEoCVIIdGhyZWFkSWQSHQoKbWVzc2FnZV9pZBgCIAEoCVIJ
+            bWVzc2FnZUlkEioKEXJlY2lwaWVudF91c2VyX2lkGAMgASgJUg9yZWNpcGllbnRVc2VySWQSIAoMc2VudF91bml4X21zGAQg
+            ASgDUgpzZW50VW5peE1zIi0KDlJlcG9ydFJlc29sdmVkEhsKCXJlcG9ydF9pZBgBIAEoCVIIcmVwb3J0SWQqsgEKDk1hdGNo
+            RW5kUmVhc29uEiAKHE1BVENIX0VORF9SRUFTT05fVU5TUEVDSUZJRUQQABIeChpNQVRDSF9FTkRfUkVBU09OX1VOTUFUQ0hF
+            RBABEhwKGE1BVENIX0VORF9SRUFTT05fQkxPQ0tFRBACEiQKIE1BVENIX0VORF9SRUFTT05fQUNDT1VOVF9ERUxFVEVEEAMS
+            GgoWTUFUQ0hfRU5EX1JFQVNPTl9BRE1JThAEYgZwcm90bzM=
             """
         ),
         ProtoFileDescriptor(
@@ -2958,6 +2976,15 @@ public enum ProtoRegistry {
                 "kindred.chat.v1.GetMessagesRequest.between_user_ids",
                 "kindred.chat.v1.GetMessagesResponse",
                 "kindred.chat.v1.GetMessagesResponse.messages",
+                "kindred.chat.v1.GetNotificationContextRequest",
+                "kindred.chat.v1.GetNotificationContextRequest.user_id",
+                "kindred.chat.v1.GetNotificationContextRequest.thread_id",
+                "kindred.chat.v1.GetNotificationContextRequest.message_id",
+                "kindred.chat.v1.GetNotificationContextResponse",
+                "kindred.chat.v1.GetNotificationContextResponse.online",
+                "kindred.chat.v1.GetNotificationContextResponse.unread_messages",
+                "kindred.chat.v1.GetNotificationContextResponse.thread_open",
+                "kindred.chat.v1.GetNotificationContextResponse.message_body",
                 "kindred.chat.v1.GetUserFootprintRequest",
                 "kindred.chat.v1.GetUserFootprintRequest.user_id",
                 "kindred.chat.v1.GetUserFootprintResponse",
@@ -2981,6 +3008,7 @@ public enum ProtoRegistry {
                 "kindred.chat.v1.ChatService.GetChatSettings",
                 "kindred.chat.v1.ChatService.UpdateChatSettings",
                 "kindred.chat.v1.ChatService.GetMessages",
+                "kindred.chat.v1.ChatService.GetNotificationContext",
                 "kindred.chat.v1.ChatService.DeliverEvents",
                 "kindred.chat.v1.ChatService.GetUserFootprint",
             ],
@@ -3020,32 +3048,37 @@ public enum ProtoRegistry {
             bhgBIAEoCVILcmVzdW1lVG9rZW4iRQoRU3Vic2NyaWJlUmVzcG9uc2USMAoFZXZlbnQYASABKAsyGi5raW5kcmVkLmNoYXQu
             djEuQ2hhdEV2ZW50UgVldmVudCJfChJHZXRNZXNzYWdlc1JlcXVlc3QSHwoLbWVzc2FnZV9pZHMYASADKAlSCm1lc3NhZ2VJ
             ZHMSKAoQYmV0d2Vlbl91c2VyX2lkcxgCIAMoCVIOYmV0d2VlblVzZXJJZHMiTwoTR2V0TWVzc2FnZXNSZXNwb25zZRI4Cght
-            ZXNzYWdlcxgBIAMoCzIcLmtpbmRyZWQuY2hhdC52MS5DaGF0TWVzc2FnZVIIbWVzc2FnZXMiMgoXR2V0VXNlckZvb3Rwcmlu
-            dFJlcXVlc3QSFwoHdXNlcl9pZBgBIAEoCVIGdXNlcklkIlAKGEdldFVzZXJGb290cHJpbnRSZXNwb25zZRI0CgZjb3VudHMY
-            ASADKAsyHC5raW5kcmVkLmNvbW1vbi52MS5EYXRhQ291bnRSBmNvdW50cypvChBIaXN0b3J5RGlyZWN0aW9uEiEKHUhJU1RP
-            UllfRElSRUNUSU9OX1VOU1BFQ0lGSUVEEAASGwoXSElTVE9SWV9ESVJFQ1RJT05fT0xERVIQARIbChdISVNUT1JZX0RJUkVD
-            VElPTl9ORVdFUhACMtMLCgtDaGF0U2VydmljZRJVCgpPcGVuVGhyZWFkEiIua2luZHJlZC5jaGF0LnYxLk9wZW5UaHJlYWRS
-            ZXF1ZXN0GiMua2luZHJlZC5jaGF0LnYxLk9wZW5UaHJlYWRSZXNwb25zZRJYCgtDbG9zZVRocmVhZBIjLmtpbmRyZWQuY2hh
-            dC52MS5DbG9zZVRocmVhZFJlcXVlc3QaJC5raW5kcmVkLmNoYXQudjEuQ2xvc2VUaHJlYWRSZXNwb25zZRJYCgtMaXN0VGhy
-            ZWFkcxIjLmtpbmRyZWQuY2hhdC52MS5MaXN0VGhyZWFkc1JlcXVlc3QaJC5raW5kcmVkLmNoYXQudjEuTGlzdFRocmVhZHNS
-            ZXNwb25zZRJtChJHZXRUaHJlYWRTdW1tYXJpZXMSKi5raW5kcmVkLmNoYXQudjEuR2V0VGhyZWFkU3VtbWFyaWVzUmVxdWVz
-            dBorLmtpbmRyZWQuY2hhdC52MS5HZXRUaHJlYWRTdW1tYXJpZXNSZXNwb25zZRJYCgtTZW5kTWVzc2FnZRIjLmtpbmRyZWQu
-            Y2hhdC52MS5TZW5kTWVzc2FnZVJlcXVlc3QaJC5raW5kcmVkLmNoYXQudjEuU2VuZE1lc3NhZ2VSZXNwb25zZRJMCgdIaXN0
-            b3J5Eh8ua2luZHJlZC5jaGF0LnYxLkhpc3RvcnlSZXF1ZXN0GiAua2luZHJlZC5jaGF0LnYxLkhpc3RvcnlSZXNwb25zZRJP
-            CghNYXJrUmVhZBIgLmtpbmRyZWQuY2hhdC52MS5NYXJrUmVhZFJlcXVlc3QaIS5raW5kcmVkLmNoYXQudjEuTWFya1JlYWRS
-            ZXNwb25zZRJeCg1NYXJrRGVsaXZlcmVkEiUua2luZHJlZC5jaGF0LnYxLk1hcmtEZWxpdmVyZWRSZXF1ZXN0GiYua2luZHJl
-            ZC5jaGF0LnYxLk1hcmtEZWxpdmVyZWRSZXNwb25zZRJhCg5HZXRVbnJlYWRDb3VudBImLmtpbmRyZWQuY2hhdC52MS5HZXRV
-            bnJlYWRDb3VudFJlcXVlc3QaJy5raW5kcmVkLmNoYXQudjEuR2V0VW5yZWFkQ291bnRSZXNwb25zZRJUCglTdWJzY3JpYmUS
-            IS5raW5kcmVkLmNoYXQudjEuU3Vic2NyaWJlUmVxdWVzdBoiLmtpbmRyZWQuY2hhdC52MS5TdWJzY3JpYmVSZXNwb25zZTAB
-            ElUKClNlbmRUeXBpbmcSIi5raW5kcmVkLmNoYXQudjEuU2VuZFR5cGluZ1JlcXVlc3QaIy5raW5kcmVkLmNoYXQudjEuU2Vu
-            ZFR5cGluZ1Jlc3BvbnNlElkKD0dldENoYXRTZXR0aW5ncxInLmtpbmRyZWQuY2hhdC52MS5HZXRDaGF0U2V0dGluZ3NSZXF1
-            ZXN0Gh0ua2luZHJlZC5jaGF0LnYxLkNoYXRTZXR0aW5ncxJfChJVcGRhdGVDaGF0U2V0dGluZ3MSKi5raW5kcmVkLmNoYXQu
-            djEuVXBkYXRlQ2hhdFNldHRpbmdzUmVxdWVzdBodLmtpbmRyZWQuY2hhdC52MS5DaGF0U2V0dGluZ3MSWAoLR2V0TWVzc2Fn
-            ZXMSIy5raW5kcmVkLmNoYXQudjEuR2V0TWVzc2FnZXNSZXF1ZXN0GiQua2luZHJlZC5jaGF0LnYxLkdldE1lc3NhZ2VzUmVz
-            cG9uc2USYgoNRGVsaXZlckV2ZW50cxInLmtpbmRyZWQuY29tbW9uLnYxLkRlbGl2ZXJFdmVudHNSZXF1ZXN0Gigua2luZHJl
-            ZC5jb21tb24udjEuRGVsaXZlckV2ZW50c1Jlc3BvbnNlEmcKEEdldFVzZXJGb290cHJpbnQSKC5raW5kcmVkLmNoYXQudjEu
-            R2V0VXNlckZvb3RwcmludFJlcXVlc3QaKS5raW5kcmVkLmNoYXQudjEuR2V0VXNlckZvb3RwcmludFJlc3BvbnNlYgZwcm90
-            bzM=
+            ZXNzYWdlcxgBIAMoCzIcLmtpbmRyZWQuY2hhdC52MS5DaGF0TWVzc2FnZVIIbWVzc2FnZXMidAodR2V0Tm90aWZpY2F0aW9u
+            Q29udGV4dFJlcXVlc3QSFwoHdXNlcl9pZBgBIAEoCVIGdXNlcklkEhsKCXRocmVhZF9pZBgCIAEoCVIIdGhyZWFkSWQSHQoK
+            bWVzc2FnZV9pZBgDIAEoCVIJbWVzc2FnZUlkIqUBCh5HZXROb3RpZmljYXRpb25Db250ZXh0UmVzcG9uc2USFgoGb25saW5l
+            GAEgASgIUgZvbmxpbmUSJwoPdW5yZWFkX21lc3NhZ2VzGAIgASgFUg51bnJlYWRNZXNzYWdlcxIfCgt0aHJlYWRfb3BlbhgD
+            IAEoCFIKdGhyZWFkT3BlbhIhCgxtZXNzYWdlX2JvZHkYBCABKAlSC21lc3NhZ2VCb2R5IjIKF0dldFVzZXJGb290cHJpbnRS
+            ZXF1ZXN0EhcKB3VzZXJfaWQYASABKAlSBnVzZXJJZCJQChhHZXRVc2VyRm9vdHByaW50UmVzcG9uc2USNAoGY291bnRzGAEg
+            AygLMhwua2luZHJlZC5jb21tb24udjEuRGF0YUNvdW50UgZjb3VudHMqbwoQSGlzdG9yeURpcmVjdGlvbhIhCh1ISVNUT1JZ
+            X0RJUkVDVElPTl9VTlNQRUNJRklFRBAAEhsKF0hJU1RPUllfRElSRUNUSU9OX09MREVSEAESGwoXSElTVE9SWV9ESVJFQ1RJ
+            T05fTkVXRVIQAjLODAoLQ2hhdFNlcnZpY2USVQoKT3BlblRocmVhZBIiLmtpbmRyZWQuY2hhdC52MS5PcGVuVGhyZWFkUmVx
+            dWVzdBojLmtpbmRyZWQuY2hhdC52MS5PcGVuVGhyZWFkUmVzcG9uc2USWAoLQ2xvc2VUaHJlYWQSIy5raW5kcmVkLmNoYXQu
+            djEuQ2xvc2VUaHJlYWRSZXF1ZXN0GiQua2luZHJlZC5jaGF0LnYxLkNsb3NlVGhyZWFkUmVzcG9uc2USWAoLTGlzdFRocmVh
+            ZHMSIy5raW5kcmVkLmNoYXQudjEuTGlzdFRocmVhZHNSZXF1ZXN0GiQua2luZHJlZC5jaGF0LnYxLkxpc3RUaHJlYWRzUmVz
+            cG9uc2USbQoSR2V0VGhyZWFkU3VtbWFyaWVzEioua2luZHJlZC5jaGF0LnYxLkdldFRocmVhZFN1bW1hcmllc1JlcXVlc3Qa
+            Ky5raW5kcmVkLmNoYXQudjEuR2V0VGhyZWFkU3VtbWFyaWVzUmVzcG9uc2USWAoLU2VuZE1lc3NhZ2USIy5raW5kcmVkLmNo
+            YXQudjEuU2VuZE1lc3NhZ2VSZXF1ZXN0GiQua2luZHJlZC5jaGF0LnYxLlNlbmRNZXNzYWdlUmVzcG9uc2USTAoHSGlzdG9y
+            eRIfLmtpbmRyZWQuY2hhdC52MS5IaXN0b3J5UmVxdWVzdBogLmtpbmRyZWQuY2hhdC52MS5IaXN0b3J5UmVzcG9uc2USTwoI
+            TWFya1JlYWQSIC5raW5kcmVkLmNoYXQudjEuTWFya1JlYWRSZXF1ZXN0GiEua2luZHJlZC5jaGF0LnYxLk1hcmtSZWFkUmVz
+            cG9uc2USXgoNTWFya0RlbGl2ZXJlZBIlLmtpbmRyZWQuY2hhdC52MS5NYXJrRGVsaXZlcmVkUmVxdWVzdBomLmtpbmRyZWQu
+            Y2hhdC52MS5NYXJrRGVsaXZlcmVkUmVzcG9uc2USYQoOR2V0VW5yZWFkQ291bnQSJi5raW5kcmVkLmNoYXQudjEuR2V0VW5y
+            ZWFkQ291bnRSZXF1ZXN0Gicua2luZHJlZC5jaGF0LnYxLkdldFVucmVhZENvdW50UmVzcG9uc2USVAoJU3Vic2NyaWJlEiEu
+            a2luZHJlZC5jaGF0LnYxLlN1YnNjcmliZVJlcXVlc3QaIi5raW5kcmVkLmNoYXQudjEuU3Vic2NyaWJlUmVzcG9uc2UwARJV
+            CgpTZW5kVHlwaW5nEiIua2luZHJlZC5jaGF0LnYxLlNlbmRUeXBpbmdSZXF1ZXN0GiMua2luZHJlZC5jaGF0LnYxLlNlbmRU
+            eXBpbmdSZXNwb25zZRJZCg9HZXRDaGF0U2V0dGluZ3MSJy5raW5kcmVkLmNoYXQudjEuR2V0Q2hhdFNldHRpbmdzUmVxdWVz
+            dBodLmtpbmRyZWQuY2hhdC52MS5DaGF0U2V0dGluZ3MSXwoSVXBkYXRlQ2hhdFNldHRpbmdzEioua2luZHJlZC5jaGF0LnYx
+            LlVwZGF0ZUNoYXRTZXR0aW5nc1JlcXVlc3QaHS5raW5kcmVkLmNoYXQudjEuQ2hhdFNldHRpbmdzElgKC0dldE1lc3NhZ2Vz
+            EiMua2luZHJlZC5jaGF0LnYxLkdldE1lc3NhZ2VzUmVxdWVzdBokLmtpbmRyZWQuY2hhdC52MS5HZXRNZXNzYWdlc1Jlc3Bv
+            bnNlEnkKFkdldE5vdGlmaWNhdGlvbkNvbnRleHQSLi5raW5kcmVkLmNoYXQudjEuR2V0Tm90aWZpY2F0aW9uQ29udGV4dFJl
+            cXVlc3QaLy5raW5kcmVkLmNoYXQudjEuR2V0Tm90aWZpY2F0aW9uQ29udGV4dFJlc3BvbnNlEmIKDURlbGl2ZXJFdmVudHMS
+            Jy5raW5kcmVkLmNvbW1vbi52MS5EZWxpdmVyRXZlbnRzUmVxdWVzdBooLmtpbmRyZWQuY29tbW9uLnYxLkRlbGl2ZXJFdmVu
+            dHNSZXNwb25zZRJnChBHZXRVc2VyRm9vdHByaW50Eigua2luZHJlZC5jaGF0LnYxLkdldFVzZXJGb290cHJpbnRSZXF1ZXN0
+            Gikua2luZHJlZC5jaGF0LnYxLkdldFVzZXJGb290cHJpbnRSZXNwb25zZWIGcHJvdG8z
             """
         ),
         ProtoFileDescriptor(

@@ -648,6 +648,74 @@ extension Kindred.Chat.V1 {
 }
 
 extension Kindred.Chat.V1 {
+    /// What notify needs to know about a member's chat when it sends them a notification.
+    public struct GetNotificationContextRequest: ProtoMessage {
+        /// The member to be notified.
+        public var userId: Swift.String = ""
+
+        /// Empty, or the thread a message notification is about.
+        public var threadId: Swift.String = ""
+
+        /// Empty, or a message of thread_id whose body the member allows on the lock screen.
+        public var messageId: Swift.String = ""
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.chat.v1.GetNotificationContextRequest" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.chat.v1.GetNotificationContextRequest")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setString(1, self.userId)
+            encoder.setString(2, self.threadId)
+            encoder.setString(3, self.messageId)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.userId = try decoder.string(1)
+            self.threadId = try decoder.string(2)
+            self.messageId = try decoder.string(3)
+        }
+    }
+}
+
+extension Kindred.Chat.V1 {
+    /// The member's chat as it stands now.
+    public struct GetNotificationContextResponse: ProtoMessage {
+        /// The member has at least one live Subscribe stream (the app is open): a message needs no push.
+        public var online: Swift.Bool = false
+
+        /// Unread messages across open threads, >= 0 (the app icon's badge).
+        public var unreadMessages: Swift.Int32 = 0
+
+        /// thread_id names an open thread the member takes part in (false when it was never theirs, or
+        /// ended: then nothing is to be said about it).
+        public var threadOpen: Swift.Bool = false
+
+        /// The body of message_id when it was asked for and is in that open thread; else empty.
+        public var messageBody: Swift.String = ""
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.chat.v1.GetNotificationContextResponse" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.chat.v1.GetNotificationContextResponse")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setBool(1, self.online)
+            encoder.setInt32(2, self.unreadMessages)
+            encoder.setBool(3, self.threadOpen)
+            encoder.setString(4, self.messageBody)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.online = decoder.bool(1)
+            self.unreadMessages = decoder.int32(2)
+            self.threadOpen = decoder.bool(3)
+            self.messageBody = try decoder.string(4)
+        }
+    }
+}
+
+extension Kindred.Chat.V1 {
     /// Count the rows held about a user.
     public struct GetUserFootprintRequest: ProtoMessage {
         /// The user.
@@ -868,6 +936,17 @@ extension Kindred.Chat.V1 {
                     kind: .unary
                 )
 
+            /// What a notification about the user's chat needs at the moment it is sent: whether the user
+            /// has a live Subscribe stream (on any replica), their unread total (the badge), and, when
+            /// asked, a message's body if the thread is still open to the user. Service token of notify.
+            /// INVALID_ARGUMENT: malformed ids.
+            public static let getNotificationContext =
+                ProtoMethod<Kindred.Chat.V1.GetNotificationContextRequest, Kindred.Chat.V1.GetNotificationContextResponse>(
+                    service: "kindred.chat.v1.ChatService",
+                    name: "GetNotificationContext",
+                    kind: .unary
+                )
+
             /// Consumes events: MatchCreated (open thread, notify both), MatchEnded (close),
             /// UserBlocked, AccountDeactivated/Reactivated, AccountDeleted (erase the user's messages),
             /// CommunityUpdated. Service token only. Idempotent per event id.
@@ -905,6 +984,7 @@ extension Kindred.Chat.V1 {
                 Method.getChatSettings.descriptor,
                 Method.updateChatSettings.descriptor,
                 Method.getMessages.descriptor,
+                Method.getNotificationContext.descriptor,
                 Method.deliverEvents.descriptor,
                 Method.getUserFootprint.descriptor,
             ]

@@ -56,6 +56,10 @@ extension Kindred.Common.V1 {
             case userBlocked(Kindred.Common.V1.UserBlocked)
             /// user_id lifted a block.
             case userUnblocked(Kindred.Common.V1.UserUnblocked)
+            /// An admin resolved a report user_id (the reporter) filed.
+            case reportResolved(Kindred.Common.V1.ReportResolved)
+            /// user_id sent a chat message.
+            case messageSent(Kindred.Common.V1.MessageSent)
         }
 
         public static var protoMessageName: Swift.String { "kindred.common.v1.Event" }
@@ -93,6 +97,10 @@ extension Kindred.Common.V1 {
                 encoder.setMessage(oneof: 34, value)
             case .userUnblocked(let value)?:
                 encoder.setMessage(oneof: 35, value)
+            case .reportResolved(let value)?:
+                encoder.setMessage(oneof: 36, value)
+            case .messageSent(let value)?:
+                encoder.setMessage(oneof: 40, value)
             case nil:
                 break
             }
@@ -148,6 +156,12 @@ extension Kindred.Common.V1 {
                 self.payload = .userUnblocked(
                     try decoder.message(35, as: Kindred.Common.V1.UserUnblocked.self) ?? .init()
                 )
+            case 36:
+                self.payload = .reportResolved(
+                    try decoder.message(36, as: Kindred.Common.V1.ReportResolved.self) ?? .init()
+                )
+            case 40:
+                self.payload = .messageSent(try decoder.message(40, as: Kindred.Common.V1.MessageSent.self) ?? .init())
             default:
                 self.payload = nil
             }
@@ -617,6 +631,66 @@ extension Kindred.Common.V1 {
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
             self.unblockedUserId = try decoder.string(1)
+        }
+    }
+}
+
+extension Kindred.Common.V1 {
+    /// Event.user_id (the sender) sent a message in a thread; written in the transaction that stores it. Ids
+    /// only: the body stays in chat (notify reads it from chat when, and only when, the recipient shows message
+    /// text on the lock screen).
+    public struct MessageSent: ProtoMessage {
+        /// The thread (= match id).
+        public var threadId: Swift.String = ""
+
+        /// The message (UUIDv7).
+        public var messageId: Swift.String = ""
+
+        /// The other participant, who is to learn of it.
+        public var recipientUserId: Swift.String = ""
+
+        /// The server's time of the message (UTC ms).
+        public var sentUnixMs: Swift.Int64 = 0
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.common.v1.MessageSent" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.common.v1.MessageSent")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setString(1, self.threadId)
+            encoder.setString(2, self.messageId)
+            encoder.setString(3, self.recipientUserId)
+            encoder.setInt64(4, self.sentUnixMs)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.threadId = try decoder.string(1)
+            self.messageId = try decoder.string(2)
+            self.recipientUserId = try decoder.string(3)
+            self.sentUnixMs = decoder.int64(4)
+        }
+    }
+}
+
+extension Kindred.Common.V1 {
+    /// An admin resolved a report Event.user_id filed. Only that it was reviewed may reach the reporter:
+    /// never the decision, the note or anything about the reported member (who is not named here).
+    public struct ReportResolved: ProtoMessage {
+        /// The report id.
+        public var reportId: Swift.String = ""
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.common.v1.ReportResolved" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.common.v1.ReportResolved")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setString(1, self.reportId)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.reportId = try decoder.string(1)
         }
     }
 }

@@ -154,6 +154,8 @@ extension Kindred.Common.V1.Event.Payload {
         case .matchEnded: "match.ended"
         case .userBlocked: "user.blocked"
         case .userUnblocked: "user.unblocked"
+        case .reportResolved: "report.resolved"
+        case .messageSent: "message.sent"
         }
     }
 }

@@ -1177,6 +1177,96 @@ void   kindred__chat__v1__get_messages_response__free_unpacked
   assert(message->base.descriptor == &kindred__chat__v1__get_messages_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   kindred__chat__v1__get_notification_context_request__init
+                     (Kindred__Chat__V1__GetNotificationContextRequest         *message)
+{
+  static const Kindred__Chat__V1__GetNotificationContextRequest init_value = KINDRED__CHAT__V1__GET_NOTIFICATION_CONTEXT_REQUEST__INIT;
+  *message = init_value;
+}
+size_t kindred__chat__v1__get_notification_context_request__get_packed_size
+                     (const Kindred__Chat__V1__GetNotificationContextRequest *message)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__get_notification_context_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__chat__v1__get_notification_context_request__pack
+                     (const Kindred__Chat__V1__GetNotificationContextRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__get_notification_context_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__chat__v1__get_notification_context_request__pack_to_buffer
+                     (const Kindred__Chat__V1__GetNotificationContextRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__get_notification_context_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Chat__V1__GetNotificationContextRequest *
+       kindred__chat__v1__get_notification_context_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Chat__V1__GetNotificationContextRequest *)
+     protobuf_c_message_unpack (&kindred__chat__v1__get_notification_context_request__descriptor,
+                                allocator, len, data);
+}
+void   kindred__chat__v1__get_notification_context_request__free_unpacked
+                     (Kindred__Chat__V1__GetNotificationContextRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__chat__v1__get_notification_context_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   kindred__chat__v1__get_notification_context_response__init
+                     (Kindred__Chat__V1__GetNotificationContextResponse         *message)
+{
+  static const Kindred__Chat__V1__GetNotificationContextResponse init_value = KINDRED__CHAT__V1__GET_NOTIFICATION_CONTEXT_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t kindred__chat__v1__get_notification_context_response__get_packed_size
+                     (const Kindred__Chat__V1__GetNotificationContextResponse *message)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__get_notification_context_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__chat__v1__get_notification_context_response__pack
+                     (const Kindred__Chat__V1__GetNotificationContextResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__get_notification_context_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__chat__v1__get_notification_context_response__pack_to_buffer
+                     (const Kindred__Chat__V1__GetNotificationContextResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__get_notification_context_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Chat__V1__GetNotificationContextResponse *
+       kindred__chat__v1__get_notification_context_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Chat__V1__GetNotificationContextResponse *)
+     protobuf_c_message_unpack (&kindred__chat__v1__get_notification_context_response__descriptor,
+                                allocator, len, data);
+}
+void   kindred__chat__v1__get_notification_context_response__free_unpacked
+                     (Kindred__Chat__V1__GetNotificationContextResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__chat__v1__get_notification_context_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   kindred__chat__v1__get_user_footprint_request__init
                      (Kindred__Chat__V1__GetUserFootprintRequest         *message)
 {
@@ -2481,6 +2571,147 @@ const ProtobufCMessageDescriptor kindred__chat__v1__get_messages_response__descr
   (ProtobufCMessageInit) kindred__chat__v1__get_messages_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor kindred__chat__v1__get_notification_context_request__field_descriptors[3] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Chat__V1__GetNotificationContextRequest, user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "thread_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Chat__V1__GetNotificationContextRequest, thread_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "message_id",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Chat__V1__GetNotificationContextRequest, message_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__chat__v1__get_notification_context_request__field_indices_by_name[] = {
+  2,   /* field[2] = message_id */
+  1,   /* field[1] = thread_id */
+  0,   /* field[0] = user_id */
+};
+static const ProtobufCIntRange kindred__chat__v1__get_notification_context_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor kindred__chat__v1__get_notification_context_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.chat.v1.GetNotificationContextRequest",
+  "GetNotificationContextRequest",
+  "Kindred__Chat__V1__GetNotificationContextRequest",
+  "kindred.chat.v1",
+  sizeof(Kindred__Chat__V1__GetNotificationContextRequest),
+  3,
+  kindred__chat__v1__get_notification_context_request__field_descriptors,
+  kindred__chat__v1__get_notification_context_request__field_indices_by_name,
+  1,  kindred__chat__v1__get_notification_context_request__number_ranges,
+  (ProtobufCMessageInit) kindred__chat__v1__get_notification_context_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kindred__chat__v1__get_notification_context_response__field_descriptors[4] =
+{
+  {
+    "online",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Chat__V1__GetNotificationContextResponse, online),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "unread_messages",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Chat__V1__GetNotificationContextResponse, unread_messages),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "thread_open",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Chat__V1__GetNotificationContextResponse, thread_open),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "message_body",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Chat__V1__GetNotificationContextResponse, message_body),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__chat__v1__get_notification_context_response__field_indices_by_name[] = {
+  3,   /* field[3] = message_body */
+  0,   /* field[0] = online */
+  2,   /* field[2] = thread_open */
+  1,   /* field[1] = unread_messages */
+};
+static const ProtobufCIntRange kindred__chat__v1__get_notification_context_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor kindred__chat__v1__get_notification_context_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.chat.v1.GetNotificationContextResponse",
+  "GetNotificationContextResponse",
+  "Kindred__Chat__V1__GetNotificationContextResponse",
+  "kindred.chat.v1",
+  sizeof(Kindred__Chat__V1__GetNotificationContextResponse),
+  4,
+  kindred__chat__v1__get_notification_context_response__field_descriptors,
+  kindred__chat__v1__get_notification_context_response__field_indices_by_name,
+  1,  kindred__chat__v1__get_notification_context_response__number_ranges,
+  (ProtobufCMessageInit) kindred__chat__v1__get_notification_context_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor kindred__chat__v1__get_user_footprint_request__field_descriptors[1] =
 {
   {
@@ -2587,7 +2818,7 @@ const ProtobufCEnumDescriptor kindred__chat__v1__history_direction__descriptor =
   kindred__chat__v1__history_direction__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor kindred__chat__v1__chat_service__method_descriptors[16] =
+static const ProtobufCMethodDescriptor kindred__chat__v1__chat_service__method_descriptors[17] =
 {
   { "OpenThread", &kindred__chat__v1__open_thread_request__descriptor, &kindred__chat__v1__open_thread_response__descriptor },
   { "CloseThread", &kindred__chat__v1__close_thread_request__descriptor, &kindred__chat__v1__close_thread_response__descriptor },
@@ -2603,17 +2834,19 @@ static const ProtobufCMethodDescriptor kindred__chat__v1__chat_service__method_d
   { "GetChatSettings", &kindred__chat__v1__get_chat_settings_request__descriptor, &kindred__chat__v1__chat_settings__descriptor },
   { "UpdateChatSettings", &kindred__chat__v1__update_chat_settings_request__descriptor, &kindred__chat__v1__chat_settings__descriptor },
   { "GetMessages", &kindred__chat__v1__get_messages_request__descriptor, &kindred__chat__v1__get_messages_response__descriptor },
+  { "GetNotificationContext", &kindred__chat__v1__get_notification_context_request__descriptor, &kindred__chat__v1__get_notification_context_response__descriptor },
   { "DeliverEvents", &kindred__common__v1__deliver_events_request__descriptor, &kindred__common__v1__deliver_events_response__descriptor },
   { "GetUserFootprint", &kindred__chat__v1__get_user_footprint_request__descriptor, &kindred__chat__v1__get_user_footprint_response__descriptor },
 };
 const unsigned kindred__chat__v1__chat_service__method_indices_by_name[] = {
   1,        /* CloseThread */
-  14,        /* DeliverEvents */
+  15,        /* DeliverEvents */
   11,        /* GetChatSettings */
   13,        /* GetMessages */
+  14,        /* GetNotificationContext */
   3,        /* GetThreadSummaries */
   8,        /* GetUnreadCount */
-  15,        /* GetUserFootprint */
+  16,        /* GetUserFootprint */
   5,        /* History */
   2,        /* ListThreads */
   7,        /* MarkDelivered */
@@ -2631,7 +2864,7 @@ const ProtobufCServiceDescriptor kindred__chat__v1__chat_service__descriptor =
   "ChatService",
   "Kindred__Chat__V1__ChatService",
   "kindred.chat.v1",
-  16,
+  17,
   kindred__chat__v1__chat_service__method_descriptors,
   kindred__chat__v1__chat_service__method_indices_by_name
 };
@@ -2747,13 +2980,21 @@ void kindred__chat__v1__chat_service__get_messages(ProtobufCService *service,
   assert(service->descriptor == &kindred__chat__v1__chat_service__descriptor);
   service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void kindred__chat__v1__chat_service__get_notification_context(ProtobufCService *service,
+                                                               const Kindred__Chat__V1__GetNotificationContextRequest *input,
+                                                               Kindred__Chat__V1__GetNotificationContextResponse_Closure closure,
+                                                               void *closure_data)
+{
+  assert(service->descriptor == &kindred__chat__v1__chat_service__descriptor);
+  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void kindred__chat__v1__chat_service__deliver_events(ProtobufCService *service,
                                                      const Kindred__Common__V1__DeliverEventsRequest *input,
                                                      Kindred__Common__V1__DeliverEventsResponse_Closure closure,
                                                      void *closure_data)
 {
   assert(service->descriptor == &kindred__chat__v1__chat_service__descriptor);
-  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__chat__v1__chat_service__get_user_footprint(ProtobufCService *service,
                                                          const Kindred__Chat__V1__GetUserFootprintRequest *input,
@@ -2761,7 +3002,7 @@ void kindred__chat__v1__chat_service__get_user_footprint(ProtobufCService *servi
                                                          void *closure_data)
 {
   assert(service->descriptor == &kindred__chat__v1__chat_service__descriptor);
-  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 16, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__chat__v1__chat_service__init (Kindred__Chat__V1__ChatService_Service *service,
                                             Kindred__Chat__V1__ChatService_ServiceDestroy destroy)

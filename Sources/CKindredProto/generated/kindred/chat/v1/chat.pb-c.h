@@ -44,6 +44,8 @@ typedef struct Kindred__Chat__V1__SubscribeRequest Kindred__Chat__V1__SubscribeR
 typedef struct Kindred__Chat__V1__SubscribeResponse Kindred__Chat__V1__SubscribeResponse;
 typedef struct Kindred__Chat__V1__GetMessagesRequest Kindred__Chat__V1__GetMessagesRequest;
 typedef struct Kindred__Chat__V1__GetMessagesResponse Kindred__Chat__V1__GetMessagesResponse;
+typedef struct Kindred__Chat__V1__GetNotificationContextRequest Kindred__Chat__V1__GetNotificationContextRequest;
+typedef struct Kindred__Chat__V1__GetNotificationContextResponse Kindred__Chat__V1__GetNotificationContextResponse;
 typedef struct Kindred__Chat__V1__GetUserFootprintRequest Kindred__Chat__V1__GetUserFootprintRequest;
 typedef struct Kindred__Chat__V1__GetUserFootprintResponse Kindred__Chat__V1__GetUserFootprintResponse;
 
@@ -582,6 +584,59 @@ struct  Kindred__Chat__V1__GetMessagesResponse
 
 
 /*
+ * What notify needs to know about a member's chat when it sends them a notification.
+ */
+struct  Kindred__Chat__V1__GetNotificationContextRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The member to be notified.
+   */
+  char *user_id;
+  /*
+   * Empty, or the thread a message notification is about.
+   */
+  char *thread_id;
+  /*
+   * Empty, or a message of thread_id whose body the member allows on the lock screen.
+   */
+  char *message_id;
+};
+#define KINDRED__CHAT__V1__GET_NOTIFICATION_CONTEXT_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__chat__v1__get_notification_context_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+/*
+ * The member's chat as it stands now.
+ */
+struct  Kindred__Chat__V1__GetNotificationContextResponse
+{
+  ProtobufCMessage base;
+  /*
+   * The member has at least one live Subscribe stream (the app is open): a message needs no push.
+   */
+  protobuf_c_boolean online;
+  /*
+   * Unread messages across open threads, >= 0 (the app icon's badge).
+   */
+  int32_t unread_messages;
+  /*
+   * thread_id names an open thread the member takes part in (false when it was never theirs, or
+   * ended: then nothing is to be said about it).
+   */
+  protobuf_c_boolean thread_open;
+  /*
+   * The body of message_id when it was asked for and is in that open thread; else empty.
+   */
+  char *message_body;
+};
+#define KINDRED__CHAT__V1__GET_NOTIFICATION_CONTEXT_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__chat__v1__get_notification_context_response__descriptor) \
+    , 0, 0, 0, (char *)protobuf_c_empty_string }
+
+
+/*
  * Count the rows held about a user.
  */
 struct  Kindred__Chat__V1__GetUserFootprintRequest
@@ -1108,6 +1163,44 @@ Kindred__Chat__V1__GetMessagesResponse *
 void   kindred__chat__v1__get_messages_response__free_unpacked
                      (Kindred__Chat__V1__GetMessagesResponse *message,
                       ProtobufCAllocator *allocator);
+/* Kindred__Chat__V1__GetNotificationContextRequest methods */
+void   kindred__chat__v1__get_notification_context_request__init
+                     (Kindred__Chat__V1__GetNotificationContextRequest         *message);
+size_t kindred__chat__v1__get_notification_context_request__get_packed_size
+                     (const Kindred__Chat__V1__GetNotificationContextRequest   *message);
+size_t kindred__chat__v1__get_notification_context_request__pack
+                     (const Kindred__Chat__V1__GetNotificationContextRequest   *message,
+                      uint8_t             *out);
+size_t kindred__chat__v1__get_notification_context_request__pack_to_buffer
+                     (const Kindred__Chat__V1__GetNotificationContextRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Chat__V1__GetNotificationContextRequest *
+       kindred__chat__v1__get_notification_context_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__chat__v1__get_notification_context_request__free_unpacked
+                     (Kindred__Chat__V1__GetNotificationContextRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Kindred__Chat__V1__GetNotificationContextResponse methods */
+void   kindred__chat__v1__get_notification_context_response__init
+                     (Kindred__Chat__V1__GetNotificationContextResponse         *message);
+size_t kindred__chat__v1__get_notification_context_response__get_packed_size
+                     (const Kindred__Chat__V1__GetNotificationContextResponse   *message);
+size_t kindred__chat__v1__get_notification_context_response__pack
+                     (const Kindred__Chat__V1__GetNotificationContextResponse   *message,
+                      uint8_t             *out);
+size_t kindred__chat__v1__get_notification_context_response__pack_to_buffer
+                     (const Kindred__Chat__V1__GetNotificationContextResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Chat__V1__GetNotificationContextResponse *
+       kindred__chat__v1__get_notification_context_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__chat__v1__get_notification_context_response__free_unpacked
+                     (Kindred__Chat__V1__GetNotificationContextResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Kindred__Chat__V1__GetUserFootprintRequest methods */
 void   kindred__chat__v1__get_user_footprint_request__init
                      (Kindred__Chat__V1__GetUserFootprintRequest         *message);
@@ -1226,6 +1319,12 @@ typedef void (*Kindred__Chat__V1__GetMessagesRequest_Closure)
 typedef void (*Kindred__Chat__V1__GetMessagesResponse_Closure)
                  (const Kindred__Chat__V1__GetMessagesResponse *message,
                   void *closure_data);
+typedef void (*Kindred__Chat__V1__GetNotificationContextRequest_Closure)
+                 (const Kindred__Chat__V1__GetNotificationContextRequest *message,
+                  void *closure_data);
+typedef void (*Kindred__Chat__V1__GetNotificationContextResponse_Closure)
+                 (const Kindred__Chat__V1__GetNotificationContextResponse *message,
+                  void *closure_data);
 typedef void (*Kindred__Chat__V1__GetUserFootprintRequest_Closure)
                  (const Kindred__Chat__V1__GetUserFootprintRequest *message,
                   void *closure_data);
@@ -1295,6 +1394,10 @@ struct Kindred__Chat__V1__ChatService_Service
                        const Kindred__Chat__V1__GetMessagesRequest *input,
                        Kindred__Chat__V1__GetMessagesResponse_Closure closure,
                        void *closure_data);
+  void (*get_notification_context)(Kindred__Chat__V1__ChatService_Service *service,
+                                   const Kindred__Chat__V1__GetNotificationContextRequest *input,
+                                   Kindred__Chat__V1__GetNotificationContextResponse_Closure closure,
+                                   void *closure_data);
   void (*deliver_events)(Kindred__Chat__V1__ChatService_Service *service,
                          const Kindred__Common__V1__DeliverEventsRequest *input,
                          Kindred__Common__V1__DeliverEventsResponse_Closure closure,
@@ -1325,6 +1428,7 @@ void kindred__chat__v1__chat_service__init (Kindred__Chat__V1__ChatService_Servi
       function_prefix__ ## get_chat_settings,\
       function_prefix__ ## update_chat_settings,\
       function_prefix__ ## get_messages,\
+      function_prefix__ ## get_notification_context,\
       function_prefix__ ## deliver_events,\
       function_prefix__ ## get_user_footprint  }
 void kindred__chat__v1__chat_service__open_thread(ProtobufCService *service,
@@ -1383,6 +1487,10 @@ void kindred__chat__v1__chat_service__get_messages(ProtobufCService *service,
                                                    const Kindred__Chat__V1__GetMessagesRequest *input,
                                                    Kindred__Chat__V1__GetMessagesResponse_Closure closure,
                                                    void *closure_data);
+void kindred__chat__v1__chat_service__get_notification_context(ProtobufCService *service,
+                                                               const Kindred__Chat__V1__GetNotificationContextRequest *input,
+                                                               Kindred__Chat__V1__GetNotificationContextResponse_Closure closure,
+                                                               void *closure_data);
 void kindred__chat__v1__chat_service__deliver_events(ProtobufCService *service,
                                                      const Kindred__Common__V1__DeliverEventsRequest *input,
                                                      Kindred__Common__V1__DeliverEventsResponse_Closure closure,
@@ -1421,6 +1529,8 @@ extern const ProtobufCMessageDescriptor kindred__chat__v1__subscribe_request__de
 extern const ProtobufCMessageDescriptor kindred__chat__v1__subscribe_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__get_messages_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__get_messages_response__descriptor;
+extern const ProtobufCMessageDescriptor kindred__chat__v1__get_notification_context_request__descriptor;
+extern const ProtobufCMessageDescriptor kindred__chat__v1__get_notification_context_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__get_user_footprint_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__get_user_footprint_response__descriptor;
 extern const ProtobufCServiceDescriptor kindred__chat__v1__chat_service__descriptor;

@@ -727,7 +727,97 @@ void   kindred__common__v1__user_unblocked__free_unpacked
   assert(message->base.descriptor == &kindred__common__v1__user_unblocked__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor kindred__common__v1__event__field_descriptors[18] =
+void   kindred__common__v1__message_sent__init
+                     (Kindred__Common__V1__MessageSent         *message)
+{
+  static const Kindred__Common__V1__MessageSent init_value = KINDRED__COMMON__V1__MESSAGE_SENT__INIT;
+  *message = init_value;
+}
+size_t kindred__common__v1__message_sent__get_packed_size
+                     (const Kindred__Common__V1__MessageSent *message)
+{
+  assert(message->base.descriptor == &kindred__common__v1__message_sent__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__common__v1__message_sent__pack
+                     (const Kindred__Common__V1__MessageSent *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__common__v1__message_sent__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__common__v1__message_sent__pack_to_buffer
+                     (const Kindred__Common__V1__MessageSent *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__common__v1__message_sent__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Common__V1__MessageSent *
+       kindred__common__v1__message_sent__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Common__V1__MessageSent *)
+     protobuf_c_message_unpack (&kindred__common__v1__message_sent__descriptor,
+                                allocator, len, data);
+}
+void   kindred__common__v1__message_sent__free_unpacked
+                     (Kindred__Common__V1__MessageSent *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__common__v1__message_sent__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   kindred__common__v1__report_resolved__init
+                     (Kindred__Common__V1__ReportResolved         *message)
+{
+  static const Kindred__Common__V1__ReportResolved init_value = KINDRED__COMMON__V1__REPORT_RESOLVED__INIT;
+  *message = init_value;
+}
+size_t kindred__common__v1__report_resolved__get_packed_size
+                     (const Kindred__Common__V1__ReportResolved *message)
+{
+  assert(message->base.descriptor == &kindred__common__v1__report_resolved__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__common__v1__report_resolved__pack
+                     (const Kindred__Common__V1__ReportResolved *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__common__v1__report_resolved__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__common__v1__report_resolved__pack_to_buffer
+                     (const Kindred__Common__V1__ReportResolved *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__common__v1__report_resolved__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Common__V1__ReportResolved *
+       kindred__common__v1__report_resolved__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Common__V1__ReportResolved *)
+     protobuf_c_message_unpack (&kindred__common__v1__report_resolved__descriptor,
+                                allocator, len, data);
+}
+void   kindred__common__v1__report_resolved__free_unpacked
+                     (Kindred__Common__V1__ReportResolved *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__common__v1__report_resolved__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+static const ProtobufCFieldDescriptor kindred__common__v1__event__field_descriptors[20] =
 {
   {
     "event_id",
@@ -945,6 +1035,30 @@ static const ProtobufCFieldDescriptor kindred__common__v1__event__field_descript
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "report_resolved",
+    36,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Kindred__Common__V1__Event, payload_case),
+    offsetof(Kindred__Common__V1__Event, report_resolved),
+    &kindred__common__v1__report_resolved__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "message_sent",
+    40,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Kindred__Common__V1__Event, payload_case),
+    offsetof(Kindred__Common__V1__Event, message_sent),
+    &kindred__common__v1__message_sent__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__common__v1__event__field_indices_by_name[] = {
   6,   /* field[6] = account_deactivated */
@@ -956,9 +1070,11 @@ static const unsigned kindred__common__v1__event__field_indices_by_name[] = {
   10,   /* field[10] = location_changed */
   14,   /* field[14] = match_created */
   15,   /* field[15] = match_ended */
+  19,   /* field[19] = message_sent */
   5,   /* field[5] = occurred_unix_ms */
   1,   /* field[1] = producer */
   9,   /* field[9] = profile_updated */
+  18,   /* field[18] = report_resolved */
   4,   /* field[4] = sequence */
   12,   /* field[12] = swipe_recorded */
   13,   /* field[13] = swipe_undone */
@@ -966,13 +1082,14 @@ static const unsigned kindred__common__v1__event__field_indices_by_name[] = {
   2,   /* field[2] = user_id */
   17,   /* field[17] = user_unblocked */
 };
-static const ProtobufCIntRange kindred__common__v1__event__number_ranges[4 + 1] =
+static const ProtobufCIntRange kindred__common__v1__event__number_ranges[5 + 1] =
 {
   { 1, 0 },
   { 10, 6 },
   { 20, 9 },
   { 30, 12 },
-  { 0, 18 }
+  { 40, 19 },
+  { 0, 20 }
 };
 const ProtobufCMessageDescriptor kindred__common__v1__event__descriptor =
 {
@@ -982,10 +1099,10 @@ const ProtobufCMessageDescriptor kindred__common__v1__event__descriptor =
   "Kindred__Common__V1__Event",
   "kindred.common.v1",
   sizeof(Kindred__Common__V1__Event),
-  18,
+  20,
   kindred__common__v1__event__field_descriptors,
   kindred__common__v1__event__field_indices_by_name,
-  4,  kindred__common__v1__event__number_ranges,
+  5,  kindred__common__v1__event__number_ranges,
   (ProtobufCMessageInit) kindred__common__v1__event__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -1908,6 +2025,121 @@ const ProtobufCMessageDescriptor kindred__common__v1__user_unblocked__descriptor
   kindred__common__v1__user_unblocked__field_indices_by_name,
   1,  kindred__common__v1__user_unblocked__number_ranges,
   (ProtobufCMessageInit) kindred__common__v1__user_unblocked__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kindred__common__v1__message_sent__field_descriptors[4] =
+{
+  {
+    "thread_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Common__V1__MessageSent, thread_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "message_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Common__V1__MessageSent, message_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "recipient_user_id",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Common__V1__MessageSent, recipient_user_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sent_unix_ms",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Common__V1__MessageSent, sent_unix_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__common__v1__message_sent__field_indices_by_name[] = {
+  1,   /* field[1] = message_id */
+  2,   /* field[2] = recipient_user_id */
+  3,   /* field[3] = sent_unix_ms */
+  0,   /* field[0] = thread_id */
+};
+static const ProtobufCIntRange kindred__common__v1__message_sent__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor kindred__common__v1__message_sent__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.common.v1.MessageSent",
+  "MessageSent",
+  "Kindred__Common__V1__MessageSent",
+  "kindred.common.v1",
+  sizeof(Kindred__Common__V1__MessageSent),
+  4,
+  kindred__common__v1__message_sent__field_descriptors,
+  kindred__common__v1__message_sent__field_indices_by_name,
+  1,  kindred__common__v1__message_sent__number_ranges,
+  (ProtobufCMessageInit) kindred__common__v1__message_sent__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kindred__common__v1__report_resolved__field_descriptors[1] =
+{
+  {
+    "report_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Common__V1__ReportResolved, report_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__common__v1__report_resolved__field_indices_by_name[] = {
+  0,   /* field[0] = report_id */
+};
+static const ProtobufCIntRange kindred__common__v1__report_resolved__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor kindred__common__v1__report_resolved__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.common.v1.ReportResolved",
+  "ReportResolved",
+  "Kindred__Common__V1__ReportResolved",
+  "kindred.common.v1",
+  sizeof(Kindred__Common__V1__ReportResolved),
+  1,
+  kindred__common__v1__report_resolved__field_descriptors,
+  kindred__common__v1__report_resolved__field_indices_by_name,
+  1,  kindred__common__v1__report_resolved__number_ranges,
+  (ProtobufCMessageInit) kindred__common__v1__report_resolved__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCEnumValue kindred__common__v1__match_end_reason__enum_values_by_number[5] =

@@ -33,6 +33,8 @@ typedef struct Kindred__Common__V1__MatchCreated Kindred__Common__V1__MatchCreat
 typedef struct Kindred__Common__V1__MatchEnded Kindred__Common__V1__MatchEnded;
 typedef struct Kindred__Common__V1__UserBlocked Kindred__Common__V1__UserBlocked;
 typedef struct Kindred__Common__V1__UserUnblocked Kindred__Common__V1__UserUnblocked;
+typedef struct Kindred__Common__V1__MessageSent Kindred__Common__V1__MessageSent;
+typedef struct Kindred__Common__V1__ReportResolved Kindred__Common__V1__ReportResolved;
 
 
 /* --- enums --- */
@@ -80,7 +82,9 @@ typedef enum {
   KINDRED__COMMON__V1__EVENT__PAYLOAD_MATCH_CREATED = 32,
   KINDRED__COMMON__V1__EVENT__PAYLOAD_MATCH_ENDED = 33,
   KINDRED__COMMON__V1__EVENT__PAYLOAD_USER_BLOCKED = 34,
-  KINDRED__COMMON__V1__EVENT__PAYLOAD_USER_UNBLOCKED = 35
+  KINDRED__COMMON__V1__EVENT__PAYLOAD_USER_UNBLOCKED = 35,
+  KINDRED__COMMON__V1__EVENT__PAYLOAD_REPORT_RESOLVED = 36,
+  KINDRED__COMMON__V1__EVENT__PAYLOAD_MESSAGE_SENT = 40
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(KINDRED__COMMON__V1__EVENT__PAYLOAD__CASE)
 } Kindred__Common__V1__Event__PayloadCase;
 
@@ -166,6 +170,14 @@ struct  Kindred__Common__V1__Event
      * user_id lifted a block.
      */
     Kindred__Common__V1__UserUnblocked *user_unblocked;
+    /*
+     * An admin resolved a report user_id (the reporter) filed.
+     */
+    Kindred__Common__V1__ReportResolved *report_resolved;
+    /*
+     * user_id sent a chat message.
+     */
+    Kindred__Common__V1__MessageSent *message_sent;
   };
 };
 #define KINDRED__COMMON__V1__EVENT__INIT \
@@ -544,6 +556,53 @@ struct  Kindred__Common__V1__UserUnblocked
     , (char *)protobuf_c_empty_string }
 
 
+/*
+ * Event.user_id (the sender) sent a message in a thread; written in the transaction that stores it. Ids
+ * only: the body stays in chat (notify reads it from chat when, and only when, the recipient shows message
+ * text on the lock screen).
+ */
+struct  Kindred__Common__V1__MessageSent
+{
+  ProtobufCMessage base;
+  /*
+   * The thread (= match id).
+   */
+  char *thread_id;
+  /*
+   * The message (UUIDv7).
+   */
+  char *message_id;
+  /*
+   * The other participant, who is to learn of it.
+   */
+  char *recipient_user_id;
+  /*
+   * The server's time of the message (UTC ms).
+   */
+  int64_t sent_unix_ms;
+};
+#define KINDRED__COMMON__V1__MESSAGE_SENT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__common__v1__message_sent__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+
+
+/*
+ * An admin resolved a report Event.user_id filed. Only that it was reviewed may reach the reporter:
+ * never the decision, the note or anything about the reported member (who is not named here).
+ */
+struct  Kindred__Common__V1__ReportResolved
+{
+  ProtobufCMessage base;
+  /*
+   * The report id.
+   */
+  char *report_id;
+};
+#define KINDRED__COMMON__V1__REPORT_RESOLVED__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__common__v1__report_resolved__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
 /* Kindred__Common__V1__Event methods */
 void   kindred__common__v1__event__init
                      (Kindred__Common__V1__Event         *message);
@@ -848,6 +907,44 @@ Kindred__Common__V1__UserUnblocked *
 void   kindred__common__v1__user_unblocked__free_unpacked
                      (Kindred__Common__V1__UserUnblocked *message,
                       ProtobufCAllocator *allocator);
+/* Kindred__Common__V1__MessageSent methods */
+void   kindred__common__v1__message_sent__init
+                     (Kindred__Common__V1__MessageSent         *message);
+size_t kindred__common__v1__message_sent__get_packed_size
+                     (const Kindred__Common__V1__MessageSent   *message);
+size_t kindred__common__v1__message_sent__pack
+                     (const Kindred__Common__V1__MessageSent   *message,
+                      uint8_t             *out);
+size_t kindred__common__v1__message_sent__pack_to_buffer
+                     (const Kindred__Common__V1__MessageSent   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Common__V1__MessageSent *
+       kindred__common__v1__message_sent__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__common__v1__message_sent__free_unpacked
+                     (Kindred__Common__V1__MessageSent *message,
+                      ProtobufCAllocator *allocator);
+/* Kindred__Common__V1__ReportResolved methods */
+void   kindred__common__v1__report_resolved__init
+                     (Kindred__Common__V1__ReportResolved         *message);
+size_t kindred__common__v1__report_resolved__get_packed_size
+                     (const Kindred__Common__V1__ReportResolved   *message);
+size_t kindred__common__v1__report_resolved__pack
+                     (const Kindred__Common__V1__ReportResolved   *message,
+                      uint8_t             *out);
+size_t kindred__common__v1__report_resolved__pack_to_buffer
+                     (const Kindred__Common__V1__ReportResolved   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Common__V1__ReportResolved *
+       kindred__common__v1__report_resolved__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__common__v1__report_resolved__free_unpacked
+                     (Kindred__Common__V1__ReportResolved *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Kindred__Common__V1__Event_Closure)
@@ -898,6 +995,12 @@ typedef void (*Kindred__Common__V1__UserBlocked_Closure)
 typedef void (*Kindred__Common__V1__UserUnblocked_Closure)
                  (const Kindred__Common__V1__UserUnblocked *message,
                   void *closure_data);
+typedef void (*Kindred__Common__V1__MessageSent_Closure)
+                 (const Kindred__Common__V1__MessageSent *message,
+                  void *closure_data);
+typedef void (*Kindred__Common__V1__ReportResolved_Closure)
+                 (const Kindred__Common__V1__ReportResolved *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -921,6 +1024,8 @@ extern const ProtobufCMessageDescriptor kindred__common__v1__match_created__desc
 extern const ProtobufCMessageDescriptor kindred__common__v1__match_ended__descriptor;
 extern const ProtobufCMessageDescriptor kindred__common__v1__user_blocked__descriptor;
 extern const ProtobufCMessageDescriptor kindred__common__v1__user_unblocked__descriptor;
+extern const ProtobufCMessageDescriptor kindred__common__v1__message_sent__descriptor;
+extern const ProtobufCMessageDescriptor kindred__common__v1__report_resolved__descriptor;
 
 PROTOBUF_C__END_DECLS
 

@@ -1,0 +1,58 @@
+import KindredPostgres
+
+/// The SQL of the likes a waiting digest stands for (table `digest_likes`): who liked whom, until the digest is
+/// sent (then `NotificationStore.finish` removes them). Only the count ever leaves notify.
+struct DigestStore: Sendable {
+    /// Records that `liker` liked `user`, for digest `notification` (a like left from a digest that was cancelled
+    /// moves to this one).
+    func add(liker: String, to user: String, digest notification: String, in runner: some SQLRunner) async throws {
+        try await runner.execute(
+            """
+            INSERT INTO digest_likes (user_id, liker_id, notification_id)
+            VALUES (\(user)::uuid, \(liker)::uuid, \(notification)::uuid)
+            ON CONFLICT (user_id, liker_id) DO UPDATE SET notification_id = EXCLUDED.notification_id
+            """
+        )
+        try await runner.execute(
+            """
+            UPDATE notifications SET item_count = greatest(1, (SELECT count(*) FROM digest_likes
+                                                               WHERE notification_id = \(notification)::uuid))
+            WHERE notification_id = \(notification)::uuid
+            """
+        )
+    }
+
+    /// Likes the digest stands for now (a block, a match or a deactivation since took some out).
+    func count(of notification: String, in runner: some SQLRunner) async throws -> Int {
+        Int(
+            try await runner.query(
+                "SELECT count(*) FROM digest_likes WHERE notification_id = \(notification)::uuid"
+            ).scalar(Int64.self))
+    }
+
+    /// A block, an unmatch or a match between two members: neither's like of the other is told as a like.
+    func forget(between first: String, and second: String, in runner: some SQLRunner) async throws {
+        try await runner.execute(
+            """
+            DELETE FROM digest_likes WHERE (user_id = \(first)::uuid AND liker_id = \(second)::uuid)
+                                        OR (user_id = \(second)::uuid AND liker_id = \(first)::uuid)
+            """
+        )
+    }
+
+    /// A deactivated member's likes are no longer told.
+    func forget(likesBy liker: String, in runner: some SQLRunner) async throws {
+        try await runner.execute("DELETE FROM digest_likes WHERE liker_id = \(liker)::uuid")
+    }
+
+    /// Account deletion: the member's likes, given and received.
+    func erase(_ user: String, in runner: some SQLRunner) async throws {
+        try await runner.execute("DELETE FROM digest_likes WHERE user_id = \(user)::uuid OR liker_id = \(user)::uuid")
+    }
+
+    func count(involving user: String, in runner: some SQLRunner) async throws -> Int64 {
+        try await runner.query(
+            "SELECT count(*) FROM digest_likes WHERE user_id = \(user)::uuid OR liker_id = \(user)::uuid"
+        ).scalar(Int64.self)
+    }
+}

@@ -1,0 +1,34 @@
+import KindredPostgres
+import KindredProto
+import KindredServiceKit
+
+extension NotifyService {
+    /// A message (chat's MessageSent): the recipient's notification of the thread, if they want message
+    /// notifications. A notification of the thread still waiting takes it (``MessageCollapse``); otherwise a new one
+    /// is queued, due after the collapse window. Ids only: the body stays in chat until the push (and is read
+    /// then only when the recipient shows message text on the lock screen).
+    func queueMessage(
+        _ message: Kindred.Common.V1.MessageSent, from sender: String, in transaction: PostgresTransaction
+    ) async throws {
+        let recipient = message.recipientUserId.lowercased()
+        let ids = [sender, recipient, message.threadId, message.messageId]
+        guard ids.allSatisfy(UUIDv7.isValid), sender != recipient else {
+            self.logger.error("MessageSent without valid ids: ignored")
+            return
+        }
+        let preferences = try await self.settings.preferences(of: recipient, in: transaction)
+        guard NotificationKind.newMessage.isWanted(by: preferences) else { return }
+        let thread = message.threadId.lowercased()
+        let messageID = message.messageId.lowercased()
+        let key = MessageCollapse.key(thread: thread)
+        let waiting = try await self.notifications.waiting(.newMessage, to: recipient, collapseKey: key, in: transaction)
+        switch self.collapse.action(waiting: waiting) {
+        case .merge(let id):
+            try await self.notifications.merge(message: messageID, into: id, in: transaction)
+        case .queue(let delay):
+            try await self.notifications.enqueueMessage(
+                id: try UUIDv7.generate(), to: recipient, from: sender, thread: thread, message: messageID,
+                collapseKey: key, delay: delay, in: transaction)
+        }
+    }
+}

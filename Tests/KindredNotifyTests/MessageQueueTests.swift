@@ -1,0 +1,91 @@
+import Foundation
+import KindredGRPC
+import KindredPostgres
+import KindredProto
+import KindredServiceKit
+import KindredServiceTesting
+import Testing
+
+@testable import KindredNotify
+
+@Suite("Notify's queue fed by chat's MessageSent against PostgreSQL")
+struct MessageQueueTests {
+    static func sent(_ sender: String, to recipient: String, thread: String) throws -> Kindred.Common.V1.Event {
+        var event = Kindred.Common.V1.Event()
+        event.eventId = try UUIDv7.generate()
+        event.userId = sender
+        event.payload = .messageSent(.with {
+            $0.threadId = thread
+            $0.messageId = try! UUIDv7.generate()
+            $0.recipientUserId = recipient
+        })
+        return event
+    }
+
+    /// (state, item_count, latest message) of each message notification to `user`, oldest first.
+    static func rows(_ harness: NotifyHarness, _ user: String) async throws -> [(String, Int32, String)] {
+        try await harness.database.query(
+            """
+            SELECT state, item_count, latest_message_id::text FROM notifications
+            WHERE user_id = \(user)::uuid AND kind = 'new_message' ORDER BY created_at
+            """
+        ).map { try $0.decode((String, Int32, String).self) }
+    }
+
+    @Test func messagesOfOneThreadWhileItsNotificationWaitsBecomeThatOne() async throws {
+        try await NotifyHarness.with(settings: ["KINDRED_NOTIFY_MESSAGE_COLLAPSE_MS": "60000"]) { harness in
+            let (ann, bob) = (try NotifyHarness.member(), try NotifyHarness.member())
+            let (thread, other) = (try UUIDv7.generate(), try UUIDv7.generate())
+            let burst = try (0..<3).map { _ in try Self.sent(ann.id, to: bob.id, thread: thread) }
+            _ = try await harness.client.deliver(N.deliverEvents, burst, from: "chat", tokens: testKeys)
+            // Redelivered: nothing more.
+            _ = try await harness.client.deliver(N.deliverEvents, [burst[2]], from: "chat", tokens: testKeys)
+            let rows = try await Self.rows(harness, bob.id)
+            #expect(rows.count == 1)
+            #expect(rows.first?.0 == "pending" && rows.first?.1 == 3)
+            if case .messageSent(let last)? = burst[2].payload { #expect(rows.first?.2 == last.messageId) }
+            // Another thread: its own notification.
+            _ = try await harness.client.deliver(
+                N.deliverEvents, [try Self.sent(ann.id, to: bob.id, thread: other)], from: "chat", tokens: testKeys)
+            #expect(try await Self.rows(harness, bob.id).count == 2)
+            #expect(try await Self.rows(harness, ann.id).isEmpty)
+        }
+    }
+
+    @Test func aClaimedNotificationTakesNoMoreMessages() async throws {
+        try await NotifyHarness.with(settings: ["KINDRED_NOTIFY_MESSAGE_COLLAPSE_MS": "0"]) { harness in
+            let (ann, bob) = (try NotifyHarness.member(), try NotifyHarness.member())
+            let thread = try UUIDv7.generate()
+            _ = try await harness.client.deliver(
+                N.deliverEvents, [try Self.sent(ann.id, to: bob.id, thread: thread)], from: "chat", tokens: testKeys)
+            let claimed = try await NotificationStore().claimDue(limit: 10, lease: .seconds(60), in: harness.database)
+            #expect(claimed.count == 1 && claimed.first?.thread == thread && claimed.first?.itemCount == 1)
+            _ = try await harness.client.deliver(
+                N.deliverEvents, [try Self.sent(ann.id, to: bob.id, thread: thread)], from: "chat", tokens: testKeys)
+            #expect(try await Self.rows(harness, bob.id).map(\.1) == [1, 1])
+        }
+    }
+
+    @Test func aBlockCancelsWaitingMessagesAndTurningMessagesOffQueuesNone() async throws {
+        try await NotifyHarness.with(settings: ["KINDRED_NOTIFY_MESSAGE_COLLAPSE_MS": "60000"]) { harness in
+            let (ann, bob) = (try NotifyHarness.member(), try NotifyHarness.member())
+            _ = try await harness.client.deliver(
+                N.deliverEvents, [try Self.sent(ann.id, to: bob.id, thread: try UUIDv7.generate())], from: "chat",
+                tokens: testKeys)
+            var block = Kindred.Common.V1.Event()
+            block.eventId = try UUIDv7.generate()
+            block.userId = bob.id
+            block.payload = .userBlocked(.with { $0.blockedUserId = ann.id })
+            _ = try await harness.client.deliver(N.deliverEvents, [block], from: "match", tokens: testKeys)
+            #expect(try await Self.rows(harness, bob.id).map(\.0) == ["cancelled"])
+
+            var update = Notify.UpdateNotificationSettingsRequest()
+            update.settings = .with { $0.newMatch = true }
+            _ = try await harness.client.call(N.updateNotificationSettings, update, token: ann.token)
+            _ = try await harness.client.deliver(
+                N.deliverEvents, [try Self.sent(bob.id, to: ann.id, thread: try UUIDv7.generate())], from: "chat",
+                tokens: testKeys)
+            #expect(try await Self.rows(harness, ann.id).isEmpty)
+        }
+    }
+}
