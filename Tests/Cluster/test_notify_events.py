@@ -96,10 +96,15 @@ def pair(cluster, api, stub, peers):  # noqa: F811
 def test_a_message_to_a_closed_app_is_exactly_one_push_naming_the_sender(cluster, api, stub, peers):  # noqa: F811
     _, apns, fcm = peers
     ann, bob, ann_token, bob_token, thread = pair(cluster, api, stub, peers)
+    sent_at = time.time()
     send(api, ann, thread, "meet at the track at 7?")
     eventually(lambda: rows(cluster, bob.id) == ["sent:1"], "Bob's message notification sent", SETTLE)
     time.sleep(1.5)  # anything sent twice would show by now (the sender polls every 100 ms)
     [push] = message_pushes(fcm, bob_token)
+    # Held for the collapse window (more messages of the thread would have joined it), then pushed.
+    delay = push["time"] - sent_at
+    assert delay >= COLLAPSE_MS / 1000, delay
+    print(f"\nmessage sent -> push at the FCM peer: {delay * 1000:.0f} ms (collapse window {COLLAPSE_MS} ms)")
     message = push["message"]
     assert push["accepted"]
     assert message["notification"] == {"title": "Ann", "body": "New message from Ann"}
