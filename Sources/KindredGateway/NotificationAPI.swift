@@ -108,6 +108,7 @@ extension Api.NotificationSettings {
         self.reportOutcome = settings.reportOutcome
         self.timeZone = settings.timeZone
         self.showMessageText = settings.showMessageText
+        self.webPushApplicationServerKey = settings.webPushApplicationServerKey
         self.quietHours = settings.quietHours.map { quiet in
             .with {
                 $0.enabled = quiet.enabled

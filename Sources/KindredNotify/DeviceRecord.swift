@@ -11,6 +11,9 @@ struct DeviceRecord: Sendable, Hashable {
     var appVersion: String
     var createdUnixMs: Int64
     var registeredUnixMs: Int64
+    /// Web Push only: the subscription's keys (base64url), which the push is encrypted for.
+    var p256dh: String? = nil
+    var authSecret: String? = nil
 
     var wire: Kindred.Notify.V1.Device {
         var device = Kindred.Notify.V1.Device()

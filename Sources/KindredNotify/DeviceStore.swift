@@ -4,7 +4,8 @@ import KindredPostgres
 struct DeviceStore: Sendable {
     private static let columns = """
         device_id::text, platform, token, app_id, locale, time_zone, app_version,
-        (extract(epoch FROM created_at) * 1000)::bigint, (extract(epoch FROM registered_at) * 1000)::bigint
+        (extract(epoch FROM created_at) * 1000)::bigint, (extract(epoch FROM registered_at) * 1000)::bigint,
+        p256dh, auth_secret
         """
 
     /// Registers `registration` for `user` under `session`: a new row, a refresh of the caller's own row (same
@@ -101,10 +102,11 @@ struct DeviceStore: Sendable {
     }
 
     private static func record(_ row: PostgresRow) throws -> DeviceRecord {
-        let (id, platform, token, app, locale, zone, version, created, registered) = try row.decode(
-            (String, String, String, String, String, String, String, Int64, Int64).self)
+        let (id, platform, token, app, locale, zone, version, created, registered, p256dh, authSecret) = try row.decode(
+            (String, String, String, String, String, String, String, Int64, Int64, String?, String?).self)
         return DeviceRecord(
             deviceID: id, platform: DevicePlatform(rawValue: platform) ?? .apns, token: token, appID: app, locale: locale,
-            timeZone: zone, appVersion: version, createdUnixMs: created, registeredUnixMs: registered)
+            timeZone: zone, appVersion: version, createdUnixMs: created, registeredUnixMs: registered, p256dh: p256dh,
+            authSecret: authSecret)
     }
 }

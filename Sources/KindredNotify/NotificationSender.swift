@@ -189,7 +189,7 @@ final class NotificationSender: Sendable {
         switch device.platform {
         case .apns: .apns(deviceToken: device.token, topic: self.apnsTopic)
         case .fcm: .fcm(registrationToken: device.token)
-        case .webPush: .webPush(endpoint: device.token, p256dh: "", auth: "")
+        case .webPush: .webPush(endpoint: device.token, p256dh: device.p256dh ?? "", auth: device.authSecret ?? "")
         }
     }
 

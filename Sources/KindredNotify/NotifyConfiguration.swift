@@ -41,6 +41,10 @@ public struct NotifyConfiguration: Sendable {
     /// (default the key file's `token_uri`) and `_FCM_CA_FILE` optional. Unset: notifications to Android devices
     /// are skipped.
     public var fcm: FCMConfiguration?
+    /// Web Push, configured when `KINDRED_NOTIFY_WEB_PUSH_VAPID_KEY_FILE` (PKCS#8 PEM of a P-256 key) is set; then
+    /// `_WEB_PUSH_SUBJECT` (the VAPID contact, `mailto:` or `https:`) is required and `_WEB_PUSH_CA_FILE` (default
+    /// the system's roots) optional. Unset: notifications to browsers are skipped.
+    public var webPush: WebPushConfiguration?
     /// `KINDRED_NOTIFY_SEND_POLL_MS` (int, 50..60000), default 500: how often the sender looks for due
     /// notifications when the queue was empty.
     public var sendPollInterval: Duration = .milliseconds(500)
@@ -73,6 +77,7 @@ public struct NotifyConfiguration: Sendable {
         self.webPushAllowHTTP = try reader.bool("KINDRED_NOTIFY_WEB_PUSH_ALLOW_HTTP", default: self.webPushAllowHTTP)
         self.apns = try Self.apns(reader)
         self.fcm = Self.fcm(reader)
+        self.webPush = try Self.webPush(reader)
         self.sendPollInterval = try reader.milliseconds(
             "KINDRED_NOTIFY_SEND_POLL_MS", default: self.sendPollInterval, in: 50...60_000)
         self.messageCollapseWindow = try reader.milliseconds(
@@ -97,6 +102,20 @@ public struct NotifyConfiguration: Sendable {
         apns.baseURL = reader.string("KINDRED_NOTIFY_APNS_BASE_URL") ?? apns.baseURL
         apns.trustRootsFile = reader.string("KINDRED_NOTIFY_APNS_CA_FILE")
         return apns
+    }
+
+    private static func webPush(_ reader: EnvironmentReader) throws -> WebPushConfiguration? {
+        guard let keyFile = reader.string("KINDRED_NOTIFY_WEB_PUSH_VAPID_KEY_FILE") else { return nil }
+        guard let subject = reader.string("KINDRED_NOTIFY_WEB_PUSH_SUBJECT"),
+            subject.hasPrefix("mailto:") || subject.hasPrefix("https://")
+        else {
+            throw ConfigurationError(
+                key: "KINDRED_NOTIFY_WEB_PUSH_SUBJECT",
+                problem: "a mailto: or https: contact is required when KINDRED_NOTIFY_WEB_PUSH_VAPID_KEY_FILE is set")
+        }
+        var webPush = WebPushConfiguration(vapidKeyFile: keyFile, subject: subject)
+        webPush.trustRootsFile = reader.string("KINDRED_NOTIFY_WEB_PUSH_CA_FILE")
+        return webPush
     }
 
     private static func fcm(_ reader: EnvironmentReader) -> FCMConfiguration? {

@@ -21,6 +21,7 @@ public final class NotifyServer: ServiceServer {
     /// The sender's links to chat (presence, badge, message text) and profile (names), when configured.
     private let chat: ChatContextClient?
     private let names: MemberNames?
+    private let webPush: WebPushProvider?
     /// Whether `auth` was made here (and is closed by ``shutdown()``) rather than passed in.
     private let ownsAuth: Bool
 
@@ -34,7 +35,10 @@ public final class NotifyServer: ServiceServer {
             ?? AuthConnection(
                 address: configuration.auth.address, serviceName: "notify", secret: configuration.auth.serviceSecret,
                 revocationStaleAfter: configuration.auth.revocationStaleAfter, logger: logger)
-        self.service = NotifyService(configuration: configuration, database: self.database, auth: self.auth, logger: logger)
+        self.webPush = try configuration.webPush.map { try WebPushProvider(configuration: $0, logger: logger) }
+        self.service = NotifyService(
+            configuration: configuration, database: self.database, auth: self.auth,
+            webPushApplicationServerKey: self.webPush?.applicationServerKey ?? "", logger: logger)
         let metrics = ServerMetrics()
         self.apns = try configuration.apns.map { try APNsProvider(configuration: $0, logger: logger) }
         self.fcm = try configuration.fcm.map { try FCMProvider(configuration: $0, logger: logger) }
@@ -44,6 +48,7 @@ public final class NotifyServer: ServiceServer {
         let tokens = self.auth.serviceTokens
         self.chat = both(configuration.chatAddress, tokens).map { ChatContextClient(address: $0, tokens: $1, logger: logger) }
         self.names = both(configuration.profileAddress, tokens).map { MemberNames(address: $0, tokens: $1, logger: logger) }
+        providers[.webPush] = self.webPush
         // Without any provider nothing is sent: notifications stay queued until keys are configured.
         let sender =
             providers.isEmpty
@@ -70,6 +75,7 @@ public final class NotifyServer: ServiceServer {
         await self.fcm?.close()
         await self.chat?.close()
         await self.names?.close()
+        await self.webPush?.close()
         await self.database.shutdown()
         if self.ownsAuth { await self.auth.shutdown() }
     }

@@ -7,7 +7,7 @@ extension NotifyService {
         async throws -> Notify.NotificationSettings
     {
         let user = try await self.access.requireUser(context).id
-        return try await self.settings.preferences(of: user, in: self.database).wire
+        return self.answer(try await self.settings.preferences(of: user, in: self.database))
     }
 
     /// `UpdateNotificationSettings`: replaces every field; nothing changes when one is invalid.
@@ -17,6 +17,13 @@ extension NotifyService {
         let user = try await self.access.requireUser(context).id
         let preferences = try NotificationPreferences.validate(request.settings ?? .init())
         try await self.settings.save(preferences, of: user, in: self.database)
-        return preferences.wire
+        return self.answer(preferences)
+    }
+
+    /// The settings as answered: the member's preferences and the deployment's Web Push key.
+    private func answer(_ preferences: NotificationPreferences) -> Notify.NotificationSettings {
+        var wire = preferences.wire
+        wire.webPushApplicationServerKey = self.webPushApplicationServerKey
+        return wire
     }
 }

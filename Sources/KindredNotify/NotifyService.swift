@@ -20,6 +20,8 @@ public final class NotifyService: GRPCService, Sendable {
     let auth: AuthConnection
     let inbox: EventInbox
     let logger: Logger
+    /// The VAPID public key browsers subscribe with (base64url); empty when Web Push is not configured.
+    let webPushApplicationServerKey: String
     /// The SQL, one store per aggregate.
     let devices = DeviceStore()
     let settings = SettingsStore()
@@ -28,8 +30,12 @@ public final class NotifyService: GRPCService, Sendable {
     /// How messages of one thread become one notification.
     var collapse: MessageCollapse { MessageCollapse(window: self.configuration.messageCollapseWindow) }
 
-    public init(configuration: NotifyConfiguration, database: PostgresClient, auth: AuthConnection, logger: Logger) {
+    public init(
+        configuration: NotifyConfiguration, database: PostgresClient, auth: AuthConnection,
+        webPushApplicationServerKey: String = "", logger: Logger
+    ) {
         self.configuration = configuration
+        self.webPushApplicationServerKey = webPushApplicationServerKey
         self.database = database
         self.auth = auth
         self.inbox = EventInbox(database: database, logger: logger)

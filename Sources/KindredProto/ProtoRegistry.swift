@@ -1962,6 +1962,7 @@ public enum ProtoRegistry {
                 "kindred.api.v1.NotificationSettings.quiet_hours",
                 "kindred.api.v1.NotificationSettings.time_zone",
                 "kindred.api.v1.NotificationSettings.show_message_text",
+                "kindred.api.v1.NotificationSettings.web_push_application_server_key",
                 "kindred.api.v1.RegisterDeviceRequest",
                 "kindred.api.v1.RegisterDeviceRequest.platform",
                 "kindred.api.v1.RegisterDeviceRequest.token",
@@ -2008,32 +2009,33 @@ public enum ProtoRegistry {
             GAcgASgJUgphcHBWZXJzaW9uEiYKD2NyZWF0ZWRfdW5peF9tcxgIIAEoA1INY3JlYXRlZFVuaXhNcxIsChJyZWdpc3RlcmVk
             X3VuaXhfbXMYCSABKANSEHJlZ2lzdGVyZWRVbml4TXMijQEKClF1aWV0SG91cnMSGAoHZW5hYmxlZBgBIAEoCFIHZW5hYmxl
             ZBIhCgxzdGFydF9taW51dGUYAiABKAVSC3N0YXJ0TWludXRlEh0KCmVuZF9taW51dGUYAyABKAVSCWVuZE1pbnV0ZRIjCg1h
-            bGxvd19tYXRjaGVzGAQgASgIUgxhbGxvd01hdGNoZXMiqAIKFE5vdGlmaWNhdGlvblNldHRpbmdzEhsKCW5ld19tYXRjaBgB
+            bGxvd19tYXRjaGVzGAQgASgIUgxhbGxvd01hdGNoZXMi7gIKFE5vdGlmaWNhdGlvblNldHRpbmdzEhsKCW5ld19tYXRjaBgB
             IAEoCFIIbmV3TWF0Y2gSHwoLbmV3X21lc3NhZ2UYAiABKAhSCm5ld01lc3NhZ2USJQoObGlrZXNfcmVjZWl2ZWQYAyABKAhS
             DWxpa2VzUmVjZWl2ZWQSJQoOcmVwb3J0X291dGNvbWUYBCABKAhSDXJlcG9ydE91dGNvbWUSOwoLcXVpZXRfaG91cnMYBSAB
             KAsyGi5raW5kcmVkLmFwaS52MS5RdWlldEhvdXJzUgpxdWlldEhvdXJzEhsKCXRpbWVfem9uZRgGIAEoCVIIdGltZVpvbmUS
-            KgoRc2hvd19tZXNzYWdlX3RleHQYByABKAhSD3Nob3dNZXNzYWdlVGV4dCKUAgoVUmVnaXN0ZXJEZXZpY2VSZXF1ZXN0EjgK
-            CHBsYXRmb3JtGAEgASgOMhwua2luZHJlZC5hcGkudjEuUHVzaFBsYXRmb3JtUghwbGF0Zm9ybRIUCgV0b2tlbhgCIAEoCVIF
-            dG9rZW4SPgoId2ViX3B1c2gYAyABKAsyIy5raW5kcmVkLmFwaS52MS5XZWJQdXNoU3Vic2NyaXB0aW9uUgd3ZWJQdXNoEhUK
-            BmFwcF9pZBgEIAEoCVIFYXBwSWQSFgoGbG9jYWxlGAUgASgJUgZsb2NhbGUSGwoJdGltZV96b25lGAYgASgJUgh0aW1lWm9u
-            ZRIfCgthcHBfdmVyc2lvbhgHIAEoCVIKYXBwVmVyc2lvbiJiChZSZWdpc3RlckRldmljZVJlc3BvbnNlEi4KBmRldmljZRgB
-            IAEoCzIWLmtpbmRyZWQuYXBpLnYxLkRldmljZVIGZGV2aWNlEhgKB2NyZWF0ZWQYAiABKAhSB2NyZWF0ZWQisgEKF1VucmVn
-            aXN0ZXJEZXZpY2VSZXF1ZXN0EhsKCWRldmljZV9pZBgBIAEoCVIIZGV2aWNlSWQSOAoIcGxhdGZvcm0YAiABKA4yHC5raW5k
-            cmVkLmFwaS52MS5QdXNoUGxhdGZvcm1SCHBsYXRmb3JtEhQKBXRva2VuGAMgASgJUgV0b2tlbhIqChF3ZWJfcHVzaF9lbmRw
-            b2ludBgEIAEoCVIPd2ViUHVzaEVuZHBvaW50IjQKGFVucmVnaXN0ZXJEZXZpY2VSZXNwb25zZRIYCgdyZW1vdmVkGAEgASgI
-            UgdyZW1vdmVkIhQKEkxpc3REZXZpY2VzUmVxdWVzdCJHChNMaXN0RGV2aWNlc1Jlc3BvbnNlEjAKB2RldmljZXMYASADKAsy
-            Fi5raW5kcmVkLmFwaS52MS5EZXZpY2VSB2RldmljZXMiIAoeR2V0Tm90aWZpY2F0aW9uU2V0dGluZ3NSZXF1ZXN0ImUKIVVw
-            ZGF0ZU5vdGlmaWNhdGlvblNldHRpbmdzUmVxdWVzdBJACghzZXR0aW5ncxgBIAEoCzIkLmtpbmRyZWQuYXBpLnYxLk5vdGlm
-            aWNhdGlvblNldHRpbmdzUghzZXR0aW5ncyp4CgxQdXNoUGxhdGZvcm0SHQoZUFVTSF9QTEFURk9STV9VTlNQRUNJRklFRBAA
-            EhYKElBVU0hfUExBVEZPUk1fQVBOUxABEhUKEVBVU0hfUExBVEZPUk1fRkNNEAISGgoWUFVTSF9QTEFURk9STV9XRUJfUFVT
-            SBADMp0EChNOb3RpZmljYXRpb25TZXJ2aWNlEl8KDlJlZ2lzdGVyRGV2aWNlEiUua2luZHJlZC5hcGkudjEuUmVnaXN0ZXJE
-            ZXZpY2VSZXF1ZXN0GiYua2luZHJlZC5hcGkudjEuUmVnaXN0ZXJEZXZpY2VSZXNwb25zZRJlChBVbnJlZ2lzdGVyRGV2aWNl
-            Eicua2luZHJlZC5hcGkudjEuVW5yZWdpc3RlckRldmljZVJlcXVlc3QaKC5raW5kcmVkLmFwaS52MS5VbnJlZ2lzdGVyRGV2
-            aWNlUmVzcG9uc2USVgoLTGlzdERldmljZXMSIi5raW5kcmVkLmFwaS52MS5MaXN0RGV2aWNlc1JlcXVlc3QaIy5raW5kcmVk
-            LmFwaS52MS5MaXN0RGV2aWNlc1Jlc3BvbnNlEm8KF0dldE5vdGlmaWNhdGlvblNldHRpbmdzEi4ua2luZHJlZC5hcGkudjEu
-            R2V0Tm90aWZpY2F0aW9uU2V0dGluZ3NSZXF1ZXN0GiQua2luZHJlZC5hcGkudjEuTm90aWZpY2F0aW9uU2V0dGluZ3MSdQoa
-            VXBkYXRlTm90aWZpY2F0aW9uU2V0dGluZ3MSMS5raW5kcmVkLmFwaS52MS5VcGRhdGVOb3RpZmljYXRpb25TZXR0aW5nc1Jl
-            cXVlc3QaJC5raW5kcmVkLmFwaS52MS5Ob3RpZmljYXRpb25TZXR0aW5nc2IGcHJvdG8z
+            KgoRc2hvd19tZXNzYWdlX3RleHQYByABKAhSD3Nob3dNZXNzYWdlVGV4dBJECh93ZWJfcHVzaF9hcHBsaWNhdGlvbl9zZXJ2
+            ZXJfa2V5GAggASgJUht3ZWJQdXNoQXBwbGljYXRpb25TZXJ2ZXJLZXkilAIKFVJlZ2lzdGVyRGV2aWNlUmVxdWVzdBI4Cghw
+            bGF0Zm9ybRgBIAEoDjIcLmtpbmRyZWQuYXBpLnYxLlB1c2hQbGF0Zm9ybVIIcGxhdGZvcm0SFAoFdG9rZW4YAiABKAlSBXRv
+            a2VuEj4KCHdlYl9wdXNoGAMgASgLMiMua2luZHJlZC5hcGkudjEuV2ViUHVzaFN1YnNjcmlwdGlvblIHd2ViUHVzaBIVCgZh
+            cHBfaWQYBCABKAlSBWFwcElkEhYKBmxvY2FsZRgFIAEoCVIGbG9jYWxlEhsKCXRpbWVfem9uZRgGIAEoCVIIdGltZVpvbmUS
+            HwoLYXBwX3ZlcnNpb24YByABKAlSCmFwcFZlcnNpb24iYgoWUmVnaXN0ZXJEZXZpY2VSZXNwb25zZRIuCgZkZXZpY2UYASAB
+            KAsyFi5raW5kcmVkLmFwaS52MS5EZXZpY2VSBmRldmljZRIYCgdjcmVhdGVkGAIgASgIUgdjcmVhdGVkIrIBChdVbnJlZ2lz
+            dGVyRGV2aWNlUmVxdWVzdBIbCglkZXZpY2VfaWQYASABKAlSCGRldmljZUlkEjgKCHBsYXRmb3JtGAIgASgOMhwua2luZHJl
+            ZC5hcGkudjEuUHVzaFBsYXRmb3JtUghwbGF0Zm9ybRIUCgV0b2tlbhgDIAEoCVIFdG9rZW4SKgoRd2ViX3B1c2hfZW5kcG9p
+            bnQYBCABKAlSD3dlYlB1c2hFbmRwb2ludCI0ChhVbnJlZ2lzdGVyRGV2aWNlUmVzcG9uc2USGAoHcmVtb3ZlZBgBIAEoCFIH
+            cmVtb3ZlZCIUChJMaXN0RGV2aWNlc1JlcXVlc3QiRwoTTGlzdERldmljZXNSZXNwb25zZRIwCgdkZXZpY2VzGAEgAygLMhYu
+            a2luZHJlZC5hcGkudjEuRGV2aWNlUgdkZXZpY2VzIiAKHkdldE5vdGlmaWNhdGlvblNldHRpbmdzUmVxdWVzdCJlCiFVcGRh
+            dGVOb3RpZmljYXRpb25TZXR0aW5nc1JlcXVlc3QSQAoIc2V0dGluZ3MYASABKAsyJC5raW5kcmVkLmFwaS52MS5Ob3RpZmlj
+            YXRpb25TZXR0aW5nc1IIc2V0dGluZ3MqeAoMUHVzaFBsYXRmb3JtEh0KGVBVU0hfUExBVEZPUk1fVU5TUEVDSUZJRUQQABIW
+            ChJQVVNIX1BMQVRGT1JNX0FQTlMQARIVChFQVVNIX1BMQVRGT1JNX0ZDTRACEhoKFlBVU0hfUExBVEZPUk1fV0VCX1BVU0gQ
+            AzKdBAoTTm90aWZpY2F0aW9uU2VydmljZRJfCg5SZWdpc3RlckRldmljZRIlLmtpbmRyZWQuYXBpLnYxLlJlZ2lzdGVyRGV2
+            aWNlUmVxdWVzdBomLmtpbmRyZWQuYXBpLnYxLlJlZ2lzdGVyRGV2aWNlUmVzcG9uc2USZQoQVW5yZWdpc3RlckRldmljZRIn
+            LmtpbmRyZWQuYXBpLnYxLlVucmVnaXN0ZXJEZXZpY2VSZXF1ZXN0Gigua2luZHJlZC5hcGkudjEuVW5yZWdpc3RlckRldmlj
+            ZVJlc3BvbnNlElYKC0xpc3REZXZpY2VzEiIua2luZHJlZC5hcGkudjEuTGlzdERldmljZXNSZXF1ZXN0GiMua2luZHJlZC5h
+            cGkudjEuTGlzdERldmljZXNSZXNwb25zZRJvChdHZXROb3RpZmljYXRpb25TZXR0aW5ncxIuLmtpbmRyZWQuYXBpLnYxLkdl
+            dE5vdGlmaWNhdGlvblNldHRpbmdzUmVxdWVzdBokLmtpbmRyZWQuYXBpLnYxLk5vdGlmaWNhdGlvblNldHRpbmdzEnUKGlVw
+            ZGF0ZU5vdGlmaWNhdGlvblNldHRpbmdzEjEua2luZHJlZC5hcGkudjEuVXBkYXRlTm90aWZpY2F0aW9uU2V0dGluZ3NSZXF1
+            ZXN0GiQua2luZHJlZC5hcGkudjEuTm90aWZpY2F0aW9uU2V0dGluZ3NiBnByb3RvMw==
             """
         ),
         ProtoFileDescriptor(
@@ -3534,6 +3536,7 @@ public enum ProtoRegistry {
                 "kindred.notify.v1.NotificationSettings.quiet_hours",
                 "kindred.notify.v1.NotificationSettings.time_zone",
                 "kindred.notify.v1.NotificationSettings.show_message_text",
+                "kindred.notify.v1.NotificationSettings.web_push_application_server_key",
                 "kindred.notify.v1.PushPlatform",
                 "kindred.notify.v1.PUSH_PLATFORM_UNSPECIFIED",
                 "kindred.notify.v1.PUSH_PLATFORM_APNS",
@@ -3550,13 +3553,14 @@ public enum ProtoRegistry {
             X3ZlcnNpb24YByABKAlSCmFwcFZlcnNpb24SJgoPY3JlYXRlZF91bml4X21zGAggASgDUg1jcmVhdGVkVW5peE1zEiwKEnJl
             Z2lzdGVyZWRfdW5peF9tcxgJIAEoA1IQcmVnaXN0ZXJlZFVuaXhNcyKNAQoKUXVpZXRIb3VycxIYCgdlbmFibGVkGAEgASgI
             UgdlbmFibGVkEiEKDHN0YXJ0X21pbnV0ZRgCIAEoBVILc3RhcnRNaW51dGUSHQoKZW5kX21pbnV0ZRgDIAEoBVIJZW5kTWlu
-            dXRlEiMKDWFsbG93X21hdGNoZXMYBCABKAhSDGFsbG93TWF0Y2hlcyKrAgoUTm90aWZpY2F0aW9uU2V0dGluZ3MSGwoJbmV3
+            dXRlEiMKDWFsbG93X21hdGNoZXMYBCABKAhSDGFsbG93TWF0Y2hlcyLxAgoUTm90aWZpY2F0aW9uU2V0dGluZ3MSGwoJbmV3
             X21hdGNoGAEgASgIUghuZXdNYXRjaBIfCgtuZXdfbWVzc2FnZRgCIAEoCFIKbmV3TWVzc2FnZRIlCg5saWtlc19yZWNlaXZl
             ZBgDIAEoCFINbGlrZXNSZWNlaXZlZBIlCg5yZXBvcnRfb3V0Y29tZRgEIAEoCFINcmVwb3J0T3V0Y29tZRI+CgtxdWlldF9o
             b3VycxgFIAEoCzIdLmtpbmRyZWQubm90aWZ5LnYxLlF1aWV0SG91cnNSCnF1aWV0SG91cnMSGwoJdGltZV96b25lGAYgASgJ
-            Ugh0aW1lWm9uZRIqChFzaG93X21lc3NhZ2VfdGV4dBgHIAEoCFIPc2hvd01lc3NhZ2VUZXh0KngKDFB1c2hQbGF0Zm9ybRId
-            ChlQVVNIX1BMQVRGT1JNX1VOU1BFQ0lGSUVEEAASFgoSUFVTSF9QTEFURk9STV9BUE5TEAESFQoRUFVTSF9QTEFURk9STV9G
-            Q00QAhIaChZQVVNIX1BMQVRGT1JNX1dFQl9QVVNIEANiBnByb3RvMw==
+            Ugh0aW1lWm9uZRIqChFzaG93X21lc3NhZ2VfdGV4dBgHIAEoCFIPc2hvd01lc3NhZ2VUZXh0EkQKH3dlYl9wdXNoX2FwcGxp
+            Y2F0aW9uX3NlcnZlcl9rZXkYCCABKAlSG3dlYlB1c2hBcHBsaWNhdGlvblNlcnZlcktleSp4CgxQdXNoUGxhdGZvcm0SHQoZ
+            UFVTSF9QTEFURk9STV9VTlNQRUNJRklFRBAAEhYKElBVU0hfUExBVEZPUk1fQVBOUxABEhUKEVBVU0hfUExBVEZPUk1fRkNN
+            EAISGgoWUFVTSF9QTEFURk9STV9XRUJfUFVTSBADYgZwcm90bzM=
             """
         ),
         ProtoFileDescriptor(

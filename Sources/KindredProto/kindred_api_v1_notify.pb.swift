@@ -159,6 +159,11 @@ extension Kindred.Api.V1 {
         /// Alex", never the body.
         public var showMessageText: Swift.Bool = false
 
+        /// Output only (ignored by UpdateNotificationSettings): the deployment's VAPID public key,
+        /// base64url (a 65-byte uncompressed P-256 point), which a browser passes to
+        /// pushManager.subscribe() as applicationServerKey; empty when Web Push is not configured.
+        public var webPushApplicationServerKey: Swift.String = ""
+
         public init() {}
 
         public static var protoMessageName: Swift.String { "kindred.api.v1.NotificationSettings" }
@@ -172,6 +177,7 @@ extension Kindred.Api.V1 {
             encoder.setMessage(5, self.quietHours)
             encoder.setString(6, self.timeZone)
             encoder.setBool(7, self.showMessageText)
+            encoder.setString(8, self.webPushApplicationServerKey)
         }
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
@@ -182,6 +188,7 @@ extension Kindred.Api.V1 {
             self.quietHours = try decoder.message(5, as: Kindred.Api.V1.QuietHours.self)
             self.timeZone = try decoder.string(6)
             self.showMessageText = decoder.bool(7)
+            self.webPushApplicationServerKey = try decoder.string(8)
         }
     }
 }

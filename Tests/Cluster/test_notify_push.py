@@ -1,6 +1,6 @@
-"""Notify's sender in a running cluster, against the independent APNs and FCM peers of Tests/Peers (Python `h2` and
-`cryptography`, sharing no code with Kindred) with throwaway keys and certificates made for this run: members
-register an iOS or an Android device, connect through the gateway, and each device gets exactly one push for the
+"""Notify's sender in a running cluster, against the independent APNs, FCM and Web Push peers of Tests/Peers (Python
+`h2`, `cryptography` and `http_ece`, sharing no code with Kindred) with throwaway keys and certificates made for this
+run: members register an iOS or an Android device or a browser's push subscription, connect through the gateway, and each device gets exactly one push for the
 new match, signed with the configured key (ES256 provider token, RS256 service-account grant), for the configured
 topic, with nothing personal in it; a device its push service says is gone (APNs 410, FCM UNREGISTERED) is
 removed; a push service asking to retry later gets the notification once after it said so."""
@@ -17,7 +17,7 @@ import pytest
 from cluster_harness import ROOT, Cluster, assert_clean_stop
 from test_cluster import TIMEOUT
 from test_consent import Api as FitnessApi, Member as FitnessMember, follow
-from test_notify import APNS, FCM, devices, eventually, register
+from test_notify import APNS, FCM, WEB_PUSH, devices, eventually, register
 
 
 PEERS = ROOT / "Tests" / "Peers"
@@ -82,9 +82,20 @@ def peers(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def cluster(peers):
+def webpush(peers):
+    folder = peers[0]
+    peer = Peer("webpush_peer.py", folder, ["--port", "0", "--vapid-public-key", str(folder / "vapid-key.pub.pem")])
+    yield peer
+    peer.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(peers, webpush):
     folder, apns, fcm = peers
     running = Cluster(
+        KINDRED_NOTIFY_WEB_PUSH_VAPID_KEY_FILE=str(folder / "vapid-key.pem"),
+        KINDRED_NOTIFY_WEB_PUSH_SUBJECT="mailto:push@kindred.test",
+        KINDRED_NOTIFY_WEB_PUSH_CA_FILE=str(folder / "ca.pem"), KINDRED_NOTIFY_WEB_PUSH_HOSTS="localhost",
         KINDRED_NOTIFY_SEND_POLL_MS="100",
         KINDRED_NOTIFY_APNS_BASE_URL=f"https://127.0.0.1:{apns.port}",
         KINDRED_NOTIFY_APNS_KEY_FILE=str(folder / "apns-key.p8"), KINDRED_NOTIFY_APNS_KEY_ID=KEY_ID,
@@ -188,3 +199,66 @@ def test_a_push_service_asking_to_retry_later_gets_the_notification_once_afterwa
         answers = [entry["status"] for entry in pushes_to(peer, token)]
         assert answers == [answers[0], 200] and answers[0] in (429, 503), answers
     assert devices(stub, ann.auth) and devices(stub, bob.auth)
+
+
+def subscribe(webpush, folder):
+    """A browser's push subscription made at the Web Push peer (what pushManager.subscribe() returns)."""
+    import ssl
+    import httpx
+    trust = ssl.create_default_context(cafile=str(folder / "ca.pem"))
+    with httpx.Client(http2=True, verify=trust, timeout=TIMEOUT) as client:
+        answer = client.post(f"https://localhost:{webpush.port}/subscribe")
+    assert answer.status_code == 201, answer.text
+    return answer.json()
+
+
+def test_a_browser_subscription_gets_one_push_the_peer_decrypts(cluster, api, stub, peers, webpush):
+    from kindred.api.v1 import notify_pb2
+    folder = peers[0]
+    ann = FitnessMember(cluster, api, "Ann", 48.8566, 2.3522)
+    bob = FitnessMember(cluster, api, "Bob", 48.8600, 2.3400)
+    subscription = subscribe(webpush, folder)
+    register(stub, ann.auth, platform=WEB_PUSH, locale="fr-FR", time_zone="Europe/Paris",
+             web_push=notify_pb2.WebPushSubscription(endpoint=subscription["endpoint"], p256dh=subscription["p256dh"],
+                                                     auth=subscription["auth"]))
+    # The browser subscribes with the deployment's VAPID public key, which the settings carry.
+    settings = stub.GetNotificationSettings(notify_pb2.GetNotificationSettingsRequest(), metadata=ann.auth,
+                                            timeout=TIMEOUT)
+    from cryptography.hazmat.primitives import serialization
+    public = serialization.load_pem_public_key((folder / "vapid-key.pub.pem").read_bytes()).public_bytes(
+        serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+    import base64
+    assert settings.web_push_application_server_key == base64.urlsafe_b64encode(public).rstrip(b"=").decode()
+    assert follow(api, ann, bob).match.match_id
+
+    def to_ann():
+        return [entry for entry in webpush.entries() if entry.get("subscription") == subscription["id"]]
+
+    eventually(lambda: to_ann() and state_of(cluster, ann.id) == "sent", "a push to Ann's browser", SETTLE)
+    time.sleep(2)  # anything sent twice would show by now
+    [push] = to_ann()
+    # Accepted: VAPID verified by the peer (signature under the VAPID key, aud, exp, sub), the body decrypted with
+    # the subscription's private key and auth secret by http_ece.
+    assert push["accepted"] and push["vapid"]["aud"] == f"https://localhost:{webpush.port}"
+    assert push["vapid"]["sub"] == "mailto:push@kindred.test"
+    notification_id = cluster.psql(f"SELECT notification_id FROM notify.notifications WHERE user_id = '{ann.id}'")
+    assert push["payload"]["id"] == notification_id.strip()
+    assert push["payload"]["title"] == "Nouvelle connexion"
+    assert push["payload"]["data"] == {"kind": "new_match", "user_id": bob.id}
+    assert push["headers"]["content-encoding"] == "aes128gcm" and int(push["headers"]["ttl"]) > 0
+    text = json.dumps(push["payload"])
+    assert ann.email not in text and bob.email not in text and "48.8" not in text
+
+
+def test_a_subscription_its_push_service_calls_gone_is_removed(cluster, api, stub, peers, webpush):
+    from kindred.api.v1 import notify_pb2
+    ann = FitnessMember(cluster, api, "Ann", 48.8566, 2.3522)
+    bob = FitnessMember(cluster, api, "Bob", 48.8600, 2.3400)
+    subscription = subscribe(webpush, peers[0])
+    webpush.set_rules({subscription["id"]: {"status": 410}})
+    register(stub, ann.auth, platform=WEB_PUSH,
+             web_push=notify_pb2.WebPushSubscription(endpoint=subscription["endpoint"], p256dh=subscription["p256dh"],
+                                                     auth=subscription["auth"]))
+    assert follow(api, ann, bob).match.match_id
+    eventually(lambda: not devices(stub, ann.auth), "the subscription removed", SETTLE)
+    assert [entry["status"] for entry in webpush.entries() if entry.get("subscription") == subscription["id"]] == [410]

@@ -830,7 +830,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__quiet_hours__descriptor =
   (ProtobufCMessageInit) kindred__api__v1__quiet_hours__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__api__v1__notification_settings__field_descriptors[7] =
+static const ProtobufCFieldDescriptor kindred__api__v1__notification_settings__field_descriptors[8] =
 {
   {
     "new_match",
@@ -916,6 +916,18 @@ static const ProtobufCFieldDescriptor kindred__api__v1__notification_settings__f
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "web_push_application_server_key",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__NotificationSettings, web_push_application_server_key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__api__v1__notification_settings__field_indices_by_name[] = {
   2,   /* field[2] = likes_received */
@@ -925,11 +937,12 @@ static const unsigned kindred__api__v1__notification_settings__field_indices_by_
   3,   /* field[3] = report_outcome */
   6,   /* field[6] = show_message_text */
   5,   /* field[5] = time_zone */
+  7,   /* field[7] = web_push_application_server_key */
 };
 static const ProtobufCIntRange kindred__api__v1__notification_settings__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 7 }
+  { 0, 8 }
 };
 const ProtobufCMessageDescriptor kindred__api__v1__notification_settings__descriptor =
 {
@@ -939,7 +952,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__notification_settings__descri
   "Kindred__Api__V1__NotificationSettings",
   "kindred.api.v1",
   sizeof(Kindred__Api__V1__NotificationSettings),
-  7,
+  8,
   kindred__api__v1__notification_settings__field_descriptors,
   kindred__api__v1__notification_settings__field_indices_by_name,
   1,  kindred__api__v1__notification_settings__number_ranges,

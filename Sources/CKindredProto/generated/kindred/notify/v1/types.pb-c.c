@@ -470,7 +470,7 @@ const ProtobufCMessageDescriptor kindred__notify__v1__quiet_hours__descriptor =
   (ProtobufCMessageInit) kindred__notify__v1__quiet_hours__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__notify__v1__notification_settings__field_descriptors[7] =
+static const ProtobufCFieldDescriptor kindred__notify__v1__notification_settings__field_descriptors[8] =
 {
   {
     "new_match",
@@ -556,6 +556,18 @@ static const ProtobufCFieldDescriptor kindred__notify__v1__notification_settings
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "web_push_application_server_key",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Notify__V1__NotificationSettings, web_push_application_server_key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__notify__v1__notification_settings__field_indices_by_name[] = {
   2,   /* field[2] = likes_received */
@@ -565,11 +577,12 @@ static const unsigned kindred__notify__v1__notification_settings__field_indices_
   3,   /* field[3] = report_outcome */
   6,   /* field[6] = show_message_text */
   5,   /* field[5] = time_zone */
+  7,   /* field[7] = web_push_application_server_key */
 };
 static const ProtobufCIntRange kindred__notify__v1__notification_settings__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 7 }
+  { 0, 8 }
 };
 const ProtobufCMessageDescriptor kindred__notify__v1__notification_settings__descriptor =
 {
@@ -579,7 +592,7 @@ const ProtobufCMessageDescriptor kindred__notify__v1__notification_settings__des
   "Kindred__Notify__V1__NotificationSettings",
   "kindred.notify.v1",
   sizeof(Kindred__Notify__V1__NotificationSettings),
-  7,
+  8,
   kindred__notify__v1__notification_settings__field_descriptors,
   kindred__notify__v1__notification_settings__field_indices_by_name,
   1,  kindred__notify__v1__notification_settings__number_ranges,

@@ -187,10 +187,16 @@ struct  Kindred__Notify__V1__NotificationSettings
    * Alex", never the body.
    */
   protobuf_c_boolean show_message_text;
+  /*
+   * Output only (ignored by UpdateNotificationSettings): the deployment's VAPID public key,
+   * base64url (a 65-byte uncompressed P-256 point), which a browser passes to
+   * pushManager.subscribe() as applicationServerKey; empty when Web Push is not configured.
+   */
+  char *web_push_application_server_key;
 };
 #define KINDRED__NOTIFY__V1__NOTIFICATION_SETTINGS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__notify__v1__notification_settings__descriptor) \
-    , 0, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0 }
+    , 0, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string }
 
 
 /* Kindred__Notify__V1__WebPushSubscription methods */
