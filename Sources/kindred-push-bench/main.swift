@@ -1,5 +1,6 @@
-// kindred-push-bench: the APNs provider's load driver (Tests/Benchmarks/push-apns.sh runs it against the local
-// APNs peer, Tests/Peers/apns_peer.py). Pushes go through APNsProvider exactly as the notify service sends them.
+// kindred-push-bench: the load driver of the APNs and Web Push providers (Tests/Benchmarks/push-apns.sh and
+// push-webpush.sh run it against the local peers, Tests/Peers/apns_peer.py and webpush_peer.py). Pushes go through
+// APNsProvider or WebPushProvider exactly as the notify service sends them.
 //
 //   closed loop (default): --concurrency pushes in flight for --duration seconds; pushes/s delivered.
 //   open loop (--rate R):  R pushes per second whatever the answers; the latency each push saw.
@@ -12,11 +13,15 @@ import NIOConcurrencyHelpers
 
 @main
 struct PushBench: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "kindred-push-bench", abstract: "Load driver of the APNs provider.")
+    static let configuration = CommandConfiguration(commandName: "kindred-push-bench", abstract: "Load driver of the APNs and Web Push providers.")
 
-    @Option(help: "The APNs peer's origin, e.g. https://127.0.0.1:8443.") var url: String
+    @Option(help: "The APNs peer's origin, e.g. https://127.0.0.1:8443 (APNs).") var url = ""
     @Option(help: "CA certificate (PEM) of the peer.") var ca: String
-    @Option(help: "The .p8 signing key.") var key: String
+    @Option(help: "The .p8 signing key (APNs) or the VAPID key (Web Push).") var key: String
+    @Option(help: "A Web Push subscription's endpoint: pushes go through WebPushProvider instead of APNs.")
+    var webPushEndpoint = ""
+    @Option(help: "The subscription's p256dh (Web Push).") var p256dh = ""
+    @Option(help: "The subscription's auth secret (Web Push).") var auth = ""
     @Option(help: "Key id.") var keyID = "KEY1234567"
     @Option(help: "Team id.") var teamID = "TEAM123456"
     @Option(help: "apns-topic.") var topic = "com.kindred.bench"
@@ -28,13 +33,24 @@ struct PushBench: AsyncParsableCommand {
     func run() async throws {
         var logger = Logger(label: "bench")
         logger.logLevel = .error
-        var configuration = APNsConfiguration(keyFile: self.key, keyID: self.keyID, teamID: self.teamID, topic: self.topic)
-        configuration.baseURL = self.url
-        configuration.trustRootsFile = self.ca
-        configuration.connectionCount = self.connections
-        configuration.requestTimeout = .seconds(30)
-        let provider = try APNsProvider(configuration: configuration, logger: logger)
-        let device = String(repeating: "ab", count: 32)
+        let provider: any PushProvider
+        let target: PushTarget
+        if self.webPushEndpoint.isEmpty {
+            var configuration = APNsConfiguration(keyFile: self.key, keyID: self.keyID, teamID: self.teamID, topic: self.topic)
+            configuration.baseURL = self.url
+            configuration.trustRootsFile = self.ca
+            configuration.connectionCount = self.connections
+            configuration.requestTimeout = .seconds(30)
+            provider = try APNsProvider(configuration: configuration, logger: logger)
+            target = .apns(deviceToken: String(repeating: "ab", count: 32), topic: self.topic)
+        } else {
+            var configuration = WebPushConfiguration(vapidKeyFile: self.key, subject: "mailto:bench@kindred.test")
+            configuration.trustRootsFile = self.ca
+            configuration.connectionsPerOrigin = self.connections
+            configuration.requestTimeout = .seconds(30)
+            provider = try WebPushProvider(configuration: configuration, logger: logger)
+            target = .webPush(endpoint: self.webPushEndpoint, p256dh: self.p256dh, auth: self.auth)
+        }
         let notification = PushNotification(
             id: UUID().uuidString.lowercased(), title: "New message", body: "New message from Alex",
             collapseKey: "thread-1", badge: 1, data: ["kind": "message"]
@@ -43,7 +59,7 @@ struct PushBench: AsyncParsableCommand {
             var copy = notification
             copy.id = UUID().uuidString.lowercased()
             let start = ContinuousClock.now
-            let outcome = await provider.send(copy, to: .apns(deviceToken: device, topic: self.topic))
+            let outcome = await provider.send(copy, to: target)
             let elapsed = ContinuousClock.now - start
             let milliseconds = Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000
             return (outcome == .delivered, milliseconds)
@@ -87,7 +103,8 @@ struct PushBench: AsyncParsableCommand {
         }
         let wall = ContinuousClock.now - start
         let cpu = cpuSeconds() - cpuBefore
-        await provider.close()
+        if let apns = provider as? APNsProvider { await apns.close() }
+        if let webPush = provider as? WebPushProvider { await webPush.close() }
 
         let (delivered, failed, latencies) = results.withLockedValue { $0 }
         let sorted = latencies.sorted()
