@@ -33,14 +33,20 @@
 # swipes and matches; the same seed gives the same members, and a restart finds them instead of duplicating
 # them), prints how to sign in as one of them and "Demo ready.", then keeps running as usual.
 #   KINDRED_DEMO_SEED     seed number (default 1)       KINDRED_DEMO_MEMBERS  how many members (default 300)
+#
+# --web-push-peer: Web Push goes to a local push service instead of the browsers' ones: Tests/Peers/webpush_peer.py
+# (throwaway CA and VAPID key in $KINDRED_CLUSTER_DIR/push), which hands out subscriptions at /subscribe, checks
+# each push's VAPID token, decrypts it and appends it to $KINDRED_CLUSTER_DIR/logs/webpush-peer.jsonl.
 set -euo pipefail
 
 DEMO=""
+WEB_PUSH_PEER=""
 for argument in "$@"; do
     case "$argument" in
         --demo) DEMO=1 ;;
+        --web-push-peer) WEB_PUSH_PEER=1 ;;
         -h | --help) sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-        *) printf 'run-cluster: unknown argument %s (usage: run-cluster.sh [--demo])\n' "$argument" >&2; exit 2 ;;
+        *) printf 'run-cluster: unknown argument %s (usage: run-cluster.sh [--demo] [--web-push-peer])\n' "$argument" >&2; exit 2 ;;
     esac
 done
 
@@ -65,6 +71,7 @@ done
 CLUSTER_DIR="$(absolute "${KINDRED_CLUSTER_DIR:-.cluster}")"
 DATA_DIR="$(absolute "${KINDRED_DATA_DIR:-.data}")"
 LOG_DIR="$CLUSTER_DIR/logs"
+PUSH_DIR="$CLUSTER_DIR/push" # --web-push-peer's keys
 MAIL_DIR="$CLUSTER_DIR/mail"
 PIDS="$CLUSTER_DIR/pids"
 read -r -a SERVERS <<<"$KINDRED_SERVERS"
@@ -133,6 +140,7 @@ if [ -f "$PIDS" ]; then
             run-cluster) continue ;;
             postgres) is_ours "$pid" postgres || continue ;;
             smtp-sink) is_ours "$pid" smtp_sink.py || continue ;;
+            webpush-peer) is_ours "$pid" webpush_peer.py || continue ;;
             *) is_ours "$pid" "$name-server" || continue ;;
         esac
         say "Stopping $name (pid $pid), left over from a cluster that did not stop cleanly"
@@ -198,6 +206,7 @@ SERVER_PIDS=() # "name pid", in start order
 declare -A EXITED=() # name -> exit status, of servers that exited while the cluster ran
 ON_SERVER_EXIT="${KINDRED_ON_SERVER_EXIT:-stop}"
 SINK_PID=""
+PEER_PID=""
 PG_STARTED=""
 STOPPING=""
 FORCE=""
@@ -235,6 +244,10 @@ stop_all() { # stop_all EXIT_STATUS
             status=1
         fi
     done
+    if [ -n "$PEER_PID" ]; then
+        stop_process webpush-peer "$PEER_PID" TERM
+        say "  webpush-peer stopped"
+    fi
     if [ -n "$SINK_PID" ]; then
         stop_process smtp-sink "$SINK_PID" TERM
         if [ "$STOP_STATUS" = 0 ]; then
@@ -446,6 +459,11 @@ server_env_chat() {
 server_env_notify() {
     SERVER_ENV+=(KINDRED_NOTIFY_SERVICE_SECRET="$(secret notify)" KINDRED_NOTIFY_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
         KINDRED_NOTIFY_CHAT_ADDRESS="127.0.0.1:$(port_of chat)" KINDRED_NOTIFY_PROFILE_ADDRESS="127.0.0.1:$(port_of profile)")
+    if [ -n "$WEB_PUSH_PEER" ]; then
+        SERVER_ENV+=(KINDRED_NOTIFY_WEB_PUSH_VAPID_KEY_FILE="$PUSH_DIR/vapid-key.pem"
+            KINDRED_NOTIFY_WEB_PUSH_SUBJECT="mailto:dev@localhost" KINDRED_NOTIFY_WEB_PUSH_CA_FILE="$PUSH_DIR/ca.pem"
+            KINDRED_NOTIFY_WEB_PUSH_HOSTS="localhost")
+    fi
 }
 server_env_gateway() {
     local name
@@ -488,6 +506,19 @@ record_pid smtp-sink "$SINK_PID"
 WAIT_PID=$SINK_PID wait_until grep -q '^LISTENING' "$LOG_DIR/smtp-sink.log" \
     || startup_failed "the SMTP sink did not start" "$LOG_DIR/smtp-sink.log"
 
+# The local Web Push service (--web-push-peer), with throwaway keys made for this run.
+if [ -n "$WEB_PUSH_PEER" ]; then
+    python3 Tests/Peers/push_test_keys.py "$PUSH_DIR" >/dev/null 9>&- || fail "could not make the push peers' keys"
+    setsid python3 Tests/Peers/webpush_peer.py --cert "$PUSH_DIR/server.pem" --key "$PUSH_DIR/server-key.pem" \
+        --vapid-public-key "$PUSH_DIR/vapid-key.pub.pem" --record "$LOG_DIR/webpush-peer.jsonl" \
+        >"$LOG_DIR/webpush-peer.log" 2>&1 9>&- </dev/null &
+    PEER_PID=$!
+    record_pid webpush-peer "$PEER_PID"
+    WAIT_PID=$PEER_PID wait_until grep -q '^LISTENING' "$LOG_DIR/webpush-peer.log" \
+        || startup_failed "the Web Push peer did not start" "$LOG_DIR/webpush-peer.log"
+    say "Started the Web Push peer (pid $PEER_PID): https://localhost:$(awk '/^LISTENING/ {print $2}' "$LOG_DIR/webpush-peer.log")/subscribe"
+fi
+
 for name in "${RUNNING_ORDER[@]}"; do
     server_env "$name"
     env "${SERVER_ENV[@]}" setsid "$BIN/$name-server" serve >"$LOG_DIR/$name.log" 2>&1 9>&- </dev/null &
@@ -514,6 +545,7 @@ fi
 cat <<EOF
   logs:  $LOG_DIR/<server>.log (postgres.log, smtp-sink.log)
   mail:  $MAIL_DIR (one .eml per mail; smtp-sink.log shows each mail's code)
+  push:  $LOG_DIR/webpush-peer.jsonl (with --web-push-peer: each Web Push, decrypted)
   pids:  $PIDS
   db:    $PG_BIN/psql "postgresql://postgres@/$KINDRED_DATABASE?host=$(urlencode_path "$PG_SOCKET")"
   try:   export PATH="$BIN:\$PATH" KINDRED_GATEWAY=127.0.0.1:$(port_of gateway)

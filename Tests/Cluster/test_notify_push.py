@@ -201,13 +201,13 @@ def test_a_push_service_asking_to_retry_later_gets_the_notification_once_afterwa
     assert devices(stub, ann.auth) and devices(stub, bob.auth)
 
 
-def subscribe(webpush, folder):
+def subscribe(port, folder):
     """A browser's push subscription made at the Web Push peer (what pushManager.subscribe() returns)."""
     import ssl
     import httpx
     trust = ssl.create_default_context(cafile=str(folder / "ca.pem"))
     with httpx.Client(http2=True, verify=trust, timeout=TIMEOUT) as client:
-        answer = client.post(f"https://localhost:{webpush.port}/subscribe")
+        answer = client.post(f"https://localhost:{port}/subscribe")
     assert answer.status_code == 201, answer.text
     return answer.json()
 
@@ -217,7 +217,7 @@ def test_a_browser_subscription_gets_one_push_the_peer_decrypts(cluster, api, st
     folder = peers[0]
     ann = FitnessMember(cluster, api, "Ann", 48.8566, 2.3522)
     bob = FitnessMember(cluster, api, "Bob", 48.8600, 2.3400)
-    subscription = subscribe(webpush, folder)
+    subscription = subscribe(webpush.port, folder)
     register(stub, ann.auth, platform=WEB_PUSH, locale="fr-FR", time_zone="Europe/Paris",
              web_push=notify_pb2.WebPushSubscription(endpoint=subscription["endpoint"], p256dh=subscription["p256dh"],
                                                      auth=subscription["auth"]))
@@ -254,7 +254,7 @@ def test_a_subscription_its_push_service_calls_gone_is_removed(cluster, api, stu
     from kindred.api.v1 import notify_pb2
     ann = FitnessMember(cluster, api, "Ann", 48.8566, 2.3522)
     bob = FitnessMember(cluster, api, "Bob", 48.8600, 2.3400)
-    subscription = subscribe(webpush, peers[0])
+    subscription = subscribe(webpush.port, peers[0])
     webpush.set_rules({subscription["id"]: {"status": 410}})
     register(stub, ann.auth, platform=WEB_PUSH,
              web_push=notify_pb2.WebPushSubscription(endpoint=subscription["endpoint"], p256dh=subscription["p256dh"],
@@ -262,3 +262,38 @@ def test_a_subscription_its_push_service_calls_gone_is_removed(cluster, api, stu
     assert follow(api, ann, bob).match.match_id
     eventually(lambda: not devices(stub, ann.auth), "the subscription removed", SETTLE)
     assert [entry["status"] for entry in webpush.entries() if entry.get("subscription") == subscription["id"]] == [410]
+
+
+def test_run_cluster_with_its_web_push_peer_delivers_to_a_browser_subscription():
+    """`run-cluster.sh --web-push-peer` (development): a local push service with throwaway keys, notify configured
+    for it, every push recorded decrypted in logs/webpush-peer.jsonl; Ctrl-C stops the peer with the rest."""
+    import grpc
+    from kindred.api.v1 import notify_pb2, notify_pb2_grpc
+    running = Cluster(args=("--web-push-peer",))
+    pids = running.pids()
+    try:
+        assert "webpush-peer" in pids
+        line = next(line for line in running.lines if line.startswith("Started the Web Push peer"))
+        port = int(line.rsplit(":", 1)[1].split("/")[0])
+        record = running.run_dir / "logs" / "webpush-peer.jsonl"
+        with grpc.insecure_channel(running.gateway) as channel:
+            api, stub = FitnessApi(channel), notify_pb2_grpc.NotificationServiceStub(channel)
+            ann = FitnessMember(running, api, "Ann", 48.8566, 2.3522)
+            bob = FitnessMember(running, api, "Bob", 48.8600, 2.3400)
+            subscription = subscribe(port, running.run_dir / "push")
+            register(stub, ann.auth, platform=WEB_PUSH,
+                     web_push=notify_pb2.WebPushSubscription(endpoint=subscription["endpoint"],
+                                                             p256dh=subscription["p256dh"], auth=subscription["auth"]))
+            assert follow(api, ann, bob).match.match_id
+
+            def pushes():
+                if not record.exists():
+                    return []
+                return [json.loads(entry) for entry in record.read_text().splitlines()
+                        if json.loads(entry).get("subscription") == subscription["id"]]
+
+            eventually(lambda: pushes(), "a push at the cluster's Web Push peer", SETTLE)
+            [push] = pushes()
+            assert push["accepted"] and push["payload"]["data"]["kind"] == "new_match"
+    finally:
+        assert_clean_stop(running, pids)
