@@ -459,11 +459,13 @@ server_env_chat() {
 server_env_notify() {
     SERVER_ENV+=(KINDRED_NOTIFY_SERVICE_SECRET="$(secret notify)" KINDRED_NOTIFY_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
         KINDRED_NOTIFY_CHAT_ADDRESS="127.0.0.1:$(port_of chat)" KINDRED_NOTIFY_PROFILE_ADDRESS="127.0.0.1:$(port_of profile)")
-    if [ -n "$WEB_PUSH_PEER" ]; then
-        SERVER_ENV+=(KINDRED_NOTIFY_WEB_PUSH_VAPID_KEY_FILE="$PUSH_DIR/vapid-key.pem"
-            KINDRED_NOTIFY_WEB_PUSH_SUBJECT="mailto:dev@localhost" KINDRED_NOTIFY_WEB_PUSH_CA_FILE="$PUSH_DIR/ca.pem"
-            KINDRED_NOTIFY_WEB_PUSH_HOSTS="localhost")
-    fi
+    [ -z "$WEB_PUSH_PEER" ] || web_push_peer_env
+}
+# Notify's settings for the development Web Push peer (--web-push-peer only; compose has no such peer).
+web_push_peer_env() {
+    SERVER_ENV+=(KINDRED_NOTIFY_WEB_PUSH_VAPID_KEY_FILE="$PUSH_DIR/vapid-key.pem"
+        KINDRED_NOTIFY_WEB_PUSH_SUBJECT="mailto:dev@localhost" KINDRED_NOTIFY_WEB_PUSH_CA_FILE="$PUSH_DIR/ca.pem"
+        KINDRED_NOTIFY_WEB_PUSH_HOSTS="localhost")
 }
 server_env_gateway() {
     local name
