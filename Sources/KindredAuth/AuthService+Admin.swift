@@ -73,21 +73,13 @@ extension AuthService {
     }
 
     func getUserFootprint(
-        _ request: Kindred.Auth.V1.GetUserFootprintRequest,
+        _ request: Kindred.Common.V1.GetUserFootprintRequest,
         _ context: ServerContext
-    ) async throws -> Kindred.Auth.V1.GetUserFootprintResponse {
+    ) async throws -> Kindred.Common.V1.GetUserFootprintResponse {
         try await self.access.requireAdminOrService(context)
         let target = request.userId.lowercased()
         guard UUIDv7.isValid(target) else { throw AuthError.invalid("user_id", "INVALID_FORMAT", "a user id") }
-        let counts = try await self.accounts.footprint(of: target, in: self.database)
-        var response = Kindred.Auth.V1.GetUserFootprintResponse()
-        response.counts = counts.map { kind, rows in
-            var count = Kindred.Common.V1.DataCount()
-            count.kind = kind
-            count.rows = rows
-            return count
-        }
-        return response
+        return .init(counts: try await self.accounts.footprint(of: target, in: self.database))
     }
 
 }

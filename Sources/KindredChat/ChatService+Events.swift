@@ -89,18 +89,11 @@ extension ChatService {
     }
 
     /// `GetUserFootprint`: rows chat holds about a user, per kind (zeros included). Admins and services.
-    func getUserFootprint(_ request: Chat.GetUserFootprintRequest, _ context: ServerContext) async throws
-        -> Chat.GetUserFootprintResponse
+    func getUserFootprint(_ request: Kindred.Common.V1.GetUserFootprintRequest, _ context: ServerContext) async throws
+        -> Kindred.Common.V1.GetUserFootprintResponse
     {
         try await self.access.requireAdminOrService(context)
         let user = try ChatValidation.id(request.userId, field: "user_id")
-        var response = Chat.GetUserFootprintResponse()
-        for (kind, rows) in try await self.footprint.counts(of: user, in: self.database) {
-            var count = Kindred.Common.V1.DataCount()
-            count.kind = kind
-            count.rows = rows
-            response.counts.append(count)
-        }
-        return response
+        return .init(counts: try await self.footprint.counts(of: user, in: self.database))
     }
 }

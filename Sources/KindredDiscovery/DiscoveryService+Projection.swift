@@ -426,18 +426,11 @@ extension DiscoveryService {
     // MARK: Footprint
 
     /// `GetUserFootprint` (admin or service): rows discovery holds about a user, per kind, zeros included.
-    func getUserFootprint(_ request: DiscoveryApi.GetUserFootprintRequest, _ context: ServerContext) async throws
-        -> DiscoveryApi.GetUserFootprintResponse
+    func getUserFootprint(_ request: CommonApi.GetUserFootprintRequest, _ context: ServerContext) async throws
+        -> CommonApi.GetUserFootprintResponse
     {
         try await self.access.requireAdminOrService(context)
         let user = try Self.userKey(request.userId, field: "user_id")
-        var response = DiscoveryApi.GetUserFootprintResponse()
-        response.counts = try await self.store.footprint(user.uuidString, on: self.database).map { kind, count in
-            var entry = CommonApi.DataCount()
-            entry.kind = kind
-            entry.rows = count
-            return entry
-        }
-        return response
+        return .init(counts: try await self.store.footprint(user.uuidString, on: self.database))
     }
 }

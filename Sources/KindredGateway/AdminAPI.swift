@@ -1,5 +1,6 @@
 import KindredGRPC
 import KindredProto
+import KindredProtobuf
 
 /// `kindred.api.v1.AdminService`: moderation and account administration, for callers with the admin role.
 /// Account administration is served by auth; report, photo and community administration need the match and
@@ -114,25 +115,25 @@ extension Gateway {
         guard !userID.isEmpty else {
             throw GatewayErrors.make(.invalidArgument, "user_id is required", reason: "INVALID_ARGUMENT")
         }
-        let auth = self.auth
-        let parts: [FanOut<Api.GetUserFootprintResponse>.Part] = [
-            .init(name: "auth", essential: false) {
-                var request = AuthApi.GetUserFootprintRequest()
-                request.userId = userID
-                let response = try await auth.call(AuthApi.AuthService.Method.getUserFootprint, request, as: caller)
-                return { answer in
-                    var footprint = Api.ServiceFootprint()
-                    footprint.service = "auth"
-                    footprint.counts = response.counts
-                    answer.services.append(footprint)
-                }
-            },
-            self.profileFootprintPart(userID, caller),
-            self.discoveryFootprintPart(userID, caller),
-            self.matchFootprintPart(userID, caller),
-            self.chatFootprintPart(userID, caller),
-            self.notifyFootprintPart(userID, caller),
+        // Every service answers the same common.v1 messages at its own GetUserFootprint.
+        typealias Footprint = ProtoMethod<
+            Kindred.Common.V1.GetUserFootprintRequest, Kindred.Common.V1.GetUserFootprintResponse
+        >
+        let services: [(String, Downstream?, Footprint)] = [
+            ("auth", self.auth, AuthApi.AuthService.Method.getUserFootprint),
+            ("profile", self.profile, ProfileApi.ProfileService.Method.getUserFootprint),
+            ("discovery", self.discovery, DiscoveryApi.DiscoveryService.Method.getUserFootprint),
+            ("match", self.match, MatchApi.MatchService.Method.getUserFootprint),
+            ("chat", self.chat, ChatApi.ChatService.Method.getUserFootprint),
+            ("notify", self.notify, NotifyApi.NotifyService.Method.getUserFootprint),
         ]
+        let parts = services.map { name, downstream, method -> FanOut<Api.GetUserFootprintResponse>.Part in
+            guard let downstream else { return .init(name: name, essential: false, fetch: nil) }
+            return .init(name: name, essential: false) {
+                let response = try await downstream.call(method, .with { $0.userId = userID }, as: caller)
+                return { $0.services.append(.with { $0.service = name; $0.counts = response.counts }) }
+            }
+        }
         var (answer, missing) = try await FanOut(partTimeout: self.configuration.partTimeout).gather(.init(), parts)
         for part in missing { self.metrics.partMissing("footprint." + part) }
         answer.services.sort { $0.service < $1.service }

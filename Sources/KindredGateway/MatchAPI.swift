@@ -221,21 +221,6 @@ extension Gateway {
         return .with { $0.report = response.report.map(Api.ModerationReport.init) }
     }
 
-    /// Match's rows about a user (GetUserFootprint's "match" part).
-    func matchFootprintPart(_ userID: String, _ caller: Caller) -> FanOut<Api.GetUserFootprintResponse>.Part {
-        guard let match = self.match else { return .init(name: "match", essential: false, fetch: nil) }
-        return .init(name: "match", essential: false) {
-            let response = try await match.call(
-                MatchApi.MatchService.Method.getUserFootprint, .with { $0.userId = userID }, as: caller)
-            return { answer in
-                var footprint = Api.ServiceFootprint()
-                footprint.service = "match"
-                footprint.counts = response.counts
-                answer.services.append(footprint)
-            }
-        }
-    }
-
     // MARK: Home
 
     /// Home's first page of matches (with cards when profile answers in time).

@@ -73,15 +73,6 @@ extension Gateway {
         return notify
     }
 
-    /// Notify's rows about a user (devices, settings), for the admin footprint.
-    func notifyFootprintPart(_ userID: String, _ caller: Caller) -> FanOut<Api.GetUserFootprintResponse>.Part {
-        guard let notify = self.notify else { return .init(name: "notify", essential: false, fetch: nil) }
-        return .init(name: "notify", essential: false) {
-            let response = try await notify.call(
-                NotifyApi.NotifyService.Method.getUserFootprint, .with { $0.userId = userID }, as: caller)
-            return { $0.services.append(.with { $0.service = "notify"; $0.counts = response.counts }) }
-        }
-    }
 }
 
 extension Api.Device {

@@ -297,21 +297,6 @@ extension Gateway {
         return answer
     }
 
-    /// The profile service's part of AdminService/GetUserFootprint.
-    func profileFootprintPart(_ userID: String, _ caller: Caller) -> FanOut<Api.GetUserFootprintResponse>.Part {
-        guard let profile = self.profile else { return .init(name: "profile", essential: false, fetch: nil) }
-        return .init(name: "profile", essential: false) {
-            var request = ProfileV1.GetUserFootprintRequest()
-            request.userId = userID
-            let response = try await profile.call(ProfileV1.ProfileService.Method.getUserFootprint, request, as: caller)
-            return { answer in
-                var footprint = Api.ServiceFootprint()
-                footprint.service = "profile"
-                footprint.counts = response.counts
-                answer.services.append(footprint)
-            }
-        }
-    }
 }
 
 // MARK: Field by field

@@ -116,18 +116,11 @@ extension MatchService {
     }
 
     /// `GetUserFootprint` (admin or service): rows match holds about a user, per kind, zeros included.
-    func getUserFootprint(_ request: MatchApi.GetUserFootprintRequest, _ context: ServerContext) async throws
-        -> MatchApi.GetUserFootprintResponse
+    func getUserFootprint(_ request: CommonApi.GetUserFootprintRequest, _ context: ServerContext) async throws
+        -> CommonApi.GetUserFootprintResponse
     {
         try await self.access.requireAdminOrService(context)
         let user = try Self.userID(request.userId, field: "user_id")
-        var response = MatchApi.GetUserFootprintResponse()
-        response.counts = try await UserDataStore().footprint(user, on: self.database).map { kind, count in
-            var entry = CommonApi.DataCount()
-            entry.kind = kind
-            entry.rows = count
-            return entry
-        }
-        return response
+        return .init(counts: try await UserDataStore().footprint(user, on: self.database))
     }
 }

@@ -83,27 +83,19 @@ extension NotifyService {
     }
 
     /// `GetUserFootprint`: rows notify holds about a user, per kind (zeros included). Admins and services.
-    func getUserFootprint(_ request: Notify.GetUserFootprintRequest, _ context: ServerContext) async throws
-        -> Notify.GetUserFootprintResponse
+    func getUserFootprint(_ request: Kindred.Common.V1.GetUserFootprintRequest, _ context: ServerContext) async throws
+        -> Kindred.Common.V1.GetUserFootprintResponse
     {
         try await self.access.requireAdminOrService(context)
         guard UUIDv7.isValid(request.userId) else {
             throw NotifyError.invalid("user_id", "MALFORMED", "a user id")
         }
         let user = request.userId.lowercased()
-        let counts = [
+        return .init(counts: [
             ("devices", try await self.devices.count(of: user, in: self.database)),
             ("settings", try await self.settings.count(of: user, in: self.database)),
             ("notifications", try await self.notifications.count(involving: user, in: self.database)),
             ("digest_likes", try await self.digests.count(involving: user, in: self.database)),
-        ]
-        var response = Notify.GetUserFootprintResponse()
-        response.counts = counts.map { kind, rows in
-            var count = Kindred.Common.V1.DataCount()
-            count.kind = kind
-            count.rows = rows
-            return count
-        }
-        return response
+        ])
     }
 }

@@ -159,4 +159,14 @@ struct PhotoStore: Sendable {
         let referenced = Set(try rows.map { try $0.decode(String.self, at: 0) })
         return Array(Set(keys).subtracting(referenced)).sorted()
     }
+
+    /// The keys of the stored bytes of every rendition of `userID`'s photos (the footprint counts the files).
+    static func blobKeys(of userID: String, in database: PostgresClient) async throws -> [String] {
+        let rows = try await database.query(
+            """
+            SELECT DISTINCT v.blob_key FROM photo_variants v JOIN photos p ON p.id = v.photo_id
+            WHERE p.user_id = \(userID)
+            """)
+        return try rows.map { try $0.decode(String.self, at: 0) }
+    }
 }

@@ -224,26 +224,14 @@ extension ProfileService {
 
     /// GetUserFootprint: admins and services. Rows per kind, plus "photo_files": blobs of the user's photos present
     /// in the photo store.
-    func getUserFootprint(_ request: V1.GetUserFootprintRequest, _ context: ServerContext) async throws
-        -> V1.GetUserFootprintResponse
+    func getUserFootprint(_ request: Kindred.Common.V1.GetUserFootprintRequest, _ context: ServerContext) async throws
+        -> Kindred.Common.V1.GetUserFootprintResponse
     {
         try await self.access.requireAdminOrService(context)
         guard !request.userId.isEmpty else { throw ProfileError.invalid("user_id", "REQUIRED", "the user") }
         var counts = try await self.profiles.footprint(request.userId, in: self.database)
-        let keys = try await self.database.query(
-            """
-            SELECT DISTINCT v.blob_key FROM photo_variants v JOIN photos p ON p.id = v.photo_id
-            WHERE p.user_id = \(request.userId)
-            """)
-        let files = try await self.blobs.count(keys: try keys.map { try $0.decode(String.self, at: 0) })
-        counts.append(("photo_files", Int64(files)))
-        return .with {
-            $0.counts = counts.map { kind, rows in
-                .with {
-                    $0.kind = kind
-                    $0.rows = rows
-                }
-            }
-        }
+        let keys = try await PhotoStore.blobKeys(of: request.userId, in: self.database)
+        counts.append(("photo_files", Int64(try await self.blobs.count(keys: keys))))
+        return .init(counts: counts)
     }
 }

@@ -31,6 +31,8 @@ public enum ProtoRegistry {
         Kindred.Common.V1.ErrorDetail.self,
         Kindred.Common.V1.FieldViolation.self,
         Kindred.Common.V1.DataCount.self,
+        Kindred.Common.V1.GetUserFootprintRequest.self,
+        Kindred.Common.V1.GetUserFootprintResponse.self,
         Kindred.Api.V1.Account.self,
         Kindred.Api.V1.AuthTokens.self,
         Kindred.Api.V1.ClientInfo.self,
@@ -244,8 +246,6 @@ public enum ProtoRegistry {
         Kindred.Auth.V1.SetAccountRolesResponse.self,
         Kindred.Auth.V1.BootstrapAdminRequest.self,
         Kindred.Auth.V1.BootstrapAdminResponse.self,
-        Kindred.Auth.V1.GetUserFootprintRequest.self,
-        Kindred.Auth.V1.GetUserFootprintResponse.self,
         Kindred.Auth.V1.SignUpRequest.self,
         Kindred.Auth.V1.SignUpResponse.self,
         Kindred.Auth.V1.EmailCode.self,
@@ -329,8 +329,6 @@ public enum ProtoRegistry {
         Kindred.Chat.V1.GetMessagesResponse.self,
         Kindred.Chat.V1.GetNotificationContextRequest.self,
         Kindred.Chat.V1.GetNotificationContextResponse.self,
-        Kindred.Chat.V1.GetUserFootprintRequest.self,
-        Kindred.Chat.V1.GetUserFootprintResponse.self,
         Kindred.Discovery.V1.Candidate.self,
         Kindred.Discovery.V1.GetDeckRequest.self,
         Kindred.Discovery.V1.GetDeckResponse.self,
@@ -346,8 +344,6 @@ public enum ProtoRegistry {
         Kindred.Discovery.V1.RemoveCandidateResponse.self,
         Kindred.Discovery.V1.RebuildIndexRequest.self,
         Kindred.Discovery.V1.RebuildIndexResponse.self,
-        Kindred.Discovery.V1.GetUserFootprintRequest.self,
-        Kindred.Discovery.V1.GetUserFootprintResponse.self,
         Kindred.Match.V1.Match.self,
         Kindred.Match.V1.Relation.self,
         Kindred.Match.V1.Report.self,
@@ -381,8 +377,6 @@ public enum ProtoRegistry {
         Kindred.Match.V1.FilterUnseenResponse.self,
         Kindred.Match.V1.GetRelationsRequest.self,
         Kindred.Match.V1.GetRelationsResponse.self,
-        Kindred.Match.V1.GetUserFootprintRequest.self,
-        Kindred.Match.V1.GetUserFootprintResponse.self,
         Kindred.Notify.V1.WebPushSubscription.self,
         Kindred.Notify.V1.Device.self,
         Kindred.Notify.V1.QuietHours.self,
@@ -395,8 +389,6 @@ public enum ProtoRegistry {
         Kindred.Notify.V1.ListDevicesResponse.self,
         Kindred.Notify.V1.GetNotificationSettingsRequest.self,
         Kindred.Notify.V1.UpdateNotificationSettingsRequest.self,
-        Kindred.Notify.V1.GetUserFootprintRequest.self,
-        Kindred.Notify.V1.GetUserFootprintResponse.self,
         Kindred.Profile.V1.GetCommunityRequest.self,
         Kindred.Profile.V1.GetCommunityResponse.self,
         Kindred.Profile.V1.ListCommunitiesRequest.self,
@@ -431,8 +423,6 @@ public enum ProtoRegistry {
         Kindred.Profile.V1.UpdateLocationResponse.self,
         Kindred.Profile.V1.ListProfileIndexEntriesRequest.self,
         Kindred.Profile.V1.ListProfileIndexEntriesResponse.self,
-        Kindred.Profile.V1.GetUserFootprintRequest.self,
-        Kindred.Profile.V1.GetUserFootprintResponse.self,
         Kindred.Testing.V1.EchoRequest.self,
         Kindred.Testing.V1.EchoResponse.self,
         Kindred.Testing.V1.CollectResponse.self,
@@ -692,6 +682,10 @@ public enum ProtoRegistry {
                 "kindred.common.v1.DataCount",
                 "kindred.common.v1.DataCount.kind",
                 "kindred.common.v1.DataCount.rows",
+                "kindred.common.v1.GetUserFootprintRequest",
+                "kindred.common.v1.GetUserFootprintRequest.user_id",
+                "kindred.common.v1.GetUserFootprintResponse",
+                "kindred.common.v1.GetUserFootprintResponse.counts",
                 "kindred.common.v1.Gender",
                 "kindred.common.v1.GENDER_UNSPECIFIED",
                 "kindred.common.v1.GENDER_WOMAN",
@@ -740,20 +734,22 @@ public enum ProtoRegistry {
             ZWxkX3Zpb2xhdGlvbnMYAiADKAsyIS5raW5kcmVkLmNvbW1vbi52MS5GaWVsZFZpb2xhdGlvblIPZmllbGRWaW9sYXRpb25z
             EiQKDnJldHJ5X2FmdGVyX21zGAMgASgDUgxyZXRyeUFmdGVyTXMSHQoKcmVxdWVzdF9pZBgEIAEoCVIJcmVxdWVzdElkIlIK
             DkZpZWxkVmlvbGF0aW9uEhQKBWZpZWxkGAEgASgJUgVmaWVsZBIWCgZyZWFzb24YAiABKAlSBnJlYXNvbhISCgRoaW50GAMg
-            ASgJUgRoaW50IjMKCURhdGFDb3VudBISCgRraW5kGAEgASgJUgRraW5kEhIKBHJvd3MYAiABKANSBHJvd3MqWAoGR2VuZGVy
-            EhYKEkdFTkRFUl9VTlNQRUNJRklFRBAAEhAKDEdFTkRFUl9XT01BThABEg4KCkdFTkRFUl9NQU4QAhIUChBHRU5ERVJfTk9O
-            QklOQVJZEAMqTQoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDQoJUk9MRV9VU0VSEAESDgoKUk9MRV9BRE1JThACEhAK
-            DFJPTEVfU0VSVklDRRADKnAKEElkZW50aXR5UHJvdmlkZXISIQodSURFTlRJVFlfUFJPVklERVJfVU5TUEVDSUZJRUQQABIc
-            ChhJREVOVElUWV9QUk9WSURFUl9HT09HTEUQARIbChdJREVOVElUWV9QUk9WSURFUl9BUFBMRRACKlkKC1N3aXBlQWN0aW9u
-            EhwKGFNXSVBFX0FDVElPTl9VTlNQRUNJRklFRBAAEhUKEVNXSVBFX0FDVElPTl9MSUtFEAESFQoRU1dJUEVfQUNUSU9OX1BB
-            U1MQAipmCg1Db21tdW5pdHlNb2RlEh4KGkNPTU1VTklUWV9NT0RFX1VOU1BFQ0lGSUVEEAASGQoVQ09NTVVOSVRZX01PREVf
-            TVVUVUFMEAESGgoWQ09NTVVOSVRZX01PREVfT05FX1dBWRACKpIBCgxQaG90b1ZhcmlhbnQSHQoZUEhPVE9fVkFSSUFOVF9V
-            TlNQRUNJRklFRBAAEhsKF1BIT1RPX1ZBUklBTlRfVEhVTUJOQUlMEAESFgoSUEhPVE9fVkFSSUFOVF9DQVJEEAISFgoSUEhP
-            VE9fVkFSSUFOVF9GVUxMEAMSFgoSUEhPVE9fVkFSSUFOVF9JQ09OEAQqngIKDFJlcG9ydFJlYXNvbhIdChlSRVBPUlRfUkVB
-            U09OX1VOU1BFQ0lGSUVEEAASFgoSUkVQT1JUX1JFQVNPTl9TUEFNEAESJwojUkVQT1JUX1JFQVNPTl9JTkFQUFJPUFJJQVRF
-            X0NPTlRFTlQQAhIcChhSRVBPUlRfUkVBU09OX0hBUkFTU01FTlQQAxIeChpSRVBPUlRfUkVBU09OX0ZBS0VfUFJPRklMRRAE
-            EhoKFlJFUE9SVF9SRUFTT05fVU5ERVJBR0UQBRIWChJSRVBPUlRfUkVBU09OX1NDQU0QBhIjCh9SRVBPUlRfUkVBU09OX09G
-            RkxJTkVfQkVIQVZJT1VSEAcSFwoTUkVQT1JUX1JFQVNPTl9PVEhFUhAIYgZwcm90bzM=
+            ASgJUgRoaW50IjMKCURhdGFDb3VudBISCgRraW5kGAEgASgJUgRraW5kEhIKBHJvd3MYAiABKANSBHJvd3MiMgoXR2V0VXNl
+            ckZvb3RwcmludFJlcXVlc3QSFwoHdXNlcl9pZBgBIAEoCVIGdXNlcklkIlAKGEdldFVzZXJGb290cHJpbnRSZXNwb25zZRI0
+            CgZjb3VudHMYASADKAsyHC5raW5kcmVkLmNvbW1vbi52MS5EYXRhQ291bnRSBmNvdW50cypYCgZHZW5kZXISFgoSR0VOREVS
+            X1VOU1BFQ0lGSUVEEAASEAoMR0VOREVSX1dPTUFOEAESDgoKR0VOREVSX01BThACEhQKEEdFTkRFUl9OT05CSU5BUlkQAypN
+            CgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABINCglST0xFX1VTRVIQARIOCgpST0xFX0FETUlOEAISEAoMUk9MRV9TRVJW
+            SUNFEAMqcAoQSWRlbnRpdHlQcm92aWRlchIhCh1JREVOVElUWV9QUk9WSURFUl9VTlNQRUNJRklFRBAAEhwKGElERU5USVRZ
+            X1BST1ZJREVSX0dPT0dMRRABEhsKF0lERU5USVRZX1BST1ZJREVSX0FQUExFEAIqWQoLU3dpcGVBY3Rpb24SHAoYU1dJUEVf
+            QUNUSU9OX1VOU1BFQ0lGSUVEEAASFQoRU1dJUEVfQUNUSU9OX0xJS0UQARIVChFTV0lQRV9BQ1RJT05fUEFTUxACKmYKDUNv
+            bW11bml0eU1vZGUSHgoaQ09NTVVOSVRZX01PREVfVU5TUEVDSUZJRUQQABIZChVDT01NVU5JVFlfTU9ERV9NVVRVQUwQARIa
+            ChZDT01NVU5JVFlfTU9ERV9PTkVfV0FZEAIqkgEKDFBob3RvVmFyaWFudBIdChlQSE9UT19WQVJJQU5UX1VOU1BFQ0lGSUVE
+            EAASGwoXUEhPVE9fVkFSSUFOVF9USFVNQk5BSUwQARIWChJQSE9UT19WQVJJQU5UX0NBUkQQAhIWChJQSE9UT19WQVJJQU5U
+            X0ZVTEwQAxIWChJQSE9UT19WQVJJQU5UX0lDT04QBCqeAgoMUmVwb3J0UmVhc29uEh0KGVJFUE9SVF9SRUFTT05fVU5TUEVD
+            SUZJRUQQABIWChJSRVBPUlRfUkVBU09OX1NQQU0QARInCiNSRVBPUlRfUkVBU09OX0lOQVBQUk9QUklBVEVfQ09OVEVOVBAC
+            EhwKGFJFUE9SVF9SRUFTT05fSEFSQVNTTUVOVBADEh4KGlJFUE9SVF9SRUFTT05fRkFLRV9QUk9GSUxFEAQSGgoWUkVQT1JU
+            X1JFQVNPTl9VTkRFUkFHRRAFEhYKElJFUE9SVF9SRUFTT05fU0NBTRAGEiMKH1JFUE9SVF9SRUFTT05fT0ZGTElORV9CRUhB
+            VklPVVIQBxIXChNSRVBPUlRfUkVBU09OX09USEVSEAhiBnByb3RvMw==
             """
         ),
         ProtoFileDescriptor(
@@ -2360,10 +2356,6 @@ public enum ProtoRegistry {
                 "kindred.auth.v1.BootstrapAdminRequest.login",
                 "kindred.auth.v1.BootstrapAdminResponse",
                 "kindred.auth.v1.BootstrapAdminResponse.account",
-                "kindred.auth.v1.GetUserFootprintRequest",
-                "kindred.auth.v1.GetUserFootprintRequest.user_id",
-                "kindred.auth.v1.GetUserFootprintResponse",
-                "kindred.auth.v1.GetUserFootprintResponse.counts",
             ],
             services: [],
             base64: """
@@ -2402,9 +2394,7 @@ public enum ProtoRegistry {
             CzIYLmtpbmRyZWQuYXV0aC52MS5BY2NvdW50UgdhY2NvdW50InsKFUJvb3RzdHJhcEFkbWluUmVxdWVzdBIpChBib290c3Ry
             YXBfc2VjcmV0GAEgASgJUg9ib290c3RyYXBTZWNyZXQSIQoMY29tbXVuaXR5X2lkGAIgASgJUgtjb21tdW5pdHlJZBIUCgVs
             b2dpbhgDIAEoCVIFbG9naW4iTAoWQm9vdHN0cmFwQWRtaW5SZXNwb25zZRIyCgdhY2NvdW50GAEgASgLMhgua2luZHJlZC5h
-            dXRoLnYxLkFjY291bnRSB2FjY291bnQiMgoXR2V0VXNlckZvb3RwcmludFJlcXVlc3QSFwoHdXNlcl9pZBgBIAEoCVIGdXNl
-            cklkIlAKGEdldFVzZXJGb290cHJpbnRSZXNwb25zZRI0CgZjb3VudHMYASADKAsyHC5raW5kcmVkLmNvbW1vbi52MS5EYXRh
-            Q291bnRSBmNvdW50c2IGcHJvdG8z
+            dXRoLnYxLkFjY291bnRSB2FjY291bnRiBnByb3RvMw==
             """
         ),
         ProtoFileDescriptor(
@@ -2699,6 +2689,7 @@ public enum ProtoRegistry {
             dependencies: [
                 "kindred/auth/v1/account.proto",
                 "kindred/auth/v1/credentials.proto",
+                "kindred/common/v1/common.proto",
                 "kindred/common/v1/events.proto",
             ],
             symbols: [
@@ -2737,47 +2728,48 @@ public enum ProtoRegistry {
             services: ["kindred.auth.v1.AuthService"],
             base64: """
             ChpraW5kcmVkL2F1dGgvdjEvYXV0aC5wcm90bxIPa2luZHJlZC5hdXRoLnYxGh1raW5kcmVkL2F1dGgvdjEvYWNjb3VudC5w
-            cm90bxoha2luZHJlZC9hdXRoL3YxL2NyZWRlbnRpYWxzLnByb3RvGh5raW5kcmVkL2NvbW1vbi92MS9ldmVudHMucHJvdG8y
-            phYKC0F1dGhTZXJ2aWNlEkkKBlNpZ25VcBIeLmtpbmRyZWQuYXV0aC52MS5TaWduVXBSZXF1ZXN0Gh8ua2luZHJlZC5hdXRo
-            LnYxLlNpZ25VcFJlc3BvbnNlElgKC1ZlcmlmeUVtYWlsEiMua2luZHJlZC5hdXRoLnYxLlZlcmlmeUVtYWlsUmVxdWVzdBok
-            LmtpbmRyZWQuYXV0aC52MS5WZXJpZnlFbWFpbFJlc3BvbnNlEm0KElJlc2VuZFZlcmlmaWNhdGlvbhIqLmtpbmRyZWQuYXV0
-            aC52MS5SZXNlbmRWZXJpZmljYXRpb25SZXF1ZXN0Gisua2luZHJlZC5hdXRoLnYxLlJlc2VuZFZlcmlmaWNhdGlvblJlc3Bv
-            bnNlEkkKBlNpZ25JbhIeLmtpbmRyZWQuYXV0aC52MS5TaWduSW5SZXF1ZXN0Gh8ua2luZHJlZC5hdXRoLnYxLlNpZ25JblJl
-            c3BvbnNlEmoKEVNpZ25JbldpdGhJZFRva2VuEikua2luZHJlZC5hdXRoLnYxLlNpZ25JbldpdGhJZFRva2VuUmVxdWVzdBoq
-            LmtpbmRyZWQuYXV0aC52MS5TaWduSW5XaXRoSWRUb2tlblJlc3BvbnNlEkwKB1JlZnJlc2gSHy5raW5kcmVkLmF1dGgudjEu
-            UmVmcmVzaFJlcXVlc3QaIC5raW5kcmVkLmF1dGgudjEuUmVmcmVzaFJlc3BvbnNlEkwKB1NpZ25PdXQSHy5raW5kcmVkLmF1
-            dGgudjEuU2lnbk91dFJlcXVlc3QaIC5raW5kcmVkLmF1dGgudjEuU2lnbk91dFJlc3BvbnNlEmoKEVNpZ25PdXRFdmVyeXdo
-            ZXJlEikua2luZHJlZC5hdXRoLnYxLlNpZ25PdXRFdmVyeXdoZXJlUmVxdWVzdBoqLmtpbmRyZWQuYXV0aC52MS5TaWduT3V0
-            RXZlcnl3aGVyZVJlc3BvbnNlElUKCkdldEFjY291bnQSIi5raW5kcmVkLmF1dGgudjEuR2V0QWNjb3VudFJlcXVlc3QaIy5r
-            aW5kcmVkLmF1dGgudjEuR2V0QWNjb3VudFJlc3BvbnNlEl4KDUNoZWNrVXNlcm5hbWUSJS5raW5kcmVkLmF1dGgudjEuQ2hl
-            Y2tVc2VybmFtZVJlcXVlc3QaJi5raW5kcmVkLmF1dGgudjEuQ2hlY2tVc2VybmFtZVJlc3BvbnNlEmEKDkNoYW5nZVBhc3N3
-            b3JkEiYua2luZHJlZC5hdXRoLnYxLkNoYW5nZVBhc3N3b3JkUmVxdWVzdBonLmtpbmRyZWQuYXV0aC52MS5DaGFuZ2VQYXNz
-            d29yZFJlc3BvbnNlEnMKFFJlcXVlc3RQYXNzd29yZFJlc2V0Eiwua2luZHJlZC5hdXRoLnYxLlJlcXVlc3RQYXNzd29yZFJl
-            c2V0UmVxdWVzdBotLmtpbmRyZWQuYXV0aC52MS5SZXF1ZXN0UGFzc3dvcmRSZXNldFJlc3BvbnNlEl4KDVJlc2V0UGFzc3dv
-            cmQSJS5raW5kcmVkLmF1dGgudjEuUmVzZXRQYXNzd29yZFJlcXVlc3QaJi5raW5kcmVkLmF1dGgudjEuUmVzZXRQYXNzd29y
-            ZFJlc3BvbnNlElgKC0NoYW5nZUVtYWlsEiMua2luZHJlZC5hdXRoLnYxLkNoYW5nZUVtYWlsUmVxdWVzdBokLmtpbmRyZWQu
-            YXV0aC52MS5DaGFuZ2VFbWFpbFJlc3BvbnNlEm0KEkNvbmZpcm1FbWFpbENoYW5nZRIqLmtpbmRyZWQuYXV0aC52MS5Db25m
-            aXJtRW1haWxDaGFuZ2VSZXF1ZXN0Gisua2luZHJlZC5hdXRoLnYxLkNvbmZpcm1FbWFpbENoYW5nZVJlc3BvbnNlEmEKDkNo
-            YW5nZVVzZXJuYW1lEiYua2luZHJlZC5hdXRoLnYxLkNoYW5nZVVzZXJuYW1lUmVxdWVzdBonLmtpbmRyZWQuYXV0aC52MS5D
-            aGFuZ2VVc2VybmFtZVJlc3BvbnNlElsKDExpc3RTZXNzaW9ucxIkLmtpbmRyZWQuYXV0aC52MS5MaXN0U2Vzc2lvbnNSZXF1
-            ZXN0GiUua2luZHJlZC5hdXRoLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlEl4KDVJldm9rZVNlc3Npb24SJS5raW5kcmVkLmF1
-            dGgudjEuUmV2b2tlU2Vzc2lvblJlcXVlc3QaJi5raW5kcmVkLmF1dGgudjEuUmV2b2tlU2Vzc2lvblJlc3BvbnNlEl4KDURl
-            bGV0ZUFjY291bnQSJS5raW5kcmVkLmF1dGgudjEuRGVsZXRlQWNjb3VudFJlcXVlc3QaJi5raW5kcmVkLmF1dGgudjEuRGVs
-            ZXRlQWNjb3VudFJlc3BvbnNlEl4KDUdldFB1YmxpY0tleXMSJS5raW5kcmVkLmF1dGgudjEuR2V0UHVibGljS2V5c1JlcXVl
-            c3QaJi5raW5kcmVkLmF1dGgudjEuR2V0UHVibGljS2V5c1Jlc3BvbnNlEmoKEUlzc3VlU2VydmljZVRva2VuEikua2luZHJl
-            ZC5hdXRoLnYxLklzc3VlU2VydmljZVRva2VuUmVxdWVzdBoqLmtpbmRyZWQuYXV0aC52MS5Jc3N1ZVNlcnZpY2VUb2tlblJl
-            c3BvbnNlElsKDExpc3RBY2NvdW50cxIkLmtpbmRyZWQuYXV0aC52MS5MaXN0QWNjb3VudHNSZXF1ZXN0GiUua2luZHJlZC5h
-            dXRoLnYxLkxpc3RBY2NvdW50c1Jlc3BvbnNlEmoKEURlYWN0aXZhdGVBY2NvdW50Eikua2luZHJlZC5hdXRoLnYxLkRlYWN0
-            aXZhdGVBY2NvdW50UmVxdWVzdBoqLmtpbmRyZWQuYXV0aC52MS5EZWFjdGl2YXRlQWNjb3VudFJlc3BvbnNlEmoKEVJlYWN0
-            aXZhdGVBY2NvdW50Eikua2luZHJlZC5hdXRoLnYxLlJlYWN0aXZhdGVBY2NvdW50UmVxdWVzdBoqLmtpbmRyZWQuYXV0aC52
-            MS5SZWFjdGl2YXRlQWNjb3VudFJlc3BvbnNlEmQKD1NldEFjY291bnRSb2xlcxInLmtpbmRyZWQuYXV0aC52MS5TZXRBY2Nv
-            dW50Um9sZXNSZXF1ZXN0Gigua2luZHJlZC5hdXRoLnYxLlNldEFjY291bnRSb2xlc1Jlc3BvbnNlEmEKDkJvb3RzdHJhcEFk
-            bWluEiYua2luZHJlZC5hdXRoLnYxLkJvb3RzdHJhcEFkbWluUmVxdWVzdBonLmtpbmRyZWQuYXV0aC52MS5Cb290c3RyYXBB
-            ZG1pblJlc3BvbnNlEmcKEEdldFVzZXJGb290cHJpbnQSKC5raW5kcmVkLmF1dGgudjEuR2V0VXNlckZvb3RwcmludFJlcXVl
-            c3QaKS5raW5kcmVkLmF1dGgudjEuR2V0VXNlckZvb3RwcmludFJlc3BvbnNlEnUKFFdhdGNoUmV2b2tlZFNlc3Npb25zEiwu
-            a2luZHJlZC5hdXRoLnYxLldhdGNoUmV2b2tlZFNlc3Npb25zUmVxdWVzdBotLmtpbmRyZWQuYXV0aC52MS5XYXRjaFJldm9r
-            ZWRTZXNzaW9uc1Jlc3BvbnNlMAESYgoNRGVsaXZlckV2ZW50cxInLmtpbmRyZWQuY29tbW9uLnYxLkRlbGl2ZXJFdmVudHNS
-            ZXF1ZXN0Gigua2luZHJlZC5jb21tb24udjEuRGVsaXZlckV2ZW50c1Jlc3BvbnNlYgZwcm90bzM=
+            cm90bxoha2luZHJlZC9hdXRoL3YxL2NyZWRlbnRpYWxzLnByb3RvGh5raW5kcmVkL2NvbW1vbi92MS9jb21tb24ucHJvdG8a
+            HmtpbmRyZWQvY29tbW9uL3YxL2V2ZW50cy5wcm90bzKqFgoLQXV0aFNlcnZpY2USSQoGU2lnblVwEh4ua2luZHJlZC5hdXRo
+            LnYxLlNpZ25VcFJlcXVlc3QaHy5raW5kcmVkLmF1dGgudjEuU2lnblVwUmVzcG9uc2USWAoLVmVyaWZ5RW1haWwSIy5raW5k
+            cmVkLmF1dGgudjEuVmVyaWZ5RW1haWxSZXF1ZXN0GiQua2luZHJlZC5hdXRoLnYxLlZlcmlmeUVtYWlsUmVzcG9uc2USbQoS
+            UmVzZW5kVmVyaWZpY2F0aW9uEioua2luZHJlZC5hdXRoLnYxLlJlc2VuZFZlcmlmaWNhdGlvblJlcXVlc3QaKy5raW5kcmVk
+            LmF1dGgudjEuUmVzZW5kVmVyaWZpY2F0aW9uUmVzcG9uc2USSQoGU2lnbkluEh4ua2luZHJlZC5hdXRoLnYxLlNpZ25JblJl
+            cXVlc3QaHy5raW5kcmVkLmF1dGgudjEuU2lnbkluUmVzcG9uc2USagoRU2lnbkluV2l0aElkVG9rZW4SKS5raW5kcmVkLmF1
+            dGgudjEuU2lnbkluV2l0aElkVG9rZW5SZXF1ZXN0Gioua2luZHJlZC5hdXRoLnYxLlNpZ25JbldpdGhJZFRva2VuUmVzcG9u
+            c2USTAoHUmVmcmVzaBIfLmtpbmRyZWQuYXV0aC52MS5SZWZyZXNoUmVxdWVzdBogLmtpbmRyZWQuYXV0aC52MS5SZWZyZXNo
+            UmVzcG9uc2USTAoHU2lnbk91dBIfLmtpbmRyZWQuYXV0aC52MS5TaWduT3V0UmVxdWVzdBogLmtpbmRyZWQuYXV0aC52MS5T
+            aWduT3V0UmVzcG9uc2USagoRU2lnbk91dEV2ZXJ5d2hlcmUSKS5raW5kcmVkLmF1dGgudjEuU2lnbk91dEV2ZXJ5d2hlcmVS
+            ZXF1ZXN0Gioua2luZHJlZC5hdXRoLnYxLlNpZ25PdXRFdmVyeXdoZXJlUmVzcG9uc2USVQoKR2V0QWNjb3VudBIiLmtpbmRy
+            ZWQuYXV0aC52MS5HZXRBY2NvdW50UmVxdWVzdBojLmtpbmRyZWQuYXV0aC52MS5HZXRBY2NvdW50UmVzcG9uc2USXgoNQ2hl
+            Y2tVc2VybmFtZRIlLmtpbmRyZWQuYXV0aC52MS5DaGVja1VzZXJuYW1lUmVxdWVzdBomLmtpbmRyZWQuYXV0aC52MS5DaGVj
+            a1VzZXJuYW1lUmVzcG9uc2USYQoOQ2hhbmdlUGFzc3dvcmQSJi5raW5kcmVkLmF1dGgudjEuQ2hhbmdlUGFzc3dvcmRSZXF1
+            ZXN0Gicua2luZHJlZC5hdXRoLnYxLkNoYW5nZVBhc3N3b3JkUmVzcG9uc2UScwoUUmVxdWVzdFBhc3N3b3JkUmVzZXQSLC5r
+            aW5kcmVkLmF1dGgudjEuUmVxdWVzdFBhc3N3b3JkUmVzZXRSZXF1ZXN0Gi0ua2luZHJlZC5hdXRoLnYxLlJlcXVlc3RQYXNz
+            d29yZFJlc2V0UmVzcG9uc2USXgoNUmVzZXRQYXNzd29yZBIlLmtpbmRyZWQuYXV0aC52MS5SZXNldFBhc3N3b3JkUmVxdWVz
+            dBomLmtpbmRyZWQuYXV0aC52MS5SZXNldFBhc3N3b3JkUmVzcG9uc2USWAoLQ2hhbmdlRW1haWwSIy5raW5kcmVkLmF1dGgu
+            djEuQ2hhbmdlRW1haWxSZXF1ZXN0GiQua2luZHJlZC5hdXRoLnYxLkNoYW5nZUVtYWlsUmVzcG9uc2USbQoSQ29uZmlybUVt
+            YWlsQ2hhbmdlEioua2luZHJlZC5hdXRoLnYxLkNvbmZpcm1FbWFpbENoYW5nZVJlcXVlc3QaKy5raW5kcmVkLmF1dGgudjEu
+            Q29uZmlybUVtYWlsQ2hhbmdlUmVzcG9uc2USYQoOQ2hhbmdlVXNlcm5hbWUSJi5raW5kcmVkLmF1dGgudjEuQ2hhbmdlVXNl
+            cm5hbWVSZXF1ZXN0Gicua2luZHJlZC5hdXRoLnYxLkNoYW5nZVVzZXJuYW1lUmVzcG9uc2USWwoMTGlzdFNlc3Npb25zEiQu
+            a2luZHJlZC5hdXRoLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaJS5raW5kcmVkLmF1dGgudjEuTGlzdFNlc3Npb25zUmVzcG9u
+            c2USXgoNUmV2b2tlU2Vzc2lvbhIlLmtpbmRyZWQuYXV0aC52MS5SZXZva2VTZXNzaW9uUmVxdWVzdBomLmtpbmRyZWQuYXV0
+            aC52MS5SZXZva2VTZXNzaW9uUmVzcG9uc2USXgoNRGVsZXRlQWNjb3VudBIlLmtpbmRyZWQuYXV0aC52MS5EZWxldGVBY2Nv
+            dW50UmVxdWVzdBomLmtpbmRyZWQuYXV0aC52MS5EZWxldGVBY2NvdW50UmVzcG9uc2USXgoNR2V0UHVibGljS2V5cxIlLmtp
+            bmRyZWQuYXV0aC52MS5HZXRQdWJsaWNLZXlzUmVxdWVzdBomLmtpbmRyZWQuYXV0aC52MS5HZXRQdWJsaWNLZXlzUmVzcG9u
+            c2USagoRSXNzdWVTZXJ2aWNlVG9rZW4SKS5raW5kcmVkLmF1dGgudjEuSXNzdWVTZXJ2aWNlVG9rZW5SZXF1ZXN0Gioua2lu
+            ZHJlZC5hdXRoLnYxLklzc3VlU2VydmljZVRva2VuUmVzcG9uc2USWwoMTGlzdEFjY291bnRzEiQua2luZHJlZC5hdXRoLnYx
+            Lkxpc3RBY2NvdW50c1JlcXVlc3QaJS5raW5kcmVkLmF1dGgudjEuTGlzdEFjY291bnRzUmVzcG9uc2USagoRRGVhY3RpdmF0
+            ZUFjY291bnQSKS5raW5kcmVkLmF1dGgudjEuRGVhY3RpdmF0ZUFjY291bnRSZXF1ZXN0Gioua2luZHJlZC5hdXRoLnYxLkRl
+            YWN0aXZhdGVBY2NvdW50UmVzcG9uc2USagoRUmVhY3RpdmF0ZUFjY291bnQSKS5raW5kcmVkLmF1dGgudjEuUmVhY3RpdmF0
+            ZUFjY291bnRSZXF1ZXN0Gioua2luZHJlZC5hdXRoLnYxLlJlYWN0aXZhdGVBY2NvdW50UmVzcG9uc2USZAoPU2V0QWNjb3Vu
+            dFJvbGVzEicua2luZHJlZC5hdXRoLnYxLlNldEFjY291bnRSb2xlc1JlcXVlc3QaKC5raW5kcmVkLmF1dGgudjEuU2V0QWNj
+            b3VudFJvbGVzUmVzcG9uc2USYQoOQm9vdHN0cmFwQWRtaW4SJi5raW5kcmVkLmF1dGgudjEuQm9vdHN0cmFwQWRtaW5SZXF1
+            ZXN0Gicua2luZHJlZC5hdXRoLnYxLkJvb3RzdHJhcEFkbWluUmVzcG9uc2USawoQR2V0VXNlckZvb3RwcmludBIqLmtpbmRy
+            ZWQuY29tbW9uLnYxLkdldFVzZXJGb290cHJpbnRSZXF1ZXN0Gisua2luZHJlZC5jb21tb24udjEuR2V0VXNlckZvb3Rwcmlu
+            dFJlc3BvbnNlEnUKFFdhdGNoUmV2b2tlZFNlc3Npb25zEiwua2luZHJlZC5hdXRoLnYxLldhdGNoUmV2b2tlZFNlc3Npb25z
+            UmVxdWVzdBotLmtpbmRyZWQuYXV0aC52MS5XYXRjaFJldm9rZWRTZXNzaW9uc1Jlc3BvbnNlMAESYgoNRGVsaXZlckV2ZW50
+            cxInLmtpbmRyZWQuY29tbW9uLnYxLkRlbGl2ZXJFdmVudHNSZXF1ZXN0Gigua2luZHJlZC5jb21tb24udjEuRGVsaXZlckV2
+            ZW50c1Jlc3BvbnNlYgZwcm90bzM=
             """
         ),
         ProtoFileDescriptor(
@@ -2987,10 +2979,6 @@ public enum ProtoRegistry {
                 "kindred.chat.v1.GetNotificationContextResponse.unread_messages",
                 "kindred.chat.v1.GetNotificationContextResponse.thread_open",
                 "kindred.chat.v1.GetNotificationContextResponse.message_body",
-                "kindred.chat.v1.GetUserFootprintRequest",
-                "kindred.chat.v1.GetUserFootprintRequest.user_id",
-                "kindred.chat.v1.GetUserFootprintResponse",
-                "kindred.chat.v1.GetUserFootprintResponse.counts",
                 "kindred.chat.v1.HistoryDirection",
                 "kindred.chat.v1.HISTORY_DIRECTION_UNSPECIFIED",
                 "kindred.chat.v1.HISTORY_DIRECTION_OLDER",
@@ -3054,33 +3042,31 @@ public enum ProtoRegistry {
             Q29udGV4dFJlcXVlc3QSFwoHdXNlcl9pZBgBIAEoCVIGdXNlcklkEhsKCXRocmVhZF9pZBgCIAEoCVIIdGhyZWFkSWQSHQoK
             bWVzc2FnZV9pZBgDIAEoCVIJbWVzc2FnZUlkIqUBCh5HZXROb3RpZmljYXRpb25Db250ZXh0UmVzcG9uc2USFgoGb25saW5l
             GAEgASgIUgZvbmxpbmUSJwoPdW5yZWFkX21lc3NhZ2VzGAIgASgFUg51bnJlYWRNZXNzYWdlcxIfCgt0aHJlYWRfb3BlbhgD
-            IAEoCFIKdGhyZWFkT3BlbhIhCgxtZXNzYWdlX2JvZHkYBCABKAlSC21lc3NhZ2VCb2R5IjIKF0dldFVzZXJGb290cHJpbnRS
-            ZXF1ZXN0EhcKB3VzZXJfaWQYASABKAlSBnVzZXJJZCJQChhHZXRVc2VyRm9vdHByaW50UmVzcG9uc2USNAoGY291bnRzGAEg
-            AygLMhwua2luZHJlZC5jb21tb24udjEuRGF0YUNvdW50UgZjb3VudHMqbwoQSGlzdG9yeURpcmVjdGlvbhIhCh1ISVNUT1JZ
-            X0RJUkVDVElPTl9VTlNQRUNJRklFRBAAEhsKF0hJU1RPUllfRElSRUNUSU9OX09MREVSEAESGwoXSElTVE9SWV9ESVJFQ1RJ
-            T05fTkVXRVIQAjLODAoLQ2hhdFNlcnZpY2USVQoKT3BlblRocmVhZBIiLmtpbmRyZWQuY2hhdC52MS5PcGVuVGhyZWFkUmVx
-            dWVzdBojLmtpbmRyZWQuY2hhdC52MS5PcGVuVGhyZWFkUmVzcG9uc2USWAoLQ2xvc2VUaHJlYWQSIy5raW5kcmVkLmNoYXQu
-            djEuQ2xvc2VUaHJlYWRSZXF1ZXN0GiQua2luZHJlZC5jaGF0LnYxLkNsb3NlVGhyZWFkUmVzcG9uc2USWAoLTGlzdFRocmVh
-            ZHMSIy5raW5kcmVkLmNoYXQudjEuTGlzdFRocmVhZHNSZXF1ZXN0GiQua2luZHJlZC5jaGF0LnYxLkxpc3RUaHJlYWRzUmVz
-            cG9uc2USbQoSR2V0VGhyZWFkU3VtbWFyaWVzEioua2luZHJlZC5jaGF0LnYxLkdldFRocmVhZFN1bW1hcmllc1JlcXVlc3Qa
-            Ky5raW5kcmVkLmNoYXQudjEuR2V0VGhyZWFkU3VtbWFyaWVzUmVzcG9uc2USWAoLU2VuZE1lc3NhZ2USIy5raW5kcmVkLmNo
-            YXQudjEuU2VuZE1lc3NhZ2VSZXF1ZXN0GiQua2luZHJlZC5jaGF0LnYxLlNlbmRNZXNzYWdlUmVzcG9uc2USTAoHSGlzdG9y
-            eRIfLmtpbmRyZWQuY2hhdC52MS5IaXN0b3J5UmVxdWVzdBogLmtpbmRyZWQuY2hhdC52MS5IaXN0b3J5UmVzcG9uc2USTwoI
-            TWFya1JlYWQSIC5raW5kcmVkLmNoYXQudjEuTWFya1JlYWRSZXF1ZXN0GiEua2luZHJlZC5jaGF0LnYxLk1hcmtSZWFkUmVz
-            cG9uc2USXgoNTWFya0RlbGl2ZXJlZBIlLmtpbmRyZWQuY2hhdC52MS5NYXJrRGVsaXZlcmVkUmVxdWVzdBomLmtpbmRyZWQu
-            Y2hhdC52MS5NYXJrRGVsaXZlcmVkUmVzcG9uc2USYQoOR2V0VW5yZWFkQ291bnQSJi5raW5kcmVkLmNoYXQudjEuR2V0VW5y
-            ZWFkQ291bnRSZXF1ZXN0Gicua2luZHJlZC5jaGF0LnYxLkdldFVucmVhZENvdW50UmVzcG9uc2USVAoJU3Vic2NyaWJlEiEu
-            a2luZHJlZC5jaGF0LnYxLlN1YnNjcmliZVJlcXVlc3QaIi5raW5kcmVkLmNoYXQudjEuU3Vic2NyaWJlUmVzcG9uc2UwARJV
-            CgpTZW5kVHlwaW5nEiIua2luZHJlZC5jaGF0LnYxLlNlbmRUeXBpbmdSZXF1ZXN0GiMua2luZHJlZC5jaGF0LnYxLlNlbmRU
-            eXBpbmdSZXNwb25zZRJZCg9HZXRDaGF0U2V0dGluZ3MSJy5raW5kcmVkLmNoYXQudjEuR2V0Q2hhdFNldHRpbmdzUmVxdWVz
-            dBodLmtpbmRyZWQuY2hhdC52MS5DaGF0U2V0dGluZ3MSXwoSVXBkYXRlQ2hhdFNldHRpbmdzEioua2luZHJlZC5jaGF0LnYx
-            LlVwZGF0ZUNoYXRTZXR0aW5nc1JlcXVlc3QaHS5raW5kcmVkLmNoYXQudjEuQ2hhdFNldHRpbmdzElgKC0dldE1lc3NhZ2Vz
-            EiMua2luZHJlZC5jaGF0LnYxLkdldE1lc3NhZ2VzUmVxdWVzdBokLmtpbmRyZWQuY2hhdC52MS5HZXRNZXNzYWdlc1Jlc3Bv
-            bnNlEnkKFkdldE5vdGlmaWNhdGlvbkNvbnRleHQSLi5raW5kcmVkLmNoYXQudjEuR2V0Tm90aWZpY2F0aW9uQ29udGV4dFJl
-            cXVlc3QaLy5raW5kcmVkLmNoYXQudjEuR2V0Tm90aWZpY2F0aW9uQ29udGV4dFJlc3BvbnNlEmIKDURlbGl2ZXJFdmVudHMS
-            Jy5raW5kcmVkLmNvbW1vbi52MS5EZWxpdmVyRXZlbnRzUmVxdWVzdBooLmtpbmRyZWQuY29tbW9uLnYxLkRlbGl2ZXJFdmVu
-            dHNSZXNwb25zZRJnChBHZXRVc2VyRm9vdHByaW50Eigua2luZHJlZC5jaGF0LnYxLkdldFVzZXJGb290cHJpbnRSZXF1ZXN0
-            Gikua2luZHJlZC5jaGF0LnYxLkdldFVzZXJGb290cHJpbnRSZXNwb25zZWIGcHJvdG8z
+            IAEoCFIKdGhyZWFkT3BlbhIhCgxtZXNzYWdlX2JvZHkYBCABKAlSC21lc3NhZ2VCb2R5Km8KEEhpc3RvcnlEaXJlY3Rpb24S
+            IQodSElTVE9SWV9ESVJFQ1RJT05fVU5TUEVDSUZJRUQQABIbChdISVNUT1JZX0RJUkVDVElPTl9PTERFUhABEhsKF0hJU1RP
+            UllfRElSRUNUSU9OX05FV0VSEAIy0gwKC0NoYXRTZXJ2aWNlElUKCk9wZW5UaHJlYWQSIi5raW5kcmVkLmNoYXQudjEuT3Bl
+            blRocmVhZFJlcXVlc3QaIy5raW5kcmVkLmNoYXQudjEuT3BlblRocmVhZFJlc3BvbnNlElgKC0Nsb3NlVGhyZWFkEiMua2lu
+            ZHJlZC5jaGF0LnYxLkNsb3NlVGhyZWFkUmVxdWVzdBokLmtpbmRyZWQuY2hhdC52MS5DbG9zZVRocmVhZFJlc3BvbnNlElgK
+            C0xpc3RUaHJlYWRzEiMua2luZHJlZC5jaGF0LnYxLkxpc3RUaHJlYWRzUmVxdWVzdBokLmtpbmRyZWQuY2hhdC52MS5MaXN0
+            VGhyZWFkc1Jlc3BvbnNlEm0KEkdldFRocmVhZFN1bW1hcmllcxIqLmtpbmRyZWQuY2hhdC52MS5HZXRUaHJlYWRTdW1tYXJp
+            ZXNSZXF1ZXN0Gisua2luZHJlZC5jaGF0LnYxLkdldFRocmVhZFN1bW1hcmllc1Jlc3BvbnNlElgKC1NlbmRNZXNzYWdlEiMu
+            a2luZHJlZC5jaGF0LnYxLlNlbmRNZXNzYWdlUmVxdWVzdBokLmtpbmRyZWQuY2hhdC52MS5TZW5kTWVzc2FnZVJlc3BvbnNl
+            EkwKB0hpc3RvcnkSHy5raW5kcmVkLmNoYXQudjEuSGlzdG9yeVJlcXVlc3QaIC5raW5kcmVkLmNoYXQudjEuSGlzdG9yeVJl
+            c3BvbnNlEk8KCE1hcmtSZWFkEiAua2luZHJlZC5jaGF0LnYxLk1hcmtSZWFkUmVxdWVzdBohLmtpbmRyZWQuY2hhdC52MS5N
+            YXJrUmVhZFJlc3BvbnNlEl4KDU1hcmtEZWxpdmVyZWQSJS5raW5kcmVkLmNoYXQudjEuTWFya0RlbGl2ZXJlZFJlcXVlc3Qa
+            Ji5raW5kcmVkLmNoYXQudjEuTWFya0RlbGl2ZXJlZFJlc3BvbnNlEmEKDkdldFVucmVhZENvdW50EiYua2luZHJlZC5jaGF0
+            LnYxLkdldFVucmVhZENvdW50UmVxdWVzdBonLmtpbmRyZWQuY2hhdC52MS5HZXRVbnJlYWRDb3VudFJlc3BvbnNlElQKCVN1
+            YnNjcmliZRIhLmtpbmRyZWQuY2hhdC52MS5TdWJzY3JpYmVSZXF1ZXN0GiIua2luZHJlZC5jaGF0LnYxLlN1YnNjcmliZVJl
+            c3BvbnNlMAESVQoKU2VuZFR5cGluZxIiLmtpbmRyZWQuY2hhdC52MS5TZW5kVHlwaW5nUmVxdWVzdBojLmtpbmRyZWQuY2hh
+            dC52MS5TZW5kVHlwaW5nUmVzcG9uc2USWQoPR2V0Q2hhdFNldHRpbmdzEicua2luZHJlZC5jaGF0LnYxLkdldENoYXRTZXR0
+            aW5nc1JlcXVlc3QaHS5raW5kcmVkLmNoYXQudjEuQ2hhdFNldHRpbmdzEl8KElVwZGF0ZUNoYXRTZXR0aW5ncxIqLmtpbmRy
+            ZWQuY2hhdC52MS5VcGRhdGVDaGF0U2V0dGluZ3NSZXF1ZXN0Gh0ua2luZHJlZC5jaGF0LnYxLkNoYXRTZXR0aW5ncxJYCgtH
+            ZXRNZXNzYWdlcxIjLmtpbmRyZWQuY2hhdC52MS5HZXRNZXNzYWdlc1JlcXVlc3QaJC5raW5kcmVkLmNoYXQudjEuR2V0TWVz
+            c2FnZXNSZXNwb25zZRJ5ChZHZXROb3RpZmljYXRpb25Db250ZXh0Ei4ua2luZHJlZC5jaGF0LnYxLkdldE5vdGlmaWNhdGlv
+            bkNvbnRleHRSZXF1ZXN0Gi8ua2luZHJlZC5jaGF0LnYxLkdldE5vdGlmaWNhdGlvbkNvbnRleHRSZXNwb25zZRJiCg1EZWxp
+            dmVyRXZlbnRzEicua2luZHJlZC5jb21tb24udjEuRGVsaXZlckV2ZW50c1JlcXVlc3QaKC5raW5kcmVkLmNvbW1vbi52MS5E
+            ZWxpdmVyRXZlbnRzUmVzcG9uc2USawoQR2V0VXNlckZvb3RwcmludBIqLmtpbmRyZWQuY29tbW9uLnYxLkdldFVzZXJGb290
+            cHJpbnRSZXF1ZXN0Gisua2luZHJlZC5jb21tb24udjEuR2V0VXNlckZvb3RwcmludFJlc3BvbnNlYgZwcm90bzM=
             """
         ),
         ProtoFileDescriptor(
@@ -3146,10 +3132,6 @@ public enum ProtoRegistry {
                 "kindred.discovery.v1.RebuildIndexResponse.indexed_candidates",
                 "kindred.discovery.v1.RebuildIndexResponse.backfilled_snapshots",
                 "kindred.discovery.v1.RebuildIndexResponse.took_ms",
-                "kindred.discovery.v1.GetUserFootprintRequest",
-                "kindred.discovery.v1.GetUserFootprintRequest.user_id",
-                "kindred.discovery.v1.GetUserFootprintResponse",
-                "kindred.discovery.v1.GetUserFootprintResponse.counts",
                 "kindred.discovery.v1.DiscoveryService",
                 "kindred.discovery.v1.DiscoveryService.GetDeck",
                 "kindred.discovery.v1.DiscoveryService.GetRecommendations",
@@ -3191,22 +3173,21 @@ public enum ProtoRegistry {
             c3QSMgoVYmFja2ZpbGxfZnJvbV9wcm9maWxlGAEgASgIUhNiYWNrZmlsbEZyb21Qcm9maWxlEiEKDGNvbW11bml0eV9pZBgC
             IAEoCVILY29tbXVuaXR5SWQikQEKFFJlYnVpbGRJbmRleFJlc3BvbnNlEi0KEmluZGV4ZWRfY2FuZGlkYXRlcxgBIAEoA1IR
             aW5kZXhlZENhbmRpZGF0ZXMSMQoUYmFja2ZpbGxlZF9zbmFwc2hvdHMYAiABKANSE2JhY2tmaWxsZWRTbmFwc2hvdHMSFwoH
-            dG9va19tcxgDIAEoA1IGdG9va01zIjIKF0dldFVzZXJGb290cHJpbnRSZXF1ZXN0EhcKB3VzZXJfaWQYASABKAlSBnVzZXJJ
-            ZCJQChhHZXRVc2VyRm9vdHByaW50UmVzcG9uc2USNAoGY291bnRzGAEgAygLMhwua2luZHJlZC5jb21tb24udjEuRGF0YUNv
-            dW50UgZjb3VudHMy2AcKEERpc2NvdmVyeVNlcnZpY2USVgoHR2V0RGVjaxIkLmtpbmRyZWQuZGlzY292ZXJ5LnYxLkdldERl
-            Y2tSZXF1ZXN0GiUua2luZHJlZC5kaXNjb3ZlcnkudjEuR2V0RGVja1Jlc3BvbnNlEncKEkdldFJlY29tbWVuZGF0aW9ucxIv
-            LmtpbmRyZWQuZGlzY292ZXJ5LnYxLkdldFJlY29tbWVuZGF0aW9uc1JlcXVlc3QaMC5raW5kcmVkLmRpc2NvdmVyeS52MS5H
-            ZXRSZWNvbW1lbmRhdGlvbnNSZXNwb25zZRJoCg1TZWFyY2hNZW1iZXJzEioua2luZHJlZC5kaXNjb3ZlcnkudjEuU2VhcmNo
-            TWVtYmVyc1JlcXVlc3QaKy5raW5kcmVkLmRpc2NvdmVyeS52MS5TZWFyY2hNZW1iZXJzUmVzcG9uc2USbgoPQ2hlY2tDYW5k
-            aWRhdGVzEiwua2luZHJlZC5kaXNjb3ZlcnkudjEuQ2hlY2tDYW5kaWRhdGVzUmVxdWVzdBotLmtpbmRyZWQuZGlzY292ZXJ5
-            LnYxLkNoZWNrQ2FuZGlkYXRlc1Jlc3BvbnNlEmsKDkluZGV4Q2FuZGlkYXRlEisua2luZHJlZC5kaXNjb3ZlcnkudjEuSW5k
-            ZXhDYW5kaWRhdGVSZXF1ZXN0Giwua2luZHJlZC5kaXNjb3ZlcnkudjEuSW5kZXhDYW5kaWRhdGVSZXNwb25zZRJuCg9SZW1v
-            dmVDYW5kaWRhdGUSLC5raW5kcmVkLmRpc2NvdmVyeS52MS5SZW1vdmVDYW5kaWRhdGVSZXF1ZXN0Gi0ua2luZHJlZC5kaXNj
-            b3ZlcnkudjEuUmVtb3ZlQ2FuZGlkYXRlUmVzcG9uc2USZQoMUmVidWlsZEluZGV4Eikua2luZHJlZC5kaXNjb3ZlcnkudjEu
-            UmVidWlsZEluZGV4UmVxdWVzdBoqLmtpbmRyZWQuZGlzY292ZXJ5LnYxLlJlYnVpbGRJbmRleFJlc3BvbnNlEmIKDURlbGl2
-            ZXJFdmVudHMSJy5raW5kcmVkLmNvbW1vbi52MS5EZWxpdmVyRXZlbnRzUmVxdWVzdBooLmtpbmRyZWQuY29tbW9uLnYxLkRl
-            bGl2ZXJFdmVudHNSZXNwb25zZRJxChBHZXRVc2VyRm9vdHByaW50Ei0ua2luZHJlZC5kaXNjb3ZlcnkudjEuR2V0VXNlckZv
-            b3RwcmludFJlcXVlc3QaLi5raW5kcmVkLmRpc2NvdmVyeS52MS5HZXRVc2VyRm9vdHByaW50UmVzcG9uc2ViBnByb3RvMw==
+            dG9va19tcxgDIAEoA1IGdG9va01zMtIHChBEaXNjb3ZlcnlTZXJ2aWNlElYKB0dldERlY2sSJC5raW5kcmVkLmRpc2NvdmVy
+            eS52MS5HZXREZWNrUmVxdWVzdBolLmtpbmRyZWQuZGlzY292ZXJ5LnYxLkdldERlY2tSZXNwb25zZRJ3ChJHZXRSZWNvbW1l
+            bmRhdGlvbnMSLy5raW5kcmVkLmRpc2NvdmVyeS52MS5HZXRSZWNvbW1lbmRhdGlvbnNSZXF1ZXN0GjAua2luZHJlZC5kaXNj
+            b3ZlcnkudjEuR2V0UmVjb21tZW5kYXRpb25zUmVzcG9uc2USaAoNU2VhcmNoTWVtYmVycxIqLmtpbmRyZWQuZGlzY292ZXJ5
+            LnYxLlNlYXJjaE1lbWJlcnNSZXF1ZXN0Gisua2luZHJlZC5kaXNjb3ZlcnkudjEuU2VhcmNoTWVtYmVyc1Jlc3BvbnNlEm4K
+            D0NoZWNrQ2FuZGlkYXRlcxIsLmtpbmRyZWQuZGlzY292ZXJ5LnYxLkNoZWNrQ2FuZGlkYXRlc1JlcXVlc3QaLS5raW5kcmVk
+            LmRpc2NvdmVyeS52MS5DaGVja0NhbmRpZGF0ZXNSZXNwb25zZRJrCg5JbmRleENhbmRpZGF0ZRIrLmtpbmRyZWQuZGlzY292
+            ZXJ5LnYxLkluZGV4Q2FuZGlkYXRlUmVxdWVzdBosLmtpbmRyZWQuZGlzY292ZXJ5LnYxLkluZGV4Q2FuZGlkYXRlUmVzcG9u
+            c2USbgoPUmVtb3ZlQ2FuZGlkYXRlEiwua2luZHJlZC5kaXNjb3ZlcnkudjEuUmVtb3ZlQ2FuZGlkYXRlUmVxdWVzdBotLmtp
+            bmRyZWQuZGlzY292ZXJ5LnYxLlJlbW92ZUNhbmRpZGF0ZVJlc3BvbnNlEmUKDFJlYnVpbGRJbmRleBIpLmtpbmRyZWQuZGlz
+            Y292ZXJ5LnYxLlJlYnVpbGRJbmRleFJlcXVlc3QaKi5raW5kcmVkLmRpc2NvdmVyeS52MS5SZWJ1aWxkSW5kZXhSZXNwb25z
+            ZRJiCg1EZWxpdmVyRXZlbnRzEicua2luZHJlZC5jb21tb24udjEuRGVsaXZlckV2ZW50c1JlcXVlc3QaKC5raW5kcmVkLmNv
+            bW1vbi52MS5EZWxpdmVyRXZlbnRzUmVzcG9uc2USawoQR2V0VXNlckZvb3RwcmludBIqLmtpbmRyZWQuY29tbW9uLnYxLkdl
+            dFVzZXJGb290cHJpbnRSZXF1ZXN0Gisua2luZHJlZC5jb21tb24udjEuR2V0VXNlckZvb3RwcmludFJlc3BvbnNlYgZwcm90
+            bzM=
             """
         ),
         ProtoFileDescriptor(
@@ -3424,10 +3405,6 @@ public enum ProtoRegistry {
                 "kindred.match.v1.GetRelationsRequest.user_ids",
                 "kindred.match.v1.GetRelationsResponse",
                 "kindred.match.v1.GetRelationsResponse.relations",
-                "kindred.match.v1.GetUserFootprintRequest",
-                "kindred.match.v1.GetUserFootprintRequest.user_id",
-                "kindred.match.v1.GetUserFootprintResponse",
-                "kindred.match.v1.GetUserFootprintResponse.counts",
                 "kindred.match.v1.SwipeOutcome",
                 "kindred.match.v1.SWIPE_OUTCOME_UNSPECIFIED",
                 "kindred.match.v1.SWIPE_OUTCOME_RECORDED",
@@ -3476,31 +3453,29 @@ public enum ProtoRegistry {
             aWRhdGVVc2VySWRzIj4KFEZpbHRlclVuc2VlblJlc3BvbnNlEiYKD3Vuc2Vlbl91c2VyX2lkcxgBIAMoCVINdW5zZWVuVXNl
             cklkcyJWChNHZXRSZWxhdGlvbnNSZXF1ZXN0EiQKDnZpZXdlcl91c2VyX2lkGAEgASgJUgx2aWV3ZXJVc2VySWQSGQoIdXNl
             cl9pZHMYAiADKAlSB3VzZXJJZHMiUAoUR2V0UmVsYXRpb25zUmVzcG9uc2USOAoJcmVsYXRpb25zGAEgAygLMhoua2luZHJl
-            ZC5tYXRjaC52MS5SZWxhdGlvblIJcmVsYXRpb25zIjIKF0dldFVzZXJGb290cHJpbnRSZXF1ZXN0EhcKB3VzZXJfaWQYASAB
-            KAlSBnVzZXJJZCJQChhHZXRVc2VyRm9vdHByaW50UmVzcG9uc2USNAoGY291bnRzGAEgAygLMhwua2luZHJlZC5jb21tb24u
-            djEuRGF0YUNvdW50UgZjb3VudHMqgQEKDFN3aXBlT3V0Y29tZRIdChlTV0lQRV9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGgoW
-            U1dJUEVfT1VUQ09NRV9SRUNPUkRFRBABEhkKFVNXSVBFX09VVENPTUVfTUFUQ0hFRBACEhsKF1NXSVBFX09VVENPTUVfQ09O
-            TkVDVEVEEAMypgsKDE1hdGNoU2VydmljZRJICgVTd2lwZRIeLmtpbmRyZWQubWF0Y2gudjEuU3dpcGVSZXF1ZXN0Gh8ua2lu
-            ZHJlZC5tYXRjaC52MS5Td2lwZVJlc3BvbnNlEkUKBFVuZG8SHS5raW5kcmVkLm1hdGNoLnYxLlVuZG9SZXF1ZXN0Gh4ua2lu
-            ZHJlZC5tYXRjaC52MS5VbmRvUmVzcG9uc2USWgoLTGlzdE1hdGNoZXMSJC5raW5kcmVkLm1hdGNoLnYxLkxpc3RNYXRjaGVz
-            UmVxdWVzdBolLmtpbmRyZWQubWF0Y2gudjEuTGlzdE1hdGNoZXNSZXNwb25zZRJOCgdVbm1hdGNoEiAua2luZHJlZC5tYXRj
-            aC52MS5Vbm1hdGNoUmVxdWVzdBohLmtpbmRyZWQubWF0Y2gudjEuVW5tYXRjaFJlc3BvbnNlEmwKEUxpc3RMaWtlc1JlY2Vp
-            dmVkEioua2luZHJlZC5tYXRjaC52MS5MaXN0TGlrZXNSZWNlaXZlZFJlcXVlc3QaKy5raW5kcmVkLm1hdGNoLnYxLkxpc3RM
-            aWtlc1JlY2VpdmVkUmVzcG9uc2USSAoFQmxvY2sSHi5raW5kcmVkLm1hdGNoLnYxLkJsb2NrUmVxdWVzdBofLmtpbmRyZWQu
-            bWF0Y2gudjEuQmxvY2tSZXNwb25zZRJOCgdVbmJsb2NrEiAua2luZHJlZC5tYXRjaC52MS5VbmJsb2NrUmVxdWVzdBohLmtp
-            bmRyZWQubWF0Y2gudjEuVW5ibG9ja1Jlc3BvbnNlElcKCkxpc3RCbG9ja3MSIy5raW5kcmVkLm1hdGNoLnYxLkxpc3RCbG9j
-            a3NSZXF1ZXN0GiQua2luZHJlZC5tYXRjaC52MS5MaXN0QmxvY2tzUmVzcG9uc2USVwoKUmVwb3J0VXNlchIjLmtpbmRyZWQu
-            bWF0Y2gudjEuUmVwb3J0VXNlclJlcXVlc3QaJC5raW5kcmVkLm1hdGNoLnYxLlJlcG9ydFVzZXJSZXNwb25zZRJdCgxGaWx0
-            ZXJVbnNlZW4SJS5raW5kcmVkLm1hdGNoLnYxLkZpbHRlclVuc2VlblJlcXVlc3QaJi5raW5kcmVkLm1hdGNoLnYxLkZpbHRl
-            clVuc2VlblJlc3BvbnNlEl0KDEdldFJlbGF0aW9ucxIlLmtpbmRyZWQubWF0Y2gudjEuR2V0UmVsYXRpb25zUmVxdWVzdBom
-            LmtpbmRyZWQubWF0Y2gudjEuR2V0UmVsYXRpb25zUmVzcG9uc2USWgoLTGlzdFJlcG9ydHMSJC5raW5kcmVkLm1hdGNoLnYx
-            Lkxpc3RSZXBvcnRzUmVxdWVzdBolLmtpbmRyZWQubWF0Y2gudjEuTGlzdFJlcG9ydHNSZXNwb25zZRJUCglHZXRSZXBvcnQS
-            Ii5raW5kcmVkLm1hdGNoLnYxLkdldFJlcG9ydFJlcXVlc3QaIy5raW5kcmVkLm1hdGNoLnYxLkdldFJlcG9ydFJlc3BvbnNl
-            EmAKDVJlc29sdmVSZXBvcnQSJi5raW5kcmVkLm1hdGNoLnYxLlJlc29sdmVSZXBvcnRSZXF1ZXN0Gicua2luZHJlZC5tYXRj
-            aC52MS5SZXNvbHZlUmVwb3J0UmVzcG9uc2USYgoNRGVsaXZlckV2ZW50cxInLmtpbmRyZWQuY29tbW9uLnYxLkRlbGl2ZXJF
-            dmVudHNSZXF1ZXN0Gigua2luZHJlZC5jb21tb24udjEuRGVsaXZlckV2ZW50c1Jlc3BvbnNlEmkKEEdldFVzZXJGb290cHJp
-            bnQSKS5raW5kcmVkLm1hdGNoLnYxLkdldFVzZXJGb290cHJpbnRSZXF1ZXN0Gioua2luZHJlZC5tYXRjaC52MS5HZXRVc2Vy
-            Rm9vdHByaW50UmVzcG9uc2ViBnByb3RvMw==
+            ZC5tYXRjaC52MS5SZWxhdGlvblIJcmVsYXRpb25zKoEBCgxTd2lwZU91dGNvbWUSHQoZU1dJUEVfT1VUQ09NRV9VTlNQRUNJ
+            RklFRBAAEhoKFlNXSVBFX09VVENPTUVfUkVDT1JERUQQARIZChVTV0lQRV9PVVRDT01FX01BVENIRUQQAhIbChdTV0lQRV9P
+            VVRDT01FX0NPTk5FQ1RFRBADMqgLCgxNYXRjaFNlcnZpY2USSAoFU3dpcGUSHi5raW5kcmVkLm1hdGNoLnYxLlN3aXBlUmVx
+            dWVzdBofLmtpbmRyZWQubWF0Y2gudjEuU3dpcGVSZXNwb25zZRJFCgRVbmRvEh0ua2luZHJlZC5tYXRjaC52MS5VbmRvUmVx
+            dWVzdBoeLmtpbmRyZWQubWF0Y2gudjEuVW5kb1Jlc3BvbnNlEloKC0xpc3RNYXRjaGVzEiQua2luZHJlZC5tYXRjaC52MS5M
+            aXN0TWF0Y2hlc1JlcXVlc3QaJS5raW5kcmVkLm1hdGNoLnYxLkxpc3RNYXRjaGVzUmVzcG9uc2USTgoHVW5tYXRjaBIgLmtp
+            bmRyZWQubWF0Y2gudjEuVW5tYXRjaFJlcXVlc3QaIS5raW5kcmVkLm1hdGNoLnYxLlVubWF0Y2hSZXNwb25zZRJsChFMaXN0
+            TGlrZXNSZWNlaXZlZBIqLmtpbmRyZWQubWF0Y2gudjEuTGlzdExpa2VzUmVjZWl2ZWRSZXF1ZXN0Gisua2luZHJlZC5tYXRj
+            aC52MS5MaXN0TGlrZXNSZWNlaXZlZFJlc3BvbnNlEkgKBUJsb2NrEh4ua2luZHJlZC5tYXRjaC52MS5CbG9ja1JlcXVlc3Qa
+            Hy5raW5kcmVkLm1hdGNoLnYxLkJsb2NrUmVzcG9uc2USTgoHVW5ibG9jaxIgLmtpbmRyZWQubWF0Y2gudjEuVW5ibG9ja1Jl
+            cXVlc3QaIS5raW5kcmVkLm1hdGNoLnYxLlVuYmxvY2tSZXNwb25zZRJXCgpMaXN0QmxvY2tzEiMua2luZHJlZC5tYXRjaC52
+            MS5MaXN0QmxvY2tzUmVxdWVzdBokLmtpbmRyZWQubWF0Y2gudjEuTGlzdEJsb2Nrc1Jlc3BvbnNlElcKClJlcG9ydFVzZXIS
+            Iy5raW5kcmVkLm1hdGNoLnYxLlJlcG9ydFVzZXJSZXF1ZXN0GiQua2luZHJlZC5tYXRjaC52MS5SZXBvcnRVc2VyUmVzcG9u
+            c2USXQoMRmlsdGVyVW5zZWVuEiUua2luZHJlZC5tYXRjaC52MS5GaWx0ZXJVbnNlZW5SZXF1ZXN0GiYua2luZHJlZC5tYXRj
+            aC52MS5GaWx0ZXJVbnNlZW5SZXNwb25zZRJdCgxHZXRSZWxhdGlvbnMSJS5raW5kcmVkLm1hdGNoLnYxLkdldFJlbGF0aW9u
+            c1JlcXVlc3QaJi5raW5kcmVkLm1hdGNoLnYxLkdldFJlbGF0aW9uc1Jlc3BvbnNlEloKC0xpc3RSZXBvcnRzEiQua2luZHJl
+            ZC5tYXRjaC52MS5MaXN0UmVwb3J0c1JlcXVlc3QaJS5raW5kcmVkLm1hdGNoLnYxLkxpc3RSZXBvcnRzUmVzcG9uc2USVAoJ
+            R2V0UmVwb3J0EiIua2luZHJlZC5tYXRjaC52MS5HZXRSZXBvcnRSZXF1ZXN0GiMua2luZHJlZC5tYXRjaC52MS5HZXRSZXBv
+            cnRSZXNwb25zZRJgCg1SZXNvbHZlUmVwb3J0EiYua2luZHJlZC5tYXRjaC52MS5SZXNvbHZlUmVwb3J0UmVxdWVzdBonLmtp
+            bmRyZWQubWF0Y2gudjEuUmVzb2x2ZVJlcG9ydFJlc3BvbnNlEmIKDURlbGl2ZXJFdmVudHMSJy5raW5kcmVkLmNvbW1vbi52
+            MS5EZWxpdmVyRXZlbnRzUmVxdWVzdBooLmtpbmRyZWQuY29tbW9uLnYxLkRlbGl2ZXJFdmVudHNSZXNwb25zZRJrChBHZXRV
+            c2VyRm9vdHByaW50Eioua2luZHJlZC5jb21tb24udjEuR2V0VXNlckZvb3RwcmludFJlcXVlc3QaKy5raW5kcmVkLmNvbW1v
+            bi52MS5HZXRVc2VyRm9vdHByaW50UmVzcG9uc2ViBnByb3RvMw==
             """
         ),
         ProtoFileDescriptor(
@@ -3597,10 +3572,6 @@ public enum ProtoRegistry {
                 "kindred.notify.v1.GetNotificationSettingsRequest",
                 "kindred.notify.v1.UpdateNotificationSettingsRequest",
                 "kindred.notify.v1.UpdateNotificationSettingsRequest.settings",
-                "kindred.notify.v1.GetUserFootprintRequest",
-                "kindred.notify.v1.GetUserFootprintRequest.user_id",
-                "kindred.notify.v1.GetUserFootprintResponse",
-                "kindred.notify.v1.GetUserFootprintResponse.counts",
                 "kindred.notify.v1.NotifyService",
                 "kindred.notify.v1.NotifyService.RegisterDevice",
                 "kindred.notify.v1.NotifyService.UnregisterDevice",
@@ -3626,19 +3597,17 @@ public enum ProtoRegistry {
             c3QiSgoTTGlzdERldmljZXNSZXNwb25zZRIzCgdkZXZpY2VzGAEgAygLMhkua2luZHJlZC5ub3RpZnkudjEuRGV2aWNlUgdk
             ZXZpY2VzIiAKHkdldE5vdGlmaWNhdGlvblNldHRpbmdzUmVxdWVzdCJoCiFVcGRhdGVOb3RpZmljYXRpb25TZXR0aW5nc1Jl
             cXVlc3QSQwoIc2V0dGluZ3MYASABKAsyJy5raW5kcmVkLm5vdGlmeS52MS5Ob3RpZmljYXRpb25TZXR0aW5nc1IIc2V0dGlu
-            Z3MiMgoXR2V0VXNlckZvb3RwcmludFJlcXVlc3QSFwoHdXNlcl9pZBgBIAEoCVIGdXNlcklkIlAKGEdldFVzZXJGb290cHJp
-            bnRSZXNwb25zZRI0CgZjb3VudHMYASADKAsyHC5raW5kcmVkLmNvbW1vbi52MS5EYXRhQ291bnRSBmNvdW50czKGBgoNTm90
-            aWZ5U2VydmljZRJlCg5SZWdpc3RlckRldmljZRIoLmtpbmRyZWQubm90aWZ5LnYxLlJlZ2lzdGVyRGV2aWNlUmVxdWVzdBop
-            LmtpbmRyZWQubm90aWZ5LnYxLlJlZ2lzdGVyRGV2aWNlUmVzcG9uc2USawoQVW5yZWdpc3RlckRldmljZRIqLmtpbmRyZWQu
-            bm90aWZ5LnYxLlVucmVnaXN0ZXJEZXZpY2VSZXF1ZXN0Gisua2luZHJlZC5ub3RpZnkudjEuVW5yZWdpc3RlckRldmljZVJl
-            c3BvbnNlElwKC0xpc3REZXZpY2VzEiUua2luZHJlZC5ub3RpZnkudjEuTGlzdERldmljZXNSZXF1ZXN0GiYua2luZHJlZC5u
-            b3RpZnkudjEuTGlzdERldmljZXNSZXNwb25zZRJ1ChdHZXROb3RpZmljYXRpb25TZXR0aW5ncxIxLmtpbmRyZWQubm90aWZ5
-            LnYxLkdldE5vdGlmaWNhdGlvblNldHRpbmdzUmVxdWVzdBonLmtpbmRyZWQubm90aWZ5LnYxLk5vdGlmaWNhdGlvblNldHRp
-            bmdzEnsKGlVwZGF0ZU5vdGlmaWNhdGlvblNldHRpbmdzEjQua2luZHJlZC5ub3RpZnkudjEuVXBkYXRlTm90aWZpY2F0aW9u
-            U2V0dGluZ3NSZXF1ZXN0Gicua2luZHJlZC5ub3RpZnkudjEuTm90aWZpY2F0aW9uU2V0dGluZ3MSYgoNRGVsaXZlckV2ZW50
-            cxInLmtpbmRyZWQuY29tbW9uLnYxLkRlbGl2ZXJFdmVudHNSZXF1ZXN0Gigua2luZHJlZC5jb21tb24udjEuRGVsaXZlckV2
-            ZW50c1Jlc3BvbnNlEmsKEEdldFVzZXJGb290cHJpbnQSKi5raW5kcmVkLm5vdGlmeS52MS5HZXRVc2VyRm9vdHByaW50UmVx
-            dWVzdBorLmtpbmRyZWQubm90aWZ5LnYxLkdldFVzZXJGb290cHJpbnRSZXNwb25zZWIGcHJvdG8z
+            Z3MyhgYKDU5vdGlmeVNlcnZpY2USZQoOUmVnaXN0ZXJEZXZpY2USKC5raW5kcmVkLm5vdGlmeS52MS5SZWdpc3RlckRldmlj
+            ZVJlcXVlc3QaKS5raW5kcmVkLm5vdGlmeS52MS5SZWdpc3RlckRldmljZVJlc3BvbnNlEmsKEFVucmVnaXN0ZXJEZXZpY2US
+            Ki5raW5kcmVkLm5vdGlmeS52MS5VbnJlZ2lzdGVyRGV2aWNlUmVxdWVzdBorLmtpbmRyZWQubm90aWZ5LnYxLlVucmVnaXN0
+            ZXJEZXZpY2VSZXNwb25zZRJcCgtMaXN0RGV2aWNlcxIlLmtpbmRyZWQubm90aWZ5LnYxLkxpc3REZXZpY2VzUmVxdWVzdBom
+            LmtpbmRyZWQubm90aWZ5LnYxLkxpc3REZXZpY2VzUmVzcG9uc2USdQoXR2V0Tm90aWZpY2F0aW9uU2V0dGluZ3MSMS5raW5k
+            cmVkLm5vdGlmeS52MS5HZXROb3RpZmljYXRpb25TZXR0aW5nc1JlcXVlc3QaJy5raW5kcmVkLm5vdGlmeS52MS5Ob3RpZmlj
+            YXRpb25TZXR0aW5ncxJ7ChpVcGRhdGVOb3RpZmljYXRpb25TZXR0aW5ncxI0LmtpbmRyZWQubm90aWZ5LnYxLlVwZGF0ZU5v
+            dGlmaWNhdGlvblNldHRpbmdzUmVxdWVzdBonLmtpbmRyZWQubm90aWZ5LnYxLk5vdGlmaWNhdGlvblNldHRpbmdzEmIKDURl
+            bGl2ZXJFdmVudHMSJy5raW5kcmVkLmNvbW1vbi52MS5EZWxpdmVyRXZlbnRzUmVxdWVzdBooLmtpbmRyZWQuY29tbW9uLnYx
+            LkRlbGl2ZXJFdmVudHNSZXNwb25zZRJrChBHZXRVc2VyRm9vdHByaW50Eioua2luZHJlZC5jb21tb24udjEuR2V0VXNlckZv
+            b3RwcmludFJlcXVlc3QaKy5raW5kcmVkLmNvbW1vbi52MS5HZXRVc2VyRm9vdHByaW50UmVzcG9uc2ViBnByb3RvMw==
             """
         ),
         ProtoFileDescriptor(
@@ -3911,10 +3880,6 @@ public enum ProtoRegistry {
                 "kindred.profile.v1.ListProfileIndexEntriesResponse",
                 "kindred.profile.v1.ListProfileIndexEntriesResponse.entries",
                 "kindred.profile.v1.ListProfileIndexEntriesResponse.next_page_token",
-                "kindred.profile.v1.GetUserFootprintRequest",
-                "kindred.profile.v1.GetUserFootprintRequest.user_id",
-                "kindred.profile.v1.GetUserFootprintResponse",
-                "kindred.profile.v1.GetUserFootprintResponse.counts",
                 "kindred.profile.v1.CardSource",
                 "kindred.profile.v1.CARD_SOURCE_UNSPECIFIED",
                 "kindred.profile.v1.CARD_SOURCE_DECK",
@@ -3957,28 +3922,26 @@ public enum ProtoRegistry {
             Y29tbXVuaXR5SWQSLQoSaW5jbHVkZV9pbmVsaWdpYmxlGAIgASgIUhFpbmNsdWRlSW5lbGlnaWJsZRIbCglwYWdlX3NpemUY
             AyABKAVSCHBhZ2VTaXplEh0KCnBhZ2VfdG9rZW4YBCABKAlSCXBhZ2VUb2tlbiKJAQofTGlzdFByb2ZpbGVJbmRleEVudHJp
             ZXNSZXNwb25zZRI+CgdlbnRyaWVzGAEgAygLMiQua2luZHJlZC5jb21tb24udjEuQ2FuZGlkYXRlU25hcHNob3RSB2VudHJp
-            ZXMSJgoPbmV4dF9wYWdlX3Rva2VuGAIgASgJUg1uZXh0UGFnZVRva2VuIjIKF0dldFVzZXJGb290cHJpbnRSZXF1ZXN0EhcK
-            B3VzZXJfaWQYASABKAlSBnVzZXJJZCJQChhHZXRVc2VyRm9vdHByaW50UmVzcG9uc2USNAoGY291bnRzGAEgAygLMhwua2lu
-            ZHJlZC5jb21tb24udjEuRGF0YUNvdW50UgZjb3VudHMqXwoKQ2FyZFNvdXJjZRIbChdDQVJEX1NPVVJDRV9VTlNQRUNJRklF
-            RBAAEhQKEENBUkRfU09VUkNFX0RFQ0sQARIeChpDQVJEX1NPVVJDRV9MSUtFU19SRUNFSVZFRBACMtkJCg5Qcm9maWxlU2Vy
-            dmljZRJkCg1DcmVhdGVQcm9maWxlEigua2luZHJlZC5wcm9maWxlLnYxLkNyZWF0ZVByb2ZpbGVSZXF1ZXN0Gikua2luZHJl
-            ZC5wcm9maWxlLnYxLkNyZWF0ZVByb2ZpbGVSZXNwb25zZRJbCgpHZXRQcm9maWxlEiUua2luZHJlZC5wcm9maWxlLnYxLkdl
-            dFByb2ZpbGVSZXF1ZXN0GiYua2luZHJlZC5wcm9maWxlLnYxLkdldFByb2ZpbGVSZXNwb25zZRJeCgtHZXRQcm9maWxlcxIm
-            LmtpbmRyZWQucHJvZmlsZS52MS5HZXRQcm9maWxlc1JlcXVlc3QaJy5raW5kcmVkLnByb2ZpbGUudjEuR2V0UHJvZmlsZXNS
-            ZXNwb25zZRJkCg1VcGRhdGVQcm9maWxlEigua2luZHJlZC5wcm9maWxlLnYxLlVwZGF0ZVByb2ZpbGVSZXF1ZXN0Gikua2lu
-            ZHJlZC5wcm9maWxlLnYxLlVwZGF0ZVByb2ZpbGVSZXNwb25zZRJnCg5VcGRhdGVMb2NhdGlvbhIpLmtpbmRyZWQucHJvZmls
-            ZS52MS5VcGRhdGVMb2NhdGlvblJlcXVlc3QaKi5raW5kcmVkLnByb2ZpbGUudjEuVXBkYXRlTG9jYXRpb25SZXNwb25zZRJg
-            CgtVcGxvYWRQaG90bxImLmtpbmRyZWQucHJvZmlsZS52MS5VcGxvYWRQaG90b1JlcXVlc3QaJy5raW5kcmVkLnByb2ZpbGUu
-            djEuVXBsb2FkUGhvdG9SZXNwb25zZSgBElUKCEdldFBob3RvEiMua2luZHJlZC5wcm9maWxlLnYxLkdldFBob3RvUmVxdWVz
-            dBokLmtpbmRyZWQucHJvZmlsZS52MS5HZXRQaG90b1Jlc3BvbnNlEl4KC0RlbGV0ZVBob3RvEiYua2luZHJlZC5wcm9maWxl
-            LnYxLkRlbGV0ZVBob3RvUmVxdWVzdBonLmtpbmRyZWQucHJvZmlsZS52MS5EZWxldGVQaG90b1Jlc3BvbnNlEmQKDVJlb3Jk
-            ZXJQaG90b3MSKC5raW5kcmVkLnByb2ZpbGUudjEuUmVvcmRlclBob3Rvc1JlcXVlc3QaKS5raW5kcmVkLnByb2ZpbGUudjEu
-            UmVvcmRlclBob3Rvc1Jlc3BvbnNlEoIBChdMaXN0UHJvZmlsZUluZGV4RW50cmllcxIyLmtpbmRyZWQucHJvZmlsZS52MS5M
-            aXN0UHJvZmlsZUluZGV4RW50cmllc1JlcXVlc3QaMy5raW5kcmVkLnByb2ZpbGUudjEuTGlzdFByb2ZpbGVJbmRleEVudHJp
-            ZXNSZXNwb25zZRJiCg1EZWxpdmVyRXZlbnRzEicua2luZHJlZC5jb21tb24udjEuRGVsaXZlckV2ZW50c1JlcXVlc3QaKC5r
-            aW5kcmVkLmNvbW1vbi52MS5EZWxpdmVyRXZlbnRzUmVzcG9uc2USbQoQR2V0VXNlckZvb3RwcmludBIrLmtpbmRyZWQucHJv
-            ZmlsZS52MS5HZXRVc2VyRm9vdHByaW50UmVxdWVzdBosLmtpbmRyZWQucHJvZmlsZS52MS5HZXRVc2VyRm9vdHByaW50UmVz
-            cG9uc2ViBnByb3RvMw==
+            ZXMSJgoPbmV4dF9wYWdlX3Rva2VuGAIgASgJUg1uZXh0UGFnZVRva2VuKl8KCkNhcmRTb3VyY2USGwoXQ0FSRF9TT1VSQ0Vf
+            VU5TUEVDSUZJRUQQABIUChBDQVJEX1NPVVJDRV9ERUNLEAESHgoaQ0FSRF9TT1VSQ0VfTElLRVNfUkVDRUlWRUQQAjLXCQoO
+            UHJvZmlsZVNlcnZpY2USZAoNQ3JlYXRlUHJvZmlsZRIoLmtpbmRyZWQucHJvZmlsZS52MS5DcmVhdGVQcm9maWxlUmVxdWVz
+            dBopLmtpbmRyZWQucHJvZmlsZS52MS5DcmVhdGVQcm9maWxlUmVzcG9uc2USWwoKR2V0UHJvZmlsZRIlLmtpbmRyZWQucHJv
+            ZmlsZS52MS5HZXRQcm9maWxlUmVxdWVzdBomLmtpbmRyZWQucHJvZmlsZS52MS5HZXRQcm9maWxlUmVzcG9uc2USXgoLR2V0
+            UHJvZmlsZXMSJi5raW5kcmVkLnByb2ZpbGUudjEuR2V0UHJvZmlsZXNSZXF1ZXN0Gicua2luZHJlZC5wcm9maWxlLnYxLkdl
+            dFByb2ZpbGVzUmVzcG9uc2USZAoNVXBkYXRlUHJvZmlsZRIoLmtpbmRyZWQucHJvZmlsZS52MS5VcGRhdGVQcm9maWxlUmVx
+            dWVzdBopLmtpbmRyZWQucHJvZmlsZS52MS5VcGRhdGVQcm9maWxlUmVzcG9uc2USZwoOVXBkYXRlTG9jYXRpb24SKS5raW5k
+            cmVkLnByb2ZpbGUudjEuVXBkYXRlTG9jYXRpb25SZXF1ZXN0Gioua2luZHJlZC5wcm9maWxlLnYxLlVwZGF0ZUxvY2F0aW9u
+            UmVzcG9uc2USYAoLVXBsb2FkUGhvdG8SJi5raW5kcmVkLnByb2ZpbGUudjEuVXBsb2FkUGhvdG9SZXF1ZXN0Gicua2luZHJl
+            ZC5wcm9maWxlLnYxLlVwbG9hZFBob3RvUmVzcG9uc2UoARJVCghHZXRQaG90bxIjLmtpbmRyZWQucHJvZmlsZS52MS5HZXRQ
+            aG90b1JlcXVlc3QaJC5raW5kcmVkLnByb2ZpbGUudjEuR2V0UGhvdG9SZXNwb25zZRJeCgtEZWxldGVQaG90bxImLmtpbmRy
+            ZWQucHJvZmlsZS52MS5EZWxldGVQaG90b1JlcXVlc3QaJy5raW5kcmVkLnByb2ZpbGUudjEuRGVsZXRlUGhvdG9SZXNwb25z
+            ZRJkCg1SZW9yZGVyUGhvdG9zEigua2luZHJlZC5wcm9maWxlLnYxLlJlb3JkZXJQaG90b3NSZXF1ZXN0Gikua2luZHJlZC5w
+            cm9maWxlLnYxLlJlb3JkZXJQaG90b3NSZXNwb25zZRKCAQoXTGlzdFByb2ZpbGVJbmRleEVudHJpZXMSMi5raW5kcmVkLnBy
+            b2ZpbGUudjEuTGlzdFByb2ZpbGVJbmRleEVudHJpZXNSZXF1ZXN0GjMua2luZHJlZC5wcm9maWxlLnYxLkxpc3RQcm9maWxl
+            SW5kZXhFbnRyaWVzUmVzcG9uc2USYgoNRGVsaXZlckV2ZW50cxInLmtpbmRyZWQuY29tbW9uLnYxLkRlbGl2ZXJFdmVudHNS
+            ZXF1ZXN0Gigua2luZHJlZC5jb21tb24udjEuRGVsaXZlckV2ZW50c1Jlc3BvbnNlEmsKEEdldFVzZXJGb290cHJpbnQSKi5r
+            aW5kcmVkLmNvbW1vbi52MS5HZXRVc2VyRm9vdHByaW50UmVxdWVzdBorLmtpbmRyZWQuY29tbW9uLnYxLkdldFVzZXJGb290
+            cHJpbnRSZXNwb25zZWIGcHJvdG8z
             """
         ),
         ProtoFileDescriptor(

@@ -267,9 +267,10 @@ extension Kindred.Auth.V1 {
                     kind: .unary
                 )
 
-            /// Counts the rows auth holds about a user (deletion proof). ROLE_ADMIN or service token.
+            /// Counts the rows auth holds about a user ("accounts", "sessions", "refresh_tokens",
+            /// "email_tokens", "identities"...): the deletion proof. ROLE_ADMIN or service token.
             public static let getUserFootprint =
-                ProtoMethod<Kindred.Auth.V1.GetUserFootprintRequest, Kindred.Auth.V1.GetUserFootprintResponse>(
+                ProtoMethod<Kindred.Common.V1.GetUserFootprintRequest, Kindred.Common.V1.GetUserFootprintResponse>(
                     service: "kindred.auth.v1.AuthService",
                     name: "GetUserFootprint",
                     kind: .unary

@@ -716,48 +716,6 @@ extension Kindred.Chat.V1 {
 }
 
 extension Kindred.Chat.V1 {
-    /// Count the rows held about a user.
-    public struct GetUserFootprintRequest: ProtoMessage {
-        /// The user.
-        public var userId: Swift.String = ""
-
-        public init() {}
-
-        public static var protoMessageName: Swift.String { "kindred.chat.v1.GetUserFootprintRequest" }
-        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.chat.v1.GetUserFootprintRequest")
-
-        public func encode(to encoder: inout ProtoEncoder) {
-            encoder.setString(1, self.userId)
-        }
-
-        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
-            self.userId = try decoder.string(1)
-        }
-    }
-}
-
-extension Kindred.Chat.V1 {
-    /// Row counts per kind, including zeros.
-    public struct GetUserFootprintResponse: ProtoMessage {
-        /// One entry per kind of data.
-        public var counts: [Kindred.Common.V1.DataCount] = []
-
-        public init() {}
-
-        public static var protoMessageName: Swift.String { "kindred.chat.v1.GetUserFootprintResponse" }
-        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.chat.v1.GetUserFootprintResponse")
-
-        public func encode(to encoder: inout ProtoEncoder) {
-            encoder.setRepeatedMessage(1, self.counts)
-        }
-
-        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
-            self.counts = try decoder.repeatedMessage(1, as: Kindred.Common.V1.DataCount.self)
-        }
-    }
-}
-
-extension Kindred.Chat.V1 {
     /// Which way History pages.
     public enum HistoryDirection: ProtoEnum {
         /// Older messages, newest first (the default).
@@ -960,7 +918,7 @@ extension Kindred.Chat.V1 {
             /// Counts the rows chat holds about a user ("threads", "messages_sent", "read_states",
             /// "stream_events", "settings"). ROLE_ADMIN or service token.
             public static let getUserFootprint =
-                ProtoMethod<Kindred.Chat.V1.GetUserFootprintRequest, Kindred.Chat.V1.GetUserFootprintResponse>(
+                ProtoMethod<Kindred.Common.V1.GetUserFootprintRequest, Kindred.Common.V1.GetUserFootprintResponse>(
                     service: "kindred.chat.v1.ChatService",
                     name: "GetUserFootprint",
                     kind: .unary

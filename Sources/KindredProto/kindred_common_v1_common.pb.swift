@@ -175,6 +175,50 @@ extension Kindred.Common.V1 {
 }
 
 extension Kindred.Common.V1 {
+    /// The request of every service's GetUserFootprint
+    /// (kindred.<service>.v1.<Service>Service/GetUserFootprint), one message for all so the gateway asks
+    /// every service in one loop. ROLE_ADMIN or a service token.
+    public struct GetUserFootprintRequest: ProtoMessage {
+        /// The user (also works for a deleted user: then every count is 0).
+        public var userId: Swift.String = ""
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.common.v1.GetUserFootprintRequest" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.common.v1.GetUserFootprintRequest")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setString(1, self.userId)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.userId = try decoder.string(1)
+        }
+    }
+}
+
+extension Kindred.Common.V1 {
+    /// The rows one service holds about a user.
+    public struct GetUserFootprintResponse: ProtoMessage {
+        /// One entry per kind of data, including zero counts.
+        public var counts: [Kindred.Common.V1.DataCount] = []
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.common.v1.GetUserFootprintResponse" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.common.v1.GetUserFootprintResponse")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setRepeatedMessage(1, self.counts)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.counts = try decoder.repeatedMessage(1, as: Kindred.Common.V1.DataCount.self)
+        }
+    }
+}
+
+extension Kindred.Common.V1 {
     /// A person's gender as shown on their profile and used by gender preferences. Communities that
     /// do not match on gender (CommunitySettings.gender_matching = false) ignore it.
     public enum Gender: ProtoEnum {

@@ -444,48 +444,6 @@ extension Kindred.Discovery.V1 {
 }
 
 extension Kindred.Discovery.V1 {
-    /// Count the rows held about a user.
-    public struct GetUserFootprintRequest: ProtoMessage {
-        /// The user.
-        public var userId: Swift.String = ""
-
-        public init() {}
-
-        public static var protoMessageName: Swift.String { "kindred.discovery.v1.GetUserFootprintRequest" }
-        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.discovery.v1.GetUserFootprintRequest")
-
-        public func encode(to encoder: inout ProtoEncoder) {
-            encoder.setString(1, self.userId)
-        }
-
-        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
-            self.userId = try decoder.string(1)
-        }
-    }
-}
-
-extension Kindred.Discovery.V1 {
-    /// Row counts per kind, including zeros.
-    public struct GetUserFootprintResponse: ProtoMessage {
-        /// One entry per kind of data.
-        public var counts: [Kindred.Common.V1.DataCount] = []
-
-        public init() {}
-
-        public static var protoMessageName: Swift.String { "kindred.discovery.v1.GetUserFootprintResponse" }
-        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.discovery.v1.GetUserFootprintResponse")
-
-        public func encode(to encoder: inout ProtoEncoder) {
-            encoder.setRepeatedMessage(1, self.counts)
-        }
-
-        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
-            self.counts = try decoder.repeatedMessage(1, as: Kindred.Common.V1.DataCount.self)
-        }
-    }
-}
-
-extension Kindred.Discovery.V1 {
     /// Decks, recommendations, search and the candidate index.
     public enum DiscoveryService {
         public static let fullName = "kindred.discovery.v1.DiscoveryService"
@@ -583,7 +541,7 @@ extension Kindred.Discovery.V1 {
             /// derived from them in memory), "exclusions" (blocks and ended matches either way)).
             /// ROLE_ADMIN or service token.
             public static let getUserFootprint =
-                ProtoMethod<Kindred.Discovery.V1.GetUserFootprintRequest, Kindred.Discovery.V1.GetUserFootprintResponse>(
+                ProtoMethod<Kindred.Common.V1.GetUserFootprintRequest, Kindred.Common.V1.GetUserFootprintResponse>(
                     service: "kindred.discovery.v1.DiscoveryService",
                     name: "GetUserFootprint",
                     kind: .unary

@@ -400,48 +400,6 @@ extension Kindred.Match.V1 {
 }
 
 extension Kindred.Match.V1 {
-    /// Count the rows held about a user.
-    public struct GetUserFootprintRequest: ProtoMessage {
-        /// The user.
-        public var userId: Swift.String = ""
-
-        public init() {}
-
-        public static var protoMessageName: Swift.String { "kindred.match.v1.GetUserFootprintRequest" }
-        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.match.v1.GetUserFootprintRequest")
-
-        public func encode(to encoder: inout ProtoEncoder) {
-            encoder.setString(1, self.userId)
-        }
-
-        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
-            self.userId = try decoder.string(1)
-        }
-    }
-}
-
-extension Kindred.Match.V1 {
-    /// Row counts per kind, including zeros.
-    public struct GetUserFootprintResponse: ProtoMessage {
-        /// One entry per kind of data.
-        public var counts: [Kindred.Common.V1.DataCount] = []
-
-        public init() {}
-
-        public static var protoMessageName: Swift.String { "kindred.match.v1.GetUserFootprintResponse" }
-        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.match.v1.GetUserFootprintResponse")
-
-        public func encode(to encoder: inout ProtoEncoder) {
-            encoder.setRepeatedMessage(1, self.counts)
-        }
-
-        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
-            self.counts = try decoder.repeatedMessage(1, as: Kindred.Common.V1.DataCount.self)
-        }
-    }
-}
-
-extension Kindred.Match.V1 {
     /// What a swipe led to.
     public enum SwipeOutcome: ProtoEnum {
         /// Not set.
@@ -637,7 +595,7 @@ extension Kindred.Match.V1 {
             /// Counts the rows match holds about a user ("swipes_given", "swipes_received", "matches",
             /// "blocks", "reports_filed", "reports_received"). ROLE_ADMIN or service token.
             public static let getUserFootprint =
-                ProtoMethod<Kindred.Match.V1.GetUserFootprintRequest, Kindred.Match.V1.GetUserFootprintResponse>(
+                ProtoMethod<Kindred.Common.V1.GetUserFootprintRequest, Kindred.Common.V1.GetUserFootprintResponse>(
                     service: "kindred.match.v1.MatchService",
                     name: "GetUserFootprint",
                     kind: .unary

@@ -212,48 +212,6 @@ extension Kindred.Notify.V1 {
 }
 
 extension Kindred.Notify.V1 {
-    /// Count the rows held about a user.
-    public struct GetUserFootprintRequest: ProtoMessage {
-        /// The user.
-        public var userId: Swift.String = ""
-
-        public init() {}
-
-        public static var protoMessageName: Swift.String { "kindred.notify.v1.GetUserFootprintRequest" }
-        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.notify.v1.GetUserFootprintRequest")
-
-        public func encode(to encoder: inout ProtoEncoder) {
-            encoder.setString(1, self.userId)
-        }
-
-        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
-            self.userId = try decoder.string(1)
-        }
-    }
-}
-
-extension Kindred.Notify.V1 {
-    /// Row counts per kind, including zeros.
-    public struct GetUserFootprintResponse: ProtoMessage {
-        /// One entry per kind of data.
-        public var counts: [Kindred.Common.V1.DataCount] = []
-
-        public init() {}
-
-        public static var protoMessageName: Swift.String { "kindred.notify.v1.GetUserFootprintResponse" }
-        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.notify.v1.GetUserFootprintResponse")
-
-        public func encode(to encoder: inout ProtoEncoder) {
-            encoder.setRepeatedMessage(1, self.counts)
-        }
-
-        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
-            self.counts = try decoder.repeatedMessage(1, as: Kindred.Common.V1.DataCount.self)
-        }
-    }
-}
-
-extension Kindred.Notify.V1 {
     /// Devices, notification settings and the events that lead to notifications.
     public enum NotifyService {
         public static let fullName = "kindred.notify.v1.NotifyService"
@@ -317,7 +275,7 @@ extension Kindred.Notify.V1 {
             /// Counts the rows notify holds about a user ("devices", "settings"). ROLE_ADMIN or service
             /// token.
             public static let getUserFootprint =
-                ProtoMethod<Kindred.Notify.V1.GetUserFootprintRequest, Kindred.Notify.V1.GetUserFootprintResponse>(
+                ProtoMethod<Kindred.Common.V1.GetUserFootprintRequest, Kindred.Common.V1.GetUserFootprintResponse>(
                     service: "kindred.notify.v1.NotifyService",
                     name: "GetUserFootprint",
                     kind: .unary

@@ -329,48 +329,6 @@ extension Kindred.Profile.V1 {
 }
 
 extension Kindred.Profile.V1 {
-    /// Count the rows held about a user.
-    public struct GetUserFootprintRequest: ProtoMessage {
-        /// The user.
-        public var userId: Swift.String = ""
-
-        public init() {}
-
-        public static var protoMessageName: Swift.String { "kindred.profile.v1.GetUserFootprintRequest" }
-        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.profile.v1.GetUserFootprintRequest")
-
-        public func encode(to encoder: inout ProtoEncoder) {
-            encoder.setString(1, self.userId)
-        }
-
-        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
-            self.userId = try decoder.string(1)
-        }
-    }
-}
-
-extension Kindred.Profile.V1 {
-    /// Row counts per kind, including zeros.
-    public struct GetUserFootprintResponse: ProtoMessage {
-        /// One entry per kind of data.
-        public var counts: [Kindred.Common.V1.DataCount] = []
-
-        public init() {}
-
-        public static var protoMessageName: Swift.String { "kindred.profile.v1.GetUserFootprintResponse" }
-        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.profile.v1.GetUserFootprintResponse")
-
-        public func encode(to encoder: inout ProtoEncoder) {
-            encoder.setRepeatedMessage(1, self.counts)
-        }
-
-        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
-            self.counts = try decoder.repeatedMessage(1, as: Kindred.Common.V1.DataCount.self)
-        }
-    }
-}
-
-extension Kindred.Profile.V1 {
     /// Which list a page of card ids came from.
     public enum CardSource: ProtoEnum {
         /// Anything else (GetProfile, UndoPass): profile checks the ids with discovery.
@@ -534,7 +492,7 @@ extension Kindred.Profile.V1 {
             /// Counts the rows profile holds about a user ("profiles", "photos", "photo_variants",
             /// "attribute_values", "locations"). ROLE_ADMIN or service token.
             public static let getUserFootprint =
-                ProtoMethod<Kindred.Profile.V1.GetUserFootprintRequest, Kindred.Profile.V1.GetUserFootprintResponse>(
+                ProtoMethod<Kindred.Common.V1.GetUserFootprintRequest, Kindred.Common.V1.GetUserFootprintResponse>(
                     service: "kindred.profile.v1.ProfileService",
                     name: "GetUserFootprint",
                     kind: .unary

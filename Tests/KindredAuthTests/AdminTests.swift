@@ -31,7 +31,7 @@ struct AdminTests {
             #expect(claims.sub == "service:gateway" && claims.roles == ["service"] && claims.sid == nil)
             #expect(claims.exp - claims.iat <= 900)
 
-            var footprint = Kindred.Auth.V1.GetUserFootprintRequest()
+            var footprint = Kindred.Common.V1.GetUserFootprintRequest()
             footprint.userId = user.account.userId
             await expectRPCError(.permissionDenied) {
                 _ = try await auth.call(Auth.getUserFootprint, footprint, token: user.tokens.accessToken)

@@ -286,7 +286,7 @@ struct DiscoveryServiceTests {
             remove.userId = other.id
             #expect(await harness.failure(D.removeCandidate, remove, token: scene.viewer.token) == .permissionDenied)
             #expect(await harness.failure(D.rebuildIndex, .init(), token: scene.viewer.token) == .permissionDenied)
-            var footprint = DiscoveryApi.GetUserFootprintRequest()
+            var footprint = Kindred.Common.V1.GetUserFootprintRequest()
             footprint.userId = other.id
             #expect(await harness.failure(D.getUserFootprint, footprint, token: scene.viewer.token) == .permissionDenied)
             var events = CommonApi.DeliverEventsRequest()

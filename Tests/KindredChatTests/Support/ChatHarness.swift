@@ -197,7 +197,7 @@ struct ChatHarness {
     }
 
     func footprint(_ user: User) async throws -> [String: Int64] {
-        var request = Chat.GetUserFootprintRequest()
+        var request = Kindred.Common.V1.GetUserFootprintRequest()
         request.userId = user.id
         let response = try await self.client.unary(
             ChatMethod.getUserFootprint, request, metadata: try self.serviceMetadata("auth"))

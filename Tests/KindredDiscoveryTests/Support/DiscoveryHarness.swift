@@ -238,7 +238,7 @@ struct DiscoveryHarness {
     }
 
     func footprint(_ user: Member) async throws -> [String: Int64] {
-        var request = DiscoveryApi.GetUserFootprintRequest()
+        var request = Kindred.Common.V1.GetUserFootprintRequest()
         request.userId = user.id
         let response = try await self.call(D.getUserFootprint, request, token: Self.admin)
         return Dictionary(uniqueKeysWithValues: response.counts.map { ($0.kind, $0.rows) })

@@ -47,8 +47,6 @@ typedef struct Kindred__Auth__V1__SetAccountRolesRequest Kindred__Auth__V1__SetA
 typedef struct Kindred__Auth__V1__SetAccountRolesResponse Kindred__Auth__V1__SetAccountRolesResponse;
 typedef struct Kindred__Auth__V1__BootstrapAdminRequest Kindred__Auth__V1__BootstrapAdminRequest;
 typedef struct Kindred__Auth__V1__BootstrapAdminResponse Kindred__Auth__V1__BootstrapAdminResponse;
-typedef struct Kindred__Auth__V1__GetUserFootprintRequest Kindred__Auth__V1__GetUserFootprintRequest;
-typedef struct Kindred__Auth__V1__GetUserFootprintResponse Kindred__Auth__V1__GetUserFootprintResponse;
 
 
 /* --- enums --- */
@@ -616,40 +614,6 @@ struct  Kindred__Auth__V1__BootstrapAdminResponse
 #define KINDRED__AUTH__V1__BOOTSTRAP_ADMIN_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__auth__v1__bootstrap_admin_response__descriptor) \
     , NULL }
-
-
-/*
- * Count what auth stores about a user.
- */
-struct  Kindred__Auth__V1__GetUserFootprintRequest
-{
-  ProtobufCMessage base;
-  /*
-   * The user (also works for deleted users: then every count should be 0).
-   */
-  char *user_id;
-};
-#define KINDRED__AUTH__V1__GET_USER_FOOTPRINT_REQUEST__INIT \
- { PROTOBUF_C_MESSAGE_INIT (&kindred__auth__v1__get_user_footprint_request__descriptor) \
-    , (char *)protobuf_c_empty_string }
-
-
-/*
- * Row counts per kind ("accounts", "sessions", "refresh_tokens", "email_tokens",
- * "identities"...).
- */
-struct  Kindred__Auth__V1__GetUserFootprintResponse
-{
-  ProtobufCMessage base;
-  /*
-   * One entry per kind of data, including zero counts.
-   */
-  size_t n_counts;
-  Kindred__Common__V1__DataCount **counts;
-};
-#define KINDRED__AUTH__V1__GET_USER_FOOTPRINT_RESPONSE__INIT \
- { PROTOBUF_C_MESSAGE_INIT (&kindred__auth__v1__get_user_footprint_response__descriptor) \
-    , 0,NULL }
 
 
 /* Kindred__Auth__V1__GetAccountRequest methods */
@@ -1222,44 +1186,6 @@ Kindred__Auth__V1__BootstrapAdminResponse *
 void   kindred__auth__v1__bootstrap_admin_response__free_unpacked
                      (Kindred__Auth__V1__BootstrapAdminResponse *message,
                       ProtobufCAllocator *allocator);
-/* Kindred__Auth__V1__GetUserFootprintRequest methods */
-void   kindred__auth__v1__get_user_footprint_request__init
-                     (Kindred__Auth__V1__GetUserFootprintRequest         *message);
-size_t kindred__auth__v1__get_user_footprint_request__get_packed_size
-                     (const Kindred__Auth__V1__GetUserFootprintRequest   *message);
-size_t kindred__auth__v1__get_user_footprint_request__pack
-                     (const Kindred__Auth__V1__GetUserFootprintRequest   *message,
-                      uint8_t             *out);
-size_t kindred__auth__v1__get_user_footprint_request__pack_to_buffer
-                     (const Kindred__Auth__V1__GetUserFootprintRequest   *message,
-                      ProtobufCBuffer     *buffer);
-Kindred__Auth__V1__GetUserFootprintRequest *
-       kindred__auth__v1__get_user_footprint_request__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data);
-void   kindred__auth__v1__get_user_footprint_request__free_unpacked
-                     (Kindred__Auth__V1__GetUserFootprintRequest *message,
-                      ProtobufCAllocator *allocator);
-/* Kindred__Auth__V1__GetUserFootprintResponse methods */
-void   kindred__auth__v1__get_user_footprint_response__init
-                     (Kindred__Auth__V1__GetUserFootprintResponse         *message);
-size_t kindred__auth__v1__get_user_footprint_response__get_packed_size
-                     (const Kindred__Auth__V1__GetUserFootprintResponse   *message);
-size_t kindred__auth__v1__get_user_footprint_response__pack
-                     (const Kindred__Auth__V1__GetUserFootprintResponse   *message,
-                      uint8_t             *out);
-size_t kindred__auth__v1__get_user_footprint_response__pack_to_buffer
-                     (const Kindred__Auth__V1__GetUserFootprintResponse   *message,
-                      ProtobufCBuffer     *buffer);
-Kindred__Auth__V1__GetUserFootprintResponse *
-       kindred__auth__v1__get_user_footprint_response__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data);
-void   kindred__auth__v1__get_user_footprint_response__free_unpacked
-                     (Kindred__Auth__V1__GetUserFootprintResponse *message,
-                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Kindred__Auth__V1__GetAccountRequest_Closure)
@@ -1352,12 +1278,6 @@ typedef void (*Kindred__Auth__V1__BootstrapAdminRequest_Closure)
 typedef void (*Kindred__Auth__V1__BootstrapAdminResponse_Closure)
                  (const Kindred__Auth__V1__BootstrapAdminResponse *message,
                   void *closure_data);
-typedef void (*Kindred__Auth__V1__GetUserFootprintRequest_Closure)
-                 (const Kindred__Auth__V1__GetUserFootprintRequest *message,
-                  void *closure_data);
-typedef void (*Kindred__Auth__V1__GetUserFootprintResponse_Closure)
-                 (const Kindred__Auth__V1__GetUserFootprintResponse *message,
-                  void *closure_data);
 
 /* --- services --- */
 
@@ -1394,8 +1314,6 @@ extern const ProtobufCMessageDescriptor kindred__auth__v1__set_account_roles_req
 extern const ProtobufCMessageDescriptor kindred__auth__v1__set_account_roles_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__auth__v1__bootstrap_admin_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__auth__v1__bootstrap_admin_response__descriptor;
-extern const ProtobufCMessageDescriptor kindred__auth__v1__get_user_footprint_request__descriptor;
-extern const ProtobufCMessageDescriptor kindred__auth__v1__get_user_footprint_response__descriptor;
 
 PROTOBUF_C__END_DECLS
 

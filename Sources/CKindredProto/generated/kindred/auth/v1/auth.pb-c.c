@@ -35,7 +35,7 @@ static const ProtobufCMethodDescriptor kindred__auth__v1__auth_service__method_d
   { "ReactivateAccount", &kindred__auth__v1__reactivate_account_request__descriptor, &kindred__auth__v1__reactivate_account_response__descriptor },
   { "SetAccountRoles", &kindred__auth__v1__set_account_roles_request__descriptor, &kindred__auth__v1__set_account_roles_response__descriptor },
   { "BootstrapAdmin", &kindred__auth__v1__bootstrap_admin_request__descriptor, &kindred__auth__v1__bootstrap_admin_response__descriptor },
-  { "GetUserFootprint", &kindred__auth__v1__get_user_footprint_request__descriptor, &kindred__auth__v1__get_user_footprint_response__descriptor },
+  { "GetUserFootprint", &kindred__common__v1__get_user_footprint_request__descriptor, &kindred__common__v1__get_user_footprint_response__descriptor },
   { "WatchRevokedSessions", &kindred__auth__v1__watch_revoked_sessions_request__descriptor, &kindred__auth__v1__watch_revoked_sessions_response__descriptor },
   { "DeliverEvents", &kindred__common__v1__deliver_events_request__descriptor, &kindred__common__v1__deliver_events_response__descriptor },
 };
@@ -290,8 +290,8 @@ void kindred__auth__v1__auth_service__bootstrap_admin(ProtobufCService *service,
   service->invoke(service, 25, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__auth__v1__auth_service__get_user_footprint(ProtobufCService *service,
-                                                         const Kindred__Auth__V1__GetUserFootprintRequest *input,
-                                                         Kindred__Auth__V1__GetUserFootprintResponse_Closure closure,
+                                                         const Kindred__Common__V1__GetUserFootprintRequest *input,
+                                                         Kindred__Common__V1__GetUserFootprintResponse_Closure closure,
                                                          void *closure_data)
 {
   assert(service->descriptor == &kindred__auth__v1__auth_service__descriptor);

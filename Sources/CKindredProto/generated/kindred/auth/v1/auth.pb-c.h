@@ -16,6 +16,7 @@ PROTOBUF_C__BEGIN_DECLS
 
 #include "kindred/auth/v1/account.pb-c.h"
 #include "kindred/auth/v1/credentials.pb-c.h"
+#include "kindred/common/v1/common.pb-c.h"
 #include "kindred/common/v1/events.pb-c.h"
 
 
@@ -139,8 +140,8 @@ struct Kindred__Auth__V1__AuthService_Service
                           Kindred__Auth__V1__BootstrapAdminResponse_Closure closure,
                           void *closure_data);
   void (*get_user_footprint)(Kindred__Auth__V1__AuthService_Service *service,
-                             const Kindred__Auth__V1__GetUserFootprintRequest *input,
-                             Kindred__Auth__V1__GetUserFootprintResponse_Closure closure,
+                             const Kindred__Common__V1__GetUserFootprintRequest *input,
+                             Kindred__Common__V1__GetUserFootprintResponse_Closure closure,
                              void *closure_data);
   void (*watch_revoked_sessions)(Kindred__Auth__V1__AuthService_Service *service,
                                  const Kindred__Auth__V1__WatchRevokedSessionsRequest *input,
@@ -292,8 +293,8 @@ void kindred__auth__v1__auth_service__bootstrap_admin(ProtobufCService *service,
                                                       Kindred__Auth__V1__BootstrapAdminResponse_Closure closure,
                                                       void *closure_data);
 void kindred__auth__v1__auth_service__get_user_footprint(ProtobufCService *service,
-                                                         const Kindred__Auth__V1__GetUserFootprintRequest *input,
-                                                         Kindred__Auth__V1__GetUserFootprintResponse_Closure closure,
+                                                         const Kindred__Common__V1__GetUserFootprintRequest *input,
+                                                         Kindred__Common__V1__GetUserFootprintResponse_Closure closure,
                                                          void *closure_data);
 void kindred__auth__v1__auth_service__watch_revoked_sessions(ProtobufCService *service,
                                                              const Kindred__Auth__V1__WatchRevokedSessionsRequest *input,

@@ -1267,96 +1267,6 @@ void   kindred__chat__v1__get_notification_context_response__free_unpacked
   assert(message->base.descriptor == &kindred__chat__v1__get_notification_context_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-void   kindred__chat__v1__get_user_footprint_request__init
-                     (Kindred__Chat__V1__GetUserFootprintRequest         *message)
-{
-  static const Kindred__Chat__V1__GetUserFootprintRequest init_value = KINDRED__CHAT__V1__GET_USER_FOOTPRINT_REQUEST__INIT;
-  *message = init_value;
-}
-size_t kindred__chat__v1__get_user_footprint_request__get_packed_size
-                     (const Kindred__Chat__V1__GetUserFootprintRequest *message)
-{
-  assert(message->base.descriptor == &kindred__chat__v1__get_user_footprint_request__descriptor);
-  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
-}
-size_t kindred__chat__v1__get_user_footprint_request__pack
-                     (const Kindred__Chat__V1__GetUserFootprintRequest *message,
-                      uint8_t       *out)
-{
-  assert(message->base.descriptor == &kindred__chat__v1__get_user_footprint_request__descriptor);
-  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
-}
-size_t kindred__chat__v1__get_user_footprint_request__pack_to_buffer
-                     (const Kindred__Chat__V1__GetUserFootprintRequest *message,
-                      ProtobufCBuffer *buffer)
-{
-  assert(message->base.descriptor == &kindred__chat__v1__get_user_footprint_request__descriptor);
-  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
-}
-Kindred__Chat__V1__GetUserFootprintRequest *
-       kindred__chat__v1__get_user_footprint_request__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data)
-{
-  return (Kindred__Chat__V1__GetUserFootprintRequest *)
-     protobuf_c_message_unpack (&kindred__chat__v1__get_user_footprint_request__descriptor,
-                                allocator, len, data);
-}
-void   kindred__chat__v1__get_user_footprint_request__free_unpacked
-                     (Kindred__Chat__V1__GetUserFootprintRequest *message,
-                      ProtobufCAllocator *allocator)
-{
-  if(!message)
-    return;
-  assert(message->base.descriptor == &kindred__chat__v1__get_user_footprint_request__descriptor);
-  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
-}
-void   kindred__chat__v1__get_user_footprint_response__init
-                     (Kindred__Chat__V1__GetUserFootprintResponse         *message)
-{
-  static const Kindred__Chat__V1__GetUserFootprintResponse init_value = KINDRED__CHAT__V1__GET_USER_FOOTPRINT_RESPONSE__INIT;
-  *message = init_value;
-}
-size_t kindred__chat__v1__get_user_footprint_response__get_packed_size
-                     (const Kindred__Chat__V1__GetUserFootprintResponse *message)
-{
-  assert(message->base.descriptor == &kindred__chat__v1__get_user_footprint_response__descriptor);
-  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
-}
-size_t kindred__chat__v1__get_user_footprint_response__pack
-                     (const Kindred__Chat__V1__GetUserFootprintResponse *message,
-                      uint8_t       *out)
-{
-  assert(message->base.descriptor == &kindred__chat__v1__get_user_footprint_response__descriptor);
-  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
-}
-size_t kindred__chat__v1__get_user_footprint_response__pack_to_buffer
-                     (const Kindred__Chat__V1__GetUserFootprintResponse *message,
-                      ProtobufCBuffer *buffer)
-{
-  assert(message->base.descriptor == &kindred__chat__v1__get_user_footprint_response__descriptor);
-  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
-}
-Kindred__Chat__V1__GetUserFootprintResponse *
-       kindred__chat__v1__get_user_footprint_response__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data)
-{
-  return (Kindred__Chat__V1__GetUserFootprintResponse *)
-     protobuf_c_message_unpack (&kindred__chat__v1__get_user_footprint_response__descriptor,
-                                allocator, len, data);
-}
-void   kindred__chat__v1__get_user_footprint_response__free_unpacked
-                     (Kindred__Chat__V1__GetUserFootprintResponse *message,
-                      ProtobufCAllocator *allocator)
-{
-  if(!message)
-    return;
-  assert(message->base.descriptor == &kindred__chat__v1__get_user_footprint_response__descriptor);
-  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
-}
 static const ProtobufCFieldDescriptor kindred__chat__v1__open_thread_request__field_descriptors[5] =
 {
   {
@@ -2712,82 +2622,6 @@ const ProtobufCMessageDescriptor kindred__chat__v1__get_notification_context_res
   (ProtobufCMessageInit) kindred__chat__v1__get_notification_context_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__chat__v1__get_user_footprint_request__field_descriptors[1] =
-{
-  {
-    "user_id",
-    1,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_STRING,
-    0,   /* quantifier_offset */
-    offsetof(Kindred__Chat__V1__GetUserFootprintRequest, user_id),
-    NULL,
-    &protobuf_c_empty_string,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-};
-static const unsigned kindred__chat__v1__get_user_footprint_request__field_indices_by_name[] = {
-  0,   /* field[0] = user_id */
-};
-static const ProtobufCIntRange kindred__chat__v1__get_user_footprint_request__number_ranges[1 + 1] =
-{
-  { 1, 0 },
-  { 0, 1 }
-};
-const ProtobufCMessageDescriptor kindred__chat__v1__get_user_footprint_request__descriptor =
-{
-  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-  "kindred.chat.v1.GetUserFootprintRequest",
-  "GetUserFootprintRequest",
-  "Kindred__Chat__V1__GetUserFootprintRequest",
-  "kindred.chat.v1",
-  sizeof(Kindred__Chat__V1__GetUserFootprintRequest),
-  1,
-  kindred__chat__v1__get_user_footprint_request__field_descriptors,
-  kindred__chat__v1__get_user_footprint_request__field_indices_by_name,
-  1,  kindred__chat__v1__get_user_footprint_request__number_ranges,
-  (ProtobufCMessageInit) kindred__chat__v1__get_user_footprint_request__init,
-  NULL,NULL,NULL    /* reserved[123] */
-};
-static const ProtobufCFieldDescriptor kindred__chat__v1__get_user_footprint_response__field_descriptors[1] =
-{
-  {
-    "counts",
-    1,
-    PROTOBUF_C_LABEL_REPEATED,
-    PROTOBUF_C_TYPE_MESSAGE,
-    offsetof(Kindred__Chat__V1__GetUserFootprintResponse, n_counts),
-    offsetof(Kindred__Chat__V1__GetUserFootprintResponse, counts),
-    &kindred__common__v1__data_count__descriptor,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-};
-static const unsigned kindred__chat__v1__get_user_footprint_response__field_indices_by_name[] = {
-  0,   /* field[0] = counts */
-};
-static const ProtobufCIntRange kindred__chat__v1__get_user_footprint_response__number_ranges[1 + 1] =
-{
-  { 1, 0 },
-  { 0, 1 }
-};
-const ProtobufCMessageDescriptor kindred__chat__v1__get_user_footprint_response__descriptor =
-{
-  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-  "kindred.chat.v1.GetUserFootprintResponse",
-  "GetUserFootprintResponse",
-  "Kindred__Chat__V1__GetUserFootprintResponse",
-  "kindred.chat.v1",
-  sizeof(Kindred__Chat__V1__GetUserFootprintResponse),
-  1,
-  kindred__chat__v1__get_user_footprint_response__field_descriptors,
-  kindred__chat__v1__get_user_footprint_response__field_indices_by_name,
-  1,  kindred__chat__v1__get_user_footprint_response__number_ranges,
-  (ProtobufCMessageInit) kindred__chat__v1__get_user_footprint_response__init,
-  NULL,NULL,NULL    /* reserved[123] */
-};
 static const ProtobufCEnumValue kindred__chat__v1__history_direction__enum_values_by_number[3] =
 {
   { "HISTORY_DIRECTION_UNSPECIFIED", "KINDRED__CHAT__V1__HISTORY_DIRECTION__HISTORY_DIRECTION_UNSPECIFIED", 0 },
@@ -2836,7 +2670,7 @@ static const ProtobufCMethodDescriptor kindred__chat__v1__chat_service__method_d
   { "GetMessages", &kindred__chat__v1__get_messages_request__descriptor, &kindred__chat__v1__get_messages_response__descriptor },
   { "GetNotificationContext", &kindred__chat__v1__get_notification_context_request__descriptor, &kindred__chat__v1__get_notification_context_response__descriptor },
   { "DeliverEvents", &kindred__common__v1__deliver_events_request__descriptor, &kindred__common__v1__deliver_events_response__descriptor },
-  { "GetUserFootprint", &kindred__chat__v1__get_user_footprint_request__descriptor, &kindred__chat__v1__get_user_footprint_response__descriptor },
+  { "GetUserFootprint", &kindred__common__v1__get_user_footprint_request__descriptor, &kindred__common__v1__get_user_footprint_response__descriptor },
 };
 const unsigned kindred__chat__v1__chat_service__method_indices_by_name[] = {
   1,        /* CloseThread */
@@ -2997,8 +2831,8 @@ void kindred__chat__v1__chat_service__deliver_events(ProtobufCService *service,
   service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__chat__v1__chat_service__get_user_footprint(ProtobufCService *service,
-                                                         const Kindred__Chat__V1__GetUserFootprintRequest *input,
-                                                         Kindred__Chat__V1__GetUserFootprintResponse_Closure closure,
+                                                         const Kindred__Common__V1__GetUserFootprintRequest *input,
+                                                         Kindred__Common__V1__GetUserFootprintResponse_Closure closure,
                                                          void *closure_data)
 {
   assert(service->descriptor == &kindred__chat__v1__chat_service__descriptor);

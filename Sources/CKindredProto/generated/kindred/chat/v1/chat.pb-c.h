@@ -46,8 +46,6 @@ typedef struct Kindred__Chat__V1__GetMessagesRequest Kindred__Chat__V1__GetMessa
 typedef struct Kindred__Chat__V1__GetMessagesResponse Kindred__Chat__V1__GetMessagesResponse;
 typedef struct Kindred__Chat__V1__GetNotificationContextRequest Kindred__Chat__V1__GetNotificationContextRequest;
 typedef struct Kindred__Chat__V1__GetNotificationContextResponse Kindred__Chat__V1__GetNotificationContextResponse;
-typedef struct Kindred__Chat__V1__GetUserFootprintRequest Kindred__Chat__V1__GetUserFootprintRequest;
-typedef struct Kindred__Chat__V1__GetUserFootprintResponse Kindred__Chat__V1__GetUserFootprintResponse;
 
 
 /* --- enums --- */
@@ -636,39 +634,6 @@ struct  Kindred__Chat__V1__GetNotificationContextResponse
     , 0, 0, 0, (char *)protobuf_c_empty_string }
 
 
-/*
- * Count the rows held about a user.
- */
-struct  Kindred__Chat__V1__GetUserFootprintRequest
-{
-  ProtobufCMessage base;
-  /*
-   * The user.
-   */
-  char *user_id;
-};
-#define KINDRED__CHAT__V1__GET_USER_FOOTPRINT_REQUEST__INIT \
- { PROTOBUF_C_MESSAGE_INIT (&kindred__chat__v1__get_user_footprint_request__descriptor) \
-    , (char *)protobuf_c_empty_string }
-
-
-/*
- * Row counts per kind, including zeros.
- */
-struct  Kindred__Chat__V1__GetUserFootprintResponse
-{
-  ProtobufCMessage base;
-  /*
-   * One entry per kind of data.
-   */
-  size_t n_counts;
-  Kindred__Common__V1__DataCount **counts;
-};
-#define KINDRED__CHAT__V1__GET_USER_FOOTPRINT_RESPONSE__INIT \
- { PROTOBUF_C_MESSAGE_INIT (&kindred__chat__v1__get_user_footprint_response__descriptor) \
-    , 0,NULL }
-
-
 /* Kindred__Chat__V1__OpenThreadRequest methods */
 void   kindred__chat__v1__open_thread_request__init
                      (Kindred__Chat__V1__OpenThreadRequest         *message);
@@ -1201,44 +1166,6 @@ Kindred__Chat__V1__GetNotificationContextResponse *
 void   kindred__chat__v1__get_notification_context_response__free_unpacked
                      (Kindred__Chat__V1__GetNotificationContextResponse *message,
                       ProtobufCAllocator *allocator);
-/* Kindred__Chat__V1__GetUserFootprintRequest methods */
-void   kindred__chat__v1__get_user_footprint_request__init
-                     (Kindred__Chat__V1__GetUserFootprintRequest         *message);
-size_t kindred__chat__v1__get_user_footprint_request__get_packed_size
-                     (const Kindred__Chat__V1__GetUserFootprintRequest   *message);
-size_t kindred__chat__v1__get_user_footprint_request__pack
-                     (const Kindred__Chat__V1__GetUserFootprintRequest   *message,
-                      uint8_t             *out);
-size_t kindred__chat__v1__get_user_footprint_request__pack_to_buffer
-                     (const Kindred__Chat__V1__GetUserFootprintRequest   *message,
-                      ProtobufCBuffer     *buffer);
-Kindred__Chat__V1__GetUserFootprintRequest *
-       kindred__chat__v1__get_user_footprint_request__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data);
-void   kindred__chat__v1__get_user_footprint_request__free_unpacked
-                     (Kindred__Chat__V1__GetUserFootprintRequest *message,
-                      ProtobufCAllocator *allocator);
-/* Kindred__Chat__V1__GetUserFootprintResponse methods */
-void   kindred__chat__v1__get_user_footprint_response__init
-                     (Kindred__Chat__V1__GetUserFootprintResponse         *message);
-size_t kindred__chat__v1__get_user_footprint_response__get_packed_size
-                     (const Kindred__Chat__V1__GetUserFootprintResponse   *message);
-size_t kindred__chat__v1__get_user_footprint_response__pack
-                     (const Kindred__Chat__V1__GetUserFootprintResponse   *message,
-                      uint8_t             *out);
-size_t kindred__chat__v1__get_user_footprint_response__pack_to_buffer
-                     (const Kindred__Chat__V1__GetUserFootprintResponse   *message,
-                      ProtobufCBuffer     *buffer);
-Kindred__Chat__V1__GetUserFootprintResponse *
-       kindred__chat__v1__get_user_footprint_response__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data);
-void   kindred__chat__v1__get_user_footprint_response__free_unpacked
-                     (Kindred__Chat__V1__GetUserFootprintResponse *message,
-                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Kindred__Chat__V1__OpenThreadRequest_Closure)
@@ -1325,12 +1252,6 @@ typedef void (*Kindred__Chat__V1__GetNotificationContextRequest_Closure)
 typedef void (*Kindred__Chat__V1__GetNotificationContextResponse_Closure)
                  (const Kindred__Chat__V1__GetNotificationContextResponse *message,
                   void *closure_data);
-typedef void (*Kindred__Chat__V1__GetUserFootprintRequest_Closure)
-                 (const Kindred__Chat__V1__GetUserFootprintRequest *message,
-                  void *closure_data);
-typedef void (*Kindred__Chat__V1__GetUserFootprintResponse_Closure)
-                 (const Kindred__Chat__V1__GetUserFootprintResponse *message,
-                  void *closure_data);
 
 /* --- services --- */
 
@@ -1403,8 +1324,8 @@ struct Kindred__Chat__V1__ChatService_Service
                          Kindred__Common__V1__DeliverEventsResponse_Closure closure,
                          void *closure_data);
   void (*get_user_footprint)(Kindred__Chat__V1__ChatService_Service *service,
-                             const Kindred__Chat__V1__GetUserFootprintRequest *input,
-                             Kindred__Chat__V1__GetUserFootprintResponse_Closure closure,
+                             const Kindred__Common__V1__GetUserFootprintRequest *input,
+                             Kindred__Common__V1__GetUserFootprintResponse_Closure closure,
                              void *closure_data);
 };
 typedef void (*Kindred__Chat__V1__ChatService_ServiceDestroy)(Kindred__Chat__V1__ChatService_Service *);
@@ -1496,8 +1417,8 @@ void kindred__chat__v1__chat_service__deliver_events(ProtobufCService *service,
                                                      Kindred__Common__V1__DeliverEventsResponse_Closure closure,
                                                      void *closure_data);
 void kindred__chat__v1__chat_service__get_user_footprint(ProtobufCService *service,
-                                                         const Kindred__Chat__V1__GetUserFootprintRequest *input,
-                                                         Kindred__Chat__V1__GetUserFootprintResponse_Closure closure,
+                                                         const Kindred__Common__V1__GetUserFootprintRequest *input,
+                                                         Kindred__Common__V1__GetUserFootprintResponse_Closure closure,
                                                          void *closure_data);
 
 /* --- descriptors --- */
@@ -1531,8 +1452,6 @@ extern const ProtobufCMessageDescriptor kindred__chat__v1__get_messages_request_
 extern const ProtobufCMessageDescriptor kindred__chat__v1__get_messages_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__get_notification_context_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__get_notification_context_response__descriptor;
-extern const ProtobufCMessageDescriptor kindred__chat__v1__get_user_footprint_request__descriptor;
-extern const ProtobufCMessageDescriptor kindred__chat__v1__get_user_footprint_response__descriptor;
 extern const ProtobufCServiceDescriptor kindred__chat__v1__chat_service__descriptor;
 
 PROTOBUF_C__END_DECLS

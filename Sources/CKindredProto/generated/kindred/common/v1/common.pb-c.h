@@ -20,6 +20,8 @@ typedef struct Kindred__Common__V1__GeoPoint Kindred__Common__V1__GeoPoint;
 typedef struct Kindred__Common__V1__ErrorDetail Kindred__Common__V1__ErrorDetail;
 typedef struct Kindred__Common__V1__FieldViolation Kindred__Common__V1__FieldViolation;
 typedef struct Kindred__Common__V1__DataCount Kindred__Common__V1__DataCount;
+typedef struct Kindred__Common__V1__GetUserFootprintRequest Kindred__Common__V1__GetUserFootprintRequest;
+typedef struct Kindred__Common__V1__GetUserFootprintResponse Kindred__Common__V1__GetUserFootprintResponse;
 
 
 /* --- enums --- */
@@ -334,6 +336,41 @@ struct  Kindred__Common__V1__DataCount
     , (char *)protobuf_c_empty_string, 0 }
 
 
+/*
+ * The request of every service's GetUserFootprint
+ * (kindred.<service>.v1.<Service>Service/GetUserFootprint), one message for all so the gateway asks
+ * every service in one loop. ROLE_ADMIN or a service token.
+ */
+struct  Kindred__Common__V1__GetUserFootprintRequest
+{
+  ProtobufCMessage base;
+  /*
+   * The user (also works for a deleted user: then every count is 0).
+   */
+  char *user_id;
+};
+#define KINDRED__COMMON__V1__GET_USER_FOOTPRINT_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__common__v1__get_user_footprint_request__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+/*
+ * The rows one service holds about a user.
+ */
+struct  Kindred__Common__V1__GetUserFootprintResponse
+{
+  ProtobufCMessage base;
+  /*
+   * One entry per kind of data, including zero counts.
+   */
+  size_t n_counts;
+  Kindred__Common__V1__DataCount **counts;
+};
+#define KINDRED__COMMON__V1__GET_USER_FOOTPRINT_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__common__v1__get_user_footprint_response__descriptor) \
+    , 0,NULL }
+
+
 /* Kindred__Common__V1__CalendarDate methods */
 void   kindred__common__v1__calendar_date__init
                      (Kindred__Common__V1__CalendarDate         *message);
@@ -429,6 +466,44 @@ Kindred__Common__V1__DataCount *
 void   kindred__common__v1__data_count__free_unpacked
                      (Kindred__Common__V1__DataCount *message,
                       ProtobufCAllocator *allocator);
+/* Kindred__Common__V1__GetUserFootprintRequest methods */
+void   kindred__common__v1__get_user_footprint_request__init
+                     (Kindred__Common__V1__GetUserFootprintRequest         *message);
+size_t kindred__common__v1__get_user_footprint_request__get_packed_size
+                     (const Kindred__Common__V1__GetUserFootprintRequest   *message);
+size_t kindred__common__v1__get_user_footprint_request__pack
+                     (const Kindred__Common__V1__GetUserFootprintRequest   *message,
+                      uint8_t             *out);
+size_t kindred__common__v1__get_user_footprint_request__pack_to_buffer
+                     (const Kindred__Common__V1__GetUserFootprintRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Common__V1__GetUserFootprintRequest *
+       kindred__common__v1__get_user_footprint_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__common__v1__get_user_footprint_request__free_unpacked
+                     (Kindred__Common__V1__GetUserFootprintRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Kindred__Common__V1__GetUserFootprintResponse methods */
+void   kindred__common__v1__get_user_footprint_response__init
+                     (Kindred__Common__V1__GetUserFootprintResponse         *message);
+size_t kindred__common__v1__get_user_footprint_response__get_packed_size
+                     (const Kindred__Common__V1__GetUserFootprintResponse   *message);
+size_t kindred__common__v1__get_user_footprint_response__pack
+                     (const Kindred__Common__V1__GetUserFootprintResponse   *message,
+                      uint8_t             *out);
+size_t kindred__common__v1__get_user_footprint_response__pack_to_buffer
+                     (const Kindred__Common__V1__GetUserFootprintResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Common__V1__GetUserFootprintResponse *
+       kindred__common__v1__get_user_footprint_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__common__v1__get_user_footprint_response__free_unpacked
+                     (Kindred__Common__V1__GetUserFootprintResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Kindred__Common__V1__CalendarDate_Closure)
@@ -445,6 +520,12 @@ typedef void (*Kindred__Common__V1__FieldViolation_Closure)
                   void *closure_data);
 typedef void (*Kindred__Common__V1__DataCount_Closure)
                  (const Kindred__Common__V1__DataCount *message,
+                  void *closure_data);
+typedef void (*Kindred__Common__V1__GetUserFootprintRequest_Closure)
+                 (const Kindred__Common__V1__GetUserFootprintRequest *message,
+                  void *closure_data);
+typedef void (*Kindred__Common__V1__GetUserFootprintResponse_Closure)
+                 (const Kindred__Common__V1__GetUserFootprintResponse *message,
                   void *closure_data);
 
 /* --- services --- */
@@ -464,6 +545,8 @@ extern const ProtobufCMessageDescriptor kindred__common__v1__geo_point__descript
 extern const ProtobufCMessageDescriptor kindred__common__v1__error_detail__descriptor;
 extern const ProtobufCMessageDescriptor kindred__common__v1__field_violation__descriptor;
 extern const ProtobufCMessageDescriptor kindred__common__v1__data_count__descriptor;
+extern const ProtobufCMessageDescriptor kindred__common__v1__get_user_footprint_request__descriptor;
+extern const ProtobufCMessageDescriptor kindred__common__v1__get_user_footprint_response__descriptor;
 
 PROTOBUF_C__END_DECLS
 

@@ -33,8 +33,6 @@ typedef struct Kindred__Discovery__V1__RemoveCandidateRequest Kindred__Discovery
 typedef struct Kindred__Discovery__V1__RemoveCandidateResponse Kindred__Discovery__V1__RemoveCandidateResponse;
 typedef struct Kindred__Discovery__V1__RebuildIndexRequest Kindred__Discovery__V1__RebuildIndexRequest;
 typedef struct Kindred__Discovery__V1__RebuildIndexResponse Kindred__Discovery__V1__RebuildIndexResponse;
-typedef struct Kindred__Discovery__V1__GetUserFootprintRequest Kindred__Discovery__V1__GetUserFootprintRequest;
-typedef struct Kindred__Discovery__V1__GetUserFootprintResponse Kindred__Discovery__V1__GetUserFootprintResponse;
 
 
 /* --- enums --- */
@@ -392,39 +390,6 @@ struct  Kindred__Discovery__V1__RebuildIndexResponse
     , 0, 0, 0 }
 
 
-/*
- * Count the rows held about a user.
- */
-struct  Kindred__Discovery__V1__GetUserFootprintRequest
-{
-  ProtobufCMessage base;
-  /*
-   * The user.
-   */
-  char *user_id;
-};
-#define KINDRED__DISCOVERY__V1__GET_USER_FOOTPRINT_REQUEST__INIT \
- { PROTOBUF_C_MESSAGE_INIT (&kindred__discovery__v1__get_user_footprint_request__descriptor) \
-    , (char *)protobuf_c_empty_string }
-
-
-/*
- * Row counts per kind, including zeros.
- */
-struct  Kindred__Discovery__V1__GetUserFootprintResponse
-{
-  ProtobufCMessage base;
-  /*
-   * One entry per kind of data.
-   */
-  size_t n_counts;
-  Kindred__Common__V1__DataCount **counts;
-};
-#define KINDRED__DISCOVERY__V1__GET_USER_FOOTPRINT_RESPONSE__INIT \
- { PROTOBUF_C_MESSAGE_INIT (&kindred__discovery__v1__get_user_footprint_response__descriptor) \
-    , 0,NULL }
-
-
 /* Kindred__Discovery__V1__Candidate methods */
 void   kindred__discovery__v1__candidate__init
                      (Kindred__Discovery__V1__Candidate         *message);
@@ -710,44 +675,6 @@ Kindred__Discovery__V1__RebuildIndexResponse *
 void   kindred__discovery__v1__rebuild_index_response__free_unpacked
                      (Kindred__Discovery__V1__RebuildIndexResponse *message,
                       ProtobufCAllocator *allocator);
-/* Kindred__Discovery__V1__GetUserFootprintRequest methods */
-void   kindred__discovery__v1__get_user_footprint_request__init
-                     (Kindred__Discovery__V1__GetUserFootprintRequest         *message);
-size_t kindred__discovery__v1__get_user_footprint_request__get_packed_size
-                     (const Kindred__Discovery__V1__GetUserFootprintRequest   *message);
-size_t kindred__discovery__v1__get_user_footprint_request__pack
-                     (const Kindred__Discovery__V1__GetUserFootprintRequest   *message,
-                      uint8_t             *out);
-size_t kindred__discovery__v1__get_user_footprint_request__pack_to_buffer
-                     (const Kindred__Discovery__V1__GetUserFootprintRequest   *message,
-                      ProtobufCBuffer     *buffer);
-Kindred__Discovery__V1__GetUserFootprintRequest *
-       kindred__discovery__v1__get_user_footprint_request__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data);
-void   kindred__discovery__v1__get_user_footprint_request__free_unpacked
-                     (Kindred__Discovery__V1__GetUserFootprintRequest *message,
-                      ProtobufCAllocator *allocator);
-/* Kindred__Discovery__V1__GetUserFootprintResponse methods */
-void   kindred__discovery__v1__get_user_footprint_response__init
-                     (Kindred__Discovery__V1__GetUserFootprintResponse         *message);
-size_t kindred__discovery__v1__get_user_footprint_response__get_packed_size
-                     (const Kindred__Discovery__V1__GetUserFootprintResponse   *message);
-size_t kindred__discovery__v1__get_user_footprint_response__pack
-                     (const Kindred__Discovery__V1__GetUserFootprintResponse   *message,
-                      uint8_t             *out);
-size_t kindred__discovery__v1__get_user_footprint_response__pack_to_buffer
-                     (const Kindred__Discovery__V1__GetUserFootprintResponse   *message,
-                      ProtobufCBuffer     *buffer);
-Kindred__Discovery__V1__GetUserFootprintResponse *
-       kindred__discovery__v1__get_user_footprint_response__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data);
-void   kindred__discovery__v1__get_user_footprint_response__free_unpacked
-                     (Kindred__Discovery__V1__GetUserFootprintResponse *message,
-                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Kindred__Discovery__V1__Candidate_Closure)
@@ -795,12 +722,6 @@ typedef void (*Kindred__Discovery__V1__RebuildIndexRequest_Closure)
 typedef void (*Kindred__Discovery__V1__RebuildIndexResponse_Closure)
                  (const Kindred__Discovery__V1__RebuildIndexResponse *message,
                   void *closure_data);
-typedef void (*Kindred__Discovery__V1__GetUserFootprintRequest_Closure)
-                 (const Kindred__Discovery__V1__GetUserFootprintRequest *message,
-                  void *closure_data);
-typedef void (*Kindred__Discovery__V1__GetUserFootprintResponse_Closure)
-                 (const Kindred__Discovery__V1__GetUserFootprintResponse *message,
-                  void *closure_data);
 
 /* --- services --- */
 
@@ -841,8 +762,8 @@ struct Kindred__Discovery__V1__DiscoveryService_Service
                          Kindred__Common__V1__DeliverEventsResponse_Closure closure,
                          void *closure_data);
   void (*get_user_footprint)(Kindred__Discovery__V1__DiscoveryService_Service *service,
-                             const Kindred__Discovery__V1__GetUserFootprintRequest *input,
-                             Kindred__Discovery__V1__GetUserFootprintResponse_Closure closure,
+                             const Kindred__Common__V1__GetUserFootprintRequest *input,
+                             Kindred__Common__V1__GetUserFootprintResponse_Closure closure,
                              void *closure_data);
 };
 typedef void (*Kindred__Discovery__V1__DiscoveryService_ServiceDestroy)(Kindred__Discovery__V1__DiscoveryService_Service *);
@@ -894,8 +815,8 @@ void kindred__discovery__v1__discovery_service__deliver_events(ProtobufCService 
                                                                Kindred__Common__V1__DeliverEventsResponse_Closure closure,
                                                                void *closure_data);
 void kindred__discovery__v1__discovery_service__get_user_footprint(ProtobufCService *service,
-                                                                   const Kindred__Discovery__V1__GetUserFootprintRequest *input,
-                                                                   Kindred__Discovery__V1__GetUserFootprintResponse_Closure closure,
+                                                                   const Kindred__Common__V1__GetUserFootprintRequest *input,
+                                                                   Kindred__Common__V1__GetUserFootprintResponse_Closure closure,
                                                                    void *closure_data);
 
 /* --- descriptors --- */
@@ -915,8 +836,6 @@ extern const ProtobufCMessageDescriptor kindred__discovery__v1__remove_candidate
 extern const ProtobufCMessageDescriptor kindred__discovery__v1__remove_candidate_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__discovery__v1__rebuild_index_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__discovery__v1__rebuild_index_response__descriptor;
-extern const ProtobufCMessageDescriptor kindred__discovery__v1__get_user_footprint_request__descriptor;
-extern const ProtobufCMessageDescriptor kindred__discovery__v1__get_user_footprint_response__descriptor;
 extern const ProtobufCServiceDescriptor kindred__discovery__v1__discovery_service__descriptor;
 
 PROTOBUF_C__END_DECLS

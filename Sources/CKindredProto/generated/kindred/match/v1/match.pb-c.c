@@ -682,96 +682,6 @@ void   kindred__match__v1__get_relations_response__free_unpacked
   assert(message->base.descriptor == &kindred__match__v1__get_relations_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-void   kindred__match__v1__get_user_footprint_request__init
-                     (Kindred__Match__V1__GetUserFootprintRequest         *message)
-{
-  static const Kindred__Match__V1__GetUserFootprintRequest init_value = KINDRED__MATCH__V1__GET_USER_FOOTPRINT_REQUEST__INIT;
-  *message = init_value;
-}
-size_t kindred__match__v1__get_user_footprint_request__get_packed_size
-                     (const Kindred__Match__V1__GetUserFootprintRequest *message)
-{
-  assert(message->base.descriptor == &kindred__match__v1__get_user_footprint_request__descriptor);
-  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
-}
-size_t kindred__match__v1__get_user_footprint_request__pack
-                     (const Kindred__Match__V1__GetUserFootprintRequest *message,
-                      uint8_t       *out)
-{
-  assert(message->base.descriptor == &kindred__match__v1__get_user_footprint_request__descriptor);
-  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
-}
-size_t kindred__match__v1__get_user_footprint_request__pack_to_buffer
-                     (const Kindred__Match__V1__GetUserFootprintRequest *message,
-                      ProtobufCBuffer *buffer)
-{
-  assert(message->base.descriptor == &kindred__match__v1__get_user_footprint_request__descriptor);
-  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
-}
-Kindred__Match__V1__GetUserFootprintRequest *
-       kindred__match__v1__get_user_footprint_request__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data)
-{
-  return (Kindred__Match__V1__GetUserFootprintRequest *)
-     protobuf_c_message_unpack (&kindred__match__v1__get_user_footprint_request__descriptor,
-                                allocator, len, data);
-}
-void   kindred__match__v1__get_user_footprint_request__free_unpacked
-                     (Kindred__Match__V1__GetUserFootprintRequest *message,
-                      ProtobufCAllocator *allocator)
-{
-  if(!message)
-    return;
-  assert(message->base.descriptor == &kindred__match__v1__get_user_footprint_request__descriptor);
-  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
-}
-void   kindred__match__v1__get_user_footprint_response__init
-                     (Kindred__Match__V1__GetUserFootprintResponse         *message)
-{
-  static const Kindred__Match__V1__GetUserFootprintResponse init_value = KINDRED__MATCH__V1__GET_USER_FOOTPRINT_RESPONSE__INIT;
-  *message = init_value;
-}
-size_t kindred__match__v1__get_user_footprint_response__get_packed_size
-                     (const Kindred__Match__V1__GetUserFootprintResponse *message)
-{
-  assert(message->base.descriptor == &kindred__match__v1__get_user_footprint_response__descriptor);
-  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
-}
-size_t kindred__match__v1__get_user_footprint_response__pack
-                     (const Kindred__Match__V1__GetUserFootprintResponse *message,
-                      uint8_t       *out)
-{
-  assert(message->base.descriptor == &kindred__match__v1__get_user_footprint_response__descriptor);
-  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
-}
-size_t kindred__match__v1__get_user_footprint_response__pack_to_buffer
-                     (const Kindred__Match__V1__GetUserFootprintResponse *message,
-                      ProtobufCBuffer *buffer)
-{
-  assert(message->base.descriptor == &kindred__match__v1__get_user_footprint_response__descriptor);
-  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
-}
-Kindred__Match__V1__GetUserFootprintResponse *
-       kindred__match__v1__get_user_footprint_response__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data)
-{
-  return (Kindred__Match__V1__GetUserFootprintResponse *)
-     protobuf_c_message_unpack (&kindred__match__v1__get_user_footprint_response__descriptor,
-                                allocator, len, data);
-}
-void   kindred__match__v1__get_user_footprint_response__free_unpacked
-                     (Kindred__Match__V1__GetUserFootprintResponse *message,
-                      ProtobufCAllocator *allocator)
-{
-  if(!message)
-    return;
-  assert(message->base.descriptor == &kindred__match__v1__get_user_footprint_response__descriptor);
-  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
-}
 static const ProtobufCFieldDescriptor kindred__match__v1__swipe_request__field_descriptors[3] =
 {
   {
@@ -1543,82 +1453,6 @@ const ProtobufCMessageDescriptor kindred__match__v1__get_relations_response__des
   (ProtobufCMessageInit) kindred__match__v1__get_relations_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__match__v1__get_user_footprint_request__field_descriptors[1] =
-{
-  {
-    "user_id",
-    1,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_STRING,
-    0,   /* quantifier_offset */
-    offsetof(Kindred__Match__V1__GetUserFootprintRequest, user_id),
-    NULL,
-    &protobuf_c_empty_string,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-};
-static const unsigned kindred__match__v1__get_user_footprint_request__field_indices_by_name[] = {
-  0,   /* field[0] = user_id */
-};
-static const ProtobufCIntRange kindred__match__v1__get_user_footprint_request__number_ranges[1 + 1] =
-{
-  { 1, 0 },
-  { 0, 1 }
-};
-const ProtobufCMessageDescriptor kindred__match__v1__get_user_footprint_request__descriptor =
-{
-  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-  "kindred.match.v1.GetUserFootprintRequest",
-  "GetUserFootprintRequest",
-  "Kindred__Match__V1__GetUserFootprintRequest",
-  "kindred.match.v1",
-  sizeof(Kindred__Match__V1__GetUserFootprintRequest),
-  1,
-  kindred__match__v1__get_user_footprint_request__field_descriptors,
-  kindred__match__v1__get_user_footprint_request__field_indices_by_name,
-  1,  kindred__match__v1__get_user_footprint_request__number_ranges,
-  (ProtobufCMessageInit) kindred__match__v1__get_user_footprint_request__init,
-  NULL,NULL,NULL    /* reserved[123] */
-};
-static const ProtobufCFieldDescriptor kindred__match__v1__get_user_footprint_response__field_descriptors[1] =
-{
-  {
-    "counts",
-    1,
-    PROTOBUF_C_LABEL_REPEATED,
-    PROTOBUF_C_TYPE_MESSAGE,
-    offsetof(Kindred__Match__V1__GetUserFootprintResponse, n_counts),
-    offsetof(Kindred__Match__V1__GetUserFootprintResponse, counts),
-    &kindred__common__v1__data_count__descriptor,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-};
-static const unsigned kindred__match__v1__get_user_footprint_response__field_indices_by_name[] = {
-  0,   /* field[0] = counts */
-};
-static const ProtobufCIntRange kindred__match__v1__get_user_footprint_response__number_ranges[1 + 1] =
-{
-  { 1, 0 },
-  { 0, 1 }
-};
-const ProtobufCMessageDescriptor kindred__match__v1__get_user_footprint_response__descriptor =
-{
-  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-  "kindred.match.v1.GetUserFootprintResponse",
-  "GetUserFootprintResponse",
-  "Kindred__Match__V1__GetUserFootprintResponse",
-  "kindred.match.v1",
-  sizeof(Kindred__Match__V1__GetUserFootprintResponse),
-  1,
-  kindred__match__v1__get_user_footprint_response__field_descriptors,
-  kindred__match__v1__get_user_footprint_response__field_indices_by_name,
-  1,  kindred__match__v1__get_user_footprint_response__number_ranges,
-  (ProtobufCMessageInit) kindred__match__v1__get_user_footprint_response__init,
-  NULL,NULL,NULL    /* reserved[123] */
-};
 static const ProtobufCEnumValue kindred__match__v1__swipe_outcome__enum_values_by_number[4] =
 {
   { "SWIPE_OUTCOME_UNSPECIFIED", "KINDRED__MATCH__V1__SWIPE_OUTCOME__SWIPE_OUTCOME_UNSPECIFIED", 0 },
@@ -1668,7 +1502,7 @@ static const ProtobufCMethodDescriptor kindred__match__v1__match_service__method
   { "GetReport", &kindred__match__v1__get_report_request__descriptor, &kindred__match__v1__get_report_response__descriptor },
   { "ResolveReport", &kindred__match__v1__resolve_report_request__descriptor, &kindred__match__v1__resolve_report_response__descriptor },
   { "DeliverEvents", &kindred__common__v1__deliver_events_request__descriptor, &kindred__common__v1__deliver_events_response__descriptor },
-  { "GetUserFootprint", &kindred__match__v1__get_user_footprint_request__descriptor, &kindred__match__v1__get_user_footprint_response__descriptor },
+  { "GetUserFootprint", &kindred__common__v1__get_user_footprint_request__descriptor, &kindred__common__v1__get_user_footprint_response__descriptor },
 };
 const unsigned kindred__match__v1__match_service__method_indices_by_name[] = {
   5,        /* Block */
@@ -1820,8 +1654,8 @@ void kindred__match__v1__match_service__deliver_events(ProtobufCService *service
   service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__match__v1__match_service__get_user_footprint(ProtobufCService *service,
-                                                           const Kindred__Match__V1__GetUserFootprintRequest *input,
-                                                           Kindred__Match__V1__GetUserFootprintResponse_Closure closure,
+                                                           const Kindred__Common__V1__GetUserFootprintRequest *input,
+                                                           Kindred__Common__V1__GetUserFootprintResponse_Closure closure,
                                                            void *closure_data)
 {
   assert(service->descriptor == &kindred__match__v1__match_service__descriptor);

@@ -34,8 +34,6 @@ typedef struct Kindred__Match__V1__FilterUnseenRequest Kindred__Match__V1__Filte
 typedef struct Kindred__Match__V1__FilterUnseenResponse Kindred__Match__V1__FilterUnseenResponse;
 typedef struct Kindred__Match__V1__GetRelationsRequest Kindred__Match__V1__GetRelationsRequest;
 typedef struct Kindred__Match__V1__GetRelationsResponse Kindred__Match__V1__GetRelationsResponse;
-typedef struct Kindred__Match__V1__GetUserFootprintRequest Kindred__Match__V1__GetUserFootprintRequest;
-typedef struct Kindred__Match__V1__GetUserFootprintResponse Kindred__Match__V1__GetUserFootprintResponse;
 
 
 /* --- enums --- */
@@ -379,39 +377,6 @@ struct  Kindred__Match__V1__GetRelationsResponse
     , 0,NULL }
 
 
-/*
- * Count the rows held about a user.
- */
-struct  Kindred__Match__V1__GetUserFootprintRequest
-{
-  ProtobufCMessage base;
-  /*
-   * The user.
-   */
-  char *user_id;
-};
-#define KINDRED__MATCH__V1__GET_USER_FOOTPRINT_REQUEST__INIT \
- { PROTOBUF_C_MESSAGE_INIT (&kindred__match__v1__get_user_footprint_request__descriptor) \
-    , (char *)protobuf_c_empty_string }
-
-
-/*
- * Row counts per kind, including zeros.
- */
-struct  Kindred__Match__V1__GetUserFootprintResponse
-{
-  ProtobufCMessage base;
-  /*
-   * One entry per kind of data.
-   */
-  size_t n_counts;
-  Kindred__Common__V1__DataCount **counts;
-};
-#define KINDRED__MATCH__V1__GET_USER_FOOTPRINT_RESPONSE__INIT \
- { PROTOBUF_C_MESSAGE_INIT (&kindred__match__v1__get_user_footprint_response__descriptor) \
-    , 0,NULL }
-
-
 /* Kindred__Match__V1__SwipeRequest methods */
 void   kindred__match__v1__swipe_request__init
                      (Kindred__Match__V1__SwipeRequest         *message);
@@ -697,44 +662,6 @@ Kindred__Match__V1__GetRelationsResponse *
 void   kindred__match__v1__get_relations_response__free_unpacked
                      (Kindred__Match__V1__GetRelationsResponse *message,
                       ProtobufCAllocator *allocator);
-/* Kindred__Match__V1__GetUserFootprintRequest methods */
-void   kindred__match__v1__get_user_footprint_request__init
-                     (Kindred__Match__V1__GetUserFootprintRequest         *message);
-size_t kindred__match__v1__get_user_footprint_request__get_packed_size
-                     (const Kindred__Match__V1__GetUserFootprintRequest   *message);
-size_t kindred__match__v1__get_user_footprint_request__pack
-                     (const Kindred__Match__V1__GetUserFootprintRequest   *message,
-                      uint8_t             *out);
-size_t kindred__match__v1__get_user_footprint_request__pack_to_buffer
-                     (const Kindred__Match__V1__GetUserFootprintRequest   *message,
-                      ProtobufCBuffer     *buffer);
-Kindred__Match__V1__GetUserFootprintRequest *
-       kindred__match__v1__get_user_footprint_request__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data);
-void   kindred__match__v1__get_user_footprint_request__free_unpacked
-                     (Kindred__Match__V1__GetUserFootprintRequest *message,
-                      ProtobufCAllocator *allocator);
-/* Kindred__Match__V1__GetUserFootprintResponse methods */
-void   kindred__match__v1__get_user_footprint_response__init
-                     (Kindred__Match__V1__GetUserFootprintResponse         *message);
-size_t kindred__match__v1__get_user_footprint_response__get_packed_size
-                     (const Kindred__Match__V1__GetUserFootprintResponse   *message);
-size_t kindred__match__v1__get_user_footprint_response__pack
-                     (const Kindred__Match__V1__GetUserFootprintResponse   *message,
-                      uint8_t             *out);
-size_t kindred__match__v1__get_user_footprint_response__pack_to_buffer
-                     (const Kindred__Match__V1__GetUserFootprintResponse   *message,
-                      ProtobufCBuffer     *buffer);
-Kindred__Match__V1__GetUserFootprintResponse *
-       kindred__match__v1__get_user_footprint_response__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data);
-void   kindred__match__v1__get_user_footprint_response__free_unpacked
-                     (Kindred__Match__V1__GetUserFootprintResponse *message,
-                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Kindred__Match__V1__SwipeRequest_Closure)
@@ -781,12 +708,6 @@ typedef void (*Kindred__Match__V1__GetRelationsRequest_Closure)
                   void *closure_data);
 typedef void (*Kindred__Match__V1__GetRelationsResponse_Closure)
                  (const Kindred__Match__V1__GetRelationsResponse *message,
-                  void *closure_data);
-typedef void (*Kindred__Match__V1__GetUserFootprintRequest_Closure)
-                 (const Kindred__Match__V1__GetUserFootprintRequest *message,
-                  void *closure_data);
-typedef void (*Kindred__Match__V1__GetUserFootprintResponse_Closure)
-                 (const Kindred__Match__V1__GetUserFootprintResponse *message,
                   void *closure_data);
 
 /* --- services --- */
@@ -856,8 +777,8 @@ struct Kindred__Match__V1__MatchService_Service
                          Kindred__Common__V1__DeliverEventsResponse_Closure closure,
                          void *closure_data);
   void (*get_user_footprint)(Kindred__Match__V1__MatchService_Service *service,
-                             const Kindred__Match__V1__GetUserFootprintRequest *input,
-                             Kindred__Match__V1__GetUserFootprintResponse_Closure closure,
+                             const Kindred__Common__V1__GetUserFootprintRequest *input,
+                             Kindred__Common__V1__GetUserFootprintResponse_Closure closure,
                              void *closure_data);
 };
 typedef void (*Kindred__Match__V1__MatchService_ServiceDestroy)(Kindred__Match__V1__MatchService_Service *);
@@ -944,8 +865,8 @@ void kindred__match__v1__match_service__deliver_events(ProtobufCService *service
                                                        Kindred__Common__V1__DeliverEventsResponse_Closure closure,
                                                        void *closure_data);
 void kindred__match__v1__match_service__get_user_footprint(ProtobufCService *service,
-                                                           const Kindred__Match__V1__GetUserFootprintRequest *input,
-                                                           Kindred__Match__V1__GetUserFootprintResponse_Closure closure,
+                                                           const Kindred__Common__V1__GetUserFootprintRequest *input,
+                                                           Kindred__Common__V1__GetUserFootprintResponse_Closure closure,
                                                            void *closure_data);
 
 /* --- descriptors --- */
@@ -966,8 +887,6 @@ extern const ProtobufCMessageDescriptor kindred__match__v1__filter_unseen_reques
 extern const ProtobufCMessageDescriptor kindred__match__v1__filter_unseen_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__match__v1__get_relations_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__match__v1__get_relations_response__descriptor;
-extern const ProtobufCMessageDescriptor kindred__match__v1__get_user_footprint_request__descriptor;
-extern const ProtobufCMessageDescriptor kindred__match__v1__get_user_footprint_response__descriptor;
 extern const ProtobufCServiceDescriptor kindred__match__v1__match_service__descriptor;
 
 PROTOBUF_C__END_DECLS

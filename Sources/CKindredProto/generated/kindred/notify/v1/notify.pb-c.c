@@ -367,96 +367,6 @@ void   kindred__notify__v1__update_notification_settings_request__free_unpacked
   assert(message->base.descriptor == &kindred__notify__v1__update_notification_settings_request__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-void   kindred__notify__v1__get_user_footprint_request__init
-                     (Kindred__Notify__V1__GetUserFootprintRequest         *message)
-{
-  static const Kindred__Notify__V1__GetUserFootprintRequest init_value = KINDRED__NOTIFY__V1__GET_USER_FOOTPRINT_REQUEST__INIT;
-  *message = init_value;
-}
-size_t kindred__notify__v1__get_user_footprint_request__get_packed_size
-                     (const Kindred__Notify__V1__GetUserFootprintRequest *message)
-{
-  assert(message->base.descriptor == &kindred__notify__v1__get_user_footprint_request__descriptor);
-  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
-}
-size_t kindred__notify__v1__get_user_footprint_request__pack
-                     (const Kindred__Notify__V1__GetUserFootprintRequest *message,
-                      uint8_t       *out)
-{
-  assert(message->base.descriptor == &kindred__notify__v1__get_user_footprint_request__descriptor);
-  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
-}
-size_t kindred__notify__v1__get_user_footprint_request__pack_to_buffer
-                     (const Kindred__Notify__V1__GetUserFootprintRequest *message,
-                      ProtobufCBuffer *buffer)
-{
-  assert(message->base.descriptor == &kindred__notify__v1__get_user_footprint_request__descriptor);
-  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
-}
-Kindred__Notify__V1__GetUserFootprintRequest *
-       kindred__notify__v1__get_user_footprint_request__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data)
-{
-  return (Kindred__Notify__V1__GetUserFootprintRequest *)
-     protobuf_c_message_unpack (&kindred__notify__v1__get_user_footprint_request__descriptor,
-                                allocator, len, data);
-}
-void   kindred__notify__v1__get_user_footprint_request__free_unpacked
-                     (Kindred__Notify__V1__GetUserFootprintRequest *message,
-                      ProtobufCAllocator *allocator)
-{
-  if(!message)
-    return;
-  assert(message->base.descriptor == &kindred__notify__v1__get_user_footprint_request__descriptor);
-  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
-}
-void   kindred__notify__v1__get_user_footprint_response__init
-                     (Kindred__Notify__V1__GetUserFootprintResponse         *message)
-{
-  static const Kindred__Notify__V1__GetUserFootprintResponse init_value = KINDRED__NOTIFY__V1__GET_USER_FOOTPRINT_RESPONSE__INIT;
-  *message = init_value;
-}
-size_t kindred__notify__v1__get_user_footprint_response__get_packed_size
-                     (const Kindred__Notify__V1__GetUserFootprintResponse *message)
-{
-  assert(message->base.descriptor == &kindred__notify__v1__get_user_footprint_response__descriptor);
-  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
-}
-size_t kindred__notify__v1__get_user_footprint_response__pack
-                     (const Kindred__Notify__V1__GetUserFootprintResponse *message,
-                      uint8_t       *out)
-{
-  assert(message->base.descriptor == &kindred__notify__v1__get_user_footprint_response__descriptor);
-  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
-}
-size_t kindred__notify__v1__get_user_footprint_response__pack_to_buffer
-                     (const Kindred__Notify__V1__GetUserFootprintResponse *message,
-                      ProtobufCBuffer *buffer)
-{
-  assert(message->base.descriptor == &kindred__notify__v1__get_user_footprint_response__descriptor);
-  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
-}
-Kindred__Notify__V1__GetUserFootprintResponse *
-       kindred__notify__v1__get_user_footprint_response__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data)
-{
-  return (Kindred__Notify__V1__GetUserFootprintResponse *)
-     protobuf_c_message_unpack (&kindred__notify__v1__get_user_footprint_response__descriptor,
-                                allocator, len, data);
-}
-void   kindred__notify__v1__get_user_footprint_response__free_unpacked
-                     (Kindred__Notify__V1__GetUserFootprintResponse *message,
-                      ProtobufCAllocator *allocator)
-{
-  if(!message)
-    return;
-  assert(message->base.descriptor == &kindred__notify__v1__get_user_footprint_response__descriptor);
-  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
-}
 static const ProtobufCFieldDescriptor kindred__notify__v1__register_device_request__field_descriptors[7] =
 {
   {
@@ -851,82 +761,6 @@ const ProtobufCMessageDescriptor kindred__notify__v1__update_notification_settin
   (ProtobufCMessageInit) kindred__notify__v1__update_notification_settings_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__notify__v1__get_user_footprint_request__field_descriptors[1] =
-{
-  {
-    "user_id",
-    1,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_STRING,
-    0,   /* quantifier_offset */
-    offsetof(Kindred__Notify__V1__GetUserFootprintRequest, user_id),
-    NULL,
-    &protobuf_c_empty_string,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-};
-static const unsigned kindred__notify__v1__get_user_footprint_request__field_indices_by_name[] = {
-  0,   /* field[0] = user_id */
-};
-static const ProtobufCIntRange kindred__notify__v1__get_user_footprint_request__number_ranges[1 + 1] =
-{
-  { 1, 0 },
-  { 0, 1 }
-};
-const ProtobufCMessageDescriptor kindred__notify__v1__get_user_footprint_request__descriptor =
-{
-  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-  "kindred.notify.v1.GetUserFootprintRequest",
-  "GetUserFootprintRequest",
-  "Kindred__Notify__V1__GetUserFootprintRequest",
-  "kindred.notify.v1",
-  sizeof(Kindred__Notify__V1__GetUserFootprintRequest),
-  1,
-  kindred__notify__v1__get_user_footprint_request__field_descriptors,
-  kindred__notify__v1__get_user_footprint_request__field_indices_by_name,
-  1,  kindred__notify__v1__get_user_footprint_request__number_ranges,
-  (ProtobufCMessageInit) kindred__notify__v1__get_user_footprint_request__init,
-  NULL,NULL,NULL    /* reserved[123] */
-};
-static const ProtobufCFieldDescriptor kindred__notify__v1__get_user_footprint_response__field_descriptors[1] =
-{
-  {
-    "counts",
-    1,
-    PROTOBUF_C_LABEL_REPEATED,
-    PROTOBUF_C_TYPE_MESSAGE,
-    offsetof(Kindred__Notify__V1__GetUserFootprintResponse, n_counts),
-    offsetof(Kindred__Notify__V1__GetUserFootprintResponse, counts),
-    &kindred__common__v1__data_count__descriptor,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-};
-static const unsigned kindred__notify__v1__get_user_footprint_response__field_indices_by_name[] = {
-  0,   /* field[0] = counts */
-};
-static const ProtobufCIntRange kindred__notify__v1__get_user_footprint_response__number_ranges[1 + 1] =
-{
-  { 1, 0 },
-  { 0, 1 }
-};
-const ProtobufCMessageDescriptor kindred__notify__v1__get_user_footprint_response__descriptor =
-{
-  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-  "kindred.notify.v1.GetUserFootprintResponse",
-  "GetUserFootprintResponse",
-  "Kindred__Notify__V1__GetUserFootprintResponse",
-  "kindred.notify.v1",
-  sizeof(Kindred__Notify__V1__GetUserFootprintResponse),
-  1,
-  kindred__notify__v1__get_user_footprint_response__field_descriptors,
-  kindred__notify__v1__get_user_footprint_response__field_indices_by_name,
-  1,  kindred__notify__v1__get_user_footprint_response__number_ranges,
-  (ProtobufCMessageInit) kindred__notify__v1__get_user_footprint_response__init,
-  NULL,NULL,NULL    /* reserved[123] */
-};
 static const ProtobufCMethodDescriptor kindred__notify__v1__notify_service__method_descriptors[7] =
 {
   { "RegisterDevice", &kindred__notify__v1__register_device_request__descriptor, &kindred__notify__v1__register_device_response__descriptor },
@@ -935,7 +769,7 @@ static const ProtobufCMethodDescriptor kindred__notify__v1__notify_service__meth
   { "GetNotificationSettings", &kindred__notify__v1__get_notification_settings_request__descriptor, &kindred__notify__v1__notification_settings__descriptor },
   { "UpdateNotificationSettings", &kindred__notify__v1__update_notification_settings_request__descriptor, &kindred__notify__v1__notification_settings__descriptor },
   { "DeliverEvents", &kindred__common__v1__deliver_events_request__descriptor, &kindred__common__v1__deliver_events_response__descriptor },
-  { "GetUserFootprint", &kindred__notify__v1__get_user_footprint_request__descriptor, &kindred__notify__v1__get_user_footprint_response__descriptor },
+  { "GetUserFootprint", &kindred__common__v1__get_user_footprint_request__descriptor, &kindred__common__v1__get_user_footprint_response__descriptor },
 };
 const unsigned kindred__notify__v1__notify_service__method_indices_by_name[] = {
   5,        /* DeliverEvents */
@@ -1006,8 +840,8 @@ void kindred__notify__v1__notify_service__deliver_events(ProtobufCService *servi
   service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__notify__v1__notify_service__get_user_footprint(ProtobufCService *service,
-                                                             const Kindred__Notify__V1__GetUserFootprintRequest *input,
-                                                             Kindred__Notify__V1__GetUserFootprintResponse_Closure closure,
+                                                             const Kindred__Common__V1__GetUserFootprintRequest *input,
+                                                             Kindred__Common__V1__GetUserFootprintResponse_Closure closure,
                                                              void *closure_data)
 {
   assert(service->descriptor == &kindred__notify__v1__notify_service__descriptor);

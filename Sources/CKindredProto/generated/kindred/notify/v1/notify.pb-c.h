@@ -26,8 +26,6 @@ typedef struct Kindred__Notify__V1__ListDevicesRequest Kindred__Notify__V1__List
 typedef struct Kindred__Notify__V1__ListDevicesResponse Kindred__Notify__V1__ListDevicesResponse;
 typedef struct Kindred__Notify__V1__GetNotificationSettingsRequest Kindred__Notify__V1__GetNotificationSettingsRequest;
 typedef struct Kindred__Notify__V1__UpdateNotificationSettingsRequest Kindred__Notify__V1__UpdateNotificationSettingsRequest;
-typedef struct Kindred__Notify__V1__GetUserFootprintRequest Kindred__Notify__V1__GetUserFootprintRequest;
-typedef struct Kindred__Notify__V1__GetUserFootprintResponse Kindred__Notify__V1__GetUserFootprintResponse;
 
 
 /* --- enums --- */
@@ -197,39 +195,6 @@ struct  Kindred__Notify__V1__UpdateNotificationSettingsRequest
     , NULL }
 
 
-/*
- * Count the rows held about a user.
- */
-struct  Kindred__Notify__V1__GetUserFootprintRequest
-{
-  ProtobufCMessage base;
-  /*
-   * The user.
-   */
-  char *user_id;
-};
-#define KINDRED__NOTIFY__V1__GET_USER_FOOTPRINT_REQUEST__INIT \
- { PROTOBUF_C_MESSAGE_INIT (&kindred__notify__v1__get_user_footprint_request__descriptor) \
-    , (char *)protobuf_c_empty_string }
-
-
-/*
- * Row counts per kind, including zeros.
- */
-struct  Kindred__Notify__V1__GetUserFootprintResponse
-{
-  ProtobufCMessage base;
-  /*
-   * One entry per kind of data.
-   */
-  size_t n_counts;
-  Kindred__Common__V1__DataCount **counts;
-};
-#define KINDRED__NOTIFY__V1__GET_USER_FOOTPRINT_RESPONSE__INIT \
- { PROTOBUF_C_MESSAGE_INIT (&kindred__notify__v1__get_user_footprint_response__descriptor) \
-    , 0,NULL }
-
-
 /* Kindred__Notify__V1__RegisterDeviceRequest methods */
 void   kindred__notify__v1__register_device_request__init
                      (Kindred__Notify__V1__RegisterDeviceRequest         *message);
@@ -382,44 +347,6 @@ Kindred__Notify__V1__UpdateNotificationSettingsRequest *
 void   kindred__notify__v1__update_notification_settings_request__free_unpacked
                      (Kindred__Notify__V1__UpdateNotificationSettingsRequest *message,
                       ProtobufCAllocator *allocator);
-/* Kindred__Notify__V1__GetUserFootprintRequest methods */
-void   kindred__notify__v1__get_user_footprint_request__init
-                     (Kindred__Notify__V1__GetUserFootprintRequest         *message);
-size_t kindred__notify__v1__get_user_footprint_request__get_packed_size
-                     (const Kindred__Notify__V1__GetUserFootprintRequest   *message);
-size_t kindred__notify__v1__get_user_footprint_request__pack
-                     (const Kindred__Notify__V1__GetUserFootprintRequest   *message,
-                      uint8_t             *out);
-size_t kindred__notify__v1__get_user_footprint_request__pack_to_buffer
-                     (const Kindred__Notify__V1__GetUserFootprintRequest   *message,
-                      ProtobufCBuffer     *buffer);
-Kindred__Notify__V1__GetUserFootprintRequest *
-       kindred__notify__v1__get_user_footprint_request__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data);
-void   kindred__notify__v1__get_user_footprint_request__free_unpacked
-                     (Kindred__Notify__V1__GetUserFootprintRequest *message,
-                      ProtobufCAllocator *allocator);
-/* Kindred__Notify__V1__GetUserFootprintResponse methods */
-void   kindred__notify__v1__get_user_footprint_response__init
-                     (Kindred__Notify__V1__GetUserFootprintResponse         *message);
-size_t kindred__notify__v1__get_user_footprint_response__get_packed_size
-                     (const Kindred__Notify__V1__GetUserFootprintResponse   *message);
-size_t kindred__notify__v1__get_user_footprint_response__pack
-                     (const Kindred__Notify__V1__GetUserFootprintResponse   *message,
-                      uint8_t             *out);
-size_t kindred__notify__v1__get_user_footprint_response__pack_to_buffer
-                     (const Kindred__Notify__V1__GetUserFootprintResponse   *message,
-                      ProtobufCBuffer     *buffer);
-Kindred__Notify__V1__GetUserFootprintResponse *
-       kindred__notify__v1__get_user_footprint_response__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data);
-void   kindred__notify__v1__get_user_footprint_response__free_unpacked
-                     (Kindred__Notify__V1__GetUserFootprintResponse *message,
-                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Kindred__Notify__V1__RegisterDeviceRequest_Closure)
@@ -445,12 +372,6 @@ typedef void (*Kindred__Notify__V1__GetNotificationSettingsRequest_Closure)
                   void *closure_data);
 typedef void (*Kindred__Notify__V1__UpdateNotificationSettingsRequest_Closure)
                  (const Kindred__Notify__V1__UpdateNotificationSettingsRequest *message,
-                  void *closure_data);
-typedef void (*Kindred__Notify__V1__GetUserFootprintRequest_Closure)
-                 (const Kindred__Notify__V1__GetUserFootprintRequest *message,
-                  void *closure_data);
-typedef void (*Kindred__Notify__V1__GetUserFootprintResponse_Closure)
-                 (const Kindred__Notify__V1__GetUserFootprintResponse *message,
                   void *closure_data);
 
 /* --- services --- */
@@ -484,8 +405,8 @@ struct Kindred__Notify__V1__NotifyService_Service
                          Kindred__Common__V1__DeliverEventsResponse_Closure closure,
                          void *closure_data);
   void (*get_user_footprint)(Kindred__Notify__V1__NotifyService_Service *service,
-                             const Kindred__Notify__V1__GetUserFootprintRequest *input,
-                             Kindred__Notify__V1__GetUserFootprintResponse_Closure closure,
+                             const Kindred__Common__V1__GetUserFootprintRequest *input,
+                             Kindred__Common__V1__GetUserFootprintResponse_Closure closure,
                              void *closure_data);
 };
 typedef void (*Kindred__Notify__V1__NotifyService_ServiceDestroy)(Kindred__Notify__V1__NotifyService_Service *);
@@ -527,8 +448,8 @@ void kindred__notify__v1__notify_service__deliver_events(ProtobufCService *servi
                                                          Kindred__Common__V1__DeliverEventsResponse_Closure closure,
                                                          void *closure_data);
 void kindred__notify__v1__notify_service__get_user_footprint(ProtobufCService *service,
-                                                             const Kindred__Notify__V1__GetUserFootprintRequest *input,
-                                                             Kindred__Notify__V1__GetUserFootprintResponse_Closure closure,
+                                                             const Kindred__Common__V1__GetUserFootprintRequest *input,
+                                                             Kindred__Common__V1__GetUserFootprintResponse_Closure closure,
                                                              void *closure_data);
 
 /* --- descriptors --- */
@@ -541,8 +462,6 @@ extern const ProtobufCMessageDescriptor kindred__notify__v1__list_devices_reques
 extern const ProtobufCMessageDescriptor kindred__notify__v1__list_devices_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__notify__v1__get_notification_settings_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__notify__v1__update_notification_settings_request__descriptor;
-extern const ProtobufCMessageDescriptor kindred__notify__v1__get_user_footprint_request__descriptor;
-extern const ProtobufCMessageDescriptor kindred__notify__v1__get_user_footprint_response__descriptor;
 extern const ProtobufCServiceDescriptor kindred__notify__v1__notify_service__descriptor;
 
 PROTOBUF_C__END_DECLS

@@ -547,96 +547,6 @@ void   kindred__profile__v1__list_profile_index_entries_response__free_unpacked
   assert(message->base.descriptor == &kindred__profile__v1__list_profile_index_entries_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-void   kindred__profile__v1__get_user_footprint_request__init
-                     (Kindred__Profile__V1__GetUserFootprintRequest         *message)
-{
-  static const Kindred__Profile__V1__GetUserFootprintRequest init_value = KINDRED__PROFILE__V1__GET_USER_FOOTPRINT_REQUEST__INIT;
-  *message = init_value;
-}
-size_t kindred__profile__v1__get_user_footprint_request__get_packed_size
-                     (const Kindred__Profile__V1__GetUserFootprintRequest *message)
-{
-  assert(message->base.descriptor == &kindred__profile__v1__get_user_footprint_request__descriptor);
-  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
-}
-size_t kindred__profile__v1__get_user_footprint_request__pack
-                     (const Kindred__Profile__V1__GetUserFootprintRequest *message,
-                      uint8_t       *out)
-{
-  assert(message->base.descriptor == &kindred__profile__v1__get_user_footprint_request__descriptor);
-  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
-}
-size_t kindred__profile__v1__get_user_footprint_request__pack_to_buffer
-                     (const Kindred__Profile__V1__GetUserFootprintRequest *message,
-                      ProtobufCBuffer *buffer)
-{
-  assert(message->base.descriptor == &kindred__profile__v1__get_user_footprint_request__descriptor);
-  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
-}
-Kindred__Profile__V1__GetUserFootprintRequest *
-       kindred__profile__v1__get_user_footprint_request__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data)
-{
-  return (Kindred__Profile__V1__GetUserFootprintRequest *)
-     protobuf_c_message_unpack (&kindred__profile__v1__get_user_footprint_request__descriptor,
-                                allocator, len, data);
-}
-void   kindred__profile__v1__get_user_footprint_request__free_unpacked
-                     (Kindred__Profile__V1__GetUserFootprintRequest *message,
-                      ProtobufCAllocator *allocator)
-{
-  if(!message)
-    return;
-  assert(message->base.descriptor == &kindred__profile__v1__get_user_footprint_request__descriptor);
-  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
-}
-void   kindred__profile__v1__get_user_footprint_response__init
-                     (Kindred__Profile__V1__GetUserFootprintResponse         *message)
-{
-  static const Kindred__Profile__V1__GetUserFootprintResponse init_value = KINDRED__PROFILE__V1__GET_USER_FOOTPRINT_RESPONSE__INIT;
-  *message = init_value;
-}
-size_t kindred__profile__v1__get_user_footprint_response__get_packed_size
-                     (const Kindred__Profile__V1__GetUserFootprintResponse *message)
-{
-  assert(message->base.descriptor == &kindred__profile__v1__get_user_footprint_response__descriptor);
-  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
-}
-size_t kindred__profile__v1__get_user_footprint_response__pack
-                     (const Kindred__Profile__V1__GetUserFootprintResponse *message,
-                      uint8_t       *out)
-{
-  assert(message->base.descriptor == &kindred__profile__v1__get_user_footprint_response__descriptor);
-  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
-}
-size_t kindred__profile__v1__get_user_footprint_response__pack_to_buffer
-                     (const Kindred__Profile__V1__GetUserFootprintResponse *message,
-                      ProtobufCBuffer *buffer)
-{
-  assert(message->base.descriptor == &kindred__profile__v1__get_user_footprint_response__descriptor);
-  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
-}
-Kindred__Profile__V1__GetUserFootprintResponse *
-       kindred__profile__v1__get_user_footprint_response__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data)
-{
-  return (Kindred__Profile__V1__GetUserFootprintResponse *)
-     protobuf_c_message_unpack (&kindred__profile__v1__get_user_footprint_response__descriptor,
-                                allocator, len, data);
-}
-void   kindred__profile__v1__get_user_footprint_response__free_unpacked
-                     (Kindred__Profile__V1__GetUserFootprintResponse *message,
-                      ProtobufCAllocator *allocator)
-{
-  if(!message)
-    return;
-  assert(message->base.descriptor == &kindred__profile__v1__get_user_footprint_response__descriptor);
-  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
-}
 static const ProtobufCFieldDescriptor kindred__profile__v1__create_profile_request__field_descriptors[2] =
 {
   {
@@ -1262,82 +1172,6 @@ const ProtobufCMessageDescriptor kindred__profile__v1__list_profile_index_entrie
   (ProtobufCMessageInit) kindred__profile__v1__list_profile_index_entries_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__profile__v1__get_user_footprint_request__field_descriptors[1] =
-{
-  {
-    "user_id",
-    1,
-    PROTOBUF_C_LABEL_NONE,
-    PROTOBUF_C_TYPE_STRING,
-    0,   /* quantifier_offset */
-    offsetof(Kindred__Profile__V1__GetUserFootprintRequest, user_id),
-    NULL,
-    &protobuf_c_empty_string,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-};
-static const unsigned kindred__profile__v1__get_user_footprint_request__field_indices_by_name[] = {
-  0,   /* field[0] = user_id */
-};
-static const ProtobufCIntRange kindred__profile__v1__get_user_footprint_request__number_ranges[1 + 1] =
-{
-  { 1, 0 },
-  { 0, 1 }
-};
-const ProtobufCMessageDescriptor kindred__profile__v1__get_user_footprint_request__descriptor =
-{
-  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-  "kindred.profile.v1.GetUserFootprintRequest",
-  "GetUserFootprintRequest",
-  "Kindred__Profile__V1__GetUserFootprintRequest",
-  "kindred.profile.v1",
-  sizeof(Kindred__Profile__V1__GetUserFootprintRequest),
-  1,
-  kindred__profile__v1__get_user_footprint_request__field_descriptors,
-  kindred__profile__v1__get_user_footprint_request__field_indices_by_name,
-  1,  kindred__profile__v1__get_user_footprint_request__number_ranges,
-  (ProtobufCMessageInit) kindred__profile__v1__get_user_footprint_request__init,
-  NULL,NULL,NULL    /* reserved[123] */
-};
-static const ProtobufCFieldDescriptor kindred__profile__v1__get_user_footprint_response__field_descriptors[1] =
-{
-  {
-    "counts",
-    1,
-    PROTOBUF_C_LABEL_REPEATED,
-    PROTOBUF_C_TYPE_MESSAGE,
-    offsetof(Kindred__Profile__V1__GetUserFootprintResponse, n_counts),
-    offsetof(Kindred__Profile__V1__GetUserFootprintResponse, counts),
-    &kindred__common__v1__data_count__descriptor,
-    NULL,
-    0,             /* flags */
-    0,NULL,NULL    /* reserved1,reserved2, etc */
-  },
-};
-static const unsigned kindred__profile__v1__get_user_footprint_response__field_indices_by_name[] = {
-  0,   /* field[0] = counts */
-};
-static const ProtobufCIntRange kindred__profile__v1__get_user_footprint_response__number_ranges[1 + 1] =
-{
-  { 1, 0 },
-  { 0, 1 }
-};
-const ProtobufCMessageDescriptor kindred__profile__v1__get_user_footprint_response__descriptor =
-{
-  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-  "kindred.profile.v1.GetUserFootprintResponse",
-  "GetUserFootprintResponse",
-  "Kindred__Profile__V1__GetUserFootprintResponse",
-  "kindred.profile.v1",
-  sizeof(Kindred__Profile__V1__GetUserFootprintResponse),
-  1,
-  kindred__profile__v1__get_user_footprint_response__field_descriptors,
-  kindred__profile__v1__get_user_footprint_response__field_indices_by_name,
-  1,  kindred__profile__v1__get_user_footprint_response__number_ranges,
-  (ProtobufCMessageInit) kindred__profile__v1__get_user_footprint_response__init,
-  NULL,NULL,NULL    /* reserved[123] */
-};
 static const ProtobufCEnumValue kindred__profile__v1__card_source__enum_values_by_number[3] =
 {
   { "CARD_SOURCE_UNSPECIFIED", "KINDRED__PROFILE__V1__CARD_SOURCE__CARD_SOURCE_UNSPECIFIED", 0 },
@@ -1381,7 +1215,7 @@ static const ProtobufCMethodDescriptor kindred__profile__v1__profile_service__me
   { "ReorderPhotos", &kindred__profile__v1__reorder_photos_request__descriptor, &kindred__profile__v1__reorder_photos_response__descriptor },
   { "ListProfileIndexEntries", &kindred__profile__v1__list_profile_index_entries_request__descriptor, &kindred__profile__v1__list_profile_index_entries_response__descriptor },
   { "DeliverEvents", &kindred__common__v1__deliver_events_request__descriptor, &kindred__common__v1__deliver_events_response__descriptor },
-  { "GetUserFootprint", &kindred__profile__v1__get_user_footprint_request__descriptor, &kindred__profile__v1__get_user_footprint_response__descriptor },
+  { "GetUserFootprint", &kindred__common__v1__get_user_footprint_request__descriptor, &kindred__common__v1__get_user_footprint_response__descriptor },
 };
 const unsigned kindred__profile__v1__profile_service__method_indices_by_name[] = {
   0,        /* CreateProfile */
@@ -1497,8 +1331,8 @@ void kindred__profile__v1__profile_service__deliver_events(ProtobufCService *ser
   service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__profile__v1__profile_service__get_user_footprint(ProtobufCService *service,
-                                                               const Kindred__Profile__V1__GetUserFootprintRequest *input,
-                                                               Kindred__Profile__V1__GetUserFootprintResponse_Closure closure,
+                                                               const Kindred__Common__V1__GetUserFootprintRequest *input,
+                                                               Kindred__Common__V1__GetUserFootprintResponse_Closure closure,
                                                                void *closure_data)
 {
   assert(service->descriptor == &kindred__profile__v1__profile_service__descriptor);

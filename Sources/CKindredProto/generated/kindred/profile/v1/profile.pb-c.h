@@ -31,8 +31,6 @@ typedef struct Kindred__Profile__V1__UpdateLocationRequest Kindred__Profile__V1_
 typedef struct Kindred__Profile__V1__UpdateLocationResponse Kindred__Profile__V1__UpdateLocationResponse;
 typedef struct Kindred__Profile__V1__ListProfileIndexEntriesRequest Kindred__Profile__V1__ListProfileIndexEntriesRequest;
 typedef struct Kindred__Profile__V1__ListProfileIndexEntriesResponse Kindred__Profile__V1__ListProfileIndexEntriesResponse;
-typedef struct Kindred__Profile__V1__GetUserFootprintRequest Kindred__Profile__V1__GetUserFootprintRequest;
-typedef struct Kindred__Profile__V1__GetUserFootprintResponse Kindred__Profile__V1__GetUserFootprintResponse;
 
 
 /* --- enums --- */
@@ -312,39 +310,6 @@ struct  Kindred__Profile__V1__ListProfileIndexEntriesResponse
     , 0,NULL, (char *)protobuf_c_empty_string }
 
 
-/*
- * Count the rows held about a user.
- */
-struct  Kindred__Profile__V1__GetUserFootprintRequest
-{
-  ProtobufCMessage base;
-  /*
-   * The user.
-   */
-  char *user_id;
-};
-#define KINDRED__PROFILE__V1__GET_USER_FOOTPRINT_REQUEST__INIT \
- { PROTOBUF_C_MESSAGE_INIT (&kindred__profile__v1__get_user_footprint_request__descriptor) \
-    , (char *)protobuf_c_empty_string }
-
-
-/*
- * Row counts per kind, including zeros.
- */
-struct  Kindred__Profile__V1__GetUserFootprintResponse
-{
-  ProtobufCMessage base;
-  /*
-   * One entry per kind of data.
-   */
-  size_t n_counts;
-  Kindred__Common__V1__DataCount **counts;
-};
-#define KINDRED__PROFILE__V1__GET_USER_FOOTPRINT_RESPONSE__INIT \
- { PROTOBUF_C_MESSAGE_INIT (&kindred__profile__v1__get_user_footprint_response__descriptor) \
-    , 0,NULL }
-
-
 /* Kindred__Profile__V1__CreateProfileRequest methods */
 void   kindred__profile__v1__create_profile_request__init
                      (Kindred__Profile__V1__CreateProfileRequest         *message);
@@ -573,44 +538,6 @@ Kindred__Profile__V1__ListProfileIndexEntriesResponse *
 void   kindred__profile__v1__list_profile_index_entries_response__free_unpacked
                      (Kindred__Profile__V1__ListProfileIndexEntriesResponse *message,
                       ProtobufCAllocator *allocator);
-/* Kindred__Profile__V1__GetUserFootprintRequest methods */
-void   kindred__profile__v1__get_user_footprint_request__init
-                     (Kindred__Profile__V1__GetUserFootprintRequest         *message);
-size_t kindred__profile__v1__get_user_footprint_request__get_packed_size
-                     (const Kindred__Profile__V1__GetUserFootprintRequest   *message);
-size_t kindred__profile__v1__get_user_footprint_request__pack
-                     (const Kindred__Profile__V1__GetUserFootprintRequest   *message,
-                      uint8_t             *out);
-size_t kindred__profile__v1__get_user_footprint_request__pack_to_buffer
-                     (const Kindred__Profile__V1__GetUserFootprintRequest   *message,
-                      ProtobufCBuffer     *buffer);
-Kindred__Profile__V1__GetUserFootprintRequest *
-       kindred__profile__v1__get_user_footprint_request__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data);
-void   kindred__profile__v1__get_user_footprint_request__free_unpacked
-                     (Kindred__Profile__V1__GetUserFootprintRequest *message,
-                      ProtobufCAllocator *allocator);
-/* Kindred__Profile__V1__GetUserFootprintResponse methods */
-void   kindred__profile__v1__get_user_footprint_response__init
-                     (Kindred__Profile__V1__GetUserFootprintResponse         *message);
-size_t kindred__profile__v1__get_user_footprint_response__get_packed_size
-                     (const Kindred__Profile__V1__GetUserFootprintResponse   *message);
-size_t kindred__profile__v1__get_user_footprint_response__pack
-                     (const Kindred__Profile__V1__GetUserFootprintResponse   *message,
-                      uint8_t             *out);
-size_t kindred__profile__v1__get_user_footprint_response__pack_to_buffer
-                     (const Kindred__Profile__V1__GetUserFootprintResponse   *message,
-                      ProtobufCBuffer     *buffer);
-Kindred__Profile__V1__GetUserFootprintResponse *
-       kindred__profile__v1__get_user_footprint_response__unpack
-                     (ProtobufCAllocator  *allocator,
-                      size_t               len,
-                      const uint8_t       *data);
-void   kindred__profile__v1__get_user_footprint_response__free_unpacked
-                     (Kindred__Profile__V1__GetUserFootprintResponse *message,
-                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Kindred__Profile__V1__CreateProfileRequest_Closure)
@@ -648,12 +575,6 @@ typedef void (*Kindred__Profile__V1__ListProfileIndexEntriesRequest_Closure)
                   void *closure_data);
 typedef void (*Kindred__Profile__V1__ListProfileIndexEntriesResponse_Closure)
                  (const Kindred__Profile__V1__ListProfileIndexEntriesResponse *message,
-                  void *closure_data);
-typedef void (*Kindred__Profile__V1__GetUserFootprintRequest_Closure)
-                 (const Kindred__Profile__V1__GetUserFootprintRequest *message,
-                  void *closure_data);
-typedef void (*Kindred__Profile__V1__GetUserFootprintResponse_Closure)
-                 (const Kindred__Profile__V1__GetUserFootprintResponse *message,
                   void *closure_data);
 
 /* --- services --- */
@@ -707,8 +628,8 @@ struct Kindred__Profile__V1__ProfileService_Service
                          Kindred__Common__V1__DeliverEventsResponse_Closure closure,
                          void *closure_data);
   void (*get_user_footprint)(Kindred__Profile__V1__ProfileService_Service *service,
-                             const Kindred__Profile__V1__GetUserFootprintRequest *input,
-                             Kindred__Profile__V1__GetUserFootprintResponse_Closure closure,
+                             const Kindred__Common__V1__GetUserFootprintRequest *input,
+                             Kindred__Common__V1__GetUserFootprintResponse_Closure closure,
                              void *closure_data);
 };
 typedef void (*Kindred__Profile__V1__ProfileService_ServiceDestroy)(Kindred__Profile__V1__ProfileService_Service *);
@@ -775,8 +696,8 @@ void kindred__profile__v1__profile_service__deliver_events(ProtobufCService *ser
                                                            Kindred__Common__V1__DeliverEventsResponse_Closure closure,
                                                            void *closure_data);
 void kindred__profile__v1__profile_service__get_user_footprint(ProtobufCService *service,
-                                                               const Kindred__Profile__V1__GetUserFootprintRequest *input,
-                                                               Kindred__Profile__V1__GetUserFootprintResponse_Closure closure,
+                                                               const Kindred__Common__V1__GetUserFootprintRequest *input,
+                                                               Kindred__Common__V1__GetUserFootprintResponse_Closure closure,
                                                                void *closure_data);
 
 /* --- descriptors --- */
@@ -794,8 +715,6 @@ extern const ProtobufCMessageDescriptor kindred__profile__v1__update_location_re
 extern const ProtobufCMessageDescriptor kindred__profile__v1__update_location_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__profile__v1__list_profile_index_entries_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__profile__v1__list_profile_index_entries_response__descriptor;
-extern const ProtobufCMessageDescriptor kindred__profile__v1__get_user_footprint_request__descriptor;
-extern const ProtobufCMessageDescriptor kindred__profile__v1__get_user_footprint_response__descriptor;
 extern const ProtobufCServiceDescriptor kindred__profile__v1__profile_service__descriptor;
 
 PROTOBUF_C__END_DECLS
