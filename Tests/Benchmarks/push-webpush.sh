@@ -5,13 +5,15 @@
 # kindred-push-bench: closed loop on one connection and on several, then an open loop at 500 pushes/s; pushes/s
 # delivered, p50/p99 from send to outcome, and the CPU time per push of the driver (client) and of the peer.
 # Usage: Tests/Benchmarks/push-webpush.sh [seconds per run (default 10)] [connections for the "several" run (4)]
+# KINDRED_BENCH_CONFIGURATION=debug measures the debug build instead of building for release.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SECONDS_PER_RUN=${1:-10}
 SEVERAL=${2:-4}
+CONFIGURATION=${KINDRED_BENCH_CONFIGURATION:-release}
 
-swift build -c release --product kindred-push-bench >/dev/null
-BIN="$(swift build -c release --show-bin-path)"
+swift build -c "$CONFIGURATION" --product kindred-push-bench >/dev/null
+BIN="$(swift build -c "$CONFIGURATION" --show-bin-path)"
 WORK="$(mktemp -d /tmp/kindred-webpush-bench.XXXXXX)"
 python3 Tests/Peers/push_test_keys.py "$WORK" >/dev/null
 python3 Tests/Peers/webpush_peer.py --cert "$WORK/server.pem" --key "$WORK/server-key.pem" \
@@ -21,7 +23,7 @@ cleanup() { kill "$PEER" 2>/dev/null || true; wait "$PEER" 2>/dev/null || true; 
 trap cleanup EXIT
 for _ in $(seq 100); do grep -q LISTENING "$WORK/peer.out" 2>/dev/null && break; sleep 0.1; done
 PORT=$(awk '/LISTENING/ {print $2}' "$WORK/peer.out")
-echo "Web Push peer on 127.0.0.1:$PORT (pid $PEER), release driver, $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "Web Push peer on 127.0.0.1:$PORT (pid $PEER), $CONFIGURATION driver, $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # One subscription, made as a browser would (the peer keeps its private key and decrypts every push).
 read -r ENDPOINT P256DH AUTH < <(python3 - "$PORT" "$WORK/ca.pem" <<'PY'
