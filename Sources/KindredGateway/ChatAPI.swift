@@ -1,8 +1,6 @@
 import KindredGRPC
 import KindredProto
 
-typealias ChatApi = Kindred.Chat.V1
-
 /// `kindred.api.v1.ChatService`: threads, messages, receipts, typing and the live event stream, served by the
 /// chat service. The caller's token goes along; chat checks that the ids named belong to the caller.
 struct ChatAPI: GRPCService {

@@ -5,9 +5,6 @@ import KindredProtobuf
 // that happen to look alike; these initialisers are the only place where one becomes the other, field by field,
 // so a change to either contract is a compile error here rather than a silent wire mismatch.
 
-typealias Api = Kindred.Api.V1
-typealias AuthApi = Kindred.Auth.V1
-
 extension ProtoEnum {
     /// The same number in another enum (the public and internal enums share their numbering).
     init<Other: ProtoEnum>(converting other: Other) { self.init(rawValue: other.rawValue) }

@@ -1,11 +1,6 @@
 import KindredGRPC
 import KindredProto
 
-typealias MatchApi = Kindred.Match.V1
-typealias ProfileApi = Kindred.Profile.V1
-
-typealias DiscoveryApi = Kindred.Discovery.V1
-
 /// `kindred.api.v1.DeckService`: decks, top picks and member search (discovery's ranked ids and coarse
 /// distances, then profile's cards for them under the same deadline) and swiping (the match service).
 struct DeckAPI: GRPCService {

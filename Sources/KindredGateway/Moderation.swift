@@ -51,7 +51,7 @@ extension Gateway {
         guard let profile = self.profile else { return nil }
         do {
             let response = try await profile.call(
-                ProfileV1.ProfileService.Method.getProfile, .with { $0.userId = userID }, as: caller)
+                ProfileApi.ProfileService.Method.getProfile, .with { $0.userId = userID }, as: caller)
             return response.profile.map(Api.MyProfile.init)
         } catch {
             if error.code != .notFound {
@@ -85,14 +85,14 @@ extension Gateway {
         var owned: Set<String> = []
         do {
             let response = try await profile.call(
-                ProfileV1.ProfileService.Method.getProfile, .with { $0.userId = report.reportedUserId }, as: caller)
+                ProfileApi.ProfileService.Method.getProfile, .with { $0.userId = report.reportedUserId }, as: caller)
             owned = Set(response.profile?.photos.map { $0.photoId.lowercased() } ?? [])
         } catch {
             guard error.code == .notFound else { throw error }
         }
         for photoID in request.removePhotoIds where owned.contains(photoID.lowercased()) {
             _ = try await profile.call(
-                ProfileV1.ProfileService.Method.deletePhoto, .with { $0.photoId = photoID }, as: caller)
+                ProfileApi.ProfileService.Method.deletePhoto, .with { $0.photoId = photoID }, as: caller)
         }
     }
 }

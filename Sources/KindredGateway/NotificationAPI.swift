@@ -1,8 +1,6 @@
 import KindredGRPC
 import KindredProto
 
-typealias NotifyApi = Kindred.Notify.V1
-
 /// `kindred.api.v1.NotificationService`: the caller's devices and notification settings, served by the notify
 /// service. The caller's token goes along: notify takes the member (and the session a device is registered
 /// under) from it.

@@ -1,8 +1,6 @@
 import KindredGRPC
 import KindredProto
 
-typealias ProfileV1 = Kindred.Profile.V1
-
 /// `kindred.api.v1.ProfileService`: communities, the caller's profile, other members' cards, photos and location,
 /// served by the profile service (which checks the forwarded access token and every id itself). Without
 /// `KINDRED_GATEWAY_PROFILE_ADDRESS` every RPC answers UNIMPLEMENTED (NOT_DEPLOYED).
@@ -16,13 +14,13 @@ struct ProfileAPI: GRPCService {
 
     func register(in router: inout GRPCRouter) {
         typealias M = Api.ProfileService.Method
-        typealias P = ProfileV1.ProfileService.Method
-        typealias C = ProfileV1.CommunityService.Method
+        typealias P = ProfileApi.ProfileService.Method
+        typealias C = ProfileApi.CommunityService.Method
         let gateway = self.gateway
 
         router.unary(M.getCommunity) { request, context in
             let caller = try await gateway.admit(context, request.communityId.isEmpty ? .user : .anyone)
-            var forwarded = ProfileV1.GetCommunityRequest()
+            var forwarded = ProfileApi.GetCommunityRequest()
             forwarded.communityId = request.communityId
             let response = try await gateway.profileService().call(C.getCommunity, forwarded, as: caller)
             var answer = Api.GetCommunityResponse()
@@ -31,8 +29,8 @@ struct ProfileAPI: GRPCService {
         }
         router.unary(M.createProfile) { request, context in
             let caller = try await gateway.admit(context, .user)
-            var forwarded = ProfileV1.CreateProfileRequest()
-            forwarded.fields = request.fields.map(ProfileV1.ProfileFields.init)
+            var forwarded = ProfileApi.CreateProfileRequest()
+            forwarded.fields = request.fields.map(ProfileApi.ProfileFields.init)
             forwarded.idempotencyKey = request.idempotencyKey
             let response = try await gateway.profileService().call(P.createProfile, forwarded, as: caller)
             var answer = Api.CreateProfileResponse()
@@ -47,7 +45,7 @@ struct ProfileAPI: GRPCService {
         }
         router.unary(M.getProfile) { request, context in
             let caller = try await gateway.admit(context, .user)
-            var forwarded = ProfileV1.GetProfilesRequest()
+            var forwarded = ProfileApi.GetProfilesRequest()
             forwarded.userIds = [request.userId]
             let response = try await gateway.profileService().call(P.getProfiles, forwarded, as: caller)
             guard let card = response.profiles.first else {
@@ -60,8 +58,8 @@ struct ProfileAPI: GRPCService {
         }
         router.unary(M.updateProfile) { request, context in
             let caller = try await gateway.admit(context, .user)
-            var forwarded = ProfileV1.UpdateProfileRequest()
-            forwarded.fields = request.fields.map(ProfileV1.ProfileFields.init)
+            var forwarded = ProfileApi.UpdateProfileRequest()
+            forwarded.fields = request.fields.map(ProfileApi.ProfileFields.init)
             forwarded.updatePaths = request.updatePaths
             forwarded.expectedVersion = request.expectedVersion
             let response = try await gateway.profileService().call(P.updateProfile, forwarded, as: caller)
@@ -71,7 +69,7 @@ struct ProfileAPI: GRPCService {
         }
         router.unary(M.updateLocation) { request, context in
             let caller = try await gateway.admit(context, .user)
-            var forwarded = ProfileV1.UpdateLocationRequest()
+            var forwarded = ProfileApi.UpdateLocationRequest()
             forwarded.location = request.location
             let response = try await gateway.profileService().call(P.updateLocation, forwarded, as: caller)
             var answer = Api.UpdateLocationResponse()
@@ -85,7 +83,7 @@ struct ProfileAPI: GRPCService {
         }
         router.unary(M.getPhoto) { request, context in
             let caller = try await gateway.admit(context, .user)
-            var forwarded = ProfileV1.GetPhotoRequest()
+            var forwarded = ProfileApi.GetPhotoRequest()
             forwarded.photoId = request.photoId
             forwarded.variant = request.variant
             forwarded.ifNoneMatch = request.ifNoneMatch
@@ -104,7 +102,7 @@ struct ProfileAPI: GRPCService {
         }
         router.unary(M.deletePhoto) { request, context in
             let caller = try await gateway.admit(context, .user)
-            var forwarded = ProfileV1.DeletePhotoRequest()
+            var forwarded = ProfileApi.DeletePhotoRequest()
             forwarded.photoId = request.photoId
             let response = try await gateway.profileService().call(P.deletePhoto, forwarded, as: caller)
             var answer = Api.DeletePhotoResponse()
@@ -113,7 +111,7 @@ struct ProfileAPI: GRPCService {
         }
         router.unary(M.reorderPhotos) { request, context in
             let caller = try await gateway.admit(context, .user)
-            var forwarded = ProfileV1.ReorderPhotosRequest()
+            var forwarded = ProfileApi.ReorderPhotosRequest()
             forwarded.photoIds = request.photoIds
             let response = try await gateway.profileService().call(P.reorderPhotos, forwarded, as: caller)
             var answer = Api.ReorderPhotosResponse()
@@ -133,10 +131,10 @@ extension Gateway {
     /// The caller's own profile (GetMyProfile and Home's profile part); nil when they have none yet.
     func ownProfileOrNil(_ caller: Caller) async throws -> Api.MyProfile? {
         let profile = try self.profileService()
-        let response: ProfileV1.GetProfileResponse
+        let response: ProfileApi.GetProfileResponse
         do {
             response = try await profile.call(
-                ProfileV1.ProfileService.Method.getProfile, ProfileV1.GetProfileRequest(), as: caller)
+                ProfileApi.ProfileService.Method.getProfile, ProfileApi.GetProfileRequest(), as: caller)
         } catch {
             if error.code == .notFound { return nil }
             throw error
@@ -154,7 +152,7 @@ extension Gateway {
     /// The caller's community configuration (Home's community part).
     func ownCommunity(_ caller: Caller) async throws -> Kindred.Common.V1.Community? {
         try await self.profileService().call(
-            ProfileV1.CommunityService.Method.getCommunity, ProfileV1.GetCommunityRequest(), as: caller
+            ProfileApi.CommunityService.Method.getCommunity, ProfileApi.GetCommunityRequest(), as: caller
         ).community
     }
 
@@ -165,7 +163,7 @@ extension Gateway {
         -> Api.UploadPhotoResponse
     {
         let profile = try self.profileService()
-        let response: ProfileV1.UploadPhotoResponse
+        let response: ProfileApi.UploadPhotoResponse
         // An error of the gateway's own checks goes to the client as is; anything else came from the service.
         var refusal: RPCError?
         func refuse(_ error: RPCError) -> RPCError {
@@ -174,13 +172,13 @@ extension Gateway {
         }
         do {
             response = try await profile.client.clientStreaming(
-                ProfileV1.ProfileService.Method.uploadPhoto, metadata: caller.forwardedMetadata,
+                ProfileApi.ProfileService.Method.uploadPhoto, metadata: caller.forwardedMetadata,
                 options: CallOptions(timeout: ProfileAPI.uploadTimeout)
             ) { writer in
                 var declared: Int64 = -1
                 var received: Int64 = 0
                 for try await message in requests {
-                    var forwarded = ProfileV1.UploadPhotoRequest()
+                    var forwarded = ProfileApi.UploadPhotoRequest()
                     switch message.part {
                     case .header(let header)?:
                         guard declared < 0 else { throw refuse(Self.uploadProtocol("The header comes once, first")) }
@@ -244,9 +242,9 @@ extension Gateway {
     /// AdminService/RemovePhoto: the profile service's DeletePhoto as an admin (moderation).
     func removePhoto(_ request: Api.RemovePhotoRequest, _ context: ServerContext) async throws -> Api.RemovePhotoResponse {
         let caller = try await self.admit(context, .admin)
-        var forwarded = ProfileV1.DeletePhotoRequest()
+        var forwarded = ProfileApi.DeletePhotoRequest()
         forwarded.photoId = request.photoId
-        _ = try await self.profileService().call(ProfileV1.ProfileService.Method.deletePhoto, forwarded, as: caller)
+        _ = try await self.profileService().call(ProfileApi.ProfileService.Method.deletePhoto, forwarded, as: caller)
         return Api.RemovePhotoResponse()
     }
 
@@ -254,11 +252,11 @@ extension Gateway {
         -> Api.ListCommunitiesResponse
     {
         let caller = try await self.admit(context, .admin)
-        var forwarded = ProfileV1.ListCommunitiesRequest()
+        var forwarded = ProfileApi.ListCommunitiesRequest()
         forwarded.pageSize = request.pageSize
         forwarded.pageToken = request.pageToken
         let response = try await self.profileService().call(
-            ProfileV1.CommunityService.Method.listCommunities, forwarded, as: caller)
+            ProfileApi.CommunityService.Method.listCommunities, forwarded, as: caller)
         var answer = Api.ListCommunitiesResponse()
         answer.communities = response.communities
         answer.nextPageToken = response.nextPageToken
@@ -269,12 +267,12 @@ extension Gateway {
         -> Api.CreateCommunityResponse
     {
         let caller = try await self.admit(context, .admin)
-        var forwarded = ProfileV1.CreateCommunityRequest()
+        var forwarded = ProfileApi.CreateCommunityRequest()
         forwarded.communityId = request.communityId
         forwarded.displayName = request.displayName
         forwarded.settings = request.settings
         let response = try await self.profileService().call(
-            ProfileV1.CommunityService.Method.createCommunity, forwarded, as: caller)
+            ProfileApi.CommunityService.Method.createCommunity, forwarded, as: caller)
         var answer = Api.CreateCommunityResponse()
         answer.community = response.community
         return answer
@@ -284,14 +282,14 @@ extension Gateway {
         -> Api.UpdateCommunityResponse
     {
         let caller = try await self.admit(context, .admin)
-        var forwarded = ProfileV1.UpdateCommunityRequest()
+        var forwarded = ProfileApi.UpdateCommunityRequest()
         forwarded.communityId = request.communityId
         forwarded.displayName = request.displayName
         forwarded.settings = request.settings
         forwarded.updatePaths = request.updatePaths
         forwarded.expectedVersion = request.expectedVersion
         let response = try await self.profileService().call(
-            ProfileV1.CommunityService.Method.updateCommunity, forwarded, as: caller)
+            ProfileApi.CommunityService.Method.updateCommunity, forwarded, as: caller)
         var answer = Api.UpdateCommunityResponse()
         answer.community = response.community
         return answer
@@ -301,7 +299,7 @@ extension Gateway {
 
 // MARK: Field by field
 
-extension ProfileV1.ProfileFields {
+extension ProfileApi.ProfileFields {
     init(_ fields: Api.ProfileFields) {
         self.init()
         self.displayName = fields.displayName
@@ -322,7 +320,7 @@ extension ProfileV1.ProfileFields {
 }
 
 extension Api.ProfileFields {
-    init(_ fields: ProfileV1.ProfileFields) {
+    init(_ fields: ProfileApi.ProfileFields) {
         self.init()
         self.displayName = fields.displayName
         self.birthDate = fields.birthDate
@@ -342,7 +340,7 @@ extension Api.ProfileFields {
 }
 
 extension Api.Photo {
-    init(_ photo: ProfileV1.Photo) {
+    init(_ photo: ProfileApi.Photo) {
         self.init()
         self.photoId = photo.photoId
         self.position = photo.position
@@ -363,7 +361,7 @@ extension Api.Photo {
 }
 
 extension Api.MyProfile {
-    init(_ profile: ProfileV1.Profile) {
+    init(_ profile: ProfileApi.Profile) {
         self.init()
         self.userId = profile.userId
         self.fields = profile.fields.map(Api.ProfileFields.init)
@@ -380,7 +378,7 @@ extension Api.MyProfile {
 }
 
 extension Api.ProfileCard {
-    init(_ card: ProfileV1.ProfileCard) {
+    init(_ card: ProfileApi.ProfileCard) {
         self.init()
         self.userId = card.userId
         self.displayName = card.displayName
