@@ -222,7 +222,7 @@ let package = Package(
             name: "KindredNotify",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredPostgres",
-                "KindredIdentity", "KindredOpenSSL", "KindredPush", logging, metrics,
+                "KindredIdentity", "KindredOpenSSL", "KindredPush", "KindredHTTP2", logging, metrics,
             ] + nio
         ),
         .executableTarget(name: "notify-server", dependencies: ["KindredNotify", "KindredServiceKit"]),

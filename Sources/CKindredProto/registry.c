@@ -13,6 +13,7 @@
 #include "kindred/api/v1/notify.pb-c.h"
 #include "kindred/api/v1/profile.pb-c.h"
 #include "kindred/api/v1/types.pb-c.h"
+#include "kindred/api/v1/webhooks.pb-c.h"
 #include "kindred/auth/v1/account.pb-c.h"
 #include "kindred/auth/v1/auth.pb-c.h"
 #include "kindred/auth/v1/credentials.pb-c.h"
@@ -28,6 +29,7 @@
 #include "kindred/match/v1/types.pb-c.h"
 #include "kindred/notify/v1/notify.pb-c.h"
 #include "kindred/notify/v1/types.pb-c.h"
+#include "kindred/notify/v1/webhooks.pb-c.h"
 #include "kindred/profile/v1/community.pb-c.h"
 #include "kindred/profile/v1/photo.pb-c.h"
 #include "kindred/profile/v1/profile.pb-c.h"
@@ -226,6 +228,22 @@ static const void *const message_descriptors[] = {
     &kindred__api__v1__deck_card__descriptor,
     &kindred__api__v1__match_summary__descriptor,
     &kindred__api__v1__chat_message__descriptor,
+    &kindred__api__v1__webhook_endpoint__descriptor,
+    &kindred__api__v1__webhook_delivery__descriptor,
+    &kindred__api__v1__create_webhook_endpoint_request__descriptor,
+    &kindred__api__v1__create_webhook_endpoint_response__descriptor,
+    &kindred__api__v1__list_webhook_endpoints_request__descriptor,
+    &kindred__api__v1__list_webhook_endpoints_response__descriptor,
+    &kindred__api__v1__update_webhook_endpoint_request__descriptor,
+    &kindred__api__v1__update_webhook_endpoint_response__descriptor,
+    &kindred__api__v1__delete_webhook_endpoint_request__descriptor,
+    &kindred__api__v1__delete_webhook_endpoint_response__descriptor,
+    &kindred__api__v1__rotate_webhook_secret_request__descriptor,
+    &kindred__api__v1__rotate_webhook_secret_response__descriptor,
+    &kindred__api__v1__list_webhook_deliveries_request__descriptor,
+    &kindred__api__v1__list_webhook_deliveries_response__descriptor,
+    &kindred__api__v1__replay_webhook_delivery_request__descriptor,
+    &kindred__api__v1__replay_webhook_delivery_response__descriptor,
     &kindred__auth__v1__get_account_request__descriptor,
     &kindred__auth__v1__get_account_response__descriptor,
     &kindred__auth__v1__change_password_request__descriptor,
@@ -420,6 +438,22 @@ static const void *const message_descriptors[] = {
     &kindred__notify__v1__device__descriptor,
     &kindred__notify__v1__quiet_hours__descriptor,
     &kindred__notify__v1__notification_settings__descriptor,
+    &kindred__notify__v1__webhook_endpoint__descriptor,
+    &kindred__notify__v1__webhook_delivery__descriptor,
+    &kindred__notify__v1__create_webhook_endpoint_request__descriptor,
+    &kindred__notify__v1__create_webhook_endpoint_response__descriptor,
+    &kindred__notify__v1__list_webhook_endpoints_request__descriptor,
+    &kindred__notify__v1__list_webhook_endpoints_response__descriptor,
+    &kindred__notify__v1__update_webhook_endpoint_request__descriptor,
+    &kindred__notify__v1__update_webhook_endpoint_response__descriptor,
+    &kindred__notify__v1__delete_webhook_endpoint_request__descriptor,
+    &kindred__notify__v1__delete_webhook_endpoint_response__descriptor,
+    &kindred__notify__v1__rotate_webhook_secret_request__descriptor,
+    &kindred__notify__v1__rotate_webhook_secret_response__descriptor,
+    &kindred__notify__v1__list_webhook_deliveries_request__descriptor,
+    &kindred__notify__v1__list_webhook_deliveries_response__descriptor,
+    &kindred__notify__v1__replay_webhook_delivery_request__descriptor,
+    &kindred__notify__v1__replay_webhook_delivery_response__descriptor,
     &kindred__profile__v1__get_community_request__descriptor,
     &kindred__profile__v1__get_community_response__descriptor,
     &kindred__profile__v1__list_communities_request__descriptor,

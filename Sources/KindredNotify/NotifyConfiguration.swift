@@ -62,6 +62,8 @@ public struct NotifyConfiguration: Sendable {
     /// `KINDRED_NOTIFY_PROFILE_ADDRESS` (host:port), default none: profile, whose cards name the other member
     /// (display name only, cached for a minute). Unset: the neutral word of the templates ("Someone").
     public var profileAddress: HostPort?
+    /// `KINDRED_NOTIFY_WEBHOOK_*`: webhook endpoints' transport, retries, secret grace and retention.
+    public var webhooks = WebhookSettings()
 
     public init() {}
 
@@ -86,6 +88,7 @@ public struct NotifyConfiguration: Sendable {
             "KINDRED_NOTIFY_LIKES_DIGEST_MS", default: self.likesDigestInterval, in: 1_000...604_800_000)
         self.chatAddress = try reader.optionalAddress("KINDRED_NOTIFY_CHAT_ADDRESS", default: nil)
         self.profileAddress = try reader.optionalAddress("KINDRED_NOTIFY_PROFILE_ADDRESS", default: nil)
+        self.webhooks = try WebhookSettings(reader)
     }
 
     private static func apns(_ reader: EnvironmentReader) throws -> APNsConfiguration? {

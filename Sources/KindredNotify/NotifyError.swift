@@ -12,3 +12,10 @@ extension ServiceError {
         ServiceError(violations: [Self.violation(field, reason, hint)], code: Code(.invalidArgument, reason: reason))
     }
 }
+
+extension ServiceError {
+    /// NOT_FOUND for an object of `kind` ("webhook endpoint"), with `reason` as the detail's reason.
+    static func notFound(_ kind: String, reason: String) -> ServiceError {
+        ServiceError(.notFound, reason, "No such \(kind)")
+    }
+}

@@ -22,6 +22,8 @@ public final class NotifyServer: ServiceServer {
     private let chat: ChatContextClient?
     private let names: MemberNames?
     private let webPush: WebPushProvider?
+    /// Posts webhook deliveries; its connections are closed by ``shutdown()``.
+    private let webhookSender: WebhookSender
     /// Whether `auth` was made here (and is closed by ``shutdown()``) rather than passed in.
     private let ownsAuth: Bool
 
@@ -58,7 +60,14 @@ public final class NotifyServer: ServiceServer {
                 pollInterval: configuration.sendPollInterval, chat: self.chat, names: self.names, metrics: metrics.factory,
                 logger: logger)
         if sender == nil { logger.info("notify: no push provider configured, notifications stay queued") }
-        var runner = ServerRunner(configuration: try configuration.endpoint.serverConfiguration(), services: [self.service])
+        let webhooks = WebhookAdmin(
+            settings: configuration.webhooks, database: self.database, access: self.auth.access,
+            serviceSecret: configuration.auth.serviceSecret)
+        let webhookSender = WebhookSender(
+            database: self.database, settings: configuration.webhooks, metrics: metrics.factory, logger: logger)
+        self.webhookSender = webhookSender
+        var runner = ServerRunner(
+            configuration: try configuration.endpoint.serverConfiguration(), services: [self.service, webhooks])
         runner.admin = configuration.endpoint.adminConfiguration
         runner.metrics = metrics
         PostgresPoolMetrics.attach(pool: "notify", database: self.database, to: metrics)
@@ -66,6 +75,14 @@ public final class NotifyServer: ServiceServer {
         runner.background = self.auth.backgroundTasks + [
             BackgroundTask("session-sweep") { await service.sweepEndedSessions() },
             self.service.inbox.purgeTask(),
+            BackgroundTask("webhook-sender") { await webhookSender.run() },
+            BackgroundTask("webhook-purge") {
+                while !Task.isCancelled {
+                    try await Task.sleep(for: .seconds(3600))
+                    _ = try? await webhookSender.store.purge(
+                        olderThanDays: configuration.webhooks.retentionDays, in: webhookSender.database)
+                }
+            },
         ] + (sender.map { sender in [BackgroundTask("sender") { await sender.run() }] } ?? [])
         self.runner = runner
     }
@@ -76,6 +93,7 @@ public final class NotifyServer: ServiceServer {
         await self.chat?.close()
         await self.names?.close()
         await self.webPush?.close()
+        await self.webhookSender.close()
         await self.database.shutdown()
         if self.ownsAuth { await self.auth.shutdown() }
     }

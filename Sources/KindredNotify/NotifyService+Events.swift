@@ -20,6 +20,7 @@ extension NotifyService {
     }
 
     func apply(_ event: Kindred.Common.V1.Event, in transaction: PostgresTransaction) async throws {
+        try await self.fanOutToWebhooks(event, in: transaction)
         let subject = event.userId.lowercased()
         switch event.payload {
         case .accountDeleted?:
@@ -80,6 +81,7 @@ extension NotifyService {
         try await self.settings.delete(user, in: transaction)
         try await self.digests.erase(user, in: transaction)
         try await self.notifications.erase(user, in: transaction)
+        try await self.eraseWebhookDeliveries(of: user, in: transaction)
     }
 
     /// `GetUserFootprint`: rows notify holds about a user, per kind (zeros included). Admins and services.
@@ -96,6 +98,7 @@ extension NotifyService {
             ("settings", try await self.settings.count(of: user, in: self.database)),
             ("notifications", try await self.notifications.count(involving: user, in: self.database)),
             ("digest_likes", try await self.digests.count(involving: user, in: self.database)),
+            ("webhook_deliveries", try await self.webhookDeliveryCount(naming: user)),
         ])
     }
 }

@@ -92,6 +92,22 @@ public enum ProtoRegistry {
         Kindred.Api.V1.DeckCard.self,
         Kindred.Api.V1.MatchSummary.self,
         Kindred.Api.V1.ChatMessage.self,
+        Kindred.Api.V1.WebhookEndpoint.self,
+        Kindred.Api.V1.WebhookDelivery.self,
+        Kindred.Api.V1.CreateWebhookEndpointRequest.self,
+        Kindred.Api.V1.CreateWebhookEndpointResponse.self,
+        Kindred.Api.V1.ListWebhookEndpointsRequest.self,
+        Kindred.Api.V1.ListWebhookEndpointsResponse.self,
+        Kindred.Api.V1.UpdateWebhookEndpointRequest.self,
+        Kindred.Api.V1.UpdateWebhookEndpointResponse.self,
+        Kindred.Api.V1.DeleteWebhookEndpointRequest.self,
+        Kindred.Api.V1.DeleteWebhookEndpointResponse.self,
+        Kindred.Api.V1.RotateWebhookSecretRequest.self,
+        Kindred.Api.V1.RotateWebhookSecretResponse.self,
+        Kindred.Api.V1.ListWebhookDeliveriesRequest.self,
+        Kindred.Api.V1.ListWebhookDeliveriesResponse.self,
+        Kindred.Api.V1.ReplayWebhookDeliveryRequest.self,
+        Kindred.Api.V1.ReplayWebhookDeliveryResponse.self,
         Kindred.Api.V1.ListAccountsRequest.self,
         Kindred.Api.V1.ListAccountsResponse.self,
         Kindred.Api.V1.LookupAccountRequest.self,
@@ -389,6 +405,22 @@ public enum ProtoRegistry {
         Kindred.Notify.V1.ListDevicesResponse.self,
         Kindred.Notify.V1.GetNotificationSettingsRequest.self,
         Kindred.Notify.V1.UpdateNotificationSettingsRequest.self,
+        Kindred.Notify.V1.WebhookEndpoint.self,
+        Kindred.Notify.V1.WebhookDelivery.self,
+        Kindred.Notify.V1.CreateWebhookEndpointRequest.self,
+        Kindred.Notify.V1.CreateWebhookEndpointResponse.self,
+        Kindred.Notify.V1.ListWebhookEndpointsRequest.self,
+        Kindred.Notify.V1.ListWebhookEndpointsResponse.self,
+        Kindred.Notify.V1.UpdateWebhookEndpointRequest.self,
+        Kindred.Notify.V1.UpdateWebhookEndpointResponse.self,
+        Kindred.Notify.V1.DeleteWebhookEndpointRequest.self,
+        Kindred.Notify.V1.DeleteWebhookEndpointResponse.self,
+        Kindred.Notify.V1.RotateWebhookSecretRequest.self,
+        Kindred.Notify.V1.RotateWebhookSecretResponse.self,
+        Kindred.Notify.V1.ListWebhookDeliveriesRequest.self,
+        Kindred.Notify.V1.ListWebhookDeliveriesResponse.self,
+        Kindred.Notify.V1.ReplayWebhookDeliveryRequest.self,
+        Kindred.Notify.V1.ReplayWebhookDeliveryResponse.self,
         Kindred.Profile.V1.GetCommunityRequest.self,
         Kindred.Profile.V1.GetCommunityResponse.self,
         Kindred.Profile.V1.ListCommunitiesRequest.self,
@@ -467,6 +499,7 @@ public enum ProtoRegistry {
         Kindred.Discovery.V1.DiscoveryService.descriptor,
         Kindred.Match.V1.MatchService.descriptor,
         Kindred.Notify.V1.NotifyService.descriptor,
+        Kindred.Notify.V1.WebhookService.descriptor,
         Kindred.Profile.V1.CommunityService.descriptor,
         Kindred.Profile.V1.ProfileService.descriptor,
         Kindred.Testing.V1.InteropService.descriptor,
@@ -1260,11 +1293,122 @@ public enum ProtoRegistry {
             """
         ),
         ProtoFileDescriptor(
+            name: "kindred/api/v1/webhooks.proto",
+            package: "kindred.api.v1",
+            dependencies: [],
+            symbols: [
+                "kindred.api.v1",
+                "kindred.api.v1.WebhookEndpoint",
+                "kindred.api.v1.WebhookEndpoint.endpoint_id",
+                "kindred.api.v1.WebhookEndpoint.url",
+                "kindred.api.v1.WebhookEndpoint.event_types",
+                "kindred.api.v1.WebhookEndpoint.enabled",
+                "kindred.api.v1.WebhookEndpoint.disabled_reason",
+                "kindred.api.v1.WebhookEndpoint.description",
+                "kindred.api.v1.WebhookEndpoint.created_unix_ms",
+                "kindred.api.v1.WebhookEndpoint.previous_secret_expires_unix_ms",
+                "kindred.api.v1.WebhookDelivery",
+                "kindred.api.v1.WebhookDelivery.delivery_id",
+                "kindred.api.v1.WebhookDelivery.endpoint_id",
+                "kindred.api.v1.WebhookDelivery.event_type",
+                "kindred.api.v1.WebhookDelivery.state",
+                "kindred.api.v1.WebhookDelivery.attempts",
+                "kindred.api.v1.WebhookDelivery.last_status",
+                "kindred.api.v1.WebhookDelivery.last_error",
+                "kindred.api.v1.WebhookDelivery.created_unix_ms",
+                "kindred.api.v1.WebhookDelivery.next_attempt_unix_ms",
+                "kindred.api.v1.WebhookDelivery.delivered_unix_ms",
+                "kindred.api.v1.CreateWebhookEndpointRequest",
+                "kindred.api.v1.CreateWebhookEndpointRequest.url",
+                "kindred.api.v1.CreateWebhookEndpointRequest.event_types",
+                "kindred.api.v1.CreateWebhookEndpointRequest.description",
+                "kindred.api.v1.CreateWebhookEndpointResponse",
+                "kindred.api.v1.CreateWebhookEndpointResponse.endpoint",
+                "kindred.api.v1.CreateWebhookEndpointResponse.secret",
+                "kindred.api.v1.ListWebhookEndpointsRequest",
+                "kindred.api.v1.ListWebhookEndpointsResponse",
+                "kindred.api.v1.ListWebhookEndpointsResponse.endpoints",
+                "kindred.api.v1.UpdateWebhookEndpointRequest",
+                "kindred.api.v1.UpdateWebhookEndpointRequest.endpoint_id",
+                "kindred.api.v1.UpdateWebhookEndpointRequest.url",
+                "kindred.api.v1.UpdateWebhookEndpointRequest.event_types",
+                "kindred.api.v1.UpdateWebhookEndpointRequest.enabled",
+                "kindred.api.v1.UpdateWebhookEndpointRequest.description",
+                "kindred.api.v1.UpdateWebhookEndpointRequest.update_paths",
+                "kindred.api.v1.UpdateWebhookEndpointResponse",
+                "kindred.api.v1.UpdateWebhookEndpointResponse.endpoint",
+                "kindred.api.v1.DeleteWebhookEndpointRequest",
+                "kindred.api.v1.DeleteWebhookEndpointRequest.endpoint_id",
+                "kindred.api.v1.DeleteWebhookEndpointResponse",
+                "kindred.api.v1.DeleteWebhookEndpointResponse.removed",
+                "kindred.api.v1.RotateWebhookSecretRequest",
+                "kindred.api.v1.RotateWebhookSecretRequest.endpoint_id",
+                "kindred.api.v1.RotateWebhookSecretResponse",
+                "kindred.api.v1.RotateWebhookSecretResponse.endpoint",
+                "kindred.api.v1.RotateWebhookSecretResponse.secret",
+                "kindred.api.v1.ListWebhookDeliveriesRequest",
+                "kindred.api.v1.ListWebhookDeliveriesRequest.endpoint_id",
+                "kindred.api.v1.ListWebhookDeliveriesRequest.state",
+                "kindred.api.v1.ListWebhookDeliveriesRequest.page_size",
+                "kindred.api.v1.ListWebhookDeliveriesRequest.page_token",
+                "kindred.api.v1.ListWebhookDeliveriesResponse",
+                "kindred.api.v1.ListWebhookDeliveriesResponse.deliveries",
+                "kindred.api.v1.ListWebhookDeliveriesResponse.next_page_token",
+                "kindred.api.v1.ReplayWebhookDeliveryRequest",
+                "kindred.api.v1.ReplayWebhookDeliveryRequest.delivery_id",
+                "kindred.api.v1.ReplayWebhookDeliveryResponse",
+                "kindred.api.v1.ReplayWebhookDeliveryResponse.delivery",
+                "kindred.api.v1.WebhookDeliveryState",
+                "kindred.api.v1.WEBHOOK_DELIVERY_STATE_UNSPECIFIED",
+                "kindred.api.v1.WEBHOOK_DELIVERY_STATE_PENDING",
+                "kindred.api.v1.WEBHOOK_DELIVERY_STATE_DELIVERED",
+                "kindred.api.v1.WEBHOOK_DELIVERY_STATE_FAILED",
+            ],
+            services: [],
+            base64: """
+            Ch1raW5kcmVkL2FwaS92MS93ZWJob29rcy5wcm90bxIOa2luZHJlZC5hcGkudjEiuAIKD1dlYmhvb2tFbmRwb2ludBIfCgtl
+            bmRwb2ludF9pZBgBIAEoCVIKZW5kcG9pbnRJZBIQCgN1cmwYAiABKAlSA3VybBIfCgtldmVudF90eXBlcxgDIAMoCVIKZXZl
+            bnRUeXBlcxIYCgdlbmFibGVkGAQgASgIUgdlbmFibGVkEicKD2Rpc2FibGVkX3JlYXNvbhgFIAEoCVIOZGlzYWJsZWRSZWFz
+            b24SIAoLZGVzY3JpcHRpb24YBiABKAlSC2Rlc2NyaXB0aW9uEiYKD2NyZWF0ZWRfdW5peF9tcxgHIAEoA1INY3JlYXRlZFVu
+            aXhNcxJECh9wcmV2aW91c19zZWNyZXRfZXhwaXJlc191bml4X21zGAggASgDUhtwcmV2aW91c1NlY3JldEV4cGlyZXNVbml4
+            TXMijwMKD1dlYmhvb2tEZWxpdmVyeRIfCgtkZWxpdmVyeV9pZBgBIAEoCVIKZGVsaXZlcnlJZBIfCgtlbmRwb2ludF9pZBgC
+            IAEoCVIKZW5kcG9pbnRJZBIdCgpldmVudF90eXBlGAMgASgJUglldmVudFR5cGUSOgoFc3RhdGUYBCABKA4yJC5raW5kcmVk
+            LmFwaS52MS5XZWJob29rRGVsaXZlcnlTdGF0ZVIFc3RhdGUSGgoIYXR0ZW1wdHMYBSABKAVSCGF0dGVtcHRzEh8KC2xhc3Rf
+            c3RhdHVzGAYgASgFUgpsYXN0U3RhdHVzEh0KCmxhc3RfZXJyb3IYByABKAlSCWxhc3RFcnJvchImCg9jcmVhdGVkX3VuaXhf
+            bXMYCCABKANSDWNyZWF0ZWRVbml4TXMSLwoUbmV4dF9hdHRlbXB0X3VuaXhfbXMYCSABKANSEW5leHRBdHRlbXB0VW5peE1z
+            EioKEWRlbGl2ZXJlZF91bml4X21zGAogASgDUg9kZWxpdmVyZWRVbml4TXMicwocQ3JlYXRlV2ViaG9va0VuZHBvaW50UmVx
+            dWVzdBIQCgN1cmwYASABKAlSA3VybBIfCgtldmVudF90eXBlcxgCIAMoCVIKZXZlbnRUeXBlcxIgCgtkZXNjcmlwdGlvbhgD
+            IAEoCVILZGVzY3JpcHRpb24idAodQ3JlYXRlV2ViaG9va0VuZHBvaW50UmVzcG9uc2USOwoIZW5kcG9pbnQYASABKAsyHy5r
+            aW5kcmVkLmFwaS52MS5XZWJob29rRW5kcG9pbnRSCGVuZHBvaW50EhYKBnNlY3JldBgCIAEoCVIGc2VjcmV0Ih0KG0xpc3RX
+            ZWJob29rRW5kcG9pbnRzUmVxdWVzdCJdChxMaXN0V2ViaG9va0VuZHBvaW50c1Jlc3BvbnNlEj0KCWVuZHBvaW50cxgBIAMo
+            CzIfLmtpbmRyZWQuYXBpLnYxLldlYmhvb2tFbmRwb2ludFIJZW5kcG9pbnRzItEBChxVcGRhdGVXZWJob29rRW5kcG9pbnRS
+            ZXF1ZXN0Eh8KC2VuZHBvaW50X2lkGAEgASgJUgplbmRwb2ludElkEhAKA3VybBgCIAEoCVIDdXJsEh8KC2V2ZW50X3R5cGVz
+            GAMgAygJUgpldmVudFR5cGVzEhgKB2VuYWJsZWQYBCABKAhSB2VuYWJsZWQSIAoLZGVzY3JpcHRpb24YBSABKAlSC2Rlc2Ny
+            aXB0aW9uEiEKDHVwZGF0ZV9wYXRocxgGIAMoCVILdXBkYXRlUGF0aHMiXAodVXBkYXRlV2ViaG9va0VuZHBvaW50UmVzcG9u
+            c2USOwoIZW5kcG9pbnQYASABKAsyHy5raW5kcmVkLmFwaS52MS5XZWJob29rRW5kcG9pbnRSCGVuZHBvaW50Ij8KHERlbGV0
+            ZVdlYmhvb2tFbmRwb2ludFJlcXVlc3QSHwoLZW5kcG9pbnRfaWQYASABKAlSCmVuZHBvaW50SWQiOQodRGVsZXRlV2ViaG9v
+            a0VuZHBvaW50UmVzcG9uc2USGAoHcmVtb3ZlZBgBIAEoCFIHcmVtb3ZlZCI9ChpSb3RhdGVXZWJob29rU2VjcmV0UmVxdWVz
+            dBIfCgtlbmRwb2ludF9pZBgBIAEoCVIKZW5kcG9pbnRJZCJyChtSb3RhdGVXZWJob29rU2VjcmV0UmVzcG9uc2USOwoIZW5k
+            cG9pbnQYASABKAsyHy5raW5kcmVkLmFwaS52MS5XZWJob29rRW5kcG9pbnRSCGVuZHBvaW50EhYKBnNlY3JldBgCIAEoCVIG
+            c2VjcmV0IrcBChxMaXN0V2ViaG9va0RlbGl2ZXJpZXNSZXF1ZXN0Eh8KC2VuZHBvaW50X2lkGAEgASgJUgplbmRwb2ludElk
+            EjoKBXN0YXRlGAIgASgOMiQua2luZHJlZC5hcGkudjEuV2ViaG9va0RlbGl2ZXJ5U3RhdGVSBXN0YXRlEhsKCXBhZ2Vfc2l6
+            ZRgDIAEoBVIIcGFnZVNpemUSHQoKcGFnZV90b2tlbhgEIAEoCVIJcGFnZVRva2VuIogBCh1MaXN0V2ViaG9va0RlbGl2ZXJp
+            ZXNSZXNwb25zZRI/CgpkZWxpdmVyaWVzGAEgAygLMh8ua2luZHJlZC5hcGkudjEuV2ViaG9va0RlbGl2ZXJ5UgpkZWxpdmVy
+            aWVzEiYKD25leHRfcGFnZV90b2tlbhgCIAEoCVINbmV4dFBhZ2VUb2tlbiI/ChxSZXBsYXlXZWJob29rRGVsaXZlcnlSZXF1
+            ZXN0Eh8KC2RlbGl2ZXJ5X2lkGAEgASgJUgpkZWxpdmVyeUlkIlwKHVJlcGxheVdlYmhvb2tEZWxpdmVyeVJlc3BvbnNlEjsK
+            CGRlbGl2ZXJ5GAEgASgLMh8ua2luZHJlZC5hcGkudjEuV2ViaG9va0RlbGl2ZXJ5UghkZWxpdmVyeSqrAQoUV2ViaG9va0Rl
+            bGl2ZXJ5U3RhdGUSJgoiV0VCSE9PS19ERUxJVkVSWV9TVEFURV9VTlNQRUNJRklFRBAAEiIKHldFQkhPT0tfREVMSVZFUllf
+            U1RBVEVfUEVORElORxABEiQKIFdFQkhPT0tfREVMSVZFUllfU1RBVEVfREVMSVZFUkVEEAISIQodV0VCSE9PS19ERUxJVkVS
+            WV9TVEFURV9GQUlMRUQQA2IGcHJvdG8z
+            """
+        ),
+        ProtoFileDescriptor(
             name: "kindred/api/v1/admin.proto",
             package: "kindred.api.v1",
             dependencies: [
                 "kindred/api/v1/account.proto",
                 "kindred/api/v1/types.proto",
+                "kindred/api/v1/webhooks.proto",
                 "kindred/common/v1/common.proto",
                 "kindred/common/v1/community.proto",
             ],
@@ -1405,92 +1549,111 @@ public enum ProtoRegistry {
                 "kindred.api.v1.AdminService.CreateCommunity",
                 "kindred.api.v1.AdminService.UpdateCommunity",
                 "kindred.api.v1.AdminService.GetUserFootprint",
+                "kindred.api.v1.AdminService.CreateWebhookEndpoint",
+                "kindred.api.v1.AdminService.ListWebhookEndpoints",
+                "kindred.api.v1.AdminService.UpdateWebhookEndpoint",
+                "kindred.api.v1.AdminService.DeleteWebhookEndpoint",
+                "kindred.api.v1.AdminService.RotateWebhookSecret",
+                "kindred.api.v1.AdminService.ListWebhookDeliveries",
+                "kindred.api.v1.AdminService.ReplayWebhookDelivery",
             ],
             services: ["kindred.api.v1.AdminService"],
             base64: """
             ChpraW5kcmVkL2FwaS92MS9hZG1pbi5wcm90bxIOa2luZHJlZC5hcGkudjEaHGtpbmRyZWQvYXBpL3YxL2FjY291bnQucHJv
-            dG8aGmtpbmRyZWQvYXBpL3YxL3R5cGVzLnByb3RvGh5raW5kcmVkL2NvbW1vbi92MS9jb21tb24ucHJvdG8aIWtpbmRyZWQv
-            Y29tbW9uL3YxL2NvbW11bml0eS5wcm90byLBAQoTTGlzdEFjY291bnRzUmVxdWVzdBIhCgxjb21tdW5pdHlfaWQYASABKAlS
-            C2NvbW11bml0eUlkEhQKBXF1ZXJ5GAIgASgJUgVxdWVyeRI1CgZzdGF0dXMYAyABKA4yHS5raW5kcmVkLmFwaS52MS5BY2Nv
-            dW50U3RhdHVzUgZzdGF0dXMSGwoJcGFnZV9zaXplGAQgASgFUghwYWdlU2l6ZRIdCgpwYWdlX3Rva2VuGAUgASgJUglwYWdl
-            VG9rZW4icwoUTGlzdEFjY291bnRzUmVzcG9uc2USMwoIYWNjb3VudHMYASADKAsyFy5raW5kcmVkLmFwaS52MS5BY2NvdW50
-            UghhY2NvdW50cxImCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAlSDW5leHRQYWdlVG9rZW4iLwoUTG9va3VwQWNjb3VudFJlcXVl
-            c3QSFwoHdXNlcl9pZBgBIAEoCVIGdXNlcklkIn8KFUxvb2t1cEFjY291bnRSZXNwb25zZRIxCgdhY2NvdW50GAEgASgLMhcu
-            a2luZHJlZC5hcGkudjEuQWNjb3VudFIHYWNjb3VudBIzCgdwcm9maWxlGAIgASgLMhkua2luZHJlZC5hcGkudjEuTXlQcm9m
-            aWxlUgdwcm9maWxlImQKGERlYWN0aXZhdGVBY2NvdW50UmVxdWVzdBIXCgd1c2VyX2lkGAEgASgJUgZ1c2VySWQSEgoEbm90
-            ZRgCIAEoCVIEbm90ZRIbCglyZXBvcnRfaWQYAyABKAlSCHJlcG9ydElkIk4KGURlYWN0aXZhdGVBY2NvdW50UmVzcG9uc2US
-            MQoHYWNjb3VudBgBIAEoCzIXLmtpbmRyZWQuYXBpLnYxLkFjY291bnRSB2FjY291bnQiRwoYUmVhY3RpdmF0ZUFjY291bnRS
-            ZXF1ZXN0EhcKB3VzZXJfaWQYASABKAlSBnVzZXJJZBISCgRub3RlGAIgASgJUgRub3RlIk4KGVJlYWN0aXZhdGVBY2NvdW50
-            UmVzcG9uc2USMQoHYWNjb3VudBgBIAEoCzIXLmtpbmRyZWQuYXBpLnYxLkFjY291bnRSB2FjY291bnQiMwoYRGVsZXRlVXNl
-            ckFjY291bnRSZXF1ZXN0EhcKB3VzZXJfaWQYASABKAlSBnVzZXJJZCJDChlEZWxldGVVc2VyQWNjb3VudFJlc3BvbnNlEiYK
-            D2RlbGV0ZWRfdW5peF9tcxgBIAEoA1INZGVsZXRlZFVuaXhNcyJgChZTZXRBY2NvdW50Um9sZXNSZXF1ZXN0EhcKB3VzZXJf
-            aWQYASABKAlSBnVzZXJJZBItCgVyb2xlcxgCIAMoDjIXLmtpbmRyZWQuY29tbW9uLnYxLlJvbGVSBXJvbGVzIkwKF1NldEFj
-            Y291bnRSb2xlc1Jlc3BvbnNlEjEKB2FjY291bnQYASABKAsyFy5raW5kcmVkLmFwaS52MS5BY2NvdW50UgdhY2NvdW50InsK
-            FUJvb3RzdHJhcEFkbWluUmVxdWVzdBIpChBib290c3RyYXBfc2VjcmV0GAEgASgJUg9ib290c3RyYXBTZWNyZXQSIQoMY29t
-            bXVuaXR5X2lkGAIgASgJUgtjb21tdW5pdHlJZBIUCgVsb2dpbhgDIAEoCVIFbG9naW4iSwoWQm9vdHN0cmFwQWRtaW5SZXNw
-            b25zZRIxCgdhY2NvdW50GAEgASgLMhcua2luZHJlZC5hcGkudjEuQWNjb3VudFIHYWNjb3VudCLZBAoQTW9kZXJhdGlvblJl
-            cG9ydBIbCglyZXBvcnRfaWQYASABKAlSCHJlcG9ydElkEigKEHJlcG9ydGVyX3VzZXJfaWQYAiABKAlSDnJlcG9ydGVyVXNl
-            cklkEigKEHJlcG9ydGVkX3VzZXJfaWQYAyABKAlSDnJlcG9ydGVkVXNlcklkEiEKDGNvbW11bml0eV9pZBgEIAEoCVILY29t
-            bXVuaXR5SWQSNwoGcmVhc29uGAUgASgOMh8ua2luZHJlZC5jb21tb24udjEuUmVwb3J0UmVhc29uUgZyZWFzb24SGAoHZGV0
-            YWlscxgGIAEoCVIHZGV0YWlscxIfCgttZXNzYWdlX2lkcxgHIAMoCVIKbWVzc2FnZUlkcxIbCglwaG90b19pZHMYCCADKAlS
-            CHBob3RvSWRzEjQKBnN0YXR1cxgJIAEoDjIcLmtpbmRyZWQuYXBpLnYxLlJlcG9ydFN0YXR1c1IGc3RhdHVzEkAKCnJlc29s
-            dXRpb24YCiABKA4yIC5raW5kcmVkLmFwaS52MS5SZXBvcnRSZXNvbHV0aW9uUgpyZXNvbHV0aW9uEicKD3Jlc29sdXRpb25f
-            bm90ZRgLIAEoCVIOcmVzb2x1dGlvbk5vdGUSLQoTcmVzb2x2ZWRfYnlfdXNlcl9pZBgMIAEoCVIQcmVzb2x2ZWRCeVVzZXJJ
-            ZBImCg9jcmVhdGVkX3VuaXhfbXMYDSABKANSDWNyZWF0ZWRVbml4TXMSKAoQcmVzb2x2ZWRfdW5peF9tcxgOIAEoA1IOcmVz
-            b2x2ZWRVbml4TXMi0wEKEkxpc3RSZXBvcnRzUmVxdWVzdBI0CgZzdGF0dXMYASABKA4yHC5raW5kcmVkLmFwaS52MS5SZXBv
-            cnRTdGF0dXNSBnN0YXR1cxIoChByZXBvcnRlZF91c2VyX2lkGAIgASgJUg5yZXBvcnRlZFVzZXJJZBIhCgxjb21tdW5pdHlf
-            aWQYAyABKAlSC2NvbW11bml0eUlkEhsKCXBhZ2Vfc2l6ZRgEIAEoBVIIcGFnZVNpemUSHQoKcGFnZV90b2tlbhgFIAEoCVIJ
-            cGFnZVRva2VuInkKE0xpc3RSZXBvcnRzUmVzcG9uc2USOgoHcmVwb3J0cxgBIAMoCzIgLmtpbmRyZWQuYXBpLnYxLk1vZGVy
-            YXRpb25SZXBvcnRSB3JlcG9ydHMSJgoPbmV4dF9wYWdlX3Rva2VuGAIgASgJUg1uZXh0UGFnZVRva2VuIjcKGEdldFJlcG9y
-            dEV2aWRlbmNlUmVxdWVzdBIbCglyZXBvcnRfaWQYASABKAlSCHJlcG9ydElkItQBChlHZXRSZXBvcnRFdmlkZW5jZVJlc3Bv
-            bnNlEjgKBnJlcG9ydBgBIAEoCzIgLmtpbmRyZWQuYXBpLnYxLk1vZGVyYXRpb25SZXBvcnRSBnJlcG9ydBI3CghtZXNzYWdl
-            cxgCIAMoCzIbLmtpbmRyZWQuYXBpLnYxLkNoYXRNZXNzYWdlUghtZXNzYWdlcxJEChByZXBvcnRlZF9wcm9maWxlGAMgASgL
-            Mhkua2luZHJlZC5hcGkudjEuTXlQcm9maWxlUg9yZXBvcnRlZFByb2ZpbGUiswEKFFJlc29sdmVSZXBvcnRSZXF1ZXN0EhsK
-            CXJlcG9ydF9pZBgBIAEoCVIIcmVwb3J0SWQSQAoKcmVzb2x1dGlvbhgCIAEoDjIgLmtpbmRyZWQuYXBpLnYxLlJlcG9ydFJl
-            c29sdXRpb25SCnJlc29sdXRpb24SEgoEbm90ZRgDIAEoCVIEbm90ZRIoChByZW1vdmVfcGhvdG9faWRzGAQgAygJUg5yZW1v
-            dmVQaG90b0lkcyJRChVSZXNvbHZlUmVwb3J0UmVzcG9uc2USOAoGcmVwb3J0GAEgASgLMiAua2luZHJlZC5hcGkudjEuTW9k
-            ZXJhdGlvblJlcG9ydFIGcmVwb3J0Ii8KElJlbW92ZVBob3RvUmVxdWVzdBIZCghwaG90b19pZBgBIAEoCVIHcGhvdG9JZCIV
-            ChNSZW1vdmVQaG90b1Jlc3BvbnNlIlQKFkxpc3RDb21tdW5pdGllc1JlcXVlc3QSGwoJcGFnZV9zaXplGAEgASgFUghwYWdl
-            U2l6ZRIdCgpwYWdlX3Rva2VuGAIgASgJUglwYWdlVG9rZW4igQEKF0xpc3RDb21tdW5pdGllc1Jlc3BvbnNlEj4KC2NvbW11
-            bml0aWVzGAEgAygLMhwua2luZHJlZC5jb21tb24udjEuQ29tbXVuaXR5Ugtjb21tdW5pdGllcxImCg9uZXh0X3BhZ2VfdG9r
-            ZW4YAiABKAlSDW5leHRQYWdlVG9rZW4ioAEKFkNyZWF0ZUNvbW11bml0eVJlcXVlc3QSIQoMY29tbXVuaXR5X2lkGAEgASgJ
-            Ugtjb21tdW5pdHlJZBIhCgxkaXNwbGF5X25hbWUYAiABKAlSC2Rpc3BsYXlOYW1lEkAKCHNldHRpbmdzGAMgASgLMiQua2lu
-            ZHJlZC5jb21tb24udjEuQ29tbXVuaXR5U2V0dGluZ3NSCHNldHRpbmdzIlUKF0NyZWF0ZUNvbW11bml0eVJlc3BvbnNlEjoK
-            CWNvbW11bml0eRgBIAEoCzIcLmtpbmRyZWQuY29tbW9uLnYxLkNvbW11bml0eVIJY29tbXVuaXR5Iu4BChZVcGRhdGVDb21t
-            dW5pdHlSZXF1ZXN0EiEKDGNvbW11bml0eV9pZBgBIAEoCVILY29tbXVuaXR5SWQSIQoMZGlzcGxheV9uYW1lGAIgASgJUgtk
-            aXNwbGF5TmFtZRJACghzZXR0aW5ncxgDIAEoCzIkLmtpbmRyZWQuY29tbW9uLnYxLkNvbW11bml0eVNldHRpbmdzUghzZXR0
-            aW5ncxIhCgx1cGRhdGVfcGF0aHMYBCADKAlSC3VwZGF0ZVBhdGhzEikKEGV4cGVjdGVkX3ZlcnNpb24YBSABKANSD2V4cGVj
-            dGVkVmVyc2lvbiJVChdVcGRhdGVDb21tdW5pdHlSZXNwb25zZRI6Cgljb21tdW5pdHkYASABKAsyHC5raW5kcmVkLmNvbW1v
-            bi52MS5Db21tdW5pdHlSCWNvbW11bml0eSIyChdHZXRVc2VyRm9vdHByaW50UmVxdWVzdBIXCgd1c2VyX2lkGAEgASgJUgZ1
-            c2VySWQiYgoQU2VydmljZUZvb3RwcmludBIYCgdzZXJ2aWNlGAEgASgJUgdzZXJ2aWNlEjQKBmNvdW50cxgCIAMoCzIcLmtp
-            bmRyZWQuY29tbW9uLnYxLkRhdGFDb3VudFIGY291bnRzIqQBChhHZXRVc2VyRm9vdHByaW50UmVzcG9uc2USPAoIc2Vydmlj
-            ZXMYASADKAsyIC5raW5kcmVkLmFwaS52MS5TZXJ2aWNlRm9vdHByaW50UghzZXJ2aWNlcxIrChF1bmF2YWlsYWJsZV9wYXJ0
-            cxgCIAMoCVIQdW5hdmFpbGFibGVQYXJ0cxIdCgp0b3RhbF9yb3dzGAMgASgDUgl0b3RhbFJvd3MqYQoMUmVwb3J0U3RhdHVz
-            Eh0KGVJFUE9SVF9TVEFUVVNfVU5TUEVDSUZJRUQQABIWChJSRVBPUlRfU1RBVFVTX09QRU4QARIaChZSRVBPUlRfU1RBVFVT
-            X1JFU09MVkVEEAIqzAEKEFJlcG9ydFJlc29sdXRpb24SIQodUkVQT1JUX1JFU09MVVRJT05fVU5TUEVDSUZJRUQQABIfChtS
-            RVBPUlRfUkVTT0xVVElPTl9OT19BQ1RJT04QARIiCh5SRVBPUlRfUkVTT0xVVElPTl9XQVJOSU5HX1NFTlQQAhIlCiFSRVBP
-            UlRfUkVTT0xVVElPTl9DT05URU5UX1JFTU9WRUQQAxIpCiVSRVBPUlRfUkVTT0xVVElPTl9BQ0NPVU5UX0RFQUNUSVZBVEVE
-            EAQy1QsKDEFkbWluU2VydmljZRJZCgxMaXN0QWNjb3VudHMSIy5raW5kcmVkLmFwaS52MS5MaXN0QWNjb3VudHNSZXF1ZXN0
-            GiQua2luZHJlZC5hcGkudjEuTGlzdEFjY291bnRzUmVzcG9uc2USXAoNTG9va3VwQWNjb3VudBIkLmtpbmRyZWQuYXBpLnYx
-            Lkxvb2t1cEFjY291bnRSZXF1ZXN0GiUua2luZHJlZC5hcGkudjEuTG9va3VwQWNjb3VudFJlc3BvbnNlEmgKEURlYWN0aXZh
-            dGVBY2NvdW50Eigua2luZHJlZC5hcGkudjEuRGVhY3RpdmF0ZUFjY291bnRSZXF1ZXN0Gikua2luZHJlZC5hcGkudjEuRGVh
-            Y3RpdmF0ZUFjY291bnRSZXNwb25zZRJoChFSZWFjdGl2YXRlQWNjb3VudBIoLmtpbmRyZWQuYXBpLnYxLlJlYWN0aXZhdGVB
-            Y2NvdW50UmVxdWVzdBopLmtpbmRyZWQuYXBpLnYxLlJlYWN0aXZhdGVBY2NvdW50UmVzcG9uc2USaAoRRGVsZXRlVXNlckFj
-            Y291bnQSKC5raW5kcmVkLmFwaS52MS5EZWxldGVVc2VyQWNjb3VudFJlcXVlc3QaKS5raW5kcmVkLmFwaS52MS5EZWxldGVV
-            c2VyQWNjb3VudFJlc3BvbnNlEmIKD1NldEFjY291bnRSb2xlcxImLmtpbmRyZWQuYXBpLnYxLlNldEFjY291bnRSb2xlc1Jl
-            cXVlc3QaJy5raW5kcmVkLmFwaS52MS5TZXRBY2NvdW50Um9sZXNSZXNwb25zZRJfCg5Cb290c3RyYXBBZG1pbhIlLmtpbmRy
-            ZWQuYXBpLnYxLkJvb3RzdHJhcEFkbWluUmVxdWVzdBomLmtpbmRyZWQuYXBpLnYxLkJvb3RzdHJhcEFkbWluUmVzcG9uc2US
-            VgoLTGlzdFJlcG9ydHMSIi5raW5kcmVkLmFwaS52MS5MaXN0UmVwb3J0c1JlcXVlc3QaIy5raW5kcmVkLmFwaS52MS5MaXN0
-            UmVwb3J0c1Jlc3BvbnNlEmgKEUdldFJlcG9ydEV2aWRlbmNlEigua2luZHJlZC5hcGkudjEuR2V0UmVwb3J0RXZpZGVuY2VS
-            ZXF1ZXN0Gikua2luZHJlZC5hcGkudjEuR2V0UmVwb3J0RXZpZGVuY2VSZXNwb25zZRJcCg1SZXNvbHZlUmVwb3J0EiQua2lu
-            ZHJlZC5hcGkudjEuUmVzb2x2ZVJlcG9ydFJlcXVlc3QaJS5raW5kcmVkLmFwaS52MS5SZXNvbHZlUmVwb3J0UmVzcG9uc2US
-            VgoLUmVtb3ZlUGhvdG8SIi5raW5kcmVkLmFwaS52MS5SZW1vdmVQaG90b1JlcXVlc3QaIy5raW5kcmVkLmFwaS52MS5SZW1v
-            dmVQaG90b1Jlc3BvbnNlEmIKD0xpc3RDb21tdW5pdGllcxImLmtpbmRyZWQuYXBpLnYxLkxpc3RDb21tdW5pdGllc1JlcXVl
-            c3QaJy5raW5kcmVkLmFwaS52MS5MaXN0Q29tbXVuaXRpZXNSZXNwb25zZRJiCg9DcmVhdGVDb21tdW5pdHkSJi5raW5kcmVk
-            LmFwaS52MS5DcmVhdGVDb21tdW5pdHlSZXF1ZXN0Gicua2luZHJlZC5hcGkudjEuQ3JlYXRlQ29tbXVuaXR5UmVzcG9uc2US
-            YgoPVXBkYXRlQ29tbXVuaXR5EiYua2luZHJlZC5hcGkudjEuVXBkYXRlQ29tbXVuaXR5UmVxdWVzdBonLmtpbmRyZWQuYXBp
-            LnYxLlVwZGF0ZUNvbW11bml0eVJlc3BvbnNlEmUKEEdldFVzZXJGb290cHJpbnQSJy5raW5kcmVkLmFwaS52MS5HZXRVc2Vy
-            Rm9vdHByaW50UmVxdWVzdBooLmtpbmRyZWQuYXBpLnYxLkdldFVzZXJGb290cHJpbnRSZXNwb25zZWIGcHJvdG8z
+            dG8aGmtpbmRyZWQvYXBpL3YxL3R5cGVzLnByb3RvGh1raW5kcmVkL2FwaS92MS93ZWJob29rcy5wcm90bxoea2luZHJlZC9j
+            b21tb24vdjEvY29tbW9uLnByb3RvGiFraW5kcmVkL2NvbW1vbi92MS9jb21tdW5pdHkucHJvdG8iwQEKE0xpc3RBY2NvdW50
+            c1JlcXVlc3QSIQoMY29tbXVuaXR5X2lkGAEgASgJUgtjb21tdW5pdHlJZBIUCgVxdWVyeRgCIAEoCVIFcXVlcnkSNQoGc3Rh
+            dHVzGAMgASgOMh0ua2luZHJlZC5hcGkudjEuQWNjb3VudFN0YXR1c1IGc3RhdHVzEhsKCXBhZ2Vfc2l6ZRgEIAEoBVIIcGFn
+            ZVNpemUSHQoKcGFnZV90b2tlbhgFIAEoCVIJcGFnZVRva2VuInMKFExpc3RBY2NvdW50c1Jlc3BvbnNlEjMKCGFjY291bnRz
+            GAEgAygLMhcua2luZHJlZC5hcGkudjEuQWNjb3VudFIIYWNjb3VudHMSJgoPbmV4dF9wYWdlX3Rva2VuGAIgASgJUg1uZXh0
+            UGFnZVRva2VuIi8KFExvb2t1cEFjY291bnRSZXF1ZXN0EhcKB3VzZXJfaWQYASABKAlSBnVzZXJJZCJ/ChVMb29rdXBBY2Nv
+            dW50UmVzcG9uc2USMQoHYWNjb3VudBgBIAEoCzIXLmtpbmRyZWQuYXBpLnYxLkFjY291bnRSB2FjY291bnQSMwoHcHJvZmls
+            ZRgCIAEoCzIZLmtpbmRyZWQuYXBpLnYxLk15UHJvZmlsZVIHcHJvZmlsZSJkChhEZWFjdGl2YXRlQWNjb3VudFJlcXVlc3QS
+            FwoHdXNlcl9pZBgBIAEoCVIGdXNlcklkEhIKBG5vdGUYAiABKAlSBG5vdGUSGwoJcmVwb3J0X2lkGAMgASgJUghyZXBvcnRJ
+            ZCJOChlEZWFjdGl2YXRlQWNjb3VudFJlc3BvbnNlEjEKB2FjY291bnQYASABKAsyFy5raW5kcmVkLmFwaS52MS5BY2NvdW50
+            UgdhY2NvdW50IkcKGFJlYWN0aXZhdGVBY2NvdW50UmVxdWVzdBIXCgd1c2VyX2lkGAEgASgJUgZ1c2VySWQSEgoEbm90ZRgC
+            IAEoCVIEbm90ZSJOChlSZWFjdGl2YXRlQWNjb3VudFJlc3BvbnNlEjEKB2FjY291bnQYASABKAsyFy5raW5kcmVkLmFwaS52
+            MS5BY2NvdW50UgdhY2NvdW50IjMKGERlbGV0ZVVzZXJBY2NvdW50UmVxdWVzdBIXCgd1c2VyX2lkGAEgASgJUgZ1c2VySWQi
+            QwoZRGVsZXRlVXNlckFjY291bnRSZXNwb25zZRImCg9kZWxldGVkX3VuaXhfbXMYASABKANSDWRlbGV0ZWRVbml4TXMiYAoW
+            U2V0QWNjb3VudFJvbGVzUmVxdWVzdBIXCgd1c2VyX2lkGAEgASgJUgZ1c2VySWQSLQoFcm9sZXMYAiADKA4yFy5raW5kcmVk
+            LmNvbW1vbi52MS5Sb2xlUgVyb2xlcyJMChdTZXRBY2NvdW50Um9sZXNSZXNwb25zZRIxCgdhY2NvdW50GAEgASgLMhcua2lu
+            ZHJlZC5hcGkudjEuQWNjb3VudFIHYWNjb3VudCJ7ChVCb290c3RyYXBBZG1pblJlcXVlc3QSKQoQYm9vdHN0cmFwX3NlY3Jl
+            dBgBIAEoCVIPYm9vdHN0cmFwU2VjcmV0EiEKDGNvbW11bml0eV9pZBgCIAEoCVILY29tbXVuaXR5SWQSFAoFbG9naW4YAyAB
+            KAlSBWxvZ2luIksKFkJvb3RzdHJhcEFkbWluUmVzcG9uc2USMQoHYWNjb3VudBgBIAEoCzIXLmtpbmRyZWQuYXBpLnYxLkFj
+            Y291bnRSB2FjY291bnQi2QQKEE1vZGVyYXRpb25SZXBvcnQSGwoJcmVwb3J0X2lkGAEgASgJUghyZXBvcnRJZBIoChByZXBv
+            cnRlcl91c2VyX2lkGAIgASgJUg5yZXBvcnRlclVzZXJJZBIoChByZXBvcnRlZF91c2VyX2lkGAMgASgJUg5yZXBvcnRlZFVz
+            ZXJJZBIhCgxjb21tdW5pdHlfaWQYBCABKAlSC2NvbW11bml0eUlkEjcKBnJlYXNvbhgFIAEoDjIfLmtpbmRyZWQuY29tbW9u
+            LnYxLlJlcG9ydFJlYXNvblIGcmVhc29uEhgKB2RldGFpbHMYBiABKAlSB2RldGFpbHMSHwoLbWVzc2FnZV9pZHMYByADKAlS
+            Cm1lc3NhZ2VJZHMSGwoJcGhvdG9faWRzGAggAygJUghwaG90b0lkcxI0CgZzdGF0dXMYCSABKA4yHC5raW5kcmVkLmFwaS52
+            MS5SZXBvcnRTdGF0dXNSBnN0YXR1cxJACgpyZXNvbHV0aW9uGAogASgOMiAua2luZHJlZC5hcGkudjEuUmVwb3J0UmVzb2x1
+            dGlvblIKcmVzb2x1dGlvbhInCg9yZXNvbHV0aW9uX25vdGUYCyABKAlSDnJlc29sdXRpb25Ob3RlEi0KE3Jlc29sdmVkX2J5
+            X3VzZXJfaWQYDCABKAlSEHJlc29sdmVkQnlVc2VySWQSJgoPY3JlYXRlZF91bml4X21zGA0gASgDUg1jcmVhdGVkVW5peE1z
+            EigKEHJlc29sdmVkX3VuaXhfbXMYDiABKANSDnJlc29sdmVkVW5peE1zItMBChJMaXN0UmVwb3J0c1JlcXVlc3QSNAoGc3Rh
+            dHVzGAEgASgOMhwua2luZHJlZC5hcGkudjEuUmVwb3J0U3RhdHVzUgZzdGF0dXMSKAoQcmVwb3J0ZWRfdXNlcl9pZBgCIAEo
+            CVIOcmVwb3J0ZWRVc2VySWQSIQoMY29tbXVuaXR5X2lkGAMgASgJUgtjb21tdW5pdHlJZBIbCglwYWdlX3NpemUYBCABKAVS
+            CHBhZ2VTaXplEh0KCnBhZ2VfdG9rZW4YBSABKAlSCXBhZ2VUb2tlbiJ5ChNMaXN0UmVwb3J0c1Jlc3BvbnNlEjoKB3JlcG9y
+            dHMYASADKAsyIC5raW5kcmVkLmFwaS52MS5Nb2RlcmF0aW9uUmVwb3J0UgdyZXBvcnRzEiYKD25leHRfcGFnZV90b2tlbhgC
+            IAEoCVINbmV4dFBhZ2VUb2tlbiI3ChhHZXRSZXBvcnRFdmlkZW5jZVJlcXVlc3QSGwoJcmVwb3J0X2lkGAEgASgJUghyZXBv
+            cnRJZCLUAQoZR2V0UmVwb3J0RXZpZGVuY2VSZXNwb25zZRI4CgZyZXBvcnQYASABKAsyIC5raW5kcmVkLmFwaS52MS5Nb2Rl
+            cmF0aW9uUmVwb3J0UgZyZXBvcnQSNwoIbWVzc2FnZXMYAiADKAsyGy5raW5kcmVkLmFwaS52MS5DaGF0TWVzc2FnZVIIbWVz
+            c2FnZXMSRAoQcmVwb3J0ZWRfcHJvZmlsZRgDIAEoCzIZLmtpbmRyZWQuYXBpLnYxLk15UHJvZmlsZVIPcmVwb3J0ZWRQcm9m
+            aWxlIrMBChRSZXNvbHZlUmVwb3J0UmVxdWVzdBIbCglyZXBvcnRfaWQYASABKAlSCHJlcG9ydElkEkAKCnJlc29sdXRpb24Y
+            AiABKA4yIC5raW5kcmVkLmFwaS52MS5SZXBvcnRSZXNvbHV0aW9uUgpyZXNvbHV0aW9uEhIKBG5vdGUYAyABKAlSBG5vdGUS
+            KAoQcmVtb3ZlX3Bob3RvX2lkcxgEIAMoCVIOcmVtb3ZlUGhvdG9JZHMiUQoVUmVzb2x2ZVJlcG9ydFJlc3BvbnNlEjgKBnJl
+            cG9ydBgBIAEoCzIgLmtpbmRyZWQuYXBpLnYxLk1vZGVyYXRpb25SZXBvcnRSBnJlcG9ydCIvChJSZW1vdmVQaG90b1JlcXVl
+            c3QSGQoIcGhvdG9faWQYASABKAlSB3Bob3RvSWQiFQoTUmVtb3ZlUGhvdG9SZXNwb25zZSJUChZMaXN0Q29tbXVuaXRpZXNS
+            ZXF1ZXN0EhsKCXBhZ2Vfc2l6ZRgBIAEoBVIIcGFnZVNpemUSHQoKcGFnZV90b2tlbhgCIAEoCVIJcGFnZVRva2VuIoEBChdM
+            aXN0Q29tbXVuaXRpZXNSZXNwb25zZRI+Cgtjb21tdW5pdGllcxgBIAMoCzIcLmtpbmRyZWQuY29tbW9uLnYxLkNvbW11bml0
+            eVILY29tbXVuaXRpZXMSJgoPbmV4dF9wYWdlX3Rva2VuGAIgASgJUg1uZXh0UGFnZVRva2VuIqABChZDcmVhdGVDb21tdW5p
+            dHlSZXF1ZXN0EiEKDGNvbW11bml0eV9pZBgBIAEoCVILY29tbXVuaXR5SWQSIQoMZGlzcGxheV9uYW1lGAIgASgJUgtkaXNw
+            bGF5TmFtZRJACghzZXR0aW5ncxgDIAEoCzIkLmtpbmRyZWQuY29tbW9uLnYxLkNvbW11bml0eVNldHRpbmdzUghzZXR0aW5n
+            cyJVChdDcmVhdGVDb21tdW5pdHlSZXNwb25zZRI6Cgljb21tdW5pdHkYASABKAsyHC5raW5kcmVkLmNvbW1vbi52MS5Db21t
+            dW5pdHlSCWNvbW11bml0eSLuAQoWVXBkYXRlQ29tbXVuaXR5UmVxdWVzdBIhCgxjb21tdW5pdHlfaWQYASABKAlSC2NvbW11
+            bml0eUlkEiEKDGRpc3BsYXlfbmFtZRgCIAEoCVILZGlzcGxheU5hbWUSQAoIc2V0dGluZ3MYAyABKAsyJC5raW5kcmVkLmNv
+            bW1vbi52MS5Db21tdW5pdHlTZXR0aW5nc1IIc2V0dGluZ3MSIQoMdXBkYXRlX3BhdGhzGAQgAygJUgt1cGRhdGVQYXRocxIp
+            ChBleHBlY3RlZF92ZXJzaW9uGAUgASgDUg9leHBlY3RlZFZlcnNpb24iVQoXVXBkYXRlQ29tbXVuaXR5UmVzcG9uc2USOgoJ
+            Y29tbXVuaXR5GAEgASgLMhwua2luZHJlZC5jb21tb24udjEuQ29tbXVuaXR5Ugljb21tdW5pdHkiMgoXR2V0VXNlckZvb3Rw
+            cmludFJlcXVlc3QSFwoHdXNlcl9pZBgBIAEoCVIGdXNlcklkImIKEFNlcnZpY2VGb290cHJpbnQSGAoHc2VydmljZRgBIAEo
+            CVIHc2VydmljZRI0CgZjb3VudHMYAiADKAsyHC5raW5kcmVkLmNvbW1vbi52MS5EYXRhQ291bnRSBmNvdW50cyKkAQoYR2V0
+            VXNlckZvb3RwcmludFJlc3BvbnNlEjwKCHNlcnZpY2VzGAEgAygLMiAua2luZHJlZC5hcGkudjEuU2VydmljZUZvb3Rwcmlu
+            dFIIc2VydmljZXMSKwoRdW5hdmFpbGFibGVfcGFydHMYAiADKAlSEHVuYXZhaWxhYmxlUGFydHMSHQoKdG90YWxfcm93cxgD
+            IAEoA1IJdG90YWxSb3dzKmEKDFJlcG9ydFN0YXR1cxIdChlSRVBPUlRfU1RBVFVTX1VOU1BFQ0lGSUVEEAASFgoSUkVQT1JU
+            X1NUQVRVU19PUEVOEAESGgoWUkVQT1JUX1NUQVRVU19SRVNPTFZFRBACKswBChBSZXBvcnRSZXNvbHV0aW9uEiEKHVJFUE9S
+            VF9SRVNPTFVUSU9OX1VOU1BFQ0lGSUVEEAASHwobUkVQT1JUX1JFU09MVVRJT05fTk9fQUNUSU9OEAESIgoeUkVQT1JUX1JF
+            U09MVVRJT05fV0FSTklOR19TRU5UEAISJQohUkVQT1JUX1JFU09MVVRJT05fQ09OVEVOVF9SRU1PVkVEEAMSKQolUkVQT1JU
+            X1JFU09MVVRJT05fQUNDT1VOVF9ERUFDVElWQVRFRBAEMoYSCgxBZG1pblNlcnZpY2USWQoMTGlzdEFjY291bnRzEiMua2lu
+            ZHJlZC5hcGkudjEuTGlzdEFjY291bnRzUmVxdWVzdBokLmtpbmRyZWQuYXBpLnYxLkxpc3RBY2NvdW50c1Jlc3BvbnNlElwK
+            DUxvb2t1cEFjY291bnQSJC5raW5kcmVkLmFwaS52MS5Mb29rdXBBY2NvdW50UmVxdWVzdBolLmtpbmRyZWQuYXBpLnYxLkxv
+            b2t1cEFjY291bnRSZXNwb25zZRJoChFEZWFjdGl2YXRlQWNjb3VudBIoLmtpbmRyZWQuYXBpLnYxLkRlYWN0aXZhdGVBY2Nv
+            dW50UmVxdWVzdBopLmtpbmRyZWQuYXBpLnYxLkRlYWN0aXZhdGVBY2NvdW50UmVzcG9uc2USaAoRUmVhY3RpdmF0ZUFjY291
+            bnQSKC5raW5kcmVkLmFwaS52MS5SZWFjdGl2YXRlQWNjb3VudFJlcXVlc3QaKS5raW5kcmVkLmFwaS52MS5SZWFjdGl2YXRl
+            QWNjb3VudFJlc3BvbnNlEmgKEURlbGV0ZVVzZXJBY2NvdW50Eigua2luZHJlZC5hcGkudjEuRGVsZXRlVXNlckFjY291bnRS
+            ZXF1ZXN0Gikua2luZHJlZC5hcGkudjEuRGVsZXRlVXNlckFjY291bnRSZXNwb25zZRJiCg9TZXRBY2NvdW50Um9sZXMSJi5r
+            aW5kcmVkLmFwaS52MS5TZXRBY2NvdW50Um9sZXNSZXF1ZXN0Gicua2luZHJlZC5hcGkudjEuU2V0QWNjb3VudFJvbGVzUmVz
+            cG9uc2USXwoOQm9vdHN0cmFwQWRtaW4SJS5raW5kcmVkLmFwaS52MS5Cb290c3RyYXBBZG1pblJlcXVlc3QaJi5raW5kcmVk
+            LmFwaS52MS5Cb290c3RyYXBBZG1pblJlc3BvbnNlElYKC0xpc3RSZXBvcnRzEiIua2luZHJlZC5hcGkudjEuTGlzdFJlcG9y
+            dHNSZXF1ZXN0GiMua2luZHJlZC5hcGkudjEuTGlzdFJlcG9ydHNSZXNwb25zZRJoChFHZXRSZXBvcnRFdmlkZW5jZRIoLmtp
+            bmRyZWQuYXBpLnYxLkdldFJlcG9ydEV2aWRlbmNlUmVxdWVzdBopLmtpbmRyZWQuYXBpLnYxLkdldFJlcG9ydEV2aWRlbmNl
+            UmVzcG9uc2USXAoNUmVzb2x2ZVJlcG9ydBIkLmtpbmRyZWQuYXBpLnYxLlJlc29sdmVSZXBvcnRSZXF1ZXN0GiUua2luZHJl
+            ZC5hcGkudjEuUmVzb2x2ZVJlcG9ydFJlc3BvbnNlElYKC1JlbW92ZVBob3RvEiIua2luZHJlZC5hcGkudjEuUmVtb3ZlUGhv
+            dG9SZXF1ZXN0GiMua2luZHJlZC5hcGkudjEuUmVtb3ZlUGhvdG9SZXNwb25zZRJiCg9MaXN0Q29tbXVuaXRpZXMSJi5raW5k
+            cmVkLmFwaS52MS5MaXN0Q29tbXVuaXRpZXNSZXF1ZXN0Gicua2luZHJlZC5hcGkudjEuTGlzdENvbW11bml0aWVzUmVzcG9u
+            c2USYgoPQ3JlYXRlQ29tbXVuaXR5EiYua2luZHJlZC5hcGkudjEuQ3JlYXRlQ29tbXVuaXR5UmVxdWVzdBonLmtpbmRyZWQu
+            YXBpLnYxLkNyZWF0ZUNvbW11bml0eVJlc3BvbnNlEmIKD1VwZGF0ZUNvbW11bml0eRImLmtpbmRyZWQuYXBpLnYxLlVwZGF0
+            ZUNvbW11bml0eVJlcXVlc3QaJy5raW5kcmVkLmFwaS52MS5VcGRhdGVDb21tdW5pdHlSZXNwb25zZRJlChBHZXRVc2VyRm9v
+            dHByaW50Eicua2luZHJlZC5hcGkudjEuR2V0VXNlckZvb3RwcmludFJlcXVlc3QaKC5raW5kcmVkLmFwaS52MS5HZXRVc2Vy
+            Rm9vdHByaW50UmVzcG9uc2USdAoVQ3JlYXRlV2ViaG9va0VuZHBvaW50Eiwua2luZHJlZC5hcGkudjEuQ3JlYXRlV2ViaG9v
+            a0VuZHBvaW50UmVxdWVzdBotLmtpbmRyZWQuYXBpLnYxLkNyZWF0ZVdlYmhvb2tFbmRwb2ludFJlc3BvbnNlEnEKFExpc3RX
+            ZWJob29rRW5kcG9pbnRzEisua2luZHJlZC5hcGkudjEuTGlzdFdlYmhvb2tFbmRwb2ludHNSZXF1ZXN0Giwua2luZHJlZC5h
+            cGkudjEuTGlzdFdlYmhvb2tFbmRwb2ludHNSZXNwb25zZRJ0ChVVcGRhdGVXZWJob29rRW5kcG9pbnQSLC5raW5kcmVkLmFw
+            aS52MS5VcGRhdGVXZWJob29rRW5kcG9pbnRSZXF1ZXN0Gi0ua2luZHJlZC5hcGkudjEuVXBkYXRlV2ViaG9va0VuZHBvaW50
+            UmVzcG9uc2USdAoVRGVsZXRlV2ViaG9va0VuZHBvaW50Eiwua2luZHJlZC5hcGkudjEuRGVsZXRlV2ViaG9va0VuZHBvaW50
+            UmVxdWVzdBotLmtpbmRyZWQuYXBpLnYxLkRlbGV0ZVdlYmhvb2tFbmRwb2ludFJlc3BvbnNlEm4KE1JvdGF0ZVdlYmhvb2tT
+            ZWNyZXQSKi5raW5kcmVkLmFwaS52MS5Sb3RhdGVXZWJob29rU2VjcmV0UmVxdWVzdBorLmtpbmRyZWQuYXBpLnYxLlJvdGF0
+            ZVdlYmhvb2tTZWNyZXRSZXNwb25zZRJ0ChVMaXN0V2ViaG9va0RlbGl2ZXJpZXMSLC5raW5kcmVkLmFwaS52MS5MaXN0V2Vi
+            aG9va0RlbGl2ZXJpZXNSZXF1ZXN0Gi0ua2luZHJlZC5hcGkudjEuTGlzdFdlYmhvb2tEZWxpdmVyaWVzUmVzcG9uc2USdAoV
+            UmVwbGF5V2ViaG9va0RlbGl2ZXJ5Eiwua2luZHJlZC5hcGkudjEuUmVwbGF5V2ViaG9va0RlbGl2ZXJ5UmVxdWVzdBotLmtp
+            bmRyZWQuYXBpLnYxLlJlcGxheVdlYmhvb2tEZWxpdmVyeVJlc3BvbnNlYgZwcm90bzM=
             """
         ),
         ProtoFileDescriptor(
@@ -3608,6 +3771,136 @@ public enum ProtoRegistry {
             bGl2ZXJFdmVudHMSJy5raW5kcmVkLmNvbW1vbi52MS5EZWxpdmVyRXZlbnRzUmVxdWVzdBooLmtpbmRyZWQuY29tbW9uLnYx
             LkRlbGl2ZXJFdmVudHNSZXNwb25zZRJrChBHZXRVc2VyRm9vdHByaW50Eioua2luZHJlZC5jb21tb24udjEuR2V0VXNlckZv
             b3RwcmludFJlcXVlc3QaKy5raW5kcmVkLmNvbW1vbi52MS5HZXRVc2VyRm9vdHByaW50UmVzcG9uc2ViBnByb3RvMw==
+            """
+        ),
+        ProtoFileDescriptor(
+            name: "kindred/notify/v1/webhooks.proto",
+            package: "kindred.notify.v1",
+            dependencies: [],
+            symbols: [
+                "kindred.notify.v1",
+                "kindred.notify.v1.WebhookEndpoint",
+                "kindred.notify.v1.WebhookEndpoint.endpoint_id",
+                "kindred.notify.v1.WebhookEndpoint.url",
+                "kindred.notify.v1.WebhookEndpoint.event_types",
+                "kindred.notify.v1.WebhookEndpoint.enabled",
+                "kindred.notify.v1.WebhookEndpoint.disabled_reason",
+                "kindred.notify.v1.WebhookEndpoint.description",
+                "kindred.notify.v1.WebhookEndpoint.created_unix_ms",
+                "kindred.notify.v1.WebhookEndpoint.previous_secret_expires_unix_ms",
+                "kindred.notify.v1.WebhookDelivery",
+                "kindred.notify.v1.WebhookDelivery.delivery_id",
+                "kindred.notify.v1.WebhookDelivery.endpoint_id",
+                "kindred.notify.v1.WebhookDelivery.event_type",
+                "kindred.notify.v1.WebhookDelivery.state",
+                "kindred.notify.v1.WebhookDelivery.attempts",
+                "kindred.notify.v1.WebhookDelivery.last_status",
+                "kindred.notify.v1.WebhookDelivery.last_error",
+                "kindred.notify.v1.WebhookDelivery.created_unix_ms",
+                "kindred.notify.v1.WebhookDelivery.next_attempt_unix_ms",
+                "kindred.notify.v1.WebhookDelivery.delivered_unix_ms",
+                "kindred.notify.v1.CreateWebhookEndpointRequest",
+                "kindred.notify.v1.CreateWebhookEndpointRequest.url",
+                "kindred.notify.v1.CreateWebhookEndpointRequest.event_types",
+                "kindred.notify.v1.CreateWebhookEndpointRequest.description",
+                "kindred.notify.v1.CreateWebhookEndpointResponse",
+                "kindred.notify.v1.CreateWebhookEndpointResponse.endpoint",
+                "kindred.notify.v1.CreateWebhookEndpointResponse.secret",
+                "kindred.notify.v1.ListWebhookEndpointsRequest",
+                "kindred.notify.v1.ListWebhookEndpointsResponse",
+                "kindred.notify.v1.ListWebhookEndpointsResponse.endpoints",
+                "kindred.notify.v1.UpdateWebhookEndpointRequest",
+                "kindred.notify.v1.UpdateWebhookEndpointRequest.endpoint_id",
+                "kindred.notify.v1.UpdateWebhookEndpointRequest.url",
+                "kindred.notify.v1.UpdateWebhookEndpointRequest.event_types",
+                "kindred.notify.v1.UpdateWebhookEndpointRequest.enabled",
+                "kindred.notify.v1.UpdateWebhookEndpointRequest.description",
+                "kindred.notify.v1.UpdateWebhookEndpointRequest.update_paths",
+                "kindred.notify.v1.UpdateWebhookEndpointResponse",
+                "kindred.notify.v1.UpdateWebhookEndpointResponse.endpoint",
+                "kindred.notify.v1.DeleteWebhookEndpointRequest",
+                "kindred.notify.v1.DeleteWebhookEndpointRequest.endpoint_id",
+                "kindred.notify.v1.DeleteWebhookEndpointResponse",
+                "kindred.notify.v1.DeleteWebhookEndpointResponse.removed",
+                "kindred.notify.v1.RotateWebhookSecretRequest",
+                "kindred.notify.v1.RotateWebhookSecretRequest.endpoint_id",
+                "kindred.notify.v1.RotateWebhookSecretResponse",
+                "kindred.notify.v1.RotateWebhookSecretResponse.endpoint",
+                "kindred.notify.v1.RotateWebhookSecretResponse.secret",
+                "kindred.notify.v1.ListWebhookDeliveriesRequest",
+                "kindred.notify.v1.ListWebhookDeliveriesRequest.endpoint_id",
+                "kindred.notify.v1.ListWebhookDeliveriesRequest.state",
+                "kindred.notify.v1.ListWebhookDeliveriesRequest.page_size",
+                "kindred.notify.v1.ListWebhookDeliveriesRequest.page_token",
+                "kindred.notify.v1.ListWebhookDeliveriesResponse",
+                "kindred.notify.v1.ListWebhookDeliveriesResponse.deliveries",
+                "kindred.notify.v1.ListWebhookDeliveriesResponse.next_page_token",
+                "kindred.notify.v1.ReplayWebhookDeliveryRequest",
+                "kindred.notify.v1.ReplayWebhookDeliveryRequest.delivery_id",
+                "kindred.notify.v1.ReplayWebhookDeliveryResponse",
+                "kindred.notify.v1.ReplayWebhookDeliveryResponse.delivery",
+                "kindred.notify.v1.WebhookDeliveryState",
+                "kindred.notify.v1.WEBHOOK_DELIVERY_STATE_UNSPECIFIED",
+                "kindred.notify.v1.WEBHOOK_DELIVERY_STATE_PENDING",
+                "kindred.notify.v1.WEBHOOK_DELIVERY_STATE_DELIVERED",
+                "kindred.notify.v1.WEBHOOK_DELIVERY_STATE_FAILED",
+                "kindred.notify.v1.WebhookService",
+                "kindred.notify.v1.WebhookService.CreateWebhookEndpoint",
+                "kindred.notify.v1.WebhookService.ListWebhookEndpoints",
+                "kindred.notify.v1.WebhookService.UpdateWebhookEndpoint",
+                "kindred.notify.v1.WebhookService.DeleteWebhookEndpoint",
+                "kindred.notify.v1.WebhookService.RotateWebhookSecret",
+                "kindred.notify.v1.WebhookService.ListWebhookDeliveries",
+                "kindred.notify.v1.WebhookService.ReplayWebhookDelivery",
+            ],
+            services: ["kindred.notify.v1.WebhookService"],
+            base64: """
+            CiBraW5kcmVkL25vdGlmeS92MS93ZWJob29rcy5wcm90bxIRa2luZHJlZC5ub3RpZnkudjEiuAIKD1dlYmhvb2tFbmRwb2lu
+            dBIfCgtlbmRwb2ludF9pZBgBIAEoCVIKZW5kcG9pbnRJZBIQCgN1cmwYAiABKAlSA3VybBIfCgtldmVudF90eXBlcxgDIAMo
+            CVIKZXZlbnRUeXBlcxIYCgdlbmFibGVkGAQgASgIUgdlbmFibGVkEicKD2Rpc2FibGVkX3JlYXNvbhgFIAEoCVIOZGlzYWJs
+            ZWRSZWFzb24SIAoLZGVzY3JpcHRpb24YBiABKAlSC2Rlc2NyaXB0aW9uEiYKD2NyZWF0ZWRfdW5peF9tcxgHIAEoA1INY3Jl
+            YXRlZFVuaXhNcxJECh9wcmV2aW91c19zZWNyZXRfZXhwaXJlc191bml4X21zGAggASgDUhtwcmV2aW91c1NlY3JldEV4cGly
+            ZXNVbml4TXMikgMKD1dlYmhvb2tEZWxpdmVyeRIfCgtkZWxpdmVyeV9pZBgBIAEoCVIKZGVsaXZlcnlJZBIfCgtlbmRwb2lu
+            dF9pZBgCIAEoCVIKZW5kcG9pbnRJZBIdCgpldmVudF90eXBlGAMgASgJUglldmVudFR5cGUSPQoFc3RhdGUYBCABKA4yJy5r
+            aW5kcmVkLm5vdGlmeS52MS5XZWJob29rRGVsaXZlcnlTdGF0ZVIFc3RhdGUSGgoIYXR0ZW1wdHMYBSABKAVSCGF0dGVtcHRz
+            Eh8KC2xhc3Rfc3RhdHVzGAYgASgFUgpsYXN0U3RhdHVzEh0KCmxhc3RfZXJyb3IYByABKAlSCWxhc3RFcnJvchImCg9jcmVh
+            dGVkX3VuaXhfbXMYCCABKANSDWNyZWF0ZWRVbml4TXMSLwoUbmV4dF9hdHRlbXB0X3VuaXhfbXMYCSABKANSEW5leHRBdHRl
+            bXB0VW5peE1zEioKEWRlbGl2ZXJlZF91bml4X21zGAogASgDUg9kZWxpdmVyZWRVbml4TXMicwocQ3JlYXRlV2ViaG9va0Vu
+            ZHBvaW50UmVxdWVzdBIQCgN1cmwYASABKAlSA3VybBIfCgtldmVudF90eXBlcxgCIAMoCVIKZXZlbnRUeXBlcxIgCgtkZXNj
+            cmlwdGlvbhgDIAEoCVILZGVzY3JpcHRpb24idwodQ3JlYXRlV2ViaG9va0VuZHBvaW50UmVzcG9uc2USPgoIZW5kcG9pbnQY
+            ASABKAsyIi5raW5kcmVkLm5vdGlmeS52MS5XZWJob29rRW5kcG9pbnRSCGVuZHBvaW50EhYKBnNlY3JldBgCIAEoCVIGc2Vj
+            cmV0Ih0KG0xpc3RXZWJob29rRW5kcG9pbnRzUmVxdWVzdCJgChxMaXN0V2ViaG9va0VuZHBvaW50c1Jlc3BvbnNlEkAKCWVu
+            ZHBvaW50cxgBIAMoCzIiLmtpbmRyZWQubm90aWZ5LnYxLldlYmhvb2tFbmRwb2ludFIJZW5kcG9pbnRzItEBChxVcGRhdGVX
+            ZWJob29rRW5kcG9pbnRSZXF1ZXN0Eh8KC2VuZHBvaW50X2lkGAEgASgJUgplbmRwb2ludElkEhAKA3VybBgCIAEoCVIDdXJs
+            Eh8KC2V2ZW50X3R5cGVzGAMgAygJUgpldmVudFR5cGVzEhgKB2VuYWJsZWQYBCABKAhSB2VuYWJsZWQSIAoLZGVzY3JpcHRp
+            b24YBSABKAlSC2Rlc2NyaXB0aW9uEiEKDHVwZGF0ZV9wYXRocxgGIAMoCVILdXBkYXRlUGF0aHMiXwodVXBkYXRlV2ViaG9v
+            a0VuZHBvaW50UmVzcG9uc2USPgoIZW5kcG9pbnQYASABKAsyIi5raW5kcmVkLm5vdGlmeS52MS5XZWJob29rRW5kcG9pbnRS
+            CGVuZHBvaW50Ij8KHERlbGV0ZVdlYmhvb2tFbmRwb2ludFJlcXVlc3QSHwoLZW5kcG9pbnRfaWQYASABKAlSCmVuZHBvaW50
+            SWQiOQodRGVsZXRlV2ViaG9va0VuZHBvaW50UmVzcG9uc2USGAoHcmVtb3ZlZBgBIAEoCFIHcmVtb3ZlZCI9ChpSb3RhdGVX
+            ZWJob29rU2VjcmV0UmVxdWVzdBIfCgtlbmRwb2ludF9pZBgBIAEoCVIKZW5kcG9pbnRJZCJ1ChtSb3RhdGVXZWJob29rU2Vj
+            cmV0UmVzcG9uc2USPgoIZW5kcG9pbnQYASABKAsyIi5raW5kcmVkLm5vdGlmeS52MS5XZWJob29rRW5kcG9pbnRSCGVuZHBv
+            aW50EhYKBnNlY3JldBgCIAEoCVIGc2VjcmV0IroBChxMaXN0V2ViaG9va0RlbGl2ZXJpZXNSZXF1ZXN0Eh8KC2VuZHBvaW50
+            X2lkGAEgASgJUgplbmRwb2ludElkEj0KBXN0YXRlGAIgASgOMicua2luZHJlZC5ub3RpZnkudjEuV2ViaG9va0RlbGl2ZXJ5
+            U3RhdGVSBXN0YXRlEhsKCXBhZ2Vfc2l6ZRgDIAEoBVIIcGFnZVNpemUSHQoKcGFnZV90b2tlbhgEIAEoCVIJcGFnZVRva2Vu
+            IosBCh1MaXN0V2ViaG9va0RlbGl2ZXJpZXNSZXNwb25zZRJCCgpkZWxpdmVyaWVzGAEgAygLMiIua2luZHJlZC5ub3RpZnku
+            djEuV2ViaG9va0RlbGl2ZXJ5UgpkZWxpdmVyaWVzEiYKD25leHRfcGFnZV90b2tlbhgCIAEoCVINbmV4dFBhZ2VUb2tlbiI/
+            ChxSZXBsYXlXZWJob29rRGVsaXZlcnlSZXF1ZXN0Eh8KC2RlbGl2ZXJ5X2lkGAEgASgJUgpkZWxpdmVyeUlkIl8KHVJlcGxh
+            eVdlYmhvb2tEZWxpdmVyeVJlc3BvbnNlEj4KCGRlbGl2ZXJ5GAEgASgLMiIua2luZHJlZC5ub3RpZnkudjEuV2ViaG9va0Rl
+            bGl2ZXJ5UghkZWxpdmVyeSqrAQoUV2ViaG9va0RlbGl2ZXJ5U3RhdGUSJgoiV0VCSE9PS19ERUxJVkVSWV9TVEFURV9VTlNQ
+            RUNJRklFRBAAEiIKHldFQkhPT0tfREVMSVZFUllfU1RBVEVfUEVORElORxABEiQKIFdFQkhPT0tfREVMSVZFUllfU1RBVEVf
+            REVMSVZFUkVEEAISIQodV0VCSE9PS19ERUxJVkVSWV9TVEFURV9GQUlMRUQQAzLrBgoOV2ViaG9va1NlcnZpY2USegoVQ3Jl
+            YXRlV2ViaG9va0VuZHBvaW50Ei8ua2luZHJlZC5ub3RpZnkudjEuQ3JlYXRlV2ViaG9va0VuZHBvaW50UmVxdWVzdBowLmtp
+            bmRyZWQubm90aWZ5LnYxLkNyZWF0ZVdlYmhvb2tFbmRwb2ludFJlc3BvbnNlEncKFExpc3RXZWJob29rRW5kcG9pbnRzEi4u
+            a2luZHJlZC5ub3RpZnkudjEuTGlzdFdlYmhvb2tFbmRwb2ludHNSZXF1ZXN0Gi8ua2luZHJlZC5ub3RpZnkudjEuTGlzdFdl
+            Ymhvb2tFbmRwb2ludHNSZXNwb25zZRJ6ChVVcGRhdGVXZWJob29rRW5kcG9pbnQSLy5raW5kcmVkLm5vdGlmeS52MS5VcGRh
+            dGVXZWJob29rRW5kcG9pbnRSZXF1ZXN0GjAua2luZHJlZC5ub3RpZnkudjEuVXBkYXRlV2ViaG9va0VuZHBvaW50UmVzcG9u
+            c2USegoVRGVsZXRlV2ViaG9va0VuZHBvaW50Ei8ua2luZHJlZC5ub3RpZnkudjEuRGVsZXRlV2ViaG9va0VuZHBvaW50UmVx
+            dWVzdBowLmtpbmRyZWQubm90aWZ5LnYxLkRlbGV0ZVdlYmhvb2tFbmRwb2ludFJlc3BvbnNlEnQKE1JvdGF0ZVdlYmhvb2tT
+            ZWNyZXQSLS5raW5kcmVkLm5vdGlmeS52MS5Sb3RhdGVXZWJob29rU2VjcmV0UmVxdWVzdBouLmtpbmRyZWQubm90aWZ5LnYx
+            LlJvdGF0ZVdlYmhvb2tTZWNyZXRSZXNwb25zZRJ6ChVMaXN0V2ViaG9va0RlbGl2ZXJpZXMSLy5raW5kcmVkLm5vdGlmeS52
+            MS5MaXN0V2ViaG9va0RlbGl2ZXJpZXNSZXF1ZXN0GjAua2luZHJlZC5ub3RpZnkudjEuTGlzdFdlYmhvb2tEZWxpdmVyaWVz
+            UmVzcG9uc2USegoVUmVwbGF5V2ViaG9va0RlbGl2ZXJ5Ei8ua2luZHJlZC5ub3RpZnkudjEuUmVwbGF5V2ViaG9va0RlbGl2
+            ZXJ5UmVxdWVzdBowLmtpbmRyZWQubm90aWZ5LnYxLlJlcGxheVdlYmhvb2tEZWxpdmVyeVJlc3BvbnNlYgZwcm90bzM=
             """
         ),
         ProtoFileDescriptor(

@@ -1134,6 +1134,67 @@ extension Kindred.Api.V1 {
                     name: "GetUserFootprint",
                     kind: .unary
                 )
+
+            /// Registers a webhook endpoint of the app team's backend (webhooks.proto; served by notify)
+            /// and returns its signing secret (shown this once). Admin.
+            /// INVALID_ARGUMENT: not an https URL (http only for the hosts the deployment allows), an
+            /// unknown or missing event type, a description over 200 characters.
+            public static let createWebhookEndpoint =
+                ProtoMethod<Kindred.Api.V1.CreateWebhookEndpointRequest, Kindred.Api.V1.CreateWebhookEndpointResponse>(
+                    service: "kindred.api.v1.AdminService",
+                    name: "CreateWebhookEndpoint",
+                    kind: .unary
+                )
+
+            /// Lists every endpoint, oldest first. Admin.
+            public static let listWebhookEndpoints =
+                ProtoMethod<Kindred.Api.V1.ListWebhookEndpointsRequest, Kindred.Api.V1.ListWebhookEndpointsResponse>(
+                    service: "kindred.api.v1.AdminService",
+                    name: "ListWebhookEndpoints",
+                    kind: .unary
+                )
+
+            /// Changes an endpoint's URL, event types, enabled flag or description (update_paths).
+            /// Admin. NOT_FOUND. INVALID_ARGUMENT as for CreateWebhookEndpoint, or an unknown path.
+            public static let updateWebhookEndpoint =
+                ProtoMethod<Kindred.Api.V1.UpdateWebhookEndpointRequest, Kindred.Api.V1.UpdateWebhookEndpointResponse>(
+                    service: "kindred.api.v1.AdminService",
+                    name: "UpdateWebhookEndpoint",
+                    kind: .unary
+                )
+
+            /// Removes an endpoint and its deliveries. Admin. Idempotent: removed = false when unknown.
+            public static let deleteWebhookEndpoint =
+                ProtoMethod<Kindred.Api.V1.DeleteWebhookEndpointRequest, Kindred.Api.V1.DeleteWebhookEndpointResponse>(
+                    service: "kindred.api.v1.AdminService",
+                    name: "DeleteWebhookEndpoint",
+                    kind: .unary
+                )
+
+            /// Makes a new signing secret (shown this once); the previous one keeps signing alongside it
+            /// for the grace period, so the signature header carries both. Admin. NOT_FOUND.
+            public static let rotateWebhookSecret =
+                ProtoMethod<Kindred.Api.V1.RotateWebhookSecretRequest, Kindred.Api.V1.RotateWebhookSecretResponse>(
+                    service: "kindred.api.v1.AdminService",
+                    name: "RotateWebhookSecret",
+                    kind: .unary
+                )
+
+            /// Lists an endpoint's deliveries, newest first. Admin. NOT_FOUND.
+            public static let listWebhookDeliveries =
+                ProtoMethod<Kindred.Api.V1.ListWebhookDeliveriesRequest, Kindred.Api.V1.ListWebhookDeliveriesResponse>(
+                    service: "kindred.api.v1.AdminService",
+                    name: "ListWebhookDeliveries",
+                    kind: .unary
+                )
+
+            /// Queues a delivery again (failed or any other), with the same webhook-id. Admin. NOT_FOUND.
+            public static let replayWebhookDelivery =
+                ProtoMethod<Kindred.Api.V1.ReplayWebhookDeliveryRequest, Kindred.Api.V1.ReplayWebhookDeliveryResponse>(
+                    service: "kindred.api.v1.AdminService",
+                    name: "ReplayWebhookDelivery",
+                    kind: .unary
+                )
         }
 
         public static let descriptor = ProtoServiceDescriptor(
@@ -1154,6 +1215,13 @@ extension Kindred.Api.V1 {
                 Method.createCommunity.descriptor,
                 Method.updateCommunity.descriptor,
                 Method.getUserFootprint.descriptor,
+                Method.createWebhookEndpoint.descriptor,
+                Method.listWebhookEndpoints.descriptor,
+                Method.updateWebhookEndpoint.descriptor,
+                Method.deleteWebhookEndpoint.descriptor,
+                Method.rotateWebhookSecret.descriptor,
+                Method.listWebhookDeliveries.descriptor,
+                Method.replayWebhookDelivery.descriptor,
             ]
         )
     }

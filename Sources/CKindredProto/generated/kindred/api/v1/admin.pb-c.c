@@ -3305,7 +3305,7 @@ const ProtobufCEnumDescriptor kindred__api__v1__report_resolution__descriptor =
   kindred__api__v1__report_resolution__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor kindred__api__v1__admin_service__method_descriptors[15] =
+static const ProtobufCMethodDescriptor kindred__api__v1__admin_service__method_descriptors[22] =
 {
   { "ListAccounts", &kindred__api__v1__list_accounts_request__descriptor, &kindred__api__v1__list_accounts_response__descriptor },
   { "LookupAccount", &kindred__api__v1__lookup_account_request__descriptor, &kindred__api__v1__lookup_account_response__descriptor },
@@ -3322,23 +3322,37 @@ static const ProtobufCMethodDescriptor kindred__api__v1__admin_service__method_d
   { "CreateCommunity", &kindred__api__v1__create_community_request__descriptor, &kindred__api__v1__create_community_response__descriptor },
   { "UpdateCommunity", &kindred__api__v1__update_community_request__descriptor, &kindred__api__v1__update_community_response__descriptor },
   { "GetUserFootprint", &kindred__api__v1__get_user_footprint_request__descriptor, &kindred__api__v1__get_user_footprint_response__descriptor },
+  { "CreateWebhookEndpoint", &kindred__api__v1__create_webhook_endpoint_request__descriptor, &kindred__api__v1__create_webhook_endpoint_response__descriptor },
+  { "ListWebhookEndpoints", &kindred__api__v1__list_webhook_endpoints_request__descriptor, &kindred__api__v1__list_webhook_endpoints_response__descriptor },
+  { "UpdateWebhookEndpoint", &kindred__api__v1__update_webhook_endpoint_request__descriptor, &kindred__api__v1__update_webhook_endpoint_response__descriptor },
+  { "DeleteWebhookEndpoint", &kindred__api__v1__delete_webhook_endpoint_request__descriptor, &kindred__api__v1__delete_webhook_endpoint_response__descriptor },
+  { "RotateWebhookSecret", &kindred__api__v1__rotate_webhook_secret_request__descriptor, &kindred__api__v1__rotate_webhook_secret_response__descriptor },
+  { "ListWebhookDeliveries", &kindred__api__v1__list_webhook_deliveries_request__descriptor, &kindred__api__v1__list_webhook_deliveries_response__descriptor },
+  { "ReplayWebhookDelivery", &kindred__api__v1__replay_webhook_delivery_request__descriptor, &kindred__api__v1__replay_webhook_delivery_response__descriptor },
 };
 const unsigned kindred__api__v1__admin_service__method_indices_by_name[] = {
   6,        /* BootstrapAdmin */
   12,        /* CreateCommunity */
+  15,        /* CreateWebhookEndpoint */
   2,        /* DeactivateAccount */
   4,        /* DeleteUserAccount */
+  18,        /* DeleteWebhookEndpoint */
   8,        /* GetReportEvidence */
   14,        /* GetUserFootprint */
   0,        /* ListAccounts */
   11,        /* ListCommunities */
   7,        /* ListReports */
+  20,        /* ListWebhookDeliveries */
+  16,        /* ListWebhookEndpoints */
   1,        /* LookupAccount */
   3,        /* ReactivateAccount */
   10,        /* RemovePhoto */
+  21,        /* ReplayWebhookDelivery */
   9,        /* ResolveReport */
+  19,        /* RotateWebhookSecret */
   5,        /* SetAccountRoles */
-  13         /* UpdateCommunity */
+  13,        /* UpdateCommunity */
+  17         /* UpdateWebhookEndpoint */
 };
 const ProtobufCServiceDescriptor kindred__api__v1__admin_service__descriptor =
 {
@@ -3347,7 +3361,7 @@ const ProtobufCServiceDescriptor kindred__api__v1__admin_service__descriptor =
   "AdminService",
   "Kindred__Api__V1__AdminService",
   "kindred.api.v1",
-  15,
+  22,
   kindred__api__v1__admin_service__method_descriptors,
   kindred__api__v1__admin_service__method_indices_by_name
 };
@@ -3470,6 +3484,62 @@ void kindred__api__v1__admin_service__get_user_footprint(ProtobufCService *servi
 {
   assert(service->descriptor == &kindred__api__v1__admin_service__descriptor);
   service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void kindred__api__v1__admin_service__create_webhook_endpoint(ProtobufCService *service,
+                                                              const Kindred__Api__V1__CreateWebhookEndpointRequest *input,
+                                                              Kindred__Api__V1__CreateWebhookEndpointResponse_Closure closure,
+                                                              void *closure_data)
+{
+  assert(service->descriptor == &kindred__api__v1__admin_service__descriptor);
+  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void kindred__api__v1__admin_service__list_webhook_endpoints(ProtobufCService *service,
+                                                             const Kindred__Api__V1__ListWebhookEndpointsRequest *input,
+                                                             Kindred__Api__V1__ListWebhookEndpointsResponse_Closure closure,
+                                                             void *closure_data)
+{
+  assert(service->descriptor == &kindred__api__v1__admin_service__descriptor);
+  service->invoke(service, 16, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void kindred__api__v1__admin_service__update_webhook_endpoint(ProtobufCService *service,
+                                                              const Kindred__Api__V1__UpdateWebhookEndpointRequest *input,
+                                                              Kindred__Api__V1__UpdateWebhookEndpointResponse_Closure closure,
+                                                              void *closure_data)
+{
+  assert(service->descriptor == &kindred__api__v1__admin_service__descriptor);
+  service->invoke(service, 17, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void kindred__api__v1__admin_service__delete_webhook_endpoint(ProtobufCService *service,
+                                                              const Kindred__Api__V1__DeleteWebhookEndpointRequest *input,
+                                                              Kindred__Api__V1__DeleteWebhookEndpointResponse_Closure closure,
+                                                              void *closure_data)
+{
+  assert(service->descriptor == &kindred__api__v1__admin_service__descriptor);
+  service->invoke(service, 18, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void kindred__api__v1__admin_service__rotate_webhook_secret(ProtobufCService *service,
+                                                            const Kindred__Api__V1__RotateWebhookSecretRequest *input,
+                                                            Kindred__Api__V1__RotateWebhookSecretResponse_Closure closure,
+                                                            void *closure_data)
+{
+  assert(service->descriptor == &kindred__api__v1__admin_service__descriptor);
+  service->invoke(service, 19, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void kindred__api__v1__admin_service__list_webhook_deliveries(ProtobufCService *service,
+                                                              const Kindred__Api__V1__ListWebhookDeliveriesRequest *input,
+                                                              Kindred__Api__V1__ListWebhookDeliveriesResponse_Closure closure,
+                                                              void *closure_data)
+{
+  assert(service->descriptor == &kindred__api__v1__admin_service__descriptor);
+  service->invoke(service, 20, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void kindred__api__v1__admin_service__replay_webhook_delivery(ProtobufCService *service,
+                                                              const Kindred__Api__V1__ReplayWebhookDeliveryRequest *input,
+                                                              Kindred__Api__V1__ReplayWebhookDeliveryResponse_Closure closure,
+                                                              void *closure_data)
+{
+  assert(service->descriptor == &kindred__api__v1__admin_service__descriptor);
+  service->invoke(service, 21, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__api__v1__admin_service__init (Kindred__Api__V1__AdminService_Service *service,
                                             Kindred__Api__V1__AdminService_ServiceDestroy destroy)

@@ -16,6 +16,7 @@ PROTOBUF_C__BEGIN_DECLS
 
 #include "kindred/api/v1/account.pb-c.h"
 #include "kindred/api/v1/types.pb-c.h"
+#include "kindred/api/v1/webhooks.pb-c.h"
 #include "kindred/common/v1/common.pb-c.h"
 #include "kindred/common/v1/community.pb-c.h"
 
@@ -1580,6 +1581,34 @@ struct Kindred__Api__V1__AdminService_Service
                              const Kindred__Api__V1__GetUserFootprintRequest *input,
                              Kindred__Api__V1__GetUserFootprintResponse_Closure closure,
                              void *closure_data);
+  void (*create_webhook_endpoint)(Kindred__Api__V1__AdminService_Service *service,
+                                  const Kindred__Api__V1__CreateWebhookEndpointRequest *input,
+                                  Kindred__Api__V1__CreateWebhookEndpointResponse_Closure closure,
+                                  void *closure_data);
+  void (*list_webhook_endpoints)(Kindred__Api__V1__AdminService_Service *service,
+                                 const Kindred__Api__V1__ListWebhookEndpointsRequest *input,
+                                 Kindred__Api__V1__ListWebhookEndpointsResponse_Closure closure,
+                                 void *closure_data);
+  void (*update_webhook_endpoint)(Kindred__Api__V1__AdminService_Service *service,
+                                  const Kindred__Api__V1__UpdateWebhookEndpointRequest *input,
+                                  Kindred__Api__V1__UpdateWebhookEndpointResponse_Closure closure,
+                                  void *closure_data);
+  void (*delete_webhook_endpoint)(Kindred__Api__V1__AdminService_Service *service,
+                                  const Kindred__Api__V1__DeleteWebhookEndpointRequest *input,
+                                  Kindred__Api__V1__DeleteWebhookEndpointResponse_Closure closure,
+                                  void *closure_data);
+  void (*rotate_webhook_secret)(Kindred__Api__V1__AdminService_Service *service,
+                                const Kindred__Api__V1__RotateWebhookSecretRequest *input,
+                                Kindred__Api__V1__RotateWebhookSecretResponse_Closure closure,
+                                void *closure_data);
+  void (*list_webhook_deliveries)(Kindred__Api__V1__AdminService_Service *service,
+                                  const Kindred__Api__V1__ListWebhookDeliveriesRequest *input,
+                                  Kindred__Api__V1__ListWebhookDeliveriesResponse_Closure closure,
+                                  void *closure_data);
+  void (*replay_webhook_delivery)(Kindred__Api__V1__AdminService_Service *service,
+                                  const Kindred__Api__V1__ReplayWebhookDeliveryRequest *input,
+                                  Kindred__Api__V1__ReplayWebhookDeliveryResponse_Closure closure,
+                                  void *closure_data);
 };
 typedef void (*Kindred__Api__V1__AdminService_ServiceDestroy)(Kindred__Api__V1__AdminService_Service *);
 void kindred__api__v1__admin_service__init (Kindred__Api__V1__AdminService_Service *service,
@@ -1602,7 +1631,14 @@ void kindred__api__v1__admin_service__init (Kindred__Api__V1__AdminService_Servi
       function_prefix__ ## list_communities,\
       function_prefix__ ## create_community,\
       function_prefix__ ## update_community,\
-      function_prefix__ ## get_user_footprint  }
+      function_prefix__ ## get_user_footprint,\
+      function_prefix__ ## create_webhook_endpoint,\
+      function_prefix__ ## list_webhook_endpoints,\
+      function_prefix__ ## update_webhook_endpoint,\
+      function_prefix__ ## delete_webhook_endpoint,\
+      function_prefix__ ## rotate_webhook_secret,\
+      function_prefix__ ## list_webhook_deliveries,\
+      function_prefix__ ## replay_webhook_delivery  }
 void kindred__api__v1__admin_service__list_accounts(ProtobufCService *service,
                                                     const Kindred__Api__V1__ListAccountsRequest *input,
                                                     Kindred__Api__V1__ListAccountsResponse_Closure closure,
@@ -1663,6 +1699,34 @@ void kindred__api__v1__admin_service__get_user_footprint(ProtobufCService *servi
                                                          const Kindred__Api__V1__GetUserFootprintRequest *input,
                                                          Kindred__Api__V1__GetUserFootprintResponse_Closure closure,
                                                          void *closure_data);
+void kindred__api__v1__admin_service__create_webhook_endpoint(ProtobufCService *service,
+                                                              const Kindred__Api__V1__CreateWebhookEndpointRequest *input,
+                                                              Kindred__Api__V1__CreateWebhookEndpointResponse_Closure closure,
+                                                              void *closure_data);
+void kindred__api__v1__admin_service__list_webhook_endpoints(ProtobufCService *service,
+                                                             const Kindred__Api__V1__ListWebhookEndpointsRequest *input,
+                                                             Kindred__Api__V1__ListWebhookEndpointsResponse_Closure closure,
+                                                             void *closure_data);
+void kindred__api__v1__admin_service__update_webhook_endpoint(ProtobufCService *service,
+                                                              const Kindred__Api__V1__UpdateWebhookEndpointRequest *input,
+                                                              Kindred__Api__V1__UpdateWebhookEndpointResponse_Closure closure,
+                                                              void *closure_data);
+void kindred__api__v1__admin_service__delete_webhook_endpoint(ProtobufCService *service,
+                                                              const Kindred__Api__V1__DeleteWebhookEndpointRequest *input,
+                                                              Kindred__Api__V1__DeleteWebhookEndpointResponse_Closure closure,
+                                                              void *closure_data);
+void kindred__api__v1__admin_service__rotate_webhook_secret(ProtobufCService *service,
+                                                            const Kindred__Api__V1__RotateWebhookSecretRequest *input,
+                                                            Kindred__Api__V1__RotateWebhookSecretResponse_Closure closure,
+                                                            void *closure_data);
+void kindred__api__v1__admin_service__list_webhook_deliveries(ProtobufCService *service,
+                                                              const Kindred__Api__V1__ListWebhookDeliveriesRequest *input,
+                                                              Kindred__Api__V1__ListWebhookDeliveriesResponse_Closure closure,
+                                                              void *closure_data);
+void kindred__api__v1__admin_service__replay_webhook_delivery(ProtobufCService *service,
+                                                              const Kindred__Api__V1__ReplayWebhookDeliveryRequest *input,
+                                                              Kindred__Api__V1__ReplayWebhookDeliveryResponse_Closure closure,
+                                                              void *closure_data);
 
 /* --- descriptors --- */
 
