@@ -202,8 +202,9 @@ let package = Package(
         .target(
             name: "KindredGateway",
             dependencies: [
-                "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredProtoJSON",
-                "KindredIdentity", "KindredOpenSSL", logging, metrics, .product(name: "NIOHTTP1", package: "swift-nio"),
+                "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredProtobuf",
+                "KindredProtoJSON", "KindredIdentity", "KindredOpenSSL", logging, metrics,
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ] + nio
         ),
         .executableTarget(name: "gateway-server", dependencies: ["KindredGateway", "KindredServiceKit"]),

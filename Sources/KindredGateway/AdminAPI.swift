@@ -105,6 +105,8 @@ struct AdminAPI: GRPCService {
         router.unary(M.listCommunities) { try await gateway.listCommunities($0, $1) }
         router.unary(M.createCommunity) { try await gateway.createCommunity($0, $1) }
         router.unary(M.updateCommunity) { try await gateway.updateCommunity($0, $1) }
+        // Webhook endpoints and deliveries: the notify service (WebhookAPI.swift).
+        gateway.registerWebhookRoutes(in: &router)
     }
 }
 
