@@ -59,13 +59,17 @@ struct WebhookEvent: Sendable, Equatable {
         self.eventID = event.eventId.lowercased()
         self.type = type
         self.userIDs = users
-        let when = Date(timeIntervalSince1970: Double(event.occurredUnixMs) / 1000)
-        self.body = Self.json(["type": type, "timestamp": Self.timestamp(when), "data": data])
+        self.body = Self.json(["type": type, "timestamp": Self.timestamp(unixMs: event.occurredUnixMs), "data": data])
     }
 
-    /// ISO 8601 in UTC with milliseconds, as the spec's examples write it.
-    static func timestamp(_ date: Date) -> String {
-        date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
+    /// ISO 8601 in UTC with milliseconds, as the spec's examples write it: `2025-11-27T00:00:00.123Z`. The
+    /// milliseconds are taken as an integer (a Double of the seconds would turn .123 into .122).
+    static func timestamp(unixMs: Int64) -> String {
+        let (seconds, milliseconds) = unixMs.quotientAndRemainder(dividingBy: 1000)
+        let whole = Date(timeIntervalSince1970: Double(seconds - (milliseconds < 0 ? 1 : 0)))
+            .formatted(.iso8601.year().month().day().time(includingFractionalSeconds: false))
+        let fraction = (milliseconds + 1000) % 1000
+        return (whole.hasSuffix("Z") ? String(whole.dropLast()) : whole) + "." + String(fraction + 1000).dropFirst() + "Z"
     }
 
     /// Compact JSON with sorted keys, so the same event makes the same bytes.
