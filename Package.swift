@@ -309,7 +309,7 @@ let package = Package(
             name: "KindredGatewayTests",
             dependencies: [
                 "KindredGateway", "KindredAuth", "KindredPostgresTesting", "KindredGRPC", "KindredGRPCServices",
-                "KindredProto", "KindredIdentity",
+                "KindredProto", "KindredProtobuf", "KindredIdentity",
             ] + nio
         ),
         .testTarget(

@@ -29,7 +29,8 @@ struct WebhooksCommand: AsyncParsableCommand {
 
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Register an endpoint; prints its signing secret, shown only this once.")
+            abstract: "Register an endpoint; prints its signing secret, shown only this once."
+        )
         @OptionGroup var global: GlobalOptions
         @Argument(help: "https://host/path (http:// only for the hosts the deployment allows).") var url: String
         @Option(help: "Comma-separated event types: match.created, match.ended, account.deactivated, …")
@@ -44,7 +45,8 @@ struct WebhooksCommand: AsyncParsableCommand {
                         $0.url = self.url
                         $0.eventTypes = WebhooksCommand.list(self.events)
                         $0.description = self.description
-                    })
+                    }
+                )
                 if let endpoint = response.endpoint { Console.out(WebhooksCommand.line(endpoint)) }
                 Console.out("secret: \(response.secret)  (shown only now: keep it in your backend's settings)")
             }
@@ -80,7 +82,8 @@ struct WebhooksCommand: AsyncParsableCommand {
                             $0.updatePaths.append("event_types")
                         }
                         if let enabled = self.enabled { $0.enabled = enabled == "on"; $0.updatePaths.append("enabled") }
-                    })
+                    }
+                )
                 if let endpoint = response.endpoint { Console.out(WebhooksCommand.line(endpoint)) }
             }
         }
@@ -88,16 +91,21 @@ struct WebhooksCommand: AsyncParsableCommand {
 
     struct Rotate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Make a new signing secret; the old one keeps signing alongside it for the grace period.")
+            abstract: "Make a new signing secret; the old one keeps signing alongside it for the grace period."
+        )
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The endpoint id.") var endpoint: String
 
         func run() async throws {
             try await Invocation.run(self.global) { invocation in
                 let response = try await invocation.gateway.authenticated(
-                    AdminMethods.rotateWebhookSecret, .with { $0.endpointId = self.endpoint })
+                    AdminMethods.rotateWebhookSecret,
+                    .with { $0.endpointId = self.endpoint }
+                )
                 Console.out("secret: \(response.secret)  (shown only now)")
-                Console.out("the previous secret signs too until \(Render.time(response.endpoint?.previousSecretExpiresUnixMs ?? 0))")
+                Console.out(
+                    "the previous secret signs too until \(Render.time(response.endpoint?.previousSecretExpiresUnixMs ?? 0))"
+                )
             }
         }
     }
@@ -136,7 +144,8 @@ struct WebhooksCommand: AsyncParsableCommand {
                     Console.out(
                         "\(delivery.deliveryId)  \(delivery.eventType)  \(state)  attempts \(delivery.attempts)  "
                             + "\(Render.time(delivery.createdUnixMs))"
-                            + (delivery.lastError.isEmpty ? "" : "  last error: \(delivery.lastError)"))
+                            + (delivery.lastError.isEmpty ? "" : "  last error: \(delivery.lastError)")
+                    )
                 }
             }
         }
@@ -150,7 +159,9 @@ struct WebhooksCommand: AsyncParsableCommand {
         func run() async throws {
             try await Invocation.run(self.global) { invocation in
                 _ = try await invocation.gateway.authenticated(
-                    AdminMethods.replayWebhookDelivery, .with { $0.deliveryId = self.delivery })
+                    AdminMethods.replayWebhookDelivery,
+                    .with { $0.deliveryId = self.delivery }
+                )
                 Console.out("Delivery \(self.delivery) queued again.")
             }
         }
@@ -164,7 +175,8 @@ struct WebhooksCommand: AsyncParsableCommand {
         func run() async throws {
             try await Invocation.run(self.global) { invocation in
                 let removed = try await invocation.gateway.authenticated(
-                    AdminMethods.deleteWebhookEndpoint, .with { $0.endpointId = self.endpoint }
+                    AdminMethods.deleteWebhookEndpoint,
+                    .with { $0.endpointId = self.endpoint }
                 ).removed
                 Console.out(removed ? "Endpoint \(self.endpoint) removed." : "No endpoint \(self.endpoint).")
             }

@@ -19,13 +19,22 @@ extension Gateway {
     }
 
     /// An admin's call, forwarded to notify with the caller's token (notify checks the role again).
-    private func relayWebhookCall<PublicRequest: ProtoMessage, Request: ProtoMessage, Response: ProtoMessage,
-        PublicResponse: ProtoMessage>(
-        _ method: ProtoMethod<Request, Response>, _ request: PublicRequest, _ context: ServerContext
+    private func relayWebhookCall<
+        PublicRequest: ProtoMessage,
+        Request: ProtoMessage,
+        Response: ProtoMessage,
+        PublicResponse: ProtoMessage
+    >(
+        _ method: ProtoMethod<Request, Response>,
+        _ request: PublicRequest,
+        _ context: ServerContext
     ) async throws -> PublicResponse {
         let caller = try await self.admit(context, .admin)
         let response = try await self.requireNotify().call(
-            method, try Self.rewrap(request, as: Request.self), as: caller)
+            method,
+            try Self.rewrap(request, as: Request.self),
+            as: caller
+        )
         return try Self.rewrap(response, as: PublicResponse.self)
     }
 

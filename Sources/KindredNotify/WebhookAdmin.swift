@@ -46,8 +46,13 @@ final class WebhookAdmin: GRPCService, Sendable {
         let description = try Self.description(request.description)
         let secret = try WebhookSecret.generate()
         let endpoint = try await self.store.create(
-            id: try UUIDv7.generate(), url: url.text, eventTypes: types, description: description, secret: secret,
-            in: self.database)
+            id: try UUIDv7.generate(),
+            url: url.text,
+            eventTypes: types,
+            description: description,
+            secret: secret,
+            in: self.database
+        )
         var response = W.CreateWebhookEndpointResponse()
         response.endpoint = endpoint.message
         response.secret = secret.text
@@ -77,8 +82,13 @@ final class WebhookAdmin: GRPCService, Sendable {
         let description = paths.contains("description") ? try Self.description(request.description) : nil
         guard
             let endpoint = try await self.store.update(
-                id, url: url, eventTypes: types, enabled: paths.contains("enabled") ? request.enabled : nil,
-                description: description, in: self.database)
+                id,
+                url: url,
+                eventTypes: types,
+                enabled: paths.contains("enabled") ? request.enabled : nil,
+                description: description,
+                in: self.database
+            )
         else { throw Self.endpointNotFound }
         var response = W.UpdateWebhookEndpointResponse()
         response.endpoint = endpoint.message
@@ -101,7 +111,13 @@ final class WebhookAdmin: GRPCService, Sendable {
         try await self.access.requireAdmin(context)
         let id = try Self.id(request.endpointId, field: "endpoint_id")
         let secret = try WebhookSecret.generate()
-        guard let endpoint = try await self.store.rotate(id, to: secret, grace: self.settings.secretGrace, in: self.database)
+        guard
+            let endpoint = try await self.store.rotate(
+                id,
+                to: secret,
+                grace: self.settings.secretGrace,
+                in: self.database
+            )
         else { throw Self.endpointNotFound }
         var response = W.RotateWebhookSecretResponse()
         response.endpoint = endpoint.message
@@ -130,7 +146,12 @@ final class WebhookAdmin: GRPCService, Sendable {
         guard try await self.store.exists(id, in: self.database) else { throw Self.endpointNotFound }
         let size = request.pageSize == 0 ? 20 : Int(request.pageSize)
         let page = try await self.store.deliveries(
-            of: id, state: state, offset: offset, limit: size + 1, in: self.database)
+            of: id,
+            state: state,
+            offset: offset,
+            limit: size + 1,
+            in: self.database
+        )
         var response = W.ListWebhookDeliveriesResponse()
         response.deliveries = page.prefix(size).map(\.message)
         if page.count > size {
@@ -167,7 +188,10 @@ final class WebhookAdmin: GRPCService, Sendable {
         let unique = Set(types)
         guard (1...Self.maxEventTypes).contains(unique.count), unique.isSubset(of: WebhookEvent.types) else {
             throw NotifyError.invalid(
-                "event_types", "MALFORMED", "1..20 of " + WebhookEvent.types.sorted().joined(separator: ", "))
+                "event_types",
+                "MALFORMED",
+                "1..20 of " + WebhookEvent.types.sorted().joined(separator: ", ")
+            )
         }
         return unique.sorted()
     }

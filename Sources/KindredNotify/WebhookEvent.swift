@@ -69,12 +69,14 @@ struct WebhookEvent: Sendable, Equatable {
         let whole = Date(timeIntervalSince1970: Double(seconds - (milliseconds < 0 ? 1 : 0)))
             .formatted(.iso8601.year().month().day().time(includingFractionalSeconds: false))
         let fraction = (milliseconds + 1000) % 1000
-        return (whole.hasSuffix("Z") ? String(whole.dropLast()) : whole) + "." + String(fraction + 1000).dropFirst() + "Z"
+        return (whole.hasSuffix("Z") ? String(whole.dropLast()) : whole) + "." + String(fraction + 1000).dropFirst()
+            + "Z"
     }
 
     /// Compact JSON with sorted keys, so the same event makes the same bytes.
     private static func json(_ object: [String: Any]) -> String {
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
+        let data =
+            (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
             ?? Data("{}".utf8)
         return String(decoding: data, as: UTF8.self)
     }

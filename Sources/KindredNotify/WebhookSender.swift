@@ -34,7 +34,10 @@ final class WebhookSender: Sendable {
         var counters: [String: Counter] = [:]
         for outcome in Self.outcomes {
             counters[outcome] = Counter(
-                label: "notify_webhook_attempts_total", dimensions: [("outcome", outcome)], factory: metrics)
+                label: "notify_webhook_attempts_total",
+                dimensions: [("outcome", outcome)],
+                factory: metrics
+            )
         }
         self.counters = counters
     }
@@ -49,7 +52,11 @@ final class WebhookSender: Sendable {
                 do {
                     let busy = self.busy.withLock { Array($0) }
                     let due = try await self.store.claimDue(
-                        perEndpoint: Self.perEndpoint, busy: busy, lease: self.lease, in: self.database)
+                        perEndpoint: Self.perEndpoint,
+                        busy: busy,
+                        lease: self.lease,
+                        in: self.database
+                    )
                     for (endpoint, deliveries) in Dictionary(grouping: due, by: \.endpointID) {
                         self.busy.withLock { _ = $0.insert(endpoint) }
                         group.addTask {
@@ -92,13 +99,18 @@ final class WebhookSender: Sendable {
             url = try WebhookURL(delivery.url, httpHosts: self.settings.httpHosts)
         } catch {
             return try await self.store.failedAttempt(
-                delivery.deliveryID, status: 0, error: "the URL is not allowed any more", retryAfter: nil,
-                in: self.database)
+                delivery.deliveryID,
+                status: 0,
+                error: "the URL is not allowed any more",
+                retryAfter: nil,
+                in: self.database
+            )
         }
         let timestamp = Int64(Date().timeIntervalSince1970)
         let body = Array(delivery.body.utf8)
         let request = HTTP2Request(
-            method: "POST", path: url.path,
+            method: "POST",
+            path: url.path,
             headers: [
                 HTTP2Header("content-type", "application/json"),
                 HTTP2Header("user-agent", "Kindred-Webhooks/1"),
@@ -107,9 +119,15 @@ final class WebhookSender: Sendable {
                 HTTP2Header(
                     "webhook-signature",
                     WebhookSignature.header(
-                        id: delivery.deliveryID, timestamp: timestamp, body: body, secrets: delivery.secrets)),
+                        id: delivery.deliveryID,
+                        timestamp: timestamp,
+                        body: body,
+                        secrets: delivery.secrets
+                    )
+                ),
             ],
-            body: body)
+            body: body
+        )
         let outcome: WebhookAttemptOutcome
         var status = 0
         do {
@@ -135,24 +153,45 @@ final class WebhookSender: Sendable {
             try await self.database.withTransaction { transaction in
                 try await self.store.disableGone(delivery.endpointID, in: transaction)
                 try await self.store.failedAttempt(
-                    delivery.deliveryID, status: status, error: "HTTP 410: endpoint disabled", retryAfter: nil,
-                    in: transaction)
+                    delivery.deliveryID,
+                    status: status,
+                    error: "HTTP 410: endpoint disabled",
+                    retryAfter: nil,
+                    in: transaction
+                )
             }
             self.count("gone")
-            self.logger.info("webhook endpoint answered 410, disabled", metadata: ["webhook.endpoint": "\(delivery.endpointID)"])
+            self.logger.info(
+                "webhook endpoint answered 410, disabled",
+                metadata: ["webhook.endpoint": "\(delivery.endpointID)"]
+            )
         case .slowDown(let retryAfter):
             let decision = schedule.next(
-                attempts: delivery.attempts + 1, elapsed: elapsed, retryAfter: retryAfter, random: .random(in: 0..<1))
+                attempts: delivery.attempts + 1,
+                elapsed: elapsed,
+                retryAfter: retryAfter,
+                random: .random(in: 0..<1)
+            )
             if case .retry(let delay) = decision {
                 try await self.store.pause(delivery.endpointID, for: delay, in: self.database)
             }
             try await self.store.failedAttempt(
-                delivery.deliveryID, status: status, error: "HTTP 429", retryAfter: decision.delay, in: self.database)
+                delivery.deliveryID,
+                status: status,
+                error: "HTTP 429",
+                retryAfter: decision.delay,
+                in: self.database
+            )
             self.count(decision == .giveUp ? "failed" : "paused")
         case .failed(let error):
             let decision = schedule.next(attempts: delivery.attempts + 1, elapsed: elapsed, random: .random(in: 0..<1))
             try await self.store.failedAttempt(
-                delivery.deliveryID, status: status, error: error, retryAfter: decision.delay, in: self.database)
+                delivery.deliveryID,
+                status: status,
+                error: error,
+                retryAfter: decision.delay,
+                in: self.database
+            )
             self.count(decision == .giveUp ? "failed" : "retried")
         }
     }

@@ -31,17 +31,40 @@ public struct WebhookSettings: Sendable {
     public init() {}
 
     public init(_ reader: EnvironmentReader) throws {
-        self.httpHosts = Set(reader.list("KINDRED_NOTIFY_WEBHOOK_HTTP_HOSTS", default: self.httpHosts).map { $0.lowercased() })
+        self.httpHosts = Set(
+            reader.list("KINDRED_NOTIFY_WEBHOOK_HTTP_HOSTS", default: self.httpHosts).map { $0.lowercased() }
+        )
         self.trustRootsFile = reader.string("KINDRED_NOTIFY_WEBHOOK_CA_FILE")
-        self.timeout = try reader.milliseconds("KINDRED_NOTIFY_WEBHOOK_TIMEOUT_MS", default: self.timeout, in: 100...60_000)
+        self.timeout = try reader.milliseconds(
+            "KINDRED_NOTIFY_WEBHOOK_TIMEOUT_MS",
+            default: self.timeout,
+            in: 100...60_000
+        )
         self.firstRetryDelay = try reader.milliseconds(
-            "KINDRED_NOTIFY_WEBHOOK_RETRY_FIRST_MS", default: self.firstRetryDelay, in: 10...600_000)
+            "KINDRED_NOTIFY_WEBHOOK_RETRY_FIRST_MS",
+            default: self.firstRetryDelay,
+            in: 10...600_000
+        )
         self.retryFor = try reader.milliseconds(
-            "KINDRED_NOTIFY_WEBHOOK_RETRY_FOR_MS", default: self.retryFor, in: 1_000...604_800_000)
+            "KINDRED_NOTIFY_WEBHOOK_RETRY_FOR_MS",
+            default: self.retryFor,
+            in: 1_000...604_800_000
+        )
         self.secretGrace = try reader.milliseconds(
-            "KINDRED_NOTIFY_WEBHOOK_SECRET_GRACE_MS", default: self.secretGrace, in: 0...604_800_000)
-        self.retentionDays = try reader.int("KINDRED_NOTIFY_WEBHOOK_RETENTION_DAYS", default: self.retentionDays, in: 1...365)
-        self.pollInterval = try reader.milliseconds("KINDRED_NOTIFY_WEBHOOK_POLL_MS", default: self.pollInterval, in: 50...60_000)
+            "KINDRED_NOTIFY_WEBHOOK_SECRET_GRACE_MS",
+            default: self.secretGrace,
+            in: 0...604_800_000
+        )
+        self.retentionDays = try reader.int(
+            "KINDRED_NOTIFY_WEBHOOK_RETENTION_DAYS",
+            default: self.retentionDays,
+            in: 1...365
+        )
+        self.pollInterval = try reader.milliseconds(
+            "KINDRED_NOTIFY_WEBHOOK_POLL_MS",
+            default: self.pollInterval,
+            in: 50...60_000
+        )
     }
 
     /// The retry schedule these settings make.

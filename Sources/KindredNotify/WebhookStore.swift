@@ -5,7 +5,11 @@ struct WebhookStore: Sendable {
     // MARK: Endpoints
 
     func create(
-        id: String, url: String, eventTypes: [String], description: String, secret: WebhookSecret,
+        id: String,
+        url: String,
+        eventTypes: [String],
+        description: String,
+        secret: WebhookSecret,
         in runner: some SQLRunner
     ) async throws -> WebhookEndpointRecord {
         try Self.endpoint(
@@ -15,7 +19,8 @@ struct WebhookStore: Sendable {
                 VALUES (\(id)::uuid, \(url), \(eventTypes)::text[], \(description), \(secret.key))
                 RETURNING \(unescaped: Self.endpointColumns)
                 """
-            ).first!)
+            ).first!
+        )
     }
 
     /// Every endpoint, oldest first.
@@ -29,7 +34,11 @@ struct WebhookStore: Sendable {
 
     /// Changes the fields given (nil = keep); enabling clears `disabled_reason`. Nil when there is no such endpoint.
     func update(
-        _ id: String, url: String?, eventTypes: [String]?, enabled: Bool?, description: String?,
+        _ id: String,
+        url: String?,
+        eventTypes: [String]?,
+        enabled: Bool?,
+        description: String?,
         in runner: some SQLRunner
     ) async throws -> WebhookEndpointRecord? {
         try await runner.query(
@@ -136,11 +145,17 @@ struct WebhookStore: Sendable {
             """
         ).map { row in
             let (id, endpoint, url, body, secret, previous, attempts, elapsed) = try row.decode(
-                (String, String, String, String, [UInt8], [UInt8]?, Int32, Int64).self)
+                (String, String, String, String, [UInt8], [UInt8]?, Int32, Int64).self
+            )
             return DueWebhookDelivery(
-                deliveryID: id, endpointID: endpoint, url: url, body: body,
+                deliveryID: id,
+                endpointID: endpoint,
+                url: url,
+                body: body,
                 secrets: [WebhookSecret(key: secret)] + (previous.map { [WebhookSecret(key: $0)] } ?? []),
-                attempts: Int(attempts), elapsedMs: elapsed)
+                attempts: Int(attempts),
+                elapsedMs: elapsed
+            )
         }
     }
 
@@ -158,7 +173,11 @@ struct WebhookStore: Sendable {
 
     /// An attempt failed: try again after `delay`, or (nil) end the delivery as failed.
     func failedAttempt(
-        _ id: String, status: Int, error: String, retryAfter delay: Duration?, in runner: some SQLRunner
+        _ id: String,
+        status: Int,
+        error: String,
+        retryAfter delay: Duration?,
+        in runner: some SQLRunner
     ) async throws {
         try await runner.execute(
             """
@@ -173,7 +192,11 @@ struct WebhookStore: Sendable {
 
     /// An endpoint's deliveries, newest first, optionally of one state.
     func deliveries(
-        of endpoint: String, state: String?, offset: Int, limit: Int, in runner: some SQLRunner
+        of endpoint: String,
+        state: String?,
+        offset: Int,
+        limit: Int,
+        in runner: some SQLRunner
     ) async throws -> [WebhookDeliveryRecord] {
         try await runner.query(
             """
@@ -242,19 +265,36 @@ struct WebhookStore: Sendable {
 
     private static func endpoint(_ row: PostgresRow) throws -> WebhookEndpointRecord {
         let (id, url, types, description, enabled, reason, created, previousExpires) = try row.decode(
-            (String, String, [String], String, Bool, String, Int64, Int64).self)
+            (String, String, [String], String, Bool, String, Int64, Int64).self
+        )
         return WebhookEndpointRecord(
-            endpointID: id, url: url, eventTypes: types, description: description, enabled: enabled,
-            disabledReason: reason, createdUnixMs: created, previousSecretExpiresUnixMs: previousExpires)
+            endpointID: id,
+            url: url,
+            eventTypes: types,
+            description: description,
+            enabled: enabled,
+            disabledReason: reason,
+            createdUnixMs: created,
+            previousSecretExpiresUnixMs: previousExpires
+        )
     }
 
     private static func delivery(_ row: PostgresRow) throws -> WebhookDeliveryRecord {
         let (id, endpoint, type, state, attempts, status, error, created, next, delivered) = try row.decode(
-            (String, String, String, String, Int32, Int32, String, Int64, Int64, Int64).self)
+            (String, String, String, String, Int32, Int32, String, Int64, Int64, Int64).self
+        )
         return WebhookDeliveryRecord(
-            deliveryID: id, endpointID: endpoint, eventType: type, state: state, attempts: Int(attempts),
-            lastStatus: Int(status), lastError: error, createdUnixMs: created, nextAttemptUnixMs: next,
-            deliveredUnixMs: delivered)
+            deliveryID: id,
+            endpointID: endpoint,
+            eventType: type,
+            state: state,
+            attempts: Int(attempts),
+            lastStatus: Int(status),
+            lastError: error,
+            createdUnixMs: created,
+            nextAttemptUnixMs: next,
+            deliveredUnixMs: delivered
+        )
     }
 
     private static func milliseconds(_ duration: Duration) -> Int64 {

@@ -41,9 +41,18 @@ struct WebhookRulesTests {
 
     @Test func anEndpointsRetryAfterIsHonouredUpToTheLongestDelay() {
         let schedule = WebhookRetrySchedule()
-        #expect(schedule.next(attempts: 1, elapsed: .zero, retryAfter: .seconds(60), random: 0.5) == .retry(after: .seconds(60)))
-        #expect(schedule.next(attempts: 4, elapsed: .zero, retryAfter: .seconds(1), random: 0.5) == .retry(after: .seconds(135)))
-        #expect(schedule.next(attempts: 1, elapsed: .zero, retryAfter: .seconds(86_400), random: 0.5) == .retry(after: .seconds(10_800)))
+        #expect(
+            schedule.next(attempts: 1, elapsed: .zero, retryAfter: .seconds(60), random: 0.5)
+                == .retry(after: .seconds(60))
+        )
+        #expect(
+            schedule.next(attempts: 4, elapsed: .zero, retryAfter: .seconds(1), random: 0.5)
+                == .retry(after: .seconds(135))
+        )
+        #expect(
+            schedule.next(attempts: 1, elapsed: .zero, retryAfter: .seconds(86_400), random: 0.5)
+                == .retry(after: .seconds(10_800))
+        )
     }
 
     // MARK: Signature
@@ -52,8 +61,11 @@ struct WebhookRulesTests {
     @Test func theSignatureMatchesTheSpecificationsExample() throws {
         let secret = try #require(WebhookSecret(text: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"))
         let header = WebhookSignature.header(
-            id: "msg_p5jXN8AQM9LWM0D4loKWxJek", timestamp: 1_614_265_330, body: Array(#"{"test": 2432232314}"#.utf8),
-            secrets: [secret])
+            id: "msg_p5jXN8AQM9LWM0D4loKWxJek",
+            timestamp: 1_614_265_330,
+            body: Array(#"{"test": 2432232314}"#.utf8),
+            secrets: [secret]
+        )
         #expect(header == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
     }
 
@@ -78,13 +90,15 @@ struct WebhookRulesTests {
 
     // MARK: Outcomes
 
-    @Test(arguments: [
-        (200, nil, WebhookAttemptOutcome.delivered), (204, nil, .delivered), (299, nil, .delivered),
-        (410, nil, .gone), (429, "7", .slowDown(retryAfter: .seconds(7))), (429, nil, .slowDown(retryAfter: nil)),
-        (429, "Wed, 21 Oct 2015 07:28:00 GMT", .slowDown(retryAfter: nil)),
-        (429, "999999", .slowDown(retryAfter: .seconds(86_400))), (500, "5", .failed(error: "HTTP 500")),
-        (404, nil, .failed(error: "HTTP 404")), (301, nil, .failed(error: "HTTP 301")),
-    ] as [(Int, String?, WebhookAttemptOutcome)])
+    @Test(
+        arguments: [
+            (200, nil, WebhookAttemptOutcome.delivered), (204, nil, .delivered), (299, nil, .delivered),
+            (410, nil, .gone), (429, "7", .slowDown(retryAfter: .seconds(7))), (429, nil, .slowDown(retryAfter: nil)),
+            (429, "Wed, 21 Oct 2015 07:28:00 GMT", .slowDown(retryAfter: nil)),
+            (429, "999999", .slowDown(retryAfter: .seconds(86_400))), (500, "5", .failed(error: "HTTP 500")),
+            (404, nil, .failed(error: "HTTP 404")), (301, nil, .failed(error: "HTTP 301")),
+        ] as [(Int, String?, WebhookAttemptOutcome)]
+    )
     func theEndpointsAnswerDecides(status: Int, retryAfter: String?, outcome: WebhookAttemptOutcome) {
         #expect(WebhookAttemptOutcome(status: status, retryAfter: retryAfter) == outcome)
     }
@@ -128,32 +142,43 @@ struct WebhookRulesTests {
     @Test func aMatchBecomesIdsOnly() throws {
         let (ann, bob, match) = (try UUIDv7.generate(), try UUIDv7.generate(), try UUIDv7.generate())
         let event = try Self.event(
-            .matchCreated(.with {
-                $0.matchId = match
-                $0.userIds = [ann, bob]
-                $0.initiatorUserId = ann
-                $0.mode = .mutual
-            }), user: ann)
+            .matchCreated(
+                .with {
+                    $0.matchId = match
+                    $0.userIds = [ann, bob]
+                    $0.initiatorUserId = ann
+                    $0.mode = .mutual
+                }
+            ),
+            user: ann
+        )
         let webhook = try #require(WebhookEvent(event))
         #expect(webhook.type == "match.created" && webhook.userIDs == [ann, bob])
         #expect(
             webhook.body
                 == #"{"data":{"community_id":"dating","match_id":"\#(match)","mode":"mutual","user_ids":["\#(ann)","\#(bob)"]},"#
-                + #""timestamp":"2025-11-27T00:00:00.123Z","type":"match.created"}"#)
+                + #""timestamp":"2025-11-27T00:00:00.123Z","type":"match.created"}"#
+        )
     }
 
     @Test func anEndedMatchSaysNeitherWhoNorWhy() throws {
         let (ann, bob, match) = (try UUIDv7.generate(), try UUIDv7.generate(), try UUIDv7.generate())
         let event = try Self.event(
-            .matchEnded(.with {
-                $0.matchId = match
-                $0.userIds = [ann, bob]
-                $0.endedByUserId = ann
-                $0.reason = .blocked
-            }), user: ann)
+            .matchEnded(
+                .with {
+                    $0.matchId = match
+                    $0.userIds = [ann, bob]
+                    $0.endedByUserId = ann
+                    $0.reason = .blocked
+                }
+            ),
+            user: ann
+        )
         let webhook = try #require(WebhookEvent(event))
         #expect(webhook.type == "match.ended")
-        #expect(!webhook.body.contains("blocked") && !webhook.body.contains("ended_by") && !webhook.body.contains("reason"))
+        #expect(
+            !webhook.body.contains("blocked") && !webhook.body.contains("ended_by") && !webhook.body.contains("reason")
+        )
     }
 
     @Test func theDeletionNoticeNamesTheMemberButIsNotAboutThem() throws {
