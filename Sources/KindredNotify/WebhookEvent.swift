@@ -12,6 +12,7 @@ struct WebhookEvent: Sendable, Equatable {
     /// The event types an endpoint may ask for, each from one payload notify consumes.
     static let types: Set<String> = [
         "account.deactivated", "account.reactivated", "account.deleted", "match.created", "match.ended",
+        "message.sent",
     ]
 
     let eventID: String
@@ -52,6 +53,17 @@ struct WebhookEvent: Sendable, Equatable {
             guard users.count == 2, users.allSatisfy(UUIDv7.isValid), UUIDv7.isValid(ended.matchId) else { return nil }
             type = "match.ended"
             data = ["match_id": ended.matchId.lowercased(), "user_ids": users, "community_id": community]
+        case .messageSent(let message)?:
+            users = [subject, message.recipientUserId.lowercased()]
+            guard users.allSatisfy(UUIDv7.isValid), users[0] != users[1], UUIDv7.isValid(message.threadId),
+                UUIDv7.isValid(message.messageId)
+            else { return nil }
+            type = "message.sent"
+            // Never the text: the backend reads it, if at all, through the API as the members' app would.
+            data = [
+                "thread_id": message.threadId.lowercased(), "message_id": message.messageId.lowercased(),
+                "sender_user_id": users[0], "recipient_user_id": users[1], "community_id": community,
+            ]
         default:
             return nil
         }

@@ -188,6 +188,26 @@ struct WebhookRulesTests {
         #expect(webhook.body.contains(#""data":{"community_id":"dating","user_id":"\#(gone)"}"#))
     }
 
+    @Test func aMessageIsNamedByIdsNeverByItsText() throws {
+        let (ann, bob, thread, message) = (
+            try UUIDv7.generate(), try UUIDv7.generate(), try UUIDv7.generate(), try UUIDv7.generate()
+        )
+        let event = try Self.event(
+            .messageSent(
+                .with {
+                    $0.threadId = thread
+                    $0.messageId = message
+                    $0.recipientUserId = bob
+                    $0.sentUnixMs = 1
+                }), user: ann)
+        let webhook = try #require(WebhookEvent(event))
+        #expect(webhook.type == "message.sent" && webhook.userIDs == [ann, bob])
+        #expect(
+            webhook.body.contains(
+                #""data":{"community_id":"dating","message_id":"\#(message)","recipient_user_id":"\#(bob)","#
+                    + #""sender_user_id":"\#(ann)","thread_id":"\#(thread)"}"#))
+    }
+
     @Test func eventsNoEndpointCanAskForMakeNone() throws {
         let user = try UUIDv7.generate()
         #expect(WebhookEvent(try Self.event(.userBlocked(.with { $0.blockedUserId = user }), user: user)) == nil)
