@@ -32,6 +32,8 @@ struct MixedCommand: AsyncParsableCommand {
     @Option(help: "Seconds of load after a 3 s warm-up.") var seconds = 20.0
     @Option(help: "Weights: deck=..,swipe=..,message=..,profile=..") var mix = "deck=25,swipe=35,message=20,profile=20"
     @Option(help: "The cluster's pids file (run-cluster.sh): CPU per process during the run.") var pidsFile: String?
+    @Option(help: "A file for one timestamped line per failed call or broken stream, and progress every 10 s (soak).")
+    var eventsFile: String?
 
     func run() async throws {
         var logger = Logger(label: "kindred.load")
@@ -56,10 +58,12 @@ struct MixedCommand: AsyncParsableCommand {
         let started = ContinuousClock.now
         try await setup.createCommunity()
         let members = try (0..<self.users).map { _ in try UUIDv7.generate() }
-        let tokens = try members.map { try setup.token(for: $0) }
+        let memberTokens = try MemberTokens(members: members, signer: signer, community: community)
+        let tokens = memberTokens.all
         try await setup.createProfiles(members: members, tokens: tokens)
         try await setup.waitForDeck(token: tokens[members.count - 1])
         let threads = try await setup.match(pairs: self.pairs, members: members, tokens: tokens)
+        let events = try LoadEventLog(path: self.eventsFile)
         print(
             String(
                 format: "setup: %d members with profiles, %d matched pairs with open threads, %.1f s", members.count,
@@ -68,17 +72,23 @@ struct MixedCommand: AsyncParsableCommand {
         let received = Counter()
         let streams = (0..<(2 * self.subscribers)).map { member in
             let client = streamClients[member % streamClients.count]
-            let token = tokens[member]
             return Task {
-                while !Task.isCancelled {  // reopened if the gateway ends it
-                    try? await client.serverStreaming(
-                        Kindred.Api.V1.ChatService.Method.subscribe, Kindred.Api.V1.SubscribeRequest(),
-                        metadata: ["authorization": .string("Bearer " + token)],
-                        options: CallOptions(timeout: .seconds(600))
-                    ) { stream in
-                        for try await response in stream {
-                            if case .message? = response.event { received.value.add(1, ordering: .relaxed) }
+                while !Task.isCancelled {  // reopened (with a fresh token) if it ends
+                    do {
+                        try await client.serverStreaming(
+                            Kindred.Api.V1.ChatService.Method.subscribe, Kindred.Api.V1.SubscribeRequest(),
+                            metadata: ["authorization": .string("Bearer " + memberTokens[member])],
+                            options: CallOptions(timeout: .seconds(600))
+                        ) { stream in
+                            for try await response in stream {
+                                if case .message? = response.event { received.value.add(1, ordering: .relaxed) }
+                            }
                         }
+                    } catch let error as RPCError where error.code != .deadlineExceeded && !Task.isCancelled {
+                        events.streamEnded("\(error.code) (\(error.message.prefix(60)))")
+                        try? await Task.sleep(for: .milliseconds(200))  // not a busy loop while the gateway is down
+                    } catch {
+                        try? await Task.sleep(for: .milliseconds(200))
                     }
                 }
             }
@@ -89,11 +99,18 @@ struct MixedCommand: AsyncParsableCommand {
         let swipers = Array(members[(2 * self.pairs)...])
         let plan = SwipePlan(members: swipers, likeShare: 0.5, likeBackShare: 0.2)
         let run = MixedRun(
-            client: client, members: members, tokens: tokens, swiperTokens: Array(tokens[(2 * self.pairs)...]),
-            threads: threads, plan: plan, weights: weights)
+            client: client, members: members, tokens: memberTokens, swiperOffset: 2 * self.pairs,
+            threads: threads, plan: plan, weights: weights, events: events)
+        let progress = Task {
+            while !Task.isCancelled && events.enabled {
+                try await Task.sleep(for: .seconds(10))
+                events.progress()
+            }
+        }
         print(
             "mixed load: concurrency \(self.concurrency), connections \(self.connections), "
                 + "\(2 * self.subscribers) live subscribers, mix \(self.mix)")
+        events.started()
         _ = await run.drive(concurrency: self.concurrency, for: .seconds(3))  // warm-up
         let before = ProcessCPU.sample(pidsFile: self.pidsFile)
         let receivedBefore = received.value.load(ordering: .relaxed)
@@ -102,6 +119,7 @@ struct MixedCommand: AsyncParsableCommand {
         report.print()
         print("messages received on live streams during the run: \(received.value.load(ordering: .relaxed) - receivedBefore)")
         ProcessCPU.printUsage(before: before, after: after, seconds: report.seconds)
+        progress.cancel()
         for stream in streams { stream.cancel() }
         await client.close()
         for streamClient in streamClients { await streamClient.close() }
@@ -197,16 +215,21 @@ struct MixedSetup {
                         $0.bio = "Load test member"
                     }
                     create.idempotencyKey = try UUIDv7.generate()
-                    _ = try await self.client.unary(
-                        Kindred.Api.V1.ProfileService.Method.createProfile, create, metadata: self.bearer(tokens[index]))
+                    try await self.retrying(.unavailable) {
+                        _ = try await self.client.unary(
+                            Kindred.Api.V1.ProfileService.Method.createProfile, create,
+                            metadata: self.bearer(tokens[index]))
+                    }
                     var location = Kindred.Api.V1.UpdateLocationRequest()
                     location.location = .with {
                         $0.latitudeDeg = 52.52 + Double.random(in: -0.14...0.14)
                         $0.longitudeDeg = 13.40 + Double.random(in: -0.2...0.2)
                     }
-                    _ = try await self.client.unary(
-                        Kindred.Api.V1.ProfileService.Method.updateLocation, location,
-                        metadata: self.bearer(tokens[index]))
+                    try await self.retrying(.unavailable) {
+                        _ = try await self.client.unary(
+                            Kindred.Api.V1.ProfileService.Method.updateLocation, location,
+                            metadata: self.bearer(tokens[index]))
+                    }
                 }
             }
             try await group.waitForAll()
@@ -275,12 +298,16 @@ struct MixedSetup {
         return response
     }
 
+    /// `body` again while it fails with `code` (or UNAVAILABLE: setup is not measured, and a soak's faults may
+    /// begin while it runs), for at most a minute.
     private func retrying(_ code: StatusCode, _ body: () async throws -> Void) async throws {
         let deadline = ContinuousClock.now + .seconds(60)
         while true {
             do {
                 return try await body()
-            } catch let error as RPCError where error.code == code && ContinuousClock.now < deadline {
+            } catch let error as RPCError
+                where (error.code == code || error.code == .unavailable) && ContinuousClock.now < deadline
+            {
                 try await Task.sleep(for: .milliseconds(100))
             }
         }
@@ -325,11 +352,13 @@ struct MixedRun {
 
     let client: GRPCClient
     let members: [String]
-    let tokens: [String]
-    let swiperTokens: [String]
+    let tokens: MemberTokens
+    /// The swipers are the members from this index on (the plan's member i is member swiperOffset + i).
+    let swiperOffset: Int
     let threads: [Thread]
     let plan: SwipePlan
     let weights: MixWeights
+    let events: LoadEventLog
 
     private func bearer(_ token: String) -> Metadata { ["authorization": .string("Bearer " + token)] }
 
@@ -343,7 +372,7 @@ struct MixedRun {
             request.action = choice.like ? .like : .pass
             request.surface = "deck"
             let response = try await self.client.unary(
-                Kindred.Api.V1.DeckService.Method.swipe, request, metadata: self.bearer(self.swiperTokens[choice.swiper]))
+                Kindred.Api.V1.DeckService.Method.swipe, request, metadata: self.bearer(self.tokens[self.swiperOffset + choice.swiper]))
             return response.outcome == .matched
         case "message":
             let thread = self.threads.randomElement()!
@@ -367,7 +396,7 @@ struct MixedRun {
             request.pageSize = 10
             _ = try await self.client.unary(
                 Kindred.Api.V1.DeckService.Method.getDeck, request,
-                metadata: self.bearer(self.tokens.randomElement()!))
+                metadata: self.bearer(self.tokens[Int.random(in: 0..<self.members.count)]))
         }
         return false
     }
@@ -387,12 +416,15 @@ struct MixedRun {
                             if try await self.call(kind) { partial.matched += 1 }
                             partial.latencies[kind, default: []].append(ContinuousClock.now - sent)
                             partial.outcomes[kind, default: [:]]["OK", default: 0] += 1
+                            self.events.acknowledged.add(1, ordering: .relaxed)
                         } catch let error as RPCError {
                             // The code and the start of the message: which limit or failure it was.
                             let reason = "\(error.code) (\(error.message.prefix(60)))"
                             partial.outcomes[kind, default: [:]][reason, default: 0] += 1
+                            self.events.error(kind, reason)
                         } catch {
                             partial.outcomes[kind, default: [:]]["\(type(of: error))", default: 0] += 1
+                            self.events.error(kind, "\(type(of: error))")
                         }
                     }
                     return partial

@@ -26,7 +26,7 @@ from PIL import Image
 
 from cluster_harness import ROOT, Cluster, assert_clean_stop
 from test_cluster import PASSWORD, TIMEOUT, bearer, unique
-from test_faults import BOOTSTRAP_SECRET, LIKE, PASS, TRANSIENT, Member, channel_to, mutual_community, wait_for
+from acknowledged_writes import BOOTSTRAP_SECRET, LIKE, PASS, TRANSIENT, Member, channel_to, mutual_community, wait_for
 
 from kindred.api.v1 import (account_pb2, account_pb2_grpc, chat_pb2, chat_pb2_grpc, deck_pb2,  # noqa: E402
                             deck_pb2_grpc, profile_pb2, profile_pb2_grpc)

@@ -6,42 +6,22 @@ services/run-cluster.sh. Afterwards: every acknowledged swipe, match and message
 event reached its consumers (outbox cursors caught up; discovery's swipes and chat's threads hold them), decks
 answer, and every resumed subscriber received each of its messages exactly once. On the same cluster: 210 live
 Subscribe streams through one gateway leave room for every other chat call (a limit `kindred-load mixed`
-found)."""
-import os
-import pathlib
-import random
-import signal
-import subprocess
+found). The driver, the faults and the check are acknowledged_writes.py's, which the soak (Tests/Soak) shares."""
 import threading
 import time
-import uuid
 
 import grpc
 import pytest
 
-from cluster_harness import Cluster, assert_clean_stop, bin_dir
-from test_cluster import PASSWORD, TIMEOUT, bearer, sign_up_and_verify, unique
+from acknowledged_writes import (BOOTSTRAP_SECRET, CHANNEL_OPTIONS, SERVICES, Driver, Member, SwipePlan,
+                                 channel_to, check_nothing_lost, kill_postgres, kill_server, members_with_profiles,
+                                 wait_for)
+from cluster_harness import Cluster, assert_clean_stop
+from test_cluster import unique
 
-from kindred.api.v1 import (account_pb2, account_pb2_grpc, admin_pb2, admin_pb2_grpc, chat_pb2,  # noqa: E402
-                            chat_pb2_grpc, deck_pb2, deck_pb2_grpc, profile_pb2, profile_pb2_grpc, types_pb2)
-from kindred.common.v1 import common_pb2, community_pb2  # noqa: E402
+from kindred.api.v1 import chat_pb2, chat_pb2_grpc  # noqa: E402
 
-BOOTSTRAP_SECRET = "faults-test-bootstrap-secret-0123456789abcdef"
-SERVICES = ("auth", "profile", "discovery", "match", "chat", "gateway")
-LIKE, PASS = common_pb2.SWIPE_ACTION_LIKE, common_pb2.SWIPE_ACTION_PASS
-# What a call may fail with while a server or PostgreSQL is down; the driver retries those with the same
-# idempotency key (swipe pair, client message id). Anything else fails the test.
-TRANSIENT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED,
-             grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL, grpc.StatusCode.ABORTED}
-# Fast reconnects after the gateway comes back (grpcio's default backoff grows to minutes).
-CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
-                   ("grpc.max_reconnect_backoff_ms", 500)]
 MEMBERS = 16
-OTHER_SWIPES = 5  # per member, besides the two partners; the rest stay in the deck
-
-
-def channel_to(address):
-    return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
 
 
 @pytest.fixture(scope="module")
@@ -56,269 +36,13 @@ def cluster():
     assert_clean_stop(running, running.pids())
 
 
-class Member:
-    def __init__(self, cluster, channel, community, index):
-        accounts = account_pb2_grpc.AccountServiceStub(channel)
-        self.email, username = f"{unique('f-')}@example.com", unique("f_")
-        sign_up_and_verify(cluster, accounts, community, self.email, username)
-        signed = accounts.SignIn(account_pb2.SignInRequest(community_id=community, login=self.email,
-                                                           password=PASSWORD), timeout=TIMEOUT)
-        self.id, self.auth, self.index = signed.account.user_id, bearer(signed.tokens.access_token), index
-
-    def create_profile(self, channel):
-        profiles = profile_pb2_grpc.ProfileServiceStub(channel)
-        profiles.CreateProfile(profile_pb2.CreateProfileRequest(
-            fields=types_pb2.ProfileFields(display_name=f"Member {self.index}",
-                                           birth_date=common_pb2.CalendarDate(year=1990, month=5, day=1)),
-            idempotency_key=str(uuid.uuid4())), metadata=self.auth, timeout=TIMEOUT)
-        profiles.UpdateLocation(profile_pb2.UpdateLocationRequest(location=common_pb2.GeoPoint(
-            latitude_deg=52.52 + self.index * 0.002, longitude_deg=13.40)), metadata=self.auth, timeout=TIMEOUT)
-
-
-def mutual_community(cluster, channel) -> str:
-    """A community of this test: mutual likes, no photos needed, limits the run cannot reach."""
-    community = unique("faults-")
-    accounts = account_pb2_grpc.AccountServiceStub(channel)
-    admin_api = admin_pb2_grpc.AdminServiceStub(channel)
-    email = f"{unique('admin-')}@example.com"
-    sign_up_and_verify(cluster, accounts, community, email, unique("admin_"))
-    admin_api.BootstrapAdmin(admin_pb2.BootstrapAdminRequest(bootstrap_secret=BOOTSTRAP_SECRET,
-                                                             community_id=community, login=email), timeout=TIMEOUT)
-    admin = bearer(accounts.SignIn(account_pb2.SignInRequest(community_id=community, login=email,
-                                                             password=PASSWORD), timeout=TIMEOUT).tokens.access_token)
-    settings = community_pb2.CommunitySettings(mode=common_pb2.COMMUNITY_MODE_MUTUAL, daily_like_limit=10_000,
-                                               hourly_message_limit=10_000, default_radius_km=50)
-    admin_api.CreateCommunity(admin_pb2.CreateCommunityRequest(community_id=community, display_name="Faults",
-                                                               settings=settings), metadata=admin, timeout=TIMEOUT)
-    admin_api.UpdateCommunity(admin_pb2.UpdateCommunityRequest(
-        community_id=community, settings=community_pb2.CommunitySettings(min_photos=0),
-        update_paths=["settings.min_photos"]), metadata=admin, timeout=TIMEOUT)
-    return community
-
-
-def wait_for(what, check, timeout=60.0, interval=0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            result = check()
-            if result:
-                return result
-        except (grpc.RpcError, RuntimeError):
-            pass
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(interval)
-
-
-class Driver:
-    """The load: swipes from a plan, messages in every matched pair, deck fetches and one Subscribe stream per
-    member, every call retried on transient errors with the same idempotency key and recorded once
-    acknowledged."""
-
-    def __init__(self, gateway, members):
-        self.gateway, self.members = gateway, members
-        self.channel = channel_to(gateway)
-        self.deck = deck_pb2_grpc.DeckServiceStub(self.channel)
-        self.chat = chat_pb2_grpc.ChatServiceStub(self.channel)
-        self.lock = threading.Lock()
-        self.stop_sending = threading.Event()
-        self.stop_streams = threading.Event()
-        self.swipes = {}  # (swiper index, target index) -> (action, outcome, match id)
-        self.matches = {}  # frozenset of the two indexes -> match id (thread id)
-        self.messages = {}  # thread id -> {client message id: message id}
-        self.received = {member.index: [] for member in members}  # message ids on each member's streams
-        self.stream_tokens = {member.index: "" for member in members}
-        self.resubscribes = 0
-        self.retries = {}  # status code name -> count
-        self.failures = []  # unexpected errors
-        self.deck_answers = 0
-        self.threads = []
-        self.senders = {}
-
-    def start(self, name, target, *args):
-        thread = threading.Thread(target=self._guarded, args=(target, *args), name=name, daemon=True)
-        thread.start()
-        self.threads.append(thread)
-        return thread
-
-    def _guarded(self, target, *args):
-        try:
-            target(*args)
-        except Exception as error:  # noqa: BLE001 - reported by the test
-            self.failures.append(f"{threading.current_thread().name}: {error!r}")
-
-    def acknowledged(self):
-        with self.lock:
-            return len(self.swipes) + sum(len(m) for m in self.messages.values())
-
-    def call(self, what, function, deadline_s=90.0):
-        """function() until it succeeds, retrying transient errors; any other error is a failure."""
-        deadline = time.monotonic() + deadline_s
-        while True:
-            try:
-                return function()
-            except grpc.RpcError as error:
-                if error.code() not in TRANSIENT or time.monotonic() > deadline:
-                    raise AssertionError(f"{what}: {error.code()} {error.details()}") from None
-                with self.lock:
-                    self.retries[error.code().name] = self.retries.get(error.code().name, 0) + 1
-                time.sleep(0.1)
-
-    # --- swipes -------------------------------------------------------------------------------------------
-    def swipe(self, swiper, target, action):
-        member = self.members[swiper]
-        request = deck_pb2.SwipeRequest(target_user_id=self.members[target].id, action=action, surface="deck")
-        answer = self.call("Swipe", lambda: self.deck.Swipe(request, metadata=member.auth, timeout=5))
-        match_id = answer.match.match_id if answer.outcome == deck_pb2.SWIPE_OUTCOME_MATCHED else ""
-        with self.lock:
-            self.swipes[(swiper, target)] = (action, answer.outcome, match_id)
-            if match_id:
-                pair = frozenset((swiper, target))
-                assert self.matches.setdefault(pair, match_id) == match_id, "two matches for one pair"
-        if match_id:
-            self.start_sender(swiper, target, match_id)
-        return answer
-
-    def swipe_all(self, plan, pause):
-        for swiper, target, action in plan:
-            if self.stop_sending.is_set():
-                return
-            self.swipe(swiper, target, action)
-            time.sleep(pause)
-
-    # --- messages -----------------------------------------------------------------------------------------
-    def start_sender(self, first, second, thread_id):
-        with self.lock:
-            if thread_id in self.senders:
-                return
-            self.messages[thread_id] = {}
-            self.senders[thread_id] = self.start(f"sender-{thread_id[:8]}", self.send_messages, first, second,
-                                                 thread_id)
-
-    def send_messages(self, first, second, thread_id):
-        people = (self.members[first], self.members[second])
-        # The thread opens when match's MatchCreated reaches chat (the relay): wait until chat has it.
-        wait_for(f"thread {thread_id} in chat", lambda: thread_id in [
-            t.thread_id for t in self.chat.ListThreads(chat_pb2.ListThreadsRequest(), metadata=people[0].auth,
-                                                       timeout=5).threads], timeout=90)
-        number = 0
-        while not self.stop_sending.is_set():
-            sender = people[number % 2]
-            client_id = f"{thread_id}-{number}"
-            request = chat_pb2.SendMessageRequest(thread_id=thread_id, client_message_id=client_id,
-                                                  body=f"message {number}")
-            answer = self.call("SendMessage", lambda: self.chat.SendMessage(request, metadata=sender.auth, timeout=5))
-            with self.lock:
-                self.messages[thread_id][client_id] = answer.message.message_id
-            number += 1
-            time.sleep(0.05)
-
-    # --- streams and decks ----------------------------------------------------------------------------------
-    def subscribe(self, member):
-        """Member's Subscribe stream, resumed from its last token whenever it breaks."""
-        while not self.stop_streams.is_set():
-            try:
-                call = self.chat.Subscribe(chat_pb2.SubscribeRequest(resume_token=self.stream_tokens[member.index]),
-                                           metadata=member.auth, timeout=600)
-                for event in call:
-                    if event.resume_token:
-                        self.stream_tokens[member.index] = event.resume_token
-                    kind = event.WhichOneof("event")
-                    if kind == "message":
-                        self.received[member.index].append(event.message.message_id)
-                    elif kind == "resync_required":
-                        raise AssertionError(f"member {member.index}: resync required after a resume")
-                    if self.stop_streams.is_set():
-                        call.cancel()
-                        return
-            except grpc.RpcError as error:
-                if error.code() not in TRANSIENT:
-                    raise AssertionError(f"Subscribe: {error.code()} {error.details()}") from None
-            with self.lock:
-                self.resubscribes += 1
-            time.sleep(0.2)
-
-    def fetch_decks(self):
-        while not self.stop_sending.is_set():
-            for member in self.members:
-                try:
-                    self.deck.GetDeck(deck_pb2.GetDeckRequest(page_size=20), metadata=member.auth, timeout=5)
-                    with self.lock:
-                        self.deck_answers += 1
-                except grpc.RpcError as error:
-                    if error.code() not in TRANSIENT:
-                        raise AssertionError(f"GetDeck: {error.code()} {error.details()}") from None
-                time.sleep(0.1)
-
-
-def process_environment(pid: int) -> dict:
-    raw = pathlib.Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
-
-
-def children_of(pid: int) -> list:
-    found = []
-    for entry in pathlib.Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(entry.name))
-            except (OSError, IndexError, ValueError):
-                continue
-    return found
-
-
-def healthy(name: str, pid: int) -> bool:
-    """The server's own healthcheck subcommand, with the environment run-cluster.sh gave it."""
-    result = subprocess.run([str(bin_dir() / f"{name}-server"), "healthcheck"], env=process_environment(pid),
-                            capture_output=True, timeout=30)
-    return result.returncode == 0
-
-
 def test_nothing_acknowledged_is_lost_when_servers_and_postgres_are_killed(cluster):
     started = time.monotonic()
-    with channel_to(cluster.gateway) as setup:
-        community = mutual_community(cluster, setup)
-        members = [Member(cluster, setup, community, index) for index in range(MEMBERS)]
-        for member in members:
-            member.create_profile(setup)
-    ids = ", ".join(f"'{m.id}'" for m in members)
-    # Profile's events reach match and discovery (relays): wait until both know every member.
-    wait_for("match's and discovery's member projections", lambda: cluster.psql(
-        f"SELECT count(*) FROM match.members WHERE eligible AND user_id IN ({ids})") == str(MEMBERS)
-        and cluster.psql(f"SELECT count(*) FROM discovery.candidates WHERE user_id IN ({ids})") == str(MEMBERS))
-
-    # The plan: partners (2k, 2k+1) match before the faults (so every stream has a resume token); partners
-    # (i, i+2 within each block of four) match during them; every member also passes or likes a few others.
-    first_pairs = [(i, i + 1) for i in range(0, MEMBERS, 2)]
-    second_pairs = [(i, i + 2) for i in range(0, MEMBERS, 4)] + [(i + 1, i + 3) for i in range(0, MEMBERS, 4)]
-    rng = random.Random(14)
-    partners = {i: set() for i in range(MEMBERS)}
-    for a, b in first_pairs + second_pairs:
-        partners[a].add(b)
-        partners[b].add(a)
-    plan = [(a, b, LIKE) for a, b in second_pairs] + [(b, a, LIKE) for a, b in second_pairs]
-    for swiper in range(MEMBERS):
-        others = [t for t in range(MEMBERS) if t != swiper and t not in partners[swiper]]
-        for target in rng.sample(others, OTHER_SWIPES):
-            plan.append((swiper, target, rng.choice((LIKE, PASS))))
-    rng.shuffle(plan)
-    # One-sided likes never make a match; drop those that happen to be reciprocated by the random part.
-    planned = {(s, t): action for s, t, action in plan}
-    plan = [(s, t, a) for s, t, a in plan
-            if not (a == LIKE and planned.get((t, s)) == LIKE and t not in partners[s])]
-    expected_pairs = {frozenset(p) for p in first_pairs + second_pairs}
-
+    community, members = members_with_profiles(cluster, MEMBERS)
+    plan = SwipePlan(MEMBERS)
     driver = Driver(cluster.gateway, members)
-    for member in members:
-        driver.start(f"subscriber-{member.index}", driver.subscribe, member)
-    time.sleep(1.0)
-    for a, b in first_pairs:
-        driver.swipe(a, b, LIKE)
-        assert driver.swipe(b, a, LIKE).outcome == deck_pb2.SWIPE_OUTCOME_MATCHED
-    wait_for("a resume token on every stream", lambda: all(driver.stream_tokens.values()), timeout=60)
-    driver.start("decks", driver.fetch_decks)
     # The swipes spread over the fault sequence.
-    swiper = driver.start("swiper", driver.swipe_all, plan, 0.35)
+    swiper = driver.start_load(plan, swipe_pause=0.35)
 
     def progress(amount, what, timeout=90):
         base = driver.acknowledged()
@@ -329,111 +53,25 @@ def test_nothing_acknowledged_is_lost_when_servers_and_postgres_are_killed(clust
     faults = []
     progress(40, "before the faults")
     for name in SERVICES:
-        old = cluster.pids()[name]
-        os.kill(old, signal.SIGKILL)
-        new = wait_for(f"{name} restarted", lambda: cluster.pids()[name] != old and cluster.pids()[name], timeout=30)
-        wait_for(f"{name} healthy again", lambda: healthy(name, new), timeout=60)
+        kill_server(cluster, name)
         faults.append((name, driver.acknowledged()))
         progress(40, f"after {name} restarted")
-    # PostgreSQL: the postmaster and every backend at once (as a crash would); run-cluster.sh starts it again
-    # (crash recovery) and every server reconnects on its own.
-    postmaster = cluster.pids()["postgres"]
-    backends = children_of(postmaster)
-    os.kill(postmaster, signal.SIGKILL)
-    for pid in backends:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    wait_for("postgres restarted", lambda: cluster.pids()["postgres"] != postmaster, timeout=60)
+    kill_postgres(cluster)
     faults.append(("postgres", driver.acknowledged()))
     progress(60, "after postgres restarted")
     swiper.join(120)
     assert not swiper.is_alive(), "the swipe plan did not finish"
     progress(40, "after the last swipe")
-    driver.stop_sending.set()
-    for thread in list(driver.senders.values()):
-        thread.join(60)
-    assert not driver.failures, driver.failures
+    driver.stop_load()
 
-    # Every acknowledged swipe, match and message is stored exactly once.
-    stored_swipes = cluster.psql(f"SELECT swiper, target, action, outcome, coalesce(match_id::text, '') "
-                                 f"FROM match.swipes WHERE community_id = '{community}'").splitlines()
-    by_pair = {}
-    index_of = {m.id: m.index for m in members}
-    for row in stored_swipes:
-        s, t, action, outcome, match_id = row.split("|")
-        key = (index_of[s], index_of[t])
-        assert key not in by_pair, f"swipe {key} stored twice"
-        by_pair[key] = (int(action), int(outcome), match_id)
-    assert by_pair == driver.swipes, "stored swipes differ from the acknowledged ones"
-    stored_matches = cluster.psql(f"SELECT user_low, user_high, match_id FROM match.matches "
-                                  f"WHERE community_id = '{community}' AND ended_at IS NULL").splitlines()
-    pairs = [frozenset((index_of[low], index_of[high])) for low, high, _ in (r.split("|") for r in stored_matches)]
-    assert len(pairs) == len(set(pairs)) == len(expected_pairs) and set(pairs) == expected_pairs
-    assert {frozenset(p): m for p, m in zip(pairs, (r.split("|")[2] for r in stored_matches))} == driver.matches
-    message_rows = cluster.psql("SELECT thread_id, client_message_id, message_id, sequence FROM chat.messages "
-                                f"WHERE thread_id IN ({', '.join(repr(t) for t in driver.messages)})").splitlines()
-    stored_messages = {}
-    duplicates = 0
-    for row in message_rows:
-        thread_id, client_id, message_id, sequence = row.split("|")
-        if client_id in stored_messages.setdefault(thread_id, {}):
-            duplicates += 1
-        stored_messages[thread_id][client_id] = message_id
-    acknowledged_messages = sum(len(m) for m in driver.messages.values())
-    assert duplicates == 0, f"{duplicates} messages stored twice"
-    assert len(message_rows) == acknowledged_messages, \
-        f"{acknowledged_messages} messages acknowledged, {len(message_rows)} stored"
-    assert stored_messages == {t: m for t, m in driver.messages.items() if m}
-    for thread_id in driver.messages:  # per thread, sequences 1..n without gaps
-        sequences = sorted(int(r.split("|")[3]) for r in message_rows if r.startswith(thread_id))
-        assert sequences == list(range(1, len(sequences) + 1)), f"thread {thread_id}: sequence gaps"
-
-    # Every event reached its consumers: outbox cursors caught up; discovery holds every swipe, chat every match.
-    def caught_up():
-        pending = sum(int(cluster.psql(f"SELECT count(*) FROM {schema}.events_cursors "
-                                       "WHERE acknowledged_sequence < appended_sequence"))
-                      for schema in ("auth", "profile", "match"))
-        return pending == 0
-    wait_for("every outbox cursor caught up", caught_up, timeout=90, interval=0.5)
-    discovery_swipes = cluster.psql(f"SELECT count(*), count(DISTINCT swipe_id) FROM discovery.swipes "
-                                    f"WHERE community_id = '{community}'")
-    assert discovery_swipes == f"{len(driver.swipes)}|{len(driver.swipes)}", discovery_swipes
-    chat_threads = set(cluster.psql(f"SELECT thread_id FROM chat.threads WHERE community_id = '{community}'")
-                       .splitlines())
-    assert chat_threads == set(driver.matches.values())
-
-    # Decks recover: every member's deck answers, with nobody the member swiped on.
-    deck = driver.deck
-    for member in members:
-        def deck_settled(member=member):
-            cards = [c.profile.user_id for c in deck.GetDeck(deck_pb2.GetDeckRequest(page_size=50),
-                                                                metadata=member.auth, timeout=10).cards]
-            swiped = {members[t].id for (s, t) in driver.swipes if s == member.index}
-            return cards and not swiped & set(cards)
-        wait_for(f"member {member.index}'s deck", deck_settled, timeout=30)
-
-    # Subscriptions recover: each member's resumed stream saw each message of its threads exactly once (its
-    # own too: "from another device").
-    expected = {m.index: set() for m in members}
-    for pair, thread_id in driver.matches.items():
-        for index in pair:
-            expected[index] |= set(driver.messages[thread_id].values())
-    wait_for("every message on its streams", lambda: all(
-        set(driver.received[i]) >= expected[i] for i in expected), timeout=60, interval=0.5)
-    driver.stop_streams.set()
-    stream_duplicates = sum(len(r) - len(set(r)) for r in driver.received.values())
-    assert stream_duplicates == 0, "a resumed subscriber received a message twice"
-    assert all(set(driver.received[i]) == expected[i] for i in expected), "a subscriber saw a foreign message"
-    assert not driver.failures, driver.failures
+    found = check_nothing_lost(cluster, driver, community, plan)
     print(f"\nfaults: killed {', '.join(f'{n} at {a}' for n, a in faults)} acknowledged calls; "
-          f"swipes acknowledged {len(driver.swipes)}, found {len(by_pair)}, duplicates 0; "
-          f"matches expected {len(expected_pairs)}, found {len(pairs)}, duplicates 0; "
-          f"messages acknowledged {acknowledged_messages}, found {len(message_rows)}, duplicates {duplicates}; "
-          f"stream deliveries {sum(len(r) for r in driver.received.values())}, duplicates {stream_duplicates}, "
-          f"resubscribes {driver.resubscribes}; deck answers {driver.deck_answers}; retried {driver.retries}; "
-          f"{time.monotonic() - started:.0f} s")
+          f"swipes acknowledged {found['swipes acknowledged']}, found {found['swipes found']}, duplicates 0; "
+          f"matches expected {found['matches expected']}, found {found['matches found']}, duplicates 0; "
+          f"messages acknowledged {found['messages acknowledged']}, found {found['messages found']}, "
+          f"duplicates {found['message duplicates']}; stream deliveries {found['stream deliveries']}, "
+          f"duplicates {found['stream duplicates']}, resubscribes {found['resubscribes']}; "
+          f"deck answers {found['deck answers']}; retried {found['retried']}; {time.monotonic() - started:.0f} s")
 
 
 def test_hundreds_of_live_subscribers_leave_room_for_every_other_chat_call(cluster):
