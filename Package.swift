@@ -50,6 +50,7 @@ let package = Package(
         .library(name: "KindredVips", targets: ["KindredVips"]),
         .library(name: "KindredHTTP2", targets: ["KindredHTTP2"]),
         .library(name: "KindredOpenSSL", targets: ["KindredOpenSSL"]),
+        .library(name: "KindredGRPCServices", targets: ["KindredGRPCServices"]),
         .executable(name: "kindred-photo-bench", targets: ["kindred-photo-bench"]),
     ],
     dependencies: [

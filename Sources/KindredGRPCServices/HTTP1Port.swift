@@ -189,6 +189,14 @@ private final class HTTP1DeadlineHandler: ChannelDuplexHandler, RemovableChannel
         context.fireChannelRead(data)
     }
 
+    /// A request the decoder refuses (NIO's error handler has answered 400 with `Connection: close`) or any other
+    /// error ends the connection here, whatever the port's handler does: left open, the decoder read the rest of
+    /// the bytes again and a second 400 followed (found by Tests/Fuzz's FuzzHTTP1).
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+        context.fireErrorCaught(error)
+    }
+
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         if case .end = self.unwrapOutboundIn(data) {
             self.update(context: context) { $0.responseEnded(now: .now()) }

@@ -104,3 +104,30 @@ def test_slow_clients_are_closed_and_capped_while_a_normal_request_is_answered(c
     text = metrics(cluster)
     assert f'http_connections_refused_total{{port="{label}"}}' in text
     assert f'http_timeouts_total{{port="{label}",timeout="header"}}' in text
+
+
+@pytest.mark.parametrize("port_name", ["media", "gateway admin"])
+def test_a_malformed_request_gets_one_400_and_the_connection_closes(cluster, port_name):
+    """Found by Tests/Fuzz's FuzzHTTP1: after a request the decoder refuses, these ports answered 400 twice (the
+    decoder read the rest again) and kept the connection open until its header deadline."""
+    port = cluster.base + 2 * ADMIN_PORT_OFFSET if port_name == "media" else cluster.admin_port("gateway")
+    good = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    for request in (b"OPTIONS /kindttps://app.example.com\r\nOrigin: x\r\n\r\n", good + b"GET / HTTP/1.1\r\nHost: \x00\r\n\r\n"):
+        sock = connect(port, request)
+        started = time.monotonic()
+        received = b""
+        sock.settimeout(5)
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except (socket.timeout, ConnectionResetError):
+                break
+            if not chunk:
+                break
+            received += chunk
+        elapsed = time.monotonic() - started
+        sock.close()
+        statuses = re.findall(rb"^HTTP/1\.1 (\d{3})", received, re.MULTILINE)
+        assert statuses.count(b"400") == 1 and statuses[-1] == b"400", statuses
+        # The port's header deadline here is 1 s: a connection left open would be cut only then.
+        assert elapsed < 0.9, f"the connection stayed open {elapsed:.1f} s after the 400"

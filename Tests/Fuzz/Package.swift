@@ -11,6 +11,7 @@ let package = Package(
     dependencies: [
         .package(name: "Kindred", path: "../.."),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
     ],
     targets: [
         .target(name: "CFuzzDriver"),
@@ -24,14 +25,20 @@ let package = Package(
         fuzzTarget("FuzzSMTPReply", kindred: ["KindredSMTP"], nio: true),
         fuzzTarget("FuzzPhotoContainer", kindred: ["KindredVips"]),
         fuzzTarget("FuzzHTTP2Server", kindred: ["KindredHTTP2"], nio: true),
+        fuzzTarget(
+            "FuzzHTTP1", kindred: ["KindredGRPCServices", "KindredGRPC", "KindredHTTP2"], nio: true,
+            more: [
+                .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ]),
     ]
 )
 
 /// One libFuzzer target: `LLVMFuzzerTestOneInput` in its main.swift, libFuzzer's own `main` at link time.
-func fuzzTarget(_ name: String, kindred: [String], nio: Bool = false) -> Target {
+func fuzzTarget(_ name: String, kindred: [String], nio: Bool = false, more: [Target.Dependency] = []) -> Target {
     let nioCore: [Target.Dependency] = nio ? [.product(name: "NIOCore", package: "swift-nio")] : []
     return .executableTarget(
         name: name,
-        dependencies: ["FuzzSupport"] + kindred.map { .product(name: $0, package: "Kindred") } + nioCore
+        dependencies: ["FuzzSupport"] + kindred.map { .product(name: $0, package: "Kindred") } + nioCore + more
     )
 }

@@ -271,6 +271,89 @@ def http2_seeds():
     seed("goaway", goaway)
 
 
+def http1_seeds():
+    """Requests written by Python's http.client and by h11 (httpx's HTTP/1.1 implementation): keep-alive, bodies
+    by length and chunked, pipelined, Connect JSON and gRPC-Web calls, a CORS preflight; and hand-written
+    smuggling shapes the port must refuse. The first byte chooses how the bytes are split into reads."""
+    import http.client
+
+    import h11
+
+    class Capture:
+        def __init__(self):
+            self.data = b""
+
+        def sendall(self, data):
+            self.data += data
+
+    def by_http_client(method, path, body=None, headers=None, chunked=False):
+        connection = http.client.HTTPConnection("localhost", 8080)
+        connection.sock = Capture()
+        connection.request(method, path, body=body, headers=headers or {}, encode_chunked=chunked)
+        return connection.sock.data
+
+    def by_h11(method, target, headers, body_chunks=()):
+        client = h11.Connection(h11.CLIENT)
+        data = client.send(h11.Request(method=method, target=target, headers=[("Host", "localhost"), *headers]))
+        for chunk in body_chunks:
+            data += client.send(h11.Data(data=chunk))
+        data += client.send(h11.EndOfMessage())
+        return data
+
+    connect_json = b'{"username":"ada"}'
+    grpc_web = b"\x00\x00\x00\x00\x05\x0a\x03ada"
+    seeds = {
+        "get-keep-alive": by_http_client("GET", "/media/v1/0190f1de/1.jpeg?e=1700000000&s=abc",
+                                         headers={"If-None-Match": '"v1"'}),
+        "get-metrics": by_http_client("GET", "/metrics"),
+        "post-length": by_http_client("POST", "/kindred.api.v1.AccountService/CheckUsername", body=connect_json,
+                                      headers={"Content-Type": "application/json",
+                                               "Connect-Protocol-Version": "1", "Connect-Timeout-Ms": "5000"}),
+        "post-chunked": by_http_client("POST", "/kindred.api.v1.AccountService/CheckUsername",
+                                       body=iter([connect_json[:5], connect_json[5:]]), chunked=True,
+                                       headers={"Content-Type": "application/json"}),
+        "grpc-web": by_h11(b"POST", b"/kindred.api.v1.AccountService/GetAccount",
+                           [("Content-Type", "application/grpc-web+proto"), ("X-Grpc-Web", "1"),
+                            ("Grpc-Timeout", "10S"), ("Authorization", "Bearer eyJhbGciOiJFZERTQSJ9.e30.c2ln"),
+                            ("Content-Length", str(len(grpc_web)))], [grpc_web]),
+        "connect-stream-chunked": by_h11(b"POST", b"/kindred.api.v1.ChatService/Subscribe",
+                                         [("Content-Type", "application/connect+json"),
+                                          ("Transfer-Encoding", "chunked")], [b"\x00\x00\x00\x00\x02{}"]),
+        "cors-preflight": by_h11(b"OPTIONS", b"/kindred.api.v1.AccountService/CheckUsername",
+                                 [("Origin", "https://app.example.com"), ("Access-Control-Request-Method", "POST"),
+                                  ("Access-Control-Request-Headers", "content-type,connect-protocol-version")]),
+        "cors-preflight-other-origin": by_h11(b"OPTIONS", b"/kindred.api.v1.AccountService/CheckUsername",
+                                              [("Origin", "https://evil.example"),
+                                               ("Access-Control-Request-Method", "POST")]),
+        "http10-close": b"GET /app/ HTTP/1.0\r\nUser-Agent: Wget/1.21\r\n\r\n",  # as wget 1.21 writes it
+        "connection-close": by_h11(b"GET", b"/app/index.html", [("Connection", "close")]),
+    }
+    seeds["pipelined"] = seeds["get-keep-alive"] + seeds["post-length"] + seeds["cors-preflight"]
+    smuggling = {
+        "smuggle-cl-te": b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         b"0\r\n\r\nG",
+        "smuggle-te-cl": b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n"
+                         b"5c\r\nGPOST / HTTP/1.1\r\n\r\n0\r\n\r\n",
+        "smuggle-two-lengths": b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 40\r\n\r\nabc",
+        "smuggle-te-identity": b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, identity\r\n\r\n"
+                               b"3\r\nabc\r\n0\r\n\r\n",
+        "smuggle-te-space": b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n",
+        "smuggle-obs-fold": b"GET / HTTP/1.1\r\nHost: a\r\nX-A: b\r\n c\r\n\r\n",
+        "smuggle-lf-only": b"GET / HTTP/1.1\nHost: a\n\nGET /b HTTP/1.1\r\n\r\n",
+        "smuggle-bad-chunk": b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\nx\r\n0\r\n\r\n",
+        "smuggle-chunk-extension": b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                   b"3;name=value\r\nabc\r\n0\r\n\r\n",
+        "smuggle-nul": b"GET / HTTP/1.1\r\nHost: a\x00b\r\n\r\n",
+        "header-too-large": b"GET / HTTP/1.1\r\nHost: a\r\nX-Padding: " + b"a" * 17000 + b"\r\n\r\n",
+        "slow-header": b"GET / HTTP/1.1\r\nHost: a\r\n",
+        "body-short": b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\nabc",
+    }
+    for name, data in {**seeds, **smuggling}.items():
+        write("FuzzHTTP1", name, [0] + list(data))
+    write("FuzzHTTP1", "pipelined-byte-by-byte", [1] + list(seeds["pipelined"]))
+    write("FuzzHTTP1", "post-chunked-split", [5] + list(seeds["post-chunked"]))
+
+
 if __name__ == "__main__":
     # Inputs that once broke a property (regression-*) stay; every other seed is written anew.
     for seed in CORPUS.glob("*/*"):
@@ -283,5 +366,6 @@ if __name__ == "__main__":
     smtp_seeds()
     token_and_text_seeds()
     http2_seeds()
+    http1_seeds()
     for folder in sorted(CORPUS.iterdir()):
         print(f"{folder.name}: {len(list(folder.iterdir()))} seeds, {sum(f.stat().st_size for f in folder.iterdir())} bytes")
