@@ -1,8 +1,8 @@
 // The HTTP/1.1 request path of every plain HTTP port (the gateway's media and admin ports) and of the gateway's
 // gRPC port when it serves the web protocols over HTTP/1.1: a client's bytes, split into reads as the first input
 // byte says, through `HTTP1Port.configure` (NIO's llhttp decoder with the 16 KiB header cap, keep-alive and
-// pipelining, back-pressure; the phase deadlines are installed but read the wall clock, so they are tested by
-// HTTP1ConnectionTimerTests and test_web_protocols.py, not here) into a handler that answers each request as a port does, and
+// pipelining, back-pressure; the phase deadlines are installed but read the wall clock, so test_http_ports.py and
+// test_web_protocols.py test them, not this target) into a handler that answers each request as a port does, and
 // each request head through `CallOpening.decide` (the gateway's reading of a web call's headers: method, content
 // type, timeouts, encodings, CORS). Beyond not crashing:
 // - a head that is delivered has no Content-Length beside Transfer-Encoding, at most one Content-Length value,
