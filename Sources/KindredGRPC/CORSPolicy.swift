@@ -35,15 +35,15 @@ public struct CORSPolicy: Sendable, Hashable {
     }
 
     /// The answer to a preflight (OPTIONS with `Origin` and `Access-Control-Request-Method`): 204 with the CORS
-    /// headers for an allowed origin and method (POST; Connect's GET is not served), else 403 without them.
+    /// headers for an allowed origin and method (POST, or Connect's GET), else 403 without them.
     func preflight(origin: String?, requestMethod: String?) -> [HTTP2Header] {
-        guard let origin, self.allows(origin: origin), requestMethod == "POST" else {
+        guard let origin, self.allows(origin: origin), requestMethod == "POST" || requestMethod == "GET" else {
             return [HTTP2Header(":status", "403"), HTTP2Header("vary", "origin")]
         }
         return [
             HTTP2Header(":status", "204"),
             HTTP2Header("access-control-allow-origin", origin),
-            HTTP2Header("access-control-allow-methods", "POST"),
+            HTTP2Header("access-control-allow-methods", "POST, GET"),
             HTTP2Header("access-control-allow-headers", Self.allowedRequestHeaders),
             HTTP2Header("access-control-max-age", String(self.maxAge.components.seconds)),
             HTTP2Header("vary", "origin"),

@@ -6,7 +6,9 @@ import NIOCore
 /// server's protocols, a refusal in the caller's protocol, a plain HTTP refusal, or a CORS preflight's answer.
 /// A pure function of the headers and the server's configuration.
 enum CallOpening {
-    case call(handler: MethodHandler, path: String, response: WireResponse, deadline: NIODeadline?)
+    /// `message`: the request message a Connect GET carries in its URL (`ConnectGet`), delivered as the body;
+    /// nil for calls whose message comes in the body.
+    case call(handler: MethodHandler, path: String, response: WireResponse, deadline: NIODeadline?, message: [UInt8]? = nil)
     /// A status in the request's protocol. `unknownMethod`: counted as a call of path "unknown".
     case refuse(WireResponse, RPCError, unknownMethod: Bool)
     /// Not a call of any protocol served here (wrong method, unknown content type).
@@ -55,6 +57,10 @@ enum CallOpening {
         let web = configuration.web
         if method == "OPTIONS", let web {
             return .preflight(web.cors?.preflight(origin: origin, requestMethod: preflightMethod) ?? [HTTP2Header(":status", "403")])
+        }
+        if method == "GET", let web {
+            return ConnectGet.decide(
+                path: path, router: router, web: web, connectTimeout: connectTimeout, origin: origin)
         }
         guard method == "POST" else { return .http(status: "405", message: "gRPC requires POST") }
         guard let wire = WireProtocol.detect(contentType: contentType), wire == .grpc || web != nil,

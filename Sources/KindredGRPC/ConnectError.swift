@@ -2,10 +2,10 @@ import KindredProtobuf
 
 /// How a status travels in the Connect protocol (connectrpc.com/docs/protocol): its code name, the HTTP status
 /// of a unary error, and the error JSON (`{"code":"not_found","message":"…","details":[…]}`) that unary error
-/// bodies and the end-of-stream message carry.
-enum ConnectError {
+/// bodies and the end-of-stream message carry. Public for HTTP answers outside calls (the gateway's upload PUT).
+public enum ConnectError {
     /// Connect's name of a gRPC code (snake case; CANCELLED is `canceled`).
-    static func codeName(_ code: StatusCode) -> String {
+    public static func codeName(_ code: StatusCode) -> String {
         Self.names[code.rawValue]
     }
 
@@ -16,7 +16,7 @@ enum ConnectError {
     ]
 
     /// The HTTP status of a unary error response with this code (the Connect protocol's table).
-    static func httpStatus(_ code: StatusCode) -> Int {
+    public static func httpStatus(_ code: StatusCode) -> Int {
         switch code {
         case .cancelled: 499
         case .invalidArgument, .failedPrecondition, .outOfRange: 400
@@ -35,14 +35,20 @@ enum ConnectError {
     /// One entry of an error's `details`: a message type's full name and its serialized bytes, with the message
     /// as JSON in `debug` when the server can render it (clients ignore `debug`; people reading curl output
     /// do not).
-    struct Detail: Equatable {
-        var type: String
-        var value: [UInt8]
-        var debugJSON: [UInt8]?
+    public struct Detail: Equatable, Sendable {
+        public var type: String
+        public var value: [UInt8]
+        public var debugJSON: [UInt8]?
+
+        public init(type: String, value: [UInt8], debugJSON: [UInt8]?) {
+            self.type = type
+            self.value = value
+            self.debugJSON = debugJSON
+        }
     }
 
     /// The error object: `code`, `message` (omitted when empty) and `details` (omitted when there are none).
-    static func json(_ error: RPCError, details: [Detail]) -> [UInt8] {
+    public static func json(_ error: RPCError, details: [Detail]) -> [UInt8] {
         var out = JSONWriter()
         out.append("{\"code\":")
         out.string(Self.codeName(error.code))

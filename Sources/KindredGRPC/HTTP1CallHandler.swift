@@ -104,7 +104,7 @@ final class HTTP1CallHandler: ChannelDuplexHandler, ServerCallConnection {
         headers.reserveCapacity(head.headers.count + 2)
         for (name, value) in head.headers { headers.append(HTTP2Header(name.lowercased(), value)) }
         switch CallOpening.decide(headers, router: self.router, configuration: self.configuration, http1: true) {
-        case .call(let handler, let path, let response, let deadline):
+        case .call(let handler, let path, let response, let deadline, let message):
             self.requests &+= 1
             let call = ServerCall(
                 streamID: self.requests,
@@ -131,6 +131,8 @@ final class HTTP1CallHandler: ChannelDuplexHandler, ServerCallConnection {
                 // A client stream (a browser sends it whole): the handler reads the messages as they arrive.
                 call.start(firstMessage: nil, executor: executor, logger: self.logger)
             }
+            // A Connect GET's message is in its URL: it is the body.
+            if let message { self.receive(ByteBuffer(bytes: message)) }
         case .preflight(let answer):
             self.refusal = (answer, nil)
         case .http(let status, let message):

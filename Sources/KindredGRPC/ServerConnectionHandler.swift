@@ -267,14 +267,15 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         let path: String
         let response: WireResponse
         let deadline: NIODeadline?
+        let urlMessage: [UInt8]?
         switch CallOpening.decide(headers, router: self.router, configuration: self.configuration, http1: false) {
-        case .call(let found, let foundPath, let wireResponse, let foundDeadline):
-            (handler, path, response, deadline) = (found, foundPath, wireResponse, foundDeadline)
+        case .call(let found, let foundPath, let wireResponse, let foundDeadline, let message):
+            (handler, path, response, deadline, urlMessage) = (found, foundPath, wireResponse, foundDeadline, message)
         case .preflight(let answer):
             self.respondHeadersOnly(streamID: streamID, answer)
             return
         case .http(let status, let message):
-            self.respondHTTPError(streamID: streamID, status: status, code: .internalError, message)
+            self.respondHTTPError(streamID: streamID, status: status, code: GRPCHTTPStatus.code(status), message)
             return
         case .refuse(let wireResponse, let error, let unknownMethod):
             if unknownMethod { self.metrics.callFinished(path: "unknown", code: error.code, start: nil) }
@@ -309,6 +310,22 @@ final class ServerConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         }
         if !handler.singleRequest {
             self.startHandler(call, firstMessage: nil)
+        }
+        if let urlMessage {
+            // A Connect GET's message is in its URL: it is the body.
+            let failure = urlMessage.withUnsafeBytes { raw -> InboundMessages.ReceiveFailure? in
+                do throws(InboundMessages.ReceiveFailure) {
+                    _ = try call.inbound.receive(raw, allocator: context.channel.allocator)
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            if let failure {
+                self.finish(call, error: failure.rpcError)
+                self.cancel(call)
+                return
+            }
         }
         if endStream {
             self.http2Session(session, didReceiveEndStream: streamID)

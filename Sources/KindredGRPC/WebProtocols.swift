@@ -17,17 +17,22 @@ public struct WebProtocols: Sendable {
     /// the web protocols over HTTP/1.1 on the same port, told apart from HTTP/2 by the connection's first bytes.
     /// Nil: HTTP/2 only.
     public var http1: HTTP1Layer?
+    /// The paths of the unary methods that take Connect's GET (`ConnectGet`): those without side effects. Empty
+    /// (the default): every GET answers 405.
+    public var getMethods: Set<String>
 
     public init(
         cors: CORSPolicy? = nil,
         json: ProtoJSONCodec? = nil,
         errorDetails: [ErrorDetailMetadata] = [],
-        http1: HTTP1Layer? = nil
+        http1: HTTP1Layer? = nil,
+        getMethods: Set<String> = []
     ) {
         self.cors = cors
         self.json = json
         self.errorDetails = errorDetails
         self.http1 = http1
+        self.getMethods = getMethods
     }
 
     /// Installs an HTTP/1.1 server layer at the end of a connection's pipeline: handlers that take bytes and pass

@@ -68,9 +68,15 @@ public enum HTTP1Port {
     }
 
     /// The same layer for a gRPC server that serves the web protocols over HTTP/1.1 too (`WebProtocols.http1`).
-    /// The port's connection cap does not apply there: connections are accepted by the gRPC server.
+    /// Connections are accepted by the gRPC server and become HTTP/1.1 once their first bytes say so; from then on
+    /// they count against `limits.maxConnections` (`http_connections_open{port}`), and one past the cap is closed
+    /// before its request is read (`http_connections_refused_total{port}`).
     public static func layer(limits: HTTP1Limits, metrics: HTTP1PortMetrics) -> WebProtocols.HTTP1Layer {
-        WebProtocols.HTTP1Layer { sync in try Self.configure(sync, limits: limits, metrics: metrics) }
+        let open = NIOLockedValueBox(0)
+        return WebProtocols.HTTP1Layer { sync in
+            try sync.addHandler(HTTP1ConnectionCount(limit: limits.maxConnections, open: open, metrics: metrics))
+            try Self.configure(sync, limits: limits, metrics: metrics)
+        }
     }
 }
 
@@ -110,6 +116,51 @@ private final class HTTP1ConnectionCap: ChannelInboundHandler {
             metrics.closed()
         }
         context.fireChannelRead(data)
+    }
+}
+
+/// Counts a connection that turned out to be HTTP/1.1 on a port that accepts several protocols, against the cap:
+/// one past it is closed as soon as it is known (the sniffer adds this handler when the first bytes arrive).
+private final class HTTP1ConnectionCount: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    private let limit: Int
+    private let open: NIOLockedValueBox<Int>
+    private let metrics: HTTP1PortMetrics
+    private var counted = false
+
+    init(limit: Int, open: NIOLockedValueBox<Int>, metrics: HTTP1PortMetrics) {
+        self.limit = limit
+        self.open = open
+        self.metrics = metrics
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let admitted = self.open.withLockedValue { open -> Bool in
+            guard open < self.limit else { return false }
+            open += 1
+            return true
+        }
+        guard admitted else {
+            self.metrics.refused()
+            context.close(promise: nil)
+            return
+        }
+        self.counted = true
+        self.metrics.opened()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        guard self.counted else { return }
+        self.counted = false
+        self.open.withLockedValue { $0 -= 1 }
+        self.metrics.closed()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        // A refused connection reads nothing more.
+        if self.counted { context.fireChannelRead(data) }
     }
 }
 

@@ -184,7 +184,7 @@ public final class Gateway: Sendable {
         return Caller(identity: identity, clientAddress: address, forwardedMetadata: forwarded)
     }
 
-    private func take(_ limiter: TokenBucketLimiter, _ key: String, bucket: String) throws(RPCError) {
+    func take(_ limiter: TokenBucketLimiter, _ key: String, bucket: String) throws(RPCError) {
         if let wait = limiter.acquire(key) {
             self.metrics.rateLimited(bucket: bucket)
             throw GatewayErrors.rateLimited(retryAfter: wait)

@@ -100,8 +100,9 @@ public struct GatewayConfiguration: Sendable {
     /// `KINDRED_GATEWAY_WEB_HEADER_TIMEOUT_MS` (int, 100..300000, default 10000), `KINDRED_GATEWAY_WEB_BODY_TIMEOUT_MS`
     /// (100..300000, default 30000), `KINDRED_GATEWAY_WEB_IDLE_TIMEOUT_MS` (100..3600000, default 60000): the
     /// deadlines of HTTP/1.1 connections on the gRPC port (gRPC-Web and Connect from browsers and curl), as on the
-    /// media port (`HTTP1Limits`). Their number is not capped apart from the gRPC port's connections.
-    public var webLimits = HTTP1Limits(maxConnections: 100_000)
+    /// media port (`HTTP1Limits`); `KINDRED_GATEWAY_WEB_MAX_CONNECTIONS` (1..100000, default 4096): HTTP/1.1
+    /// connections open at once on the gRPC port (a browser opens up to six per origin; HTTP/2 ones do not count).
+    public var webLimits = HTTP1Limits(maxConnections: 4096)
     public init() {}
 
     /// Reads the `KINDRED_GATEWAY_*` settings; a bad value throws `ConfigurationError` naming the key.

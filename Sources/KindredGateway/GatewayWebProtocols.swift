@@ -5,7 +5,8 @@ import KindredProtoJSON
 
 extension WebProtocols {
     /// What the gateway serves beside gRPC: gRPC-Web and Connect (binary and JSON) for browsers and curl, CORS for
-    /// the configured origins, and Kindred's `ErrorDetail` as the detail of Connect errors.
+    /// the configured origins, Kindred's `ErrorDetail` as the detail of Connect errors, and Connect's GET for the
+    /// methods the protos mark `NO_SIDE_EFFECTS`.
     /// HTTP/1.1 on the gRPC port goes through the plain HTTP ports' layer (`HTTP1Port.configure`) with
     /// `configuration.webLimits`; its counters are `http_*{port="web"}`.
     static func gateway(_ configuration: GatewayConfiguration, metrics: HTTP1PortMetrics) -> WebProtocols {
@@ -15,7 +16,8 @@ extension WebProtocols {
             errorDetails: [
                 .init(metadataKey: Kindred.Common.V1.ErrorDetail.metadataKey, messageType: Kindred.Common.V1.ErrorDetail.self)
             ],
-            http1: HTTP1Port.layer(limits: configuration.webLimits, metrics: metrics)
+            http1: HTTP1Port.layer(limits: configuration.webLimits, metrics: metrics),
+            getMethods: ProtoJSON.sideEffectFreeMethods()
         )
     }
 }

@@ -9,6 +9,8 @@ struct ProfileAPI: GRPCService {
 
     /// The upload cap the gateway enforces while streaming, the same as the profile service's.
     static let maxUploadBytes: Int64 = 15 * 1024 * 1024
+    /// The chunk size uploads are forwarded in (the profile service's largest).
+    static let chunkBytes = 1 << 20
     /// Uploads take longer than the unary default deadline.
     static let uploadTimeout: Duration = .seconds(60)
 
@@ -80,6 +82,21 @@ struct ProfileAPI: GRPCService {
         router.clientStreaming(M.uploadPhoto) { requests, context in
             let caller = try await gateway.admit(context, .user)
             return try await gateway.proxyUpload(requests, caller)
+        }
+        router.unary(M.createUploadUrl) { request, context in
+            let caller = try await gateway.admit(context, .user)
+            guard gateway.configuration.mediaListen != nil, gateway.configuration.mediaURLKey != nil else {
+                throw GatewayErrors.notDeployed("Uploads by URL")
+            }
+            var forwarded = ProfileV1.CreateUploadUrlRequest()
+            forwarded.position = request.position
+            let response = try await gateway.profileService().call(P.createUploadUrl, forwarded, as: caller)
+            var answer = Api.CreateUploadUrlResponse()
+            answer.uploadUrl = response.uploadUrl
+            answer.uploadId = response.uploadId
+            answer.expiresUnix = response.expiresUnix
+            answer.maxSizeBytes = response.maxSizeBytes
+            return answer
         }
         router.unary(M.getPhoto) { request, context in
             let caller = try await gateway.admit(context, .user)

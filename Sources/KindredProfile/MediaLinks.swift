@@ -7,6 +7,8 @@ import KindredServiceKit
 struct MediaLinks: Sendable {
     let signer: MediaURLSigner
     let base: String
+    /// How long an upload URL takes a PUT.
+    var uploadLifetimeSeconds: Int64 = 600
 
     /// The photo's message with a URL per rendition, all expiring at the same (rounded) time.
     func photo(_ record: PhotoRecord, now: Int64 = Int64(Date().timeIntervalSince1970)) -> Kindred.Profile.V1.Photo {
@@ -25,6 +27,21 @@ struct MediaLinks: Sendable {
             }
         }
         return photo
+    }
+}
+
+extension MediaLinks {
+    /// A new upload URL for `userID`'s photo at `position`, with a fresh upload id.
+    func upload(userID: String, position: Int32, now: Int64 = Int64(Date().timeIntervalSince1970)) throws
+        -> Kindred.Profile.V1.CreateUploadUrlResponse
+    {
+        let path = MediaURLSigner.UploadPath(userID: userID, uploadID: try UUIDv7.generate(), position: position)
+        let expires = now + self.uploadLifetimeSeconds
+        return .with {
+            $0.uploadUrl = self.base + self.signer.sign(path, expires: expires)
+            $0.uploadId = path.uploadID
+            $0.expiresUnix = expires
+        }
     }
 }
 

@@ -92,10 +92,12 @@ struct PhotoStore: Sendable {
     }
 
     /// The photo a retried upload stored, by the user's upload key.
-    func photo(userID: String, uploadKey: String, in runner: some SQLRunner) async throws -> String? {
+    func photo(userID: String, uploadKey: String, in runner: some SQLRunner) async throws
+        -> (id: String, contentHash: [UInt8])?
+    {
         let rows = try await runner.query(
-            "SELECT id::text FROM photos WHERE user_id = \(userID) AND upload_key = \(uploadKey)")
-        return try rows.first?.decode(String.self, at: 0)
+            "SELECT id::text, content_hash FROM photos WHERE user_id = \(userID) AND upload_key = \(uploadKey)")
+        return try rows.first.map { try $0.decode((String, [UInt8]).self) }
     }
 
     /// The user's photo ids in position order (under the profile's lock).

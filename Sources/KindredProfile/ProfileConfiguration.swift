@@ -49,6 +49,9 @@ public struct ProfileConfiguration: Sendable {
     /// valid at least. Expiries are rounded up to a third of it, so a URL stays the same for that long (CDN hits)
     /// and is valid at most 4/3 of it. A URL cannot be revoked: this bounds how long one outlives a block.
     public var mediaURLLifetimeSeconds: Int64 = 900
+    /// `KINDRED_PROFILE_UPLOAD_URL_LIFETIME_SECONDS` (int, 60..86400), default 600: how long a CreateUploadUrl URL
+    /// takes a PUT (and a retried PUT answers the stored photo).
+    public var uploadURLLifetimeSeconds: Int64 = 600
     /// `KINDRED_LOCATION_KEY` (string, 32..256), required, the same value discovery has: where members are
     /// published, which card distances are measured between (`PublishedLocation`). Plain cell centres only for
     /// code that builds the configuration itself (tests).
@@ -84,5 +87,7 @@ public struct ProfileConfiguration: Sendable {
         self.uploadsPerHour = try reader.int("KINDRED_PROFILE_UPLOADS_PER_HOUR", default: self.uploadsPerHour, in: 1...10_000)
         self.mediaURLLifetimeSeconds = try reader.seconds(
             "KINDRED_PROFILE_MEDIA_URL_LIFETIME_SECONDS", default: self.mediaURLLifetimeSeconds, in: 60...86_400)
+        self.uploadURLLifetimeSeconds = try reader.seconds(
+            "KINDRED_PROFILE_UPLOAD_URL_LIFETIME_SECONDS", default: self.uploadURLLifetimeSeconds, in: 60...86_400)
     }
 }

@@ -1,4 +1,5 @@
 import KindredGRPC
+import KindredIdentity
 import KindredOpenSSL
 import KindredPostgres
 import KindredProto
@@ -32,17 +33,19 @@ extension ProfileService {
     /// Every rendition of `RenditionSpec.standard` as JPEG and WebP at quality 80, limits 15 MiB / 40 MP.
     static let pipeline = PhotoPipeline()
 
-    /// UploadPhoto: the user. Header first, then chunks; the declared size, the 15 MiB cap and the optional SHA-256
-    /// are checked while streaming, before anything is decoded. The pipeline runs on the photo workers; the
-    /// renditions' bytes go to the photo store before the transaction that references them commits.
+    /// UploadPhoto: the user, or the gateway with a signed upload URL (a PUT on its media port: the URL names the
+    /// member, position and idempotency key). Header first, then chunks; the declared size, the 15 MiB cap and the
+    /// optional SHA-256 are checked while streaming, before anything is decoded. The pipeline runs on the photo
+    /// workers; the renditions' bytes go to the photo store before the transaction that references them commits.
     func uploadPhoto(_ requests: RequestStream<V1.UploadPhotoRequest>, _ context: ServerContext) async throws
         -> V1.UploadPhotoResponse
     {
-        let caller = try await self.access.requireUser(context)
+        let identity = try await self.access.authenticate(context)
         var iterator = requests.makeAsyncIterator()
         guard case .header(let header)? = try await iterator.next()?.part else {
             throw ProfileError.invalid("header", "REQUIRED", "the first message is the header")
         }
+        let caller = try self.uploader(identity, header)
         guard Self.acceptedContentTypes.contains(header.contentType) else {
             throw ProfileError.invalid("header.content_type", "UNSUPPORTED_IMAGE", "image/jpeg, image/png, image/webp or image/heic")
         }
@@ -52,16 +55,20 @@ extension ProfileService {
         guard header.sha256.isEmpty || header.sha256.count == 32 else {
             throw ProfileError.invalid("header.sha256", "INVALID_FORMAT", "32 bytes, or empty")
         }
-        guard header.position >= 0 else { throw ProfileError.invalid("header.position", "OUT_OF_RANGE", ">= 0") }
-        let uploadKey = header.idempotencyKey.isEmpty ? nil : header.idempotencyKey
+        guard caller.position >= 0 else { throw ProfileError.invalid("header.position", "OUT_OF_RANGE", ">= 0") }
+        let uploadKey = caller.uploadKey
         if let uploadKey, !Self.isValidIdempotencyKey(uploadKey) {
             throw ProfileError.invalid("header.idempotency_key", "INVALID_FORMAT", "1..64 characters of [A-Za-z0-9_-]")
         }
         // A retried upload key answers with the first result at once, before a byte of the body is read: a
         // replay skips the rate limit and the photo cap, so it must not cost a buffer either. What the client
         // still sends is dropped (the stream is answered early, as HTTP/2 allows).
-        if let uploadKey, let retried = try await self.existingUpload(caller.id, uploadKey) { return retried }
-        guard let profile = try await self.record(caller.id) else { throw ProfileError.profileNotFound }
+        if let uploadKey, let retried = try await self.existingUpload(caller.id, uploadKey, sha256: header.sha256) {
+            return retried
+        }
+        guard let profile = try await self.record(caller.id), !profile.deactivated else {
+            throw ProfileError.profileNotFound
+        }
         let settings = try await self.settings(of: profile.communityID)
         guard profile.photos.count < Int(settings.maxPhotos) else { throw Self.photoLimitReached }
         if let wait = self.uploadLimiter.acquire(caller.id) {
@@ -117,7 +124,7 @@ extension ProfileService {
         }
 
         var photo = PhotoRecord(
-            id: try UUIDv7.generate(), userID: caller.id, position: header.position, version: 1,
+            id: try UUIDv7.generate(), userID: caller.id, position: caller.position, version: 1,
             contentHash: contentHash, width: 0, height: 0, uploadKey: uploadKey, createdUnixMs: Self.nowMilliseconds())
         for rendition in processed.renditions {
             guard let variant = PhotoVariants.variant(of: rendition.spec) else { continue }
@@ -137,13 +144,14 @@ extension ProfileService {
                 throw ProfileError.profileNotFound
             }
             if let uploadKey,
-                let id = try await self.photos.photo(userID: caller.id, uploadKey: uploadKey, in: transaction)
+                let first = try await self.photos.photo(userID: caller.id, uploadKey: uploadKey, in: transaction)
             {
-                return id  // a concurrent retry stored it first
+                guard first.contentHash == contentHash else { throw Self.uploadKeyReused }
+                return first.id  // a concurrent retry stored it first
             }
             let settings = try await self.settings(of: current.communityID, in: transaction)
             guard current.photos.count < Int(settings.maxPhotos) else { throw Self.photoLimitReached }
-            try await self.photos.insert(photo, at: Int(header.position), in: transaction)
+            try await self.photos.insert(photo, at: Int(caller.position), in: transaction)
             try await self.profiles.touch(userID: caller.id, card: true, in: transaction)
             let record = try await self.reread(caller.id, in: transaction)
             try await self.appendProfileUpdated(record, settings: settings, changed: ["photos"], in: transaction)
@@ -157,9 +165,63 @@ extension ProfileService {
     static let photoLimitReached = ProfileError(
         .failedPrecondition, "PHOTO_LIMIT_REACHED", "The profile holds the community's maximum of photos")
 
-    private func existingUpload(_ userID: String, _ key: String) async throws -> V1.UploadPhotoResponse? {
-        guard let id = try await self.photos.photo(userID: userID, uploadKey: key, in: self.database) else { return nil }
-        return try await self.uploadResponse(userID, photoID: id)
+    static let uploadKeyReused = ProfileError(
+        .alreadyExists, "UPLOAD_KEY_REUSED", "This upload id already stored a different photo")
+
+    /// Whose photo an upload stores, where, under which idempotency key.
+    struct Uploader {
+        var id: String
+        var position: Int32
+        var uploadKey: String?
+    }
+
+    /// A member uploading with their own token, or the gateway passing on a PUT to a signed upload URL, which is
+    /// checked here again (a service token alone cannot store a photo on anyone's profile).
+    private func uploader(_ identity: CallerIdentity, _ header: V1.PhotoUploadHeader) throws -> Uploader {
+        if header.uploadUrl.isEmpty {
+            let user = try ServiceAccess.user(identity)
+            return Uploader(
+                id: user.id, position: header.position,
+                uploadKey: header.idempotencyKey.isEmpty ? nil : header.idempotencyKey)
+        }
+        _ = try ServiceAccess.check(identity, allowed: ["gateway"])
+        guard header.position == 0, header.idempotencyKey.isEmpty else {
+            throw ProfileError.invalid("header.upload_url", "INVALID_FORMAT", "position and idempotency_key come from the URL")
+        }
+        guard let media = self.media,
+            let (path, _) = media.signer.verifyUpload(header.uploadUrl, now: Self.nowMilliseconds() / 1000)
+        else {
+            throw ProfileError(.permissionDenied, "INVALID_UPLOAD_URL", "The upload URL is invalid or has expired")
+        }
+        return Uploader(id: path.userID, position: path.position, uploadKey: path.uploadID)
+    }
+
+    /// CreateUploadUrl: the user, with a profile that has room for a photo.
+    func createUploadURL(_ request: V1.CreateUploadUrlRequest, _ context: ServerContext) async throws
+        -> V1.CreateUploadUrlResponse
+    {
+        let caller = try await self.access.requireUser(context)
+        guard let media = self.media else {
+            throw ProfileError(.unimplemented, "NOT_CONFIGURED", "This deployment serves no upload URLs")
+        }
+        guard request.position >= 0 else { throw ProfileError.invalid("position", "OUT_OF_RANGE", ">= 0") }
+        guard let profile = try await self.record(caller.id) else { throw ProfileError.profileNotFound }
+        let settings = try await self.settings(of: profile.communityID)
+        guard profile.photos.count < Int(settings.maxPhotos) else { throw Self.photoLimitReached }
+        // Any position past the end appends; the URL's is at most 999 (more than any community's max_photos).
+        var answer = try media.upload(userID: caller.id.lowercased(), position: min(request.position, 999))
+        answer.maxSizeBytes = Int64(Self.maxUploadBytes)
+        return answer
+    }
+
+    /// The answer to a retried upload key: the photo the first attempt stored; ALREADY_EXISTS when the retry
+    /// declares a different SHA-256 than the stored original's (another photo sent under a used key).
+    private func existingUpload(_ userID: String, _ key: String, sha256: [UInt8]) async throws -> V1.UploadPhotoResponse? {
+        guard let first = try await self.photos.photo(userID: userID, uploadKey: key, in: self.database) else {
+            return nil
+        }
+        guard sha256.isEmpty || sha256 == first.contentHash else { throw Self.uploadKeyReused }
+        return try await self.uploadResponse(userID, photoID: first.id)
     }
 
     private func uploadResponse(_ userID: String, photoID: String) async throws -> V1.UploadPhotoResponse {

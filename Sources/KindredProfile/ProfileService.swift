@@ -66,7 +66,11 @@ public final class ProfileService: GRPCService, Sendable {
         let lifetime = configuration.mediaURLLifetimeSeconds
         self.media = configuration.mediaURLKey.flatMap {
             MediaURLSigner(key: Array($0.utf8), lifetimeSeconds: lifetime, stepSeconds: max(1, lifetime / 3))
-        }.map { MediaLinks(signer: $0, base: configuration.mediaBaseURL) }
+        }.map {
+            MediaLinks(
+                signer: $0, base: configuration.mediaBaseURL,
+                uploadLifetimeSeconds: configuration.uploadURLLifetimeSeconds)
+        }
         self.propagationWait = CoreMetrics.Timer(label: "profile_propagation_wait_seconds", factory: metricsFactory)
         self.propagationTimeouts = Counter(label: "profile_propagation_timeouts_total", factory: metricsFactory)
         self.logger = logger
@@ -80,6 +84,7 @@ public final class ProfileService: GRPCService, Sendable {
         router.unary(M.updateProfile) { try await self.updateProfile($0, $1) }
         router.unary(M.updateLocation) { try await self.updateLocation($0, $1) }
         router.clientStreaming(M.uploadPhoto) { try await self.uploadPhoto($0, $1) }
+        router.unary(M.createUploadUrl) { try await self.createUploadURL($0, $1) }
         router.unary(M.getPhoto) { try await self.getPhoto($0, $1) }
         router.unary(M.deletePhoto) { try await self.deletePhoto($0, $1) }
         router.unary(M.reorderPhotos) { try await self.reorderPhotos($0, $1) }

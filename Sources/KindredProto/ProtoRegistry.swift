@@ -220,6 +220,8 @@ public enum ProtoRegistry {
         Kindred.Api.V1.UploadPhotoRequest.self,
         Kindred.Api.V1.PhotoUploadHeader.self,
         Kindred.Api.V1.UploadPhotoResponse.self,
+        Kindred.Api.V1.CreateUploadUrlRequest.self,
+        Kindred.Api.V1.CreateUploadUrlResponse.self,
         Kindred.Api.V1.GetPhotoRequest.self,
         Kindred.Api.V1.GetPhotoResponse.self,
         Kindred.Api.V1.DeletePhotoRequest.self,
@@ -437,6 +439,8 @@ public enum ProtoRegistry {
         Kindred.Profile.V1.UploadPhotoRequest.self,
         Kindred.Profile.V1.PhotoUploadHeader.self,
         Kindred.Profile.V1.UploadPhotoResponse.self,
+        Kindred.Profile.V1.CreateUploadUrlRequest.self,
+        Kindred.Profile.V1.CreateUploadUrlResponse.self,
         Kindred.Profile.V1.GetPhotoRequest.self,
         Kindred.Profile.V1.GetPhotoResponse.self,
         Kindred.Profile.V1.DeletePhotoRequest.self,
@@ -1030,7 +1034,7 @@ public enum ProtoRegistry {
             U1RBVFVTX1BFTkRJTkdfVkVSSUZJQ0FUSU9OEAESGQoVQUNDT1VOVF9TVEFUVVNfQUNUSVZFEAISHgoaQUNDT1VOVF9TVEFU
             VVNfREVBQ1RJVkFURUQQAyqAAQoMU2lnbkluTWV0aG9kEh4KGlNJR05fSU5fTUVUSE9EX1VOU1BFQ0lGSUVEEAASGwoXU0lH
             Tl9JTl9NRVRIT0RfUEFTU1dPUkQQARIZChVTSUdOX0lOX01FVEhPRF9HT09HTEUQAhIYChRTSUdOX0lOX01FVEhPRF9BUFBM
-            RRADMvUNCg5BY2NvdW50U2VydmljZRJHCgZTaWduVXASHS5raW5kcmVkLmFwaS52MS5TaWduVXBSZXF1ZXN0Gh4ua2luZHJl
+            RRADMv8NCg5BY2NvdW50U2VydmljZRJHCgZTaWduVXASHS5raW5kcmVkLmFwaS52MS5TaWduVXBSZXF1ZXN0Gh4ua2luZHJl
             ZC5hcGkudjEuU2lnblVwUmVzcG9uc2USVgoLVmVyaWZ5RW1haWwSIi5raW5kcmVkLmFwaS52MS5WZXJpZnlFbWFpbFJlcXVl
             c3QaIy5raW5kcmVkLmFwaS52MS5WZXJpZnlFbWFpbFJlc3BvbnNlEmsKElJlc2VuZFZlcmlmaWNhdGlvbhIpLmtpbmRyZWQu
             YXBpLnYxLlJlc2VuZFZlcmlmaWNhdGlvblJlcXVlc3QaKi5raW5kcmVkLmFwaS52MS5SZXNlbmRWZXJpZmljYXRpb25SZXNw
@@ -1040,21 +1044,22 @@ public enum ProtoRegistry {
             ZXNoUmVxdWVzdBofLmtpbmRyZWQuYXBpLnYxLlJlZnJlc2hSZXNwb25zZRJKCgdTaWduT3V0Eh4ua2luZHJlZC5hcGkudjEu
             U2lnbk91dFJlcXVlc3QaHy5raW5kcmVkLmFwaS52MS5TaWduT3V0UmVzcG9uc2USaAoRU2lnbk91dEV2ZXJ5d2hlcmUSKC5r
             aW5kcmVkLmFwaS52MS5TaWduT3V0RXZlcnl3aGVyZVJlcXVlc3QaKS5raW5kcmVkLmFwaS52MS5TaWduT3V0RXZlcnl3aGVy
-            ZVJlc3BvbnNlElMKCkdldEFjY291bnQSIS5raW5kcmVkLmFwaS52MS5HZXRBY2NvdW50UmVxdWVzdBoiLmtpbmRyZWQuYXBp
-            LnYxLkdldEFjY291bnRSZXNwb25zZRJcCg1DaGVja1VzZXJuYW1lEiQua2luZHJlZC5hcGkudjEuQ2hlY2tVc2VybmFtZVJl
-            cXVlc3QaJS5raW5kcmVkLmFwaS52MS5DaGVja1VzZXJuYW1lUmVzcG9uc2USXwoOQ2hhbmdlUGFzc3dvcmQSJS5raW5kcmVk
-            LmFwaS52MS5DaGFuZ2VQYXNzd29yZFJlcXVlc3QaJi5raW5kcmVkLmFwaS52MS5DaGFuZ2VQYXNzd29yZFJlc3BvbnNlEnEK
-            FFJlcXVlc3RQYXNzd29yZFJlc2V0Eisua2luZHJlZC5hcGkudjEuUmVxdWVzdFBhc3N3b3JkUmVzZXRSZXF1ZXN0Giwua2lu
-            ZHJlZC5hcGkudjEuUmVxdWVzdFBhc3N3b3JkUmVzZXRSZXNwb25zZRJcCg1SZXNldFBhc3N3b3JkEiQua2luZHJlZC5hcGku
-            djEuUmVzZXRQYXNzd29yZFJlcXVlc3QaJS5raW5kcmVkLmFwaS52MS5SZXNldFBhc3N3b3JkUmVzcG9uc2USVgoLQ2hhbmdl
-            RW1haWwSIi5raW5kcmVkLmFwaS52MS5DaGFuZ2VFbWFpbFJlcXVlc3QaIy5raW5kcmVkLmFwaS52MS5DaGFuZ2VFbWFpbFJl
-            c3BvbnNlEmsKEkNvbmZpcm1FbWFpbENoYW5nZRIpLmtpbmRyZWQuYXBpLnYxLkNvbmZpcm1FbWFpbENoYW5nZVJlcXVlc3Qa
-            Ki5raW5kcmVkLmFwaS52MS5Db25maXJtRW1haWxDaGFuZ2VSZXNwb25zZRJfCg5DaGFuZ2VVc2VybmFtZRIlLmtpbmRyZWQu
-            YXBpLnYxLkNoYW5nZVVzZXJuYW1lUmVxdWVzdBomLmtpbmRyZWQuYXBpLnYxLkNoYW5nZVVzZXJuYW1lUmVzcG9uc2USWQoM
-            TGlzdFNlc3Npb25zEiMua2luZHJlZC5hcGkudjEuTGlzdFNlc3Npb25zUmVxdWVzdBokLmtpbmRyZWQuYXBpLnYxLkxpc3RT
-            ZXNzaW9uc1Jlc3BvbnNlElwKDVJldm9rZVNlc3Npb24SJC5raW5kcmVkLmFwaS52MS5SZXZva2VTZXNzaW9uUmVxdWVzdBol
-            LmtpbmRyZWQuYXBpLnYxLlJldm9rZVNlc3Npb25SZXNwb25zZRJcCg1EZWxldGVBY2NvdW50EiQua2luZHJlZC5hcGkudjEu
-            RGVsZXRlQWNjb3VudFJlcXVlc3QaJS5raW5kcmVkLmFwaS52MS5EZWxldGVBY2NvdW50UmVzcG9uc2ViBnByb3RvMw==
+            ZVJlc3BvbnNlElgKCkdldEFjY291bnQSIS5raW5kcmVkLmFwaS52MS5HZXRBY2NvdW50UmVxdWVzdBoiLmtpbmRyZWQuYXBp
+            LnYxLkdldEFjY291bnRSZXNwb25zZSIDkAIBElwKDUNoZWNrVXNlcm5hbWUSJC5raW5kcmVkLmFwaS52MS5DaGVja1VzZXJu
+            YW1lUmVxdWVzdBolLmtpbmRyZWQuYXBpLnYxLkNoZWNrVXNlcm5hbWVSZXNwb25zZRJfCg5DaGFuZ2VQYXNzd29yZBIlLmtp
+            bmRyZWQuYXBpLnYxLkNoYW5nZVBhc3N3b3JkUmVxdWVzdBomLmtpbmRyZWQuYXBpLnYxLkNoYW5nZVBhc3N3b3JkUmVzcG9u
+            c2UScQoUUmVxdWVzdFBhc3N3b3JkUmVzZXQSKy5raW5kcmVkLmFwaS52MS5SZXF1ZXN0UGFzc3dvcmRSZXNldFJlcXVlc3Qa
+            LC5raW5kcmVkLmFwaS52MS5SZXF1ZXN0UGFzc3dvcmRSZXNldFJlc3BvbnNlElwKDVJlc2V0UGFzc3dvcmQSJC5raW5kcmVk
+            LmFwaS52MS5SZXNldFBhc3N3b3JkUmVxdWVzdBolLmtpbmRyZWQuYXBpLnYxLlJlc2V0UGFzc3dvcmRSZXNwb25zZRJWCgtD
+            aGFuZ2VFbWFpbBIiLmtpbmRyZWQuYXBpLnYxLkNoYW5nZUVtYWlsUmVxdWVzdBojLmtpbmRyZWQuYXBpLnYxLkNoYW5nZUVt
+            YWlsUmVzcG9uc2USawoSQ29uZmlybUVtYWlsQ2hhbmdlEikua2luZHJlZC5hcGkudjEuQ29uZmlybUVtYWlsQ2hhbmdlUmVx
+            dWVzdBoqLmtpbmRyZWQuYXBpLnYxLkNvbmZpcm1FbWFpbENoYW5nZVJlc3BvbnNlEl8KDkNoYW5nZVVzZXJuYW1lEiUua2lu
+            ZHJlZC5hcGkudjEuQ2hhbmdlVXNlcm5hbWVSZXF1ZXN0GiYua2luZHJlZC5hcGkudjEuQ2hhbmdlVXNlcm5hbWVSZXNwb25z
+            ZRJeCgxMaXN0U2Vzc2lvbnMSIy5raW5kcmVkLmFwaS52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiQua2luZHJlZC5hcGkudjEu
+            TGlzdFNlc3Npb25zUmVzcG9uc2UiA5ACARJcCg1SZXZva2VTZXNzaW9uEiQua2luZHJlZC5hcGkudjEuUmV2b2tlU2Vzc2lv
+            blJlcXVlc3QaJS5raW5kcmVkLmFwaS52MS5SZXZva2VTZXNzaW9uUmVzcG9uc2USXAoNRGVsZXRlQWNjb3VudBIkLmtpbmRy
+            ZWQuYXBpLnYxLkRlbGV0ZUFjY291bnRSZXF1ZXN0GiUua2luZHJlZC5hcGkudjEuRGVsZXRlQWNjb3VudFJlc3BvbnNlYgZw
+            cm90bzM=
             """
         ),
         ProtoFileDescriptor(
@@ -1826,18 +1831,18 @@ public enum ProtoRegistry {
             Tl9PTERFUhABEhsKF0hJU1RPUllfRElSRUNUSU9OX05FV0VSEAIqrgEKEkNsb3NlZFRocmVhZFJlYXNvbhIkCiBDTE9TRURf
             VEhSRUFEX1JFQVNPTl9VTlNQRUNJRklFRBAAEh4KGkNMT1NFRF9USFJFQURfUkVBU09OX0VOREVEEAESKQolQ0xPU0VEX1RI
             UkVBRF9SRUFTT05fVU5NQVRDSEVEX0JZX1lPVRACEicKI0NMT1NFRF9USFJFQURfUkVBU09OX0JMT0NLRURfQllfWU9VEAMy
-            lwYKC0NoYXRTZXJ2aWNlElYKC0xpc3RUaHJlYWRzEiIua2luZHJlZC5hcGkudjEuTGlzdFRocmVhZHNSZXF1ZXN0GiMua2lu
-            ZHJlZC5hcGkudjEuTGlzdFRocmVhZHNSZXNwb25zZRJWCgtTZW5kTWVzc2FnZRIiLmtpbmRyZWQuYXBpLnYxLlNlbmRNZXNz
-            YWdlUmVxdWVzdBojLmtpbmRyZWQuYXBpLnYxLlNlbmRNZXNzYWdlUmVzcG9uc2USSgoHSGlzdG9yeRIeLmtpbmRyZWQuYXBp
-            LnYxLkhpc3RvcnlSZXF1ZXN0Gh8ua2luZHJlZC5hcGkudjEuSGlzdG9yeVJlc3BvbnNlEk0KCE1hcmtSZWFkEh8ua2luZHJl
-            ZC5hcGkudjEuTWFya1JlYWRSZXF1ZXN0GiAua2luZHJlZC5hcGkudjEuTWFya1JlYWRSZXNwb25zZRJcCg1NYXJrRGVsaXZl
-            cmVkEiQua2luZHJlZC5hcGkudjEuTWFya0RlbGl2ZXJlZFJlcXVlc3QaJS5raW5kcmVkLmFwaS52MS5NYXJrRGVsaXZlcmVk
-            UmVzcG9uc2USUgoJU3Vic2NyaWJlEiAua2luZHJlZC5hcGkudjEuU3Vic2NyaWJlUmVxdWVzdBohLmtpbmRyZWQuYXBpLnYx
-            LlN1YnNjcmliZVJlc3BvbnNlMAESUwoKU2VuZFR5cGluZxIhLmtpbmRyZWQuYXBpLnYxLlNlbmRUeXBpbmdSZXF1ZXN0GiIu
-            a2luZHJlZC5hcGkudjEuU2VuZFR5cGluZ1Jlc3BvbnNlElcKD0dldENoYXRTZXR0aW5ncxImLmtpbmRyZWQuYXBpLnYxLkdl
-            dENoYXRTZXR0aW5nc1JlcXVlc3QaHC5raW5kcmVkLmFwaS52MS5DaGF0U2V0dGluZ3MSXQoSVXBkYXRlQ2hhdFNldHRpbmdz
-            Eikua2luZHJlZC5hcGkudjEuVXBkYXRlQ2hhdFNldHRpbmdzUmVxdWVzdBocLmtpbmRyZWQuYXBpLnYxLkNoYXRTZXR0aW5n
-            c2IGcHJvdG8z
+            oQYKC0NoYXRTZXJ2aWNlElsKC0xpc3RUaHJlYWRzEiIua2luZHJlZC5hcGkudjEuTGlzdFRocmVhZHNSZXF1ZXN0GiMua2lu
+            ZHJlZC5hcGkudjEuTGlzdFRocmVhZHNSZXNwb25zZSIDkAIBElYKC1NlbmRNZXNzYWdlEiIua2luZHJlZC5hcGkudjEuU2Vu
+            ZE1lc3NhZ2VSZXF1ZXN0GiMua2luZHJlZC5hcGkudjEuU2VuZE1lc3NhZ2VSZXNwb25zZRJKCgdIaXN0b3J5Eh4ua2luZHJl
+            ZC5hcGkudjEuSGlzdG9yeVJlcXVlc3QaHy5raW5kcmVkLmFwaS52MS5IaXN0b3J5UmVzcG9uc2USTQoITWFya1JlYWQSHy5r
+            aW5kcmVkLmFwaS52MS5NYXJrUmVhZFJlcXVlc3QaIC5raW5kcmVkLmFwaS52MS5NYXJrUmVhZFJlc3BvbnNlElwKDU1hcmtE
+            ZWxpdmVyZWQSJC5raW5kcmVkLmFwaS52MS5NYXJrRGVsaXZlcmVkUmVxdWVzdBolLmtpbmRyZWQuYXBpLnYxLk1hcmtEZWxp
+            dmVyZWRSZXNwb25zZRJSCglTdWJzY3JpYmUSIC5raW5kcmVkLmFwaS52MS5TdWJzY3JpYmVSZXF1ZXN0GiEua2luZHJlZC5h
+            cGkudjEuU3Vic2NyaWJlUmVzcG9uc2UwARJTCgpTZW5kVHlwaW5nEiEua2luZHJlZC5hcGkudjEuU2VuZFR5cGluZ1JlcXVl
+            c3QaIi5raW5kcmVkLmFwaS52MS5TZW5kVHlwaW5nUmVzcG9uc2USXAoPR2V0Q2hhdFNldHRpbmdzEiYua2luZHJlZC5hcGku
+            djEuR2V0Q2hhdFNldHRpbmdzUmVxdWVzdBocLmtpbmRyZWQuYXBpLnYxLkNoYXRTZXR0aW5ncyIDkAIBEl0KElVwZGF0ZUNo
+            YXRTZXR0aW5ncxIpLmtpbmRyZWQuYXBpLnYxLlVwZGF0ZUNoYXRTZXR0aW5nc1JlcXVlc3QaHC5raW5kcmVkLmFwaS52MS5D
+            aGF0U2V0dGluZ3NiBnByb3RvMw==
             """
         ),
         ProtoFileDescriptor(
@@ -2077,15 +2082,16 @@ public enum ProtoRegistry {
             UgZyZWFzb24SGAoHZGV0YWlscxgDIAEoCVIHZGV0YWlscxIfCgttZXNzYWdlX2lkcxgEIAMoCVIKbWVzc2FnZUlkcxIbCglw
             aG90b19pZHMYBSADKAlSCHBob3RvSWRzEh0KCmFsc29fYmxvY2sYBiABKAhSCWFsc29CbG9jaxInCg9pZGVtcG90ZW5jeV9r
             ZXkYByABKAlSDmlkZW1wb3RlbmN5S2V5IksKElJlcG9ydFVzZXJSZXNwb25zZRIbCglyZXBvcnRfaWQYASABKAlSCHJlcG9y
-            dElkEhgKB2Jsb2NrZWQYAiABKAhSB2Jsb2NrZWQy2AQKDE1hdGNoU2VydmljZRJWCgtMaXN0TWF0Y2hlcxIiLmtpbmRyZWQu
-            YXBpLnYxLkxpc3RNYXRjaGVzUmVxdWVzdBojLmtpbmRyZWQuYXBpLnYxLkxpc3RNYXRjaGVzUmVzcG9uc2USSgoHVW5tYXRj
-            aBIeLmtpbmRyZWQuYXBpLnYxLlVubWF0Y2hSZXF1ZXN0Gh8ua2luZHJlZC5hcGkudjEuVW5tYXRjaFJlc3BvbnNlEmgKEUxp
-            c3RMaWtlc1JlY2VpdmVkEigua2luZHJlZC5hcGkudjEuTGlzdExpa2VzUmVjZWl2ZWRSZXF1ZXN0Gikua2luZHJlZC5hcGku
-            djEuTGlzdExpa2VzUmVjZWl2ZWRSZXNwb25zZRJECgVCbG9jaxIcLmtpbmRyZWQuYXBpLnYxLkJsb2NrUmVxdWVzdBodLmtp
-            bmRyZWQuYXBpLnYxLkJsb2NrUmVzcG9uc2USSgoHVW5ibG9jaxIeLmtpbmRyZWQuYXBpLnYxLlVuYmxvY2tSZXF1ZXN0Gh8u
-            a2luZHJlZC5hcGkudjEuVW5ibG9ja1Jlc3BvbnNlElMKCkxpc3RCbG9ja3MSIS5raW5kcmVkLmFwaS52MS5MaXN0QmxvY2tz
-            UmVxdWVzdBoiLmtpbmRyZWQuYXBpLnYxLkxpc3RCbG9ja3NSZXNwb25zZRJTCgpSZXBvcnRVc2VyEiEua2luZHJlZC5hcGku
-            djEuUmVwb3J0VXNlclJlcXVlc3QaIi5raW5kcmVkLmFwaS52MS5SZXBvcnRVc2VyUmVzcG9uc2ViBnByb3RvMw==
+            dElkEhgKB2Jsb2NrZWQYAiABKAhSB2Jsb2NrZWQy5wQKDE1hdGNoU2VydmljZRJbCgtMaXN0TWF0Y2hlcxIiLmtpbmRyZWQu
+            YXBpLnYxLkxpc3RNYXRjaGVzUmVxdWVzdBojLmtpbmRyZWQuYXBpLnYxLkxpc3RNYXRjaGVzUmVzcG9uc2UiA5ACARJKCgdV
+            bm1hdGNoEh4ua2luZHJlZC5hcGkudjEuVW5tYXRjaFJlcXVlc3QaHy5raW5kcmVkLmFwaS52MS5Vbm1hdGNoUmVzcG9uc2US
+            bQoRTGlzdExpa2VzUmVjZWl2ZWQSKC5raW5kcmVkLmFwaS52MS5MaXN0TGlrZXNSZWNlaXZlZFJlcXVlc3QaKS5raW5kcmVk
+            LmFwaS52MS5MaXN0TGlrZXNSZWNlaXZlZFJlc3BvbnNlIgOQAgESRAoFQmxvY2sSHC5raW5kcmVkLmFwaS52MS5CbG9ja1Jl
+            cXVlc3QaHS5raW5kcmVkLmFwaS52MS5CbG9ja1Jlc3BvbnNlEkoKB1VuYmxvY2sSHi5raW5kcmVkLmFwaS52MS5VbmJsb2Nr
+            UmVxdWVzdBofLmtpbmRyZWQuYXBpLnYxLlVuYmxvY2tSZXNwb25zZRJYCgpMaXN0QmxvY2tzEiEua2luZHJlZC5hcGkudjEu
+            TGlzdEJsb2Nrc1JlcXVlc3QaIi5raW5kcmVkLmFwaS52MS5MaXN0QmxvY2tzUmVzcG9uc2UiA5ACARJTCgpSZXBvcnRVc2Vy
+            EiEua2luZHJlZC5hcGkudjEuUmVwb3J0VXNlclJlcXVlc3QaIi5raW5kcmVkLmFwaS52MS5SZXBvcnRVc2VyUmVzcG9uc2Vi
+            BnByb3RvMw==
             """
         ),
         ProtoFileDescriptor(
@@ -2249,6 +2255,13 @@ public enum ProtoRegistry {
                 "kindred.api.v1.UploadPhotoResponse",
                 "kindred.api.v1.UploadPhotoResponse.photo",
                 "kindred.api.v1.UploadPhotoResponse.photos",
+                "kindred.api.v1.CreateUploadUrlRequest",
+                "kindred.api.v1.CreateUploadUrlRequest.position",
+                "kindred.api.v1.CreateUploadUrlResponse",
+                "kindred.api.v1.CreateUploadUrlResponse.upload_url",
+                "kindred.api.v1.CreateUploadUrlResponse.upload_id",
+                "kindred.api.v1.CreateUploadUrlResponse.expires_unix",
+                "kindred.api.v1.CreateUploadUrlResponse.max_size_bytes",
                 "kindred.api.v1.GetPhotoRequest",
                 "kindred.api.v1.GetPhotoRequest.photo_id",
                 "kindred.api.v1.GetPhotoRequest.variant",
@@ -2279,6 +2292,7 @@ public enum ProtoRegistry {
                 "kindred.api.v1.ProfileService.UpdateProfile",
                 "kindred.api.v1.ProfileService.UpdateLocation",
                 "kindred.api.v1.ProfileService.UploadPhoto",
+                "kindred.api.v1.ProfileService.CreateUploadUrl",
                 "kindred.api.v1.ProfileService.GetPhoto",
                 "kindred.api.v1.ProfileService.DeletePhoto",
                 "kindred.api.v1.ProfileService.ReorderPhotos",
@@ -2308,29 +2322,34 @@ public enum ProtoRegistry {
             b3RhbF9zaXplX2J5dGVzGAIgASgDUg50b3RhbFNpemVCeXRlcxIWCgZzaGEyNTYYAyABKAxSBnNoYTI1NhIaCghwb3NpdGlv
             bhgEIAEoBVIIcG9zaXRpb24SJwoPaWRlbXBvdGVuY3lfa2V5GAUgASgJUg5pZGVtcG90ZW5jeUtleSJxChNVcGxvYWRQaG90
             b1Jlc3BvbnNlEisKBXBob3RvGAEgASgLMhUua2luZHJlZC5hcGkudjEuUGhvdG9SBXBob3RvEi0KBnBob3RvcxgCIAMoCzIV
-            LmtpbmRyZWQuYXBpLnYxLlBob3RvUgZwaG90b3MiowEKD0dldFBob3RvUmVxdWVzdBIZCghwaG90b19pZBgBIAEoCVIHcGhv
-            dG9JZBI5Cgd2YXJpYW50GAIgASgOMh8ua2luZHJlZC5jb21tb24udjEuUGhvdG9WYXJpYW50Ugd2YXJpYW50EiIKDWlmX25v
-            bmVfbWF0Y2gYAyABKAlSC2lmTm9uZU1hdGNoEhYKBmZvcm1hdBgEIAEoCVIGZm9ybWF0IvsBChBHZXRQaG90b1Jlc3BvbnNl
-            EiEKDG5vdF9tb2RpZmllZBgBIAEoCFILbm90TW9kaWZpZWQSEgoEZXRhZxgCIAEoCVIEZXRhZxIhCgxjb250ZW50X3R5cGUY
-            AyABKAlSC2NvbnRlbnRUeXBlEhIKBGRhdGEYBCABKAxSBGRhdGESFAoFd2lkdGgYBSABKAVSBXdpZHRoEhYKBmhlaWdodBgG
-            IAEoBVIGaGVpZ2h0EhgKB3ZlcnNpb24YByABKANSB3ZlcnNpb24SMQoVY2FjaGVfbWF4X2FnZV9zZWNvbmRzGAggASgFUhJj
-            YWNoZU1heEFnZVNlY29uZHMiLwoSRGVsZXRlUGhvdG9SZXF1ZXN0EhkKCHBob3RvX2lkGAEgASgJUgdwaG90b0lkIkQKE0Rl
-            bGV0ZVBob3RvUmVzcG9uc2USLQoGcGhvdG9zGAEgAygLMhUua2luZHJlZC5hcGkudjEuUGhvdG9SBnBob3RvcyIzChRSZW9y
-            ZGVyUGhvdG9zUmVxdWVzdBIbCglwaG90b19pZHMYASADKAlSCHBob3RvSWRzIkYKFVJlb3JkZXJQaG90b3NSZXNwb25zZRIt
-            CgZwaG90b3MYASADKAsyFS5raW5kcmVkLmFwaS52MS5QaG90b1IGcGhvdG9zMpcHCg5Qcm9maWxlU2VydmljZRJZCgxHZXRD
-            b21tdW5pdHkSIy5raW5kcmVkLmFwaS52MS5HZXRDb21tdW5pdHlSZXF1ZXN0GiQua2luZHJlZC5hcGkudjEuR2V0Q29tbXVu
-            aXR5UmVzcG9uc2USXAoNQ3JlYXRlUHJvZmlsZRIkLmtpbmRyZWQuYXBpLnYxLkNyZWF0ZVByb2ZpbGVSZXF1ZXN0GiUua2lu
-            ZHJlZC5hcGkudjEuQ3JlYXRlUHJvZmlsZVJlc3BvbnNlElkKDEdldE15UHJvZmlsZRIjLmtpbmRyZWQuYXBpLnYxLkdldE15
-            UHJvZmlsZVJlcXVlc3QaJC5raW5kcmVkLmFwaS52MS5HZXRNeVByb2ZpbGVSZXNwb25zZRJTCgpHZXRQcm9maWxlEiEua2lu
-            ZHJlZC5hcGkudjEuR2V0UHJvZmlsZVJlcXVlc3QaIi5raW5kcmVkLmFwaS52MS5HZXRQcm9maWxlUmVzcG9uc2USXAoNVXBk
-            YXRlUHJvZmlsZRIkLmtpbmRyZWQuYXBpLnYxLlVwZGF0ZVByb2ZpbGVSZXF1ZXN0GiUua2luZHJlZC5hcGkudjEuVXBkYXRl
-            UHJvZmlsZVJlc3BvbnNlEl8KDlVwZGF0ZUxvY2F0aW9uEiUua2luZHJlZC5hcGkudjEuVXBkYXRlTG9jYXRpb25SZXF1ZXN0
-            GiYua2luZHJlZC5hcGkudjEuVXBkYXRlTG9jYXRpb25SZXNwb25zZRJYCgtVcGxvYWRQaG90bxIiLmtpbmRyZWQuYXBpLnYx
-            LlVwbG9hZFBob3RvUmVxdWVzdBojLmtpbmRyZWQuYXBpLnYxLlVwbG9hZFBob3RvUmVzcG9uc2UoARJNCghHZXRQaG90bxIf
-            LmtpbmRyZWQuYXBpLnYxLkdldFBob3RvUmVxdWVzdBogLmtpbmRyZWQuYXBpLnYxLkdldFBob3RvUmVzcG9uc2USVgoLRGVs
-            ZXRlUGhvdG8SIi5raW5kcmVkLmFwaS52MS5EZWxldGVQaG90b1JlcXVlc3QaIy5raW5kcmVkLmFwaS52MS5EZWxldGVQaG90
-            b1Jlc3BvbnNlElwKDVJlb3JkZXJQaG90b3MSJC5raW5kcmVkLmFwaS52MS5SZW9yZGVyUGhvdG9zUmVxdWVzdBolLmtpbmRy
-            ZWQuYXBpLnYxLlJlb3JkZXJQaG90b3NSZXNwb25zZWIGcHJvdG8z
+            LmtpbmRyZWQuYXBpLnYxLlBob3RvUgZwaG90b3MiNAoWQ3JlYXRlVXBsb2FkVXJsUmVxdWVzdBIaCghwb3NpdGlvbhgBIAEo
+            BVIIcG9zaXRpb24ingEKF0NyZWF0ZVVwbG9hZFVybFJlc3BvbnNlEh0KCnVwbG9hZF91cmwYASABKAlSCXVwbG9hZFVybBIb
+            Cgl1cGxvYWRfaWQYAiABKAlSCHVwbG9hZElkEiEKDGV4cGlyZXNfdW5peBgDIAEoA1ILZXhwaXJlc1VuaXgSJAoObWF4X3Np
+            emVfYnl0ZXMYBCABKANSDG1heFNpemVCeXRlcyKjAQoPR2V0UGhvdG9SZXF1ZXN0EhkKCHBob3RvX2lkGAEgASgJUgdwaG90
+            b0lkEjkKB3ZhcmlhbnQYAiABKA4yHy5raW5kcmVkLmNvbW1vbi52MS5QaG90b1ZhcmlhbnRSB3ZhcmlhbnQSIgoNaWZfbm9u
+            ZV9tYXRjaBgDIAEoCVILaWZOb25lTWF0Y2gSFgoGZm9ybWF0GAQgASgJUgZmb3JtYXQi+wEKEEdldFBob3RvUmVzcG9uc2US
+            IQoMbm90X21vZGlmaWVkGAEgASgIUgtub3RNb2RpZmllZBISCgRldGFnGAIgASgJUgRldGFnEiEKDGNvbnRlbnRfdHlwZRgD
+            IAEoCVILY29udGVudFR5cGUSEgoEZGF0YRgEIAEoDFIEZGF0YRIUCgV3aWR0aBgFIAEoBVIFd2lkdGgSFgoGaGVpZ2h0GAYg
+            ASgFUgZoZWlnaHQSGAoHdmVyc2lvbhgHIAEoA1IHdmVyc2lvbhIxChVjYWNoZV9tYXhfYWdlX3NlY29uZHMYCCABKAVSEmNh
+            Y2hlTWF4QWdlU2Vjb25kcyIvChJEZWxldGVQaG90b1JlcXVlc3QSGQoIcGhvdG9faWQYASABKAlSB3Bob3RvSWQiRAoTRGVs
+            ZXRlUGhvdG9SZXNwb25zZRItCgZwaG90b3MYASADKAsyFS5raW5kcmVkLmFwaS52MS5QaG90b1IGcGhvdG9zIjMKFFJlb3Jk
+            ZXJQaG90b3NSZXF1ZXN0EhsKCXBob3RvX2lkcxgBIAMoCVIIcGhvdG9JZHMiRgoVUmVvcmRlclBob3Rvc1Jlc3BvbnNlEi0K
+            BnBob3RvcxgBIAMoCzIVLmtpbmRyZWQuYXBpLnYxLlBob3RvUgZwaG90b3MyjwgKDlByb2ZpbGVTZXJ2aWNlEl4KDEdldENv
+            bW11bml0eRIjLmtpbmRyZWQuYXBpLnYxLkdldENvbW11bml0eVJlcXVlc3QaJC5raW5kcmVkLmFwaS52MS5HZXRDb21tdW5p
+            dHlSZXNwb25zZSIDkAIBElwKDUNyZWF0ZVByb2ZpbGUSJC5raW5kcmVkLmFwaS52MS5DcmVhdGVQcm9maWxlUmVxdWVzdBol
+            LmtpbmRyZWQuYXBpLnYxLkNyZWF0ZVByb2ZpbGVSZXNwb25zZRJeCgxHZXRNeVByb2ZpbGUSIy5raW5kcmVkLmFwaS52MS5H
+            ZXRNeVByb2ZpbGVSZXF1ZXN0GiQua2luZHJlZC5hcGkudjEuR2V0TXlQcm9maWxlUmVzcG9uc2UiA5ACARJYCgpHZXRQcm9m
+            aWxlEiEua2luZHJlZC5hcGkudjEuR2V0UHJvZmlsZVJlcXVlc3QaIi5raW5kcmVkLmFwaS52MS5HZXRQcm9maWxlUmVzcG9u
+            c2UiA5ACARJcCg1VcGRhdGVQcm9maWxlEiQua2luZHJlZC5hcGkudjEuVXBkYXRlUHJvZmlsZVJlcXVlc3QaJS5raW5kcmVk
+            LmFwaS52MS5VcGRhdGVQcm9maWxlUmVzcG9uc2USXwoOVXBkYXRlTG9jYXRpb24SJS5raW5kcmVkLmFwaS52MS5VcGRhdGVM
+            b2NhdGlvblJlcXVlc3QaJi5raW5kcmVkLmFwaS52MS5VcGRhdGVMb2NhdGlvblJlc3BvbnNlElgKC1VwbG9hZFBob3RvEiIu
+            a2luZHJlZC5hcGkudjEuVXBsb2FkUGhvdG9SZXF1ZXN0GiMua2luZHJlZC5hcGkudjEuVXBsb2FkUGhvdG9SZXNwb25zZSgB
+            EmIKD0NyZWF0ZVVwbG9hZFVybBImLmtpbmRyZWQuYXBpLnYxLkNyZWF0ZVVwbG9hZFVybFJlcXVlc3QaJy5raW5kcmVkLmFw
+            aS52MS5DcmVhdGVVcGxvYWRVcmxSZXNwb25zZRJSCghHZXRQaG90bxIfLmtpbmRyZWQuYXBpLnYxLkdldFBob3RvUmVxdWVz
+            dBogLmtpbmRyZWQuYXBpLnYxLkdldFBob3RvUmVzcG9uc2UiA5ACARJWCgtEZWxldGVQaG90bxIiLmtpbmRyZWQuYXBpLnYx
+            LkRlbGV0ZVBob3RvUmVxdWVzdBojLmtpbmRyZWQuYXBpLnYxLkRlbGV0ZVBob3RvUmVzcG9uc2USXAoNUmVvcmRlclBob3Rv
+            cxIkLmtpbmRyZWQuYXBpLnYxLlJlb3JkZXJQaG90b3NSZXF1ZXN0GiUua2luZHJlZC5hcGkudjEuUmVvcmRlclBob3Rvc1Jl
+            c3BvbnNlYgZwcm90bzM=
             """
         ),
         ProtoFileDescriptor(
@@ -4076,9 +4095,17 @@ public enum ProtoRegistry {
                 "kindred.profile.v1.PhotoUploadHeader.sha256",
                 "kindred.profile.v1.PhotoUploadHeader.position",
                 "kindred.profile.v1.PhotoUploadHeader.idempotency_key",
+                "kindred.profile.v1.PhotoUploadHeader.upload_url",
                 "kindred.profile.v1.UploadPhotoResponse",
                 "kindred.profile.v1.UploadPhotoResponse.photo",
                 "kindred.profile.v1.UploadPhotoResponse.photos",
+                "kindred.profile.v1.CreateUploadUrlRequest",
+                "kindred.profile.v1.CreateUploadUrlRequest.position",
+                "kindred.profile.v1.CreateUploadUrlResponse",
+                "kindred.profile.v1.CreateUploadUrlResponse.upload_url",
+                "kindred.profile.v1.CreateUploadUrlResponse.upload_id",
+                "kindred.profile.v1.CreateUploadUrlResponse.expires_unix",
+                "kindred.profile.v1.CreateUploadUrlResponse.max_size_bytes",
                 "kindred.profile.v1.GetPhotoRequest",
                 "kindred.profile.v1.GetPhotoRequest.photo_id",
                 "kindred.profile.v1.GetPhotoRequest.variant",
@@ -4108,21 +4135,25 @@ public enum ProtoRegistry {
             Ch5raW5kcmVkL3Byb2ZpbGUvdjEvcGhvdG8ucHJvdG8SEmtpbmRyZWQucHJvZmlsZS52MRoea2luZHJlZC9jb21tb24vdjEv
             Y29tbW9uLnByb3RvGh5raW5kcmVkL3Byb2ZpbGUvdjEvdHlwZXMucHJvdG8idQoSVXBsb2FkUGhvdG9SZXF1ZXN0Ej8KBmhl
             YWRlchgBIAEoCzIlLmtpbmRyZWQucHJvZmlsZS52MS5QaG90b1VwbG9hZEhlYWRlckgAUgZoZWFkZXISFgoFY2h1bmsYAiAB
-            KAxIAFIFY2h1bmtCBgoEcGFydCK9AQoRUGhvdG9VcGxvYWRIZWFkZXISIQoMY29udGVudF90eXBlGAEgASgJUgtjb250ZW50
+            KAxIAFIFY2h1bmtCBgoEcGFydCLcAQoRUGhvdG9VcGxvYWRIZWFkZXISIQoMY29udGVudF90eXBlGAEgASgJUgtjb250ZW50
             VHlwZRIoChB0b3RhbF9zaXplX2J5dGVzGAIgASgDUg50b3RhbFNpemVCeXRlcxIWCgZzaGEyNTYYAyABKAxSBnNoYTI1NhIa
-            Cghwb3NpdGlvbhgEIAEoBVIIcG9zaXRpb24SJwoPaWRlbXBvdGVuY3lfa2V5GAUgASgJUg5pZGVtcG90ZW5jeUtleSJ5ChNV
-            cGxvYWRQaG90b1Jlc3BvbnNlEi8KBXBob3RvGAEgASgLMhkua2luZHJlZC5wcm9maWxlLnYxLlBob3RvUgVwaG90bxIxCgZw
-            aG90b3MYAiADKAsyGS5raW5kcmVkLnByb2ZpbGUudjEuUGhvdG9SBnBob3RvcyLJAQoPR2V0UGhvdG9SZXF1ZXN0EhkKCHBo
-            b3RvX2lkGAEgASgJUgdwaG90b0lkEjkKB3ZhcmlhbnQYAiABKA4yHy5raW5kcmVkLmNvbW1vbi52MS5QaG90b1ZhcmlhbnRS
-            B3ZhcmlhbnQSIgoNaWZfbm9uZV9tYXRjaBgDIAEoCVILaWZOb25lTWF0Y2gSJAoOdmlld2VyX3VzZXJfaWQYBCABKAlSDHZp
-            ZXdlclVzZXJJZBIWCgZmb3JtYXQYBSABKAlSBmZvcm1hdCL7AQoQR2V0UGhvdG9SZXNwb25zZRIhCgxub3RfbW9kaWZpZWQY
-            ASABKAhSC25vdE1vZGlmaWVkEhIKBGV0YWcYAiABKAlSBGV0YWcSIQoMY29udGVudF90eXBlGAMgASgJUgtjb250ZW50VHlw
-            ZRISCgRkYXRhGAQgASgMUgRkYXRhEhQKBXdpZHRoGAUgASgFUgV3aWR0aBIWCgZoZWlnaHQYBiABKAVSBmhlaWdodBIYCgd2
-            ZXJzaW9uGAcgASgDUgd2ZXJzaW9uEjEKFWNhY2hlX21heF9hZ2Vfc2Vjb25kcxgIIAEoBVISY2FjaGVNYXhBZ2VTZWNvbmRz
-            Ii8KEkRlbGV0ZVBob3RvUmVxdWVzdBIZCghwaG90b19pZBgBIAEoCVIHcGhvdG9JZCJIChNEZWxldGVQaG90b1Jlc3BvbnNl
-            EjEKBnBob3RvcxgBIAMoCzIZLmtpbmRyZWQucHJvZmlsZS52MS5QaG90b1IGcGhvdG9zIjMKFFJlb3JkZXJQaG90b3NSZXF1
-            ZXN0EhsKCXBob3RvX2lkcxgBIAMoCVIIcGhvdG9JZHMiSgoVUmVvcmRlclBob3Rvc1Jlc3BvbnNlEjEKBnBob3RvcxgBIAMo
-            CzIZLmtpbmRyZWQucHJvZmlsZS52MS5QaG90b1IGcGhvdG9zYgZwcm90bzM=
+            Cghwb3NpdGlvbhgEIAEoBVIIcG9zaXRpb24SJwoPaWRlbXBvdGVuY3lfa2V5GAUgASgJUg5pZGVtcG90ZW5jeUtleRIdCgp1
+            cGxvYWRfdXJsGAYgASgJUgl1cGxvYWRVcmwieQoTVXBsb2FkUGhvdG9SZXNwb25zZRIvCgVwaG90bxgBIAEoCzIZLmtpbmRy
+            ZWQucHJvZmlsZS52MS5QaG90b1IFcGhvdG8SMQoGcGhvdG9zGAIgAygLMhkua2luZHJlZC5wcm9maWxlLnYxLlBob3RvUgZw
+            aG90b3MiNAoWQ3JlYXRlVXBsb2FkVXJsUmVxdWVzdBIaCghwb3NpdGlvbhgBIAEoBVIIcG9zaXRpb24ingEKF0NyZWF0ZVVw
+            bG9hZFVybFJlc3BvbnNlEh0KCnVwbG9hZF91cmwYASABKAlSCXVwbG9hZFVybBIbCgl1cGxvYWRfaWQYAiABKAlSCHVwbG9h
+            ZElkEiEKDGV4cGlyZXNfdW5peBgDIAEoA1ILZXhwaXJlc1VuaXgSJAoObWF4X3NpemVfYnl0ZXMYBCABKANSDG1heFNpemVC
+            eXRlcyLJAQoPR2V0UGhvdG9SZXF1ZXN0EhkKCHBob3RvX2lkGAEgASgJUgdwaG90b0lkEjkKB3ZhcmlhbnQYAiABKA4yHy5r
+            aW5kcmVkLmNvbW1vbi52MS5QaG90b1ZhcmlhbnRSB3ZhcmlhbnQSIgoNaWZfbm9uZV9tYXRjaBgDIAEoCVILaWZOb25lTWF0
+            Y2gSJAoOdmlld2VyX3VzZXJfaWQYBCABKAlSDHZpZXdlclVzZXJJZBIWCgZmb3JtYXQYBSABKAlSBmZvcm1hdCL7AQoQR2V0
+            UGhvdG9SZXNwb25zZRIhCgxub3RfbW9kaWZpZWQYASABKAhSC25vdE1vZGlmaWVkEhIKBGV0YWcYAiABKAlSBGV0YWcSIQoM
+            Y29udGVudF90eXBlGAMgASgJUgtjb250ZW50VHlwZRISCgRkYXRhGAQgASgMUgRkYXRhEhQKBXdpZHRoGAUgASgFUgV3aWR0
+            aBIWCgZoZWlnaHQYBiABKAVSBmhlaWdodBIYCgd2ZXJzaW9uGAcgASgDUgd2ZXJzaW9uEjEKFWNhY2hlX21heF9hZ2Vfc2Vj
+            b25kcxgIIAEoBVISY2FjaGVNYXhBZ2VTZWNvbmRzIi8KEkRlbGV0ZVBob3RvUmVxdWVzdBIZCghwaG90b19pZBgBIAEoCVIH
+            cGhvdG9JZCJIChNEZWxldGVQaG90b1Jlc3BvbnNlEjEKBnBob3RvcxgBIAMoCzIZLmtpbmRyZWQucHJvZmlsZS52MS5QaG90
+            b1IGcGhvdG9zIjMKFFJlb3JkZXJQaG90b3NSZXF1ZXN0EhsKCXBob3RvX2lkcxgBIAMoCVIIcGhvdG9JZHMiSgoVUmVvcmRl
+            clBob3Rvc1Jlc3BvbnNlEjEKBnBob3RvcxgBIAMoCzIZLmtpbmRyZWQucHJvZmlsZS52MS5QaG90b1IGcGhvdG9zYgZwcm90
+            bzM=
             """
         ),
         ProtoFileDescriptor(
@@ -4184,6 +4215,7 @@ public enum ProtoRegistry {
                 "kindred.profile.v1.ProfileService.UpdateProfile",
                 "kindred.profile.v1.ProfileService.UpdateLocation",
                 "kindred.profile.v1.ProfileService.UploadPhoto",
+                "kindred.profile.v1.ProfileService.CreateUploadUrl",
                 "kindred.profile.v1.ProfileService.GetPhoto",
                 "kindred.profile.v1.ProfileService.DeletePhoto",
                 "kindred.profile.v1.ProfileService.ReorderPhotos",
@@ -4216,7 +4248,7 @@ public enum ProtoRegistry {
             AyABKAVSCHBhZ2VTaXplEh0KCnBhZ2VfdG9rZW4YBCABKAlSCXBhZ2VUb2tlbiKJAQofTGlzdFByb2ZpbGVJbmRleEVudHJp
             ZXNSZXNwb25zZRI+CgdlbnRyaWVzGAEgAygLMiQua2luZHJlZC5jb21tb24udjEuQ2FuZGlkYXRlU25hcHNob3RSB2VudHJp
             ZXMSJgoPbmV4dF9wYWdlX3Rva2VuGAIgASgJUg1uZXh0UGFnZVRva2VuKl8KCkNhcmRTb3VyY2USGwoXQ0FSRF9TT1VSQ0Vf
-            VU5TUEVDSUZJRUQQABIUChBDQVJEX1NPVVJDRV9ERUNLEAESHgoaQ0FSRF9TT1VSQ0VfTElLRVNfUkVDRUlWRUQQAjLXCQoO
+            VU5TUEVDSUZJRUQQABIUChBDQVJEX1NPVVJDRV9ERUNLEAESHgoaQ0FSRF9TT1VSQ0VfTElLRVNfUkVDRUlWRUQQAjLDCgoO
             UHJvZmlsZVNlcnZpY2USZAoNQ3JlYXRlUHJvZmlsZRIoLmtpbmRyZWQucHJvZmlsZS52MS5DcmVhdGVQcm9maWxlUmVxdWVz
             dBopLmtpbmRyZWQucHJvZmlsZS52MS5DcmVhdGVQcm9maWxlUmVzcG9uc2USWwoKR2V0UHJvZmlsZRIlLmtpbmRyZWQucHJv
             ZmlsZS52MS5HZXRQcm9maWxlUmVxdWVzdBomLmtpbmRyZWQucHJvZmlsZS52MS5HZXRQcm9maWxlUmVzcG9uc2USXgoLR2V0
@@ -4225,16 +4257,17 @@ public enum ProtoRegistry {
             dWVzdBopLmtpbmRyZWQucHJvZmlsZS52MS5VcGRhdGVQcm9maWxlUmVzcG9uc2USZwoOVXBkYXRlTG9jYXRpb24SKS5raW5k
             cmVkLnByb2ZpbGUudjEuVXBkYXRlTG9jYXRpb25SZXF1ZXN0Gioua2luZHJlZC5wcm9maWxlLnYxLlVwZGF0ZUxvY2F0aW9u
             UmVzcG9uc2USYAoLVXBsb2FkUGhvdG8SJi5raW5kcmVkLnByb2ZpbGUudjEuVXBsb2FkUGhvdG9SZXF1ZXN0Gicua2luZHJl
-            ZC5wcm9maWxlLnYxLlVwbG9hZFBob3RvUmVzcG9uc2UoARJVCghHZXRQaG90bxIjLmtpbmRyZWQucHJvZmlsZS52MS5HZXRQ
-            aG90b1JlcXVlc3QaJC5raW5kcmVkLnByb2ZpbGUudjEuR2V0UGhvdG9SZXNwb25zZRJeCgtEZWxldGVQaG90bxImLmtpbmRy
-            ZWQucHJvZmlsZS52MS5EZWxldGVQaG90b1JlcXVlc3QaJy5raW5kcmVkLnByb2ZpbGUudjEuRGVsZXRlUGhvdG9SZXNwb25z
-            ZRJkCg1SZW9yZGVyUGhvdG9zEigua2luZHJlZC5wcm9maWxlLnYxLlJlb3JkZXJQaG90b3NSZXF1ZXN0Gikua2luZHJlZC5w
-            cm9maWxlLnYxLlJlb3JkZXJQaG90b3NSZXNwb25zZRKCAQoXTGlzdFByb2ZpbGVJbmRleEVudHJpZXMSMi5raW5kcmVkLnBy
-            b2ZpbGUudjEuTGlzdFByb2ZpbGVJbmRleEVudHJpZXNSZXF1ZXN0GjMua2luZHJlZC5wcm9maWxlLnYxLkxpc3RQcm9maWxl
-            SW5kZXhFbnRyaWVzUmVzcG9uc2USYgoNRGVsaXZlckV2ZW50cxInLmtpbmRyZWQuY29tbW9uLnYxLkRlbGl2ZXJFdmVudHNS
-            ZXF1ZXN0Gigua2luZHJlZC5jb21tb24udjEuRGVsaXZlckV2ZW50c1Jlc3BvbnNlEmsKEEdldFVzZXJGb290cHJpbnQSKi5r
-            aW5kcmVkLmNvbW1vbi52MS5HZXRVc2VyRm9vdHByaW50UmVxdWVzdBorLmtpbmRyZWQuY29tbW9uLnYxLkdldFVzZXJGb290
-            cHJpbnRSZXNwb25zZWIGcHJvdG8z
+            ZC5wcm9maWxlLnYxLlVwbG9hZFBob3RvUmVzcG9uc2UoARJqCg9DcmVhdGVVcGxvYWRVcmwSKi5raW5kcmVkLnByb2ZpbGUu
+            djEuQ3JlYXRlVXBsb2FkVXJsUmVxdWVzdBorLmtpbmRyZWQucHJvZmlsZS52MS5DcmVhdGVVcGxvYWRVcmxSZXNwb25zZRJV
+            CghHZXRQaG90bxIjLmtpbmRyZWQucHJvZmlsZS52MS5HZXRQaG90b1JlcXVlc3QaJC5raW5kcmVkLnByb2ZpbGUudjEuR2V0
+            UGhvdG9SZXNwb25zZRJeCgtEZWxldGVQaG90bxImLmtpbmRyZWQucHJvZmlsZS52MS5EZWxldGVQaG90b1JlcXVlc3QaJy5r
+            aW5kcmVkLnByb2ZpbGUudjEuRGVsZXRlUGhvdG9SZXNwb25zZRJkCg1SZW9yZGVyUGhvdG9zEigua2luZHJlZC5wcm9maWxl
+            LnYxLlJlb3JkZXJQaG90b3NSZXF1ZXN0Gikua2luZHJlZC5wcm9maWxlLnYxLlJlb3JkZXJQaG90b3NSZXNwb25zZRKCAQoX
+            TGlzdFByb2ZpbGVJbmRleEVudHJpZXMSMi5raW5kcmVkLnByb2ZpbGUudjEuTGlzdFByb2ZpbGVJbmRleEVudHJpZXNSZXF1
+            ZXN0GjMua2luZHJlZC5wcm9maWxlLnYxLkxpc3RQcm9maWxlSW5kZXhFbnRyaWVzUmVzcG9uc2USYgoNRGVsaXZlckV2ZW50
+            cxInLmtpbmRyZWQuY29tbW9uLnYxLkRlbGl2ZXJFdmVudHNSZXF1ZXN0Gigua2luZHJlZC5jb21tb24udjEuRGVsaXZlckV2
+            ZW50c1Jlc3BvbnNlEmsKEEdldFVzZXJGb290cHJpbnQSKi5raW5kcmVkLmNvbW1vbi52MS5HZXRVc2VyRm9vdHByaW50UmVx
+            dWVzdBorLmtpbmRyZWQuY29tbW9uLnYxLkdldFVzZXJGb290cHJpbnRSZXNwb25zZWIGcHJvdG8z
             """
         ),
         ProtoFileDescriptor(

@@ -391,6 +391,63 @@ extension Kindred.Api.V1 {
 }
 
 extension Kindred.Api.V1 {
+    /// Ask for an upload URL.
+    public struct CreateUploadUrlRequest: ProtoMessage {
+        /// Insert position, 0-based; past the end appends.
+        public var position: Swift.Int32 = 0
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.api.v1.CreateUploadUrlRequest" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.api.v1.CreateUploadUrlRequest")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setInt32(1, self.position)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.position = decoder.int32(1)
+        }
+    }
+}
+
+extension Kindred.Api.V1 {
+    /// Where to PUT the photo.
+    public struct CreateUploadUrlResponse: ProtoMessage {
+        /// Absolute URL with its expiry and signature in the query; valid for one photo.
+        public var uploadUrl: Swift.String = ""
+
+        /// The upload's id: the photo's idempotency key.
+        public var uploadId: Swift.String = ""
+
+        /// When the URL stops working (UTC seconds).
+        public var expiresUnix: Swift.Int64 = 0
+
+        /// The largest body the URL takes, in bytes (15 MiB).
+        public var maxSizeBytes: Swift.Int64 = 0
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.api.v1.CreateUploadUrlResponse" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.api.v1.CreateUploadUrlResponse")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setString(1, self.uploadUrl)
+            encoder.setString(2, self.uploadId)
+            encoder.setInt64(3, self.expiresUnix)
+            encoder.setInt64(4, self.maxSizeBytes)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.uploadUrl = try decoder.string(1)
+            self.uploadId = try decoder.string(2)
+            self.expiresUnix = decoder.int64(3)
+            self.maxSizeBytes = decoder.int64(4)
+        }
+    }
+}
+
+extension Kindred.Api.V1 {
     /// Fetch photo bytes.
     public struct GetPhotoRequest: ProtoMessage {
         /// Photo id.
@@ -640,6 +697,20 @@ extension Kindred.Api.V1 {
                     kind: .clientStreaming
                 )
 
+            /// Returns a signed URL on the media port where one photo is uploaded with a plain HTTP PUT of
+            /// its bytes (Content-Type image/jpeg, image/png, image/webp or image/heic; no token: the URL
+            /// is the permission), for browsers and apps that cannot stream a request. The PUT goes through
+            /// UploadPhoto's checks, limits and renditions and answers the Photo as JSON; a retried PUT
+            /// answers the same photo (409 for different bytes); 403 bad or expired URL, 413 over
+            /// max_size_bytes. The user. FAILED_PRECONDITION: PHOTO_LIMIT_REACHED. NOT_FOUND:
+            /// PROFILE_NOT_FOUND. UNIMPLEMENTED: the deployment serves no media port.
+            public static let createUploadUrl =
+                ProtoMethod<Kindred.Api.V1.CreateUploadUrlRequest, Kindred.Api.V1.CreateUploadUrlResponse>(
+                    service: "kindred.api.v1.ProfileService",
+                    name: "CreateUploadUrl",
+                    kind: .unary
+                )
+
             /// Returns a photo variant's bytes, or not_modified when if_none_match matches. The owner
             /// and members who may see the owner's card. NOT_FOUND otherwise.
             public static let getPhoto = ProtoMethod<Kindred.Api.V1.GetPhotoRequest, Kindred.Api.V1.GetPhotoResponse>(
@@ -676,6 +747,7 @@ extension Kindred.Api.V1 {
                 Method.updateProfile.descriptor,
                 Method.updateLocation.descriptor,
                 Method.uploadPhoto.descriptor,
+                Method.createUploadUrl.descriptor,
                 Method.getPhoto.descriptor,
                 Method.deletePhoto.descriptor,
                 Method.reorderPhotos.descriptor,

@@ -66,8 +66,15 @@ extension Kindred.Profile.V1 {
         public var position: Swift.Int32 = 0
 
         /// Idempotency key (see kindred.common.v1 conventions). A retried upload with the same key
-        /// returns the photo stored by the first attempt without storing a second one.
+        /// returns the photo stored by the first attempt without storing a second one; with a sha256
+        /// that differs from the first attempt's, ALREADY_EXISTS (UPLOAD_KEY_REUSED).
         public var idempotencyKey: Swift.String = ""
+
+        /// The path and query of a signed upload URL (CreateUploadUrl) the gateway's media port took a
+        /// PUT on. Only a service may send it; the member, position and idempotency key then come from
+        /// the URL (position and idempotency_key must be unset), after its signature and expiry are
+        /// checked here again. PERMISSION_DENIED: bad or expired URL.
+        public var uploadUrl: Swift.String = ""
 
         public init() {}
 
@@ -80,6 +87,7 @@ extension Kindred.Profile.V1 {
             encoder.setBytes(3, self.sha256)
             encoder.setInt32(4, self.position)
             encoder.setString(5, self.idempotencyKey)
+            encoder.setString(6, self.uploadUrl)
         }
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
@@ -88,6 +96,7 @@ extension Kindred.Profile.V1 {
             self.sha256 = decoder.bytes(3)
             self.position = decoder.int32(4)
             self.idempotencyKey = try decoder.string(5)
+            self.uploadUrl = try decoder.string(6)
         }
     }
 }
@@ -114,6 +123,63 @@ extension Kindred.Profile.V1 {
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
             self.photo = try decoder.message(1, as: Kindred.Profile.V1.Photo.self)
             self.photos = try decoder.repeatedMessage(2, as: Kindred.Profile.V1.Photo.self)
+        }
+    }
+}
+
+extension Kindred.Profile.V1 {
+    /// Ask for an upload URL.
+    public struct CreateUploadUrlRequest: ProtoMessage {
+        /// Insert position, 0-based; past the end appends.
+        public var position: Swift.Int32 = 0
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.profile.v1.CreateUploadUrlRequest" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.profile.v1.CreateUploadUrlRequest")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setInt32(1, self.position)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.position = decoder.int32(1)
+        }
+    }
+}
+
+extension Kindred.Profile.V1 {
+    /// A signed upload URL.
+    public struct CreateUploadUrlResponse: ProtoMessage {
+        /// Absolute URL (KINDRED_PROFILE_MEDIA_BASE_URL + signed path).
+        public var uploadUrl: Swift.String = ""
+
+        /// The upload's id (a UUID): the photo's idempotency key.
+        public var uploadId: Swift.String = ""
+
+        /// When the URL stops working (UTC seconds).
+        public var expiresUnix: Swift.Int64 = 0
+
+        /// The largest photo the URL takes, in bytes.
+        public var maxSizeBytes: Swift.Int64 = 0
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.profile.v1.CreateUploadUrlResponse" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.profile.v1.CreateUploadUrlResponse")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setString(1, self.uploadUrl)
+            encoder.setString(2, self.uploadId)
+            encoder.setInt64(3, self.expiresUnix)
+            encoder.setInt64(4, self.maxSizeBytes)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.uploadUrl = try decoder.string(1)
+            self.uploadId = try decoder.string(2)
+            self.expiresUnix = decoder.int64(3)
+            self.maxSizeBytes = decoder.int64(4)
         }
     }
 }

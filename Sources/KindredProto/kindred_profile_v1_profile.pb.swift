@@ -445,6 +445,16 @@ extension Kindred.Profile.V1 {
                     kind: .clientStreaming
                 )
 
+            /// Signs an upload URL on the gateway's media port (PhotoUploadHeader.upload_url), valid for
+            /// KINDRED_PROFILE_UPLOAD_URL_LIFETIME_SECONDS. The user. NOT_FOUND: no profile.
+            /// FAILED_PRECONDITION: PHOTO_LIMIT_REACHED. UNIMPLEMENTED: no media URL key configured.
+            public static let createUploadUrl =
+                ProtoMethod<Kindred.Profile.V1.CreateUploadUrlRequest, Kindred.Profile.V1.CreateUploadUrlResponse>(
+                    service: "kindred.profile.v1.ProfileService",
+                    name: "CreateUploadUrl",
+                    kind: .unary
+                )
+
             /// Returns one variant of a photo, or not_modified for a matching etag. The owner, members
             /// who may see the owner's card, admins, services. NOT_FOUND: unknown or not visible.
             public static let getPhoto =
@@ -508,6 +518,7 @@ extension Kindred.Profile.V1 {
                 Method.updateProfile.descriptor,
                 Method.updateLocation.descriptor,
                 Method.uploadPhoto.descriptor,
+                Method.createUploadUrl.descriptor,
                 Method.getPhoto.descriptor,
                 Method.deletePhoto.descriptor,
                 Method.reorderPhotos.descriptor,

@@ -121,6 +121,59 @@ enum DescriptorReader {
         return result
     }
 
+    /// The paths (`/<package>.<Service>/<Method>`) of the unary methods of `file` marked
+    /// `option idempotency_level = NO_SIDE_EFFECTS` (`MethodOptions` field 34, value 1).
+    static func sideEffectFreeMethods(file bytes: [UInt8]) -> [String] {
+        bytes.withUnsafeBytes { buffer in
+            var package = ""
+            var reader = WireReader(buffer)
+            var serviceRanges: [Range<Int>] = []
+            forEachField(&reader) { number, reader in
+                switch number {
+                case 2: package = string(&reader)
+                case 6: serviceRanges.append(range(&reader))
+                default: skip(&reader)
+                }
+            }
+            var paths: [String] = []
+            for serviceRange in serviceRanges {
+                var service = WireReader(buffer, from: serviceRange.lowerBound, to: serviceRange.upperBound)
+                var name = ""
+                var methodRanges: [Range<Int>] = []
+                forEachField(&service) { number, reader in
+                    switch number {
+                    case 1: name = string(&reader)
+                    case 2: methodRanges.append(range(&reader))
+                    default: skip(&reader)
+                    }
+                }
+                for methodRange in methodRanges {
+                    var method = WireReader(buffer, from: methodRange.lowerBound, to: methodRange.upperBound)
+                    var methodName = ""
+                    var streaming = false
+                    var noSideEffects = false
+                    forEachField(&method) { number, reader in
+                        switch number {
+                        case 1: methodName = string(&reader)
+                        case 4:
+                            let options = range(&reader)
+                            var optionReader = WireReader(buffer, from: options.lowerBound, to: options.upperBound)
+                            forEachField(&optionReader) { number, reader in
+                                if number == 34 { noSideEffects = varint(&reader) == 1 } else { skip(&reader) }
+                            }
+                        case 5, 6: streaming = streaming || varint(&reader) != 0
+                        default: skip(&reader)
+                        }
+                    }
+                    if noSideEffects && !streaming {
+                        paths.append("/\(package.isEmpty ? "" : package + ".")\(name)/\(methodName)")
+                    }
+                }
+            }
+            return paths
+        }
+    }
+
     private static func oneofName(_ buffer: UnsafeRawBufferPointer, _ bytes: Range<Int>) -> String {
         var reader = WireReader(buffer, from: bytes.lowerBound, to: bytes.upperBound)
         var name = ""

@@ -66,29 +66,41 @@ public struct MediaURLSigner: Sendable {
 
     /// The path and query of a signed URL (prefix it with the public base URL).
     public func sign(_ path: Path, expires: Int64) -> String {
-        let text = path.text
-        return "\(text)?exp=\(expires)&sig=\(self.signature(text, expires))"
+        self.signTarget(path.text, expires: expires)
     }
 
     /// The media path of a request target if its signature is valid and it has not expired; nil otherwise.
     public func verify(_ target: String, now: Int64) -> (path: Path, expires: Int64)? {
+        guard let (path, expires) = self.verifiedTarget(target, now: now), let media = Path(path), media.text == path
+        else { return nil }
+        return (media, expires)
+    }
+
+    /// The path of `target` ("<path>?exp=<unix s>&sig=<s>", nothing else) when its signature is valid and it has
+    /// not expired at `now`. The path's own parser must still check its shape.
+    func verifiedTarget(_ target: String, now: Int64) -> (path: Substring, expires: Int64)? {
         let pieces = target.split(separator: "?", maxSplits: 1)
-        guard pieces.count == 2, let path = Path(pieces[0]) else { return nil }
+        guard pieces.count == 2 else { return nil }
         var expires: Int64?
         var signature: Substring?
         for pair in pieces[1].split(separator: "&") {
             let field = pair.split(separator: "=", maxSplits: 1)
             guard field.count == 2 else { return nil }
             switch field[0] {
-            case "exp": expires = Int64(field[1])
-            case "sig": signature = field[1]
+            case "exp" where expires == nil: expires = Int64(field[1])
+            case "sig" where signature == nil: signature = field[1]
             default: return nil
             }
         }
         guard let expires, let signature, expires > now, let given = Base64URL.decode(signature) else { return nil }
-        guard path.text == pieces[0],
-            HMACSHA256.isValidAuthenticationCode(given, for: Array("\(pieces[0])\n\(expires)".utf8), key: self.key)
+        guard HMACSHA256.isValidAuthenticationCode(given, for: Array("\(pieces[0])\n\(expires)".utf8), key: self.key)
         else { return nil }
-        return (path, expires)
+        return (pieces[0], expires)
+    }
+
+    /// `path?exp=…&sig=…` for any signed path (photo or upload): one key, one signature shape; the paths' first
+    /// segments differ, so a signature made for one kind never verifies as the other.
+    func signTarget(_ path: String, expires: Int64) -> String {
+        "\(path)?exp=\(expires)&sig=\(self.signature(path, expires))"
     }
 }

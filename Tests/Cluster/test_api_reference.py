@@ -19,7 +19,8 @@ API = ROOT / "docs" / "api"
 PACKAGE = "kindred.api.v1"
 CONNECT_STATUS = {"invalid_argument": "400", "failed_precondition": "400", "unauthenticated": "401",
                   "permission_denied": "403", "not_found": "404", "already_exists": "409", "aborted": "409",
-                  "resource_exhausted": "429", "unavailable": "503", "deadline_exceeded": "504"}
+                  "resource_exhausted": "429", "unimplemented": "501", "unavailable": "503",
+                  "deadline_exceeded": "504"}
 
 
 @pytest.fixture(scope="module")

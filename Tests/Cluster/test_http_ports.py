@@ -1,8 +1,8 @@
 """The cluster's plain HTTP/1.1 ports (the gateway's media port, every server's admin port) under slow clients:
 connections that send part of a request header, trickle it, or stop in the body are closed at their timeout,
-connections past the cap are closed as they are accepted, and a normal request is still answered. Short limits
-here (1 s, a cap of 8) so the test takes seconds; the defaults are 10 s / 30 s / 60 s and 2048 (media), 64
-(admin)."""
+connections past the cap are closed as they are accepted, and a normal request is still answered; HTTP/1.1
+connections on the gateway's gRPC port (Connect, gRPC-Web) have a cap too. Short limits here (1 s, a cap of 8) so
+the test takes seconds; the defaults are 10 s / 30 s / 60 s and 2048 (media), 64 (admin), 4096 (web)."""
 
 import re
 import socket
@@ -22,6 +22,7 @@ LIMITS = {"HEADER_TIMEOUT_MS": "1000", "BODY_TIMEOUT_MS": "1000", "IDLE_TIMEOUT_
 def cluster():
     env = {f"KINDRED_GATEWAY_MEDIA_{key}": value for key, value in LIMITS.items()}
     env.update({f"KINDRED_GATEWAY_ADMIN_{key}": value for key, value in LIMITS.items()})
+    env.update({f"KINDRED_GATEWAY_WEB_{key}": value for key, value in LIMITS.items()})
     running = Cluster(**env)
     pids = running.pids()
     yield running
@@ -131,3 +132,42 @@ def test_a_malformed_request_gets_one_400_and_the_connection_closes(cluster, por
         assert statuses.count(b"400") == 1 and statuses[-1] == b"400", statuses
         # The port's header deadline here is 1 s: a connection left open would be cut only then.
         assert elapsed < 0.9, f"the connection stayed open {elapsed:.1f} s after the 400"
+
+
+def open_connections(cluster, label) -> float:
+    found = re.search(rf'^http_connections_open{{port="{label}"}} (\S+)$', metrics(cluster), re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
+
+
+def wait_for_open_connections(cluster, label, count):
+    deadline = time.monotonic() + 10
+    while open_connections(cluster, label) != count:
+        assert time.monotonic() < deadline, f"the {label} port holds {open_connections(cluster, label)}, not {count}"
+        time.sleep(0.05)
+
+
+def test_http1_connections_on_the_gateway_port_are_capped(cluster):
+    """The gateway's gRPC port takes HTTP/1.1 too (its first bytes decide): past the cap such a connection is closed
+    before its request is read, while HTTP/2 connections do not count."""
+    port = cluster.port("gateway")
+    wait_for_open_connections(cluster, "web", 0)
+    held = [connect(port, b"POST /x HTTP/1.1\r\nHo") for _ in range(CAP)]  # a partial header each
+    wait_for_open_connections(cluster, "web", CAP)
+    request = (b"POST /kindred.api.v1.AccountService/GetAccount HTTP/1.1\r\nHost: x\r\n"
+               b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+    refused = connect(port, request)
+    refused.settimeout(3)
+    try:
+        answered = refused.recv(65536)
+    except (ConnectionResetError, BrokenPipeError):
+        answered = b""
+    assert answered == b"", "a connection past the cap was answered"
+    refused.close()
+    for sock in held:
+        sock.close()
+    wait_for_open_connections(cluster, "web", 0)
+    answer_sock = connect(port, request)
+    answer_sock.settimeout(5)
+    assert answer_sock.recv(65536).startswith(b"HTTP/1.1 401"), "the port did not serve again below the cap"
+    answer_sock.close()
+    assert 'http_connections_refused_total{port="web"}' in metrics(cluster)

@@ -489,3 +489,90 @@ def test_http1_slow_clients_cut(cluster):
     # The deadline is measured: the gateway's admin port counts the closed connections.
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{cluster.admin_port('gateway')}/metrics", timeout=5).read()
     assert b'port="web"' in metrics
+
+
+# Connect GET: side-effect-free unary calls (marked NO_SIDE_EFFECTS in the protos) as plain HTTP GETs.
+
+@pytest.mark.parametrize("codec", ["proto", "json"])
+@pytest.mark.parametrize("over_http1", [False, True])
+def test_connect_get_with_connectrpc(cluster, user, codec, over_http1):
+    token, account = user
+    chosen = google_protobuf_json_codec() if codec == "json" else google_protobuf_binary_codec()
+    with connect_client(cluster, codec=chosen, http1=over_http1) as client:
+        assert client.execute_unary(request=account_pb2.GetAccountRequest(), method=GET_ACCOUNT,
+                                    headers=bearer(token), use_get=True) == account
+        with pytest.raises(ConnectError) as raised:
+            client.execute_unary(request=account_pb2.GetAccountRequest(), method=GET_ACCOUNT, use_get=True)
+        assert raised.value.code == Code.UNAUTHENTICATED
+
+
+def curl_get(cluster, path, *arguments):
+    """curl --get over HTTP/1.1: (HTTP status, body text, headers text)."""
+    command = ["curl", "-sS", "--http1.1", "--get", "-D", "-", "-o", "-", *arguments, f"http://{cluster.gateway}{path}"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, check=True)
+    head, _, body = result.stdout.partition("\r\n\r\n")
+    return int(head.split()[1]), body, head.lower()
+
+
+def test_connect_get_with_curl(cluster, user):
+    token, account = user
+    status, body, _ = curl_get(cluster, "/kindred.api.v1.AccountService/GetAccount",
+                               "--data-urlencode", "encoding=json", "--data-urlencode", "message={}",
+                               "-H", f"authorization: Bearer {token}")
+    assert status == 200 and json.loads(body)["account"]["userId"] == account.account.user_id
+    # base64url of the binary message, and the optional connect=v1.
+    message = base64.urlsafe_b64encode(account_pb2.GetAccountRequest().SerializeToString()).decode()
+    status, body, head = curl_get(cluster, "/kindred.api.v1.AccountService/GetAccount", "--data",
+                                  f"connect=v1&encoding=proto&base64=1&message={message}",
+                                  "-H", f"authorization: Bearer {token}")
+    assert status == 200 and "content-type: application/proto" in head
+    assert account_pb2.GetAccountResponse.FromString(body.encode("latin-1")) == account
+    # A message the method's type does not fit is refused like a POST's.
+    status, body, _ = curl_get(cluster, "/kindred.api.v1.AccountService/GetAccount",
+                               "--data-urlencode", "encoding=json", "--data-urlencode", 'message={"nope":1}',
+                               "-H", f"authorization: Bearer {token}")
+    assert status == 400 and json.loads(body)["code"] == "invalid_argument"
+
+
+def test_connect_get_refusals(cluster, user):
+    token, _ = user
+    # A method with side effects (not marked NO_SIDE_EFFECTS) never takes GET: 405, and nothing runs.
+    status, _, _ = curl_get(cluster, "/kindred.api.v1.AccountService/SignOut", "--data", "encoding=json&message={}",
+                            "-H", f"authorization: Bearer {token}")
+    assert status == 405
+    status, _, _ = curl_get(cluster, "/kindred.api.v1.AccountService/CheckUsername", "--data",
+                            "encoding=json&message={}")
+    assert status == 405
+    status, body, _ = curl_get(cluster, "/kindred.api.v1.AccountService/GetAccount", "--data",
+                               "encoding=json&message={}", "-H", f"authorization: Bearer {token}")
+    assert status == 200, "the same session still works: SignOut did not run"
+    # No or an unknown encoding: 415; a bad protocol version, bad base64, compression we do not serve: Connect errors.
+    assert curl_get(cluster, "/kindred.api.v1.AccountService/GetAccount", "--data", "message={}")[0] == 415
+    assert curl_get(cluster, "/kindred.api.v1.AccountService/GetAccount", "--data", "encoding=xml")[0] == 415
+    status, body, _ = curl_get(cluster, "/kindred.api.v1.AccountService/GetAccount", "--data",
+                               "connect=v2&encoding=json&message={}")
+    assert status == 400 and json.loads(body)["code"] == "invalid_argument"
+    status, body, _ = curl_get(cluster, "/kindred.api.v1.AccountService/GetAccount", "--data",
+                               "encoding=proto&base64=1&message=%21%21")
+    assert status == 400 and json.loads(body)["code"] == "invalid_argument"
+    status, body, _ = curl_get(cluster, "/kindred.api.v1.AccountService/GetAccount", "--data",
+                               "encoding=json&compression=gzip&message={}")
+    assert status == 501 and json.loads(body)["code"] == "unimplemented"
+    status, body, _ = curl_get(cluster, "/kindred.api.v1.AccountService/Nope", "--data", "encoding=json&message={}")
+    assert status == 501 and json.loads(body)["code"] == "unimplemented"
+    # Streaming methods take no GET.
+    assert curl_get(cluster, "/kindred.api.v1.ChatService/Subscribe", "--data", "encoding=json&message={}")[0] == 405
+
+
+def test_plain_http_refusals_carry_the_mapped_grpc_status(cluster):
+    """Over HTTP/2, a method other than POST/GET and a content type the port does not serve answer 405 and 415 with
+    the grpc-status gRPC's HTTP mapping gives those statuses (UNKNOWN), not INTERNAL."""
+    path = "/kindred.api.v1.AccountService/GetAccount"
+    response, _, _ = h2_call(cluster, path, [("content-type", "text/plain")], body=b"x")
+    assert response[":status"] == "415" and response["grpc-status"] == "2"
+    response, _, _ = h2_call(cluster, path, [("content-type", "application/grpc")], method="PUT")
+    assert response[":status"] == "405" and response["grpc-status"] == "2"
+    # An HTTP/2 GET reaches Connect GET (a refusal of a POST-only method is 405 too).
+    response, _, _ = h2_call(cluster, "/kindred.api.v1.AccountService/SignOut?encoding=json&message=%7B%7D", [],
+                             method="GET")
+    assert response[":status"] == "405"

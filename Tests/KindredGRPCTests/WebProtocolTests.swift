@@ -200,11 +200,19 @@ import Testing
         }
     }
 
-    private func decide(_ fields: [(String, String)], web: Bool = true, http1: Bool = false) -> CallOpening {
+    private func decide(
+        _ fields: [(String, String)], web: Bool = true, http1: Bool = false, getMethods: Set<String> = [],
+        json: Bool = false
+    ) -> CallOpening {
         var router = GRPCRouter()
         router.register(Echo())
         var configuration = GRPCServerConfiguration()
-        if web { configuration.web = WebProtocols(cors: CORSPolicy(allowedOrigins: ["https://app.example"])) }
+        if web {
+            configuration.web = WebProtocols(
+                cors: CORSPolicy(allowedOrigins: ["https://app.example"]),
+                json: json ? ProtoJSONCodec(toBinary: { bytes, _ in bytes }, toJSON: { bytes, _ in bytes }) : nil,
+                getMethods: getMethods)
+        }
         let headers = [HTTP2Header(":method", "POST"), HTTP2Header(":path", "/kindred.testing.v1.InteropService/Echo")]
             .filter { header in !fields.contains { $0.0 == header.name } } + fields.map { HTTP2Header($0.0, $0.1) }
         return CallOpening.decide(headers, router: router, configuration: configuration, http1: http1)
@@ -212,13 +220,13 @@ import Testing
 
     @Test func opensCallsInEveryProtocol() {
         for contentType in ["application/grpc", "application/grpc-web+proto", "application/proto", "application/connect+proto"] {
-            guard case .call(_, _, let response, let deadline) = self.decide([("content-type", contentType)]) else {
+            guard case .call(_, _, let response, let deadline, nil) = self.decide([("content-type", contentType)]) else {
                 Issue.record("\(contentType) opened no call")
                 continue
             }
             #expect(response.wire == WireProtocol.detect(contentType: contentType) && deadline == nil)
         }
-        guard case .call(_, _, _, let deadline?) = self.decide([("content-type", "application/proto"), ("connect-timeout-ms", "5000")]) else {
+        guard case .call(_, _, _, let deadline?, _) = self.decide([("content-type", "application/proto"), ("connect-timeout-ms", "5000")]) else {
             Issue.record("no deadline")
             return
         }
@@ -251,5 +259,59 @@ import Testing
         } else {
             Issue.record("no preflight")
         }
+    }
+
+    // Connect GET (`ConnectGet`).
+
+    static let echo = "/kindred.testing.v1.InteropService/Echo"
+
+    private func get(_ query: String, getMethods: Set<String> = [Self.echo], path: String = Self.echo) -> CallOpening {
+        self.decide([(":method", "GET"), (":path", "\(path)?\(query)")], getMethods: getMethods, json: true)
+    }
+
+    @Test(arguments: [
+        ("encoding=proto&message=%0A%02hi", WireProtocol.ConnectCodec.proto, [0x0A, 0x02, 0x68, 0x69] as [UInt8]),
+        ("connect=v1&encoding=proto&base64=1&message=CgJoaQ", .proto, [0x0A, 0x02, 0x68, 0x69]),
+        ("encoding=proto&base64=1&message=CgJoaQ%3D%3D&cachebust=7", .proto, [0x0A, 0x02, 0x68, 0x69]),
+        ("encoding=json&message=%7B%22message%22%3A+%22a+b%22%7D", .json, Array(#"{"message": "a b"}"#.utf8)),
+        ("encoding=json", .json, []),
+    ])
+    func getOpensASideEffectFreeCall(query: String, codec: WireProtocol.ConnectCodec, message: [UInt8]) {
+        guard case .call(_, let path, let response, nil, let carried?) = self.get(query) else {
+            Issue.record("\(query) opened no call")
+            return
+        }
+        #expect(path == Self.echo && response.wire == .connectUnary(codec) && carried == message)
+    }
+
+    @Test func getRefusals() {
+        // Not marked side-effect free: 405 whatever the query; no or an unknown encoding: 415; a bad escape: 400.
+        if case .http(let status, _) = self.get("encoding=proto&message=", getMethods: []) { #expect(status == "405") } else { Issue.record("unmarked GET served") }
+        if case .http(let status, _) = self.get("message=") { #expect(status == "415") } else { Issue.record("no encoding") }
+        if case .http(let status, _) = self.get("encoding=xml") { #expect(status == "415") } else { Issue.record("xml") }
+        if case .http(let status, _) = self.get("encoding=proto&message=%zz") { #expect(status == "400") } else { Issue.record("bad escape") }
+        for (query, code) in [
+            ("connect=v2&encoding=proto", StatusCode.invalidArgument), ("encoding=proto&base64=1&message=%21%21", .invalidArgument),
+            ("encoding=proto&compression=gzip", .unimplemented),
+        ] {
+            guard case .refuse(let response, let error, false) = self.get(query) else {
+                Issue.record("\(query) accepted")
+                continue
+            }
+            #expect(error.code == code && response.wire == .connectUnary(.proto))
+        }
+        if case .refuse(_, let error, true) = self.get("encoding=json", path: "/x.Y/Z") { #expect(error.code == .unimplemented) } else { Issue.record("unknown method opened") }
+        // A preflight for a GET passes for an allowed origin.
+        if case .preflight(let answer) = self.decide([(":method", "OPTIONS"), ("origin", "https://app.example"), ("access-control-request-method", "GET")]) {
+            #expect(answer.first == HTTP2Header(":status", "204"))
+        } else {
+            Issue.record("no preflight")
+        }
+    }
+
+    @Test func plainRefusalsCarryTheMappedGRPCStatus() {
+        #expect(GRPCHTTPStatus.code("405") == .unknown && GRPCHTTPStatus.code("415") == .unknown)
+        #expect(GRPCHTTPStatus.code("404") == .unimplemented && GRPCHTTPStatus.code("503") == .unavailable)
+        #expect(GRPCHTTPStatus.code("400") == .internalError && GRPCHTTPStatus.code("401") == .unauthenticated)
     }
 }

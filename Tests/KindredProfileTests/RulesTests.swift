@@ -387,3 +387,46 @@ import Testing
         #expect(MediaURLSigner.Path(text) == nil)
     }
 }
+
+@Suite struct UploadURLSignerTests {
+    let signer = MediaURLSigner(key: Array(repeating: 7, count: 32))!
+    let path = MediaURLSigner.UploadPath(
+        userID: "0192f6e4-1111-7abc-8def-0123456789ab", uploadID: "0192f6e4-2222-7abc-8def-0123456789ab", position: 2)
+
+    @Test func signsAndVerifies() {
+        let target = signer.sign(path, expires: 1_000_600)
+        #expect(
+            target.hasPrefix(
+                "/upload/v1/0192f6e4-1111-7abc-8def-0123456789ab/0192f6e4-2222-7abc-8def-0123456789ab/2?exp=1000600&sig="))
+        #expect(signer.verifyUpload(target, now: 1_000_000)?.path == path)
+        #expect(signer.verifyUpload(target, now: 1_000_600) == nil)  // expired
+        #expect(MediaURLSigner(key: Array(repeating: 8, count: 32))!.verifyUpload(target, now: 1_000_000) == nil)
+        // Another member, another slot, a later expiry, extra or repeated query fields: the signature no longer holds.
+        #expect(signer.verifyUpload(target.replacingOccurrences(of: "1111", with: "3333"), now: 1_000_000) == nil)
+        #expect(signer.verifyUpload(target.replacingOccurrences(of: "/2?", with: "/3?"), now: 1_000_000) == nil)
+        #expect(signer.verifyUpload(target.replacingOccurrences(of: "exp=", with: "exp=9"), now: 1_000_000) == nil)
+        #expect(signer.verifyUpload(target + "&x=1", now: 1_000_000) == nil)
+        #expect(signer.verifyUpload(target + "&exp=2000000", now: 1_000_000) == nil)
+    }
+
+    @Test func aPhotoSignatureIsNoUploadSignatureAndBackwards() {
+        let photo = MediaURLSigner.Path(
+            photoID: "0192f6e4-1111-7abc-8def-0123456789ab", version: 3, variant: 2, format: "webp")
+        #expect(signer.verifyUpload(signer.sign(photo, expires: 1_000_600), now: 1_000_000) == nil)
+        #expect(signer.verify(signer.sign(path, expires: 1_000_600), now: 1_000_000) == nil)
+    }
+
+    @Test(arguments: [
+        "/upload/v1/0192f6e4-1111-7abc-8def-0123456789ab/0192f6e4-2222-7abc-8def-0123456789ab/02",
+        "/upload/v1/0192f6e4-1111-7abc-8def-0123456789ab/0192f6e4-2222-7abc-8def-0123456789ab/+2",
+        "/upload/v1/0192f6e4-1111-7abc-8def-0123456789ab/0192f6e4-2222-7abc-8def-0123456789ab/-1",
+        "/upload/v1/0192f6e4-1111-7abc-8def-0123456789ab/0192f6e4-2222-7abc-8def-0123456789ab/1000",
+        "/upload/v1/0192F6E4-1111-7abc-8def-0123456789ab/0192f6e4-2222-7abc-8def-0123456789ab/1",
+        "/upload/v1/0192f6e4-1111-7abc-8def-0123456789ab/../1",
+        "/upload/v2/0192f6e4-1111-7abc-8def-0123456789ab/0192f6e4-2222-7abc-8def-0123456789ab/1",
+        "/upload/v1/0192f6e411117abc8def0123456789ab0000/0192f6e4-2222-7abc-8def-0123456789ab/1",
+    ])
+    func refusesOtherPaths(text: String) {
+        #expect(MediaURLSigner.UploadPath(text) == nil)
+    }
+}

@@ -80,7 +80,7 @@ export function errorFrom(json, fallbackCode = "unknown") {
 }
 
 // HTTP status → Connect code, for answers without a Connect error body (a proxy, a dropped connection).
-const HTTP_CODES = { 400: "internal", 401: "unauthenticated", 403: "permission_denied", 404: "unimplemented",
+export const HTTP_CODES = { 400: "internal", 401: "unauthenticated", 403: "permission_denied", 404: "unimplemented",
   408: "deadline_exceeded", 429: "unavailable", 502: "unavailable", 503: "unavailable", 504: "unavailable" };
 
 export class ConnectClient {

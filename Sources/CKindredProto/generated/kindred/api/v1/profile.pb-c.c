@@ -682,6 +682,96 @@ void   kindred__api__v1__upload_photo_response__free_unpacked
   assert(message->base.descriptor == &kindred__api__v1__upload_photo_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   kindred__api__v1__create_upload_url_request__init
+                     (Kindred__Api__V1__CreateUploadUrlRequest         *message)
+{
+  static const Kindred__Api__V1__CreateUploadUrlRequest init_value = KINDRED__API__V1__CREATE_UPLOAD_URL_REQUEST__INIT;
+  *message = init_value;
+}
+size_t kindred__api__v1__create_upload_url_request__get_packed_size
+                     (const Kindred__Api__V1__CreateUploadUrlRequest *message)
+{
+  assert(message->base.descriptor == &kindred__api__v1__create_upload_url_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__api__v1__create_upload_url_request__pack
+                     (const Kindred__Api__V1__CreateUploadUrlRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__api__v1__create_upload_url_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__api__v1__create_upload_url_request__pack_to_buffer
+                     (const Kindred__Api__V1__CreateUploadUrlRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__api__v1__create_upload_url_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Api__V1__CreateUploadUrlRequest *
+       kindred__api__v1__create_upload_url_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Api__V1__CreateUploadUrlRequest *)
+     protobuf_c_message_unpack (&kindred__api__v1__create_upload_url_request__descriptor,
+                                allocator, len, data);
+}
+void   kindred__api__v1__create_upload_url_request__free_unpacked
+                     (Kindred__Api__V1__CreateUploadUrlRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__api__v1__create_upload_url_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   kindred__api__v1__create_upload_url_response__init
+                     (Kindred__Api__V1__CreateUploadUrlResponse         *message)
+{
+  static const Kindred__Api__V1__CreateUploadUrlResponse init_value = KINDRED__API__V1__CREATE_UPLOAD_URL_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t kindred__api__v1__create_upload_url_response__get_packed_size
+                     (const Kindred__Api__V1__CreateUploadUrlResponse *message)
+{
+  assert(message->base.descriptor == &kindred__api__v1__create_upload_url_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__api__v1__create_upload_url_response__pack
+                     (const Kindred__Api__V1__CreateUploadUrlResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__api__v1__create_upload_url_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__api__v1__create_upload_url_response__pack_to_buffer
+                     (const Kindred__Api__V1__CreateUploadUrlResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__api__v1__create_upload_url_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Api__V1__CreateUploadUrlResponse *
+       kindred__api__v1__create_upload_url_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Api__V1__CreateUploadUrlResponse *)
+     protobuf_c_message_unpack (&kindred__api__v1__create_upload_url_response__descriptor,
+                                allocator, len, data);
+}
+void   kindred__api__v1__create_upload_url_response__free_unpacked
+                     (Kindred__Api__V1__CreateUploadUrlResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__api__v1__create_upload_url_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   kindred__api__v1__get_photo_request__init
                      (Kindred__Api__V1__GetPhotoRequest         *message)
 {
@@ -1658,6 +1748,121 @@ const ProtobufCMessageDescriptor kindred__api__v1__upload_photo_response__descri
   (ProtobufCMessageInit) kindred__api__v1__upload_photo_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor kindred__api__v1__create_upload_url_request__field_descriptors[1] =
+{
+  {
+    "position",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__CreateUploadUrlRequest, position),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__api__v1__create_upload_url_request__field_indices_by_name[] = {
+  0,   /* field[0] = position */
+};
+static const ProtobufCIntRange kindred__api__v1__create_upload_url_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor kindred__api__v1__create_upload_url_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.api.v1.CreateUploadUrlRequest",
+  "CreateUploadUrlRequest",
+  "Kindred__Api__V1__CreateUploadUrlRequest",
+  "kindred.api.v1",
+  sizeof(Kindred__Api__V1__CreateUploadUrlRequest),
+  1,
+  kindred__api__v1__create_upload_url_request__field_descriptors,
+  kindred__api__v1__create_upload_url_request__field_indices_by_name,
+  1,  kindred__api__v1__create_upload_url_request__number_ranges,
+  (ProtobufCMessageInit) kindred__api__v1__create_upload_url_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kindred__api__v1__create_upload_url_response__field_descriptors[4] =
+{
+  {
+    "upload_url",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__CreateUploadUrlResponse, upload_url),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "upload_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__CreateUploadUrlResponse, upload_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expires_unix",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__CreateUploadUrlResponse, expires_unix),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "max_size_bytes",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__CreateUploadUrlResponse, max_size_bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__api__v1__create_upload_url_response__field_indices_by_name[] = {
+  2,   /* field[2] = expires_unix */
+  3,   /* field[3] = max_size_bytes */
+  1,   /* field[1] = upload_id */
+  0,   /* field[0] = upload_url */
+};
+static const ProtobufCIntRange kindred__api__v1__create_upload_url_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor kindred__api__v1__create_upload_url_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.api.v1.CreateUploadUrlResponse",
+  "CreateUploadUrlResponse",
+  "Kindred__Api__V1__CreateUploadUrlResponse",
+  "kindred.api.v1",
+  sizeof(Kindred__Api__V1__CreateUploadUrlResponse),
+  4,
+  kindred__api__v1__create_upload_url_response__field_descriptors,
+  kindred__api__v1__create_upload_url_response__field_indices_by_name,
+  1,  kindred__api__v1__create_upload_url_response__number_ranges,
+  (ProtobufCMessageInit) kindred__api__v1__create_upload_url_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor kindred__api__v1__get_photo_request__field_descriptors[4] =
 {
   {
@@ -2016,7 +2221,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__reorder_photos_response__desc
   (ProtobufCMessageInit) kindred__api__v1__reorder_photos_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCMethodDescriptor kindred__api__v1__profile_service__method_descriptors[10] =
+static const ProtobufCMethodDescriptor kindred__api__v1__profile_service__method_descriptors[11] =
 {
   { "GetCommunity", &kindred__api__v1__get_community_request__descriptor, &kindred__api__v1__get_community_response__descriptor },
   { "CreateProfile", &kindred__api__v1__create_profile_request__descriptor, &kindred__api__v1__create_profile_response__descriptor },
@@ -2025,18 +2230,20 @@ static const ProtobufCMethodDescriptor kindred__api__v1__profile_service__method
   { "UpdateProfile", &kindred__api__v1__update_profile_request__descriptor, &kindred__api__v1__update_profile_response__descriptor },
   { "UpdateLocation", &kindred__api__v1__update_location_request__descriptor, &kindred__api__v1__update_location_response__descriptor },
   { "UploadPhoto", &kindred__api__v1__upload_photo_request__descriptor, &kindred__api__v1__upload_photo_response__descriptor },
+  { "CreateUploadUrl", &kindred__api__v1__create_upload_url_request__descriptor, &kindred__api__v1__create_upload_url_response__descriptor },
   { "GetPhoto", &kindred__api__v1__get_photo_request__descriptor, &kindred__api__v1__get_photo_response__descriptor },
   { "DeletePhoto", &kindred__api__v1__delete_photo_request__descriptor, &kindred__api__v1__delete_photo_response__descriptor },
   { "ReorderPhotos", &kindred__api__v1__reorder_photos_request__descriptor, &kindred__api__v1__reorder_photos_response__descriptor },
 };
 const unsigned kindred__api__v1__profile_service__method_indices_by_name[] = {
   1,        /* CreateProfile */
-  8,        /* DeletePhoto */
+  7,        /* CreateUploadUrl */
+  9,        /* DeletePhoto */
   0,        /* GetCommunity */
   2,        /* GetMyProfile */
-  7,        /* GetPhoto */
+  8,        /* GetPhoto */
   3,        /* GetProfile */
-  9,        /* ReorderPhotos */
+  10,        /* ReorderPhotos */
   5,        /* UpdateLocation */
   4,        /* UpdateProfile */
   6         /* UploadPhoto */
@@ -2048,7 +2255,7 @@ const ProtobufCServiceDescriptor kindred__api__v1__profile_service__descriptor =
   "ProfileService",
   "Kindred__Api__V1__ProfileService",
   "kindred.api.v1",
-  10,
+  11,
   kindred__api__v1__profile_service__method_descriptors,
   kindred__api__v1__profile_service__method_indices_by_name
 };
@@ -2108,13 +2315,21 @@ void kindred__api__v1__profile_service__upload_photo(ProtobufCService *service,
   assert(service->descriptor == &kindred__api__v1__profile_service__descriptor);
   service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void kindred__api__v1__profile_service__create_upload_url(ProtobufCService *service,
+                                                          const Kindred__Api__V1__CreateUploadUrlRequest *input,
+                                                          Kindred__Api__V1__CreateUploadUrlResponse_Closure closure,
+                                                          void *closure_data)
+{
+  assert(service->descriptor == &kindred__api__v1__profile_service__descriptor);
+  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void kindred__api__v1__profile_service__get_photo(ProtobufCService *service,
                                                   const Kindred__Api__V1__GetPhotoRequest *input,
                                                   Kindred__Api__V1__GetPhotoResponse_Closure closure,
                                                   void *closure_data)
 {
   assert(service->descriptor == &kindred__api__v1__profile_service__descriptor);
-  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__api__v1__profile_service__delete_photo(ProtobufCService *service,
                                                      const Kindred__Api__V1__DeletePhotoRequest *input,
@@ -2122,7 +2337,7 @@ void kindred__api__v1__profile_service__delete_photo(ProtobufCService *service,
                                                      void *closure_data)
 {
   assert(service->descriptor == &kindred__api__v1__profile_service__descriptor);
-  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__api__v1__profile_service__reorder_photos(ProtobufCService *service,
                                                        const Kindred__Api__V1__ReorderPhotosRequest *input,
@@ -2130,7 +2345,7 @@ void kindred__api__v1__profile_service__reorder_photos(ProtobufCService *service
                                                        void *closure_data)
 {
   assert(service->descriptor == &kindred__api__v1__profile_service__descriptor);
-  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__api__v1__profile_service__init (Kindred__Api__V1__ProfileService_Service *service,
                                               Kindred__Api__V1__ProfileService_ServiceDestroy destroy)

@@ -33,6 +33,8 @@ typedef struct Kindred__Api__V1__UpdateLocationResponse Kindred__Api__V1__Update
 typedef struct Kindred__Api__V1__UploadPhotoRequest Kindred__Api__V1__UploadPhotoRequest;
 typedef struct Kindred__Api__V1__PhotoUploadHeader Kindred__Api__V1__PhotoUploadHeader;
 typedef struct Kindred__Api__V1__UploadPhotoResponse Kindred__Api__V1__UploadPhotoResponse;
+typedef struct Kindred__Api__V1__CreateUploadUrlRequest Kindred__Api__V1__CreateUploadUrlRequest;
+typedef struct Kindred__Api__V1__CreateUploadUrlResponse Kindred__Api__V1__CreateUploadUrlResponse;
 typedef struct Kindred__Api__V1__GetPhotoRequest Kindred__Api__V1__GetPhotoRequest;
 typedef struct Kindred__Api__V1__GetPhotoResponse Kindred__Api__V1__GetPhotoResponse;
 typedef struct Kindred__Api__V1__DeletePhotoRequest Kindred__Api__V1__DeletePhotoRequest;
@@ -343,6 +345,50 @@ struct  Kindred__Api__V1__UploadPhotoResponse
 #define KINDRED__API__V1__UPLOAD_PHOTO_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__api__v1__upload_photo_response__descriptor) \
     , NULL, 0,NULL }
+
+
+/*
+ * Ask for an upload URL.
+ */
+struct  Kindred__Api__V1__CreateUploadUrlRequest
+{
+  ProtobufCMessage base;
+  /*
+   * Insert position, 0-based; past the end appends.
+   */
+  int32_t position;
+};
+#define KINDRED__API__V1__CREATE_UPLOAD_URL_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__api__v1__create_upload_url_request__descriptor) \
+    , 0 }
+
+
+/*
+ * Where to PUT the photo.
+ */
+struct  Kindred__Api__V1__CreateUploadUrlResponse
+{
+  ProtobufCMessage base;
+  /*
+   * Absolute URL with its expiry and signature in the query; valid for one photo.
+   */
+  char *upload_url;
+  /*
+   * The upload's id: the photo's idempotency key.
+   */
+  char *upload_id;
+  /*
+   * When the URL stops working (UTC seconds).
+   */
+  int64_t expires_unix;
+  /*
+   * The largest body the URL takes, in bytes (15 MiB).
+   */
+  int64_t max_size_bytes;
+};
+#define KINDRED__API__V1__CREATE_UPLOAD_URL_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__api__v1__create_upload_url_response__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0 }
 
 
 /*
@@ -769,6 +815,44 @@ Kindred__Api__V1__UploadPhotoResponse *
 void   kindred__api__v1__upload_photo_response__free_unpacked
                      (Kindred__Api__V1__UploadPhotoResponse *message,
                       ProtobufCAllocator *allocator);
+/* Kindred__Api__V1__CreateUploadUrlRequest methods */
+void   kindred__api__v1__create_upload_url_request__init
+                     (Kindred__Api__V1__CreateUploadUrlRequest         *message);
+size_t kindred__api__v1__create_upload_url_request__get_packed_size
+                     (const Kindred__Api__V1__CreateUploadUrlRequest   *message);
+size_t kindred__api__v1__create_upload_url_request__pack
+                     (const Kindred__Api__V1__CreateUploadUrlRequest   *message,
+                      uint8_t             *out);
+size_t kindred__api__v1__create_upload_url_request__pack_to_buffer
+                     (const Kindred__Api__V1__CreateUploadUrlRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Api__V1__CreateUploadUrlRequest *
+       kindred__api__v1__create_upload_url_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__api__v1__create_upload_url_request__free_unpacked
+                     (Kindred__Api__V1__CreateUploadUrlRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Kindred__Api__V1__CreateUploadUrlResponse methods */
+void   kindred__api__v1__create_upload_url_response__init
+                     (Kindred__Api__V1__CreateUploadUrlResponse         *message);
+size_t kindred__api__v1__create_upload_url_response__get_packed_size
+                     (const Kindred__Api__V1__CreateUploadUrlResponse   *message);
+size_t kindred__api__v1__create_upload_url_response__pack
+                     (const Kindred__Api__V1__CreateUploadUrlResponse   *message,
+                      uint8_t             *out);
+size_t kindred__api__v1__create_upload_url_response__pack_to_buffer
+                     (const Kindred__Api__V1__CreateUploadUrlResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Api__V1__CreateUploadUrlResponse *
+       kindred__api__v1__create_upload_url_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__api__v1__create_upload_url_response__free_unpacked
+                     (Kindred__Api__V1__CreateUploadUrlResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Kindred__Api__V1__GetPhotoRequest methods */
 void   kindred__api__v1__get_photo_request__init
                      (Kindred__Api__V1__GetPhotoRequest         *message);
@@ -930,6 +1014,12 @@ typedef void (*Kindred__Api__V1__PhotoUploadHeader_Closure)
 typedef void (*Kindred__Api__V1__UploadPhotoResponse_Closure)
                  (const Kindred__Api__V1__UploadPhotoResponse *message,
                   void *closure_data);
+typedef void (*Kindred__Api__V1__CreateUploadUrlRequest_Closure)
+                 (const Kindred__Api__V1__CreateUploadUrlRequest *message,
+                  void *closure_data);
+typedef void (*Kindred__Api__V1__CreateUploadUrlResponse_Closure)
+                 (const Kindred__Api__V1__CreateUploadUrlResponse *message,
+                  void *closure_data);
 typedef void (*Kindred__Api__V1__GetPhotoRequest_Closure)
                  (const Kindred__Api__V1__GetPhotoRequest *message,
                   void *closure_data);
@@ -983,6 +1073,10 @@ struct Kindred__Api__V1__ProfileService_Service
                        const Kindred__Api__V1__UploadPhotoRequest *input,
                        Kindred__Api__V1__UploadPhotoResponse_Closure closure,
                        void *closure_data);
+  void (*create_upload_url)(Kindred__Api__V1__ProfileService_Service *service,
+                            const Kindred__Api__V1__CreateUploadUrlRequest *input,
+                            Kindred__Api__V1__CreateUploadUrlResponse_Closure closure,
+                            void *closure_data);
   void (*get_photo)(Kindred__Api__V1__ProfileService_Service *service,
                     const Kindred__Api__V1__GetPhotoRequest *input,
                     Kindred__Api__V1__GetPhotoResponse_Closure closure,
@@ -1010,6 +1104,7 @@ void kindred__api__v1__profile_service__init (Kindred__Api__V1__ProfileService_S
       function_prefix__ ## update_profile,\
       function_prefix__ ## update_location,\
       function_prefix__ ## upload_photo,\
+      function_prefix__ ## create_upload_url,\
       function_prefix__ ## get_photo,\
       function_prefix__ ## delete_photo,\
       function_prefix__ ## reorder_photos  }
@@ -1041,6 +1136,10 @@ void kindred__api__v1__profile_service__upload_photo(ProtobufCService *service,
                                                      const Kindred__Api__V1__UploadPhotoRequest *input,
                                                      Kindred__Api__V1__UploadPhotoResponse_Closure closure,
                                                      void *closure_data);
+void kindred__api__v1__profile_service__create_upload_url(ProtobufCService *service,
+                                                          const Kindred__Api__V1__CreateUploadUrlRequest *input,
+                                                          Kindred__Api__V1__CreateUploadUrlResponse_Closure closure,
+                                                          void *closure_data);
 void kindred__api__v1__profile_service__get_photo(ProtobufCService *service,
                                                   const Kindred__Api__V1__GetPhotoRequest *input,
                                                   Kindred__Api__V1__GetPhotoResponse_Closure closure,
@@ -1071,6 +1170,8 @@ extern const ProtobufCMessageDescriptor kindred__api__v1__update_location_respon
 extern const ProtobufCMessageDescriptor kindred__api__v1__upload_photo_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__api__v1__photo_upload_header__descriptor;
 extern const ProtobufCMessageDescriptor kindred__api__v1__upload_photo_response__descriptor;
+extern const ProtobufCMessageDescriptor kindred__api__v1__create_upload_url_request__descriptor;
+extern const ProtobufCMessageDescriptor kindred__api__v1__create_upload_url_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__api__v1__get_photo_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__api__v1__get_photo_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__api__v1__delete_photo_request__descriptor;

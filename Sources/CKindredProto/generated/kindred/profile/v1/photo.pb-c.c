@@ -142,6 +142,96 @@ void   kindred__profile__v1__upload_photo_response__free_unpacked
   assert(message->base.descriptor == &kindred__profile__v1__upload_photo_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   kindred__profile__v1__create_upload_url_request__init
+                     (Kindred__Profile__V1__CreateUploadUrlRequest         *message)
+{
+  static const Kindred__Profile__V1__CreateUploadUrlRequest init_value = KINDRED__PROFILE__V1__CREATE_UPLOAD_URL_REQUEST__INIT;
+  *message = init_value;
+}
+size_t kindred__profile__v1__create_upload_url_request__get_packed_size
+                     (const Kindred__Profile__V1__CreateUploadUrlRequest *message)
+{
+  assert(message->base.descriptor == &kindred__profile__v1__create_upload_url_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__profile__v1__create_upload_url_request__pack
+                     (const Kindred__Profile__V1__CreateUploadUrlRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__profile__v1__create_upload_url_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__profile__v1__create_upload_url_request__pack_to_buffer
+                     (const Kindred__Profile__V1__CreateUploadUrlRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__profile__v1__create_upload_url_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Profile__V1__CreateUploadUrlRequest *
+       kindred__profile__v1__create_upload_url_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Profile__V1__CreateUploadUrlRequest *)
+     protobuf_c_message_unpack (&kindred__profile__v1__create_upload_url_request__descriptor,
+                                allocator, len, data);
+}
+void   kindred__profile__v1__create_upload_url_request__free_unpacked
+                     (Kindred__Profile__V1__CreateUploadUrlRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__profile__v1__create_upload_url_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   kindred__profile__v1__create_upload_url_response__init
+                     (Kindred__Profile__V1__CreateUploadUrlResponse         *message)
+{
+  static const Kindred__Profile__V1__CreateUploadUrlResponse init_value = KINDRED__PROFILE__V1__CREATE_UPLOAD_URL_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t kindred__profile__v1__create_upload_url_response__get_packed_size
+                     (const Kindred__Profile__V1__CreateUploadUrlResponse *message)
+{
+  assert(message->base.descriptor == &kindred__profile__v1__create_upload_url_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__profile__v1__create_upload_url_response__pack
+                     (const Kindred__Profile__V1__CreateUploadUrlResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__profile__v1__create_upload_url_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__profile__v1__create_upload_url_response__pack_to_buffer
+                     (const Kindred__Profile__V1__CreateUploadUrlResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__profile__v1__create_upload_url_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Profile__V1__CreateUploadUrlResponse *
+       kindred__profile__v1__create_upload_url_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Profile__V1__CreateUploadUrlResponse *)
+     protobuf_c_message_unpack (&kindred__profile__v1__create_upload_url_response__descriptor,
+                                allocator, len, data);
+}
+void   kindred__profile__v1__create_upload_url_response__free_unpacked
+                     (Kindred__Profile__V1__CreateUploadUrlResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__profile__v1__create_upload_url_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   kindred__profile__v1__get_photo_request__init
                      (Kindred__Profile__V1__GetPhotoRequest         *message)
 {
@@ -463,7 +553,7 @@ const ProtobufCMessageDescriptor kindred__profile__v1__upload_photo_request__des
   (ProtobufCMessageInit) kindred__profile__v1__upload_photo_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__profile__v1__photo_upload_header__field_descriptors[5] =
+static const ProtobufCFieldDescriptor kindred__profile__v1__photo_upload_header__field_descriptors[6] =
 {
   {
     "content_type",
@@ -525,6 +615,18 @@ static const ProtobufCFieldDescriptor kindred__profile__v1__photo_upload_header_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "upload_url",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Profile__V1__PhotoUploadHeader, upload_url),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__profile__v1__photo_upload_header__field_indices_by_name[] = {
   0,   /* field[0] = content_type */
@@ -532,11 +634,12 @@ static const unsigned kindred__profile__v1__photo_upload_header__field_indices_b
   3,   /* field[3] = position */
   2,   /* field[2] = sha256 */
   1,   /* field[1] = total_size_bytes */
+  5,   /* field[5] = upload_url */
 };
 static const ProtobufCIntRange kindred__profile__v1__photo_upload_header__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor kindred__profile__v1__photo_upload_header__descriptor =
 {
@@ -546,7 +649,7 @@ const ProtobufCMessageDescriptor kindred__profile__v1__photo_upload_header__desc
   "Kindred__Profile__V1__PhotoUploadHeader",
   "kindred.profile.v1",
   sizeof(Kindred__Profile__V1__PhotoUploadHeader),
-  5,
+  6,
   kindred__profile__v1__photo_upload_header__field_descriptors,
   kindred__profile__v1__photo_upload_header__field_indices_by_name,
   1,  kindred__profile__v1__photo_upload_header__number_ranges,
@@ -602,6 +705,121 @@ const ProtobufCMessageDescriptor kindred__profile__v1__upload_photo_response__de
   kindred__profile__v1__upload_photo_response__field_indices_by_name,
   1,  kindred__profile__v1__upload_photo_response__number_ranges,
   (ProtobufCMessageInit) kindred__profile__v1__upload_photo_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kindred__profile__v1__create_upload_url_request__field_descriptors[1] =
+{
+  {
+    "position",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Profile__V1__CreateUploadUrlRequest, position),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__profile__v1__create_upload_url_request__field_indices_by_name[] = {
+  0,   /* field[0] = position */
+};
+static const ProtobufCIntRange kindred__profile__v1__create_upload_url_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor kindred__profile__v1__create_upload_url_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.profile.v1.CreateUploadUrlRequest",
+  "CreateUploadUrlRequest",
+  "Kindred__Profile__V1__CreateUploadUrlRequest",
+  "kindred.profile.v1",
+  sizeof(Kindred__Profile__V1__CreateUploadUrlRequest),
+  1,
+  kindred__profile__v1__create_upload_url_request__field_descriptors,
+  kindred__profile__v1__create_upload_url_request__field_indices_by_name,
+  1,  kindred__profile__v1__create_upload_url_request__number_ranges,
+  (ProtobufCMessageInit) kindred__profile__v1__create_upload_url_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kindred__profile__v1__create_upload_url_response__field_descriptors[4] =
+{
+  {
+    "upload_url",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Profile__V1__CreateUploadUrlResponse, upload_url),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "upload_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Profile__V1__CreateUploadUrlResponse, upload_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expires_unix",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Profile__V1__CreateUploadUrlResponse, expires_unix),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "max_size_bytes",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Profile__V1__CreateUploadUrlResponse, max_size_bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__profile__v1__create_upload_url_response__field_indices_by_name[] = {
+  2,   /* field[2] = expires_unix */
+  3,   /* field[3] = max_size_bytes */
+  1,   /* field[1] = upload_id */
+  0,   /* field[0] = upload_url */
+};
+static const ProtobufCIntRange kindred__profile__v1__create_upload_url_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor kindred__profile__v1__create_upload_url_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.profile.v1.CreateUploadUrlResponse",
+  "CreateUploadUrlResponse",
+  "Kindred__Profile__V1__CreateUploadUrlResponse",
+  "kindred.profile.v1",
+  sizeof(Kindred__Profile__V1__CreateUploadUrlResponse),
+  4,
+  kindred__profile__v1__create_upload_url_response__field_descriptors,
+  kindred__profile__v1__create_upload_url_response__field_indices_by_name,
+  1,  kindred__profile__v1__create_upload_url_response__number_ranges,
+  (ProtobufCMessageInit) kindred__profile__v1__create_upload_url_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor kindred__profile__v1__get_photo_request__field_descriptors[5] =

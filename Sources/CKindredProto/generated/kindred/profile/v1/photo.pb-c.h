@@ -20,6 +20,8 @@ PROTOBUF_C__BEGIN_DECLS
 typedef struct Kindred__Profile__V1__UploadPhotoRequest Kindred__Profile__V1__UploadPhotoRequest;
 typedef struct Kindred__Profile__V1__PhotoUploadHeader Kindred__Profile__V1__PhotoUploadHeader;
 typedef struct Kindred__Profile__V1__UploadPhotoResponse Kindred__Profile__V1__UploadPhotoResponse;
+typedef struct Kindred__Profile__V1__CreateUploadUrlRequest Kindred__Profile__V1__CreateUploadUrlRequest;
+typedef struct Kindred__Profile__V1__CreateUploadUrlResponse Kindred__Profile__V1__CreateUploadUrlResponse;
 typedef struct Kindred__Profile__V1__GetPhotoRequest Kindred__Profile__V1__GetPhotoRequest;
 typedef struct Kindred__Profile__V1__GetPhotoResponse Kindred__Profile__V1__GetPhotoResponse;
 typedef struct Kindred__Profile__V1__DeletePhotoRequest Kindred__Profile__V1__DeletePhotoRequest;
@@ -90,13 +92,21 @@ struct  Kindred__Profile__V1__PhotoUploadHeader
   int32_t position;
   /*
    * Idempotency key (see kindred.common.v1 conventions). A retried upload with the same key
-   * returns the photo stored by the first attempt without storing a second one.
+   * returns the photo stored by the first attempt without storing a second one; with a sha256
+   * that differs from the first attempt's, ALREADY_EXISTS (UPLOAD_KEY_REUSED).
    */
   char *idempotency_key;
+  /*
+   * The path and query of a signed upload URL (CreateUploadUrl) the gateway's media port took a
+   * PUT on. Only a service may send it; the member, position and idempotency key then come from
+   * the URL (position and idempotency_key must be unset), after its signature and expiry are
+   * checked here again. PERMISSION_DENIED: bad or expired URL.
+   */
+  char *upload_url;
 };
 #define KINDRED__PROFILE__V1__PHOTO_UPLOAD_HEADER__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__profile__v1__photo_upload_header__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, {0,NULL}, 0, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, 0, {0,NULL}, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -118,6 +128,50 @@ struct  Kindred__Profile__V1__UploadPhotoResponse
 #define KINDRED__PROFILE__V1__UPLOAD_PHOTO_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__profile__v1__upload_photo_response__descriptor) \
     , NULL, 0,NULL }
+
+
+/*
+ * Ask for an upload URL.
+ */
+struct  Kindred__Profile__V1__CreateUploadUrlRequest
+{
+  ProtobufCMessage base;
+  /*
+   * Insert position, 0-based; past the end appends.
+   */
+  int32_t position;
+};
+#define KINDRED__PROFILE__V1__CREATE_UPLOAD_URL_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__profile__v1__create_upload_url_request__descriptor) \
+    , 0 }
+
+
+/*
+ * A signed upload URL.
+ */
+struct  Kindred__Profile__V1__CreateUploadUrlResponse
+{
+  ProtobufCMessage base;
+  /*
+   * Absolute URL (KINDRED_PROFILE_MEDIA_BASE_URL + signed path).
+   */
+  char *upload_url;
+  /*
+   * The upload's id (a UUID): the photo's idempotency key.
+   */
+  char *upload_id;
+  /*
+   * When the URL stops working (UTC seconds).
+   */
+  int64_t expires_unix;
+  /*
+   * The largest photo the URL takes, in bytes.
+   */
+  int64_t max_size_bytes;
+};
+#define KINDRED__PROFILE__V1__CREATE_UPLOAD_URL_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__profile__v1__create_upload_url_response__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0 }
 
 
 /*
@@ -325,6 +379,44 @@ Kindred__Profile__V1__UploadPhotoResponse *
 void   kindred__profile__v1__upload_photo_response__free_unpacked
                      (Kindred__Profile__V1__UploadPhotoResponse *message,
                       ProtobufCAllocator *allocator);
+/* Kindred__Profile__V1__CreateUploadUrlRequest methods */
+void   kindred__profile__v1__create_upload_url_request__init
+                     (Kindred__Profile__V1__CreateUploadUrlRequest         *message);
+size_t kindred__profile__v1__create_upload_url_request__get_packed_size
+                     (const Kindred__Profile__V1__CreateUploadUrlRequest   *message);
+size_t kindred__profile__v1__create_upload_url_request__pack
+                     (const Kindred__Profile__V1__CreateUploadUrlRequest   *message,
+                      uint8_t             *out);
+size_t kindred__profile__v1__create_upload_url_request__pack_to_buffer
+                     (const Kindred__Profile__V1__CreateUploadUrlRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Profile__V1__CreateUploadUrlRequest *
+       kindred__profile__v1__create_upload_url_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__profile__v1__create_upload_url_request__free_unpacked
+                     (Kindred__Profile__V1__CreateUploadUrlRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Kindred__Profile__V1__CreateUploadUrlResponse methods */
+void   kindred__profile__v1__create_upload_url_response__init
+                     (Kindred__Profile__V1__CreateUploadUrlResponse         *message);
+size_t kindred__profile__v1__create_upload_url_response__get_packed_size
+                     (const Kindred__Profile__V1__CreateUploadUrlResponse   *message);
+size_t kindred__profile__v1__create_upload_url_response__pack
+                     (const Kindred__Profile__V1__CreateUploadUrlResponse   *message,
+                      uint8_t             *out);
+size_t kindred__profile__v1__create_upload_url_response__pack_to_buffer
+                     (const Kindred__Profile__V1__CreateUploadUrlResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Profile__V1__CreateUploadUrlResponse *
+       kindred__profile__v1__create_upload_url_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__profile__v1__create_upload_url_response__free_unpacked
+                     (Kindred__Profile__V1__CreateUploadUrlResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Kindred__Profile__V1__GetPhotoRequest methods */
 void   kindred__profile__v1__get_photo_request__init
                      (Kindred__Profile__V1__GetPhotoRequest         *message);
@@ -450,6 +542,12 @@ typedef void (*Kindred__Profile__V1__PhotoUploadHeader_Closure)
 typedef void (*Kindred__Profile__V1__UploadPhotoResponse_Closure)
                  (const Kindred__Profile__V1__UploadPhotoResponse *message,
                   void *closure_data);
+typedef void (*Kindred__Profile__V1__CreateUploadUrlRequest_Closure)
+                 (const Kindred__Profile__V1__CreateUploadUrlRequest *message,
+                  void *closure_data);
+typedef void (*Kindred__Profile__V1__CreateUploadUrlResponse_Closure)
+                 (const Kindred__Profile__V1__CreateUploadUrlResponse *message,
+                  void *closure_data);
 typedef void (*Kindred__Profile__V1__GetPhotoRequest_Closure)
                  (const Kindred__Profile__V1__GetPhotoRequest *message,
                   void *closure_data);
@@ -477,6 +575,8 @@ typedef void (*Kindred__Profile__V1__ReorderPhotosResponse_Closure)
 extern const ProtobufCMessageDescriptor kindred__profile__v1__upload_photo_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__profile__v1__photo_upload_header__descriptor;
 extern const ProtobufCMessageDescriptor kindred__profile__v1__upload_photo_response__descriptor;
+extern const ProtobufCMessageDescriptor kindred__profile__v1__create_upload_url_request__descriptor;
+extern const ProtobufCMessageDescriptor kindred__profile__v1__create_upload_url_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__profile__v1__get_photo_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__profile__v1__get_photo_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__profile__v1__delete_photo_request__descriptor;

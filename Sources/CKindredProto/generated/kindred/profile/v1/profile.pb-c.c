@@ -1202,7 +1202,7 @@ const ProtobufCEnumDescriptor kindred__profile__v1__card_source__descriptor =
   kindred__profile__v1__card_source__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor kindred__profile__v1__profile_service__method_descriptors[12] =
+static const ProtobufCMethodDescriptor kindred__profile__v1__profile_service__method_descriptors[13] =
 {
   { "CreateProfile", &kindred__profile__v1__create_profile_request__descriptor, &kindred__profile__v1__create_profile_response__descriptor },
   { "GetProfile", &kindred__profile__v1__get_profile_request__descriptor, &kindred__profile__v1__get_profile_response__descriptor },
@@ -1210,6 +1210,7 @@ static const ProtobufCMethodDescriptor kindred__profile__v1__profile_service__me
   { "UpdateProfile", &kindred__profile__v1__update_profile_request__descriptor, &kindred__profile__v1__update_profile_response__descriptor },
   { "UpdateLocation", &kindred__profile__v1__update_location_request__descriptor, &kindred__profile__v1__update_location_response__descriptor },
   { "UploadPhoto", &kindred__profile__v1__upload_photo_request__descriptor, &kindred__profile__v1__upload_photo_response__descriptor },
+  { "CreateUploadUrl", &kindred__profile__v1__create_upload_url_request__descriptor, &kindred__profile__v1__create_upload_url_response__descriptor },
   { "GetPhoto", &kindred__profile__v1__get_photo_request__descriptor, &kindred__profile__v1__get_photo_response__descriptor },
   { "DeletePhoto", &kindred__profile__v1__delete_photo_request__descriptor, &kindred__profile__v1__delete_photo_response__descriptor },
   { "ReorderPhotos", &kindred__profile__v1__reorder_photos_request__descriptor, &kindred__profile__v1__reorder_photos_response__descriptor },
@@ -1219,14 +1220,15 @@ static const ProtobufCMethodDescriptor kindred__profile__v1__profile_service__me
 };
 const unsigned kindred__profile__v1__profile_service__method_indices_by_name[] = {
   0,        /* CreateProfile */
-  7,        /* DeletePhoto */
-  10,        /* DeliverEvents */
-  6,        /* GetPhoto */
+  6,        /* CreateUploadUrl */
+  8,        /* DeletePhoto */
+  11,        /* DeliverEvents */
+  7,        /* GetPhoto */
   1,        /* GetProfile */
   2,        /* GetProfiles */
-  11,        /* GetUserFootprint */
-  9,        /* ListProfileIndexEntries */
-  8,        /* ReorderPhotos */
+  12,        /* GetUserFootprint */
+  10,        /* ListProfileIndexEntries */
+  9,        /* ReorderPhotos */
   4,        /* UpdateLocation */
   3,        /* UpdateProfile */
   5         /* UploadPhoto */
@@ -1238,7 +1240,7 @@ const ProtobufCServiceDescriptor kindred__profile__v1__profile_service__descript
   "ProfileService",
   "Kindred__Profile__V1__ProfileService",
   "kindred.profile.v1",
-  12,
+  13,
   kindred__profile__v1__profile_service__method_descriptors,
   kindred__profile__v1__profile_service__method_indices_by_name
 };
@@ -1290,13 +1292,21 @@ void kindred__profile__v1__profile_service__upload_photo(ProtobufCService *servi
   assert(service->descriptor == &kindred__profile__v1__profile_service__descriptor);
   service->invoke(service, 5, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void kindred__profile__v1__profile_service__create_upload_url(ProtobufCService *service,
+                                                              const Kindred__Profile__V1__CreateUploadUrlRequest *input,
+                                                              Kindred__Profile__V1__CreateUploadUrlResponse_Closure closure,
+                                                              void *closure_data)
+{
+  assert(service->descriptor == &kindred__profile__v1__profile_service__descriptor);
+  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void kindred__profile__v1__profile_service__get_photo(ProtobufCService *service,
                                                       const Kindred__Profile__V1__GetPhotoRequest *input,
                                                       Kindred__Profile__V1__GetPhotoResponse_Closure closure,
                                                       void *closure_data)
 {
   assert(service->descriptor == &kindred__profile__v1__profile_service__descriptor);
-  service->invoke(service, 6, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__profile__v1__profile_service__delete_photo(ProtobufCService *service,
                                                          const Kindred__Profile__V1__DeletePhotoRequest *input,
@@ -1304,7 +1314,7 @@ void kindred__profile__v1__profile_service__delete_photo(ProtobufCService *servi
                                                          void *closure_data)
 {
   assert(service->descriptor == &kindred__profile__v1__profile_service__descriptor);
-  service->invoke(service, 7, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__profile__v1__profile_service__reorder_photos(ProtobufCService *service,
                                                            const Kindred__Profile__V1__ReorderPhotosRequest *input,
@@ -1312,7 +1322,7 @@ void kindred__profile__v1__profile_service__reorder_photos(ProtobufCService *ser
                                                            void *closure_data)
 {
   assert(service->descriptor == &kindred__profile__v1__profile_service__descriptor);
-  service->invoke(service, 8, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__profile__v1__profile_service__list_profile_index_entries(ProtobufCService *service,
                                                                        const Kindred__Profile__V1__ListProfileIndexEntriesRequest *input,
@@ -1320,7 +1330,7 @@ void kindred__profile__v1__profile_service__list_profile_index_entries(ProtobufC
                                                                        void *closure_data)
 {
   assert(service->descriptor == &kindred__profile__v1__profile_service__descriptor);
-  service->invoke(service, 9, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__profile__v1__profile_service__deliver_events(ProtobufCService *service,
                                                            const Kindred__Common__V1__DeliverEventsRequest *input,
@@ -1328,7 +1338,7 @@ void kindred__profile__v1__profile_service__deliver_events(ProtobufCService *ser
                                                            void *closure_data)
 {
   assert(service->descriptor == &kindred__profile__v1__profile_service__descriptor);
-  service->invoke(service, 10, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__profile__v1__profile_service__get_user_footprint(ProtobufCService *service,
                                                                const Kindred__Common__V1__GetUserFootprintRequest *input,
@@ -1336,7 +1346,7 @@ void kindred__profile__v1__profile_service__get_user_footprint(ProtobufCService 
                                                                void *closure_data)
 {
   assert(service->descriptor == &kindred__profile__v1__profile_service__descriptor);
-  service->invoke(service, 11, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 12, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__profile__v1__profile_service__init (Kindred__Profile__V1__ProfileService_Service *service,
                                                   Kindred__Profile__V1__ProfileService_ServiceDestroy destroy)

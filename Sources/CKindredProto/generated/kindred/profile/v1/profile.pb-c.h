@@ -607,6 +607,10 @@ struct Kindred__Profile__V1__ProfileService_Service
                        const Kindred__Profile__V1__UploadPhotoRequest *input,
                        Kindred__Profile__V1__UploadPhotoResponse_Closure closure,
                        void *closure_data);
+  void (*create_upload_url)(Kindred__Profile__V1__ProfileService_Service *service,
+                            const Kindred__Profile__V1__CreateUploadUrlRequest *input,
+                            Kindred__Profile__V1__CreateUploadUrlResponse_Closure closure,
+                            void *closure_data);
   void (*get_photo)(Kindred__Profile__V1__ProfileService_Service *service,
                     const Kindred__Profile__V1__GetPhotoRequest *input,
                     Kindred__Profile__V1__GetPhotoResponse_Closure closure,
@@ -645,6 +649,7 @@ void kindred__profile__v1__profile_service__init (Kindred__Profile__V1__ProfileS
       function_prefix__ ## update_profile,\
       function_prefix__ ## update_location,\
       function_prefix__ ## upload_photo,\
+      function_prefix__ ## create_upload_url,\
       function_prefix__ ## get_photo,\
       function_prefix__ ## delete_photo,\
       function_prefix__ ## reorder_photos,\
@@ -675,6 +680,10 @@ void kindred__profile__v1__profile_service__upload_photo(ProtobufCService *servi
                                                          const Kindred__Profile__V1__UploadPhotoRequest *input,
                                                          Kindred__Profile__V1__UploadPhotoResponse_Closure closure,
                                                          void *closure_data);
+void kindred__profile__v1__profile_service__create_upload_url(ProtobufCService *service,
+                                                              const Kindred__Profile__V1__CreateUploadUrlRequest *input,
+                                                              Kindred__Profile__V1__CreateUploadUrlResponse_Closure closure,
+                                                              void *closure_data);
 void kindred__profile__v1__profile_service__get_photo(ProtobufCService *service,
                                                       const Kindred__Profile__V1__GetPhotoRequest *input,
                                                       Kindred__Profile__V1__GetPhotoResponse_Closure closure,
