@@ -508,10 +508,10 @@ def test_connect_get_with_connectrpc(cluster, user, codec, over_http1):
 
 def curl_get(cluster, path, *arguments):
     """curl --get over HTTP/1.1: (HTTP status, body text, headers text)."""
-    command = ["curl", "-sS", "--http1.1", "--get", "-D", "-", "-o", "-", *arguments, f"http://{cluster.gateway}{path}"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, check=True)
-    head, _, body = result.stdout.partition("\r\n\r\n")
-    return int(head.split()[1]), body, head.lower()
+    command = ["curl", "-sS", "--http1.1", "--get", "-i", *arguments, f"http://{cluster.gateway}{path}"]
+    result = subprocess.run(command, capture_output=True, timeout=TIMEOUT, check=True)
+    head, _, body = result.stdout.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body.decode("latin-1"), head.decode().lower()
 
 
 def test_connect_get_with_curl(cluster, user):
