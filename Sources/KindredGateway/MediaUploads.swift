@@ -73,15 +73,15 @@ extension MediaServer {
         guard let profile = self.gateway.profile, let tokens = self.gateway.serviceTokens else {
             return self.uploadRefusal(503, "the profile service is not reachable", origin: origin)
         }
-        let response: ProfileV1.UploadPhotoResponse
+        let response: ProfileApi.UploadPhotoResponse
         do {
             var metadata = try await tokens.metadata()
             metadata.add("x-kindred-client-ip", clientAddress)
             response = try await profile.client.clientStreaming(
-                ProfileV1.ProfileService.Method.uploadPhoto, metadata: metadata,
+                ProfileApi.ProfileService.Method.uploadPhoto, metadata: metadata,
                 options: CallOptions(timeout: ProfileAPI.uploadTimeout)
             ) { writer in
-                var header = ProfileV1.UploadPhotoRequest()
+                var header = ProfileApi.UploadPhotoRequest()
                 header.part = .header(
                     .with {
                         $0.contentType = contentType

@@ -88,7 +88,7 @@ struct ProfileAPI: GRPCService {
             guard gateway.configuration.mediaListen != nil, gateway.configuration.mediaURLKey != nil else {
                 throw GatewayErrors.notDeployed("Uploads by URL")
             }
-            var forwarded = ProfileV1.CreateUploadUrlRequest()
+            var forwarded = ProfileApi.CreateUploadUrlRequest()
             forwarded.position = request.position
             let response = try await gateway.profileService().call(P.createUploadUrl, forwarded, as: caller)
             var answer = Api.CreateUploadUrlResponse()
