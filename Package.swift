@@ -26,6 +26,7 @@ let package = Package(
     products: [
         .executable(name: "kindred-interop-server", targets: ["kindred-interop-server"]),
         .executable(name: "kindred-grpc-yardstick", targets: ["kindred-grpc-yardstick"]),
+        .executable(name: "kindred-grpc-client-bench", targets: ["kindred-grpc-client-bench"]),
         .executable(name: "auth-server", targets: ["auth-server"]),
         .executable(name: "gateway-server", targets: ["gateway-server"]),
         .executable(name: "profile-server", targets: ["profile-server"]),
@@ -277,6 +278,8 @@ let package = Package(
         ),
         // The bare SwiftNIO + nghttp2 + protobuf-c Echo the runtime is measured against (Tests/Benchmarks/grpc-h2load.sh).
         .executableTarget(name: "kindred-grpc-yardstick", dependencies: ["CNghttp2", "KindredProto"] + nio, swiftSettings: hotPath),
+        // GRPCClient making Echo calls: the client side of the runtime's per-call cost (Tests/Benchmarks/grpc-callgrind.sh).
+        .executableTarget(name: "kindred-grpc-client-bench", dependencies: ["KindredGRPC", "KindredProto", logging]),
 
         .testTarget(
             name: "KindredProtobufTests", dependencies: ["KindredProtobuf", "KindredProto", "KindredTestSupport"],

@@ -23,6 +23,19 @@ final class ClientCall: @unchecked Sendable {
     var statusWaiters: [CheckedContinuation<RPCError, Never>] = []
     var writerWaiter: CheckedContinuation<Void, any Error>?
     var deadlineTimer: Scheduled<Void>?
+    /// A unary call's caller (`GRPCClient.unary`), resumed once with the outcome when the call completes. It is
+    /// set in the same hop to the loop that opens the stream and sends the request, so a unary call crosses to
+    /// the loop once and back once. Resumed with nil when the connection took no new stream (nothing was sent).
+    var unaryWaiter: UnsafeContinuation<UnaryOutcome?, Never>?
+    /// A unary call's response message, taken as it arrives (its bytes go back to the window at once).
+    var unaryMessage: ByteBuffer?
+
+    /// How a unary call ended: its first response message, the response headers' metadata and the status.
+    struct UnaryOutcome: Sendable {
+        var message: ByteBuffer?
+        var metadata: Metadata
+        var status: RPCError
+    }
 
     init(eventLoop: any EventLoop, maxMessageSize: Int) {
         self.eventLoop = eventLoop
@@ -108,6 +121,14 @@ final class ClientCall: @unchecked Sendable {
 
     /// Hands queued messages (or the end of the stream) to a waiting reader.
     func deliver() {
+        if self.unaryWaiter != nil {
+            while !self.inbound.isEmpty {
+                let (message, release) = self.inbound.removeFirst()
+                self.connection?.release(self, count: release)
+                if self.unaryMessage == nil { self.unaryMessage = message }
+            }
+            return
+        }
         guard let waiter = self.messageWaiter else { return }
         if !self.inbound.isEmpty {
             self.messageWaiter = nil
@@ -136,6 +157,12 @@ final class ClientCall: @unchecked Sendable {
             if held > 0 { self.connection?.release(self, count: held) }
         }
         self.deliver()
+        if let waiter = self.unaryWaiter {
+            self.unaryWaiter = nil
+            let message = status.code == .ok ? self.unaryMessage : nil
+            self.unaryMessage = nil
+            waiter.resume(returning: UnaryOutcome(message: message, metadata: self.responseMetadata, status: status))
+        }
         let waiters = self.statusWaiters
         self.statusWaiters = []
         for waiter in waiters { waiter.resume(returning: status) }

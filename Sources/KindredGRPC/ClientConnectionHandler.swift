@@ -177,6 +177,35 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         return true
     }
 
+    /// A unary call in one step on the loop: opens the stream, queues the framed request and ends it; `waiter` is
+    /// resumed when the call completes, or at once with nil when this connection takes no new stream.
+    func startUnary(
+        _ call: ClientCall,
+        path: String,
+        metadata: Metadata,
+        deadline: NIODeadline?,
+        request: ByteBuffer,
+        waiter: UnsafeContinuation<ClientCall.UnaryOutcome?, Never>
+    ) {
+        if let status = call.status {
+            // Cancelled before it reached the loop: nothing was sent, the slot goes back.
+            waiter.resume(returning: ClientCall.UnaryOutcome(message: nil, metadata: [:], status: status))
+            self.onCallEnded?()
+            return
+        }
+        call.unaryWaiter = waiter
+        guard self.start(call, path: path, metadata: metadata, deadline: deadline) else {
+            call.unaryWaiter = nil
+            waiter.resume(returning: nil)
+            return
+        }
+        // `start` completes (and so resumes) a call it could not open.
+        guard !call.done, let session = self.session else { return }
+        session.sendData(streamID: call.streamID, request)
+        call.requestEnded = true
+        session.finish(streamID: call.streamID, trailers: nil)
+    }
+
     func send(_ framed: ByteBuffer, on call: ClientCall) {
         guard !call.done, let session = self.session else { return }
         session.sendData(streamID: call.streamID, framed)

@@ -66,6 +66,37 @@ final class ConnectionPool: Sendable {
         }
     }
 
+    /// Takes a stream slot and makes a unary call there: one hop to the connection's loop opens the stream and
+    /// sends `request` (framed), one resumption returns the outcome. Task cancellation cancels the call.
+    func unary(path: String, metadata: Metadata, deadline: NIODeadline?, request: ByteBuffer) async throws
+        -> ClientCall.UnaryOutcome
+    {
+        for _ in 0..<3 {
+            let lease = try await self.acquire(deadline: deadline)
+            let loop = lease.connection.channel.eventLoop
+            let call = ClientCall(eventLoop: loop, maxMessageSize: self.configuration.maxReceiveMessageSize)
+            let handler = lease.connection.handler
+            let outcome = await withTaskCancellationHandler {
+                await withUnsafeContinuation { (waiter: UnsafeContinuation<ClientCall.UnaryOutcome?, Never>) in
+                    if loop.inEventLoop {
+                        handler.value.startUnary(call, path: path, metadata: metadata, deadline: deadline, request: request, waiter: waiter)
+                    } else {
+                        loop.execute {
+                            handler.value.startUnary(
+                                call, path: path, metadata: metadata, deadline: deadline, request: request, waiter: waiter)
+                        }
+                    }
+                }
+            } onCancel: {
+                call.cancel()
+            }
+            if let outcome { return outcome }
+            // The connection went away between the pick and the stream (see `open`).
+            self.update { $0.drained(entry: lease.entry, now: .now()) }
+        }
+        throw RPCError(.unavailable, "No connection to \(self.configuration.authority) is available")
+    }
+
     /// Takes a stream slot and sends a plain HTTP/2 request there (see `open`).
     func startExchange(_ request: HTTP2Request, deadline: NIODeadline?) async throws -> HTTP2Exchange {
         let maxBodySize = self.configuration.maxReceiveMessageSize

@@ -114,15 +114,21 @@ public final class GRPCClient: Sendable {
         metadata: Metadata = [:],
         options: CallOptions = .init()
     ) async throws -> ClientResponse<Response> {
-        try await self.withCall(method.path, metadata: metadata, options: options) { call in
-            try call.send(request)
-            call.end()
-            let message = try await call.nextMessage()
-            let status = await call.finalStatus()
-            guard status.code == .ok else { throw status }
-            guard let message else { throw RPCError(.internalError, "The server sent no response message") }
-            return await ClientResponse(message: try call.decode(message), metadata: call.metadataSnapshot(), trailers: status.metadata)
+        let deadline = GRPCDeadline.effective(timeout: options.timeout ?? self.configuration.defaultTimeout)
+        let framed = try MessageFraming.frame(request, allocator: ByteBufferAllocator()) {
+            RPCError(.internalError, "Failed to encode the request")
         }
+        let outcome = try await self.pool.unary(
+            path: method.path, metadata: self.withRequestID(metadata), deadline: deadline, request: framed)
+        guard outcome.status.code == .ok else { throw outcome.status }
+        guard let message = outcome.message else { throw RPCError(.internalError, "The server sent no response message") }
+        let response: Response
+        do {
+            response = try message.withUnsafeReadableBytes { try Response(serializedBytes: $0) }
+        } catch {
+            throw RPCError(.internalError, "The response is not a valid \(Response.protoMessageName) message")
+        }
+        return ClientResponse(message: response, metadata: outcome.metadata, trailers: outcome.status.metadata)
     }
 
     public func serverStreaming<Request, Response, Result: Sendable>(
@@ -172,6 +178,14 @@ public final class GRPCClient: Sendable {
         }
     }
 
+    /// The call's metadata with the request id of the handler it is made from (see `GRPCRequestID`).
+    private func withRequestID(_ metadata: Metadata) -> Metadata {
+        guard let requestID = GRPCRequestID.current, metadata[GRPCRequestID.metadataKey] == nil else { return metadata }
+        var metadata = metadata
+        metadata.add(GRPCRequestID.metadataKey, requestID)
+        return metadata
+    }
+
     private static func requireOK(_ call: ClientCall) async throws {
         // Drain what the body left unread, then check the status.
         while try await call.nextMessage() != nil {}
@@ -187,11 +201,7 @@ public final class GRPCClient: Sendable {
         _ body: (ClientCall) async throws -> Result
     ) async throws -> Result {
         let deadline = GRPCDeadline.effective(timeout: options.timeout ?? self.configuration.defaultTimeout)
-        var metadata = metadata
-        if let requestID = GRPCRequestID.current, metadata[GRPCRequestID.metadataKey] == nil {
-            metadata.add(GRPCRequestID.metadataKey, requestID)
-        }
-        let call = try await self.pool.startCall(path: path, metadata: metadata, deadline: deadline)
+        let call = try await self.pool.startCall(path: path, metadata: self.withRequestID(metadata), deadline: deadline)
         return try await withTaskCancellationHandler {
             do {
                 return try await body(call)

@@ -35,6 +35,36 @@ public struct GRPCRouter: Sendable {
         }
     }
 
+    /// A unary method whose handler can often answer without waiting: it runs on the connection's event loop as
+    /// soon as the request has arrived, with no task, and returns `.now(response)`, or `.later { … }` with the
+    /// part that must wait (I/O, a sleep, a downstream call), which then runs as an `async` handler does. The
+    /// synchronous part must not block and cannot be cancelled; deadline, cancellation and error mapping apply as
+    /// for `unary` (a deadline or reset before the answer ends the call the same way). Where `.now` is the common
+    /// answer this saves the task and its hops, the largest single cost of a small call.
+    public mutating func immediateUnary<Request, Response>(
+        _ method: ProtoMethod<Request, Response>,
+        _ handler: @escaping @Sendable (Request, ServerContext) throws -> ImmediateResponse<Response>
+    ) {
+        let run: @Sendable (ServerCall, ByteBuffer?) async throws -> Void = { call, firstMessage in
+            // Run as a task (the connection's output was at its cap, or over HTTP/1.1): the same handler.
+            let request: Request = try call.decode(firstMessage!)
+            switch try handler(request, ServerContext(call: call)) {
+            case .now(let response): try call.sendMessage(response)
+            case .later(let rest): try call.sendMessage(try await rest())
+            }
+        }
+        self.handlers[method.path] = MethodHandler(singleRequest: true, singleResponse: true, run: run) { call, firstMessage in
+            let request: Request = try call.decode(firstMessage)
+            switch try handler(request, ServerContext(call: call)) {
+            case .now(let response):
+                try call.sendMessage(response)
+                return nil
+            case .later(let rest):
+                return { try call.sendMessage(try await rest()) }
+            }
+        }
+    }
+
     public mutating func serverStreaming<Request, Response>(
         _ method: ProtoMethod<Request, Response>,
         _ handler: @escaping @Sendable (Request, ResponseWriter<Response>, ServerContext) async throws -> Void
@@ -73,6 +103,29 @@ struct MethodHandler: Sendable {
     /// Unary and client streaming: one response message (what Connect's unary form may call).
     let singleResponse: Bool
     let run: @Sendable (ServerCall, ByteBuffer?) async throws -> Void
+    /// Immediate unary handlers (`GRPCRouter.immediateUnary`): runs on the loop with the request and returns nil
+    /// when the response is sent, or the rest of the handler to run as a task.
+    let runNow: (@Sendable (ServerCall, ByteBuffer) throws -> (@Sendable () async throws -> Void)?)?
+
+    init(
+        singleRequest: Bool,
+        singleResponse: Bool,
+        run: @escaping @Sendable (ServerCall, ByteBuffer?) async throws -> Void,
+        runNow: (@Sendable (ServerCall, ByteBuffer) throws -> (@Sendable () async throws -> Void)?)? = nil
+    ) {
+        self.singleRequest = singleRequest
+        self.singleResponse = singleResponse
+        self.run = run
+        self.runNow = runNow
+    }
+}
+
+/// What an immediate unary handler (`GRPCRouter.immediateUnary`) answers.
+public enum ImmediateResponse<Response: Sendable>: Sendable {
+    /// The response, sent at once.
+    case now(Response)
+    /// The rest of the handler, which waits for something: it runs as a task, like an `async` handler.
+    case later(@Sendable () async throws -> Response)
 }
 
 /// What a handler knows about its call, and how it sets response metadata.

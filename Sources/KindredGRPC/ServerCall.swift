@@ -215,39 +215,71 @@ final class ServerCall: @unchecked Sendable {
     /// through the connection when it returns or throws. Every error is mapped in one place (`RPCError.from`).
     func start(firstMessage: ByteBuffer?, executor: EventLoopTaskExecutor, logger: Logger) {
         guard self.state.startHandler() else { return }
+        if let runNow = self.handler.runNow, let firstMessage, self.eventLoop.inEventLoop,
+            let connection = self.connection, connection.admitNow(self)
+        {
+            // An immediate handler: its synchronous part runs here, on the loop, without a task.
+            let rest: (@Sendable () async throws -> Void)?
+            do {
+                rest = try runNow(self, firstMessage)
+            } catch {
+                self.complete(self.status(for: error, requestID: self.requestID, logger: logger))
+                return
+            }
+            guard let rest else { return self.complete(nil) }
+            self.startTask(executor: executor, logger: logger, admitted: true) { _, _ in try await rest() }
+            return
+        }
+        self.startTask(executor: executor, logger: logger, admitted: false) { call, _ in
+            try await call.handler.run(call, firstMessage)
+        }
+    }
+
+    /// Runs `body` as the call's task on the connection's loop, with the call's deadline and request id in their
+    /// task-locals, after the connection admitted the handler (see `HandlerAdmission`).
+    private func startTask(
+        executor: EventLoopTaskExecutor,
+        logger: Logger,
+        admitted: Bool,
+        _ body: @escaping @Sendable (ServerCall, ByteBuffer?) async throws -> Void
+    ) {
         let call = self
         let deadline = self.deadline
-        let handler = self.handler
         let requestID = self.requestID
         self.task = Task(executorPreference: executor) {
             var status: RPCError?
             do {
-                try await call.waitForAdmission()
+                if !admitted { try await call.waitForAdmission() }
                 try await GRPCRequestID.$current.withValue(requestID) {
                     if let deadline {
                         try await GRPCDeadline.$current.withValue(deadline) {
-                            try await handler.run(call, firstMessage)
+                            try await body(call, nil)
                         }
                     } else {
-                        try await handler.run(call, firstMessage)
+                        try await body(call, nil)
                     }
                 }
             } catch {
-                // Mapped inside the call's request-id scope, so error details built here carry the request id.
-                let mapped = GRPCRequestID.$current.withValue(requestID) { RPCError.from(error) }
-                // A failure of the server itself gets its detail into the log (the caller sees a fixed message):
-                // errors nobody mapped, and mapped ones that say INTERNAL/UNAVAILABLE/DATA_LOSS (a database
-                // failure, for instance; their descriptions hold no user data).
-                if mapped.code == .unknown || (!(error is RPCError) && [.internalError, .unavailable, .dataLoss].contains(mapped.code)) {
-                    logger.warning(
-                        "Handler failed",
-                        metadata: ["rpc.method": "\(call.path)", "request_id": "\(requestID)", "error": "\(error)"]
-                    )
-                }
-                status = mapped
+                status = call.status(for: error, requestID: requestID, logger: logger)
             }
             call.complete(status)
         }
+    }
+
+    /// The status a handler's error ends the call with (every error is mapped in one place, `RPCError.from`).
+    private func status(for error: any Error, requestID: String, logger: Logger) -> RPCError {
+        // Mapped inside the call's request-id scope, so error details built here carry the request id.
+        let mapped = GRPCRequestID.$current.withValue(requestID) { RPCError.from(error) }
+        // A failure of the server itself gets its detail into the log (the caller sees a fixed message):
+        // errors nobody mapped, and mapped ones that say INTERNAL/UNAVAILABLE/DATA_LOSS (a database
+        // failure, for instance; their descriptions hold no user data).
+        if mapped.code == .unknown || (!(error is RPCError) && [.internalError, .unavailable, .dataLoss].contains(mapped.code)) {
+            logger.warning(
+                "Handler failed",
+                metadata: ["rpc.method": "\(self.path)", "request_id": "\(requestID)", "error": "\(error)"]
+            )
+        }
+        return mapped
     }
 
     func failWaiters(_ error: any Error) {

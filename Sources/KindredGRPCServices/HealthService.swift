@@ -42,13 +42,13 @@ public final class HealthService: GRPCService {
     }
 
     public func register(in router: inout GRPCRouter) {
-        router.unary(HealthV1.Health.Method.check) { request, _ in
+        router.immediateUnary(HealthV1.Health.Method.check) { request, _ in
             guard let status = self.state.withLockedValue({ $0.statuses[request.service] }) else {
                 throw RPCError(.notFound, "Unknown service \(request.service)")
             }
             var response = HealthV1.HealthCheckResponse()
             response.status = status
-            return response
+            return .now(response)
         }
         router.serverStreaming(HealthV1.Health.Method.watch) { request, writer, _ in
             let (stream, continuation) = AsyncStream.makeStream(of: ServingStatus.self, bufferingPolicy: .bufferingNewest(1))

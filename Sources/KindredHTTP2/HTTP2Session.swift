@@ -1,6 +1,10 @@
 internal import CNghttp2
 import NIOCore
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Receives the events of an `HTTP2Session`. Called synchronously from inside `receive(_:)` and
 /// `write(into:)`, on the thread that drives the session (the connection's event loop).
 ///
@@ -389,7 +393,12 @@ public final class HTTP2Session {
     private static func interned(_ bytes: UnsafeBufferPointer<UInt8>, at index: Int, in cache: inout [String]) -> String {
         if index < cache.count {
             var cached = cache[index]
-            if cached.withUTF8({ $0.elementsEqual(bytes) }) { return cached }
+            // memcmp: the generic elementsEqual took ~20 instructions a byte, on every header of every request.
+            if cached.utf8.count == bytes.count,
+                bytes.count == 0 || cached.withUTF8({ memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 })
+            {
+                return cached
+            }
             cached = String(decoding: bytes, as: UTF8.self)
             cache[index] = cached
             return cached

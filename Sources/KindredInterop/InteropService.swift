@@ -21,10 +21,16 @@ public final class InteropService: GRPCService {
     public init() {}
 
     public func register(in router: inout GRPCRouter) {
-        router.unary(V1.InteropService.Method.echo) { request, context in
-            try await self.track(context) {
-                try await self.echo(request, context: context, index: 0)
+        router.immediateUnary(V1.InteropService.Method.echo) { request, context in
+            // An echo that waits, or that a test tracks for cancellation, runs as a task; the rest answer at once.
+            guard request.delayMs == 0, context.metadata["x-call-id"] == nil else {
+                return .later {
+                    try await self.track(context) {
+                        try await self.echo(request, context: context, index: 0)
+                    }
+                }
             }
+            return .now(try self.echoNow(request, context: context, index: 0))
         }
         router.serverStreaming(V1.InteropService.Method.expand) { request, writer, context in
             try await self.track(context) {
@@ -82,6 +88,12 @@ public final class InteropService: GRPCService {
         if request.delayMs > 0 {
             try await Task.sleep(for: .milliseconds(min(request.delayMs, 60_000)))
         }
+        return try self.echoNow(request, context: context, index: index)
+    }
+
+    /// The echo itself: the request's message and payload, the metadata it saw, `x-echo-initial` and
+    /// `x-echo-trailing` sent back as response metadata and trailers.
+    private func echoNow(_ request: V1.EchoRequest, context: ServerContext, index: Int32) throws -> V1.EchoResponse {
         try Self.failIfAsked(request, context: context)
         var initial = Metadata()
         var trailing = Metadata()
