@@ -71,29 +71,43 @@ public struct Metadata: Hashable, Sendable, ExpressibleByDictionaryLiteral, Sequ
 extension Metadata {
     /// Header names the protocol owns; they never appear as custom metadata.
     static func isReserved(_ name: String) -> Bool {
-        // Every call checks each of its headers: the first byte settles most of them without a string compare.
-        switch name.utf8.first {
-        case UInt8(ascii: ":"): return true
-        case UInt8(ascii: "c"), UInt8(ascii: "t"), UInt8(ascii: "g"), UInt8(ascii: "h"), UInt8(ascii: "k"),
-            UInt8(ascii: "p"), UInt8(ascii: "u"):
-            break
+        // Every call checks each of its headers: the first byte and the length settle most of them, so at most two
+        // string compares remain (two different strings compare slowly, by Unicode rules).
+        if name.utf8.first == UInt8(ascii: ":") { return true }
+        switch name.utf8.count {
+        case 2: return name == "te"
+        case 4: return name == "host"
+        case 7: return name == "upgrade"
+        case 10: return name == "connection" || name == "keep-alive"
+        case 11: return name == "grpc-status"
+        case 12: return name == "content-type" || name == "grpc-timeout" || name == "grpc-message"
+        case 13: return name == "grpc-encoding"
+        case 14: return name == "content-length"
+        case 16: return name == "proxy-connection"
+        case 17: return name == "transfer-encoding"
+        case 20: return name == "grpc-accept-encoding"
+        case 23: return name == "grpc-status-details-bin"
         default: return false
         }
-        switch name {
-        case "content-type", "te", "grpc-timeout", "grpc-encoding", "grpc-accept-encoding", "grpc-status",
-            "grpc-message", "grpc-status-details-bin", "content-length", "connection", "host",
-            "transfer-encoding", "keep-alive", "proxy-connection", "upgrade":
-            return true
-        default:
-            return false
+    }
+
+    /// Whether a key names binary values (ends in `-bin`), comparing bytes (`hasSuffix` compares characters).
+    static func isBinaryKey(_ key: String) -> Bool {
+        let utf8 = key.utf8
+        guard utf8.count >= 4 else { return false }
+        var index = utf8.index(utf8.endIndex, offsetBy: -4)
+        for byte in "-bin".utf8 {
+            if utf8[index] != byte { return false }
+            index = utf8.index(after: index)
         }
+        return true
     }
 
     /// Builds metadata from received headers, skipping reserved ones. Invalid base64 in a `-bin` value drops
     /// that entry (as grpc-core does) instead of failing the call.
     init(headers: [HTTP2Header]) {
         for header in headers where !Metadata.isReserved(header.name) {
-            if header.name.hasSuffix("-bin") {
+            if Metadata.isBinaryKey(header.name) {
                 // Several values may be joined with "," on the wire.
                 for part in header.value.split(separator: ",", omittingEmptySubsequences: false) {
                     if let bytes = Base64.decode(part.trimmingSpaces) {

@@ -17,7 +17,7 @@ final class ServerCall: @unchecked Sendable {
     let requestMetadata: Metadata
     /// The caller's `x-request-id` when usable, else a new one (computed once, on the loop, when first asked).
     lazy var requestID: String = GRPCRequestID.accept(
-        self.requestHeaders.first { $0.name == GRPCRequestID.metadataKey }?.value
+        self.requestHeaders.first { $0.name.utf8.count == 12 && $0.name == GRPCRequestID.metadataKey }?.value
     )
     let deadline: NIODeadline?
     /// The protocol the call came in on, and how its response is written.

@@ -24,6 +24,9 @@ public enum WireProtocol: Hashable, Sendable {
     /// The protocol a request's content type names; nil when it names none Kindred serves (gRPC-Web's base64
     /// `-text` form and codecs other than proto and JSON included).
     public static func detect(contentType: String) -> WireProtocol? {
+        // gRPC's own content type, on nearly every call, without the splitting, trimming and lower-casing below
+        // (11k instructions per call).
+        if contentType.utf8.count == 16 && contentType == "application/grpc" { return .grpc }
         // Parameters (`; charset=utf-8`) do not change the protocol.
         let mediaType = contentType.split(separator: ";", maxSplits: 1).first.map {
             $0.trimmingCharacters(in: " \t").lowercased()
