@@ -5,7 +5,10 @@ import NIOCore
 import NIOPosix
 import Testing
 
+@testable import KindredGRPC
 @testable import KindredGRPCServices
+import KindredInterop
+import CoreMetrics
 
 @Suite("HTTP/1.1 ports: a deadline on every phase of a connection, a cap on open connections")
 struct HTTP1PortTests {
@@ -139,6 +142,35 @@ struct HTTP1PortTests {
         #expect(!normal.text.isEmpty && open.allSatisfy { $0.channel.isActive })
         for connection in open + [normal] { connection.channel.close(promise: nil) }
         await admin.stop()
+    }
+
+    /// The interop Echo and Health/Check are immediate handlers: over HTTP/1.1 (Connect unary) they answer in the
+    /// read that brought the request, through the same `ServerCall` as over HTTP/2.
+    @Test("an immediate handler answers a Connect call over HTTP/1.1, and the connection serves the next one")
+    func immediateHandlerOverHTTP1() async throws {
+        var configuration = GRPCServerConfiguration()
+        configuration.host = "127.0.0.1"
+        configuration.port = 0
+        configuration.web = WebProtocols(
+            http1: HTTP1Port.layer(limits: Self.limits, metrics: HTTP1PortMetrics(port: "web", factory: NOOPMetricsHandler.instance)))
+        let server = GRPCServer(configuration: configuration, services: [InteropService()], logger: Logger(label: "test.http1"))
+        let port = try await server.start().port!
+        let connection = try await RawConnection.open(port: port)
+        // EchoRequest{message: "h1-echo"}: field 1, length 7.
+        let body = "\u{0A}\u{07}h1-echo"
+        for answers in 1...2 {
+            try await connection.send(
+                "POST /kindred.testing.v1.InteropService/Echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/proto\r\n"
+                    + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)")
+            let deadline = ContinuousClock.now + .seconds(30)
+            while connection.text.components(separatedBy: "h1-echo").count <= answers && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        #expect(connection.text.components(separatedBy: "HTTP/1.1 200").count == 3, "\(connection.text)")
+        #expect(connection.text.components(separatedBy: "h1-echo").count == 3)
+        connection.channel.close(promise: nil)
+        await server.shutdown(grace: .seconds(1))
     }
 
     @Test("slow and silent connections are closed at their timeout; a normal request is served, then idles out")
