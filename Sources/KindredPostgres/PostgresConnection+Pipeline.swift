@@ -6,16 +6,32 @@ extension PostgresConnection {
     /// statements' effects remain. Inside `BEGIN … COMMIT` the transaction is aborted as usual.
     public func pipeline(_ queries: [PostgresQuery]) async throws -> [PostgresRows] {
         if queries.isEmpty { return [] }
-        for query in queries { try query.bindings.validate() }
+        return try await self.pipeline(groups: [queries])[0].get()
+    }
+
+    /// Sends several groups of statements at once, each group ending with a sync point of its own, and returns
+    /// each group's results or the error of its first failing statement.
+    ///
+    /// A failing statement skips the rest of its group only: the server resumes at the group's sync point, so
+    /// the next group runs (outside an explicit transaction each group is an implicit transaction of its own;
+    /// inside one, the failure aborts it and the next group's statements fail until a ROLLBACK). The
+    /// connection's loss throws for all of them. One writer can so commit one transaction and begin the next in
+    /// one round trip, and still tell which of the two failed.
+    public func pipeline(groups: [[PostgresQuery]]) async throws -> [Result<[PostgresRows], PostgresError>] {
+        let groups = groups.filter { !$0.isEmpty }
+        if groups.isEmpty { return [] }
+        for query in groups.joined() { try query.bindings.validate() }
         return try await self.run { connection throws(PostgresError) in
-            try connection.pipelineOnThread(queries)
+            try connection.pipelineOnThread(groups)
         }
     }
 
     /// Pipeline mode with a non-blocking socket: everything is queued, the output flushed as the
     /// socket allows, and results read as they arrive, so a long batch cannot deadlock with the
     /// server (a blocking writer that never reads would fill both directions' buffers).
-    private func pipelineOnThread(_ queries: [PostgresQuery]) throws(PostgresError) -> [PostgresRows] {
+    private func pipelineOnThread(_ groups: [[PostgresQuery]]) throws(PostgresError)
+        -> [Result<[PostgresRows], PostgresError>]
+    {
         let pq = self.pq
         guard pq.enterPipelineMode() else {
             throw PostgresError(
@@ -36,18 +52,22 @@ extension PostgresConnection {
             }
         }
 
-        for query in queries {
-            let sent =
-                if let name = self.cachedStatementName(for: query) {
-                    pq.sendQueryPrepared(name: name, query.bindings)
-                } else {
-                    pq.sendQueryParams(query.sql, query.bindings)
-                }
-            guard sent else { throw self.lostOrFailed("could not queue a pipeline statement") }
+        for group in groups {
+            for query in group {
+                let sent =
+                    if let name = self.cachedStatementName(for: query) {
+                        pq.sendQueryPrepared(name: name, query.bindings)
+                    } else {
+                        pq.sendQueryParams(query.sql, query.bindings)
+                    }
+                guard sent else { throw self.lostOrFailed("could not queue a pipeline statement") }
+            }
+            guard pq.pipelineSync() else { throw self.lostOrFailed("could not queue the pipeline sync") }
         }
-        guard pq.pipelineSync() else { throw self.lostOrFailed("could not queue the pipeline sync") }
 
-        var results: [LibpqResult?] = Array(repeating: nil, count: queries.count)
+        var outcomes: [Result<[PostgresRows], PostgresError>] = []
+        // The group being read: its results so far, its first error, the statement whose results come next.
+        var results: [LibpqResult?] = Array(repeating: nil, count: groups[0].count)
         var firstError: PostgresError?
         var current = 0
         var pendingOutput = true
@@ -71,8 +91,16 @@ extension PostgresConnection {
                 }
                 switch result.status {
                 case .pipelineSync:
-                    if let firstError { throw firstError }
-                    return results.map { PostgresRows($0!) }
+                    // The end of a group (no statement result follows a sync point).
+                    if let firstError {
+                        outcomes.append(.failure(firstError))
+                    } else {
+                        outcomes.append(.success(results.map { PostgresRows($0!) }))
+                    }
+                    if outcomes.count == groups.count { return outcomes }
+                    results = Array(repeating: nil, count: groups[outcomes.count].count)
+                    firstError = nil
+                    current = 0
                 case .tuplesOK, .commandOK, .emptyQuery:
                     guard current < results.count else { throw self.lostOrFailed("unexpected pipeline result") }
                     results[current] = result

@@ -71,4 +71,49 @@ import Testing
             #expect(try results[199].scalar([UInt8].self) == blob)
         }
     }
+
+    @Test func groupsFailAloneAndOneCommitsWhileTheNextBegins() async throws {
+        try await withTestClient { client in
+            try await client.execute("CREATE TABLE items (id int PRIMARY KEY)")
+            try await client.withConnection { connection in
+                // Outside a transaction each group is its own implicit transaction: the failing one leaves
+                // nothing, the groups after it run.
+                let outcomes = try await connection.pipeline(groups: [
+                    ["INSERT INTO items VALUES (1)"],
+                    ["INSERT INTO items VALUES (2)", "INSERT INTO items VALUES (2)", "INSERT INTO items VALUES (3)"],
+                    ["INSERT INTO items VALUES (4)", "SELECT count(*) FROM items"],
+                ])
+                #expect(outcomes.count == 3)
+                #expect((try? outcomes[0].get()) != nil)
+                if case .failure(let error) = outcomes[1] { #expect(error.code == .uniqueViolation) } else {
+                    Issue.record("the group with a duplicate key succeeded")
+                }
+                #expect(try outcomes[2].get()[1].scalar(Int.self) == 2)
+
+                // A transaction's writes and COMMIT, then the next transaction's BEGIN and a read, in one round
+                // trip: the read runs after the COMMIT and sees it.
+                try await connection.execute("BEGIN")
+                try await connection.execute("INSERT INTO items VALUES (10)")
+                let chained = try await connection.pipeline(groups: [
+                    ["INSERT INTO items VALUES (11)", "COMMIT"],
+                    ["BEGIN", "SELECT count(*) FROM items WHERE id >= 10"],
+                ])
+                #expect(try chained[0].get()[1].commandTag == "COMMIT")
+                #expect(try chained[1].get()[1].scalar(Int.self) == 2)
+                try await connection.execute("COMMIT")
+
+                // When the first transaction fails, the next group fails with it (the transaction is aborted
+                // until a ROLLBACK) and nothing of either remains.
+                try await connection.execute("BEGIN")
+                let failed = try await connection.pipeline(groups: [
+                    ["INSERT INTO items VALUES (20)", "INSERT INTO items VALUES (1)", "COMMIT"],
+                    ["BEGIN", "INSERT INTO items VALUES (21)"],
+                ])
+                #expect((try? failed[0].get()) == nil)
+                #expect((try? failed[1].get()) == nil)
+                try await connection.execute("ROLLBACK")
+                #expect(try await connection.query("SELECT count(*) FROM items WHERE id >= 20").scalar(Int.self) == 0)
+            }
+        }
+    }
 }
