@@ -82,11 +82,32 @@ struct SwipeStore: Sendable {
         now: PostgresTimestamp,
         on connection: PostgresConnection
     ) async throws -> [SwipeFacts] {
+        try Self.facts(from: try await connection.pipeline(Self.beginAndLoadQueries(commands, now: now))[2])
+    }
+
+    /// One batch's writes and COMMIT, then the next batch's BEGIN, pair locks and load, in one round trip: two
+    /// groups of one pipeline, so the outcome of each is known on its own (when the first fails, its transaction
+    /// is aborted and the second fails with it). Throws only when the connection was lost, and then whether the
+    /// first committed is unknown.
+    func commitAndBeginNext(
+        _ writes: [PostgresQuery],
+        next: [SwipeCommand],
+        now: PostgresTimestamp,
+        on connection: PostgresConnection
+    ) async throws -> (committed: Result<Void, any Error>, next: Result<[SwipeFacts], any Error>) {
+        let outcomes = try await connection.pipeline(groups: [writes, Self.beginAndLoadQueries(next, now: now)])
+        let committed = Result<Void, any Error> { try Self.checkCommitted(try outcomes[0].get()) }
+        let loaded = Result<[SwipeFacts], any Error> { try Self.facts(from: try outcomes[1].get()[2]) }
+        return (committed, loaded)
+    }
+
+    /// BEGIN, the pair locks and the load of the facts of `commands` (the load is the third statement).
+    private static func beginAndLoadQueries(_ commands: [SwipeCommand], now: PostgresTimestamp) -> [PostgresQuery] {
         let keys = Array(Set(commands.map { Self.pairLockKey($0.swiper, $0.target) })).sorted()
         let swipers = commands.map(\.swiper)
         let targets = commands.map(\.target)
         let since = PostgresTimestamp(microsecondsSinceEpoch: now.microsecondsSinceEpoch - 86_400_000_000)
-        let results = try await connection.pipeline([
+        return [
             "BEGIN ISOLATION LEVEL READ COMMITTED",
             "SELECT count(pg_advisory_xact_lock(k)) FROM unnest(\(keys)::bigint[]) AS k",
             """
@@ -115,8 +136,12 @@ struct SwipeStore: Sendable {
             ) likes
             ORDER BY i.ord
             """,
-        ])
-        return try results[2].map { row in
+        ]
+    }
+
+    /// The facts of a batch from the rows of its load, in the commands' order.
+    private static func facts(from rows: PostgresRows) throws -> [SwipeFacts] {
+        try rows.map { row in
             var facts = SwipeFacts()
             facts.swiperCommunity = try row.decode(String?.self, at: 0)
             facts.swiperEligible = try row.decode(Bool?.self, at: 1) ?? false
@@ -168,13 +193,17 @@ struct SwipeStore: Sendable {
     }
 
     /// The writes of a batch and its COMMIT in one pipeline (one round trip).
-    func writeAndCommit(
+    func commit(_ writes: [PostgresQuery], on connection: PostgresConnection) async throws {
+        try Self.checkCommitted(try await connection.pipeline(writes))
+    }
+
+    /// A batch's writes (swipes, new and reciprocated matches, events), ending with its COMMIT.
+    func writeQueries(
         swipes: [NewSwipe],
         created: [NewMatch],
         reciprocated: [MatchRecord],
-        events: PostgresQuery?,
-        on connection: PostgresConnection
-    ) async throws {
+        events: PostgresQuery?
+    ) -> [PostgresQuery] {
         var statements: [PostgresQuery] = []
         if !swipes.isEmpty {
             let swipers = swipes.map(\.command.swiper)
@@ -228,7 +257,12 @@ struct SwipeStore: Sendable {
         }
         if let events { statements.append(events) }
         statements.append("COMMIT")
-        let results = try await connection.pipeline(statements)
+        return statements
+    }
+
+    /// Throws unless the last of a batch's write results is its COMMIT's (an aborted transaction answers COMMIT
+    /// with ROLLBACK).
+    private static func checkCommitted(_ results: [PostgresRows]) throws {
         guard results.last?.commandTag == "COMMIT" else {
             throw PostgresError(code: .queryFailed, reason: "the swipe batch was rolled back instead of committed")
         }

@@ -11,9 +11,11 @@ import Synchronization
 ///
 /// No timer: a writer starts as soon as a swipe arrives and a writer slot is free (an idle service commits a
 /// lone swipe at once); while the writers are busy, arriving swipes queue up and the next free writer takes
-/// them all (up to `maxBatch`). A batch is two round trips: BEGIN + pair locks + one load statement in one
-/// pipeline; the swipes, matches, events and COMMIT in another (`SwipeStore`). The decisions in between are
-/// `SwipeBatch` (no I/O).
+/// them all (up to `maxBatch`), so batches grow with the load. A batch is BEGIN + pair locks + one load statement,
+/// the decisions (`SwipeBatch`, no I/O), then the swipes, matches, events and COMMIT (`SwipeStore`). While swipes
+/// keep coming a writer keeps its connection and has two batches in flight: one round trip carries a batch's
+/// writes and COMMIT and the next batch's BEGIN, locks and load (which runs after that COMMIT, so it sees it), so
+/// a batch costs one round trip instead of two.
 public final class SwipeWriter: Sendable {
     private struct Pending {
         var command: SwipeCommand
@@ -74,29 +76,132 @@ public final class SwipeWriter: Sendable {
 
     /// One writer: takes batches until the queue is empty.
     private func drain() async {
-        while true {
-            let batch = self.state.withLock { state -> [Pending] in
-                let batch = Array(state.queue.prefix(self.maxBatch))
-                state.queue.removeFirst(batch.count)
-                if batch.isEmpty { state.running -= 1 }
-                return batch
-            }
-            if batch.isEmpty { return }
-            self.batchSize.record(batch.count)
-            let started = ContinuousClock.now
+        var batch = self.take(endingWriterIfEmpty: true)
+        while !batch.isEmpty {
+            let leftover: [Pending]
             do {
-                let outcomes = try await self.commit(batch.map(\.command))
-                self.commitTime.recordNanoseconds(Int64((ContinuousClock.now - started).nanoseconds))
-                for (pending, outcome) in zip(batch, outcomes) {
-                    pending.continuation.resume(with: outcome.mapError { $0 as any Error })
+                leftover = try await self.database.withConnection { await self.chain(batch, on: $0) }
+            } catch {
+                leftover = batch  // no connection: nothing of it was sent
+            }
+            if !leftover.isEmpty { await self.commitAlone(leftover) }
+            batch = self.take(endingWriterIfEmpty: true)
+        }
+    }
+
+    /// Up to `maxBatch` queued swipes; when there are none and `endingWriterIfEmpty`, the writer ends (under the
+    /// same lock, so a swipe queued after it starts a writer of its own).
+    private func take(endingWriterIfEmpty: Bool) -> [Pending] {
+        self.state.withLock { state -> [Pending] in
+            let batch = Array(state.queue.prefix(self.maxBatch))
+            state.queue.removeFirst(batch.count)
+            if batch.isEmpty && endingWriterIfEmpty { state.running -= 1 }
+            return batch
+        }
+    }
+
+    /// Commits `first`, then, while more swipes wait, the batches after it on the same connection: each round
+    /// trip carries one batch's writes and COMMIT and the next batch's BEGIN, locks and load. Answers the callers
+    /// of every batch it commits or that fails for good; returns the swipes it could not settle (nothing of them
+    /// was committed: their load failed, or their batch hit a deadlock or serialization failure), for
+    /// ``commitAlone(_:)``. Leaves the connection outside any transaction.
+    private func chain(_ first: [Pending], on connection: PostgresConnection) async -> [Pending] {
+        var batch = first
+        var now = PostgresTimestamp.now
+        var started = ContinuousClock.now
+        var facts: [SwipeFacts]
+        do {
+            facts = try await self.store.beginAndLoad(batch.map(\.command), now: now, on: connection)
+        } catch {
+            _ = try? await connection.execute("ROLLBACK")
+            return batch
+        }
+        while true {
+            let decided: SwipeBatch
+            let writes: [PostgresQuery]
+            do {
+                decided = try SwipeBatch(
+                    commands: batch.map(\.command), facts: facts, nowUnixMs: now.millisecondsSinceEpoch,
+                    ids: { try UUIDv7.generate() })
+                writes = self.store.writeQueries(
+                    swipes: decided.newSwipes, created: decided.newMatches, reciprocated: decided.reciprocated,
+                    events: try self.outbox.appendQuery(decided.events))
+            } catch {
+                _ = try? await connection.execute("ROLLBACK")
+                self.fail(batch, error)
+                return []
+            }
+            self.batchSize.record(batch.count)
+            let next = self.take(endingWriterIfEmpty: false)
+            let nextNow = PostgresTimestamp.now
+            let nextStarted = ContinuousClock.now
+            let committed: Result<Void, any Error>
+            var loaded: Result<[SwipeFacts], any Error>?
+            do {
+                if next.isEmpty {
+                    try await self.store.commit(writes, on: connection)
+                    committed = .success(())
+                } else {
+                    (committed, loaded) = try await self.store.commitAndBeginNext(
+                        writes, next: next.map(\.command), now: nextNow, on: connection)
                 }
             } catch {
-                self.batchFailures.increment()
-                self.logger.warning(
-                    "swipe batch failed", metadata: ["batch.size": "\(batch.count)", "error": "\(error)"])
-                for pending in batch { pending.continuation.resume(throwing: error) }
+                // The connection is gone (or the lone commit failed): whether the batch committed is unknown to
+                // its callers, who may retry (swipes are idempotent); the next batch only began.
+                _ = try? await connection.execute("ROLLBACK")
+                if Self.isRetryable(error) { return batch + next }
+                self.fail(batch, error)
+                return next
+            }
+            switch committed {
+            case .success:
+                self.commitTime.recordNanoseconds(Int64((ContinuousClock.now - started).nanoseconds))
+                for (pending, outcome) in zip(batch, decided.outcomes) {
+                    pending.continuation.resume(with: outcome.mapError { $0 as any Error })
+                }
+            case .failure(let error):
+                _ = try? await connection.execute("ROLLBACK")
+                if Self.isRetryable(error) { return batch + next }
+                self.fail(batch, error)
+                return next
+            }
+            switch loaded {
+            case nil:
+                return []
+            case .failure?:
+                _ = try? await connection.execute("ROLLBACK")
+                return next
+            case .success(let nextFacts)?:
+                (batch, facts, now, started) = (next, nextFacts, nextNow, nextStarted)
             }
         }
+    }
+
+    /// Commits a batch in a transaction of its own (with retries), and answers its callers.
+    private func commitAlone(_ batch: [Pending]) async {
+        self.batchSize.record(batch.count)
+        let started = ContinuousClock.now
+        do {
+            let outcomes = try await self.commit(batch.map(\.command))
+            self.commitTime.recordNanoseconds(Int64((ContinuousClock.now - started).nanoseconds))
+            for (pending, outcome) in zip(batch, outcomes) {
+                pending.continuation.resume(with: outcome.mapError { $0 as any Error })
+            }
+        } catch {
+            self.fail(batch, error)
+        }
+    }
+
+    private func fail(_ batch: [Pending], _ error: any Error) {
+        self.batchFailures.increment()
+        self.logger.warning("swipe batch failed", metadata: ["batch.size": "\(batch.count)", "error": "\(error)"])
+        for pending in batch { pending.continuation.resume(throwing: error) }
+    }
+
+    /// A deadlock or serialization failure: the transaction was rolled back and may run again.
+    private static func isRetryable(_ error: any Error) -> Bool {
+        guard let error = error as? PostgresError else { return false }
+        return ["40001", "40P01"].contains(error.sqlState ?? "")
     }
 
     /// Commits one batch, retrying it (up to 3 runs) on a deadlock or serialization failure.
@@ -112,20 +217,18 @@ public final class SwipeWriter: Sendable {
                         let batch = try SwipeBatch(
                             commands: commands, facts: facts, nowUnixMs: now.millisecondsSinceEpoch,
                             ids: { try UUIDv7.generate() })
-                        try await self.store.writeAndCommit(
-                            swipes: batch.newSwipes,
-                            created: batch.newMatches,
-                            reciprocated: batch.reciprocated,
-                            events: try self.outbox.appendQuery(batch.events),
-                            on: connection
-                        )
+                        try await self.store.commit(
+                            self.store.writeQueries(
+                                swipes: batch.newSwipes, created: batch.newMatches, reciprocated: batch.reciprocated,
+                                events: try self.outbox.appendQuery(batch.events)),
+                            on: connection)
                         return batch.outcomes
                     } catch {
                         _ = try? await connection.execute("ROLLBACK")
                         throw error
                     }
                 }
-            } catch let error as PostgresError where attempt < 3 && ["40001", "40P01"].contains(error.sqlState ?? "") {
+            } catch where attempt < 3 && Self.isRetryable(error) {
                 try await Task.sleep(for: .microseconds(Int.random(in: 500...5_000) * attempt))
             }
         }
