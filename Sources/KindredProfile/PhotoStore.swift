@@ -39,9 +39,11 @@ struct PhotoRecord: Sendable, Hashable {
 /// The SQL of the `photos` aggregate: tables `photos` and `photo_variants` (the bytes are in a
 /// `PhotoBlobStorage`).
 struct PhotoStore: Sendable {
+    /// Qualified by the table's name, so a join with `photo_variants` (which has `width` and `height` too) reads
+    /// them unambiguously (``ProfilePageStore``).
     static let columns = """
-        id::text, user_id, position, version, content_hash, width, height, upload_key,
-        (extract(epoch FROM created_at) * 1000)::bigint
+        photos.id::text, photos.user_id, photos.position, photos.version, photos.content_hash, photos.width,
+        photos.height, photos.upload_key, (extract(epoch FROM photos.created_at) * 1000)::bigint
         """
 
     static func decode(_ row: PostgresRow) throws -> PhotoRecord {

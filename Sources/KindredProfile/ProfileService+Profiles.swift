@@ -46,8 +46,9 @@ extension ProfileService {
         let target = request.userId.isEmpty ? (caller.userID ?? "") : request.userId
         guard !target.isEmpty else { throw ProfileError.invalid("user_id", "REQUIRED", "services name the user") }
         guard caller.userID == target || caller.isAdmin || caller.isService else { throw ProfileError.permissionDenied }
-        guard let record = try await self.record(target) else { throw ProfileError.profileNotFound }
-        let settings = try await self.settings(of: record.communityID)
+        let page = try await self.pages.read([target], in: self.database)
+        guard let record = page.records[target] else { throw ProfileError.profileNotFound }
+        let settings = try await self.settings(of: record.communityID, from: page)
         return .with { $0.profile = ProfileViews.owner(record, settings: settings, today: ProfileRules.today(), media: self.media) }
     }
 
@@ -74,12 +75,14 @@ extension ProfileService {
         else {
             throw ProfileError.invalid("user_ids", "OUT_OF_RANGE", "1..50 distinct ids")
         }
-        var records = try await self.records(request.userIds + [viewer])
-        let viewerRecord = records.removeValue(forKey: viewer)
-        if let viewerRecord { records[viewer] = viewerRecord }
+        // Profiles, photos, their communities' settings and the viewer's relations to them: one round trip.
+        let page = try await self.pages.read(
+            request.userIds + [viewer], relationsOf: viewer, to: request.userIds, in: self.database)
+        let records = page.records
+        let viewerRecord = records[viewer]
         viewerCommunity = viewerCommunity ?? viewerRecord?.communityID
-        let relations = try await self.relations.relations(between: viewer, and: request.userIds)
-        var settingsCache: [String: Kindred.Common.V1.CommunitySettings] = [:]
+        let relations = page.relations
+        var settingsCache = page.settings
         var found: [(record: ProfileRecord, settings: Kindred.Common.V1.CommunitySettings)?] = []
         for id in request.userIds {
             guard let record = records[id], viewerCommunity != nil else {

@@ -36,6 +36,7 @@ public final class ProfileService: GRPCService, Sendable {
     let profiles = ProfileStore()
     let photos = PhotoStore()
     let communities = CommunityStore()
+    let pages = ProfilePageStore()
     static let outbox = CommunityService.outbox
 
     init(
@@ -103,6 +104,14 @@ public final class ProfileService: GRPCService, Sendable {
         return community.settings ?? .init()
     }
 
+    /// The settings `page` read, or (a community the page's statements did not see) read now.
+    func settings(of communityID: String, from page: ProfilePageStore.Page) async throws
+        -> Kindred.Common.V1.CommunitySettings
+    {
+        if let settings = page.settings[communityID] { return settings }
+        return try await self.settings(of: communityID)
+    }
+
     func settings(of communityID: String, in transaction: PostgresTransaction) async throws
         -> Kindred.Common.V1.CommunitySettings
     {
@@ -112,12 +121,9 @@ public final class ProfileService: GRPCService, Sendable {
         return community.settings ?? .init()
     }
 
-    /// Profiles with their photos, by user id.
+    /// Profiles with their photos, by user id (one round trip: ``ProfilePageStore``).
     func records(_ userIDs: [String]) async throws -> [String: ProfileRecord] {
-        var records = try await self.profiles.find(userIDs, in: self.database)
-        let photos = try await self.photos.photos(of: records.map(\.userID), in: self.database)
-        for index in records.indices { records[index].photos = photos[records[index].userID] ?? [] }
-        return Dictionary(records.map { ($0.userID, $0) }, uniquingKeysWith: { a, _ in a })
+        try await self.pages.read(userIDs, in: self.database).records
     }
 
     func record(_ userID: String) async throws -> ProfileRecord? {

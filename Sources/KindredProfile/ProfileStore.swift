@@ -182,17 +182,25 @@ struct ProfileStore: Sendable {
     func relations(between viewer: String, and others: [String], in database: PostgresClient) async throws
         -> PairRelations
     {
-        let rows = try await database.query(
-            """
-            SELECT blocked_id, 0 FROM blocks WHERE blocker_id = \(viewer) AND blocked_id = ANY(\(others))
-            UNION ALL SELECT blocker_id, 1 FROM blocks WHERE blocked_id = \(viewer) AND blocker_id = ANY(\(others))
-            UNION ALL SELECT user_b, 2 FROM matched_pairs
-                WHERE user_a = \(viewer) AND user_b = ANY(\(others)) AND NOT ended
-            UNION ALL SELECT user_a, 2 FROM matched_pairs
-                WHERE user_b = \(viewer) AND user_a = ANY(\(others)) AND NOT ended
-            UNION ALL SELECT user_b, 3 FROM ended_pairs WHERE user_a = \(viewer) AND user_b = ANY(\(others))
-            UNION ALL SELECT user_a, 3 FROM ended_pairs WHERE user_b = \(viewer) AND user_a = ANY(\(others))
-            """)
+        try Self.decodeRelations(try await database.query(Self.relationsQuery(between: viewer, and: others)))
+    }
+
+    /// The viewer's blocks both ways, live matches and ended matches with any of `others` (a pipeline may carry
+    /// it: ``ProfilePageStore``).
+    static func relationsQuery(between viewer: String, and others: [String]) -> PostgresQuery {
+        """
+        SELECT blocked_id, 0 FROM blocks WHERE blocker_id = \(viewer) AND blocked_id = ANY(\(others))
+        UNION ALL SELECT blocker_id, 1 FROM blocks WHERE blocked_id = \(viewer) AND blocker_id = ANY(\(others))
+        UNION ALL SELECT user_b, 2 FROM matched_pairs
+            WHERE user_a = \(viewer) AND user_b = ANY(\(others)) AND NOT ended
+        UNION ALL SELECT user_a, 2 FROM matched_pairs
+            WHERE user_b = \(viewer) AND user_a = ANY(\(others)) AND NOT ended
+        UNION ALL SELECT user_b, 3 FROM ended_pairs WHERE user_a = \(viewer) AND user_b = ANY(\(others))
+        UNION ALL SELECT user_a, 3 FROM ended_pairs WHERE user_b = \(viewer) AND user_a = ANY(\(others))
+        """
+    }
+
+    static func decodeRelations(_ rows: PostgresRows) throws -> PairRelations {
         var relations = PairRelations()
         for row in rows {
             let (other, kind) = try row.decode((String, Int32).self)
