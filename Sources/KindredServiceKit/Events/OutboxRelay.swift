@@ -15,7 +15,8 @@ import NIOCore
 ///
 /// Generalised from auth's mail relay: work is claimed in the database (``OutboxRelayStore/claim``), so any
 /// number of replicas share it; each consumer has its own loops (`loopsPerConsumer`, each claiming partitions
-/// of its own), woken by the producers' NOTIFY (delivery starts within milliseconds of a commit), by a poll every
+/// of its own), woken by the producers' NOTIFY (one loop per consumer: ``RelayWakeups``; delivery starts within
+/// milliseconds of a commit), by a poll every
 /// `pollInterval` (retries after backoff, missed notifications) and by its own progress (a full batch is followed
 /// at once by the next). The decisions
 /// (what goes in a batch, where each cursor moves) are ``DeliveryPlan``'s; this type does the I/O.
@@ -70,21 +71,19 @@ public final class OutboxRelay: Sendable {
         let loops = self.configuration.consumers.flatMap { consumer in
             Array(repeating: consumer, count: self.configuration.loopsPerConsumer)
         }
-        let wakeups = loops.map { _ in
-            AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        }
-        let wakeAll: @Sendable () -> Void = { for wakeup in wakeups { wakeup.continuation.yield() } }
+        let wakeups = RelayWakeups(
+            consumers: self.configuration.consumers.count, loopsPerConsumer: self.configuration.loopsPerConsumer)
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.listen(wakeAll) }
-            group.addTask { await self.tick(wakeAll) }
-            for (consumer, wakeup) in zip(loops, wakeups) {
-                group.addTask { await self.deliverLoop(to: consumer, wakeups: wakeup.stream) }
+            group.addTask { await self.listen(wakeups) }
+            group.addTask { await self.tick { wakeups.wakeAll() } }
+            for (index, consumer) in loops.enumerated() {
+                group.addTask { await self.deliverLoop(to: consumer, index: index, wakeups: wakeups) }
             }
-            wakeAll()
+            wakeups.wakeAll()
             await withTaskCancellationHandler {
                 await group.next()
             } onCancel: {
-                for wakeup in wakeups { wakeup.continuation.finish() }
+                wakeups.finish()
             }
             group.cancelAll()
         }
@@ -237,25 +236,27 @@ public final class OutboxRelay: Sendable {
         }
     }
 
-    private func deliverLoop(to consumer: EventConsumer, wakeups: AsyncStream<Void>) async {
-        for await _ in wakeups {
+    private func deliverLoop(to consumer: EventConsumer, index: Int, wakeups: RelayWakeups) async {
+        for await _ in wakeups.streams[index] {
+            wakeups.setBusy(index, true)
             // Batch after batch while there is work; a failure waits for the next wake-up (its partitions
             // back off in the database meanwhile).
             while !Task.isCancelled {
                 guard let count = try? await self.deliverOnce(to: consumer), count > 0 else { break }
             }
+            wakeups.setBusy(index, false)
         }
     }
 
-    /// LISTEN on the producer's channel; every notification wakes every consumer loop. If the listening
-    /// connection breaks, polling carries on alone until it is back.
-    private func listen(_ wakeAll: @escaping @Sendable () -> Void) async {
+    /// LISTEN on the producer's channel; a notification wakes one loop per consumer (``RelayWakeups``). If the
+    /// listening connection breaks, polling carries on alone until it is back.
+    private func listen(_ wakeups: RelayWakeups) async {
         let channel = Outbox(producer: self.configuration.producer).channel
         while !Task.isCancelled {
             do {
                 let notifications = try await self.database.listen(channel: channel)
-                wakeAll()  // whatever was committed while not listening
-                for try await _ in notifications { wakeAll() }
+                wakeups.wakeAll()  // whatever was committed while not listening
+                for try await _ in notifications { wakeups.wakeOnePerConsumer() }
             } catch {
                 if Task.isCancelled { return }
                 self.logger.warning(
