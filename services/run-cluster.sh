@@ -19,6 +19,7 @@
 #   KINDRED_WAL_ARCHIVE_DIR  PostgreSQL's WAL archive for point-in-time restores (services/backup.sh, restore.sh;
 #                         default $KINDRED_DATA_DIR/wal-archive; off = no archiving)
 #   KINDRED_WAL_ARCHIVE_TIMEOUT  seconds after which a partly filled WAL segment is archived anyway (default 60)
+#   KINDRED_POSTGRES_SETTINGS  extra postgresql.conf lines (benchmarks: pg_stat_statements; default none)
 #   KINDRED_PORT_BASE     gRPC port of the gateway; server i of KINDRED_SERVERS gets base+i, admin base+100+i
 #   KINDRED_SMTP_PORT     SMTP sink port (default 2525)
 #   KINDRED_START_TIMEOUT seconds each step may take to come up (default 60)
@@ -352,6 +353,7 @@ port = 5432
 fsync = on
 synchronous_commit = on
 $(wal_archive_settings "$WAL_ARCHIVE" "$WAL_ARCHIVE_TIMEOUT")
+${KINDRED_POSTGRES_SETTINGS:-}
 CONF
 if [ "$(id -u)" -eq 0 ]; then chown postgres: "$PG_DATA/kindred.conf"; fi
 PG_STARTED=1 # from here on, stopping includes PostgreSQL (even if pg_ctl gives up waiting for it)

@@ -6,8 +6,13 @@
 # matches happen), then stops the cluster. With KINDRED_BENCH_PERF=1 it also records `perf record -g` of the
 # match and gateway servers during the run and prints their top symbols.
 #
+# After the run, the same PostgreSQL's own ceiling for the same writes, with no application in front of it: pgbench
+# inserting into copies of match's swipes and events_outbox tables (one outbox row per swipe, fsync and
+# synchronous_commit on), in transactions of 16 rows at 16 clients and of 64 rows at 8 clients, 10 s each.
+#
 # Usage: Tests/Benchmarks/match-swipes.sh [kindred-load options, e.g. --users 4000 --concurrency 256 --seconds 20]
-# Settings: KINDRED_BIN_DIR (ready release binaries: no build), KINDRED_BENCH_PERF=1.
+# Settings: KINDRED_BIN_DIR (ready release binaries: no build), KINDRED_BENCH_PERF=1, KINDRED_BENCH_PGBENCH=0
+# (no pgbench comparison), KINDRED_BENCH_PGBENCH_SECONDS (default 10).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . Tests/Benchmarks/lib/cluster.sh
@@ -68,3 +73,32 @@ curl -s "http://127.0.0.1:$((BASE + 104))/metrics" | awk '
     END { if (count > 0) printf "candidate check (discovery round trip): %d calls, mean %.3f ms\n", count, 1000 * sum / count }'
 PGHOST="$(ls -d "$WORK"/run/postgres 2>/dev/null || true)"
 echo "swipes stored: $(runuser -u postgres -- psql -X -A -t -h "$PGHOST" -d kindred -c 'SELECT count(*) FROM match.swipes' 2>/dev/null || echo '?')"
+
+# The database's own ceiling for the same rows (FINDINGS.md: ~21,000/s in transactions of 16, ~35,000/s of 64).
+if [ "${KINDRED_BENCH_PGBENCH:-1}" != 0 ]; then
+    pg() { runuser -u postgres -- "$@"; }
+    pg psql -X -q -v ON_ERROR_STOP=1 -h "$PGHOST" -d kindred -c "
+        CREATE SCHEMA bench;
+        CREATE TABLE bench.swipes (LIKE match.swipes INCLUDING ALL);
+        CREATE TABLE bench.events_outbox (LIKE match.events_outbox INCLUDING ALL);"
+    for rows in 16 64; do
+        clients=$((rows == 16 ? 16 : 8))
+        cat >"$WORK/pgbench-$rows.sql" <<SQL
+BEGIN;
+INSERT INTO bench.swipes (swiper, target, community_id, swipe_id, action, swiped_at, outcome)
+SELECT gen_random_uuid(), gen_random_uuid(), 'bench', gen_random_uuid(), 1 + g % 2, now(), 1
+FROM generate_series(1, $rows) AS g;
+INSERT INTO bench.events_outbox (event_id, user_id, community_id, partition_key, sequence, event_type, payload)
+SELECT gen_random_uuid(), u::text, 'bench', u::text, 1, 'kindred.match.v1.SwipeRecorded', '\x0a2400'::bytea
+FROM (SELECT gen_random_uuid() AS u FROM generate_series(1, $rows)) AS x;
+COMMIT;
+SQL
+        chmod 644 "$WORK/pgbench-$rows.sql"
+        tps="$(pg pgbench -n -h "$PGHOST" -d kindred -f "$WORK/pgbench-$rows.sql" -c "$clients" -j 2 \
+            -T "${KINDRED_BENCH_PGBENCH_SECONDS:-10}" 2>/dev/null | sed -n 's/^tps = \([0-9.]*\).*/\1/p')"
+        awk -v tps="$tps" -v rows="$rows" -v clients="$clients" 'BEGIN {
+            printf "pgbench, PostgreSQL alone: %d swipes + %d outbox rows per transaction, %d clients: %.0f swipes/s\n",
+                rows, rows, clients, tps * rows }'
+    done
+    echo "load average after pgbench: $(cut -d' ' -f1-3 /proc/loadavg)"
+fi
