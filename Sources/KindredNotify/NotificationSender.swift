@@ -2,7 +2,7 @@ import Foundation
 import KindredPostgres
 import KindredPush
 import Logging
-import Metrics
+import CoreMetrics
 import Synchronization
 
 /// Sends what is due in the queue (table `notifications`) to each of the recipient's devices, through the

@@ -3,7 +3,7 @@ import KindredGRPC
 import KindredHTTP2
 import KindredPostgres
 import Logging
-import Metrics
+import CoreMetrics
 import Synchronization
 
 /// Posts due webhook deliveries to their endpoints, signed the Standard Webhooks way, and acts on each answer
