@@ -144,17 +144,20 @@ func checkCallOpening(_ head: HTTPRequestHead) {
         require(origins.isEmpty || origins == [allowedOrigin] && head.headers["origin"].last == allowedOrigin,
                 "allow-origin \(origins) for origin \(head.headers["origin"])")
         require(!answer.contains { $0.name == "access-control-allow-credentials" }, "credentials allowed")
-    case .call(_, let path, let response, let deadline):
-        require(head.method == .POST, "a call opened by \(head.method)")
+    case .call(_, let path, let response, let deadline, let message):
+        // A Connect GET carries its message in the URL; a POST's comes as the body.
+        require(head.method == .POST && message == nil || head.method == .GET && message != nil,
+                "a call opened by \(head.method)")
         require(path == callPath || path == streamPath, "a call of \(path)")
         require(response.wire != .grpc, "gRPC proper over HTTP/1.1")
         if let deadline { require(deadline >= before, "a deadline in the past") }
         let origins = response.extraHeaders.filter { $0.name == "access-control-allow-origin" }.map(\.value)
         require(origins.isEmpty || origins == [allowedOrigin], "allow-origin \(origins) on a response")
     case .refuse(let response, _, _):
-        require(head.method == .POST && response.wire != .grpc, "a refusal in \(response.wire) for \(head.method)")
+        require((head.method == .POST || head.method == .GET) && response.wire != .grpc,
+                "a refusal in \(response.wire) for \(head.method)")
     case .http(let status, _):
-        require(status == "405" || status == "415", "plain HTTP \(status)")
+        require(status == "405" || status == "415" || status == "400" && head.method == .GET, "plain HTTP \(status)")
         require(status != "405" || head.method != .POST, "405 for POST")
     }
 }
