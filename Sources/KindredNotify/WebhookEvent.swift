@@ -31,7 +31,9 @@ struct WebhookEvent: Sendable, Equatable {
         let type: String
         switch event.payload {
         case .accountDeactivated?, .accountReactivated?, .accountDeleted?:
-            guard UUIDv7.isValid(subject) else { return nil }
+            // Accounts are auth's: other producers' AccountDeleted are their outboxes' erasure notices, and a
+            // second `account.deleted` (without the community) would reach the backend for the same member.
+            guard event.producer == "auth", UUIDv7.isValid(subject) else { return nil }
             type =
                 switch event.payload {
                 case .accountDeactivated?: "account.deactivated"

@@ -133,6 +133,12 @@ struct WebhookRulesTests {
         var event = Kindred.Common.V1.Event()
         event.eventId = try UUIDv7.generate()
         event.userId = user
+        event.producer =
+            switch payload {
+            case .matchCreated, .matchEnded: "match"
+            case .messageSent: "chat"
+            default: "auth"
+            }
         event.communityId = "dating"
         event.occurredUnixMs = 1_764_201_600_123
         event.payload = payload
@@ -185,6 +191,10 @@ struct WebhookRulesTests {
         let gone = try UUIDv7.generate()
         let webhook = try #require(WebhookEvent(try Self.event(.accountDeleted(.init()), user: gone)))
         #expect(webhook.type == "account.deleted" && webhook.userIDs.isEmpty)
+        // Another producer's AccountDeleted is its outbox's erasure notice, not a second account.deleted.
+        var notice = try Self.event(.accountDeleted(.init()), user: gone)
+        notice.producer = "chat"
+        #expect(WebhookEvent(notice) == nil)
         #expect(webhook.body.contains(#""data":{"community_id":"dating","user_id":"\#(gone)"}"#))
     }
 
