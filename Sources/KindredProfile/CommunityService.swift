@@ -134,7 +134,7 @@ public final class CommunityService: GRPCService, Sendable {
             let stored = try await self.communities.update(changed, in: transaction)
             try await Self.appendUpdated(stored, in: transaction)
             // Members' snapshots depend on the rules (eligibility, attributes): re-announced in the background.
-            try await CommunityResnapshots.request(stored.communityId, in: transaction)
+            try await CommunityResnapshotStore.request(stored.communityId, in: transaction)
             return stored
         }
         return .with { $0.community = updated }

@@ -7,7 +7,7 @@ import KindredProto
 /// it in batches (`nextBatch`), each in one transaction that bumps every member's version and appends their
 /// ProfileUpdated, so a crash resumes after the last committed batch and nothing is announced twice with the
 /// same version.
-struct CommunityResnapshots: Sendable {
+struct CommunityResnapshotStore: Sendable {
     /// Members per transaction.
     static let batchSize = 200
 
@@ -24,7 +24,7 @@ struct CommunityResnapshots: Sendable {
 extension ProfileService {
     /// Re-announces the next batch of the oldest pending community job; returns how many members it announced
     /// (0: no job, or the job just finished).
-    func resnapshotNextBatch(limit: Int = CommunityResnapshots.batchSize) async throws -> Int {
+    func resnapshotNextBatch(limit: Int = CommunityResnapshotStore.batchSize) async throws -> Int {
         try await self.database.withTransaction { transaction in
             guard
                 let job = try await transaction.query(
