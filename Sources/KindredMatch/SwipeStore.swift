@@ -3,57 +3,6 @@ import KindredPostgres
 import KindredProto
 import KindredServiceKit
 
-/// One caller's swipe as the writer receives it.
-public struct SwipeCommand: Sendable, Hashable {
-    public var swiper: String
-    /// The swiper's community (the token's `cid`).
-    public var community: String
-    public var target: String
-    public var kind: SwipeKind
-    public var surface: String
-    /// Whether the swiper's deck could show the target (`CandidateCheck`): if not, the target is outside preferences
-    /// (`SwipeBatch.relation`) and the swipe is refused as for an unknown user, unless it replays the swiper's own
-    /// earlier swipe or acts on an existing match.
-    public var deckCouldShow: Bool
-
-    public init(
-        swiper: String, community: String, target: String, kind: SwipeKind, surface: String, deckCouldShow: Bool
-    ) {
-        self.swiper = swiper
-        self.community = community
-        self.target = target
-        self.kind = kind
-        self.surface = surface
-        self.deckCouldShow = deckCouldShow
-    }
-}
-
-/// What a swipe led to, for the handler to answer.
-public struct SwipeReply: Sendable, Hashable {
-    public var swipe: SwipeRecord
-    /// The match/connection to show (MATCHED or CONNECTED outcome, while it is active).
-    public var match: MatchRecord?
-    public var replayed: Bool
-    public var remainingLikes: Int
-}
-
-/// Everything a swipe needs to know about its swiper, target and pair, loaded for a whole batch by one statement.
-struct SwipeFacts: Sendable {
-    var swiperCommunity: String?
-    var swiperEligible = false
-    var swiperDeactivated = false
-    var targetCommunity: String?
-    var targetEligible = false
-    var targetDeactivated = false
-    var mode: MatchMode = .mutual
-    var dailyLikeLimit = CommunitySettingsRow.defaultDailyLikeLimit
-    var pair = PairState()
-    var likesUsed = 0
-    var oldestLikeUnixMs: Int64?
-    /// The pair had a match that ended (and has no active one: `pair.match` is nil).
-    var endedMatch = false
-}
-
 /// The SQL of swipes: the batch load and write of the group commit, and undo. Tables `swipes`, `undos`,
 /// `matches` (created / reciprocated by swipes), `blocks` and the projections `members`, `communities` (read).
 struct SwipeStore: Sendable {

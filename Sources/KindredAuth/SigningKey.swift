@@ -3,33 +3,6 @@ import KindredGRPCServices
 import KindredOpenSSL
 import KindredServiceKit
 
-/// Opaque one-time and refresh tokens: 256 random bits, base64url for the client, SHA-256 in the database.
-enum OpaqueToken {
-    static func generate() throws -> (token: String, hash: [UInt8]) {
-        let token = Base64URL.encode(try SecureRandom.bytes(count: 32))
-        return (token, self.hash(token))
-    }
-
-    static func hash(_ token: String) -> [UInt8] { SHA256.hash(Array(token.utf8)) }
-
-    /// Whether `token` could be one of ours (base64url, 1..128 characters); anything else is rejected unhashed.
-    static func isPlausible(_ token: String) -> Bool {
-        !token.isEmpty && token.utf8.count <= 128 && Base64URL.decode(token) != nil
-    }
-}
-
-/// Six-digit email codes, stored as SHA-256(account id || code).
-enum EmailCodeSecret {
-    static func generate() throws -> String {
-        let bytes = try SecureRandom.bytes(count: 4)
-        let value = bytes.reduce(UInt32(0)) { $0 << 8 | UInt32($1) } % 1_000_000
-        let digits = String(value)
-        return String(repeating: "0", count: 6 - digits.count) + digits
-    }
-
-    static func hash(accountID: String, code: String) -> [UInt8] { SHA256.hash(Array((accountID + ":" + code).utf8)) }
-}
-
 /// The service's Ed25519 signing key: loaded from a PEM file, generated (mode 0600) when missing.
 public struct SigningKey: Sendable {
     public let keyID: String
