@@ -24,11 +24,7 @@ public final class DiscoveryServer: ServiceServer {
         self.configuration = configuration
         self.database = try configuration.database.makeClient(logger: logger)
         self.ownsAuth = auth == nil
-        self.auth =
-            auth
-            ?? AuthConnection(
-                address: configuration.auth.address, serviceName: "discovery", secret: configuration.auth.serviceSecret,
-                revocationStaleAfter: configuration.auth.revocationStaleAfter, logger: logger)
+        self.auth = auth ?? AuthConnection(settings: configuration.auth, serviceName: "discovery", logger: logger)
         var profile = GRPCClientConfiguration(
             host: configuration.profileAddress.host, port: configuration.profileAddress.port)
         profile.defaultTimeout = .seconds(30)

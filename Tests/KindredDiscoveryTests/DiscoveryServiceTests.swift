@@ -299,6 +299,14 @@ struct DiscoveryServiceTests {
             #expect(await harness.failure(D.deliverEvents, events, token: scene.viewer.token) == .permissionDenied)
             // A service cannot pass its events off as another's.
             #expect(await harness.failure(D.deliverEvents, events, token: testKeys.serviceToken("profile")) == .invalidArgument)
+            // A batch of more than 100 events is refused whole, before any effect.
+            var tooMany = events
+            tooMany.events += (0..<100).map { _ in
+                var event = events.events[0]
+                event.eventId = try! UUIDv7.generate()
+                return event
+            }
+            #expect(await harness.failure(D.deliverEvents, tooMany, token: testKeys.serviceToken("match")) == .invalidArgument)
             #expect(try await harness.deckIDs(scene.viewer).contains(other.id))
             // Bad input changes nothing.
             deck.viewerUserId = ""
