@@ -99,12 +99,6 @@ struct ChatAPI: GRPCService {
 }
 
 extension Gateway {
-    /// The chat downstream; UNIMPLEMENTED (NOT_DEPLOYED) when this cluster runs no chat service.
-    func requireChat() throws(RPCError) -> Downstream {
-        guard let chat = self.chat else { throw GatewayErrors.notDeployed("Chat") }
-        return chat
-    }
-
     /// Subscribe, proxied as a server stream: each event is written before the next one is read from chat, so
     /// a client that reads slowly holds chat's stream back (HTTP/2 flow control end to end) until chat ends it
     /// with SUBSCRIBER_TOO_SLOW, which reaches the client unchanged, as does SERVER_DRAINING. No overall

@@ -87,11 +87,6 @@ struct DeckAPI: GRPCService {
 }
 
 extension Gateway {
-    func requireDiscovery() throws(RPCError) -> Downstream {
-        guard let discovery = self.discovery else { throw GatewayErrors.notDeployed("The deck") }
-        return discovery
-    }
-
     /// Discovery's candidates as cards, in discovery's order. A deck is nothing without its cards, so profile
     /// is essential here: when it does not answer in time the call fails UNAVAILABLE (retry) rather than
     /// showing ids. Candidates profile no longer shows to the caller (deactivated, blocked since the index

@@ -64,15 +64,6 @@ struct NotificationAPI: GRPCService {
     }
 }
 
-extension Gateway {
-    /// The notify downstream; UNIMPLEMENTED (NOT_DEPLOYED) when this cluster runs no notify service.
-    func requireNotify() throws(RPCError) -> Downstream {
-        guard let notify = self.notify else { throw GatewayErrors.notDeployed("Notifications") }
-        return notify
-    }
-
-}
-
 extension Api.Device {
     init(_ device: NotifyApi.Device) {
         self.init()
