@@ -22,13 +22,7 @@ public final class ChatServer: ServiceServer {
         self.configuration = configuration
         self.logger = logger
         self.database = try configuration.database.makeClient(logger: logger)
-        self.auth = AuthConnection(
-            address: configuration.auth.address,
-            serviceName: "chat",
-            secret: configuration.auth.serviceSecret,
-            revocationStaleAfter: configuration.auth.revocationStaleAfter,
-            logger: logger
-        )
+        self.auth = AuthConnection(settings: configuration.auth, serviceName: "chat", logger: logger)
         let hub = ChatEventHub(capacity: configuration.subscriberBuffer)
         self.service = ChatService(
             configuration: configuration, database: self.database, authenticator: self.auth.authenticator, hub: hub,

@@ -32,11 +32,7 @@ public final class MatchServer: ServiceServer {
         self.configuration = configuration
         self.database = try configuration.database.makeClient(logger: logger)
         self.ownsAuth = auth == nil
-        self.auth =
-            auth
-            ?? AuthConnection(
-                address: configuration.auth.address, serviceName: "match", secret: configuration.auth.serviceSecret,
-                revocationStaleAfter: configuration.auth.revocationStaleAfter, logger: logger)
+        self.auth = auth ?? AuthConnection(settings: configuration.auth, serviceName: "match", logger: logger)
         var check = candidateCheck
         if check == nil {
             let discovery = DiscoveryCandidates(

@@ -32,11 +32,7 @@ public final class NotifyServer: ServiceServer {
         self.configuration = configuration
         self.database = try configuration.database.makeClient(logger: logger)
         self.ownsAuth = auth == nil
-        self.auth =
-            auth
-            ?? AuthConnection(
-                address: configuration.auth.address, serviceName: "notify", secret: configuration.auth.serviceSecret,
-                revocationStaleAfter: configuration.auth.revocationStaleAfter, logger: logger)
+        self.auth = auth ?? AuthConnection(settings: configuration.auth, serviceName: "notify", logger: logger)
         self.webPush = try configuration.webPush.map { try WebPushProvider(configuration: $0, logger: logger) }
         self.service = NotifyService(
             configuration: configuration, database: self.database, auth: self.auth,

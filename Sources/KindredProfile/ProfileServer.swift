@@ -30,9 +30,7 @@ public final class ProfileServer: ServiceServer {
         self.configuration = configuration
         self.logger = logger
         self.database = try configuration.database.makeClient(logger: logger)
-        let auth = AuthConnection(
-            address: configuration.auth.address, serviceName: "profile", secret: configuration.auth.serviceSecret,
-            revocationStaleAfter: configuration.auth.revocationStaleAfter, logger: logger)
+        let auth = AuthConnection(settings: configuration.auth, serviceName: "profile", logger: logger)
         self.auth = auth
         let access = auth.access
         let tokens = auth.serviceTokens

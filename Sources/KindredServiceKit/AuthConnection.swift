@@ -97,6 +97,18 @@ public final class AuthConnection: Sendable {
         )
     }
 
+    /// Connects to auth as a service's settings say (`KINDRED_<SERVER>_AUTH_ADDRESS`, `_SERVICE_SECRET`,
+    /// `_REVOCATION_STALE_MS`): how every service but auth itself and the gateway checks its callers.
+    ///
+    /// ```swift
+    /// self.auth = AuthConnection(settings: configuration.auth, serviceName: "chat", logger: logger)
+    /// ```
+    public convenience init(settings: AuthClientSettings, serviceName: String, logger: Logger) {
+        self.init(
+            address: settings.address, serviceName: serviceName, secret: settings.serviceSecret,
+            revocationStaleAfter: settings.revocationStaleAfter, logger: logger)
+    }
+
     /// Closes the client of auth (also one passed in: call this once, when the service stops).
     public func shutdown() async {
         await self.client?.close()
