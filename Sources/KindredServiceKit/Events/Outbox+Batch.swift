@@ -9,8 +9,9 @@ extension Outbox {
     /// ends, so sequences commit in order), the consumers' cursors are marked pending and the relays notified.
     ///
     /// The statement can go into a pipeline with the other writes of the transaction (one round trip). Its rows
-    /// lock partitions in ascending key order, so two such batches cannot deadlock on them. Returns nil for no
-    /// events. Throws ``OutboxError`` for an event without payload or partition (a programming error).
+    /// lock partitions in ascending key order (each partition's cursors in consumer order, as ``append(_:in:)``
+    /// and the relay take them), so two such batches, or a batch and a relay, cannot deadlock on them. Returns
+    /// nil for no events. Throws ``OutboxError`` for an event without payload or partition (a programming error).
     public func appendQuery(_ events: [Kindred.Common.V1.Event]) throws -> PostgresQuery? {
         guard !events.isEmpty else { return nil }
         var ids: [String] = []
@@ -74,7 +75,7 @@ extension Outbox {
             ), pending AS (
                 INSERT INTO events_cursors (consumer, partition_key, appended_sequence, pending_since)
                 SELECT consumer, latest.partition_key, latest.sequence, latest.created_at
-                FROM events_consumers, latest ORDER BY 1, 2
+                FROM events_consumers, latest ORDER BY 2, 1
                 ON CONFLICT (consumer, partition_key) DO UPDATE SET
                     appended_sequence = EXCLUDED.appended_sequence,
                     pending_since = COALESCE(events_cursors.pending_since, EXCLUDED.pending_since)

@@ -26,6 +26,11 @@ import KindredProto
 /// (`events_consumers`, written by the relay from its configuration) gets its cursor row marked pending, and
 /// the commit sends a NOTIFY on ``channel`` that wakes the relays at once.
 ///
+/// The cursor rows are locked partition by partition, each partition's in consumer order, and the relay takes
+/// them in the same order when it records a batch (``OutboxRelayStore``); so a transaction that appends to
+/// several partitions appends them in ascending partition key (as ``appendQuery(_:)`` does), or a relay
+/// recording those partitions at the same moment can deadlock with it.
+///
 /// In a SERIALIZABLE transaction, two appends to the same partition at once conflict on the counter row;
 /// `withTransaction` retries the loser (up to its `maxAttempts`), as for any other conflict.
 ///
@@ -75,6 +80,7 @@ public struct Outbox: Sendable {
             ), pending AS (
                 INSERT INTO events_cursors (consumer, partition_key, appended_sequence, pending_since)
                 SELECT consumer, \(partition), \(event.sequence), written.created_at FROM events_consumers, written
+                ORDER BY consumer
                 ON CONFLICT (consumer, partition_key) DO UPDATE SET
                     appended_sequence = EXCLUDED.appended_sequence,
                     pending_since = COALESCE(events_cursors.pending_since, EXCLUDED.pending_since)

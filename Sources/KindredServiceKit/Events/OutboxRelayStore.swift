@@ -60,6 +60,10 @@ struct OutboxRelayStore: Sendable {
 
     /// Writes the outcome of a batch and ends this relay's leases on those partitions. Cursors only move
     /// forward (`GREATEST`), and only while this relay still holds the lease.
+    ///
+    /// The cursor rows are locked in partition-key order first, the order appends take them (``Outbox``): an
+    /// append holding one partition's cursor makes this wait without holding any later partition, so a
+    /// transaction appending to several partitions and this update never wait on each other in a circle.
     func record(
         consumer: String,
         outcomes: [String: DeliveryPlan.Outcome],
@@ -83,6 +87,11 @@ struct OutboxRelayStore: Sendable {
         // Outcome codes: 0 untouched, 1 delivered, 2 failed, 3 nothing left to send (cursor to the end).
         try await self.database.execute(
             """
+            WITH locked AS (
+                SELECT consumer, partition_key FROM events_cursors
+                WHERE consumer = \(consumer) AND partition_key = ANY(\(partitions)::text[]) AND leased_by = \(self.owner)
+                ORDER BY partition_key FOR UPDATE
+            )
             UPDATE events_cursors c SET
                 acknowledged_sequence = CASE WHEN u.outcome = 3 THEN c.appended_sequence
                     ELSE GREATEST(c.acknowledged_sequence, u.acknowledged) END,
@@ -96,9 +105,10 @@ struct OutboxRelayStore: Sendable {
                     WHERE o.partition_key = c.partition_key AND o.sequence > CASE WHEN u.outcome = 3
                         THEN c.appended_sequence ELSE GREATEST(c.acknowledged_sequence, u.acknowledged) END
                 )
-            FROM unnest(\(partitions)::text[], \(acknowledged)::int8[], \(codes)::int4[], \(delaySeconds)::float8[])
-                AS u(partition_key, acknowledged, outcome, delay)
-            WHERE c.consumer = \(consumer) AND c.partition_key = u.partition_key AND c.leased_by = \(self.owner)
+            FROM locked JOIN unnest(\(partitions)::text[], \(acknowledged)::int8[], \(codes)::int4[],
+                                     \(delaySeconds)::float8[]) AS u(partition_key, acknowledged, outcome, delay)
+                ON u.partition_key = locked.partition_key
+            WHERE c.consumer = locked.consumer AND c.partition_key = locked.partition_key AND c.leased_by = \(self.owner)
             """
         )
     }
@@ -128,6 +138,7 @@ struct OutboxRelayStore: Sendable {
     /// cursors and counters of partitions left without events (all caught up, none leased): a deleted
     /// user's id leaves the producer's tables with its last event. Returns how many events went.
     ///
+    /// Cursor rows are locked in the appends' order (partition key, then consumer) before they go.
     /// A partition that gets a new event meanwhile is safe: its cursor no longer qualifies (the append
     /// moved `appended_sequence`), and a counter deleted under a concurrent append only makes the next
     /// append start again from the global counter, above every sequence the partition had.
@@ -153,8 +164,11 @@ struct OutboxRelayStore: Sendable {
         let keys = partitions.map(\.0)
         try await self.database.execute(
             """
-            DELETE FROM events_cursors c
-            WHERE c.partition_key = ANY(\(keys)::text[])
+            DELETE FROM events_cursors c USING (
+                SELECT consumer, partition_key FROM events_cursors WHERE partition_key = ANY(\(keys)::text[])
+                ORDER BY partition_key, consumer FOR UPDATE
+            ) locked
+            WHERE c.consumer = locked.consumer AND c.partition_key = locked.partition_key
               AND c.acknowledged_sequence >= c.appended_sequence AND c.leased_by IS NULL
               AND NOT EXISTS (SELECT 1 FROM events_outbox o WHERE o.partition_key = c.partition_key)
             """
