@@ -65,18 +65,22 @@ struct ThreadStore: Sendable {
     }
 
     /// Locks the two participants' user rows (in id order) of a thread `user` takes part in; false when there is
-    /// no such thread.
+    /// no such thread. The users are joined on `user_id = ANY(ARRAY[user_a, user_b])`, which the planner answers
+    /// with two primary-key lookups at any table size (it plans an `IN (SELECT unnest(…))` semi-join as a scan of
+    /// all of `users` while the table is small enough for a hash join to look cheaper).
     func lockParticipants(of threadID: String, for user: String, in transaction: PostgresTransaction) async throws
         -> Bool
     {
-        try await transaction.query(
-            """
-            SELECT user_id FROM users WHERE user_id IN (
-                SELECT unnest(ARRAY[user_a, user_b]) FROM threads
-                WHERE thread_id = \(threadID)::uuid AND (user_a = \(user)::uuid OR user_b = \(user)::uuid))
-            ORDER BY user_id FOR UPDATE
-            """
-        ).count == 2
+        try await transaction.query(Self.lockParticipantsQuery(of: threadID, for: user)).count == 2
+    }
+
+    /// The statement of ``lockParticipants(of:for:in:)`` (its plan is checked by a test).
+    static func lockParticipantsQuery(of threadID: String, for user: String) -> PostgresQuery {
+        """
+        SELECT u.user_id FROM threads t JOIN users u ON u.user_id = ANY(ARRAY[t.user_a, t.user_b])
+        WHERE t.thread_id = \(threadID)::uuid AND (t.user_a = \(user)::uuid OR t.user_b = \(user)::uuid)
+        ORDER BY u.user_id FOR UPDATE OF u
+        """
     }
 
     /// Any thread by id (service and event paths), locked when `lock`.
