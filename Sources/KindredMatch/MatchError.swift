@@ -34,4 +34,8 @@ extension ServiceError {
 
     /// The one NOT_FOUND for people: unknown, invisible and blocked are indistinguishable.
     static let userNotFound = ServiceError(.notFound, "No such user")
+
+    /// Discovery's candidate check cannot answer: a swipe is never accepted unchecked.
+    static let swipingUnavailable = ServiceError(
+        .unavailable, "Swiping is unavailable right now; retry shortly", retryAfter: .seconds(1))
 }

@@ -39,7 +39,7 @@ public final class MatchServer: ServiceServer {
                 address: configuration.discoveryAddress, tokens: self.auth.serviceTokens,
                 timeout: configuration.discoveryTimeout, logger: logger)
             self.discoveryClient = discovery.client
-            check = DiscoveryCandidateCheck(discovery)
+            check = DiscoveryCandidateCheck(discovery, includingLikers: false, unavailable: MatchError.swipingUnavailable)
         } else {
             self.discoveryClient = nil
         }

@@ -27,6 +27,9 @@ extension ServiceError {
     static let notYetApplied = ServiceError(
         Code(.unavailable, reason: "NOT_YET_APPLIED"),
         "The change is recorded but not yet in effect everywhere; retry", retryAfter: .seconds(1))
+    /// Discovery's card check cannot answer: a card is never shown unchecked.
+    static let profilesUnavailable = ServiceError(
+        .unavailable, "Profiles are unavailable right now; retry shortly", retryAfter: .seconds(1))
     static let versionMismatch = ServiceError(.aborted, "VERSION_MISMATCH", "The version changed; read it again")
 
     static func rateLimited(_ message: String, retryAfter: Duration) -> ServiceError {

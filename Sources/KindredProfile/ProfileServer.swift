@@ -26,7 +26,7 @@ public final class ProfileServer: ServiceServer {
 
     /// `cardCheck`: whose cards a viewer may see as far as preferences go; nil = discovery at
     /// `configuration.discoveryAddress` (tests pass their own).
-    public init(configuration: ProfileConfiguration, cardCheck: (any CardCheck)? = nil, logger: Logger) throws {
+    public init(configuration: ProfileConfiguration, cardCheck: (any CandidateCheck)? = nil, logger: Logger) throws {
         self.configuration = configuration
         self.logger = logger
         self.database = try configuration.database.makeClient(logger: logger)
@@ -40,7 +40,7 @@ public final class ProfileServer: ServiceServer {
                 address: configuration.discoveryAddress, tokens: tokens, timeout: configuration.discoveryTimeout,
                 logger: logger)
             self.discoveryClient = discovery.client
-            check = DiscoveryCardCheck(discovery)
+            check = DiscoveryCandidateCheck(discovery, includingLikers: true, unavailable: ProfileError.profilesUnavailable)
         } else {
             self.discoveryClient = nil
         }

@@ -54,8 +54,8 @@ extension ProfileService {
 
     /// GetProfiles: cards as the viewer sees them. Users are their own viewer; services name one. Invisible and
     /// unknown ids come back as missing, indistinguishably. The members the policy would show only within the
-    /// viewer's preferences (not matched, not the viewer) are checked with discovery in one call (``CardCheck``),
-    /// unless the gateway vouches for the page (`source`: its ids are the viewer's deck, search or likes received).
+    /// viewer's preferences (not matched, not the viewer) are checked with discovery in one call (the kit's
+    /// ``CandidateCheck`` in card mode), unless the gateway vouches for the page (`source`: its ids are the viewer's deck, search or likes received).
     func getProfiles(_ request: V1.GetProfilesRequest, _ context: ServerContext) async throws -> V1.GetProfilesResponse {
         let caller = try await self.access.authenticate(context)
         let viewer: String

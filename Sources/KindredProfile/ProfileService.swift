@@ -19,7 +19,7 @@ public final class ProfileService: GRPCService, Sendable {
     let inbox: EventInbox
     let relations: any RelationOracle
     /// Whose cards a viewer may see as far as preferences go (discovery's CheckCandidates, card mode).
-    let cardCheck: any CardCheck
+    let cardCheck: any CandidateCheck
     let blobs: any PhotoBlobStorage
     let photoWorkers: PhotoWorkers
     let uploadLimiter: TokenBucketLimiter
@@ -43,7 +43,7 @@ public final class ProfileService: GRPCService, Sendable {
         configuration: ProfileConfiguration,
         database: PostgresClient,
         access: ServiceAccess,
-        cardCheck: any CardCheck,
+        cardCheck: any CandidateCheck,
         blobs: any PhotoBlobStorage,
         photoWorkers: PhotoWorkers,
         pageTokenKey: [UInt8],

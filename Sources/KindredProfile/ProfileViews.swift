@@ -99,7 +99,7 @@ enum ProfileViews {
 
     /// How `viewer` (a member of `viewerCommunity`) stands to `record`'s owner, from what profile holds: the
     /// community, the account state, eligibility (complete, not paused), blocks either way and the pair's match;
-    /// and `withinPreferences`, discovery's card check (``CardCheck``: the viewer's deck could show the member, or
+    /// and `withinPreferences`, discovery's card check (``CandidateCheck``: the viewer's deck could show the member, or
     /// the member liked the viewer, whose card the likes received shows), true where it was not asked.
     static func relation(
         _ record: ProfileRecord,

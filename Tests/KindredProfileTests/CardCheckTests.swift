@@ -6,7 +6,7 @@ import KindredProto
 import KindredServiceKit
 import Testing
 
-/// GetProfiles shows a member not matched with the viewer only if discovery's card check (`CardCheck`: the viewer's
+/// GetProfiles shows a member not matched with the viewer only if discovery's card check (`CandidateCheck` in card mode: the viewer's
 /// deck could show them, or they liked the viewer) lists them; one check per request, none for matches or the
 /// viewer's own card, none for a page the gateway vouches for; UNAVAILABLE when the check cannot answer.
 @Suite struct CardCheckTests {

@@ -32,7 +32,7 @@ enum TestProfileDefinition: ServerDefinition {
 /// Discovery's card check as the tests set it, per viewer (user ids are random, so parallel tests do not meet):
 /// everyone is within preferences unless `outside` lists them for the viewer; `unavailable` viewers get
 /// UNAVAILABLE; `calls` counts the checks each viewer caused.
-struct FakeCardCheck: CardCheck {
+struct FakeCardCheck: CandidateCheck {
     struct State {
         var outside: [String: Set<String>] = [:]
         var unavailable: Set<String> = []
