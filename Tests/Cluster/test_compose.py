@@ -3,6 +3,7 @@ and with Package.swift. No Docker engine is needed: docker-compose validates and
 the structure is checked on the parsed YAML."""
 
 import os
+import pwd
 import re
 import shutil
 import stat
@@ -124,6 +125,46 @@ def test_postgres_runs_the_shared_role_script_and_is_health_checked(services):
     for name in SERVERS_WITH_TABLES:
         assert f"KINDRED_{name.upper()}_DB_PASSWORD_FILE" in environment(postgres), name
     assert postgres["depends_on"] == {"secrets": {"condition": "service_completed_successfully"}}
+
+
+def test_postgres_archives_wal_into_its_volume_as_the_native_cluster_does(raw, services, tmp_path):
+    """The entrypoint compose gives PostgreSQL (run here with the image's entrypoint replaced by a recorder) hands
+    the image's entrypoint the command plus services/postgres/wal-archive.sh's archive settings for the archive
+    folder, which is a volume of its own, made the postgres user's; `off` turns archiving off."""
+    postgres = services["postgres"]
+    mounts = {volume.split(":")[1]: volume.split(":")[0] for volume in postgres["volumes"]}
+    entrypoint = postgres["entrypoint"]
+    assert entrypoint[0] == "bash" and mounts[entrypoint[1]] == "./services/postgres/compose-entrypoint.sh"
+    folder = os.path.dirname(entrypoint[1])
+    assert mounts[f"{folder}/wal-archive.sh"] == "./services/postgres/wal-archive.sh"
+    archive = environment(postgres)["KINDRED_WAL_ARCHIVE_DIR"]
+    assert mounts[archive] in raw["volumes"] and mounts[archive] != "postgres-data"
+    assert environment(postgres)["KINDRED_WAL_ARCHIVE_TIMEOUT"] == "60"
+
+    recorder = tmp_path / "bin" / "docker-entrypoint.sh"
+    recorder.parent.mkdir()
+    recorder.write_text('#!/usr/bin/env bash\nprintf "%s\\n" "$@" > "$RECORDED"\n')
+    recorder.chmod(0o755)
+    script = ROOT / "services" / "postgres" / "compose-entrypoint.sh"
+
+    def started_with(archive_dir):
+        env = dict(os.environ, PATH=f"{recorder.parent}:{os.environ['PATH']}", RECORDED=str(tmp_path / "args"),
+                   KINDRED_WAL_ARCHIVE_DIR=archive_dir, KINDRED_WAL_ARCHIVE_TIMEOUT="60")
+        subprocess.run(["bash", str(script), *postgres["command"]], env=env, check=True)
+        return (tmp_path / "args").read_text().splitlines()
+
+    def archive_command(archive_dir):
+        return subprocess.run(["bash", "-c", f'source services/postgres/wal-archive.sh; wal_archive_command "$0"',
+                               archive_dir], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+    assert started_with("off") == [*postgres["command"], "-c", "archive_mode=off"]
+    if os.geteuid() != 0:
+        pytest.skip("the archive folder is handed to the postgres user: run as root, as the container does")
+    local = str(tmp_path / "wal-archive")
+    assert started_with(local) == [*postgres["command"], "-c", "archive_mode=on",
+                                   "-c", f"archive_command={archive_command(local)}", "-c", "archive_timeout=60"]
+    state = os.stat(local)
+    assert stat.S_IMODE(state.st_mode) == 0o700 and state.st_uid == pwd.getpwnam("postgres").pw_uid
 
 
 def test_servers_are_health_checked_by_their_own_healthcheck_command(services):
@@ -354,7 +395,8 @@ def test_dockerignore_keeps_build_products_and_data_out():
 
 @pytest.mark.parametrize("script", ["services/run-cluster.sh", "services/postgres/init-roles.sh",
                                     "services/install-deps.sh", "Tests/Fuzz/campaign.sh", "services/backup.sh",
-                                    "services/restore.sh", "services/postgres/wal-archive.sh"])
+                                    "services/restore.sh", "services/postgres/wal-archive.sh",
+                                    "services/postgres/compose-entrypoint.sh"])
 def test_shell_scripts_parse_and_pass_shellcheck(script):
     subprocess.run(["bash", "-n", script], cwd=ROOT, check=True)
     if shutil.which("shellcheck") is None:
