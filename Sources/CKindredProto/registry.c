@@ -5,6 +5,7 @@
 #include "grpc/reflection/v1/reflection.pb-c.h"
 #include "grpc/reflection/v1alpha/reflection.pb-c.h"
 #include "kindred/api/v1/account.pb-c.h"
+#include "kindred/api/v1/activity.pb-c.h"
 #include "kindred/api/v1/admin.pb-c.h"
 #include "kindred/api/v1/chat.pb-c.h"
 #include "kindred/api/v1/deck.pb-c.h"
@@ -24,6 +25,7 @@
 #include "kindred/common/v1/community.pb-c.h"
 #include "kindred/common/v1/events.pb-c.h"
 #include "kindred/discovery/v1/discovery.pb-c.h"
+#include "kindred/match/v1/activity.pb-c.h"
 #include "kindred/match/v1/match.pb-c.h"
 #include "kindred/match/v1/safety.pb-c.h"
 #include "kindred/match/v1/types.pb-c.h"
@@ -102,6 +104,11 @@ static const void *const message_descriptors[] = {
     &kindred__api__v1__revoke_session_response__descriptor,
     &kindred__api__v1__delete_account_request__descriptor,
     &kindred__api__v1__delete_account_response__descriptor,
+    &kindred__api__v1__activity_broadcast__descriptor,
+    &kindred__api__v1__start_activity_request__descriptor,
+    &kindred__api__v1__start_activity_response__descriptor,
+    &kindred__api__v1__stop_activity_request__descriptor,
+    &kindred__api__v1__stop_activity_response__descriptor,
     &kindred__api__v1__list_accounts_request__descriptor,
     &kindred__api__v1__list_accounts_response__descriptor,
     &kindred__api__v1__lookup_account_request__descriptor,
@@ -380,6 +387,7 @@ static const void *const message_descriptors[] = {
     &kindred__common__v1__user_unblocked__descriptor,
     &kindred__common__v1__message_sent__descriptor,
     &kindred__common__v1__report_resolved__descriptor,
+    &kindred__common__v1__activity_started__descriptor,
     &kindred__discovery__v1__candidate__descriptor,
     &kindred__discovery__v1__get_deck_request__descriptor,
     &kindred__discovery__v1__get_deck_response__descriptor,
@@ -395,6 +403,13 @@ static const void *const message_descriptors[] = {
     &kindred__discovery__v1__remove_candidate_response__descriptor,
     &kindred__discovery__v1__rebuild_index_request__descriptor,
     &kindred__discovery__v1__rebuild_index_response__descriptor,
+    &kindred__match__v1__activity_broadcast__descriptor,
+    &kindred__match__v1__start_activity_request__descriptor,
+    &kindred__match__v1__start_activity_response__descriptor,
+    &kindred__match__v1__stop_activity_request__descriptor,
+    &kindred__match__v1__stop_activity_response__descriptor,
+    &kindred__match__v1__list_followed_activities_request__descriptor,
+    &kindred__match__v1__list_followed_activities_response__descriptor,
     &kindred__match__v1__swipe_request__descriptor,
     &kindred__match__v1__swipe_response__descriptor,
     &kindred__match__v1__undo_request__descriptor,

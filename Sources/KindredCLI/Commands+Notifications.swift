@@ -131,6 +131,7 @@ struct NotificationsCommand: AsyncParsableCommand {
         @Option(help: "New messages: on or off.") var messages: Toggle?
         @Option(help: "Likes received: on or off.") var likes: Toggle?
         @Option(help: "Report outcomes: on or off.") var reports: Toggle?
+        @Option(help: "Activities of members you follow (\"working out now\"): on or off.") var activities: Toggle?
         @Option(help: "Message text on the lock screen: on or off.") var messageText: Toggle?
         @Option(help: "Quiet hours as HH:MM-HH:MM in your time zone, or off.") var quietHours: String?
         @Option(help: "Let new matches through during quiet hours: on or off.") var quietAllowsMatches: Toggle?
@@ -144,6 +145,7 @@ struct NotificationsCommand: AsyncParsableCommand {
                 if let value = self.messages { settings.newMessage = value.isOn }
                 if let value = self.likes { settings.likesReceived = value.isOn }
                 if let value = self.reports { settings.reportOutcome = value.isOn }
+                if let value = self.activities { settings.activities = value.isOn }
                 if let value = self.messageText { settings.showMessageText = value.isOn }
                 if let zone = self.timeZone { settings.timeZone = zone }
                 var quiet = settings.quietHours ?? .init()
@@ -179,6 +181,7 @@ struct NotificationsCommand: AsyncParsableCommand {
         Console.out("new messages    \(flag(settings.newMessage))")
         Console.out("likes received  \(flag(settings.likesReceived))")
         Console.out("report outcomes \(flag(settings.reportOutcome))")
+        Console.out("activities      \(flag(settings.activities))")
         Console.out("message text    \(flag(settings.showMessageText))")
         let quiet = settings.quietHours ?? .init()
         let zone = settings.timeZone.isEmpty ? "your latest device's time zone" : settings.timeZone

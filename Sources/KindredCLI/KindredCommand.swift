@@ -33,6 +33,7 @@ public struct KindredCommand: AsyncParsableCommand {
             Like.self, Pass.self, Undo.self, ListMatchesCommand.self, Likes.self, Unmatch.self, Block.self, Unblock.self, Report.self,
             ProfileCommand.self, PhotoCommand.self, LocationCommand.self, CommunityCommand.self, AdminCommand.self,
             DeckCommand.self, Picks.self, Members.self, DevicesCommand.self, NotificationsCommand.self,
+            WorkoutCommand.self,
         ]
     )
 

@@ -110,7 +110,7 @@ public final class Gateway: Sendable {
         [
             AccountAPI(gateway: self), HomeAPI(gateway: self), AdminAPI(gateway: self), ProfileAPI(gateway: self),
             DeckAPI(gateway: self), MatchAPI(gateway: self), ChatAPI(gateway: self),
-            NotificationAPI(gateway: self),
+            NotificationAPI(gateway: self), ActivityAPI(gateway: self),
         ]
     }
 

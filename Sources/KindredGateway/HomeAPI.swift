@@ -34,6 +34,7 @@ extension Gateway {
             self.homeMatchesPart(request, caller),
             self.homeChatPart(caller),
             self.homeLikesPart(caller),
+            self.homeActivitiesPart(caller),
         ]
     }
 

@@ -85,6 +85,7 @@ extension Api.NotificationSettings {
         self.newMatch = settings.newMatch
         self.newMessage = settings.newMessage
         self.likesReceived = settings.likesReceived
+        self.activities = settings.activities
         self.reportOutcome = settings.reportOutcome
         self.timeZone = settings.timeZone
         self.showMessageText = settings.showMessageText
@@ -106,6 +107,7 @@ extension NotifyApi.NotificationSettings {
         self.newMatch = settings.newMatch
         self.newMessage = settings.newMessage
         self.likesReceived = settings.likesReceived
+        self.activities = settings.activities
         self.reportOutcome = settings.reportOutcome
         self.timeZone = settings.timeZone
         self.showMessageText = settings.showMessageText

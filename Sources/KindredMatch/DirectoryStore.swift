@@ -8,13 +8,15 @@ struct DirectoryStore: Sendable {
         let settings = CommunitySettingsRow(community.settings ?? Kindred.Common.V1.CommunitySettings())
         try await transaction.execute(
             """
-            INSERT INTO communities (community_id, mode, daily_like_limit, undo_window_seconds, daily_undo_limit, version)
+            INSERT INTO communities (community_id, mode, daily_like_limit, undo_window_seconds, daily_undo_limit,
+                                     activities, version)
             VALUES (\(community.communityId), \(settings.mode.rawValue)::int2, \(settings.dailyLikeLimit),
-                    \(settings.undoWindowSeconds), \(settings.dailyUndoLimit), \(community.version))
+                    \(settings.undoWindowSeconds), \(settings.dailyUndoLimit), \(settings.activities)::text[],
+                    \(community.version))
             ON CONFLICT (community_id) DO UPDATE SET
                 mode = EXCLUDED.mode, daily_like_limit = EXCLUDED.daily_like_limit,
                 undo_window_seconds = EXCLUDED.undo_window_seconds, daily_undo_limit = EXCLUDED.daily_undo_limit,
-                version = EXCLUDED.version
+                activities = EXCLUDED.activities, version = EXCLUDED.version
             WHERE communities.version < EXCLUDED.version
             """)
     }
@@ -48,7 +50,7 @@ struct DirectoryStore: Sendable {
         guard
             let row = try await transaction.query(
                 """
-                SELECT mode::int4, daily_like_limit, undo_window_seconds, daily_undo_limit FROM communities
+                SELECT mode::int4, daily_like_limit, undo_window_seconds, daily_undo_limit, activities FROM communities
                 WHERE community_id = \(community)
                 """
             ).first
@@ -57,7 +59,8 @@ struct DirectoryStore: Sendable {
             mode: MatchMode(rawValue: try row.decode(Int32.self, at: 0)) ?? .mutual,
             dailyLikeLimit: Int(try row.decode(Int32.self, at: 1)),
             undoWindowSeconds: Int(try row.decode(Int32.self, at: 2)),
-            dailyUndoLimit: Int(try row.decode(Int32.self, at: 3))
+            dailyUndoLimit: Int(try row.decode(Int32.self, at: 3)),
+            activities: try row.decode([String].self, at: 4)
         )
     }
 

@@ -40,6 +40,12 @@ public struct MatchConfiguration: Sendable {
     /// `KINDRED_MATCH_PAGE_TOKEN_SECRET` (string, 32..256), default none: the key of page tokens; without it the
     /// key is derived from the service secret (`PageToken.key`), the same at every replica and after restarts.
     public var pageTokenSecret: String?
+    /// `KINDRED_MATCH_ACTIVITY_DURATION_MS` (int, 60000..86400000), default 7200000 (2 h): how long an activity
+    /// broadcast shows in followers' Home.
+    public var activityDuration: Duration = .seconds(7200)
+    /// `KINDRED_MATCH_ACTIVITY_NOTIFY_INTERVAL_MS` (int, 1000..86400000), default 10800000 (3 h): the least time
+    /// between two broadcasts of a member that push to their followers; a start within it shows but pushes nothing.
+    public var activityNotifyInterval: Duration = .seconds(10800)
 
     public init() {}
 
@@ -65,5 +71,9 @@ public struct MatchConfiguration: Sendable {
             "KINDRED_MATCH_BLOCK_PROPAGATION_MS", default: self.blockPropagationTimeout, in: 100...30_000)
         self.matchPropagationTimeout = try reader.milliseconds(
             "KINDRED_MATCH_MATCH_PROPAGATION_MS", default: self.matchPropagationTimeout, in: 100...30_000)
+        self.activityDuration = try reader.milliseconds(
+            "KINDRED_MATCH_ACTIVITY_DURATION_MS", default: self.activityDuration, in: 60_000...86_400_000)
+        self.activityNotifyInterval = try reader.milliseconds(
+            "KINDRED_MATCH_ACTIVITY_NOTIFY_INTERVAL_MS", default: self.activityNotifyInterval, in: 1000...86_400_000)
     }
 }

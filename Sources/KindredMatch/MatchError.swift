@@ -15,6 +15,8 @@ extension ServiceError.Code {
     static let undoNotAllowed = Self(.failedPrecondition, reason: "UNDO_NOT_ALLOWED")
     /// The caller has no eligible profile in their community yet.
     static let profileRequired = Self(.failedPrecondition, reason: "PROFILE_INCOMPLETE")
+    /// StartActivity in a mutual community (nobody follows anyone there).
+    static let notAFollowCommunity = Self(.failedPrecondition, reason: "NOT_A_FOLLOW_COMMUNITY")
     /// Daily like limit reached (retry hint: when it resets).
     static let likeLimit = Self(.resourceExhausted, reason: "LIKE_LIMIT_REACHED")
     /// Daily undo limit reached (retry hint: when it resets).

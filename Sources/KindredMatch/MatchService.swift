@@ -34,6 +34,7 @@ public final class MatchService: GRPCService, Sendable {
     let matches = MatchStore()
     let safety = SafetyStore()
     let directory = DirectoryStore()
+    let activities = ActivityStore()
     let swipeCounter: Counter
     let matchCounter: Counter
     let matchWait: CoreMetrics.Timer
@@ -98,6 +99,9 @@ public final class MatchService: GRPCService, Sendable {
         router.unary(M.listReports) { try await self.listReports($0, $1) }
         router.unary(M.getReport) { try await self.getReport($0, $1) }
         router.unary(M.resolveReport) { try await self.resolveReport($0, $1) }
+        router.unary(M.startActivity) { try await self.startActivity($0, $1) }
+        router.unary(M.stopActivity) { try await self.stopActivity($0, $1) }
+        router.unary(M.listFollowedActivities) { try await self.listFollowedActivities($0, $1) }
         router.unary(M.deliverEvents) { try await self.deliverEvents($0, $1) }
         router.unary(M.getUserFootprint) { try await self.getUserFootprint($0, $1) }
     }

@@ -6,6 +6,7 @@ struct UserDataStore: Sendable {
     /// Kinds in the order GetUserFootprint lists them.
     static let kinds = [
         "swipes_given", "swipes_received", "undos", "matches", "blocks", "reports_filed", "reports_received", "members",
+        "activity_broadcasts",
     ]
 
     func footprint(_ user: String, on database: PostgresClient) async throws -> [(String, Int64)] {
@@ -18,7 +19,8 @@ struct UserDataStore: Sendable {
                    (SELECT count(*) FROM blocks WHERE blocker = \(user)::uuid OR blocked = \(user)::uuid),
                    (SELECT count(*) FROM reports WHERE reporter = \(user)::uuid),
                    (SELECT count(*) FROM reports WHERE reported = \(user)::uuid),
-                   (SELECT count(*) FROM members WHERE user_id = \(user)::uuid)
+                   (SELECT count(*) FROM members WHERE user_id = \(user)::uuid),
+                   (SELECT count(*) FROM activity_broadcasts WHERE user_id = \(user)::uuid)
             """
         ).first!
         return try Self.kinds.enumerated().map { ($0.element, try row.decode(Int64.self, at: $0.offset)) }
@@ -39,6 +41,7 @@ struct UserDataStore: Sendable {
             "DELETE FROM blocks WHERE blocker = \(user)::uuid OR blocked = \(user)::uuid",
             "DELETE FROM reports WHERE reporter = \(user)::uuid OR reported = \(user)::uuid",
             "DELETE FROM members WHERE user_id = \(user)::uuid",
+            "DELETE FROM activity_broadcasts WHERE user_id = \(user)::uuid",
         ])
         return ended
     }

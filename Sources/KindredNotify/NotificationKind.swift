@@ -4,6 +4,8 @@ enum NotificationKind: String, Sendable, Hashable, CaseIterable {
     case newMessage = "new_message"
     case likes
     case reportOutcome = "report_outcome"
+    /// A member the recipient follows started an activity ("working out now").
+    case activity
 
     /// Whether `preferences` let this kind through at all (quiet hours are decided when it is sent).
     func isWanted(by preferences: NotificationPreferences) -> Bool {
@@ -12,6 +14,7 @@ enum NotificationKind: String, Sendable, Hashable, CaseIterable {
         case .newMessage: preferences.newMessage
         case .likes: preferences.likesReceived
         case .reportOutcome: preferences.reportOutcome
+        case .activity: preferences.activities
         }
     }
 }

@@ -8,6 +8,8 @@ struct NotificationPreferences: Sendable, Hashable {
     var newMessage = true
     var likesReceived = true
     var reportOutcome = true
+    /// Activity broadcasts of members the member follows (follow communities).
+    var activities = true
     var quietHours = QuietHoursRule()
     /// IANA name; empty = the most recently registered device's zone.
     var timeZone = ""
@@ -48,6 +50,7 @@ struct NotificationPreferences: Sendable, Hashable {
         preferences.newMessage = settings.newMessage
         preferences.likesReceived = settings.likesReceived
         preferences.reportOutcome = settings.reportOutcome
+        preferences.activities = settings.activities
         preferences.showMessageText = settings.showMessageText
         let quiet = settings.quietHours ?? .init()
         for (field, minute) in [("quiet_hours.start_minute", quiet.startMinute), ("quiet_hours.end_minute", quiet.endMinute)]
@@ -68,6 +71,7 @@ struct NotificationPreferences: Sendable, Hashable {
         settings.newMessage = self.newMessage
         settings.likesReceived = self.likesReceived
         settings.reportOutcome = self.reportOutcome
+        settings.activities = self.activities
         settings.showMessageText = self.showMessageText
         settings.timeZone = self.timeZone
         var quiet = Kindred.Notify.V1.QuietHours()

@@ -89,6 +89,10 @@ final class NotificationSender: Sendable {
     /// One notification to each of its recipient's devices not reached yet.
     func send(_ claimed: QueuedNotification) async throws {
         var queued = claimed
+        if let expires = queued.expiresUnixMs, PostgresTimestamp.now.millisecondsSinceEpoch >= expires {
+            // An activity broadcast that ended while the push waited (quiet hours, an outage) is not news any more.
+            return try await self.notifications.finish(queued.id, as: "cancelled", in: self.database)
+        }
         if queued.kind == .likes {
             // A likes digest tells how many likes it still stands for (a block or a match may have taken some out).
             queued.itemCount = try await self.digests.count(of: queued.id, in: self.database)

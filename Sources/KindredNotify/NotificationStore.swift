@@ -119,7 +119,8 @@ struct NotificationStore: Sendable {
                   ORDER BY next_attempt_at LIMIT \(limit) FOR UPDATE SKIP LOCKED) due
             WHERE n.notification_id = due.notification_id
             RETURNING n.notification_id::text, n.user_id::text, n.kind, n.subject_user_id::text, n.collapse_key,
-                      n.connection, n.attempts, n.thread_id::text, n.latest_message_id::text, n.item_count
+                      n.connection, n.attempts, n.thread_id::text, n.latest_message_id::text, n.item_count, n.activity,
+                      n.expires_at
             """
         ).compactMap { row in
             let (id, user, kind, subject, collapseKey, connection, attempts) = try row.decode(
@@ -130,7 +131,9 @@ struct NotificationStore: Sendable {
             guard let kind = NotificationKind(rawValue: kind) else { return nil }
             return QueuedNotification(
                 id: id, user: user, kind: kind, subject: subject, collapseKey: collapseKey, connection: connection,
-                attempts: Int(attempts), thread: thread, latestMessage: message, itemCount: Int(count))
+                attempts: Int(attempts), thread: thread, latestMessage: message, itemCount: Int(count),
+                activity: try row.decode(String?.self, at: 10),
+                expiresUnixMs: try row.decode(PostgresTimestamp?.self, at: 11)?.millisecondsSinceEpoch)
         }
     }
 

@@ -19,6 +19,8 @@ struct NotificationTemplates: Sendable {
         var messageText: String?
         /// Likes in a digest.
         var count = 0
+        /// An activity broadcast's activity key (one of the community's "activities" values), if it named one.
+        var activity: String?
     }
 
     private struct Language: Sendable {
@@ -28,6 +30,8 @@ struct NotificationTemplates: Sendable {
         let message: @Sendable (String) -> Text
         let likes: @Sendable (Int) -> Text
         let reportOutcome: Text
+        /// A followed member's broadcast: their name, and the activity (underscores as spaces) when named.
+        let activity: @Sendable (String, String?) -> Text
     }
 
     private static let languages: [String: Language] = [
@@ -37,7 +41,10 @@ struct NotificationTemplates: Sendable {
             connection: { Text(title: "New connection", body: "\($0) and you are now connected.") },
             message: { Text(title: $0, body: "New message from \($0)") },
             likes: { Text(title: "New likes", body: $0 == 1 ? "1 person liked you" : "\($0) people liked you") },
-            reportOutcome: Text(title: "Your report", body: "We reviewed your report. Thank you for telling us.")),
+            reportOutcome: Text(title: "Your report", body: "We reviewed your report. Thank you for telling us."),
+            activity: { name, activity in
+                Text(title: "Working out now", body: activity.map { "\(name) is working out now: \($0)" } ?? "\(name) is working out now")
+            }),
         "fr": Language(
             someone: "Quelqu'un",
             match: { Text(title: "C'est un match !", body: "Vous et \($0) vous êtes plu.") },
@@ -46,7 +53,12 @@ struct NotificationTemplates: Sendable {
             likes: {
                 Text(title: "Nouveaux likes", body: $0 == 1 ? "1 personne vous a aimé" : "\($0) personnes vous ont aimé")
             },
-            reportOutcome: Text(title: "Votre signalement", body: "Nous avons examiné votre signalement. Merci de nous l'avoir dit.")),
+            reportOutcome: Text(title: "Votre signalement", body: "Nous avons examiné votre signalement. Merci de nous l'avoir dit."),
+            activity: { name, activity in
+                Text(
+                    title: "En pleine séance",
+                    body: activity.map { "\(name) s'entraîne en ce moment : \($0)" } ?? "\(name) s'entraîne en ce moment")
+            }),
     ]
 
     /// The languages with texts of their own.
@@ -68,6 +80,9 @@ struct NotificationTemplates: Sendable {
             return language.likes(max(facts.count, 1))
         case .reportOutcome:
             return language.reportOutcome
+        case .activity:
+            let activity = facts.activity.flatMap { $0.isEmpty ? nil : String($0.map { $0 == "_" ? " " : $0 }) }
+            return language.activity(name, activity)
         }
     }
 }

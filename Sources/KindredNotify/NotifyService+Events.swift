@@ -52,6 +52,8 @@ extension NotifyService {
             try await self.countLike(swipe, by: subject, in: transaction)
         case .reportResolved(let resolved)?:
             try await self.queueReportOutcome(resolved, reporter: subject, in: transaction)
+        case .activityStarted(let started)?:
+            try await self.queueActivity(started, by: subject, in: transaction)
         default:
             break  // irrelevant here: acknowledged all the same
         }

@@ -27,6 +27,7 @@ public final class NotifyService: GRPCService, Sendable {
     let settings = SettingsStore()
     let notifications = NotificationStore()
     let digests = DigestStore()
+    let activityNotifications = ActivityNotificationStore()
     /// How messages of one thread become one notification.
     var collapse: MessageCollapse { MessageCollapse(window: self.configuration.messageCollapseWindow) }
 

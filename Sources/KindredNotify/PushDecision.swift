@@ -14,6 +14,7 @@ enum PushDecision: Sendable, Hashable {
         _ queued: QueuedNotification, preferences: NotificationPreferences, chat: ChatContext?
     ) -> PushDecision {
         var facts = NotificationTemplates.Facts(connection: queued.connection, count: queued.itemCount)
+        facts.activity = queued.activity
         if queued.kind == .newMessage, let chat {
             if chat.online { return .suppress }
             if !chat.threadOpen { return .cancel }

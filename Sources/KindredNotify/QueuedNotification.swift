@@ -13,4 +13,7 @@ struct QueuedNotification: Sendable, Hashable {
     var thread: String? = nil
     var latestMessage: String? = nil
     var itemCount = 1
+    /// activity: the activity key (nil: none named) and when the broadcast ends (nothing is sent after it).
+    var activity: String? = nil
+    var expiresUnixMs: Int64? = nil
 }

@@ -8,7 +8,7 @@ struct SettingsStore: Sendable {
             let row = try await runner.query(
                 """
                 SELECT new_match, new_message, likes_received, report_outcome, quiet_enabled, quiet_start_minute,
-                       quiet_end_minute, quiet_allow_matches, time_zone, show_message_text
+                       quiet_end_minute, quiet_allow_matches, time_zone, show_message_text, activities
                 FROM settings WHERE user_id = \(user)::uuid
                 """
             ).first
@@ -17,6 +17,7 @@ struct SettingsStore: Sendable {
             (Bool, Bool, Bool, Bool, Bool, Int32, Int32, Bool, String, Bool).self)
         return NotificationPreferences(
             newMatch: match, newMessage: message, likesReceived: likes, reportOutcome: report,
+            activities: try row.decode(Bool.self, at: 10),
             quietHours: .init(enabled: quiet, startMinute: Int(start), endMinute: Int(end), allowMatches: allowMatches),
             timeZone: zone, showMessageText: text)
     }
@@ -26,16 +27,18 @@ struct SettingsStore: Sendable {
         try await runner.execute(
             """
             INSERT INTO settings (user_id, new_match, new_message, likes_received, report_outcome, quiet_enabled,
-                                  quiet_start_minute, quiet_end_minute, quiet_allow_matches, time_zone, show_message_text)
+                                  quiet_start_minute, quiet_end_minute, quiet_allow_matches, time_zone, show_message_text,
+                                  activities)
             VALUES (\(user)::uuid, \(preferences.newMatch), \(preferences.newMessage), \(preferences.likesReceived),
                     \(preferences.reportOutcome), \(quiet.enabled), \(Int32(quiet.startMinute)), \(Int32(quiet.endMinute)),
-                    \(quiet.allowMatches), \(preferences.timeZone), \(preferences.showMessageText))
+                    \(quiet.allowMatches), \(preferences.timeZone), \(preferences.showMessageText), \(preferences.activities))
             ON CONFLICT (user_id) DO UPDATE SET
                 new_match = EXCLUDED.new_match, new_message = EXCLUDED.new_message,
                 likes_received = EXCLUDED.likes_received, report_outcome = EXCLUDED.report_outcome,
                 quiet_enabled = EXCLUDED.quiet_enabled, quiet_start_minute = EXCLUDED.quiet_start_minute,
                 quiet_end_minute = EXCLUDED.quiet_end_minute, quiet_allow_matches = EXCLUDED.quiet_allow_matches,
-                time_zone = EXCLUDED.time_zone, show_message_text = EXCLUDED.show_message_text, updated_at = now()
+                time_zone = EXCLUDED.time_zone, show_message_text = EXCLUDED.show_message_text,
+                activities = EXCLUDED.activities, updated_at = now()
             """
         )
     }

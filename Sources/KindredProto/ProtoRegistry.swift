@@ -92,6 +92,11 @@ public enum ProtoRegistry {
         Kindred.Api.V1.DeckCard.self,
         Kindred.Api.V1.MatchSummary.self,
         Kindred.Api.V1.ChatMessage.self,
+        Kindred.Api.V1.ActivityBroadcast.self,
+        Kindred.Api.V1.StartActivityRequest.self,
+        Kindred.Api.V1.StartActivityResponse.self,
+        Kindred.Api.V1.StopActivityRequest.self,
+        Kindred.Api.V1.StopActivityResponse.self,
         Kindred.Api.V1.WebhookEndpoint.self,
         Kindred.Api.V1.WebhookDelivery.self,
         Kindred.Api.V1.CreateWebhookEndpointRequest.self,
@@ -308,6 +313,7 @@ public enum ProtoRegistry {
         Kindred.Common.V1.UserUnblocked.self,
         Kindred.Common.V1.MessageSent.self,
         Kindred.Common.V1.ReportResolved.self,
+        Kindred.Common.V1.ActivityStarted.self,
         Kindred.Chat.V1.ChatThread.self,
         Kindred.Chat.V1.ChatMessage.self,
         Kindred.Chat.V1.ChatEvent.self,
@@ -362,6 +368,13 @@ public enum ProtoRegistry {
         Kindred.Discovery.V1.RemoveCandidateResponse.self,
         Kindred.Discovery.V1.RebuildIndexRequest.self,
         Kindred.Discovery.V1.RebuildIndexResponse.self,
+        Kindred.Match.V1.ActivityBroadcast.self,
+        Kindred.Match.V1.StartActivityRequest.self,
+        Kindred.Match.V1.StartActivityResponse.self,
+        Kindred.Match.V1.StopActivityRequest.self,
+        Kindred.Match.V1.StopActivityResponse.self,
+        Kindred.Match.V1.ListFollowedActivitiesRequest.self,
+        Kindred.Match.V1.ListFollowedActivitiesResponse.self,
         Kindred.Match.V1.Match.self,
         Kindred.Match.V1.Relation.self,
         Kindred.Match.V1.Report.self,
@@ -491,6 +504,7 @@ public enum ProtoRegistry {
         Grpc.Reflection.V1.ServerReflection.descriptor,
         Grpc.Reflection.V1alpha.ServerReflection.descriptor,
         Kindred.Api.V1.AccountService.descriptor,
+        Kindred.Api.V1.ActivityService.descriptor,
         Kindred.Api.V1.AdminService.descriptor,
         Kindred.Api.V1.ChatService.descriptor,
         Kindred.Api.V1.DeckService.descriptor,
@@ -1298,6 +1312,51 @@ public enum ProtoRegistry {
             """
         ),
         ProtoFileDescriptor(
+            name: "kindred/api/v1/activity.proto",
+            package: "kindred.api.v1",
+            dependencies: ["kindred/api/v1/types.proto"],
+            symbols: [
+                "kindred.api.v1",
+                "kindred.api.v1.ActivityBroadcast",
+                "kindred.api.v1.ActivityBroadcast.broadcast_id",
+                "kindred.api.v1.ActivityBroadcast.user_id",
+                "kindred.api.v1.ActivityBroadcast.activity",
+                "kindred.api.v1.ActivityBroadcast.started_unix_ms",
+                "kindred.api.v1.ActivityBroadcast.expires_unix_ms",
+                "kindred.api.v1.ActivityBroadcast.profile",
+                "kindred.api.v1.StartActivityRequest",
+                "kindred.api.v1.StartActivityRequest.activity",
+                "kindred.api.v1.StartActivityRequest.idempotency_key",
+                "kindred.api.v1.StartActivityResponse",
+                "kindred.api.v1.StartActivityResponse.broadcast",
+                "kindred.api.v1.StartActivityResponse.followers_notified",
+                "kindred.api.v1.StartActivityResponse.next_notify_unix_ms",
+                "kindred.api.v1.StartActivityResponse.replayed",
+                "kindred.api.v1.StopActivityRequest",
+                "kindred.api.v1.StopActivityResponse",
+                "kindred.api.v1.StopActivityResponse.broadcast_id",
+                "kindred.api.v1.ActivityService",
+                "kindred.api.v1.ActivityService.StartActivity",
+                "kindred.api.v1.ActivityService.StopActivity",
+            ],
+            services: ["kindred.api.v1.ActivityService"],
+            base64: """
+            Ch1raW5kcmVkL2FwaS92MS9hY3Rpdml0eS5wcm90bxIOa2luZHJlZC5hcGkudjEaGmtpbmRyZWQvYXBpL3YxL3R5cGVzLnBy
+            b3RvIvIBChFBY3Rpdml0eUJyb2FkY2FzdBIhCgxicm9hZGNhc3RfaWQYASABKAlSC2Jyb2FkY2FzdElkEhcKB3VzZXJfaWQY
+            AiABKAlSBnVzZXJJZBIaCghhY3Rpdml0eRgDIAEoCVIIYWN0aXZpdHkSJgoPc3RhcnRlZF91bml4X21zGAQgASgDUg1zdGFy
+            dGVkVW5peE1zEiYKD2V4cGlyZXNfdW5peF9tcxgFIAEoA1INZXhwaXJlc1VuaXhNcxI1Cgdwcm9maWxlGAYgASgLMhsua2lu
+            ZHJlZC5hcGkudjEuUHJvZmlsZUNhcmRSB3Byb2ZpbGUiWwoUU3RhcnRBY3Rpdml0eVJlcXVlc3QSGgoIYWN0aXZpdHkYASAB
+            KAlSCGFjdGl2aXR5EicKD2lkZW1wb3RlbmN5X2tleRgCIAEoCVIOaWRlbXBvdGVuY3lLZXki0gEKFVN0YXJ0QWN0aXZpdHlS
+            ZXNwb25zZRI/Cglicm9hZGNhc3QYASABKAsyIS5raW5kcmVkLmFwaS52MS5BY3Rpdml0eUJyb2FkY2FzdFIJYnJvYWRjYXN0
+            Ei0KEmZvbGxvd2Vyc19ub3RpZmllZBgCIAEoCFIRZm9sbG93ZXJzTm90aWZpZWQSLQoTbmV4dF9ub3RpZnlfdW5peF9tcxgD
+            IAEoA1IQbmV4dE5vdGlmeVVuaXhNcxIaCghyZXBsYXllZBgEIAEoCFIIcmVwbGF5ZWQiFQoTU3RvcEFjdGl2aXR5UmVxdWVz
+            dCI5ChRTdG9wQWN0aXZpdHlSZXNwb25zZRIhCgxicm9hZGNhc3RfaWQYASABKAlSC2Jyb2FkY2FzdElkMsoBCg9BY3Rpdml0
+            eVNlcnZpY2USXAoNU3RhcnRBY3Rpdml0eRIkLmtpbmRyZWQuYXBpLnYxLlN0YXJ0QWN0aXZpdHlSZXF1ZXN0GiUua2luZHJl
+            ZC5hcGkudjEuU3RhcnRBY3Rpdml0eVJlc3BvbnNlElkKDFN0b3BBY3Rpdml0eRIjLmtpbmRyZWQuYXBpLnYxLlN0b3BBY3Rp
+            dml0eVJlcXVlc3QaJC5raW5kcmVkLmFwaS52MS5TdG9wQWN0aXZpdHlSZXNwb25zZWIGcHJvdG8z
+            """
+        ),
+        ProtoFileDescriptor(
             name: "kindred/api/v1/webhooks.proto",
             package: "kindred.api.v1",
             dependencies: [],
@@ -1945,6 +2004,7 @@ public enum ProtoRegistry {
             package: "kindred.api.v1",
             dependencies: [
                 "kindred/api/v1/account.proto",
+                "kindred/api/v1/activity.proto",
                 "kindred/api/v1/types.proto",
                 "kindred/common/v1/community.proto",
             ],
@@ -1968,26 +2028,28 @@ public enum ProtoRegistry {
                 "kindred.api.v1.GetHomeResponse.likes_received",
                 "kindred.api.v1.GetHomeResponse.unavailable_parts",
                 "kindred.api.v1.GetHomeResponse.account",
+                "kindred.api.v1.GetHomeResponse.followed_activities",
                 "kindred.api.v1.HomeService",
                 "kindred.api.v1.HomeService.GetHome",
             ],
             services: ["kindred.api.v1.HomeService"],
             base64: """
             ChlraW5kcmVkL2FwaS92MS9ob21lLnByb3RvEg5raW5kcmVkLmFwaS52MRoca2luZHJlZC9hcGkvdjEvYWNjb3VudC5wcm90
-            bxoaa2luZHJlZC9hcGkvdjEvdHlwZXMucHJvdG8aIWtpbmRyZWQvY29tbW9uL3YxL2NvbW11bml0eS5wcm90byKKAQoOR2V0
-            SG9tZVJlcXVlc3QSJAoOZGVja19wYWdlX3NpemUYASABKAVSDGRlY2tQYWdlU2l6ZRIqChFtYXRjaGVzX3BhZ2Vfc2l6ZRgC
-            IAEoBVIPbWF0Y2hlc1BhZ2VTaXplEiYKD3RvcF9waWNrc19saW1pdBgDIAEoBVINdG9wUGlja3NMaW1pdCKDBQoPR2V0SG9t
-            ZVJlc3BvbnNlEjMKB3Byb2ZpbGUYASABKAsyGS5raW5kcmVkLmFwaS52MS5NeVByb2ZpbGVSB3Byb2ZpbGUSIwoNbmVlZHNf
-            cHJvZmlsZRgCIAEoCFIMbmVlZHNQcm9maWxlEjoKCWNvbW11bml0eRgDIAEoCzIcLmtpbmRyZWQuY29tbW9uLnYxLkNvbW11
-            bml0eVIJY29tbXVuaXR5EiwKBGRlY2sYBCADKAsyGC5raW5kcmVkLmFwaS52MS5EZWNrQ2FyZFIEZGVjaxIvChRkZWNrX25l
-            eHRfcGFnZV90b2tlbhgFIAEoCVIRZGVja05leHRQYWdlVG9rZW4SNQoJdG9wX3BpY2tzGAYgAygLMhgua2luZHJlZC5hcGku
-            djEuRGVja0NhcmRSCHRvcFBpY2tzEjYKB21hdGNoZXMYByADKAsyHC5raW5kcmVkLmFwaS52MS5NYXRjaFN1bW1hcnlSB21h
-            dGNoZXMSNQoXbWF0Y2hlc19uZXh0X3BhZ2VfdG9rZW4YCCABKAlSFG1hdGNoZXNOZXh0UGFnZVRva2VuEicKD3VucmVhZF9t
-            ZXNzYWdlcxgJIAEoBVIOdW5yZWFkTWVzc2FnZXMSJQoOdW5yZWFkX3RocmVhZHMYCiABKAVSDXVucmVhZFRocmVhZHMSJQoO
-            bGlrZXNfcmVjZWl2ZWQYCyABKAVSDWxpa2VzUmVjZWl2ZWQSKwoRdW5hdmFpbGFibGVfcGFydHMYDCADKAlSEHVuYXZhaWxh
-            YmxlUGFydHMSMQoHYWNjb3VudBgNIAEoCzIXLmtpbmRyZWQuYXBpLnYxLkFjY291bnRSB2FjY291bnQyWQoLSG9tZVNlcnZp
-            Y2USSgoHR2V0SG9tZRIeLmtpbmRyZWQuYXBpLnYxLkdldEhvbWVSZXF1ZXN0Gh8ua2luZHJlZC5hcGkudjEuR2V0SG9tZVJl
-            c3BvbnNlYgZwcm90bzM=
+            bxoda2luZHJlZC9hcGkvdjEvYWN0aXZpdHkucHJvdG8aGmtpbmRyZWQvYXBpL3YxL3R5cGVzLnByb3RvGiFraW5kcmVkL2Nv
+            bW1vbi92MS9jb21tdW5pdHkucHJvdG8iigEKDkdldEhvbWVSZXF1ZXN0EiQKDmRlY2tfcGFnZV9zaXplGAEgASgFUgxkZWNr
+            UGFnZVNpemUSKgoRbWF0Y2hlc19wYWdlX3NpemUYAiABKAVSD21hdGNoZXNQYWdlU2l6ZRImCg90b3BfcGlja3NfbGltaXQY
+            AyABKAVSDXRvcFBpY2tzTGltaXQi1wUKD0dldEhvbWVSZXNwb25zZRIzCgdwcm9maWxlGAEgASgLMhkua2luZHJlZC5hcGku
+            djEuTXlQcm9maWxlUgdwcm9maWxlEiMKDW5lZWRzX3Byb2ZpbGUYAiABKAhSDG5lZWRzUHJvZmlsZRI6Cgljb21tdW5pdHkY
+            AyABKAsyHC5raW5kcmVkLmNvbW1vbi52MS5Db21tdW5pdHlSCWNvbW11bml0eRIsCgRkZWNrGAQgAygLMhgua2luZHJlZC5h
+            cGkudjEuRGVja0NhcmRSBGRlY2sSLwoUZGVja19uZXh0X3BhZ2VfdG9rZW4YBSABKAlSEWRlY2tOZXh0UGFnZVRva2VuEjUK
+            CXRvcF9waWNrcxgGIAMoCzIYLmtpbmRyZWQuYXBpLnYxLkRlY2tDYXJkUgh0b3BQaWNrcxI2CgdtYXRjaGVzGAcgAygLMhwu
+            a2luZHJlZC5hcGkudjEuTWF0Y2hTdW1tYXJ5UgdtYXRjaGVzEjUKF21hdGNoZXNfbmV4dF9wYWdlX3Rva2VuGAggASgJUhRt
+            YXRjaGVzTmV4dFBhZ2VUb2tlbhInCg91bnJlYWRfbWVzc2FnZXMYCSABKAVSDnVucmVhZE1lc3NhZ2VzEiUKDnVucmVhZF90
+            aHJlYWRzGAogASgFUg11bnJlYWRUaHJlYWRzEiUKDmxpa2VzX3JlY2VpdmVkGAsgASgFUg1saWtlc1JlY2VpdmVkEisKEXVu
+            YXZhaWxhYmxlX3BhcnRzGAwgAygJUhB1bmF2YWlsYWJsZVBhcnRzEjEKB2FjY291bnQYDSABKAsyFy5raW5kcmVkLmFwaS52
+            MS5BY2NvdW50UgdhY2NvdW50ElIKE2ZvbGxvd2VkX2FjdGl2aXRpZXMYDiADKAsyIS5raW5kcmVkLmFwaS52MS5BY3Rpdml0
+            eUJyb2FkY2FzdFISZm9sbG93ZWRBY3Rpdml0aWVzMlkKC0hvbWVTZXJ2aWNlEkoKB0dldEhvbWUSHi5raW5kcmVkLmFwaS52
+            MS5HZXRIb21lUmVxdWVzdBofLmtpbmRyZWQuYXBpLnYxLkdldEhvbWVSZXNwb25zZWIGcHJvdG8z
             """
         ),
         ProtoFileDescriptor(
@@ -2128,6 +2190,7 @@ public enum ProtoRegistry {
                 "kindred.api.v1.NotificationSettings.time_zone",
                 "kindred.api.v1.NotificationSettings.show_message_text",
                 "kindred.api.v1.NotificationSettings.web_push_application_server_key",
+                "kindred.api.v1.NotificationSettings.activities",
                 "kindred.api.v1.RegisterDeviceRequest",
                 "kindred.api.v1.RegisterDeviceRequest.platform",
                 "kindred.api.v1.RegisterDeviceRequest.token",
@@ -2174,33 +2237,34 @@ public enum ProtoRegistry {
             GAcgASgJUgphcHBWZXJzaW9uEiYKD2NyZWF0ZWRfdW5peF9tcxgIIAEoA1INY3JlYXRlZFVuaXhNcxIsChJyZWdpc3RlcmVk
             X3VuaXhfbXMYCSABKANSEHJlZ2lzdGVyZWRVbml4TXMijQEKClF1aWV0SG91cnMSGAoHZW5hYmxlZBgBIAEoCFIHZW5hYmxl
             ZBIhCgxzdGFydF9taW51dGUYAiABKAVSC3N0YXJ0TWludXRlEh0KCmVuZF9taW51dGUYAyABKAVSCWVuZE1pbnV0ZRIjCg1h
-            bGxvd19tYXRjaGVzGAQgASgIUgxhbGxvd01hdGNoZXMi7gIKFE5vdGlmaWNhdGlvblNldHRpbmdzEhsKCW5ld19tYXRjaBgB
+            bGxvd19tYXRjaGVzGAQgASgIUgxhbGxvd01hdGNoZXMijgMKFE5vdGlmaWNhdGlvblNldHRpbmdzEhsKCW5ld19tYXRjaBgB
             IAEoCFIIbmV3TWF0Y2gSHwoLbmV3X21lc3NhZ2UYAiABKAhSCm5ld01lc3NhZ2USJQoObGlrZXNfcmVjZWl2ZWQYAyABKAhS
             DWxpa2VzUmVjZWl2ZWQSJQoOcmVwb3J0X291dGNvbWUYBCABKAhSDXJlcG9ydE91dGNvbWUSOwoLcXVpZXRfaG91cnMYBSAB
             KAsyGi5raW5kcmVkLmFwaS52MS5RdWlldEhvdXJzUgpxdWlldEhvdXJzEhsKCXRpbWVfem9uZRgGIAEoCVIIdGltZVpvbmUS
             KgoRc2hvd19tZXNzYWdlX3RleHQYByABKAhSD3Nob3dNZXNzYWdlVGV4dBJECh93ZWJfcHVzaF9hcHBsaWNhdGlvbl9zZXJ2
-            ZXJfa2V5GAggASgJUht3ZWJQdXNoQXBwbGljYXRpb25TZXJ2ZXJLZXkilAIKFVJlZ2lzdGVyRGV2aWNlUmVxdWVzdBI4Cghw
-            bGF0Zm9ybRgBIAEoDjIcLmtpbmRyZWQuYXBpLnYxLlB1c2hQbGF0Zm9ybVIIcGxhdGZvcm0SFAoFdG9rZW4YAiABKAlSBXRv
-            a2VuEj4KCHdlYl9wdXNoGAMgASgLMiMua2luZHJlZC5hcGkudjEuV2ViUHVzaFN1YnNjcmlwdGlvblIHd2ViUHVzaBIVCgZh
-            cHBfaWQYBCABKAlSBWFwcElkEhYKBmxvY2FsZRgFIAEoCVIGbG9jYWxlEhsKCXRpbWVfem9uZRgGIAEoCVIIdGltZVpvbmUS
-            HwoLYXBwX3ZlcnNpb24YByABKAlSCmFwcFZlcnNpb24iYgoWUmVnaXN0ZXJEZXZpY2VSZXNwb25zZRIuCgZkZXZpY2UYASAB
-            KAsyFi5raW5kcmVkLmFwaS52MS5EZXZpY2VSBmRldmljZRIYCgdjcmVhdGVkGAIgASgIUgdjcmVhdGVkIrIBChdVbnJlZ2lz
-            dGVyRGV2aWNlUmVxdWVzdBIbCglkZXZpY2VfaWQYASABKAlSCGRldmljZUlkEjgKCHBsYXRmb3JtGAIgASgOMhwua2luZHJl
-            ZC5hcGkudjEuUHVzaFBsYXRmb3JtUghwbGF0Zm9ybRIUCgV0b2tlbhgDIAEoCVIFdG9rZW4SKgoRd2ViX3B1c2hfZW5kcG9p
-            bnQYBCABKAlSD3dlYlB1c2hFbmRwb2ludCI0ChhVbnJlZ2lzdGVyRGV2aWNlUmVzcG9uc2USGAoHcmVtb3ZlZBgBIAEoCFIH
-            cmVtb3ZlZCIUChJMaXN0RGV2aWNlc1JlcXVlc3QiRwoTTGlzdERldmljZXNSZXNwb25zZRIwCgdkZXZpY2VzGAEgAygLMhYu
-            a2luZHJlZC5hcGkudjEuRGV2aWNlUgdkZXZpY2VzIiAKHkdldE5vdGlmaWNhdGlvblNldHRpbmdzUmVxdWVzdCJlCiFVcGRh
-            dGVOb3RpZmljYXRpb25TZXR0aW5nc1JlcXVlc3QSQAoIc2V0dGluZ3MYASABKAsyJC5raW5kcmVkLmFwaS52MS5Ob3RpZmlj
-            YXRpb25TZXR0aW5nc1IIc2V0dGluZ3MqeAoMUHVzaFBsYXRmb3JtEh0KGVBVU0hfUExBVEZPUk1fVU5TUEVDSUZJRUQQABIW
-            ChJQVVNIX1BMQVRGT1JNX0FQTlMQARIVChFQVVNIX1BMQVRGT1JNX0ZDTRACEhoKFlBVU0hfUExBVEZPUk1fV0VCX1BVU0gQ
-            AzKdBAoTTm90aWZpY2F0aW9uU2VydmljZRJfCg5SZWdpc3RlckRldmljZRIlLmtpbmRyZWQuYXBpLnYxLlJlZ2lzdGVyRGV2
-            aWNlUmVxdWVzdBomLmtpbmRyZWQuYXBpLnYxLlJlZ2lzdGVyRGV2aWNlUmVzcG9uc2USZQoQVW5yZWdpc3RlckRldmljZRIn
-            LmtpbmRyZWQuYXBpLnYxLlVucmVnaXN0ZXJEZXZpY2VSZXF1ZXN0Gigua2luZHJlZC5hcGkudjEuVW5yZWdpc3RlckRldmlj
-            ZVJlc3BvbnNlElYKC0xpc3REZXZpY2VzEiIua2luZHJlZC5hcGkudjEuTGlzdERldmljZXNSZXF1ZXN0GiMua2luZHJlZC5h
-            cGkudjEuTGlzdERldmljZXNSZXNwb25zZRJvChdHZXROb3RpZmljYXRpb25TZXR0aW5ncxIuLmtpbmRyZWQuYXBpLnYxLkdl
-            dE5vdGlmaWNhdGlvblNldHRpbmdzUmVxdWVzdBokLmtpbmRyZWQuYXBpLnYxLk5vdGlmaWNhdGlvblNldHRpbmdzEnUKGlVw
-            ZGF0ZU5vdGlmaWNhdGlvblNldHRpbmdzEjEua2luZHJlZC5hcGkudjEuVXBkYXRlTm90aWZpY2F0aW9uU2V0dGluZ3NSZXF1
-            ZXN0GiQua2luZHJlZC5hcGkudjEuTm90aWZpY2F0aW9uU2V0dGluZ3NiBnByb3RvMw==
+            ZXJfa2V5GAggASgJUht3ZWJQdXNoQXBwbGljYXRpb25TZXJ2ZXJLZXkSHgoKYWN0aXZpdGllcxgJIAEoCFIKYWN0aXZpdGll
+            cyKUAgoVUmVnaXN0ZXJEZXZpY2VSZXF1ZXN0EjgKCHBsYXRmb3JtGAEgASgOMhwua2luZHJlZC5hcGkudjEuUHVzaFBsYXRm
+            b3JtUghwbGF0Zm9ybRIUCgV0b2tlbhgCIAEoCVIFdG9rZW4SPgoId2ViX3B1c2gYAyABKAsyIy5raW5kcmVkLmFwaS52MS5X
+            ZWJQdXNoU3Vic2NyaXB0aW9uUgd3ZWJQdXNoEhUKBmFwcF9pZBgEIAEoCVIFYXBwSWQSFgoGbG9jYWxlGAUgASgJUgZsb2Nh
+            bGUSGwoJdGltZV96b25lGAYgASgJUgh0aW1lWm9uZRIfCgthcHBfdmVyc2lvbhgHIAEoCVIKYXBwVmVyc2lvbiJiChZSZWdp
+            c3RlckRldmljZVJlc3BvbnNlEi4KBmRldmljZRgBIAEoCzIWLmtpbmRyZWQuYXBpLnYxLkRldmljZVIGZGV2aWNlEhgKB2Ny
+            ZWF0ZWQYAiABKAhSB2NyZWF0ZWQisgEKF1VucmVnaXN0ZXJEZXZpY2VSZXF1ZXN0EhsKCWRldmljZV9pZBgBIAEoCVIIZGV2
+            aWNlSWQSOAoIcGxhdGZvcm0YAiABKA4yHC5raW5kcmVkLmFwaS52MS5QdXNoUGxhdGZvcm1SCHBsYXRmb3JtEhQKBXRva2Vu
+            GAMgASgJUgV0b2tlbhIqChF3ZWJfcHVzaF9lbmRwb2ludBgEIAEoCVIPd2ViUHVzaEVuZHBvaW50IjQKGFVucmVnaXN0ZXJE
+            ZXZpY2VSZXNwb25zZRIYCgdyZW1vdmVkGAEgASgIUgdyZW1vdmVkIhQKEkxpc3REZXZpY2VzUmVxdWVzdCJHChNMaXN0RGV2
+            aWNlc1Jlc3BvbnNlEjAKB2RldmljZXMYASADKAsyFi5raW5kcmVkLmFwaS52MS5EZXZpY2VSB2RldmljZXMiIAoeR2V0Tm90
+            aWZpY2F0aW9uU2V0dGluZ3NSZXF1ZXN0ImUKIVVwZGF0ZU5vdGlmaWNhdGlvblNldHRpbmdzUmVxdWVzdBJACghzZXR0aW5n
+            cxgBIAEoCzIkLmtpbmRyZWQuYXBpLnYxLk5vdGlmaWNhdGlvblNldHRpbmdzUghzZXR0aW5ncyp4CgxQdXNoUGxhdGZvcm0S
+            HQoZUFVTSF9QTEFURk9STV9VTlNQRUNJRklFRBAAEhYKElBVU0hfUExBVEZPUk1fQVBOUxABEhUKEVBVU0hfUExBVEZPUk1f
+            RkNNEAISGgoWUFVTSF9QTEFURk9STV9XRUJfUFVTSBADMp0EChNOb3RpZmljYXRpb25TZXJ2aWNlEl8KDlJlZ2lzdGVyRGV2
+            aWNlEiUua2luZHJlZC5hcGkudjEuUmVnaXN0ZXJEZXZpY2VSZXF1ZXN0GiYua2luZHJlZC5hcGkudjEuUmVnaXN0ZXJEZXZp
+            Y2VSZXNwb25zZRJlChBVbnJlZ2lzdGVyRGV2aWNlEicua2luZHJlZC5hcGkudjEuVW5yZWdpc3RlckRldmljZVJlcXVlc3Qa
+            KC5raW5kcmVkLmFwaS52MS5VbnJlZ2lzdGVyRGV2aWNlUmVzcG9uc2USVgoLTGlzdERldmljZXMSIi5raW5kcmVkLmFwaS52
+            MS5MaXN0RGV2aWNlc1JlcXVlc3QaIy5raW5kcmVkLmFwaS52MS5MaXN0RGV2aWNlc1Jlc3BvbnNlEm8KF0dldE5vdGlmaWNh
+            dGlvblNldHRpbmdzEi4ua2luZHJlZC5hcGkudjEuR2V0Tm90aWZpY2F0aW9uU2V0dGluZ3NSZXF1ZXN0GiQua2luZHJlZC5h
+            cGkudjEuTm90aWZpY2F0aW9uU2V0dGluZ3MSdQoaVXBkYXRlTm90aWZpY2F0aW9uU2V0dGluZ3MSMS5raW5kcmVkLmFwaS52
+            MS5VcGRhdGVOb3RpZmljYXRpb25TZXR0aW5nc1JlcXVlc3QaJC5raW5kcmVkLmFwaS52MS5Ob3RpZmljYXRpb25TZXR0aW5n
+            c2IGcHJvdG8z
             """
         ),
         ProtoFileDescriptor(
@@ -2734,6 +2798,7 @@ public enum ProtoRegistry {
                 "kindred.common.v1.Event.user_blocked",
                 "kindred.common.v1.Event.user_unblocked",
                 "kindred.common.v1.Event.report_resolved",
+                "kindred.common.v1.Event.activity_started",
                 "kindred.common.v1.Event.message_sent",
                 "kindred.common.v1.Event.payload",
                 "kindred.common.v1.AccountDeactivated",
@@ -2800,6 +2865,12 @@ public enum ProtoRegistry {
                 "kindred.common.v1.MessageSent.sent_unix_ms",
                 "kindred.common.v1.ReportResolved",
                 "kindred.common.v1.ReportResolved.report_id",
+                "kindred.common.v1.ActivityStarted",
+                "kindred.common.v1.ActivityStarted.broadcast_id",
+                "kindred.common.v1.ActivityStarted.activity",
+                "kindred.common.v1.ActivityStarted.started_unix_ms",
+                "kindred.common.v1.ActivityStarted.expires_unix_ms",
+                "kindred.common.v1.ActivityStarted.follower_user_ids",
                 "kindred.common.v1.MatchEndReason",
                 "kindred.common.v1.MATCH_END_REASON_UNSPECIFIED",
                 "kindred.common.v1.MATCH_END_REASON_UNMATCHED",
@@ -2810,7 +2881,7 @@ public enum ProtoRegistry {
             services: [],
             base64: """
             Ch5raW5kcmVkL2NvbW1vbi92MS9ldmVudHMucHJvdG8SEWtpbmRyZWQuY29tbW9uLnYxGh5raW5kcmVkL2NvbW1vbi92MS9j
-            b21tb24ucHJvdG8aIWtpbmRyZWQvY29tbW9uL3YxL2NvbW11bml0eS5wcm90byL9CQoFRXZlbnQSGQoIZXZlbnRfaWQYASAB
+            b21tb24ucHJvdG8aIWtpbmRyZWQvY29tbW9uL3YxL2NvbW11bml0eS5wcm90byLOCgoFRXZlbnQSGQoIZXZlbnRfaWQYASAB
             KAlSB2V2ZW50SWQSGgoIcHJvZHVjZXIYAiABKAlSCHByb2R1Y2VyEhcKB3VzZXJfaWQYAyABKAlSBnVzZXJJZBIhCgxjb21t
             dW5pdHlfaWQYBCABKAlSC2NvbW11bml0eUlkEhoKCHNlcXVlbmNlGAUgASgDUghzZXF1ZW5jZRIoChBvY2N1cnJlZF91bml4
             X21zGAYgASgDUg5vY2N1cnJlZFVuaXhNcxJYChNhY2NvdW50X2RlYWN0aXZhdGVkGAogASgLMiUua2luZHJlZC5jb21tb24u
@@ -2827,39 +2898,43 @@ public enum ProtoRegistry {
             ZWRIAFIKbWF0Y2hFbmRlZBJDCgx1c2VyX2Jsb2NrZWQYIiABKAsyHi5raW5kcmVkLmNvbW1vbi52MS5Vc2VyQmxvY2tlZEgA
             Ugt1c2VyQmxvY2tlZBJJCg51c2VyX3VuYmxvY2tlZBgjIAEoCzIgLmtpbmRyZWQuY29tbW9uLnYxLlVzZXJVbmJsb2NrZWRI
             AFINdXNlclVuYmxvY2tlZBJMCg9yZXBvcnRfcmVzb2x2ZWQYJCABKAsyIS5raW5kcmVkLmNvbW1vbi52MS5SZXBvcnRSZXNv
-            bHZlZEgAUg5yZXBvcnRSZXNvbHZlZBJDCgxtZXNzYWdlX3NlbnQYKCABKAsyHi5raW5kcmVkLmNvbW1vbi52MS5NZXNzYWdl
-            U2VudEgAUgttZXNzYWdlU2VudEIJCgdwYXlsb2FkIj8KEkFjY291bnREZWFjdGl2YXRlZBIpChBzZXNzaW9uc19yZXZva2Vk
-            GAEgASgIUg9zZXNzaW9uc1Jldm9rZWQiTwoSQWNjb3VudFJlYWN0aXZhdGVkEjkKGWRlYWN0aXZhdGVkX3NpbmNlX3VuaXhf
-            bXMYASABKANSFmRlYWN0aXZhdGVkU2luY2VVbml4TXMiPAoOQWNjb3VudERlbGV0ZWQSKgoRcmVxdWVzdGVkX2J5X3VzZXIY
-            ASABKAhSD3JlcXVlc3RlZEJ5VXNlciL8BAoRQ2FuZGlkYXRlU25hcHNob3QSFwoHdXNlcl9pZBgBIAEoCVIGdXNlcklkEiEK
-            DGNvbW11bml0eV9pZBgCIAEoCVILY29tbXVuaXR5SWQSGgoIZWxpZ2libGUYAyABKAhSCGVsaWdpYmxlEj4KCmJpcnRoX2Rh
-            dGUYBCABKAsyHy5raW5kcmVkLmNvbW1vbi52MS5DYWxlbmRhckRhdGVSCWJpcnRoRGF0ZRIxCgZnZW5kZXIYBSABKA4yGS5r
-            aW5kcmVkLmNvbW1vbi52MS5HZW5kZXJSBmdlbmRlchI+Cg1pbnRlcmVzdGVkX2luGAYgAygOMhkua2luZHJlZC5jb21tb24u
-            djEuR2VuZGVyUgxpbnRlcmVzdGVkSW4SIgoNYWdlX21pbl95ZWFycxgHIAEoBVILYWdlTWluWWVhcnMSIgoNYWdlX21heF95
-            ZWFycxgIIAEoBVILYWdlTWF4WWVhcnMSJgoPbWF4X2Rpc3RhbmNlX2ttGAkgASgFUg1tYXhEaXN0YW5jZUttEiEKDGdlb2hh
-            c2hfY2VsbBgKIAEoCVILZ2VvaGFzaENlbGwSQQoKYXR0cmlidXRlcxgLIAMoCzIhLmtpbmRyZWQuY29tbW9uLnYxLkF0dHJp
-            YnV0ZVZhbHVlUgphdHRyaWJ1dGVzEh8KC3Bob3RvX2NvdW50GAwgASgFUgpwaG90b0NvdW50EiMKDWhpZGVfZGlzdGFuY2UY
-            DSABKAhSDGhpZGVEaXN0YW5jZRIYCgd2ZXJzaW9uGA4gASgDUgd2ZXJzaW9uEiYKD3VwZGF0ZWRfdW5peF9tcxgPIAEoA1IN
-            dXBkYXRlZFVuaXhNcyJ3Cg5Qcm9maWxlVXBkYXRlZBJACghzbmFwc2hvdBgBIAEoCzIkLmtpbmRyZWQuY29tbW9uLnYxLkNh
-            bmRpZGF0ZVNuYXBzaG90UghzbmFwc2hvdBIjCg1jaGFuZ2VkX3BhdGhzGAIgAygJUgxjaGFuZ2VkUGF0aHMiUwoPTG9jYXRp
-            b25DaGFuZ2VkEkAKCHNuYXBzaG90GAEgASgLMiQua2luZHJlZC5jb21tb24udjEuQ2FuZGlkYXRlU25hcHNob3RSCHNuYXBz
-            aG90Ik4KEENvbW11bml0eVVwZGF0ZWQSOgoJY29tbXVuaXR5GAEgASgLMhwua2luZHJlZC5jb21tb24udjEuQ29tbXVuaXR5
-            Ugljb21tdW5pdHkiSAoURGVsaXZlckV2ZW50c1JlcXVlc3QSMAoGZXZlbnRzGAEgAygLMhgua2luZHJlZC5jb21tb24udjEu
-            RXZlbnRSBmV2ZW50cyJNChVEZWxpdmVyRXZlbnRzUmVzcG9uc2USNAoWYWNrbm93bGVkZ2VkX2V2ZW50X2lkcxgBIAMoCVIU
-            YWNrbm93bGVkZ2VkRXZlbnRJZHMiyAEKDVN3aXBlUmVjb3JkZWQSGQoIc3dpcGVfaWQYASABKAlSB3N3aXBlSWQSJAoOdGFy
-            Z2V0X3VzZXJfaWQYAiABKAlSDHRhcmdldFVzZXJJZBI2CgZhY3Rpb24YAyABKA4yHi5raW5kcmVkLmNvbW1vbi52MS5Td2lw
-            ZUFjdGlvblIGYWN0aW9uEhgKB3N1cmZhY2UYBCABKAlSB3N1cmZhY2USJAoOc3dpcGVkX3VuaXhfbXMYBSABKANSDHN3aXBl
-            ZFVuaXhNcyJOCgtTd2lwZVVuZG9uZRIZCghzd2lwZV9pZBgBIAEoCVIHc3dpcGVJZBIkCg50YXJnZXRfdXNlcl9pZBgCIAEo
-            CVIMdGFyZ2V0VXNlcklkIs4BCgxNYXRjaENyZWF0ZWQSGQoIbWF0Y2hfaWQYASABKAlSB21hdGNoSWQSGQoIdXNlcl9pZHMY
-            AiADKAlSB3VzZXJJZHMSKgoRaW5pdGlhdG9yX3VzZXJfaWQYAyABKAlSD2luaXRpYXRvclVzZXJJZBI0CgRtb2RlGAQgASgO
-            MiAua2luZHJlZC5jb21tb24udjEuQ29tbXVuaXR5TW9kZVIEbW9kZRImCg9jcmVhdGVkX3VuaXhfbXMYBSABKANSDWNyZWF0
-            ZWRVbml4TXMipgEKCk1hdGNoRW5kZWQSGQoIbWF0Y2hfaWQYASABKAlSB21hdGNoSWQSGQoIdXNlcl9pZHMYAiADKAlSB3Vz
-            ZXJJZHMSJwoQZW5kZWRfYnlfdXNlcl9pZBgDIAEoCVINZW5kZWRCeVVzZXJJZBI5CgZyZWFzb24YBCABKA4yIS5raW5kcmVk
-            LmNvbW1vbi52MS5NYXRjaEVuZFJlYXNvblIGcmVhc29uIjUKC1VzZXJCbG9ja2VkEiYKD2Jsb2NrZWRfdXNlcl9pZBgBIAEo
-            CVINYmxvY2tlZFVzZXJJZCI7Cg1Vc2VyVW5ibG9ja2VkEioKEXVuYmxvY2tlZF91c2VyX2lkGAEgASgJUg91bmJsb2NrZWRV
-            c2VySWQilwEKC01lc3NhZ2VTZW50EhsKCXRocmVhZF9pZBgBIAEoCVIIdGhyZWFkSWQSHQoKbWVzc2FnZV9pZBgCIAEoCVIJ
-            bWVzc2FnZUlkEioKEXJlY2lwaWVudF91c2VyX2lkGAMgASgJUg9yZWNpcGllbnRVc2VySWQSIAoMc2VudF91bml4X21zGAQg
-            ASgDUgpzZW50VW5peE1zIi0KDlJlcG9ydFJlc29sdmVkEhsKCXJlcG9ydF9pZBgBIAEoCVIIcmVwb3J0SWQqsgEKDk1hdGNo
+            bHZlZEgAUg5yZXBvcnRSZXNvbHZlZBJPChBhY3Rpdml0eV9zdGFydGVkGCUgASgLMiIua2luZHJlZC5jb21tb24udjEuQWN0
+            aXZpdHlTdGFydGVkSABSD2FjdGl2aXR5U3RhcnRlZBJDCgxtZXNzYWdlX3NlbnQYKCABKAsyHi5raW5kcmVkLmNvbW1vbi52
+            MS5NZXNzYWdlU2VudEgAUgttZXNzYWdlU2VudEIJCgdwYXlsb2FkIj8KEkFjY291bnREZWFjdGl2YXRlZBIpChBzZXNzaW9u
+            c19yZXZva2VkGAEgASgIUg9zZXNzaW9uc1Jldm9rZWQiTwoSQWNjb3VudFJlYWN0aXZhdGVkEjkKGWRlYWN0aXZhdGVkX3Np
+            bmNlX3VuaXhfbXMYASABKANSFmRlYWN0aXZhdGVkU2luY2VVbml4TXMiPAoOQWNjb3VudERlbGV0ZWQSKgoRcmVxdWVzdGVk
+            X2J5X3VzZXIYASABKAhSD3JlcXVlc3RlZEJ5VXNlciL8BAoRQ2FuZGlkYXRlU25hcHNob3QSFwoHdXNlcl9pZBgBIAEoCVIG
+            dXNlcklkEiEKDGNvbW11bml0eV9pZBgCIAEoCVILY29tbXVuaXR5SWQSGgoIZWxpZ2libGUYAyABKAhSCGVsaWdpYmxlEj4K
+            CmJpcnRoX2RhdGUYBCABKAsyHy5raW5kcmVkLmNvbW1vbi52MS5DYWxlbmRhckRhdGVSCWJpcnRoRGF0ZRIxCgZnZW5kZXIY
+            BSABKA4yGS5raW5kcmVkLmNvbW1vbi52MS5HZW5kZXJSBmdlbmRlchI+Cg1pbnRlcmVzdGVkX2luGAYgAygOMhkua2luZHJl
+            ZC5jb21tb24udjEuR2VuZGVyUgxpbnRlcmVzdGVkSW4SIgoNYWdlX21pbl95ZWFycxgHIAEoBVILYWdlTWluWWVhcnMSIgoN
+            YWdlX21heF95ZWFycxgIIAEoBVILYWdlTWF4WWVhcnMSJgoPbWF4X2Rpc3RhbmNlX2ttGAkgASgFUg1tYXhEaXN0YW5jZUtt
+            EiEKDGdlb2hhc2hfY2VsbBgKIAEoCVILZ2VvaGFzaENlbGwSQQoKYXR0cmlidXRlcxgLIAMoCzIhLmtpbmRyZWQuY29tbW9u
+            LnYxLkF0dHJpYnV0ZVZhbHVlUgphdHRyaWJ1dGVzEh8KC3Bob3RvX2NvdW50GAwgASgFUgpwaG90b0NvdW50EiMKDWhpZGVf
+            ZGlzdGFuY2UYDSABKAhSDGhpZGVEaXN0YW5jZRIYCgd2ZXJzaW9uGA4gASgDUgd2ZXJzaW9uEiYKD3VwZGF0ZWRfdW5peF9t
+            cxgPIAEoA1INdXBkYXRlZFVuaXhNcyJ3Cg5Qcm9maWxlVXBkYXRlZBJACghzbmFwc2hvdBgBIAEoCzIkLmtpbmRyZWQuY29t
+            bW9uLnYxLkNhbmRpZGF0ZVNuYXBzaG90UghzbmFwc2hvdBIjCg1jaGFuZ2VkX3BhdGhzGAIgAygJUgxjaGFuZ2VkUGF0aHMi
+            UwoPTG9jYXRpb25DaGFuZ2VkEkAKCHNuYXBzaG90GAEgASgLMiQua2luZHJlZC5jb21tb24udjEuQ2FuZGlkYXRlU25hcHNo
+            b3RSCHNuYXBzaG90Ik4KEENvbW11bml0eVVwZGF0ZWQSOgoJY29tbXVuaXR5GAEgASgLMhwua2luZHJlZC5jb21tb24udjEu
+            Q29tbXVuaXR5Ugljb21tdW5pdHkiSAoURGVsaXZlckV2ZW50c1JlcXVlc3QSMAoGZXZlbnRzGAEgAygLMhgua2luZHJlZC5j
+            b21tb24udjEuRXZlbnRSBmV2ZW50cyJNChVEZWxpdmVyRXZlbnRzUmVzcG9uc2USNAoWYWNrbm93bGVkZ2VkX2V2ZW50X2lk
+            cxgBIAMoCVIUYWNrbm93bGVkZ2VkRXZlbnRJZHMiyAEKDVN3aXBlUmVjb3JkZWQSGQoIc3dpcGVfaWQYASABKAlSB3N3aXBl
+            SWQSJAoOdGFyZ2V0X3VzZXJfaWQYAiABKAlSDHRhcmdldFVzZXJJZBI2CgZhY3Rpb24YAyABKA4yHi5raW5kcmVkLmNvbW1v
+            bi52MS5Td2lwZUFjdGlvblIGYWN0aW9uEhgKB3N1cmZhY2UYBCABKAlSB3N1cmZhY2USJAoOc3dpcGVkX3VuaXhfbXMYBSAB
+            KANSDHN3aXBlZFVuaXhNcyJOCgtTd2lwZVVuZG9uZRIZCghzd2lwZV9pZBgBIAEoCVIHc3dpcGVJZBIkCg50YXJnZXRfdXNl
+            cl9pZBgCIAEoCVIMdGFyZ2V0VXNlcklkIs4BCgxNYXRjaENyZWF0ZWQSGQoIbWF0Y2hfaWQYASABKAlSB21hdGNoSWQSGQoI
+            dXNlcl9pZHMYAiADKAlSB3VzZXJJZHMSKgoRaW5pdGlhdG9yX3VzZXJfaWQYAyABKAlSD2luaXRpYXRvclVzZXJJZBI0CgRt
+            b2RlGAQgASgOMiAua2luZHJlZC5jb21tb24udjEuQ29tbXVuaXR5TW9kZVIEbW9kZRImCg9jcmVhdGVkX3VuaXhfbXMYBSAB
+            KANSDWNyZWF0ZWRVbml4TXMipgEKCk1hdGNoRW5kZWQSGQoIbWF0Y2hfaWQYASABKAlSB21hdGNoSWQSGQoIdXNlcl9pZHMY
+            AiADKAlSB3VzZXJJZHMSJwoQZW5kZWRfYnlfdXNlcl9pZBgDIAEoCVINZW5kZWRCeVVzZXJJZBI5CgZyZWFzb24YBCABKA4y
+            IS5raW5kcmVkLmNvbW1vbi52MS5NYXRjaEVuZFJlYXNvblIGcmVhc29uIjUKC1VzZXJCbG9ja2VkEiYKD2Jsb2NrZWRfdXNl
+            cl9pZBgBIAEoCVINYmxvY2tlZFVzZXJJZCI7Cg1Vc2VyVW5ibG9ja2VkEioKEXVuYmxvY2tlZF91c2VyX2lkGAEgASgJUg91
+            bmJsb2NrZWRVc2VySWQilwEKC01lc3NhZ2VTZW50EhsKCXRocmVhZF9pZBgBIAEoCVIIdGhyZWFkSWQSHQoKbWVzc2FnZV9p
+            ZBgCIAEoCVIJbWVzc2FnZUlkEioKEXJlY2lwaWVudF91c2VyX2lkGAMgASgJUg9yZWNpcGllbnRVc2VySWQSIAoMc2VudF91
+            bml4X21zGAQgASgDUgpzZW50VW5peE1zIi0KDlJlcG9ydFJlc29sdmVkEhsKCXJlcG9ydF9pZBgBIAEoCVIIcmVwb3J0SWQi
+            zAEKD0FjdGl2aXR5U3RhcnRlZBIhCgxicm9hZGNhc3RfaWQYASABKAlSC2Jyb2FkY2FzdElkEhoKCGFjdGl2aXR5GAIgASgJ
+            UghhY3Rpdml0eRImCg9zdGFydGVkX3VuaXhfbXMYAyABKANSDXN0YXJ0ZWRVbml4TXMSJgoPZXhwaXJlc191bml4X21zGAQg
+            ASgDUg1leHBpcmVzVW5peE1zEioKEWZvbGxvd2VyX3VzZXJfaWRzGAUgAygJUg9mb2xsb3dlclVzZXJJZHMqsgEKDk1hdGNo
             RW5kUmVhc29uEiAKHE1BVENIX0VORF9SRUFTT05fVU5TUEVDSUZJRUQQABIeChpNQVRDSF9FTkRfUkVBU09OX1VOTUFUQ0hF
             RBABEhwKGE1BVENIX0VORF9SRUFTT05fQkxPQ0tFRBACEiQKIE1BVENIX0VORF9SRUFTT05fQUNDT1VOVF9ERUxFVEVEEAMS
             GgoWTUFUQ0hfRU5EX1JFQVNPTl9BRE1JThAEYgZwcm90bzM=
@@ -3373,6 +3448,50 @@ public enum ProtoRegistry {
             """
         ),
         ProtoFileDescriptor(
+            name: "kindred/match/v1/activity.proto",
+            package: "kindred.match.v1",
+            dependencies: [],
+            symbols: [
+                "kindred.match.v1",
+                "kindred.match.v1.ActivityBroadcast",
+                "kindred.match.v1.ActivityBroadcast.broadcast_id",
+                "kindred.match.v1.ActivityBroadcast.user_id",
+                "kindred.match.v1.ActivityBroadcast.activity",
+                "kindred.match.v1.ActivityBroadcast.started_unix_ms",
+                "kindred.match.v1.ActivityBroadcast.expires_unix_ms",
+                "kindred.match.v1.StartActivityRequest",
+                "kindred.match.v1.StartActivityRequest.activity",
+                "kindred.match.v1.StartActivityRequest.idempotency_key",
+                "kindred.match.v1.StartActivityResponse",
+                "kindred.match.v1.StartActivityResponse.broadcast",
+                "kindred.match.v1.StartActivityResponse.followers_notified",
+                "kindred.match.v1.StartActivityResponse.next_notify_unix_ms",
+                "kindred.match.v1.StartActivityResponse.replayed",
+                "kindred.match.v1.StopActivityRequest",
+                "kindred.match.v1.StopActivityResponse",
+                "kindred.match.v1.StopActivityResponse.broadcast_id",
+                "kindred.match.v1.ListFollowedActivitiesRequest",
+                "kindred.match.v1.ListFollowedActivitiesRequest.page_size",
+                "kindred.match.v1.ListFollowedActivitiesResponse",
+                "kindred.match.v1.ListFollowedActivitiesResponse.broadcasts",
+            ],
+            services: [],
+            base64: """
+            Ch9raW5kcmVkL21hdGNoL3YxL2FjdGl2aXR5LnByb3RvEhBraW5kcmVkLm1hdGNoLnYxIrsBChFBY3Rpdml0eUJyb2FkY2Fz
+            dBIhCgxicm9hZGNhc3RfaWQYASABKAlSC2Jyb2FkY2FzdElkEhcKB3VzZXJfaWQYAiABKAlSBnVzZXJJZBIaCghhY3Rpdml0
+            eRgDIAEoCVIIYWN0aXZpdHkSJgoPc3RhcnRlZF91bml4X21zGAQgASgDUg1zdGFydGVkVW5peE1zEiYKD2V4cGlyZXNfdW5p
+            eF9tcxgFIAEoA1INZXhwaXJlc1VuaXhNcyJbChRTdGFydEFjdGl2aXR5UmVxdWVzdBIaCghhY3Rpdml0eRgBIAEoCVIIYWN0
+            aXZpdHkSJwoPaWRlbXBvdGVuY3lfa2V5GAIgASgJUg5pZGVtcG90ZW5jeUtleSLUAQoVU3RhcnRBY3Rpdml0eVJlc3BvbnNl
+            EkEKCWJyb2FkY2FzdBgBIAEoCzIjLmtpbmRyZWQubWF0Y2gudjEuQWN0aXZpdHlCcm9hZGNhc3RSCWJyb2FkY2FzdBItChJm
+            b2xsb3dlcnNfbm90aWZpZWQYAiABKAhSEWZvbGxvd2Vyc05vdGlmaWVkEi0KE25leHRfbm90aWZ5X3VuaXhfbXMYAyABKANS
+            EG5leHROb3RpZnlVbml4TXMSGgoIcmVwbGF5ZWQYBCABKAhSCHJlcGxheWVkIhUKE1N0b3BBY3Rpdml0eVJlcXVlc3QiOQoU
+            U3RvcEFjdGl2aXR5UmVzcG9uc2USIQoMYnJvYWRjYXN0X2lkGAEgASgJUgticm9hZGNhc3RJZCI8Ch1MaXN0Rm9sbG93ZWRB
+            Y3Rpdml0aWVzUmVxdWVzdBIbCglwYWdlX3NpemUYASABKAVSCHBhZ2VTaXplImUKHkxpc3RGb2xsb3dlZEFjdGl2aXRpZXNS
+            ZXNwb25zZRJDCgpicm9hZGNhc3RzGAEgAygLMiMua2luZHJlZC5tYXRjaC52MS5BY3Rpdml0eUJyb2FkY2FzdFIKYnJvYWRj
+            YXN0c2IGcHJvdG8z
+            """
+        ),
+        ProtoFileDescriptor(
             name: "kindred/match/v1/types.proto",
             package: "kindred.match.v1",
             dependencies: ["kindred/common/v1/common.proto"],
@@ -3536,6 +3655,7 @@ public enum ProtoRegistry {
             dependencies: [
                 "kindred/common/v1/common.proto",
                 "kindred/common/v1/events.proto",
+                "kindred/match/v1/activity.proto",
                 "kindred/match/v1/safety.proto",
                 "kindred/match/v1/types.proto",
             ],
@@ -3607,57 +3727,65 @@ public enum ProtoRegistry {
                 "kindred.match.v1.MatchService.ListReports",
                 "kindred.match.v1.MatchService.GetReport",
                 "kindred.match.v1.MatchService.ResolveReport",
+                "kindred.match.v1.MatchService.StartActivity",
+                "kindred.match.v1.MatchService.StopActivity",
+                "kindred.match.v1.MatchService.ListFollowedActivities",
                 "kindred.match.v1.MatchService.DeliverEvents",
                 "kindred.match.v1.MatchService.GetUserFootprint",
             ],
             services: ["kindred.match.v1.MatchService"],
             base64: """
             ChxraW5kcmVkL21hdGNoL3YxL21hdGNoLnByb3RvEhBraW5kcmVkLm1hdGNoLnYxGh5raW5kcmVkL2NvbW1vbi92MS9jb21t
-            b24ucHJvdG8aHmtpbmRyZWQvY29tbW9uL3YxL2V2ZW50cy5wcm90bxoda2luZHJlZC9tYXRjaC92MS9zYWZldHkucHJvdG8a
-            HGtpbmRyZWQvbWF0Y2gvdjEvdHlwZXMucHJvdG8ihgEKDFN3aXBlUmVxdWVzdBIkCg50YXJnZXRfdXNlcl9pZBgBIAEoCVIM
-            dGFyZ2V0VXNlcklkEjYKBmFjdGlvbhgCIAEoDjIeLmtpbmRyZWQuY29tbW9uLnYxLlN3aXBlQWN0aW9uUgZhY3Rpb24SGAoH
-            c3VyZmFjZRgDIAEoCVIHc3VyZmFjZSLYAQoNU3dpcGVSZXNwb25zZRIZCghzd2lwZV9pZBgBIAEoCVIHc3dpcGVJZBI4Cgdv
-            dXRjb21lGAIgASgOMh4ua2luZHJlZC5tYXRjaC52MS5Td2lwZU91dGNvbWVSB291dGNvbWUSLQoFbWF0Y2gYAyABKAsyFy5r
-            aW5kcmVkLm1hdGNoLnYxLk1hdGNoUgVtYXRjaBIaCghyZXBsYXllZBgEIAEoCFIIcmVwbGF5ZWQSJwoPcmVtYWluaW5nX2xp
-            a2VzGAUgASgFUg5yZW1haW5pbmdMaWtlcyIoCgtVbmRvUmVxdWVzdBIZCghzd2lwZV9pZBgBIAEoCVIHc3dpcGVJZCJ4CgxV
-            bmRvUmVzcG9uc2USGQoIc3dpcGVfaWQYASABKAlSB3N3aXBlSWQSJAoOdGFyZ2V0X3VzZXJfaWQYAiABKAlSDHRhcmdldFVz
-            ZXJJZBInCg9yZW1haW5pbmdfdW5kb3MYAyABKAVSDnJlbWFpbmluZ1VuZG9zIpUBChJMaXN0TWF0Y2hlc1JlcXVlc3QSQwoJ
-            ZGlyZWN0aW9uGAEgASgOMiUua2luZHJlZC5tYXRjaC52MS5Db25uZWN0aW9uRGlyZWN0aW9uUglkaXJlY3Rpb24SGwoJcGFn
-            ZV9zaXplGAIgASgFUghwYWdlU2l6ZRIdCgpwYWdlX3Rva2VuGAMgASgJUglwYWdlVG9rZW4icAoTTGlzdE1hdGNoZXNSZXNw
-            b25zZRIxCgdtYXRjaGVzGAEgAygLMhcua2luZHJlZC5tYXRjaC52MS5NYXRjaFIHbWF0Y2hlcxImCg9uZXh0X3BhZ2VfdG9r
-            ZW4YAiABKAlSDW5leHRQYWdlVG9rZW4iKwoOVW5tYXRjaFJlcXVlc3QSGQoIbWF0Y2hfaWQYASABKAlSB21hdGNoSWQiEQoP
-            VW5tYXRjaFJlc3BvbnNlIlYKGExpc3RMaWtlc1JlY2VpdmVkUmVxdWVzdBIbCglwYWdlX3NpemUYASABKAVSCHBhZ2VTaXpl
-            Eh0KCnBhZ2VfdG9rZW4YAiABKAlSCXBhZ2VUb2tlbiJLCgxMaWtlUmVjZWl2ZWQSFwoHdXNlcl9pZBgBIAEoCVIGdXNlcklk
-            EiIKDWxpa2VkX3VuaXhfbXMYAiABKANSC2xpa2VkVW5peE1zIpoBChlMaXN0TGlrZXNSZWNlaXZlZFJlc3BvbnNlEjQKBWxp
-            a2VzGAEgAygLMh4ua2luZHJlZC5tYXRjaC52MS5MaWtlUmVjZWl2ZWRSBWxpa2VzEiYKD25leHRfcGFnZV90b2tlbhgCIAEo
-            CVINbmV4dFBhZ2VUb2tlbhIfCgt0b3RhbF9jb3VudBgDIAEoBVIKdG90YWxDb3VudCJpChNGaWx0ZXJVbnNlZW5SZXF1ZXN0
-            EiQKDnZpZXdlcl91c2VyX2lkGAEgASgJUgx2aWV3ZXJVc2VySWQSLAoSY2FuZGlkYXRlX3VzZXJfaWRzGAIgAygJUhBjYW5k
-            aWRhdGVVc2VySWRzIj4KFEZpbHRlclVuc2VlblJlc3BvbnNlEiYKD3Vuc2Vlbl91c2VyX2lkcxgBIAMoCVINdW5zZWVuVXNl
-            cklkcyJWChNHZXRSZWxhdGlvbnNSZXF1ZXN0EiQKDnZpZXdlcl91c2VyX2lkGAEgASgJUgx2aWV3ZXJVc2VySWQSGQoIdXNl
-            cl9pZHMYAiADKAlSB3VzZXJJZHMiUAoUR2V0UmVsYXRpb25zUmVzcG9uc2USOAoJcmVsYXRpb25zGAEgAygLMhoua2luZHJl
-            ZC5tYXRjaC52MS5SZWxhdGlvblIJcmVsYXRpb25zKoEBCgxTd2lwZU91dGNvbWUSHQoZU1dJUEVfT1VUQ09NRV9VTlNQRUNJ
-            RklFRBAAEhoKFlNXSVBFX09VVENPTUVfUkVDT1JERUQQARIZChVTV0lQRV9PVVRDT01FX01BVENIRUQQAhIbChdTV0lQRV9P
-            VVRDT01FX0NPTk5FQ1RFRBADMqgLCgxNYXRjaFNlcnZpY2USSAoFU3dpcGUSHi5raW5kcmVkLm1hdGNoLnYxLlN3aXBlUmVx
-            dWVzdBofLmtpbmRyZWQubWF0Y2gudjEuU3dpcGVSZXNwb25zZRJFCgRVbmRvEh0ua2luZHJlZC5tYXRjaC52MS5VbmRvUmVx
-            dWVzdBoeLmtpbmRyZWQubWF0Y2gudjEuVW5kb1Jlc3BvbnNlEloKC0xpc3RNYXRjaGVzEiQua2luZHJlZC5tYXRjaC52MS5M
-            aXN0TWF0Y2hlc1JlcXVlc3QaJS5raW5kcmVkLm1hdGNoLnYxLkxpc3RNYXRjaGVzUmVzcG9uc2USTgoHVW5tYXRjaBIgLmtp
-            bmRyZWQubWF0Y2gudjEuVW5tYXRjaFJlcXVlc3QaIS5raW5kcmVkLm1hdGNoLnYxLlVubWF0Y2hSZXNwb25zZRJsChFMaXN0
-            TGlrZXNSZWNlaXZlZBIqLmtpbmRyZWQubWF0Y2gudjEuTGlzdExpa2VzUmVjZWl2ZWRSZXF1ZXN0Gisua2luZHJlZC5tYXRj
-            aC52MS5MaXN0TGlrZXNSZWNlaXZlZFJlc3BvbnNlEkgKBUJsb2NrEh4ua2luZHJlZC5tYXRjaC52MS5CbG9ja1JlcXVlc3Qa
-            Hy5raW5kcmVkLm1hdGNoLnYxLkJsb2NrUmVzcG9uc2USTgoHVW5ibG9jaxIgLmtpbmRyZWQubWF0Y2gudjEuVW5ibG9ja1Jl
-            cXVlc3QaIS5raW5kcmVkLm1hdGNoLnYxLlVuYmxvY2tSZXNwb25zZRJXCgpMaXN0QmxvY2tzEiMua2luZHJlZC5tYXRjaC52
-            MS5MaXN0QmxvY2tzUmVxdWVzdBokLmtpbmRyZWQubWF0Y2gudjEuTGlzdEJsb2Nrc1Jlc3BvbnNlElcKClJlcG9ydFVzZXIS
-            Iy5raW5kcmVkLm1hdGNoLnYxLlJlcG9ydFVzZXJSZXF1ZXN0GiQua2luZHJlZC5tYXRjaC52MS5SZXBvcnRVc2VyUmVzcG9u
-            c2USXQoMRmlsdGVyVW5zZWVuEiUua2luZHJlZC5tYXRjaC52MS5GaWx0ZXJVbnNlZW5SZXF1ZXN0GiYua2luZHJlZC5tYXRj
-            aC52MS5GaWx0ZXJVbnNlZW5SZXNwb25zZRJdCgxHZXRSZWxhdGlvbnMSJS5raW5kcmVkLm1hdGNoLnYxLkdldFJlbGF0aW9u
-            c1JlcXVlc3QaJi5raW5kcmVkLm1hdGNoLnYxLkdldFJlbGF0aW9uc1Jlc3BvbnNlEloKC0xpc3RSZXBvcnRzEiQua2luZHJl
-            ZC5tYXRjaC52MS5MaXN0UmVwb3J0c1JlcXVlc3QaJS5raW5kcmVkLm1hdGNoLnYxLkxpc3RSZXBvcnRzUmVzcG9uc2USVAoJ
-            R2V0UmVwb3J0EiIua2luZHJlZC5tYXRjaC52MS5HZXRSZXBvcnRSZXF1ZXN0GiMua2luZHJlZC5tYXRjaC52MS5HZXRSZXBv
-            cnRSZXNwb25zZRJgCg1SZXNvbHZlUmVwb3J0EiYua2luZHJlZC5tYXRjaC52MS5SZXNvbHZlUmVwb3J0UmVxdWVzdBonLmtp
-            bmRyZWQubWF0Y2gudjEuUmVzb2x2ZVJlcG9ydFJlc3BvbnNlEmIKDURlbGl2ZXJFdmVudHMSJy5raW5kcmVkLmNvbW1vbi52
-            MS5EZWxpdmVyRXZlbnRzUmVxdWVzdBooLmtpbmRyZWQuY29tbW9uLnYxLkRlbGl2ZXJFdmVudHNSZXNwb25zZRJrChBHZXRV
-            c2VyRm9vdHByaW50Eioua2luZHJlZC5jb21tb24udjEuR2V0VXNlckZvb3RwcmludFJlcXVlc3QaKy5raW5kcmVkLmNvbW1v
-            bi52MS5HZXRVc2VyRm9vdHByaW50UmVzcG9uc2ViBnByb3RvMw==
+            b24ucHJvdG8aHmtpbmRyZWQvY29tbW9uL3YxL2V2ZW50cy5wcm90bxofa2luZHJlZC9tYXRjaC92MS9hY3Rpdml0eS5wcm90
+            bxoda2luZHJlZC9tYXRjaC92MS9zYWZldHkucHJvdG8aHGtpbmRyZWQvbWF0Y2gvdjEvdHlwZXMucHJvdG8ihgEKDFN3aXBl
+            UmVxdWVzdBIkCg50YXJnZXRfdXNlcl9pZBgBIAEoCVIMdGFyZ2V0VXNlcklkEjYKBmFjdGlvbhgCIAEoDjIeLmtpbmRyZWQu
+            Y29tbW9uLnYxLlN3aXBlQWN0aW9uUgZhY3Rpb24SGAoHc3VyZmFjZRgDIAEoCVIHc3VyZmFjZSLYAQoNU3dpcGVSZXNwb25z
+            ZRIZCghzd2lwZV9pZBgBIAEoCVIHc3dpcGVJZBI4CgdvdXRjb21lGAIgASgOMh4ua2luZHJlZC5tYXRjaC52MS5Td2lwZU91
+            dGNvbWVSB291dGNvbWUSLQoFbWF0Y2gYAyABKAsyFy5raW5kcmVkLm1hdGNoLnYxLk1hdGNoUgVtYXRjaBIaCghyZXBsYXll
+            ZBgEIAEoCFIIcmVwbGF5ZWQSJwoPcmVtYWluaW5nX2xpa2VzGAUgASgFUg5yZW1haW5pbmdMaWtlcyIoCgtVbmRvUmVxdWVz
+            dBIZCghzd2lwZV9pZBgBIAEoCVIHc3dpcGVJZCJ4CgxVbmRvUmVzcG9uc2USGQoIc3dpcGVfaWQYASABKAlSB3N3aXBlSWQS
+            JAoOdGFyZ2V0X3VzZXJfaWQYAiABKAlSDHRhcmdldFVzZXJJZBInCg9yZW1haW5pbmdfdW5kb3MYAyABKAVSDnJlbWFpbmlu
+            Z1VuZG9zIpUBChJMaXN0TWF0Y2hlc1JlcXVlc3QSQwoJZGlyZWN0aW9uGAEgASgOMiUua2luZHJlZC5tYXRjaC52MS5Db25u
+            ZWN0aW9uRGlyZWN0aW9uUglkaXJlY3Rpb24SGwoJcGFnZV9zaXplGAIgASgFUghwYWdlU2l6ZRIdCgpwYWdlX3Rva2VuGAMg
+            ASgJUglwYWdlVG9rZW4icAoTTGlzdE1hdGNoZXNSZXNwb25zZRIxCgdtYXRjaGVzGAEgAygLMhcua2luZHJlZC5tYXRjaC52
+            MS5NYXRjaFIHbWF0Y2hlcxImCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAlSDW5leHRQYWdlVG9rZW4iKwoOVW5tYXRjaFJlcXVl
+            c3QSGQoIbWF0Y2hfaWQYASABKAlSB21hdGNoSWQiEQoPVW5tYXRjaFJlc3BvbnNlIlYKGExpc3RMaWtlc1JlY2VpdmVkUmVx
+            dWVzdBIbCglwYWdlX3NpemUYASABKAVSCHBhZ2VTaXplEh0KCnBhZ2VfdG9rZW4YAiABKAlSCXBhZ2VUb2tlbiJLCgxMaWtl
+            UmVjZWl2ZWQSFwoHdXNlcl9pZBgBIAEoCVIGdXNlcklkEiIKDWxpa2VkX3VuaXhfbXMYAiABKANSC2xpa2VkVW5peE1zIpoB
+            ChlMaXN0TGlrZXNSZWNlaXZlZFJlc3BvbnNlEjQKBWxpa2VzGAEgAygLMh4ua2luZHJlZC5tYXRjaC52MS5MaWtlUmVjZWl2
+            ZWRSBWxpa2VzEiYKD25leHRfcGFnZV90b2tlbhgCIAEoCVINbmV4dFBhZ2VUb2tlbhIfCgt0b3RhbF9jb3VudBgDIAEoBVIK
+            dG90YWxDb3VudCJpChNGaWx0ZXJVbnNlZW5SZXF1ZXN0EiQKDnZpZXdlcl91c2VyX2lkGAEgASgJUgx2aWV3ZXJVc2VySWQS
+            LAoSY2FuZGlkYXRlX3VzZXJfaWRzGAIgAygJUhBjYW5kaWRhdGVVc2VySWRzIj4KFEZpbHRlclVuc2VlblJlc3BvbnNlEiYK
+            D3Vuc2Vlbl91c2VyX2lkcxgBIAMoCVINdW5zZWVuVXNlcklkcyJWChNHZXRSZWxhdGlvbnNSZXF1ZXN0EiQKDnZpZXdlcl91
+            c2VyX2lkGAEgASgJUgx2aWV3ZXJVc2VySWQSGQoIdXNlcl9pZHMYAiADKAlSB3VzZXJJZHMiUAoUR2V0UmVsYXRpb25zUmVz
+            cG9uc2USOAoJcmVsYXRpb25zGAEgAygLMhoua2luZHJlZC5tYXRjaC52MS5SZWxhdGlvblIJcmVsYXRpb25zKoEBCgxTd2lw
+            ZU91dGNvbWUSHQoZU1dJUEVfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhoKFlNXSVBFX09VVENPTUVfUkVDT1JERUQQARIZChVT
+            V0lQRV9PVVRDT01FX01BVENIRUQQAhIbChdTV0lQRV9PVVRDT01FX0NPTk5FQ1RFRBADMuYNCgxNYXRjaFNlcnZpY2USSAoF
+            U3dpcGUSHi5raW5kcmVkLm1hdGNoLnYxLlN3aXBlUmVxdWVzdBofLmtpbmRyZWQubWF0Y2gudjEuU3dpcGVSZXNwb25zZRJF
+            CgRVbmRvEh0ua2luZHJlZC5tYXRjaC52MS5VbmRvUmVxdWVzdBoeLmtpbmRyZWQubWF0Y2gudjEuVW5kb1Jlc3BvbnNlEloK
+            C0xpc3RNYXRjaGVzEiQua2luZHJlZC5tYXRjaC52MS5MaXN0TWF0Y2hlc1JlcXVlc3QaJS5raW5kcmVkLm1hdGNoLnYxLkxp
+            c3RNYXRjaGVzUmVzcG9uc2USTgoHVW5tYXRjaBIgLmtpbmRyZWQubWF0Y2gudjEuVW5tYXRjaFJlcXVlc3QaIS5raW5kcmVk
+            Lm1hdGNoLnYxLlVubWF0Y2hSZXNwb25zZRJsChFMaXN0TGlrZXNSZWNlaXZlZBIqLmtpbmRyZWQubWF0Y2gudjEuTGlzdExp
+            a2VzUmVjZWl2ZWRSZXF1ZXN0Gisua2luZHJlZC5tYXRjaC52MS5MaXN0TGlrZXNSZWNlaXZlZFJlc3BvbnNlEkgKBUJsb2Nr
+            Eh4ua2luZHJlZC5tYXRjaC52MS5CbG9ja1JlcXVlc3QaHy5raW5kcmVkLm1hdGNoLnYxLkJsb2NrUmVzcG9uc2USTgoHVW5i
+            bG9jaxIgLmtpbmRyZWQubWF0Y2gudjEuVW5ibG9ja1JlcXVlc3QaIS5raW5kcmVkLm1hdGNoLnYxLlVuYmxvY2tSZXNwb25z
+            ZRJXCgpMaXN0QmxvY2tzEiMua2luZHJlZC5tYXRjaC52MS5MaXN0QmxvY2tzUmVxdWVzdBokLmtpbmRyZWQubWF0Y2gudjEu
+            TGlzdEJsb2Nrc1Jlc3BvbnNlElcKClJlcG9ydFVzZXISIy5raW5kcmVkLm1hdGNoLnYxLlJlcG9ydFVzZXJSZXF1ZXN0GiQu
+            a2luZHJlZC5tYXRjaC52MS5SZXBvcnRVc2VyUmVzcG9uc2USXQoMRmlsdGVyVW5zZWVuEiUua2luZHJlZC5tYXRjaC52MS5G
+            aWx0ZXJVbnNlZW5SZXF1ZXN0GiYua2luZHJlZC5tYXRjaC52MS5GaWx0ZXJVbnNlZW5SZXNwb25zZRJdCgxHZXRSZWxhdGlv
+            bnMSJS5raW5kcmVkLm1hdGNoLnYxLkdldFJlbGF0aW9uc1JlcXVlc3QaJi5raW5kcmVkLm1hdGNoLnYxLkdldFJlbGF0aW9u
+            c1Jlc3BvbnNlEloKC0xpc3RSZXBvcnRzEiQua2luZHJlZC5tYXRjaC52MS5MaXN0UmVwb3J0c1JlcXVlc3QaJS5raW5kcmVk
+            Lm1hdGNoLnYxLkxpc3RSZXBvcnRzUmVzcG9uc2USVAoJR2V0UmVwb3J0EiIua2luZHJlZC5tYXRjaC52MS5HZXRSZXBvcnRS
+            ZXF1ZXN0GiMua2luZHJlZC5tYXRjaC52MS5HZXRSZXBvcnRSZXNwb25zZRJgCg1SZXNvbHZlUmVwb3J0EiYua2luZHJlZC5t
+            YXRjaC52MS5SZXNvbHZlUmVwb3J0UmVxdWVzdBonLmtpbmRyZWQubWF0Y2gudjEuUmVzb2x2ZVJlcG9ydFJlc3BvbnNlEmAK
+            DVN0YXJ0QWN0aXZpdHkSJi5raW5kcmVkLm1hdGNoLnYxLlN0YXJ0QWN0aXZpdHlSZXF1ZXN0Gicua2luZHJlZC5tYXRjaC52
+            MS5TdGFydEFjdGl2aXR5UmVzcG9uc2USXQoMU3RvcEFjdGl2aXR5EiUua2luZHJlZC5tYXRjaC52MS5TdG9wQWN0aXZpdHlS
+            ZXF1ZXN0GiYua2luZHJlZC5tYXRjaC52MS5TdG9wQWN0aXZpdHlSZXNwb25zZRJ7ChZMaXN0Rm9sbG93ZWRBY3Rpdml0aWVz
+            Ei8ua2luZHJlZC5tYXRjaC52MS5MaXN0Rm9sbG93ZWRBY3Rpdml0aWVzUmVxdWVzdBowLmtpbmRyZWQubWF0Y2gudjEuTGlz
+            dEZvbGxvd2VkQWN0aXZpdGllc1Jlc3BvbnNlEmIKDURlbGl2ZXJFdmVudHMSJy5raW5kcmVkLmNvbW1vbi52MS5EZWxpdmVy
+            RXZlbnRzUmVxdWVzdBooLmtpbmRyZWQuY29tbW9uLnYxLkRlbGl2ZXJFdmVudHNSZXNwb25zZRJrChBHZXRVc2VyRm9vdHBy
+            aW50Eioua2luZHJlZC5jb21tb24udjEuR2V0VXNlckZvb3RwcmludFJlcXVlc3QaKy5raW5kcmVkLmNvbW1vbi52MS5HZXRV
+            c2VyRm9vdHByaW50UmVzcG9uc2ViBnByb3RvMw==
             """
         ),
         ProtoFileDescriptor(
@@ -3694,6 +3822,7 @@ public enum ProtoRegistry {
                 "kindred.notify.v1.NotificationSettings.time_zone",
                 "kindred.notify.v1.NotificationSettings.show_message_text",
                 "kindred.notify.v1.NotificationSettings.web_push_application_server_key",
+                "kindred.notify.v1.NotificationSettings.activities",
                 "kindred.notify.v1.PushPlatform",
                 "kindred.notify.v1.PUSH_PLATFORM_UNSPECIFIED",
                 "kindred.notify.v1.PUSH_PLATFORM_APNS",
@@ -3710,14 +3839,14 @@ public enum ProtoRegistry {
             X3ZlcnNpb24YByABKAlSCmFwcFZlcnNpb24SJgoPY3JlYXRlZF91bml4X21zGAggASgDUg1jcmVhdGVkVW5peE1zEiwKEnJl
             Z2lzdGVyZWRfdW5peF9tcxgJIAEoA1IQcmVnaXN0ZXJlZFVuaXhNcyKNAQoKUXVpZXRIb3VycxIYCgdlbmFibGVkGAEgASgI
             UgdlbmFibGVkEiEKDHN0YXJ0X21pbnV0ZRgCIAEoBVILc3RhcnRNaW51dGUSHQoKZW5kX21pbnV0ZRgDIAEoBVIJZW5kTWlu
-            dXRlEiMKDWFsbG93X21hdGNoZXMYBCABKAhSDGFsbG93TWF0Y2hlcyLxAgoUTm90aWZpY2F0aW9uU2V0dGluZ3MSGwoJbmV3
+            dXRlEiMKDWFsbG93X21hdGNoZXMYBCABKAhSDGFsbG93TWF0Y2hlcyKRAwoUTm90aWZpY2F0aW9uU2V0dGluZ3MSGwoJbmV3
             X21hdGNoGAEgASgIUghuZXdNYXRjaBIfCgtuZXdfbWVzc2FnZRgCIAEoCFIKbmV3TWVzc2FnZRIlCg5saWtlc19yZWNlaXZl
             ZBgDIAEoCFINbGlrZXNSZWNlaXZlZBIlCg5yZXBvcnRfb3V0Y29tZRgEIAEoCFINcmVwb3J0T3V0Y29tZRI+CgtxdWlldF9o
             b3VycxgFIAEoCzIdLmtpbmRyZWQubm90aWZ5LnYxLlF1aWV0SG91cnNSCnF1aWV0SG91cnMSGwoJdGltZV96b25lGAYgASgJ
             Ugh0aW1lWm9uZRIqChFzaG93X21lc3NhZ2VfdGV4dBgHIAEoCFIPc2hvd01lc3NhZ2VUZXh0EkQKH3dlYl9wdXNoX2FwcGxp
-            Y2F0aW9uX3NlcnZlcl9rZXkYCCABKAlSG3dlYlB1c2hBcHBsaWNhdGlvblNlcnZlcktleSp4CgxQdXNoUGxhdGZvcm0SHQoZ
-            UFVTSF9QTEFURk9STV9VTlNQRUNJRklFRBAAEhYKElBVU0hfUExBVEZPUk1fQVBOUxABEhUKEVBVU0hfUExBVEZPUk1fRkNN
-            EAISGgoWUFVTSF9QTEFURk9STV9XRUJfUFVTSBADYgZwcm90bzM=
+            Y2F0aW9uX3NlcnZlcl9rZXkYCCABKAlSG3dlYlB1c2hBcHBsaWNhdGlvblNlcnZlcktleRIeCgphY3Rpdml0aWVzGAkgASgI
+            UgphY3Rpdml0aWVzKngKDFB1c2hQbGF0Zm9ybRIdChlQVVNIX1BMQVRGT1JNX1VOU1BFQ0lGSUVEEAASFgoSUFVTSF9QTEFU
+            Rk9STV9BUE5TEAESFQoRUFVTSF9QTEFURk9STV9GQ00QAhIaChZQVVNIX1BMQVRGT1JNX1dFQl9QVVNIEANiBnByb3RvMw==
             """
         ),
         ProtoFileDescriptor(

@@ -70,11 +70,16 @@ extension Kindred.Api.V1 {
         public var likesReceived: Swift.Int32 = 0
 
         /// Parts that could not be fetched in time or whose service is not running: "profile",
-        /// "community", "deck", "top_picks", "matches", "chat", "likes"; empty when complete.
+        /// "community", "deck", "top_picks", "matches", "chat", "likes", "activities"; empty when
+        /// complete.
         public var unavailableParts: [Swift.String] = []
 
         /// The caller's account.
         public var account: Kindred.Api.V1.Account? = nil
+
+        /// Active broadcasts ("working out now") of members the caller follows, newest first, at most
+        /// 20, with their cards; empty outside follow communities.
+        public var followedActivities: [Kindred.Api.V1.ActivityBroadcast] = []
 
         public init() {}
 
@@ -95,6 +100,7 @@ extension Kindred.Api.V1 {
             encoder.setInt32(11, self.likesReceived)
             encoder.setRepeatedString(12, self.unavailableParts)
             encoder.setMessage(13, self.account)
+            encoder.setRepeatedMessage(14, self.followedActivities)
         }
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
@@ -111,6 +117,7 @@ extension Kindred.Api.V1 {
             self.likesReceived = decoder.int32(11)
             self.unavailableParts = try decoder.repeatedString(12)
             self.account = try decoder.message(13, as: Kindred.Api.V1.Account.self)
+            self.followedActivities = try decoder.repeatedMessage(14, as: Kindred.Api.V1.ActivityBroadcast.self)
         }
     }
 }

@@ -164,6 +164,10 @@ extension Kindred.Api.V1 {
         /// pushManager.subscribe() as applicationServerKey; empty when Web Push is not configured.
         public var webPushApplicationServerKey: Swift.String = ""
 
+        /// Activity broadcasts ("working out now") of members the member follows, in follow
+        /// communities. Default true.
+        public var activities: Swift.Bool = false
+
         public init() {}
 
         public static var protoMessageName: Swift.String { "kindred.api.v1.NotificationSettings" }
@@ -178,6 +182,7 @@ extension Kindred.Api.V1 {
             encoder.setString(6, self.timeZone)
             encoder.setBool(7, self.showMessageText)
             encoder.setString(8, self.webPushApplicationServerKey)
+            encoder.setBool(9, self.activities)
         }
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
@@ -189,6 +194,7 @@ extension Kindred.Api.V1 {
             self.timeZone = try decoder.string(6)
             self.showMessageText = decoder.bool(7)
             self.webPushApplicationServerKey = try decoder.string(8)
+            self.activities = decoder.bool(9)
         }
     }
 }

@@ -58,6 +58,8 @@ extension Kindred.Common.V1 {
             case userUnblocked(Kindred.Common.V1.UserUnblocked)
             /// An admin resolved a report user_id (the reporter) filed.
             case reportResolved(Kindred.Common.V1.ReportResolved)
+            /// user_id (a member of a follow community) started an activity; sent to some of their followers.
+            case activityStarted(Kindred.Common.V1.ActivityStarted)
             /// user_id sent a chat message.
             case messageSent(Kindred.Common.V1.MessageSent)
         }
@@ -99,6 +101,8 @@ extension Kindred.Common.V1 {
                 encoder.setMessage(oneof: 35, value)
             case .reportResolved(let value)?:
                 encoder.setMessage(oneof: 36, value)
+            case .activityStarted(let value)?:
+                encoder.setMessage(oneof: 37, value)
             case .messageSent(let value)?:
                 encoder.setMessage(oneof: 40, value)
             case nil:
@@ -159,6 +163,10 @@ extension Kindred.Common.V1 {
             case 36:
                 self.payload = .reportResolved(
                     try decoder.message(36, as: Kindred.Common.V1.ReportResolved.self) ?? .init()
+                )
+            case 37:
+                self.payload = .activityStarted(
+                    try decoder.message(37, as: Kindred.Common.V1.ActivityStarted.self) ?? .init()
                 )
             case 40:
                 self.payload = .messageSent(try decoder.message(40, as: Kindred.Common.V1.MessageSent.self) ?? .init())
@@ -691,6 +699,51 @@ extension Kindred.Common.V1 {
 
         public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
             self.reportId = try decoder.string(1)
+        }
+    }
+}
+
+extension Kindred.Common.V1 {
+    /// Event.user_id said "working out now" in a follow community, and the followers named here are to
+    /// be told (their share of the followers: a broadcast to many followers is written as several
+    /// events of at most 1000 ids each, all with the same broadcast_id). Ids and the activity key
+    /// only: no names, no location. Written only for a broadcast that notifies (at most once per
+    /// member per KINDRED_MATCH_ACTIVITY_NOTIFY_INTERVAL_MS); followers blocked either way are left out.
+    public struct ActivityStarted: ProtoMessage {
+        /// The broadcast (UUIDv7); with a follower id, the stable id of that follower's notification.
+        public var broadcastId: Swift.String = ""
+
+        /// The activity, a value of the community's "activities" attribute; empty = none named.
+        public var activity: Swift.String = ""
+
+        /// When the broadcast started (UTC ms).
+        public var startedUnixMs: Swift.Int64 = 0
+
+        /// When it expires (UTC ms); nothing is sent after it.
+        public var expiresUnixMs: Swift.Int64 = 0
+
+        /// Followers to tell, 1..1000 per event.
+        public var followerUserIds: [Swift.String] = []
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.common.v1.ActivityStarted" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.common.v1.ActivityStarted")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setString(1, self.broadcastId)
+            encoder.setString(2, self.activity)
+            encoder.setInt64(3, self.startedUnixMs)
+            encoder.setInt64(4, self.expiresUnixMs)
+            encoder.setRepeatedString(5, self.followerUserIds)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.broadcastId = try decoder.string(1)
+            self.activity = try decoder.string(2)
+            self.startedUnixMs = decoder.int64(3)
+            self.expiresUnixMs = decoder.int64(4)
+            self.followerUserIds = try decoder.repeatedString(5)
         }
     }
 }

@@ -583,6 +583,36 @@ extension Kindred.Match.V1 {
                     kind: .unary
                 )
 
+            /// Starts a broadcast of the caller ("working out now") until the community's expiry; the
+            /// caller's followers (blocked pairs left out) are told through notify (ActivityStarted), at
+            /// most once per KINDRED_MATCH_ACTIVITY_NOTIFY_INTERVAL_MS: a start within that interval is
+            /// accepted and shown, but tells nobody again (followers_notified = false). A new start
+            /// replaces the caller's active broadcast. The user. Idempotent with idempotency_key.
+            /// FAILED_PRECONDITION: NOT_A_FOLLOW_COMMUNITY (a mutual community), PROFILE_INCOMPLETE.
+            /// INVALID_ARGUMENT: an activity not in the community's list; a malformed key.
+            public static let startActivity =
+                ProtoMethod<Kindred.Match.V1.StartActivityRequest, Kindred.Match.V1.StartActivityResponse>(
+                    service: "kindred.match.v1.MatchService",
+                    name: "StartActivity",
+                    kind: .unary
+                )
+
+            /// Stops the caller's active broadcast (it leaves followers' Home). The user. Idempotent.
+            public static let stopActivity =
+                ProtoMethod<Kindred.Match.V1.StopActivityRequest, Kindred.Match.V1.StopActivityResponse>(
+                    service: "kindred.match.v1.MatchService",
+                    name: "StopActivity",
+                    kind: .unary
+                )
+
+            /// Lists the active broadcasts of members the caller follows, newest first. The user.
+            public static let listFollowedActivities =
+                ProtoMethod<Kindred.Match.V1.ListFollowedActivitiesRequest, Kindred.Match.V1.ListFollowedActivitiesResponse>(
+                    service: "kindred.match.v1.MatchService",
+                    name: "ListFollowedActivities",
+                    kind: .unary
+                )
+
             /// Consumes events: AccountDeactivated, AccountReactivated, AccountDeleted,
             /// CommunityUpdated. Service token only. Idempotent per event id.
             public static let deliverEvents =
@@ -593,7 +623,8 @@ extension Kindred.Match.V1 {
                 )
 
             /// Counts the rows match holds about a user ("swipes_given", "swipes_received", "matches",
-            /// "blocks", "reports_filed", "reports_received"). ROLE_ADMIN or service token.
+            /// "blocks", "reports_filed", "reports_received", "activity_broadcasts"). ROLE_ADMIN or
+            /// service token.
             public static let getUserFootprint =
                 ProtoMethod<Kindred.Common.V1.GetUserFootprintRequest, Kindred.Common.V1.GetUserFootprintResponse>(
                     service: "kindred.match.v1.MatchService",
@@ -619,6 +650,9 @@ extension Kindred.Match.V1 {
                 Method.listReports.descriptor,
                 Method.getReport.descriptor,
                 Method.resolveReport.descriptor,
+                Method.startActivity.descriptor,
+                Method.stopActivity.descriptor,
+                Method.listFollowedActivities.descriptor,
                 Method.deliverEvents.descriptor,
                 Method.getUserFootprint.descriptor,
             ]

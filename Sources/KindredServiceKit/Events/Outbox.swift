@@ -161,6 +161,7 @@ extension Kindred.Common.V1.Event.Payload {
         case .userBlocked: "user.blocked"
         case .userUnblocked: "user.unblocked"
         case .reportResolved: "report.resolved"
+        case .activityStarted: "activity.started"
         case .messageSent: "message.sent"
         }
     }

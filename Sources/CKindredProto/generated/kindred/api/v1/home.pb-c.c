@@ -161,7 +161,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__get_home_request__descriptor 
   (ProtobufCMessageInit) kindred__api__v1__get_home_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__api__v1__get_home_response__field_descriptors[13] =
+static const ProtobufCFieldDescriptor kindred__api__v1__get_home_response__field_descriptors[14] =
 {
   {
     "profile",
@@ -319,12 +319,25 @@ static const ProtobufCFieldDescriptor kindred__api__v1__get_home_response__field
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "followed_activities",
+    14,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Kindred__Api__V1__GetHomeResponse, n_followed_activities),
+    offsetof(Kindred__Api__V1__GetHomeResponse, followed_activities),
+    &kindred__api__v1__activity_broadcast__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__api__v1__get_home_response__field_indices_by_name[] = {
   12,   /* field[12] = account */
   2,   /* field[2] = community */
   3,   /* field[3] = deck */
   4,   /* field[4] = deck_next_page_token */
+  13,   /* field[13] = followed_activities */
   10,   /* field[10] = likes_received */
   6,   /* field[6] = matches */
   7,   /* field[7] = matches_next_page_token */
@@ -338,7 +351,7 @@ static const unsigned kindred__api__v1__get_home_response__field_indices_by_name
 static const ProtobufCIntRange kindred__api__v1__get_home_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 13 }
+  { 0, 14 }
 };
 const ProtobufCMessageDescriptor kindred__api__v1__get_home_response__descriptor =
 {
@@ -348,7 +361,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__get_home_response__descriptor
   "Kindred__Api__V1__GetHomeResponse",
   "kindred.api.v1",
   sizeof(Kindred__Api__V1__GetHomeResponse),
-  13,
+  14,
   kindred__api__v1__get_home_response__field_descriptors,
   kindred__api__v1__get_home_response__field_indices_by_name,
   1,  kindred__api__v1__get_home_response__number_ranges,

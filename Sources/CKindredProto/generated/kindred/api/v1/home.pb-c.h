@@ -15,6 +15,7 @@ PROTOBUF_C__BEGIN_DECLS
 #endif
 
 #include "kindred/api/v1/account.pb-c.h"
+#include "kindred/api/v1/activity.pb-c.h"
 #include "kindred/api/v1/types.pb-c.h"
 #include "kindred/common/v1/community.pb-c.h"
 
@@ -106,7 +107,8 @@ struct  Kindred__Api__V1__GetHomeResponse
   int32_t likes_received;
   /*
    * Parts that could not be fetched in time or whose service is not running: "profile",
-   * "community", "deck", "top_picks", "matches", "chat", "likes"; empty when complete.
+   * "community", "deck", "top_picks", "matches", "chat", "likes", "activities"; empty when
+   * complete.
    */
   size_t n_unavailable_parts;
   char **unavailable_parts;
@@ -114,10 +116,16 @@ struct  Kindred__Api__V1__GetHomeResponse
    * The caller's account.
    */
   Kindred__Api__V1__Account *account;
+  /*
+   * Active broadcasts ("working out now") of members the caller follows, newest first, at most
+   * 20, with their cards; empty outside follow communities.
+   */
+  size_t n_followed_activities;
+  Kindred__Api__V1__ActivityBroadcast **followed_activities;
 };
 #define KINDRED__API__V1__GET_HOME_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__api__v1__get_home_response__descriptor) \
-    , NULL, 0, NULL, 0,NULL, (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0,NULL, NULL }
+    , NULL, 0, NULL, 0,NULL, (char *)protobuf_c_empty_string, 0,NULL, 0,NULL, (char *)protobuf_c_empty_string, 0, 0, 0, 0,NULL, NULL, 0,NULL }
 
 
 /* Kindred__Api__V1__GetHomeRequest methods */

@@ -830,7 +830,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__quiet_hours__descriptor =
   (ProtobufCMessageInit) kindred__api__v1__quiet_hours__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor kindred__api__v1__notification_settings__field_descriptors[8] =
+static const ProtobufCFieldDescriptor kindred__api__v1__notification_settings__field_descriptors[9] =
 {
   {
     "new_match",
@@ -928,8 +928,21 @@ static const ProtobufCFieldDescriptor kindred__api__v1__notification_settings__f
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "activities",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Api__V1__NotificationSettings, activities),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned kindred__api__v1__notification_settings__field_indices_by_name[] = {
+  8,   /* field[8] = activities */
   2,   /* field[2] = likes_received */
   0,   /* field[0] = new_match */
   1,   /* field[1] = new_message */
@@ -942,7 +955,7 @@ static const unsigned kindred__api__v1__notification_settings__field_indices_by_
 static const ProtobufCIntRange kindred__api__v1__notification_settings__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 8 }
+  { 0, 9 }
 };
 const ProtobufCMessageDescriptor kindred__api__v1__notification_settings__descriptor =
 {
@@ -952,7 +965,7 @@ const ProtobufCMessageDescriptor kindred__api__v1__notification_settings__descri
   "Kindred__Api__V1__NotificationSettings",
   "kindred.api.v1",
   sizeof(Kindred__Api__V1__NotificationSettings),
-  8,
+  9,
   kindred__api__v1__notification_settings__field_descriptors,
   kindred__api__v1__notification_settings__field_indices_by_name,
   1,  kindred__api__v1__notification_settings__number_ranges,

@@ -201,10 +201,15 @@ struct  Kindred__Api__V1__NotificationSettings
    * pushManager.subscribe() as applicationServerKey; empty when Web Push is not configured.
    */
   char *web_push_application_server_key;
+  /*
+   * Activity broadcasts ("working out now") of members the member follows, in follow
+   * communities. Default true.
+   */
+  protobuf_c_boolean activities;
 };
 #define KINDRED__API__V1__NOTIFICATION_SETTINGS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__api__v1__notification_settings__descriptor) \
-    , 0, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string }
+    , 0, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0 }
 
 
 /*

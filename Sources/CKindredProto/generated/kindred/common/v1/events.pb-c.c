@@ -817,7 +817,52 @@ void   kindred__common__v1__report_resolved__free_unpacked
   assert(message->base.descriptor == &kindred__common__v1__report_resolved__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor kindred__common__v1__event__field_descriptors[20] =
+void   kindred__common__v1__activity_started__init
+                     (Kindred__Common__V1__ActivityStarted         *message)
+{
+  static const Kindred__Common__V1__ActivityStarted init_value = KINDRED__COMMON__V1__ACTIVITY_STARTED__INIT;
+  *message = init_value;
+}
+size_t kindred__common__v1__activity_started__get_packed_size
+                     (const Kindred__Common__V1__ActivityStarted *message)
+{
+  assert(message->base.descriptor == &kindred__common__v1__activity_started__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__common__v1__activity_started__pack
+                     (const Kindred__Common__V1__ActivityStarted *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__common__v1__activity_started__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__common__v1__activity_started__pack_to_buffer
+                     (const Kindred__Common__V1__ActivityStarted *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__common__v1__activity_started__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Common__V1__ActivityStarted *
+       kindred__common__v1__activity_started__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Common__V1__ActivityStarted *)
+     protobuf_c_message_unpack (&kindred__common__v1__activity_started__descriptor,
+                                allocator, len, data);
+}
+void   kindred__common__v1__activity_started__free_unpacked
+                     (Kindred__Common__V1__ActivityStarted *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__common__v1__activity_started__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+static const ProtobufCFieldDescriptor kindred__common__v1__event__field_descriptors[21] =
 {
   {
     "event_id",
@@ -1048,6 +1093,18 @@ static const ProtobufCFieldDescriptor kindred__common__v1__event__field_descript
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "activity_started",
+    37,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Kindred__Common__V1__Event, payload_case),
+    offsetof(Kindred__Common__V1__Event, activity_started),
+    &kindred__common__v1__activity_started__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "message_sent",
     40,
     PROTOBUF_C_LABEL_NONE,
@@ -1064,13 +1121,14 @@ static const unsigned kindred__common__v1__event__field_indices_by_name[] = {
   6,   /* field[6] = account_deactivated */
   8,   /* field[8] = account_deleted */
   7,   /* field[7] = account_reactivated */
+  19,   /* field[19] = activity_started */
   3,   /* field[3] = community_id */
   11,   /* field[11] = community_updated */
   0,   /* field[0] = event_id */
   10,   /* field[10] = location_changed */
   14,   /* field[14] = match_created */
   15,   /* field[15] = match_ended */
-  19,   /* field[19] = message_sent */
+  20,   /* field[20] = message_sent */
   5,   /* field[5] = occurred_unix_ms */
   1,   /* field[1] = producer */
   9,   /* field[9] = profile_updated */
@@ -1088,8 +1146,8 @@ static const ProtobufCIntRange kindred__common__v1__event__number_ranges[5 + 1] 
   { 10, 6 },
   { 20, 9 },
   { 30, 12 },
-  { 40, 19 },
-  { 0, 20 }
+  { 40, 20 },
+  { 0, 21 }
 };
 const ProtobufCMessageDescriptor kindred__common__v1__event__descriptor =
 {
@@ -1099,7 +1157,7 @@ const ProtobufCMessageDescriptor kindred__common__v1__event__descriptor =
   "Kindred__Common__V1__Event",
   "kindred.common.v1",
   sizeof(Kindred__Common__V1__Event),
-  20,
+  21,
   kindred__common__v1__event__field_descriptors,
   kindred__common__v1__event__field_indices_by_name,
   5,  kindred__common__v1__event__number_ranges,
@@ -2140,6 +2198,96 @@ const ProtobufCMessageDescriptor kindred__common__v1__report_resolved__descripto
   kindred__common__v1__report_resolved__field_indices_by_name,
   1,  kindred__common__v1__report_resolved__number_ranges,
   (ProtobufCMessageInit) kindred__common__v1__report_resolved__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kindred__common__v1__activity_started__field_descriptors[5] =
+{
+  {
+    "broadcast_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Common__V1__ActivityStarted, broadcast_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "activity",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Common__V1__ActivityStarted, activity),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "started_unix_ms",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Common__V1__ActivityStarted, started_unix_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expires_unix_ms",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Common__V1__ActivityStarted, expires_unix_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "follower_user_ids",
+    5,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Kindred__Common__V1__ActivityStarted, n_follower_user_ids),
+    offsetof(Kindred__Common__V1__ActivityStarted, follower_user_ids),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__common__v1__activity_started__field_indices_by_name[] = {
+  1,   /* field[1] = activity */
+  0,   /* field[0] = broadcast_id */
+  3,   /* field[3] = expires_unix_ms */
+  4,   /* field[4] = follower_user_ids */
+  2,   /* field[2] = started_unix_ms */
+};
+static const ProtobufCIntRange kindred__common__v1__activity_started__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor kindred__common__v1__activity_started__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.common.v1.ActivityStarted",
+  "ActivityStarted",
+  "Kindred__Common__V1__ActivityStarted",
+  "kindred.common.v1",
+  sizeof(Kindred__Common__V1__ActivityStarted),
+  5,
+  kindred__common__v1__activity_started__field_descriptors,
+  kindred__common__v1__activity_started__field_indices_by_name,
+  1,  kindred__common__v1__activity_started__number_ranges,
+  (ProtobufCMessageInit) kindred__common__v1__activity_started__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCEnumValue kindred__common__v1__match_end_reason__enum_values_by_number[5] =

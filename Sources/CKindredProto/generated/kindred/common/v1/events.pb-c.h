@@ -35,6 +35,7 @@ typedef struct Kindred__Common__V1__UserBlocked Kindred__Common__V1__UserBlocked
 typedef struct Kindred__Common__V1__UserUnblocked Kindred__Common__V1__UserUnblocked;
 typedef struct Kindred__Common__V1__MessageSent Kindred__Common__V1__MessageSent;
 typedef struct Kindred__Common__V1__ReportResolved Kindred__Common__V1__ReportResolved;
+typedef struct Kindred__Common__V1__ActivityStarted Kindred__Common__V1__ActivityStarted;
 
 
 /* --- enums --- */
@@ -84,6 +85,7 @@ typedef enum {
   KINDRED__COMMON__V1__EVENT__PAYLOAD_USER_BLOCKED = 34,
   KINDRED__COMMON__V1__EVENT__PAYLOAD_USER_UNBLOCKED = 35,
   KINDRED__COMMON__V1__EVENT__PAYLOAD_REPORT_RESOLVED = 36,
+  KINDRED__COMMON__V1__EVENT__PAYLOAD_ACTIVITY_STARTED = 37,
   KINDRED__COMMON__V1__EVENT__PAYLOAD_MESSAGE_SENT = 40
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(KINDRED__COMMON__V1__EVENT__PAYLOAD__CASE)
 } Kindred__Common__V1__Event__PayloadCase;
@@ -174,6 +176,10 @@ struct  Kindred__Common__V1__Event
      * An admin resolved a report user_id (the reporter) filed.
      */
     Kindred__Common__V1__ReportResolved *report_resolved;
+    /*
+     * user_id (a member of a follow community) started an activity; sent to some of their followers.
+     */
+    Kindred__Common__V1__ActivityStarted *activity_started;
     /*
      * user_id sent a chat message.
      */
@@ -603,6 +609,43 @@ struct  Kindred__Common__V1__ReportResolved
     , (char *)protobuf_c_empty_string }
 
 
+/*
+ * Event.user_id said "working out now" in a follow community, and the followers named here are to
+ * be told (their share of the followers: a broadcast to many followers is written as several
+ * events of at most 1000 ids each, all with the same broadcast_id). Ids and the activity key
+ * only: no names, no location. Written only for a broadcast that notifies (at most once per
+ * member per KINDRED_MATCH_ACTIVITY_NOTIFY_INTERVAL_MS); followers blocked either way are left out.
+ */
+struct  Kindred__Common__V1__ActivityStarted
+{
+  ProtobufCMessage base;
+  /*
+   * The broadcast (UUIDv7); with a follower id, the stable id of that follower's notification.
+   */
+  char *broadcast_id;
+  /*
+   * The activity, a value of the community's "activities" attribute; empty = none named.
+   */
+  char *activity;
+  /*
+   * When the broadcast started (UTC ms).
+   */
+  int64_t started_unix_ms;
+  /*
+   * When it expires (UTC ms); nothing is sent after it.
+   */
+  int64_t expires_unix_ms;
+  /*
+   * Followers to tell, 1..1000 per event.
+   */
+  size_t n_follower_user_ids;
+  char **follower_user_ids;
+};
+#define KINDRED__COMMON__V1__ACTIVITY_STARTED__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__common__v1__activity_started__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0,NULL }
+
+
 /* Kindred__Common__V1__Event methods */
 void   kindred__common__v1__event__init
                      (Kindred__Common__V1__Event         *message);
@@ -945,6 +988,25 @@ Kindred__Common__V1__ReportResolved *
 void   kindred__common__v1__report_resolved__free_unpacked
                      (Kindred__Common__V1__ReportResolved *message,
                       ProtobufCAllocator *allocator);
+/* Kindred__Common__V1__ActivityStarted methods */
+void   kindred__common__v1__activity_started__init
+                     (Kindred__Common__V1__ActivityStarted         *message);
+size_t kindred__common__v1__activity_started__get_packed_size
+                     (const Kindred__Common__V1__ActivityStarted   *message);
+size_t kindred__common__v1__activity_started__pack
+                     (const Kindred__Common__V1__ActivityStarted   *message,
+                      uint8_t             *out);
+size_t kindred__common__v1__activity_started__pack_to_buffer
+                     (const Kindred__Common__V1__ActivityStarted   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Common__V1__ActivityStarted *
+       kindred__common__v1__activity_started__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__common__v1__activity_started__free_unpacked
+                     (Kindred__Common__V1__ActivityStarted *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Kindred__Common__V1__Event_Closure)
@@ -1001,6 +1063,9 @@ typedef void (*Kindred__Common__V1__MessageSent_Closure)
 typedef void (*Kindred__Common__V1__ReportResolved_Closure)
                  (const Kindred__Common__V1__ReportResolved *message,
                   void *closure_data);
+typedef void (*Kindred__Common__V1__ActivityStarted_Closure)
+                 (const Kindred__Common__V1__ActivityStarted *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1026,6 +1091,7 @@ extern const ProtobufCMessageDescriptor kindred__common__v1__user_blocked__descr
 extern const ProtobufCMessageDescriptor kindred__common__v1__user_unblocked__descriptor;
 extern const ProtobufCMessageDescriptor kindred__common__v1__message_sent__descriptor;
 extern const ProtobufCMessageDescriptor kindred__common__v1__report_resolved__descriptor;
+extern const ProtobufCMessageDescriptor kindred__common__v1__activity_started__descriptor;
 
 PROTOBUF_C__END_DECLS
 

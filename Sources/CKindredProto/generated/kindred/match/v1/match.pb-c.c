@@ -1485,7 +1485,7 @@ const ProtobufCEnumDescriptor kindred__match__v1__swipe_outcome__descriptor =
   kindred__match__v1__swipe_outcome__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor kindred__match__v1__match_service__method_descriptors[16] =
+static const ProtobufCMethodDescriptor kindred__match__v1__match_service__method_descriptors[19] =
 {
   { "Swipe", &kindred__match__v1__swipe_request__descriptor, &kindred__match__v1__swipe_response__descriptor },
   { "Undo", &kindred__match__v1__undo_request__descriptor, &kindred__match__v1__undo_response__descriptor },
@@ -1501,22 +1501,28 @@ static const ProtobufCMethodDescriptor kindred__match__v1__match_service__method
   { "ListReports", &kindred__match__v1__list_reports_request__descriptor, &kindred__match__v1__list_reports_response__descriptor },
   { "GetReport", &kindred__match__v1__get_report_request__descriptor, &kindred__match__v1__get_report_response__descriptor },
   { "ResolveReport", &kindred__match__v1__resolve_report_request__descriptor, &kindred__match__v1__resolve_report_response__descriptor },
+  { "StartActivity", &kindred__match__v1__start_activity_request__descriptor, &kindred__match__v1__start_activity_response__descriptor },
+  { "StopActivity", &kindred__match__v1__stop_activity_request__descriptor, &kindred__match__v1__stop_activity_response__descriptor },
+  { "ListFollowedActivities", &kindred__match__v1__list_followed_activities_request__descriptor, &kindred__match__v1__list_followed_activities_response__descriptor },
   { "DeliverEvents", &kindred__common__v1__deliver_events_request__descriptor, &kindred__common__v1__deliver_events_response__descriptor },
   { "GetUserFootprint", &kindred__common__v1__get_user_footprint_request__descriptor, &kindred__common__v1__get_user_footprint_response__descriptor },
 };
 const unsigned kindred__match__v1__match_service__method_indices_by_name[] = {
   5,        /* Block */
-  14,        /* DeliverEvents */
+  17,        /* DeliverEvents */
   9,        /* FilterUnseen */
   10,        /* GetRelations */
   12,        /* GetReport */
-  15,        /* GetUserFootprint */
+  18,        /* GetUserFootprint */
   7,        /* ListBlocks */
+  16,        /* ListFollowedActivities */
   4,        /* ListLikesReceived */
   2,        /* ListMatches */
   11,        /* ListReports */
   8,        /* ReportUser */
   13,        /* ResolveReport */
+  14,        /* StartActivity */
+  15,        /* StopActivity */
   0,        /* Swipe */
   6,        /* Unblock */
   1,        /* Undo */
@@ -1529,7 +1535,7 @@ const ProtobufCServiceDescriptor kindred__match__v1__match_service__descriptor =
   "MatchService",
   "Kindred__Match__V1__MatchService",
   "kindred.match.v1",
-  16,
+  19,
   kindred__match__v1__match_service__method_descriptors,
   kindred__match__v1__match_service__method_indices_by_name
 };
@@ -1645,13 +1651,37 @@ void kindred__match__v1__match_service__resolve_report(ProtobufCService *service
   assert(service->descriptor == &kindred__match__v1__match_service__descriptor);
   service->invoke(service, 13, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void kindred__match__v1__match_service__start_activity(ProtobufCService *service,
+                                                       const Kindred__Match__V1__StartActivityRequest *input,
+                                                       Kindred__Match__V1__StartActivityResponse_Closure closure,
+                                                       void *closure_data)
+{
+  assert(service->descriptor == &kindred__match__v1__match_service__descriptor);
+  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void kindred__match__v1__match_service__stop_activity(ProtobufCService *service,
+                                                      const Kindred__Match__V1__StopActivityRequest *input,
+                                                      Kindred__Match__V1__StopActivityResponse_Closure closure,
+                                                      void *closure_data)
+{
+  assert(service->descriptor == &kindred__match__v1__match_service__descriptor);
+  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
+void kindred__match__v1__match_service__list_followed_activities(ProtobufCService *service,
+                                                                 const Kindred__Match__V1__ListFollowedActivitiesRequest *input,
+                                                                 Kindred__Match__V1__ListFollowedActivitiesResponse_Closure closure,
+                                                                 void *closure_data)
+{
+  assert(service->descriptor == &kindred__match__v1__match_service__descriptor);
+  service->invoke(service, 16, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void kindred__match__v1__match_service__deliver_events(ProtobufCService *service,
                                                        const Kindred__Common__V1__DeliverEventsRequest *input,
                                                        Kindred__Common__V1__DeliverEventsResponse_Closure closure,
                                                        void *closure_data)
 {
   assert(service->descriptor == &kindred__match__v1__match_service__descriptor);
-  service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 17, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__match__v1__match_service__get_user_footprint(ProtobufCService *service,
                                                            const Kindred__Common__V1__GetUserFootprintRequest *input,
@@ -1659,7 +1689,7 @@ void kindred__match__v1__match_service__get_user_footprint(ProtobufCService *ser
                                                            void *closure_data)
 {
   assert(service->descriptor == &kindred__match__v1__match_service__descriptor);
-  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 18, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__match__v1__match_service__init (Kindred__Match__V1__MatchService_Service *service,
                                               Kindred__Match__V1__MatchService_ServiceDestroy destroy)

@@ -16,6 +16,7 @@ PROTOBUF_C__BEGIN_DECLS
 
 #include "kindred/common/v1/common.pb-c.h"
 #include "kindred/common/v1/events.pb-c.h"
+#include "kindred/match/v1/activity.pb-c.h"
 #include "kindred/match/v1/safety.pb-c.h"
 #include "kindred/match/v1/types.pb-c.h"
 
@@ -772,6 +773,18 @@ struct Kindred__Match__V1__MatchService_Service
                          const Kindred__Match__V1__ResolveReportRequest *input,
                          Kindred__Match__V1__ResolveReportResponse_Closure closure,
                          void *closure_data);
+  void (*start_activity)(Kindred__Match__V1__MatchService_Service *service,
+                         const Kindred__Match__V1__StartActivityRequest *input,
+                         Kindred__Match__V1__StartActivityResponse_Closure closure,
+                         void *closure_data);
+  void (*stop_activity)(Kindred__Match__V1__MatchService_Service *service,
+                        const Kindred__Match__V1__StopActivityRequest *input,
+                        Kindred__Match__V1__StopActivityResponse_Closure closure,
+                        void *closure_data);
+  void (*list_followed_activities)(Kindred__Match__V1__MatchService_Service *service,
+                                   const Kindred__Match__V1__ListFollowedActivitiesRequest *input,
+                                   Kindred__Match__V1__ListFollowedActivitiesResponse_Closure closure,
+                                   void *closure_data);
   void (*deliver_events)(Kindred__Match__V1__MatchService_Service *service,
                          const Kindred__Common__V1__DeliverEventsRequest *input,
                          Kindred__Common__V1__DeliverEventsResponse_Closure closure,
@@ -802,6 +815,9 @@ void kindred__match__v1__match_service__init (Kindred__Match__V1__MatchService_S
       function_prefix__ ## list_reports,\
       function_prefix__ ## get_report,\
       function_prefix__ ## resolve_report,\
+      function_prefix__ ## start_activity,\
+      function_prefix__ ## stop_activity,\
+      function_prefix__ ## list_followed_activities,\
       function_prefix__ ## deliver_events,\
       function_prefix__ ## get_user_footprint  }
 void kindred__match__v1__match_service__swipe(ProtobufCService *service,
@@ -860,6 +876,18 @@ void kindred__match__v1__match_service__resolve_report(ProtobufCService *service
                                                        const Kindred__Match__V1__ResolveReportRequest *input,
                                                        Kindred__Match__V1__ResolveReportResponse_Closure closure,
                                                        void *closure_data);
+void kindred__match__v1__match_service__start_activity(ProtobufCService *service,
+                                                       const Kindred__Match__V1__StartActivityRequest *input,
+                                                       Kindred__Match__V1__StartActivityResponse_Closure closure,
+                                                       void *closure_data);
+void kindred__match__v1__match_service__stop_activity(ProtobufCService *service,
+                                                      const Kindred__Match__V1__StopActivityRequest *input,
+                                                      Kindred__Match__V1__StopActivityResponse_Closure closure,
+                                                      void *closure_data);
+void kindred__match__v1__match_service__list_followed_activities(ProtobufCService *service,
+                                                                 const Kindred__Match__V1__ListFollowedActivitiesRequest *input,
+                                                                 Kindred__Match__V1__ListFollowedActivitiesResponse_Closure closure,
+                                                                 void *closure_data);
 void kindred__match__v1__match_service__deliver_events(ProtobufCService *service,
                                                        const Kindred__Common__V1__DeliverEventsRequest *input,
                                                        Kindred__Common__V1__DeliverEventsResponse_Closure closure,

@@ -193,10 +193,15 @@ struct  Kindred__Notify__V1__NotificationSettings
    * pushManager.subscribe() as applicationServerKey; empty when Web Push is not configured.
    */
   char *web_push_application_server_key;
+  /*
+   * Activity broadcasts ("working out now") of members the member follows, in follow
+   * communities. Default true.
+   */
+  protobuf_c_boolean activities;
 };
 #define KINDRED__NOTIFY__V1__NOTIFICATION_SETTINGS__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__notify__v1__notification_settings__descriptor) \
-    , 0, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string }
+    , 0, 0, 0, 0, NULL, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0 }
 
 
 /* Kindred__Notify__V1__WebPushSubscription methods */

@@ -1,0 +1,31 @@
+import KindredPostgres
+
+/// The SQL that queues activity broadcasts' notifications (table `notifications`, kind 'activity'), one
+/// statement per ActivityStarted event however many followers it names.
+struct ActivityNotificationStore: Sendable {
+    /// Queues one notification per follower in `followers` (ids paired with `ids`, the notifications' ids)
+    /// who did not turn activities off, about `broadcaster`, from the broadcast `source`: idempotent per
+    /// (follower, broadcast), so a redelivered event queues nothing more. Returns how many were queued.
+    func enqueue(
+        ids: [String],
+        followers: [String],
+        about broadcaster: String,
+        source: String,
+        activity: String,
+        expires: PostgresTimestamp,
+        in runner: some SQLRunner
+    ) async throws -> Int {
+        try await runner.execute(
+            """
+            INSERT INTO notifications (notification_id, user_id, kind, subject_user_id, source_id, collapse_key, activity,
+                                       expires_at)
+            SELECT f.id, f.follower, 'activity', \(broadcaster)::uuid, \(source), \("activity-" + broadcaster),
+                   NULLIF(\(activity), ''), \(expires)
+            FROM unnest(\(ids)::uuid[], \(followers)::uuid[]) AS f (id, follower)
+            LEFT JOIN settings s ON s.user_id = f.follower
+            WHERE coalesce(s.activities, true)
+            ON CONFLICT (user_id, kind, source_id) DO NOTHING
+            """
+        )
+    }
+}

@@ -1,0 +1,157 @@
+"""Activity broadcasts ("working out now") in the fitness community, through the gateway, against the independent
+APNs and FCM peers of Tests/Peers (Python `h2` and `cryptography`): a member starts one with ActivityService/
+StartActivity, match writes ActivityStarted (follower ids only) through its outbox, notify queues one notification
+per follower and pushes "Ann is working out now: running" to their closed apps. A second start within the notify
+interval pushes nothing; a follower the broadcaster blocked, a follower who turned "activities" off and a member who
+does not follow get nothing; followers see the broadcast in GetHome (with the broadcaster's card) until it stops."""
+
+import time
+import uuid
+from types import SimpleNamespace
+
+import grpc
+import pytest
+
+from cluster_harness import Cluster, assert_clean_stop
+from test_cluster import PASSWORD, TIMEOUT, bearer, sign_up_and_verify, unique
+from test_consent import Api as FitnessApi, Member as FitnessMember, follow
+from test_match import BOOTSTRAP_SECRET
+from test_notify import APNS, FCM, eventually, register
+from test_notify_push import KEY_ID, TEAM_ID, TOPIC, apns_token, peers, pushes_to  # noqa: F401 (fixture)
+
+from kindred.common.v1 import common_pb2  # noqa: E402
+from kindred.api.v1 import account_pb2, activity_pb2, activity_pb2_grpc, deck_pb2  # noqa: E402
+from kindred.api.v1 import home_pb2, home_pb2_grpc, match_pb2, notify_pb2  # noqa: E402
+
+SETTLE = 30  # seconds: match's event reaching notify, the sender's poll and a push
+
+
+@pytest.fixture(scope="module")
+def cluster(peers):  # noqa: F811
+    folder, apns, fcm = peers
+    running = Cluster(
+        KINDRED_NOTIFY_SEND_POLL_MS="100", KINDRED_AUTH_BOOTSTRAP_SECRET=BOOTSTRAP_SECRET,
+        KINDRED_NOTIFY_APNS_BASE_URL=f"https://127.0.0.1:{apns.port}",
+        KINDRED_NOTIFY_APNS_KEY_FILE=str(folder / "apns-key.p8"), KINDRED_NOTIFY_APNS_KEY_ID=KEY_ID,
+        KINDRED_NOTIFY_APNS_TEAM_ID=TEAM_ID, KINDRED_NOTIFY_APNS_TOPIC=TOPIC,
+        KINDRED_NOTIFY_APNS_CA_FILE=str(folder / "ca.pem"),
+        KINDRED_NOTIFY_FCM_SERVICE_ACCOUNT_FILE=str(folder / "fcm-service-account.json"),
+        KINDRED_NOTIFY_FCM_BASE_URL=f"https://127.0.0.1:{fcm.port}",
+        KINDRED_NOTIFY_FCM_CA_FILE=str(folder / "ca.pem"))
+    pids = running.pids()
+    yield running
+    assert_clean_stop(running, pids)
+
+
+@pytest.fixture(scope="module")
+def channel(cluster):
+    with grpc.insecure_channel(cluster.gateway) as channel:
+        yield channel
+
+
+@pytest.fixture(scope="module")
+def api(channel):
+    return FitnessApi(channel)
+
+
+def activity_pushes(peer, token):
+    def kind(entry):
+        if "payload" in entry:  # APNs
+            return entry["payload"].get("kind")
+        return entry.get("message", {}).get("data", {}).get("kind")  # FCM
+    return [entry for entry in pushes_to(peer, token) if kind(entry) == "activity"]
+
+
+def start(channel, member, activity="", key=None):
+    return activity_pb2_grpc.ActivityServiceStub(channel).StartActivity(
+        activity_pb2.StartActivityRequest(activity=activity, idempotency_key=key or str(uuid.uuid4())),
+        metadata=member.auth, timeout=TIMEOUT)
+
+
+def home_activities(channel, member):
+    home = home_pb2_grpc.HomeServiceStub(channel).GetHome(home_pb2.GetHomeRequest(), metadata=member.auth,
+                                                          timeout=TIMEOUT)
+    assert "activities" not in home.unavailable_parts, home.unavailable_parts
+    return list(home.followed_activities)
+
+
+def test_followers_with_the_app_closed_get_one_push_and_see_it_in_home(cluster, api, channel, peers):  # noqa: F811
+    _, apns, fcm = peers
+    ann = FitnessMember(cluster, api, "Ann", 48.8566, 2.3522)
+    bob = FitnessMember(cluster, api, "Bob", 48.8600, 2.3400)  # follows Ann: one push
+    cat = FitnessMember(cluster, api, "Cat", 48.8610, 2.3450)  # follows Ann, then Ann blocks Cat: none
+    dee = FitnessMember(cluster, api, "Dee", 48.8620, 2.3460)  # follows Ann, activities off: none
+    eve = FitnessMember(cluster, api, "Eve", 48.8630, 2.3470)  # Ann follows Eve (Eve does not follow Ann): none
+    tokens = {}
+    for member, platform, token, locale in ((bob, FCM, f"fcm-{bob.id}", "en-GB"), (cat, APNS, apns_token(), "en-GB"),
+                                            (dee, APNS, apns_token(), "en-GB"), (eve, FCM, f"fcm-{eve.id}", "fr-FR")):
+        register(api.notifications, member.auth, platform=platform, token=token, locale=locale,
+                 time_zone="Europe/Paris")
+        tokens[member.id] = token
+    for follower in (bob, cat, dee):
+        assert follow(api, follower, ann).outcome == deck_pb2.SWIPE_OUTCOME_CONNECTED
+    follow(api, ann, eve)
+    api.matches.Block(match_pb2.BlockRequest(target_user_id=cat.id), metadata=ann.auth, timeout=TIMEOUT)
+    settings = api.notifications.GetNotificationSettings(notify_pb2.GetNotificationSettingsRequest(),
+                                                         metadata=dee.auth, timeout=TIMEOUT)
+    assert settings.activities  # on by default
+    settings.activities = False
+    api.notifications.UpdateNotificationSettings(notify_pb2.UpdateNotificationSettingsRequest(settings=settings),
+                                                 metadata=dee.auth, timeout=TIMEOUT)
+
+    key = str(uuid.uuid4())
+    started = start(channel, ann, "running", key)
+    assert started.followers_notified and not started.replayed
+    assert started.broadcast.activity == "running" and started.broadcast.user_id == ann.id
+    assert start(channel, ann, "running", key).replayed  # a retry: the same broadcast, nothing more sent
+    eventually(lambda: activity_pushes(fcm, tokens[bob.id]), "Bob's push", SETTLE)
+
+    # A second start within the notify interval: accepted and shown, no push.
+    second = start(channel, ann, "cycling")
+    assert not second.followers_notified and second.next_notify_unix_ms > int(time.time() * 1000)
+    time.sleep(3)  # anything more would have been sent by now (the sender polls every 100 ms)
+
+    [push] = activity_pushes(fcm, tokens[bob.id])
+    message = push["message"]
+    assert push["accepted"]
+    assert message["notification"] == {"title": "Working out now", "body": "Ann is working out now: running"}
+    assert message["data"]["user_id"] == ann.id
+    assert ann.email not in str(message) and "48.8" not in str(message)
+    assert activity_pushes(apns, tokens[cat.id]) == []
+    assert activity_pushes(apns, tokens[dee.id]) == []
+    assert activity_pushes(fcm, tokens[eve.id]) == []
+    states = cluster.psql(f"SELECT count(*) FROM notify.notifications WHERE kind = 'activity' "
+                          f"AND subject_user_id = '{ann.id}'").strip()
+    assert states == "1", states  # Bob's only: none queued for Cat, Dee or Eve
+
+    # Home: Bob and Dee (followers) see the newest broadcast with Ann's card; Cat (blocked) and Eve do not.
+    for follower in (bob, dee):
+        [shown] = home_activities(channel, follower)
+        assert shown.broadcast_id == second.broadcast.broadcast_id and shown.activity == "cycling"
+        assert shown.profile.display_name == "Ann"
+    assert home_activities(channel, cat) == []
+    assert home_activities(channel, eve) == []
+
+    activity_pb2_grpc.ActivityServiceStub(channel).StopActivity(activity_pb2.StopActivityRequest(),
+                                                                metadata=ann.auth, timeout=TIMEOUT)
+    assert home_activities(channel, bob) == []
+
+
+def test_refused_starts_say_why(cluster, api, channel):
+    ann = FitnessMember(cluster, api, "Ann", 48.8566, 2.3522)
+    with pytest.raises(grpc.RpcError) as refused:
+        start(channel, ann, "chess")
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    detail = common_pb2.ErrorDetail.FromString(dict(refused.value.trailing_metadata())["kindred-error-bin"])
+    assert [(v.field, v.reason) for v in detail.field_violations] == [("activity", "NOT_IN_LIST")]
+    # A dating member has nobody following them: the community is not a follow community.
+    email = f"{unique('dt-')}@example.com"
+    sign_up_and_verify(cluster, api.accounts, "dating", email, unique("dt_"))
+    signed = api.accounts.SignIn(account_pb2.SignInRequest(community_id="dating", login=email, password=PASSWORD),
+                                 timeout=TIMEOUT)
+    dating = SimpleNamespace(auth=bearer(signed.tokens.access_token))
+    with pytest.raises(grpc.RpcError) as refused:
+        start(channel, dating)
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    detail = common_pb2.ErrorDetail.FromString(dict(refused.value.trailing_metadata())["kindred-error-bin"])
+    assert detail.reason == "NOT_A_FOLLOW_COMMUNITY"
