@@ -77,13 +77,13 @@ import Testing
             deleted.payload = .accountDeleted(.init())
             try await h.deliver([deleted], from: "auth")
             let after = try await footprint()
-            #expect(after.count == 8 && after.values.allSatisfy { $0 == 0 }, "\(after)")
+            #expect(after.count == 9 && after.values.allSatisfy { $0 == 0 }, "\(after)")
             #expect(try await h.matches(m[1]).isEmpty)
             #expect(try await h.outboxCount("match.ended") == 1)
             // Services may read the footprint too.
             let service = try await h.call(
                 M.getUserFootprint, .with { $0.userId = gone.id }, token: testKeys.serviceToken("auth"))
-            #expect(service.counts.count == 8)
+            #expect(service.counts.count == 9)
         }
     }
 }
