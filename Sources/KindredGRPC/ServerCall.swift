@@ -48,7 +48,7 @@ final class ServerCall: @unchecked Sendable {
     var deadlineTimer: Scheduled<Void>?
     /// When the request body (unary) or the message being received (streaming) must be complete.
     var bodyDeadline: NIODeadline?
-    /// Small WINDOW_UPDATEs received for this stream (a few are free, see `ServerConnectionHandler`).
+    /// Small WINDOW_UPDATEs received for this stream (a few are free, see `ServerConnectionLimits`).
     var smallWindowUpdates = 0
     /// Connect unary's response message, held until the status is known (it goes out with the headers).
     var unaryResponse: ByteBuffer?
