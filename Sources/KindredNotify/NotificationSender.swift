@@ -107,7 +107,12 @@ final class NotificationSender: Sendable {
         }
         let allowedInQuiet = queued.kind == .newMatch && preferences.quietHours.allowMatches
         if !allowedInQuiet, preferences.isQuiet(at: Date(), deviceTimeZone: devices.first?.timeZone ?? "UTC") {
-            return try await self.notifications.retry(queued.id, after: Self.quietRecheck, attempt: false, in: self.database)
+            // An activity broadcast is looked at again when it ends at the latest (then cancelled, never sent late).
+            let untilExpiry = queued.expiresUnixMs.map {
+                Duration.milliseconds(max(0, $0 - PostgresTimestamp.now.millisecondsSinceEpoch))
+            }
+            let recheck = min(Self.quietRecheck, untilExpiry ?? Self.quietRecheck)
+            return try await self.notifications.retry(queued.id, after: recheck, attempt: false, in: self.database)
         }
         let delivered = try await self.notifications.deliveredDevices(of: queued.id, in: self.database)
         let facts: NotificationTemplates.Facts

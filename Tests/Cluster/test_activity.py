@@ -24,6 +24,7 @@ from kindred.api.v1 import account_pb2, activity_pb2, activity_pb2_grpc, deck_pb
 from kindred.api.v1 import home_pb2, home_pb2_grpc, match_pb2, notify_pb2  # noqa: E402
 
 SETTLE = 30  # seconds: match's event reaching notify, the sender's poll and a push
+DURATION_MS = 60000  # the shortest broadcast a deployment may set: the quiet-hours test waits for its end
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +32,7 @@ def cluster(peers):  # noqa: F811
     folder, apns, fcm = peers
     running = Cluster(
         KINDRED_NOTIFY_SEND_POLL_MS="100", KINDRED_AUTH_BOOTSTRAP_SECRET=BOOTSTRAP_SECRET,
+        KINDRED_MATCH_ACTIVITY_DURATION_MS=str(DURATION_MS),
         KINDRED_NOTIFY_APNS_BASE_URL=f"https://127.0.0.1:{apns.port}",
         KINDRED_NOTIFY_APNS_KEY_FILE=str(folder / "apns-key.p8"), KINDRED_NOTIFY_APNS_KEY_ID=KEY_ID,
         KINDRED_NOTIFY_APNS_TEAM_ID=TEAM_ID, KINDRED_NOTIFY_APNS_TOPIC=TOPIC,
@@ -110,6 +112,9 @@ def test_followers_with_the_app_closed_get_one_push_and_see_it_in_home(cluster, 
     second = start(channel, ann, "cycling")
     assert not second.followers_notified and second.next_notify_unix_ms > int(time.time() * 1000)
     time.sleep(3)  # anything more would have been sent by now (the sender polls every 100 ms)
+    eventually(lambda: "pending" not in cluster.psql(
+        f"SELECT string_agg(state, ',') FROM notify.notifications WHERE kind = 'activity' "
+        f"AND subject_user_id = '{ann.id}'"), "every activity notification about Ann done", SETTLE)
 
     [push] = activity_pushes(fcm, tokens[bob.id])
     message = push["message"]
@@ -155,3 +160,35 @@ def test_refused_starts_say_why(cluster, api, channel):
     assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     detail = common_pb2.ErrorDetail.FromString(dict(refused.value.trailing_metadata())["kindred-error-bin"])
     assert detail.reason == "NOT_A_FOLLOW_COMMUNITY"
+
+
+def test_a_follower_in_quiet_hours_is_not_told_and_the_push_is_dropped_when_the_broadcast_ends(cluster, api, channel,
+                                                                                                 peers):  # noqa: F811
+    _, _, fcm = peers
+    gil = FitnessMember(cluster, api, "Gil", 48.8566, 2.3522)
+    hal = FitnessMember(cluster, api, "Hal", 48.8600, 2.3400)
+    token = f"fcm-{hal.id}"
+    register(api.notifications, hal.auth, platform=FCM, token=token, locale="en-GB", time_zone="Europe/Paris")
+    settings = api.notifications.GetNotificationSettings(notify_pb2.GetNotificationSettingsRequest(),
+                                                         metadata=hal.auth, timeout=TIMEOUT)
+    now = time.gmtime()
+    minute = now.tm_hour * 60 + now.tm_min
+    settings.time_zone = "UTC"
+    settings.quiet_hours.enabled = True
+    settings.quiet_hours.start_minute, settings.quiet_hours.end_minute = (minute - 10) % 1440, (minute + 120) % 1440
+    api.notifications.UpdateNotificationSettings(notify_pb2.UpdateNotificationSettingsRequest(settings=settings),
+                                                 metadata=hal.auth, timeout=TIMEOUT)
+    follow(api, hal, gil)
+    started = start(channel, gil, "yoga")
+    assert started.followers_notified
+
+    def state():
+        return cluster.psql(f"SELECT string_agg(state, ',') FROM notify.notifications WHERE kind = 'activity' "
+                            f"AND user_id = '{hal.id}'").strip()
+    eventually(lambda: state() == "pending", "Hal's notification held for quiet hours", SETTLE)
+    assert [card.broadcast_id for card in home_activities(channel, hal)] == [started.broadcast.broadcast_id]
+    wait = started.broadcast.expires_unix_ms / 1000 - time.time()
+    time.sleep(max(0.0, wait))
+    eventually(lambda: state() == "cancelled", "the notification dropped once the broadcast ended", SETTLE)
+    assert activity_pushes(fcm, token) == []
+    assert home_activities(channel, hal) == []  # expired
