@@ -100,7 +100,9 @@ struct GatewayTests {
             let home = try await harness.client.unary(
                 Kindred.Api.V1.HomeService.Method.getHome, Api.GetHomeRequest(), metadata: GatewayHarness.bearer(tokens))
             #expect(home.account?.username == "frank")
-            #expect(home.unavailableParts == ["profile", "community", "deck", "top_picks", "matches", "chat", "likes"])
+            #expect(
+                home.unavailableParts
+                    == ["profile", "community", "deck", "top_picks", "matches", "chat", "likes", "activities"])
 
             var bad = Api.GetHomeRequest()
             bad.deckPageSize = 500
