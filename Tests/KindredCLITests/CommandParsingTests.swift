@@ -122,4 +122,15 @@ import Testing
     func invalidGlobalOptions(arguments: [String]) {
         self.expectUsageError(arguments)
     }
+
+    @Test func workout() throws {
+        let start = try #require(
+            try KindredCommand.parseAsRoot(["workout", "start", "--activity", "running"]) as? WorkoutCommand.Start)
+        #expect(start.activity == "running")
+        #expect((try KindredCommand.parseAsRoot(["workout", "start"]) as? WorkoutCommand.Start)?.activity == "")
+        #expect(try KindredCommand.parseAsRoot(["workout", "stop"]) is WorkoutCommand.Stop)
+        let set = try #require(
+            try KindredCommand.parseAsRoot(["notifications", "set", "--activities", "off"]) as? NotificationsCommand.Set)
+        #expect(set.activities == .off)
+    }
 }
