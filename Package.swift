@@ -92,6 +92,8 @@ let package = Package(
         .target(name: "KindredPostgresTesting", dependencies: ["KindredPostgres", logging]),
         // Tests: blocking work (subprocesses, seconds of CPU) off the cooperative pool, for every test target.
         .target(name: "KindredTestSupport"),
+        // Texts per language chosen by a member's locale (notify's notifications, auth's mails); no dependencies.
+        .target(name: "KindredLocalization"),
 
         // Generated code: protobuf-c C files (CKindredProto) and Swift value types (KindredProto).
         .target(
@@ -156,7 +158,8 @@ let package = Package(
             name: "KindredAuth",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredPostgres",
-                "KindredArgon2", "KindredOpenSSL", "KindredIdentity", "KindredSMTP", logging, metrics,
+                "KindredArgon2", "KindredOpenSSL", "KindredIdentity", "KindredSMTP", "KindredLocalization", logging,
+                metrics,
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ] + nio,
             resources: [.copy("Resources")]
@@ -225,7 +228,8 @@ let package = Package(
             name: "KindredNotify",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredPostgres",
-                "KindredIdentity", "KindredOpenSSL", "KindredPush", "KindredHTTP2", logging, metrics,
+                "KindredIdentity", "KindredOpenSSL", "KindredPush", "KindredHTTP2", "KindredLocalization", logging,
+                metrics,
             ] + nio
         ),
         .executableTarget(name: "notify-server", dependencies: ["KindredNotify", "KindredServiceKit"]),
@@ -300,7 +304,7 @@ let package = Package(
             name: "KindredAuthTests",
             dependencies: [
                 "KindredAuth", "KindredPostgresTesting", "KindredGRPC", "KindredGRPCServices", "KindredProto",
-                "KindredIdentity", "KindredServiceKit", "KindredTestSupport",
+                "KindredIdentity", "KindredServiceKit", "KindredTestSupport", "KindredLocalization",
             ] + nio,
             exclude: ["python"]
         ),

@@ -30,7 +30,7 @@ enum AccountStatus: String, Sendable {
 struct AccountRecord: Sendable {
     static let columns = """
         id, community_id, email, email_verified, pending_email, username, password_hash, roles, status, \
-        created_at, last_sign_in_at, deactivated_at, deactivation_note
+        created_at, last_sign_in_at, deactivated_at, deactivation_note, locale
         """
 
     var id: String
@@ -46,6 +46,8 @@ struct AccountRecord: Sendable {
     var lastSignInAt: PostgresTimestamp?
     var deactivatedAt: PostgresTimestamp?
     var deactivationNote: String?
+    /// The BCP 47 tag given at sign-up: the language of the account's mails.
+    var locale: String
 
     init(_ row: PostgresRow) throws {
         self.id = try row.decode(String.self, at: 0)
@@ -61,6 +63,7 @@ struct AccountRecord: Sendable {
         self.lastSignInAt = try row.decode(PostgresTimestamp?.self, at: 10)
         self.deactivatedAt = try row.decode(PostgresTimestamp?.self, at: 11)
         self.deactivationNote = try row.decode(String?.self, at: 12)
+        self.locale = try row.decode(String.self, at: 13)
     }
 
     func proto(forAdmin: Bool = false) -> Kindred.Auth.V1.Account {

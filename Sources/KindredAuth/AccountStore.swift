@@ -108,16 +108,16 @@ struct AccountStore: Sendable {
         return try rows.first.map(AccountRecord.init)
     }
 
-    /// The id and status of the account with `email` in `community`, locked for update.
+    /// The id, status and locale of the account with `email` in `community`, locked for update.
     func lock(community: String, email: String, in transaction: PostgresTransaction) async throws
-        -> (id: String, status: AccountStatus)?
+        -> (id: String, status: AccountStatus, locale: String)?
     {
         let rows = try await transaction.query(
-            "SELECT id, status FROM accounts WHERE community_id = \(community) AND email = \(email) FOR UPDATE"
+            "SELECT id, status, locale FROM accounts WHERE community_id = \(community) AND email = \(email) FOR UPDATE"
         )
         guard let row = rows.first else { return nil }
-        let (id, status) = try row.decode((String, String).self)
-        return (id, try AccountStatus(stored: status))
+        let (id, status, locale) = try row.decode((String, String, String).self)
+        return (id, try AccountStatus(stored: status), locale)
     }
 
     /// The ids of the accounts with `email` (in `community` when given), locked for update.
@@ -139,12 +139,14 @@ struct AccountStore: Sendable {
         return try rows.first?.decode(String.self, at: 0)
     }
 
-    /// The id of the account holding `email` in `community`, if any.
-    func emailHolder(community: String, email: String, in transaction: PostgresTransaction) async throws -> String? {
+    /// The id and locale of the account holding `email` in `community`, if any.
+    func emailHolder(community: String, email: String, in transaction: PostgresTransaction) async throws
+        -> (id: String, locale: String)?
+    {
         let rows = try await transaction.query(
-            "SELECT id FROM accounts WHERE community_id = \(community) AND email = \(email)"
+            "SELECT id, locale FROM accounts WHERE community_id = \(community) AND email = \(email)"
         )
-        return try rows.first?.decode(String.self, at: 0)
+        return try rows.first.map { try $0.decode((String, String).self) }
     }
 
     /// Whether an admin other than `except` exists.

@@ -101,7 +101,12 @@ extension AuthService {
         try self.acquireMailQuota(address: "\(community):\(email)", context: context)
         let (token, hash) = try OpaqueToken.generate()
         try await self.database.withTransaction { transaction in
-            guard let (accountID, _) = try await self.accounts.lock(community: community, email: email, in: transaction)
+            guard
+                let (accountID, _, locale) = try await self.accounts.lock(
+                    community: community,
+                    email: email,
+                    in: transaction
+                )
             else { return }
             try await self.emailTokens.invalidate(accountID: accountID, purpose: .resetPassword, in: transaction)
             try await self.emailTokens.create(
@@ -112,7 +117,7 @@ extension AuthService {
                 in: transaction
             )
             try await self.mailOutbox.enqueue(
-                self.mail.passwordReset(to: email, token: token),
+                self.mail.passwordReset(to: email, locale: locale, token: token),
                 accountID: accountID,
                 in: transaction
             )
@@ -194,19 +199,19 @@ extension AuthService {
                 )
                 try await self.accounts.setPendingEmail(newEmail, id: account.id, in: transaction)
                 try await self.mailOutbox.enqueue(
-                    self.mail.emailChangeConfirmation(to: newEmail, token: token),
+                    self.mail.emailChangeConfirmation(to: newEmail, locale: account.locale, token: token),
                     accountID: account.id,
                     in: transaction
                 )
-            } else if holder != account.id {
+            } else if let holder, holder.id != account.id {
                 try await self.mailOutbox.enqueue(
-                    self.mail.addressInUseNotice(to: newEmail),
+                    self.mail.addressInUseNotice(to: newEmail, locale: holder.locale),
                     accountID: nil,
                     in: transaction
                 )
             }
             try await self.mailOutbox.enqueue(
-                self.mail.emailChangeNotice(to: account.email),
+                self.mail.emailChangeNotice(to: account.email, locale: account.locale),
                 accountID: account.id,
                 in: transaction
             )
@@ -233,7 +238,7 @@ extension AuthService {
                 )
             else { return .invalid }
             let holder = try await self.accounts.emailHolder(community: community, email: newEmail, in: transaction)
-            guard holder == nil || holder == accountID else { return .emailTaken }
+            guard holder == nil || holder?.id == accountID else { return .emailTaken }
             try await self.emailTokens.markUsed(hash: hash, in: transaction)
             try await self.accounts.confirmEmail(newEmail, id: accountID, in: transaction)
             return .done(newEmail)

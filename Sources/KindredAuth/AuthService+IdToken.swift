@@ -80,7 +80,7 @@ extension AuthService {
                 return .signedIn(tokens, account, created: false, linked: false)
             }
             if let email {
-                if let (id, _) = try await self.accounts.lock(community: community, email: email, in: transaction),
+                if let (id, _, _) = try await self.accounts.lock(community: community, email: email, in: transaction),
                     let account = try await self.accounts.lock(id: id, in: transaction)
                 {
                     guard account.status != .deactivated else { return .deactivated }

@@ -29,8 +29,10 @@ extension AuthService {
         }
     }
 
-    /// Replaces the account's pending verification tokens by a new one and queues the mail.
-    func issueVerification(_ transaction: PostgresTransaction, accountID: String, email: String) async throws {
+    /// Replaces the account's pending verification tokens by a new one and queues the mail (in `locale`).
+    func issueVerification(_ transaction: PostgresTransaction, accountID: String, email: String, locale: String)
+        async throws
+    {
         try await self.emailTokens.invalidate(accountID: accountID, purpose: .verifyEmail, in: transaction)
         let (token, hash) = try OpaqueToken.generate()
         let code = try EmailCodeSecret.generate()
@@ -43,7 +45,7 @@ extension AuthService {
             in: transaction
         )
         try await self.mailOutbox.enqueue(
-            self.mail.verification(to: email, token: token, code: code),
+            self.mail.verification(to: email, locale: locale, token: token, code: code),
             accountID: accountID,
             in: transaction
         )
@@ -54,12 +56,17 @@ extension AuthService {
     private func mailExistingAccount(_ transaction: PostgresTransaction, community: String, email: String) async throws
         -> Bool
     {
-        guard let (id, status) = try await self.accounts.lock(community: community, email: email, in: transaction)
+        guard
+            let (id, status, locale) = try await self.accounts.lock(community: community, email: email, in: transaction)
         else { return false }
         if status == .pending {
-            try await self.issueVerification(transaction, accountID: id, email: email)
+            try await self.issueVerification(transaction, accountID: id, email: email, locale: locale)
         } else {
-            try await self.mailOutbox.enqueue(self.mail.alreadyRegistered(to: email), accountID: id, in: transaction)
+            try await self.mailOutbox.enqueue(
+                self.mail.alreadyRegistered(to: email, locale: locale),
+                accountID: id,
+                in: transaction
+            )
         }
         return true
     }
@@ -97,6 +104,7 @@ extension AuthService {
         }
         let passwordHash = try await self.hasher.hash(request.password)
         let accountID = try UUIDv7.generate()
+        let locale = request.locale.isEmpty ? "en" : request.locale
         try await self.database.withTransaction { transaction in
             if try await self.mailExistingAccount(transaction, community: community, email: email) { return }
             // A username taken meanwhile (a concurrent sign-up) gets the same answer as a taken username above.
@@ -109,11 +117,11 @@ extension AuthService {
                     username: username,
                     passwordHash: passwordHash,
                     status: .pending,
-                    locale: request.locale.isEmpty ? "en" : request.locale
+                    locale: locale
                 ),
                 in: transaction
             )
-            try await self.issueVerification(transaction, accountID: accountID, email: email)
+            try await self.issueVerification(transaction, accountID: accountID, email: email, locale: locale)
         }
         self.mailRelayNudge()
         var response = Kindred.Auth.V1.SignUpResponse()
@@ -220,10 +228,12 @@ extension AuthService {
         let email = try Validation.email(request.email)
         try self.acquireMailQuota(address: "\(community):\(email)", context: context)
         try await self.database.withTransaction { transaction in
-            if let (id, status) = try await self.accounts.lock(community: community, email: email, in: transaction),
-                status == .pending
-            {
-                try await self.issueVerification(transaction, accountID: id, email: email)
+            if let (id, status, locale) = try await self.accounts.lock(
+                community: community,
+                email: email,
+                in: transaction
+            ), status == .pending {
+                try await self.issueVerification(transaction, accountID: id, email: email, locale: locale)
             }
         }
         self.mailRelayNudge()

@@ -1,7 +1,10 @@
+import KindredLocalization
+
 /// The texts of notifications per language, filled with what a notification may show: the other member's display
 /// name (from profile's cards), a count, and a message's text only where the member allowed it. Never an email
 /// address, a location or a birth date: nothing else reaches these templates. English is the fallback for a
-/// language without texts. Pure: `NotificationTemplatesTests` walks every kind and language.
+/// language without texts (`LocalizedTexts`, which auth's mails use too). Pure: `NotificationTemplatesTests` walks
+/// every kind and language.
 struct NotificationTemplates: Sendable {
     /// A rendered notification: the lock screen's title and body.
     struct Text: Sendable, Hashable {
@@ -34,7 +37,7 @@ struct NotificationTemplates: Sendable {
         let activity: @Sendable (String, String?) -> Text
     }
 
-    private static let languages: [String: Language] = [
+    private static let languages = LocalizedTexts<Language>([
         "en": Language(
             someone: "Someone",
             match: { Text(title: "It's a match!", body: "You and \($0) liked each other.") },
@@ -59,15 +62,14 @@ struct NotificationTemplates: Sendable {
                     title: "En pleine séance",
                     body: activity.map { "\(name) s'entraîne en ce moment : \($0)" } ?? "\(name) s'entraîne en ce moment")
             }),
-    ]
+    ])
 
     /// The languages with texts of their own.
-    static var languageCodes: [String] { Self.languages.keys.sorted() }
+    static var languageCodes: [String] { Self.languages.languageCodes }
 
     /// The text of `kind` for a device in `locale` (a BCP 47 tag; its language decides).
     static func render(_ kind: NotificationKind, locale: String, _ facts: Facts) -> Text {
-        let code = locale.split(separator: "-").first.map { $0.lowercased() } ?? "en"
-        let language = Self.languages[code] ?? Self.languages["en"]!
+        let language = Self.languages.texts(for: locale)
         let name = facts.name.flatMap { $0.isEmpty ? nil : $0 } ?? language.someone
         switch kind {
         case .newMatch:

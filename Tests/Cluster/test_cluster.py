@@ -260,6 +260,29 @@ def forged(token: str) -> str:
     return f"{header}.{payload}.{base64.urlsafe_b64encode(signature).rstrip(b'=').decode()}"
 
 
+def test_an_account_gets_its_mails_in_its_locale(cluster, accounts):
+    """Auth writes an account's mails in the language of the locale it signed up with (French here; English for
+    a language without texts), as the development SMTP sink receives them: the subject is decoded from its
+    RFC 2047 encoded-words, and the sink still finds the code in the French text."""
+    community = unique("e2e-")
+    french, german = f"{unique('fr-')}@example.com", f"{unique('de-')}@example.com"
+    accounts.SignUp(account_pb2.SignUpRequest(community_id=community, email=french, username=unique("fr_"),
+                                              password=PASSWORD, locale="fr-FR"), timeout=TIMEOUT)
+    accounts.SignUp(account_pb2.SignUpRequest(community_id=community, email=german, username=unique("de_"),
+                                              password=PASSWORD, locale="de-DE"), timeout=TIMEOUT)
+    body = cluster.wait_for_mail(french, subject="Confirmez votre adresse e-mail")
+    code = re.search(r"code dans l'application : (\d{6})", body)
+    assert code, body
+    sink_log = lambda: (cluster.run_dir / "logs" / "smtp-sink.log").read_text()
+    deadline = time.monotonic() + 10
+    while not (f"to={french} " in sink_log() and f"code={code.group(1)}" in sink_log()):
+        assert time.monotonic() < deadline, "the sink did not log the French mail's code"
+        time.sleep(0.05)
+    assert "code in the app" in cluster.wait_for_mail(german, subject="Confirm your email address")
+    accounts.VerifyEmail(account_pb2.VerifyEmailRequest(code=account_pb2.VerificationCode(
+        community_id=community, email=french, code=code.group(1))), timeout=TIMEOUT)
+
+
 def test_calls_without_a_valid_token_are_unauthenticated(accounts, signed_in):
     token = signed_in.tokens.access_token
     assert accounts.GetAccount(account_pb2.GetAccountRequest(), metadata=bearer(token), timeout=TIMEOUT).account

@@ -107,15 +107,19 @@ struct AuthHarness {
     }
 
     @discardableResult
-    func signUp(email: String, username: String, password: String = "correct horse battery", ip: String? = nil)
-        async throws
-        -> Kindred.Auth.V1.SignUpResponse
-    {
+    func signUp(
+        email: String,
+        username: String,
+        password: String = "correct horse battery",
+        locale: String = "",
+        ip: String? = nil
+    ) async throws -> Kindred.Auth.V1.SignUpResponse {
         var request = Kindred.Auth.V1.SignUpRequest()
         request.communityId = self.community
         request.email = email
         request.username = username
         request.password = password
+        request.locale = locale
         return try await self.call(Auth.signUp, request, ip: ip)
     }
 
