@@ -37,8 +37,9 @@ final class NotificationSender: Sendable {
     private let pausedUntil = Mutex<[DevicePlatform: ContinuousClock.Instant]>([:])
     private let counters: [String: Counter]
 
-    /// How long a claimed notification is left to this sender before another may take it.
-    static let lease: Duration = .seconds(60)
+    /// How long a claimed notification is left to this sender before another may take it
+    /// (`KINDRED_NOTIFY_SEND_LEASE_MS`).
+    let lease: Duration
     /// The first retry's delay, doubled per attempt up to `maxBackoff`; after `maxAttempts` it is failed.
     static let firstBackoff: Duration = .seconds(2)
     static let maxBackoff: Duration = .seconds(3600)
@@ -49,8 +50,8 @@ final class NotificationSender: Sendable {
 
     init(
         database: PostgresClient, providers: [DevicePlatform: any PushProvider], apnsTopic: String,
-        pollInterval: Duration, chat: ChatContextClient? = nil, names: MemberNames? = nil, metrics: any MetricsFactory,
-        logger: Logger
+        pollInterval: Duration, lease: Duration = .seconds(60), chat: ChatContextClient? = nil,
+        names: MemberNames? = nil, metrics: any MetricsFactory, logger: Logger
     ) {
         self.chat = chat
         self.names = names
@@ -58,6 +59,7 @@ final class NotificationSender: Sendable {
         self.providers = providers
         self.apnsTopic = apnsTopic
         self.pollInterval = pollInterval
+        self.lease = lease
         self.logger = logger
         var counters: [String: Counter] = [:]
         for platform in DevicePlatform.allCases {
@@ -74,7 +76,7 @@ final class NotificationSender: Sendable {
     func run() async {
         while !Task.isCancelled {
             do {
-                let due = try await self.notifications.claimDue(limit: 50, lease: Self.lease, in: self.database)
+                let due = try await self.notifications.claimDue(limit: 50, lease: self.lease, in: self.database)
                 for notification in due { try await self.send(notification) }
                 if due.isEmpty { try await Task.sleep(for: self.pollInterval) }
             } catch is CancellationError {

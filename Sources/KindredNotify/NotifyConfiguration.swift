@@ -48,6 +48,10 @@ public struct NotifyConfiguration: Sendable {
     /// `KINDRED_NOTIFY_SEND_POLL_MS` (int, 50..60000), default 500: how often the sender looks for due
     /// notifications when the queue was empty.
     public var sendPollInterval: Duration = .milliseconds(500)
+    /// `KINDRED_NOTIFY_SEND_LEASE_MS` (int, 1000..600000), default 60000: how long notifications the sender claimed
+    /// are its own. A sender that dies (kill -9) leaves them unsent or sent but not recorded; after the lease
+    /// another (or the restarted one) sends them again, with the same notification id (at least once).
+    public var sendLease: Duration = .seconds(60)
     /// `KINDRED_NOTIFY_MESSAGE_COLLAPSE_MS` (int, 0..60000), default 3000: how long a new message notification waits
     /// for more messages of its thread; they update it instead of queueing more (one push for a burst).
     public var messageCollapseWindow: Duration = .seconds(3)
@@ -82,6 +86,8 @@ public struct NotifyConfiguration: Sendable {
         self.webPush = try Self.webPush(reader)
         self.sendPollInterval = try reader.milliseconds(
             "KINDRED_NOTIFY_SEND_POLL_MS", default: self.sendPollInterval, in: 50...60_000)
+        self.sendLease = try reader.milliseconds(
+            "KINDRED_NOTIFY_SEND_LEASE_MS", default: self.sendLease, in: 1000...600_000)
         self.messageCollapseWindow = try reader.milliseconds(
             "KINDRED_NOTIFY_MESSAGE_COLLAPSE_MS", default: self.messageCollapseWindow, in: 0...60_000)
         self.likesDigestInterval = try reader.milliseconds(

@@ -53,8 +53,8 @@ public final class NotifyServer: ServiceServer {
             ? nil
             : NotificationSender(
                 database: self.database, providers: providers, apnsTopic: configuration.apns?.topic ?? "",
-                pollInterval: configuration.sendPollInterval, chat: self.chat, names: self.names, metrics: metrics.factory,
-                logger: logger)
+                pollInterval: configuration.sendPollInterval, lease: configuration.sendLease, chat: self.chat,
+                names: self.names, metrics: metrics.factory, logger: logger)
         if sender == nil { logger.info("notify: no push provider configured, notifications stay queued") }
         let webhooks = WebhookAdmin(
             settings: configuration.webhooks, database: self.database, access: self.auth.access,
@@ -71,6 +71,7 @@ public final class NotifyServer: ServiceServer {
         runner.background = self.auth.backgroundTasks + [
             BackgroundTask("session-sweep") { await service.sweepEndedSessions() },
             self.service.inbox.purgeTask(),
+            BackgroundTask("tombstone-purge") { await service.purgeTombstones() },
             BackgroundTask("webhook-sender") { await webhookSender.run() },
             BackgroundTask("webhook-purge") {
                 while !Task.isCancelled {

@@ -11,6 +11,9 @@ extension NotifyService {
     /// notification of the thread (`NotifyService+Messages.swift`); match's SwipeRecorded (a like) and
     /// ReportResolved feed the likes digest and the report outcome (`NotifyService+Digest.swift`); a block, an
     /// unmatch, a match and a deactivation take likes out of a waiting digest.
+    ///
+    /// Producers are not ordered with one another: an event naming a member whose AccountDeleted came first is
+    /// dropped (acknowledged, nothing stored), against the tombstone the deletion left (`DeletedMemberStore`).
     func deliverEvents(_ request: Kindred.Common.V1.DeliverEventsRequest, _ context: ServerContext) async throws
         -> Kindred.Common.V1.DeliverEventsResponse
     {
@@ -20,12 +23,18 @@ extension NotifyService {
     }
 
     func apply(_ event: Kindred.Common.V1.Event, in transaction: PostgresTransaction) async throws {
-        try await self.fanOutToWebhooks(event, in: transaction)
         let subject = event.userId.lowercased()
+        let isDeletion = if case .accountDeleted? = event.payload { true } else { false }
+        if !isDeletion, try await self.deletedMembers.containsAny(of: Self.members(namedBy: event), in: transaction) {
+            self.logger.debug("event about a deleted member dropped", metadata: ["event.id": "\(event.eventId)"])
+            return
+        }
+        try await self.fanOutToWebhooks(event, in: transaction)
         switch event.payload {
         case .accountDeleted?:
             guard UUIDv7.isValid(subject) else { return }
             try await self.erase(subject, in: transaction)
+            try await self.deletedMembers.record(subject, in: transaction)
         case .accountDeactivated?:
             guard UUIDv7.isValid(subject) else { return }
             try await self.notifications.cancelPending(involving: subject, in: transaction)
@@ -56,6 +65,33 @@ extension NotifyService {
             try await self.queueActivity(started, by: subject, in: transaction)
         default:
             break  // irrelevant here: acknowledged all the same
+        }
+    }
+
+    /// The members an event names (its subject and the other members of its payload), lowercased, valid ids only.
+    static func members(namedBy event: Kindred.Common.V1.Event) -> [String] {
+        var named = [event.userId]
+        switch event.payload {
+        case .matchCreated(let match)?: named += match.userIds
+        case .matchEnded(let ended)?: named += ended.userIds
+        case .messageSent(let message)?: named.append(message.recipientUserId)
+        case .swipeRecorded(let swipe)?: named.append(swipe.targetUserId)
+        case .userBlocked(let blocked)?: named.append(blocked.blockedUserId)
+        default: break
+        }
+        return Array(Set(named.map { $0.lowercased() }.filter(UUIDv7.isValid))).sorted()
+    }
+
+    /// Deletes tombstones of deleted members once no producer retries an event about them any more (older than the
+    /// inbox's retention of event ids), at start and every hour, until the server stops.
+    func purgeTombstones() async {
+        while !Task.isCancelled {
+            do {
+                try await self.deletedMembers.purge(olderThan: self.inbox.retention, in: self.database)
+            } catch {
+                self.logger.warning("tombstone purge failed", metadata: ["error.type": "\(type(of: error))"])
+            }
+            try? await Task.sleep(for: .seconds(3600))
         }
     }
 

@@ -28,6 +28,7 @@ public final class NotifyService: GRPCService, Sendable {
     let notifications = NotificationStore()
     let digests = DigestStore()
     let activityNotifications = ActivityNotificationStore()
+    let deletedMembers = DeletedMemberStore()
     /// How messages of one thread become one notification.
     var collapse: MessageCollapse { MessageCollapse(window: self.configuration.messageCollapseWindow) }
 

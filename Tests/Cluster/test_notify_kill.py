@@ -1,0 +1,109 @@
+"""kill -9 of notify-server in the middle of a burst of pushes, through the gateway, against the independent APNs
+peer of Tests/Peers (Python `h2`), which records every push it receives with its `apns-id`.
+
+Delivery is at least once with a stable id: each notification is pushed with its notification id as `apns-id`
+(a device or app dedupes on it), a push is recorded as delivered only after APNs answered 200, and a claimed
+notification whose sender died is taken again after its lease (KINDRED_NOTIFY_SEND_LEASE_MS). So after the kill
+every notification arrives, and the only push that may arrive twice is the one in flight at the kill (the peer
+had it, notify had not heard the answer), with the same id both times. The peer answers each push 200 ms late, so
+that a push is in flight most of the time, as with a slow provider."""
+
+import threading
+import time
+
+import grpc
+import pytest
+
+from acknowledged_writes import kill_server
+from cluster_harness import Cluster, assert_clean_stop
+from test_consent import Api as FitnessApi, Member as FitnessMember, follow, send
+from test_notify import APNS, eventually, register
+from test_notify_push import KEY_ID, TEAM_ID, TOPIC, apns_token, peers  # noqa: F401 (fixture)
+
+from kindred.api.v1 import notify_pb2_grpc  # noqa: E402
+
+LEASE_MS = 4000
+
+
+@pytest.fixture(scope="module")
+def cluster(peers):  # noqa: F811
+    folder, apns, _ = peers
+    running = Cluster(
+        KINDRED_ON_SERVER_EXIT="restart", KINDRED_NOTIFY_SEND_POLL_MS="100",
+        KINDRED_NOTIFY_SEND_LEASE_MS=str(LEASE_MS), KINDRED_NOTIFY_MESSAGE_COLLAPSE_MS="0",
+        KINDRED_CHAT_EVENT_POLL_MS="200",
+        KINDRED_NOTIFY_APNS_BASE_URL=f"https://127.0.0.1:{apns.port}",
+        KINDRED_NOTIFY_APNS_KEY_FILE=str(folder / "apns-key.p8"), KINDRED_NOTIFY_APNS_KEY_ID=KEY_ID,
+        KINDRED_NOTIFY_APNS_TEAM_ID=TEAM_ID, KINDRED_NOTIFY_APNS_TOPIC=TOPIC,
+        KINDRED_NOTIFY_APNS_CA_FILE=str(folder / "ca.pem"), args=("--no-push-peers",))
+    yield running
+    assert_clean_stop(running, running.pids())  # the restarted notify stops as cleanly as the first one
+
+
+def test_kill_9_of_notify_mid_burst_loses_no_push_and_repeats_none_under_another_id(cluster, peers):  # noqa: F811
+    _, apns, _ = peers
+    apns.set_rules({"*": {"delay_ms": 200}})
+    with grpc.insecure_channel(cluster.gateway) as channel:
+        api, stub = FitnessApi(channel), notify_pb2_grpc.NotificationServiceStub(channel)
+        hub = FitnessMember(cluster, api, "Ann", 48.8566, 2.3522)
+        others = [FitnessMember(cluster, api, name, 48.8600 + i / 1000, 2.3400) for i, name in
+                  enumerate(("Bob", "Cat", "Dan"))]
+        members = [hub] + others
+        tokens = {member.id: apns_token() for member in members}
+        for member in members:
+            register(stub, member.auth, platform=APNS, token=tokens[member.id])
+        threads = {other.id: follow(api, hub, other).match.match_id for other in others}
+
+        def received():
+            """Pushes the peer accepted for these devices: (device token, apns-id), in arrival order."""
+            wanted = set(tokens.values())
+            return [(entry["device"], entry["headers"]["apns-id"]) for entry in apns.entries()
+                    if entry.get("device") in wanted and entry.get("accepted")]
+
+        # The burst: messages both ways in three threads, faster than the slowed sender pushes them.
+        stop = threading.Event()
+        sent = []
+
+        def chatter():
+            while not stop.is_set() and len(sent) < 90:
+                other = others[len(sent) % 3]
+                sender, thread = (hub, threads[other.id]) if len(sent) % 2 else (other, threads[other.id])
+                try:
+                    send(api, sender, thread, f"message {len(sent)}")
+                    sent.append(sender.id)
+                except grpc.RpcError as error:
+                    sent.append(f"failed: {error.code()}")
+                time.sleep(0.03)
+
+        writer = threading.Thread(target=chatter)
+        writer.start()
+        try:
+            eventually(lambda: len(received()) >= 5, "the burst's first pushes", 60)
+            before = len(received())
+            kill_server(cluster, "notify")  # returns once run-cluster restarted it and it is healthy
+        finally:
+            writer.join(60)
+            stop.set()
+        assert not [entry for entry in sent if entry.startswith("failed")], sent
+
+    users = ", ".join(f"'{member.id}'" for member in members)
+
+    def settled():
+        return cluster.psql(f"SELECT count(*) FROM notify.notifications WHERE user_id IN ({users}) "
+                            "AND state <> 'sent'") == "0"
+
+    eventually(settled, "every notification sent after the restart", 90)
+    time.sleep(1)  # a push sent twice would show by now
+    expected = set(cluster.psql(f"SELECT notification_id FROM notify.notifications WHERE user_id IN ({users})")
+                   .split())
+    pushes = received()
+    ids = [apns_id for _, apns_id in pushes]
+    duplicates = len(ids) - len(set(ids))
+    print(f"\nnotify kill -9 after {before} of {len(pushes)} pushes: {len(expected)} notifications, "
+          f"{len(sent)} messages, {duplicates} pushed twice (same apns-id)")
+    assert len(expected) >= 6 + 10, "the burst was too small to mean anything"
+    assert len(pushes) > before, "nothing was pushed after the restart"
+    assert set(ids) == expected  # every notification arrived, and nothing under an id notify does not know
+    assert duplicates <= 1, pushes  # at most the push in flight at the kill, under its own id
+    for device, apns_id in pushes:  # each id went to one device only
+        assert {d for d, i in pushes if i == apns_id} == {device}
