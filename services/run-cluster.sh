@@ -5,11 +5,12 @@
 #   3. starts a private PostgreSQL (data in $KINDRED_DATA_DIR/postgres, kept between runs; unix socket only,
 #      in a private folder), creates the database and one role per service with tables
 #      (services/postgres/init-roles.sh, shared with compose.yaml), runs every server's migrations as its role;
-#   4. starts a development SMTP sink (services/smtp-sink): mails become files, codes appear in its log;
+#   4. starts a development SMTP sink (services/smtp-sink): mails become files, codes appear in its log; and
+#      local APNs, FCM and Web Push peers (Tests/Peers): pushes are checked and recorded instead of leaving the machine;
 #   5. starts every server that exists (auth, ..., then the gateway), each waited for until SERVING;
 #   6. prints "Kindred is up: gateway at 127.0.0.1:<port>", then watches: a server that dies stops the cluster.
-# Ctrl-C/SIGTERM: servers get SIGTERM (gateway first; each drains and exits 0), then the sink, then
-# PostgreSQL (fast shutdown); exit 0 when all of them stopped cleanly.
+# Ctrl-C/SIGTERM: servers get SIGTERM (gateway first; each drains and exits 0), then the push peers and the sink,
+# then PostgreSQL (fast shutdown); exit 0 when all of them stopped cleanly.
 #
 # Settings (environment; defaults in services/cluster.env):
 #   KINDRED_BIN_DIR       folder with <server>-server binaries and kindred; set = no build
@@ -22,11 +23,12 @@
 #   KINDRED_POSTGRES_SETTINGS  extra postgresql.conf lines (benchmarks: pg_stat_statements; default none)
 #   KINDRED_PORT_BASE     gRPC port of the gateway; server i of KINDRED_SERVERS gets base+i, admin base+100+i
 #   KINDRED_SMTP_PORT     SMTP sink port (default 2525)
+#   The push peers listen on port base + 300 (APNs), + 301 (FCM) and + 302 (Web Push).
 #   KINDRED_START_TIMEOUT seconds each step may take to come up (default 60)
 #   KINDRED_ON_SERVER_EXIT  stop (default): a server exiting on its own stops the cluster; keep: the rest runs on;
 #                         restart: it is started again, and so is PostgreSQL (fault tests)
 #   KINDRED_LOG_LEVEL, KINDRED_LOG_FORMAT and any KINDRED_<SERVICE>_* setting not set here pass through.
-# $KINDRED_CLUSTER_DIR/pids lists "name pid" per line (run-cluster, postgres, smtp-sink, auth, gateway, ...).
+# $KINDRED_CLUSTER_DIR/pids lists "name pid" per line (run-cluster, postgres, smtp-sink, apns-peer, auth, ...).
 #
 # --demo: a cluster to try: the per-address limits on sign-ups and calls are lifted (every demo member signs up
 # from 127.0.0.1; settings given in the environment win), and once the cluster is up it runs
@@ -35,19 +37,28 @@
 # them), prints how to sign in as one of them and "Demo ready.", then keeps running as usual.
 #   KINDRED_DEMO_SEED     seed number (default 1)       KINDRED_DEMO_MEMBERS  how many members (default 300)
 #
-# --web-push-peer: Web Push goes to a local push service instead of the browsers' ones: Tests/Peers/webpush_peer.py
-# (throwaway CA and VAPID key in $KINDRED_CLUSTER_DIR/push), which hands out subscriptions at /subscribe, checks
-# each push's VAPID token, decrypts it and appends it to $KINDRED_CLUSTER_DIR/logs/webpush-peer.jsonl.
+# Push peers (development, on by default): notify sends to local peers with throwaway keys made for the run
+# (CA, .p8 key, service-account key, VAPID key in $KINDRED_CLUSTER_DIR/push), each of which checks every push as the
+# real service would and appends it to $KINDRED_CLUSTER_DIR/logs/<peer>.jsonl, as the sink does for mail:
+#   apns-peer (Tests/Peers/apns_peer.py): the provider token (ES256), topic dev.kindred.app, headers and payload;
+#   fcm-peer (fcm_peer.py): the service account's RS256 grant, then messages:send of project kindred-dev;
+#   webpush-peer (webpush_peer.py): hands out subscriptions at /subscribe, checks VAPID, decrypts each push.
+# A provider whose key is set in the environment (KINDRED_NOTIFY_APNS_KEY_FILE, KINDRED_NOTIFY_FCM_SERVICE_ACCOUNT_FILE,
+# KINDRED_NOTIFY_WEB_PUSH_VAPID_KEY_FILE, with the settings services/notify/README.md lists) goes where the
+# environment says, and its peer is not started.
+# --no-push-peers: no peer; notify uses the providers the environment configures and skips the others.
+# --web-push-peer: the same as the default (all three peers).
 set -euo pipefail
 
 DEMO=""
-WEB_PUSH_PEER=""
+PUSH_PEERS=1
 for argument in "$@"; do
     case "$argument" in
         --demo) DEMO=1 ;;
-        --web-push-peer) WEB_PUSH_PEER=1 ;;
+        --push-peers | --web-push-peer) PUSH_PEERS=1 ;;
+        --no-push-peers) PUSH_PEERS="" ;;
         -h | --help) sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-        *) printf 'run-cluster: unknown argument %s (usage: run-cluster.sh [--demo] [--web-push-peer])\n' "$argument" >&2; exit 2 ;;
+        *) printf 'run-cluster: unknown argument %s (usage: run-cluster.sh [--demo] [--no-push-peers])\n' "$argument" >&2; exit 2 ;;
     esac
 done
 
@@ -72,7 +83,7 @@ done
 CLUSTER_DIR="$(absolute "${KINDRED_CLUSTER_DIR:-.cluster}")"
 DATA_DIR="$(absolute "${KINDRED_DATA_DIR:-.data}")"
 LOG_DIR="$CLUSTER_DIR/logs"
-PUSH_DIR="$CLUSTER_DIR/push" # --web-push-peer's keys
+PUSH_DIR="$CLUSTER_DIR/push" # the push peers' throwaway keys
 MAIL_DIR="$CLUSTER_DIR/mail"
 PIDS="$CLUSTER_DIR/pids"
 read -r -a SERVERS <<<"$KINDRED_SERVERS"
@@ -141,7 +152,7 @@ if [ -f "$PIDS" ]; then
             run-cluster) continue ;;
             postgres) is_ours "$pid" postgres || continue ;;
             smtp-sink) is_ours "$pid" smtp_sink.py || continue ;;
-            webpush-peer) is_ours "$pid" webpush_peer.py || continue ;;
+            apns-peer | fcm-peer | webpush-peer) is_ours "$pid" "${name%-peer}_peer.py" || continue ;;
             *) is_ours "$pid" "$name-server" || continue ;;
         esac
         say "Stopping $name (pid $pid), left over from a cluster that did not stop cleanly"
@@ -201,13 +212,29 @@ for name in "${RUNNING_ORDER[@]}"; do
 done
 port_taken "$SMTP_PORT" && fail "port $SMTP_PORT (SMTP sink) is in use: set KINDRED_SMTP_PORT"
 
+# The push peers to start: all unless --no-push-peers, less those whose provider the environment configures.
+PEERS=()
+if [ -n "$PUSH_PEERS" ]; then
+    [ -n "${KINDRED_NOTIFY_APNS_KEY_FILE:-}" ] || PEERS+=(apns)
+    [ -n "${KINDRED_NOTIFY_FCM_SERVICE_ACCOUNT_FILE:-}" ] || PEERS+=(fcm)
+    [ -n "${KINDRED_NOTIFY_WEB_PUSH_VAPID_KEY_FILE:-}" ] || PEERS+=(webpush)
+fi
+peer_port() { # peer_port apns|fcm|webpush
+    case "$1" in apns) echo $((PORT_BASE + 300)) ;; fcm) echo $((PORT_BASE + 301)) ;; *) echo $((PORT_BASE + 302)) ;; esac
+}
+has_peer() { [[ " ${PEERS[*]} " == *" $1 "* ]]; }
+for peer in "${PEERS[@]}"; do
+    port_taken "$(peer_port "$peer")" \
+        && fail "port $(peer_port "$peer") ($peer-peer) is in use: set KINDRED_PORT_BASE, or run with --no-push-peers"
+done
+
 # ---------------------------------------------------------------------------------------------------------
 # Shutdown: reverse start order, each bounded; a second Ctrl-C skips the waiting (SIGKILL).
 SERVER_PIDS=() # "name pid", in start order
 declare -A EXITED=() # name -> exit status, of servers that exited while the cluster ran
 ON_SERVER_EXIT="${KINDRED_ON_SERVER_EXIT:-stop}"
 SINK_PID=""
-PEER_PID=""
+PEER_PIDS=() # "name pid" of the push peers
 PG_STARTED=""
 STOPPING=""
 FORCE=""
@@ -245,10 +272,11 @@ stop_all() { # stop_all EXIT_STATUS
             status=1
         fi
     done
-    if [ -n "$PEER_PID" ]; then
-        stop_process webpush-peer "$PEER_PID" TERM
-        say "  webpush-peer stopped"
-    fi
+    for entry in "${PEER_PIDS[@]}"; do
+        read -r name pid <<<"$entry"
+        stop_process "$name" "$pid" TERM
+        say "  $name stopped"
+    done
     if [ -n "$SINK_PID" ]; then
         stop_process smtp-sink "$SINK_PID" TERM
         if [ "$STOP_STATUS" = 0 ]; then
@@ -461,14 +489,30 @@ server_env_chat() {
 server_env_notify() {
     SERVER_ENV+=(KINDRED_NOTIFY_SERVICE_SECRET="$(secret notify)" KINDRED_NOTIFY_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
         KINDRED_NOTIFY_CHAT_ADDRESS="127.0.0.1:$(port_of chat)" KINDRED_NOTIFY_PROFILE_ADDRESS="127.0.0.1:$(port_of profile)")
-    [ -z "$WEB_PUSH_PEER" ] || web_push_peer_env
+    push_peers_env
 }
-# Notify's settings for the development Web Push peer (--web-push-peer only; compose has no such peer).
-web_push_peer_env() {
-    SERVER_ENV+=(KINDRED_NOTIFY_WEB_PUSH_VAPID_KEY_FILE="$PUSH_DIR/vapid-key.pem"
-        KINDRED_NOTIFY_WEB_PUSH_SUBJECT="mailto:dev@localhost" KINDRED_NOTIFY_WEB_PUSH_CA_FILE="$PUSH_DIR/ca.pem"
-        KINDRED_NOTIFY_WEB_PUSH_HOSTS="localhost")
+# Notify's settings for the push peers this run starts (compose has no such peers).
+push_peers_env() {
+    if has_peer apns; then
+        SERVER_ENV+=(KINDRED_NOTIFY_APNS_BASE_URL="https://127.0.0.1:$(peer_port apns)"
+            KINDRED_NOTIFY_APNS_KEY_FILE="$PUSH_DIR/apns-key.p8" KINDRED_NOTIFY_APNS_KEY_ID="$APNS_PEER_KEY_ID"
+            KINDRED_NOTIFY_APNS_TEAM_ID="$APNS_PEER_TEAM_ID" KINDRED_NOTIFY_APNS_TOPIC="$APNS_PEER_TOPIC"
+            KINDRED_NOTIFY_APNS_CA_FILE="$PUSH_DIR/ca.pem")
+    fi
+    if has_peer fcm; then
+        SERVER_ENV+=(KINDRED_NOTIFY_FCM_SERVICE_ACCOUNT_FILE="$PUSH_DIR/fcm-service-account.json"
+            KINDRED_NOTIFY_FCM_BASE_URL="https://127.0.0.1:$(peer_port fcm)" KINDRED_NOTIFY_FCM_CA_FILE="$PUSH_DIR/ca.pem")
+    fi
+    if has_peer webpush; then
+        SERVER_ENV+=(KINDRED_NOTIFY_WEB_PUSH_VAPID_KEY_FILE="$PUSH_DIR/vapid-key.pem"
+            KINDRED_NOTIFY_WEB_PUSH_SUBJECT="mailto:dev@localhost" KINDRED_NOTIFY_WEB_PUSH_CA_FILE="$PUSH_DIR/ca.pem"
+            KINDRED_NOTIFY_WEB_PUSH_HOSTS="localhost")
+    fi
 }
+APNS_PEER_KEY_ID=KINDREDDEV
+APNS_PEER_TEAM_ID=KINDREDDEV
+APNS_PEER_TOPIC=dev.kindred.app
+FCM_PEER_PROJECT=kindred-dev
 server_env_gateway() {
     local name
     SERVER_ENV+=(KINDRED_GATEWAY_SERVICE_SECRET="$(secret gateway)")
@@ -510,18 +554,36 @@ record_pid smtp-sink "$SINK_PID"
 WAIT_PID=$SINK_PID wait_until grep -q '^LISTENING' "$LOG_DIR/smtp-sink.log" \
     || startup_failed "the SMTP sink did not start" "$LOG_DIR/smtp-sink.log"
 
-# The local Web Push service (--web-push-peer), with throwaway keys made for this run.
-if [ -n "$WEB_PUSH_PEER" ]; then
-    python3 Tests/Peers/push_test_keys.py "$PUSH_DIR" >/dev/null 9>&- || fail "could not make the push peers' keys"
-    setsid python3 Tests/Peers/webpush_peer.py --cert "$PUSH_DIR/server.pem" --key "$PUSH_DIR/server-key.pem" \
-        --vapid-public-key "$PUSH_DIR/vapid-key.pub.pem" --record "$LOG_DIR/webpush-peer.jsonl" \
-        >"$LOG_DIR/webpush-peer.log" 2>&1 9>&- </dev/null &
-    PEER_PID=$!
-    record_pid webpush-peer "$PEER_PID"
-    WAIT_PID=$PEER_PID wait_until grep -q '^LISTENING' "$LOG_DIR/webpush-peer.log" \
-        || startup_failed "the Web Push peer did not start" "$LOG_DIR/webpush-peer.log"
-    say "Started the Web Push peer (pid $PEER_PID): https://localhost:$(awk '/^LISTENING/ {print $2}' "$LOG_DIR/webpush-peer.log")/subscribe"
+# The push peers, with throwaway keys made for this run; all started, then each waited for.
+if [ ${#PEERS[@]} -gt 0 ]; then
+    FCM_TOKEN_URI="https://127.0.0.1:$(peer_port fcm)/token"
+    python3 Tests/Peers/push_test_keys.py "$PUSH_DIR" --token-uri "$FCM_TOKEN_URI" --project "$FCM_PEER_PROJECT" \
+        >/dev/null 9>&- || fail "could not make the push peers' keys"
 fi
+for peer in "${PEERS[@]}"; do
+    case "$peer" in
+        apns) arguments=(--public-key "$PUSH_DIR/apns-key.pub.pem" --key-id "$APNS_PEER_KEY_ID"
+            --team-id "$APNS_PEER_TEAM_ID" --topic "$APNS_PEER_TOPIC") ;;
+        fcm) arguments=(--public-key "$PUSH_DIR/fcm-service-account.pub.pem" --token-uri "$FCM_TOKEN_URI"
+            --client-email "push@$FCM_PEER_PROJECT.iam.gserviceaccount.com" --project "$FCM_PEER_PROJECT") ;;
+        webpush) arguments=(--vapid-public-key "$PUSH_DIR/vapid-key.pub.pem") ;;
+    esac
+    setsid python3 "Tests/Peers/${peer}_peer.py" --port "$(peer_port "$peer")" --cert "$PUSH_DIR/server.pem" \
+        --key "$PUSH_DIR/server-key.pem" --record "$LOG_DIR/$peer-peer.jsonl" "${arguments[@]}" \
+        >"$LOG_DIR/$peer-peer.log" 2>&1 9>&- </dev/null &
+    PEER_PIDS+=("$peer-peer $!")
+    record_pid "$peer-peer" "$!"
+done
+for entry in "${PEER_PIDS[@]}"; do
+    read -r name pid <<<"$entry"
+    WAIT_PID=$pid wait_until grep -q '^LISTENING' "$LOG_DIR/$name.log" \
+        || startup_failed "the push peer $name did not start" "$LOG_DIR/$name.log"
+    case "$name" in
+        apns-peer) say "Started the APNs peer (pid $pid): https://127.0.0.1:$(peer_port apns), topic $APNS_PEER_TOPIC" ;;
+        fcm-peer) say "Started the FCM peer (pid $pid): https://127.0.0.1:$(peer_port fcm), project $FCM_PEER_PROJECT" ;;
+        webpush-peer) say "Started the Web Push peer (pid $pid): https://localhost:$(peer_port webpush)/subscribe" ;;
+    esac
+done
 
 for name in "${RUNNING_ORDER[@]}"; do
     server_env "$name"
@@ -540,6 +602,15 @@ for name in "${RUNNING_ORDER[@]}"; do
 done
 
 # ---------------------------------------------------------------------------------------------------------
+push_summary() { # where notifications land, for the summary below
+    local peer files=()
+    for peer in "${PEERS[@]}"; do files+=("$LOG_DIR/$peer-peer.jsonl"); done
+    if [ ${#files[@]} -gt 0 ]; then
+        printf '%s (each push a local peer received, checked; Web Push decrypted)' "${files[*]}"
+    else
+        printf 'no local push peers (--no-push-peers or providers set in the environment)'
+    fi
+}
 if [[ " ${RUNNING_ORDER[*]} " == *" gateway "* ]]; then
     say "Kindred is up: gateway at 127.0.0.1:$(port_of gateway)"
     say "  web app: http://127.0.0.1:$(media_port)/app/ (open it in a browser)"
@@ -549,7 +620,7 @@ fi
 cat <<EOF
   logs:  $LOG_DIR/<server>.log (postgres.log, smtp-sink.log)
   mail:  $MAIL_DIR (one .eml per mail; smtp-sink.log shows each mail's code)
-  push:  $LOG_DIR/webpush-peer.jsonl (with --web-push-peer: each Web Push, decrypted)
+  push:  $(push_summary)
   pids:  $PIDS
   db:    $PG_BIN/psql "postgresql://postgres@/$KINDRED_DATABASE?host=$(urlencode_path "$PG_SOCKET")"
   try:   export PATH="$BIN:\$PATH" KINDRED_GATEWAY=127.0.0.1:$(port_of gateway)
@@ -606,7 +677,7 @@ if [ -n "$DEMO" ]; then
 fi
 
 # Watch. A server that exits on its own stops the cluster (exit 1), unless KINDRED_ON_SERVER_EXIT=keep: then the
-# others keep running (tests stop one server on purpose). The sink or PostgreSQL dying always stops it.
+# others keep running (tests stop one server on purpose). A push peer, the sink or PostgreSQL dying always stops it.
 while true; do
     for entry in "${SERVER_PIDS[@]}"; do
         read -r name pid <<<"$entry"
@@ -620,7 +691,7 @@ while true; do
         [ "$ON_SERVER_EXIT" = keep ] || stop_all 1
         say "run-cluster: the other servers keep running (KINDRED_ON_SERVER_EXIT=keep)" >&2
     done
-    for entry in "smtp-sink $SINK_PID" "postgres $(head -n 1 "$PG_DATA/postmaster.pid" 2>/dev/null || echo 0)"; do
+    for entry in "${PEER_PIDS[@]}" "smtp-sink $SINK_PID" "postgres $(head -n 1 "$PG_DATA/postmaster.pid" 2>/dev/null || echo 0)"; do
         read -r name pid <<<"$entry"
         if ! alive "$pid"; then
             say "run-cluster: $name (pid $pid) exited unexpectedly; last lines of its log:" >&2

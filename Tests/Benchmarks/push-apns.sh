@@ -7,13 +7,16 @@
 #      likely the bottleneck;
 # with the CPU time per push of the driver (client) and of the peer.
 # Usage: Tests/Benchmarks/push-apns.sh [seconds per run (default 10)] [connections for the "several" run (4)]
+# KINDRED_BUILD_PATH: the SwiftPM scratch path of the release build (default .build).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SECONDS_PER_RUN=${1:-10}
 SEVERAL=${2:-4}
 
-swift build -c release --product kindred-push-bench >/dev/null
-BIN="$(swift build -c release --show-bin-path)"
+BUILD=(swift build -c release)
+[ -n "${KINDRED_BUILD_PATH:-}" ] && BUILD+=(--scratch-path "$KINDRED_BUILD_PATH")  # as run-cluster.sh takes it
+"${BUILD[@]}" --product kindred-push-bench >/dev/null
+BIN="$("${BUILD[@]}" --show-bin-path)"
 WORK="$(mktemp -d /tmp/kindred-push-bench.XXXXXX)"
 python3 Tests/Peers/push_test_keys.py "$WORK" >/dev/null
 python3 Tests/Peers/apns_peer.py --cert "$WORK/server.pem" --key "$WORK/server-key.pem" \

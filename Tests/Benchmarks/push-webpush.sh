@@ -6,14 +6,17 @@
 # delivered, p50/p99 from send to outcome, and the CPU time per push of the driver (client) and of the peer.
 # Usage: Tests/Benchmarks/push-webpush.sh [seconds per run (default 10)] [connections for the "several" run (4)]
 # KINDRED_BENCH_CONFIGURATION=debug measures the debug build instead of building for release.
+# KINDRED_BUILD_PATH: the SwiftPM scratch path of the build (default .build).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SECONDS_PER_RUN=${1:-10}
 SEVERAL=${2:-4}
 CONFIGURATION=${KINDRED_BENCH_CONFIGURATION:-release}
 
-swift build -c "$CONFIGURATION" --product kindred-push-bench >/dev/null
-BIN="$(swift build -c "$CONFIGURATION" --show-bin-path)"
+BUILD=(swift build -c "$CONFIGURATION")
+[ -n "${KINDRED_BUILD_PATH:-}" ] && BUILD+=(--scratch-path "$KINDRED_BUILD_PATH")  # as run-cluster.sh takes it
+"${BUILD[@]}" --product kindred-push-bench >/dev/null
+BIN="$("${BUILD[@]}" --show-bin-path)"
 WORK="$(mktemp -d /tmp/kindred-webpush-bench.XXXXXX)"
 python3 Tests/Peers/push_test_keys.py "$WORK" >/dev/null
 python3 Tests/Peers/webpush_peer.py --cert "$WORK/server.pem" --key "$WORK/server-key.pem" \

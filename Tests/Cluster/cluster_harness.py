@@ -77,13 +77,14 @@ def free_port_base() -> tuple:
     below the kernel's ephemeral range (ip_local_port_range, 32768 and up by default): a port chosen inside it could
     be taken by any outgoing connection (to PostgreSQL, between the services) before the cluster binds it."""
     first_ephemeral = ephemeral_port_range()[0]
-    highest_base = min(first_ephemeral, 65536) - 2 * ADMIN_PORT_OFFSET - 10
+    highest_base = min(first_ephemeral, 65536) - 3 * ADMIN_PORT_OFFSET - 10
     for _ in range(200):
         base = 20050 + 10 * random.randrange(0, max(1, (highest_base - 20050) // 10))
         ports = [base + i for i in range(len(SERVERS))] + [base + ADMIN_PORT_OFFSET + i for i in range(len(SERVERS))]
         smtp = base + ADMIN_PORT_OFFSET + 50
         media = base + 2 * ADMIN_PORT_OFFSET  # the gateway's media port (run-cluster.sh: port base + 200)
-        if all(port_is_free(p) for p in ports + [smtp, media]):
+        push_peers = [base + 3 * ADMIN_PORT_OFFSET + i for i in range(3)]  # APNs, FCM, Web Push: base + 300..302
+        if all(port_is_free(p) for p in ports + [smtp, media] + push_peers):
             return base, smtp
     raise RuntimeError("no free port range found")
 

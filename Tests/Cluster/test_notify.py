@@ -25,7 +25,8 @@ SETTLE = 15  # seconds: the bound for a session end to reach notify and its swee
 
 @pytest.fixture(scope="module")
 def cluster():
-    running = Cluster(KINDRED_NOTIFY_SESSION_SWEEP_MS="200")
+    # No push provider (no local peers either): notifications stay queued, so the tests can read the queue.
+    running = Cluster(KINDRED_NOTIFY_SESSION_SWEEP_MS="200", args=("--no-push-peers",))
     assert "notify" in running.servers()
     pids = running.pids()
     yield running

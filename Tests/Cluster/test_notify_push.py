@@ -264,36 +264,54 @@ def test_a_subscription_its_push_service_calls_gone_is_removed(cluster, api, stu
     assert [entry["status"] for entry in webpush.entries() if entry.get("subscription") == subscription["id"]] == [410]
 
 
-def test_run_cluster_with_its_web_push_peer_delivers_to_a_browser_subscription():
-    """`run-cluster.sh --web-push-peer` (development): a local push service with throwaway keys, notify configured
-    for it, every push recorded decrypted in logs/webpush-peer.jsonl; Ctrl-C stops the peer with the rest."""
+def test_run_cluster_starts_its_push_peers_and_each_platform_lands_there():
+    """`run-cluster.sh` (development) starts the local APNs, FCM and Web Push peers with throwaway keys and points
+    notify at them: a match between an iPhone and a browser, and one between an Android phone and the same
+    iPhone, land in logs/apns-peer.jsonl, fcm-peer.jsonl and webpush-peer.jsonl, each checked by its peer (the
+    provider token, the service account's grant, VAPID and decryption); the summary says where pushes land, and
+    Ctrl-C stops the peers with the rest. `--no-push-peers` (the queue tests in test_notify.py) starts none."""
     import grpc
     from kindred.api.v1 import notify_pb2, notify_pb2_grpc
-    running = Cluster(args=("--web-push-peer",))
+    running = Cluster()
     pids = running.pids()
     try:
-        assert "webpush-peer" in pids
+        assert {"apns-peer", "fcm-peer", "webpush-peer"} <= set(pids)
+        logs = running.run_dir / "logs"
+        summary = next(line for line in running.lines if line.strip().startswith("push:"))
+        for name in ("apns-peer", "fcm-peer", "webpush-peer"):
+            assert str(logs / f"{name}.jsonl") in summary, summary
         line = next(line for line in running.lines if line.startswith("Started the Web Push peer"))
         port = int(line.rsplit(":", 1)[1].split("/")[0])
-        record = running.run_dir / "logs" / "webpush-peer.jsonl"
+        assert port == running.base + 302
+
+        def recorded(name, key, value):
+            path = logs / f"{name}.jsonl"
+            if not path.exists():
+                return []
+            return [entry for entry in map(json.loads, path.read_text().splitlines()) if entry.get(key) == value]
+
         with grpc.insecure_channel(running.gateway) as channel:
             api, stub = FitnessApi(channel), notify_pb2_grpc.NotificationServiceStub(channel)
             ann = FitnessMember(running, api, "Ann", 48.8566, 2.3522)
             bob = FitnessMember(running, api, "Bob", 48.8600, 2.3400)
+            cat = FitnessMember(running, api, "Cat", 48.8610, 2.3410)
+            ann_token, cat_token = apns_token(), f"fcm-{cat.id}"
             subscription = subscribe(port, running.run_dir / "push")
-            register(stub, ann.auth, platform=WEB_PUSH,
+            register(stub, ann.auth, platform=APNS, token=ann_token)
+            register(stub, bob.auth, platform=WEB_PUSH,
                      web_push=notify_pb2.WebPushSubscription(endpoint=subscription["endpoint"],
                                                              p256dh=subscription["p256dh"], auth=subscription["auth"]))
+            register(stub, cat.auth, platform=FCM, token=cat_token)
             assert follow(api, ann, bob).match.match_id
-
-            def pushes():
-                if not record.exists():
-                    return []
-                return [json.loads(entry) for entry in record.read_text().splitlines()
-                        if json.loads(entry).get("subscription") == subscription["id"]]
-
-            eventually(lambda: pushes(), "a push at the cluster's Web Push peer", SETTLE)
-            [push] = pushes()
-            assert push["accepted"] and push["payload"]["data"]["kind"] == "new_match"
+            assert follow(api, cat, ann).match.match_id
+            eventually(lambda: len(recorded("apns-peer", "device", ann_token)) == 2
+                       and recorded("webpush-peer", "subscription", subscription["id"])
+                       and recorded("fcm-peer", "registration_token", cat_token),
+                       "pushes at the cluster's three peers", SETTLE)
+            for entry in (recorded("apns-peer", "device", ann_token) + recorded("fcm-peer", "registration_token", cat_token)
+                          + recorded("webpush-peer", "subscription", subscription["id"])):
+                assert entry["accepted"], entry
+            [push] = recorded("webpush-peer", "subscription", subscription["id"])
+            assert push["payload"]["data"]["kind"] == "new_match"
     finally:
         assert_clean_stop(running, pids)
