@@ -60,14 +60,15 @@ def test_kill_9_of_notify_mid_burst_loses_no_push_and_repeats_none_under_another
             return [(entry["device"], entry["headers"]["apns-id"]) for entry in apns.entries()
                     if entry.get("device") in wanted and entry.get("accepted")]
 
-        # The burst: messages both ways in three threads, faster than the slowed sender pushes them.
+        # The burst: messages to Ann in three threads, faster than the slowed sender pushes them (one way: a reply
+        # would mark the thread read for its sender, and a notification with nothing unread left is cancelled).
         stop = threading.Event()
         sent = []
 
         def chatter():
             while not stop.is_set() and len(sent) < 90:
-                other = others[len(sent) % 3]
-                sender, thread = (hub, threads[other.id]) if len(sent) % 2 else (other, threads[other.id])
+                sender = others[len(sent) % 3]
+                thread = threads[sender.id]
                 try:
                     send(api, sender, thread, f"message {len(sent)}")
                     sent.append(sender.id)
@@ -88,22 +89,31 @@ def test_kill_9_of_notify_mid_burst_loses_no_push_and_repeats_none_under_another
 
     users = ", ".join(f"'{member.id}'" for member in members)
 
-    def settled():
-        return cluster.psql(f"SELECT count(*) FROM notify.notifications WHERE user_id IN ({users}) "
-                            "AND state <> 'sent'") == "0"
+    def states():
+        return cluster.psql(f"SELECT kind || ':' || state || ':' || count(*) FROM notify.notifications "
+                            f"WHERE user_id IN ({users}) GROUP BY kind, state ORDER BY kind, state").split()
 
-    eventually(settled, "every notification sent after the restart", 90)
+    eventually(lambda: not [state for state in states() if ":pending:" in state],
+               "every notification done after the restart", 90)
+    # Sent; or a likes digest cancelled because the follow it counted became a connection (a like taken out of a
+    # digest leaves it empty). Nothing failed, skipped or left behind.
+    assert all(":sent:" in state or state.startswith("likes:cancelled:") for state in states()), states()
     time.sleep(1)  # a push sent twice would show by now
-    expected = set(cluster.psql(f"SELECT notification_id FROM notify.notifications WHERE user_id IN ({users})")
-                   .split())
+
+    def ids_in(state):
+        return set(cluster.psql(f"SELECT notification_id FROM notify.notifications WHERE user_id IN ({users}) "
+                                f"AND state = '{state}'").split())
+
+    expected, cancelled = ids_in("sent"), ids_in("cancelled")
     pushes = received()
     ids = [apns_id for _, apns_id in pushes]
     duplicates = len(ids) - len(set(ids))
-    print(f"\nnotify kill -9 after {before} of {len(pushes)} pushes: {len(expected)} notifications, "
-          f"{len(sent)} messages, {duplicates} pushed twice (same apns-id)")
+    print(f"\nnotify kill -9 after {before} of {len(pushes)} pushes: {states()}, {len(sent)} messages, "
+          f"{duplicates} pushed twice (same apns-id)")
     assert len(expected) >= 6 + 10, "the burst was too small to mean anything"
     assert len(pushes) > before, "nothing was pushed after the restart"
-    assert set(ids) == expected  # every notification arrived, and nothing under an id notify does not know
+    assert expected <= set(ids)  # every notification sent arrived
+    assert set(ids) <= expected | cancelled  # nothing under an id notify does not know
     assert duplicates <= 1, pushes  # at most the push in flight at the kill, under its own id
     for device, apns_id in pushes:  # each id went to one device only
         assert {d for d, i in pushes if i == apns_id} == {device}
