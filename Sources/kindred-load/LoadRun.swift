@@ -107,6 +107,10 @@ final class SwipePlan: Sendable {
     private let likeShare: Double
     private let likeBackShare: Double
     private let state: Mutex<State>
+    private let exhausted = Atomic<Bool>(false)
+
+    /// Every member has swiped on every other: `next()` has nothing left.
+    var isExhausted: Bool { self.exhausted.load(ordering: .relaxed) }
 
     init(members: [String], likeShare: Double, likeBackShare: Double) {
         self.members = members
@@ -146,6 +150,7 @@ final class SwipePlan: Sendable {
                     return Choice(swiper: swiper, target: target, like: like)
                 }
             }
+            self.exhausted.store(true, ordering: .relaxed)
             return nil
         }
     }

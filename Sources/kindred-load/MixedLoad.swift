@@ -149,12 +149,16 @@ struct MixWeights {
         self.weights = weights
     }
 
-    func pick() -> String {
-        var roll = Int.random(in: 0..<self.weights.values.reduce(0, +))
+    /// A kind by weight; with `excluded`, one of the others (unless only `excluded` has weight).
+    func pick(without excluded: String? = nil) -> String {
+        let weight = { (kind: String) in kind == excluded ? 0 : self.weights[kind, default: 0] }
+        let total = Self.kinds.map(weight).reduce(0, +)
+        guard total > 0 else { return excluded ?? Self.kinds[0] }
+        var roll = Int.random(in: 0..<total)
         for kind in Self.kinds {
-            let weight = self.weights[kind, default: 0]
-            if roll < weight { return kind }
-            roll -= weight
+            let share = weight(kind)
+            if roll < share { return kind }
+            roll -= share
         }
         return Self.kinds[0]
     }
@@ -362,11 +366,20 @@ struct MixedRun {
 
     private func bearer(_ token: String) -> Metadata { ["authorization": .string("Bearer " + token)] }
 
-    /// One call of `kind`; returns whether it made a match.
-    private func call(_ kind: String) async throws -> Bool {
+    /// The next call's kind by the mix, and for a swipe its choice from the plan. Once every swiper has swiped
+    /// on every other, swipes leave the mix: the other kinds go on in their proportions.
+    private func next() -> (kind: String, swipe: SwipePlan.Choice?) {
+        let kind = self.weights.pick(without: self.plan.isExhausted ? "swipe" : nil)
+        guard kind == "swipe" else { return (kind, nil) }
+        if let choice = self.plan.next() { return (kind, choice) }
+        return (self.weights.pick(without: "swipe"), nil)
+    }
+
+    /// One call of `kind` (a swipe as `swipe` chose); returns whether it made a match.
+    private func call(_ kind: String, _ swipe: SwipePlan.Choice?) async throws -> Bool {
         switch kind {
         case "swipe":
-            guard let choice = self.plan.next() else { throw ValidationError("the swipe plan ran out") }
+            guard let choice = swipe else { throw ValidationError("the swipe plan ran out") }
             var request = Kindred.Api.V1.SwipeRequest()
             request.targetUserId = self.plan.members[choice.target]
             request.action = choice.like ? .like : .pass
@@ -410,10 +423,10 @@ struct MixedRun {
                 group.addTask {
                     var partial: Partial = ([:], [:], 0)
                     while ContinuousClock.now < end {
-                        let kind = self.weights.pick()
+                        let (kind, swipe) = self.next()
                         let sent = ContinuousClock.now
                         do {
-                            if try await self.call(kind) { partial.matched += 1 }
+                            if try await self.call(kind, swipe) { partial.matched += 1 }
                             partial.latencies[kind, default: []].append(ContinuousClock.now - sent)
                             partial.outcomes[kind, default: [:]]["OK", default: 0] += 1
                             self.events.acknowledged.add(1, ordering: .relaxed)

@@ -54,6 +54,8 @@ def settings_from(argv=None):
                         help="when PostgreSQL is killed, as a share of the run (default 0.5; negative: never)")
     parser.add_argument("--window", type=float, default=20,
                         help="seconds after a killed process is back during which errors are expected (default 20)")
+    parser.add_argument("--settle", type=int, default=20,
+                        help="acknowledged writes of the fault driver after a process is back before the next kill")
     parser.add_argument("--warmup", type=float, default=300,
                         help="seconds of a process's life left out of its growth figures (default 300)")
     parser.add_argument("--sample-every", type=float, default=10, help="seconds between /proc samples")
@@ -65,8 +67,8 @@ def settings_from(argv=None):
     parser.add_argument("--subscribers", type=int, default=50)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--mix", default="deck=25,swipe=35,message=20,profile=20",
-                        help="kindred-load's weights (its swipe plan must last: swipers = users - 2 * pairs, "
-                             "each swipes every other swiper once)")
+                        help="kindred-load's weights (swipes leave the mix once its swipe plan is done: "
+                             "swipers = users - 2 * pairs, each swipes every other swiper once)")
     parser.add_argument("--members", type=int, default=16, help="members of the fault driver (a multiple of 4)")
     parser.add_argument("--message-pause", type=float, default=1.0,
                         help="seconds between the fault driver's messages in each matched pair")
@@ -133,10 +135,13 @@ class Sampler:
 
 class Chaos:
     """kill -9 of a random server every `kill_every` seconds and of PostgreSQL once, each awaited until it is
-    back; `kills` holds (name, killed at, back at) in wall-clock time."""
+    back; `kills` holds (name, killed at, back at) in wall-clock time. A kill waits, beyond its time, until
+    `progress()` (the fault driver's acknowledged writes) grew by `settings.settle` since the last process came
+    back: on a loaded machine the cluster has served again before the next fault, whatever the clock says."""
 
-    def __init__(self, cluster, settings, duration):
-        self.cluster, self.settings, self.duration = cluster, settings, duration
+    def __init__(self, cluster, settings, duration, progress):
+        self.cluster, self.settings, self.duration, self.progress = cluster, settings, duration, progress
+        self.baseline = progress()
         self.rng = random.Random(settings.seed)
         self.kills = []
         self.failures = []
@@ -159,7 +164,9 @@ class Chaos:
         quiet_from = self.duration - min(60.0, self.duration / 4)
         while not self.stop.is_set():
             elapsed = time.monotonic() - started
-            if postgres_at is not None and elapsed >= postgres_at:
+            if self.progress() - self.baseline < self.settings.settle:
+                pass
+            elif postgres_at is not None and elapsed >= postgres_at:
                 postgres_at = None
                 self._kill("postgres", lambda: kill_postgres(self.cluster))
             elif elapsed >= next_kill and (limit is None or server_kills < limit) and elapsed < quiet_from:
@@ -175,6 +182,7 @@ class Chaos:
         kill()
         back = time.time()
         self.kills.append((name, killed, back))
+        self.baseline = self.progress()
         print(f"soak: {name} back after {back - killed:.1f} s", flush=True)
 
 
@@ -283,7 +291,7 @@ def run(settings) -> dict:
         load = MixedLoad(cluster, settings, duration, folder)
         load.wait_until_loading()
         load_started = time.time()
-        chaos = Chaos(cluster, settings, duration)
+        chaos = Chaos(cluster, settings, duration, driver.acknowledged)
         chaos.thread.start()
         print(f"soak: mixed load running for {settings.minutes:g} min after {load_started - settings.started:.0f} s; "
               f"out {folder}", flush=True)
@@ -333,6 +341,8 @@ def run(settings) -> dict:
         "errors in kill windows": len(errors) - len(stray),
         "errors outside kill windows": len(stray),
         "errors outside kill windows by kind": summary,
+        "errors outside kill windows, first 20 (s after the load began)": [
+            [round(moment - load_started, 1), what, reason] for moment, what, reason in stray[:20]],
         "nothing lost": found,
         "growth after warm-up": grown,
         "kindred-load report": [line.rstrip() for line in load.output if not line.startswith("setup")][-16:],
