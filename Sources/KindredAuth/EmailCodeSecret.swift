@@ -1,7 +1,4 @@
-import Foundation
-import KindredGRPCServices
 import KindredOpenSSL
-import KindredServiceKit
 
 /// Six-digit email codes, stored as SHA-256(account id || code).
 enum EmailCodeSecret {

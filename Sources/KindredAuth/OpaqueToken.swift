@@ -1,7 +1,4 @@
-import Foundation
-import KindredGRPCServices
 import KindredOpenSSL
-import KindredServiceKit
 
 /// Opaque one-time and refresh tokens: 256 random bits, base64url for the client, SHA-256 in the database.
 enum OpaqueToken {

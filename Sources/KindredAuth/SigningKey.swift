@@ -1,7 +1,6 @@
 import Foundation
 import KindredGRPCServices
 import KindredOpenSSL
-import KindredServiceKit
 
 /// The service's Ed25519 signing key: loaded from a PEM file, generated (mode 0600) when missing.
 public struct SigningKey: Sendable {

@@ -1,6 +1,5 @@
 import KindredPostgres
 import KindredProto
-import KindredServiceKit
 
 extension Kindred.Chat.V1.ChatMessage {
     /// Columns of `messages m` in the order `init(row:at:)` reads them.

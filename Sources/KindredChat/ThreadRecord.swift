@@ -1,5 +1,4 @@
 import KindredPostgres
-import KindredProto
 import KindredServiceKit
 
 /// A thread as stored, with the participants' state needed to decide what a caller may do.

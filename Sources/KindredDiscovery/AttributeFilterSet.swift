@@ -1,6 +1,4 @@
-import Foundation
 import KindredProto
-import KindredServiceKit
 
 /// Attribute filters checked against a community's rules, then applied to members' facts.
 public struct AttributeFilterSet: Sendable {

@@ -1,6 +1,4 @@
-import Foundation
 import KindredProto
-import KindredServiceKit
 
 /// What discovery keeps of a community's configuration (profile's CommunityUpdated): radii and which
 /// attributes are filterable, ranking features or text. Until the event arrives, the contract's defaults.

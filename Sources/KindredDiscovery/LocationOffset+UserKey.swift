@@ -1,5 +1,3 @@
-import Foundation
-import KindredProto
 import KindredServiceKit
 
 extension LocationOffset {

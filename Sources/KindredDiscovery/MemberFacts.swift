@@ -1,6 +1,4 @@
-import Foundation
 import KindredProto
-import KindredServiceKit
 
 /// The facts of one member that filters and search need beyond the index's bits: filterable attribute
 /// values and the words of text attributes.

@@ -1,4 +1,3 @@
-import KindredPostgres
 import KindredProto
 
 /// The settings of a community as match stores them.

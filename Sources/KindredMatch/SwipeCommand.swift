@@ -1,8 +1,3 @@
-import Foundation
-import KindredPostgres
-import KindredProto
-import KindredServiceKit
-
 /// One caller's swipe as the writer receives it.
 public struct SwipeCommand: Sendable, Hashable {
     public var swiper: String

@@ -1,8 +1,3 @@
-import Foundation
-import KindredPostgres
-import KindredProto
-import KindredServiceKit
-
 /// Everything a swipe needs to know about its swiper, target and pair, loaded for a whole batch by one statement.
 struct SwipeFacts: Sendable {
     var swiperCommunity: String?

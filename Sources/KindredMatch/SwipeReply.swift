@@ -1,8 +1,3 @@
-import Foundation
-import KindredPostgres
-import KindredProto
-import KindredServiceKit
-
 /// What a swipe led to, for the handler to answer.
 public struct SwipeReply: Sendable, Hashable {
     public var swipe: SwipeRecord

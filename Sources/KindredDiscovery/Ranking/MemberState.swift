@@ -1,5 +1,3 @@
-import Foundation
-
 /// Everything the model keeps about one member, swiper or not: 32 bytes in one dense array per community
 /// (no per-member heap object, dictionary entry or cached solution). Every field is a sum over swipes, so a
 /// swipe updates it in O(1) and an undo subtracts it again.

@@ -1,5 +1,3 @@
-import Foundation
-
 /// What the ranking model needs to know about one member, in the compact form the in-memory index keeps.
 public struct RankingProfile: Sendable, Equatable {
     /// Interests folded into bits.

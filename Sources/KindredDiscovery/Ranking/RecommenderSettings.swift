@@ -1,5 +1,3 @@
-import Foundation
-
 /// How the recommender is tuned. The defaults are what the quality harness's validation split preferred
 /// (`kindred-discovery-quality tune`; the held-out test swipes are never seen while choosing).
 public struct RecommenderSettings: Sendable {
