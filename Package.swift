@@ -111,22 +111,26 @@ let package = Package(
         .target(
             name: "KindredGRPC",
             dependencies: [
-                "KindredHTTP2", "KindredProtobuf", "KindredOpenSSL", logging, metrics, prometheus,
+                "KindredHTTP2", "KindredProtobuf", "KindredOpenSSL", logging, metrics,
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ] + nio,
             swiftSettings: hotPath
         ),
-        // Health, reflection and what every server shares: runner, admin (metrics) port, logging, configuration.
+        // Health, reflection and what every server shares: runner, admin port (metrics in a Prometheus registry),
+        // logging, configuration.
         .target(
             name: "KindredGRPCServices",
             dependencies: [
-                "KindredGRPC", "KindredProto", "KindredOpenSSL", logging, metrics,
+                "KindredGRPC", "KindredProto", "KindredOpenSSL", logging, metrics, prometheus,
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ] + nio
         ),
+
+        // Kindred's machine-readable error detail (kindred-error-bin): servers attach it, the CLI and clients read it.
+        .target(name: "KindredErrorDetail", dependencies: ["KindredGRPC", "KindredProto"]),
 
         // Access tokens: Ed25519 JWT signing and the verification every service uses; OIDC ID tokens.
         .target(name: "KindredIdentity", dependencies: ["KindredOpenSSL", "KindredGRPC", "KindredProto", logging]),
@@ -139,7 +143,7 @@ let package = Package(
             name: "KindredServiceKit",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredPostgres", "KindredIdentity", "KindredProto",
-                "KindredProtobuf", "KindredOpenSSL", logging, metrics,
+                "KindredProtobuf", "KindredOpenSSL", "KindredErrorDetail", logging, metrics,
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ] + nio
@@ -179,7 +183,7 @@ let package = Package(
         .executableTarget(
             name: "kindred-chat-bench",
             dependencies: [
-                "KindredAuth", "KindredGRPC", "KindredIdentity", "KindredProto", "KindredServiceKit", logging,
+                "KindredGRPC", "KindredIdentity", "KindredOpenSSL", "KindredProto", "KindredServiceKit", logging,
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ] + nio
         ),
@@ -208,7 +212,7 @@ let package = Package(
             name: "KindredGateway",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredProtobuf",
-                "KindredProtoJSON", "KindredIdentity", "KindredOpenSSL", logging, metrics,
+                "KindredProtoJSON", "KindredIdentity", "KindredOpenSSL", "KindredErrorDetail", logging, metrics,
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ] + nio
         ),
@@ -246,7 +250,7 @@ let package = Package(
         .target(
             name: "KindredCLI",
             dependencies: [
-                "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredProtobuf", "KindredOpenSSL", logging,
+                "KindredGRPC", "KindredErrorDetail", "KindredProto", "KindredProtobuf", "KindredOpenSSL", logging,
                 "KindredPresets",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ] + nio
@@ -369,7 +373,8 @@ let package = Package(
         .testTarget(
             name: "KindredGRPCTests",
             dependencies: [
-                "KindredGRPC", "KindredGRPCServices", "KindredInterop", "KindredProto", "KindredOpenSSL", metrics,
+                "KindredGRPC", "KindredGRPCServices", "KindredErrorDetail", "KindredInterop", "KindredProto",
+                "KindredOpenSSL", metrics,
                 "KindredTestSupport", prometheus, .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ] + nio

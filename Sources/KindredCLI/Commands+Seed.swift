@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import KindredErrorDetail
 import KindredGRPC
 import KindredOpenSSL
 import KindredPresets

@@ -1,3 +1,4 @@
+import KindredErrorDetail
 import KindredGRPC
 import KindredGRPCServices
 import KindredProto

@@ -1,4 +1,5 @@
 import Foundation
+import KindredErrorDetail
 import KindredGRPC
 import KindredGRPCServices
 import KindredOpenSSL

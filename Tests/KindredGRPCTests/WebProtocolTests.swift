@@ -1,3 +1,4 @@
+import KindredErrorDetail
 import KindredHTTP2
 import KindredProto
 import KindredProtobuf
