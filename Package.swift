@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 /// Every C library is a system-library target imported by exactly one Swift wrapper module.
@@ -14,6 +14,8 @@ let logging: Target.Dependency = .product(name: "Logging", package: "swift-log")
 /// swift-metrics (the API every counter is recorded through) and swift-prometheus (the default backend).
 let metrics: Target.Dependency = .product(name: "CoreMetrics", package: "swift-metrics")
 let prometheus: Target.Dependency = .product(name: "Prometheus", package: "swift-prometheus")
+/// swift-distributed-tracing: the API every span is made through (a no-op tracer unless a server installs OTel).
+let tracing: Target.Dependency = .product(name: "Tracing", package: "swift-distributed-tracing")
 
 /// The per-request path (HTTP/2 session, gRPC runtime): release builds skip dynamic exclusivity checks there.
 /// Those modules keep state confined to one event loop and never hold an access across a call that could
@@ -61,6 +63,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
+        // OTLP over HTTP only: the gRPC exporter would pull in a second gRPC stack (grpc-swift-2) to build.
+        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         // C libraries.
@@ -83,7 +88,18 @@ let package = Package(
             name: "kindred-photo-bench",
             dependencies: ["KindredVips", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
-        .target(name: "KindredPostgres", dependencies: ["CLibpq", logging] + nio),
+        .target(name: "KindredPostgres", dependencies: ["CLibpq", "KindredTracing", logging, tracing] + nio),
+        // Whether this process makes spans, and W3C trace context in and out (swift-distributed-tracing API only).
+        .target(name: "KindredTracing", dependencies: [tracing]),
+        // The servers' OTLP export (swift-otel): installs the tracer when an endpoint is configured. Only the server
+        // executables link it (ServerCommand.runWithTracing), not the kit's users (tests, tools, fuzz targets).
+        .target(
+            name: "KindredOTel",
+            dependencies: [
+                "KindredServiceKit", "KindredTracing", logging, tracing, .product(name: "OTel", package: "swift-otel"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // Sends mail to an SMTP relay (STARTTLS through KindredOpenSSL).
         .target(name: "KindredSMTP", dependencies: ["KindredOpenSSL", logging] + nio),
         /// Push providers (APNs, FCM, Web Push): each speaks its protocol and reports a `PushOutcome`.
@@ -111,26 +127,22 @@ let package = Package(
         .target(
             name: "KindredGRPC",
             dependencies: [
-                "KindredHTTP2", "KindredProtobuf", "KindredOpenSSL", logging, metrics,
-                .product(name: "NIOHTTP1", package: "swift-nio"),
+                "KindredHTTP2", "KindredProtobuf", "KindredOpenSSL", "KindredTracing", logging, metrics, prometheus,
+                tracing, .product(name: "NIOHTTP1", package: "swift-nio"),
             ] + nio,
             swiftSettings: hotPath
         ),
-        // Health, reflection and what every server shares: runner, admin port (metrics in a Prometheus registry),
-        // logging, configuration.
+        // Health, reflection and what every server shares: runner, admin (metrics) port, logging, configuration.
         .target(
             name: "KindredGRPCServices",
             dependencies: [
-                "KindredGRPC", "KindredProto", "KindredOpenSSL", logging, metrics, prometheus,
+                "KindredGRPC", "KindredProto", "KindredOpenSSL", logging, metrics,
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ] + nio
         ),
-
-        // Kindred's machine-readable error detail (kindred-error-bin): servers attach it, the CLI and clients read it.
-        .target(name: "KindredErrorDetail", dependencies: ["KindredGRPC", "KindredProto"]),
 
         // Access tokens: Ed25519 JWT signing and the verification every service uses; OIDC ID tokens.
         .target(name: "KindredIdentity", dependencies: ["KindredOpenSSL", "KindredGRPC", "KindredProto", logging]),
@@ -143,7 +155,7 @@ let package = Package(
             name: "KindredServiceKit",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredPostgres", "KindredIdentity", "KindredProto",
-                "KindredProtobuf", "KindredOpenSSL", "KindredErrorDetail", logging, metrics,
+                "KindredProtobuf", "KindredOpenSSL", "KindredTracing", logging, metrics, tracing,
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ] + nio
@@ -168,7 +180,7 @@ let package = Package(
             ] + nio,
             resources: [.copy("Resources")]
         ),
-        .executableTarget(name: "auth-server", dependencies: ["KindredAuth", "KindredServiceKit"]),
+        .executableTarget(name: "auth-server", dependencies: ["KindredOTel", "KindredAuth", "KindredServiceKit"]),
 
         // The chat service: threads, messages, receipts, live event streams (library) and its thin executable.
         .target(
@@ -178,12 +190,12 @@ let package = Package(
                 "KindredPostgres", "KindredOpenSSL", "KindredIdentity", logging, metrics,
             ] + nio
         ),
-        .executableTarget(name: "chat-server", dependencies: ["KindredChat", "KindredServiceKit"]),
+        .executableTarget(name: "chat-server", dependencies: ["KindredOTel", "KindredChat", "KindredServiceKit"]),
         // The chat load driver (Tests/Benchmarks/chat-bench.sh).
         .executableTarget(
             name: "kindred-chat-bench",
             dependencies: [
-                "KindredGRPC", "KindredIdentity", "KindredOpenSSL", "KindredProto", "KindredServiceKit", logging,
+                "KindredAuth", "KindredGRPC", "KindredIdentity", "KindredProto", "KindredServiceKit", logging,
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ] + nio
         ),
@@ -205,28 +217,28 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ] + nio
         ),
-        .executableTarget(name: "profile-server", dependencies: ["KindredProfile", "KindredServiceKit"]),
+        .executableTarget(name: "profile-server", dependencies: ["KindredOTel", "KindredProfile", "KindredServiceKit"]),
 
         // The gateway: the public API (kindred.api.v1), authentication, limits, fan-out (library) and its executable.
         .target(
             name: "KindredGateway",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredProtobuf",
-                "KindredProtoJSON", "KindredIdentity", "KindredOpenSSL", "KindredErrorDetail", logging, metrics,
+                "KindredProtoJSON", "KindredIdentity", "KindredOpenSSL", logging, metrics,
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ] + nio
         ),
-        .executableTarget(name: "gateway-server", dependencies: ["KindredGateway", "KindredServiceKit"]),
+        .executableTarget(name: "gateway-server", dependencies: ["KindredOTel", "KindredGateway", "KindredServiceKit"]),
 
         // The match service: swipes, pair state, matches and follows, blocks and reports (library) and its executable.
         .target(
             name: "KindredMatch",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredPostgres",
-                "KindredIdentity", "KindredOpenSSL", logging, metrics,
+                "KindredIdentity", "KindredOpenSSL", "KindredTracing", logging, metrics, tracing,
             ] + nio
         ),
-        .executableTarget(name: "match-server", dependencies: ["KindredMatch", "KindredServiceKit"]),
+        .executableTarget(name: "match-server", dependencies: ["KindredOTel", "KindredMatch", "KindredServiceKit"]),
         // The notify service: devices, notification settings and pushes (library) and its executable.
         .target(
             name: "KindredNotify",
@@ -236,7 +248,7 @@ let package = Package(
                 metrics,
             ] + nio
         ),
-        .executableTarget(name: "notify-server", dependencies: ["KindredNotify", "KindredServiceKit"]),
+        .executableTarget(name: "notify-server", dependencies: ["KindredOTel", "KindredNotify", "KindredServiceKit"]),
         // The swipe benchmark's load driver (Tests/Benchmarks/match-swipes.sh).
         .executableTarget(
             name: "kindred-load",
@@ -250,7 +262,7 @@ let package = Package(
         .target(
             name: "KindredCLI",
             dependencies: [
-                "KindredGRPC", "KindredErrorDetail", "KindredProto", "KindredProtobuf", "KindredOpenSSL", logging,
+                "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredProtobuf", "KindredOpenSSL", logging,
                 "KindredPresets",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ] + nio
@@ -265,7 +277,7 @@ let package = Package(
                 "KindredPostgres", "KindredOpenSSL", "KindredIdentity", logging, metrics,
             ] + nio
         ),
-        .executableTarget(name: "discovery-server", dependencies: ["KindredDiscovery", "KindredServiceKit"]),
+        .executableTarget(name: "discovery-server", dependencies: ["KindredOTel", "KindredDiscovery", "KindredServiceKit"]),
         // Offline quality of the recommender on generated populations (issue 12) and its command.
         .target(name: "KindredDiscoveryQuality", dependencies: ["KindredDiscovery"]),
         .executableTarget(name: "kindred-discovery-quality", dependencies: ["KindredDiscoveryQuality"]),
@@ -373,8 +385,7 @@ let package = Package(
         .testTarget(
             name: "KindredGRPCTests",
             dependencies: [
-                "KindredGRPC", "KindredGRPCServices", "KindredErrorDetail", "KindredInterop", "KindredProto",
-                "KindredOpenSSL", metrics,
+                "KindredGRPC", "KindredGRPCServices", "KindredInterop", "KindredProto", "KindredOpenSSL", metrics,
                 "KindredTestSupport", prometheus, .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ] + nio

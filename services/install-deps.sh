@@ -14,7 +14,7 @@ DEBIAN_PACKAGES=(
 )
 PYTHON_PACKAGES=(grpcio grpcio-tools grpcio-health-checking grpcio-reflection protobuf pytest h2 cryptography aiosmtpd pyyaml
     pillow piexif exifread pillow-heif openapi-spec-validator
-    schemathesis selenium connectrpc httpx http-ece standardwebhooks)
+    schemathesis selenium connectrpc httpx http-ece standardwebhooks opentelemetry-proto)
 
 missing=()
 for package in "${DEBIAN_PACKAGES[@]}"; do
@@ -32,7 +32,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     fi
 fi
 
-if ! python3 -c "import grpc, grpc_tools, grpc_health, grpc_reflection, google.protobuf, pytest, h2, cryptography, aiosmtpd, yaml, PIL, piexif, exifread, pillow_heif, openapi_spec_validator, schemathesis, selenium, connectrpc, httpx, http_ece, standardwebhooks" 2>/dev/null; then
+if ! python3 -c "import grpc, grpc_tools, grpc_health, grpc_reflection, google.protobuf, pytest, h2, cryptography, aiosmtpd, yaml, PIL, piexif, exifread, pillow_heif, openapi_spec_validator, schemathesis, selenium, connectrpc, httpx, http_ece, standardwebhooks, opentelemetry.proto" 2>/dev/null; then
     echo "Installing Python packages: ${PYTHON_PACKAGES[*]}"
     python3 -m pip install -q "${PYTHON_PACKAGES[@]}" 2>/dev/null \
         || python3 -m pip install -q --break-system-packages "${PYTHON_PACKAGES[@]}"

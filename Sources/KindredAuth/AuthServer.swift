@@ -86,7 +86,7 @@ public final class AuthServer: ServiceServer {
             mailRelayNudge: { relay.nudge() },
             logger: logger
         )
-        let metrics = ServerMetrics.prometheus()
+        let metrics = ServerMetrics()
         if configuration.events.consumers.isEmpty {
             self.eventRelay = nil
         } else {

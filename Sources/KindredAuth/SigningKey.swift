@@ -1,6 +1,5 @@
 import Foundation
 import KindredGRPCServices
-import KindredIdentity
 import KindredOpenSSL
 
 /// The service's Ed25519 signing key: loaded from a PEM file, generated (mode 0600) when missing.
@@ -11,7 +10,8 @@ public struct SigningKey: Sendable {
 
     public init(privateKey: Ed25519PrivateKey, createdUnixMilliseconds: Int64 = 0) {
         self.privateKey = privateKey
-        self.keyID = AccessTokenSigner.keyID(of: privateKey.publicKey)
+        // A stable id derived from the public key: the same key always has the same "kid".
+        self.keyID = String(Base64URL.encode(SHA256.hash(privateKey.publicKey.rawRepresentation)).prefix(16))
         self.createdUnixMilliseconds = createdUnixMilliseconds
     }
 

@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import KindredErrorDetail
 import KindredGRPC
 import KindredOpenSSL
 import KindredPresets

@@ -1,5 +1,5 @@
-import KindredErrorDetail
 import KindredGRPC
+import KindredGRPCServices
 import KindredProto
 
 /// What `kindred` prints to stderr for a failed command, and the exit status. The one place that turns

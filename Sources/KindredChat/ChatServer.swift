@@ -27,7 +27,7 @@ public final class ChatServer: ServiceServer {
         self.service = ChatService(
             configuration: configuration, database: self.database, authenticator: self.auth.authenticator, hub: hub,
             logger: logger)
-        let metrics = ServerMetrics.prometheus()
+        let metrics = ServerMetrics()
         var runner = ServerRunner(configuration: try configuration.endpoint.serverConfiguration(), services: [self.service])
         runner.admin = configuration.endpoint.adminConfiguration
         runner.metrics = metrics

@@ -30,7 +30,7 @@ public final class DiscoveryServer: ServiceServer {
         profile.defaultTimeout = .seconds(30)
         profile.connectTimeout = .seconds(2)
         self.profileClient = GRPCClient(configuration: profile, logger: logger)
-        let metrics = ServerMetrics.prometheus()
+        let metrics = ServerMetrics()
         self.service = DiscoveryService(
             configuration: configuration, database: self.database, auth: self.auth, profile: self.profileClient,
             metricsFactory: metrics.factory, logger: logger)

@@ -1,6 +1,7 @@
 import KindredHTTP2
 import KindredOpenSSL
 import KindredProtobuf
+import KindredTracing
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -118,8 +119,16 @@ public final class GRPCClient: Sendable {
         let framed = try MessageFraming.frame(request, allocator: ByteBufferAllocator()) {
             RPCError(.internalError, "Failed to encode the request")
         }
-        let outcome = try await self.pool.unary(
-            path: method.path, metadata: self.withRequestID(metadata), deadline: deadline, request: framed)
+        var metadata = self.withRequestID(metadata)
+        let span = TraceSwitch.isOn ? CallTracing.startClientSpan(path: method.path, metadata: &metadata) : nil
+        let outcome: ClientCall.UnaryOutcome
+        do {
+            outcome = try await self.pool.unary(path: method.path, metadata: metadata, deadline: deadline, request: framed)
+        } catch {
+            if let span { CallTracing.end(span, code: (error as? RPCError)?.code ?? .unknown) }
+            throw error
+        }
+        if let span { CallTracing.end(span, code: outcome.status.code) }
         guard outcome.status.code == .ok else { throw outcome.status }
         guard let message = outcome.message else { throw RPCError(.internalError, "The server sent no response message") }
         let response: Response
@@ -201,12 +210,23 @@ public final class GRPCClient: Sendable {
         _ body: (ClientCall) async throws -> Result
     ) async throws -> Result {
         let deadline = GRPCDeadline.effective(timeout: options.timeout ?? self.configuration.defaultTimeout)
-        let call = try await self.pool.startCall(path: path, metadata: self.withRequestID(metadata), deadline: deadline)
+        var metadata = self.withRequestID(metadata)
+        let span = TraceSwitch.isOn ? CallTracing.startClientSpan(path: path, metadata: &metadata) : nil
+        let call: ClientCall
+        do {
+            call = try await self.pool.startCall(path: path, metadata: metadata, deadline: deadline)
+        } catch {
+            if let span { CallTracing.end(span, code: (error as? RPCError)?.code ?? .unknown) }
+            throw error
+        }
         return try await withTaskCancellationHandler {
             do {
-                return try await body(call)
+                let result = try await body(call)
+                if let span { CallTracing.end(span, code: .ok) }
+                return result
             } catch {
                 call.cancel()
+                if let span { CallTracing.end(span, code: (error as? RPCError)?.code ?? .cancelled) }
                 // A status from the server beats the local error the body saw.
                 if error is RPCError { throw error }
                 if error is CancellationError { throw RPCError(.cancelled, "The call was cancelled") }

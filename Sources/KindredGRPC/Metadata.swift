@@ -36,6 +36,13 @@ public struct Metadata: Hashable, Sendable, ExpressibleByDictionaryLiteral, Sequ
         self.entries.append((key.lowercased(), value))
     }
 
+    /// Sets `key` to `value` alone: removes its other entries, adds this one.
+    public mutating func replace(_ key: String, with value: String) {
+        let key = key.lowercased()
+        self.entries.removeAll { $0.key == key }
+        self.entries.append((key, .string(value)))
+    }
+
     /// The first string value for `key`.
     public subscript(key: String) -> String? {
         for entry in self.entries where entry.key == key {

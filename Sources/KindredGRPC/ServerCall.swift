@@ -1,7 +1,9 @@
 import KindredHTTP2
 import KindredProtobuf
+import KindredTracing
 import Logging
 import NIOCore
+import Tracing
 
 /// One server call (one HTTP/2 stream): the bridge between the connection handler, which owns the stream on
 /// the event loop, and the handler's task.
@@ -52,6 +54,9 @@ final class ServerCall: @unchecked Sendable {
     var smallWindowUpdates = 0
     /// Connect unary's response message, held until the status is known (it goes out with the headers).
     var unaryResponse: ByteBuffer?
+    /// The call's server span while `TraceSwitch.isOn` (see `CallTracing`): started with the handler, ended
+    /// with the status.
+    var span: (any Span)?
 
     init(
         streamID: Int32,
@@ -183,6 +188,10 @@ final class ServerCall: @unchecked Sendable {
     /// The handler returned (nil) or threw.
     func complete(_ error: RPCError?) {
         self.onLoop {
+            if let span = self.span {
+                self.span = nil
+                CallTracing.end(span, code: error?.code ?? .ok)
+            }
             if let connection = self.connection {
                 connection.finish(self, error: error)
                 connection.handlerFinished(self)
@@ -215,6 +224,9 @@ final class ServerCall: @unchecked Sendable {
     /// through the connection when it returns or throws. Every error is mapped in one place (`RPCError.from`).
     func start(firstMessage: ByteBuffer?, executor: EventLoopTaskExecutor, logger: Logger) {
         guard self.state.startHandler() else { return }
+        if TraceSwitch.isOn {
+            self.span = CallTracing.startServerSpan(path: self.path, requestHeaders: self.requestHeaders)
+        }
         if let runNow = self.handler.runNow, let firstMessage, self.eventLoop.inEventLoop,
             let connection = self.connection, connection.admitNow(self)
         {
@@ -246,23 +258,39 @@ final class ServerCall: @unchecked Sendable {
         let call = self
         let deadline = self.deadline
         let requestID = self.requestID
+        let traceContext = self.span?.context
         self.task = Task(executorPreference: executor) {
             var status: RPCError?
             do {
                 if !admitted { try await call.waitForAdmission() }
                 try await GRPCRequestID.$current.withValue(requestID) {
-                    if let deadline {
-                        try await GRPCDeadline.$current.withValue(deadline) {
-                            try await body(call, nil)
+                    if let traceContext {
+                        // Client calls and statements of the handler become children of the call's span.
+                        try await ServiceContext.withValue(traceContext) {
+                            try await Self.run(body, call: call, deadline: deadline)
                         }
                     } else {
-                        try await body(call, nil)
+                        try await Self.run(body, call: call, deadline: deadline)
                     }
                 }
             } catch {
                 status = call.status(for: error, requestID: requestID, logger: logger)
             }
             call.complete(status)
+        }
+    }
+
+    private static func run(
+        _ body: @Sendable (ServerCall, ByteBuffer?) async throws -> Void,
+        call: ServerCall,
+        deadline: NIODeadline?
+    ) async throws {
+        if let deadline {
+            try await GRPCDeadline.$current.withValue(deadline) {
+                try await body(call, nil)
+            }
+        } else {
+            try await body(call, nil)
         }
     }
 

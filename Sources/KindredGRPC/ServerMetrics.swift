@@ -1,25 +1,19 @@
 import CoreMetrics
 import NIOConcurrencyHelpers
 import NIOCore
+import Prometheus
 
-/// A metrics backend that a scrape renders as text (the Prometheus exposition format): `/metrics` on the admin
-/// port. KindredGRPCServices makes swift-prometheus's registry one (`ServerMetrics.prometheus()`); the runtime itself
-/// records through swift-metrics only and knows no backend.
-public protocol MetricsExposition: AnyObject, Sendable {
-    /// Appends the backend's current values in the Prometheus text format.
-    func emit(into buffer: inout [UInt8])
-}
-
+// Prometheus has types of the same names; the runtime records through swift-metrics only.
 private typealias Counter = CoreMetrics.Counter
 
 /// The metrics of one server: the runtime's counters (connections, calls, abuse, time limits) recorded through
 /// swift-metrics, and the backend every other part of the server records into (``factory``).
 ///
-/// Backend: the one given, else the process's `MetricsSystem`. Kindred's servers take
-/// `ServerMetrics.prometheus()` (KindredGRPCServices): each its own private Prometheus registry (``registry``),
-/// which the admin port renders on `/metrics` — several servers in one process (tests) never share a counter —
-/// unless the process called `MetricsSystem.bootstrap(_:)` with another backend (StatsD, OTel...) first: then
-/// that backend, ``registry`` is nil and `/metrics` shows only what is not recorded through swift-metrics.
+/// Backend: each server gets its own `PrometheusMetricsFactory` over a private `PrometheusCollectorRegistry`
+/// (``registry``), which the admin port renders on `/metrics` — several servers in one process (tests) never
+/// share a counter. A process that called `MetricsSystem.bootstrap(_:)` with another backend (StatsD, OTel...)
+/// before building its servers gets that backend instead: ``registry`` is then nil and `/metrics` shows only
+/// what is not recorded through swift-metrics.
 ///
 /// Beside the backend the class keeps exact tallies under one lock, for in-process queries (``activeCalls``,
 /// ``openConnections``, ``finishedCalls(path:code:)``, the abuse counters) whatever the backend. The handles of a
@@ -54,8 +48,9 @@ public final class ServerMetrics: Sendable {
 
     /// The backend the server's metrics go to (this class's, and the services', pools' and relays').
     public let factory: any MetricsFactory
-    /// The server's own registry, rendered by the admin port; nil for a backend nobody scrapes.
-    public let registry: (any MetricsExposition)?
+    /// The server's own Prometheus registry, rendered by the admin port; nil when `MetricsSystem` was
+    /// bootstrapped with another backend.
+    public let registry: PrometheusCollectorRegistry?
 
     private let state = NIOLockedValueBox(State())
     private let samplers = NIOLockedValueBox([@Sendable () -> Void]())
@@ -67,11 +62,26 @@ public final class ServerMetrics: Sendable {
     private let timeoutsTotal: [Timeout: Counter]
     private let callsActive: Meter
 
-    /// A server's metrics on `factory` (default: the process's `MetricsSystem`); `registry`, if given, is what
-    /// ``prometheusText()`` renders.
-    public init(factory: any MetricsFactory = MetricsSystem.factory, registry: (any MetricsExposition)? = nil) {
-        self.factory = factory
-        self.registry = registry
+    /// A server's metrics on a backend:
+    /// - `factory` given: that backend (`registry`, if given too, is what ``prometheusText()`` renders);
+    /// - else `registry` given: a `PrometheusMetricsFactory` over it;
+    /// - else the process's bootstrapped `MetricsSystem` if any, else a new private Prometheus registry.
+    public init(factory: (any MetricsFactory)? = nil, registry: PrometheusCollectorRegistry? = nil) {
+        if let factory {
+            self.factory = factory
+            self.registry = registry
+        } else if let registry {
+            self.factory = PrometheusMetricsFactory(registry: registry)
+            self.registry = registry
+        } else if !(MetricsSystem.factory is NOOPMetricsHandler) {
+            self.factory = MetricsSystem.factory
+            self.registry = nil
+        } else {
+            let registry = PrometheusCollectorRegistry()
+            self.factory = PrometheusMetricsFactory(registry: registry)
+            self.registry = registry
+        }
+        let factory = self.factory
         self.connectionsOpen = Meter(label: "grpc_server_connections_open", factory: factory)
         self.connectionsTotal = Counter(label: "grpc_server_connections_total", factory: factory)
         self.connectionsRefusedTotal = Counter(label: "grpc_server_connections_refused_total", factory: factory)

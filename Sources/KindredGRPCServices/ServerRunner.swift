@@ -20,7 +20,7 @@ public struct ServerRunner: Sendable {
     /// server (services, pools, relays) records into `metrics.factory`, so one `/metrics` shows it all. By
     /// default a private Prometheus registry; a process that bootstrapped `MetricsSystem` with another backend
     /// before building the runner records there instead (see `ServerMetrics`).
-    public var metrics = ServerMetrics.prometheus()
+    public var metrics = ServerMetrics()
     /// The admin port (Prometheus `/metrics`, `/healthz`); nil = none.
     public var admin: AdminServer.Configuration?
     /// More Prometheus text appended to the registry's, for numbers not recorded through swift-metrics.

@@ -14,7 +14,7 @@ public final class GatewayServer: ServiceServer {
 
     public init(configuration: GatewayConfiguration, logger: Logger) throws {
         self.logger = logger
-        let metrics = ServerMetrics.prometheus()
+        let metrics = ServerMetrics()
         self.gateway = try Gateway(configuration: configuration, metricsFactory: metrics.factory, logger: logger)
         var server = try configuration.endpoint.serverConfiguration()
         // Clients on phones come and go: close connections idle for 5 minutes, recycle them after an hour.

@@ -1,5 +1,4 @@
 import Foundation
-import KindredErrorDetail
 import KindredGRPC
 import KindredGRPCServices
 import KindredOpenSSL

@@ -75,16 +75,6 @@ public struct AccessTokenSigner: Sendable {
         self.key = key
     }
 
-    /// A signer whose key id is derived from the key (``keyID(of:)``), as auth's signing key has.
-    public init(key: Ed25519PrivateKey) {
-        self.init(keyID: Self.keyID(of: key.publicKey), key: key)
-    }
-
-    /// The "kid" of a signing key: derived from its public key, so the same key always has the same id.
-    public static func keyID(of publicKey: Ed25519PublicKey) -> String {
-        String(Base64URL.encode(SHA256.hash(publicKey.rawRepresentation)).prefix(16))
-    }
-
     public var publicKey: Ed25519PublicKey { self.key.publicKey }
 
     public func sign(_ claims: AccessTokenClaims) throws -> String {

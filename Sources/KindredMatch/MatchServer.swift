@@ -43,7 +43,7 @@ public final class MatchServer: ServiceServer {
         } else {
             self.discoveryClient = nil
         }
-        let metrics = ServerMetrics.prometheus()
+        let metrics = ServerMetrics()
         self.service = MatchService(
             configuration: configuration,
             database: self.database,

@@ -1,9 +1,12 @@
 import CoreMetrics
 import Foundation
 import KindredPostgres
+import KindredProto
 import KindredServiceKit
+import KindredTracing
 import Logging
 import Synchronization
+import Tracing
 
 /// Group commit of swipes: concurrent callers' swipes are collected and committed together, at most `maxBatch`
 /// per transaction and `writers` transactions at once. A caller is answered only after the transaction holding
@@ -16,10 +19,15 @@ import Synchronization
 /// keep coming a writer keeps its connection and has two batches in flight: one round trip carries a batch's
 /// writes and COMMIT and the next batch's BEGIN, locks and load (which runs after that COMMIT, so it sees it), so
 /// a batch costs one round trip instead of two.
+///
+/// Traces: a batch's statements are spans of the first swipe's trace in it (the writer works for all of them at
+/// once), and each swipe's events carry its own caller's trace.
 public final class SwipeWriter: Sendable {
     private struct Pending {
         var command: SwipeCommand
         var continuation: CheckedContinuation<SwipeReply, any Error>
+        /// The caller's trace context (nil while tracing is off).
+        var trace: ServiceContext?
     }
 
     private struct State {
@@ -63,7 +71,10 @@ public final class SwipeWriter: Sendable {
     public func submit(_ command: SwipeCommand) async throws -> SwipeReply {
         try await withCheckedThrowingContinuation { continuation in
             let startWriter = self.state.withLock { state -> Bool in
-                state.queue.append(Pending(command: command, continuation: continuation))
+                state.queue.append(
+                    Pending(
+                        command: command, continuation: continuation,
+                        trace: TraceSwitch.isOn ? ServiceContext.current : nil))
                 guard state.running < self.writers else { return false }
                 state.running += 1
                 return true
@@ -80,7 +91,9 @@ public final class SwipeWriter: Sendable {
         while !batch.isEmpty {
             let leftover: [Pending]
             do {
-                leftover = try await self.database.withConnection { await self.chain(batch, on: $0) }
+                leftover = try await ServiceContext.withValue(batch[0].trace) {
+                    try await self.database.withConnection { await self.chain(batch, on: $0) }
+                }
             } catch {
                 leftover = batch  // no connection: nothing of it was sent
             }
@@ -125,7 +138,7 @@ public final class SwipeWriter: Sendable {
                     ids: { try UUIDv7.generate() })
                 writes = self.store.writeQueries(
                     swipes: decided.newSwipes, created: decided.newMatches, reciprocated: decided.reciprocated,
-                    events: try self.outbox.appendQuery(decided.events))
+                    events: try self.outbox.appendQuery(Self.traced(decided.events, batch)))
             } catch {
                 _ = try? await connection.execute("ROLLBACK")
                 self.fail(batch, error)
@@ -182,7 +195,7 @@ public final class SwipeWriter: Sendable {
         self.batchSize.record(batch.count)
         let started = ContinuousClock.now
         do {
-            let outcomes = try await self.commit(batch.map(\.command))
+            let outcomes = try await ServiceContext.withValue(batch[0].trace) { try await self.commit(batch) }
             self.commitTime.recordNanoseconds(Int64((ContinuousClock.now - started).nanoseconds))
             for (pending, outcome) in zip(batch, outcomes) {
                 pending.continuation.resume(with: outcome.mapError { $0 as any Error })
@@ -198,6 +211,23 @@ public final class SwipeWriter: Sendable {
         for pending in batch { pending.continuation.resume(throwing: error) }
     }
 
+    /// `events` stamped with the trace of the swipe they come from (its swiper's first in the batch; the events
+    /// of a batch are the swipers' own, in `SwipeBatch`), before the outbox would stamp them with the writer's.
+    private static func traced(_ events: [Kindred.Common.V1.Event], _ batch: [Pending]) -> [Kindred.Common.V1.Event] {
+        guard TraceSwitch.isOn else { return events }
+        var traces: [String: [String: String]] = [:]
+        for pending in batch.reversed() {
+            if let trace = pending.trace { traces[pending.command.swiper] = TraceSwitch.headers(of: trace) }
+        }
+        return events.map { event in
+            guard let headers = traces[event.userId] else { return event }
+            var event = event
+            event.traceparent = headers[TraceHeaders.traceparent] ?? ""
+            event.tracestate = headers[TraceHeaders.tracestate] ?? ""
+            return event
+        }
+    }
+
     /// A deadlock or serialization failure: the transaction was rolled back and may run again.
     private static func isRetryable(_ error: any Error) -> Bool {
         guard let error = error as? PostgresError else { return false }
@@ -205,7 +235,8 @@ public final class SwipeWriter: Sendable {
     }
 
     /// Commits one batch, retrying it (up to 3 runs) on a deadlock or serialization failure.
-    private func commit(_ commands: [SwipeCommand]) async throws -> [Result<SwipeReply, MatchError>] {
+    private func commit(_ pending: [Pending]) async throws -> [Result<SwipeReply, MatchError>] {
+        let commands = pending.map(\.command)
         var attempt = 0
         while true {
             attempt += 1
@@ -220,7 +251,7 @@ public final class SwipeWriter: Sendable {
                         try await self.store.commit(
                             self.store.writeQueries(
                                 swipes: batch.newSwipes, created: batch.newMatches, reciprocated: batch.reciprocated,
-                                events: try self.outbox.appendQuery(batch.events)),
+                                events: try self.outbox.appendQuery(Self.traced(batch.events, pending))),
                             on: connection)
                         return batch.outcomes
                     } catch {

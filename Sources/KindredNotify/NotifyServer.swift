@@ -37,7 +37,7 @@ public final class NotifyServer: ServiceServer {
         self.service = NotifyService(
             configuration: configuration, database: self.database, auth: self.auth,
             webPushApplicationServerKey: self.webPush?.applicationServerKey ?? "", logger: logger)
-        let metrics = ServerMetrics.prometheus()
+        let metrics = ServerMetrics()
         self.apns = try configuration.apns.map { try APNsProvider(configuration: $0, logger: logger) }
         self.fcm = try configuration.fcm.map { try FCMProvider(configuration: $0, logger: logger) }
         var providers: [DevicePlatform: any PushProvider] = [:]

@@ -21,8 +21,26 @@ extension PostgresConnection {
         let groups = groups.filter { !$0.isEmpty }
         if groups.isEmpty { return [] }
         for query in groups.joined() { try query.bindings.validate() }
-        return try await self.run { connection throws(PostgresError) in
-            try connection.pipelineOnThread(groups)
+        guard let context = StatementTracing.context else {
+            return try await self.run { connection throws(PostgresError) in
+                try connection.pipelineOnThread(groups)
+            }
+        }
+        // One span per statement, all spanning the round trip that carries them; a failed group marks its spans.
+        let count = groups.reduce(0) { $0 + $1.count }
+        let spans = groups.map { group in group.map { StatementTracing.start($0, in: context, batchSize: count) } }
+        do {
+            let results = try await self.run { connection throws(PostgresError) in
+                try connection.pipelineOnThread(groups)
+            }
+            for (group, result) in zip(spans, results) {
+                let error: PostgresError? = if case .failure(let error) = result { error } else { nil }
+                for span in group { StatementTracing.end(span, error: error) }
+            }
+            return results
+        } catch {
+            for span in spans.joined() { StatementTracing.end(span, error: error as? PostgresError) }
+            throw error
         }
     }
 

@@ -54,7 +54,7 @@ public final class ProfileServer: ServiceServer {
         // Page tokens are signed with a key derived from profile's service secret: good at every replica and
         // after a restart.
         let pageTokenKey = PageToken.key(service: "profile", secret: configuration.auth.serviceSecret)
-        let metrics = ServerMetrics.prometheus()
+        let metrics = ServerMetrics()
         self.profiles = ProfileService(
             configuration: configuration, database: self.database, access: access, cardCheck: check!,
             blobs: self.blobs, photoWorkers: self.workers, pageTokenKey: pageTokenKey, metricsFactory: metrics.factory, logger: logger)

@@ -25,6 +25,13 @@ extension Kindred.Common.V1 {
         /// When the state change was committed (UTC ms).
         public var occurredUnixMs: Swift.Int64 = 0
 
+        /// W3C Trace Context of the work that produced the event (its `traceparent` and `tracestate`
+        /// headers); empty when the producer does not trace. A consumer's handling of the event continues
+        /// that trace.
+        public var traceparent: Swift.String = ""
+
+        public var tracestate: Swift.String = ""
+
         /// What happened. Consumers acknowledge (and ignore) payload types they do not know.
         public var payload: Payload? = nil
 
@@ -74,6 +81,8 @@ extension Kindred.Common.V1 {
             encoder.setString(4, self.communityId)
             encoder.setInt64(5, self.sequence)
             encoder.setInt64(6, self.occurredUnixMs)
+            encoder.setString(7, self.traceparent)
+            encoder.setString(8, self.tracestate)
             switch self.payload {
             case .accountDeactivated(let value)?:
                 encoder.setMessage(oneof: 10, value)
@@ -117,6 +126,8 @@ extension Kindred.Common.V1 {
             self.communityId = try decoder.string(4)
             self.sequence = decoder.int64(5)
             self.occurredUnixMs = decoder.int64(6)
+            self.traceparent = try decoder.string(7)
+            self.tracestate = try decoder.string(8)
             switch decoder.oneofCase(10) {
             case 10:
                 self.payload = .accountDeactivated(

@@ -53,8 +53,18 @@ extension ServerDefinition {
         try ServerEndpointSettings(prefix: Self.settingsPrefix, defaultPort: Self.defaultPort, environment: settings)
     }
 
-    /// Builds the server and serves until SIGTERM/SIGINT: drains, stops its loops, closes its resources.
+    /// Builds the server and serves until SIGTERM/SIGINT: drains, stops its loops, closes its resources. Inside
+    /// `ServeHooks.around` when the executable set one (the OTLP trace export of `KindredOTel`).
     public static func serve(settings: EnvironmentReader, logger: Logger) async throws {
+        guard let around = ServeHooks.around else {
+            return try await Self.serveUntilStopped(settings: settings, logger: logger)
+        }
+        try await around(Self.name, settings.environment, logger) {
+            try await Self.serveUntilStopped(settings: settings, logger: logger)
+        }
+    }
+
+    private static func serveUntilStopped(settings: EnvironmentReader, logger: Logger) async throws {
         let server = try await Self.makeServer(settings: settings, logger: logger)
         do {
             try await server.runner.run(logger: logger) { address in

@@ -1,4 +1,3 @@
-import KindredErrorDetail
 import KindredGRPC
 import KindredGRPCServices
 import KindredIdentity

@@ -1,4 +1,5 @@
 import KindredChat
+import KindredOTel
 import KindredServiceKit
 
-await ServerCommand<ChatServerDefinition>.runFromCommandLine()
+await ServerCommand<ChatServerDefinition>.runWithTracing()

@@ -1,4 +1,5 @@
 import KindredDiscovery
+import KindredOTel
 import KindredServiceKit
 
-await ServerCommand<DiscoveryServerDefinition>.runFromCommandLine()
+await ServerCommand<DiscoveryServerDefinition>.runWithTracing()

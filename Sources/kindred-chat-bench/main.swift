@@ -8,9 +8,9 @@
 //   memory:     chat-server's resident memory before and after N idle Subscribe streams (--chat-pid).
 import ArgumentParser
 import Foundation
+import KindredAuth
 import KindredGRPC
 import KindredIdentity
-import KindredOpenSSL
 import KindredProto
 import KindredServiceKit
 import Logging
@@ -35,7 +35,8 @@ struct ChatBench: AsyncParsableCommand {
     func run() async throws {
         var logger = Logger(label: "bench")
         logger.logLevel = .error
-        let signer = AccessTokenSigner(key: try Ed25519PrivateKey(pemFile: self.signingKey))
+        let key = try SigningKey.loadOrCreate(path: self.signingKey)
+        let signer = AccessTokenSigner(keyID: key.keyID, key: key.privateKey)
         func token(_ subject: String, roles: [String], session: String?) throws -> String {
             try signer.sign(
                 AccessTokenClaims(

@@ -1,4 +1,5 @@
 import KindredMatch
+import KindredOTel
 import KindredServiceKit
 
-await ServerCommand<MatchServerDefinition>.runFromCommandLine()
+await ServerCommand<MatchServerDefinition>.runWithTracing()

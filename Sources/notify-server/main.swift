@@ -1,4 +1,5 @@
 import KindredNotify
+import KindredOTel
 import KindredServiceKit
 
-await ServerCommand<NotifyServerDefinition>.runFromCommandLine()
+await ServerCommand<NotifyServerDefinition>.runWithTracing()

@@ -1,4 +1,5 @@
+import KindredOTel
 import KindredProfile
 import KindredServiceKit
 
-await ServerCommand<ProfileServerDefinition>.runFromCommandLine()
+await ServerCommand<ProfileServerDefinition>.runWithTracing()

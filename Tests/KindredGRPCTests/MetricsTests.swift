@@ -29,8 +29,8 @@ struct MetricsTests {
 
     @Test("two servers in one process keep separate registries with exact counts")
     func separateRegistries() async throws {
-        let first = ServerMetrics.prometheus()
-        let second = ServerMetrics.prometheus()
+        let first = ServerMetrics()
+        let second = ServerMetrics()
         #expect(first.registry != nil && first.registry !== second.registry)
         try await Self.serve(first, calls: 3)
         try await Self.serve(second, calls: 2)
@@ -71,7 +71,7 @@ struct MetricsTests {
 
     @Test("samplers run before each rendering")
     func samplersRunAtScrape() {
-        let metrics = ServerMetrics.prometheus(registry: PrometheusCollectorRegistry())
+        let metrics = ServerMetrics(registry: PrometheusCollectorRegistry())
         let gauge = CoreMetrics.Gauge(label: "sampled_value", factory: metrics.factory)
         let counter = SampledCounter()
         metrics.addSampler { gauge.record(counter.next()) }

@@ -1,4 +1,3 @@
-import KindredErrorDetail
 import KindredHTTP2
 import KindredProto
 import KindredProtobuf

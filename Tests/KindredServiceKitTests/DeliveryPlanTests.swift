@@ -140,7 +140,7 @@ import Testing
     }
 
     @Test func metricsRenderPerConsumer() {
-        let server = ServerMetrics.prometheus(registry: PrometheusCollectorRegistry())
+        let server = ServerMetrics(registry: PrometheusCollectorRegistry())
         let metrics = EventRelayMetrics(producer: "auth", consumers: ["chat", "profile"], factory: server.factory)
         metrics.recordDelivered("chat", count: 3)
         let text = server.prometheusText()

@@ -63,7 +63,7 @@ import Testing
         // Find a free port, then leave it closed: the consumer is "not deployed" yet.
         let address = try await consumer.start()
         await consumer.stop()
-        let metrics = ServerMetrics.prometheus(registry: PrometheusCollectorRegistry())
+        let metrics = ServerMetrics(registry: PrometheusCollectorRegistry())
         let relay = try await database.relay(database.relayConfiguration([address]), metrics: metrics)
         let running = Task { await relay.run() }
         for index in 0..<10 { try await database.append(partition: "user-\(index % 3)") }

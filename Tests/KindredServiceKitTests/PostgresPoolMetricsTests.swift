@@ -13,7 +13,7 @@ struct PostgresPoolMetricsTests {
         let statistics = Mutex(
             PostgresPoolStatistics(inUse: 2, idle: 1, opening: 0, waiting: 3, totalOpened: 5, totalClosed: 1, acquireTimeouts: 0)
         )
-        let server = ServerMetrics.prometheus(registry: PrometheusCollectorRegistry())
+        let server = ServerMetrics(registry: PrometheusCollectorRegistry())
         let pool = PostgresPoolMetrics(pool: "auth", factory: server.factory) { statistics.withLock { $0 } }
         server.addSampler { pool.sample() }
         var text = server.prometheusText()

@@ -49,7 +49,9 @@ extension EventInbox {
                         ON CONFLICT (event_id) DO NOTHING
                         """
                     )
-                    if recorded == 1 { try await handler(event, transaction, &eventState) }
+                    if recorded == 1 {
+                        try await EventTracing.handling(event) { try await handler(event, transaction, &eventState) }
+                    }
                     try await transaction.execute("RELEASE SAVEPOINT inbox_event")
                     state = eventState
                     decisions.acknowledge(event)

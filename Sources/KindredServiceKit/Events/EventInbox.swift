@@ -81,16 +81,18 @@ public struct EventInbox: Sendable {
                 continue
             }
             do {
-                try await self.database.withTransaction { transaction in
-                    let recorded = try await transaction.execute(
-                        """
-                        INSERT INTO events_inbox (event_id, producer, partition_key, sequence)
-                        VALUES (\(event.eventId)::uuid, \(event.producer), \(event.partitionKey), \(event.sequence))
-                        ON CONFLICT (event_id) DO NOTHING
-                        """
-                    )
-                    guard recorded == 1 else { return }  // processed before: no effect again
-                    try await handler(event, transaction)
+                try await EventTracing.handling(event) {
+                    try await self.database.withTransaction { transaction in
+                        let recorded = try await transaction.execute(
+                            """
+                            INSERT INTO events_inbox (event_id, producer, partition_key, sequence)
+                            VALUES (\(event.eventId)::uuid, \(event.producer), \(event.partitionKey), \(event.sequence))
+                            ON CONFLICT (event_id) DO NOTHING
+                            """
+                        )
+                        guard recorded == 1 else { return }  // processed before: no effect again
+                        try await handler(event, transaction)
+                    }
                 }
                 decisions.acknowledge(event)
             } catch {

@@ -35,6 +35,7 @@ extension Outbox {
             event.producer = self.producer
             event.eventId = try UUIDv7.generate()
             if event.occurredUnixMs == 0 { event.occurredUnixMs = now }
+            EventTracing.stamp(&event)
             ids.append(event.eventId)
             users.append(event.userId)
             communities.append(event.communityId)

@@ -59,6 +59,7 @@ public struct Outbox: Sendable {
         event.producer = self.producer
         event.eventId = try UUIDv7.generate()
         if event.occurredUnixMs == 0 { event.occurredUnixMs = PostgresTimestamp.now.millisecondsSinceEpoch }
+        EventTracing.stamp(&event)
         // Locks the partition's counter row until the transaction ends (see the type's documentation).
         event.sequence = try await transaction.query(
             """

@@ -1,4 +1,3 @@
-import KindredErrorDetail
 import KindredGRPCServices
 import KindredProto
 

@@ -121,7 +121,7 @@ struct EventsDatabase {
     /// Its metrics go to `metrics` (a private registry unless given).
     func relay(
         _ configuration: OutboxRelayConfiguration,
-        metrics: ServerMetrics = ServerMetrics.prometheus(registry: PrometheusCollectorRegistry())
+        metrics: ServerMetrics = ServerMetrics(registry: PrometheusCollectorRegistry())
     ) async throws -> OutboxRelay {
         let relay = OutboxRelay(
             configuration: configuration,

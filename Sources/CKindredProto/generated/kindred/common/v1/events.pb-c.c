@@ -862,7 +862,7 @@ void   kindred__common__v1__activity_started__free_unpacked
   assert(message->base.descriptor == &kindred__common__v1__activity_started__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor kindred__common__v1__event__field_descriptors[21] =
+static const ProtobufCFieldDescriptor kindred__common__v1__event__field_descriptors[23] =
 {
   {
     "event_id",
@@ -933,6 +933,30 @@ static const ProtobufCFieldDescriptor kindred__common__v1__event__field_descript
     offsetof(Kindred__Common__V1__Event, occurred_unix_ms),
     NULL,
     NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "traceparent",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Common__V1__Event, traceparent),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "tracestate",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Kindred__Common__V1__Event, tracestate),
+    NULL,
+    &protobuf_c_empty_string,
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
@@ -1118,36 +1142,38 @@ static const ProtobufCFieldDescriptor kindred__common__v1__event__field_descript
   },
 };
 static const unsigned kindred__common__v1__event__field_indices_by_name[] = {
-  6,   /* field[6] = account_deactivated */
-  8,   /* field[8] = account_deleted */
-  7,   /* field[7] = account_reactivated */
-  19,   /* field[19] = activity_started */
+  8,   /* field[8] = account_deactivated */
+  10,   /* field[10] = account_deleted */
+  9,   /* field[9] = account_reactivated */
+  21,   /* field[21] = activity_started */
   3,   /* field[3] = community_id */
-  11,   /* field[11] = community_updated */
+  13,   /* field[13] = community_updated */
   0,   /* field[0] = event_id */
-  10,   /* field[10] = location_changed */
-  14,   /* field[14] = match_created */
-  15,   /* field[15] = match_ended */
-  20,   /* field[20] = message_sent */
+  12,   /* field[12] = location_changed */
+  16,   /* field[16] = match_created */
+  17,   /* field[17] = match_ended */
+  22,   /* field[22] = message_sent */
   5,   /* field[5] = occurred_unix_ms */
   1,   /* field[1] = producer */
-  9,   /* field[9] = profile_updated */
-  18,   /* field[18] = report_resolved */
+  11,   /* field[11] = profile_updated */
+  20,   /* field[20] = report_resolved */
   4,   /* field[4] = sequence */
-  12,   /* field[12] = swipe_recorded */
-  13,   /* field[13] = swipe_undone */
-  16,   /* field[16] = user_blocked */
+  14,   /* field[14] = swipe_recorded */
+  15,   /* field[15] = swipe_undone */
+  6,   /* field[6] = traceparent */
+  7,   /* field[7] = tracestate */
+  18,   /* field[18] = user_blocked */
   2,   /* field[2] = user_id */
-  17,   /* field[17] = user_unblocked */
+  19,   /* field[19] = user_unblocked */
 };
 static const ProtobufCIntRange kindred__common__v1__event__number_ranges[5 + 1] =
 {
   { 1, 0 },
-  { 10, 6 },
-  { 20, 9 },
-  { 30, 12 },
-  { 40, 20 },
-  { 0, 21 }
+  { 10, 8 },
+  { 20, 11 },
+  { 30, 14 },
+  { 40, 22 },
+  { 0, 23 }
 };
 const ProtobufCMessageDescriptor kindred__common__v1__event__descriptor =
 {
@@ -1157,7 +1183,7 @@ const ProtobufCMessageDescriptor kindred__common__v1__event__descriptor =
   "Kindred__Common__V1__Event",
   "kindred.common.v1",
   sizeof(Kindred__Common__V1__Event),
-  21,
+  23,
   kindred__common__v1__event__field_descriptors,
   kindred__common__v1__event__field_indices_by_name,
   5,  kindred__common__v1__event__number_ranges,

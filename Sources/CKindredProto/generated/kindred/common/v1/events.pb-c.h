@@ -122,6 +122,13 @@ struct  Kindred__Common__V1__Event
    * When the state change was committed (UTC ms).
    */
   int64_t occurred_unix_ms;
+  /*
+   * W3C Trace Context of the work that produced the event (its `traceparent` and `tracestate`
+   * headers); empty when the producer does not trace. A consumer's handling of the event continues
+   * that trace.
+   */
+  char *traceparent;
+  char *tracestate;
   Kindred__Common__V1__Event__PayloadCase payload_case;
   union {
     /*
@@ -188,7 +195,7 @@ struct  Kindred__Common__V1__Event
 };
 #define KINDRED__COMMON__V1__EVENT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&kindred__common__v1__event__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, KINDRED__COMMON__V1__EVENT__PAYLOAD__NOT_SET, {0} }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, KINDRED__COMMON__V1__EVENT__PAYLOAD__NOT_SET, {0} }
 
 
 /*

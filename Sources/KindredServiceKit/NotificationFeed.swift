@@ -4,7 +4,7 @@ import Logging
 /// A LISTEN that stays up: listens on `channel` on a connection of its own, hands every notification to
 /// `received`, and after a lost connection listens again (100 ms doubling to 2 s). Notifications sent while it
 /// was down are lost, so `connected` runs after every (re)connection, once LISTEN is in effect: the place to
-/// catch up from the tables (chat's event logs).
+/// catch up from the tables (auth's session ends, chat's event logs).
 ///
 /// ```swift
 /// let feed = NotificationFeed(database: database, channel: "kindred_chat", logger: logger)
@@ -12,19 +12,19 @@ import Logging
 ///     await feed.run(connected: { hub.resynchronize() }, lost: { hub.markLost() }) { hub.dispatch($0.payload) }
 /// })
 /// ```
-struct NotificationFeed: Sendable {
-    let database: PostgresClient
-    let channel: String
+public struct NotificationFeed: Sendable {
+    public let database: PostgresClient
+    public let channel: String
     private let logger: Logger
 
-    init(database: PostgresClient, channel: String, logger: Logger) {
+    public init(database: PostgresClient, channel: String, logger: Logger) {
         self.database = database
         self.channel = channel
         self.logger = logger
     }
 
     /// Runs until the task is cancelled.
-    func run(
+    public func run(
         connected: @Sendable () async -> Void,
         lost: @Sendable () -> Void = {},
         received: @Sendable (PostgresNotification) -> Void

@@ -1,0 +1,136 @@
+"""Distributed traces across the cluster: with the standard OTLP endpoint setting, every server exports its spans
+to a collector (Tests/Peers/otlp_receiver.py, which parses them with the OpenTelemetry project's own protobuf
+classes), and one Swipe through the gateway is one trace: the gateway's server span (continuing the caller's W3C
+`traceparent`), its client call to match, match's server span, match's PostgreSQL statements, and the consumers'
+handling of the events the swipe produced, each with the right parent. No span carries the members' ids, names or
+other personal data."""
+import json
+import pathlib
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from cluster_harness import ROOT, Cluster, assert_clean_stop
+from test_cluster import TIMEOUT
+from test_swipe_reach import LIKE, PARIS, Member, east, wait_indexed
+
+from kindred.api.v1 import deck_pb2, deck_pb2_grpc  # noqa: E402
+
+import grpc  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def collector():
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="kindred-otlp-"))
+    record = folder / "spans.jsonl"
+    record.touch()
+    process = subprocess.Popen([sys.executable, str(ROOT / "Tests" / "Peers" / "otlp_receiver.py"),
+                                "--record", str(record)], stdout=subprocess.PIPE, text=True)
+    port = int(process.stdout.readline().split()[1])
+    yield port, record
+    process.terminate()
+    process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def cluster(collector):
+    port, _ = collector
+    running = Cluster(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}", OTEL_BSP_SCHEDULE_DELAY="100",
+                      KINDRED_MATCH_SWIPE_RATE="1000", KINDRED_MATCH_SWIPE_BURST="1000")
+    pids = running.pids()
+    yield running
+    assert_clean_stop(running, pids)
+
+
+def spans(record):
+    lines = pathlib.Path(record).read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def trace_of(record, trace_id, until, deadline=30.0):
+    """The spans of `trace_id` once `until(spans)` holds (the servers send them in batches, after the fact)."""
+    stop = time.monotonic() + deadline
+    while True:
+        found = [span for span in spans(record) if span.get("trace_id") == trace_id]
+        if until(found) or time.monotonic() > stop:
+            return found
+        time.sleep(0.2)
+
+
+def only(found, description, **match):
+    hits = [span for span in found if all(span.get(key) == value for key, value in match.items())]
+    assert len(hits) == 1, f"expected one {description}, found {len(hits)}: {json.dumps(found, indent=1)}"
+    return hits[0]
+
+
+def descends_from(span, ancestor, by_id):
+    while span["parent_span_id"]:
+        if span["parent_span_id"] == ancestor["span_id"]:
+            return True
+        span = by_id.get(span["parent_span_id"])
+        if span is None:
+            return False
+    return False
+
+
+def test_one_swipe_is_one_trace_from_the_gateway_to_postgresql_and_the_consumers(cluster, collector):
+    _, record = collector
+    with grpc.insecure_channel(cluster.gateway) as channel:
+        deck = deck_pb2_grpc.DeckServiceStub(channel)
+        swiper = Member(cluster, channel, "Tia", 1996, PARIS)
+        target = Member(cluster, channel, "Tom", 1995, east(3))
+        for member in (swiper, target):
+            wait_indexed(deck, member)
+        # The app's own span: the gateway continues its trace.
+        trace_id, caller_span = secrets.token_hex(16), secrets.token_hex(8)
+        traceparent = f"00-{trace_id}-{caller_span}-01"
+        deck.Swipe(deck_pb2.SwipeRequest(target_user_id=target.id, action=LIKE),
+                   metadata=swiper.auth + [("traceparent", traceparent)], timeout=TIMEOUT)
+
+    def complete(found):
+        return (any(s["service"] == "match" and s["attributes"].get("db.system") == "postgresql" for s in found)
+                and any(s["kind"] == "CONSUMER" and s["name"] == "event swipe.recorded" for s in found))
+
+    found = trace_of(record, trace_id, complete)
+    by_id = {span["span_id"]: span for span in found}
+
+    gateway = only(found, "gateway server span", service="gateway", kind="SERVER",
+                   name="kindred.api.v1.DeckService/Swipe")
+    assert gateway["parent_span_id"] == caller_span
+    assert gateway["attributes"]["rpc.system"] == "grpc"
+    assert gateway["attributes"]["rpc.service"] == "kindred.api.v1.DeckService"
+    assert gateway["attributes"]["rpc.method"] == "Swipe"
+    assert gateway["attributes"]["rpc.grpc.status_code"] == 0
+
+    outgoing = only(found, "gateway→match client span", service="gateway", kind="CLIENT",
+                    name="kindred.match.v1.MatchService/Swipe")
+    assert outgoing["parent_span_id"] == gateway["span_id"]
+    served = only(found, "match server span", service="match", kind="SERVER", name="kindred.match.v1.MatchService/Swipe")
+    assert served["parent_span_id"] == outgoing["span_id"]
+    assert served["attributes"]["rpc.grpc.status_code"] == 0
+
+    statements = [s for s in found if s["service"] == "match" and s["attributes"].get("db.system") == "postgresql"]
+    assert statements, "match's PostgreSQL statements are in the trace"
+    for statement in statements:
+        assert statement["kind"] == "CLIENT"
+        assert descends_from(statement, served, by_id), statement
+        assert statement["name"] == statement["attributes"]["db.operation.name"]
+        assert "$1" in statement["attributes"]["db.query.text"] or "$" not in statement["attributes"]["db.query.text"]
+    assert any(s["attributes"]["db.operation.name"] == "COMMIT" or "COMMIT" in s["attributes"]["db.query.text"]
+               for s in statements), [s["name"] for s in statements]
+
+    consumers = [s for s in found if s["kind"] == "CONSUMER" and s["name"] == "event swipe.recorded"]
+    assert {s["service"] for s in consumers} >= {"discovery"}, [s["service"] for s in consumers]
+    for consumer in consumers:
+        # The event carried the swipe's trace: the consumer's span is a child of match's call.
+        assert consumer["parent_span_id"] == served["span_id"], consumer
+        assert consumer["links"], "linked to the DeliverEvents call it arrived in"
+
+    # DESIGN §5–6: no personal data in telemetry (ids, names, tokens), whatever the span.
+    text = json.dumps(spans(record))
+    for secret in (swiper.id, target.id, "Tia", "Tom", swiper.auth[0][1].split()[-1]):
+        assert secret not in text
