@@ -80,8 +80,16 @@ extension MatchService {
         case .accountDeleted?:
             guard UUIDv7.isValid(user) else { return }
             let ended = try await UserDataStore().erase(user, in: transaction)
+            // Each remaining user's MatchEnded goes to their partition; auth's event also erases the user's own
+            // (their swipes and blocks still in match's outbox go, and consumers get match's erasure after them).
+            // Partitions in ascending key, the outbox's lock order (Outbox.swift): `ended` comes sorted by the
+            // other user, and the user's own partition takes its place among them.
+            var erasing = event.producer == "auth"
             for match in ended {
-                // Partitioned by the remaining user: the deleted one's partition ends here.
+                if erasing && user < match.other {
+                    try await self.outbox.eraseUser(user, community: event.communityId, in: transaction)
+                    erasing = false
+                }
                 var ending = CommonApi.Event()
                 ending.userId = match.other
                 ending.communityId = event.communityId
@@ -93,8 +101,7 @@ extension MatchService {
                     })
                 try await self.outbox.append(ending, in: transaction)
             }
-            if event.producer == "auth" {
-                // The user's swipes and blocks still in match's outbox go; consumers get match's erasure after them.
+            if erasing {
                 try await self.outbox.eraseUser(user, community: event.communityId, in: transaction)
             }
         case .profileUpdated(let updated)?:

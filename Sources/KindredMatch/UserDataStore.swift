@@ -26,12 +26,14 @@ struct UserDataStore: Sendable {
         return try Self.kinds.enumerated().map { ($0.element, try row.decode(Int64.self, at: $0.offset)) }
     }
 
-    /// The user's active matches (to announce their end), then every row about the user, both directions.
+    /// The user's active matches (to announce their end), sorted by the other user (the order their events are
+    /// appended in), then every row about the user, both directions.
     func erase(_ user: String, in transaction: PostgresTransaction) async throws -> [(matchID: String, other: String)] {
         let ended = try await transaction.query(
             """
             SELECT match_id::text, CASE WHEN user_low = \(user)::uuid THEN user_high ELSE user_low END::text
             FROM matches WHERE (user_low = \(user)::uuid OR user_high = \(user)::uuid) AND ended_at IS NULL
+            ORDER BY 2
             """
         ).map { (matchID: try $0.decode(String.self, at: 0), other: try $0.decode(String.self, at: 1)) }
         _ = try await transaction.pipeline([

@@ -86,4 +86,30 @@ import Testing
             #expect(service.counts.count == 9)
         }
     }
+
+    @Test func aDeletionAppendsItsEventsInAscendingPartitionKeyTheOutboxsLockOrder() async throws {
+        try await MatchHarness.with { h in
+            try await h.community("dating")
+            let m = try await h.members(5, community: "dating").sorted { $0.id < $1.id }
+            // The deleted member sits between the others, and the matches are made out of key order, so neither
+            // the table's order nor the user's own partition coming last would be ascending.
+            let gone = m[2]
+            for other in [m[4], m[0], m[3], m[1]] {
+                try await h.swipe(gone, other, .like)
+                try await h.swipe(other, gone, .like)
+            }
+            var deleted = CommonApi.Event()
+            deleted.userId = gone.id
+            deleted.communityId = "dating"
+            deleted.payload = .accountDeleted(.init())
+            try await h.deliver([deleted], from: "auth")
+            let appended = try await h.database.query(
+                """
+                SELECT partition_key FROM events_outbox WHERE event_type IN ('match.ended', 'account.deleted')
+                ORDER BY id
+                """
+            ).map { try $0.decode(String.self, at: 0) }
+            #expect(appended == m.map(\.id), "one event per partition, in ascending key")
+        }
+    }
 }
