@@ -4,7 +4,8 @@ import KindredPostgres
 /// statement per ActivityStarted event however many followers it names.
 struct ActivityNotificationStore: Sendable {
     /// Queues one notification per follower in `followers` (ids paired with `ids`, the notifications' ids)
-    /// who did not turn activities off, about `broadcaster`, from the broadcast `source`: idempotent per
+    /// who did not turn activities off and whose account was not deleted since match listed them (a tombstone in
+    /// `deleted_members`), about `broadcaster`, from the broadcast `source`: idempotent per
     /// (follower, broadcast), so a redelivered event queues nothing more. Returns how many were queued.
     func enqueue(
         ids: [String],
@@ -24,6 +25,7 @@ struct ActivityNotificationStore: Sendable {
             FROM unnest(\(ids)::uuid[], \(followers)::uuid[]) AS f (id, follower)
             LEFT JOIN settings s ON s.user_id = f.follower
             WHERE coalesce(s.activities, true)
+              AND NOT EXISTS (SELECT 1 FROM deleted_members d WHERE d.user_id = f.follower)
             ON CONFLICT (user_id, kind, source_id) DO NOTHING
             """
         )

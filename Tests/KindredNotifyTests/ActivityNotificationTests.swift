@@ -79,6 +79,20 @@ struct ActivityNotificationTests {
         }
     }
 
+    /// match listed a follower whose account auth deleted before notify read the event (the outboxes are not
+    /// ordered): nothing is queued for them, and the other followers are told as usual.
+    @Test func aFollowerDeletedBeforeTheEventGetsNothing() async throws {
+        try await NotifyHarness.with { harness in
+            let (athlete, gone, fan) = (try NotifyHarness.member(), try NotifyHarness.member(), try NotifyHarness.member())
+            _ = try await harness.client.deliver(
+                N.deliverEvents, [try DeletedMemberTests.deleted(gone.id)], from: "auth", tokens: testKeys)
+            let event = try Self.started(by: athlete.id, to: [gone.id, fan.id], broadcast: try UUIDv7.generate())
+            _ = try await harness.client.deliver(N.deliverEvents, [event], from: "match", tokens: testKeys)
+            #expect(try await Self.states(harness, gone.id) == [:])
+            #expect(try await Self.states(harness, fan.id) == ["pending": 1])
+        }
+    }
+
     @Test func anExpiredBroadcastQueuesNothing() async throws {
         try await NotifyHarness.with { harness in
             let (athlete, fan) = (try NotifyHarness.member(), try NotifyHarness.member())
