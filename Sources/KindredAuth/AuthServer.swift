@@ -87,20 +87,11 @@ public final class AuthServer: ServiceServer {
             logger: logger
         )
         let metrics = ServerMetrics()
-        if configuration.events.consumers.isEmpty {
-            self.eventRelay = nil
-        } else {
-            var events = OutboxRelayConfiguration(producer: "auth", consumers: configuration.events.consumers)
-            events.pollInterval = configuration.events.pollInterval
-            let service = self.service
-            self.eventRelay = OutboxRelay(
-                configuration: events,
-                database: self.database,
-                tokens: ServiceTokenSource { try service.signServiceToken(for: "auth") },
-                metricsFactory: metrics.factory,
-                logger: logger
-            )
-        }
+        let service = self.service
+        self.eventRelay = OutboxRelay(
+            producer: "auth", settings: configuration.events, database: self.database,
+            tokens: ServiceTokenSource { try service.signServiceToken(for: "auth") }, metricsFactory: metrics.factory,
+            logger: logger)
         var runner = ServerRunner(configuration: try configuration.endpoint.serverConfiguration(), services: [self.service])
         runner.admin = configuration.endpoint.adminConfiguration
         runner.metrics = metrics

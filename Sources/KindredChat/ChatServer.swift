@@ -39,15 +39,9 @@ public final class ChatServer: ServiceServer {
             subscribers.record(hub.subscriberCount)
             listening.record(hub.isListening ? 1 : 0)
         }
-        if configuration.events.consumers.isEmpty || self.auth.serviceTokens == nil {
-            self.eventRelay = nil
-        } else {
-            var events = OutboxRelayConfiguration(producer: "chat", consumers: configuration.events.consumers)
-            events.pollInterval = configuration.events.pollInterval
-            self.eventRelay = OutboxRelay(
-                configuration: events, database: self.database, tokens: self.auth.serviceTokens!,
-                metricsFactory: metrics.factory, logger: logger)
-        }
+        self.eventRelay = OutboxRelay(
+            producer: "chat", settings: configuration.events, database: self.database,
+            tokens: self.auth.serviceTokens, metricsFactory: metrics.factory, logger: logger)
         let feed = NotificationFeed(database: self.database, channel: EventLogStore.channel, logger: logger)
         let service = self.service
         let heartbeat = configuration.heartbeatInterval

@@ -52,19 +52,9 @@ public final class MatchServer: ServiceServer {
             metricsFactory: metrics.factory,
             logger: logger
         )
-        if configuration.events.consumers.isEmpty || self.auth.serviceTokens == nil {
-            self.eventRelay = nil
-        } else {
-            var events = OutboxRelayConfiguration(producer: "match", consumers: configuration.events.consumers)
-            events.pollInterval = configuration.events.pollInterval
-            self.eventRelay = OutboxRelay(
-                configuration: events,
-                database: self.database,
-                tokens: self.auth.serviceTokens!,
-                metricsFactory: metrics.factory,
-                logger: logger
-            )
-        }
+        self.eventRelay = OutboxRelay(
+            producer: "match", settings: configuration.events, database: self.database,
+            tokens: self.auth.serviceTokens, metricsFactory: metrics.factory, logger: logger)
         var runner = ServerRunner(configuration: try configuration.endpoint.serverConfiguration(), services: [self.service])
         runner.admin = configuration.endpoint.adminConfiguration
         runner.metrics = metrics

@@ -69,12 +69,10 @@ public final class ProfileServer: ServiceServer {
         runner.metrics = metrics
         _ = PostgresPoolMetrics.attach(pool: "profile", database: self.database, to: metrics)
         runner.background = auth.backgroundTasks
-        if let tokens, !configuration.events.consumers.isEmpty {
-            var events = OutboxRelayConfiguration(producer: "profile", consumers: configuration.events.consumers)
-            events.pollInterval = configuration.events.pollInterval
-            let relay = OutboxRelay(
-                configuration: events, database: self.database, tokens: tokens, metricsFactory: metrics.factory,
-                logger: logger)
+        if let relay = OutboxRelay(
+            producer: "profile", settings: configuration.events, database: self.database, tokens: tokens,
+            metricsFactory: metrics.factory, logger: logger)
+        {
             runner.background.append(BackgroundTask("events-relay") { await relay.run() })
         }
         let profiles = self.profiles
