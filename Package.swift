@@ -48,6 +48,8 @@ let package = Package(
         .library(name: "KindredProto", targets: ["KindredProto"]),
         .library(name: "KindredProtoJSON", targets: ["KindredProtoJSON"]),
         .library(name: "KindredServiceKit", targets: ["KindredServiceKit"]),
+        .library(name: "KindredGeo", targets: ["KindredGeo"]),
+        .library(name: "KindredMediaURL", targets: ["KindredMediaURL"]),
         .library(name: "KindredIdentity", targets: ["KindredIdentity"]),
         .library(name: "KindredSMTP", targets: ["KindredSMTP"]),
         .library(name: "KindredVips", targets: ["KindredVips"]),
@@ -144,6 +146,11 @@ let package = Package(
             ] + nio
         ),
 
+        // Geohash cells: encoding, bounds, centres and distances (the location policy and discovery).
+        .target(name: "KindredGeo"),
+        // Signed, expiring media and upload URLs: profile signs them, the gateway's media port checks them.
+        .target(name: "KindredMediaURL", dependencies: ["KindredOpenSSL"]),
+
         // Access tokens: Ed25519 JWT signing and the verification every service uses; OIDC ID tokens.
         .target(name: "KindredIdentity", dependencies: ["KindredOpenSSL", "KindredGRPC", "KindredProto", logging]),
 
@@ -155,7 +162,7 @@ let package = Package(
             name: "KindredServiceKit",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredPostgres", "KindredIdentity", "KindredProto",
-                "KindredProtobuf", "KindredOpenSSL", "KindredTracing", logging, metrics, tracing,
+                "KindredProtobuf", "KindredOpenSSL", "KindredTracing", "KindredGeo", logging, metrics, tracing,
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ] + nio
@@ -213,7 +220,8 @@ let package = Package(
             name: "KindredProfile",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredPostgres",
-                "KindredOpenSSL", "KindredIdentity", "KindredVips", "KindredPresets", logging, metrics,
+                "KindredOpenSSL", "KindredIdentity", "KindredVips", "KindredPresets", "KindredGeo", "KindredMediaURL",
+                logging, metrics,
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ] + nio
         ),
@@ -224,7 +232,7 @@ let package = Package(
             name: "KindredGateway",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredProtobuf",
-                "KindredProtoJSON", "KindredIdentity", "KindredOpenSSL", logging, metrics,
+                "KindredProtoJSON", "KindredIdentity", "KindredOpenSSL", "KindredMediaURL", logging, metrics,
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ] + nio
         ),
@@ -274,7 +282,7 @@ let package = Package(
             name: "KindredDiscovery",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredProtobuf",
-                "KindredPostgres", "KindredOpenSSL", "KindredIdentity", logging, metrics,
+                "KindredPostgres", "KindredOpenSSL", "KindredIdentity", "KindredGeo", logging, metrics,
             ] + nio
         ),
         .executableTarget(name: "discovery-server", dependencies: ["KindredOTel", "KindredDiscovery", "KindredServiceKit"]),
@@ -287,7 +295,7 @@ let package = Package(
             name: "kindred-discovery-pg-bench",
             dependencies: [
                 "KindredDiscovery", "KindredPostgres", "KindredPostgresTesting", "KindredProto", "KindredServiceKit",
-                logging,
+                "KindredGeo", logging,
             ]),
 
         // The interop test service (used by tests, the benchmark and Python grpcio).
@@ -361,7 +369,8 @@ let package = Package(
             name: "KindredProfileTests",
             dependencies: [
                 "KindredProfile", "KindredAuth", "KindredServiceKit", "KindredServiceTesting", "KindredPostgresTesting",
-                "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredIdentity", "KindredOpenSSL", logging,
+                "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredIdentity", "KindredOpenSSL", "KindredGeo",
+                "KindredMediaURL", logging,
             ] + nio,
             exclude: ["python"]
         ),
@@ -371,7 +380,7 @@ let package = Package(
             dependencies: [
                 "KindredDiscovery", "KindredDiscoveryQuality", "KindredServiceTesting", "KindredPostgresTesting",
                 "KindredServiceKit", "KindredGRPC", "KindredGRPCServices", "KindredIdentity", "KindredOpenSSL",
-                "KindredProto", "KindredProtobuf", "KindredPostgres", logging,
+                "KindredProto", "KindredProtobuf", "KindredPostgres", "KindredGeo", logging,
             ]),
         .testTarget(name: "KindredPostgresTests", dependencies: ["KindredPostgres", "KindredPostgresTesting"] + nio),
         .testTarget(
@@ -379,7 +388,7 @@ let package = Package(
             dependencies: [
                 "KindredServiceKit", "KindredServiceTesting", "KindredGRPCServices", "KindredGRPC", "KindredProto",
                 "KindredInterop", "KindredPostgresTesting", "KindredPostgres", "KindredIdentity", "KindredOpenSSL",
-                logging, metrics, prometheus,
+                "KindredGeo", logging, metrics, prometheus,
             ] + nio
         ),
         .testTarget(

@@ -1,5 +1,6 @@
 import Foundation
 import KindredGRPC
+import KindredGeo
 import KindredPostgres
 import KindredProto
 import KindredServiceKit

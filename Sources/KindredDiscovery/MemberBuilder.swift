@@ -1,3 +1,4 @@
+import KindredGeo
 import KindredProto
 import KindredServiceKit
 

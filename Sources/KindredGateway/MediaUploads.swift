@@ -1,6 +1,7 @@
 import Foundation
 import KindredGRPC
 import KindredGRPCServices
+import KindredMediaURL
 import KindredOpenSSL
 import KindredProto
 import KindredProtoJSON

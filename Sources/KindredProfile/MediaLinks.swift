@@ -1,4 +1,5 @@
 import Foundation
+import KindredMediaURL
 import KindredProto
 import KindredServiceKit
 

@@ -3,6 +3,7 @@ import Foundation
 import KindredGRPC
 import KindredGRPCServices
 import KindredIdentity
+import KindredMediaURL
 import KindredPostgres
 import KindredProto
 import KindredServiceKit

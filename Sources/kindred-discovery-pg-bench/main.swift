@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import KindredDiscovery
+import KindredGeo
 import KindredPostgres
 import KindredPostgresTesting
 import KindredProto

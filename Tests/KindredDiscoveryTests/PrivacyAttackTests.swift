@@ -1,6 +1,7 @@
 import Foundation
 import KindredDiscovery
 import KindredGRPC
+import KindredGeo
 import KindredProto
 import KindredServiceKit
 import Testing

@@ -1,5 +1,7 @@
 import Foundation
 import KindredGRPC
+import KindredGeo
+import KindredMediaURL
 @testable import KindredProfile
 import KindredProto
 import KindredServiceKit

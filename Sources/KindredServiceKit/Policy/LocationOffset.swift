@@ -1,4 +1,5 @@
 import Foundation
+import KindredGeo
 import KindredOpenSSL
 
 /// Where a member is published (DESIGN §5): their precision-6 cell displaced by a fixed secret offset, then

@@ -1,5 +1,6 @@
 import Foundation
 import KindredGRPCServices
+import KindredGeo
 
 /// A published position as distances read it: the published cell centre's latitude as its sine and cosine and its
 /// longitude in degrees (24 bytes, so discovery's index keeps one per member and its scan computes nothing else).

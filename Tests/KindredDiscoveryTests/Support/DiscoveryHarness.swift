@@ -2,6 +2,7 @@ import Foundation
 import KindredDiscovery
 import KindredGRPC
 import KindredGRPCServices
+import KindredGeo
 import KindredIdentity
 import KindredOpenSSL
 import KindredPostgres

@@ -1,5 +1,6 @@
 import Foundation
 import KindredGRPCServices
+import KindredGeo
 import KindredServiceKit
 import Testing
 

@@ -3,8 +3,9 @@
 // bytes changed, inserted or cut as the input says, is either refused or stands for exactly what was signed (the
 // same offset; the same path and expiry) — never another page, photo or time; a token is refused for another
 // scope and after its expiry; a media path that parses prints back to a path that parses equal.
-import FuzzSupport
 import Foundation
+import FuzzSupport
+import KindredMediaURL
 import KindredOpenSSL
 import KindredServiceKit
 

@@ -6,6 +6,7 @@
 // characters, its centre lies within its bounds and encodes back to the same cell; a point encodes to a cell whose
 // bounds contain it.
 import FuzzSupport
+import KindredGeo
 import KindredServiceKit
 
 let rules: [TextRule] = [
