@@ -1,7 +1,7 @@
+import CoreMetrics
 import KindredIdentity
 import KindredPostgres
 import Logging
-import Metrics
 
 extension OutboxRelay {
     /// The relay of `producer`'s outbox to the consumers its settings name (`KINDRED_<SERVER>_EVENT_CONSUMERS`,
