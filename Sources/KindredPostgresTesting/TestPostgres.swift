@@ -165,10 +165,12 @@ public final class TestPostgres: Sendable {
         }
 
         // The wrapper starts postgres, stops it (SIGINT = fast shutdown) once the test process is
-        // gone, and removes the folder after postgres exits.
+        // gone, and removes the folder after postgres exits. One server serves every suite of the test process
+        // at once (each test server's pool, listeners and relays): a parallel run's peak reached the former limit
+        // of 400 backends, and each refused connection failed a test that had nothing to do with it.
         let wrapper = """
             "$1" -D "$2" -k "$3" -p 5432 -c listen_addresses= -c fsync=off -c full_page_writes=off \\
-                -c max_connections=400 -c deadlock_timeout=200ms &
+                -c max_connections=1000 -c deadlock_timeout=200ms &
             pg=$!
             (
                 while kill -0 "$pg" 2>/dev/null; do
