@@ -56,7 +56,9 @@ struct ServerLifecycleTests {
         #expect(runner.health.status(of: "") == true)
 
         let client = GRPCClient(configuration: GRPCClientConfiguration(host: "127.0.0.1", port: port), logger: Logger(label: "t"))
-        let call = Task { try await client.unary(V1.InteropService.Method.echo, echo("slow", delayMs: 400)).message }
+        // Slow enough that the check below sees it in flight even when a parallel run starves this task for a
+        // while (400 ms was missed once, at the start of a full run).
+        let call = Task { try await client.unary(V1.InteropService.Method.echo, echo("slow", delayMs: 3000)).message }
         // The call in flight on the server (a fixed 100 ms lost the race with a loaded machine's connect).
         #expect(await eventually { runner.metrics.activeCalls == 1 })
         await group.triggerGracefulShutdown()
