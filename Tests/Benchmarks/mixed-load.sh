@@ -33,42 +33,20 @@ export KINDRED_BIN_DIR
 
 WORK="$(mktemp -d /tmp/kindred-mixed.XXXXXX)"
 chmod 755 "$WORK"
-free() { ! (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-BASE=48050
-ports_free() { # gRPC, admin, SMTP and media ports of base $1
-    local i
-    for i in 0 1 2 3 4 5 6 100 101 102 103 104 105 106 150 200; do free $(($1 + i)) || return 1; done
-}
-while ! ports_free "$BASE"; do BASE=$((BASE + 10)); done
-
-# Per-client/per-account limits protect against abuse, not against a benchmark whose members all come from
-# 127.0.0.1; access logs off (they measure the disk, not the services).
+BASE="$(free_port_base 48050)"
+# Access logs off (they measure the disk, not the services); the per-client limits lifted (export_load_limits).
 export KINDRED_CLUSTER_DIR="$WORK/run" KINDRED_DATA_DIR="$WORK/data" KINDRED_PORT_BASE="$BASE" \
     KINDRED_SMTP_PORT=$((BASE + 150)) KINDRED_LOG_LEVEL=warning \
-    KINDRED_GATEWAY_CLIENT_RATE=1000000 KINDRED_GATEWAY_CLIENT_BURST=1000000 \
-    KINDRED_GATEWAY_ACCOUNT_RATE=1000000 KINDRED_GATEWAY_ACCOUNT_BURST=1000000 \
-    KINDRED_MATCH_SWIPE_RATE=1000000 KINDRED_MATCH_SWIPE_BURST=1000000 \
-    KINDRED_DISCOVERY_VIEWER_RATE=1000000 KINDRED_DISCOVERY_VIEWER_BURST=1000000 \
-    KINDRED_CHAT_DEFAULT_HOURLY_MESSAGE_LIMIT=10000 \
     KINDRED_GATEWAY_ACCESS_LOG=false KINDRED_AUTH_ACCESS_LOG=false KINDRED_PROFILE_ACCESS_LOG=false \
     KINDRED_DISCOVERY_ACCESS_LOG=false KINDRED_MATCH_ACCESS_LOG=false KINDRED_CHAT_ACCESS_LOG=false
+export_load_limits
 export KINDRED_POSTGRES_SETTINGS="shared_preload_libraries = 'pg_stat_statements'
 pg_stat_statements.max = 2000
 pg_stat_statements.track = top"
 
-setsid services/run-cluster.sh >"$WORK/cluster.log" 2>&1 </dev/null &
-CLUSTER=$!
-stop() { # TERM: a background job ignores INT (bash), so run-cluster.sh would never see it
-    kill -TERM "$CLUSTER" 2>/dev/null || true
-    wait "$CLUSTER" 2>/dev/null || true
-    grep -q "Kindred stopped." "$WORK/cluster.log" || tail -n 20 "$WORK/cluster.log"
-    rm -rf "$WORK"
-}
-trap stop EXIT
+start_cluster "$WORK"
 wait_for_cluster "$WORK/cluster.log" "$CLUSTER"
-
-read -r psql url <<<"$(sed -n 's/^ *db: *\(\S*\) "\(.*\)"$/\1 \2/p' "$WORK/cluster.log")"
-sql() { runuser -u postgres -- "$psql" -X -q -v ON_ERROR_STOP=1 -P pager=off "$url" "$@"; }
+cluster_sql "$WORK/cluster.log"
 sql -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
 BALLAST="${KINDRED_BENCH_BALLAST:-100000}"
 if [ "$BALLAST" -gt 0 ]; then

@@ -30,49 +30,21 @@ export KINDRED_BIN_DIR
 
 WORK="$(mktemp -d /tmp/kindred-storage.XXXXXX)"
 chmod 755 "$WORK"
-free() { ! (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-BASE=48450
-ports_free() { # gRPC, admin, SMTP and media ports of base $1
-    local i
-    for i in 0 1 2 3 4 5 6 100 101 102 103 104 105 106 150 200; do free $(($1 + i)) || return 1; done
-}
-while ! ports_free "$BASE"; do BASE=$((BASE + 10)); done
-
+BASE="$(free_port_base 48450)"
 export KINDRED_CLUSTER_DIR="$WORK/run" KINDRED_DATA_DIR="$WORK/data" KINDRED_PORT_BASE="$BASE" \
-    KINDRED_SMTP_PORT=$((BASE + 150)) KINDRED_LOG_LEVEL=warning KINDRED_DEMO_MEMBERS="$MEMBERS" \
-    KINDRED_GATEWAY_CLIENT_RATE=1000000 KINDRED_GATEWAY_CLIENT_BURST=1000000 \
-    KINDRED_GATEWAY_ACCOUNT_RATE=1000000 KINDRED_GATEWAY_ACCOUNT_BURST=1000000 \
-    KINDRED_MATCH_SWIPE_RATE=1000000 KINDRED_MATCH_SWIPE_BURST=1000000 \
-    KINDRED_DISCOVERY_VIEWER_RATE=1000000 KINDRED_DISCOVERY_VIEWER_BURST=1000000 \
-    KINDRED_CHAT_DEFAULT_HOURLY_MESSAGE_LIMIT=10000
-
-setsid services/run-cluster.sh --demo >"$WORK/cluster.log" 2>&1 </dev/null &
-CLUSTER=$!
-stop() { # TERM: a background job ignores INT (bash), so run-cluster.sh would never see it
-    kill -TERM "$CLUSTER" 2>/dev/null || true
-    wait "$CLUSTER" 2>/dev/null || true
-    grep -q "Kindred stopped." "$WORK/cluster.log" || tail -n 20 "$WORK/cluster.log"
-    rm -rf "$WORK"
-}
-trap stop EXIT
+    KINDRED_SMTP_PORT=$((BASE + 150)) KINDRED_LOG_LEVEL=warning KINDRED_DEMO_MEMBERS="$MEMBERS"
+export_load_limits
+start_cluster "$WORK" --demo
 # "Kindred is up" comes before the seed; "Demo ready." after it (a few hundred members take minutes on a busy
-# machine, each with generated photos).
-for _ in $(seq 36000); do
-    grep -q -e "Demo ready\." -e "the demo seed failed" "$WORK/cluster.log" && break
-    kill -0 "$CLUSTER" 2>/dev/null || { cat "$WORK/cluster.log"; exit 1; }
-    sleep 0.2
-done
-grep -q -e "Demo ready\." -e "the demo seed failed" "$WORK/cluster.log" || { cat "$WORK/cluster.log"; exit 1; }
-# A seed that gave up part way (on a starved machine a member's profile can take longer than the seed waits to
-# reach match) still leaves rows to measure; say so.
+# machine, each with generated photos). A seed that gave up part way (on a starved machine a member's profile can
+# take longer than the seed waits to reach match) still leaves rows to measure; say so.
+wait_for_cluster "$WORK/cluster.log" "$CLUSTER" 'Demo ready\.\|the demo seed failed' 7200
 grep -q "Demo ready\." "$WORK/cluster.log" || echo "the seed stopped early: $(grep -c 'members ready' "$WORK/cluster.log") progress lines; measuring what it stored"
-
-read -r psql url <<<"$(sed -n 's/^ *db: *\(\S*\) "\(.*\)"$/\1 \2/p' "$WORK/cluster.log")"
-sql() { runuser -u postgres -- "$psql" -X -q -v ON_ERROR_STOP=1 -P pager=off "$url" "$@"; }
+cluster_sql "$WORK/cluster.log"
 
 if [ "$SECONDS_OF_LOAD" -gt 0 ]; then
     "$KINDRED_BIN_DIR/kindred-load" mixed --gateway "127.0.0.1:$BASE" --key-file "$WORK/data/auth/signing-key.pem" \
-        --users "$LOAD_MEMBERS" --pairs $((LOAD_MEMBERS / 5)) --subscribers 50 --concurrency 32 --seconds "$SECONDS_OF_LOAD" | grep -E '^(setup|mixed|total)' || true
+        --users "$LOAD_MEMBERS" --pairs $((LOAD_MEMBERS / 5)) --subscribers $((LOAD_MEMBERS / 5 < 50 ? LOAD_MEMBERS / 5 : 50)) --concurrency 32 --seconds "$SECONDS_OF_LOAD" | grep -E '^(setup|mixed|total)' || true
 fi
 # The relay and purge loops settle; then dead rows are vacuumed away so the sizes are the live rows'.
 sleep 5

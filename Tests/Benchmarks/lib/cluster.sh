@@ -1,13 +1,65 @@
 # Sourced by the benchmark scripts that start a cluster with services/run-cluster.sh in the background.
 
-# wait_for_cluster LOG PID: returns once run-cluster.sh (PID, writing LOG) says "Kindred is up"; if it exits
-# first, or is not up within 2 minutes, prints its log and exits 1.
+# free_port_base START: prints the first port base from START (in steps of 10) at which every port a cluster
+# listens on is free: gRPC (base+0..6), admin (+100..106), SMTP (+150), media (+200), local push peers (+300..302).
+free_port_base() {
+    local base="$1"
+    while ! cluster_ports_free "$base"; do base=$((base + 10)); done
+    echo "$base"
+}
+cluster_ports_free() {
+    local i
+    for i in 0 1 2 3 4 5 6 100 101 102 103 104 105 106 150 200 300 301 302; do
+        ! (: <"/dev/tcp/127.0.0.1/$(($1 + i))") 2>/dev/null || return 1 # a connection opened: in use
+    done
+}
+
+# export_load_limits: lifts the per-client and per-account limits, which protect against abuse, not against a
+# benchmark whose members all come from 127.0.0.1.
+export_load_limits() {
+    export KINDRED_GATEWAY_CLIENT_RATE=1000000 KINDRED_GATEWAY_CLIENT_BURST=1000000 \
+        KINDRED_GATEWAY_ACCOUNT_RATE=1000000 KINDRED_GATEWAY_ACCOUNT_BURST=1000000 \
+        KINDRED_MATCH_SWIPE_RATE=1000000 KINDRED_MATCH_SWIPE_BURST=1000000 \
+        KINDRED_DISCOVERY_VIEWER_RATE=1000000 KINDRED_DISCOVERY_VIEWER_BURST=1000000 \
+        KINDRED_CHAT_DEFAULT_HOURLY_MESSAGE_LIMIT=10000
+}
+
+# start_cluster WORK [run-cluster.sh arguments]: starts services/run-cluster.sh in its own session, logging to
+# WORK/cluster.log, with its process id in CLUSTER; on exit stops it and removes WORK.
+start_cluster() {
+    local work="$1"
+    shift
+    setsid services/run-cluster.sh "$@" >"$work/cluster.log" 2>&1 </dev/null &
+    CLUSTER=$!
+    CLUSTER_WORK="$work"
+    trap stop_cluster EXIT
+}
+
+# stop_cluster: TERM, because a background job ignores INT (bash), so run-cluster.sh would never see it.
+stop_cluster() {
+    kill -TERM "$CLUSTER" 2>/dev/null || true
+    wait "$CLUSTER" 2>/dev/null || true
+    grep -q "Kindred stopped." "$CLUSTER_WORK/cluster.log" || tail -n 20 "$CLUSTER_WORK/cluster.log"
+    rm -rf "$CLUSTER_WORK"
+}
+
+# wait_for_cluster LOG PID [PATTERN] [SECONDS]: returns once run-cluster.sh (PID, writing LOG) has printed a line
+# matching PATTERN (default "Kindred is up"); if it exits first, or nothing matches within SECONDS (default 120),
+# prints its log and exits 1.
 wait_for_cluster() {
-    for _ in $(seq 600); do
-        grep -q "Kindred is up" "$1" && return 0
+    local pattern="${3:-Kindred is up}" seconds="${4:-120}"
+    for _ in $(seq $((seconds * 5))); do
+        grep -q -e "$pattern" "$1" && return 0
         kill -0 "$2" 2>/dev/null || break
         sleep 0.2
     done
     cat "$1"
     exit 1
 }
+
+# cluster_sql LOG: makes `sql` (psql as the postgres user on the cluster's database, stopping at the first error)
+# from the db line run-cluster.sh printed in LOG.
+cluster_sql() {
+    read -r CLUSTER_PSQL CLUSTER_DB_URL <<<"$(sed -n 's/^ *db: *\(\S*\) "\(.*\)"$/\1 \2/p' "$1")"
+}
+sql() { runuser -u postgres -- "$CLUSTER_PSQL" -X -q -v ON_ERROR_STOP=1 -P pager=off "$CLUSTER_DB_URL" "$@"; }
