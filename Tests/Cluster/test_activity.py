@@ -14,10 +14,10 @@ import pytest
 
 from cluster_harness import Cluster, assert_clean_stop
 from test_cluster import PASSWORD, TIMEOUT, bearer, sign_up_and_verify, unique
-from test_consent import Api as FitnessApi, Member as FitnessMember, follow
+from test_consent import Member as FitnessMember, api, channel, follow  # noqa: F401 (fixtures)
 from test_match import BOOTSTRAP_SECRET
 from test_notify import APNS, FCM, eventually, register
-from test_notify_push import KEY_ID, TEAM_ID, TOPIC, apns_token, peers, pushes_to  # noqa: F401 (fixture)
+from test_notify_push import apns_token, peers, push_peer_settings, pushes_to  # noqa: F401 (fixture)
 
 from kindred.common.v1 import common_pb2  # noqa: E402
 from kindred.api.v1 import account_pb2, activity_pb2, activity_pb2_grpc, deck_pb2  # noqa: E402
@@ -29,31 +29,12 @@ DURATION_MS = 60000  # the shortest broadcast a deployment may set: the quiet-ho
 
 @pytest.fixture(scope="module")
 def cluster(peers):  # noqa: F811
-    folder, apns, fcm = peers
     running = Cluster(
         KINDRED_NOTIFY_SEND_POLL_MS="100", KINDRED_AUTH_BOOTSTRAP_SECRET=BOOTSTRAP_SECRET,
-        KINDRED_MATCH_ACTIVITY_DURATION_MS=str(DURATION_MS),
-        KINDRED_NOTIFY_APNS_BASE_URL=f"https://127.0.0.1:{apns.port}",
-        KINDRED_NOTIFY_APNS_KEY_FILE=str(folder / "apns-key.p8"), KINDRED_NOTIFY_APNS_KEY_ID=KEY_ID,
-        KINDRED_NOTIFY_APNS_TEAM_ID=TEAM_ID, KINDRED_NOTIFY_APNS_TOPIC=TOPIC,
-        KINDRED_NOTIFY_APNS_CA_FILE=str(folder / "ca.pem"),
-        KINDRED_NOTIFY_FCM_SERVICE_ACCOUNT_FILE=str(folder / "fcm-service-account.json"),
-        KINDRED_NOTIFY_FCM_BASE_URL=f"https://127.0.0.1:{fcm.port}",
-        KINDRED_NOTIFY_FCM_CA_FILE=str(folder / "ca.pem"))
+        KINDRED_MATCH_ACTIVITY_DURATION_MS=str(DURATION_MS), **push_peer_settings(peers))
     pids = running.pids()
     yield running
     assert_clean_stop(running, pids)
-
-
-@pytest.fixture(scope="module")
-def channel(cluster):
-    with grpc.insecure_channel(cluster.gateway) as channel:
-        yield channel
-
-
-@pytest.fixture(scope="module")
-def api(channel):
-    return FitnessApi(channel)
 
 
 def activity_pushes(peer, token):

@@ -8,16 +8,15 @@ interval, without the likes a block took out; a resolved report tells the report
 
 import time
 
-import grpc
 import pytest
 
 from cluster_harness import Cluster, assert_clean_stop
 from test_cluster import PASSWORD, TIMEOUT, bearer
 from test_chat import Subscription
 from test_match import BOOTSTRAP_SECRET, ProfileProjection, community, new_user, swipe
-from test_consent import Api as FitnessApi, Member as FitnessMember, follow, send
+from test_consent import Member as FitnessMember, api, channel, follow, send  # noqa: F401 (fixtures)
 from test_notify import APNS, FCM, eventually, register
-from test_notify_push import KEY_ID, TEAM_ID, TOPIC, apns_token, peers, pushes_to  # noqa: F401 (fixture)
+from test_notify_push import apns_token, peers, push_peer_settings, pushes_to  # noqa: F401 (fixture)
 
 from kindred.api.v1 import admin_pb2, account_pb2, match_pb2, notify_pb2, notify_pb2_grpc  # noqa: E402
 from kindred.common.v1 import common_pb2  # noqa: E402
@@ -29,32 +28,13 @@ SETTLE = 30  # seconds: chat's event reaching notify, the collapse window, the s
 
 @pytest.fixture(scope="module")
 def cluster(peers):  # noqa: F811
-    folder, apns, fcm = peers
     running = Cluster(
         KINDRED_NOTIFY_SEND_POLL_MS="100", KINDRED_NOTIFY_MESSAGE_COLLAPSE_MS=str(COLLAPSE_MS),
         KINDRED_CHAT_EVENT_POLL_MS="200", KINDRED_NOTIFY_LIKES_DIGEST_MS=str(DIGEST_MS),
-        KINDRED_AUTH_BOOTSTRAP_SECRET=BOOTSTRAP_SECRET,
-        KINDRED_NOTIFY_APNS_BASE_URL=f"https://127.0.0.1:{apns.port}",
-        KINDRED_NOTIFY_APNS_KEY_FILE=str(folder / "apns-key.p8"), KINDRED_NOTIFY_APNS_KEY_ID=KEY_ID,
-        KINDRED_NOTIFY_APNS_TEAM_ID=TEAM_ID, KINDRED_NOTIFY_APNS_TOPIC=TOPIC,
-        KINDRED_NOTIFY_APNS_CA_FILE=str(folder / "ca.pem"),
-        KINDRED_NOTIFY_FCM_SERVICE_ACCOUNT_FILE=str(folder / "fcm-service-account.json"),
-        KINDRED_NOTIFY_FCM_BASE_URL=f"https://127.0.0.1:{fcm.port}",
-        KINDRED_NOTIFY_FCM_CA_FILE=str(folder / "ca.pem"))
+        KINDRED_AUTH_BOOTSTRAP_SECRET=BOOTSTRAP_SECRET, **push_peer_settings(peers))
     pids = running.pids()
     yield running
     assert_clean_stop(running, pids)
-
-
-@pytest.fixture(scope="module")
-def channel(cluster):
-    with grpc.insecure_channel(cluster.gateway) as channel:
-        yield channel
-
-
-@pytest.fixture(scope="module")
-def api(channel):
-    return FitnessApi(channel)
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from acknowledged_writes import kill_server
 from cluster_harness import Cluster, assert_clean_stop
 from test_consent import Api as FitnessApi, Member as FitnessMember, follow, send
 from test_notify import APNS, eventually, register
-from test_notify_push import KEY_ID, TEAM_ID, TOPIC, apns_token, peers  # noqa: F401 (fixture)
+from test_notify_push import apns_token, peers, push_peer_settings  # noqa: F401 (fixture)
 
 from kindred.api.v1 import notify_pb2_grpc  # noqa: E402
 
@@ -27,15 +27,10 @@ LEASE_MS = 4000
 
 @pytest.fixture(scope="module")
 def cluster(peers):  # noqa: F811
-    folder, apns, _ = peers
     running = Cluster(
         KINDRED_ON_SERVER_EXIT="restart", KINDRED_NOTIFY_SEND_POLL_MS="100",
         KINDRED_NOTIFY_SEND_LEASE_MS=str(LEASE_MS), KINDRED_NOTIFY_MESSAGE_COLLAPSE_MS="0",
-        KINDRED_CHAT_EVENT_POLL_MS="200",
-        KINDRED_NOTIFY_APNS_BASE_URL=f"https://127.0.0.1:{apns.port}",
-        KINDRED_NOTIFY_APNS_KEY_FILE=str(folder / "apns-key.p8"), KINDRED_NOTIFY_APNS_KEY_ID=KEY_ID,
-        KINDRED_NOTIFY_APNS_TEAM_ID=TEAM_ID, KINDRED_NOTIFY_APNS_TOPIC=TOPIC,
-        KINDRED_NOTIFY_APNS_CA_FILE=str(folder / "ca.pem"), args=("--no-push-peers",))
+        KINDRED_CHAT_EVENT_POLL_MS="200", **push_peer_settings(peers, fcm=False), args=("--no-push-peers",))
     yield running
     assert_clean_stop(running, running.pids())  # the restarted notify stops as cleanly as the first one
 

@@ -81,6 +81,23 @@ def peers(tmp_path_factory):
     fcm.stop()
 
 
+def push_peer_settings(peers, fcm=True):
+    """The settings that point notify at the APNs peer of `peers` (and its FCM peer unless `fcm` is false), with
+    the keys and CA that `push_test_keys.py` made for them."""
+    folder, apns, fcm_peer = peers
+    settings = dict(
+        KINDRED_NOTIFY_APNS_BASE_URL=f"https://127.0.0.1:{apns.port}",
+        KINDRED_NOTIFY_APNS_KEY_FILE=str(folder / "apns-key.p8"), KINDRED_NOTIFY_APNS_KEY_ID=KEY_ID,
+        KINDRED_NOTIFY_APNS_TEAM_ID=TEAM_ID, KINDRED_NOTIFY_APNS_TOPIC=TOPIC,
+        KINDRED_NOTIFY_APNS_CA_FILE=str(folder / "ca.pem"))
+    if fcm:
+        settings.update(
+            KINDRED_NOTIFY_FCM_SERVICE_ACCOUNT_FILE=str(folder / "fcm-service-account.json"),
+            KINDRED_NOTIFY_FCM_BASE_URL=f"https://127.0.0.1:{fcm_peer.port}",
+            KINDRED_NOTIFY_FCM_CA_FILE=str(folder / "ca.pem"))
+    return settings
+
+
 @pytest.fixture(scope="module")
 def webpush(peers):
     folder = peers[0]
@@ -91,19 +108,12 @@ def webpush(peers):
 
 @pytest.fixture(scope="module")
 def cluster(peers, webpush):
-    folder, apns, fcm = peers
+    folder = peers[0]
     running = Cluster(
         KINDRED_NOTIFY_WEB_PUSH_VAPID_KEY_FILE=str(folder / "vapid-key.pem"),
         KINDRED_NOTIFY_WEB_PUSH_SUBJECT="mailto:push@kindred.test",
         KINDRED_NOTIFY_WEB_PUSH_CA_FILE=str(folder / "ca.pem"), KINDRED_NOTIFY_WEB_PUSH_HOSTS="localhost",
-        KINDRED_NOTIFY_SEND_POLL_MS="100",
-        KINDRED_NOTIFY_APNS_BASE_URL=f"https://127.0.0.1:{apns.port}",
-        KINDRED_NOTIFY_APNS_KEY_FILE=str(folder / "apns-key.p8"), KINDRED_NOTIFY_APNS_KEY_ID=KEY_ID,
-        KINDRED_NOTIFY_APNS_TEAM_ID=TEAM_ID, KINDRED_NOTIFY_APNS_TOPIC=TOPIC,
-        KINDRED_NOTIFY_APNS_CA_FILE=str(folder / "ca.pem"),
-        KINDRED_NOTIFY_FCM_SERVICE_ACCOUNT_FILE=str(folder / "fcm-service-account.json"),
-        KINDRED_NOTIFY_FCM_BASE_URL=f"https://127.0.0.1:{fcm.port}",
-        KINDRED_NOTIFY_FCM_CA_FILE=str(folder / "ca.pem"))
+        KINDRED_NOTIFY_SEND_POLL_MS="100", **push_peer_settings(peers))
     pids = running.pids()
     yield running
     assert_clean_stop(running, pids)
