@@ -1,5 +1,6 @@
 import KindredPostgres
 import KindredProto
+import KindredServiceKit
 
 /// The SQL of activity broadcasts (table `activity_broadcasts`) and of who follows whom for them (`matches` of
 /// one-way communities, `blocks`, `members`).
@@ -85,10 +86,13 @@ struct ActivityStore: Sendable {
         ])
     }
 
-    /// Who follows `user` and is to hear of their broadcast: the other side of each active one-way connection
-    /// that `user` did not start alone (they followed `user`, or `user` followed back), active members, blocked
-    /// neither way.
-    func followers(of user: String, in transaction: PostgresTransaction) async throws -> [String] {
+    /// Who follows `user` and may hear of their broadcast, with the facts ``VisibilityPolicy`` judges from each
+    /// follower's side: the other side of each active one-way connection that `user` did not start alone (they
+    /// followed `user`, or `user` followed back), active members only (a deactivated account gets no pushes), and
+    /// the blocks between them.
+    func followers(of user: String, in transaction: PostgresTransaction) async throws
+        -> [(follower: String, facts: MemberRelation.Facts)]
+    {
         try await transaction.query(
             """
             WITH followers AS (
@@ -100,21 +104,30 @@ struct ActivityStore: Sendable {
                 WHERE user_high = \(user)::uuid AND ended_at IS NULL AND mode = 2
                   AND (initiator <> \(user)::uuid OR reciprocated_at IS NOT NULL)
             )
-            SELECT f.follower::text FROM followers f
+            SELECT f.follower::text,
+                   EXISTS (SELECT 1 FROM blocks b WHERE b.blocker = f.follower AND b.blocked = \(user)::uuid),
+                   EXISTS (SELECT 1 FROM blocks b WHERE b.blocker = \(user)::uuid AND b.blocked = f.follower)
+            FROM followers f
             JOIN members m ON m.user_id = f.follower AND NOT m.deactivated
-            WHERE NOT EXISTS (
-                SELECT 1 FROM blocks b
-                WHERE (b.blocker = \(user)::uuid AND b.blocked = f.follower)
-                   OR (b.blocker = f.follower AND b.blocked = \(user)::uuid))
             ORDER BY 1
             """
-        ).map { try $0.decode(String.self, at: 0) }
+        ).map { row in
+            (
+                follower: try row.decode(String.self, at: 0),
+                facts: MemberRelation.Facts(
+                    blockedByViewer: try row.decode(Bool.self, at: 1),
+                    blockedByMember: try row.decode(Bool.self, at: 2),
+                    match: .connected
+                )
+            )
+        }
     }
 
-    /// The active broadcasts of members `viewer` follows (their own follow, or a mutual connection), shown
-    /// members only, blocked neither way, newest first.
-    func followed(by viewer: String, limit: Int, at now: PostgresTimestamp, on database: PostgresClient) async throws
-        -> [ActivityBroadcastRow]
+    /// The active broadcasts of members `viewer` follows (their own follow, or a mutual connection), newest first,
+    /// each with the facts ``VisibilityPolicy`` judges (the member's account and community, `viewer` being of
+    /// `community`, and blocks either way). At most one row per followed member (a start ends their earlier one).
+    func followed(by viewer: String, of community: String, at now: PostgresTimestamp, on database: PostgresClient)
+        async throws -> [(broadcast: ActivityBroadcastRow, facts: MemberRelation.Facts)]
     {
         try await database.query(
             """
@@ -127,16 +140,29 @@ struct ActivityStore: Sendable {
                 WHERE user_high = \(viewer)::uuid AND ended_at IS NULL AND mode = 2
                   AND (initiator = \(viewer)::uuid OR reciprocated_at IS NOT NULL)
             )
-            SELECT a.broadcast_id::text, a.user_id::text, a.activity, a.started_at, a.expires_at, a.notified
+            SELECT a.broadcast_id::text, a.user_id::text, a.activity, a.started_at, a.expires_at, a.notified,
+                   m.community_id, COALESCE(m.deactivated, false), COALESCE(m.eligible, false),
+                   EXISTS (SELECT 1 FROM blocks b WHERE b.blocker = \(viewer)::uuid AND b.blocked = f.member),
+                   EXISTS (SELECT 1 FROM blocks b WHERE b.blocker = f.member AND b.blocked = \(viewer)::uuid)
             FROM followed f
             JOIN activity_broadcasts a ON a.user_id = f.member AND a.ended_at IS NULL AND a.expires_at > \(now)
-            JOIN members m ON m.user_id = f.member AND m.eligible AND NOT m.deactivated
-            WHERE NOT EXISTS (
-                SELECT 1 FROM blocks b
-                WHERE (b.blocker = \(viewer)::uuid AND b.blocked = f.member)
-                   OR (b.blocker = f.member AND b.blocked = \(viewer)::uuid))
-            ORDER BY a.started_at DESC LIMIT \(limit)
+            LEFT JOIN members m ON m.user_id = f.member
+            ORDER BY a.started_at DESC
             """
-        ).map(self.broadcast)
+        ).map { row in
+            let memberCommunity = try row.decode(String?.self, at: 6)
+            return (
+                broadcast: try self.broadcast(row),
+                facts: MemberRelation.Facts(
+                    exists: memberCommunity != nil,
+                    sameCommunity: memberCommunity == community,
+                    deactivated: try row.decode(Bool.self, at: 7),
+                    eligible: try row.decode(Bool.self, at: 8),
+                    blockedByViewer: try row.decode(Bool.self, at: 9),
+                    blockedByMember: try row.decode(Bool.self, at: 10),
+                    match: .connected
+                )
+            )
+        }
     }
 }

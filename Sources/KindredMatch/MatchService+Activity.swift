@@ -75,7 +75,9 @@ extension MatchService {
                 in: transaction
             )
             if decision.notify {
+                // Told only where the policy lets the follower see the caller's card (blocks either way).
                 let followers = try await self.activities.followers(of: user.id, in: transaction)
+                    .filter { VisibilityPolicy.allows(.card, MemberRelation($0.facts)) }.map(\.follower)
                 for share in stride(from: 0, to: followers.count, by: ActivityRules.followersPerEvent) {
                     var event = CommonApi.Event()
                     event.userId = user.id
@@ -114,7 +116,9 @@ extension MatchService {
         return .with { $0.broadcastId = stopped ?? "" }
     }
 
-    /// `ListFollowedActivities`: the active broadcasts of members the caller follows, newest first.
+    /// `ListFollowedActivities`: the active broadcasts of members the caller follows, newest first, of those
+    /// whose card the policy lets the caller see (``VisibilityPolicy``: `card`; a connection keeps seeing a
+    /// paused member, never a blocked, deactivated or deleted one).
     func listFollowedActivities(_ request: MatchApi.ListFollowedActivitiesRequest, _ context: ServerContext)
         async throws -> MatchApi.ListFollowedActivitiesResponse
     {
@@ -122,12 +126,9 @@ extension MatchService {
         guard request.pageSize == 0 || (1...50).contains(request.pageSize) else {
             throw MatchError.invalid("page_size", "OUT_OF_RANGE", "1..50, or 0 for 20")
         }
-        let rows = try await self.activities.followed(
-            by: user.id,
-            limit: request.pageSize == 0 ? 20 : Int(request.pageSize),
-            at: .now,
-            on: self.database
-        )
-        return .with { $0.broadcasts = rows.map(\.message) }
+        let rows = try await self.activities.followed(by: user.id, of: user.community, at: .now, on: self.database)
+        let shown = rows.lazy.filter { VisibilityPolicy.allows(.card, MemberRelation($0.facts)) }
+            .prefix(request.pageSize == 0 ? 20 : Int(request.pageSize))
+        return .with { $0.broadcasts = shown.map(\.broadcast.message) }
     }
 }

@@ -178,6 +178,42 @@ import Testing
         }
     }
 
+    /// Who sees a broadcast, and who is told of it, is the policy's `card` (``VisibilityPolicy``): a connection
+    /// keeps seeing a paused member; a deactivated one is hidden until reactivated; a block either way hides it
+    /// (here a block row beside a connection still active) and keeps the follower out of the events.
+    @Test func followersSeeWhatThePolicyShows() async throws {
+        try await MatchHarness.with { h in
+            try await Self.communities(h)
+            let m = try await h.members(3, community: "fit")
+            let (athlete, fan, blocked) = (m[0], m[1], m[2])
+            try await h.swipe(fan, athlete, .like)
+            try await h.swipe(blocked, athlete, .like)
+            try await h.database.execute(
+                "INSERT INTO blocks (blocker, blocked, created_at) VALUES (\(athlete.id)::uuid, \(blocked.id)::uuid, now())")
+            _ = try await Self.start(h, athlete, "yoga")
+            #expect(try await Self.startedEvents(h).map(\.followerUserIds) == [[fan.id]])
+            func seen(_ member: Member) async throws -> Int {
+                try await h.call(M.listFollowedActivities, .init(), token: member.token).broadcasts.count
+            }
+            #expect(try await seen(fan) == 1)
+            #expect(try await seen(blocked) == 0, "blocked by the broadcaster")
+
+            try await h.deliver([h.profileEvent(athlete, eligible: false, version: 2)], from: "profile")
+            #expect(try await seen(fan) == 1, "paused: a connection still sees the card")
+            func account(_ payload: CommonApi.Event.Payload) -> CommonApi.Event {
+                var event = CommonApi.Event()
+                event.userId = athlete.id
+                event.communityId = "fit"
+                event.payload = payload
+                return event
+            }
+            try await h.deliver([account(.accountDeactivated(.init()))], from: "auth")
+            #expect(try await seen(fan) == 0, "deactivated")
+            try await h.deliver([account(.accountReactivated(.init()))], from: "auth")
+            #expect(try await seen(fan) == 1, "reactivated")
+        }
+    }
+
     @Test func deletionErasesBroadcasts() async throws {
         try await MatchHarness.with { h in
             try await Self.communities(h)
