@@ -49,19 +49,6 @@ struct ProfileStore: Sendable {
             deactivated: deactivated)
     }
 
-    func find(_ userID: String, in database: PostgresClient) async throws -> ProfileRecord? {
-        let rows = try await database.query(
-            "SELECT \(unescaped: Self.columns) FROM \(unescaped: Self.from) WHERE p.user_id = \(userID)")
-        return try rows.first.map(Self.decode)
-    }
-
-    /// Several profiles by id (any order).
-    func find(_ userIDs: [String], in database: PostgresClient) async throws -> [ProfileRecord] {
-        let rows = try await database.query(
-            "SELECT \(unescaped: Self.columns) FROM \(unescaped: Self.from) WHERE p.user_id = ANY(\(userIDs))")
-        return try rows.map(Self.decode)
-    }
-
     /// The profile locked for a change.
     func lock(_ userID: String, in transaction: PostgresTransaction) async throws -> ProfileRecord? {
         let rows = try await transaction.query(
