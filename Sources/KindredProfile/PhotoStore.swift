@@ -40,7 +40,7 @@ struct PhotoRecord: Sendable, Hashable {
 /// `PhotoBlobStorage`).
 struct PhotoStore: Sendable {
     /// Qualified by the table's name, so a join with `photo_variants` (which has `width` and `height` too) reads
-    /// them unambiguously (``ProfilePageStore``).
+    /// them unambiguously (``photosQuery(of:)``).
     static let columns = """
         photos.id::text, photos.user_id, photos.position, photos.version, photos.content_hash, photos.width,
         photos.height, photos.upload_key, (extract(epoch FROM photos.created_at) * 1000)::bigint
@@ -56,27 +56,47 @@ struct PhotoStore: Sendable {
 
     /// The photos of several users, in position order, with their renditions.
     func photos(of userIDs: [String], in database: PostgresClient) async throws -> [String: [PhotoRecord]] {
-        let rows = try await database.query(
-            "SELECT \(unescaped: Self.columns) FROM photos WHERE user_id = ANY(\(userIDs)) ORDER BY user_id, position")
-        var photos = try rows.map(Self.decode)
-        let ids = photos.map(\.id)
-        if !ids.isEmpty {
-            let variantRows = try await database.query(
-                """
-                SELECT photo_id::text, variant, format, width, height, byte_size, blob_key FROM photo_variants
-                WHERE photo_id = ANY(\(ids)::uuid[]) ORDER BY variant, format
-                """)
-            var byPhoto: [String: [RenditionRecord]] = [:]
-            for row in variantRows {
-                let (id, variant, format, width, height, size, key) = try row.decode(
-                    (String, Int32, String, Int32, Int32, Int32, String).self)
-                byPhoto[id, default: []].append(
+        try Self.decodePhotos(try await database.query(Self.photosQuery(of: userIDs)))
+    }
+
+    /// The photos of `userIDs` joined with their renditions, one row per rendition (a pipeline may carry it:
+    /// ``ProfilePageStore``); ``decodePhotos(_:)`` reads it.
+    static func photosQuery(of userIDs: [String]) -> PostgresQuery {
+        """
+        SELECT \(unescaped: Self.columns),
+               v.variant, v.format, v.width, v.height, v.byte_size, v.blob_key
+        FROM photos LEFT JOIN photo_variants v ON v.photo_id = photos.id
+        WHERE photos.user_id = ANY(\(userIDs))
+        ORDER BY photos.user_id, photos.position, photos.id, v.variant, v.format
+        """
+    }
+
+    /// The rows of ``photosQuery(of:)`` by user id, each user's photos in position order with their renditions.
+    static func decodePhotos(_ rows: PostgresRows) throws -> [String: [PhotoRecord]] {
+        var photos: [String: [PhotoRecord]] = [:]
+        var last: PhotoRecord?
+        for row in rows {
+            var photo = try Self.decode(row)
+            if let variant = try row.decode(Int32?.self, at: 9) {
+                let (format, width, height, size, key) = try (
+                    row.decode(String.self, at: 10), row.decode(Int32.self, at: 11), row.decode(Int32.self, at: 12),
+                    row.decode(Int32.self, at: 13), row.decode(String.self, at: 14)
+                )
+                photo.renditions = [
                     RenditionRecord(
-                        variant: variant, format: format, width: width, height: height, byteSize: size, blobKey: key))
+                        variant: variant, format: format, width: width, height: height, byteSize: size, blobKey: key)
+                ]
             }
-            for index in photos.indices { photos[index].renditions = byPhoto[photos[index].id] ?? [] }
+            // Rows of one photo are adjacent (ordered by photo): their renditions gather on the first.
+            if let previous = last, previous.id == photo.id {
+                last!.renditions += photo.renditions
+            } else {
+                if let previous = last { photos[previous.userID, default: []].append(previous) }
+                last = photo
+            }
         }
-        return Dictionary(grouping: photos, by: \.userID)
+        if let previous = last { photos[previous.userID, default: []].append(previous) }
+        return photos
     }
 
     /// One photo with its renditions.

@@ -26,13 +26,7 @@ struct ProfilePageStore: Sendable {
     ) async throws -> Page {
         var statements: [PostgresQuery] = [
             "SELECT \(unescaped: ProfileStore.columns) FROM \(unescaped: ProfileStore.from) WHERE p.user_id = ANY(\(userIDs))",
-            """
-            SELECT \(unescaped: PhotoStore.columns),
-                   v.variant, v.format, v.width, v.height, v.byte_size, v.blob_key
-            FROM photos LEFT JOIN photo_variants v ON v.photo_id = photos.id
-            WHERE photos.user_id = ANY(\(userIDs))
-            ORDER BY photos.user_id, photos.position, photos.id, v.variant, v.format
-            """,
+            PhotoStore.photosQuery(of: userIDs),
             """
             SELECT \(unescaped: CommunityStore.columns) FROM communities
             WHERE id IN (SELECT community_id FROM profiles WHERE user_id = ANY(\(userIDs)))
@@ -41,29 +35,7 @@ struct ProfilePageStore: Sendable {
         if let viewer, !others.isEmpty { statements.append(ProfileStore.relationsQuery(between: viewer, and: others)) }
         let results = try await database.pipeline(statements)
 
-        var photos: [String: [PhotoRecord]] = [:]
-        var last: PhotoRecord?
-        for row in results[1] {
-            var photo = try PhotoStore.decode(row)
-            if let variant = try row.decode(Int32?.self, at: 9) {
-                let (format, width, height, size, key) = try (
-                    row.decode(String.self, at: 10), row.decode(Int32.self, at: 11), row.decode(Int32.self, at: 12),
-                    row.decode(Int32.self, at: 13), row.decode(String.self, at: 14)
-                )
-                photo.renditions = [
-                    RenditionRecord(
-                        variant: variant, format: format, width: width, height: height, byteSize: size, blobKey: key)
-                ]
-            }
-            // Rows of one photo are adjacent (ordered by photo): their renditions gather on the first.
-            if let previous = last, previous.id == photo.id {
-                last!.renditions += photo.renditions
-            } else {
-                if let previous = last { photos[previous.userID, default: []].append(previous) }
-                last = photo
-            }
-        }
-        if let previous = last { photos[previous.userID, default: []].append(previous) }
+        let photos = try PhotoStore.decodePhotos(results[1])
 
         var page = Page()
         for row in results[0] {
