@@ -194,14 +194,20 @@ public final class Gateway: Sendable {
     /// With a proxy header configured, the address the trusted proxies put in it (`ForwardedClientAddress`);
     /// else, or when it has none, the peer's host.
     func clientAddress(_ context: ServerContext) -> String {
-        if let header = self.configuration.clientIPHeader {
-            let values = context.metadata.compactMap { entry -> String? in
+        self.clientAddress(peer: context.peerHost) { header in
+            context.metadata.compactMap { entry -> String? in
                 guard entry.key == header, case .string(let value) = entry.value else { return nil }
                 return value
             }
-            let forwarded = ForwardedClientAddress(trustedProxies: self.configuration.trustedProxies)
-            if let address = forwarded.clientAddress(headerValues: values) { return address }
         }
-        return context.peerHost
+    }
+
+    /// The same for any protocol (the media port's HTTP/1.1 too): `values` gives a header's values by its name.
+    func clientAddress(peer: @autoclosure () -> String, headerValues values: (String) -> [String]) -> String {
+        if let header = self.configuration.clientIPHeader {
+            let forwarded = ForwardedClientAddress(trustedProxies: self.configuration.trustedProxies)
+            if let address = forwarded.clientAddress(headerValues: values(header)) { return address }
+        }
+        return peer()
     }
 }

@@ -237,12 +237,7 @@ private final class MediaHTTPHandler: ChannelInboundHandler, RemovableChannelHan
 
     /// The peer's address, or with a proxy header configured the address the trusted proxies put in it.
     private func clientAddress(_ head: HTTPRequestHead, _ channel: any Channel) -> String {
-        let configuration = self.server.gateway.configuration
-        if let header = configuration.clientIPHeader {
-            let forwarded = ForwardedClientAddress(trustedProxies: configuration.trustedProxies)
-            if let address = forwarded.clientAddress(headerValues: head.headers[header]) { return address }
-        }
-        return channel.remoteAddress?.ipAddress ?? "unknown"
+        self.server.gateway.clientAddress(peer: channel.remoteAddress?.ipAddress ?? "unknown") { head.headers[$0] }
     }
 }
 
