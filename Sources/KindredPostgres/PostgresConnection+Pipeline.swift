@@ -21,14 +21,12 @@ extension PostgresConnection {
         let groups = groups.filter { !$0.isEmpty }
         if groups.isEmpty { return [] }
         for query in groups.joined() { try query.bindings.validate() }
-        guard let context = StatementTracing.context else {
-            return try await self.run { connection throws(PostgresError) in
-                try connection.pipelineOnThread(groups)
-            }
-        }
-        // One span per statement, all spanning the round trip that carries them; a failed group marks its spans.
+        // When traced, one span per statement, all spanning the round trip that carries them; a failed group marks
+        // its spans. Untraced, no spans.
         let count = groups.reduce(0) { $0 + $1.count }
-        let spans = groups.map { group in group.map { StatementTracing.start($0, in: context, batchSize: count) } }
+        let spans = StatementTracing.context.map { context in
+            groups.map { group in group.map { StatementTracing.start($0, in: context, batchSize: count) } }
+        } ?? []
         do {
             let results = try await self.run { connection throws(PostgresError) in
                 try connection.pipelineOnThread(groups)

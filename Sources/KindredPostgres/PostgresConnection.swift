@@ -82,21 +82,10 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Runs a statement and returns its rows.
     public func query(_ query: PostgresQuery) async throws -> PostgresRows {
         try query.bindings.validate()
-        guard let context = StatementTracing.context else {
-            return try await self.run { connection throws(PostgresError) in
+        return try await StatementTracing.traced(query) {
+            try await self.run { connection throws(PostgresError) in
                 PostgresRows(try connection.executeOnThread(query))
             }
-        }
-        let span = StatementTracing.start(query, in: context)
-        do {
-            let rows = try await self.run { connection throws(PostgresError) in
-                PostgresRows(try connection.executeOnThread(query))
-            }
-            StatementTracing.end(span, error: nil)
-            return rows
-        } catch {
-            StatementTracing.end(span, error: error as? PostgresError)
-            throw error
         }
     }
 

@@ -13,6 +13,20 @@ enum StatementTracing {
         return ServiceContext.current
     }
 
+    /// Runs `body`, the round trip of `query`, in a span of the statement when it should be traced.
+    static func traced<T>(_ query: PostgresQuery, _ body: () async throws -> T) async throws -> T {
+        guard let context = Self.context else { return try await body() }
+        let span = Self.start(query, in: context)
+        do {
+            let result = try await body()
+            Self.end(span, error: nil)
+            return result
+        } catch {
+            Self.end(span, error: error as? PostgresError)
+            throw error
+        }
+    }
+
     static func start(_ query: PostgresQuery, in context: ServiceContext, batchSize: Int? = nil) -> any Span {
         let operation = Self.operation(of: query.sql)
         let span = startSpan(operation, context: context, ofKind: .client)
