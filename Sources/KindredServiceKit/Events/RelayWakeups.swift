@@ -9,15 +9,14 @@ import Synchronization
 final class RelayWakeups: Sendable {
     private struct State {
         var busy: [Bool]
-        /// Per consumer, the position in its loops where the search for a loop to wake starts.
+        /// Per consumer, which of its loops (0..<loopsPerConsumer) the search for a loop to wake starts at.
         var next: [Int]
     }
 
-    /// One stream per loop, in the order of ``loops(of:)``.
+    /// One stream per loop, loop `i` of consumer `c` at `c * loopsPerConsumer + i`.
     let streams: [AsyncStream<Void>]
     private let continuations: [AsyncStream<Void>.Continuation]
-    /// Per consumer, the indices of its loops.
-    private let groups: [[Int]]
+    private let loopsPerConsumer: Int
     private let state: Mutex<State>
 
     /// `loopsPerConsumer` loops for each of `consumers` consumers; loop `c * loopsPerConsumer + i` is loop `i` of
@@ -28,9 +27,7 @@ final class RelayWakeups: Sendable {
         }
         self.streams = pairs.map(\.stream)
         self.continuations = pairs.map(\.continuation)
-        self.groups = (0..<consumers).map { consumer in
-            Array(consumer * loopsPerConsumer..<(consumer + 1) * loopsPerConsumer)
-        }
+        self.loopsPerConsumer = loopsPerConsumer
         self.state = Mutex(State(busy: Array(repeating: false, count: pairs.count), next: Array(repeating: 0, count: consumers)))
     }
 
@@ -42,13 +39,16 @@ final class RelayWakeups: Sendable {
     /// One loop per consumer (a notification); returns the loops woken.
     @discardableResult
     func wakeOnePerConsumer() -> [Int] {
+        let count = self.loopsPerConsumer
         let chosen = self.state.withLock { state -> [Int] in
-            self.groups.enumerated().map { consumer, loops in
+            state.next.indices.map { consumer in
+                let first = consumer * count
                 let start = state.next[consumer]
-                let order = (0..<loops.count).map { loops[(start + $0) % loops.count] }
-                let loop = order.first { !state.busy[$0] } ?? order[0]
-                state.next[consumer] = (loops.firstIndex(of: loop)! + 1) % loops.count
-                return loop
+                // The first idle loop in turn from `start`; all busy, the one at `start`.
+                let offset = (0..<count).first { !state.busy[first + (start + $0) % count] } ?? 0
+                let loop = (start + offset) % count
+                state.next[consumer] = (loop + 1) % count
+                return first + loop
             }
         }
         for loop in chosen { self.continuations[loop].yield() }
