@@ -144,7 +144,6 @@ extension MediaServer {
         let code: StatusCode =
             switch status {
             case 403: .permissionDenied
-            case 405: .unimplemented
             case 413: .resourceExhausted
             case 503: .unavailable
             default: .internalError
