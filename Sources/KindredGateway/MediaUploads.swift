@@ -108,10 +108,8 @@ extension MediaServer {
             return self.uploadError(
                 GatewayErrors.fromDownstream(error, service: "profile", logger: self.gateway.logger), origin: origin)
         }
-        var answer = Api.UploadPhotoResponse()
-        answer.photo = response.photo.map(Api.Photo.init)
-        answer.photos = response.photos.map(Api.Photo.init)
         do {
+            let answer = Api.UploadPhotoResponse(response)
             let json = try ProtoJSON.json(fromBinary: try answer.serializedBytes(), of: Api.UploadPhotoResponse.self)
             self.gateway.metrics.mediaRequest(status: 200)
             return Answer(

@@ -242,10 +242,7 @@ extension Gateway {
             self.metrics.downstreamFinished(service: "profile", code: (error as? RPCError)?.code ?? .unavailable)
             throw GatewayErrors.fromDownstream(error, service: "profile", logger: self.logger)
         }
-        var answer = Api.UploadPhotoResponse()
-        answer.photo = response.photo.map(Api.Photo.init)
-        answer.photos = response.photos.map(Api.Photo.init)
-        return answer
+        return Api.UploadPhotoResponse(response)
     }
 
     private static func uploadProtocol(_ message: String) -> RPCError {
@@ -374,6 +371,15 @@ extension Api.Photo {
             converted.expiresUnix = url.expiresUnix
             return converted
         }
+    }
+}
+
+extension Api.UploadPhotoResponse {
+    /// UploadPhoto's answer as the API gives it (gRPC UploadPhoto and a PUT to an upload URL).
+    init(_ response: ProfileApi.UploadPhotoResponse) {
+        self.init()
+        self.photo = response.photo.map(Api.Photo.init)
+        self.photos = response.photos.map(Api.Photo.init)
     }
 }
 
