@@ -92,8 +92,13 @@ def test_one_swipe_is_one_trace_from_the_gateway_to_postgresql_and_the_consumers
                    metadata=swiper.auth + [("traceparent", traceparent)], timeout=TIMEOUT)
 
     def complete(found):
-        return (any(s["service"] == "match" and s["attributes"].get("db.system") == "postgresql" for s in found)
-                and any(s["kind"] == "CONSUMER" and s["name"] == "event swipe.recorded" for s in found))
+        # Every server exports its own batches, each in the order its spans ended: the consumers' spans can arrive
+        # before the gateway's, whose server span ends last. Wait for each span the checks below look for (match's
+        # server span ends after its statements, so its batch or an earlier one holds them).
+        return (any(s["service"] == "gateway" and s["kind"] == "SERVER" for s in found)
+                and any(s["service"] == "match" and s["kind"] == "SERVER" for s in found)
+                and any(s["service"] == "discovery" and s["kind"] == "CONSUMER"
+                        and s["name"] == "event swipe.recorded" for s in found))
 
     found = trace_of(record, trace_id, complete)
     by_id = {span["span_id"]: span for span in found}
