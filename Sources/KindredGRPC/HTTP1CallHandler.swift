@@ -120,13 +120,7 @@ final class HTTP1CallHandler: ChannelDuplexHandler, ServerCallConnection {
                 maxMessageSize: self.configuration.maxReceiveMessageSize
             )
             self.call = call
-            self.metrics.callStarted()
-            call.startTime = .now()
-            if let deadline {
-                call.deadlineTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
-                    self.deadlineExceeded(call)
-                }
-            }
+            call.opened(now: .now())
             if !handler.singleRequest, let executor = self.executor {
                 // A client stream (a browser sends it whole): the handler reads the messages as they arrive.
                 call.start(firstMessage: nil, executor: executor, logger: self.logger)
@@ -234,27 +228,15 @@ final class HTTP1CallHandler: ChannelDuplexHandler, ServerCallConnection {
     }
 
     func finish(_ call: ServerCall, error: RPCError?) {
-        let send = call.state.finish()
-        if send == .alreadyFinished { return }
-        call.deadlineTimer?.cancel()
-        call.deadlineTimer = nil
-        self.metrics.callFinished(path: call.path, code: error?.code ?? .ok, start: call.startTime)
-        if let level = self.configuration.accessLogLevel { call.logAccess(error: error, level: level, logger: self.logger) }
-        guard send != .record, call === self.call, let context = self.context else { return }
+        let send = call.finishing(error, accessLogLevel: self.configuration.accessLogLevel, logger: self.logger)
+        guard send != .alreadyFinished, send != .record, call === self.call, let context = self.context else { return }
         // Answered before the request's end: the rest of its body is not read, so the connection closes after.
         if !call.state.requestEnded { self.keepAlive = false }
         if send == .sendTrailers {
-            let end = call.response.end(error, trailers: call.trailingMetadata, allocator: call.allocator)
+            let end = call.responseEnd(error)
             if let data = end.data { context.write(self.wrapOutboundOut(.body(.byteBuffer(data))), promise: nil) }
         } else {
-            let whole = call.response.complete(
-                error,
-                metadata: call.responseMetadata,
-                trailers: call.trailingMetadata,
-                message: call.unaryResponse,
-                allocator: call.allocator
-            )
-            call.unaryResponse = nil
+            let whole = call.wholeResponse(error)
             self.writeResponse(headers: whole.headers, body: whole.body ?? ByteBuffer(), streaming: false)
         }
         self.call = nil
@@ -356,8 +338,7 @@ final class HTTP1CallHandler: ChannelDuplexHandler, ServerCallConnection {
 
     // MARK: Ending calls
 
-    private func deadlineExceeded(_ call: ServerCall) {
-        call.deadlineTimer = nil
+    func deadlineExceeded(_ call: ServerCall) {
         guard !call.state.isFinished else { return }
         self.finish(call, error: RPCError(.deadlineExceeded, "Deadline exceeded"))
         self.cancel(call)
@@ -365,19 +346,7 @@ final class HTTP1CallHandler: ChannelDuplexHandler, ServerCallConnection {
 
     /// Stops the call's handler; a call without status ends CANCELLED.
     private func cancel(_ call: ServerCall) {
-        switch call.state.cancel() {
-        case .alreadyCancelled:
-            return
-        case .cancelUnfinished:
-            call.deadlineTimer?.cancel()
-            call.deadlineTimer = nil
-            self.metrics.callFinished(path: call.path, code: .cancelled, start: call.startTime)
-        case .cancel:
-            break
-        }
-        call.task?.cancel()
-        call.failWaiters(CancellationError())
-        call.inbound.removeAll()
+        guard call.cancelling() != nil else { return }
         self.setReading(true)
     }
 }

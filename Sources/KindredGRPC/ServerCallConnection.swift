@@ -18,4 +18,6 @@ protocol ServerCallConnection: AnyObject {
     func finish(_ call: ServerCall, error: RPCError?)
     /// The handler's task returned.
     func handlerFinished(_ call: ServerCall)
+    /// The call's deadline passed (its timer, armed by `ServerCall.opened`, fired): it ends DEADLINE_EXCEEDED.
+    func deadlineExceeded(_ call: ServerCall)
 }

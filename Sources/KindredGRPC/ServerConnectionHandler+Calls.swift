@@ -108,34 +108,21 @@ extension ServerConnectionHandler: ServerCallConnection {
 
     /// Sends the call's status, once: trailers after headers, or a trailers-only response.
     func finish(_ call: ServerCall, error: RPCError?) {
-        let send = call.state.finish()
-        if send == .alreadyFinished { return }
-        call.deadlineTimer?.cancel()
-        call.deadlineTimer = nil
-        self.metrics.callFinished(path: call.path, code: error?.code ?? .ok, start: call.startTime)
-        if let level = self.configuration.accessLogLevel { call.logAccess(error: error, level: level, logger: self.logger) }
-        guard let session = self.session, send != .record else { return }
+        let send = call.finishing(error, accessLogLevel: self.configuration.accessLogLevel, logger: self.logger)
+        guard let session = self.session, send != .alreadyFinished, send != .record else { return }
         if !call.state.requestEnded { self.answeredEarly.append(call.streamID) }
         if send == .sendTrailers {
-            let end = call.response.end(error, trailers: call.trailingMetadata, allocator: call.allocator)
+            let end = call.responseEnd(error)
             if let data = end.data { session.sendData(streamID: call.streamID, data) }
             session.finish(streamID: call.streamID, trailers: end.trailers)
         } else {
-            let whole = call.response.complete(
-                error,
-                metadata: call.responseMetadata,
-                trailers: call.trailingMetadata,
-                message: call.unaryResponse,
-                allocator: call.allocator
-            )
-            call.unaryResponse = nil
+            let whole = call.wholeResponse(error)
             self.submit(streamID: call.streamID, headers: whole.headers, body: whole.body)
         }
         self.scheduleFlush()
     }
 
     func deadlineExceeded(_ call: ServerCall) {
-        call.deadlineTimer = nil
         guard !call.state.isFinished else { return }
         self.finish(call, error: RPCError(.deadlineExceeded, "Deadline exceeded"))
         self.cancel(call)
@@ -146,20 +133,8 @@ extension ServerConnectionHandler: ServerCallConnection {
 
     /// Stops the call's handler and drops what it has not read; a call without status ends CANCELLED.
     func cancel(_ call: ServerCall) {
-        switch call.state.cancel() {
-        case .alreadyCancelled:
-            return
-        case .cancelUnfinished:
-            call.deadlineTimer?.cancel()
-            call.deadlineTimer = nil
-            self.metrics.callFinished(path: call.path, code: .cancelled, start: call.startTime)
-        case .cancel:
-            break
-        }
+        guard let held = call.cancelling() else { return }
         self.limits.callCancelled(call.streamID)
-        call.task?.cancel()
-        call.failWaiters(CancellationError())
-        let held = call.inbound.removeAll()
         if held > 0 { self.session?.consume(streamID: call.streamID, count: held) }
     }
 

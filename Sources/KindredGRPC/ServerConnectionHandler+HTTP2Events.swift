@@ -58,16 +58,10 @@ extension ServerConnectionHandler: HTTP2SessionDelegate {
         )
         self.calls[streamID] = call
         if let action = self.lifecycle.callOpened() { self.perform(action) }
-        self.metrics.callStarted()
         let now = NIODeadline.now()
-        call.startTime = now
+        call.opened(now: now)
         if !endStream && handler.singleRequest, let timeout = self.configuration.requestBodyTimeout {
             self.watchBody(call, deadline: now + TimeAmount(timeout))
-        }
-        if let deadline {
-            call.deadlineTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
-                self.deadlineExceeded(call)
-            }
         }
         if !handler.singleRequest {
             self.startHandler(call, firstMessage: nil)
