@@ -45,15 +45,8 @@ public struct GRPCRouter: Sendable {
         _ method: ProtoMethod<Request, Response>,
         _ handler: @escaping @Sendable (Request, ServerContext) throws -> ImmediateResponse<Response>
     ) {
-        let run: @Sendable (ServerCall, ByteBuffer?) async throws -> Void = { call, firstMessage in
-            // Run as a task (the connection's output was at its cap, or over HTTP/1.1): the same handler.
-            let request: Request = try call.decode(firstMessage!)
-            switch try handler(request, ServerContext(call: call)) {
-            case .now(let response): try call.sendMessage(response)
-            case .later(let rest): try call.sendMessage(try await rest())
-            }
-        }
-        self.handlers[method.path] = MethodHandler(singleRequest: true, singleResponse: true, run: run) { call, firstMessage in
+        let runNow: @Sendable (ServerCall, ByteBuffer) throws -> (@Sendable () async throws -> Void)? = {
+            call, firstMessage in
             let request: Request = try call.decode(firstMessage)
             switch try handler(request, ServerContext(call: call)) {
             case .now(let response):
@@ -62,6 +55,11 @@ public struct GRPCRouter: Sendable {
             case .later(let rest):
                 return { try call.sendMessage(try await rest()) }
             }
+        }
+        // Run as a task when the connection's output was at its cap (see `ServerCall.start`): the same handler.
+        self.handlers[method.path] = MethodHandler(singleRequest: true, singleResponse: true, runNow: runNow) {
+            call, firstMessage in
+            try await runNow(call, firstMessage!)?()
         }
     }
 
@@ -110,8 +108,8 @@ struct MethodHandler: Sendable {
     init(
         singleRequest: Bool,
         singleResponse: Bool,
-        run: @escaping @Sendable (ServerCall, ByteBuffer?) async throws -> Void,
-        runNow: (@Sendable (ServerCall, ByteBuffer) throws -> (@Sendable () async throws -> Void)?)? = nil
+        runNow: (@Sendable (ServerCall, ByteBuffer) throws -> (@Sendable () async throws -> Void)?)? = nil,
+        run: @escaping @Sendable (ServerCall, ByteBuffer?) async throws -> Void
     ) {
         self.singleRequest = singleRequest
         self.singleResponse = singleResponse
