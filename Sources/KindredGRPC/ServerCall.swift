@@ -239,11 +239,11 @@ final class ServerCall: @unchecked Sendable {
                 return
             }
             guard let rest else { return self.complete(nil) }
-            self.startTask(executor: executor, logger: logger, admitted: true) { _, _ in try await rest() }
+            self.startTask(executor: executor, logger: logger, admitted: true, rest)
             return
         }
-        self.startTask(executor: executor, logger: logger, admitted: false) { call, _ in
-            try await call.handler.run(call, firstMessage)
+        self.startTask(executor: executor, logger: logger, admitted: false) {
+            try await self.handler.run(self, firstMessage)
         }
     }
 
@@ -253,7 +253,7 @@ final class ServerCall: @unchecked Sendable {
         executor: EventLoopTaskExecutor,
         logger: Logger,
         admitted: Bool,
-        _ body: @escaping @Sendable (ServerCall, ByteBuffer?) async throws -> Void
+        _ body: @escaping @Sendable () async throws -> Void
     ) {
         let call = self
         let deadline = self.deadline
@@ -267,10 +267,10 @@ final class ServerCall: @unchecked Sendable {
                     if let traceContext {
                         // Client calls and statements of the handler become children of the call's span.
                         try await ServiceContext.withValue(traceContext) {
-                            try await Self.run(body, call: call, deadline: deadline)
+                            try await Self.run(body, deadline: deadline)
                         }
                     } else {
-                        try await Self.run(body, call: call, deadline: deadline)
+                        try await Self.run(body, deadline: deadline)
                     }
                 }
             } catch {
@@ -280,17 +280,13 @@ final class ServerCall: @unchecked Sendable {
         }
     }
 
-    private static func run(
-        _ body: @Sendable (ServerCall, ByteBuffer?) async throws -> Void,
-        call: ServerCall,
-        deadline: NIODeadline?
-    ) async throws {
+    private static func run(_ body: @Sendable () async throws -> Void, deadline: NIODeadline?) async throws {
         if let deadline {
             try await GRPCDeadline.$current.withValue(deadline) {
-                try await body(call, nil)
+                try await body()
             }
         } else {
-            try await body(call, nil)
+            try await body()
         }
     }
 
