@@ -1,5 +1,4 @@
 import KindredGRPC
-import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -18,14 +17,12 @@ public enum HTTP1Port {
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         makeHandler: @escaping @Sendable () -> any ChannelHandler
     ) async throws -> any Channel {
-        let open = NIOLockedValueBox(0)
+        let slots = HTTP1ConnectionSlots(limit: limits.maxConnections, metrics: metrics)
         return try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(
-                        HTTP1ConnectionCap(limit: limits.maxConnections, open: open, metrics: metrics)
-                    )
+                    try channel.pipeline.syncOperations.addHandler(HTTP1ConnectionCap(slots: slots))
                 }
             }
             .childChannelInitializer { channel in
@@ -72,9 +69,9 @@ public enum HTTP1Port {
     /// they count against `limits.maxConnections` (`http_connections_open{port}`), and one past the cap is closed
     /// before its request is read (`http_connections_refused_total{port}`).
     public static func layer(limits: HTTP1Limits, metrics: HTTP1PortMetrics) -> WebProtocols.HTTP1Layer {
-        let open = NIOLockedValueBox(0)
+        let slots = HTTP1ConnectionSlots(limit: limits.maxConnections, metrics: metrics)
         return WebProtocols.HTTP1Layer { sync in
-            try sync.addHandler(HTTP1ConnectionCount(limit: limits.maxConnections, open: open, metrics: metrics))
+            try sync.addHandler(HTTP1ConnectionCount(slots: slots))
             try Self.configure(sync, limits: limits, metrics: metrics)
         }
     }
@@ -87,34 +84,20 @@ private final class HTTP1ConnectionCap: ChannelInboundHandler {
     typealias InboundIn = any Channel
     typealias InboundOut = any Channel
 
-    private let limit: Int
-    private let open: NIOLockedValueBox<Int>
-    private let metrics: HTTP1PortMetrics
+    private let slots: HTTP1ConnectionSlots
 
-    init(limit: Int, open: NIOLockedValueBox<Int>, metrics: HTTP1PortMetrics) {
-        self.limit = limit
-        self.open = open
-        self.metrics = metrics
+    init(slots: HTTP1ConnectionSlots) {
+        self.slots = slots
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let accepted = self.unwrapInboundIn(data)
-        let admitted = self.open.withLockedValue { open -> Bool in
-            guard open < self.limit else { return false }
-            open += 1
-            return true
-        }
-        guard admitted else {
-            self.metrics.refused()
+        guard self.slots.take() else {
             accepted.close(promise: nil)
             return
         }
-        self.metrics.opened()
-        let (open, metrics) = (self.open, self.metrics)
-        accepted.closeFuture.whenComplete { _ in
-            open.withLockedValue { $0 -= 1 }
-            metrics.closed()
-        }
+        let slots = self.slots
+        accepted.closeFuture.whenComplete { _ in slots.giveBack() }
         context.fireChannelRead(data)
     }
 }
@@ -125,37 +108,25 @@ private final class HTTP1ConnectionCount: ChannelInboundHandler, RemovableChanne
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
 
-    private let limit: Int
-    private let open: NIOLockedValueBox<Int>
-    private let metrics: HTTP1PortMetrics
+    private let slots: HTTP1ConnectionSlots
     private var counted = false
 
-    init(limit: Int, open: NIOLockedValueBox<Int>, metrics: HTTP1PortMetrics) {
-        self.limit = limit
-        self.open = open
-        self.metrics = metrics
+    init(slots: HTTP1ConnectionSlots) {
+        self.slots = slots
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        let admitted = self.open.withLockedValue { open -> Bool in
-            guard open < self.limit else { return false }
-            open += 1
-            return true
-        }
-        guard admitted else {
-            self.metrics.refused()
+        guard self.slots.take() else {
             context.close(promise: nil)
             return
         }
         self.counted = true
-        self.metrics.opened()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         guard self.counted else { return }
         self.counted = false
-        self.open.withLockedValue { $0 -= 1 }
-        self.metrics.closed()
+        self.slots.giveBack()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
