@@ -228,10 +228,10 @@ public final class SwipeWriter: Sendable {
         }
     }
 
-    /// A deadlock or serialization failure: the transaction was rolled back and may run again.
+    /// A deadlock or serialization failure (``PostgresError/isTransactionConflict``): the transaction was rolled
+    /// back and may run again.
     private static func isRetryable(_ error: any Error) -> Bool {
-        guard let error = error as? PostgresError else { return false }
-        return ["40001", "40P01"].contains(error.sqlState ?? "")
+        (error as? PostgresError)?.isTransactionConflict ?? false
     }
 
     /// Commits one batch, retrying it (up to 3 runs) on a deadlock or serialization failure.

@@ -133,8 +133,9 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
         }
     }
 
-    /// Whether a transaction that failed with this error should be run again from BEGIN.
-    var isTransactionConflict: Bool {
+    /// Whether a transaction that failed with this error should be run again from BEGIN: a serialization
+    /// failure (40001) or a deadlock (40P01) rolled it back.
+    public var isTransactionConflict: Bool {
         self.code == .serializationFailure || self.code == .deadlock
     }
 
