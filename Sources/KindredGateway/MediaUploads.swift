@@ -156,21 +156,14 @@ extension MediaServer {
     /// The answer to a CORS preflight of an upload URL: 204 with the CORS headers for an allowed origin asking for
     /// PUT, else 403 without them.
     func uploadPreflight(origin: String?, requestMethod: String?) -> Answer {
-        guard let origin, self.cors.allows(origin: origin), requestMethod == "PUT" else {
-            return Answer(status: .forbidden, headers: [("vary", "origin")])
-        }
-        return Answer(
-            status: .noContent,
-            headers: [
-                ("access-control-allow-origin", origin), ("access-control-allow-methods", "PUT"),
-                ("access-control-allow-headers", "content-type"),
-                ("access-control-max-age", "\(self.cors.maxAge.components.seconds)"), ("vary", "origin"),
-            ])
+        let allowed = self.cors.allowedPreflight(
+            origin: origin, requestMethod: requestMethod, methods: ["PUT"], requestHeaders: "content-type")
+        guard let allowed else { return Answer(status: .forbidden, headers: [("vary", "origin")]) }
+        return Answer(status: .noContent, headers: allowed.map { ($0.name, $0.value) })
     }
 
-    /// CORS headers of an upload answer (the origin only when allowed; `vary` always).
+    /// CORS headers of an upload answer (the origin only when allowed, nothing exposed; `vary` always).
     func corsHeaders(origin: String?) -> [(String, String)] {
-        guard let origin, self.cors.allows(origin: origin) else { return [("vary", "origin")] }
-        return [("access-control-allow-origin", origin), ("vary", "origin")]
+        self.cors.responseHeaders(origin: origin, exposing: nil).map { ($0.name, $0.value) }
     }
 }
