@@ -66,11 +66,7 @@ extension ProfileService {
         if let uploadKey, let retried = try await self.existingUpload(caller.id, uploadKey, sha256: header.sha256) {
             return retried
         }
-        guard let profile = try await self.record(caller.id), !profile.deactivated else {
-            throw ProfileError.profileNotFound
-        }
-        let settings = try await self.settings(of: profile.communityID)
-        guard profile.photos.count < Int(settings.maxPhotos) else { throw Self.photoLimitReached }
+        try await self.requireRoomForAPhoto(caller.id)
         if let wait = self.uploadLimiter.acquire(caller.id) {
             throw ProfileError.rateLimited("Too many photo uploads; try again later", retryAfter: wait)
         }
@@ -205,13 +201,21 @@ extension ProfileService {
             throw ProfileError(.unimplemented, "NOT_CONFIGURED", "This deployment serves no upload URLs")
         }
         guard request.position >= 0 else { throw ProfileError.invalid("position", "OUT_OF_RANGE", ">= 0") }
-        guard let profile = try await self.record(caller.id) else { throw ProfileError.profileNotFound }
-        let settings = try await self.settings(of: profile.communityID)
-        guard profile.photos.count < Int(settings.maxPhotos) else { throw Self.photoLimitReached }
+        try await self.requireRoomForAPhoto(caller.id)
         // Any position past the end appends; the URL's is at most 999 (more than any community's max_photos).
         var answer = try media.upload(userID: caller.id.lowercased(), position: min(request.position, 999))
         answer.maxSizeBytes = Int64(Self.maxUploadBytes)
         return answer
+    }
+
+    /// Refuses a new photo for a member without an active profile (NOT_FOUND) or whose profile holds its
+    /// community's `max_photos` (FAILED_PRECONDITION): for an upload, and for an upload URL before it is handed out.
+    private func requireRoomForAPhoto(_ userID: String) async throws {
+        guard let profile = try await self.record(userID), !profile.deactivated else {
+            throw ProfileError.profileNotFound
+        }
+        let settings = try await self.settings(of: profile.communityID)
+        guard profile.photos.count < Int(settings.maxPhotos) else { throw Self.photoLimitReached }
     }
 
     /// The answer to a retried upload key: the photo the first attempt stored; ALREADY_EXISTS when the retry
