@@ -25,7 +25,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from cluster_config import SERVERS_WITH_TABLES
 from cluster_harness import ROOT, Cluster, assert_clean_stop, bin_dir, free_port_base, processes_mentioning
 
-from kindred.api.v1 import account_pb2, account_pb2_grpc, home_pb2, home_pb2_grpc  # noqa: E402
+from kindred.api.v1 import (account_pb2, account_pb2_grpc, home_pb2, home_pb2_grpc, profile_pb2,  # noqa: E402
+                            profile_pb2_grpc, types_pb2)
+from kindred.common.v1 import common_pb2  # noqa: E402
 from kindred.discovery.v1 import discovery_pb2, discovery_pb2_grpc  # noqa: E402
 
 TIMEOUT = 30
@@ -78,6 +80,25 @@ def sign_up_and_verify(cluster, accounts, community, email, username, password=P
     verified = accounts.VerifyEmail(account_pb2.VerifyEmailRequest(
         code=account_pb2.VerificationCode(community_id=community, email=email, code=code)), timeout=TIMEOUT)
     assert verified.email == email
+
+
+def sign_up_and_sign_in(cluster, accounts, community, prefix="m"):
+    """A new verified account of `community`, signed in: the SignIn response (its account and tokens)."""
+    email = f"{unique(prefix + '-')}@example.com"
+    sign_up_and_verify(cluster, accounts, community, email, unique(prefix + "_"))
+    return accounts.SignIn(account_pb2.SignInRequest(community_id=community, login=email, password=PASSWORD),
+                           timeout=TIMEOUT)
+
+
+def new_member(cluster, channel, name="Member", community="fitness", prefix="m"):
+    """A signed-in member with a profile (a name and a birth date: nothing else is needed to be shown), by default of
+    the preset community fitness: (user id, auth metadata)."""
+    signed = sign_up_and_sign_in(cluster, account_pb2_grpc.AccountServiceStub(channel), community, prefix)
+    auth = bearer(signed.tokens.access_token)
+    profile_pb2_grpc.ProfileServiceStub(channel).CreateProfile(profile_pb2.CreateProfileRequest(
+        fields=types_pb2.ProfileFields(display_name=name, birth_date=common_pb2.CalendarDate(year=1990, month=5, day=1)),
+        idempotency_key=str(uuid.uuid4())), metadata=auth, timeout=TIMEOUT)
+    return signed.account.user_id, auth
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ import grpc
 import pytest
 
 from cluster_harness import ROOT, Cluster, assert_clean_stop, bin_dir
+from test_cluster import sign_up_and_sign_in
 
 # Stubs of the internal contracts the setup helper talks to (match's and discovery's DeliverEvents, auth's
 # IssueServiceToken);
@@ -139,16 +140,9 @@ class User:
 
 
 def new_user(cluster, api, profiles, community):
-    email, username = f"m{uuid.uuid4().hex[:10]}@example.com", f"m_{uuid.uuid4().hex[:10]}"
-    api.accounts.SignUp(account_pb2.SignUpRequest(community_id=community, email=email, username=username,
-                                                  password=PASSWORD), timeout=TIMEOUT)
-    code = cluster.verification_code(email)
-    api.accounts.VerifyEmail(account_pb2.VerifyEmailRequest(
-        code=account_pb2.VerificationCode(community_id=community, email=email, code=code)), timeout=TIMEOUT)
-    signed = api.accounts.SignIn(account_pb2.SignInRequest(community_id=community, login=email, password=PASSWORD),
-                                 timeout=TIMEOUT)
+    signed = sign_up_and_sign_in(cluster, api.accounts, community)
     profiles.member(signed.account.user_id, community)
-    return User(signed.account.user_id, signed.tokens.access_token, email, community)
+    return User(signed.account.user_id, signed.tokens.access_token, signed.account.email, community)
 
 
 def community(profiles, mode=common_pb2.COMMUNITY_MODE_MUTUAL):

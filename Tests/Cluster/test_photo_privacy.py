@@ -13,14 +13,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
-import uuid
 
 import grpc
 import pytest
 from PIL import Image
 
 from cluster_harness import ROOT, Cluster, assert_clean_stop
-from test_cluster import PASSWORD, TIMEOUT, bearer, sign_up_and_verify, unique
+from test_cluster import PASSWORD, TIMEOUT, bearer, new_member, sign_up_and_verify, unique
 
 # The profile service's own contract, to call it on its port.
 _stubs = tempfile.mkdtemp(prefix="kindred-photo-stubs-")
@@ -55,21 +54,6 @@ def channel(cluster):
         yield channel
 
 
-def member(cluster, channel, name="Member", community="fitness"):
-    """A signed-in member with a profile, by default of the preset community fitness (no photos or fields needed to
-    be shown): (user id, auth metadata)."""
-    accounts = account_pb2_grpc.AccountServiceStub(channel)
-    email = f"{unique('ph-')}@example.com"
-    sign_up_and_verify(cluster, accounts, community, email, unique("ph_"))
-    signed = accounts.SignIn(account_pb2.SignInRequest(community_id=community, login=email, password=PASSWORD),
-                             timeout=TIMEOUT)
-    auth = bearer(signed.tokens.access_token)
-    profile_pb2_grpc.ProfileServiceStub(channel).CreateProfile(profile_pb2.CreateProfileRequest(
-        fields=types_pb2.ProfileFields(display_name=name, birth_date=common_pb2.CalendarDate(year=1990, month=5, day=1)),
-        idempotency_key=str(uuid.uuid4())), metadata=auth, timeout=TIMEOUT)
-    return signed.account.user_id, auth
-
-
 def photo(seed: int, size=(900, 1200)) -> bytes:
     out = io.BytesIO()
     Image.new("RGB", size, (seed % 256, 80, 160)).save(out, "JPEG", quality=85)
@@ -95,7 +79,7 @@ def test_a_replayed_upload_key_answers_before_the_body(cluster, channel):
     still held back by the client. Through the gateway the replay gets the same answer; the gateway forwards message
     by message and drops the rest once profile has answered, so it holds at most one chunk."""
     profiles = profile_pb2_grpc.ProfileServiceStub(channel)
-    _, auth = member(cluster, channel, "Replay")
+    _, auth = new_member(cluster, channel, "Replay")
     data = photo(1)
     first = upload(profiles, auth, data, key="replayed-key")
     assert upload(profiles, auth, data, key="replayed-key").photo.photo_id == first.photo.photo_id
@@ -135,8 +119,8 @@ def locate(profiles, auth, latitude, longitude=2.35):
 
 def test_a_cards_version_does_not_move_with_location_updates(cluster, channel):
     profiles = profile_pb2_grpc.ProfileServiceStub(channel)
-    member_id, member_auth = member(cluster, channel, "Active")
-    _, viewer_auth = member(cluster, channel, "Watcher")
+    member_id, member_auth = new_member(cluster, channel, "Active")
+    _, viewer_auth = new_member(cluster, channel, "Watcher")
     locate(profiles, viewer_auth, 48.85)
     locate(profiles, member_auth, 48.85)
 
@@ -177,8 +161,8 @@ def test_photo_urls_are_short_lived_and_end_with_removal_and_deactivation(cluste
     profiles = profile_pb2_grpc.ProfileServiceStub(channel)
     accounts = account_pb2_grpc.AccountServiceStub(channel)
     admin_api = admin_pb2_grpc.AdminServiceStub(channel)
-    member_id, member_auth = member(cluster, channel, "Pictured")
-    viewer_id, viewer_auth = member(cluster, channel, "Viewer")
+    member_id, member_auth = new_member(cluster, channel, "Pictured")
+    viewer_id, viewer_auth = new_member(cluster, channel, "Viewer")
     # Near each other: a card is shown only to a viewer whose deck could show the member (published positions).
     locate(profiles, viewer_auth, 45.76, 4.84)
     locate(profiles, member_auth, 45.76, 4.84)

@@ -17,7 +17,7 @@ import pytest
 from PIL import Image, PngImagePlugin
 
 from cluster_harness import Cluster, assert_clean_stop
-from test_cluster import PASSWORD, TIMEOUT, bearer, expect_code, kindred, sign_up_and_verify, unique
+from test_cluster import PASSWORD, TIMEOUT, bearer, expect_code, kindred, sign_up_and_sign_in, unique
 
 from kindred.api.v1 import (account_pb2, account_pb2_grpc, home_pb2, home_pb2_grpc, profile_pb2,  # noqa: E402
                             profile_pb2_grpc, types_pb2)
@@ -42,11 +42,7 @@ def channel(cluster):
 
 def signed_up(cluster, channel, community):
     accounts = account_pb2_grpc.AccountServiceStub(channel)
-    email, username = f"{unique('pr-')}@example.com", unique("pr_")
-    sign_up_and_verify(cluster, accounts, community, email, username)
-    tokens = accounts.SignIn(account_pb2.SignInRequest(community_id=community, login=email, password=PASSWORD),
-                             timeout=TIMEOUT).tokens
-    return accounts, bearer(tokens.access_token)
+    return accounts, bearer(sign_up_and_sign_in(cluster, accounts, community, "pr").tokens.access_token)
 
 
 def jpeg_with_gps_and_orientation6() -> bytes:

@@ -14,7 +14,7 @@ import grpc
 import pytest
 
 from cluster_harness import Cluster, assert_clean_stop
-from test_cluster import PASSWORD, TIMEOUT, bearer, sign_up_and_verify, unique
+from test_cluster import PASSWORD, TIMEOUT, bearer, sign_up_and_sign_in, unique
 from test_profile import fields, upload, webp
 
 from kindred.api.v1 import (account_pb2, account_pb2_grpc, admin_pb2, admin_pb2_grpc, chat_pb2,  # noqa: E402
@@ -57,11 +57,8 @@ def api(channel):
 
 
 def signed_in(cluster, api, community):
-    email, username = f"{unique('ryw-')}@example.com", unique("ryw_")
-    sign_up_and_verify(cluster, api.accounts, community, email, username)
-    signed = api.accounts.SignIn(account_pb2.SignInRequest(community_id=community, login=email, password=PASSWORD),
-                                 timeout=TIMEOUT)
-    return email, bearer(signed.tokens.access_token)
+    signed = sign_up_and_sign_in(cluster, api.accounts, community, "ryw")
+    return signed.account.email, bearer(signed.tokens.access_token)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from cluster_harness import Cluster, assert_clean_stop
-from test_cluster import PASSWORD, TIMEOUT, bearer, sign_up_and_verify, unique
+from test_cluster import PASSWORD, TIMEOUT, bearer, sign_up_and_sign_in, sign_up_and_verify, unique
 from test_deck import deck_of, member
 from test_profile import fields
 
@@ -56,10 +56,7 @@ def test_a_bio_of_combining_marks_is_refused_and_nothing_changes(cluster, channe
     profiles = profile_pb2_grpc.ProfileServiceStub(channel)
     # CreateProfile with it: refused, and no profile exists afterwards.
     accounts = account_pb2_grpc.AccountServiceStub(channel)
-    email = f"{unique('tl-')}@example.com"
-    sign_up_and_verify(cluster, accounts, "fitness", email, unique("tl_"))
-    auth = bearer(accounts.SignIn(account_pb2.SignInRequest(community_id="fitness", login=email, password=PASSWORD),
-                                  timeout=TIMEOUT).tokens.access_token)
+    auth = bearer(sign_up_and_sign_in(cluster, accounts, "fitness", "tl").tokens.access_token)
     tall = fields("Ada")
     tall.bio = TOWER
     violation = refused(lambda: profiles.CreateProfile(profile_pb2.CreateProfileRequest(

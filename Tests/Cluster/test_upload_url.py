@@ -16,7 +16,6 @@ import socket
 import subprocess
 import time
 import urllib.parse
-import uuid
 
 import grpc
 import pytest
@@ -24,10 +23,10 @@ import requests
 from PIL import Image
 
 from cluster_harness import Cluster, assert_clean_stop
-from test_cluster import PASSWORD, TIMEOUT, bearer, sign_up_and_verify, unique
+from test_cluster import TIMEOUT, new_member
 from test_photo_privacy import service_photo_pb2, service_profile_pb2_grpc
 
-from kindred.api.v1 import account_pb2, account_pb2_grpc, profile_pb2, profile_pb2_grpc, types_pb2  # noqa: E402
+from kindred.api.v1 import profile_pb2, profile_pb2_grpc  # noqa: E402
 from kindred.common.v1 import common_pb2  # noqa: E402
 
 CAP = 15 * 1024 * 1024
@@ -45,20 +44,6 @@ def cluster():
 def channel(cluster):
     with grpc.insecure_channel(cluster.gateway) as channel:
         yield channel
-
-
-def member(cluster, channel, name):
-    """A signed-in member of the preset community fitness with a profile: (user id, auth metadata)."""
-    accounts = account_pb2_grpc.AccountServiceStub(channel)
-    email = f"{unique('up-')}@example.com"
-    sign_up_and_verify(cluster, accounts, "fitness", email, unique("up_"))
-    signed = accounts.SignIn(account_pb2.SignInRequest(community_id="fitness", login=email, password=PASSWORD),
-                             timeout=TIMEOUT)
-    auth = bearer(signed.tokens.access_token)
-    profile_pb2_grpc.ProfileServiceStub(channel).CreateProfile(profile_pb2.CreateProfileRequest(
-        fields=types_pb2.ProfileFields(display_name=name, birth_date=common_pb2.CalendarDate(year=1991, month=3, day=9)),
-        idempotency_key=str(uuid.uuid4())), metadata=auth, timeout=TIMEOUT)
-    return signed.account.user_id, auth
 
 
 def photo(seed: int, size=(900, 1200)) -> bytes:
@@ -90,8 +75,8 @@ def signed(cluster, path: str, expires: int) -> str:
 
 
 def test_a_photo_uploaded_by_url_is_stored_once_and_shown(cluster, channel):
-    owner_id, auth = member(cluster, channel, "Uploader")
-    _, viewer = member(cluster, channel, "Viewer")
+    owner_id, auth = new_member(cluster, channel, "Uploader")
+    _, viewer = new_member(cluster, channel, "Viewer")
     grant = upload_url(channel, auth)
     assert grant.upload_url.startswith("http://127.0.0.1:") and "/upload/v1/" in grant.upload_url
     assert grant.max_size_bytes == CAP and grant.upload_id in grant.upload_url
@@ -127,7 +112,7 @@ def test_a_photo_uploaded_by_url_is_stored_once_and_shown(cluster, channel):
 
 def test_curl_uploads_a_large_photo_with_expect_100_continue(cluster, channel, tmp_path):
     """curl sends `Expect: 100-continue` for bodies over 1 MiB: the port answers 100 once the head is admitted."""
-    _, auth = member(cluster, channel, "Curl")
+    _, auth = new_member(cluster, channel, "Curl")
     grant = upload_url(channel, auth)
     noisy = Image.frombytes("RGB", (1600, 2000), random.Random(7).randbytes(1600 * 2000 * 3))
     path = tmp_path / "large.jpg"
@@ -142,8 +127,8 @@ def test_curl_uploads_a_large_photo_with_expect_100_continue(cluster, channel, t
 
 
 def test_expired_tampered_and_retargeted_urls_are_refused(cluster, channel):
-    owner_id, auth = member(cluster, channel, "Owner")
-    other_id, other_auth = member(cluster, channel, "Other")
+    owner_id, auth = new_member(cluster, channel, "Owner")
+    other_id, other_auth = new_member(cluster, channel, "Other")
     grant = upload_url(channel, auth)
     parts = urllib.parse.urlsplit(grant.upload_url)
     base = f"{parts.scheme}://{parts.netloc}"
@@ -205,7 +190,7 @@ def raw_request(url: str, head: str, body_chunks=(), read_timeout=20.0):
 
 
 def test_bodies_over_the_cap_are_refused_without_being_read(cluster, channel):
-    _, auth = member(cluster, channel, "Big")
+    _, auth = new_member(cluster, channel, "Big")
     grant = upload_url(channel, auth)
     target = grant.upload_url.split("127.0.0.1", 1)[1].split("/", 1)[1]
     host = urllib.parse.urlsplit(grant.upload_url).netloc
@@ -233,7 +218,7 @@ def test_bodies_over_the_cap_are_refused_without_being_read(cluster, channel):
 
 
 def test_methods_content_types_and_cors(cluster, channel):
-    _, auth = member(cluster, channel, "Methods")
+    _, auth = new_member(cluster, channel, "Methods")
     grant = upload_url(channel, auth)
     for method in ("GET", "POST", "DELETE"):
         answer = requests.request(method, grant.upload_url, timeout=TIMEOUT)
@@ -264,7 +249,7 @@ def test_methods_content_types_and_cors(cluster, channel):
 
 
 def test_the_profile_service_takes_an_upload_url_only_from_the_gateway(cluster, channel):
-    _, auth = member(cluster, channel, "Direct")
+    _, auth = new_member(cluster, channel, "Direct")
     grant = upload_url(channel, auth)
     target = "/upload/" + grant.upload_url.split("/upload/", 1)[1]
     data = photo(6)
