@@ -13,9 +13,9 @@ public struct DiscoveryConfiguration: Sendable {
     /// `KINDRED_DISCOVERY_AUTH_ADDRESS`, `_SERVICE_SECRET`, `_REVOCATION_STALE_MS`: how discovery reaches auth
     /// (`AuthClientSettings`).
     public var auth = AuthClientSettings()
-    /// `KINDRED_DISCOVERY_PROFILE_ADDRESS` (host:port), default `127.0.0.1:50052`: profile's
+    /// `KINDRED_DISCOVERY_PROFILE_ADDRESS` (host:port, or replicas: a comma-separated list), default `127.0.0.1:50052`: profile's
     /// ListProfileIndexEntries for `RebuildIndex` with `backfill_from_profile`.
-    public var profileAddress = HostPort(host: "127.0.0.1", port: 50052)
+    public var profileAddress = ServiceAddress(host: "127.0.0.1", port: 50052)
     /// `KINDRED_DISCOVERY_DECK_POOL` (int, 50..5000), default 500: candidates ranked for a deck (the nearest
     /// compatible ones; its pages are served from that ranking).
     public var deckPool = 500
@@ -51,7 +51,7 @@ public struct DiscoveryConfiguration: Sendable {
         self.endpoint = try DiscoveryServerDefinition.endpoint(reader)
         self.database = try DiscoveryServerDefinition.database(reader) ?? self.database
         self.auth = try AuthClientSettings(server: "discovery", environment: reader)
-        self.profileAddress = try reader.address("KINDRED_DISCOVERY_PROFILE_ADDRESS", default: self.profileAddress)
+        self.profileAddress = try reader.serviceAddress("KINDRED_DISCOVERY_PROFILE_ADDRESS", default: self.profileAddress)
         self.locationOffset = try PublishedLocation(reader).offset
         self.deckPool = try reader.int("KINDRED_DISCOVERY_DECK_POOL", default: self.deckPool, in: 50...5000)
         self.scanLimit = try reader.int("KINDRED_DISCOVERY_SCAN_LIMIT", default: self.scanLimit, in: 1000...1_000_000)

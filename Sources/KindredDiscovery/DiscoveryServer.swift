@@ -25,8 +25,7 @@ public final class DiscoveryServer: ServiceServer {
         self.database = try configuration.database.makeClient(logger: logger)
         self.ownsAuth = auth == nil
         self.auth = auth ?? AuthConnection(settings: configuration.auth, serviceName: "discovery", logger: logger)
-        var profile = GRPCClientConfiguration(
-            host: configuration.profileAddress.host, port: configuration.profileAddress.port)
+        var profile = GRPCClientConfiguration(address: configuration.profileAddress)
         profile.defaultTimeout = .seconds(30)
         profile.connectTimeout = .seconds(2)
         self.profileClient = GRPCClient(configuration: profile, logger: logger)

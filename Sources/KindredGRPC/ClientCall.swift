@@ -17,6 +17,8 @@ final class ClientCall: @unchecked Sendable {
     var requestEnded = false
     var responseMetadata = Metadata()
     var status: RPCError?
+    /// Whether the call, if it failed, may be made again on another replica; set before `complete`.
+    var retry = Retry.no
     var trailers = Metadata()
     var done: Bool { self.status != nil }
     var messageWaiter: CheckedContinuation<ByteBuffer?, any Error>?
@@ -35,6 +37,19 @@ final class ClientCall: @unchecked Sendable {
         var message: ByteBuffer?
         var metadata: Metadata
         var status: RPCError
+        var retry = Retry.no
+    }
+
+    /// Whether a failed call may be made again on another replica (`ReplicaBalancer`).
+    enum Retry: Sendable {
+        /// No: it succeeded, or the server may have acted on it.
+        case no
+        /// The server never processed it (its stream was refused, or was above a GOAWAY's last stream id): any
+        /// call may go again.
+        case unprocessed
+        /// Its connection broke mid-call, or a shutting-down server failed it: the server may have acted, so only
+        /// an idempotent call goes again.
+        case interrupted
     }
 
     init(eventLoop: any EventLoop, maxMessageSize: Int) {
@@ -161,7 +176,8 @@ final class ClientCall: @unchecked Sendable {
             self.unaryWaiter = nil
             let message = status.code == .ok ? self.unaryMessage : nil
             self.unaryMessage = nil
-            waiter.resume(returning: UnaryOutcome(message: message, metadata: self.responseMetadata, status: status))
+            waiter.resume(
+                returning: UnaryOutcome(message: message, metadata: self.responseMetadata, status: status, retry: self.retry))
         }
         let waiters = self.statusWaiters
         self.statusWaiters = []

@@ -33,6 +33,8 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     private(set) var peerStreamLimit: Int?
     /// The client is closing: close once the last call is done.
     private var closeRequested = false
+    /// The last stream id of the peer's GOAWAY: streams above it were never processed.
+    private var goAwayLastStreamID: Int32?
 
     init(configuration: GRPCClientConfiguration, logger: Logger) {
         self.configuration = configuration
@@ -91,6 +93,8 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         let calls = self.calls
         self.calls.removeAll()
         for call in calls.values {
+            let unprocessed = self.goAwayLastStreamID.map { call.streamID > $0 } ?? false
+            call.retry = unprocessed ? .unprocessed : .interrupted
             call.complete(RPCError(.unavailable, "The connection to the server was lost"))
             call.connection = nil
         }
@@ -372,6 +376,10 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         if status.code == .ok && call.inbound.hasPartialMessage {
             status = RPCError(.internalError, "The response ended inside a message")
         }
+        if status.code == .unavailable && self.goAwayLastStreamID != nil {
+            // A server that is shutting down failed the call (its grace period ended).
+            call.retry = .interrupted
+        }
         self.calls.removeValue(forKey: call.streamID)
         if !call.requestEnded {
             // The server answered before the request ended: what the caller still writes is dropped, and the
@@ -442,7 +450,9 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         if !call.done {
             let status: RPCError
             switch errorCode {
-            case .refusedStream: status = RPCError(.unavailable, "The server refused the stream")
+            case .refusedStream:
+                status = RPCError(.unavailable, "The server refused the stream")
+                call.retry = .unprocessed
             case .cancel: status = RPCError(.cancelled, "The server cancelled the stream")
             case .noError: status = RPCError(.internalError, "The stream closed without a status")
             default: status = RPCError(.internalError, "The server reset the stream (\(errorCode))")
@@ -468,6 +478,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
 
     func http2Session(_ session: HTTP2Session, didReceiveGoAway lastStreamID: Int32, errorCode: HTTP2ErrorCode) {
         self.isDraining = true
+        self.goAwayLastStreamID = min(lastStreamID, self.goAwayLastStreamID ?? .max)
         self.onDrain?()
         self.onDrain = nil
         if errorCode != .noError {

@@ -19,6 +19,9 @@ final class ConnectionPool: Sendable {
     private let group: any EventLoopGroup
     private let logger: Logger
     private let state: NIOLockedValueBox<(machine: Machine, nextID: Int)>
+    /// Called when a connection attempt failed or a connection stopped taking calls (GOAWAY, closed): the
+    /// replica balancer takes the replica out until a health check answers again.
+    private let onTrouble: (@Sendable () -> Void)?
 
     struct Connection: Sendable {
         let channel: any Channel
@@ -44,10 +47,16 @@ final class ConnectionPool: Sendable {
         }
     }
 
-    init(configuration: GRPCClientConfiguration, group: any EventLoopGroup, logger: Logger) {
+    init(
+        configuration: GRPCClientConfiguration,
+        group: any EventLoopGroup,
+        logger: Logger,
+        onTrouble: (@Sendable () -> Void)? = nil
+    ) {
         self.configuration = configuration
         self.group = group
         self.logger = logger
+        self.onTrouble = onTrouble
         let limits = Machine.Limits(
             preferredConnections: configuration.connectionCount,
             maxConnections: configuration.maxConnectionCount,
@@ -248,6 +257,7 @@ final class ConnectionPool: Sendable {
                 self.failed(entry: entry, error: RPCError(.unavailable, "closed before its HTTP/2 SETTINGS"))
             } else {
                 self.update { $0.drained(entry: entry, now: .now()) }
+                self.onTrouble?()
             }
         }
         channel.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(self.configuration.connectTimeout)) {
@@ -265,6 +275,7 @@ final class ConnectionPool: Sendable {
             metadata: ["peer": "\(self.configuration.authority)", "error": "\(error)", "retry.in": "\(delay)"]
         )
         self.update { $0.connectFailed(entry: entry, now: .now(), retryDelay: TimeAmount(delay)) }
+        self.onTrouble?()
     }
 
     func close() async {

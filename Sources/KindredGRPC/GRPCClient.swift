@@ -1,3 +1,4 @@
+import CoreMetrics
 import KindredHTTP2
 import KindredOpenSSL
 import KindredProtobuf
@@ -36,6 +37,16 @@ public struct GRPCClientConfiguration: Sendable {
     public var backoff = Backoff()
     /// Request bytes queued per stream above which a writer waits. Default 256 KiB.
     public var outboundHighWatermark: Int = 256 << 10
+    /// The target's replicas when it has several (`host` and `port` are then the first's): each gets its own
+    /// connections and calls are balanced over the healthy ones (see `ReplicaBalancer`). Empty: `host:port`
+    /// alone, which is also balanced when `host` is a DNS name resolving to several addresses.
+    public var replicas: [GRPCEndpoint] = []
+    /// How often each replica of a target with several is asked grpc.health.v1 Check. Default 2 s.
+    public var healthCheckInterval: Duration = .seconds(2)
+    /// How often a DNS name that resolved to several replicas is resolved again. Default 30 s.
+    public var resolveInterval: Duration = .seconds(30)
+    /// Where the per-replica metrics of a target with several replicas go; `MetricsSystem.factory` when nil.
+    public var metricsFactory: (any MetricsFactory)?
 
     public struct Backoff: Sendable {
         public var initial: Duration = .seconds(1)
@@ -60,14 +71,39 @@ public struct GRPCClientConfiguration: Sendable {
         self.tls = tls
         self.authority = "\(host):\(port)"
     }
+
+    /// A target with several replicas (at least one); the first gives `host`, `port` and the :authority.
+    public init(replicas: [GRPCEndpoint], tls: TLSContext? = nil) {
+        precondition(!replicas.isEmpty, "a target needs at least one address")
+        self.init(host: replicas[0].host, port: replicas[0].port, tls: tls)
+        self.replicas = replicas.count > 1 ? replicas : []
+    }
+}
+
+/// One replica's address.
+public struct GRPCEndpoint: Hashable, Sendable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    public var description: String { self.host.contains(":") ? "[\(self.host)]:\(self.port)" : "\(self.host):\(self.port)" }
 }
 
 /// Per-call options.
 public struct CallOptions: Sendable {
     /// The call's timeout; the effective deadline is the earlier of this and the propagated one.
     public var timeout: Duration?
-    public init(timeout: Duration? = nil) {
+    /// The call may run twice without harm (a read, or a write carrying its idempotency key): on a target with
+    /// several replicas it is also retried on another when its connection broke mid-call. Every call is retried
+    /// when it failed before the server could have acted on it (see `ReplicaBalancer`).
+    public var idempotent: Bool
+    public init(timeout: Duration? = nil, idempotent: Bool = false) {
         self.timeout = timeout
+        self.idempotent = idempotent
     }
 }
 
@@ -79,10 +115,17 @@ public struct ClientResponse<Message: ProtoMessage>: Sendable {
 }
 
 /// A gRPC client for one target: a small pool of HTTP/2 connections that honours the server's stream limit
-/// (see `ConnectionPool`), reconnecting with backoff.
+/// (see `ConnectionPool`), reconnecting with backoff. A target with several replicas (a list of addresses, or a
+/// DNS name with several) has a pool per replica, and its calls are balanced and retried by `ReplicaBalancer`.
 public final class GRPCClient: Sendable {
     public let configuration: GRPCClientConfiguration
-    private let pool: ConnectionPool
+    private let route: Route
+
+    /// One target calls its pool directly, as before replicas existed: the same per-call cost.
+    private enum Route: Sendable {
+        case single(ConnectionPool)
+        case replicas(ReplicaBalancer)
+    }
 
     public init(
         configuration: GRPCClientConfiguration,
@@ -90,12 +133,28 @@ public final class GRPCClient: Sendable {
         logger: Logger
     ) {
         self.configuration = configuration
-        self.pool = ConnectionPool(configuration: configuration, group: group, logger: logger)
+        if let balancer = ReplicaBalancer.make(configuration: configuration, group: group, logger: logger) {
+            self.route = .replicas(balancer)
+        } else {
+            self.route = .single(ConnectionPool(configuration: configuration, group: group, logger: logger))
+        }
     }
 
     /// Closes every connection once its calls are done.
     public func close() async {
-        await self.pool.close()
+        switch self.route {
+        case .single(let pool): await pool.close()
+        case .replicas(let balancer): await balancer.close()
+        }
+    }
+
+    /// The replicas calls are balanced over, with whether each takes calls now (health); one entry for a
+    /// target with a single address.
+    public var replicaStates: [(endpoint: GRPCEndpoint, up: Bool)] {
+        switch self.route {
+        case .single: [(GRPCEndpoint(host: self.configuration.host, port: self.configuration.port), true)]
+        case .replicas(let balancer): balancer.states
+        }
     }
 
     // MARK: Calls
@@ -123,7 +182,14 @@ public final class GRPCClient: Sendable {
         let span = TraceSwitch.isOn ? CallTracing.startClientSpan(path: method.path, metadata: &metadata) : nil
         let outcome: ClientCall.UnaryOutcome
         do {
-            outcome = try await self.pool.unary(path: method.path, metadata: metadata, deadline: deadline, request: framed)
+            switch self.route {
+            case .single(let pool):
+                outcome = try await pool.unary(path: method.path, metadata: metadata, deadline: deadline, request: framed)
+            case .replicas(let balancer):
+                outcome = try await balancer.unary(
+                    path: method.path, metadata: metadata, deadline: deadline, request: framed,
+                    idempotent: options.idempotent)
+            }
         } catch {
             if let span { CallTracing.end(span, code: (error as? RPCError)?.code ?? .unknown) }
             throw error
@@ -213,12 +279,20 @@ public final class GRPCClient: Sendable {
         var metadata = self.withRequestID(metadata)
         let span = TraceSwitch.isOn ? CallTracing.startClientSpan(path: path, metadata: &metadata) : nil
         let call: ClientCall
+        var replica: ReplicaBalancer.Replica?
         do {
-            call = try await self.pool.startCall(path: path, metadata: metadata, deadline: deadline)
+            switch self.route {
+            case .single(let pool):
+                call = try await pool.startCall(path: path, metadata: metadata, deadline: deadline)
+            case .replicas(let balancer):
+                (call, replica) = try await balancer.startCall(path: path, metadata: metadata, deadline: deadline)
+            }
         } catch {
             if let span { CallTracing.end(span, code: (error as? RPCError)?.code ?? .unknown) }
             throw error
         }
+        // A streaming call counts as in flight on its replica until its body is done.
+        defer { replica?.callEnded() }
         return try await withTaskCancellationHandler {
             do {
                 let result = try await body(call)

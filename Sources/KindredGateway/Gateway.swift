@@ -47,8 +47,9 @@ public final class Gateway: Sendable {
         let serviceTLS = try configuration.serviceTLSCAFile.map {
             try TLSContext(configuration: .client(trustRoots: .file($0)))
         }
-        func client(_ address: HostPort) -> GRPCClient {
-            var client = GRPCClientConfiguration(host: address.host, port: address.port, tls: serviceTLS)
+        func client(_ address: ServiceAddress) -> GRPCClient {
+            var client = GRPCClientConfiguration(address: address, tls: serviceTLS)
+            client.metricsFactory = metricsFactory
             client.defaultTimeout = configuration.downstreamTimeout
             client.connectTimeout = .seconds(2)
             return GRPCClient(configuration: client, logger: logger)
@@ -71,7 +72,8 @@ public final class Gateway: Sendable {
             Downstream(name: "chat", client: $0, timeout: configuration.downstreamTimeout, metrics: metrics, logger: logger)
         }
         self.chatStreams = configuration.chatAddress.map { address in
-            var streams = GRPCClientConfiguration(host: address.host, port: address.port, tls: serviceTLS)
+            var streams = GRPCClientConfiguration(address: address, tls: serviceTLS)
+            streams.metricsFactory = metricsFactory
             streams.connectTimeout = .seconds(2)
             return ChatStreamConnections(
                 connections: configuration.chatStreamConnections, perUser: configuration.chatStreamsPerUser,

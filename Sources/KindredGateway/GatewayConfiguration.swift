@@ -10,17 +10,17 @@ public struct GatewayConfiguration: Sendable {
     /// `KINDRED_GATEWAY_TLS_KEY_FILE` (TLS with ALPN h2 when both are set, h2c otherwise), `KINDRED_GATEWAY_ACCESS_LOG`
     /// (default true).
     public var endpoint = ServerEndpointSettings(defaultPort: 50050)
-    /// `KINDRED_GATEWAY_AUTH_ADDRESS` (host:port), default `127.0.0.1:50051`.
-    public var authAddress = HostPort(host: "127.0.0.1", port: 50051)
+    /// `KINDRED_GATEWAY_AUTH_ADDRESS` (host:port, or replicas: a comma-separated list), default `127.0.0.1:50051`.
+    public var authAddress = ServiceAddress(host: "127.0.0.1", port: 50051)
     /// `KINDRED_GATEWAY_PROFILE_ADDRESS`, `..._DISCOVERY_ADDRESS`, `..._MATCH_ADDRESS`, `..._CHAT_ADDRESS`,
-    /// `..._NOTIFY_ADDRESS` (host:port, or `off`), default none: the services this cluster runs (run-cluster.sh and compose.yaml set
+    /// `..._NOTIFY_ADDRESS` (host:port, a comma-separated list of replicas, or `off`), default none: the services this cluster runs (run-cluster.sh and compose.yaml set
     /// every one). Parts of the API backed by a service that is not configured answer UNIMPLEMENTED, and
     /// GetHome lists them in `unavailable_parts`.
-    public var profileAddress: HostPort?
-    public var discoveryAddress: HostPort?
-    public var matchAddress: HostPort?
-    public var chatAddress: HostPort?
-    public var notifyAddress: HostPort?
+    public var profileAddress: ServiceAddress?
+    public var discoveryAddress: ServiceAddress?
+    public var matchAddress: ServiceAddress?
+    public var chatAddress: ServiceAddress?
+    public var notifyAddress: ServiceAddress?
     /// `KINDRED_GATEWAY_STREAM_MAX_SECONDS` (int, 60..86400), default 86400: the longest a proxied stream
     /// (chat's Subscribe) lasts when the client sets no shorter deadline; heartbeats keep it alive meanwhile.
     public var streamMaxDuration: Duration = .seconds(86_400)
@@ -112,12 +112,12 @@ public struct GatewayConfiguration: Sendable {
 
     public init(_ reader: EnvironmentReader) throws {
         self.endpoint = try ServerEndpointSettings(prefix: "KINDRED_GATEWAY_", defaultPort: 50050, environment: reader)
-        self.authAddress = try reader.address("KINDRED_GATEWAY_AUTH_ADDRESS", default: self.authAddress)
-        self.profileAddress = try reader.optionalAddress("KINDRED_GATEWAY_PROFILE_ADDRESS", default: nil)
-        self.discoveryAddress = try reader.optionalAddress("KINDRED_GATEWAY_DISCOVERY_ADDRESS", default: nil)
-        self.matchAddress = try reader.optionalAddress("KINDRED_GATEWAY_MATCH_ADDRESS", default: nil)
-        self.chatAddress = try reader.optionalAddress("KINDRED_GATEWAY_CHAT_ADDRESS", default: nil)
-        self.notifyAddress = try reader.optionalAddress("KINDRED_GATEWAY_NOTIFY_ADDRESS", default: nil)
+        self.authAddress = try reader.serviceAddress("KINDRED_GATEWAY_AUTH_ADDRESS", default: self.authAddress)
+        self.profileAddress = try reader.optionalServiceAddress("KINDRED_GATEWAY_PROFILE_ADDRESS", default: nil)
+        self.discoveryAddress = try reader.optionalServiceAddress("KINDRED_GATEWAY_DISCOVERY_ADDRESS", default: nil)
+        self.matchAddress = try reader.optionalServiceAddress("KINDRED_GATEWAY_MATCH_ADDRESS", default: nil)
+        self.chatAddress = try reader.optionalServiceAddress("KINDRED_GATEWAY_CHAT_ADDRESS", default: nil)
+        self.notifyAddress = try reader.optionalServiceAddress("KINDRED_GATEWAY_NOTIFY_ADDRESS", default: nil)
         self.streamMaxDuration = .seconds(
             try reader.seconds("KINDRED_GATEWAY_STREAM_MAX_SECONDS", default: 86_400, in: 60...86_400))
         self.chatStreamConnections = try reader.int(

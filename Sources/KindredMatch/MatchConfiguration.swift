@@ -12,9 +12,9 @@ public struct MatchConfiguration: Sendable {
     /// `KINDRED_MATCH_AUTH_ADDRESS`, `_SERVICE_SECRET`, `_REVOCATION_STALE_MS`: how match reaches auth
     /// (`AuthClientSettings`).
     public var auth = AuthClientSettings()
-    /// `KINDRED_MATCH_DISCOVERY_ADDRESS` (host:port), default `127.0.0.1:50053`: discovery's CheckCandidates,
+    /// `KINDRED_MATCH_DISCOVERY_ADDRESS` (host:port, or replicas: a comma-separated list), default `127.0.0.1:50053`: discovery's CheckCandidates,
     /// asked before every swipe (a swipe is accepted only on a member the swiper's deck could show).
-    public var discoveryAddress = HostPort(host: "127.0.0.1", port: 50053)
+    public var discoveryAddress = ServiceAddress(host: "127.0.0.1", port: 50053)
     /// `KINDRED_MATCH_DISCOVERY_TIMEOUT_MS` (int, 50..10000), default 1000: the deadline of that check (or the
     /// swipe's own, if earlier). Without an answer the swipe answers UNAVAILABLE (retry), never unchecked.
     public var discoveryTimeout: Duration = .seconds(1)
@@ -58,7 +58,7 @@ public struct MatchConfiguration: Sendable {
         self.database = try MatchServerDefinition.database(reader) ?? self.database
         self.auth = try AuthClientSettings(server: "match", environment: reader)
         self.events = try EventRelaySettings(server: "match", environment: reader)
-        self.discoveryAddress = try reader.address("KINDRED_MATCH_DISCOVERY_ADDRESS", default: self.discoveryAddress)
+        self.discoveryAddress = try reader.serviceAddress("KINDRED_MATCH_DISCOVERY_ADDRESS", default: self.discoveryAddress)
         self.discoveryTimeout = try reader.milliseconds(
             "KINDRED_MATCH_DISCOVERY_TIMEOUT_MS", default: self.discoveryTimeout, in: 50...10_000)
         self.swipeBatch = try reader.int("KINDRED_MATCH_SWIPE_BATCH", default: self.swipeBatch, in: 1...2000)

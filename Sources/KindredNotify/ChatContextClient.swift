@@ -14,8 +14,8 @@ final class ChatContextClient: Sendable {
     let timeout: Duration
     let logger: Logger
 
-    init(address: HostPort, tokens: ServiceTokenSource, timeout: Duration = .seconds(2), logger: Logger) {
-        var configuration = GRPCClientConfiguration(host: address.host, port: address.port)
+    init(address: ServiceAddress, tokens: ServiceTokenSource, timeout: Duration = .seconds(2), logger: Logger) {
+        var configuration = GRPCClientConfiguration(address: address)
         configuration.defaultTimeout = timeout
         configuration.connectTimeout = timeout
         self.client = GRPCClient(configuration: configuration, logger: logger)

@@ -19,8 +19,8 @@ final class MemberNames: Sendable {
     static let capacity = 10_000
     private let cache = Mutex<[String: (name: String?, until: ContinuousClock.Instant)]>([:])
 
-    init(address: HostPort, tokens: ServiceTokenSource, timeout: Duration = .seconds(2), logger: Logger) {
-        var configuration = GRPCClientConfiguration(host: address.host, port: address.port)
+    init(address: ServiceAddress, tokens: ServiceTokenSource, timeout: Duration = .seconds(2), logger: Logger) {
+        var configuration = GRPCClientConfiguration(address: address)
         configuration.defaultTimeout = timeout
         configuration.connectTimeout = timeout
         self.client = GRPCClient(configuration: configuration, logger: logger)

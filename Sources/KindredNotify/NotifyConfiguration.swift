@@ -59,13 +59,13 @@ public struct NotifyConfiguration: Sendable {
     /// likes digests to one member ("3 people liked you"); a digest's first like waits a minute (or this, if less)
     /// for others.
     public var likesDigestInterval: Duration = .seconds(4 * 3600)
-    /// `KINDRED_NOTIFY_CHAT_ADDRESS` (host:port), default none: chat, asked at each push for presence (no push for a
+    /// `KINDRED_NOTIFY_CHAT_ADDRESS` (host:port, or replicas: a comma-separated list), default none: chat, asked at each push for presence (no push for a
     /// message while the member has the app open), the unread total (the badge) and, when the member shows message
     /// text, the body. Unset: every due notification is pushed, without badge or message text.
-    public var chatAddress: HostPort?
-    /// `KINDRED_NOTIFY_PROFILE_ADDRESS` (host:port), default none: profile, whose cards name the other member
+    public var chatAddress: ServiceAddress?
+    /// `KINDRED_NOTIFY_PROFILE_ADDRESS` (host:port, or replicas: a comma-separated list), default none: profile, whose cards name the other member
     /// (display name only, cached for a minute). Unset: the neutral word of the templates ("Someone").
-    public var profileAddress: HostPort?
+    public var profileAddress: ServiceAddress?
     /// `KINDRED_NOTIFY_WEBHOOK_*`: webhook endpoints' transport, retries, secret grace and retention.
     public var webhooks = WebhookSettings()
 
@@ -92,8 +92,8 @@ public struct NotifyConfiguration: Sendable {
             "KINDRED_NOTIFY_MESSAGE_COLLAPSE_MS", default: self.messageCollapseWindow, in: 0...60_000)
         self.likesDigestInterval = try reader.milliseconds(
             "KINDRED_NOTIFY_LIKES_DIGEST_MS", default: self.likesDigestInterval, in: 1_000...604_800_000)
-        self.chatAddress = try reader.optionalAddress("KINDRED_NOTIFY_CHAT_ADDRESS", default: nil)
-        self.profileAddress = try reader.optionalAddress("KINDRED_NOTIFY_PROFILE_ADDRESS", default: nil)
+        self.chatAddress = try reader.optionalServiceAddress("KINDRED_NOTIFY_CHAT_ADDRESS", default: nil)
+        self.profileAddress = try reader.optionalServiceAddress("KINDRED_NOTIFY_PROFILE_ADDRESS", default: nil)
         self.webhooks = try WebhookSettings(reader)
     }
 

@@ -13,10 +13,10 @@ public struct ProfileConfiguration: Sendable {
     /// `KINDRED_PROFILE_AUTH_ADDRESS`, `_SERVICE_SECRET`, `_REVOCATION_STALE_MS`: how profile reaches auth
     /// (`AuthClientSettings`).
     public var auth = AuthClientSettings()
-    /// `KINDRED_PROFILE_DISCOVERY_ADDRESS` (host:port), default `127.0.0.1:50053`: discovery's CheckCandidates
+    /// `KINDRED_PROFILE_DISCOVERY_ADDRESS` (host:port, or replicas: a comma-separated list), default `127.0.0.1:50053`: discovery's CheckCandidates
     /// (card mode), asked by GetProfiles for the cards of members not matched with the viewer (a card is shown
     /// only to a viewer whose deck could show the member, or whom the member liked).
-    public var discoveryAddress = HostPort(host: "127.0.0.1", port: 50053)
+    public var discoveryAddress = ServiceAddress(host: "127.0.0.1", port: 50053)
     /// `KINDRED_PROFILE_DISCOVERY_TIMEOUT_MS` (int, 50..10000), default 1000: the deadline of that check. Without
     /// an answer GetProfiles answers UNAVAILABLE (retry), never an unchecked card.
     public var discoveryTimeout: Duration = .seconds(1)
@@ -64,7 +64,7 @@ public struct ProfileConfiguration: Sendable {
         self.database = try ProfileServerDefinition.database(reader) ?? self.database
         self.auth = try AuthClientSettings(server: "profile", environment: reader)
         self.events = try EventRelaySettings(server: "profile", environment: reader)
-        self.discoveryAddress = try reader.address("KINDRED_PROFILE_DISCOVERY_ADDRESS", default: self.discoveryAddress)
+        self.discoveryAddress = try reader.serviceAddress("KINDRED_PROFILE_DISCOVERY_ADDRESS", default: self.discoveryAddress)
         self.discoveryTimeout = try reader.milliseconds(
             "KINDRED_PROFILE_DISCOVERY_TIMEOUT_MS", default: self.discoveryTimeout, in: 50...10_000)
         self.propagationTimeout = try reader.milliseconds(

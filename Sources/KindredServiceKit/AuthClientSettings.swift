@@ -3,8 +3,8 @@ import KindredGRPCServices
 /// How a service reaches auth, read the same way by every service under its own prefix: auth's public keys,
 /// its session ends (WatchRevokedSessions) and the service's own token (IssueServiceToken).
 public struct AuthClientSettings: Sendable, Equatable {
-    /// `KINDRED_<SERVER>_AUTH_ADDRESS` (host:port), default `127.0.0.1:50051`.
-    public var address = HostPort(host: "127.0.0.1", port: 50051)
+    /// `KINDRED_<SERVER>_AUTH_ADDRESS` (host:port, or its replicas separated by commas), default `127.0.0.1:50051`.
+    public var address = ServiceAddress(host: "127.0.0.1", port: 50051)
     /// `KINDRED_<SERVER>_SERVICE_SECRET` (string, 32..256, or `..._FILE`), default none: the service's secret for
     /// auth's IssueServiceToken (auth's `KINDRED_AUTH_SERVICE_SECRET_<SERVER>`). Without it session ends cannot be
     /// followed (calls with a user token answer UNAVAILABLE: fail closed) and no events are delivered.
@@ -17,7 +17,7 @@ public struct AuthClientSettings: Sendable, Equatable {
 
     public init(server: String, environment: EnvironmentReader) throws {
         let prefix = "KINDRED_\(server.uppercased())_"
-        self.address = try environment.address(prefix + "AUTH_ADDRESS", default: self.address)
+        self.address = try environment.serviceAddress(prefix + "AUTH_ADDRESS", default: self.address)
         self.serviceSecret = try environment.secret(prefix + "SERVICE_SECRET", length: 32...256)
         self.revocationStaleAfter = try Self.revocationStaleAfter(server: server, environment: environment)
     }

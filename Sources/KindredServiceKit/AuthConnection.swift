@@ -78,14 +78,14 @@ public final class AuthConnection: Sendable {
     ///   - secret: auth's `KINDRED_AUTH_SERVICE_SECRET_<NAME>` for this service; nil = user tokens answer UNAVAILABLE.
     ///   - revocationStaleAfter: how long the set of ended sessions is trusted without news from auth.
     public convenience init(
-        address: HostPort,
+        address: ServiceAddress,
         serviceName: String,
         secret: String?,
         tls: TLSContext? = nil,
         revocationStaleAfter: Duration = .seconds(5),
         logger: Logger
     ) {
-        var configuration = GRPCClientConfiguration(host: address.host, port: address.port, tls: tls)
+        var configuration = GRPCClientConfiguration(address: address, tls: tls)
         configuration.defaultTimeout = .seconds(5)
         configuration.connectTimeout = .seconds(2)
         self.init(

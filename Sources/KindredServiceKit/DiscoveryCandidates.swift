@@ -16,8 +16,8 @@ public struct DiscoveryCandidates: Sendable {
     let logger: Logger
 
     /// `timeout` is both the connect timeout and each call's deadline.
-    public init(address: HostPort, tokens: ServiceTokenSource?, timeout: Duration, logger: Logger) {
-        var configuration = GRPCClientConfiguration(host: address.host, port: address.port)
+    public init(address: ServiceAddress, tokens: ServiceTokenSource?, timeout: Duration, logger: Logger) {
+        var configuration = GRPCClientConfiguration(address: address)
         configuration.defaultTimeout = timeout
         configuration.connectTimeout = timeout
         self.client = GRPCClient(configuration: configuration, logger: logger)

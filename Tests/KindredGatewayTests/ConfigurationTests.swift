@@ -9,7 +9,7 @@ struct ConfigurationTests {
         let configuration = try GatewayConfiguration(environment: [:])
         #expect(configuration.endpoint.listen == HostPort(host: "127.0.0.1", port: 50050))
         #expect(configuration.endpoint.adminListen == HostPort(host: "127.0.0.1", port: 50150))
-        #expect(configuration.authAddress == HostPort(host: "127.0.0.1", port: 50051))
+        #expect(configuration.authAddress == ServiceAddress(host: "127.0.0.1", port: 50051))
         #expect(configuration.profileAddress == nil)
     }
 
@@ -22,11 +22,20 @@ struct ConfigurationTests {
         ])
         #expect(configuration.endpoint.listen == HostPort(host: "0.0.0.0", port: 6000))
         #expect(configuration.endpoint.adminListen == nil)
-        #expect(configuration.authAddress == HostPort(host: "auth", port: 50051))
+        #expect(configuration.authAddress == ServiceAddress(host: "auth", port: 50051))
         #expect(configuration.clientRate == 2.5)
         #expect(configuration.downstreamTimeout == .milliseconds(750))
 
+        let replicas = try GatewayConfiguration(environment: [
+            "KINDRED_GATEWAY_CHAT_ADDRESS": "127.0.0.1:50055, 127.0.0.1:50065", "KINDRED_GATEWAY_MATCH_ADDRESS": "off",
+        ])
+        #expect(
+            replicas.chatAddress?.replicas
+                == [HostPort(host: "127.0.0.1", port: 50055), HostPort(host: "127.0.0.1", port: 50065)])
+        #expect(replicas.matchAddress == nil)
+
         for (key, value) in [
+            ("KINDRED_GATEWAY_CHAT_ADDRESS", "127.0.0.1:1,,127.0.0.1:2"), ("KINDRED_GATEWAY_AUTH_ADDRESS", "a:1,a:1"),
             ("KINDRED_GATEWAY_LISTEN", "secret-value"), ("KINDRED_GATEWAY_CLIENT_BURST", "-1"),
             ("KINDRED_GATEWAY_TLS_CERT_FILE", "/only/the/cert.pem"),
         ] {

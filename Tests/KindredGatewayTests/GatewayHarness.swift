@@ -54,7 +54,7 @@ struct GatewayHarness {
         var configuration = GatewayConfiguration()
         configuration.endpoint.listen = HostPort(host: "127.0.0.1", port: 0)
         configuration.endpoint.adminListen = nil
-        configuration.authAddress = HostPort(host: "127.0.0.1", port: authServer.port)
+        configuration.authAddress = ServiceAddress(host: "127.0.0.1", port: authServer.port)
         configuration.partTimeout = .milliseconds(300)
         configuration.serviceSecret = Self.serviceSecret
         configure(&configuration)

@@ -93,6 +93,7 @@ import Testing
         ("", [String]()),
         ("profile=127.0.0.1:50052", ["profile=127.0.0.1:50052"]),
         (" profile=db:1 , chat=[::1]:50055 ", ["profile=db:1", "chat=[::1]:50055"]),
+        ("chat=127.0.0.1:50055|127.0.0.1:50065", ["chat=127.0.0.1:50055|127.0.0.1:50065"]),
     ])
     func consumerListsParse(text: String, expected: [String]) throws {
         #expect(try EventConsumer.parseList(text, key: "K").map(\.description) == expected)
@@ -100,6 +101,7 @@ import Testing
 
     @Test(arguments: [
         "profile", "profile=host", "profile=host:0", "profile=host:70000", "Profile=h:1", "=h:1", "a=:1", "a=h:1,a=h:2",
+        "a=h:1|", "a=h:1|h:1", "a=h:1|h:0",
     ])
     func badConsumerListsNameTheKey(text: String) {
         #expect(throws: ConfigurationError.self) { try EventConsumer.parseList(text, key: "KINDRED_X_EVENT_CONSUMERS") }

@@ -151,7 +151,7 @@ struct SettingsTests {
             prefix + "EVENT_POLL_MS": "250",
         ])
         let auth = try AuthClientSettings(server: server, environment: reader)
-        #expect(auth.address == HostPort(host: "auth", port: 60051))
+        #expect(auth.address == ServiceAddress(host: "auth", port: 60051))
         #expect(auth.serviceSecret == secret)
         #expect(auth.revocationStaleAfter == .milliseconds(9000))
         let events = try EventRelaySettings(server: server, environment: reader)

@@ -55,7 +55,8 @@ public final class OutboxRelay: Sendable {
         self.store = OutboxRelayStore(database: database, owner: owner)
         var clients: [String: GRPCClient] = [:]
         for consumer in configuration.consumers {
-            var client = GRPCClientConfiguration(host: consumer.host, port: consumer.port)
+            var client = GRPCClientConfiguration(address: consumer.address)
+            client.metricsFactory = metricsFactory
             client.connectionCount = 1
             client.defaultTimeout = configuration.callTimeout
             client.connectTimeout = min(configuration.callTimeout, .seconds(5))
