@@ -22,6 +22,11 @@
 #   KINDRED_WAL_ARCHIVE_TIMEOUT  seconds after which a partly filled WAL segment is archived anyway (default 60)
 #   KINDRED_POSTGRES_SETTINGS  extra postgresql.conf lines (benchmarks: pg_stat_statements; default none)
 #   KINDRED_PORT_BASE     gRPC port of the gateway; server i of KINDRED_SERVERS gets base+i, admin base+100+i
+#   KINDRED_REPLICAS_<SERVICE>  replicas of a service, gateway included (default 1, at most 4; discovery runs once):
+#                         replica r of server i is named <service>.<r> (logs/<service>.<r>.log, the pids file) and
+#                         listens on a port ending in 7, 8 or 9 (slot s = 3i + r - 2: base + 10(1 + s/3) + 7 + s%3;
+#                         admin 100 above; a second gateway's media port base+207...), ports no other cluster's base
+#                         (a multiple of 10 apart) uses; every client gets every replica's address
 #   KINDRED_SMTP_PORT     SMTP sink port (default 2525)
 #   The push peers listen on port base + 300 (APNs), + 301 (FCM) and + 302 (Web Push).
 #   KINDRED_START_TIMEOUT seconds each step may take to come up (default 60)
@@ -101,17 +106,38 @@ if [ -n "$DEMO" ]; then
         KINDRED_AUTH_MAIL_PER_IP_PER_HOUR="${KINDRED_AUTH_MAIL_PER_IP_PER_HOUR:-100000}"
 fi
 
-port_of() { # port_of NAME [admin]
-    local i offset=0
+port_of() { # port_of NAME[.REPLICA] [admin]
+    local i offset=0 service="${1%%.*}" replica=1
     [ -n "${2:-}" ] && offset=$KINDRED_ADMIN_PORT_OFFSET
+    [[ "$1" == *.* ]] && replica="${1#*.}"
     for i in "${!SERVERS[@]}"; do
-        if [ "${SERVERS[$i]}" = "$1" ]; then
-            echo $((PORT_BASE + offset + i))
+        if [ "${SERVERS[$i]}" = "$service" ]; then
+            local slot=$((3 * i + replica - 2))
+            if ((replica == 1)); then echo $((PORT_BASE + offset + i)); else echo $((PORT_BASE + offset + 10 * (1 + slot / 3) + 7 + slot % 3)); fi
             return
         fi
     done
     fail "unknown server $1"
 }
+# Replicas (KINDRED_REPLICAS_<SERVICE>): the instances of a service are <service>, <service>.2, <service>.3...
+replicas_of() { # replicas_of SERVICE -> how many run
+    local variable="KINDRED_REPLICAS_${1^^}" count
+    count="${!variable:-1}"
+    [[ "$count" =~ ^[1-4]$ ]] || fail "$variable must be 1...4"
+    if [ "$1" = discovery ] && ((count > 1)); then count=1; fi # one index per cluster (shards are another setting)
+    echo "$count"
+}
+instances_of() { # instances_of SERVICE -> its instance names
+    local r
+    echo "$1"
+    for ((r = 2; r <= $(replicas_of "$1"); r++)); do echo "$1.$r"; done
+}
+addresses_of() { # addresses_of SERVICE [separator] -> host:port of every replica, comma-separated
+    local instance list=""
+    for instance in $(instances_of "$1"); do list+="${list:+${2:-,}}127.0.0.1:$(port_of "$instance")"; done
+    echo "$list"
+}
+for name in "${SERVERS[@]}"; do replicas_of "$name" >/dev/null; done
 has_tables() { [[ " $KINDRED_SERVERS_WITH_TABLES " == *" $1 "* ]]; }
 
 # ---------------------------------------------------------------------------------------------------------
@@ -205,7 +231,7 @@ done
 
 # Ports must be free before anything starts (a bash /dev/tcp connect succeeds only if something listens).
 port_taken() { (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-for name in "${RUNNING_ORDER[@]}"; do
+for name in $(for service in "${RUNNING_ORDER[@]}"; do instances_of "$service"; done); do
     for port in "$(port_of "$name")" "$(port_of "$name" admin)"; do
         port_taken "$port" && fail "port $port ($name) is in use: stop what uses it or set KINDRED_PORT_BASE"
     done
@@ -417,11 +443,11 @@ secret() { # one random secret per data folder and name, kept in $DATA_DIR/secre
 # What every server gets, by the naming convention KINDRED_<NAME>_*: its listen and admin addresses, and
 # when it has tables its database URL (as its own role), migrations folder and data folder.
 server_env_common() {
-    local name="$1" prefix
-    prefix="KINDRED_${1^^}"
+    local name="${1%%.*}" prefix
+    prefix="KINDRED_${name^^}"
     SERVER_ENV=(
-        "${prefix}_LISTEN=127.0.0.1:$(port_of "$name")"
-        "${prefix}_ADMIN_LISTEN=127.0.0.1:$(port_of "$name" admin)"
+        "${prefix}_LISTEN=127.0.0.1:$(port_of "$1")"
+        "${prefix}_ADMIN_LISTEN=127.0.0.1:$(port_of "$1" admin)"
     )
     if has_tables "$name"; then
         SERVER_ENV+=(
@@ -432,9 +458,10 @@ server_env_common() {
     fi
 }
 # The consumers of a producer's events (cluster.env KINDRED_EVENT_CONSUMERS_OF_<NAME>) as name=host:port,...
+# (a consumer's replicas as name=host:port|host:port)
 event_consumers() {
     local variable="KINDRED_EVENT_CONSUMERS_OF_${1^^}" consumer list=""
-    for consumer in ${!variable:-}; do list+="${list:+,}$consumer=127.0.0.1:$(port_of "$consumer")"; done
+    for consumer in ${!variable:-}; do list+="${list:+,}$consumer=$(addresses_of "$consumer" "|")"; done
     echo "$list"
 }
 # Settings of one server beyond the common ones; a server without a function here gets only those.
@@ -452,30 +479,34 @@ server_env_auth() {
     done
 }
 # The gateway's media port (signed photo URLs, plain HTTP GET): the port base + 200.
-media_port() { echo $((PORT_BASE + 200)); }
+media_port() { # media_port [INSTANCE]: replica r >= 2 of the gateway has base + 205 + r
+    local replica=1
+    [[ "${1:-}" == *.* ]] && replica="${1#*.}"
+    if ((replica == 1)); then echo $((PORT_BASE + 200)); else echo $((PORT_BASE + 205 + replica)); fi
+}
 server_env_profile() {
     SERVER_ENV+=(
         KINDRED_MEDIA_URL_KEY="$(secret media-url)"
         KINDRED_PROFILE_MEDIA_BASE_URL="http://127.0.0.1:$(media_port)"
         KINDRED_PROFILE_EVENT_CONSUMERS="$(event_consumers profile)"
-        KINDRED_PROFILE_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
-        KINDRED_PROFILE_DISCOVERY_ADDRESS="127.0.0.1:$(port_of discovery)"
+        KINDRED_PROFILE_AUTH_ADDRESS="$(addresses_of auth)"
+        KINDRED_PROFILE_DISCOVERY_ADDRESS="$(addresses_of discovery)"
         KINDRED_PROFILE_SERVICE_SECRET="$(secret profile)"
         KINDRED_LOCATION_KEY="$(secret location)"
     )
 }
 server_env_discovery() {
     SERVER_ENV+=(
-        KINDRED_DISCOVERY_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
-        KINDRED_DISCOVERY_PROFILE_ADDRESS="127.0.0.1:$(port_of profile)"
+        KINDRED_DISCOVERY_AUTH_ADDRESS="$(addresses_of auth)"
+        KINDRED_DISCOVERY_PROFILE_ADDRESS="$(addresses_of profile)"
         KINDRED_DISCOVERY_SERVICE_SECRET="$(secret discovery)"
         KINDRED_LOCATION_KEY="$(secret location)"
     )
 }
 server_env_match() {
     SERVER_ENV+=(
-        KINDRED_MATCH_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
-        KINDRED_MATCH_DISCOVERY_ADDRESS="127.0.0.1:$(port_of discovery)"
+        KINDRED_MATCH_AUTH_ADDRESS="$(addresses_of auth)"
+        KINDRED_MATCH_DISCOVERY_ADDRESS="$(addresses_of discovery)"
         KINDRED_MATCH_SERVICE_SECRET="$(secret match)"
         # Set (even empty, e.g. by the swipe benchmark) in the environment: taken as it is.
         KINDRED_MATCH_EVENT_CONSUMERS="${KINDRED_MATCH_EVENT_CONSUMERS-$(event_consumers match)}"
@@ -483,12 +514,12 @@ server_env_match() {
     )
 }
 server_env_chat() {
-    SERVER_ENV+=(KINDRED_CHAT_SERVICE_SECRET="$(secret chat)" KINDRED_CHAT_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
+    SERVER_ENV+=(KINDRED_CHAT_SERVICE_SECRET="$(secret chat)" KINDRED_CHAT_AUTH_ADDRESS="$(addresses_of auth)"
         KINDRED_CHAT_EVENT_CONSUMERS="$(event_consumers chat)")
 }
 server_env_notify() {
-    SERVER_ENV+=(KINDRED_NOTIFY_SERVICE_SECRET="$(secret notify)" KINDRED_NOTIFY_AUTH_ADDRESS="127.0.0.1:$(port_of auth)"
-        KINDRED_NOTIFY_CHAT_ADDRESS="127.0.0.1:$(port_of chat)" KINDRED_NOTIFY_PROFILE_ADDRESS="127.0.0.1:$(port_of profile)")
+    SERVER_ENV+=(KINDRED_NOTIFY_SERVICE_SECRET="$(secret notify)" KINDRED_NOTIFY_AUTH_ADDRESS="$(addresses_of auth)"
+        KINDRED_NOTIFY_CHAT_ADDRESS="$(addresses_of chat)" KINDRED_NOTIFY_PROFILE_ADDRESS="$(addresses_of profile)")
     push_peers_env
 }
 # Notify's settings for the push peers this run starts (compose has no such peers).
@@ -516,17 +547,18 @@ FCM_PEER_PROJECT=kindred-dev
 server_env_gateway() {
     local name
     SERVER_ENV+=(KINDRED_GATEWAY_SERVICE_SECRET="$(secret gateway)")
-    SERVER_ENV+=(KINDRED_MEDIA_URL_KEY="$(secret media-url)" KINDRED_GATEWAY_MEDIA_LISTEN="127.0.0.1:$(media_port)")
+    SERVER_ENV+=(KINDRED_MEDIA_URL_KEY="$(secret media-url)" KINDRED_GATEWAY_MEDIA_LISTEN="127.0.0.1:$(media_port "$INSTANCE")")
     # The web app (web/) on the media port under /app/, calling the API cross-origin (another port).
     SERVER_ENV+=(KINDRED_GATEWAY_WEB_ROOT="$ROOT/web"
         KINDRED_GATEWAY_CORS_ORIGINS="${KINDRED_GATEWAY_CORS_ORIGINS:-http://127.0.0.1:$(media_port),http://localhost:$(media_port)}")
     for name in "${RUNNING_ORDER[@]}"; do # every service this cluster runs, e.g. KINDRED_GATEWAY_AUTH_ADDRESS
-        [ "$name" = gateway ] || SERVER_ENV+=("KINDRED_GATEWAY_${name^^}_ADDRESS=127.0.0.1:$(port_of "$name")")
+        [ "$name" = gateway ] || SERVER_ENV+=("KINDRED_GATEWAY_${name^^}_ADDRESS=$(addresses_of "$name")")
     done
 }
-server_env() { # server_env NAME -> SERVER_ENV
+server_env() { # server_env INSTANCE -> SERVER_ENV (INSTANCE: a service, or its replica <service>.<r>)
+    INSTANCE="$1"
     server_env_common "$1"
-    if declare -F "server_env_$1" >/dev/null; then "server_env_$1"; fi
+    if declare -F "server_env_${1%%.*}" >/dev/null; then "server_env_${1%%.*}"; fi
 }
 
 # ---------------------------------------------------------------------------------------------------------
@@ -585,14 +617,14 @@ for entry in "${PEER_PIDS[@]}"; do
     esac
 done
 
-for name in "${RUNNING_ORDER[@]}"; do
+for name in $(for service in "${RUNNING_ORDER[@]}"; do instances_of "$service"; done); do
     server_env "$name"
-    env "${SERVER_ENV[@]}" setsid "$BIN/$name-server" serve >"$LOG_DIR/$name.log" 2>&1 9>&- </dev/null &
+    env "${SERVER_ENV[@]}" setsid "$BIN/${name%%.*}-server" serve >"$LOG_DIR/$name.log" 2>&1 9>&- </dev/null &
     pid=$!
     SERVER_PIDS+=("$name $pid")
     record_pid "$name" "$pid"
     waited=0
-    WAIT_PID=$pid wait_until env "${SERVER_ENV[@]}" "$BIN/$name-server" healthcheck 9>&- || waited=$?
+    WAIT_PID=$pid wait_until env "${SERVER_ENV[@]}" "$BIN/${name%%.*}-server" healthcheck 9>&- || waited=$?
     case $waited in
         0) ;;
         2) startup_failed "$name-server failed to start (it exited)" "$LOG_DIR/$name.log" ;;
@@ -613,6 +645,7 @@ push_summary() { # where notifications land, for the summary below
 }
 if [[ " ${RUNNING_ORDER[*]} " == *" gateway "* ]]; then
     say "Kindred is up: gateway at 127.0.0.1:$(port_of gateway)"
+    (($(replicas_of gateway) == 1)) || say "  gateway replicas: $(addresses_of gateway)"
     say "  web app: http://127.0.0.1:$(media_port)/app/ (open it in a browser)"
 else
     say "Kindred is up without a gateway: auth at 127.0.0.1:$(port_of auth)"
@@ -639,7 +672,7 @@ restart_server() { # restart_server NAME OLD_PID
     local name="$1" old="$2" pid i
     sleep 0.2 9>&-
     server_env "$name"
-    env "${SERVER_ENV[@]}" setsid "$BIN/$name-server" serve >>"$LOG_DIR/$name.log" 2>&1 9>&- </dev/null &
+    env "${SERVER_ENV[@]}" setsid "$BIN/${name%%.*}-server" serve >>"$LOG_DIR/$name.log" 2>&1 9>&- </dev/null &
     pid=$!
     for i in "${!SERVER_PIDS[@]}"; do
         if [ "${SERVER_PIDS[$i]}" = "$name $old" ]; then SERVER_PIDS[i]="$name $pid"; fi

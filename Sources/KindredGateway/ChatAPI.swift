@@ -101,24 +101,54 @@ struct ChatAPI: GRPCService {
 extension Gateway {
     /// Subscribe, proxied as a server stream: each event is written before the next one is read from chat, so
     /// a client that reads slowly holds chat's stream back (HTTP/2 flow control end to end) until chat ends it
-    /// with SUBSCRIBER_TOO_SLOW, which reaches the client unchanged, as does SERVER_DRAINING. No overall
-    /// deadline beyond the client's own (capped at `streamMaxDuration`): chat's heartbeats keep it alive.
+    /// with SUBSCRIBER_TOO_SLOW, which reaches the client unchanged, as does SERVER_DRAINING with one chat
+    /// replica. No overall deadline beyond the client's own (capped at `streamMaxDuration`): chat's heartbeats keep
+    /// it alive.
+    ///
+    /// With several chat replicas, a stream whose replica dies (its connection is lost) or drains
+    /// (SERVER_DRAINING) is resumed from the last resume token written to the client, on a replica in rotation, at
+    /// most `subscribeResumes` times in a row: the client's stream goes on with no gap and no duplicate. Without a
+    /// token yet (a live-only stream that has delivered nothing resumable) the error reaches the client, which
+    /// resumes as before.
     func proxySubscribe(
         _ request: Api.SubscribeRequest, _ writer: ResponseWriter<Api.SubscribeResponse>, _ caller: Caller
     ) async throws {
         guard let streams = self.chatStreams else { throw GatewayErrors.notDeployed("Chat") }
+        let resumable = (self.configuration.chatAddress?.replicas.count ?? 1) > 1
         var forwarded = ChatApi.SubscribeRequest()
         forwarded.resumeToken = request.resumeToken
+        var resumes = 0
         do {
-            try await streams.withClient(user: caller.userID ?? caller.clientAddress) { client in
-                try await client.serverStreaming(
-                    ChatApi.ChatService.Method.subscribe, forwarded, metadata: caller.forwardedMetadata,
-                    options: CallOptions(timeout: self.configuration.streamMaxDuration)
-                ) { stream in
-                    for try await response in stream {
-                        guard let event = response.event else { continue }
-                        try await writer.write(Api.SubscribeResponse(event, caller: caller.userID))
+            while true {
+                var opened = false
+                do {
+                    try await streams.withClient(user: caller.userID ?? caller.clientAddress) { client in
+                        try await client.serverStreaming(
+                            ChatApi.ChatService.Method.subscribe, forwarded, metadata: caller.forwardedMetadata,
+                            options: CallOptions(timeout: self.configuration.streamMaxDuration)
+                        ) { stream in
+                            opened = true
+                            for try await response in stream {
+                                guard let event = response.event else { continue }
+                                try await writer.write(Api.SubscribeResponse(event, caller: caller.userID))
+                                if !event.resumeToken.isEmpty {
+                                    forwarded.resumeToken = event.resumeToken
+                                    resumes = 0
+                                }
+                            }
+                        }
                     }
+                    break
+                } catch let error as RPCError
+                    where resumable && opened && resumes < Self.subscribeResumes && !forwarded.resumeToken.isEmpty
+                    && Self.chatReplicaLost(error)
+                {
+                    // A draining replica may still be in rotation (health checks notice within seconds): the
+                    // pause grows so that a resume lands elsewhere before the attempts run out.
+                    try await Task.sleep(for: .milliseconds(min(1000, 50 << resumes)))
+                    resumes += 1
+                    self.metrics.chatStreamResumed()
+                    self.logger.info("chat stream resumed on another replica", metadata: ["error": "\(error)"])
                 }
             }
             self.metrics.downstreamFinished(service: "chat", code: .ok)
@@ -132,6 +162,18 @@ extension Gateway {
             self.metrics.downstreamFinished(service: "chat", code: (error as? RPCError)?.code ?? .unavailable)
             throw GatewayErrors.fromDownstream(error, service: "chat", logger: self.logger)
         }
+    }
+
+    /// How many times in a row a Subscribe stream is resumed on another chat replica without an event between
+    /// (pauses of 50 ms doubling to 1 s between them: about 4.5 s in all, past the 2 s health checks).
+    static let subscribeResumes = 8
+
+    /// Whether a Subscribe stream ended because its chat replica went away: its connection was lost, or the
+    /// replica is draining.
+    static func chatReplicaLost(_ error: RPCError) -> Bool {
+        guard error.code == .unavailable else { return false }
+        guard let reason = error.errorDetail?.reason else { return true }
+        return reason == "SERVER_DRAINING"
     }
 
     /// Home's `chat` part: unread totals.

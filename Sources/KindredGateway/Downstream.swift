@@ -31,7 +31,7 @@ struct Downstream: Sendable {
                 method,
                 request,
                 metadata: metadata,
-                options: CallOptions(timeout: self.timeout)
+                options: CallOptions(timeout: self.timeout, idempotent: Self.isIdempotent(method.name))
             )
             self.metrics.downstreamFinished(service: self.name, code: .ok)
             return response
@@ -39,5 +39,18 @@ struct Downstream: Sendable {
             self.metrics.downstreamFinished(service: self.name, code: (error as? RPCError)?.code ?? .unavailable)
             throw GatewayErrors.fromDownstream(error, service: self.name, logger: self.logger)
         }
+    }
+
+    /// Writes that are idempotent by a key the request carries (DESIGN.md: a swipe's pair key, a message's client
+    /// message id; read marks only move forward).
+    static let idempotentWrites: Set<String> = ["Swipe", "SendMessage", "MarkRead", "MarkDelivered"]
+
+    /// Whether a call may run twice without harm: reads (by their verb) and `idempotentWrites`. A service with
+    /// several replicas then has such a call retried on another even when its connection broke mid-call.
+    static func isIdempotent(_ method: String) -> Bool {
+        for verb in ["Get", "List", "Check", "Lookup", "Search", "History", "FilterUnseen"] where method.hasPrefix(verb) {
+            return true
+        }
+        return Self.idempotentWrites.contains(method)
     }
 }

@@ -57,6 +57,10 @@ public final class GatewayMetrics: Sendable {
     func chatStreamRefused(reason: String) {
         self.counter("gateway_chat_streams_refused_total", [("reason", reason)]).increment()
     }
+    /// gateway_chat_streams_resumed_total: Subscribe streams resumed on another chat replica (theirs died or drained).
+    func chatStreamResumed() {
+        self.counter("gateway_chat_streams_resumed_total", []).increment()
+    }
     /// gateway_media_requests_total{status}: answers of the media port by HTTP status.
     func mediaRequest(status: Int) { self.counter("gateway_media_requests_total", [("status", "\(status)")]).increment() }
 }

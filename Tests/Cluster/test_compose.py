@@ -403,3 +403,13 @@ def test_shell_scripts_parse_and_pass_shellcheck(script):
         pytest.skip("shellcheck is not installed (services/install-deps.sh adds it)")
     lint = subprocess.run(["shellcheck", "-x", script], cwd=ROOT, capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout
+
+
+def test_services_but_discovery_and_the_gateway_run_two_replicas(services):
+    """deploy.replicas: their clients reach every replica through the service's DNS name; discovery holds one
+    index and the gateway publishes the one host port."""
+    for name in ("auth", "profile", "match", "chat", "notify"):
+        assert services[name].get("deploy", {}).get("replicas") == 2, name
+        assert "container_name" not in services[name], name
+    for name in ("discovery", "gateway"):
+        assert services[name].get("deploy", {}).get("replicas", 1) == 1, name

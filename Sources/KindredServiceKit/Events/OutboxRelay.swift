@@ -306,7 +306,8 @@ public final class OutboxRelay: Sendable {
                 DeliverEventsMethod.method(for: consumer),
                 request,
                 metadata: metadata,
-                options: CallOptions(timeout: self.configuration.callTimeout)
+                // Consumers apply each event once (their inbox): a batch cut mid-call may go to another replica.
+                options: CallOptions(timeout: self.configuration.callTimeout, idempotent: true)
             )
             return Set(response.acknowledgedEventIds)
         } catch let status as RPCError where status.code == .unauthenticated {
