@@ -10,7 +10,7 @@ import Synchronization
 ///   fewer calls in flight (unary and streaming, counted here). When none is up (a stale view), all are drawn.
 /// - Health: a replica goes out when a connection to it cannot be opened or stops taking calls (GOAWAY, closed),
 ///   and when grpc.health.v1 Check (asked every `healthCheckInterval`, and at once after such trouble) does not
-///   answer SERVING; it comes back when Check answers SERVING.
+///   answer SERVING; it comes back when Check answers SERVING. Its reconnect backoff is capped at that interval.
 /// - Draining: a replica that sent GOAWAY takes no new call (its pool opens no stream on that connection, and
 ///   the replica is out until Check answers again); calls in flight there run to their end.
 /// - Retry, at most 3 attempts, each on a replica not tried yet, while the deadline allows: any call that failed
@@ -116,6 +116,10 @@ final class ReplicaBalancer: Sendable {
         configuration.replicas = []
         configuration.host = endpoint.host
         configuration.port = endpoint.port
+        // A replica out of rotation takes no calls, so its reconnects are the health checks': backing off for
+        // minutes would keep a restarted replica out long after it serves again.
+        configuration.backoff.maximum = min(configuration.backoff.maximum, configuration.healthCheckInterval)
+        configuration.backoff.initial = min(configuration.backoff.initial, configuration.backoff.maximum)
         if let resolvedName {
             // Addresses of one name: the name stays the :authority and the certificate's name.
             configuration.tlsServerName = self.configuration.tlsServerName ?? resolvedName

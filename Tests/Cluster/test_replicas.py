@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import time
+import urllib.request
 
 import grpc
 import pytest
@@ -96,10 +97,28 @@ def transient_calls(driver, since: float) -> list:
     return [(what, code) for at, what, code in driver.transient if at >= since]
 
 
+def in_rotation(cluster, address: str) -> bool:
+    """Whether both gateways' clients have the replica at `address` in rotation (grpc_client_replica_up)."""
+    for port in (cluster.admin_port("gateway"), replica_port(cluster.base, "gateway", 2, admin=True)):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            lines = [line for line in response.read().decode().splitlines()
+                     if line.startswith("grpc_client_replica_up{") and f'replica="{address}"' in line]
+        if not lines or any(float(line.rsplit(" ", 1)[1]) != 1 for line in lines):
+            return False
+    return True
+
+
 def restarted(cluster, instance, old):
+    """Waits until run-cluster.sh has started `instance` again, it answers its healthcheck and (a service's replica)
+    both gateways have it back in rotation."""
     new = wait_for(f"{instance} restarted", lambda: cluster.pids()[instance] != old and cluster.pids()[instance],
                    timeout=30)
-    wait_for(f"{instance} healthy again", lambda: healthy(instance.split(".")[0], new), timeout=60)
+    name, _, replica = instance.partition(".")
+    wait_for(f"{instance} healthy again", lambda: healthy(name, new), timeout=60)
+    if name != "gateway":
+        port = cluster.port(name) if not replica else replica_port(cluster.base, name, int(replica))
+        wait_for(f"{instance} back in the gateways' rotation", lambda: in_rotation(cluster, f"127.0.0.1:{port}"),
+                 timeout=30)
 
 
 def test_kill_and_drain_replicas_under_load_loses_and_fails_nothing(cluster, population):
