@@ -6,10 +6,12 @@ import NIOCore
 import Synchronization
 import Testing
 
-/// Echo that answers with the name of its server (after `delayMs`), and counts the calls it started.
+/// Echo that answers with the name of its server (after `delayMs`), and counts the calls it started. With
+/// `holds` set it answers no call (until the call is cut), however loaded the machine running the test is.
 private final class NamedEcho: GRPCService, Sendable {
     let name: String
     let started = Atomic<Int>(0)
+    let holds = Atomic<Bool>(false)
 
     init(name: String) {
         self.name = name
@@ -18,7 +20,8 @@ private final class NamedEcho: GRPCService, Sendable {
     func register(in router: inout GRPCRouter) {
         router.unary(V1.InteropService.Method.echo) { request, _ in
             self.started.add(1, ordering: .relaxed)
-            try await Task.sleep(for: .milliseconds(Int(request.delayMs)))
+            let held = self.holds.load(ordering: .relaxed)
+            try await Task.sleep(for: .milliseconds(held ? 120_000 : Int(request.delayMs)))
             var response = V1.EchoResponse()
             response.message = self.name
             return response
@@ -174,7 +177,8 @@ struct ReplicaBalancerTests {
         try await a.start()
         try await b.start()
         let client = balancedClient([a, b])
-        // Hold calls on both replicas, then stop b without grace: its calls are cut.
+        // Calls on both replicas, those on b held there; then b stops without grace: its calls are cut.
+        b.echo.holds.store(true, ordering: .relaxed)
         func slowCalls(idempotent: Bool) -> Task<[Result<String, RPCError>], Never> {
             Task {
                 await withTaskGroup(of: Result<String, RPCError>.self) { group in
