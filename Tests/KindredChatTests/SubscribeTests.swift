@@ -6,13 +6,16 @@ import Testing
 
 @Suite("Chat Subscribe: live events, resume, replicas, backpressure", .serialized)
 struct SubscribeTests {
+    /// Heartbeats every 200 ms: a stream's first one says it is live (`StreamRecorder.waitUntilLive`).
+    static let live = ["KINDRED_CHAT_HEARTBEAT_MS": "200"]
+
     @Test func liveMessagesReachBothDevicesOfTheRecipientAndTheSendersOtherDevice() async throws {
-        try await ChatHarness.with { chat in
+        try await ChatHarness.with(settings: Self.live) { chat in
             let (alice, bob) = (try await chat.user(), try await chat.user())
             let phone = StreamRecorder.start(chat.client, bob)
             let laptop = StreamRecorder.start(chat.client, bob)
             let alicePhone = StreamRecorder.start(chat.client, alice)
-            try await Task.sleep(for: .milliseconds(300))
+            for stream in [phone, laptop, alicePhone] { await stream.waitUntilLive() }
             let thread = try await chat.thread(alice, bob)
             for index in 1...5 { try await chat.send(alice, thread, "m\(index)") }
             for stream in [phone, laptop, alicePhone] {
@@ -27,11 +30,11 @@ struct SubscribeTests {
     }
 
     @Test func resumingFromTheLastTokenDeliversEveryMissedEventOnceThenLiveOnes() async throws {
-        try await ChatHarness.with { chat in
+        try await ChatHarness.with(settings: Self.live) { chat in
             let (alice, bob) = (try await chat.user(), try await chat.user())
             let thread = try await chat.thread(alice, bob)
             let first = StreamRecorder.start(chat.client, bob)
-            try await Task.sleep(for: .milliseconds(200))
+            await first.waitUntilLive()
             for index in 1...3 { try await chat.send(alice, thread, "before \(index)") }
             await first.wait { $0.messages.count == 3 }
             await first.cancel()
@@ -41,9 +44,7 @@ struct SubscribeTests {
             await resumed.wait { $0.messages.count == 7 }
             for index in 11...12 { try await chat.send(alice, thread, "live \(index)") }
             await resumed.wait { $0.messages.count == 9 }
-            try await Task.sleep(for: .milliseconds(200))
             #expect(resumed.messages.map(\.sequence) == Array(4...12))
-            await resumed.cancel()
             // A token ahead of the log (its events are gone: a restore to an earlier time) asks for a resync and
             // carries on from the log's end; a malformed one is refused.
             let ahead = StreamRecorder.start(chat.client, bob, resumeToken: "c1.999999")
@@ -57,6 +58,10 @@ struct SubscribeTests {
             await ahead.wait { $0.messages.count == 1 }
             #expect(ahead.messages.map(\.sequence) == [13])
             await ahead.cancel()
+            // The resumed stream, still open, has message 13 too and nothing twice before it (a stream is in order).
+            await resumed.wait { $0.messages.count >= 10 }
+            #expect(resumed.messages.map(\.sequence) == Array(4...13))
+            await resumed.cancel()
             let bad = StreamRecorder.start(chat.client, bob, resumeToken: "c2.5")
             await bad.wait { $0.ended }
             #expect((bad.error as? RPCError)?.code == .invalidArgument)
@@ -64,11 +69,11 @@ struct SubscribeTests {
     }
 
     @Test func aMessageSentOnOneReplicaReachesASubscriberOnAnother() async throws {
-        try await ChatHarness.with(servers: 2) { chat in
+        try await ChatHarness.with(servers: 2, settings: Self.live) { chat in
             let (alice, bob) = (try await chat.user(), try await chat.user())
             let thread = try await chat.thread(alice, bob)
             let onSecond = StreamRecorder.start(chat.clients[1], bob)
-            try await Task.sleep(for: .milliseconds(300))
+            await onSecond.waitUntilLive()
             for index in 1...20 { try await chat.send(alice, thread, "m\(index)", server: index % 2) }
             await onSecond.wait { $0.messages.count == 20 }
             #expect(onSecond.messages.map(\.sequence) == Array(1...20))
@@ -77,11 +82,11 @@ struct SubscribeTests {
     }
 
     @Test func typingIsLiveOnlyAndRateLimited() async throws {
-        try await ChatHarness.with { chat in
+        try await ChatHarness.with(settings: Self.live) { chat in
             let (alice, bob) = (try await chat.user(), try await chat.user())
             let thread = try await chat.thread(alice, bob)
             let stream = StreamRecorder.start(chat.client, bob)
-            try await Task.sleep(for: .milliseconds(200))
+            await stream.waitUntilLive()
             let typing = Chat.SendTypingRequest.with { $0.threadId = thread }
             _ = try await chat.client.unary(ChatMethod.sendTyping, typing, metadata: alice.metadata)
             await stream.wait { $0.events.contains { if case .typing? = $0.event { true } else { false } } }
@@ -106,16 +111,19 @@ struct SubscribeTests {
     }
 
     @Test func aSubscriberThatDoesNotReadIsEndedAndResumesWithoutLoss() async throws {
-        try await ChatHarness.with(settings: ["KINDRED_CHAT_SUBSCRIBER_BUFFER": "16", "KINDRED_CHAT_DEFAULT_HOURLY_MESSAGE_LIMIT": "10000"]) { chat in
+        let settings = ["KINDRED_CHAT_SUBSCRIBER_BUFFER": "16", "KINDRED_CHAT_DEFAULT_HOURLY_MESSAGE_LIMIT": "10000"]
+        try await ChatHarness.with(settings: settings.merging(Self.live) { $1 }) { chat in
             let (alice, bob) = (try await chat.user(), try await chat.user())
             let thread = try await chat.thread(alice, bob)
-            // Stops reading after its first event: the client's window, the server's 256 KiB per stream, then the
-            // stream's queue of 16 fill up, and the stream is ended (the reason follows the queued data).
-            let slow = StreamRecorder.start(chat.client, bob, stallAfterFirst: .seconds(12))
-            try await Task.sleep(for: .milliseconds(200))
+            // Stops reading after its first event (a heartbeat: it is live) until every message is sent: the
+            // client's window, the server's 256 KiB per stream, then the stream's queue of 16 fill up, and the
+            // stream is ended (the reason follows the queued data).
+            let slow = StreamRecorder.start(chat.client, bob, stallAfterFirst: true)
+            await slow.waitUntilLive()
             let body = String(repeating: "é", count: 1990)  // 4 KB each
             for index in 1...600 { try await chat.send(alice, thread, "\(index) " + body) }
-            await slow.wait(timeout: .seconds(30)) { $0.ended }
+            slow.release()
+            await slow.wait { $0.ended }
             let error = slow.error as? RPCError
             #expect(error?.code == .unavailable)
             #expect(error?.errorDetail?.reason == "SUBSCRIBER_TOO_SLOW")

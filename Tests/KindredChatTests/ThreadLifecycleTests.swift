@@ -24,13 +24,13 @@ struct ThreadLifecycleTests {
     /// An ended thread is gone for both (the policy's `unmatched`): send, history, receipts and typing answer
     /// NOT_FOUND exactly as for an unknown thread, the same for either side, whatever ended it.
     @Test func unmatchClosesForBothWithoutSayingWhoAndARematchOpensANewThread() async throws {
-        try await ChatHarness.with { chat in
+        try await ChatHarness.with(settings: SubscribeTests.live) { chat in
             let (alice, bob) = (try await chat.user(), try await chat.user())
             let thread = try await chat.thread(alice, bob)
             try await chat.send(bob, thread, "hi")
             let aliceStream = StreamRecorder.start(chat.client, alice)
             let bobStream = StreamRecorder.start(chat.client, bob)
-            try await Task.sleep(for: .milliseconds(200))
+            for stream in [aliceStream, bobStream] { await stream.waitUntilLive() }
             try await chat.deliver([self.ended(chat, thread, by: alice, .unmatched)], from: "match")
             var errors: [String] = []
             for user in [alice, bob] {
@@ -84,7 +84,7 @@ struct ThreadLifecycleTests {
     }
 
     @Test func receiptsUnreadCountsAndHiddenReadReceipts() async throws {
-        try await ChatHarness.with { chat in
+        try await ChatHarness.with(settings: SubscribeTests.live) { chat in
             let (alice, bob) = (try await chat.user(), try await chat.user())
             let thread = try await chat.thread(alice, bob)
             var sent: [Chat.ChatMessage] = []
@@ -120,7 +120,7 @@ struct ThreadLifecycleTests {
             #expect(view.otherReadUpToMessageId.isEmpty)
             #expect(view.otherDeliveredUpToMessageId == sent[2].messageId)
             let aliceStream = StreamRecorder.start(chat.client, alice)
-            try await Task.sleep(for: .milliseconds(200))
+            await aliceStream.waitUntilLive()
             _ = try await chat.client.unary(
                 ChatMethod.markRead, .with { $0.threadId = thread; $0.upToMessageId = sent[2].messageId },
                 metadata: bob.metadata)

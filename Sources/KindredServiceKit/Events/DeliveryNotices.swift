@@ -18,7 +18,7 @@ public final class DeliveryNotices: Sendable {
 
     private struct Waiter {
         var notified = false
-        var continuation: CheckedContinuation<Void, Never>?
+        var continuation: CheckedContinuation<Bool, Never>?
     }
 
     private struct State {
@@ -51,18 +51,18 @@ public final class DeliveryNotices: Sendable {
     }
 
     public func end(_ watch: Watch) {
-        let continuation = self.state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+        let continuation = self.state.withLockedValue { state -> CheckedContinuation<Bool, Never>? in
             let waiter = state.waiters[watch.partition]?.removeValue(forKey: watch.id)
             if state.waiters[watch.partition]?.isEmpty == true { state.waiters[watch.partition] = nil }
             return waiter?.continuation
         }
-        continuation?.resume()
+        continuation?.resume(returning: false)
     }
 
     /// A relay recorded answers for `partitions`: wakes everyone watching one of them.
     public func answered(partitions: some Sequence<String>) {
-        let continuations = self.state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
-            var woken: [CheckedContinuation<Void, Never>] = []
+        let continuations = self.state.withLockedValue { state -> [CheckedContinuation<Bool, Never>] in
+            var woken: [CheckedContinuation<Bool, Never>] = []
             for partition in partitions {
                 guard let watchers = state.waiters[partition] else { continue }
                 for (id, var waiter) in watchers {
@@ -77,44 +77,64 @@ public final class DeliveryNotices: Sendable {
             }
             return woken
         }
-        for continuation in continuations { continuation.resume() }
+        for continuation in continuations { continuation.resume(returning: true) }
+    }
+
+    /// Why ``wait(_:atMost:)`` returned.
+    public enum WaitEnd: Sendable, Hashable {
+        /// A notice for the watched partition came (or was pending).
+        case notice
+        case timeout
+        /// The task was cancelled or the watch ended.
+        case cancelled
     }
 
     /// Returns when a notice for the watched partition came since the last wait (at once if one is pending),
-    /// after `timeout`, or when the task is cancelled.
-    public func wait(_ watch: Watch, atMost timeout: Duration) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.notice(watch) }
-            group.addTask { try? await Task.sleep(for: timeout) }
-            await group.next()
+    /// after `timeout`, or when the task is cancelled; says which.
+    @discardableResult
+    public func wait(_ watch: Watch, atMost timeout: Duration) async -> WaitEnd {
+        await withTaskGroup(of: WaitEnd.self) { group in
+            group.addTask { await self.notice(watch) ? .notice : .cancelled }
+            group.addTask {
+                do {
+                    try await Task.sleep(for: timeout)
+                    return .timeout
+                } catch {
+                    return .cancelled
+                }
+            }
+            let end = await group.next() ?? .cancelled
             group.cancelAll()
+            return end
         }
     }
 
-    private func notice(_ watch: Watch) async {
+    /// true when a notice came, false when the task was cancelled or the watch ended.
+    private func notice(_ watch: Watch) async -> Bool {
         await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let now = self.state.withLockedValue { state -> Bool in
-                    guard var waiter = state.waiters[watch.partition]?[watch.id] else { return true }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let now = self.state.withLockedValue { state -> Bool? in
+                    guard var waiter = state.waiters[watch.partition]?[watch.id] else { return false }
                     // Cancelled before the continuation was stored: the handler found nothing to resume.
                     if waiter.notified || Task.isCancelled {
+                        let notified = waiter.notified
                         waiter.notified = false
                         state.waiters[watch.partition]![watch.id] = waiter
-                        return true
+                        return notified
                     }
                     waiter.continuation = continuation
                     state.waiters[watch.partition]![watch.id] = waiter
-                    return false
+                    return nil
                 }
-                if now { continuation.resume() }
+                if let now { continuation.resume(returning: now) }
             }
         } onCancel: {
-            let continuation = self.state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+            let continuation = self.state.withLockedValue { state -> CheckedContinuation<Bool, Never>? in
                 let continuation = state.waiters[watch.partition]?[watch.id]?.continuation
                 if continuation != nil { state.waiters[watch.partition]![watch.id]!.continuation = nil }
                 return continuation
             }
-            continuation?.resume()
+            continuation?.resume(returning: false)
         }
     }
 }

@@ -221,9 +221,23 @@ final class StreamRecorder: @unchecked Sendable {
     var messages: [Chat.ChatMessage] {
         self.events.compactMap { if case .message(let message)? = $0.event { message } else { nil } }
     }
+    var heartbeats: Int { self.events.filter { if case .heartbeat? = $0.event { true } else { false } }.count }
+    private var _released = false
 
+    /// Lets a stream started with `stallAfterFirst` read again.
+    func release() {
+        self.lock.withLock { self._released = true }
+    }
+
+    /// Until the stream is live: past its catch-up, so every event committed from now on reaches it. Its first
+    /// heartbeat says so (a harness with a short `KINDRED_CHAT_HEARTBEAT_MS`).
+    func waitUntilLive(sourceLocation: SourceLocation = #_sourceLocation) async {
+        await self.wait(sourceLocation: sourceLocation) { $0.heartbeats > 0 }
+    }
+
+    /// `stallAfterFirst`: stops reading after its first event until `release()` (at most 300 s).
     static func start(
-        _ client: GRPCClient, _ user: ChatHarness.User, resumeToken: String = "", stallAfterFirst: Duration? = nil
+        _ client: GRPCClient, _ user: ChatHarness.User, resumeToken: String = "", stallAfterFirst: Bool = false
     ) -> StreamRecorder {
         let recorder = StreamRecorder()
         var request = Chat.SubscribeRequest()
@@ -231,14 +245,17 @@ final class StreamRecorder: @unchecked Sendable {
         recorder.task = Task {
             do {
                 try await client.serverStreaming(
-                    ChatMethod.subscribe, request, metadata: user.metadata, options: CallOptions(timeout: .seconds(120))
+                    ChatMethod.subscribe, request, metadata: user.metadata, options: CallOptions(timeout: .seconds(600))
                 ) { stream in
                     var stall = stallAfterFirst
                     for try await response in stream {
                         if let event = response.event { recorder.lock.withLock { recorder._events.append(event) } }
-                        if let pause = stall {
-                            stall = nil
-                            try await Task.sleep(for: pause)
+                        if stall {
+                            stall = false
+                            let until = ContinuousClock.now + .seconds(300)
+                            while !recorder.lock.withLock({ recorder._released }) && ContinuousClock.now < until {
+                                try await Task.sleep(for: .milliseconds(20))
+                            }
                         }
                     }
                 }
@@ -250,9 +267,9 @@ final class StreamRecorder: @unchecked Sendable {
         return recorder
     }
 
-    /// Waits until `condition` holds (at most `timeout`).
+    /// Waits until `condition` holds (at most `timeout`: generous, the machine running the tests may be busy).
     func wait(
-        timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation,
+        timeout: Duration = .seconds(120), sourceLocation: SourceLocation = #_sourceLocation,
         _ condition: (StreamRecorder) -> Bool
     ) async {
         let deadline = ContinuousClock.now + timeout

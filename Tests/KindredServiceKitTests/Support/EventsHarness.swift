@@ -147,6 +147,12 @@ final class TestConsumer: GRPCService, Sendable {
         var dropAcknowledgements = 0
         /// Time each effect takes.
         var delayPerEvent: Duration = .zero
+        /// Effects from this many on wait (300 s, or until their call is cancelled) instead of being applied.
+        var stallFrom: Int?
+        /// Effects started (stalled ones not counted).
+        var started = 0
+        /// Stalled effects that waited their whole 300 s (their call was not cancelled).
+        var stallsWaitedOut = 0
         /// Every event id received, duplicates included, in arrival order.
         var received: [String] = []
     }
@@ -183,8 +189,15 @@ final class TestConsumer: GRPCService, Sendable {
         if fail { throw RPCError(.unavailable, "Consumer is failing on purpose") }
         self.control.withLock { $0.received += request.events.map(\.eventId) }
         let acknowledged = try await self.inbox.process(request.events, from: producer) { event, transaction in
-            let (delay, failNow) = self.control.withLock {
-                ($0.delayPerEvent, $0.failOnce.remove(event.eventId) != nil)
+            let (delay, failNow, stall) = self.control.withLock { control in
+                let stall = control.stallFrom.map { control.started >= $0 } ?? false
+                if !stall { control.started += 1 }
+                return (control.delayPerEvent, control.failOnce.remove(event.eventId) != nil, stall)
+            }
+            if stall {
+                try await Task.sleep(for: .seconds(300))
+                self.control.withLock { $0.stallsWaitedOut += 1 }
+                throw RPCError(.internalError, "stalled effect waited out")
             }
             if delay > .zero { try await Task.sleep(for: delay) }
             if failNow { throw RPCError(.internalError, "effect failed on purpose") }
@@ -224,7 +237,7 @@ final class TestConsumer: GRPCService, Sendable {
 /// Waits until `condition` holds, checking every 20 ms, at most `timeout` (generous: the machine running the
 /// tests may be busy building; a healthy run takes far less).
 func eventually(
-    timeout: Duration = .seconds(30),
+    timeout: Duration = .seconds(120),
     _ condition: () async throws -> Bool
 ) async throws -> Bool {
     let deadline = ContinuousClock.now + timeout
