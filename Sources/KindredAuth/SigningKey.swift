@@ -22,14 +22,23 @@ public struct SigningKey: Sendable {
             if !directory.isEmpty {
                 try manager.createDirectory(atPath: directory, withIntermediateDirectories: true)
             }
+            // Written whole under a name of its own, then linked to `path`, which fails if the file exists: replicas
+            // starting together on one data folder all end up with the key of the first link, never each its own.
             let key = try Ed25519PrivateKey()
+            let draft = "\(path).\(UUID().uuidString)"
             guard
                 manager.createFile(
-                    atPath: path,
+                    atPath: draft,
                     contents: Data(try key.pemRepresentation.utf8),
                     attributes: [.posixPermissions: 0o600]
                 )
             else {
+                throw ConfigurationError(key: "KINDRED_AUTH_SIGNING_KEY_FILE", problem: "cannot be created")
+            }
+            let linked = link(draft, path)
+            let linkError = errno
+            unlink(draft)
+            guard linked == 0 || linkError == EEXIST else {
                 throw ConfigurationError(key: "KINDRED_AUTH_SIGNING_KEY_FILE", problem: "cannot be created")
             }
         }
