@@ -117,6 +117,9 @@ def wait_for(what, check, timeout=60.0, interval=0.2):
 def members_with_profiles(cluster, count):
     """A mutual community and `count` members with profiles and locations, once match and discovery know them."""
     with channel_to(cluster.gateway) as setup:
+        # Connected first, with a generous bound: on a loaded machine the first connection to a gateway that has just
+        # started can take longer than one call's deadline.
+        grpc.channel_ready_future(setup).result(timeout=120)
         community = mutual_community(cluster, setup)
         members = [Member(cluster, setup, community, index) for index in range(count)]
         for member in members:
@@ -174,7 +177,7 @@ class Driver:
         self.stream_tokens = {member.index: "" for member in members}
         self.resubscribes = 0
         self.retries = {}  # status code name -> count
-        self.transient = []  # (time.time(), what, status code name) of every retry and broken stream
+        self.transient = []  # (time.time(), what, "CODE (details)") of every retry and broken stream
         self.failures = []  # unexpected errors
         self.deck_answers = 0
         self.threads = []
@@ -196,10 +199,11 @@ class Driver:
         with self.lock:
             return len(self.swipes) + sum(len(m) for m in self.messages.values())
 
-    def _transient(self, what, code):
+    def _transient(self, what, error):
+        code = error.code()
         with self.lock:
             self.retries[code.name] = self.retries.get(code.name, 0) + 1
-            self.transient.append((time.time(), what, code.name))
+            self.transient.append((time.time(), what, f"{code.name} ({error.details()})"))
 
     def call(self, what, function, deadline_s=90.0):
         """function() until it succeeds, retrying transient errors; any other error is a failure."""
@@ -210,7 +214,7 @@ class Driver:
             except grpc.RpcError as error:
                 if error.code() not in TRANSIENT or time.monotonic() > deadline:
                     raise AssertionError(f"{what}: {error.code()} {error.details()}") from None
-                self._transient(what, error.code())
+                self._transient(what, error)
                 time.sleep(0.1)
 
     # --- swipes -------------------------------------------------------------------------------------------
@@ -284,7 +288,7 @@ class Driver:
                 if error.code() not in TRANSIENT:
                     raise AssertionError(f"Subscribe: {error.code()} {error.details()}") from None
                 if error.code() != grpc.StatusCode.DEADLINE_EXCEEDED:  # the stream's own 600 s deadline
-                    self._transient("Subscribe", error.code())
+                    self._transient("Subscribe", error)
             with self.lock:
                 self.resubscribes += 1
             time.sleep(0.2)
@@ -299,7 +303,7 @@ class Driver:
                 except grpc.RpcError as error:
                     if error.code() not in TRANSIENT:
                         raise AssertionError(f"GetDeck: {error.code()} {error.details()}") from None
-                    self._transient("GetDeck", error.code())
+                    self._transient("GetDeck", error)
                 time.sleep(0.1)
 
     def start_load(self, plan: SwipePlan, swipe_pause):

@@ -17,11 +17,13 @@ import json
 import os
 import pathlib
 import random
+import re
 import shutil
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "Tests" / "Cluster"))
@@ -144,6 +146,7 @@ class Chaos:
         self.baseline = progress()
         self.rng = random.Random(settings.seed)
         self.kills = []
+        self.listening_after = {}  # PostgreSQL kill time -> seconds from its return until chat listened again
         self.failures = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._guarded, name="chaos", daemon=True)
@@ -184,6 +187,24 @@ class Chaos:
         self.kills.append((name, killed, back))
         self.baseline = self.progress()
         print(f"soak: {name} back after {back - killed:.1f} s", flush=True)
+        if name == "postgres":
+            listening = self._chat_listening_again()
+            self.listening_after[killed] = listening and round(listening - back, 1)
+            print(f"soak: chat listening again {self.listening_after[killed]} s after postgres was back", flush=True)
+
+    def _chat_listening_again(self, timeout=60):
+        """When chat's LISTEN connection is up again (its `chat_listening` gauge), or None."""
+        deadline = time.monotonic() + timeout
+        url = f"http://127.0.0.1:{self.cluster.admin_port('chat')}/metrics"
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    if re.search(r"^chat_listening(\{[^}]*\})? 1(\.0)?$", response.read().decode(), re.M):
+                        return time.time()
+            except OSError:
+                pass
+            time.sleep(0.1)
+        return None
 
 
 class MixedLoad:
@@ -318,6 +339,9 @@ def run(settings) -> dict:
     driver_errors = [(moment, f"driver {what}", code) for moment, what, code in driver.transient]
     errors = sorted(mixed_errors + driver_errors)
     stray = outside_windows(errors, chaos.kills, 1.0, settings.window)
+    with open(folder / "errors.txt", "w") as out:  # every error, in or out of a window: seconds after the load began
+        for moment, what, reason in errors:
+            out.write(f"{moment - load_started:.3f} {what}: {reason}\n")
     loaded = [s for s in sampler.samples if s[0] >= load_started]
     grown = growth(loaded, settings.warmup, settings.growth_span * 60)
     with open(folder / "samples.csv", "w") as out:
@@ -336,7 +360,8 @@ def run(settings) -> dict:
         "requests served (kindred-load, measured window)": load.requests_served(),
         "calls acknowledged (kindred-load, warm-up included)": progress[-1][1] if progress else None,
         "driver calls acknowledged": found["swipes acknowledged"] + found["messages acknowledged"],
-        "kills": [{"name": n, "at_s": round(k - load_started), "back_after_s": round(b - k, 1)}
+        "kills": [{"name": n, "at_s": round(k - load_started), "back_after_s": round(b - k, 1),
+                   **({"chat_listening_after_back_s": chaos.listening_after.get(k)} if n == "postgres" else {})}
                   for n, k, b in chaos.kills],
         "errors in kill windows": len(errors) - len(stray),
         "errors outside kill windows": len(stray),
