@@ -53,6 +53,11 @@
 # environment says, and its peer is not started.
 # --no-push-peers: no peer; notify uses the providers the environment configures and skips the others.
 # --web-push-peer: the same as the default (all three peers).
+#
+# --discovery-shards=N (or KINDRED_DISCOVERY_SHARD_COUNT=N; default 1): discovery as N geographic shards
+# (services/discovery/README.md, "Shards"): shard 0 is the discovery server, shard i runs as discovery_i on port
+# base + 20 + i (admin base + 120 + i) with its own projection (schema discovery_i, role kindred_discovery) and its
+# own consumer name for every producer's events; the gateway, profile and match route to the viewer's shard.
 set -euo pipefail
 
 DEMO=""
@@ -62,6 +67,7 @@ for argument in "$@"; do
         --demo) DEMO=1 ;;
         --push-peers | --web-push-peer) PUSH_PEERS=1 ;;
         --no-push-peers) PUSH_PEERS="" ;;
+        --discovery-shards=*) KINDRED_DISCOVERY_SHARD_COUNT="${argument#--discovery-shards=}" ;;
         -h | --help) sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) printf 'run-cluster: unknown argument %s (usage: run-cluster.sh [--demo] [--no-push-peers])\n' "$argument" >&2; exit 2 ;;
     esac
@@ -108,6 +114,7 @@ fi
 
 port_of() { # port_of NAME[.REPLICA] [admin]
     local i offset=0 service="${1%%.*}" replica=1
+    case "$1" in discovery_[0-9]*) discovery_shard_port "$@"; return ;; esac
     [ -n "${2:-}" ] && offset=$KINDRED_ADMIN_PORT_OFFSET
     [[ "$1" == *.* ]] && replica="${1#*.}"
     for i in "${!SERVERS[@]}"; do
@@ -139,6 +146,53 @@ addresses_of() { # addresses_of SERVICE [separator] -> host:port of every replic
 }
 for name in "${SERVERS[@]}"; do replicas_of "$name" >/dev/null; done
 has_tables() { [[ " $KINDRED_SERVERS_WITH_TABLES " == *" $1 "* ]]; }
+
+# Discovery's shards beyond the first (--discovery-shards=N): their names, ports, schemas and the callers' list.
+DISCOVERY_SHARD_COUNT="${KINDRED_DISCOVERY_SHARD_COUNT:-1}"
+[[ "$DISCOVERY_SHARD_COUNT" =~ ^[1-6]$ ]] || fail "--discovery-shards (KINDRED_DISCOVERY_SHARD_COUNT) must be 1..6"
+discovery_shard_names() { local i; for ((i = 1; i < DISCOVERY_SHARD_COUNT; i++)); do echo "discovery_$i"; done; }
+discovery_shard_port() { # discovery_shard_port discovery_I [admin]
+    local offset=20
+    [ -n "${2:-}" ] && offset=$((KINDRED_ADMIN_PORT_OFFSET + 20))
+    echo $((PORT_BASE + offset + ${1#discovery_}))
+}
+discovery_shard_addresses() { # every shard in shard order, shard 0 the discovery server
+    local list name
+    list="127.0.0.1:$(port_of discovery)"
+    for name in $(discovery_shard_names); do list+=",127.0.0.1:$(discovery_shard_port "$name")"; done
+    echo "$list"
+}
+discovery_shards_env() { # discovery_shards_env CALLER: the caller's KINDRED_<CALLER>_DISCOVERY_SHARDS
+    [ "$DISCOVERY_SHARD_COUNT" -gt 1 ] && SERVER_ENV+=("KINDRED_${1^^}_DISCOVERY_SHARDS=$(discovery_shard_addresses)")
+    return 0
+}
+server_env_discovery_shard() { # server_env_discovery_shard discovery_I: discovery's settings, its own port and schema
+    INSTANCE=discovery
+    server_env_common discovery
+    server_env_discovery
+    SERVER_ENV+=(
+        "KINDRED_DISCOVERY_LISTEN=127.0.0.1:$(discovery_shard_port "$1")"
+        "KINDRED_DISCOVERY_ADMIN_LISTEN=127.0.0.1:$(discovery_shard_port "$1" admin)"
+        "KINDRED_DISCOVERY_DATABASE_SCHEMA=$1"
+        "KINDRED_DISCOVERY_SHARDS=${1#discovery_}/$DISCOVERY_SHARD_COUNT"
+    )
+}
+start_discovery_shards() { # migrated and started like the servers above, after them (producers retry meanwhile)
+    local name pid waited
+    for name in $(discovery_shard_names); do
+        server_env "$name"
+        env "${SERVER_ENV[@]}" "$BIN/discovery-server" migrate >"$LOG_DIR/$name-migrate.log" 2>&1 9>&- \
+            || startup_failed "discovery-server migrate ($name) failed" "$LOG_DIR/$name-migrate.log"
+        env "${SERVER_ENV[@]}" setsid "$BIN/discovery-server" serve >"$LOG_DIR/$name.log" 2>&1 9>&- </dev/null &
+        pid=$!
+        SERVER_PIDS+=("$name $pid")
+        record_pid "$name" "$pid"
+        waited=0
+        WAIT_PID=$pid wait_until env "${SERVER_ENV[@]}" "$BIN/discovery-server" healthcheck 9>&- || waited=$?
+        [ $waited = 0 ] || startup_failed "discovery-server ($name) did not report SERVING" "$LOG_DIR/$name.log"
+        say "Started $name (pid $pid): shard ${name#discovery_} of $DISCOVERY_SHARD_COUNT, gRPC 127.0.0.1:$(port_of "$name")"
+    done
+}
 
 # ---------------------------------------------------------------------------------------------------------
 # One cluster per runtime folder. The lock is held by this shell only (children get fd 9 closed), so a
@@ -418,6 +472,7 @@ record_pid postgres "$(head -n 1 "$PG_DATA/postmaster.pid")"
 
 PGHOST="$PG_SOCKET" PGPORT=5432 PGUSER=postgres PSQL="$PG_BIN/psql" KINDRED_DATABASE="$KINDRED_DATABASE" \
     KINDRED_SERVERS_WITH_TABLES="$KINDRED_SERVERS_WITH_TABLES" \
+    KINDRED_EXTRA_SCHEMAS="$(for name in $(discovery_shard_names); do printf 'discovery:%s ' "$name"; done)" \
     services/postgres/init-roles.sh >>"$PG_LOG" 2>&1 9>&- || startup_failed "creating roles failed" "$PG_LOG"
 
 # ---------------------------------------------------------------------------------------------------------
@@ -461,7 +516,13 @@ server_env_common() {
 # (a consumer's replicas as name=host:port|host:port)
 event_consumers() {
     local variable="KINDRED_EVENT_CONSUMERS_OF_${1^^}" consumer list=""
-    for consumer in ${!variable:-}; do list+="${list:+,}$consumer=$(addresses_of "$consumer" "|")"; done
+    for consumer in ${!variable:-}; do
+        list+="${list:+,}$consumer=$(addresses_of "$consumer" "|")"
+        # Every discovery shard applies every event, under a consumer name of its own.
+        if [ "$consumer" = discovery ]; then
+            for shard in $(discovery_shard_names); do list+=",$shard=127.0.0.1:$(port_of "$shard")"; done
+        fi
+    done
     echo "$list"
 }
 # Settings of one server beyond the common ones; a server without a function here gets only those.
@@ -494,6 +555,7 @@ server_env_profile() {
         KINDRED_PROFILE_SERVICE_SECRET="$(secret profile)"
         KINDRED_LOCATION_KEY="$(secret location)"
     )
+    discovery_shards_env profile
 }
 server_env_discovery() {
     SERVER_ENV+=(
@@ -502,6 +564,8 @@ server_env_discovery() {
         KINDRED_DISCOVERY_SERVICE_SECRET="$(secret discovery)"
         KINDRED_LOCATION_KEY="$(secret location)"
     )
+    [ "$DISCOVERY_SHARD_COUNT" -gt 1 ] && SERVER_ENV+=("KINDRED_DISCOVERY_SHARDS=0/$DISCOVERY_SHARD_COUNT")
+    return 0
 }
 server_env_match() {
     SERVER_ENV+=(
@@ -512,6 +576,7 @@ server_env_match() {
         KINDRED_MATCH_EVENT_CONSUMERS="${KINDRED_MATCH_EVENT_CONSUMERS-$(event_consumers match)}"
         KINDRED_MATCH_PAGE_TOKEN_SECRET="$(secret match-page-token)"
     )
+    discovery_shards_env match
 }
 server_env_chat() {
     SERVER_ENV+=(KINDRED_CHAT_SERVICE_SECRET="$(secret chat)" KINDRED_CHAT_AUTH_ADDRESS="$(addresses_of auth)"
@@ -554,8 +619,10 @@ server_env_gateway() {
     for name in "${RUNNING_ORDER[@]}"; do # every service this cluster runs, e.g. KINDRED_GATEWAY_AUTH_ADDRESS
         [ "$name" = gateway ] || SERVER_ENV+=("KINDRED_GATEWAY_${name^^}_ADDRESS=$(addresses_of "$name")")
     done
+    discovery_shards_env gateway
 }
 server_env() { # server_env INSTANCE -> SERVER_ENV (INSTANCE: a service, or its replica <service>.<r>)
+    case "$1" in discovery_[0-9]*) server_env_discovery_shard "$1"; return ;; esac
     INSTANCE="$1"
     server_env_common "$1"
     if declare -F "server_env_${1%%.*}" >/dev/null; then "server_env_${1%%.*}"; fi
@@ -633,6 +700,8 @@ for name in $(for service in "${RUNNING_ORDER[@]}"; do instances_of "$service"; 
     say "Started $name (pid $pid): gRPC 127.0.0.1:$(port_of "$name"), metrics http://127.0.0.1:$(port_of "$name" admin)/metrics"
 done
 
+start_discovery_shards
+
 # ---------------------------------------------------------------------------------------------------------
 push_summary() { # where notifications land, for the summary below
     local peer files=()
@@ -672,7 +741,7 @@ restart_server() { # restart_server NAME OLD_PID
     local name="$1" old="$2" pid i
     sleep 0.2 9>&-
     server_env "$name"
-    env "${SERVER_ENV[@]}" setsid "$BIN/${name%%.*}-server" serve >>"$LOG_DIR/$name.log" 2>&1 9>&- </dev/null &
+    env "${SERVER_ENV[@]}" setsid "$BIN/${name%%[._][0-9]*}-server" serve >>"$LOG_DIR/$name.log" 2>&1 9>&- </dev/null &
     pid=$!
     for i in "${!SERVER_PIDS[@]}"; do
         if [ "${SERVER_PIDS[$i]}" = "$name $old" ]; then SERVER_PIDS[i]="$name $pid"; fi

@@ -1,4 +1,5 @@
 import Foundation
+import KindredGeo
 import KindredProto
 
 #if canImport(Glibc)
@@ -21,6 +22,12 @@ public struct CommunityState: Sendable {
 
     public init(rules: CommunityRules = CommunityRules()) {
         self.rules = rules
+    }
+
+    /// Fits the index's region to this replica's shards and the community's widest radius (after a rebuild and
+    /// whenever the rules change).
+    mutating func applyShards(_ shards: DiscoveryShards) {
+        self.index.setRegion(IndexRegion(shards: shards, maxRadiusKm: self.rules.maxRadiusKm))
     }
 
     /// The farthest a viewer whose own radius is `own` km is shown members: the deck widens up to the

@@ -1,5 +1,6 @@
 import Foundation
 import KindredGRPCServices
+import KindredGeo
 import KindredServiceKit
 
 /// Everything the discovery service can be configured with, read from `KINDRED_DISCOVERY_*`
@@ -40,6 +41,9 @@ public struct DiscoveryConfiguration: Sendable {
     public var locationOffset: LocationOffset?
     public var viewerRate = 5.0
     public var viewerBurst = 120
+    /// `KINDRED_DISCOVERY_SHARDS` (`<index>/<count>`, count 1..4096), default `0/1`: which geographic shard this
+    /// replica serves (`DiscoveryShards`: precision-3 geohash cells hashed to shards); one shard owns everything.
+    public var shards = DiscoveryShards.single
 
     public init() {}
 
@@ -59,6 +63,8 @@ public struct DiscoveryConfiguration: Sendable {
         self.viewerRate = try reader.double("KINDRED_DISCOVERY_VIEWER_RATE", default: self.viewerRate, in: 0.01...1_000_000)
         self.viewerBurst = try reader.int("KINDRED_DISCOVERY_VIEWER_BURST", default: self.viewerBurst, in: 1...1_000_000)
         self.heldDecks = try reader.int("KINDRED_DISCOVERY_HELD_DECKS", default: self.heldDecks, in: 100...10_000_000)
+        self.shards = try reader.value(
+            "KINDRED_DISCOVERY_SHARDS", default: self.shards, problem: "<index>/<count>, count 1..4096", DiscoveryShards.init)
         self.heldDeckMiB = try reader.int("KINDRED_DISCOVERY_HELD_DECK_MIB", default: self.heldDeckMiB, in: 1...65_536)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import KindredGeo
 import KindredProto
 
 #if canImport(Glibc)
@@ -13,7 +14,19 @@ public final class DiscoveryIndex: @unchecked Sendable {
     /// user to their community was ~200 MB at 5M members).
     private var communities: [String: CommunityState] = [:]
 
-    public init() {}
+    /// This replica's shards: which viewers it serves and which members its decks may meet.
+    public let shards: DiscoveryShards
+
+    public init(shards: DiscoveryShards = .single) {
+        self.shards = shards
+    }
+
+    /// A community's state as this replica first holds it.
+    private func fresh(_ rules: CommunityRules = CommunityRules()) -> CommunityState {
+        var state = CommunityState(rules: rules)
+        state.applyShards(self.shards)
+        return state
+    }
 
     /// Reads one community's state (nil: no such community in memory).
     public func read<T>(_ community: String, _ body: (CommunityState) throws -> T) rethrows -> T? {
@@ -27,13 +40,23 @@ public final class DiscoveryIndex: @unchecked Sendable {
     @discardableResult
     public func write<T>(_ community: String, _ body: (inout CommunityState) throws -> T) rethrows -> T {
         try self.lock.write {
-            try body(&self.communities[community, default: CommunityState()])
+            if self.communities[community] == nil { self.communities[community] = self.fresh() }
+            defer { self.communities[community]!.applyShards(self.shards) }
+            return try body(&self.communities[community]!)
         }
     }
 
     /// The community an indexed user is in.
     public func community(of user: UserKey) -> String? {
         self.lock.read { self.owner(of: user) }
+    }
+
+    /// An indexed user's published position, in whichever community holds them.
+    public func position(of user: UserKey) -> (latitude: Double, longitude: Double)? {
+        self.lock.read {
+            for state in self.communities.values { if let position = state.index.position(of: user) { return position } }
+            return nil
+        }
     }
 
     /// Under the lock.
@@ -48,7 +71,8 @@ public final class DiscoveryIndex: @unchecked Sendable {
             if let previous = self.owner(of: member.user), previous != community {
                 _ = self.communities[previous]?.remove(member.user)
             }
-            return self.communities[community, default: CommunityState()].upsert(member, facts: facts)
+            if self.communities[community] == nil { self.communities[community] = self.fresh() }
+            return self.communities[community]!.upsert(member, facts: facts)
         }
     }
 
@@ -72,9 +96,11 @@ public final class DiscoveryIndex: @unchecked Sendable {
     func replace(with communities: [String: CommunityState], only community: String?) {
         self.lock.write {
             if let community {
-                self.communities[community] = communities[community] ?? CommunityState(rules: self.communities[community]?.rules ?? CommunityRules())
+                self.communities[community] = communities[community] ?? self.fresh(self.communities[community]?.rules ?? CommunityRules())
+                self.communities[community]!.applyShards(self.shards)
             } else {
                 self.communities = communities
+                for key in self.communities.keys { self.communities[key]!.applyShards(self.shards) }
             }
         }
     }

@@ -28,6 +28,7 @@ extension DiscoveryService {
         guard self.isReady else {
             throw DiscoveryError(.unavailable, "The index is being built; retry shortly", retryAfter: .seconds(1))
         }
+        try self.requireOwnShard(viewer)
         let today = Self.today()
         var response = DiscoveryApi.CheckCandidatesResponse()
         guard let community = self.index.community(of: viewer) else { return response }

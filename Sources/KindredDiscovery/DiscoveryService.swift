@@ -23,7 +23,7 @@ public final class DiscoveryService: GRPCService, Sendable {
     let auth: AuthConnection
     let profile: GRPCClient
     let logger: Logger
-    public let index = DiscoveryIndex()
+    public let index: DiscoveryIndex
     public let inbox: EventInbox
     let store = ProjectionStore()
     /// Writers one at a time (events, index calls, rebuilds): memory follows PostgreSQL's commit order.
@@ -53,6 +53,7 @@ public final class DiscoveryService: GRPCService, Sendable {
         self.auth = auth
         self.profile = profile
         self.logger = logger
+        self.index = DiscoveryIndex(shards: configuration.shards)
         self.inbox = EventInbox(database: database, logger: logger)
         self.pages = DeckPages(capacity: configuration.heldDecks, byteBudget: configuration.heldDeckMiB << 20)
         self.viewerLimiter = TokenBucketLimiter(rate: configuration.viewerRate, burst: configuration.viewerBurst)
@@ -95,6 +96,7 @@ public final class DiscoveryService: GRPCService, Sendable {
     func viewer(_ requested: String, _ context: ServerContext) async throws -> (UserKey, String?) {
         let caller = try await self.access.requireViewer(requested, context, services: Self.deckReaders)
         let viewer = try Self.userKey(caller.id, field: "viewer_user_id")
+        try self.requireOwnShard(viewer)
         if let wait = self.viewerLimiter.acquire(viewer.uuidString) {
             throw DiscoveryError(.rateLimited, "Too many requests; slow down", retryAfter: wait)
         }
@@ -102,6 +104,16 @@ public final class DiscoveryService: GRPCService, Sendable {
             throw DiscoveryError(.unavailable, "The index is being built; retry shortly", retryAfter: .seconds(1))
         }
         return (viewer, caller.community)
+    }
+
+    /// With several shards, a viewer whose published position lies in another shard's cell is sent there
+    /// (`ShardRedirect`: FAILED_PRECONDITION `WRONG_SHARD` naming the owner); a viewer not indexed here is answered
+    /// here, as every shard would answer them.
+    func requireOwnShard(_ viewer: UserKey) throws {
+        let shards = self.index.shards
+        guard shards.isSharded, let position = self.index.position(of: viewer) else { return }
+        let owner = shards.owner(latitude: position.latitude, longitude: position.longitude)
+        if owner != shards.index { throw ShardRedirect(shard: owner) }
     }
 
     // MARK: Validation

@@ -1,5 +1,6 @@
 import KindredGRPC
 import KindredProtobuf
+import KindredServiceKit
 import Logging
 
 /// One service behind the gateway: its client, the default deadline of calls to it, and the error mapping.
@@ -11,28 +12,33 @@ struct Downstream: Sendable {
     let timeout: Duration
     let metrics: GatewayMetrics
     let logger: Logger
+    /// Discovery as geographic shards: a caller's call goes to the shard owning their cell (`client` is shard 0,
+    /// which answers the calls that name no viewer).
+    var shards: DiscoveryShardRouter? = nil
 
     func call<Request, Response>(
         _ method: ProtoMethod<Request, Response>,
         _ request: Request,
         as caller: Caller
     ) async throws(RPCError) -> Response {
-        try await self.call(method, request, metadata: caller.forwardedMetadata)
+        try await self.call(method, request, metadata: caller.forwardedMetadata, viewer: caller.userID)
     }
 
     /// A call with metadata of the gateway's choosing (its own service token, where a service names the user).
     func call<Request, Response>(
         _ method: ProtoMethod<Request, Response>,
         _ request: Request,
-        metadata: Metadata
+        metadata: Metadata,
+        viewer: String? = nil
     ) async throws(RPCError) -> Response {
         do {
-            let response = try await self.client.unary(
-                method,
-                request,
-                metadata: metadata,
-                options: CallOptions(timeout: self.timeout, idempotent: Self.isIdempotent(method.name))
-            )
+            let options = CallOptions(timeout: self.timeout, idempotent: Self.isIdempotent(method.name))
+            let response =
+                if let shards = self.shards, let viewer {
+                    try await shards.unary(method, request, viewer: viewer, metadata: metadata, options: options)
+                } else {
+                    try await self.client.unary(method, request, metadata: metadata, options: options)
+                }
             self.metrics.downstreamFinished(service: self.name, code: .ok)
             return response
         } catch {

@@ -59,11 +59,18 @@ public final class Gateway: Sendable {
         let matchClient = configuration.matchAddress.map(client)
         let profileClient = configuration.profileAddress.map(client)
         let discoveryClient = configuration.discoveryAddress.map(client)
+        // With discovery shards, shard 0 is `discoveryClient`; the others get clients of their own.
+        let discoveryShards = configuration.discoveryShardAddresses.map { addresses in
+            DiscoveryShardRouter(clients: [discoveryClient!] + addresses.dropFirst().map(client))
+        }
         let notifyClient = configuration.notifyAddress.map(client)
         let metrics = self.metrics
         self.clients = [authClient] + [chatClient, matchClient, profileClient, discoveryClient, notifyClient].compactMap { $0 }
+            + (discoveryShards?.clients.dropFirst() ?? [])
         self.discovery = discoveryClient.map {
-            Downstream(name: "discovery", client: $0, timeout: configuration.downstreamTimeout, metrics: metrics, logger: logger)
+            Downstream(
+                name: "discovery", client: $0, timeout: configuration.downstreamTimeout, metrics: metrics, logger: logger,
+                shards: discoveryShards)
         }
         self.notify = notifyClient.map {
             Downstream(name: "notify", client: $0, timeout: configuration.downstreamTimeout, metrics: metrics, logger: logger)

@@ -1,5 +1,6 @@
 import Foundation
 import KindredGRPCServices
+import KindredServiceKit
 
 /// Everything the gateway can be configured with. `init(environment:)` reads the `KINDRED_GATEWAY_*`
 /// environment variables; each key, its type and default are listed here and in services/gateway/README.md.
@@ -18,6 +19,10 @@ public struct GatewayConfiguration: Sendable {
     /// GetHome lists them in `unavailable_parts`.
     public var profileAddress: ServiceAddress?
     public var discoveryAddress: ServiceAddress?
+    /// `KINDRED_GATEWAY_DISCOVERY_SHARDS` (host:port,… one per discovery shard, in shard order), default none:
+    /// discovery as geographic shards; each deck, pick and search goes to the shard owning the viewer's cell
+    /// (`DiscoveryShardRouter`). Replaces `..._DISCOVERY_ADDRESS` when set.
+    public var discoveryShardAddresses: [ServiceAddress]?
     public var matchAddress: ServiceAddress?
     public var chatAddress: ServiceAddress?
     public var notifyAddress: ServiceAddress?
@@ -115,6 +120,8 @@ public struct GatewayConfiguration: Sendable {
         self.authAddress = try reader.serviceAddress("KINDRED_GATEWAY_AUTH_ADDRESS", default: self.authAddress)
         self.profileAddress = try reader.optionalServiceAddress("KINDRED_GATEWAY_PROFILE_ADDRESS", default: nil)
         self.discoveryAddress = try reader.optionalServiceAddress("KINDRED_GATEWAY_DISCOVERY_ADDRESS", default: nil)
+        self.discoveryShardAddresses = try DiscoveryShardRouter.addresses(reader, "KINDRED_GATEWAY_DISCOVERY_SHARDS")
+        if let shards = self.discoveryShardAddresses { self.discoveryAddress = shards[0] }
         self.matchAddress = try reader.optionalServiceAddress("KINDRED_GATEWAY_MATCH_ADDRESS", default: nil)
         self.chatAddress = try reader.optionalServiceAddress("KINDRED_GATEWAY_CHAT_ADDRESS", default: nil)
         self.notifyAddress = try reader.optionalServiceAddress("KINDRED_GATEWAY_NOTIFY_ADDRESS", default: nil)

@@ -15,6 +15,9 @@ public struct MatchConfiguration: Sendable {
     /// `KINDRED_MATCH_DISCOVERY_ADDRESS` (host:port, or replicas: a comma-separated list), default `127.0.0.1:50053`: discovery's CheckCandidates,
     /// asked before every swipe (a swipe is accepted only on a member the swiper's deck could show).
     public var discoveryAddress = ServiceAddress(host: "127.0.0.1", port: 50053)
+    /// `KINDRED_MATCH_DISCOVERY_SHARDS` (host:port,… one per discovery shard, in shard order): when discovery runs
+    /// as geographic shards, the candidate checks go to the shard owning the viewer's cell; unset: the one address.
+    public var discoveryShardAddresses: [ServiceAddress]? = nil
     /// `KINDRED_MATCH_DISCOVERY_TIMEOUT_MS` (int, 50..10000), default 1000: the deadline of that check (or the
     /// swipe's own, if earlier). Without an answer the swipe answers UNAVAILABLE (retry), never unchecked.
     public var discoveryTimeout: Duration = .seconds(1)
@@ -59,6 +62,7 @@ public struct MatchConfiguration: Sendable {
         self.auth = try AuthClientSettings(server: "match", environment: reader)
         self.events = try EventRelaySettings(server: "match", environment: reader)
         self.discoveryAddress = try reader.serviceAddress("KINDRED_MATCH_DISCOVERY_ADDRESS", default: self.discoveryAddress)
+        self.discoveryShardAddresses = try DiscoveryShardRouter.addresses(reader, "KINDRED_MATCH_DISCOVERY_SHARDS")
         self.discoveryTimeout = try reader.milliseconds(
             "KINDRED_MATCH_DISCOVERY_TIMEOUT_MS", default: self.discoveryTimeout, in: 50...10_000)
         self.swipeBatch = try reader.int("KINDRED_MATCH_SWIPE_BATCH", default: self.swipeBatch, in: 1...2000)

@@ -21,7 +21,7 @@ public final class MatchServer: ServiceServer {
     /// Whether `auth` was made here (and is closed by ``shutdown()``) rather than passed in.
     private let ownsAuth: Bool
     /// The client of discovery's CheckCandidates, when the check was made here.
-    private let discoveryClient: GRPCClient?
+    private let discoveryClient: DiscoveryCandidates?
 
     /// `auth`: how callers are checked; nil = connect to `configuration.auth.address` (tests pass fixed keys).
     /// `candidateCheck`: who a swiper's deck could show; nil = discovery at `configuration.discoveryAddress`.
@@ -36,9 +36,9 @@ public final class MatchServer: ServiceServer {
         var check = candidateCheck
         if check == nil {
             let discovery = DiscoveryCandidates(
-                address: configuration.discoveryAddress, tokens: self.auth.serviceTokens,
+                addresses: configuration.discoveryShardAddresses ?? [configuration.discoveryAddress], tokens: self.auth.serviceTokens,
                 timeout: configuration.discoveryTimeout, logger: logger)
-            self.discoveryClient = discovery.client
+            self.discoveryClient = discovery
             check = DiscoveryCandidateCheck(discovery, includingLikers: false, unavailable: MatchError.swipingUnavailable)
         } else {
             self.discoveryClient = nil

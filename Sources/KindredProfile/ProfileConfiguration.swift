@@ -17,6 +17,9 @@ public struct ProfileConfiguration: Sendable {
     /// (card mode), asked by GetProfiles for the cards of members not matched with the viewer (a card is shown
     /// only to a viewer whose deck could show the member, or whom the member liked).
     public var discoveryAddress = ServiceAddress(host: "127.0.0.1", port: 50053)
+    /// `KINDRED_PROFILE_DISCOVERY_SHARDS` (host:port,… one per discovery shard, in shard order): when discovery runs
+    /// as geographic shards, the candidate checks go to the shard owning the viewer's cell; unset: the one address.
+    public var discoveryShardAddresses: [ServiceAddress]? = nil
     /// `KINDRED_PROFILE_DISCOVERY_TIMEOUT_MS` (int, 50..10000), default 1000: the deadline of that check. Without
     /// an answer GetProfiles answers UNAVAILABLE (retry), never an unchecked card.
     public var discoveryTimeout: Duration = .seconds(1)
@@ -65,6 +68,7 @@ public struct ProfileConfiguration: Sendable {
         self.auth = try AuthClientSettings(server: "profile", environment: reader)
         self.events = try EventRelaySettings(server: "profile", environment: reader)
         self.discoveryAddress = try reader.serviceAddress("KINDRED_PROFILE_DISCOVERY_ADDRESS", default: self.discoveryAddress)
+        self.discoveryShardAddresses = try DiscoveryShardRouter.addresses(reader, "KINDRED_PROFILE_DISCOVERY_SHARDS")
         self.discoveryTimeout = try reader.milliseconds(
             "KINDRED_PROFILE_DISCOVERY_TIMEOUT_MS", default: self.discoveryTimeout, in: 50...10_000)
         self.propagationTimeout = try reader.milliseconds(

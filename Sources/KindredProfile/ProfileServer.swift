@@ -21,7 +21,7 @@ public final class ProfileServer: ServiceServer {
     /// Auth's keys, session ends and profile's service token (the kit's AuthConnection).
     private let auth: AuthConnection
     /// The client of discovery's CheckCandidates, when the card check was made here.
-    private let discoveryClient: GRPCClient?
+    private let discoveryClient: DiscoveryCandidates?
     private let logger: Logger
 
     /// `cardCheck`: whose cards a viewer may see as far as preferences go; nil = discovery at
@@ -37,9 +37,9 @@ public final class ProfileServer: ServiceServer {
         var check = cardCheck
         if check == nil {
             let discovery = DiscoveryCandidates(
-                address: configuration.discoveryAddress, tokens: tokens, timeout: configuration.discoveryTimeout,
+                addresses: configuration.discoveryShardAddresses ?? [configuration.discoveryAddress], tokens: tokens, timeout: configuration.discoveryTimeout,
                 logger: logger)
-            self.discoveryClient = discovery.client
+            self.discoveryClient = discovery
             check = DiscoveryCandidateCheck(discovery, includingLikers: true, unavailable: ProfileError.profilesUnavailable)
         } else {
             self.discoveryClient = nil

@@ -1,9 +1,14 @@
 import KindredServiceKit
 
 extension ProfileService {
-    /// The consumers a member's next deck call or swipe reads their profile from: discovery (the deck's index) and
-    /// match (who may swipe on whom).
+    /// The consumers a member's next deck call or swipe reads their profile from: discovery (the deck's index; with
+    /// geographic shards every shard, `discovery_<n>`, since a move may hand the member to another) and match (who
+    /// may swipe on whom).
     static let readYourWritesConsumers: Set<String> = ["discovery", "match"]
+
+    static func readsYourWrites(_ consumer: String) -> Bool {
+        Self.readYourWritesConsumers.contains(consumer) || consumer.hasPrefix("discovery_")
+    }
 
     /// Returns once discovery and match have applied the events of `user`'s partition committed so far, so the
     /// member's next GetDeck or Swipe sees the profile, location or eligibility the write just answered (DESIGN §6,
@@ -11,7 +16,7 @@ extension ProfileService {
     /// change is recorded (a retried CreateProfile with its idempotency key, or a repeated UpdateProfile, waits
     /// again).
     func awaitReaders(of user: String) async throws {
-        let consumers = self.configuration.events.consumers.map(\.name).filter(Self.readYourWritesConsumers.contains)
+        let consumers = self.configuration.events.consumers.map(\.name).filter(Self.readsYourWrites)
         let started = ContinuousClock.now
         let applied = try await Self.outbox.awaitDelivery(
             partition: user,

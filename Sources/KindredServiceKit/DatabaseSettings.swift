@@ -23,8 +23,8 @@ public struct DatabaseSettings: Sendable, Equatable {
         self.migrationsDirectory = "services/\(server)/migrations"
     }
 
-    /// Reads `KINDRED_<SERVER>_DATABASE_URL` (or `..._DATABASE_URL_FILE`), `..._DATABASE_POOL_SIZE` and
-    /// `..._MIGRATIONS_DIR`.
+    /// Reads `KINDRED_<SERVER>_DATABASE_URL` (or `..._DATABASE_URL_FILE`), `..._DATABASE_POOL_SIZE`,
+    /// `..._DATABASE_SCHEMA` (default the server's schema) and `..._MIGRATIONS_DIR`.
     public init(server: String, schema: String, environment: EnvironmentReader) throws {
         self.init(server: server, schema: schema)
         let prefix = "KINDRED_\(server.uppercased())_"
@@ -35,6 +35,13 @@ public struct DatabaseSettings: Sendable, Equatable {
             throw ConfigurationError(key: prefix + "DATABASE_URL", problem: "must be a libpq URL or conninfo string")
         }
         self.poolSize = try environment.int(prefix + "DATABASE_POOL_SIZE", default: self.poolSize, in: 1...500)
+        // A second copy of the server's tables in the same database (discovery's shards: one projection each).
+        self.schema = try environment.value(
+            prefix + "DATABASE_SCHEMA", default: self.schema, problem: "must be a lower-case identifier (a-z, 0-9, _)"
+        ) { text in
+            text.count <= 63 && text.first.map { $0 == "_" || ("a"..."z").contains($0) } == true
+                && text.allSatisfy { $0 == "_" || ("a"..."z").contains($0) || ("0"..."9").contains($0) } ? text : nil
+        }
         self.migrationsDirectory = environment.string(prefix + "MIGRATIONS_DIR") ?? self.migrationsDirectory
     }
 

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import KindredDiscovery
+import KindredGeo
 
 // Deck speed of discovery's in-memory index at scale (issue 12): generates N members (default 5,000,000) in
 // cities of Zipf-like sizes, S swipes each, builds the index, then runs decks (scan the covering cells for a
@@ -9,7 +10,10 @@ import KindredDiscovery
 // memory, a fingerprint of 2,000 fixed viewers' rankings (equal = identical decks), decks/s and latency
 // percentiles. The pool size (default the service's 500) and whether slots are renumbered by place as a rebuild
 // does (`arrangeByPlace`, default 1; 0 = slots in order of arrival) can be given.
-// Usage: kindred-discovery-bench [members] [swipes per member] [seconds] [threads] [pools, e.g. 100,200,500] [arrange 1|0]
+// With a shard count (default 1), each geographic shard is measured in turn as one discovery replica of that many
+// runs it (`DiscoveryShards`, `IndexRegion`: its buckets hold the members its cells reach), with decks for the
+// viewers it owns only; the sum is what that many replicas serve on machines of their own.
+// Usage: kindred-discovery-bench [members] [swipes per member] [seconds] [threads] [pools, e.g. 100,200,500] [arrange 1|0] [shards]
 let arguments = Array(CommandLine.arguments.dropFirst())
 let memberCount = arguments.count > 0 ? Int(arguments[0]) ?? 5_000_000 : 5_000_000
 let swipesPerMember = arguments.count > 1 ? Int(arguments[1]) ?? 10 : 10
@@ -19,6 +23,7 @@ let threads = arguments.count > 3 ? Int(arguments[3]) ?? 2 : 2
 let poolSizes = arguments.count > 4 ? arguments[4].split(separator: ",").compactMap { Int($0) } : [DiscoveryConfiguration().deckPool]
 let poolSize = poolSizes.first ?? DiscoveryConfiguration().deckPool
 let arrange = arguments.count > 5 ? arguments[5] != "0" : true
+let shardCount = arguments.count > 6 ? max(1, Int(arguments[6]) ?? 1) : 1
 
 func residentMiB() -> Double {
     guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
@@ -147,7 +152,8 @@ for n in stride(from: 0, to: frozenUsers.count, by: max(1, frozenUsers.count / 2
     fingerprint = (fingerprint ^ UInt64(ranked.count)) &* 0x100_0000_01b3
 }
 print("rankings fingerprint \(String(fingerprint, radix: 16))")
-for pool in poolSizes {
+/// Decks/s of one replica: `index` (the shard's region applied) drawing for `viewers` on `threads` threads.
+func measure(_ frozenIndex: CommunityIndex, viewers frozenUsers: [UserKey], pool: Int, label: String) -> Double {
     let results = Results(threads)
     let deadline = ContinuousClock.now + .seconds(seconds)
     let load = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").first.map(String.init) ?? "?"
@@ -177,5 +183,25 @@ for pool in poolSizes {
         format: "pool %d, arranged %d, load \(load): decks %d in %.0f s on %d threads: %.0f decks/s, p50 %.0f us, p99 %.0f us, p99.9 %.0f us, empty %d",
         pool, arrange ? 1 : 0, all.count, seconds, threads, Double(all.count) / seconds, percentile(0.5), percentile(0.99), percentile(0.999),
         results.empty.reduce(0, +)
-    ))
+    ) + label)
+    return Double(all.count) / seconds
+}
+for pool in poolSizes {
+    guard shardCount > 1 else {
+        _ = measure(frozenIndex, viewers: frozenUsers, pool: pool, label: "")
+        continue
+    }
+    var total = 0.0
+    for shard in 0..<shardCount {
+        let shards = DiscoveryShards(index: shard, count: shardCount)!
+        var regional = frozenIndex
+        regional.setRegion(IndexRegion(shards: shards, maxRadiusKm: 160))
+        let viewers = frozenUsers.filter { user in
+            regional.position(of: user).map { shards.owner(latitude: $0.latitude, longitude: $0.longitude) == shard } ?? false
+        }
+        total += measure(
+            regional, viewers: viewers, pool: pool,
+            label: ", shard \(shards): \(viewers.count) viewers, \(regional.bucketedCount) members in its buckets")
+    }
+    print(String(format: "pool %d, %d shards: %.0f decks/s in all (each shard on machines of its own)", pool, shardCount, total))
 }

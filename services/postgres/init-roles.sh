@@ -12,6 +12,8 @@
 #   KINDRED_<SERVICE>_DB_PASSWORD_FILE  a file holding it instead (compose: services/secrets/generate-secrets.sh)
 #   PGHOST, PGPORT, PGUSER        a superuser connection (PGUSER defaults to POSTGRES_USER, then postgres)
 #   PSQL                          psql binary, default psql
+#   KINDRED_EXTRA_SCHEMAS         further schemas a service's role owns, as service:schema pairs (run-cluster's
+#                                 discovery shards: discovery:discovery_1 ...; one projection each), default none
 set -euo pipefail
 
 database="${KINDRED_DATABASE:-kindred}"
@@ -44,4 +46,13 @@ ALTER SCHEMA :"schema" OWNER TO :"role";
 REVOKE ALL ON SCHEMA :"schema" FROM PUBLIC;
 SQL
     echo "init-roles: database $database, role kindred_$service owns schema $service"
+done
+
+for pair in ${KINDRED_EXTRA_SCHEMAS:-}; do
+    "$psql" -X -q -v ON_ERROR_STOP=1 -d "$database" -v role="kindred_${pair%%:*}" -v schema="${pair#*:}" <<'SQL'
+CREATE SCHEMA IF NOT EXISTS :"schema" AUTHORIZATION :"role";
+ALTER SCHEMA :"schema" OWNER TO :"role";
+REVOKE ALL ON SCHEMA :"schema" FROM PUBLIC;
+SQL
+    echo "init-roles: role kindred_${pair%%:*} owns schema ${pair#*:} too"
 done

@@ -89,11 +89,45 @@ public struct CommunityIndex: Sendable {
         lastActive[i] = member.lastActiveMinutes
         joined[i] = member.joinedMinutes
         live[i] = true
-        let key = GeoCell.bucketKey(latitude: member.latitude, longitude: member.longitude)
-        bucketOf[i] = key
+        bucketOf[i] = GeoCell.bucketKey(latitude: member.latitude, longitude: member.longitude)
+        if self.region.holds(latitude: member.latitude, longitude: member.longitude) { self.addToBucket(slot) }
+        return slot
+    }
+
+    /// The members decks may walk: with several discovery shards, only those a viewer in one of this replica's
+    /// cells can reach (`IndexRegion`); everyone else keeps their slot, facts and swipes (the models learn from
+    /// the whole community) but is in no bucket.
+    public private(set) var region = IndexRegion.everywhere
+
+    /// Puts the members the new region holds into their buckets and takes the others out. Buckets wholly inside
+    /// the region keep their order (decks are unchanged).
+    public mutating func setRegion(_ region: IndexRegion) {
+        guard region != self.region else { return }
+        self.region = region
+        for slot in self.slotOf.values.sorted() {
+            let i = Int(slot)
+            let held = region.holds(latitude: latitudes[i], longitude: geo[i].longitude)
+            if held, positionInBucket[i] < 0 {
+                self.addToBucket(slot)
+            } else if !held, positionInBucket[i] >= 0 {
+                self.removeFromBucket(slot)
+            }
+        }
+    }
+
+    /// Members in the buckets (those the region holds).
+    public var bucketedCount: Int { buckets.values.reduce(0) { $0 + $1.count } }
+
+    /// A member's published position (latitude, longitude), nil when not indexed.
+    public func position(of user: UserKey) -> (latitude: Double, longitude: Double)? {
+        slotOf[user].map { (latitudes[Int($0)], geo[Int($0)].longitude) }
+    }
+
+    private mutating func addToBucket(_ slot: Int32) {
+        let i = Int(slot)
+        let key = bucketOf[i]
         positionInBucket[i] = Int32(buckets[key, default: []].count)
         buckets[key, default: []].append(BucketEntry(slot: slot, card: cards[i]))
-        return slot
     }
 
     /// Removes a member (ineligible, deactivated, deleted). Their swipes are forgotten too: a removed member
@@ -195,6 +229,8 @@ public struct CommunityIndex: Sendable {
         for key in buckets.keys.sorted(by: { zOrder($0) < zOrder($1) }) {
             for entry in buckets[key]! { order.append(entry.slot) }
         }
+        // Members outside the region (in no bucket) follow, in slot order.
+        for (slot, position) in positionInBucket.enumerated() where position < 0 && live[slot] { order.append(Int32(slot)) }
         var newSlot = [Int32](repeating: -1, count: users.count)
         for (new, old) in order.enumerated() { newSlot[Int(old)] = Int32(new) }
         func arranged<T>(_ values: [T]) -> [T] { order.map { values[Int($0)] } }
