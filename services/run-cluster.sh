@@ -166,6 +166,10 @@ discovery_shards_env() { # discovery_shards_env CALLER: the caller's KINDRED_<CA
     [ "$DISCOVERY_SHARD_COUNT" -gt 1 ] && SERVER_ENV+=("KINDRED_${1^^}_DISCOVERY_SHARDS=$(discovery_shard_addresses)")
     return 0
 }
+discovery_shard_setting() { # discovery_shard_setting I: shard I's KINDRED_DISCOVERY_SHARDS (none with one shard)
+    [ "$DISCOVERY_SHARD_COUNT" -gt 1 ] && SERVER_ENV+=("KINDRED_DISCOVERY_SHARDS=$1/$DISCOVERY_SHARD_COUNT")
+    return 0
+}
 server_env_discovery_shard() { # server_env_discovery_shard discovery_I: discovery's settings, its own port and schema
     INSTANCE=discovery
     server_env_common discovery
@@ -174,8 +178,8 @@ server_env_discovery_shard() { # server_env_discovery_shard discovery_I: discove
         "KINDRED_DISCOVERY_LISTEN=127.0.0.1:$(discovery_shard_port "$1")"
         "KINDRED_DISCOVERY_ADMIN_LISTEN=127.0.0.1:$(discovery_shard_port "$1" admin)"
         "KINDRED_DISCOVERY_DATABASE_SCHEMA=$1"
-        "KINDRED_DISCOVERY_SHARDS=${1#discovery_}/$DISCOVERY_SHARD_COUNT"
     )
+    discovery_shard_setting "${1#discovery_}"
 }
 start_discovery_shards() { # migrated and started like the servers above, after them (producers retry meanwhile)
     local name pid waited
@@ -564,8 +568,7 @@ server_env_discovery() {
         KINDRED_DISCOVERY_SERVICE_SECRET="$(secret discovery)"
         KINDRED_LOCATION_KEY="$(secret location)"
     )
-    [ "$DISCOVERY_SHARD_COUNT" -gt 1 ] && SERVER_ENV+=("KINDRED_DISCOVERY_SHARDS=0/$DISCOVERY_SHARD_COUNT")
-    return 0
+    discovery_shard_setting 0
 }
 server_env_match() {
     SERVER_ENV+=(

@@ -63,7 +63,8 @@ def decks_drawn(port: int) -> float:
 
 @pytest.fixture(scope="module")
 def cluster():
-    running = Cluster(args=("--discovery-shards=3",))
+    # One location update a second (the move below comes within a minute of the first location).
+    running = Cluster(args=("--discovery-shards=3",), KINDRED_PROFILE_LOCATION_INTERVAL_MS="1000")
     pids = running.pids()
     assert {"discovery", "discovery_1", "discovery_2"} <= set(pids), pids
     yield running
@@ -89,11 +90,12 @@ def deck_ids(deck, auth, wanted=None, unwanted=None, deadline=30.0):
 def test_decks_come_from_the_viewers_shard_and_a_move_keeps_the_exclusions(cluster):
     longitude, west_shard, east_shard = boundary()
     admin = {0: cluster.admin_port("discovery"), 1: cluster.base + 120 + 1, 2: cluster.base + 120 + 2}
-    # ~8 km either side of the boundary (published positions move up to ~3.7 km; the cells are ~800 km wide here).
-    west, east = longitude - 0.11, longitude + 0.11
+    # The viewer ~4.4 km west of the boundary, the others ~8 km east (published positions move up to ~3.7 km).
+    west, east = longitude - 0.06, longitude + 0.11
     with grpc.insecure_channel(cluster.gateway) as channel:
         deck = deck_pb2_grpc.DeckServiceStub(channel)
         viewer, viewer_auth = member(cluster, channel, "Vi", 48.5, west)
+        located = time.monotonic()
         passed, _ = member(cluster, channel, "Pa", 48.52, east)
         kept, _ = member(cluster, channel, "Ke", 48.48, east)
         # The viewer's deck holds both eastern members, drawn by the western cell's shard alone.
@@ -107,10 +109,12 @@ def test_decks_come_from_the_viewers_shard_and_a_move_keeps_the_exclusions(clust
                    metadata=viewer_auth, timeout=TIMEOUT)
         deck_ids(deck, viewer_auth, wanted={kept}, unwanted={passed})
 
-        # The viewer moves east, into the other shard's cell: the next deck comes from that shard, and the pass
-        # recorded while the viewer was in the west still keeps `passed` out.
+        # The viewer moves ~8.8 km east, into the other shard's cell (profile takes moves up to 1,000 km/h: 32 s):
+        # the next deck comes from that shard, and the pass recorded while the viewer was in the west still keeps
+        # `passed` out.
+        time.sleep(max(0.0, located + 34 - time.monotonic()))
         profile_pb2_grpc.ProfileServiceStub(channel).UpdateLocation(profile_pb2.UpdateLocationRequest(
-            location=common_pb2.GeoPoint(latitude_deg=48.5, longitude_deg=east + 0.02)), metadata=viewer_auth,
+            location=common_pb2.GeoPoint(latitude_deg=48.5, longitude_deg=longitude + 0.06)), metadata=viewer_auth,
             timeout=TIMEOUT)
         before = {shard: decks_drawn(port) for shard, port in admin.items()}
         ids = deck_ids(deck, viewer_auth, deadline=0.0)

@@ -179,3 +179,24 @@ struct SettingsTests {
         }
     }
 }
+
+@Suite struct EventConsumerServiceTests {
+    @Test("A consumer named <service>_<n> (a discovery shard) is delivered to its service's DeliverEvents")
+    func shardConsumersShareTheirServicesRPC() throws {
+        let consumers = try EventConsumer.parseList("discovery=d:1,discovery_2=d:2,notify=n:3,some_name=s:4", key: "K")
+        #expect(consumers.map(\.grpcService) == [
+            "kindred.discovery.v1.DiscoveryService", "kindred.discovery.v1.DiscoveryService",
+            "kindred.notify.v1.NotifyService", "kindred.some_name.v1.Some_nameService",
+        ])
+    }
+
+    @Test("Discovery's shard setting parses and a shard router takes one address per shard in order")
+    func shardAddresses() throws {
+        let reader = EnvironmentReader(["K": "a:1, b:2,c:3", "BAD": "a:1,nonsense"])
+        #expect(try DiscoveryShardRouter.addresses(reader, "K") == [
+            HostPort(host: "a", port: 1), HostPort(host: "b", port: 2), HostPort(host: "c", port: 3),
+        ])
+        #expect(try DiscoveryShardRouter.addresses(reader, "UNSET") == nil)
+        #expect(throws: ConfigurationError.self) { try DiscoveryShardRouter.addresses(reader, "BAD") }
+    }
+}

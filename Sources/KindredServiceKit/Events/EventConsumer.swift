@@ -19,9 +19,18 @@ public struct EventConsumer: Sendable, Hashable, CustomStringConvertible {
         self.address = address
     }
 
-    /// The gRPC service that has the RPC: `kindred.<name>.v1.<Name>Service`.
+    /// The service the consumer is: its name without the `_<n>` of a copy fed under a name of its own (discovery's
+    /// shards: `discovery_1` is a discovery).
+    public var service: String {
+        guard let underscore = self.name.lastIndex(of: "_"), self.name.index(after: underscore) < self.name.endIndex,
+            self.name[self.name.index(after: underscore)...].allSatisfy(\.isNumber)
+        else { return self.name }
+        return String(self.name[..<underscore])
+    }
+
+    /// The gRPC service that has the RPC: `kindred.<service>.v1.<Service>Service`.
     public var grpcService: String {
-        "kindred.\(self.name).v1.\(self.name.prefix(1).uppercased())\(self.name.dropFirst())Service"
+        "kindred.\(self.service).v1.\(self.service.prefix(1).uppercased())\(self.service.dropFirst())Service"
     }
 
     public var description: String {
