@@ -194,7 +194,7 @@ struct SettingsTests {
     func shardAddresses() throws {
         let reader = EnvironmentReader(["K": "a:1, b:2,c:3", "BAD": "a:1,nonsense"])
         #expect(try DiscoveryShardRouter.addresses(reader, "K") == [
-            HostPort(host: "a", port: 1), HostPort(host: "b", port: 2), HostPort(host: "c", port: 3),
+            ServiceAddress(host: "a", port: 1), ServiceAddress(host: "b", port: 2), ServiceAddress(host: "c", port: 3),
         ])
         #expect(try DiscoveryShardRouter.addresses(reader, "UNSET") == nil)
         #expect(throws: ConfigurationError.self) { try DiscoveryShardRouter.addresses(reader, "BAD") }
