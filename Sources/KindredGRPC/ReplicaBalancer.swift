@@ -253,7 +253,8 @@ final class ReplicaBalancer: Sendable {
     }
 
     private func check(_ replica: Replica) async {
-        let timeout = min(self.configuration.healthCheckInterval, .seconds(2))
+        // As long as a connection may take to open: a loaded machine answering late is not a replica that is down.
+        let timeout = max(self.configuration.healthCheckInterval, self.configuration.connectTimeout)
         let deadline = NIODeadline.now() + TimeAmount(timeout)
         var request = ByteBuffer()
         request.writeBytes([0, 0, 0, 0, 0])  // an empty HealthCheckRequest (service ""), framed
