@@ -214,7 +214,7 @@ let package = Package(
             ] + nio
         ),
         // The four preset communities (profile installs them; the CLI's demo seed ensures them): proto values only.
-        .target(name: "KindredPresets", dependencies: ["KindredProto"]),
+        .target(name: "KindredPresets", dependencies: ["KindredProto", "KindredLocalization"]),
         // The profile service: communities, profiles, location, photos (library) and its thin executable.
         .target(
             name: "KindredProfile",
@@ -252,8 +252,8 @@ let package = Package(
             name: "KindredNotify",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredServiceKit", "KindredProto", "KindredPostgres",
-                "KindredIdentity", "KindredOpenSSL", "KindredPush", "KindredHTTP2", "KindredLocalization", logging,
-                metrics,
+                "KindredIdentity", "KindredOpenSSL", "KindredPush", "KindredHTTP2", "KindredLocalization", "KindredPresets",
+                logging, metrics,
             ] + nio
         ),
         .executableTarget(name: "notify-server", dependencies: ["KindredOTel", "KindredNotify", "KindredServiceKit"]),
@@ -362,7 +362,7 @@ let package = Package(
             name: "KindredNotifyTests",
             dependencies: [
                 "KindredNotify", "KindredServiceKit", "KindredServiceTesting", "KindredPostgresTesting", "KindredPostgres",
-                "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredIdentity", logging,
+                "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredIdentity", "KindredPresets", logging,
             ] + nio
         ),
         .testTarget(

@@ -151,7 +151,7 @@ final class NotificationSender: Sendable {
                 continue
             }
             let outcome = await provider.send(
-                self.push(queued, locale: device.locale, facts: facts, badge: badge), to: self.target(device))
+                Self.push(queued, locale: device.locale, facts: facts, badge: badge), to: self.target(device))
             switch outcome {
             case .delivered:
                 try await self.notifications.recordDelivery(of: queued.id, to: device.deviceID, in: self.database)
@@ -184,8 +184,10 @@ final class NotificationSender: Sendable {
         try await self.notifications.finish(queued.id, as: state, in: self.database)
     }
 
-    /// What the device shows, in its locale. Only kind and ids reach the payload's data.
-    func push(_ queued: QueuedNotification, locale: String, facts: NotificationTemplates.Facts, badge: Int?)
+    /// What the device shows, in its locale. Only kind and ids reach the payload's data. An activity broadcast
+    /// expires when it ends (`apns-expiration`, FCM's `android.ttl`, Web Push's `TTL`): a phone that comes online
+    /// after the workout is not told about it. Other kinds keep the provider's default.
+    static func push(_ queued: QueuedNotification, locale: String, facts: NotificationTemplates.Facts, badge: Int?)
         -> PushNotification
     {
         let text = NotificationTemplates.render(queued.kind, locale: locale, facts)
@@ -193,7 +195,8 @@ final class NotificationSender: Sendable {
         if let subject = queued.subject { data["user_id"] = subject }
         if let thread = queued.thread { data["thread_id"] = thread }
         return PushNotification(
-            id: queued.id, title: text.title, body: text.body, collapseKey: queued.collapseKey, badge: badge, data: data)
+            id: queued.id, title: text.title, body: text.body, collapseKey: queued.collapseKey, badge: badge, data: data,
+            expiresAt: queued.expiresUnixMs.map { Date(timeIntervalSince1970: Double($0) / 1000) })
     }
 
     func target(_ device: DeviceRecord) -> PushTarget {

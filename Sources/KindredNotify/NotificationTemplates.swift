@@ -1,4 +1,5 @@
 import KindredLocalization
+import KindredPresets
 
 /// The texts of notifications per language, filled with what a notification may show: the other member's display
 /// name (from profile's cards), a count, and a message's text only where the member allowed it. Never an email
@@ -22,7 +23,8 @@ struct NotificationTemplates: Sendable {
         var messageText: String?
         /// Likes in a digest.
         var count = 0
-        /// An activity broadcast's activity key (one of the community's "activities" values), if it named one.
+        /// An activity broadcast's activity key (one of the community's "activities" values), if it named one; the
+        /// text shows its label (``ActivityLabels``).
         var activity: String?
     }
 
@@ -33,7 +35,7 @@ struct NotificationTemplates: Sendable {
         let message: @Sendable (String) -> Text
         let likes: @Sendable (Int) -> Text
         let reportOutcome: Text
-        /// A followed member's broadcast: their name, and the activity (underscores as spaces) when named.
+        /// A followed member's broadcast: their name, and the activity's label in this language when it has one.
         let activity: @Sendable (String, String?) -> Text
     }
 
@@ -83,7 +85,8 @@ struct NotificationTemplates: Sendable {
         case .reportOutcome:
             return language.reportOutcome
         case .activity:
-            let activity = facts.activity.flatMap { $0.isEmpty ? nil : String($0.map { $0 == "_" ? " " : $0 }) }
+            // The preset's label in the device's language; a key without one is not shown (never the raw key).
+            let activity = facts.activity.flatMap { ActivityLabels.label(of: $0, locale: locale) }
             return language.activity(name, activity)
         }
     }

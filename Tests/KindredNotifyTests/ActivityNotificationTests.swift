@@ -4,6 +4,7 @@ import KindredPostgres
 import KindredProto
 import KindredServiceKit
 import KindredServiceTesting
+import KindredPresets
 import Testing
 
 @testable import KindredNotify
@@ -108,7 +109,46 @@ struct ActivityNotificationTests {
             NotificationTemplates.render(.activity, locale: "en-GB", facts)
                 == .init(title: "Working out now", body: "Alex is working out now: team sports"))
         #expect(
+            NotificationTemplates.render(.activity, locale: "fr-CA", facts)
+                == .init(title: "En pleine séance", body: "Alex s'entraîne en ce moment : sport collectif"))
+        #expect(
             NotificationTemplates.render(.activity, locale: "fr", .init(name: nil))
                 == .init(title: "En pleine séance", body: "Quelqu'un s'entraîne en ce moment"))
+        // A key the preset does not list (a community's own list) is never shown raw: the text names no activity.
+        let unknown = NotificationTemplates.Facts(name: "Alex", activity: "underwater_hockey")
+        #expect(
+            NotificationTemplates.render(.activity, locale: "en", unknown)
+                == .init(title: "Working out now", body: "Alex is working out now"))
+        #expect(
+            NotificationTemplates.render(.activity, locale: "fr", unknown)
+                == .init(title: "En pleine séance", body: "Alex s'entraîne en ce moment"))
+    }
+
+    /// Every activity of the fitness preset has a label in every language with texts, and none is the raw key
+    /// where the key has an underscore.
+    @Test func everyPresetActivityHasALabelInEachLanguage() throws {
+        let definition = try #require(
+            CommunityPresets.fitness.settings?.attributeDefinitions.first { $0.key == "activities" })
+        #expect(ActivityLabels.languageCodes == ["en", "fr"])
+        for language in NotificationTemplates.languageCodes {
+            for choice in definition.choices {
+                let label: String = try #require(ActivityLabels.label(of: choice.value, locale: language))
+                #expect(!label.contains("_"), "\(language): \(choice.value)")
+            }
+        }
+    }
+
+    /// An activity push expires when the broadcast ends (the providers turn it into `apns-expiration`,
+    /// `android.ttl` and `TTL`); a message's push keeps the provider's default.
+    @Test func anActivityPushExpiresWhenTheBroadcastEnds() {
+        let end = PostgresTimestamp.now.millisecondsSinceEpoch + 600_000
+        var queued = QueuedNotification(
+            id: "0190a4c8-0000-7000-8000-000000000001", user: "u", kind: .activity, subject: "s", collapseKey: nil,
+            connection: false, attempts: 0, activity: "yoga", expiresUnixMs: end)
+        let push = NotificationSender.push(queued, locale: "en", facts: .init(name: "Ann", activity: "yoga"), badge: nil)
+        #expect(push.expiresAt == Date(timeIntervalSince1970: Double(end) / 1000))
+        queued.kind = .newMessage
+        queued.expiresUnixMs = nil
+        #expect(NotificationSender.push(queued, locale: "en", facts: .init(), badge: 1).expiresAt == nil)
     }
 }

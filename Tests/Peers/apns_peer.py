@@ -7,7 +7,8 @@ Checks: POST /3/device/<hex token>; `authorization: bearer <JWT>` with alg ES256
 iat no older than an hour (403 ExpiredProviderToken) and not in the future, signature valid under the public key of
 the .p8 key (--public-key; else 403 InvalidProviderToken); apns-topic among --topic; apns-push-type, apns-priority,
 apns-expiration, apns-collapse-id (<= 64 bytes), apns-id (a UUID) well formed; a JSON payload of at most 4 KiB with
-aps.alert.title and aps.alert.body. Answers 200 with apns-id, or Apple's status and {"reason": ...}.
+aps.alert.title and aps.alert.body. Answers 200 with apns-id, or Apple's status and {"reason": ...}. The expiry
+(apns-expiration, in ms) is recorded as `expires_unix_ms`, the same field as the FCM and Web Push peers'.
 
 Every request is recorded (--record) with its verdict; --rules makes chosen device tokens answer 410, 429 with
 Retry-After, 500, ... or answer late (delay_ms)."""
@@ -26,6 +27,13 @@ from h2_peer import Recorder, Response, Rules, common_arguments, serve, split_jw
 
 UUID_PATTERN = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 PUSH_TYPES = {"alert", "background", "location", "voip", "complication", "fileprovider", "mdm", "liveactivity"}
+
+
+def expiry_of(headers):
+    """When APNs may drop the push undelivered, in ms since the epoch: `apns-expiration` (seconds; absent or 0: store
+    it only if it can be delivered now, recorded as None)."""
+    expiration = int(headers.get("apns-expiration") or 0)
+    return expiration * 1000 if expiration else None
 
 
 class Refused(Exception):
@@ -145,7 +153,8 @@ class APNsPeer:
             entry.update(status=refused.status, reason=refused.reason, accepted=False)
             self.recorder.record(entry)
             return Response(refused.status, {"reason": refused.reason}, [("apns-id", apns_id)])
-        entry.update(device=device, jwt={"header": jwt["header"], "claims": jwt["claims"], "token": jwt["token"]}, payload=payload)
+        entry.update(device=device, jwt={"header": jwt["header"], "claims": jwt["claims"], "token": jwt["token"]}, payload=payload,
+                     expires_unix_ms=expiry_of(request.headers))
         rule = self.rules.for_target(device)
         if rule and rule.get("status", 200) != 200:
             status = rule["status"]

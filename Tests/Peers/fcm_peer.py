@@ -10,7 +10,8 @@ token valid --token-lifetime seconds, or 400 {"error": "invalid_grant"}.
 
 POST /v1/projects/<--project>/messages:send: `authorization: Bearer <access token>` issued here and unexpired (else
 401 UNAUTHENTICATED); a JSON {"message": {...}} with a token, string data values, notification title/body strings,
-android priority HIGH|NORMAL, ttl like "3600s" and collapse_key (else 400 INVALID_ARGUMENT). Answers
+android priority HIGH|NORMAL, ttl like "3600s" and collapse_key (else 400 INVALID_ARGUMENT); the time FCM may keep
+the message (arrival + android.ttl, else four weeks) is recorded as `expires_unix_ms`. Answers
 {"name": "projects/<p>/messages/<id>"}, or what --rules says for the registration token, with Google's error body
 (status, message, details with the FcmError errorCode)."""
 import json
@@ -136,6 +137,7 @@ class FCMPeer:
         return token, message
 
     def send(self, request):
+        received = time.time()
         entry = {"kind": "send", "connection": request.connection_id, "open_streams": request.open_streams}
         authorization = request.headers.get("authorization", "")
         scheme, _, access = authorization.partition(" ")
@@ -151,7 +153,10 @@ class FCMPeer:
             entry.update(status=400, reason="INVALID_ARGUMENT", accepted=False)
             self.recorder.record(entry)
             return Response(400, google_error(400, str(invalid), "INVALID_ARGUMENT"))
-        entry.update(registration_token=token, message=message)
+        ttl = message.get("android", {}).get("ttl")
+        # When FCM may drop the message undelivered (ms since the epoch); no ttl: FCM's default of four weeks.
+        expires = received + float(str(ttl)[:-1]) if ttl is not None else received + 28 * 86400
+        entry.update(registration_token=token, message=message, expires_unix_ms=int(expires * 1000))
         rule = self.rules.for_target(token)
         if rule and rule.get("status", 200) != 200:
             status = rule["status"]

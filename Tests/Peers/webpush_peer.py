@@ -12,7 +12,7 @@ POST /push/<id> checks each push the way a push service does and then decrypts i
   applicationServerKey the subscription was made for), an ES256 signature valid under it, aud = the origin the
   request was sent to, exp in the future and at most 24 hours ahead, sub a mailto: or https: URL; else 403;
 - `ttl` present (a non-negative integer), `urgency` one of very-low/low/normal/high, `topic` at most 32 base64url
-  characters, `content-encoding: aes128gcm`; else 400;
+  characters, `content-encoding: aes128gcm`; else 400; arrival + `ttl` is recorded as `expires_unix_ms`;
 - a body of at most 4096 bytes (else 413) that `http_ece.decrypt` opens with the subscription's private key and
   auth secret (else 400), holding JSON.
 Answers 201 with a `location`, 410 for an unknown subscription, or what --rules says per subscription id (410, 429
@@ -149,6 +149,7 @@ class WebPushPeer:
         if request.method != "POST" or not match:
             return Response(404, {"reason": "not found"})
         subscription_id = match.group(1)
+        received = time.time()
         entry = {
             "connection": request.connection_id,
             "stream": request.stream_id,
@@ -163,7 +164,8 @@ class WebPushPeer:
             entry.update(status=refused.status, reason=refused.reason, accepted=False)
             self.recorder.record(entry)
             return Response(refused.status, {"reason": refused.reason})
-        entry.update(vapid=claims, payload=payload)
+        # RFC 8030 §5.2: the push service keeps the message at most TTL seconds after it arrived.
+        entry.update(vapid=claims, payload=payload, expires_unix_ms=int((received + int(request.headers["ttl"])) * 1000))
         rule = self.rules.for_target(subscription_id)
         if rule and rule.get("status", 201) not in (200, 201):
             status = rule["status"]
