@@ -588,6 +588,8 @@ server_env_chat() {
 server_env_notify() {
     SERVER_ENV+=(KINDRED_NOTIFY_SERVICE_SECRET="$(secret notify)" KINDRED_NOTIFY_AUTH_ADDRESS="$(addresses_of auth)"
         KINDRED_NOTIFY_CHAT_ADDRESS="$(addresses_of chat)" KINDRED_NOTIFY_PROFILE_ADDRESS="$(addresses_of profile)")
+    # The key webhook signing secrets are sealed with at rest: one per data folder, like the other secrets.
+    SERVER_ENV+=(KINDRED_NOTIFY_WEBHOOK_KEY="$(secret notify-webhook-key)")
     push_peers_env
 }
 # Notify's settings for the push peers this run starts (compose has no such peers).

@@ -84,6 +84,13 @@ public final class NotifyServer: ServiceServer {
         self.runner = runner
     }
 
+    /// What must hold before serving: webhook secrets an older version wrote in the clear are sealed, and the
+    /// configured key opens the sealed ones (else a `ConfigurationError` naming `KINDRED_NOTIFY_WEBHOOK_KEY`).
+    public func prepare(logger: Logger) async throws {
+        try await WebhookSecretsAtRest.prepare(
+            key: self.configuration.webhooks.secretKey, database: self.database, logger: logger)
+    }
+
     public func shutdown() async {
         await self.apns?.close()
         await self.fcm?.close()

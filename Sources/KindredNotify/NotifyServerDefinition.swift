@@ -11,6 +11,13 @@ public enum NotifyServerDefinition: ServerDefinition {
     public static let schema: String? = "notify"
 
     public static func makeServer(settings: EnvironmentReader, logger: Logger) async throws -> NotifyServer {
-        try NotifyServer(configuration: NotifyConfiguration(settings), logger: logger)
+        let server = try NotifyServer(configuration: NotifyConfiguration(settings), logger: logger)
+        do {
+            try await server.prepare(logger: logger)
+        } catch {
+            await server.shutdown()
+            throw error
+        }
+        return server
     }
 }

@@ -44,13 +44,15 @@ final class WebhookAdmin: GRPCService, Sendable {
         let url = try self.url(request.url)
         let types = try Self.eventTypes(request.eventTypes)
         let description = try Self.description(request.description)
+        let key = try self.secretKey()
         let secret = try WebhookSecret.generate()
+        let id = try UUIDv7.generate()
         let endpoint = try await self.store.create(
-            id: try UUIDv7.generate(),
+            id: id,
             url: url.text,
             eventTypes: types,
             description: description,
-            secret: secret,
+            sealedSecret: try key.seal(secret, endpoint: id),
             in: self.database
         )
         var response = W.CreateWebhookEndpointResponse()
@@ -110,11 +112,12 @@ final class WebhookAdmin: GRPCService, Sendable {
     {
         try await self.access.requireAdmin(context)
         let id = try Self.id(request.endpointId, field: "endpoint_id")
+        let key = try self.secretKey()
         let secret = try WebhookSecret.generate()
         guard
             let endpoint = try await self.store.rotate(
                 id,
-                to: secret,
+                to: try key.seal(secret, endpoint: id),
                 grace: self.settings.secretGrace,
                 in: self.database
             )
@@ -171,6 +174,16 @@ final class WebhookAdmin: GRPCService, Sendable {
         var response = W.ReplayWebhookDeliveryResponse()
         response.delivery = delivery.message
         return response
+    }
+
+    /// The key that seals signing secrets; without one no secret is made (FAILED_PRECONDITION).
+    private func secretKey() throws -> WebhookSecretKey {
+        guard let key = self.settings.secretKey else {
+            throw ServiceError(
+                .failedPrecondition, "WEBHOOK_KEY_NOT_CONFIGURED",
+                "Webhook secrets are sealed with \(WebhookSecretsAtRest.setting), which this deployment does not set")
+        }
+        return key
     }
 
     // MARK: Input

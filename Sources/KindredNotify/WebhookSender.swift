@@ -106,6 +106,21 @@ final class WebhookSender: Sendable {
                 in: self.database
             )
         }
+        let secrets: [WebhookSecret]
+        do {
+            let stored = delivery.storedSecrets
+            secrets = try WebhookSecretsAtRest.open(
+                stored[0], stored.count > 1 ? stored[1] : nil, sealed: delivery.sealed, endpoint: delivery.endpointID,
+                key: self.settings.secretKey)
+        } catch {
+            return try await self.store.failedAttempt(
+                delivery.deliveryID,
+                status: 0,
+                error: "the signing secret does not open with \(WebhookSecretsAtRest.setting)",
+                retryAfter: nil,
+                in: self.database
+            )
+        }
         let timestamp = Int64(Date().timeIntervalSince1970)
         let body = Array(delivery.body.utf8)
         let request = HTTP2Request(
@@ -122,7 +137,7 @@ final class WebhookSender: Sendable {
                         id: delivery.deliveryID,
                         timestamp: timestamp,
                         body: body,
-                        secrets: delivery.secrets
+                        secrets: secrets
                     )
                 ),
             ],

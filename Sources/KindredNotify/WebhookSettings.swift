@@ -28,6 +28,11 @@ public struct WebhookSettings: Sendable {
     /// deliveries when there were none.
     public var pollInterval: Duration = .milliseconds(500)
 
+    /// `KINDRED_NOTIFY_WEBHOOK_KEY` (or `_FILE`; 32..256 characters of random material), default none: the key
+    /// endpoints' signing secrets are sealed with at rest (AES-256-GCM, ``WebhookSecretKey``). Unset: creating an
+    /// endpoint or rotating a secret answers FAILED_PRECONDITION, and notify does not start while endpoints exist.
+    public var secretKey: WebhookSecretKey?
+
     public init() {}
 
     public init(_ reader: EnvironmentReader) throws {
@@ -35,6 +40,7 @@ public struct WebhookSettings: Sendable {
             reader.list("KINDRED_NOTIFY_WEBHOOK_HTTP_HOSTS", default: self.httpHosts).map { $0.lowercased() }
         )
         self.trustRootsFile = reader.string("KINDRED_NOTIFY_WEBHOOK_CA_FILE")
+        self.secretKey = try reader.secret(WebhookSecretsAtRest.setting, length: 32...256).map(WebhookSecretKey.init(text:))
         self.timeout = try reader.milliseconds(
             "KINDRED_NOTIFY_WEBHOOK_TIMEOUT_MS",
             default: self.timeout,

@@ -9,14 +9,14 @@ struct WebhookStore: Sendable {
         url: String,
         eventTypes: [String],
         description: String,
-        secret: WebhookSecret,
+        sealedSecret: [UInt8],
         in runner: some SQLRunner
     ) async throws -> WebhookEndpointRecord {
         try Self.endpoint(
             try await runner.query(
                 """
-                INSERT INTO webhook_endpoints (endpoint_id, url, event_types, description, secret)
-                VALUES (\(id)::uuid, \(url), \(eventTypes)::text[], \(description), \(secret.key))
+                INSERT INTO webhook_endpoints (endpoint_id, url, event_types, description, secret, secrets_sealed)
+                VALUES (\(id)::uuid, \(url), \(eventTypes)::text[], \(description), \(sealedSecret), true)
                 RETURNING \(unescaped: Self.endpointColumns)
                 """
             ).first!
@@ -58,18 +58,18 @@ struct WebhookStore: Sendable {
         try await runner.execute("DELETE FROM webhook_endpoints WHERE endpoint_id = \(id)::uuid") > 0
     }
 
-    /// `secret` becomes the current secret; the current one signs alongside it for `grace`. Nil when there is no
-    /// such endpoint.
-    func rotate(_ id: String, to secret: WebhookSecret, grace: Duration, in runner: some SQLRunner) async throws
+    /// `sealedSecret` becomes the current secret; the current one signs alongside it for `grace`. Nil when there is
+    /// no such endpoint. Only a row already sealed is rotated (notify seals every row when it starts).
+    func rotate(_ id: String, to sealedSecret: [UInt8], grace: Duration, in runner: some SQLRunner) async throws
         -> WebhookEndpointRecord?
     {
         try await runner.query(
             """
             UPDATE webhook_endpoints
-            SET previous_secret = secret, secret = \(secret.key),
+            SET previous_secret = secret, secret = \(sealedSecret),
                 previous_secret_expires_at = now() + \(Self.milliseconds(grace)) * interval '1 millisecond',
                 updated_at = now()
-            WHERE endpoint_id = \(id)::uuid
+            WHERE endpoint_id = \(id)::uuid AND secrets_sealed
             RETURNING \(unescaped: Self.endpointColumns)
             """
         ).first.map(Self.endpoint)
@@ -92,6 +92,27 @@ struct WebhookStore: Sendable {
             UPDATE webhook_endpoints
             SET paused_until = greatest(paused_until, now() + \(Self.milliseconds(delay)) * interval '1 millisecond')
             WHERE endpoint_id = \(id)::uuid
+            """
+        )
+    }
+
+    /// Every endpoint's secrets as stored (sealed or, when written by an older version, in the clear).
+    func storedSecrets(in runner: some SQLRunner) async throws -> [StoredWebhookSecrets] {
+        try await runner.query(
+            "SELECT endpoint_id::text, secret, previous_secret, secrets_sealed FROM webhook_endpoints ORDER BY endpoint_id"
+        ).map { row in
+            let (id, secret, previous, sealed) = try row.decode((String, [UInt8], [UInt8]?, Bool).self)
+            return StoredWebhookSecrets(endpointID: id, secret: secret, previousSecret: previous, sealed: sealed)
+        }
+    }
+
+    /// Replaces an endpoint's secrets written in the clear with their sealed values (nothing if it was sealed
+    /// meanwhile: the values given are those of the clear row).
+    func seal(_ id: String, secret: [UInt8], previousSecret: [UInt8]?, in runner: some SQLRunner) async throws {
+        try await runner.execute(
+            """
+            UPDATE webhook_endpoints SET secret = \(secret), previous_secret = \(previousSecret), secrets_sealed = true
+            WHERE endpoint_id = \(id)::uuid AND NOT secrets_sealed
             """
         )
     }
@@ -141,18 +162,19 @@ struct WebhookStore: Sendable {
             WHERE d.delivery_id = locked.delivery_id AND e.endpoint_id = d.endpoint_id
             RETURNING d.delivery_id::text, d.endpoint_id::text, e.url, d.body, e.secret,
                       CASE WHEN e.previous_secret_expires_at > now() THEN e.previous_secret END, d.attempts,
-                      (extract(epoch FROM now() - d.scheduled_at) * 1000)::int8
+                      (extract(epoch FROM now() - d.scheduled_at) * 1000)::int8, e.secrets_sealed
             """
         ).map { row in
-            let (id, endpoint, url, body, secret, previous, attempts, elapsed) = try row.decode(
-                (String, String, String, String, [UInt8], [UInt8]?, Int32, Int64).self
+            let (id, endpoint, url, body, secret, previous, attempts, elapsed, sealed) = try row.decode(
+                (String, String, String, String, [UInt8], [UInt8]?, Int32, Int64, Bool).self
             )
             return DueWebhookDelivery(
                 deliveryID: id,
                 endpointID: endpoint,
                 url: url,
                 body: body,
-                secrets: [WebhookSecret(key: secret)] + (previous.map { [WebhookSecret(key: $0)] } ?? []),
+                storedSecrets: [secret] + (previous.map { [$0] } ?? []),
+                sealed: sealed,
                 attempts: Int(attempts),
                 elapsedMs: elapsed
             )

@@ -253,6 +253,11 @@ def test_rotation_signs_with_both_secrets_and_replay_keeps_the_id(cluster, api, 
         endpoint_id=created.endpoint.endpoint_id), metadata=admin.auth, timeout=TIMEOUT)
     assert rotated.secret.startswith("whsec_") and rotated.secret != created.secret
     assert rotated.endpoint.previous_secret_expires_unix_ms > time.time() * 1000 + 3600 * 1000
+    # The table holds both secrets sealed (AES-256-GCM under KINDRED_NOTIFY_WEBHOOK_KEY), neither in the clear.
+    stored = stored_secrets(cluster, created.endpoint.endpoint_id)
+    assert stored.endswith("|true") and len(stored.split("|")[1]) > 0, stored
+    for secret in (created.secret, rotated.secret):
+        assert secret_hex(secret) not in stored, "a webhook secret stored in the clear"
     # The backend knows the new secret and the old one (as it would while switching over): both verify.
     receiver.trust("rotated", created.secret, rotated.secret)
     _, _, match_id = connect(cluster, api, "Wk")
@@ -312,9 +317,29 @@ def test_a_deleted_member_leaves_no_delivery_naming_them(cluster, api, admin, re
     assert footprint(api, admin, second.id)["notify"]["webhook_deliveries"] == 0  # the match named both
 
 
+def stored_secrets(cluster, endpoint_id):
+    """`<secret hex>|<previous secret hex>|<sealed t/f>` as notify's table holds them."""
+    return cluster.psql(f"SELECT encode(secret, 'hex') || '|' || coalesce(encode(previous_secret, 'hex'), '') || '|' "
+                        f"|| secrets_sealed FROM notify.webhook_endpoints WHERE endpoint_id = '{endpoint_id}'").strip()
+
+
+def secret_hex(text):
+    import base64
+    return base64.b64decode(text.removeprefix("whsec_")).hex()
+
+
 def test_kill_9_of_notify_mid_burst_loses_nothing(cluster, api, admin, receiver, endpoints):
     endpoint = create(api, admin, receiver, "burst").endpoint
     endpoints.append(endpoint.endpoint_id)
+    # An endpoint as an older version stored it, its secret in the clear: the restarted notify seals it and signs
+    # with it as before.
+    import base64
+    import secrets
+    legacy_id, legacy_key = unknown_id(), secrets.token_bytes(32)
+    cluster.psql(f"INSERT INTO notify.webhook_endpoints (endpoint_id, url, event_types, secret) VALUES "
+                 f"('{legacy_id}', '{receiver.url('legacy')}', '{{match.created}}', '\\x{legacy_key.hex()}')")
+    endpoints.append(legacy_id)
+    receiver.trust("legacy", "whsec_" + base64.b64encode(legacy_key).decode())
     receiver.set_rules({"burst": {"delay_ms": 300}})
     members = [Member(cluster, api, f"Wx{i}", 48.8566, 2.3522) for i in range(7)]
     match_ids = []
@@ -333,3 +358,8 @@ def test_kill_9_of_notify_mid_burst_loses_nothing(cluster, api, admin, receiver,
         by_match.setdefault(entry["body"]["data"]["match_id"], set()).add(entry["webhook_id"])
     assert all(len(ids) == 1 for ids in by_match.values()), "a match delivered under two webhook-ids"
     receiver.set_rules({})
+    stored = stored_secrets(cluster, legacy_id)
+    assert stored.endswith("|true") and legacy_key.hex() not in stored, stored
+    _, _, match_id = connect(cluster, api, "Wl")
+    [entry] = eventually(lambda: about(receiver.to("legacy"), match_id), "a delivery signed with the sealed secret")
+    assert entry["status"] == 204 and entry["verified_with"] == [0], entry

@@ -16,6 +16,9 @@ typealias N = Kindred.Notify.V1.NotifyService.Method
 /// Token signing for tests: the notify server trusts this key (as it trusts auth's keys in production).
 let testKeys = TestTokens(keyID: "notify-test")
 
+/// The key webhook secrets are sealed with in tests (`KINDRED_NOTIFY_WEBHOOK_KEY`).
+let testWebhookKey = "test-webhook-key-0123456789abcdef0123456789abcdef"
+
 /// The notify server as TestServer builds it, with callers checked against `testKeys` instead of auth's keys
 /// (the rest is the real server: configuration from settings, database, stores, inbox).
 enum TestNotifyDefinition: ServerDefinition {
@@ -25,9 +28,16 @@ enum TestNotifyDefinition: ServerDefinition {
     static let schema: String? = "notify"
 
     static func makeServer(settings: EnvironmentReader, logger: Logger) async throws -> NotifyServer {
-        try NotifyServer(
+        let server = try NotifyServer(
             configuration: NotifyConfiguration(settings),
             auth: AuthConnection(fixedKeys: testKeys.trustedKeys, logger: logger), logger: logger)
+        do {
+            try await server.prepare(logger: logger)
+        } catch {
+            await server.shutdown()
+            throw error
+        }
+        return server
     }
 }
 
@@ -40,7 +50,8 @@ struct NotifyHarness {
     static func with<T>(settings: [String: String] = [:], _ body: (NotifyHarness) async throws -> T) async throws -> T {
         var logger = Logger(label: "kindred.notify.test")
         logger.logLevel = .error
-        let server = try await TestServer<TestNotifyDefinition>.start(settings: settings, logger: logger)
+        let server = try await TestServer<TestNotifyDefinition>.start(
+            settings: ["KINDRED_NOTIFY_WEBHOOK_KEY": testWebhookKey].merging(settings) { $1 }, logger: logger)
         let client = server.makeClient(logger: logger)
         let harness = NotifyHarness(server: server, client: client)
         let result: Result<T, any Error>

@@ -15,7 +15,7 @@
 # Ownership is set only when running as root; every file is mode 0400.
 #
 # Files: service-secret-<name> (gateway, profile, discovery, match, chat, notify; auth reads all six), media-url-key,
-# location-key, match-page-token-secret, postgres-password, db-password-<service> (for
+# location-key, match-page-token-secret, notify-webhook-key, postgres-password, db-password-<service> (for
 # init-roles.sh) and database-url-<service> (the same password, for the server).
 set -euo pipefail
 
@@ -49,6 +49,7 @@ done
 write media-url-key "$server_uid" "$(random_value)"
 write location-key "$server_uid" "$(random_value)"
 write match-page-token-secret "$server_uid" "$(random_value)"
+write notify-webhook-key "$server_uid" "$(random_value)"
 write postgres-password "$postgres_uid" "$(random_value)"
 for service in $services; do
     write "db-password-$service" "$postgres_uid" "$(random_value)"
