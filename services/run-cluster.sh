@@ -591,6 +591,11 @@ server_env_notify() {
     # The key webhook signing secrets are sealed with at rest: one per data folder, like the other secrets.
     SERVER_ENV+=(KINDRED_NOTIFY_WEBHOOK_KEY="$(secret notify-webhook-key)")
     push_peers_env
+    webhook_development_env
+}
+# Development: webhook endpoints may be local receivers (loopback, http://); compose's deployments refuse them.
+webhook_development_env() {
+    SERVER_ENV+=(KINDRED_NOTIFY_WEBHOOK_ALLOW_PRIVATE_HOSTS=true)
 }
 # Notify's settings for the push peers this run starts (compose has no such peers).
 push_peers_env() {

@@ -209,6 +209,9 @@ final class ConnectionPool: Sendable {
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if let check = configuration.addressCheck {
+                        try channel.pipeline.syncOperations.addHandler(AddressCheckHandler(check: check))
+                    }
                     if let tls = configuration.tls {
                         try channel.pipeline.syncOperations.addHandler(
                             TLSHandler(context: tls, serverName: configuration.tlsServerName ?? configuration.host)

@@ -47,6 +47,10 @@ public struct GRPCClientConfiguration: Sendable {
     public var resolveInterval: Duration = .seconds(30)
     /// Where the per-replica metrics of a target with several replicas go; `MetricsSystem.factory` when nil.
     public var metricsFactory: (any MetricsFactory)?
+    /// Checks the address each new connection reached before anything is written on it (`AddressCheckHandler`);
+    /// false closes it, as a connection that failed. Nil (the default): every address. Notify's webhook client
+    /// refuses loopback, private and link-local addresses with it, on the address actually connected to.
+    public var addressCheck: (@Sendable (SocketAddress) -> Bool)?
 
     public struct Backoff: Sendable {
         public var initial: Duration = .seconds(1)

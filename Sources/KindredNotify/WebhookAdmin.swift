@@ -190,9 +190,10 @@ final class WebhookAdmin: GRPCService, Sendable {
 
     private func url(_ text: String) throws -> WebhookURL {
         do {
-            return try WebhookURL(text, httpHosts: self.settings.httpHosts)
+            return try WebhookURL(
+                text, httpHosts: self.settings.httpHosts, allowPrivateHosts: self.settings.allowPrivateHosts)
         } catch {
-            throw NotifyError.invalid("url", "MALFORMED", error.hint)
+            throw NotifyError.invalid("url", error.reason, error.hint)
         }
     }
 

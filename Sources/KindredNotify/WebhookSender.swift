@@ -4,6 +4,7 @@ import KindredHTTP2
 import KindredPostgres
 import Logging
 import CoreMetrics
+import NIOCore
 import Synchronization
 
 /// Posts due webhook deliveries to their endpoints, signed the Standard Webhooks way, and acts on each answer
@@ -21,6 +22,8 @@ final class WebhookSender: Sendable {
     let store = WebhookStore()
     private let clients = Mutex<[String: HTTP2Client]>([:])
     private let busy = Mutex<Set<String>>([])
+    /// Origins whose connection reached an address ``WebhookAddressPolicy`` refuses (said in `last_error`).
+    private let refusedOrigins = Mutex<Set<String>>([])
     private let counters: [String: Counter]
 
     /// Deliveries of one endpoint claimed at a time (sent concurrently on its connection).
@@ -96,7 +99,8 @@ final class WebhookSender: Sendable {
     func attempt(_ delivery: DueWebhookDelivery) async throws {
         let url: WebhookURL
         do {
-            url = try WebhookURL(delivery.url, httpHosts: self.settings.httpHosts)
+            url = try WebhookURL(
+                delivery.url, httpHosts: self.settings.httpHosts, allowPrivateHosts: self.settings.allowPrivateHosts)
         } catch {
             return try await self.store.failedAttempt(
                 delivery.deliveryID,
@@ -150,7 +154,9 @@ final class WebhookSender: Sendable {
             status = response.status
             outcome = WebhookAttemptOutcome(status: response.status, retryAfter: response.header("retry-after"))
         } catch let error as RPCError {
-            outcome = .failed(error: Self.describe(error))
+            let refused = self.refusedOrigins.withLock { $0.remove(url.origin) } != nil
+            outcome = .failed(error: refused ? "the host resolved to a refused address: " + WebhookAddressPolicy.hint
+                : Self.describe(error))
         } catch {
             outcome = .failed(error: "no answer")
         }
@@ -214,13 +220,32 @@ final class WebhookSender: Sendable {
     /// The client of a URL's origin, made on first use and kept (one HTTP/2 connection per endpoint origin).
     private func client(for url: WebhookURL) throws -> HTTP2Client {
         if let client = self.clients.withLock({ $0[url.origin] }) { return client }
-        let configuration = try url.clientConfiguration(trustRootsFile: self.settings.trustRootsFile)
+        let origin = url.origin
+        // The address every connection reaches is checked (a name may resolve elsewhere than it did before).
+        var check: (@Sendable (SocketAddress) -> Bool)?
+        if !self.settings.allowPrivateHosts {
+            check = { [weak self] address in
+                if WebhookAddressPolicy.allows(address) { return true }
+                self?.refused(address, origin: origin)
+                return false
+            }
+        }
+        let configuration = try url.clientConfiguration(trustRootsFile: self.settings.trustRootsFile, addressCheck: check)
         return self.clients.withLock { clients in
             if let client = clients[url.origin] { return client }
             let client = HTTP2Client(configuration: configuration, logger: self.logger)
             clients[url.origin] = client
             return client
         }
+    }
+
+    /// A connection of `origin` reached `address`, which ``WebhookAddressPolicy`` refuses: said in the attempt's
+    /// `last_error` and logged.
+    private func refused(_ address: SocketAddress, origin: String) {
+        self.refusedOrigins.withLock { _ = $0.insert(origin) }
+        self.logger.warning(
+            "webhook connection refused: the host resolved to a refused address",
+            metadata: ["webhook.origin": "\(origin)", "net.peer.address": "\(address)"])
     }
 
     /// Closes every endpoint's connection.

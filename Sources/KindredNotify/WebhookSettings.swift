@@ -4,8 +4,15 @@ import KindredGRPCServices
 /// (services/notify/README.md lists the same keys).
 public struct WebhookSettings: Sendable {
     /// `KINDRED_NOTIFY_WEBHOOK_HTTP_HOSTS` (comma-separated host names), default `localhost,127.0.0.1,::1`: the
-    /// hosts an endpoint may name with `http://` (h2 in clear text, for development); every other host needs https.
+    /// hosts an endpoint may name with `http://` (h2 in clear text) when private hosts are allowed; every other
+    /// host, and every host otherwise, needs https.
     public var httpHosts: Set<String> = ["localhost", "127.0.0.1", "::1"]
+    /// `KINDRED_NOTIFY_WEBHOOK_ALLOW_PRIVATE_HOSTS` (bool), default false: endpoints on loopback, private and
+    /// link-local hosts (``WebhookAddressPolicy``), and `http://` to the hosts above. For development and tests
+    /// only (run-cluster sets it, compose does not): otherwise such a URL is refused at registration
+    /// (INVALID_ARGUMENT, HOST_NOT_ALLOWED) and a connection that reaches such an address is closed before a byte
+    /// is sent.
+    public var allowPrivateHosts = false
     /// `KINDRED_NOTIFY_WEBHOOK_CA_FILE` (path), default the system's roots: the CA endpoints' certificates must
     /// chain to (local receivers in tests).
     public var trustRootsFile: String?
@@ -39,6 +46,7 @@ public struct WebhookSettings: Sendable {
         self.httpHosts = Set(
             reader.list("KINDRED_NOTIFY_WEBHOOK_HTTP_HOSTS", default: self.httpHosts).map { $0.lowercased() }
         )
+        self.allowPrivateHosts = try reader.bool("KINDRED_NOTIFY_WEBHOOK_ALLOW_PRIVATE_HOSTS", default: false)
         self.trustRootsFile = reader.string("KINDRED_NOTIFY_WEBHOOK_CA_FILE")
         self.secretKey = try reader.secret(WebhookSecretsAtRest.setting, length: 32...256).map(WebhookSecretKey.init(text:))
         self.timeout = try reader.milliseconds(

@@ -113,7 +113,7 @@ struct WebhookRulesTests {
         ("http://localhost/hook", false, "localhost", 80, "/hook"),
     ])
     func urlsTheServicePostsTo(text: String, secure: Bool, host: String, port: Int, path: String) throws {
-        let url = try WebhookURL(text, httpHosts: ["localhost", "127.0.0.1"])
+        let url = try WebhookURL(text, httpHosts: ["localhost", "127.0.0.1"], allowPrivateHosts: true)
         #expect(url.secure == secure && url.host == host && url.port == port && url.path == path)
     }
 
