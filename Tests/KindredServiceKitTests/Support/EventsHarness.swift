@@ -147,10 +147,9 @@ final class TestConsumer: GRPCService, Sendable {
         var dropAcknowledgements = 0
         /// Time each effect takes.
         var delayPerEvent: Duration = .zero
-        /// Effects from this many on wait (300 s, or until their call is cancelled) instead of being applied.
+        /// Once this many effects are committed, the next ones wait (300 s, or until their call is cancelled)
+        /// instead of being applied.
         var stallFrom: Int?
-        /// Effects started (stalled ones not counted).
-        var started = 0
         /// Stalled effects that waited their whole 300 s (their call was not cancelled).
         var stallsWaitedOut = 0
         /// Every event id received, duplicates included, in arrival order.
@@ -189,12 +188,13 @@ final class TestConsumer: GRPCService, Sendable {
         if fail { throw RPCError(.unavailable, "Consumer is failing on purpose") }
         self.control.withLock { $0.received += request.events.map(\.eventId) }
         let acknowledged = try await self.inbox.process(request.events, from: producer) { event, transaction in
-            let (delay, failNow, stall) = self.control.withLock { control in
-                let stall = control.stallFrom.map { control.started >= $0 } ?? false
-                if !stall { control.started += 1 }
-                return (control.delayPerEvent, control.failOnce.remove(event.eventId) != nil, stall)
+            let (delay, failNow, stallFrom) = self.control.withLock { control in
+                (control.delayPerEvent, control.failOnce.remove(event.eventId) != nil, control.stallFrom)
             }
-            if stall {
+            // Committed effects decide (an effect cut short by its call's deadline does not count).
+            if let stallFrom,
+                try await transaction.query("SELECT count(*) FROM effects").scalar(Int64.self) >= Int64(stallFrom)
+            {
                 try await Task.sleep(for: .seconds(300))
                 self.control.withLock { $0.stallsWaitedOut += 1 }
                 throw RPCError(.internalError, "stalled effect waited out")
