@@ -52,6 +52,7 @@ let package = Package(
         .library(name: "KindredMediaURL", targets: ["KindredMediaURL"]),
         .library(name: "KindredIdentity", targets: ["KindredIdentity"]),
         .library(name: "KindredSMTP", targets: ["KindredSMTP"]),
+        .library(name: "KindredNATS", targets: ["KindredNATS"]),
         .library(name: "KindredVips", targets: ["KindredVips"]),
         .library(name: "KindredHTTP2", targets: ["KindredHTTP2"]),
         .library(name: "KindredOpenSSL", targets: ["KindredOpenSSL"]),
@@ -102,6 +103,8 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // A NATS client with the JetStream calls the event bus needs (streams, durable pull consumers, acks).
+        .target(name: "KindredNATS", dependencies: [logging] + nio),
         // Sends mail to an SMTP relay (STARTTLS through KindredOpenSSL).
         .target(name: "KindredSMTP", dependencies: ["KindredOpenSSL", logging] + nio),
         /// Push providers (APNs, FCM, Web Push): each speaks its protocol and reports a `PushOutcome`.
@@ -162,7 +165,7 @@ let package = Package(
             name: "KindredServiceKit",
             dependencies: [
                 "KindredGRPC", "KindredGRPCServices", "KindredPostgres", "KindredIdentity", "KindredProto",
-                "KindredProtobuf", "KindredOpenSSL", "KindredTracing", "KindredGeo", logging, metrics, tracing,
+                "KindredProtobuf", "KindredOpenSSL", "KindredTracing", "KindredGeo", "KindredNATS", logging, metrics, tracing,
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ] + nio
@@ -333,6 +336,8 @@ let package = Package(
             exclude: ["python"]
         ),
         .testTarget(
+            name: "KindredNATSTests", dependencies: ["KindredNATS", "KindredTestSupport", logging] + nio),
+        .testTarget(
             name: "KindredSMTPTests",
             dependencies: ["KindredSMTP", "KindredOpenSSL", logging] + nio,
             exclude: ["python"]
@@ -388,7 +393,7 @@ let package = Package(
             dependencies: [
                 "KindredServiceKit", "KindredServiceTesting", "KindredGRPCServices", "KindredGRPC", "KindredProto",
                 "KindredInterop", "KindredPostgresTesting", "KindredPostgres", "KindredIdentity", "KindredOpenSSL",
-                "KindredGeo", logging, metrics, prometheus,
+                "KindredGeo", "KindredNATS", "KindredTestSupport", logging, metrics, prometheus,
             ] + nio
         ),
         .testTarget(

@@ -58,18 +58,24 @@
 # (services/discovery/README.md, "Shards"): shard 0 is the discovery server, shard i runs as discovery_i on port
 # base + 20 + i (admin base + 120 + i) with its own projection (schema discovery_i, role kindred_discovery) and its
 # own consumer name for every producer's events; the gateway, profile and match route to the viewer's shard.
+#
+# --nats (or KINDRED_NATS=1): events travel on NATS JetStream instead of the PostgreSQL push relay: a three-node
+# JetStream cluster on loopback (nats-server; client ports base + 310..312, routes base + 313..315, stores in
+# $KINDRED_DATA_DIR/nats/n<i>, logs nats-<i>.log), and every server gets KINDRED_EVENTS_NATS_URL naming the three.
 set -euo pipefail
 
 DEMO=""
 PUSH_PEERS=1
+NATS="${KINDRED_NATS:-}"
 for argument in "$@"; do
     case "$argument" in
         --demo) DEMO=1 ;;
         --push-peers | --web-push-peer) PUSH_PEERS=1 ;;
         --no-push-peers) PUSH_PEERS="" ;;
         --discovery-shards=*) KINDRED_DISCOVERY_SHARD_COUNT="${argument#--discovery-shards=}" ;;
+        --nats) NATS=1 ;;
         -h | --help) sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-        *) printf 'run-cluster: unknown argument %s (usage: run-cluster.sh [--demo] [--no-push-peers])\n' "$argument" >&2; exit 2 ;;
+        *) printf 'run-cluster: unknown argument %s (usage: run-cluster.sh [--demo] [--no-push-peers] [--nats])\n' "$argument" >&2; exit 2 ;;
     esac
 done
 
@@ -295,6 +301,19 @@ for name in $(for service in "${RUNNING_ORDER[@]}"; do instances_of "$service"; 
     done
 done
 port_taken "$SMTP_PORT" && fail "port $SMTP_PORT (SMTP sink) is in use: set KINDRED_SMTP_PORT"
+# --nats: three JetStream nodes, node i on client port base + 310 + i and route port base + 313 + i.
+nats_port() { echo $((PORT_BASE + 310 + $1)); }
+nats_route_port() { echo $((PORT_BASE + 313 + $1)); }
+NATS_URL=""
+if [ -n "$NATS" ]; then
+    command -v nats-server >/dev/null || [ -x /usr/sbin/nats-server ] || fail "--nats needs nats-server (services/install-deps.sh)"
+    for node in 0 1 2; do
+        for port in "$(nats_port $node)" "$(nats_route_port $node)"; do
+            port_taken "$port" && fail "port $port (nats-$node) is in use: set KINDRED_PORT_BASE"
+        done
+        NATS_URL+="${NATS_URL:+,}nats://127.0.0.1:$(nats_port $node)"
+    done
+fi
 
 # The push peers to start: all unless --no-push-peers, less those whose provider the environment configures.
 PEERS=()
@@ -508,6 +527,7 @@ server_env_common() {
         "${prefix}_LISTEN=127.0.0.1:$(port_of "$1")"
         "${prefix}_ADMIN_LISTEN=127.0.0.1:$(port_of "$1" admin)"
     )
+    [ -z "$NATS_URL" ] || SERVER_ENV+=("KINDRED_EVENTS_NATS_URL=$NATS_URL")
     if has_tables "$name"; then
         SERVER_ENV+=(
             "${prefix}_DATABASE_URL=$(database_url "$name")"
@@ -640,6 +660,40 @@ server_env() { # server_env INSTANCE -> SERVER_ENV (INSTANCE: a service, or its 
 
 # ---------------------------------------------------------------------------------------------------------
 # Migrations, each as its service's role, from the checkout (cwd = the repository).
+# The JetStream cluster (--nats), stopped with the peers after the servers; with KINDRED_ON_SERVER_EXIT=restart a
+# node that dies is started again on its store (fault tests).
+start_nats_node() { # start_nats_node NODE -> NATS_PID
+    local node="$1" other routes=""
+    for other in 0 1 2; do [ "$other" = "$node" ] || routes+="${routes:+,}nats://127.0.0.1:$(nats_route_port "$other")"; done
+    mkdir -p "$DATA_DIR/nats/n$node"
+    setsid "$(command -v nats-server || echo /usr/sbin/nats-server)" -a 127.0.0.1 -p "$(nats_port "$node")" -n "n$node" \
+        -js -sd "$DATA_DIR/nats/n$node" --cluster_name kindred --cluster "nats://127.0.0.1:$(nats_route_port "$node")" \
+        --routes "$routes" >>"$LOG_DIR/nats-$node.log" 2>&1 9>&- </dev/null &
+    NATS_PID=$!
+}
+start_nats() {
+    local node
+    for node in 0 1 2; do
+        start_nats_node "$node"
+        PEER_PIDS+=("nats-$node $NATS_PID")
+        record_pid "nats-$node" "$NATS_PID"
+    done
+    for node in 0 1 2; do
+        wait_until port_taken "$(nats_port "$node")" || startup_failed "nats-$node did not start" "$LOG_DIR/nats-$node.log"
+    done
+    say "Started NATS JetStream (three nodes): $NATS_URL"
+}
+restart_nats() { # restart_nats NAME OLD_PID
+    local name="$1" old="$2" i
+    start_nats_node "${name#nats-}"
+    for i in "${!PEER_PIDS[@]}"; do
+        if [ "${PEER_PIDS[$i]}" = "$name $old" ]; then PEER_PIDS[i]="$name $NATS_PID"; fi
+    done
+    sed -i "s/^$name $old\$/$name $NATS_PID/" "$PIDS"
+    say "run-cluster: restarted $name (pid $NATS_PID)" >&2
+}
+[ -z "$NATS" ] || start_nats
+
 for name in "${RUNNING_ORDER[@]}"; do
     server_env "$name"
     log="$LOG_DIR/$name-migrate.log"
@@ -809,6 +863,7 @@ while true; do
             say "run-cluster: $name (pid $pid) exited unexpectedly; last lines of its log:" >&2
             tail -n 20 "$LOG_DIR/$name.log" 2>/dev/null | sed 's/^/    /' >&2
             if [ "$ON_SERVER_EXIT" = restart ] && [ "$name" = postgres ] && restart_postgres; then continue; fi
+            if [ "$ON_SERVER_EXIT" = restart ] && [[ "$name" == nats-* ]] && restart_nats "$name" "$pid"; then continue; fi
             stop_all 1
         fi
     done

@@ -116,6 +116,14 @@ public final class AuthServer: ServiceServer {
             runner.background.append(BackgroundTask("events-relay") { await events.run() })
         }
         runner.background.append(self.service.inbox.purgeTask())
+        let authService = self.service
+        if let bus = JetStreamEventConsumer.backgroundTask(
+            consumer: "auth", producers: AuthService.eventProducers, settings: configuration.events.bus, logger: logger,
+            apply: { [authService] in try await authService.applyEvents($0, from: $1) })
+        {
+            runner.background.append(bus)
+        }
+
         // Draining ends the WatchRevokedSessions streams, so the drain does not wait for them.
         runner.beforeDrain = [{ feed.drain() }]
         self.runner = runner

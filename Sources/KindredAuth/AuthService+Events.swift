@@ -9,7 +9,17 @@ extension AuthService {
     func deliverEvents(_ request: Kindred.Common.V1.DeliverEventsRequest, _ context: ServerContext) async throws
         -> Kindred.Common.V1.DeliverEventsResponse
     {
-        try await self.inbox.deliver(request, from: ["profile"], access: self.access, context) { event, transaction in
+        try await EventInbox.deliver(request, from: Self.eventProducers, access: self.access, context) {
+            try await self.applyEvents($0, from: $1)
+        }
+    }
+
+    /// The producers whose events auth applies.
+    static let eventProducers: Set<String> = ["profile"]
+
+    /// Applies `producer`'s events (from `DeliverEvents` or the JetStream bus); returns the ids to acknowledge.
+    func applyEvents(_ events: [Kindred.Common.V1.Event], from producer: String) async throws -> [String] {
+        try await self.inbox.process(events, from: producer) { event, transaction in
             guard case .communityUpdated(let update)? = event.payload, let community = update.community,
                 !community.communityId.isEmpty
             else { return }

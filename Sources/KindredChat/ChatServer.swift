@@ -61,6 +61,13 @@ public final class ChatServer: ServiceServer {
         if let events = self.eventRelay {
             runner.background.append(BackgroundTask("events-relay") { await events.run() })
         }
+        if let bus = JetStreamEventConsumer.backgroundTask(
+            consumer: "chat", producers: ChatService.eventProducers, settings: configuration.events.bus, logger: logger,
+            apply: { [service] in try await service.applyEvents($0, from: $1) })
+        {
+            runner.background.append(bus)
+        }
+
         // Subscribe streams never end by themselves: end them first so the drain does not wait for them.
         runner.beforeDrain = [{ hub.drain() }]
         self.runner = runner

@@ -14,6 +14,8 @@ public struct DiscoveryConfiguration: Sendable {
     /// `KINDRED_DISCOVERY_AUTH_ADDRESS`, `_SERVICE_SECRET`, `_REVOCATION_STALE_MS`: how discovery reaches auth
     /// (`AuthClientSettings`).
     public var auth = AuthClientSettings()
+    /// `KINDRED_EVENTS_NATS_URL`: events come from NATS JetStream instead of `DeliverEvents` (``EventBusSettings``).
+    public var eventBus = EventBusSettings()
     /// `KINDRED_DISCOVERY_PROFILE_ADDRESS` (host:port, or replicas: a comma-separated list), default `127.0.0.1:50052`: profile's
     /// ListProfileIndexEntries for `RebuildIndex` with `backfill_from_profile`.
     public var profileAddress = ServiceAddress(host: "127.0.0.1", port: 50052)
@@ -55,6 +57,7 @@ public struct DiscoveryConfiguration: Sendable {
         self.endpoint = try DiscoveryServerDefinition.endpoint(reader)
         self.database = try DiscoveryServerDefinition.database(reader) ?? self.database
         self.auth = try AuthClientSettings(server: "discovery", environment: reader)
+        self.eventBus = try EventBusSettings(environment: reader)
         self.profileAddress = try reader.serviceAddress("KINDRED_DISCOVERY_PROFILE_ADDRESS", default: self.profileAddress)
         self.locationOffset = try PublishedLocation(reader).offset
         self.deckPool = try reader.int("KINDRED_DISCOVERY_DECK_POOL", default: self.deckPool, in: 50...5000)

@@ -17,7 +17,16 @@ extension DiscoveryService {
     func deliverEvents(_ request: CommonApi.DeliverEventsRequest, _ context: ServerContext) async throws
         -> CommonApi.DeliverEventsResponse
     {
-        let producer = try await self.access.requireService(["auth", "profile", "match"], context)
+        try await EventInbox.deliver(request, from: Self.eventProducers, access: self.access, context) {
+            try await self.applyEvents($0, from: $1)
+        }
+    }
+
+    /// The producers whose events discovery applies.
+    static let eventProducers: Set<String> = ["auth", "profile", "match"]
+
+    /// Applies `producer`'s events (from `DeliverEvents` or the JetStream bus); returns the ids to acknowledge.
+    func applyEvents(_ events: [CommonApi.Event], from producer: String) async throws -> [String] {
         // The whole batch in one transaction (each event in a savepoint; a partition stops at its first failure,
         // the rest of it comes again), then its memory changes in order, all under the gate so memory follows the
         // commit order. Events later in the batch see the earlier ones' changes through `PendingChanges`.
@@ -25,7 +34,7 @@ extension DiscoveryService {
         do {
             acknowledged = try await self.gate.run {
                 let (ids, pending) = try await self.inbox.processInOneTransaction(
-                    request.events, from: producer, state: PendingChanges()
+                    events, from: producer, state: PendingChanges()
                 ) { event, transaction, pending in
                     pending.record(try await self.effect(of: event, in: transaction, pending: pending))
                 }
@@ -40,9 +49,7 @@ extension DiscoveryService {
             acknowledged = []
         }
         self.eventCounter.increment(by: acknowledged.count)
-        var response = CommonApi.DeliverEventsResponse()
-        response.acknowledgedEventIds = acknowledged
-        return response
+        return acknowledged
     }
 
     /// One event's effect on discovery's tables, in the inbox's transaction; returns what memory must do after

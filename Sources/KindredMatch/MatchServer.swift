@@ -61,6 +61,14 @@ public final class MatchServer: ServiceServer {
         PostgresPoolMetrics.attach(pool: "match", database: self.database, to: metrics)
         runner.background = self.auth.backgroundTasks
         runner.background.append(self.service.inbox.purgeTask())
+        let matchService = self.service
+        if let bus = JetStreamEventConsumer.backgroundTask(
+            consumer: "match", producers: MatchService.eventProducers, settings: configuration.events.bus, logger: logger,
+            apply: { [matchService] in try await matchService.applyEvents($0, from: $1) })
+        {
+            runner.background.append(bus)
+        }
+
         if let events = self.eventRelay {
             runner.background.append(BackgroundTask("events-relay") { await events.run() })
         }

@@ -62,8 +62,18 @@ extension MatchService {
     func deliverEvents(_ request: CommonApi.DeliverEventsRequest, _ context: ServerContext) async throws
         -> CommonApi.DeliverEventsResponse
     {
-        try await self.inbox.deliver(request, from: ["auth", "profile"], access: self.access, context) {
-            event, transaction in try await self.apply(event, in: transaction)
+        try await EventInbox.deliver(request, from: Self.eventProducers, access: self.access, context) {
+            try await self.applyEvents($0, from: $1)
+        }
+    }
+
+    /// The producers whose events match applies.
+    static let eventProducers: Set<String> = ["auth", "profile"]
+
+    /// Applies `producer`'s events (from `DeliverEvents` or the JetStream bus); returns the ids to acknowledge.
+    func applyEvents(_ events: [CommonApi.Event], from producer: String) async throws -> [String] {
+        try await self.inbox.process(events, from: producer) { event, transaction in
+            try await self.apply(event, in: transaction)
         }
     }
 

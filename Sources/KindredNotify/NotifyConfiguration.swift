@@ -17,6 +17,8 @@ public struct NotifyConfiguration: Sendable {
     /// registered under them). The secret is required in practice: without it every call with a user token
     /// answers UNAVAILABLE.
     public var auth = AuthClientSettings()
+    /// `KINDRED_EVENTS_NATS_URL`: events come from NATS JetStream instead of `DeliverEvents` (``EventBusSettings``).
+    public var eventBus = EventBusSettings()
     /// `KINDRED_NOTIFY_MAX_DEVICES_PER_USER` (int, 1..100), default 20: devices one account may have; registering
     /// one more removes the least recently registered.
     public var maxDevicesPerUser = 20
@@ -75,6 +77,7 @@ public struct NotifyConfiguration: Sendable {
         self.endpoint = try NotifyServerDefinition.endpoint(reader)
         self.database = try NotifyServerDefinition.database(reader) ?? self.database
         self.auth = try AuthClientSettings(server: "notify", environment: reader)
+        self.eventBus = try EventBusSettings(environment: reader)
         self.maxDevicesPerUser = try reader.int(
             "KINDRED_NOTIFY_MAX_DEVICES_PER_USER", default: self.maxDevicesPerUser, in: 1...100)
         self.sessionSweepInterval = try reader.milliseconds(

@@ -81,6 +81,12 @@ public final class NotifyServer: ServiceServer {
                 }
             },
         ] + (sender.map { sender in [BackgroundTask("sender") { await sender.run() }] } ?? [])
+        if let bus = JetStreamEventConsumer.backgroundTask(
+            consumer: "notify", producers: NotifyService.eventProducers, settings: configuration.eventBus, logger: logger,
+            apply: { [service] in try await service.applyEvents($0, from: $1) })
+        {
+            runner.background.append(bus)
+        }
         self.runner = runner
     }
 

@@ -17,8 +17,18 @@ extension NotifyService {
     func deliverEvents(_ request: Kindred.Common.V1.DeliverEventsRequest, _ context: ServerContext) async throws
         -> Kindred.Common.V1.DeliverEventsResponse
     {
-        try await self.inbox.deliver(request, from: ["auth", "match", "chat"], access: self.access, context) {
-            event, transaction in try await self.apply(event, in: transaction)
+        try await EventInbox.deliver(request, from: Self.eventProducers, access: self.access, context) {
+            try await self.applyEvents($0, from: $1)
+        }
+    }
+
+    /// The producers whose events notify applies.
+    static let eventProducers: Set<String> = ["auth", "match", "chat"]
+
+    /// Applies `producer`'s events (from `DeliverEvents` or the JetStream bus); returns the ids to acknowledge.
+    func applyEvents(_ events: [Kindred.Common.V1.Event], from producer: String) async throws -> [String] {
+        try await self.inbox.process(events, from: producer) { event, transaction in
+            try await self.apply(event, in: transaction)
         }
     }
 

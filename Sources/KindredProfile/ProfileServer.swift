@@ -89,6 +89,13 @@ public final class ProfileServer: ServiceServer {
                 }
             })
         runner.background.append(self.profiles.inbox.purgeTask())
+        if let bus = JetStreamEventConsumer.backgroundTask(
+            consumer: "profile", producers: ProfileService.eventProducers, settings: configuration.events.bus, logger: logger,
+            apply: { [profiles] in try await profiles.applyEvents($0, from: $1) })
+        {
+            runner.background.append(bus)
+        }
+
         self.runner = runner
     }
 

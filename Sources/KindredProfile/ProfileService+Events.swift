@@ -16,9 +16,18 @@ extension ProfileService {
     func deliverEvents(_ request: Kindred.Common.V1.DeliverEventsRequest, _ context: ServerContext) async throws
         -> Kindred.Common.V1.DeliverEventsResponse
     {
+        try await EventInbox.deliver(request, from: Self.eventProducers, access: self.access, context) {
+            try await self.applyEvents($0, from: $1)
+        }
+    }
+
+    /// The producers whose events profile applies.
+    static let eventProducers: Set<String> = ["auth", "match"]
+
+    /// Applies `producer`'s events (from `DeliverEvents` or the JetStream bus); returns the ids to acknowledge.
+    func applyEvents(_ events: [Kindred.Common.V1.Event], from producer: String) async throws -> [String] {
         let erased = ErasedKeys()
-        let response = try await self.inbox.deliver(request, from: ["auth", "match"], access: self.access, context) {
-            event, transaction in
+        let acknowledged = try await self.inbox.process(events, from: producer) { event, transaction in
             let producer = event.producer
             switch event.payload {
             case .accountDeactivated? where producer == "auth":
@@ -57,7 +66,7 @@ extension ProfileService {
                 self.logger.error("photo bytes of an erased account not deleted", metadata: ["error.type": "\(type(of: error))"])
             }
         }
-        return response
+        return acknowledged
     }
 
     private func setDeactivated(_ userID: String, _ deactivated: Bool, in transaction: PostgresTransaction) async throws {

@@ -375,9 +375,18 @@ def kill_postgres(cluster):
 
 
 # --- the check afterwards --------------------------------------------------------------------------------------
-def check_nothing_lost(cluster, driver: Driver, community: str, plan: SwipePlan) -> dict:
-    """Every acknowledged swipe, match and message stored exactly once, every event delivered, decks settled and
-    every resumed stream complete; returns the figures (AssertionError on the first rule broken)."""
+def outbox_cursors_caught_up(cluster) -> bool:
+    """The push relay delivered everything: no outbox cursor of auth, profile or match is behind."""
+    pending = sum(int(cluster.psql(f"SELECT count(*) FROM {schema}.events_cursors "
+                                   "WHERE acknowledged_sequence < appended_sequence"))
+                  for schema in ("auth", "profile", "match"))
+    return pending == 0
+
+
+def check_nothing_lost(cluster, driver: Driver, community: str, plan: SwipePlan, events_delivered=None) -> dict:
+    """Every acknowledged swipe, match and message stored exactly once, every event delivered (`events_delivered`,
+    by default the outbox cursors), decks settled and every resumed stream complete; returns the figures
+    (AssertionError on the first rule broken)."""
     members = driver.members
     stored_swipes = cluster.psql(f"SELECT swiper, target, action, outcome, coalesce(match_id::text, '') "
                                  f"FROM match.swipes WHERE community_id = '{community}'").splitlines()
@@ -413,12 +422,8 @@ def check_nothing_lost(cluster, driver: Driver, community: str, plan: SwipePlan)
         assert sequences == list(range(1, len(sequences) + 1)), f"thread {thread_id}: sequence gaps"
 
     # Every event reached its consumers: outbox cursors caught up; discovery holds every swipe, chat every match.
-    def caught_up():
-        pending = sum(int(cluster.psql(f"SELECT count(*) FROM {schema}.events_cursors "
-                                       "WHERE acknowledged_sequence < appended_sequence"))
-                      for schema in ("auth", "profile", "match"))
-        return pending == 0
-    wait_for("every outbox cursor caught up", caught_up, timeout=90, interval=0.5)
+    wait_for("every event delivered", events_delivered or (lambda: outbox_cursors_caught_up(cluster)),
+             timeout=90, interval=0.5)
     discovery_swipes = cluster.psql(f"SELECT count(*), count(DISTINCT swipe_id) FROM discovery.swipes "
                                     f"WHERE community_id = '{community}'")
     assert discovery_swipes == f"{len(driver.swipes)}|{len(driver.swipes)}", discovery_swipes

@@ -84,7 +84,8 @@ def free_port_base() -> tuple:
         smtp = base + ADMIN_PORT_OFFSET + 50
         media = base + 2 * ADMIN_PORT_OFFSET  # the gateway's media port (run-cluster.sh: port base + 200)
         push_peers = [base + 3 * ADMIN_PORT_OFFSET + i for i in range(3)]  # APNs, FCM, Web Push: base + 300..302
-        if all(port_is_free(p) for p in ports + [smtp, media] + push_peers):
+        nats = [base + 3 * ADMIN_PORT_OFFSET + 10 + i for i in range(6)]  # --nats: base + 310..315
+        if all(port_is_free(p) for p in ports + [smtp, media] + push_peers + nats):
             return base, smtp
     raise RuntimeError("no free port range found")
 

@@ -8,6 +8,9 @@ public struct EventRelaySettings: Sendable, Equatable {
     /// `KINDRED_<SERVER>_EVENT_POLL_MS` (int, 10..60000), default 1000: how often the relay looks for due
     /// partitions besides the notices of new events.
     public var pollInterval: Duration = .seconds(1)
+    /// `KINDRED_EVENTS_NATS_URL`: publish on NATS JetStream instead of calling the consumers (``EventBusSettings``).
+    /// The consumers named above are then the ones the producer's writes wait for.
+    public var bus = EventBusSettings()
 
     public init() {}
 
@@ -18,5 +21,6 @@ public struct EventRelaySettings: Sendable, Equatable {
         }
         self.pollInterval = try environment.milliseconds(
             prefix + "EVENT_POLL_MS", default: self.pollInterval, in: 10...60_000)
+        self.bus = try EventBusSettings(environment: environment)
     }
 }

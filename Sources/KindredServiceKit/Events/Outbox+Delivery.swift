@@ -14,6 +14,10 @@ extension Outbox {
     /// process's relay records an answer for the partition (``DeliveryNotices``), and every `interval` for answers
     /// recorded by another replica's relay. A partition with no events (or none left after a purge), or a
     /// consumer without a cursor for it (registered after those events), has nothing to wait for.
+    ///
+    /// On the JetStream bus (this process's relay publishes: ``JetStreamEventBus/registered(producer:)``) the wait
+    /// is in two steps within the same `timeout`: until the relay has published those events (its cursors), then
+    /// until each consumer's durable consumer for the partition has acknowledged everything published so far.
     public func awaitDelivery(
         partition: String,
         consumers: [String],
@@ -22,6 +26,30 @@ extension Outbox {
         interval: Duration = .milliseconds(25)
     ) async throws -> Bool {
         guard !consumers.isEmpty else { return true }
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: timeout)
+        if let bus = JetStreamEventBus.registered(producer: self.producer) {
+            guard
+                try await self.awaitCursors(
+                    partition: partition, consumers: [JetStreamEventBus.relayConsumer], on: database, timeout: timeout,
+                    interval: interval)
+            else { return false }
+            return try await bus.consumersCaughtUp(
+                producer: self.producer, partitionKey: partition, consumers: consumers,
+                timeout: max(.zero, clock.now.duration(to: deadline)), interval: interval)
+        }
+        return try await self.awaitCursors(
+            partition: partition, consumers: consumers, on: database, timeout: timeout, interval: interval)
+    }
+
+    /// The wait on the producer's cursors (`events_cursors`) of `consumers`.
+    private func awaitCursors(
+        partition: String,
+        consumers: [String],
+        on database: PostgresClient,
+        timeout: Duration,
+        interval: Duration
+    ) async throws -> Bool {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
         let notices = DeliveryNotices.of(producer: self.producer)

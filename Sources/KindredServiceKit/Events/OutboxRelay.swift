@@ -28,15 +28,47 @@ public final class OutboxRelay: Sendable {
     public let metrics: EventRelayMetrics
     private let database: PostgresClient
     private let store: OutboxRelayStore
-    private let tokens: ServiceTokenSource
+    private let tokens: ServiceTokenSource?
     private let clients: [String: GRPCClient]
+    /// The JetStream bus it publishes on instead of calling consumers; nil for the PostgreSQL push relay.
+    public let bus: JetStreamEventBus?
     private let logger: Logger
 
-    public init(
+    public convenience init(
         configuration: OutboxRelayConfiguration,
         database: PostgresClient,
         tokens: ServiceTokenSource,
         metricsFactory: any MetricsFactory = NOOPMetricsHandler.instance,
+        logger: Logger
+    ) {
+        self.init(
+            configuration: configuration, bus: nil, tokens: tokens, database: database, metricsFactory: metricsFactory,
+            logger: logger)
+    }
+
+    /// A relay that publishes `configuration.producer`'s outbox on `bus` (its consumers are replaced by the bus's
+    /// pseudo-consumer ``JetStreamEventBus/relayConsumer``) and serves that producer's waits for consumers.
+    public convenience init(
+        configuration: OutboxRelayConfiguration,
+        bus: JetStreamEventBus,
+        database: PostgresClient,
+        metricsFactory: any MetricsFactory = NOOPMetricsHandler.instance,
+        logger: Logger
+    ) {
+        var configuration = configuration
+        configuration.consumers = [EventConsumer(name: JetStreamEventBus.relayConsumer, host: "nats", port: 4222)]
+        self.init(
+            configuration: configuration, bus: bus, tokens: nil, database: database, metricsFactory: metricsFactory,
+            logger: logger)
+        JetStreamEventBus.register(bus, producer: configuration.producer)
+    }
+
+    private init(
+        configuration: OutboxRelayConfiguration,
+        bus: JetStreamEventBus?,
+        tokens: ServiceTokenSource?,
+        database: PostgresClient,
+        metricsFactory: any MetricsFactory,
         logger: Logger
     ) {
         precondition(configuration.lease > configuration.callTimeout, "the lease must outlast a call")
@@ -45,6 +77,7 @@ public final class OutboxRelay: Sendable {
         self.configuration = configuration
         self.database = database
         self.tokens = tokens
+        self.bus = bus
         self.logger = logger
         self.metrics = EventRelayMetrics(
             producer: configuration.producer,
@@ -54,7 +87,7 @@ public final class OutboxRelay: Sendable {
         let owner = "\(ProcessInfo.processInfo.hostName)/\(getpid())/\(UInt32.random(in: 0...UInt32.max))"
         self.store = OutboxRelayStore(database: database, owner: owner)
         var clients: [String: GRPCClient] = [:]
-        for consumer in configuration.consumers {
+        for consumer in configuration.consumers where bus == nil {
             var client = GRPCClientConfiguration(address: consumer.address)
             client.metricsFactory = metricsFactory
             client.connectionCount = 1
@@ -68,6 +101,7 @@ public final class OutboxRelay: Sendable {
     /// Delivers until the task is cancelled, then ends its leases and closes its connections.
     public func run() async {
         guard !self.configuration.consumers.isEmpty else { return }
+        if let bus = self.bus { await self.prepare(bus) }
         await self.registerConsumersUntilDone()
         let loops = self.configuration.consumers.flatMap { consumer in
             Array(repeating: consumer, count: self.configuration.loopsPerConsumer)
@@ -98,6 +132,23 @@ public final class OutboxRelay: Sendable {
             }
         }.value
         for client in self.clients.values { await client.close() }
+        await self.bus?.close()
+    }
+
+    /// Connects to the bus and creates the producer's stream, retrying until done.
+    private func prepare(_ bus: JetStreamEventBus) async {
+        await bus.connected()
+        var delay: Duration = .milliseconds(100)
+        while !Task.isCancelled {
+            do {
+                try await bus.ensureStream(producer: self.configuration.producer)
+                return
+            } catch {
+                self.logger.warning("events relay cannot create its stream yet", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(5))
+            }
+        }
     }
 
     /// Delivers one batch to `consumer`: claims partitions, sends their next events, records the answer.
@@ -200,7 +251,10 @@ public final class OutboxRelay: Sendable {
     /// partitions they leave empty; ``run()`` calls it every 10 minutes. Returns how many events went.
     @discardableResult
     public func purgeDelivered() async throws -> Int {
-        try await self.store.purgeDelivered(retention: self.configuration.retention)
+        // On the bus only publication counts: the consumers registered for the push relay are not delivered to.
+        try await self.store.purgeDelivered(
+            retention: self.configuration.retention,
+            consumers: self.bus == nil ? nil : [JetStreamEventBus.relayConsumer])
     }
 
     /// Recomputes the pending gauges of every consumer.
@@ -215,7 +269,11 @@ public final class OutboxRelay: Sendable {
     /// consumer is registered are not delivered to it: a producer's migration registers the consumers its
     /// contract names, so nothing written before the first relay ran is missed.
     public func registerConsumers() async throws {
-        try await self.store.register(consumers: self.configuration.consumers.map(\.name))
+        if self.bus != nil {
+            try await self.store.registerPublisher(JetStreamEventBus.relayConsumer)
+        } else {
+            try await self.store.register(consumers: self.configuration.consumers.map(\.name))
+        }
     }
 
     // MARK: Loops
@@ -290,17 +348,19 @@ public final class OutboxRelay: Sendable {
 
     // MARK: The call
 
-    /// Calls the consumer's DeliverEvents; returns the acknowledged ids.
+    /// Calls the consumer's DeliverEvents, or publishes on the bus; returns the acknowledged ids.
     private func send(_ batch: [OutboxEvent], to consumer: EventConsumer) async throws -> Set<String> {
-        guard let client = self.clients[consumer.name] else { return [] }
-        var request = DeliverEventsMethod.Request()
         // The column is the truth: batch appends (`Outbox.appendQuery`) store payloads before sequences exist.
-        request.events = try batch.map {
+        let events = try batch.map {
             var event = try Kindred.Common.V1.Event(serializedBytes: $0.payload)
             event.sequence = $0.sequence
             return event
         }
-        let metadata = try await self.tokens.metadata()
+        if let bus = self.bus { return await Self.publish(events, on: bus) }
+        guard let client = self.clients[consumer.name], let tokens = self.tokens else { return [] }
+        var request = DeliverEventsMethod.Request()
+        request.events = events
+        let metadata = try await tokens.metadata()
         do {
             let response = try await client.unary(
                 DeliverEventsMethod.method(for: consumer),
@@ -311,8 +371,36 @@ public final class OutboxRelay: Sendable {
             )
             return Set(response.acknowledgedEventIds)
         } catch let status as RPCError where status.code == .unauthenticated {
-            self.tokens.invalidate()  // the next attempt fetches a fresh token
+            tokens.invalidate()  // the next attempt fetches a fresh token
             throw status
+        }
+    }
+
+    /// Publishes each partition's events in order, one at a time (the next only after the stream acknowledged the
+    /// previous one, so the stream holds them in order), the partitions side by side. A partition stops at its first
+    /// failure; the ids the stream acknowledged are returned, and the plan sends the rest again.
+    private static func publish(_ events: [Kindred.Common.V1.Event], on bus: JetStreamEventBus) async -> Set<String> {
+        var partitions: [String: [Kindred.Common.V1.Event]] = [:]
+        var order: [String] = []
+        for event in events {
+            if partitions[event.partitionKey] == nil { order.append(event.partitionKey) }
+            partitions[event.partitionKey, default: []].append(event)
+        }
+        return await withTaskGroup(of: [String].self) { group in
+            for key in order {
+                let run = partitions[key]!
+                group.addTask {
+                    var published: [String] = []
+                    for event in run {
+                        guard (try? await bus.publish(event)) != nil else { break }
+                        published.append(event.eventId)
+                    }
+                    return published
+                }
+            }
+            var acknowledged = Set<String>()
+            for await ids in group { acknowledged.formUnion(ids) }
+            return acknowledged
         }
     }
 

@@ -13,6 +13,23 @@ struct OutboxRelayStore: Sendable {
         )
     }
 
+    /// Adds the bus's pseudo-consumer `name` (``JetStreamEventBus/relayConsumer``); the first time, with a cursor at
+    /// the start of every partition the outbox has, so everything it still holds is published (the consumers'
+    /// inboxes drop what they already applied through the push relay).
+    func registerPublisher(_ name: String) async throws {
+        try await self.database.execute(
+            """
+            WITH added AS (
+                INSERT INTO events_consumers (consumer) VALUES (\(name)) ON CONFLICT DO NOTHING RETURNING consumer
+            )
+            INSERT INTO events_cursors (consumer, partition_key, appended_sequence, pending_since)
+            SELECT added.consumer, p.partition_key, p.last_sequence, now() FROM added, events_partitions p
+            ORDER BY p.partition_key
+            ON CONFLICT DO NOTHING
+            """
+        )
+    }
+
     /// Leases up to `limit` due partitions of `consumer` that no other relay holds, oldest pending first.
     ///
     /// `FOR UPDATE SKIP LOCKED` lets replicas claim side by side without waiting on each other; a row another
@@ -134,7 +151,8 @@ struct OutboxRelayStore: Sendable {
         return (Int(count), oldest)
     }
 
-    /// Deletes up to 1000 events older than `retention` that every consumer has acknowledged, then the
+    /// Deletes up to 1000 events older than `retention` that every consumer (or each of `consumers`, when given:
+    /// on the bus, the publisher) has acknowledged, then the
     /// cursors and counters of partitions left without events (all caught up, none leased): a deleted
     /// user's id leaves the producer's tables with its last event. Returns how many events went.
     ///
@@ -142,7 +160,9 @@ struct OutboxRelayStore: Sendable {
     /// A partition that gets a new event meanwhile is safe: its cursor no longer qualifies (the append
     /// moved `appended_sequence`), and a counter deleted under a concurrent append only makes the next
     /// append start again from the global counter, above every sequence the partition had.
-    func purgeDelivered(retention: Duration) async throws -> Int {
+    func purgeDelivered(retention: Duration, consumers: [String]? = nil) async throws -> Int {
+        let all = consumers == nil
+        let only = consumers ?? []
         let partitions = try await self.database.query(
             """
             WITH gone AS (
@@ -152,6 +172,7 @@ struct OutboxRelayStore: Sendable {
                       AND NOT EXISTS (
                           SELECT 1 FROM events_cursors c
                           WHERE c.partition_key = o.partition_key AND c.acknowledged_sequence < o.sequence
+                            AND (\(all) OR c.consumer = ANY(\(only)::text[]))
                       )
                     ORDER BY o.id LIMIT 1000
                 )

@@ -1,0 +1,147 @@
+"""Events on NATS JetStream (services/run-cluster.sh --nats): a cluster whose events travel on a three-node
+JetStream cluster instead of the PostgreSQL push relay. The product's flows work the same (members known to match
+and discovery, swipes that match open chat threads, messages, notify and discovery following), nothing acknowledged
+is lost or stored twice while a NATS node and then a consumer (chat, then discovery) are killed with SIGKILL under
+load, every consumer's inbox holds every event its producers published, and a consumer added later (a new durable,
+read here by nats-py, an independent client) replays each producer's stream from its start."""
+import asyncio
+import os
+import signal
+import socket
+import time
+
+import nats
+import pytest
+
+from acknowledged_writes import (BOOTSTRAP_SECRET, Driver, SwipePlan, check_nothing_lost, kill_server,
+                                 members_with_profiles, wait_for)
+from cluster_harness import Cluster, assert_clean_stop
+
+MEMBERS = 8
+# Who follows whom (each consumer service's eventProducers).
+FOLLOWS = {"auth": ["profile"], "profile": ["auth", "match"], "match": ["auth", "profile"],
+           "chat": ["auth", "profile", "match"], "notify": ["auth", "match", "chat"],
+           "discovery": ["auth", "profile", "match"]}
+PRODUCERS = ["auth", "profile", "match", "chat"]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    running = Cluster(args=("--nats",), KINDRED_ON_SERVER_EXIT="restart", KINDRED_AUTH_BOOTSTRAP_SECRET=BOOTSTRAP_SECRET,
+                      KINDRED_CHAT_HEARTBEAT_MS="1000", KINDRED_MATCH_SWIPE_RATE="100000",
+                      KINDRED_MATCH_SWIPE_BURST="100000")
+    yield running
+    assert_clean_stop(running, running.pids())
+
+
+def nats_urls(cluster):
+    return [f"nats://127.0.0.1:{cluster.base + 310 + node}" for node in range(3)]
+
+
+def on_jetstream(cluster, work):
+    """Runs `work(js)` with a nats-py JetStream context on the cluster's NATS servers."""
+    async def run():
+        connection = await nats.connect(servers=nats_urls(cluster), connect_timeout=5, max_reconnect_attempts=5)
+        try:
+            return await work(connection.jetstream())
+        finally:
+            await connection.close()
+    return asyncio.run(run())
+
+
+def published_ids(cluster, producer):
+    return set(cluster.psql(f"SELECT event_id FROM {producer}.events_outbox").split())
+
+
+def everything_delivered(cluster):
+    """The relays published everything (their JetStream cursors) and every consumer's inbox holds every event of
+    the producers it follows that is still in their outboxes."""
+    pending = sum(int(cluster.psql(f"SELECT count(*) FROM {producer}.events_cursors WHERE consumer = 'jetstream' "
+                                   "AND acknowledged_sequence < appended_sequence")) for producer in PRODUCERS)
+    if pending:
+        return False
+    outboxes = {producer: published_ids(cluster, producer) for producer in PRODUCERS}
+    for consumer, producers in FOLLOWS.items():
+        for producer in producers:
+            applied = set(cluster.psql(f"SELECT event_id FROM {consumer}.events_inbox "
+                                       f"WHERE producer = '{producer}'").split())
+            if not outboxes[producer] <= applied:
+                return False
+    return True
+
+
+def test_runs_on_jetstream(cluster):
+    assert "Started NATS JetStream (three nodes)" in cluster.output()
+    assert all(f"nats-{node}" in cluster.pids() for node in range(3))
+
+    async def streams(js):
+        return {name: (await js.stream_info(f"KINDRED_{name.upper()}")).config.num_replicas
+                for name in PRODUCERS}
+    wait_for("every producer's stream", lambda: on_jetstream(cluster, streams) == {p: 3 for p in PRODUCERS},
+             timeout=60)
+
+
+def test_nothing_acknowledged_is_lost_when_a_nats_node_and_consumers_are_killed(cluster):
+    started = time.monotonic()
+    community, members = members_with_profiles(cluster, MEMBERS)
+    plan = SwipePlan(MEMBERS, others=4)
+    driver = Driver(cluster.gateway, members)
+    swiper = driver.start_load(plan, swipe_pause=0.3)
+
+    def progress(amount, what, timeout=90):
+        base = driver.acknowledged()
+        wait_for(f"{amount} more acknowledged calls ({what})", lambda: driver.acknowledged() >= base + amount
+                 or driver.failures, timeout=timeout, interval=0.05)
+        assert not driver.failures, driver.failures
+
+    progress(20, "before the faults")
+    node = f"nats-{time.monotonic_ns() % 3}"
+    old = cluster.pids()[node]
+    os.kill(old, signal.SIGKILL)
+    wait_for(f"{node} restarted", lambda: cluster.pids()[node] != old, timeout=30)
+    progress(20, f"after {node} was killed")
+    for name in ("chat", "discovery"):
+        kill_server(cluster, name)
+        progress(20, f"after {name} restarted")
+    swiper.join(120)
+    assert not swiper.is_alive(), "the swipe plan did not finish"
+    progress(10, "after the last swipe")
+    driver.stop_load()
+    found = check_nothing_lost(cluster, driver, community, plan, events_delivered=lambda: everything_delivered(cluster))
+    print(f"\non NATS: killed {node}, chat, discovery; swipes {found['swipes found']}, matches {found['matches found']}, "
+          f"messages {found['messages found']}, duplicates 0; retried {found['retried']}; "
+          f"{time.monotonic() - started:.0f} s")
+
+
+def test_a_consumer_added_later_replays_each_stream_from_its_start(cluster):
+    wait_for("every event delivered", lambda: everything_delivered(cluster), timeout=90, interval=0.5)
+
+    async def replay(js, producer):
+        stream = f"KINDRED_{producer.upper()}"
+        durable = f"late-{os.getpid()}-{producer}"
+        subscription = await js.pull_subscribe(f"kindred.{producer}.>", durable=durable, stream=stream)
+        ids, sequences = set(), []
+        while True:
+            try:
+                batch = await subscription.fetch(200, timeout=2)
+            except nats.errors.TimeoutError:
+                break
+            for message in batch:
+                ids.add(message.headers["Nats-Msg-Id"])
+                sequences.append(message.metadata.sequence.stream)
+                await message.ack()
+        await js.delete_consumer(stream, durable)
+        return ids, sequences
+
+    for producer in PRODUCERS:
+        ids, sequences = on_jetstream(cluster, lambda js, producer=producer: replay(js, producer))
+        assert sequences and sequences[0] == 1 and sequences == sorted(sequences), producer
+        assert ids == published_ids(cluster, producer), f"{producer}: the stream and the outbox differ"
+        assert len(ids) == len(sequences), f"{producer}: an event stored twice in the stream"
+
+
+def test_a_killed_nats_node_comes_back_and_the_cluster_stops_cleanly(cluster):
+    # The fixture's teardown checks the clean stop; here: every node answers again.
+    for node in range(3):
+        wait_for(f"nats-{node} listening", lambda node=node: socket.create_connection(
+            ("127.0.0.1", cluster.base + 310 + node), timeout=2).close() or True, timeout=30)
