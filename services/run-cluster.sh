@@ -692,7 +692,6 @@ restart_nats() { # restart_nats NAME OLD_PID
     sed -i "s/^$name $old\$/$name $NATS_PID/" "$PIDS"
     say "run-cluster: restarted $name (pid $NATS_PID)" >&2
 }
-[ -z "$NATS" ] || start_nats
 
 for name in "${RUNNING_ORDER[@]}"; do
     server_env "$name"
@@ -747,6 +746,7 @@ for entry in "${PEER_PIDS[@]}"; do
         webpush-peer) say "Started the Web Push peer (pid $pid): https://localhost:$(peer_port webpush)/subscribe" ;;
     esac
 done
+[ -z "$NATS" ] || start_nats
 
 for name in $(for service in "${RUNNING_ORDER[@]}"; do instances_of "$service"; done); do
     server_env "$name"

@@ -8,7 +8,7 @@
 ///   events of one member reach the consumer in the order they were committed, whichever replica pulls them.
 public enum EventBusLayout {
     /// Partitions per producer. Changing it renames every subject: a bus is started with one count for good.
-    public static let partitions = 16
+    public static let partitions = 8
 
     public static func stream(producer: String) -> String { "KINDRED_" + producer.uppercased() }
 
