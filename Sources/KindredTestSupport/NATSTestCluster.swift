@@ -15,16 +15,28 @@ public final class NATSTestCluster: @unchecked Sendable {
 
     /// Starts `nodes` servers (1 or 3) and returns once each accepts connections and, for a cluster, JetStream
     /// has a meta leader (a stream can be created).
+    /// A port found free may be taken by another process before the server binds it: a node that exits before it
+    /// listens is tried again on new ports (three times).
     public static func start(nodes: Int = 1) async throws -> NATSTestCluster {
         precondition(nodes == 1 || nodes == 3)
-        let ports = try (0..<nodes).map { _ in try freePort() }
-        let clusterPorts = try (0..<nodes).map { _ in try freePort() }
-        let folder = NSTemporaryDirectory() + "kindred-nats-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let cluster = NATSTestCluster(ports: ports, clusterPorts: clusterPorts, folder: folder)
-        for node in 0..<nodes { try cluster.startNode(node) }
-        for node in 0..<nodes { try await cluster.waitUntilListening(node) }
-        return cluster
+        var attempt = 0
+        while true {
+            attempt += 1
+            let ports = try (0..<nodes).map { _ in try freePort() }
+            let clusterPorts = try (0..<nodes).map { _ in try freePort() }
+            let folder = NSTemporaryDirectory() + "kindred-nats-" + UUID().uuidString
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            let cluster = NATSTestCluster(ports: ports, clusterPorts: clusterPorts, folder: folder)
+            do {
+                for node in 0..<nodes { try cluster.startNode(node) }
+                for node in 0..<nodes { try await cluster.waitUntilListening(node) }
+                return cluster
+            } catch {
+                let log = (try? String(contentsOfFile: "\(folder)/n0.log", encoding: .utf8)) ?? ""
+                cluster.stop()
+                if attempt >= 3 { throw PeerFailure("\(error); n0's log: \(log.suffix(500))") }
+            }
+        }
     }
 
     private init(ports: [Int], clusterPorts: [Int], folder: String) {
@@ -73,11 +85,14 @@ public final class NATSTestCluster: @unchecked Sendable {
         try? FileManager.default.removeItem(atPath: self.folder)
     }
 
-    /// Waits until node `node` accepts TCP connections (at most 20 s).
+    /// Waits until node `node` accepts TCP connections (at most 60 s: a loaded machine); throws at once if it exited.
     public func waitUntilListening(_ node: Int) async throws {
-        let deadline = ContinuousClock.now + .seconds(20)
+        let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
             if Self.accepts(port: self.ports[node]) { return }
+            if let process = self.lock.withLock({ self.processes[node] }), !process.isRunning {
+                throw PeerFailure("nats-server n\(node) exited with status \(process.terminationStatus)")
+            }
             try await Task.sleep(for: .milliseconds(50))
         }
         throw PeerFailure("nats-server n\(node) did not listen on \(self.ports[node])")
