@@ -3,7 +3,7 @@
 #   1. installs missing Debian/Python packages (services/install-deps.sh; as root, else it says what to run);
 #   2. builds the servers and the `kindred` CLI (release), unless KINDRED_BIN_DIR names ready binaries;
 #   3. starts a private PostgreSQL (data in $KINDRED_DATA_DIR/postgres, kept between runs; unix socket only,
-#      in a private folder), creates the database and one role per service with tables
+#      in a private folder), or several (--databases), creates the database and one role per service with tables
 #      (services/postgres/init-roles.sh, shared with compose.yaml), runs every server's migrations as its role;
 #   4. starts a development SMTP sink (services/smtp-sink): mails become files, codes appear in its log; and
 #      local APNs, FCM and Web Push peers (Tests/Peers): pushes are checked and recorded instead of leaving the machine;
@@ -21,6 +21,11 @@
 #                         default $KINDRED_DATA_DIR/wal-archive; off = no archiving)
 #   KINDRED_WAL_ARCHIVE_TIMEOUT  seconds after which a partly filled WAL segment is archived anyway (default 60)
 #   KINDRED_POSTGRES_SETTINGS  extra postgresql.conf lines (benchmarks: pg_stat_statements; default none)
+#   KINDRED_DATABASES     how many PostgreSQL servers, and which services' schemas each holds (the same as
+#                         --databases; services/postgres/servers.sh): a number, e.g. 2 (auth,profile,discovery and
+#                         match,chat,notify), or groups, e.g. "auth,profile,notify:match,chat,discovery"; default one
+#                         server. Server N > 1 keeps its data in $KINDRED_DATA_DIR/postgres-N, archives its WAL into
+#                         <archive>-N and listens on the socket folder postgres-N, port 5431+N.
 #   KINDRED_PORT_BASE     gRPC port of the gateway; server i of KINDRED_SERVERS gets base+i, admin base+100+i
 #   KINDRED_REPLICAS_<SERVICE>  replicas of a service, gateway included (default 1, at most 4; discovery runs once):
 #                         replica r of server i is named <service>.<r> (logs/<service>.<r>.log, the pids file) and
@@ -52,6 +57,10 @@
 # KINDRED_NOTIFY_WEB_PUSH_VAPID_KEY_FILE, with the settings services/notify/README.md lists) goes where the
 # environment says, and its peer is not started.
 # --no-push-peers: no peer; notify uses the providers the environment configures and skips the others.
+# --databases N|GROUPS: several PostgreSQL servers (KINDRED_DATABASES above); each service gets its server's URL.
+# --standby: also a streaming standby of the server holding profile's schema (pg_basebackup -R over its socket,
+# made afresh on every start; data in $KINDRED_CLUSTER_DIR/postgres-standby-data, port 5440); profile reads the
+# members' cards for decks and lists from it (KINDRED_PROFILE_READ_DATABASE_URL), never a member's own data.
 # --web-push-peer: the same as the default (all three peers).
 #
 # --discovery-shards=N (or KINDRED_DISCOVERY_SHARD_COUNT=N; default 1): discovery as N geographic shards
@@ -67,15 +76,22 @@ set -euo pipefail
 DEMO=""
 PUSH_PEERS=1
 NATS="${KINDRED_NATS:-}"
+DATABASES="${KINDRED_DATABASES:-}"
+STANDBY=""
+WANT_DATABASES=""
 for argument in "$@"; do
+    if [ -n "$WANT_DATABASES" ]; then DATABASES="$argument" WANT_DATABASES=""; continue; fi
     case "$argument" in
+        --databases) WANT_DATABASES=1 ;;
+        --databases=*) DATABASES="${argument#--databases=}" ;;
+        --standby) STANDBY=1 ;;
         --demo) DEMO=1 ;;
         --push-peers | --web-push-peer) PUSH_PEERS=1 ;;
         --no-push-peers) PUSH_PEERS="" ;;
         --discovery-shards=*) KINDRED_DISCOVERY_SHARD_COUNT="${argument#--discovery-shards=}" ;;
         --nats) NATS=1 ;;
         -h | --help) sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-        *) printf 'run-cluster: unknown argument %s (usage: run-cluster.sh [--demo] [--no-push-peers] [--nats])\n' "$argument" >&2; exit 2 ;;
+        *) printf 'run-cluster: unknown argument %s (usage: run-cluster.sh [--demo] [--no-push-peers] [--nats] [--databases N|GROUPS] [--standby])\n' "$argument" >&2; exit 2 ;;
     esac
 done
 
@@ -85,6 +101,8 @@ cd "$ROOT"
 source services/cluster.env
 # shellcheck source=services/postgres/wal-archive.sh
 source services/postgres/wal-archive.sh
+# shellcheck source=services/postgres/servers.sh
+source services/postgres/servers.sh
 
 absolute() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$ROOT/$1" ;; esac; }
 say() { printf '%s\n' "$*"; }
@@ -104,6 +122,8 @@ PUSH_DIR="$CLUSTER_DIR/push" # the push peers' throwaway keys
 MAIL_DIR="$CLUSTER_DIR/mail"
 PIDS="$CLUSTER_DIR/pids"
 read -r -a SERVERS <<<"$KINDRED_SERVERS"
+[ -z "$WANT_DATABASES" ] || fail "--databases needs a number of servers or a layout"
+database_layout "$DATABASES" "$KINDRED_SERVERS_WITH_TABLES" || exit 2
 export KINDRED_LOG_LEVEL="${KINDRED_LOG_LEVEL:-info}" KINDRED_LOG_FORMAT="${KINDRED_LOG_FORMAT:-text}"
 DEMO_SEED="${KINDRED_DEMO_SEED:-1}"
 DEMO_MEMBERS="${KINDRED_DEMO_MEMBERS:-300}"
@@ -240,13 +260,13 @@ if [ -f "$PIDS" ]; then
         read -r name pid <<<"${entries[$i]}"
         case "$name" in
             run-cluster) continue ;;
-            postgres) is_ours "$pid" postgres || continue ;;
+            postgres | postgres-*) is_ours "$pid" postgres || continue ;;
             smtp-sink) is_ours "$pid" smtp_sink.py || continue ;;
             apns-peer | fcm-peer | webpush-peer) is_ours "$pid" "${name%-peer}_peer.py" || continue ;;
             *) is_ours "$pid" "$name-server" || continue ;;
         esac
         say "Stopping $name (pid $pid), left over from a cluster that did not stop cleanly"
-        if [ "$name" = postgres ]; then kill -INT "$pid"; else kill -TERM "$pid"; fi
+        if [[ "$name" == postgres* ]]; then kill -INT "$pid"; else kill -TERM "$pid"; fi
         for _ in $(seq 300); do alive "$pid" || break; sleep 0.1; done
         if alive "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
     done
@@ -339,6 +359,7 @@ ON_SERVER_EXIT="${KINDRED_ON_SERVER_EXIT:-stop}"
 SINK_PID=""
 PEER_PIDS=() # "name pid" of the push peers
 PG_STARTED=""
+PG_NAMES=() PG_DATAS=() PG_SOCKETS=() PG_PORTS=() PG_LOGS=() PG_SOCKET_TEMPS=() # the PostgreSQL servers, below
 STOPPING=""
 FORCE=""
 stop_process() { # stop_process NAME PID SIGNAL -> sets STOP_STATUS to its exit status (128+n: killed by signal n)
@@ -389,15 +410,16 @@ stop_all() { # stop_all EXIT_STATUS
             status=1
         fi
     fi
-    if [ -n "$PG_STARTED" ] && as_postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" status >/dev/null 2>&1; then
-        if as_postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" -m fast -w -t 60 stop >>"$LOG_DIR/postgres.log" 2>&1; then
-            say "  postgres stopped"
+    for ((i = ${#PG_NAMES[@]} - 1; i >= 0; i--)); do # the standby first, then the servers
+        [ -n "$PG_STARTED" ] && as_postgres "$PG_BIN/pg_ctl" -D "${PG_DATAS[$i]}" status >/dev/null 2>&1 || continue
+        if as_postgres "$PG_BIN/pg_ctl" -D "${PG_DATAS[$i]}" -m fast -w -t 60 stop >>"${PG_LOGS[$i]}" 2>&1; then
+            say "  ${PG_NAMES[$i]} stopped"
         else
-            say "  pg_ctl stop failed; see $LOG_DIR/postgres.log"
+            say "  pg_ctl stop failed; see ${PG_LOGS[$i]}"
             status=1
         fi
-    fi
-    [ -n "${PG_SOCKET_TEMP:-}" ] && rm -rf "$PG_SOCKET_TEMP"
+    done
+    for temp in "${PG_SOCKET_TEMPS[@]}"; do rm -rf "$temp"; done
     rm -f "$PIDS"
     if [ "$status" = 0 ]; then say "Kindred stopped."; else say "Kindred stopped with errors."; fi
     exit "$status"
@@ -432,71 +454,134 @@ startup_failed() { # startup_failed WHAT LOG
 # PostgreSQL: the highest installed version; as root it runs as the postgres user (initdb refuses root).
 PG_BIN="$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -n 1)"
 [ -x "$PG_BIN/pg_ctl" ] || fail "PostgreSQL server binaries not found in /usr/lib/postgresql/*/bin"
-PG_DATA="$DATA_DIR/postgres"
-PG_LOG="$LOG_DIR/postgres.log"
 WAL_ARCHIVE="${KINDRED_WAL_ARCHIVE_DIR:-$DATA_DIR/wal-archive}"
 WAL_ARCHIVE_TIMEOUT="${KINDRED_WAL_ARCHIVE_TIMEOUT:-60}"
 [[ "$WAL_ARCHIVE_TIMEOUT" =~ ^[0-9]+$ ]] || fail "KINDRED_WAL_ARCHIVE_TIMEOUT is not a number: $WAL_ARCHIVE_TIMEOUT"
-if [ "$WAL_ARCHIVE" != off ]; then
-    WAL_ARCHIVE="$(absolute "$WAL_ARCHIVE")"
-    wal_archive_check_folder "$WAL_ARCHIVE" || exit 1
-    mkdir -p "$WAL_ARCHIVE"
-    if [ "$(id -u)" -eq 0 ]; then chown postgres: "$WAL_ARCHIVE"; fi
-fi
+[ "$WAL_ARCHIVE" = off ] || WAL_ARCHIVE="$(absolute "$WAL_ARCHIVE")"
 if [ "$(id -u)" -eq 0 ]; then
     id postgres >/dev/null 2>&1 || fail "running as root, but there is no postgres user to run PostgreSQL as"
     as_postgres() { runuser -u postgres -- "$@"; }
 else
     as_postgres() { "$@"; }
 fi
+pg_version="$(basename "$(dirname "$PG_BIN")")"
+# The servers (services/postgres/servers.sh): PG_NAMES[i], PG_DATAS[i], PG_SOCKETS[i], PG_PORTS[i], PG_LOGS[i] of
+# server i + 1 in DB_GROUPS' order; then the standby (--standby), if any, last. PG_DATA, PG_SOCKET and PG_LOG stay
+# the first server's.
 # The socket lives in a private folder (mode 0700): only this user (and root) can connect, so trust
 # authentication on it is safe. A socket path must fit in 107 bytes; long checkouts use a /tmp folder.
-PG_SOCKET="$CLUSTER_DIR/postgres"
-if [ ${#PG_SOCKET} -gt 90 ]; then
-    PG_SOCKET_TEMP="$(mktemp -d /tmp/kindred-pg.XXXXXX)"
-    PG_SOCKET="$PG_SOCKET_TEMP"
-fi
-mkdir -p "$PG_SOCKET" "$PG_DATA"
-chmod 0700 "$PG_SOCKET" "$PG_DATA"
-: >"$PG_LOG"
-if [ "$(id -u)" -eq 0 ]; then
-    chown postgres: "$PG_SOCKET" "$PG_DATA" "$PG_LOG"
-    as_postgres test -w "$PG_DATA" -a -w "$PG_SOCKET" -a -w "$PG_LOG" \
-        || fail "the postgres user cannot reach $PG_DATA, $PG_SOCKET or $PG_LOG (a private parent folder?): set KINDRED_DATA_DIR/KINDRED_CLUSTER_DIR elsewhere"
-fi
-
-pg_version="$(basename "$(dirname "$PG_BIN")")"
-if [ ! -f "$PG_DATA/PG_VERSION" ]; then
-    say "Creating the PostgreSQL $pg_version database in $PG_DATA..."
-    as_postgres "$PG_BIN/initdb" -D "$PG_DATA" -U postgres -A trust -E UTF8 --locale=C >>"$PG_LOG" 2>&1 9>&- \
-        || startup_failed "initdb failed" "$PG_LOG"
-    echo "include_if_exists = 'kindred.conf'" >>"$PG_DATA/postgresql.conf"
-elif [ "$(cat "$PG_DATA/PG_VERSION")" != "$pg_version" ]; then
-    fail "$PG_DATA was made by PostgreSQL $(cat "$PG_DATA/PG_VERSION"), this machine runs $pg_version: remove it (data is lost) or install that version"
-fi
-# Rewritten on every start: the socket folder may move between runs.
-cat >"$PG_DATA/kindred.conf" <<CONF
+postgres_places() { # postgres_places NAME DATA PORT -> appends to the PG_* arrays
+    local socket="$CLUSTER_DIR/$1"
+    if [ ${#socket} -gt 90 ]; then
+        socket="$(mktemp -d /tmp/kindred-pg.XXXXXX)"
+        PG_SOCKET_TEMPS+=("$socket")
+    fi
+    PG_NAMES+=("$1") PG_DATAS+=("$2") PG_SOCKETS+=("$socket") PG_PORTS+=("$3") PG_LOGS+=("$LOG_DIR/$1.log")
+    mkdir -p "$socket" "$2"
+    chmod 0700 "$socket" "$2"
+    : >"$LOG_DIR/$1.log"
+    if [ "$(id -u)" -eq 0 ]; then
+        chown postgres: "$socket" "$2" "$LOG_DIR/$1.log"
+        as_postgres test -w "$2" -a -w "$socket" -a -w "$LOG_DIR/$1.log" \
+            || fail "the postgres user cannot reach $2, $socket or $LOG_DIR/$1.log (a private parent folder?): set KINDRED_DATA_DIR/KINDRED_CLUSTER_DIR elsewhere"
+    fi
+}
+# kindred.conf, rewritten on every start: the socket folder may move between runs.
+postgres_conf() { # postgres_conf INDEX ARCHIVE_SETTINGS...
+    local i="$1"
+    shift
+    cat >"${PG_DATAS[$i]}/kindred.conf" <<CONF
 # Written by services/run-cluster.sh on every start.
 listen_addresses = ''
-unix_socket_directories = '$PG_SOCKET'
+unix_socket_directories = '${PG_SOCKETS[$i]}'
 unix_socket_permissions = 0700
-port = 5432
+port = ${PG_PORTS[$i]}
 fsync = on
 synchronous_commit = on
-$(wal_archive_settings "$WAL_ARCHIVE" "$WAL_ARCHIVE_TIMEOUT")
+$(printf '%s\n' "$@")
 ${KINDRED_POSTGRES_SETTINGS:-}
 CONF
-if [ "$(id -u)" -eq 0 ]; then chown postgres: "$PG_DATA/kindred.conf"; fi
-PG_STARTED=1 # from here on, stopping includes PostgreSQL (even if pg_ctl gives up waiting for it)
-# shellcheck disable=SC2094 # pg_ctl appends to the log itself, as its own messages do
-as_postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t "$START_TIMEOUT" start >>"$PG_LOG" 2>&1 9>&- \
-    || startup_failed "PostgreSQL did not start" "$PG_LOG"
-record_pid postgres "$(head -n 1 "$PG_DATA/postmaster.pid")"
-
-PGHOST="$PG_SOCKET" PGPORT=5432 PGUSER=postgres PSQL="$PG_BIN/psql" KINDRED_DATABASE="$KINDRED_DATABASE" \
-    KINDRED_SERVERS_WITH_TABLES="$KINDRED_SERVERS_WITH_TABLES" \
-    KINDRED_EXTRA_SCHEMAS="$(for name in $(discovery_shard_names); do printf 'discovery:%s ' "$name"; done)" \
-    services/postgres/init-roles.sh >>"$PG_LOG" 2>&1 9>&- || startup_failed "creating roles failed" "$PG_LOG"
+    if [ "$(id -u)" -eq 0 ]; then chown postgres: "${PG_DATAS[$i]}/kindred.conf"; fi
+}
+postgres_start() { # postgres_start INDEX
+    local i="$1"
+    PG_STARTED=1 # from here on, stopping includes PostgreSQL (even if pg_ctl gives up waiting for it)
+    # shellcheck disable=SC2094 # pg_ctl appends to the log itself, as its own messages do
+    as_postgres "$PG_BIN/pg_ctl" -D "${PG_DATAS[$i]}" -l "${PG_LOGS[$i]}" -w -t "$START_TIMEOUT" start \
+        >>"${PG_LOGS[$i]}" 2>&1 9>&- || startup_failed "PostgreSQL ${PG_NAMES[$i]} did not start" "${PG_LOGS[$i]}"
+    record_pid "${PG_NAMES[$i]}" "$(head -n 1 "${PG_DATAS[$i]}/postmaster.pid")"
+}
+# The discovery shards' projection schemas (owned by kindred_discovery), on the server holding discovery's.
+extra_schemas_of() { # extra_schemas_of "SERVICES"
+    if [[ " $1 " == *" discovery "* ]]; then
+        for name in $(discovery_shard_names); do printf 'discovery:%s ' "$name"; done
+    fi
+}
+# Server INDEX + 1: made on first start, then started; its database and the roles of its services.
+postgres_server() { # postgres_server INDEX
+    local i="$1" number=$(($1 + 1)) name data archive services
+    name="$(pg_server_name "$number")"
+    data="$DATA_DIR/$name"
+    services="${DB_GROUPS[$i]}"
+    postgres_places "$name" "$data" "$(pg_server_port "$number")"
+    archive="$(pg_server_archive "$WAL_ARCHIVE" "$number")"
+    if [ "$archive" != off ]; then
+        wal_archive_check_folder "$archive" || exit 1
+        mkdir -p "$archive"
+        if [ "$(id -u)" -eq 0 ]; then chown postgres: "$archive"; fi
+    fi
+    if [ ! -f "$data/PG_VERSION" ]; then
+        say "Creating the PostgreSQL $pg_version database $name in $data (for ${services// /, })..."
+        as_postgres "$PG_BIN/initdb" -D "$data" -U postgres -A trust -E UTF8 --locale=C >>"${PG_LOGS[$i]}" 2>&1 9>&- \
+            || startup_failed "initdb failed" "${PG_LOGS[$i]}"
+        echo "include_if_exists = 'kindred.conf'" >>"$data/postgresql.conf"
+        echo "$services" >"$data/kindred-services"
+    elif [ "$(cat "$data/PG_VERSION")" != "$pg_version" ]; then
+        fail "$data was made by PostgreSQL $(cat "$data/PG_VERSION"), this machine runs $pg_version: remove it (data is lost) or install that version"
+    elif [ "$(cat "$data/kindred-services" 2>/dev/null || echo "$KINDRED_SERVERS_WITH_TABLES")" != "$services" ]; then
+        fail "$data holds the schemas of $(cat "$data/kindred-services" 2>/dev/null || echo "every service"), not of $services: start with the layout it was made with (KINDRED_DATABASES)"
+    fi
+    postgres_conf "$i" "$(wal_archive_settings "$archive" "$WAL_ARCHIVE_TIMEOUT")"
+    postgres_start "$i"
+    PGHOST="${PG_SOCKETS[$i]}" PGPORT="${PG_PORTS[$i]}" PGUSER=postgres PSQL="$PG_BIN/psql" \
+        KINDRED_DATABASE="$KINDRED_DATABASE" KINDRED_SERVERS_WITH_TABLES="$services" \
+        KINDRED_EXTRA_SCHEMAS="$(extra_schemas_of "$services")" \
+        services/postgres/init-roles.sh >>"${PG_LOGS[$i]}" 2>&1 9>&- || startup_failed "creating roles failed" "${PG_LOGS[$i]}"
+}
+# --standby: a streaming standby of the server holding profile's schema, for profile's reads that may be slightly
+# stale (KINDRED_PROFILE_READ_DATABASE_URL; services/profile/README.md lists them). Made afresh on every start (a
+# standby is disposable) with pg_basebackup -R over the primary's unix socket: no TCP, so trust authentication
+# stays behind the private socket folder. It streams from the primary and, when it fell behind further than the
+# primary's pg_wal reaches, restores segments from the primary's WAL archive. Read-only (hot standby).
+STANDBY_PORT=5440
+postgres_standby() {
+    local number primary index data="$CLUSTER_DIR/postgres-standby-data" archive settings
+    number="$(pg_server_of profile)" || fail "--standby: no database server holds profile's schema"
+    primary=$((number - 1))
+    rm -rf "$data"
+    postgres_places postgres-standby "$data" "$STANDBY_PORT"
+    index=$((${#PG_NAMES[@]} - 1))
+    as_postgres "$PG_BIN/pg_basebackup" -D "$data" -R -X stream -c fast -h "${PG_SOCKETS[$primary]}" \
+        -p "${PG_PORTS[$primary]}" -U postgres >>"${PG_LOGS[$index]}" 2>&1 9>&- \
+        || startup_failed "pg_basebackup of the standby failed" "${PG_LOGS[$index]}"
+    settings=("hot_standby = on" "hot_standby_feedback = on" "archive_mode = off")
+    archive="$(pg_server_archive "$WAL_ARCHIVE" "$number")"
+    [ "$archive" = off ] || settings+=("restore_command = '$(wal_restore_command "$archive")'")
+    postgres_conf "$index" "${settings[@]}"
+    postgres_start "$index"
+    STANDBY_INDEX=$index
+    say "Started the standby of ${PG_NAMES[$primary]} (pid $(head -n 1 "$data/postmaster.pid")) for profile's stale-tolerant reads"
+}
+for index in "${!DB_GROUPS[@]}"; do postgres_server "$index"; done
+# A data folder of a layout with more servers than this one: its services' tables would be missed.
+for extra in "$DATA_DIR"/postgres-*/kindred-services; do
+    [ -f "$extra" ] || continue
+    number="$(basename "$(dirname "$extra")")"
+    ((${number#postgres-} <= ${#DB_GROUPS[@]})) \
+        || fail "$(dirname "$extra") holds the schemas of $(cat "$extra"), which this layout puts elsewhere: start with the layout it was made with (KINDRED_DATABASES)"
+done
+PG_DATA="${PG_DATAS[0]}" PG_SOCKET="${PG_SOCKETS[0]}" PG_LOG="${PG_LOGS[0]}"
+if [ -n "$STANDBY" ]; then postgres_standby; fi
 
 # ---------------------------------------------------------------------------------------------------------
 # Per-server settings. A new server needs its name in services/cluster.env (and in KINDRED_SERVERS_WITH_TABLES
@@ -509,7 +594,13 @@ urlencode_path() { # libpq URL query value: keep [A-Za-z0-9/._-], percent-encode
     done
     printf '%s\n' "$out"
 }
-database_url() { echo "postgresql://kindred_$1@/$KINDRED_DATABASE?host=$(urlencode_path "$PG_SOCKET")"; }
+# URL of server INDEX (0-based) for ROLE; the first server's keeps libpq's default port, as before several servers.
+server_url() { # server_url INDEX ROLE
+    local port=""
+    [ "${PG_PORTS[$1]}" = 5432 ] || port="&port=${PG_PORTS[$1]}"
+    echo "postgresql://$2@/$KINDRED_DATABASE?host=$(urlencode_path "${PG_SOCKETS[$1]}")$port"
+}
+database_url() { server_url "$(($(pg_server_of "$1") - 1))" "kindred_$1"; }
 secret() { # one random secret per data folder and name, kept in $DATA_DIR/secrets/<name> (mode 0600)
     local file="$DATA_DIR/secrets/$1"
     if [ ! -s "$file" ]; then
@@ -570,6 +661,7 @@ media_port() { # media_port [INSTANCE]: replica r >= 2 of the gateway has base +
     if ((replica == 1)); then echo $((PORT_BASE + 200)); else echo $((PORT_BASE + 205 + replica)); fi
 }
 server_env_profile() {
+    [ -z "${STANDBY_INDEX:-}" ] || SERVER_ENV+=("KINDRED_PROFILE_READ_DATABASE_URL=$(server_url "$STANDBY_INDEX" kindred_profile)")
     SERVER_ENV+=(
         KINDRED_MEDIA_URL_KEY="$(secret media-url)"
         KINDRED_PROFILE_MEDIA_BASE_URL="http://127.0.0.1:$(media_port)"
@@ -767,6 +859,19 @@ done
 start_discovery_shards
 
 # ---------------------------------------------------------------------------------------------------------
+database_summary() { # a psql command per server (and the standby), for the summary below
+    local i
+    for i in "${!PG_NAMES[@]}"; do
+        printf '  db:    %s "%s"' "$PG_BIN/psql" "$(server_url "$i" postgres)"
+        if [ "${PG_NAMES[$i]}" = postgres-standby ]; then
+            printf '   (standby)\n'
+        elif [ ${#DB_GROUPS[@]} -gt 1 ]; then
+            printf '   (%s)\n' "${DB_GROUPS[$i]}"
+        else
+            printf '\n'
+        fi
+    done
+}
 push_summary() { # where notifications land, for the summary below
     local peer files=()
     for peer in "${PEERS[@]}"; do files+=("$LOG_DIR/$peer-peer.jsonl"); done
@@ -788,7 +893,7 @@ cat <<EOF
   mail:  $MAIL_DIR (one .eml per mail; smtp-sink.log shows each mail's code)
   push:  $(push_summary)
   pids:  $PIDS
-  db:    $PG_BIN/psql "postgresql://postgres@/$KINDRED_DATABASE?host=$(urlencode_path "$PG_SOCKET")"
+$(database_summary)
   try:   export PATH="$BIN:\$PATH" KINDRED_GATEWAY=127.0.0.1:$(port_of gateway)
          kindred signup --email you@example.com --username you     # asks for a password; mails a code
          grep code= $LOG_DIR/smtp-sink.log
@@ -814,16 +919,15 @@ restart_server() { # restart_server NAME OLD_PID
     unset "EXITED[$name]"
     say "run-cluster: restarted $name (pid $pid)" >&2
 }
-restart_postgres() { # after a crash: its children may linger a moment, so pg_ctl start is retried
-    local deadline=$((SECONDS + START_TIMEOUT)) old
-    old="$(head -n 1 "$PG_DATA/postmaster.pid" 2>/dev/null || echo 0)"
+restart_postgres() { # restart_postgres INDEX OLD_PID: after a crash its children may linger a moment, so pg_ctl start is retried
+    local deadline=$((SECONDS + START_TIMEOUT)) name="${PG_NAMES[$1]}" data="${PG_DATAS[$1]}" log="${PG_LOGS[$1]}"
     # shellcheck disable=SC2094 # pg_ctl appends to the log itself, as its own messages do
-    until as_postgres "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t "$START_TIMEOUT" start >>"$PG_LOG" 2>&1 9>&-; do
+    until as_postgres "$PG_BIN/pg_ctl" -D "$data" -l "$log" -w -t "$START_TIMEOUT" start >>"$log" 2>&1 9>&-; do
         [ $SECONDS -lt $deadline ] || return 1
         sleep 0.5 9>&-
     done
-    sed -i "s/^postgres $old\$/postgres $(head -n 1 "$PG_DATA/postmaster.pid")/" "$PIDS"
-    say "run-cluster: restarted postgres (pid $(head -n 1 "$PG_DATA/postmaster.pid"))" >&2
+    sed -i "s/^$name $2\$/$name $(head -n 1 "$data/postmaster.pid")/" "$PIDS"
+    say "run-cluster: restarted $name (pid $(head -n 1 "$data/postmaster.pid"))" >&2
 }
 
 # ---------------------------------------------------------------------------------------------------------
@@ -857,13 +961,21 @@ while true; do
         [ "$ON_SERVER_EXIT" = keep ] || stop_all 1
         say "run-cluster: the other servers keep running (KINDRED_ON_SERVER_EXIT=keep)" >&2
     done
-    for entry in "${PEER_PIDS[@]}" "smtp-sink $SINK_PID" "postgres $(head -n 1 "$PG_DATA/postmaster.pid" 2>/dev/null || echo 0)"; do
+    for entry in "${PEER_PIDS[@]}" "smtp-sink $SINK_PID"; do
         read -r name pid <<<"$entry"
         if ! alive "$pid"; then
             say "run-cluster: $name (pid $pid) exited unexpectedly; last lines of its log:" >&2
             tail -n 20 "$LOG_DIR/$name.log" 2>/dev/null | sed 's/^/    /' >&2
-            if [ "$ON_SERVER_EXIT" = restart ] && [ "$name" = postgres ] && restart_postgres; then continue; fi
             if [ "$ON_SERVER_EXIT" = restart ] && [[ "$name" == nats-* ]] && restart_nats "$name" "$pid"; then continue; fi
+            stop_all 1
+        fi
+    done
+    for i in "${!PG_NAMES[@]}"; do
+        pid="$(head -n 1 "${PG_DATAS[$i]}/postmaster.pid" 2>/dev/null || echo 0)"
+        if ! alive "$pid"; then
+            say "run-cluster: ${PG_NAMES[$i]} (pid $pid) exited unexpectedly; last lines of its log:" >&2
+            tail -n 20 "${PG_LOGS[$i]}" 2>/dev/null | sed 's/^/    /' >&2
+            if [ "$ON_SERVER_EXIT" = restart ] && restart_postgres "$i" "$pid"; then continue; fi
             stop_all 1
         fi
     done

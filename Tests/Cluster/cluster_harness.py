@@ -167,10 +167,36 @@ class Cluster:
         self.reader.join(timeout=10)
         return status
 
-    def psql(self, sql: str, user: str = "postgres") -> str:
-        """Runs SQL in the cluster's database through the psql line run-cluster.sh prints (unix socket)."""
-        line = next(line for line in self.lines if line.strip().startswith("db:"))
-        psql, url = re.match(r'\s*db:\s+(\S+) "(.+)"', line).groups()
+    def databases(self) -> list:
+        """(psql, url, services) of every PostgreSQL server from the summary's db: lines; services is None for the
+        only server of a one-server cluster, "standby" for the standby."""
+        found = []
+        for line in self.lines:
+            match = re.match(r'\s*db:\s+(\S+) "(.+?)"(?:\s+\((.+)\))?\s*$', line)
+            if match:
+                psql, url, services = match.groups()
+                found.append((psql, url, services.split() if services and services != "standby" else services))
+        return found
+
+    def database(self, sql: str, server: str = None) -> tuple:
+        """(psql, url) of the server to run sql on: `server` ("standby", or a service whose server it is), else the
+        server holding the schemas sql names (schema.table), else the first one."""
+        databases = self.databases()
+        if server == "standby":
+            return next((p, u) for p, u, s in databases if s == "standby")
+        primaries = [(p, u, s) for p, u, s in databases if s != "standby"]
+        if len(primaries) == 1:
+            return primaries[0][:2]
+        wanted = {server} if server else set(re.findall(rf"\b({'|'.join(SERVERS)})\.[a-z_]+", sql))
+        holding = [(p, u) for p, u, s in primaries if wanted & set(s)]
+        if len(holding) > 1:
+            raise AssertionError(f"{sql!r} names schemas on {len(holding)} servers")
+        return holding[0] if holding else primaries[0][:2]
+
+    def psql(self, sql: str, user: str = "postgres", server: str = None) -> str:
+        """Runs SQL in the cluster's database through a psql line run-cluster.sh prints (unix socket), on the server
+        that holds the schemas it names (see database())."""
+        psql, url = self.database(sql, server)
         url = url.replace("postgresql://postgres@", f"postgresql://{user}@", 1)
         result = subprocess.run([psql, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql, url],
                                 capture_output=True, text=True, timeout=30)
