@@ -411,7 +411,7 @@ stop_all() { # stop_all EXIT_STATUS
         fi
     fi
     for ((i = ${#PG_NAMES[@]} - 1; i >= 0; i--)); do # the standby first, then the servers
-        [ -n "$PG_STARTED" ] && as_postgres "$PG_BIN/pg_ctl" -D "${PG_DATAS[$i]}" status >/dev/null 2>&1 || continue
+        if [ -z "$PG_STARTED" ] || ! as_postgres "$PG_BIN/pg_ctl" -D "${PG_DATAS[$i]}" status >/dev/null 2>&1; then continue; fi
         if as_postgres "$PG_BIN/pg_ctl" -D "${PG_DATAS[$i]}" -m fast -w -t 60 stop >>"${PG_LOGS[$i]}" 2>&1; then
             say "  ${PG_NAMES[$i]} stopped"
         else
@@ -466,8 +466,7 @@ else
 fi
 pg_version="$(basename "$(dirname "$PG_BIN")")"
 # The servers (services/postgres/servers.sh): PG_NAMES[i], PG_DATAS[i], PG_SOCKETS[i], PG_PORTS[i], PG_LOGS[i] of
-# server i + 1 in DB_GROUPS' order; then the standby (--standby), if any, last. PG_DATA, PG_SOCKET and PG_LOG stay
-# the first server's.
+# server i + 1 in DB_GROUPS' order; then the standby (--standby), if any, last.
 # The socket lives in a private folder (mode 0700): only this user (and root) can connect, so trust
 # authentication on it is safe. A socket path must fit in 107 bytes; long checkouts use a /tmp folder.
 postgres_places() { # postgres_places NAME DATA PORT -> appends to the PG_* arrays
@@ -580,7 +579,6 @@ for extra in "$DATA_DIR"/postgres-*/kindred-services; do
     ((${number#postgres-} <= ${#DB_GROUPS[@]})) \
         || fail "$(dirname "$extra") holds the schemas of $(cat "$extra"), which this layout puts elsewhere: start with the layout it was made with (KINDRED_DATABASES)"
 done
-PG_DATA="${PG_DATAS[0]}" PG_SOCKET="${PG_SOCKETS[0]}" PG_LOG="${PG_LOGS[0]}"
 if [ -n "$STANDBY" ]; then postgres_standby; fi
 
 # ---------------------------------------------------------------------------------------------------------
@@ -661,7 +659,6 @@ media_port() { # media_port [INSTANCE]: replica r >= 2 of the gateway has base +
     if ((replica == 1)); then echo $((PORT_BASE + 200)); else echo $((PORT_BASE + 205 + replica)); fi
 }
 server_env_profile() {
-    [ -z "${STANDBY_INDEX:-}" ] || SERVER_ENV+=("KINDRED_PROFILE_READ_DATABASE_URL=$(server_url "$STANDBY_INDEX" kindred_profile)")
     SERVER_ENV+=(
         KINDRED_MEDIA_URL_KEY="$(secret media-url)"
         KINDRED_PROFILE_MEDIA_BASE_URL="http://127.0.0.1:$(media_port)"
@@ -748,6 +745,13 @@ server_env() { # server_env INSTANCE -> SERVER_ENV (INSTANCE: a service, or its 
     INSTANCE="$1"
     server_env_common "$1"
     if declare -F "server_env_${1%%.*}" >/dev/null; then "server_env_${1%%.*}"; fi
+    standby_env "${1%%.*}"
+}
+# Profile's card reads on the standby (--standby; compose runs no standby).
+standby_env() {
+    if [ "$1" = profile ] && [ -n "${STANDBY_INDEX:-}" ]; then
+        SERVER_ENV+=("KINDRED_PROFILE_READ_DATABASE_URL=$(server_url "$STANDBY_INDEX" kindred_profile)")
+    fi
 }
 
 # ---------------------------------------------------------------------------------------------------------

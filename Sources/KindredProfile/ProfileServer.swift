@@ -14,6 +14,8 @@ import Logging
 public final class ProfileServer: ServiceServer {
     public let configuration: ProfileConfiguration
     public let database: PostgresClient
+    /// The standby for other members' cards, when `KINDRED_PROFILE_READ_DATABASE_URL` is set.
+    public let standby: StandbyReads?
     public let runner: ServerRunner
     public let blobs: any PhotoBlobStorage
     let profiles: ProfileService
@@ -55,9 +57,12 @@ public final class ProfileServer: ServiceServer {
         // after a restart.
         let pageTokenKey = PageToken.key(service: "profile", secret: configuration.auth.serviceSecret)
         let metrics = ServerMetrics()
+        self.standby = try configuration.database.makeStandbyReads(
+            primary: self.database, metricsFactory: metrics.factory, logger: logger)
         self.profiles = ProfileService(
             configuration: configuration, database: self.database, access: access, cardCheck: check!,
-            blobs: self.blobs, photoWorkers: self.workers, pageTokenKey: pageTokenKey, metricsFactory: metrics.factory, logger: logger)
+            blobs: self.blobs, photoWorkers: self.workers, pageTokenKey: pageTokenKey, standby: self.standby,
+            metricsFactory: metrics.factory, logger: logger)
         let communities = CommunityService(database: self.database, access: access, pageTokenKey: pageTokenKey)
 
         var server = try configuration.endpoint.serverConfiguration()
@@ -96,6 +101,10 @@ public final class ProfileServer: ServiceServer {
             runner.background.append(bus)
         }
 
+        if let standby = self.standby {
+            _ = PostgresPoolMetrics.attach(pool: "profile-standby", database: standby.standby, to: metrics)
+            runner.background.append(BackgroundTask("standby-lag") { await standby.run() })
+        }
         self.runner = runner
     }
 
@@ -109,6 +118,7 @@ public final class ProfileServer: ServiceServer {
         await self.workers.shutdown()
         await self.auth.shutdown()
         await self.database.shutdown()
+        await self.standby?.standby.shutdown()
         await self.discoveryClient?.close()
     }
 }

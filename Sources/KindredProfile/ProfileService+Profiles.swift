@@ -75,9 +75,8 @@ extension ProfileService {
         else {
             throw ProfileError.invalid("user_ids", "OUT_OF_RANGE", "1..50 distinct ids")
         }
-        // Profiles, photos, their communities' settings and the viewer's relations to them: one round trip.
-        let page = try await self.pages.read(
-            request.userIds + [viewer], relationsOf: viewer, to: request.userIds, in: self.database)
+        // Profiles, photos, their communities' settings and the viewer's relations to them.
+        let page = try await self.cardPage(request.userIds, viewer: viewer)
         let records = page.records
         let viewerRecord = records[viewer]
         viewerCommunity = viewerCommunity ?? viewerRecord?.communityID
@@ -129,6 +128,31 @@ extension ProfileService {
                     media: self.media))
         }
         return response
+    }
+
+    /// The reads behind a page of cards. Without a standby (or with one too far behind): one round trip to the
+    /// primary. With one: the viewer's own record and their relations to the others (blocks, matches, ended
+    /// pairs) from the primary, so whatever the viewer did shows at once (read-your-writes); the other members'
+    /// profiles, photos and communities from the standby, at most its measured lag old (as if the page had been
+    /// read that long ago). A failed standby read is repeated on the primary.
+    func cardPage(_ ids: [String], viewer: String) async throws -> ProfilePageStore.Page {
+        guard let standby = self.standby, let replica = standby.client() else {
+            return try await self.pages.read(ids + [viewer], relationsOf: viewer, to: ids, in: self.database)
+        }
+        let others = ids.filter { $0 != viewer }
+        async let own = self.pages.read([viewer], relationsOf: viewer, to: ids, in: self.database)
+        var page: ProfilePageStore.Page
+        do {
+            page = try await self.pages.read(others, in: replica)
+        } catch {
+            standby.failedOver(error)
+            page = try await self.pages.read(others, in: self.database)
+        }
+        let mine = try await own
+        page.records.merge(mine.records) { _, primary in primary }
+        page.settings.merge(mine.settings) { _, primary in primary }
+        page.relations = mine.relations
+        return page
     }
 
     /// Whether the page's ids are vouched for as within the viewer's preferences: the gateway (its service token,

@@ -15,6 +15,9 @@ public final class ProfileService: GRPCService, Sendable {
     typealias V1 = Kindred.Profile.V1
     let configuration: ProfileConfiguration
     let database: PostgresClient
+    /// The standby other members' cards are read from while it is close behind (`KINDRED_PROFILE_READ_DATABASE_URL`);
+    /// nil = every read on the primary. See ``cardPage(_:viewer:)``.
+    let standby: StandbyReads?
     /// Who is calling and what they may do (the kit's one caller check).
     let access: ServiceAccess
     let inbox: EventInbox
@@ -48,11 +51,13 @@ public final class ProfileService: GRPCService, Sendable {
         blobs: any PhotoBlobStorage,
         photoWorkers: PhotoWorkers,
         pageTokenKey: [UInt8],
+        standby: StandbyReads? = nil,
         metricsFactory: any MetricsFactory = NOOPMetricsHandler.instance,
         logger: Logger
     ) {
         self.configuration = configuration
         self.database = database
+        self.standby = standby
         self.access = access
         self.inbox = EventInbox(database: database, logger: logger)
         self.relations = RelationTables(database: database)

@@ -1,3 +1,4 @@
+import CoreMetrics
 import KindredGRPCServices
 import KindredPostgres
 import Logging
@@ -15,6 +16,12 @@ public struct DatabaseSettings: Sendable, Equatable {
     /// `KINDRED_<SERVER>_MIGRATIONS_DIR` (path), default `services/<server>/migrations` (relative to the working
     /// directory; the container image sets it).
     public var migrationsDirectory: String
+    /// `KINDRED_<SERVER>_READ_DATABASE_URL` (libpq URL or conninfo): a streaming standby of the database for the
+    /// reads the server allows to be slightly stale (``StandbyReads``); nil (the default) = every read on the primary.
+    public var readURL: String?
+    /// `KINDRED_<SERVER>_READ_MAX_LAG_MS` (int 1...600000), default 2000: the most staleness of the standby that reads
+    /// still go to it; further behind, they go to the primary.
+    public var readMaxLag: Duration = .seconds(2)
 
     /// The defaults for `server` owning `schema`.
     public init(server: String, schema: String) {
@@ -43,6 +50,11 @@ public struct DatabaseSettings: Sendable, Equatable {
                 && text.allSatisfy { $0 == "_" || ("a"..."z").contains($0) || ("0"..."9").contains($0) } ? text : nil
         }
         self.migrationsDirectory = environment.string(prefix + "MIGRATIONS_DIR") ?? self.migrationsDirectory
+        self.readURL = try environment.secret(prefix + "READ_DATABASE_URL", length: 1...4096)
+        if let readURL = self.readURL, (try? PostgresConfiguration(readURL)) == nil {
+            throw ConfigurationError(key: prefix + "READ_DATABASE_URL", problem: "must be a libpq URL or conninfo string")
+        }
+        self.readMaxLag = try environment.milliseconds(prefix + "READ_MAX_LAG_MS", default: self.readMaxLag, in: 1...600_000)
     }
 
     /// A connection pool for the server: its schema first on the search path, its application name.
@@ -53,6 +65,19 @@ public struct DatabaseSettings: Sendable, Equatable {
         var pool = PostgresClient.PoolConfiguration()
         pool.maxConnections = self.poolSize
         return PostgresClient(configuration: postgres, pool: pool, logger: logger)
+    }
+
+    /// The standby reads of the server when ``readURL`` is set: a pool of its own on the standby (same size, schema
+    /// and application name), measured against `primary`. Run its ``StandbyReads/run()`` as a background task.
+    public func makeStandbyReads(primary: PostgresClient, metricsFactory: any MetricsFactory, logger: Logger) throws
+        -> StandbyReads?
+    {
+        guard let readURL = self.readURL else { return nil }
+        var standby = self
+        standby.url = readURL
+        return StandbyReads(
+            standby: try standby.makeClient(logger: logger), primary: primary, maxLag: self.readMaxLag,
+            pool: self.schema, metricsFactory: metricsFactory, logger: logger)
     }
 
     /// The server's migrator (its schema, its migrations folder).

@@ -7,7 +7,13 @@ restored cluster: every swipe, match, message, photo and account acknowledged be
 nothing sent after T is, and events, decks and chat streams recover without a manual step (outbox cursors catch
 up, decks answer, a new match opens its chat thread through the relay, a fresh Subscribe and one resumed with a
 token from before T receive the new message). Also: a restore to a time the WAL archive does not reach is refused
-rather than silently restoring less."""
+rather than silently restoring less.
+
+Run on one PostgreSQL server and on two (run-cluster.sh --databases 2: auth, profile, discovery on the first; match,
+chat, notify on the second), backed up together and restored to the same T: the events between services on
+different servers (a swipe in match reaching discovery, a match opening chat's thread) recover as on one server:
+what the producer had recorded as acknowledged at T, the consumer had committed before T, and what was in flight
+at T is delivered again from the producer's outbox."""
 import datetime
 import hashlib
 import io
@@ -182,11 +188,13 @@ class Writes:
 
 
 def archive_everything(cluster):
-    """Closes the current WAL segment and waits until the archiver has it (on a lost machine, what the last
-    archive_timeout had not closed yet is lost with it)."""
-    segment = cluster.psql("SELECT pg_walfile_name(pg_switch_wal())")
-    wait_for(f"WAL segment {segment} archived",
-             lambda: cluster.psql("SELECT last_archived_wal FROM pg_stat_archiver") >= segment, timeout=60)
+    """Closes the current WAL segment of every server and waits until its archiver has it (on a lost machine, what
+    the last archive_timeout had not closed yet is lost with it)."""
+    for _, _, services in cluster.databases():
+        server = services[0] if isinstance(services, list) else None
+        segment = cluster.psql("SELECT pg_walfile_name(pg_switch_wal())", server=server)
+        wait_for(f"WAL segment {segment} archived", lambda: cluster.psql(
+            "SELECT last_archived_wal FROM pg_stat_archiver", server=server) >= segment, timeout=60)
 
 
 def run(*command, env=None):
@@ -204,10 +212,13 @@ def workspace():
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_a_backup_restores_to_a_point_in_time_and_the_services_carry_on(workspace):
+@pytest.mark.parametrize("databases", ["1", "2"], ids=["one-server", "two-servers"])
+def test_a_backup_restores_to_a_point_in_time_and_the_services_carry_on(workspace, databases):
+    workspace = workspace / f"databases-{databases}"
+    workspace.mkdir()
     photos = workspace / "photos"
     backups = workspace / "backups"
-    source = Cluster(KINDRED_PROFILE_PHOTO_DIR=str(photos), **SETTINGS)
+    source = Cluster(KINDRED_PROFILE_PHOTO_DIR=str(photos), KINDRED_DATABASES=databases, **SETTINGS)
     backup_env = dict(source.env)
     try:
         with channel_to(source.gateway) as setup:
@@ -281,11 +292,13 @@ def test_a_backup_restores_to_a_point_in_time_and_the_services_carry_on(workspac
     # A time the archive does not reach is refused, and leaves nothing that could be started by mistake.
     empty_archive = workspace / "empty-archive"
     empty_archive.mkdir()
+    if databases == "2":
+        (workspace / "empty-archive-2").mkdir()  # the second server's (run-cluster.sh's naming)
     refused, _ = run(ROOT / "services" / "restore.sh", "--from", backups, "--to-data", workspace / "refused",
                      "--target-time", utc(moment), "--wal-archive", empty_archive)
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert "recovery ended before configured recovery target was reached" in refused.stderr, refused.stderr
-    assert not (workspace / "refused" / "postgres").exists()
+    assert not (workspace / "refused" / "postgres").exists() and not (workspace / "refused" / "postgres-2").exists()
 
     restored_folder = workspace / "restored"
     restored_folder.mkdir()
@@ -296,7 +309,12 @@ def test_a_backup_restores_to_a_point_in_time_and_the_services_carry_on(workspac
     assert result.returncode == 0, result.stdout + result.stderr
     restored_line = next(line for line in result.stdout.splitlines() if line.startswith("Restored in"))
     shutil.rmtree(source.folder, ignore_errors=True)
-    restored = Cluster(folder=restored_folder, KINDRED_PROFILE_PHOTO_DIR=str(restored_photos), **SETTINGS)
+    if databases == "2":
+        assert "KINDRED_DATABASES=auth,profile,discovery:match,chat,notify" in result.stdout, result.stdout
+        assert (restored_folder / "data" / "postgres-2" / "kindred-services").read_text().split() == \
+            ["match", "chat", "notify"]
+    restored = Cluster(folder=restored_folder, KINDRED_PROFILE_PHOTO_DIR=str(restored_photos),
+                       KINDRED_DATABASES=databases, **SETTINGS)
     try:
         check_restored(restored, community, members, writes, moment, tokens_before_t, late_email,
                        (photo_before_backup, photo_before_t, photo_after_t))

@@ -37,6 +37,12 @@ SECRET_SETTING = re.compile(r"PASSWORD|SECRET|_KEY(_|$)|DATABASE_URL")
 
 # The servers this repository builds today; a server of cluster.env without an executable is not required yet.
 SERVERS_BUILT = declared_server_products()
+# The PostgreSQL servers of compose and the services whose schemas each holds (run-cluster.sh --databases 2).
+DATABASE_SERVERS = {"postgres": ["auth", "profile", "discovery"], "postgres-2": ["match", "chat", "notify"]}
+
+
+def database_server_of(name):
+    return next(server for server, names in DATABASE_SERVERS.items() if name in names)
 
 
 def interpolate(value):
@@ -97,7 +103,7 @@ def test_docker_compose_accepts_the_file_and_agrees_with_this_parse(services):
 
 
 def test_every_service_is_there(services):
-    expected = {"secrets", "postgres", "smtp-sink", *SERVERS_BUILT,
+    expected = {"secrets", *DATABASE_SERVERS, "smtp-sink", *SERVERS_BUILT,
                 *(f"{name}-migrate" for name in SERVERS_WITH_TABLES)}
     assert expected <= set(services), f"missing: {expected - set(services)}"
     unexpected = set(services) - expected
@@ -109,13 +115,23 @@ def test_services_with_tables_match_migrations_folders(services):
     assert folders == sorted(SERVERS_WITH_TABLES), "services/cluster.env KINDRED_SERVERS_WITH_TABLES vs folders"
     for name in SERVERS_WITH_TABLES:
         assert list((ROOT / "services" / name / "migrations").glob("[0-9][0-9][0-9][0-9]_*.sql")), name
-    postgres_env = environment(services["postgres"])
-    assert postgres_env["KINDRED_SERVERS_WITH_TABLES"].split() == SERVERS_WITH_TABLES
-    assert postgres_env["POSTGRES_DB"] == DATABASE == postgres_env["KINDRED_DATABASE"]
+    held = []
+    for server, names in DATABASE_SERVERS.items():
+        postgres_env = environment(services[server])
+        assert postgres_env["KINDRED_SERVERS_WITH_TABLES"].split() == names
+        assert postgres_env["POSTGRES_DB"] == DATABASE == postgres_env["KINDRED_DATABASE"]
+        held += names
+    assert held == SERVERS_WITH_TABLES, "every service's schema on exactly one server"
+    # The same split as the native cluster's --databases 2.
+    layout = subprocess.run(["bash", "-c", 'source services/postgres/servers.sh; database_layout 2 "$0"; '
+                             'printf "%s\n" "${DB_GROUPS[@]}"', " ".join(SERVERS_WITH_TABLES)],
+                            cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert [group.split() for group in layout] == list(DATABASE_SERVERS.values())
 
 
-def test_postgres_runs_the_shared_role_script_and_is_health_checked(services):
-    postgres = services["postgres"]
+@pytest.mark.parametrize("server", DATABASE_SERVERS)
+def test_postgres_runs_the_shared_role_script_and_is_health_checked(services, server):
+    postgres = services[server]
     assert postgres["image"].startswith("postgres:")
     mounts = [volume.split(":") for volume in postgres["volumes"]]
     assert ["./services/postgres/init-roles.sh", "/docker-entrypoint-initdb.d/10-init-roles.sh", "ro"] in mounts
@@ -123,23 +139,29 @@ def test_postgres_runs_the_shared_role_script_and_is_health_checked(services):
     assert test[0] == "CMD" and "pg_isready" in test and test[test.index("-h") + 1] == "127.0.0.1"
     assert "synchronous_commit=on" in postgres["command"]
     for name in SERVERS_WITH_TABLES:
-        assert f"KINDRED_{name.upper()}_DB_PASSWORD_FILE" in environment(postgres), name
+        assert (f"KINDRED_{name.upper()}_DB_PASSWORD_FILE" in environment(postgres)) == \
+            (name in DATABASE_SERVERS[server]), name
     assert postgres["depends_on"] == {"secrets": {"condition": "service_completed_successfully"}}
 
 
 def test_postgres_archives_wal_into_its_volume_as_the_native_cluster_does(raw, services, tmp_path):
     """The entrypoint compose gives PostgreSQL (run here with the image's entrypoint replaced by a recorder) hands
     the image's entrypoint the command plus services/postgres/wal-archive.sh's archive settings for the archive
-    folder, which is a volume of its own, made the postgres user's; `off` turns archiving off."""
+    folder, which is a volume of its own (one per server), made the postgres user's; `off` turns archiving off."""
+    volumes = set()
+    for server in DATABASE_SERVERS:
+        mounts = {volume.split(":")[1]: volume.split(":")[0] for volume in services[server]["volumes"]}
+        entrypoint = services[server]["entrypoint"]
+        assert entrypoint[0] == "bash" and mounts[entrypoint[1]] == "./services/postgres/compose-entrypoint.sh"
+        folder = os.path.dirname(entrypoint[1])
+        assert mounts[f"{folder}/wal-archive.sh"] == "./services/postgres/wal-archive.sh"
+        archive = environment(services[server])["KINDRED_WAL_ARCHIVE_DIR"]
+        assert mounts[archive] in raw["volumes"] and mounts["/var/lib/postgresql/data"] in raw["volumes"]
+        volumes |= {mounts[archive], mounts["/var/lib/postgresql/data"]}
+        assert environment(services[server])["KINDRED_WAL_ARCHIVE_TIMEOUT"] == "60"
+        assert services[server]["command"] == services["postgres"]["command"]
+    assert len(volumes) == 2 * len(DATABASE_SERVERS), "each server its own data and archive volumes"
     postgres = services["postgres"]
-    mounts = {volume.split(":")[1]: volume.split(":")[0] for volume in postgres["volumes"]}
-    entrypoint = postgres["entrypoint"]
-    assert entrypoint[0] == "bash" and mounts[entrypoint[1]] == "./services/postgres/compose-entrypoint.sh"
-    folder = os.path.dirname(entrypoint[1])
-    assert mounts[f"{folder}/wal-archive.sh"] == "./services/postgres/wal-archive.sh"
-    archive = environment(postgres)["KINDRED_WAL_ARCHIVE_DIR"]
-    assert mounts[archive] in raw["volumes"] and mounts[archive] != "postgres-data"
-    assert environment(postgres)["KINDRED_WAL_ARCHIVE_TIMEOUT"] == "60"
 
     recorder = tmp_path / "bin" / "docker-entrypoint.sh"
     recorder.parent.mkdir()
@@ -181,7 +203,7 @@ def test_start_order_through_depends_on(services):
     for name in SERVERS_WITH_TABLES:
         migrate = services[f"{name}-migrate"]
         assert migrate["command"] == [f"{name}-server", "migrate"]
-        assert migrate["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+        assert migrate["depends_on"] == {database_server_of(name): {"condition": "service_healthy"}}
         assert migrate["restart"] == "no", "a one-shot step must not restart"
         assert environment(migrate) == environment(services[name]), "migrate and serve must see the same settings"
         assert services[name]["depends_on"][f"{name}-migrate"] == {"condition": "service_completed_successfully"}
@@ -239,14 +261,14 @@ def generated_secrets(services, folder) -> dict:
 
 def test_database_urls_use_each_services_own_role(services, tmp_path):
     secrets = generated_secrets(services, tmp_path)
-    postgres = environment(services["postgres"])
     for name in SERVERS_WITH_TABLES:
         url_file = environment(services[name])[f"KINDRED_{name.upper()}_DATABASE_URL_FILE"]
         assert url_file.startswith(SECRETS_FOLDER + "/"), name
         url = urllib.parse.urlsplit(secrets[url_file.rsplit("/", 1)[1]])
+        server = database_server_of(name)
         assert (url.scheme, url.username, url.hostname, url.port, url.path) == (
-            "postgresql", f"kindred_{name}", "postgres", 5432, f"/{DATABASE}")
-        password_file = postgres[f"KINDRED_{name.upper()}_DB_PASSWORD_FILE"]
+            "postgresql", f"kindred_{name}", server, 5432, f"/{DATABASE}")
+        password_file = environment(services[server])[f"KINDRED_{name.upper()}_DB_PASSWORD_FILE"]
         assert url.password == secrets[password_file.rsplit("/", 1)[1]], "the role's password and the URL must agree"
         assert environment(services[name])[f"KINDRED_{name.upper()}_MIGRATIONS_DIR"] == f"/app/services/{name}/migrations"
 
@@ -306,7 +328,7 @@ def test_shared_settings_come_from_x_anchors(raw, services):
     logging = interpolate(raw["x-logging"])
     for name, service in services.items():
         assert service["logging"] == logging, name
-        if name not in ("postgres", "smtp-sink"):
+        if name not in (*DATABASE_SERVERS, "smtp-sink"):
             assert service["image"] == KINDRED_IMAGE
             assert service["build"] == {"context": ".", "dockerfile": "services/Dockerfile", "target": "runtime"}
 
@@ -396,7 +418,7 @@ def test_dockerignore_keeps_build_products_and_data_out():
 @pytest.mark.parametrize("script", ["services/run-cluster.sh", "services/postgres/init-roles.sh",
                                     "services/install-deps.sh", "Tests/Fuzz/campaign.sh", "services/backup.sh",
                                     "services/restore.sh", "services/postgres/wal-archive.sh",
-                                    "services/postgres/compose-entrypoint.sh"])
+                                    "services/postgres/compose-entrypoint.sh", "services/postgres/servers.sh"])
 def test_shell_scripts_parse_and_pass_shellcheck(script):
     subprocess.run(["bash", "-n", script], cwd=ROOT, check=True)
     if shutil.which("shellcheck") is None:

@@ -22,22 +22,22 @@
 # database_layout SPEC SERVICES -> DB_GROUPS: one "service service ..." entry per server; 1 (and a reason on
 # stderr) when SPEC is not a layout of SERVICES.
 database_layout() {
-    local spec="$1" services group i count size extra start name
-    read -r -a services <<<"$2"
+    local spec="$1" names group i count size extra start name
+    read -r -a names <<<"$2"
     DB_GROUPS=()
     if [ -z "$spec" ]; then spec=1; fi
     if [[ "$spec" =~ ^[0-9]+$ ]]; then
         count=$spec
-        if ((count < 1 || count > ${#services[@]})); then
-            echo "databases: $count servers for ${#services[@]} services: give 1 to ${#services[@]}" >&2
+        if ((count < 1 || count > ${#names[@]})); then
+            echo "databases: $count servers for ${#names[@]} services: give 1 to ${#names[@]}" >&2
             return 1
         fi
-        size=$((${#services[@]} / count))
-        extra=$((${#services[@]} % count))
+        size=$((${#names[@]} / count))
+        extra=$((${#names[@]} % count))
         start=0
         for ((i = 0; i < count; i++)); do
             group=$((size + (i < extra ? 1 : 0)))
-            DB_GROUPS+=("${services[*]:start:group}")
+            DB_GROUPS+=("${names[*]:start:group}")
             start=$((start + group))
         done
         return 0
@@ -49,8 +49,8 @@ database_layout() {
         local members=()
         IFS=, read -r -a members <<<"$group"
         for name in "${members[@]}"; do
-            if [[ " ${services[*]} " != *" $name "* ]]; then
-                echo "databases: $name has no tables (services with tables: ${services[*]})" >&2
+            if [[ " ${names[*]} " != *" $name "* ]]; then
+                echo "databases: $name has no tables (services with tables: ${names[*]})" >&2
                 return 1
             fi
             if [[ "$seen" == *" $name "* ]]; then echo "databases: $name is in two groups" >&2; return 1; fi
@@ -58,7 +58,7 @@ database_layout() {
         done
         DB_GROUPS+=("${members[*]}")
     done
-    for name in "${services[@]}"; do
+    for name in "${names[@]}"; do
         [[ "$seen" == *" $name "* ]] || { echo "databases: $name is in no group of $spec" >&2; return 1; }
     done
 }

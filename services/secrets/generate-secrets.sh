@@ -10,6 +10,8 @@
 #   KINDRED_SERVERS_WITH_TABLES   space-separated service names (services/cluster.env), required
 #   KINDRED_DATABASE              database name, default kindred
 #   KINDRED_POSTGRES_ADDRESS      host:port of PostgreSQL in the database URLs, default postgres:5432
+#   KINDRED_POSTGRES_ADDRESS_<SERVICE>  host:port of the PostgreSQL server holding that service's schema, when it is
+#                                 another one (several servers), default KINDRED_POSTGRES_ADDRESS
 #   KINDRED_SECRETS_UID           owner of the files the servers read, default 10001 (the image's `kindred`)
 #   POSTGRES_SECRETS_UID          owner of the files PostgreSQL reads, default 999 (the postgres image's user)
 # Ownership is set only when running as root; every file is mode 0400.
@@ -54,6 +56,7 @@ write postgres-password "$postgres_uid" "$(random_value)"
 for service in $services; do
     write "db-password-$service" "$postgres_uid" "$(random_value)"
     # The server's URL carries the role's password (the one init-roles.sh gives the role).
+    address_variable="KINDRED_POSTGRES_ADDRESS_${service^^}"
     write "database-url-$service" "$server_uid" \
-        "postgresql://kindred_$service:$(cat "$folder/db-password-$service")@$postgres_address/$database"
+        "postgresql://kindred_$service:$(cat "$folder/db-password-$service")@${!address_variable:-$postgres_address}/$database"
 done
