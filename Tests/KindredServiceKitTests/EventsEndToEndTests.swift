@@ -124,8 +124,14 @@ import Testing
         let address = try await consumer.start()
         let first = try await database.relay(database.relayConfiguration([address], lease: .seconds(2)))
         for index in 0..<40 { try await database.append(partition: "user-\(index % 4)") }
-        // A relay that dies inside a batch: no acknowledgement recorded, its leases left behind.
-        let killed = Task { try await first.deliverOnce(to: address) }
+        // A relay that dies inside a batch: no acknowledgement recorded, its leases left behind. It delivers until
+        // it is killed: on a busy machine its first call can reach its deadline (1 s) before 5 effects commit.
+        let killed = Task {
+            while !Task.isCancelled {
+                _ = try? await first.deliverOnce(to: address)
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
         #expect(try await eventually { try await database.effects().count >= 5 })
         killed.cancel()
         _ = await killed.result
