@@ -502,6 +502,19 @@ ${KINDRED_POSTGRES_SETTINGS:-}
 CONF
     if [ "$(id -u)" -eq 0 ]; then chown postgres: "${PG_DATAS[$i]}/kindred.conf"; fi
 }
+# max_connections of a server: each process of its services (every replica, every discovery shard) may open its
+# pool (KINDRED_<SERVER>_DATABASE_POOL_SIZE, default 10) and a few more (listeners, relays, standby checks); plus
+# room for migrations, the CLI and psql. PostgreSQL's default of 100 ran out with two replicas of every service.
+max_connections_for() { # max_connections_for "SERVICES"
+    local name pool processes total=40
+    for name in $1; do
+        pool="KINDRED_${name^^}_DATABASE_POOL_SIZE"
+        processes=$(replicas_of "$name")
+        [ "$name" = discovery ] && processes=$((processes + DISCOVERY_SHARD_COUNT - 1))
+        total=$((total + processes * (${!pool:-10} + 10)))
+    done
+    echo $((total > 100 ? total : 100))
+}
 postgres_start() { # postgres_start INDEX
     local i="$1"
     PG_STARTED=1 # from here on, stopping includes PostgreSQL (even if pg_ctl gives up waiting for it)
@@ -540,7 +553,8 @@ postgres_server() { # postgres_server INDEX
     elif [ "$(cat "$data/kindred-services" 2>/dev/null || echo "$KINDRED_SERVERS_WITH_TABLES")" != "$services" ]; then
         fail "$data holds the schemas of $(cat "$data/kindred-services" 2>/dev/null || echo "every service"), not of $services: start with the layout it was made with (KINDRED_DATABASES)"
     fi
-    postgres_conf "$i" "$(wal_archive_settings "$archive" "$WAL_ARCHIVE_TIMEOUT")"
+    postgres_conf "$i" "$(wal_archive_settings "$archive" "$WAL_ARCHIVE_TIMEOUT")" \
+        "max_connections = $(max_connections_for "$services")"
     postgres_start "$i"
     PGHOST="${PG_SOCKETS[$i]}" PGPORT="${PG_PORTS[$i]}" PGUSER=postgres PSQL="$PG_BIN/psql" \
         KINDRED_DATABASE="$KINDRED_DATABASE" KINDRED_SERVERS_WITH_TABLES="$services" \
@@ -563,7 +577,9 @@ postgres_standby() {
     as_postgres "$PG_BIN/pg_basebackup" -D "$data" -R -X stream -c fast -h "${PG_SOCKETS[$primary]}" \
         -p "${PG_PORTS[$primary]}" -U postgres >>"${PG_LOGS[$index]}" 2>&1 9>&- \
         || startup_failed "pg_basebackup of the standby failed" "${PG_LOGS[$index]}"
-    settings=("hot_standby = on" "hot_standby_feedback = on" "archive_mode = off")
+    # A hot standby needs at least its primary's max_connections.
+    settings=("hot_standby = on" "hot_standby_feedback = on" "archive_mode = off"
+        "max_connections = $(max_connections_for "${DB_GROUPS[$primary]}")")
     archive="$(pg_server_archive "$WAL_ARCHIVE" "$number")"
     [ "$archive" = off ] || settings+=("restore_command = '$(wal_restore_command "$archive")'")
     postgres_conf "$index" "${settings[@]}"

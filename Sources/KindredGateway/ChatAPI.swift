@@ -105,11 +105,11 @@ extension Gateway {
     /// replica. No overall deadline beyond the client's own (capped at `streamMaxDuration`): chat's heartbeats keep
     /// it alive.
     ///
-    /// With several chat replicas, a stream whose replica dies (its connection is lost) or drains
-    /// (SERVER_DRAINING) is resumed from the last resume token written to the client, on a replica in rotation, at
-    /// most `subscribeResumes` times in a row: the client's stream goes on with no gap and no duplicate. Without a
-    /// token yet (a live-only stream that has delivered nothing resumable) the error reaches the client, which
-    /// resumes as before.
+    /// With several chat replicas, a stream whose replica dies (its connection is lost), drains (SERVER_DRAINING)
+    /// or is busy (UNAVAILABLE) is resumed from the last resume token written to the client, on a replica in
+    /// rotation, at most `subscribeResumes` times in a row: the client's stream goes on with no gap and no
+    /// duplicate. Without a token yet (a live-only stream that has delivered nothing resumable) the error reaches
+    /// the client, which resumes as before.
     func proxySubscribe(
         _ request: Api.SubscribeRequest, _ writer: ResponseWriter<Api.SubscribeResponse>, _ caller: Caller
     ) async throws {
@@ -168,12 +168,14 @@ extension Gateway {
     /// (pauses of 50 ms doubling to 1 s between them: about 4.5 s in all, past the 2 s health checks).
     static let subscribeResumes = 8
 
-    /// Whether a Subscribe stream ended because its chat replica went away: its connection was lost, or the
-    /// replica is draining.
+    /// Whether a Subscribe stream ended because its chat replica went away or could not serve it for a moment:
+    /// its connection was lost, the replica is draining, or it was busy (reason UNAVAILABLE: its database refused
+    /// a connection while the streams of a drained replica moved to it). Not SUBSCRIBER_TOO_SLOW: that one is
+    /// the client's to see.
     static func chatReplicaLost(_ error: RPCError) -> Bool {
         guard error.code == .unavailable else { return false }
         guard let reason = error.errorDetail?.reason else { return true }
-        return reason == "SERVER_DRAINING"
+        return reason == "SERVER_DRAINING" || reason == "UNAVAILABLE"
     }
 
     /// Home's `chat` part: unread totals.

@@ -287,5 +287,5 @@ def assert_clean_stop(running: Cluster, pids: dict, exited_before: tuple = (), k
             expected = f"  {name} had exited before (status 0)" if name in exited_before else f"  {name} stopped (exit 0)"
             assert expected in output, output
     assert "  postgres stopped" in output and "Kindred stopped." in output, output
-    if not keep_folder:
+    if not keep_folder and not os.environ.get("KINDRED_KEEP_CLUSTER"):  # set: logs stay for a look after a run
         shutil.rmtree(running.folder, ignore_errors=True)

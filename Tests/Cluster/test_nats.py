@@ -134,13 +134,18 @@ def test_a_consumer_added_later_replays_each_stream_from_its_start(cluster):
     async def replay(js, producer):
         stream = f"KINDRED_{producer.upper()}"
         durable = f"late-{os.getpid()}-{producer}"
+        stored = (await js.stream_info(stream)).state.messages
         subscription = await js.pull_subscribe(f"kindred.{producer}.>", durable=durable, stream=stream)
         ids, sequences = set(), []
-        while True:
+        # Until the new consumer has handed out as many messages as the stream holds: a fetch that hears nothing
+        # in time (a loaded machine: nats-py raises the builtin TimeoutError then, NATS's own when the server
+        # says there is nothing) is tried again, not taken for the end.
+        deadline = time.monotonic() + 60
+        while len(sequences) < stored and time.monotonic() < deadline:
             try:
                 batch = await subscription.fetch(200, timeout=2)
-            except nats.errors.TimeoutError:
-                break
+            except TimeoutError:
+                continue
             for message in batch:
                 ids.add(message.headers["Nats-Msg-Id"])
                 sequences.append(message.metadata.sequence.stream)

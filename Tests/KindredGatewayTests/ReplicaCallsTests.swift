@@ -23,6 +23,7 @@ struct ReplicaCallsTests {
     func chatReplicaLost() {
         #expect(Gateway.chatReplicaLost(RPCError(.unavailable, "The connection to the server was lost")))
         #expect(Gateway.chatReplicaLost(GatewayErrors.make(.unavailable, "draining", reason: "SERVER_DRAINING")))
+        #expect(Gateway.chatReplicaLost(GatewayErrors.make(.unavailable, "busy", reason: "UNAVAILABLE")))
         #expect(!Gateway.chatReplicaLost(GatewayErrors.make(.unavailable, "slow", reason: "SUBSCRIBER_TOO_SLOW")))
         #expect(!Gateway.chatReplicaLost(RPCError(.permissionDenied, "ended session")))
         #expect(!Gateway.chatReplicaLost(RPCError(.cancelled, "cancelled")))
