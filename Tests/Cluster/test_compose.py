@@ -39,6 +39,11 @@ SECRET_SETTING = re.compile(r"PASSWORD|SECRET|_KEY(_|$)|DATABASE_URL")
 SERVERS_BUILT = declared_server_products()
 # The PostgreSQL servers of compose and the services whose schemas each holds (run-cluster.sh --databases 2).
 DATABASE_SERVERS = {"postgres": ["auth", "profile", "discovery"], "postgres-2": ["match", "chat", "notify"]}
+# Discovery's shards (run-cluster.sh --discovery-shards=3): compose service -> run-cluster's name for it.
+DISCOVERY_SHARDS = {"discovery": "discovery", "discovery-1": "discovery_1", "discovery-2": "discovery_2"}
+# The JetStream nodes (run-cluster.sh --nats).
+NATS_NODES = ["nats", "nats-2", "nats-3"]
+NATS_CLIENT_PORT, NATS_ROUTE_PORT = 4222, 6222
 
 
 def database_server_of(name):
@@ -103,8 +108,8 @@ def test_docker_compose_accepts_the_file_and_agrees_with_this_parse(services):
 
 
 def test_every_service_is_there(services):
-    expected = {"secrets", *DATABASE_SERVERS, "smtp-sink", *SERVERS_BUILT,
-                *(f"{name}-migrate" for name in SERVERS_WITH_TABLES)}
+    expected = {"secrets", *DATABASE_SERVERS, *NATS_NODES, "smtp-sink", *SERVERS_BUILT, *DISCOVERY_SHARDS,
+                *(f"{name}-migrate" for name in {*SERVERS_WITH_TABLES, *DISCOVERY_SHARDS})}
     assert expected <= set(services), f"missing: {expected - set(services)}"
     unexpected = set(services) - expected
     assert not unexpected, f"services compose has but the native cluster does not: {unexpected}"
@@ -328,7 +333,7 @@ def test_shared_settings_come_from_x_anchors(raw, services):
     logging = interpolate(raw["x-logging"])
     for name, service in services.items():
         assert service["logging"] == logging, name
-        if name not in (*DATABASE_SERVERS, "smtp-sink"):
+        if name not in (*DATABASE_SERVERS, *NATS_NODES, "smtp-sink"):
             assert service["image"] == KINDRED_IMAGE
             assert service["build"] == {"context": ".", "dockerfile": "services/Dockerfile", "target": "runtime"}
 
@@ -433,5 +438,189 @@ def test_services_but_discovery_and_the_gateway_run_two_replicas(services):
     for name in ("auth", "profile", "match", "chat", "notify"):
         assert services[name].get("deploy", {}).get("replicas") == 2, name
         assert "container_name" not in services[name], name
-    for name in ("discovery", "gateway"):
+    for name in (*DISCOVERY_SHARDS, "gateway"):
         assert services[name].get("deploy", {}).get("replicas", 1) == 1, name
+
+
+# ---- scale-out: discovery's shards and NATS JetStream, as run-cluster.sh --discovery-shards=3 --nats ----
+
+def run_cluster_functions(*names) -> str:
+    """The definitions of run-cluster.sh's functions `names`, to run on their own."""
+    text = RUN_CLUSTER.read_text()
+    found = []
+    for name in names:
+        match = re.search(rf"^{name}\(\) \{{[^\n]*\}}$", text, re.M) or \
+            re.search(rf"^{name}\(\) \{{.*?^\}}$", text, re.S | re.M)
+        assert match, f"run-cluster.sh has no function {name}: update this test"
+        found.append(match.group(0))
+    return "\n".join(found)
+
+
+def native_sharded() -> dict:
+    """What run-cluster.sh gives a cluster with three discovery shards (its own functions, with the default ports):
+    each shard's settings, the callers' shard list, each producer's consumers, the schemas PostgreSQL makes."""
+    script = f"""set -euo pipefail
+source services/cluster.env
+fail() {{ echo "$*" >&2; exit 1; }}
+secret() {{ echo "secret-$1"; }}
+read -r -a SERVERS <<<"$KINDRED_SERVERS"
+PORT_BASE=$KINDRED_DEFAULT_PORT_BASE DISCOVERY_SHARD_COUNT={len(DISCOVERY_SHARDS)}
+{run_cluster_functions("port_of", "replicas_of", "instances_of", "addresses_of", "discovery_shard_names",
+                       "discovery_shard_port", "discovery_shard_addresses", "discovery_shards_env",
+                       "discovery_shard_setting", "server_env_discovery", "server_env_discovery_shard",
+                       "event_consumers", "extra_schemas_of")}
+server_env_common() {{ SERVER_ENV=(); }}
+echo "schemas=$(extra_schemas_of "$KINDRED_SERVERS_WITH_TABLES")"
+echo "shards=$(discovery_shard_addresses)"
+for producer in $KINDRED_SERVERS; do echo "consumers $producer=$(event_consumers "$producer")"; done
+SERVER_ENV=(); server_env_discovery; printf 'discovery %s\\n' "${{SERVER_ENV[@]}}"
+for shard in $(discovery_shard_names); do
+    server_env_discovery_shard "$shard"; printf "$shard %s\\n" "${{SERVER_ENV[@]}}"
+done
+"""
+    output = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    native = {"consumers": {}, "shard_env": {name: {} for name in DISCOVERY_SHARDS.values()}}
+    for line in output.splitlines():
+        if line.startswith(("schemas=", "shards=")):
+            key, value = line.split("=", 1)
+            native[key] = value.split() if key == "schemas" else value.split(",")
+        elif line.startswith("consumers "):
+            producer, value = line[len("consumers "):].split("=", 1)
+            native["consumers"][producer] = value
+        else:
+            shard, setting = line.split(" ", 1)
+            key, value = setting.split("=", 1)
+            native["shard_env"][shard][key] = value
+    native["callers"] = sorted(set(re.findall(r"^\s*discovery_shards_env (\w+)$", RUN_CLUSTER.read_text(), re.M)))
+    assert native["callers"] and native["schemas"], "run-cluster.sh changed shape: update this test"
+    return native
+
+
+def listening_service(services, port_number) -> str:
+    """The compose service whose server listens on `port_number` (not its migration step)."""
+    owners = [name for name, service in services.items()
+              if service.get("command", [None])[-1] == "serve" and any(key.endswith("_LISTEN") and value == f"0.0.0.0:{port_number}"
+                     for key, value in environment(service).items())]
+    assert len(owners) == 1, f"port {port_number}: {owners}"
+    return owners[0]
+
+
+def as_native(services, address) -> str:
+    """compose's service:port as run-cluster's 127.0.0.1:port, once the service is the one listening there."""
+    host, port_number = address.rsplit(":", 1)
+    assert listening_service(services, int(port_number)) == host, f"{address}: {host} does not listen there"
+    return f"127.0.0.1:{port_number}"
+
+
+def test_each_discovery_shard_has_run_clusters_settings_and_its_own_migrated_schema(services):
+    native = native_sharded()
+    assert set(native["shard_env"]) == set(DISCOVERY_SHARDS.values())
+    schemas = set()
+    for name, shard in DISCOVERY_SHARDS.items():
+        env = environment(services[name])
+        for key, value in native["shard_env"][shard].items():
+            if key.endswith("_LISTEN"):
+                value = value.replace("127.0.0.1:", "0.0.0.0:")
+            if key.endswith("_ADDRESS") or key.endswith("SECRET") or key.endswith("_KEY"):
+                continue  # addresses and secrets: the tests above
+            assert env.get(key) == value, f"{name}: {key} is {env.get(key)!r}, run-cluster.sh gives {value!r}"
+        # The schema each serves from: its own (shard 0 discovery's), on the server holding discovery's.
+        schemas.add(env.get("KINDRED_DISCOVERY_DATABASE_SCHEMA", "discovery"))
+        assert env["KINDRED_DISCOVERY_DATABASE_URL_FILE"] == \
+            environment(services["discovery"])["KINDRED_DISCOVERY_DATABASE_URL_FILE"], "one role, kindred_discovery"
+        # Its migration step: the same settings, so it migrates the shard's schema.
+        migrate = services[f"{name}-migrate"]
+        assert migrate["command"] == ["discovery-server", "migrate"] and migrate["restart"] == "no"
+        assert environment(migrate) == env, f"{name}-migrate must migrate {name}'s schema"
+        assert migrate["depends_on"] == {database_server_of("discovery"): {"condition": "service_healthy"}}
+        assert services[name]["command"] == ["discovery-server", "serve"]
+        assert services[name]["healthcheck"]["test"] == ["CMD", "discovery-server", "healthcheck"]
+        assert services[name]["depends_on"][f"{name}-migrate"] == {"condition": "service_completed_successfully"}
+        assert services["gateway"]["depends_on"][name] == {"condition": "service_healthy"}
+    assert len(schemas) == len(DISCOVERY_SHARDS), "every shard its own projection schema"
+    # init-roles.sh makes the shards' schemas, owned by discovery's role, where run-cluster.sh makes them.
+    postgres = environment(services[database_server_of("discovery")])
+    assert postgres.get("KINDRED_EXTRA_SCHEMAS", "").split() == native["schemas"]
+    assert sorted(pair.split(":")[1] for pair in native["schemas"]) == sorted(schemas - {"discovery"})
+    for server in DATABASE_SERVERS:
+        if server != database_server_of("discovery"):
+            assert "KINDRED_EXTRA_SCHEMAS" not in environment(services[server]), server
+
+
+def test_callers_route_over_every_shard_in_shard_order(services):
+    native = native_sharded()
+    for caller in native["callers"]:
+        key = f"KINDRED_{caller.upper()}_DISCOVERY_SHARDS"
+        listed = environment(services[caller]).get(key)
+        assert listed is not None, f"{caller} lacks {key}"
+        assert [as_native(services, address) for address in listed.split(",")] == native["shards"], caller
+        assert listed.split(",")[0].split(":")[0] == "discovery", "shard 0 is the discovery service"
+
+
+def test_every_producer_delivers_to_every_shard_under_its_own_name(services):
+    native = native_sharded()
+    for producer, expected in native["consumers"].items():
+        key = f"KINDRED_{producer.upper()}_EVENT_CONSUMERS"
+        if not expected:
+            assert key not in environment(services[producer]), producer
+            continue
+        listed = environment(services[producer]).get(key)
+        assert listed is not None, f"{producer} lacks {key}"
+        as_run_cluster = []
+        for entry in listed.split(","):
+            consumer, address = entry.split("=", 1)
+            as_run_cluster.append(f"{consumer}={as_native(services, address)}")
+        assert ",".join(as_run_cluster) == expected, producer
+    assert any("discovery_1=" in value for value in native["consumers"].values())
+
+
+def test_nats_jetstream_runs_as_a_three_node_cluster(raw, services):
+    """Each node: the official image at a pinned 2.x tag, JetStream on with its store in a volume of its own, routes
+    to every other node in one cluster, health-checked, not published."""
+    text = RUN_CLUSTER.read_text()
+    assert re.search(r"^start_nats\(\) \{\n\s+local node\n\s+for node in 0 1 2; do", text, re.M), \
+        "run-cluster.sh's JetStream cluster changed: update this test"
+    stores, names = set(), set()
+    for node in NATS_NODES:
+        service = services[node]
+        assert re.fullmatch(r"nats:2\.\d+\.\d+(-alpine)?", service["image"]), service["image"]
+        assert service["image"] == services[NATS_NODES[0]]["image"]
+        command = service["command"]
+
+        def option(*flags):
+            present = [flag for flag in flags if flag in command]
+            assert present, f"{node} lacks {flags[0]}"
+            return command[command.index(present[0]) + 1] if present[0] != "-js" else True
+
+        assert option("-js", "--jetstream")
+        store = option("-sd", "--store_dir")
+        mounts = {volume.split(":")[1]: volume.split(":")[0] for volume in service["volumes"]}
+        assert mounts.get(store) in raw["volumes"], f"{node}: its JetStream store must be a named volume"
+        stores.add(mounts[store])
+        names.add(option("-n", "--server_name"))
+        assert option("--cluster_name") == "kindred"
+        assert option("--cluster") == f"nats://0.0.0.0:{NATS_ROUTE_PORT}"
+        routes = option("--routes").split(",")
+        assert sorted(routes) == sorted(f"nats://{other}:{NATS_ROUTE_PORT}" for other in NATS_NODES if other != node)
+        monitor = option("-m", "--http_port")
+        assert service["healthcheck"]["test"][0] == "CMD" and \
+            f"http://127.0.0.1:{monitor}/healthz" in service["healthcheck"]["test"]
+        assert service["restart"] == "unless-stopped" and "ports" not in service
+    assert len(stores) == len(names) == len(NATS_NODES), "every node its own store and name"
+
+
+def test_every_server_is_given_the_nats_cluster_and_waits_for_it(services):
+    """run-cluster.sh --nats gives every server KINDRED_EVENTS_NATS_URL naming every node; compose gives each the
+    same list, and each server that has events starts once every node is healthy."""
+    expected = [f"nats://{node}:{NATS_CLIENT_PORT}" for node in NATS_NODES]
+    assert '[ -z "$NATS_URL" ] || SERVER_ENV+=("KINDRED_EVENTS_NATS_URL=$NATS_URL")' in RUN_CLUSTER.read_text()
+    for name in [*SERVERS_BUILT, *DISCOVERY_SHARDS]:
+        for service in (name, f"{name}-migrate"):
+            if service not in services:
+                continue
+            url = environment(services[service]).get("KINDRED_EVENTS_NATS_URL")
+            assert url is not None, f"{service} lacks KINDRED_EVENTS_NATS_URL"
+            assert url.split(",") == expected, service
+        if name != "gateway":
+            for node in NATS_NODES:
+                assert services[name]["depends_on"].get(node) == {"condition": "service_healthy"}, f"{name} on {node}"
