@@ -2,13 +2,19 @@
 and with Package.swift. No Docker engine is needed: docker-compose validates and interpolates the file, and
 the structure is checked on the parsed YAML."""
 
+import asyncio
+import glob
 import os
 import pwd
+import random
 import re
 import shutil
 import stat
 import subprocess
+import time
+import urllib.error
 import urllib.parse
+import urllib.request
 
 import pytest
 import yaml
@@ -25,6 +31,7 @@ from cluster_config import (
     declared_server_products,
     port,
 )
+from cluster_harness import port_is_free
 
 COMPOSE_FILE = ROOT / "compose.yaml"
 DOCKERFILE = ROOT / "services" / "Dockerfile"
@@ -499,8 +506,9 @@ done
 def listening_service(services, port_number) -> str:
     """The compose service whose server listens on `port_number` (not its migration step)."""
     owners = [name for name, service in services.items()
-              if service.get("command", [None])[-1] == "serve" and any(key.endswith("_LISTEN") and value == f"0.0.0.0:{port_number}"
-                     for key, value in environment(service).items())]
+              if service.get("command", [None])[-1] == "serve"
+              and any(key.endswith("_LISTEN") and value == f"0.0.0.0:{port_number}"
+                      for key, value in environment(service).items())]
     assert len(owners) == 1, f"port {port_number}: {owners}"
     return owners[0]
 
@@ -624,3 +632,90 @@ def test_every_server_is_given_the_nats_cluster_and_waits_for_it(services):
         if name != "gateway":
             for node in NATS_NODES:
                 assert services[name]["depends_on"].get(node) == {"condition": "service_healthy"}, f"{name} on {node}"
+
+
+def nats_on_loopback(services, node, ports, store) -> list:
+    """`node`'s compose command for a nats-server on loopback: each node's client, monitoring and route ports
+    (`ports[name]`) where compose gives every container its own address, its store in `store`."""
+    command = list(services[node]["command"])
+    values = {"-sd": str(store), "-m": str(ports[node]["monitor"]),
+              "--cluster": f"nats://127.0.0.1:{ports[node]['route']}"}
+    assert command[command.index("--cluster") + 1] == f"nats://0.0.0.0:{NATS_ROUTE_PORT}"
+    for flag, value in values.items():
+        command[command.index(flag) + 1] = value
+    routes = command.index("--routes") + 1
+    command[routes] = ",".join(
+        f"nats://127.0.0.1:{ports[urllib.parse.urlsplit(route).hostname]['route']}"
+        for route in command[routes].split(","))
+    return ["-a", "127.0.0.1", "-p", str(ports[node]["client"]), *command]
+
+
+def test_the_nats_nodes_form_a_jetstream_cluster_with_composes_commands(services, tmp_path):
+    """The three nodes' commands, run with Debian's nats-server on loopback (the ports moved apart, as compose's
+    containers each have their own address): every node answers the compose health check, and a stream with three
+    replicas (as the producers' streams have) is placed on all three and drops a repeated message id."""
+    server = shutil.which("nats-server") or next(iter(glob.glob("/usr/sbin/nats-server")), None)
+    if server is None:
+        pytest.skip("nats-server is not installed (services/install-deps.sh adds it)")
+    taken, ports = set(), {}
+    for node in NATS_NODES:
+        ports[node] = {}
+        for kind in ("client", "monitor", "route"):
+            while (candidate := random.randrange(20000, 30000)) in taken or not port_is_free(candidate):
+                pass
+            taken.add(candidate)
+            ports[node][kind] = candidate
+    health = services[NATS_NODES[0]]["healthcheck"]["test"][-1]
+    processes = []
+    try:
+        for node in NATS_NODES:
+            log = open(tmp_path / f"{node}.log", "w")
+            processes.append(subprocess.Popen([server, *nats_on_loopback(services, node, ports, tmp_path / node)],
+                                              stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+
+        def healthy(node):
+            url = health.replace(f":{services[node]['command'][services[node]['command'].index('-m') + 1]}/",
+                                 f":{ports[node]['monitor']}/")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    return response.status == 200
+            except (urllib.error.URLError, OSError):
+                return False
+
+        deadline = time.monotonic() + 60
+        while not all(healthy(node) for node in NATS_NODES):
+            assert all(process.poll() is None for process in processes), \
+                {node: (tmp_path / f"{node}.log").read_text()[-2000:] for node in NATS_NODES}
+            assert time.monotonic() < deadline, "the nodes did not all answer their health check"
+            time.sleep(0.2)
+
+        async def replicated_stream():
+            import nats  # nats-py, as test_nats.py uses it
+            from nats.js.api import StreamConfig
+            urls = [f"nats://127.0.0.1:{ports[node]['client']}" for node in NATS_NODES]
+            connection = await nats.connect(servers=urls, connect_timeout=5)
+            try:
+                js = connection.jetstream()
+                for _ in range(100):  # the meta leader may still be settling
+                    try:
+                        await js.add_stream(StreamConfig(name="COMPOSE_CHECK", subjects=["compose.>"], num_replicas=3,
+                                                         duplicate_window=120.0))
+                        break
+                    except nats.errors.Error:
+                        await asyncio.sleep(0.5)
+                first = await js.publish("compose.check", b"1", headers={"Nats-Msg-Id": "event-1"})
+                again = await js.publish("compose.check", b"1", headers={"Nats-Msg-Id": "event-1"})
+                info = await js.stream_info("COMPOSE_CHECK")
+                return first, again, info
+            finally:
+                await connection.close()
+
+        first, again, info = asyncio.run(replicated_stream())
+        assert not first.duplicate and again.duplicate and info.state.messages == 1
+        assert info.config.num_replicas == 3
+        placed = {info.cluster.leader, *(replica.name for replica in info.cluster.replicas or [])}
+        assert placed == {services[node]["command"][services[node]["command"].index("-n") + 1] for node in NATS_NODES}
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
