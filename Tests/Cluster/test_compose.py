@@ -719,3 +719,23 @@ def test_the_nats_nodes_form_a_jetstream_cluster_with_composes_commands(services
         for process in processes:
             process.kill()
             process.wait()
+
+
+def test_each_postgres_allows_the_connections_run_cluster_sizes_for_the_same_layout(services):
+    """run-cluster.sh's max_connections_for, with compose's replicas and shards, for the services each server holds:
+    compose's max_connections is at least that (a replica or shard added here must not run PostgreSQL out)."""
+    replicas = {f"KINDRED_REPLICAS_{name.upper()}": str(services[name].get("deploy", {}).get("replicas", 1))
+                for name in SERVERS_BUILT}
+    for server, names in DATABASE_SERVERS.items():
+        script = f"""set -euo pipefail
+fail() {{ echo "$*" >&2; exit 1; }}
+DISCOVERY_SHARD_COUNT={len(DISCOVERY_SHARDS)}
+{run_cluster_functions("replicas_of", "max_connections_for")}
+max_connections_for "{' '.join(names)}"
+"""
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("KINDRED_")}, **replicas}
+        needed = int(subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                                    check=True).stdout)
+        command = services[server]["command"]
+        allowed = int(next(value.split("=", 1)[1] for value in command if value.startswith("max_connections=")))
+        assert allowed >= needed, f"{server}: max_connections={allowed}, run-cluster.sh sizes {needed} for {names}"
