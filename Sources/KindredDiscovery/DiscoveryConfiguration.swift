@@ -47,6 +47,13 @@ public struct DiscoveryConfiguration: Sendable {
     /// replica serves (`DiscoveryShards`: precision-3 geohash cells hashed to shards); one shard owns everything.
     public var shards = DiscoveryShards.single
 
+    /// The name this replica consumes events under on the event bus: `discovery` for shard 0 and `discovery_<i>`
+    /// for shard i, as its schema is named (services/run-cluster.sh). Each shard keeps its own projection, so each
+    /// follows every event through its own durable consumers; replicas of one shard share them.
+    public var eventConsumer: String {
+        self.shards.index == 0 ? DiscoveryServerDefinition.name : "\(DiscoveryServerDefinition.name)_\(self.shards.index)"
+    }
+
     public init() {}
 
     public init(environment: [String: String] = ProcessInfo.processInfo.environment) throws {

@@ -56,7 +56,8 @@ public final class DiscoveryServer: ServiceServer {
             })
         runner.background.append(self.service.inbox.purgeTask())
         if let bus = JetStreamEventConsumer.backgroundTask(
-            consumer: "discovery", producers: DiscoveryService.eventProducers, settings: configuration.eventBus, logger: logger,
+            consumer: configuration.eventConsumer, producers: DiscoveryService.eventProducers,
+            settings: configuration.eventBus, logger: logger,
             apply: { [service] in try await service.applyEvents($0, from: $1) })
         {
             runner.background.append(bus)

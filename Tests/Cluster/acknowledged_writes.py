@@ -345,8 +345,10 @@ def children_of(pid: int) -> list:
 
 
 def healthy(name: str, pid: int) -> bool:
-    """The server's own healthcheck subcommand, with the environment run-cluster.sh gave it."""
-    result = subprocess.run([str(bin_dir() / f"{name}-server"), "healthcheck"], env=process_environment(pid),
+    """The server's own healthcheck subcommand, with the environment run-cluster.sh gave it (`name` may be an
+    instance: chat.2 is a chat-server, discovery_2 a discovery-server)."""
+    server = name.split(".")[0].split("_")[0]
+    result = subprocess.run([str(bin_dir() / f"{server}-server"), "healthcheck"], env=process_environment(pid),
                             capture_output=True, timeout=30)
     return result.returncode == 0
 

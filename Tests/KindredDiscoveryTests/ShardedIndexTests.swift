@@ -86,6 +86,16 @@ struct ShardedIndexTests {
         } ?? []
     }
 
+    @Test("Each shard follows the event bus under its own name, the one its schema has")
+    func eachShardConsumesUnderItsOwnName() {
+        var configuration = DiscoveryConfiguration()
+        #expect(configuration.eventConsumer == "discovery")
+        configuration.shards = DiscoveryShards(index: 0, count: 3)!
+        #expect(configuration.eventConsumer == "discovery")
+        configuration.shards = DiscoveryShards(index: 2, count: 3)!
+        #expect(configuration.eventConsumer == "discovery_2")
+    }
+
     @Test("Three shards answer every viewer's deck and search exactly as one index does")
     func threeShardsAnswerAsOne() throws {
         let (single, users) = Self.build(.single)

@@ -84,15 +84,24 @@ struct EventsDatabase {
         await self.consumer.shutdown()
     }
 
-    /// Appends one event about `partition` in its own transaction.
+    /// Appends one event about `partition` in its own transaction. A lock wait past `lock_timeout` (appends to
+    /// one partition queue on its counter row; a parallel test run on a loaded machine can hold a commit that
+    /// long) rolled the transaction back, so it is tried again, as a service's caller would retry "busy".
     @discardableResult
     func append(partition: String) async throws -> Kindred.Common.V1.Event {
-        try await self.producer.withTransaction { transaction in
-            var event = Kindred.Common.V1.Event()
-            event.userId = partition
-            event.communityId = "dogs"
-            event.payload = .userBlocked(.with { $0.blockedUserId = "someone" })
-            return try await self.outbox.append(event, in: transaction)
+        var attempt = 0
+        while true {
+            do {
+                return try await self.producer.withTransaction { transaction in
+                    var event = Kindred.Common.V1.Event()
+                    event.userId = partition
+                    event.communityId = "dogs"
+                    event.payload = .userBlocked(.with { $0.blockedUserId = "someone" })
+                    return try await self.outbox.append(event, in: transaction)
+                }
+            } catch let error as PostgresError where error.code == .lockTimeout && attempt < 5 {
+                attempt += 1
+            }
         }
     }
 
