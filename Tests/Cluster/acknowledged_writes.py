@@ -195,6 +195,13 @@ class Driver:
         except Exception as error:  # noqa: BLE001 - reported by the test
             self.failures.append(f"{threading.current_thread().name}: {error!r}")
 
+    def progress(self, amount, what, timeout=90):
+        """Waits until `amount` more calls are acknowledged (`what` names the moment), failing on any failed call."""
+        base = self.acknowledged()
+        wait_for(f"{amount} more acknowledged calls ({what})", lambda: self.acknowledged() >= base + amount
+                 or self.failures, timeout=timeout, interval=0.05)
+        assert not self.failures, self.failures
+
     def acknowledged(self):
         with self.lock:
             return len(self.swipes) + sum(len(m) for m in self.messages.values())

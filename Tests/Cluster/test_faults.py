@@ -14,8 +14,7 @@ import grpc
 import pytest
 
 from acknowledged_writes import (BOOTSTRAP_SECRET, CHANNEL_OPTIONS, SERVICES, Driver, Member, SwipePlan,
-                                 channel_to, check_nothing_lost, kill_postgres, kill_server, members_with_profiles,
-                                 wait_for)
+                                 channel_to, check_nothing_lost, kill_postgres, kill_server, members_with_profiles)
 from cluster_harness import Cluster, assert_clean_stop
 from test_cluster import unique
 
@@ -44,24 +43,18 @@ def test_nothing_acknowledged_is_lost_when_servers_and_postgres_are_killed(clust
     # The swipes spread over the fault sequence.
     swiper = driver.start_load(plan, swipe_pause=0.35)
 
-    def progress(amount, what, timeout=90):
-        base = driver.acknowledged()
-        wait_for(f"{amount} more acknowledged calls ({what})", lambda: driver.acknowledged() >= base + amount
-                 or driver.failures, timeout=timeout, interval=0.05)
-        assert not driver.failures, driver.failures
-
     faults = []
-    progress(40, "before the faults")
+    driver.progress(40, "before the faults")
     for name in SERVICES:
         kill_server(cluster, name)
         faults.append((name, driver.acknowledged()))
-        progress(40, f"after {name} restarted")
+        driver.progress(40, f"after {name} restarted")
     kill_postgres(cluster)
     faults.append(("postgres", driver.acknowledged()))
-    progress(60, "after postgres restarted")
+    driver.progress(60, "after postgres restarted")
     swiper.join(120)
     assert not swiper.is_alive(), "the swipe plan did not finish"
-    progress(40, "after the last swipe")
+    driver.progress(40, "after the last swipe")
     driver.stop_load()
 
     found = check_nothing_lost(cluster, driver, community, plan)

@@ -103,24 +103,18 @@ def test_nothing_acknowledged_is_lost_when_a_nats_node_and_consumers_are_killed(
     driver = Driver(cluster.gateway, members)
     swiper = driver.start_load(plan, swipe_pause=0.3)
 
-    def progress(amount, what, timeout=90):
-        base = driver.acknowledged()
-        wait_for(f"{amount} more acknowledged calls ({what})", lambda: driver.acknowledged() >= base + amount
-                 or driver.failures, timeout=timeout, interval=0.05)
-        assert not driver.failures, driver.failures
-
-    progress(20, "before the faults")
+    driver.progress(20, "before the faults")
     node = f"nats-{time.monotonic_ns() % 3}"
     old = cluster.pids()[node]
     os.kill(old, signal.SIGKILL)
     wait_for(f"{node} restarted", lambda: cluster.pids()[node] != old, timeout=30)
-    progress(20, f"after {node} was killed")
+    driver.progress(20, f"after {node} was killed")
     for name in ("chat", "discovery"):
         kill_server(cluster, name)
-        progress(20, f"after {name} restarted")
+        driver.progress(20, f"after {name} restarted")
     swiper.join(120)
     assert not swiper.is_alive(), "the swipe plan did not finish"
-    progress(10, "after the last swipe")
+    driver.progress(10, "after the last swipe")
     driver.stop_load()
     found = check_nothing_lost(cluster, driver, community, plan, events_delivered=lambda: everything_delivered(cluster))
     print(f"\non NATS: killed {node}, chat, discovery; swipes {found['swipes found']}, matches {found['matches found']}, "

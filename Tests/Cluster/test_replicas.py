@@ -131,13 +131,7 @@ def test_kill_and_drain_replicas_under_load_loses_and_fails_nothing(cluster, pop
     driver.chat = chat_pb2_grpc.ChatServiceStub(driver.channel)
     swiper = driver.start_load(plan, swipe_pause=0.25)
 
-    def progress(amount, what, timeout=60):
-        base = driver.acknowledged()
-        wait_for(f"{amount} more acknowledged calls ({what})", lambda: driver.acknowledged() >= base + amount
-                 or driver.failures, timeout=timeout, interval=0.05)
-        assert not driver.failures, driver.failures
-
-    progress(20, "before the faults")
+    driver.progress(20, "before the faults", timeout=60)
     # kill -9 of one replica of each service behind the gateways: the gateways' clients retry what the dead
     # replica never processed and every idempotent call it was serving; chat's streams resume on the other
     # replica. The app sees nothing.
@@ -145,7 +139,7 @@ def test_kill_and_drain_replicas_under_load_loses_and_fails_nothing(cluster, pop
     for instance in ("auth", "profile", "match", "chat.2", "notify"):
         old = cluster.pids()[instance]
         os.kill(old, signal.SIGKILL)
-        progress(15, f"after kill -9 of {instance}")
+        driver.progress(15, f"after kill -9 of {instance}", timeout=60)
         restarted(cluster, instance, old)
     assert transient_calls(driver, since) == [], "a call failed while a service replica died"
     # A drain (SIGTERM: GOAWAY, in-flight calls finish, the replica exits 0 and is started again).
@@ -153,7 +147,7 @@ def test_kill_and_drain_replicas_under_load_loses_and_fails_nothing(cluster, pop
     for instance in ("match.2", "chat", "profile.2"):
         old = cluster.pids()[instance]
         os.kill(old, signal.SIGTERM)
-        progress(15, f"after SIGTERM of {instance}")
+        driver.progress(15, f"after SIGTERM of {instance}", timeout=60)
         restarted(cluster, instance, old)
     assert transient_calls(driver, since) == [], "a call failed while a service replica drained"
     # A gateway replica dies: the app's unary calls are retried on the other gateway (its own retry policy); its
@@ -161,7 +155,7 @@ def test_kill_and_drain_replicas_under_load_loses_and_fails_nothing(cluster, pop
     since = time.time()
     old = cluster.pids()["gateway.2"]
     os.kill(old, signal.SIGKILL)
-    progress(15, "after kill -9 of gateway.2")
+    driver.progress(15, "after kill -9 of gateway.2", timeout=60)
     restarted(cluster, "gateway.2", old)
     assert {what for what, _ in transient_calls(driver, since)} <= {"Subscribe"}
     swiper.join(120)

@@ -90,36 +90,30 @@ def test_faults_under_load_lose_nothing_and_fail_no_call(cluster):
     driver.chat = chat_pb2_grpc.ChatServiceStub(driver.channel)
     swiper = driver.start_load(plan, swipe_pause=0.3)
 
-    def progress(amount, what, timeout=90):
-        base = driver.acknowledged()
-        wait_for(f"{amount} more acknowledged calls ({what})", lambda: driver.acknowledged() >= base + amount
-                 or driver.failures, timeout=timeout, interval=0.05)
-        assert not driver.failures, driver.failures
-
-    progress(20, "before the faults")
+    driver.progress(20, "before the faults")
     since = time.time()
     node = f"nats-{time.monotonic_ns() % 3}"
     old = cluster.pids()[node]
     os.kill(old, signal.SIGKILL)
     wait_for(f"{node} restarted", lambda: cluster.pids()[node] != old, timeout=30)
-    progress(15, f"after kill -9 of {node}")
+    driver.progress(15, f"after kill -9 of {node}")
     old = cluster.pids()["chat.2"]
     os.kill(old, signal.SIGKILL)
-    progress(15, "after kill -9 of chat.2")
+    driver.progress(15, "after kill -9 of chat.2")
     restarted(cluster, "chat.2", old)
     old = cluster.pids()["match.2"]
     os.kill(old, signal.SIGTERM)
-    progress(15, "after SIGTERM of match.2")
+    driver.progress(15, "after SIGTERM of match.2")
     restarted(cluster, "match.2", old)
     assert transient_calls(driver, since) == [], "a call failed while a NATS node or a replica went away"
     # A shard runs once: the decks it owns fail while it restarts (the app retries), nothing else does.
     since = time.time()
     kill_server(cluster, f"discovery_{SHARDS - 1}")
-    progress(15, f"after kill -9 of discovery_{SHARDS - 1}")
+    driver.progress(15, f"after kill -9 of discovery_{SHARDS - 1}")
     assert {what for what, _ in transient_calls(driver, since)} <= {"GetDeck"}
     swiper.join(120)
     assert not swiper.is_alive(), "the swipe plan did not finish"
-    progress(10, "after the last swipe")
+    driver.progress(10, "after the last swipe")
     driver.stop_load()
     found = check_nothing_lost(cluster, driver, community, plan, events_delivered=lambda: everything_delivered(cluster))
     print(f"\nscale-out: killed {node}, chat.2, discovery_{SHARDS - 1}, drained match.2; swipes {found['swipes found']}, "
