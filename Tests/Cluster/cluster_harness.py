@@ -47,6 +47,17 @@ RELAXED_LIMITS = {
 }
 
 
+# Scale-out mode (Cluster(scale_out=True), or every cluster of a run with KINDRED_TEST_SCALE_OUT=1): two replicas
+# of the gateway and of every service but discovery, discovery as SCALE_OUT_SHARDS shards, events on three NATS
+# JetStream nodes. Writes that wait for their consumers get longer through JetStream on this 2-core machine.
+REPLICATED = ("gateway", "auth", "profile", "match", "chat", "notify")  # discovery runs once per shard (its index)
+SCALE_OUT_SHARDS = 3
+SCALE_OUT_ENV = {**{f"KINDRED_REPLICAS_{name.upper()}": "2" for name in REPLICATED},
+                 "KINDRED_PROFILE_PROPAGATION_MS": "15000", "KINDRED_MATCH_MATCH_PROPAGATION_MS": "15000",
+                 "KINDRED_MATCH_BLOCK_PROPAGATION_MS": "15000"}
+SCALE_OUT_ARGS = ("--nats", f"--discovery-shards={SCALE_OUT_SHARDS}")
+
+
 def bin_dir() -> pathlib.Path:
     if "KINDRED_BIN_PATH" in os.environ:
         return pathlib.Path(os.environ["KINDRED_BIN_PATH"])
@@ -90,6 +101,26 @@ def free_port_base() -> tuple:
     raise RuntimeError("no free port range found")
 
 
+def replica_port(base: int, name: str, replica: int, admin: bool = False) -> int:
+    """run-cluster.sh's port of replica r >= 2 of server i: slot s = 3i + r - 2 at base + 10 (1 + s / 3) + 7 + s % 3
+    (admin: 100 above)."""
+    slot = 3 * SERVERS.index(name) + replica - 2
+    return base + (ADMIN_PORT_OFFSET if admin else 0) + 10 * (1 + slot // 3) + 7 + slot % 3
+
+
+def scale_out_port_base() -> tuple:
+    """A port base where a scale-out cluster's ports are free too: the second replicas' (and the second gateway's
+    media port, base + 207) and the shards' (base + 20 + i, admin + 120 + i)."""
+    for _ in range(50):
+        base, smtp = free_port_base()
+        more = [replica_port(base, name, 2, admin) for name in REPLICATED for admin in (False, True)] + [base + 207]
+        more += [base + offset + shard for offset in (20, 20 + ADMIN_PORT_OFFSET)
+                 for shard in range(1, SCALE_OUT_SHARDS)]
+        if all(port_is_free(port) for port in more):
+            return base, smtp
+    raise RuntimeError("no free port range for a scale-out cluster")
+
+
 def process_alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as stat:
@@ -116,11 +147,18 @@ class Cluster:
     """One run of services/run-cluster.sh."""
 
     def __init__(self, folder: pathlib.Path = None, wait: bool = True, ports: tuple = None, args: tuple = (),
-                 **extra_env: str):
+                 scale_out: bool = None, **extra_env: str):
         """Starts run-cluster.sh in `folder` (a new temporary one by default; an old one = a restart on the same
         data) on `ports` (port base, SMTP port; free ones by default) with the script's `args` (e.g. --demo) and,
-        with `wait`, returns once it printed "Kindred is up"."""
-        self.base, self.smtp_port = ports or free_port_base()
+        with `wait`, returns once it printed "Kindred is up". `scale_out` (default: KINDRED_TEST_SCALE_OUT=1 in
+        the environment) runs it scaled out (SCALE_OUT_ARGS and SCALE_OUT_ENV under the test's own settings)."""
+        if scale_out is None:
+            scale_out = os.environ.get("KINDRED_TEST_SCALE_OUT") == "1" and "--nats" not in args \
+                and not any(name.startswith("KINDRED_REPLICAS_") for name in extra_env)
+        if scale_out:
+            args = (*SCALE_OUT_ARGS, *args)
+            extra_env = {**SCALE_OUT_ENV, **extra_env}
+        self.base, self.smtp_port = ports or (scale_out_port_base() if scale_out else free_port_base())
         # Readable by the postgres user (PostgreSQL runs as postgres when the tests run as root).
         self.folder = folder or pathlib.Path(tempfile.mkdtemp(prefix="kindred-cluster-"))
         self.folder.chmod(0o755)

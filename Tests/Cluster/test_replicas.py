@@ -15,39 +15,20 @@ import pytest
 
 from acknowledged_writes import (BOOTSTRAP_SECRET, CHANNEL_OPTIONS, Driver, SwipePlan, check_nothing_lost,
                                  healthy, members_with_profiles, wait_for)
-from cluster_config import ADMIN_PORT_OFFSET, SERVERS
-from cluster_harness import Cluster, assert_clean_stop, free_port_base, port_is_free
+from cluster_harness import REPLICATED, Cluster, assert_clean_stop, replica_port, scale_out_port_base
 from test_cluster import PASSWORD, TIMEOUT, unique
 
 from kindred.api.v1 import (account_pb2, account_pb2_grpc, chat_pb2, chat_pb2_grpc, deck_pb2,  # noqa: E402
                             deck_pb2_grpc, profile_pb2, profile_pb2_grpc, types_pb2)
 from kindred.common.v1 import common_pb2  # noqa: E402
 
-REPLICATED = ("gateway", "auth", "profile", "match", "chat", "notify")  # discovery runs once (its index)
 MEMBERS = 8
-
-
-def replica_port(base: int, name: str, replica: int, admin: bool = False) -> int:
-    """run-cluster.sh's port of replica r >= 2 of server i: slot s = 3i + r - 2 at base + 10 (1 + s / 3) + 7 + s % 3
-    (admin: 100 above)."""
-    slot = 3 * SERVERS.index(name) + replica - 2
-    return base + (ADMIN_PORT_OFFSET if admin else 0) + 10 * (1 + slot // 3) + 7 + slot % 3
-
-
-def free_ports() -> tuple:
-    """A port base whose first replicas' ports (free_port_base) and second replicas' ports are all free."""
-    for _ in range(50):
-        base, smtp = free_port_base()
-        second = [replica_port(base, name, 2, admin) for name in REPLICATED for admin in (False, True)]
-        if all(port_is_free(port) for port in second + [base + 207]):  # + the second gateway's media port
-            return base, smtp
-    raise RuntimeError("no free port range for two replicas")
 
 
 @pytest.fixture(scope="module")
 def cluster():
     replicas = {f"KINDRED_REPLICAS_{name.upper()}": "2" for name in REPLICATED}
-    running = Cluster(ports=free_ports(), KINDRED_ON_SERVER_EXIT="restart",
+    running = Cluster(ports=scale_out_port_base(), KINDRED_ON_SERVER_EXIT="restart",
                       KINDRED_AUTH_BOOTSTRAP_SECRET=BOOTSTRAP_SECRET, KINDRED_CHAT_HEARTBEAT_MS="1000",
                       KINDRED_MATCH_SWIPE_RATE="100000", KINDRED_MATCH_SWIPE_BURST="100000", **replicas)
     yield running

@@ -1,6 +1,7 @@
 """Every scale-out part at once: two replicas of the gateway and of every service but discovery
 (KINDRED_REPLICAS_<SERVICE>=2), discovery as three geographic shards (--discovery-shards=3) and events on a
-three-node NATS JetStream cluster (--nats). Each shard follows the bus under its own name (its durable consumers
+three-node NATS JetStream cluster (--nats): cluster_harness's scale-out mode, which KINDRED_TEST_SCALE_OUT=1 also
+gives every other cluster test. Each shard follows the bus under its own name (its durable consumers
 are its own, shared by nobody), so every consumer, every shard included, applies every event its producers
 published. Under a small load through both gateways (the app's channel of test_replicas.py), kill -9 of a NATS node
 and of a chat replica and a drain of a match replica fail no call; kill -9 of a discovery shard fails only the decks
@@ -13,42 +14,26 @@ import pytest
 
 from acknowledged_writes import (BOOTSTRAP_SECRET, Driver, SwipePlan, check_nothing_lost, kill_server,
                                  members_with_profiles, wait_for)
-from cluster_harness import Cluster, assert_clean_stop, port_is_free
+from cluster_harness import REPLICATED, SCALE_OUT_SHARDS, Cluster, assert_clean_stop
 from test_nats import PRODUCERS, on_jetstream, published_ids
-from test_replicas import REPLICATED, app_channel, free_ports, restarted, transient_calls
+from test_replicas import app_channel, restarted, transient_calls
 
 from kindred.api.v1 import chat_pb2_grpc, deck_pb2_grpc  # noqa: E402
 
-SHARDS = 3
 MEMBERS = 8
 PARTITIONS = 8  # EventBusLayout.partitions: durable consumers per producer a consumer follows
 # Who follows whom (each consumer service's eventProducers); every discovery shard follows what discovery does.
 FOLLOWS = {"auth": ["profile"], "profile": ["auth", "match"], "match": ["auth", "profile"],
            "chat": ["auth", "profile", "match"], "notify": ["auth", "match", "chat"],
            **{("discovery" if shard == 0 else f"discovery_{shard}"): ["auth", "profile", "match"]
-              for shard in range(SHARDS)}}
-
-
-def ports_for_everything() -> tuple:
-    """A port base where the second replicas' ports (free_ports) and the shards' (base + 20 + i, admin + 120 + i)
-    are free."""
-    for _ in range(50):
-        base, smtp = free_ports()
-        if all(port_is_free(base + offset + shard) for offset in (20, 120) for shard in range(1, SHARDS)):
-            return base, smtp
-    raise RuntimeError("no free port range for the replicas and the shards")
+              for shard in range(SCALE_OUT_SHARDS)}}
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    replicas = {f"KINDRED_REPLICAS_{name.upper()}": "2" for name in REPLICATED}
-    running = Cluster(args=("--nats", f"--discovery-shards={SHARDS}"), ports=ports_for_everything(),
-                      KINDRED_ON_SERVER_EXIT="restart", KINDRED_AUTH_BOOTSTRAP_SECRET=BOOTSTRAP_SECRET,
-                      KINDRED_CHAT_HEARTBEAT_MS="1000", KINDRED_MATCH_SWIPE_RATE="100000",
-                      KINDRED_MATCH_SWIPE_BURST="100000",
-                      # Writes wait for their consumers through JetStream, as in test_nats.py.
-                      KINDRED_PROFILE_PROPAGATION_MS="15000", KINDRED_MATCH_MATCH_PROPAGATION_MS="15000",
-                      KINDRED_MATCH_BLOCK_PROPAGATION_MS="15000", **replicas)
+    running = Cluster(scale_out=True, KINDRED_ON_SERVER_EXIT="restart",
+                      KINDRED_AUTH_BOOTSTRAP_SECRET=BOOTSTRAP_SECRET, KINDRED_CHAT_HEARTBEAT_MS="1000",
+                      KINDRED_MATCH_SWIPE_RATE="100000", KINDRED_MATCH_SWIPE_BURST="100000")
     expected = {producer: PARTITIONS * sum(producer in follows for follows in FOLLOWS.values())
                 for producer in PRODUCERS}
 
@@ -76,7 +61,7 @@ def everything_delivered(cluster) -> bool:
 def test_everything_runs(cluster):
     pids = cluster.pids()
     assert all(name in pids and f"{name}.2" in pids for name in REPLICATED), pids
-    assert all(f"discovery_{shard}" in pids for shard in range(1, SHARDS)), pids
+    assert all(f"discovery_{shard}" in pids for shard in range(1, SCALE_OUT_SHARDS)), pids
     assert all(f"nats-{node}" in pids for node in range(3)), pids
 
 
@@ -108,15 +93,15 @@ def test_faults_under_load_lose_nothing_and_fail_no_call(cluster):
     assert transient_calls(driver, since) == [], "a call failed while a NATS node or a replica went away"
     # A shard runs once: the decks it owns fail while it restarts (the app retries), nothing else does.
     since = time.time()
-    kill_server(cluster, f"discovery_{SHARDS - 1}")
-    driver.progress(15, f"after kill -9 of discovery_{SHARDS - 1}")
+    kill_server(cluster, f"discovery_{SCALE_OUT_SHARDS - 1}")
+    driver.progress(15, f"after kill -9 of discovery_{SCALE_OUT_SHARDS - 1}")
     assert {what for what, _ in transient_calls(driver, since)} <= {"GetDeck"}
     swiper.join(120)
     assert not swiper.is_alive(), "the swipe plan did not finish"
     driver.progress(10, "after the last swipe")
     driver.stop_load()
     found = check_nothing_lost(cluster, driver, community, plan, events_delivered=lambda: everything_delivered(cluster))
-    print(f"\nscale-out: killed {node}, chat.2, discovery_{SHARDS - 1}, drained match.2; swipes {found['swipes found']}, "
-          f"matches {found['matches found']}, messages {found['messages found']}, duplicates 0; "
-          f"retried {found['retried']}; {time.monotonic() - started:.0f} s")
+    print(f"\nscale-out: killed {node}, chat.2, discovery_{SCALE_OUT_SHARDS - 1}, drained match.2; "
+          f"swipes {found['swipes found']}, matches {found['matches found']}, "
+          f"messages {found['messages found']}, duplicates 0; retried {found['retried']}; {time.monotonic() - started:.0f} s")
     driver.channel.close()
