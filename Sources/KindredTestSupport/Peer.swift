@@ -97,6 +97,9 @@ public final class Peer: Sendable {
         return Peer(port: port, recordFile: recordFile, rulesFile: rulesFile, process: process, input: input)
     }
 
+    /// The peer's (first) process.
+    public var processIdentifier: Int32 { self.process.processIdentifier }
+
     /// Stops the peer: closes its stdin and kills it (Foundation starts children with SIGTERM blocked). Does not
     /// wait for the exit: that would hold a thread of the cooperative pool.
     public func stop() {

@@ -263,6 +263,55 @@ struct APNsProviderTests {
         }
     }
 
+    @Test("a peer with several processes checks every push, records each once, and ends with its first process")
+    func peerWithSeveralProcesses() async throws {
+        let keys = try await PeerKeys.shared()
+        let peer = try await Peer.start(
+            "apns_peer.py", keys: keys,
+            arguments: ["--public-key", keys.apnsPublicKey, "--key-id", Self.keyID, "--team-id", Self.teamID,
+                        "--topic", Self.topic, "--processes", "3"])
+        defer { peer.stop() }
+        let others = Self.children(of: peer.processIdentifier)
+        #expect(others.count == 2)
+        try peer.setRules(["*": ["status": 200, "delay_ms": 200]])
+        let provider = try self.provider(keys, peer, connections: 6)
+        for _ in 0..<2 {
+            await withTaskGroup(of: Void.self) { group in
+                for _ in 0..<150 {
+                    group.addTask {
+                        _ = await provider.send(Self.notification(), to: .apns(deviceToken: Self.deviceToken(), topic: Self.topic))
+                    }
+                }
+            }
+        }
+        await provider.close()
+        let records = try peer.records()
+        #expect(records.count == 300)
+        #expect(records.allSatisfy { $0["accepted"] as? Bool == true })
+        let ids = records.compactMap { ($0["headers"] as? [String: Any])?["apns-id"] as? String }
+        #expect(Set(ids).count == 300)
+        // Connection ids say which process took the connection: 1,000,000 × its index.
+        let processes = Set(records.compactMap { ($0["connection"] as? Int).map { $0 / 1_000_000 } })
+        #expect(!processes.isEmpty && processes.isSubset(of: [0, 1, 2]))
+        peer.stop()
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline, others.contains(where: Self.running) {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(!others.contains(where: Self.running), "a peer process outlived the first")
+    }
+
+    static func children(of pid: Int32) -> [Int32] {
+        let text = (try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8)) ?? ""
+        return text.split(separator: " ").compactMap { Int32($0) }
+    }
+
+    /// Whether a process exists and has not exited (a zombie whose parent has not reaped it has).
+    static func running(_ pid: Int32) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return false }
+        return stat.split(separator: ")").last?.split(separator: " ").first != "Z"
+    }
+
     @Test("a peer that is not there: retry later")
     func unreachable() async throws {
         let keys = try await PeerKeys.shared()

@@ -11,7 +11,8 @@ aps.alert.title and aps.alert.body. Answers 200 with apns-id, or Apple's status 
 (apns-expiration, in ms) is recorded as `expires_unix_ms`, the same field as the FCM and Web Push peers'.
 
 Every request is recorded (--record) with its verdict; --rules makes chosen device tokens answer 410, 429 with
-Retry-After, 500, ... or answer late (delay_ms)."""
+Retry-After, 500, ... or answer late (delay_ms). --processes N serves with N processes on the one port (each checks
+every push it receives; the record is shared), for benchmarks that one Python event loop cannot keep up with."""
 import asyncio
 import json
 import re
@@ -182,8 +183,10 @@ def main():
     parser.add_argument("--key-id", required=True)
     parser.add_argument("--team-id", required=True)
     parser.add_argument("--topic", action="append", required=True, help="an allowed apns-topic (repeatable)")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="serve with this many processes, each its own event loop (benchmarks: one tops out first)")
     args = parser.parse_args()
-    serve(args, APNsPeer(args).handle)
+    serve(args, APNsPeer(args).handle, processes=max(1, args.processes))
 
 
 if __name__ == "__main__":

@@ -1,13 +1,22 @@
 """What the push provider peers share: an HTTP/2 server over TLS (the `h2` package on asyncio's TLS), per-target
 answer rules read from a JSON file, a record of every request as JSON lines, and JWT helpers over `cryptography`.
 
-A peer's handler gets a Request and returns a Response (or None to answer later with `Request.respond`)."""
+A peer's handler gets a Request and returns a Response (or None to answer later with `Request.respond`).
+
+One Python event loop carries about a thousand pushes a second, less than the provider under test sends. A peer
+that keeps no state between requests (the APNs peer) can serve with several processes (`serve(..., processes=N)`):
+each its own event loop and listening socket on the same port (SO_REUSEPORT, so the kernel spreads connections over
+them by their addresses), all appending to the one record file. Connection ids then start at 1,000,000 × the
+process's index, and a rule's "times" counts per process."""
 import argparse
 import asyncio
 import base64
+import ctypes
 import itertools
 import json
 import os
+import signal
+import socket
 import ssl
 import sys
 import threading
@@ -51,16 +60,18 @@ class Recorder:
     """Appends one JSON document per line to a file, so that a test in another process can read what arrived."""
 
     def __init__(self, path):
-        self.handle = open(path, "a", buffering=1) if path else None
+        # One write(2) per line on an O_APPEND descriptor: the processes of a peer share the file, and a line
+        # lands whole at its end whichever process writes it.
+        self.descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if path else None
         self.lock = threading.Lock()
 
     def record(self, entry):
-        if self.handle is None:
+        if self.descriptor is None:
             return
         entry.setdefault("time", time.time())
-        line = json.dumps(entry, sort_keys=True)
+        line = (json.dumps(entry, sort_keys=True) + "\n").encode()
         with self.lock:
-            self.handle.write(line + "\n")
+            os.write(self.descriptor, line)
 
 
 class Rules:
@@ -208,20 +219,61 @@ def common_arguments(description):
     return parser
 
 
-def serve(args, handler):
-    """Listens with TLS (ALPN h2), prints "LISTENING <port>" and serves until killed."""
+def listening_socket(host, port):
+    """A TCP socket bound to host:port with SO_REUSEPORT, so that other processes can bind the same port."""
+    family, kind, protocol, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    listener = socket.socket(family, kind, protocol)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    listener.bind(address)
+    return listener
+
+
+def die_with_parent(parent):
+    """Asks the kernel to kill this (forked) process when its parent ends, however the parent ends."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent ended before the request took effect
+        os._exit(0)
+
+
+def serve(args, handler, processes=1):
+    """Listens with TLS (ALPN h2), prints "LISTENING <port>" once every process listens, and serves until killed.
+    With processes > 1 the process forks processes - 1 others, each serving on its own socket of the same port."""
+    global _connection_ids
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(args.cert, args.key)
     context.set_alpn_protocols(["h2"])
+    listener = listening_socket(args.host, args.port)
+    port = listener.getsockname()[1]
+    ready_read, ready_write = os.pipe()
+    parent = os.getpid()
+    for index in range(1, processes):
+        if os.fork() == 0:
+            die_with_parent(parent)
+            os.close(ready_read)
+            listener.close()
+            listener = listening_socket(args.host, port)
+            _connection_ids = itertools.count(index * 1_000_000 + 1)
+            break
+    else:
+        index = 0
+        os.close(ready_write)  # the parent only reads: end of file once every other process wrote and closed
 
     async def main():
         loop = asyncio.get_running_loop()
+        listener.listen(1024)
         server = await loop.create_server(
-            lambda: H2Protocol(handler, args.max_concurrent_streams), args.host, args.port, ssl=context
+            lambda: H2Protocol(handler, args.max_concurrent_streams), sock=listener, ssl=context
         )
-        port = server.sockets[0].getsockname()[1]
-        print(f"LISTENING {port}", flush=True)
-        if args.exit_on_stdin_eof:
+        if index > 0:
+            os.write(ready_write, b".")
+            os.close(ready_write)
+        else:
+            with os.fdopen(ready_read, "rb") as ready:
+                ready.read()  # returns once every other process listens (or has died)
+            print(f"LISTENING {port}", flush=True)
+        if args.exit_on_stdin_eof and index == 0:
             def watch():
                 sys.stdin.read()
                 os._exit(0)
