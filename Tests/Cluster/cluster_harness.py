@@ -243,7 +243,14 @@ class Cluster:
         return result.stdout.strip()
 
     def port(self, name: str) -> int:
+        if name.startswith("discovery_"):  # shard i of --discovery-shards: base + 20 + i
+            return self.base + 20 + int(name.removeprefix("discovery_"))
         return self.base + SERVERS.index(name)
+
+    def discovery_shards(self) -> list:
+        """The discovery servers, shard order: discovery, then discovery_1, ... when it runs as shards."""
+        return ["discovery"] + sorted((name for name in self.pids() if name.startswith("discovery_")),
+                                      key=lambda name: int(name.removeprefix("discovery_")))
 
     def admin_port(self, name: str) -> int:
         return self.base + ADMIN_PORT_OFFSET + SERVERS.index(name)

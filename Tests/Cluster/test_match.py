@@ -5,7 +5,6 @@ The profile service is not in the cluster yet, so the projections match keeps of
 are fed here the way profile will feed them: DeliverEvents with profile's service token. `ProfileProjection`
 is that one place; after the profile merge it becomes CreateProfile/UpdateCommunity calls."""
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -66,8 +65,9 @@ class ProfileProjection:
     def __init__(self, cluster):
         self.auth = auth_pb2_grpc.AuthServiceStub(grpc.insecure_channel(f"127.0.0.1:{cluster.port('auth')}"))
         self.match = internal_match_grpc.MatchServiceStub(grpc.insecure_channel(f"127.0.0.1:{cluster.port('match')}"))
-        self.discovery = internal_discovery_grpc.DiscoveryServiceStub(
-            grpc.insecure_channel(f"127.0.0.1:{cluster.port('discovery')}"))
+        # Every discovery shard applies every event (a run with KINDRED_TEST_SCALE_OUT=1 has three).
+        self.discoveries = [internal_discovery_grpc.DiscoveryServiceStub(
+            grpc.insecure_channel(f"127.0.0.1:{cluster.port(shard)}")) for shard in cluster.discovery_shards()]
         # The profile service's own secret (run-cluster.sh gives auth every service's secret from the data folder).
         self.secret = (cluster.data_dir / "secrets" / "profile").read_text().strip()
         self.versions = {}
@@ -78,7 +78,7 @@ class ProfileProjection:
         event.event_id = str(uuid.UUID(int=(int(time.time() * 1000) << 80) | (7 << 76) | (2 << 62)
                                        | uuid.uuid4().int & ((1 << 62) - 1) | (uuid.uuid4().int & 0xFFF) << 64))
         event.producer = "profile"
-        for consumer in (self.match, self.discovery):
+        for consumer in (self.match, *self.discoveries):
             response = consumer.DeliverEvents(events_pb2.DeliverEventsRequest(events=[event]),
                                               metadata=bearer(token), timeout=TIMEOUT)
             assert list(response.acknowledged_event_ids) == [event.event_id]
