@@ -49,12 +49,13 @@ RELAXED_LIMITS = {
 
 # Scale-out mode (Cluster(scale_out=True), or every cluster of a run with KINDRED_TEST_SCALE_OUT=1): two replicas
 # of the gateway and of every service but discovery, discovery as SCALE_OUT_SHARDS shards, events on three NATS
-# JetStream nodes. Writes that wait for their consumers get longer through JetStream on this 2-core machine.
+# JetStream nodes. Writes that wait for their consumers get longer through JetStream on this 2-core machine: 4 s,
+# still under the gateway's 5 s downstream deadline, so a wait that runs out answers UNAVAILABLE, not a timeout.
 REPLICATED = ("gateway", "auth", "profile", "match", "chat", "notify")  # discovery runs once per shard (its index)
 SCALE_OUT_SHARDS = 3
 SCALE_OUT_ENV = {**{f"KINDRED_REPLICAS_{name.upper()}": "2" for name in REPLICATED},
-                 "KINDRED_PROFILE_PROPAGATION_MS": "15000", "KINDRED_MATCH_MATCH_PROPAGATION_MS": "15000",
-                 "KINDRED_MATCH_BLOCK_PROPAGATION_MS": "15000"}
+                 "KINDRED_PROFILE_PROPAGATION_MS": "4000", "KINDRED_MATCH_MATCH_PROPAGATION_MS": "4000",
+                 "KINDRED_MATCH_BLOCK_PROPAGATION_MS": "4000"}
 SCALE_OUT_ARGS = ("--nats", f"--discovery-shards={SCALE_OUT_SHARDS}")
 
 

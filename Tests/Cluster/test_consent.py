@@ -24,6 +24,7 @@ import grpc
 import pytest
 from PIL import Image
 
+from cluster_config import CLUSTER
 from cluster_harness import Cluster, assert_clean_stop, bin_dir
 from test_chat import Subscription
 from test_cluster import PASSWORD, TIMEOUT, bearer, sign_up_and_verify, unique
@@ -264,15 +265,16 @@ def test_a_block_is_enforced_everywhere_from_the_moment_it_returns(cluster, api)
 
 
 def test_a_block_that_a_consumer_has_not_applied_is_not_reported_done(cluster, api):
-    """Chat stopped (SIGSTOP): Block cannot know chat refuses the thread, so it answers UNAVAILABLE (retry) rather
+    """Chat stopped (SIGSTOP, every replica): Block cannot know chat refuses the thread, so it answers UNAVAILABLE (retry) rather
     than OK; once chat runs again, the retried Block answers OK and is in effect at once."""
     jo = Member(cluster, api, "Jo", 48.8450, 2.3400)
     kim = Member(cluster, api, "Kim", 48.8470, 2.3420)
     thread = follow(api, jo, kim).match.match_id
     eventually(lambda: kim.id in thread_partner_ids(api, jo), "the thread is open")
     send(api, kim, thread, "hello")
-    chat = cluster.pids()["chat"]
-    os.kill(chat, signal.SIGSTOP)
+    chats = [pid for name, pid in cluster.pids().items() if name.split(".")[0] == "chat"]  # every replica
+    for chat in chats:
+        os.kill(chat, signal.SIGSTOP)
     try:
         started = time.monotonic()
         refused = code_of(lambda: api.matches.Block(match_pb2.BlockRequest(target_user_id=kim.id), metadata=jo.auth,
@@ -280,7 +282,8 @@ def test_a_block_that_a_consumer_has_not_applied_is_not_reported_done(cluster, a
         assert refused == grpc.StatusCode.UNAVAILABLE, refused
         assert time.monotonic() - started < 10
     finally:
-        os.kill(chat, signal.SIGCONT)
+        for chat in chats:
+            os.kill(chat, signal.SIGCONT)
     eventually(lambda: code_of(lambda: api.matches.Block(match_pb2.BlockRequest(target_user_id=kim.id),
                                                          metadata=jo.auth, timeout=TIMEOUT)) == grpc.StatusCode.OK,
                "the retried Block answers OK")
@@ -361,9 +364,27 @@ def outbox_rows_about(cluster, user_id):
 
 
 def pending_deliveries(cluster):
-    return sum(int(cluster.psql(f"SELECT count(*) FROM {schema}.events_cursors "
-                                f"WHERE acknowledged_sequence < appended_sequence"))
-               for schema in SCHEMAS_WITH_OUTBOX)
+    """Events not yet applied by a consumer. With the push relay: the consumers' cursors behind. On NATS JetStream
+    (those cursors stay unused there): the relays' publication cursors behind, and outbox events missing from a
+    consumer's inbox (every discovery shard's included)."""
+    pids = cluster.pids()
+    if "nats-0" not in pids:
+        return sum(int(cluster.psql(f"SELECT count(*) FROM {schema}.events_cursors "
+                                    f"WHERE acknowledged_sequence < appended_sequence"))
+                   for schema in SCHEMAS_WITH_OUTBOX)
+    behind = 0
+    for schema in SCHEMAS_WITH_OUTBOX:
+        behind += int(cluster.psql(f"SELECT count(*) FROM {schema}.events_cursors WHERE consumer = 'jetstream' "
+                                   "AND acknowledged_sequence < appended_sequence"))
+        published = set(cluster.psql(f"SELECT event_id FROM {schema}.events_outbox").split())
+        consumers = CLUSTER[f"KINDRED_EVENT_CONSUMERS_OF_{schema.upper()}"].split()
+        consumers += [name for name in cluster.discovery_shards() if name != "discovery"] if "discovery" in consumers \
+            else []
+        for consumer in consumers:
+            applied = set(cluster.psql(f"SELECT event_id FROM {consumer}.events_inbox "
+                                       f"WHERE producer = '{schema}'").split())
+            behind += len(published - applied)
+    return behind
 
 
 def orphan_photo_bytes(cluster):
