@@ -6,6 +6,9 @@
 //               matched pairs; the time from the send to its arrival on the recipient's stream, p50/p99/max.
 //   throughput: S concurrent senders in S threads, as fast as chat acknowledges; durable messages/s.
 //   memory:     chat-server's resident memory before and after N idle Subscribe streams (--chat-pid).
+//   push:       members with an APNs device registered at notify and no Subscribe stream, messages sent at a fixed
+//               rate, one sender per thread; each message's SendMessage answer time is written to --sends, for
+//               Tests/Benchmarks/push-e2e.sh to link to the APNs peer's record (PushLatency.swift).
 import ArgumentParser
 import Foundation
 import KindredAuth
@@ -31,6 +34,10 @@ struct ChatBench: AsyncParsableCommand {
     @Option(help: "Seconds of measurement (after 3 s of warm-up).") var duration = 20
     @Option(help: "Concurrent senders (throughput mode).") var senders = 32
     @Option(help: "chat-server's pid, to read its resident memory (memory mode).") var chatPid: Int32?
+    @Option(help: "notify-server address (push mode).") var notify = "127.0.0.1:50056"
+    @Option(help: "notify-server's pid, to read its CPU time and resident memory (push mode).") var notifyPid: Int32?
+    @Option(help: "File to write each message's thread, device and answer time to (push mode).") var sends = ""
+    @Option(help: "The APNs peer's record, to wait for the pushes and count them (push mode).") var record = ""
 
     func run() async throws {
         var logger = Logger(label: "bench")
@@ -91,6 +98,8 @@ struct ChatBench: AsyncParsableCommand {
             try await self.throughput(clients: clients, threads: threads, metadata: metadata)
         case "memory":
             try await self.memory(clients: clients, metadata: metadata)
+        case "push":
+            try await self.pushLatency(clients: clients, tokens: tokens, threads: threads, metadata: metadata)
         default:
             try await self.latency(clients: clients, ids: ids, threads: threads, metadata: metadata)
         }
