@@ -65,8 +65,9 @@ export_load_limits
 start_cluster "$WORK" --no-push-peers
 trap 'stop_cluster; kill "$PEER" 2>/dev/null || true' EXIT
 wait_for_cluster "$WORK/cluster.log" "$CLUSTER"
-NOTIFY_PID=$(awk '$1 == "notify" {print $2}' "$WORK/run/pids")
-echo "release cluster on port base $BASE; APNs peer 127.0.0.1:$PEER_PORT ($PROCESSES processes); notify-server pid" \
+NOTIFY_PID=$(ss -Htlnp "( sport = :$((BASE + 6)) )" | grep -o 'pid=[0-9]*' | head -n 1 | cut -d= -f2) || true  # its gRPC port
+[ -n "$NOTIFY_PID" ] || { echo "notify-server is not running (see run-cluster's notices):"; cat "$WORK/cluster.log"; exit 1; }
+echo "cluster ($KINDRED_BIN_DIR) on port base $BASE; APNs peer 127.0.0.1:$PEER_PORT ($PROCESSES processes); notify-server pid" \
     "$NOTIFY_PID, collapse window ${COLLAPSE_MS} ms; $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 "$KINDRED_BIN_DIR/kindred-chat-bench" --mode push --chat "127.0.0.1:$((BASE + 5))" --notify "127.0.0.1:$((BASE + 6))" \
