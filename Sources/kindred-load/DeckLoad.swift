@@ -5,6 +5,7 @@ import KindredIdentity
 import KindredProto
 import KindredServiceKit
 import Logging
+import Synchronization
 
 /// `kindred-load deck`: GetDeck driven directly at discovery (Tests/Benchmarks/discovery-grpc.sh runs it).
 ///
@@ -12,14 +13,21 @@ import Logging
 /// under test: a benchmark tool, never a production path) and `viewer_user_id`, a different viewer per call drawn
 /// at random from `--viewers` (a single viewer would keep one deck's data in cache). Optionally rebuilds the index
 /// first (RebuildIndex with an admin token: the same rebuild the server runs at start), and writes the files an
-/// h2load run needs (`--h2load-dir`: one viewer's request body and the service token). The report gives decks per
-/// second, latency percentiles, error codes, and the CPU of discovery and of this driver during the measured
-/// window (`--pids-file`).
+/// h2load run needs (`--h2load-dir`: one viewer's request body, the service token and the address of the shard that
+/// serves that viewer). The report gives decks per second, latency percentiles, error codes, and the CPU of
+/// discovery and of this driver during the measured window (`--pids-file`).
+///
+/// Discovery as geographic shards (`--discovery` lists every shard in shard order): each call goes through a
+/// `DiscoveryShardRouter`, as the gateway's do: to the shard last known to own the viewer (shard 0 at first), which
+/// redirects (`WRONG_SHARD`) to the owner, who is remembered. Before the warm-up every viewer is called once, so
+/// the measured window runs with every owner known (as a gateway that has seen its members); both passes report
+/// the decks each shard answered and the calls redirected, and the CPU per deck adds every shard's.
 struct DeckCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "deck", abstract: "First deck pages from discovery, many viewers (benchmark driver).")
 
-    @Option(help: "The discovery service, host:port.") var discovery = "127.0.0.1:50053"
+    @Option(help: "The discovery service, host:port; as shards, every shard's host:port in shard order, comma-separated.")
+    var discovery = "127.0.0.1:50053"
     @Option(help: "Auth's signing key (PEM), to sign the service and admin tokens.") var keyFile: String
     @Option(help: "A file of viewer user ids, one a line (indexed members).") var viewers: String
     @Option(help: "Calls in flight at once.") var concurrency = 32
@@ -41,23 +49,40 @@ struct DeckCommand: AsyncParsableCommand {
             AccessTokenClaims(
                 subject: "service:gateway", issuedAt: now, lifetimeSeconds: 3600, tokenID: try UUIDv7.generate(),
                 sessionID: nil, roles: ["service"]))
-        let client = try loadClient(self.discovery, connections: self.connections, logger: logger)
+        let addresses = self.discovery.split(separator: ",").map(String.init)
+        let clients = try addresses.map { try loadClient($0, connections: self.connections, logger: logger) }
+        let shards = clients.count > 1 ? DiscoveryShardRouter(clients: clients) : nil
+        let run = DeckRun(
+            client: clients[0], shards: shards, tally: DeckShardTally(shards: clients.count), token: service,
+            viewers: viewers, pageSize: Int32(self.pageSize))
 
         if self.rebuild {
             let admin = try signer.sign(
                 AccessTokenClaims(
                     subject: try UUIDv7.generate(), issuedAt: now, lifetimeSeconds: 3600, tokenID: try UUIDv7.generate(),
                     sessionID: try UUIDv7.generate(), communityID: "dating", roles: ["user", "admin"]))
-            let started = ContinuousClock.now
-            let response = try await client.unary(
-                Kindred.Discovery.V1.DiscoveryService.Method.rebuildIndex, Kindred.Discovery.V1.RebuildIndexRequest(),
-                metadata: ["authorization": .string("Bearer " + admin)], options: CallOptions(timeout: .seconds(1800)))
-            print(
-                String(
-                    format: "RebuildIndex: %d members indexed in %.1f s", response.indexedCandidates,
-                    (ContinuousClock.now - started).seconds))
+            // Every shard builds its own index from its own projection, one after the other.
+            for (shard, client) in clients.enumerated() {
+                let started = ContinuousClock.now
+                let response = try await client.unary(
+                    Kindred.Discovery.V1.DiscoveryService.Method.rebuildIndex, Kindred.Discovery.V1.RebuildIndexRequest(),
+                    metadata: ["authorization": .string("Bearer " + admin)], options: CallOptions(timeout: .seconds(1800)))
+                let which = clients.count > 1 ? " on shard \(shard)" : ""
+                print(
+                    "RebuildIndex\(which): "
+                        + String(
+                            format: "%d members indexed in %.1f s", response.indexedCandidates,
+                            (ContinuousClock.now - started).seconds))
+            }
         }
         if let folder = self.h2loadDir {
+            // h2load calls one shard: the one that serves the first viewer (learnt by a call, as the router learns).
+            var owner = 0
+            if let shards {
+                _ = try await run.deck(for: viewers[0])
+                owner = shards.shard(of: viewers[0])
+            }
+            try "\(addresses[owner]) \(owner)\n".write(toFile: folder + "/deck.address", atomically: true, encoding: .utf8)
             var request = Kindred.Discovery.V1.GetDeckRequest()
             request.viewerUserId = viewers[0]
             request.pageSize = Int32(self.pageSize)
@@ -68,31 +93,58 @@ struct DeckCommand: AsyncParsableCommand {
             try service.write(toFile: folder + "/token", atomically: true, encoding: .utf8)
         }
         guard self.seconds > 0 else {
-            await client.close()
+            for client in clients { await client.close() }
             return
         }
-        let run = DeckRun(client: client, token: service, viewers: viewers, pageSize: Int32(self.pageSize))
-        print("viewers \(viewers.count), concurrency \(self.concurrency), connections \(self.connections)")
+        print(
+            "viewers \(viewers.count), concurrency \(self.concurrency), connections \(self.connections)"
+                + (clients.count > 1 ? " to each of \(clients.count) shards" : ""))
+        if shards != nil {
+            let learning = await run.learnShards(concurrency: self.concurrency)
+            print(
+                String(
+                    format: "every viewer once (learning their shards): %d decks in %.1f s, errors %d", learning.succeeded,
+                    learning.seconds, learning.outcomes.values.reduce(0, +) - learning.succeeded))
+            print("  " + DeckShardTally.line(run.tally.take()))
+        }
         _ = await run.drive(concurrency: self.concurrency, for: .seconds(3))  // warm-up
+        _ = run.tally.take()
         let before = ProcessCPU.sample(pidsFile: self.pidsFile)
         let report = await run.drive(concurrency: self.concurrency, for: .milliseconds(Int64(self.seconds * 1000)))
         let after = ProcessCPU.sample(pidsFile: self.pidsFile)
-        await client.close()
+        let byShard = run.tally.take()
+        for client in clients { await client.close() }
         DeckRun.print(report)
+        if shards != nil { print(DeckShardTally.line(byShard)) }
         ProcessCPU.printUsage(before: before, after: after, seconds: report.seconds)
-        if let server = after["discovery"], let start = before["discovery"], report.succeeded > 0 {
-            let driver = (after["kindred-load"] ?? 0) - (before["kindred-load"] ?? 0)
-            print(
-                String(
-                    format: "CPU per deck: discovery %.0f µs, this driver %.0f µs", (server - start) / Double(report.succeeded) * 1e6,
-                    driver / Double(report.succeeded) * 1e6))
+        Self.printCPUPerDeck(before: before, after: after, decks: report.succeeded, byShard: shards != nil ? byShard.answered : nil)
+    }
+
+    /// Discovery's CPU per deck (every shard's together), this driver's, and with shards each shard's CPU per deck
+    /// it answered.
+    static func printCPUPerDeck(before: ProcessCPU.Sample, after: ProcessCPU.Sample, decks: Int, byShard: [Int]?) {
+        func used(_ name: String) -> Double? { after[name].map { $0 - (before[name] ?? $0) } }
+        let names = ["discovery"] + (1..<max(1, byShard?.count ?? 1)).map { "discovery_\($0)" }
+        let discovery = names.compactMap(used)
+        guard !discovery.isEmpty, decks > 0 else { return }
+        func micros(_ seconds: Double, _ count: Int) -> String { String(format: "%.0f µs", seconds / Double(count) * 1e6) }
+        print(
+            "CPU per deck: discovery \(micros(discovery.reduce(0, +), decks))\(byShard != nil ? " (every shard's)" : ""), "
+                + "this driver \(micros(used("kindred-load") ?? 0, decks))")
+        guard let byShard else { return }
+        let perShard = zip(names, byShard).map { name, answered in
+            answered > 0 ? "\(name) \(micros(used(name) ?? 0, answered))" : "\(name) -"
         }
+        print("CPU per deck a shard answered: " + perShard.joined(separator: ", "))
     }
 }
 
 /// Runs first deck pages with a fixed number in flight, each for a random viewer, and records latencies.
 struct DeckRun {
     let client: GRPCClient
+    /// Discovery as shards (nil: one discovery, `client`).
+    let shards: DiscoveryShardRouter?
+    let tally: DeckShardTally
     let token: String
     let viewers: [String]
     let pageSize: Int32
@@ -108,14 +160,46 @@ struct DeckRun {
 
     /// First pages for random viewers until the time is up; counts the candidates received.
     func drive(concurrency: Int, for duration: Duration) async -> LoadTally {
-        let metadata: Metadata = ["authorization": .string("Bearer " + self.token)]
-        return await driveLoad(concurrency: concurrency, for: duration) {
-            var request = Kindred.Discovery.V1.GetDeckRequest()
-            request.viewerUserId = self.viewers.randomElement()!
-            request.pageSize = self.pageSize
-            let response = try await self.client.unary(
-                Kindred.Discovery.V1.DiscoveryService.Method.getDeck, request, metadata: metadata)
-            return response.candidates.count
+        await driveLoad(concurrency: concurrency, for: duration) {
+            try await self.deck(for: self.viewers.randomElement()!)
         }
     }
+
+    /// Every viewer's first page once, in a random order, so the router knows every viewer's shard.
+    func learnShards(concurrency: Int) async -> LoadTally {
+        let order = self.viewers.shuffled()
+        let cursor = ViewerCursor()
+        return await driveLoad(concurrency: concurrency, for: .seconds(3600)) {
+            let next = cursor.next()
+            guard next < order.count else { return nil }
+            return try await self.deck(for: order[next])
+        }
+    }
+
+    /// One first page for `viewer`, through the router with shards (tallied by the shard that answered); the
+    /// number of candidates.
+    func deck(for viewer: String) async throws -> Int {
+        var request = Kindred.Discovery.V1.GetDeckRequest()
+        request.viewerUserId = viewer
+        request.pageSize = self.pageSize
+        let metadata: Metadata = ["authorization": .string("Bearer " + self.token)]
+        guard let shards = self.shards else {
+            return try await self.client.unary(
+                Kindred.Discovery.V1.DiscoveryService.Method.getDeck, request, metadata: metadata
+            ).candidates.count
+        }
+        let asked = shards.shard(of: viewer)
+        let response = try await shards.unary(
+            Kindred.Discovery.V1.DiscoveryService.Method.getDeck, request, viewer: viewer, metadata: metadata)
+        let answered = shards.shard(of: viewer)
+        self.tally.record(shard: answered, redirected: answered != asked)
+        return response.candidates.count
+    }
+}
+
+/// The next position in a list shared by concurrent callers.
+private final class ViewerCursor: Sendable {
+    private let position = Atomic<Int>(0)
+
+    func next() -> Int { self.position.wrappingAdd(1, ordering: .relaxed).oldValue }
 }
