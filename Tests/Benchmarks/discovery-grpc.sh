@@ -134,8 +134,8 @@ shards_ticks() { local name; for name in "${SHARD_NAMES[@]}"; do ticks "$(pid_of
 before=$(shards_ticks); pg_before=$(postgres_ticks)
 "$LOAD" deck --discovery "$ADDRESSES" --key-file "$WORK/data/auth/signing-key.pem" --viewers "$VIEWERS" \
     --rebuild --seconds 0 --h2load-dir "$WORK"
-awk -v d="$(($(shards_ticks) - before))" -v p="$(($(postgres_ticks) - pg_before))" -v hz="$(getconf CLK_TCK)" \
-    'BEGIN {printf "rebuild CPU: discovery %.1f s (every shard), postgres %.1f s\n", d / hz, p / hz}'
+awk -v d="$(($(shards_ticks) - before))" -v all="$([ "$SHARDS" -gt 1 ] && echo " (every shard)")" -v p="$(($(postgres_ticks) - pg_before))" -v hz="$(getconf CLK_TCK)" \
+    'BEGIN {printf "rebuild CPU: discovery %.1f s%s, postgres %.1f s\n", d / hz, all, p / hz}'
 echo "discovery resident after the rebuild: $(rss), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 # The rebuild's phases, as discovery logs them (info; access logs are off).
 grep -h "index rebuilt" "$WORK/run/logs/discovery.log" | tail -1 | cut -c1-600 || true
