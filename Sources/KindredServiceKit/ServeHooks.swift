@@ -10,5 +10,16 @@ public enum ServeHooks {
         _ serve: @escaping @Sendable () async throws -> Void
     ) async throws -> Void
 
-    @TaskLocal public static var around: Around?
+    /// A hook around `serve`. A struct rather than the bare function: with a task-local of a function type Swift
+    /// 6.3's optimiser passed no type metadata to `withValue`, so every release-built server crashed at start
+    /// (`swift_task_localValuePush`, a bad pointer at -8); a nominal type is passed correctly.
+    public struct Hook: Sendable {
+        public let around: Around
+
+        public init(_ around: @escaping Around) {
+            self.around = around
+        }
+    }
+
+    @TaskLocal public static var hook: Hook?
 }

@@ -54,9 +54,9 @@ extension ServerDefinition {
     }
 
     /// Builds the server and serves until SIGTERM/SIGINT: drains, stops its loops, closes its resources. Inside
-    /// `ServeHooks.around` when the executable set one (the OTLP trace export of `KindredOTel`).
+    /// `ServeHooks.hook` when the executable set one (the OTLP trace export of `KindredOTel`).
     public static func serve(settings: EnvironmentReader, logger: Logger) async throws {
-        guard let around = ServeHooks.around else {
+        guard let around = ServeHooks.hook?.around else {
             return try await Self.serveUntilStopped(settings: settings, logger: logger)
         }
         try await around(Self.name, settings.environment, logger) {
