@@ -51,7 +51,8 @@ public struct DiscoveryConfiguration: Sendable {
     /// for shard i, as its schema is named (services/run-cluster.sh). Each shard keeps its own projection, so each
     /// follows every event through its own durable consumers; replicas of one shard share them.
     public var eventConsumer: String {
-        self.shards.index == 0 ? DiscoveryServerDefinition.name : "\(DiscoveryServerDefinition.name)_\(self.shards.index)"
+        let name = DiscoveryServerDefinition.name
+        return self.shards.index == 0 ? name : "\(name)_\(self.shards.index)"
     }
 
     public init() {}
