@@ -68,15 +68,15 @@ def published_ids(cluster, producer):
     return set(cluster.psql(f"SELECT event_id FROM {producer}.events_outbox").split())
 
 
-def everything_delivered(cluster):
+def everything_delivered(cluster, follows=FOLLOWS):
     """The relays published everything (their JetStream cursors) and every consumer's inbox holds every event of
-    the producers it follows that is still in their outboxes."""
+    the producers it follows (`follows`: consumer -> producers) that is still in their outboxes."""
     pending = sum(int(cluster.psql(f"SELECT count(*) FROM {producer}.events_cursors WHERE consumer = 'jetstream' "
                                    "AND acknowledged_sequence < appended_sequence")) for producer in PRODUCERS)
     if pending:
         return False
     outboxes = {producer: published_ids(cluster, producer) for producer in PRODUCERS}
-    for consumer, producers in FOLLOWS.items():
+    for consumer, producers in follows.items():
         for producer in producers:
             applied = set(cluster.psql(f"SELECT event_id FROM {consumer}.events_inbox "
                                        f"WHERE producer = '{producer}'").split())
