@@ -265,8 +265,8 @@ def test_a_block_is_enforced_everywhere_from_the_moment_it_returns(cluster, api)
 
 
 def test_a_block_that_a_consumer_has_not_applied_is_not_reported_done(cluster, api):
-    """Chat stopped (SIGSTOP, every replica): Block cannot know chat refuses the thread, so it answers UNAVAILABLE (retry) rather
-    than OK; once chat runs again, the retried Block answers OK and is in effect at once."""
+    """Chat stopped (SIGSTOP, every replica): Block cannot know chat refuses the thread, so it answers UNAVAILABLE
+    (retry) rather than OK; once chat runs again, the retried Block answers OK and is in effect at once."""
     jo = Member(cluster, api, "Jo", 48.8450, 2.3400)
     kim = Member(cluster, api, "Kim", 48.8470, 2.3420)
     thread = follow(api, jo, kim).match.match_id
