@@ -3,6 +3,18 @@ import KindredPostgres
 /// The SQL of the likes a waiting digest stands for (table `digest_likes`): who liked whom, until the digest is
 /// sent (then `NotificationStore.finish` removes them). Only the count ever leaves notify.
 struct DigestStore: Sendable {
+    /// Holds `user`'s likes-digest lock until the transaction ends. Likes for one member come from many swipers, whose
+    /// events are applied side by side; without the lock two of them could each find no waiting digest and queue
+    /// one each. Take it before looking for the waiting digest, in a statement of its own (READ COMMITTED: the
+    /// look that follows then sees a digest the other transaction committed).
+    func lock(digestOf user: String, in transaction: PostgresTransaction) async throws {
+        try await transaction.execute("SELECT pg_advisory_xact_lock(\(Self.lockClass), hashtext(\(user)))")
+    }
+
+    /// The first key of the digest locks (the second is the member's hash), apart from notify's member locks
+    /// (`DeletedMemberStore`) and the migrations' single-key locks.
+    private static let lockClass: Int32 = 0x6e74_6c6b  // "ntlk"
+
     /// Records that `liker` liked `user`, for digest `notification` (a like left from a digest that was cancelled
     /// moves to this one).
     func add(liker: String, to user: String, digest notification: String, in runner: some SQLRunner) async throws {

@@ -17,6 +17,7 @@ extension NotifyService {
         guard UUIDv7.isValid(liker), UUIDv7.isValid(liked), liker != liked else { return }
         let preferences = try await self.settings.preferences(of: liked, in: transaction)
         guard NotificationKind.likes.isWanted(by: preferences) else { return }
+        try await self.digests.lock(digestOf: liked, in: transaction)
         let waiting = try await self.notifications.waiting(
             .likes, to: liked, collapseKey: LikesDigest.collapseKey, in: transaction)
         let last = try await self.notifications.lastDigest(of: liked, in: transaction)

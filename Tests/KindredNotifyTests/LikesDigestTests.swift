@@ -101,6 +101,24 @@ struct LikesDigestQueueTests {
         }
     }
 
+    /// Likes from many swipers arrive as separate events applied side by side (each swiper is its own partition):
+    /// they still make one digest, not one each.
+    @Test func likesAppliedAtOnceGatherInOneDigest() async throws {
+        try await NotifyHarness.with { harness in
+            let ann = try NotifyHarness.member()
+            let likes = try (0..<8).map { _ in try Self.like(try NotifyHarness.member().id, ann.id) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for like in likes {
+                    group.addTask {
+                        _ = try await harness.client.deliver(N.deliverEvents, [like], from: "match", tokens: testKeys)
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(try await Self.digests(harness, ann.id).map { "\($0.0):\($0.1)" } == ["pending:8"])
+        }
+    }
+
     @Test func aResolvedReportQueuesOneOutcomeForTheReporterAboutNobody() async throws {
         try await NotifyHarness.with { harness in
             let ann = try NotifyHarness.member()
