@@ -13,13 +13,14 @@ struct APNsProviderTests {
     static let topic = "com.kindred.test"
 
     /// Runs `body` with fresh keys and a running peer; stops both afterwards.
-    func withPeer(_ body: (PeerKeys, Peer) async throws -> Void) async throws {
+    /// `arguments`: the peer's own beyond its keys and topic (`--processes N`).
+    func withPeer(arguments: [String] = [], _ body: (PeerKeys, Peer) async throws -> Void) async throws {
         let keys = try await PeerKeys.shared()
         let peer = try await Peer.start(
             "apns_peer.py",
             keys: keys,
             arguments: ["--public-key", keys.apnsPublicKey, "--key-id", Self.keyID, "--team-id", Self.teamID,
-                        "--topic", Self.topic]
+                        "--topic", Self.topic] + arguments
         )
         defer { peer.stop() }
         try await body(keys, peer)
@@ -245,15 +246,7 @@ struct APNsProviderTests {
             let provider = try self.provider(keys, peer, connections: 3)
             // The first burst opens the connections (a connection opens while calls find no free stream); the
             // second spreads over all of them.
-            for _ in 0..<2 {
-                await withTaskGroup(of: Void.self) { group in
-                    for _ in 0..<150 {
-                        group.addTask {
-                            _ = await provider.send(Self.notification(), to: .apns(deviceToken: Self.deviceToken(), topic: Self.topic))
-                        }
-                    }
-                }
-            }
+            await Self.sendInBursts(provider, bursts: 2, of: 150)
             await provider.close()
             let records = try peer.records()
             #expect(records.count == 300)
@@ -265,40 +258,42 @@ struct APNsProviderTests {
 
     @Test("a peer with several processes checks every push, records each once, and ends with its first process")
     func peerWithSeveralProcesses() async throws {
-        let keys = try await PeerKeys.shared()
-        let peer = try await Peer.start(
-            "apns_peer.py", keys: keys,
-            arguments: ["--public-key", keys.apnsPublicKey, "--key-id", Self.keyID, "--team-id", Self.teamID,
-                        "--topic", Self.topic, "--processes", "3"])
-        defer { peer.stop() }
-        let others = Self.children(of: peer.processIdentifier)
-        #expect(others.count == 2)
-        try peer.setRules(["*": ["status": 200, "delay_ms": 200]])
-        let provider = try self.provider(keys, peer, connections: 6)
-        for _ in 0..<2 {
+        try await withPeer(arguments: ["--processes", "3"]) { keys, peer in
+            let others = Self.children(of: peer.processIdentifier)
+            #expect(others.count == 2)
+            try peer.setRules(["*": ["status": 200, "delay_ms": 200]])
+            let provider = try self.provider(keys, peer, connections: 6)
+            await Self.sendInBursts(provider, bursts: 2, of: 150)
+            await provider.close()
+            let records = try peer.records()
+            #expect(records.count == 300)
+            #expect(records.allSatisfy { $0["accepted"] as? Bool == true })
+            let ids = records.compactMap { ($0["headers"] as? [String: Any])?["apns-id"] as? String }
+            #expect(Set(ids).count == 300)
+            // Connection ids say which process took the connection: 1,000,000 × its index.
+            let processes = Set(records.compactMap { ($0["connection"] as? Int).map { $0 / 1_000_000 } })
+            #expect(!processes.isEmpty && processes.isSubset(of: [0, 1, 2]))
+            peer.stop()
+            let deadline = ContinuousClock.now + .seconds(30)
+            while ContinuousClock.now < deadline, others.contains(where: Self.running) {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(!others.contains(where: Self.running), "a peer process outlived the first")
+        }
+    }
+
+    /// `bursts` rounds of `count` pushes at once, each round after the last has answered.
+    static func sendInBursts(_ provider: APNsProvider, bursts: Int, of count: Int) async {
+        for _ in 0..<bursts {
             await withTaskGroup(of: Void.self) { group in
-                for _ in 0..<150 {
+                for _ in 0..<count {
                     group.addTask {
-                        _ = await provider.send(Self.notification(), to: .apns(deviceToken: Self.deviceToken(), topic: Self.topic))
+                        _ = await provider.send(
+                            Self.notification(), to: .apns(deviceToken: Self.deviceToken(), topic: Self.topic))
                     }
                 }
             }
         }
-        await provider.close()
-        let records = try peer.records()
-        #expect(records.count == 300)
-        #expect(records.allSatisfy { $0["accepted"] as? Bool == true })
-        let ids = records.compactMap { ($0["headers"] as? [String: Any])?["apns-id"] as? String }
-        #expect(Set(ids).count == 300)
-        // Connection ids say which process took the connection: 1,000,000 × its index.
-        let processes = Set(records.compactMap { ($0["connection"] as? Int).map { $0 / 1_000_000 } })
-        #expect(!processes.isEmpty && processes.isSubset(of: [0, 1, 2]))
-        peer.stop()
-        let deadline = ContinuousClock.now + .seconds(30)
-        while ContinuousClock.now < deadline, others.contains(where: Self.running) {
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        #expect(!others.contains(where: Self.running), "a peer process outlived the first")
     }
 
     static func children(of pid: Int32) -> [Int32] {
