@@ -162,9 +162,10 @@ class Driver:
     member, every call retried on transient errors with the same idempotency key and recorded once
     acknowledged. Every retry and stream break is kept with its wall-clock time (`transient`)."""
 
-    def __init__(self, gateway, members, message_pause=0.05):
+    def __init__(self, gateway, members, message_pause=0.05, channel=None):
+        """`channel`: the app's own (over several gateways, say); by default one to `gateway`."""
         self.gateway, self.members, self.message_pause = gateway, members, message_pause
-        self.channel = channel_to(gateway)
+        self.channel = channel or channel_to(gateway)
         self.deck = deck_pb2_grpc.DeckServiceStub(self.channel)
         self.chat = chat_pb2_grpc.ChatServiceStub(self.channel)
         self.lock = threading.Lock()

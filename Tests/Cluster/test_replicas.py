@@ -106,10 +106,7 @@ def test_kill_and_drain_replicas_under_load_loses_and_fails_nothing(cluster, pop
     started = time.monotonic()
     community, members = population[0], population[1][:MEMBERS]
     plan = SwipePlan(MEMBERS, others=3)
-    driver = Driver(cluster.gateway, members)
-    driver.channel = app_channel(cluster)
-    driver.deck = deck_pb2_grpc.DeckServiceStub(driver.channel)
-    driver.chat = chat_pb2_grpc.ChatServiceStub(driver.channel)
+    driver = Driver(cluster.gateway, members, channel=app_channel(cluster))
     swiper = driver.start_load(plan, swipe_pause=0.25)
 
     driver.progress(20, "before the faults", timeout=60)

@@ -18,7 +18,6 @@ from cluster_harness import REPLICATED, SCALE_OUT_SHARDS, Cluster, assert_clean_
 from test_nats import PRODUCERS, everything_delivered, on_jetstream
 from test_replicas import app_channel, restarted, transient_calls
 
-from kindred.api.v1 import chat_pb2_grpc, deck_pb2_grpc  # noqa: E402
 
 MEMBERS = 8
 PARTITIONS = 8  # EventBusLayout.partitions: durable consumers per producer a consumer follows
@@ -56,10 +55,7 @@ def test_faults_under_load_lose_nothing_and_fail_no_call(cluster):
     started = time.monotonic()
     community, members = members_with_profiles(cluster, MEMBERS)
     plan = SwipePlan(MEMBERS, others=3)
-    driver = Driver(cluster.gateway, members)
-    driver.channel = app_channel(cluster)
-    driver.deck = deck_pb2_grpc.DeckServiceStub(driver.channel)
-    driver.chat = chat_pb2_grpc.ChatServiceStub(driver.channel)
+    driver = Driver(cluster.gateway, members, channel=app_channel(cluster))
     swiper = driver.start_load(plan, swipe_pause=0.3)
 
     driver.progress(20, "before the faults")
