@@ -25,7 +25,6 @@ from cluster_config import (
     DEFAULT_PORT_BASE,
     DEFAULT_SMTP_PORT,
     ROOT,
-    SERVERS,
     SERVERS_WITH_TABLES,
     admin_port,
     declared_server_products,
@@ -188,7 +187,7 @@ def test_postgres_archives_wal_into_its_volume_as_the_native_cluster_does(raw, s
         return (tmp_path / "args").read_text().splitlines()
 
     def archive_command(archive_dir):
-        return subprocess.run(["bash", "-c", f'source services/postgres/wal-archive.sh; wal_archive_command "$0"',
+        return subprocess.run(["bash", "-c", 'source services/postgres/wal-archive.sh; wal_archive_command "$0"',
                                archive_dir], cwd=ROOT, capture_output=True, text=True, check=True).stdout
 
     assert started_with("off") == [*postgres["command"], "-c", "archive_mode=off"]
@@ -232,14 +231,27 @@ def test_only_the_gateway_publishes_ports(services):
         if name != "gateway":
             assert "ports" not in service, f"{name} publishes a port"
     published, media = services["gateway"]["ports"]
-    host, host_port, container_port = published.rsplit(":", 2)
-    assert host == "127.0.0.1", "the dev default publishes on loopback only"
-    assert int(host_port) == int(container_port) == port("gateway")
-    # The media port: signed photo URLs (profile's media base URL) and the web app.
-    host, host_port, container_port = media.split("#")[0].strip().rsplit(":", 2)
-    assert host == "127.0.0.1" and int(host_port) == int(container_port) == port("gateway") + 2 * ADMIN_PORT_OFFSET
-    assert environment(services["profile"])["KINDRED_PROFILE_MEDIA_BASE_URL"].endswith(f":{host_port}")
-    assert environment(services["gateway"])["KINDRED_GATEWAY_WEB_ROOT"] == "/app/web"
+    replicas = services["gateway"]["deploy"]["replicas"]
+
+    def host_ports(mapping, container):
+        """The host ports a published range gives the gateway's replicas, one each, all for `container`."""
+        host, host_range, container_port = mapping.split("#")[0].strip().rsplit(":", 2)
+        assert host == "127.0.0.1", "the dev default publishes on loopback only"
+        assert int(container_port) == container
+        first, last = (int(p) for p in host_range.split("-"))
+        assert last - first + 1 == replicas, f"{mapping}: one host port per gateway replica"
+        return list(range(first, last + 1))
+
+    assert host_ports(published, port("gateway"))[0] == port("gateway")
+    # The media port: signed photo URLs (profile's media base URL) and the web app, whose origins may call the API.
+    media_ports = host_ports(media, port("gateway") + 2 * ADMIN_PORT_OFFSET)
+    assert media_ports[0] == port("gateway") + 2 * ADMIN_PORT_OFFSET
+    assert environment(services["profile"])["KINDRED_PROFILE_MEDIA_BASE_URL"].endswith(f":{media_ports[0]}")
+    gateway = environment(services["gateway"])
+    assert gateway["KINDRED_GATEWAY_WEB_ROOT"] == "/app/web"
+    origins = gateway["KINDRED_GATEWAY_CORS_ORIGINS"]
+    for media_port in media_ports:
+        assert f"http://127.0.0.1:{media_port}" in origins, origins
 
 
 def test_ports_and_addresses_match_the_native_defaults(services):
@@ -439,13 +451,13 @@ def test_shell_scripts_parse_and_pass_shellcheck(script):
     assert lint.returncode == 0, lint.stdout
 
 
-def test_services_but_discovery_and_the_gateway_run_two_replicas(services):
-    """deploy.replicas: their clients reach every replica through the service's DNS name; discovery holds one
-    index and the gateway publishes the one host port."""
-    for name in ("auth", "profile", "match", "chat", "notify"):
+def test_every_server_but_discovery_runs_two_replicas(services):
+    """deploy.replicas: their clients reach every replica through the service's DNS name, and each gateway replica
+    publishes one port of its range; a discovery shard holds one index."""
+    for name in ("gateway", "auth", "profile", "match", "chat", "notify"):
         assert services[name].get("deploy", {}).get("replicas") == 2, name
         assert "container_name" not in services[name], name
-    for name in (*DISCOVERY_SHARDS, "gateway"):
+    for name in DISCOVERY_SHARDS:
         assert services[name].get("deploy", {}).get("replicas", 1) == 1, name
 
 
