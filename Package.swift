@@ -367,7 +367,8 @@ let package = Package(
             name: "KindredNotifyTests",
             dependencies: [
                 "KindredNotify", "KindredServiceKit", "KindredServiceTesting", "KindredPostgresTesting", "KindredPostgres",
-                "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredIdentity", "KindredPresets", logging,
+                "KindredGRPC", "KindredGRPCServices", "KindredProto", "KindredIdentity", "KindredPresets", "KindredPush",
+                "KindredTestSupport", logging, metrics,
             ] + nio
         ),
         .testTarget(

@@ -56,6 +56,20 @@ struct DeviceStore: Sendable {
         ).map(Self.record)
     }
 
+    /// The devices of each of `users` (the sender reads a claimed batch's at once), by member, newest first.
+    func list(_ users: [String], in runner: some SQLRunner) async throws -> [String: [DeviceRecord]] {
+        var devices: [String: [DeviceRecord]] = [:]
+        for row in try await runner.query(
+            """
+            SELECT \(unescaped: Self.columns), user_id::text FROM devices WHERE user_id = ANY(\(users)::uuid[])
+            ORDER BY registered_at DESC, device_id DESC
+            """
+        ) {
+            devices[try row.decode(String.self, at: 11), default: []].append(try Self.record(row))
+        }
+        return devices
+    }
+
     /// Removes one of `user`'s devices by id; false when they have none with it.
     func remove(id: String, of user: String, in runner: some SQLRunner) async throws -> Bool {
         try await runner.execute(

@@ -34,12 +34,19 @@ struct DigestStore: Sendable {
         )
     }
 
-    /// Likes the digest stands for now (a block, a match or a deactivation since took some out).
-    func count(of notification: String, in runner: some SQLRunner) async throws -> Int {
-        Int(
-            try await runner.query(
-                "SELECT count(*) FROM digest_likes WHERE notification_id = \(notification)::uuid"
-            ).scalar(Int64.self))
+    /// Likes each of the digests `notifications` stands for now, by digest (absent: none left).
+    func counts(of notifications: [String], in runner: some SQLRunner) async throws -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for row in try await runner.query(
+            """
+            SELECT notification_id::text, count(*) FROM digest_likes WHERE notification_id = ANY(\(notifications)::uuid[])
+            GROUP BY notification_id
+            """
+        ) {
+            let (id, count) = try row.decode((String, Int64).self)
+            counts[id] = Int(count)
+        }
+        return counts
     }
 
     /// A block, an unmatch or a match between two members: neither's like of the other is told as a like.

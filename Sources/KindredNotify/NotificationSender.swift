@@ -7,7 +7,8 @@ import Synchronization
 
 /// Sends what is due in the queue (table `notifications`) to each of the recipient's devices, through the
 /// provider of the device's platform, and acts on how each attempt ended:
-/// - delivered: recorded per device (`notification_deliveries`), so a retry of the notification skips that device;
+/// - delivered: recorded per device (`notification_deliveries`, in the statement that ends or retries the
+///   notification), so a retry of the notification skips that device;
 ///   the notification's id is the push's id (`apns-id`), the same on every attempt;
 /// - target gone: the device is removed;
 /// - retry later: the notification is tried again with exponential backoff (at least the provider's Retry-After),
@@ -40,6 +41,8 @@ final class NotificationSender: Sendable {
     /// How long a claimed notification is left to this sender before another may take it
     /// (`KINDRED_NOTIFY_SEND_LEASE_MS`).
     let lease: Duration
+    /// Most notifications in flight at once (`KINDRED_NOTIFY_SEND_CONCURRENCY`).
+    let concurrency: Int
     /// The first retry's delay, doubled per attempt up to `maxBackoff`; after `maxAttempts` it is failed.
     static let firstBackoff: Duration = .seconds(2)
     static let maxBackoff: Duration = .seconds(3600)
@@ -50,7 +53,7 @@ final class NotificationSender: Sendable {
 
     init(
         database: PostgresClient, providers: [DevicePlatform: any PushProvider], apnsTopic: String,
-        pollInterval: Duration, lease: Duration = .seconds(60), chat: ChatContextClient? = nil,
+        pollInterval: Duration, lease: Duration = .seconds(60), concurrency: Int = 64, chat: ChatContextClient? = nil,
         names: MemberNames? = nil, metrics: any MetricsFactory, logger: Logger
     ) {
         self.chat = chat
@@ -60,6 +63,7 @@ final class NotificationSender: Sendable {
         self.apnsTopic = apnsTopic
         self.pollInterval = pollInterval
         self.lease = lease
+        self.concurrency = max(1, concurrency)
         self.logger = logger
         var counters: [String: Counter] = [:]
         for platform in DevicePlatform.allCases {
@@ -72,24 +76,69 @@ final class NotificationSender: Sendable {
         self.counters = counters
     }
 
-    /// Claims and sends due notifications until cancelled.
+    /// Claims due notifications and sends them, at most `concurrency` at once, until cancelled. A claim takes no
+    /// more than the free slots, so every claimed notification is in flight at once: a sender killed mid-burst leaves
+    /// at most `concurrency` pushes that a device may get twice (sent, but not recorded yet), each under its stable
+    /// id. Under load it claims again once a quarter of the slots are free, so that one claim and its reads
+    /// (``ClaimedBatch``) serve several notifications; a push that ends, or the poll interval when nothing was due,
+    /// wakes it.
     func run() async {
-        while !Task.isCancelled {
-            do {
-                let due = try await self.notifications.claimDue(limit: 50, lease: self.lease, in: self.database)
-                for notification in due { try await self.send(notification) }
-                if due.isEmpty { try await Task.sleep(for: self.pollInterval) }
-            } catch is CancellationError {
-                return
-            } catch {
-                self.logger.warning("notify sender: \(error)")
-                try? await Task.sleep(for: self.pollInterval)
+        let refill = max(1, self.concurrency / 4)
+        await withTaskGroup(of: Bool.self) { group in
+            var inFlight = 0
+            var ticking = false
+            while !Task.isCancelled {
+                var claimed = 0
+                if inFlight == 0 || self.concurrency - inFlight >= refill {
+                    do {
+                        let due = try await self.notifications.claimDue(
+                            limit: self.concurrency - inFlight, lease: self.lease, in: self.database)
+                        if !due.isEmpty {
+                            let batch = try await ClaimedBatch.read(due, sender: self, in: self.database)
+                            for notification in due {
+                                group.addTask {
+                                    await self.sendLogging(notification, in: batch)
+                                    return true
+                                }
+                            }
+                            inFlight += due.count
+                            claimed = due.count
+                        }
+                    } catch is CancellationError {
+                        break
+                    } catch {
+                        // Claimed rows whose reads failed are taken again after their lease.
+                        self.logger.warning("notify sender: \(error)")
+                    }
+                }
+                if claimed > 0, self.concurrency - inFlight >= refill { continue }  // more may be due already
+                if claimed == 0, !ticking {
+                    ticking = true
+                    group.addTask {
+                        try? await Task.sleep(for: self.pollInterval)
+                        return false
+                    }
+                }
+                if let wasPush = await group.next() {
+                    if wasPush { inFlight -= 1 } else { ticking = false }
+                }
             }
+            group.cancelAll()
         }
     }
 
-    /// One notification to each of its recipient's devices not reached yet.
-    func send(_ claimed: QueuedNotification) async throws {
+    private func sendLogging(_ queued: QueuedNotification, in batch: ClaimedBatch) async {
+        do {
+            try await self.send(queued, in: batch)
+        } catch is CancellationError {
+        } catch {
+            // Left claimed: taken again after its lease, with the same id.
+            self.logger.warning("notify sender: \(error)", metadata: ["notification.id": "\(queued.id)"])
+        }
+    }
+
+    /// One notification to each of its recipient's devices not reached yet, with what `batch` read about it.
+    func send(_ claimed: QueuedNotification, in batch: ClaimedBatch) async throws {
         var queued = claimed
         if let expires = queued.expiresUnixMs, PostgresTimestamp.now.millisecondsSinceEpoch >= expires {
             // An activity broadcast that ended while the push waited (quiet hours, an outage) is not news any more.
@@ -97,13 +146,13 @@ final class NotificationSender: Sendable {
         }
         if queued.kind == .likes {
             // A likes digest tells how many likes it still stands for (a block or a match may have taken some out).
-            queued.itemCount = try await self.digests.count(of: queued.id, in: self.database)
+            queued.itemCount = batch.likes[queued.id] ?? 0
             if queued.itemCount == 0 {
                 return try await self.notifications.finish(queued.id, as: "cancelled", in: self.database)
             }
         }
-        let preferences = try await self.settings.preferences(of: queued.user, in: self.database)
-        let devices = try await self.devices.list(queued.user, in: self.database)
+        let preferences = batch.preferences(of: queued.user)
+        let devices = batch.devices[queued.user] ?? []
         guard queued.kind.isWanted(by: preferences) else {
             return try await self.notifications.finish(queued.id, as: "cancelled", in: self.database)
         }
@@ -116,7 +165,7 @@ final class NotificationSender: Sendable {
             let recheck = min(Self.quietRecheck, untilExpiry ?? Self.quietRecheck)
             return try await self.notifications.retry(queued.id, after: recheck, attempt: false, in: self.database)
         }
-        let delivered = try await self.notifications.deliveredDevices(of: queued.id, in: self.database)
+        let delivered = batch.delivered[queued.id] ?? []
         let facts: NotificationTemplates.Facts
         var badge: Int?
         if devices.contains(where: { !delivered.contains($0.deviceID) }) {
@@ -137,7 +186,7 @@ final class NotificationSender: Sendable {
         } else {
             facts = .init()
         }
-        var reached = false
+        var reached: [String] = []
         var rejected = false
         var retryAfter: Duration?
         for device in devices where !delivered.contains(device.deviceID) {
@@ -154,9 +203,8 @@ final class NotificationSender: Sendable {
                 Self.push(queued, locale: device.locale, facts: facts, badge: badge), to: self.target(device))
             switch outcome {
             case .delivered:
-                try await self.notifications.recordDelivery(of: queued.id, to: device.deviceID, in: self.database)
                 self.count(device.platform, "sent")
-                reached = true
+                reached.append(device.deviceID)
             case .targetGone:
                 _ = try await self.devices.remove(id: device.deviceID, of: queued.user, in: self.database)
                 self.count(device.platform, "gone")
@@ -175,13 +223,14 @@ final class NotificationSender: Sendable {
         }
         if let retryAfter {
             if queued.attempts + 1 < Self.maxAttempts {
-                return try await self.notifications.retry(queued.id, after: retryAfter, attempt: true, in: self.database)
+                return try await self.notifications.retry(
+                    queued.id, after: retryAfter, attempt: true, delivered: reached, in: self.database)
             }
             rejected = true
             self.logger.warning("notify sender: notification \(queued.id) given up after \(Self.maxAttempts) attempts")
         }
-        let state = rejected ? "failed" : reached || !delivered.isEmpty ? "sent" : "skipped"
-        try await self.notifications.finish(queued.id, as: state, in: self.database)
+        let state = rejected ? "failed" : !reached.isEmpty || !delivered.isEmpty ? "sent" : "skipped"
+        try await self.notifications.finish(queued.id, as: state, delivered: reached, in: self.database)
     }
 
     /// What the device shows, in its locale. Only kind and ids reach the payload's data. An activity broadcast

@@ -137,30 +137,32 @@ struct NotificationStore: Sendable {
         }
     }
 
-    /// The devices `notification` was delivered to already.
-    func deliveredDevices(of notification: String, in runner: some SQLRunner) async throws -> Set<String> {
-        Set(
-            try await runner.query(
-                "SELECT device_id::text FROM notification_deliveries WHERE notification_id = \(notification)::uuid"
-            ).map { try $0.decode(String.self, at: 0) })
-    }
-
-    /// Records that `device` got `notification`.
-    func recordDelivery(of notification: String, to device: String, in runner: some SQLRunner) async throws {
-        try await runner.execute(
+    /// The devices each of `notifications` was delivered to already (by notification; absent: none).
+    func deliveredDevices(of notifications: [String], in runner: some SQLRunner) async throws -> [String: Set<String>] {
+        var delivered: [String: Set<String>] = [:]
+        for row in try await runner.query(
             """
-            INSERT INTO notification_deliveries (notification_id, device_id) VALUES (\(notification)::uuid, \(device)::uuid)
-            ON CONFLICT DO NOTHING
+            SELECT notification_id::text, device_id::text FROM notification_deliveries
+            WHERE notification_id = ANY(\(notifications)::uuid[])
             """
-        )
+        ) {
+            let (notification, device) = try row.decode((String, String).self)
+            delivered[notification, default: []].insert(device)
+        }
+        return delivered
     }
 
     /// Ends a pending notification as `state` (sent, failed, skipped, suppressed, cancelled); a cancelled one stays
-    /// cancelled. The likes a digest stood for go with it (told, or not to be told).
-    func finish(_ notification: String, as state: String, in runner: some SQLRunner) async throws {
+    /// cancelled. `delivered`: the devices that got it on this attempt, recorded in the same statement (a retry skips
+    /// them). The likes a digest stood for go with it (told, or not to be told).
+    func finish(
+        _ notification: String, as state: String, delivered: [String] = [], in runner: some SQLRunner
+    ) async throws {
         try await runner.execute(
             """
-            WITH told AS (DELETE FROM digest_likes WHERE notification_id = \(notification)::uuid)
+            WITH reached AS (INSERT INTO notification_deliveries (notification_id, device_id)
+                             SELECT \(notification)::uuid, unnest(\(delivered)::uuid[]) ON CONFLICT DO NOTHING),
+                 told AS (DELETE FROM digest_likes WHERE notification_id = \(notification)::uuid)
             UPDATE notifications SET state = \(state), finished_at = now()
             WHERE notification_id = \(notification)::uuid AND state = 'pending'
             """
@@ -188,10 +190,16 @@ struct NotificationStore: Sendable {
     }
 
     /// Tries a pending notification again after `delay`; `attempt` counts it as a failed attempt (not so for quiet
-    /// hours).
-    func retry(_ notification: String, after delay: Duration, attempt: Bool, in runner: some SQLRunner) async throws {
+    /// hours). `delivered`: the devices that got it on this attempt, recorded in the same statement (the retry skips
+    /// them).
+    func retry(
+        _ notification: String, after delay: Duration, attempt: Bool, delivered: [String] = [],
+        in runner: some SQLRunner
+    ) async throws {
         try await runner.execute(
             """
+            WITH reached AS (INSERT INTO notification_deliveries (notification_id, device_id)
+                             SELECT \(notification)::uuid, unnest(\(delivered)::uuid[]) ON CONFLICT DO NOTHING)
             UPDATE notifications SET next_attempt_at = now() + \(Self.milliseconds(delay)) * interval '1 millisecond',
                                      attempts = attempts + \(attempt ? 1 : 0), claimed_at = NULL
             WHERE notification_id = \(notification)::uuid AND state = 'pending'

@@ -54,6 +54,10 @@ public struct NotifyConfiguration: Sendable {
     /// are its own. A sender that dies (kill -9) leaves them unsent or sent but not recorded; after the lease
     /// another (or the restarted one) sends them again, with the same notification id (at least once).
     public var sendLease: Duration = .seconds(60)
+    /// `KINDRED_NOTIFY_SEND_CONCURRENCY` (int, 1..1000), default 64: most notifications the sender has in flight at
+    /// once (each claimed only when a slot is free). It is also the most pushes a device may get twice after the
+    /// sender dies (kill -9): those in flight, sent but not recorded yet, sent again after the lease with their id.
+    public var sendConcurrency = 64
     /// `KINDRED_NOTIFY_MESSAGE_COLLAPSE_MS` (int, 0..60000), default 3000: how long a new message notification waits
     /// for more messages of its thread; they update it instead of queueing more (one push for a burst).
     public var messageCollapseWindow: Duration = .seconds(3)
@@ -91,6 +95,8 @@ public struct NotifyConfiguration: Sendable {
             "KINDRED_NOTIFY_SEND_POLL_MS", default: self.sendPollInterval, in: 50...60_000)
         self.sendLease = try reader.milliseconds(
             "KINDRED_NOTIFY_SEND_LEASE_MS", default: self.sendLease, in: 1000...600_000)
+        self.sendConcurrency = try reader.int(
+            "KINDRED_NOTIFY_SEND_CONCURRENCY", default: self.sendConcurrency, in: 1...1000)
         self.messageCollapseWindow = try reader.milliseconds(
             "KINDRED_NOTIFY_MESSAGE_COLLAPSE_MS", default: self.messageCollapseWindow, in: 0...60_000)
         self.likesDigestInterval = try reader.milliseconds(

@@ -2,17 +2,34 @@ import KindredPostgres
 
 /// The SQL of notification settings (table `settings`): a row only for members who changed theirs.
 struct SettingsStore: Sendable {
+    private static let columns = """
+        new_match, new_message, likes_received, report_outcome, quiet_enabled, quiet_start_minute, quiet_end_minute,
+        quiet_allow_matches, time_zone, show_message_text, activities
+        """
+
     /// `user`'s settings, or the defaults.
     func preferences(of user: String, in runner: some SQLRunner) async throws -> NotificationPreferences {
         guard
             let row = try await runner.query(
-                """
-                SELECT new_match, new_message, likes_received, report_outcome, quiet_enabled, quiet_start_minute,
-                       quiet_end_minute, quiet_allow_matches, time_zone, show_message_text, activities
-                FROM settings WHERE user_id = \(user)::uuid
-                """
+                "SELECT \(unescaped: Self.columns) FROM settings WHERE user_id = \(user)::uuid"
             ).first
         else { return .defaults }
+        return try Self.preferences(row)
+    }
+
+    /// The settings of those of `users` who changed theirs, by member (the others have the defaults): the sender
+    /// reads a claimed batch's at once.
+    func preferences(of users: [String], in runner: some SQLRunner) async throws -> [String: NotificationPreferences] {
+        var preferences: [String: NotificationPreferences] = [:]
+        for row in try await runner.query(
+            "SELECT \(unescaped: Self.columns), user_id::text FROM settings WHERE user_id = ANY(\(users)::uuid[])"
+        ) {
+            preferences[try row.decode(String.self, at: 11)] = try Self.preferences(row)
+        }
+        return preferences
+    }
+
+    private static func preferences(_ row: PostgresRow) throws -> NotificationPreferences {
         let (match, message, likes, report, quiet, start, end, allowMatches, zone, text) = try row.decode(
             (Bool, Bool, Bool, Bool, Bool, Int32, Int32, Bool, String, Bool).self)
         return NotificationPreferences(

@@ -67,7 +67,7 @@ struct LikesDigestQueueTests {
             "SELECT notification_id::text, state FROM notifications WHERE user_id = \(user)::uuid AND kind = 'likes'")
         {
             let (id, state) = try row.decode((String, String).self)
-            rows.append((state, try await DigestStore().count(of: id, in: harness.database)))
+            rows.append((state, try await DigestStore().counts(of: [id], in: harness.database)[id] ?? 0))
         }
         return rows
     }
