@@ -15,6 +15,7 @@ import uuid
 
 import grpc
 
+from cluster_config import CLUSTER
 from cluster_harness import bin_dir
 from test_cluster import PASSWORD, TIMEOUT, bearer, sign_up_and_verify, unique
 
@@ -385,17 +386,59 @@ def kill_postgres(cluster):
 
 
 # --- the check afterwards --------------------------------------------------------------------------------------
-def outbox_cursors_caught_up(cluster) -> bool:
-    """The push relay delivered everything: no outbox cursor of auth, profile or match is behind."""
+EVENT_PRODUCERS = ("auth", "profile", "match", "chat")
+
+
+def consumers_of(cluster, producers=EVENT_PRODUCERS) -> dict:
+    """consumer -> which of `producers` it follows (cluster.env's KINDRED_EVENT_CONSUMERS_OF_<PRODUCER>), each
+    discovery shard of the cluster following what discovery follows."""
+    shards = [name for name in cluster.discovery_shards() if name != "discovery"]
+    follows = {}
+    for producer in producers:
+        consumers = CLUSTER[f"KINDRED_EVENT_CONSUMERS_OF_{producer.upper()}"].split()
+        for consumer in consumers + (shards if "discovery" in consumers else []):
+            follows.setdefault(consumer, []).append(producer)
+    return follows
+
+
+def outbox_event_ids(cluster, producer) -> set:
+    return set(cluster.psql(f"SELECT event_id FROM {producer}.events_outbox").split())
+
+
+def everything_delivered(cluster, follows=None) -> bool:
+    """On NATS JetStream: the relays published everything (their JetStream cursors) and every consumer's inbox
+    holds every event of the producers it follows (`follows`: consumer -> producers; by default cluster.env's, every
+    discovery shard included) that is still in their outboxes."""
+    follows = follows or consumers_of(cluster)
+    producers = sorted({producer for followed in follows.values() for producer in followed})
+    pending = sum(int(cluster.psql(f"SELECT count(*) FROM {producer}.events_cursors WHERE consumer = 'jetstream' "
+                                   "AND acknowledged_sequence < appended_sequence")) for producer in producers)
+    if pending:
+        return False
+    outboxes = {producer: outbox_event_ids(cluster, producer) for producer in producers}
+    for consumer, followed in follows.items():
+        for producer in followed:
+            applied = set(cluster.psql(f"SELECT event_id FROM {consumer}.events_inbox "
+                                       f"WHERE producer = '{producer}'").split())
+            if not outboxes[producer] <= applied:
+                return False
+    return True
+
+
+def all_events_delivered(cluster, producers=("auth", "profile", "match")) -> bool:
+    """Every event of `producers` reached its consumers. With the push relay: no outbox cursor is behind. On NATS
+    JetStream, where those cursors stay unused: `everything_delivered` for the consumers of `producers`."""
+    if cluster.on_nats:
+        return everything_delivered(cluster, consumers_of(cluster, producers))
     pending = sum(int(cluster.psql(f"SELECT count(*) FROM {schema}.events_cursors "
                                    "WHERE acknowledged_sequence < appended_sequence"))
-                  for schema in ("auth", "profile", "match"))
+                  for schema in producers)
     return pending == 0
 
 
 def check_nothing_lost(cluster, driver: Driver, community: str, plan: SwipePlan, events_delivered=None) -> dict:
     """Every acknowledged swipe, match and message stored exactly once, every event delivered (`events_delivered`,
-    by default the outbox cursors), decks settled and every resumed stream complete; returns the figures
+    by default `all_events_delivered`), decks settled and every resumed stream complete; returns the figures
     (AssertionError on the first rule broken)."""
     members = driver.members
     stored_swipes = cluster.psql(f"SELECT swiper, target, action, outcome, coalesce(match_id::text, '') "
@@ -432,7 +475,7 @@ def check_nothing_lost(cluster, driver: Driver, community: str, plan: SwipePlan,
         assert sequences == list(range(1, len(sequences) + 1)), f"thread {thread_id}: sequence gaps"
 
     # Every event reached its consumers: outbox cursors caught up; discovery holds every swipe, chat every match.
-    wait_for("every event delivered", events_delivered or (lambda: outbox_cursors_caught_up(cluster)),
+    wait_for("every event delivered", events_delivered or (lambda: all_events_delivered(cluster)),
              timeout=90, interval=0.5)
     discovery_swipes = cluster.psql(f"SELECT count(*), count(DISTINCT swipe_id) FROM discovery.swipes "
                                     f"WHERE community_id = '{community}'")

@@ -159,6 +159,7 @@ class Cluster:
         if scale_out:
             args = (*SCALE_OUT_ARGS, *args)
             extra_env = {**SCALE_OUT_ENV, **extra_env}
+        self.on_nats = "--nats" in args  # events on NATS JetStream, not the push relay
         self.base, self.smtp_port = ports or (scale_out_port_base() if scale_out else free_port_base())
         # Readable by the postgres user (PostgreSQL runs as postgres when the tests run as root).
         self.folder = folder or pathlib.Path(tempfile.mkdtemp(prefix="kindred-cluster-"))

@@ -24,11 +24,10 @@ import grpc
 import pytest
 from PIL import Image
 
-from cluster_config import CLUSTER
+from acknowledged_writes import all_events_delivered
 from cluster_harness import Cluster, assert_clean_stop, bin_dir
 from test_chat import Subscription
 from test_cluster import PASSWORD, TIMEOUT, bearer, sign_up_and_verify, unique
-from test_nats import everything_delivered
 from test_profile import fields
 
 from kindred.api.v1 import (account_pb2, account_pb2_grpc, admin_pb2, admin_pb2_grpc, chat_pb2,  # noqa: E402
@@ -365,20 +364,9 @@ def outbox_rows_about(cluster, user_id):
 
 
 def pending_deliveries(cluster):
-    """Events not yet applied by a consumer. With the push relay: the consumers' cursors behind. On NATS JetStream
-    (those cursors stay unused there): 1 while test_nats' everything_delivered is not yet true for the consumers
-    cluster.env names (every discovery shard included), else 0."""
-    if "nats-0" not in cluster.pids():
-        return sum(int(cluster.psql(f"SELECT count(*) FROM {schema}.events_cursors "
-                                    f"WHERE acknowledged_sequence < appended_sequence"))
-                   for schema in SCHEMAS_WITH_OUTBOX)
-    shards = [name for name in cluster.discovery_shards() if name != "discovery"]
-    follows = {}
-    for producer in SCHEMAS_WITH_OUTBOX:
-        consumers = CLUSTER[f"KINDRED_EVENT_CONSUMERS_OF_{producer.upper()}"].split()
-        for consumer in consumers + (shards if "discovery" in consumers else []):
-            follows.setdefault(consumer, []).append(producer)
-    return 0 if everything_delivered(cluster, follows) else 1
+    """1 while an event of a producer with an outbox has not reached every consumer (acknowledged_writes'
+    `all_events_delivered`: the push relay's cursors, or on NATS JetStream every consumer's inbox), else 0."""
+    return 0 if all_events_delivered(cluster, SCHEMAS_WITH_OUTBOX) else 1
 
 
 def orphan_photo_bytes(cluster):

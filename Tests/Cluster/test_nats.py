@@ -13,8 +13,8 @@ import time
 import nats
 import pytest
 
-from acknowledged_writes import (BOOTSTRAP_SECRET, Driver, SwipePlan, check_nothing_lost, kill_server,
-                                 members_with_profiles, wait_for)
+from acknowledged_writes import (BOOTSTRAP_SECRET, Driver, SwipePlan, check_nothing_lost, everything_delivered,
+                                 kill_server, members_with_profiles, outbox_event_ids, wait_for)
 from cluster_harness import Cluster, assert_clean_stop
 
 MEMBERS = 8
@@ -62,27 +62,6 @@ def on_jetstream(cluster, work):
         return asyncio.run(run())
     except nats.errors.Error as error:
         raise RuntimeError(f"NATS: {error!r}") from error
-
-
-def published_ids(cluster, producer):
-    return set(cluster.psql(f"SELECT event_id FROM {producer}.events_outbox").split())
-
-
-def everything_delivered(cluster, follows=FOLLOWS):
-    """The relays published everything (their JetStream cursors) and every consumer's inbox holds every event of
-    the producers it follows (`follows`: consumer -> producers) that is still in their outboxes."""
-    pending = sum(int(cluster.psql(f"SELECT count(*) FROM {producer}.events_cursors WHERE consumer = 'jetstream' "
-                                   "AND acknowledged_sequence < appended_sequence")) for producer in PRODUCERS)
-    if pending:
-        return False
-    outboxes = {producer: published_ids(cluster, producer) for producer in PRODUCERS}
-    for consumer, producers in follows.items():
-        for producer in producers:
-            applied = set(cluster.psql(f"SELECT event_id FROM {consumer}.events_inbox "
-                                       f"WHERE producer = '{producer}'").split())
-            if not outboxes[producer] <= applied:
-                return False
-    return True
 
 
 def test_runs_on_jetstream(cluster):
@@ -152,7 +131,7 @@ def test_a_consumer_added_later_replays_each_stream_from_its_start(cluster):
         ids, sequences = on_jetstream(cluster, lambda js, producer=producer: replay(js, producer))
         replayed[producer] = len(ids)
         assert not sequences or (sequences[0] == 1 and sequences == sorted(sequences)), producer
-        assert ids == published_ids(cluster, producer), f"{producer}: the stream and the outbox differ"
+        assert ids == outbox_event_ids(cluster, producer), f"{producer}: the stream and the outbox differ"
         assert len(ids) == len(sequences), f"{producer}: an event stored twice in the stream"
     # The flows above made profile, match and chat events (auth's are about deactivations and deletions).
     assert all(replayed[producer] > 0 for producer in ("profile", "match", "chat")), replayed

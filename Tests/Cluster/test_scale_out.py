@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from acknowledged_writes import (BOOTSTRAP_SECRET, Driver, SwipePlan, check_nothing_lost, kill_server,
-                                 members_with_profiles, wait_for)
+from acknowledged_writes import (BOOTSTRAP_SECRET, Driver, SwipePlan, check_nothing_lost, everything_delivered,
+                                 kill_server, members_with_profiles, wait_for)
 from cluster_harness import REPLICATED, SCALE_OUT_SHARDS, Cluster, assert_clean_stop
-from test_nats import PRODUCERS, everything_delivered, on_jetstream
+from test_nats import PRODUCERS, on_jetstream
 from test_replicas import app_channel, restarted, transient_calls
 
 

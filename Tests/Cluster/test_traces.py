@@ -133,7 +133,8 @@ def test_one_swipe_is_one_trace_from_the_gateway_to_postgresql_and_the_consumers
     for consumer in consumers:
         # The event carried the swipe's trace: the consumer's span is a child of match's call.
         assert consumer["parent_span_id"] == served["span_id"], consumer
-        assert consumer["links"], "linked to the DeliverEvents call it arrived in"
+        if not cluster.on_nats:  # a NATS consumer pulls its events in no call of the relay's to link to
+            assert consumer["links"], "linked to the DeliverEvents call it arrived in"
 
     # DESIGN §5–6: no personal data in telemetry (ids, names, tokens), whatever the span.
     text = json.dumps(spans(record))
