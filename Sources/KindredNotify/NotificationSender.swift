@@ -43,6 +43,8 @@ final class NotificationSender: Sendable {
     let lease: Duration
     /// Most notifications in flight at once (`KINDRED_NOTIFY_SEND_CONCURRENCY`).
     let concurrency: Int
+    /// Events applied in this process wake the sender (``SendWakeup``); the poll does otherwise.
+    let wakeup: SendWakeup
     /// The first retry's delay, doubled per attempt up to `maxBackoff`; after `maxAttempts` it is failed.
     static let firstBackoff: Duration = .seconds(2)
     static let maxBackoff: Duration = .seconds(3600)
@@ -53,7 +55,8 @@ final class NotificationSender: Sendable {
 
     init(
         database: PostgresClient, providers: [DevicePlatform: any PushProvider], apnsTopic: String,
-        pollInterval: Duration, lease: Duration = .seconds(60), concurrency: Int = 64, chat: ChatContextClient? = nil,
+        pollInterval: Duration, lease: Duration = .seconds(60), concurrency: Int = 64,
+        wakeup: SendWakeup = SendWakeup(), chat: ChatContextClient? = nil,
         names: MemberNames? = nil, metrics: any MetricsFactory, logger: Logger
     ) {
         self.chat = chat
@@ -64,6 +67,7 @@ final class NotificationSender: Sendable {
         self.pollInterval = pollInterval
         self.lease = lease
         self.concurrency = max(1, concurrency)
+        self.wakeup = wakeup
         self.logger = logger
         var counters: [String: Counter] = [:]
         for platform in DevicePlatform.allCases {
@@ -80,8 +84,8 @@ final class NotificationSender: Sendable {
     /// more than the free slots, so every claimed notification is in flight at once: a sender killed mid-burst leaves
     /// at most `concurrency` pushes that a device may get twice (sent, but not recorded yet), each under its stable
     /// id. Under load it claims again once a quarter of the slots are free, so that one claim and its reads
-    /// (``ClaimedBatch``) serve several notifications; a push that ends, or the poll interval when nothing was due,
-    /// wakes it.
+    /// (``ClaimedBatch``) serve several notifications. A push that ends, events applied in this process
+    /// (``SendWakeup``) or, when nothing was due, the poll interval wake it.
     func run() async {
         let refill = max(1, self.concurrency / 4)
         await withTaskGroup(of: Bool.self) { group in
@@ -115,7 +119,7 @@ final class NotificationSender: Sendable {
                 if claimed == 0, !ticking {
                     ticking = true
                     group.addTask {
-                        try? await Task.sleep(for: self.pollInterval)
+                        await self.wakeup.wait(upTo: self.pollInterval)
                         return false
                     }
                 }

@@ -54,7 +54,7 @@ public final class NotifyServer: ServiceServer {
             : NotificationSender(
                 database: self.database, providers: providers, apnsTopic: configuration.apns?.topic ?? "",
                 pollInterval: configuration.sendPollInterval, lease: configuration.sendLease,
-                concurrency: configuration.sendConcurrency, chat: self.chat,
+                concurrency: configuration.sendConcurrency, wakeup: self.service.sendWakeup, chat: self.chat,
                 names: self.names, metrics: metrics.factory, logger: logger)
         if sender == nil { logger.info("notify: no push provider configured, notifications stay queued") }
         let webhooks = WebhookAdmin(

@@ -27,9 +27,11 @@ extension NotifyService {
 
     /// Applies `producer`'s events (from `DeliverEvents` or the JetStream bus); returns the ids to acknowledge.
     func applyEvents(_ events: [Kindred.Common.V1.Event], from producer: String) async throws -> [String] {
-        try await self.inbox.process(events, from: producer) { event, transaction in
+        let applied = try await self.inbox.process(events, from: producer) { event, transaction in
             try await self.apply(event, in: transaction)
         }
+        self.sendWakeup.wake()
+        return applied
     }
 
     func apply(_ event: Kindred.Common.V1.Event, in transaction: PostgresTransaction) async throws {

@@ -30,9 +30,11 @@ struct SenderTests {
         try await NotifyHarness.with { harness in try await body(harness, keys, peer) }
     }
 
-    /// A sender with its own APNs provider (one connection), run until `done` holds (polled; 90 s at most).
+    /// `count` senders, each with its own APNs provider (one connection); once one waits for work, `whenIdle`; then
+    /// run until `done` holds (polled; 90 s at most).
     func runSenders(
-        _ count: Int = 1, concurrency: Int, harness: NotifyHarness, keys: PeerKeys, peer: Peer,
+        _ count: Int = 1, concurrency: Int, poll: Duration = .milliseconds(50), wakeup: SendWakeup = SendWakeup(),
+        harness: NotifyHarness, keys: PeerKeys, peer: Peer, whenIdle: () async throws -> Void = {},
         until done: () async throws -> Bool
     ) async throws {
         var logger = Logger(label: "kindred.notify.test")
@@ -48,10 +50,13 @@ struct SenderTests {
             providers.append(provider)
             let sender = NotificationSender(
                 database: harness.database, providers: [.apns: provider], apnsTopic: Self.topic,
-                pollInterval: .milliseconds(50), lease: .seconds(60), concurrency: concurrency,
+                pollInterval: poll, lease: .seconds(60), concurrency: concurrency, wakeup: wakeup,
                 metrics: NOOPMetricsHandler.instance, logger: logger)
             runs.append(Task { await sender.run() })
         }
+        let idle = ContinuousClock.now + .seconds(60)
+        while !wakeup.isWaiting, ContinuousClock.now < idle { try await Task.sleep(for: .milliseconds(10)) }
+        try await whenIdle()
         let deadline = ContinuousClock.now + .seconds(90)
         var finished = false
         while ContinuousClock.now < deadline {
@@ -169,6 +174,28 @@ struct SenderTests {
             let devices = try await harness.database.query(
                 "SELECT token FROM devices ORDER BY token").map { try $0.decode(String.self, at: 0) }
             #expect(devices == [reached, busy].sorted(), "the unregistered token is removed, the others stay")
+        }
+    }
+
+    @Test("events applied by the service wake an idle sender: a match is pushed long before the poll")
+    func appliedEventsWakeTheSender() async throws {
+        try await withPeer { harness, keys, peer in
+            let (ann, bob) = (try NotifyHarness.member(), try NotifyHarness.member())
+            let (annDevice, bobDevice) = (Self.deviceToken(), Self.deviceToken())
+            _ = try await harness.register(ann.token, platform: .apns, device: annDevice)
+            _ = try await harness.register(bob.token, platform: .apns, device: bobDevice)
+            let started = ContinuousClock.now
+            // The sender's poll is a minute and it is idle when the event comes: pushes within 50 s of the start
+            // can only follow the service's wake-up.
+            try await self.runSenders(
+                concurrency: 8, poll: .seconds(60), wakeup: harness.server.server.service.sendWakeup, harness: harness,
+                keys: keys, peer: peer,
+                whenIdle: {
+                    let event = try QueueTests.matchCreated(ann.id, bob.id, match: try UUIDv7.generate())
+                    _ = try await harness.client.deliver(N.deliverEvents, [event], from: "match", tokens: testKeys)
+                }
+            ) { Set(try Self.accepted(peer).map(\.device)) == [annDevice, bobDevice] }
+            #expect(ContinuousClock.now - started < .seconds(50), "the pushes waited for the poll")
         }
     }
 }
