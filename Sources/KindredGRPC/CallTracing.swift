@@ -8,11 +8,21 @@ import Tracing
 /// never message contents, metadata values or peer addresses (no personal data in telemetry). Only made while
 /// `TraceSwitch.isOn`.
 enum CallTracing {
-    /// A server span for a call to `path`, continuing the trace of the request's headers when they carry one.
-    static func startServerSpan(path: String, requestHeaders: [HTTP2Header]) -> any Span {
-        var context = ServiceContext.topLevel
-        InstrumentationSystem.instrument.extract(requestHeaders, into: &context, using: HeaderExtractor())
-        let span = startSpan(Self.spanName(path), context: context, ofKind: .server)
+    /// A server span for a call to `path`: with `.continued`, in the trace of the request's headers when they carry
+    /// one; with `.linked`, a root linked to the span they name.
+    static func startServerSpan(path: String, requestHeaders: [HTTP2Header], callerTrace: CallerTrace) -> any Span {
+        var caller = ServiceContext.topLevel
+        InstrumentationSystem.instrument.extract(requestHeaders, into: &caller, using: HeaderExtractor())
+        let span: any Span
+        switch callerTrace {
+        case .continued:
+            span = startSpan(Self.spanName(path), context: caller, ofKind: .server)
+        case .linked:
+            span = startSpan(Self.spanName(path), context: .topLevel, ofKind: .server)
+            if requestHeaders.contains(where: { $0.name == TraceHeaders.traceparent }) {
+                span.addLink(SpanLink(context: caller, attributes: [:]))
+            }
+        }
         Self.describe(span, path: path)
         return span
     }

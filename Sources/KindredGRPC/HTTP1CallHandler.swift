@@ -117,7 +117,8 @@ final class HTTP1CallHandler: ChannelDuplexHandler, ServerCallConnection {
                 handler: handler,
                 connection: self,
                 metrics: self.metrics,
-                maxMessageSize: self.configuration.maxReceiveMessageSize
+                maxMessageSize: self.configuration.maxReceiveMessageSize,
+                callerTrace: self.configuration.callerTrace
             )
             self.call = call
             call.opened(now: .now())

@@ -57,6 +57,8 @@ final class ServerCall: @unchecked Sendable {
     /// The call's server span while `TraceSwitch.isOn` (see `CallTracing`): started with the handler, ended
     /// with the status.
     var span: (any Span)?
+    /// What the caller's trace context does to `span` (the server's `GRPCServerConfiguration.callerTrace`).
+    let callerTrace: CallerTrace
 
     init(
         streamID: Int32,
@@ -69,7 +71,8 @@ final class ServerCall: @unchecked Sendable {
         handler: MethodHandler,
         connection: any ServerCallConnection,
         metrics: ServerMetrics,
-        maxMessageSize: Int
+        maxMessageSize: Int,
+        callerTrace: CallerTrace = .continued
     ) {
         self.streamID = streamID
         self.path = path
@@ -83,6 +86,7 @@ final class ServerCall: @unchecked Sendable {
         self.connection = connection
         self.metrics = metrics
         self.inbound = InboundMessages(maxMessageSize: maxMessageSize, framed: response.wire.isFramed)
+        self.callerTrace = callerTrace
     }
 
     @inline(__always)
@@ -225,7 +229,8 @@ final class ServerCall: @unchecked Sendable {
     func start(firstMessage: ByteBuffer?, executor: EventLoopTaskExecutor, logger: Logger) {
         guard self.state.startHandler() else { return }
         if TraceSwitch.isOn {
-            self.span = CallTracing.startServerSpan(path: self.path, requestHeaders: self.requestHeaders)
+            self.span = CallTracing.startServerSpan(
+                path: self.path, requestHeaders: self.requestHeaders, callerTrace: self.callerTrace)
         }
         if let runNow = self.handler.runNow, let firstMessage, self.eventLoop.inEventLoop,
             let connection = self.connection, connection.admitNow(self)

@@ -78,6 +78,19 @@ public struct GRPCServerConfiguration: Sendable {
     /// gRPC-Web and Connect (binary, and JSON with a codec) beside gRPC on the same port and handlers, with CORS
     /// for browsers (see `WebProtocols`). Default nil: gRPC only (internal servers).
     public var web: WebProtocols? = nil
+    /// What a caller's W3C trace context (`traceparent`, `tracestate`) does to its call's server span while tracing
+    /// is on. Default `.continued` (servers whose callers are the cluster's own).
+    public var callerTrace: CallerTrace = .continued
 
     public init() {}
+}
+
+/// How a server span treats the trace context its caller sent (see `GRPCServerConfiguration.callerTrace`).
+public enum CallerTrace: Sendable {
+    /// The span is the caller's child: in its trace, under its sampling decision (the `sampled` flag).
+    case continued
+    /// The span starts a trace of its own, kept or dropped by this process's sampler, with a link to the caller's
+    /// span: for a public edge, where a client's `sampled` flag must not make the cluster record every call it
+    /// makes, and whose trace id must not name the cluster's traces. The client's trace still finds the call.
+    case linked
 }

@@ -54,7 +54,8 @@ extension ServerConnectionHandler: HTTP2SessionDelegate {
             handler: handler,
             connection: self,
             metrics: self.metrics,
-            maxMessageSize: self.configuration.maxReceiveMessageSize
+            maxMessageSize: self.configuration.maxReceiveMessageSize,
+            callerTrace: self.configuration.callerTrace
         )
         self.calls[streamID] = call
         if let action = self.lifecycle.callOpened() { self.perform(action) }

@@ -24,6 +24,9 @@ public final class GatewayServer: ServiceServer {
         server.http2.initialStreamWindowSize = 4 << 20
         // The public API speaks gRPC-Web and Connect too, for browsers and curl (the same handlers and limits).
         server.web = .gateway(configuration, metrics: HTTP1PortMetrics(port: "web", factory: metrics.factory))
+        // Apps' trace contexts are linked, not continued: an app's `sampled` flag does not make the cluster trace
+        // every call it makes, and the cluster's sampler alone decides.
+        server.callerTrace = .linked
         var runner = ServerRunner(configuration: server, services: self.gateway.services)
         runner.admin = configuration.endpoint.adminConfiguration
         runner.metrics = metrics

@@ -1,7 +1,8 @@
 """Distributed traces across the cluster: with the standard OTLP endpoint setting, every server exports its spans
 to a collector (Tests/Peers/otlp_receiver.py, which parses them with the OpenTelemetry project's own protobuf
-classes), and one Swipe through the gateway is one trace: the gateway's server span (continuing the caller's W3C
-`traceparent`), its client call to match, match's server span, match's PostgreSQL statements, and the consumers'
+classes), and one Swipe through the gateway is one trace: the gateway's server span (a root of the cluster's own,
+linked to the app's W3C `traceparent` rather than continuing it, so an app's sampling flag decides nothing), its
+client call to match, match's server span, match's PostgreSQL statements, and the consumers'
 handling of the events the swipe produced, each with the right parent. No span carries the members' ids, names or
 other personal data."""
 import json
@@ -61,6 +62,18 @@ def trace_of(record, trace_id, until, deadline=30.0):
         time.sleep(0.2)
 
 
+def linked_gateway_span(record, app_trace, caller_span, deadline=30.0):
+    """The gateway's server span linked to the app's span `caller_span` of `app_trace`, once exported (or None)."""
+    link = {"trace_id": app_trace, "span_id": caller_span}
+    stop = time.monotonic() + deadline
+    while time.monotonic() < stop:
+        for span in spans(record):
+            if span["service"] == "gateway" and span["kind"] == "SERVER" and link in span["links"]:
+                return span
+        time.sleep(0.2)
+    return None
+
+
 def only(found, description, **match):
     hits = [span for span in found if all(span.get(key) == value for key, value in match.items())]
     assert len(hits) == 1, f"expected one {description}, found {len(hits)}: {json.dumps(found, indent=1)}"
@@ -85,11 +98,15 @@ def test_one_swipe_is_one_trace_from_the_gateway_to_postgresql_and_the_consumers
         target = Member(cluster, channel, "Tom", 1995, east(3))
         for member in (swiper, target):
             wait_indexed(deck, member)
-        # The app's own span: the gateway continues its trace.
-        trace_id, caller_span = secrets.token_hex(16), secrets.token_hex(8)
-        traceparent = f"00-{trace_id}-{caller_span}-01"
+        # The app's own span: the gateway links to it and starts a trace of the cluster's own.
+        app_trace, caller_span = secrets.token_hex(16), secrets.token_hex(8)
+        traceparent = f"00-{app_trace}-{caller_span}-01"
         deck.Swipe(deck_pb2.SwipeRequest(target_user_id=target.id, action=LIKE),
                    metadata=swiper.auth + [("traceparent", traceparent)], timeout=TIMEOUT)
+    linked = linked_gateway_span(record, app_trace, caller_span)
+    assert linked is not None, "the gateway's span links to the app's"
+    trace_id = linked["trace_id"]
+    assert trace_id != app_trace and not linked["parent_span_id"], linked
 
     def complete(found):
         # Every server exports its own batches, each in the order its spans ended: the consumers' spans can arrive
@@ -105,7 +122,8 @@ def test_one_swipe_is_one_trace_from_the_gateway_to_postgresql_and_the_consumers
 
     gateway = only(found, "gateway server span", service="gateway", kind="SERVER",
                    name="kindred.api.v1.DeckService/Swipe")
-    assert gateway["parent_span_id"] == caller_span
+    assert gateway["span_id"] == linked["span_id"]
+    assert not [s for s in spans(record) if s["trace_id"] == app_trace], "a span in the app's trace"
     assert gateway["attributes"]["rpc.system"] == "grpc"
     assert gateway["attributes"]["rpc.service"] == "kindred.api.v1.DeckService"
     assert gateway["attributes"]["rpc.method"] == "Swipe"
@@ -140,3 +158,20 @@ def test_one_swipe_is_one_trace_from_the_gateway_to_postgresql_and_the_consumers
     text = json.dumps(spans(record))
     for secret in (swiper.id, target.id, "Tia", "Tom", swiper.auth[0][1].split()[-1]):
         assert secret not in text
+
+
+def test_the_clusters_sampler_not_the_apps_flag_decides_what_is_traced(cluster, collector):
+    """An app's `traceparent` marked not sampled (flags 00) is traced all the same under the cluster's sampler
+    (always on here), in a trace of the cluster's own; were the gateway to continue the app's context, the app's
+    flag would decide, and with a 01 flag it could have every one of its calls recorded under any sampler."""
+    _, record = collector
+    with grpc.insecure_channel(cluster.gateway) as channel:
+        deck = deck_pb2_grpc.DeckServiceStub(channel)
+        member = Member(cluster, channel, "Ula", 1994, PARIS)
+        wait_indexed(deck, member)
+        app_trace, caller_span = secrets.token_hex(16), secrets.token_hex(8)
+        deck.GetDeck(deck_pb2.GetDeckRequest(page_size=5),
+                     metadata=member.auth + [("traceparent", f"00-{app_trace}-{caller_span}-00")], timeout=TIMEOUT)
+    linked = linked_gateway_span(record, app_trace, caller_span)
+    assert linked is not None, "the call was not traced: the app's flag decided"
+    assert linked["name"] == "kindred.api.v1.DeckService/GetDeck" and linked["trace_id"] != app_trace
