@@ -65,6 +65,31 @@ public struct JetStream: Sendable {
         return try await self.call("$JS.API.CONSUMER.INFO.\(stream).\(consumer)", body: [])
     }
 
+    /// The stream sequence of the first message at or after `sequence` whose subject matches `subject` (wildcards
+    /// allowed), nil when there is none (`$JS.API.STREAM.MSG.GET` with `next_by_subj`).
+    public func firstSequence(stream: String, from sequence: UInt64, subject: String) async throws -> UInt64? {
+        try Self.validate(name: stream)
+        struct Request: Encodable {
+            var seq: UInt64
+            var nextBySubject: String
+            enum CodingKeys: String, CodingKey {
+                case seq
+                case nextBySubject = "next_by_subj"
+            }
+        }
+        struct Answer: Decodable {
+            struct Message: Decodable { var seq: UInt64 }
+            var message: Message
+        }
+        let body = try JSONEncoder().encode(Request(seq: sequence, nextBySubject: subject))
+        do {
+            let answer: Answer = try await self.call("$JS.API.STREAM.MSG.GET.\(stream)", body: Array(body))
+            return answer.message.seq
+        } catch let error as JetStreamAPIError where error.errorCode == JetStreamAPIError.noMessageFound {
+            return nil
+        }
+    }
+
     // MARK: Messages
 
     /// Publishes to a stream's subject with `Nats-Msg-Id: messageID` and returns the stream's acknowledgement

@@ -131,7 +131,7 @@ public struct JetStreamStreamInfo: Decodable, Sendable, Hashable {
 public struct JetStreamAPIError: Error, Decodable, Sendable, Hashable, CustomStringConvertible {
     public var code: Int
     /// JetStream's own code: 10058 stream name in use with another configuration, 10059 stream not found, 10014
-    /// consumer not found.
+    /// consumer not found, 10037 no message found.
     public var errorCode: Int
     public var text: String
 
@@ -159,4 +159,5 @@ public struct JetStreamAPIError: Error, Decodable, Sendable, Hashable, CustomStr
     public static let streamNameInUse = 10058
     public static let streamNotFound = 10059
     public static let consumerNotFound = 10014
+    public static let noMessageFound = 10037
 }

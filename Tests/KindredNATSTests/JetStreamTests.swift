@@ -61,6 +61,31 @@ import Testing
         }
     }
 
+    /// `firstSequence` finds the first message at or after a sequence on a subject filter with wildcards; nil when
+    /// there is none; a stream that does not exist throws.
+    @Test func firstSequenceOnASubjectFilter() async throws {
+        try await self.withServer { _, _, jetStream in
+            var stream = JetStreamStreamConfiguration(name: "PARTS", subjects: ["parts.>"])
+            stream.storage = "memory"
+            try await jetStream.createOrUpdateStream(stream)
+            var sequences: [UInt64] = []
+            for (index, subject) in ["parts.1.a", "parts.2.a", "parts.1.b", "parts.2.b"].enumerated() {
+                sequences.append(
+                    try await jetStream.publish(subject, payload: [], messageID: "m\(index)").sequence)
+            }
+            #expect(try await jetStream.firstSequence(stream: "PARTS", from: 1, subject: "parts.2.>") == sequences[1])
+            #expect(
+                try await jetStream.firstSequence(stream: "PARTS", from: sequences[1] + 1, subject: "parts.2.>")
+                    == sequences[3])
+            let afterLast = sequences[3] + 1
+            #expect(try await jetStream.firstSequence(stream: "PARTS", from: afterLast, subject: "parts.2.>") == nil)
+            #expect(try await jetStream.firstSequence(stream: "PARTS", from: 1, subject: "parts.3.>") == nil)
+            await #expect(throws: JetStreamAPIError.self) {
+                _ = try await jetStream.firstSequence(stream: "NONE", from: 1, subject: "parts.>")
+            }
+        }
+    }
+
     @Test func streamPublishDeduplicatesByMessageID() async throws {
         try await self.withServer { _, _, jetStream in
             var stream = JetStreamStreamConfiguration(name: "EVENTS", subjects: ["events.>"])

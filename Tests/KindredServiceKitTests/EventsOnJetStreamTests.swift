@@ -2,7 +2,7 @@ import Foundation
 import KindredNATS
 import KindredPostgres
 import KindredProto
-import KindredServiceKit
+@testable import KindredServiceKit
 import KindredTestSupport
 import Logging
 import Synchronization
@@ -171,6 +171,53 @@ import Testing
         await bus.close()
         await lateBus.close()
         await other.shutdown()
+        await setup.stop()
+    }
+
+    /// A producer's wait on a busy partition: the consumer acknowledged the partition's events up to the stream
+    /// sequence the wait is for, while a later event of the same partition is still unacknowledged and another
+    /// partition published in between (so the partition's ack floor is below that sequence and it has pending
+    /// messages). The wait is over for the first; not for the later one.
+    @Test func aPartitionIsCaughtUpThroughASequenceWhileLaterEventsArePending() async throws {
+        let setup = try await self.setUp()
+        let producer = setup.outbox.producer
+        let busy = "user-1"
+        let partition = EventBusLayout.partition(of: busy)
+        let other = (2...).lazy.map { "user-\($0)" }.first { EventBusLayout.partition(of: $0) != partition }!
+        let record = Record()
+        let bus = setup.bus("sink")
+        let follower = Self.follower(
+            "sink", producer: producer, database: setup.database.consumer, bus: bus, record: record)
+        let following = Task { await follower.run() }
+        var relaying = Task { await setup.relay.run() }
+        _ = try await setup.append(partition: busy)
+        #expect(try await eventually { try await setup.database.effects().count == 1 })
+        _ = try await setup.append(partition: other)  // published after the busy partition's first event
+        #expect(try await eventually { try await setup.database.effects().count == 2 })
+        let stream = EventBusLayout.stream(producer: producer)
+        let through = try await bus.jetStream.streamInfo(stream).state.lastSequence
+        // The busy partition's next event, held back by the consumer (never acknowledged): appended while no relay
+        // runs, so that it is refused from its first delivery.
+        relaying.cancel()
+        await relaying.value
+        let later = try await setup.append(partition: busy)
+        record.refuse.withLock { $0[later.eventId] = Int.max }
+        relaying = Task { await setup.relay.run() }
+        #expect(try await eventually { record.seen.withLock { $0.contains(later.eventId) } })
+        let filter = EventBusLayout.filter(producer: producer, partition: partition)
+        let laterSequence = try #require(
+            try await bus.jetStream.firstSequence(stream: stream, from: through + 1, subject: filter))
+        #expect(laterSequence > through)
+        func acknowledged(by consumer: String, through sequence: UInt64) async -> Bool {
+            await bus.acknowledged(consumer: consumer, producer: producer, partition: partition, through: sequence)
+        }
+        #expect(await acknowledged(by: "sink", through: through))
+        #expect(!(await acknowledged(by: "sink", through: laterSequence)))
+        #expect(!(await acknowledged(by: "absent", through: through)))
+        for task in [following, relaying] { task.cancel() }
+        await following.value
+        await relaying.value
+        await bus.close()
         await setup.stop()
     }
 }

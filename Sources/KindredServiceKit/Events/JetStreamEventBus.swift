@@ -113,9 +113,9 @@ public final class JetStreamEventBus: Sendable {
     // MARK: Waiting for consumers
 
     /// Whether each of `consumers` has acknowledged every event of `partitionKey`'s partition published so far
-    /// (the caller first waited for the publication): its durable consumer's ack floor reached the stream's last
-    /// sequence, or nothing of its partition is pending. A consumer whose durable does not exist yet (not
-    /// deployed) is behind.
+    /// (the caller first waited for the publication): everything of the partition up to the stream's last sequence
+    /// when the wait began (``acknowledged(consumer:producer:partition:through:)``). A consumer whose durable does
+    /// not exist yet (not deployed) is behind.
     func consumersCaughtUp(producer: String, partitionKey: String, consumers: [String], timeout: Duration, interval: Duration)
         async throws -> Bool
     {
@@ -128,18 +128,34 @@ public final class JetStreamEventBus: Sendable {
         while true {
             var behind: [String] = []
             for consumer in waiting {
-                let info = try? await self.jetStream.consumerInfo(
-                    stream: stream, consumer: EventBusLayout.durable(consumer: consumer, partition: partition))
-                guard let info, info.ackFloor.streamSequence >= last || (info.pending == 0 && info.ackPending == 0)
-                else {
-                    behind.append(consumer)
-                    continue
-                }
+                let done = await self.acknowledged(
+                    consumer: consumer, producer: producer, partition: partition, through: last)
+                if !done { behind.append(consumer) }
             }
             if behind.isEmpty { return true }
             waiting = behind
             guard clock.now < deadline else { return false }
             try await Task.sleep(for: min(interval, clock.now.duration(to: deadline)))
+        }
+    }
+
+    /// Whether `consumer`'s durable for `partition` has acknowledged every message of the partition up to stream
+    /// sequence `last` (false when JetStream does not answer). The ack floor alone does not say: it stops at the
+    /// partition's own last acknowledged message, below `last` whenever other partitions published after it, and a
+    /// busy partition is rarely without pending messages; so the first message of the partition above the ack
+    /// floor is looked up, and everything up to `last` is acknowledged when it comes after `last` (or there is none).
+    func acknowledged(consumer: String, producer: String, partition: Int, through last: UInt64) async -> Bool {
+        let stream = EventBusLayout.stream(producer: producer)
+        do {
+            let info = try await self.jetStream.consumerInfo(
+                stream: stream, consumer: EventBusLayout.durable(consumer: consumer, partition: partition))
+            let floor = info.ackFloor.streamSequence
+            if floor >= last || (info.pending == 0 && info.ackPending == 0) { return true }
+            let filter = EventBusLayout.filter(producer: producer, partition: partition)
+            let next = try await self.jetStream.firstSequence(stream: stream, from: floor + 1, subject: filter)
+            return next.map { $0 > last } ?? true
+        } catch {
+            return false
         }
     }
 
