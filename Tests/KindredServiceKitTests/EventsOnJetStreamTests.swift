@@ -17,9 +17,11 @@ import Testing
         "js" + String((0..<8).map { _ in "abcdefghijklmnopqrstuvwxyz".randomElement()! })
     }
 
-    /// What a test consumer saw, and the events it holds back (not acknowledged) a number of times.
+    /// What a test consumer saw, and the events it holds back (not acknowledged) a number of times, or every event
+    /// while `holdAll` is set.
     final class Record: Sendable {
         let refuse: Mutex<[String: Int]>
+        let holdAll = Mutex(false)
         let seen = Mutex<[String]>([])
         init(refuse: [String: Int] = [:]) { self.refuse = Mutex(refuse) }
     }
@@ -35,7 +37,8 @@ import Testing
             events, producer in
             seen.seen.withLock { $0 += events.map(\.eventId) }
             let held = events.filter { event in
-                refuse.refuse.withLock { refusals in
+                if refuse.holdAll.withLock({ $0 }) { return true }
+                return refuse.refuse.withLock { refusals in
                     guard let left = refusals[event.eventId], left > 0 else { return false }
                     refusals[event.eventId] = left - 1
                     return true
@@ -189,20 +192,16 @@ import Testing
         let follower = Self.follower(
             "sink", producer: producer, database: setup.database.consumer, bus: bus, record: record)
         let following = Task { await follower.run() }
-        var relaying = Task { await setup.relay.run() }
+        let relaying = Task { await setup.relay.run() }
         _ = try await setup.append(partition: busy)
         #expect(try await eventually { try await setup.database.effects().count == 1 })
         _ = try await setup.append(partition: other)  // published after the busy partition's first event
         #expect(try await eventually { try await setup.database.effects().count == 2 })
         let stream = EventBusLayout.stream(producer: producer)
         let through = try await bus.jetStream.streamInfo(stream).state.lastSequence
-        // The busy partition's next event, held back by the consumer (never acknowledged): appended while no relay
-        // runs, so that it is refused from its first delivery.
-        relaying.cancel()
-        await relaying.value
+        // The busy partition's next event, held back by the consumer (never acknowledged).
+        record.holdAll.withLock { $0 = true }
         let later = try await setup.append(partition: busy)
-        record.refuse.withLock { $0[later.eventId] = Int.max }
-        relaying = Task { await setup.relay.run() }
         #expect(try await eventually { record.seen.withLock { $0.contains(later.eventId) } })
         let filter = EventBusLayout.filter(producer: producer, partition: partition)
         let laterSequence = try #require(
