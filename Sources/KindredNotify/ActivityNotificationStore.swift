@@ -4,9 +4,10 @@ import KindredPostgres
 /// statement per ActivityStarted event however many followers it names.
 struct ActivityNotificationStore: Sendable {
     /// Queues one notification per follower in `followers` (ids paired with `ids`, the notifications' ids)
-    /// who did not turn activities off and whose account was not deleted since match listed them (a tombstone in
-    /// `deleted_members`), about `broadcaster`, from the broadcast `source`: idempotent per
-    /// (follower, broadcast), so a redelivered event queues nothing more. Returns how many were queued.
+    /// who did not turn activities off, whose account was not deleted since match listed them (a tombstone in
+    /// `deleted_members`) and who neither blocked the broadcaster nor was blocked by them since (`blocks`), about
+    /// `broadcaster`, from the broadcast `source`: idempotent per (follower, broadcast), so a redelivered event
+    /// queues nothing more. Returns how many were queued.
     func enqueue(
         ids: [String],
         followers: [String],
@@ -26,6 +27,9 @@ struct ActivityNotificationStore: Sendable {
             LEFT JOIN settings s ON s.user_id = f.follower
             WHERE coalesce(s.activities, true)
               AND NOT EXISTS (SELECT 1 FROM deleted_members d WHERE d.user_id = f.follower)
+              AND NOT EXISTS (SELECT 1 FROM blocks b
+                              WHERE b.active AND ((b.blocker_id = f.follower AND b.blocked_id = \(broadcaster)::uuid)
+                                               OR (b.blocker_id = \(broadcaster)::uuid AND b.blocked_id = f.follower)))
             ON CONFLICT (user_id, kind, source_id) DO NOTHING
             """
         )

@@ -8,7 +8,8 @@ extension NotifyService {
 
     /// A like (match's SwipeRecorded with LIKE): counted in the liked member's waiting digest, or a new digest due
     /// when ``LikesDigest`` says. The liker is kept only until the digest is sent and never shown: the digest says
-    /// how many, not who. A pass says nothing.
+    /// how many, not who. A pass, and a like between members who blocked each other (either way, the block applied
+    /// first), say nothing.
     func countLike(_ swipe: Kindred.Common.V1.SwipeRecorded, by liker: String, in transaction: PostgresTransaction)
         async throws
     {
@@ -17,6 +18,8 @@ extension NotifyService {
         guard UUIDv7.isValid(liker), UUIDv7.isValid(liked), liker != liked else { return }
         let preferences = try await self.settings.preferences(of: liked, in: transaction)
         guard NotificationKind.likes.isWanted(by: preferences) else { return }
+        try await self.blocks.lock(between: liker, and: liked, in: transaction)
+        guard try await !self.blocks.isBlocked(between: liker, and: liked, in: transaction) else { return }
         try await self.digests.lock(digestOf: liked, in: transaction)
         let waiting = try await self.notifications.waiting(
             .likes, to: liked, collapseKey: LikesDigest.collapseKey, in: transaction)

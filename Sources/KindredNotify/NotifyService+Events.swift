@@ -7,7 +7,9 @@ extension NotifyService {
     /// `DeliverEvents`: what notify learns from the other services, each effect committed with the event id.
     /// auth: deletion erases the member's devices, settings and notifications, deactivation cancels what is pending
     /// to or about them; match: MatchCreated queues one notification for each side, MatchEnded (unmatch) and
-    /// UserBlocked cancel what is pending between the two; chat: MessageSent queues (or updates) the recipient's
+    /// UserBlocked cancel what is pending between the two, UserBlocked and UserUnblocked are recorded
+    /// (`BlockStore`) so that nothing is queued or counted about a pair blocked either way, whichever event came
+    /// first; chat: MessageSent queues (or updates) the recipient's
     /// notification of the thread (`NotifyService+Messages.swift`); match's SwipeRecorded (a like) and
     /// ReportResolved feed the likes digest and the report outcome (`NotifyService+Digest.swift`); a block, an
     /// unmatch, a match and a deactivation take likes out of a waiting digest.
@@ -65,10 +67,22 @@ extension NotifyService {
             try await self.notifications.cancelPending(between: users[0], and: users[1], in: transaction)
             try await self.digests.forget(between: users[0], and: users[1], in: transaction)
         case .userBlocked(let blocked)?:
-            guard UUIDv7.isValid(subject), UUIDv7.isValid(blocked.blockedUserId) else { return }
-            try await self.notifications.cancelPending(
-                between: subject, and: blocked.blockedUserId.lowercased(), in: transaction)
-            try await self.digests.forget(between: subject, and: blocked.blockedUserId.lowercased(), in: transaction)
+            let other = blocked.blockedUserId.lowercased()
+            guard UUIDv7.isValid(subject), UUIDv7.isValid(other), subject != other else { return }
+            try await self.blocks.lock(between: subject, and: other, in: transaction)
+            // An older block than the row's (redelivered after a newer unblock) changes nothing.
+            guard
+                try await self.blocks.record(
+                    blocker: subject, blocked: other, active: true, sequence: event.sequence, in: transaction)
+            else { return }
+            try await self.notifications.cancelPending(between: subject, and: other, in: transaction)
+            try await self.digests.forget(between: subject, and: other, in: transaction)
+        case .userUnblocked(let unblocked)?:
+            let other = unblocked.unblockedUserId.lowercased()
+            guard UUIDv7.isValid(subject), UUIDv7.isValid(other), subject != other else { return }
+            try await self.blocks.lock(between: subject, and: other, in: transaction)
+            try await self.blocks.record(
+                blocker: subject, blocked: other, active: false, sequence: event.sequence, in: transaction)
         case .swipeRecorded(let swipe)?:
             try await self.countLike(swipe, by: subject, in: transaction)
         case .reportResolved(let resolved)?:
@@ -89,17 +103,19 @@ extension NotifyService {
         case .messageSent(let message)?: named.append(message.recipientUserId)
         case .swipeRecorded(let swipe)?: named.append(swipe.targetUserId)
         case .userBlocked(let blocked)?: named.append(blocked.blockedUserId)
+        case .userUnblocked(let unblocked)?: named.append(unblocked.unblockedUserId)
         default: break
         }
         return Array(Set(named.map { $0.lowercased() }.filter(UUIDv7.isValid))).sorted()
     }
 
-    /// Deletes tombstones of deleted members once no producer retries an event about them any more (older than the
-    /// inbox's retention of event ids), at start and every hour, until the server stops.
+    /// Deletes tombstones of deleted members, and the rows of lifted blocks, once no producer retries an event about
+    /// them any more (older than the inbox's retention of event ids), at start and every hour, until the server stops.
     func purgeTombstones() async {
         while !Task.isCancelled {
             do {
                 try await self.deletedMembers.purge(olderThan: self.inbox.retention, in: self.database)
+                try await self.blocks.purge(liftedBefore: self.inbox.retention, in: self.database)
             } catch {
                 self.logger.warning("tombstone purge failed", metadata: ["error.type": "\(type(of: error))"])
             }
@@ -108,13 +124,15 @@ extension NotifyService {
     }
 
     /// A new match or connection: one notification for each side who wants them, about the other, with a stable
-    /// id (a redelivered event queues nothing more).
+    /// id (a redelivered event queues nothing more); nothing when either blocked the other (the block came first).
     func queueMatch(_ match: Kindred.Common.V1.MatchCreated, in transaction: PostgresTransaction) async throws {
         let users = match.userIds.map { $0.lowercased() }
         guard users.count == 2, users[0] != users[1], users.allSatisfy(UUIDv7.isValid), UUIDv7.isValid(match.matchId) else {
             self.logger.error("MatchCreated without a valid pair: ignored")
             return
         }
+        try await self.blocks.lock(between: users[0], and: users[1], in: transaction)
+        guard try await !self.blocks.isBlocked(between: users[0], and: users[1], in: transaction) else { return }
         for (user, other) in [(users[0], users[1]), (users[1], users[0])] {
             let preferences = try await self.settings.preferences(of: user, in: transaction)
             guard NotificationKind.newMatch.isWanted(by: preferences) else { continue }
@@ -130,6 +148,7 @@ extension NotifyService {
         try await self.devices.deleteAll(of: user, in: transaction)
         try await self.settings.delete(user, in: transaction)
         try await self.digests.erase(user, in: transaction)
+        try await self.blocks.erase(user, in: transaction)
         try await self.notifications.erase(user, in: transaction)
         try await self.eraseWebhookDeliveries(of: user, in: transaction)
     }
@@ -148,6 +167,7 @@ extension NotifyService {
             ("settings", try await self.settings.count(of: user, in: self.database)),
             ("notifications", try await self.notifications.count(involving: user, in: self.database)),
             ("digest_likes", try await self.digests.count(involving: user, in: self.database)),
+            ("blocks", try await self.blocks.count(involving: user, in: self.database)),
             ("webhook_deliveries", try await self.webhookDeliveryCount(naming: user)),
         ])
     }

@@ -4,7 +4,7 @@ import KindredServiceKit
 
 extension NotifyService {
     /// A message (chat's MessageSent): the recipient's notification of the thread, if they want message
-    /// notifications. A notification of the thread still waiting takes it (``MessageCollapse``); otherwise a new one
+    /// notifications and neither blocked the other (a block applied first). A notification of the thread still waiting takes it (``MessageCollapse``); otherwise a new one
     /// is queued, due after the collapse window. Ids only: the body stays in chat until the push (and is read
     /// then only when the recipient shows message text on the lock screen).
     func queueMessage(
@@ -18,6 +18,8 @@ extension NotifyService {
         }
         let preferences = try await self.settings.preferences(of: recipient, in: transaction)
         guard NotificationKind.newMessage.isWanted(by: preferences) else { return }
+        try await self.blocks.lock(between: sender, and: recipient, in: transaction)
+        guard try await !self.blocks.isBlocked(between: sender, and: recipient, in: transaction) else { return }
         let thread = message.threadId.lowercased()
         let messageID = message.messageId.lowercased()
         let key = MessageCollapse.key(thread: thread)

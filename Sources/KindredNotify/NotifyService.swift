@@ -29,6 +29,7 @@ public final class NotifyService: GRPCService, Sendable {
     let digests = DigestStore()
     let activityNotifications = ActivityNotificationStore()
     let deletedMembers = DeletedMemberStore()
+    let blocks = BlockStore()
     /// Wakes the sender once applied events are committed (a notification may be due at once).
     let sendWakeup = SendWakeup()
     /// How messages of one thread become one notification.

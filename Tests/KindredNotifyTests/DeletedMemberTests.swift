@@ -19,7 +19,7 @@ struct DeletedMemberTests {
     }
 
     static let zero: [String: Int64] = [
-        "devices": 0, "settings": 0, "notifications": 0, "digest_likes": 0, "webhook_deliveries": 0,
+        "devices": 0, "settings": 0, "notifications": 0, "digest_likes": 0, "blocks": 0, "webhook_deliveries": 0,
     ]
 
     /// Auth's AccountDeleted first, then what match and chat said before it (their outboxes are not ordered with

@@ -84,7 +84,7 @@ struct DeviceTests {
                 await harness.client.failureCode(N.updateNotificationSettings, settings, token: member.token)
                     == .invalidArgument)
             #expect(try await harness.devices(member.token).isEmpty)
-            #expect(try await harness.footprint(member.id) == ["devices": 0, "settings": 0, "notifications": 0, "digest_likes": 0, "webhook_deliveries": 0])
+            #expect(try await harness.footprint(member.id) == ["devices": 0, "settings": 0, "notifications": 0, "digest_likes": 0, "blocks": 0, "webhook_deliveries": 0])
             // Without a token, or with a service token, no member's devices.
             #expect(await harness.client.failureCode(N.listDevices, .init(), token: "x") == .unauthenticated)
             #expect(
@@ -121,7 +121,7 @@ struct DeviceTests {
             var update = Notify.UpdateNotificationSettingsRequest()
             update.settings = .with { $0.newMatch = true }
             _ = try await harness.client.call(N.updateNotificationSettings, update, token: member.token)
-            #expect(try await harness.footprint(member.id) == ["devices": 1, "settings": 1, "notifications": 0, "digest_likes": 0, "webhook_deliveries": 0])
+            #expect(try await harness.footprint(member.id) == ["devices": 1, "settings": 1, "notifications": 0, "digest_likes": 0, "blocks": 0, "webhook_deliveries": 0])
             var event = Kindred.Common.V1.Event()
             event.eventId = try UUIDv7.generate()
             event.userId = member.id
@@ -130,8 +130,8 @@ struct DeviceTests {
             #expect(acknowledged.count == 1)
             // Delivered again (at least once): nothing more happens.
             _ = try await harness.client.deliver(N.deliverEvents, [event], from: "auth", tokens: testKeys)
-            #expect(try await harness.footprint(member.id) == ["devices": 0, "settings": 0, "notifications": 0, "digest_likes": 0, "webhook_deliveries": 0])
-            #expect(try await harness.footprint(neighbour.id) == ["devices": 1, "settings": 0, "notifications": 0, "digest_likes": 0, "webhook_deliveries": 0])
+            #expect(try await harness.footprint(member.id) == ["devices": 0, "settings": 0, "notifications": 0, "digest_likes": 0, "blocks": 0, "webhook_deliveries": 0])
+            #expect(try await harness.footprint(neighbour.id) == ["devices": 1, "settings": 0, "notifications": 0, "digest_likes": 0, "blocks": 0, "webhook_deliveries": 0])
             // Only notify's producers (auth, match) send it events.
             #expect(
                 await harness.client.failureCode(

@@ -86,7 +86,7 @@ struct QueueTests {
             deleted.userId = ann.id
             deleted.payload = .accountDeleted(.init())
             _ = try await harness.client.deliver(N.deliverEvents, [deleted], from: "auth", tokens: testKeys)
-            #expect(try await harness.footprint(ann.id) == ["devices": 0, "settings": 0, "notifications": 0, "digest_likes": 0, "webhook_deliveries": 0])
+            #expect(try await harness.footprint(ann.id) == ["devices": 0, "settings": 0, "notifications": 0, "digest_likes": 0, "blocks": 0, "webhook_deliveries": 0])
             #expect(try await harness.footprint(bob.id)["notifications"] == 0)
         }
     }
