@@ -42,7 +42,8 @@ public enum HTTP1Port {
 
     /// The HTTP/1.1 layer of every plain HTTP port, appended to a connection's pipeline: NIO's request decoder
     /// (llhttp: a Content-Length beside Transfer-Encoding, obs-fold, bad chunk sizes and other smuggling shapes
-    /// are refused with 400 and the connection closed; header block ≤ `maxHeaderListSize`), keep-alive and
+    /// are refused with 400 and the connection closed, and so is an HTTP/1.0 request with Transfer-Encoding,
+    /// `HTTP10FramingGuard`; header block ≤ `maxHeaderListSize`), keep-alive and
     /// pipelining in order, a deadline on every phase (`HTTP1ConnectionTimer`), and no reading while the output
     /// is blocked. The port's own handler goes after it.
     public static func configure(
@@ -61,6 +62,7 @@ public enum HTTP1Port {
             withEncoderConfiguration: HTTPResponseEncoder.Configuration(),
             withDecoderLimitConfiguration: decoderLimits
         )
+        try sync.addHandler(HTTP10FramingGuard())
         try sync.addHandler(deadlines)
     }
 

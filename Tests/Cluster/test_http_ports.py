@@ -110,10 +110,13 @@ def test_slow_clients_are_closed_and_capped_while_a_normal_request_is_answered(c
 @pytest.mark.parametrize("port_name", ["media", "gateway admin"])
 def test_a_malformed_request_gets_one_400_and_the_connection_closes(cluster, port_name):
     """Found by Tests/Fuzz's FuzzHTTP1: after a request the decoder refuses, these ports answered 400 twice (the
-    decoder read the rest again) and kept the connection open until its header deadline."""
+    decoder read the rest again) and kept the connection open until its header deadline; and an HTTP/1.0 request
+    with Transfer-Encoding (faulty framing, RFC 9112 §6.1) was served as chunked instead of refused."""
     port = cluster.base + 2 * ADMIN_PORT_OFFSET if port_name == "media" else cluster.admin_port("gateway")
     good = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-    for request in (b"OPTIONS /kindttps://app.example.com\r\nOrigin: x\r\n\r\n", good + b"GET / HTTP/1.1\r\nHost: \x00\r\n\r\n"):
+    http10_chunked = b"POST /healthz HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n\r\n"
+    for request in (b"OPTIONS /kindttps://app.example.com\r\nOrigin: x\r\n\r\n", good + b"GET / HTTP/1.1\r\nHost: \x00\r\n\r\n",
+                    good + http10_chunked):
         sock = connect(port, request)
         started = time.monotonic()
         received = b""
