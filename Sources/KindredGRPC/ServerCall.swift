@@ -72,7 +72,7 @@ final class ServerCall: @unchecked Sendable {
         connection: any ServerCallConnection,
         metrics: ServerMetrics,
         maxMessageSize: Int,
-        callerTrace: CallerTrace = .continued
+        callerTrace: CallerTrace
     ) {
         self.streamID = streamID
         self.path = path

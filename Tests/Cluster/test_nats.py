@@ -13,16 +13,14 @@ import time
 import nats
 import pytest
 
-from acknowledged_writes import (BOOTSTRAP_SECRET, Driver, SwipePlan, check_nothing_lost, everything_delivered,
-                                 kill_server, members_with_profiles, outbox_event_ids, wait_for)
+from acknowledged_writes import (BOOTSTRAP_SECRET, EVENT_PRODUCERS, Driver, SwipePlan, check_nothing_lost,
+                                 consumers_of, everything_delivered, kill_server, members_with_profiles,
+                                 outbox_event_ids, wait_for)
 from cluster_harness import Cluster, assert_clean_stop
 
 MEMBERS = 8
-# Who follows whom (each consumer service's eventProducers).
-FOLLOWS = {"auth": ["profile"], "profile": ["auth", "match"], "match": ["auth", "profile"],
-           "chat": ["auth", "profile", "match"], "notify": ["auth", "match", "chat"],
-           "discovery": ["auth", "profile", "match"]}
-PRODUCERS = ["auth", "profile", "match", "chat"]
+PRODUCERS = EVENT_PRODUCERS
+PARTITIONS = 8  # EventBusLayout.partitions: durable consumers per producer a consumer follows
 
 
 @pytest.fixture(scope="module")
@@ -34,15 +32,22 @@ def cluster():
                       # this shared 2-core machine under build load that took longer than the 3 s default.
                       KINDRED_PROFILE_PROPAGATION_MS="15000", KINDRED_MATCH_MATCH_PROPAGATION_MS="15000",
                       KINDRED_MATCH_BLOCK_PROPAGATION_MS="15000")
-    # Each consumer service creates its durable consumers (8 partitions per producer it follows) when it starts;
-    # the cluster is ready for the flows once they all exist.
-    expected = {producer: 8 * sum(producer in follows for follows in FOLLOWS.values()) for producer in PRODUCERS}
+    wait_for_every_durable(running, timeout=90)
+    yield running
+    assert_clean_stop(running, running.pids())
+
+
+def wait_for_every_durable(cluster, timeout):
+    """Each consumer service (each discovery shard under its own name) creates its durable consumers, one per
+    partition of each producer it follows, when it starts: the cluster is ready for the flows once they all exist."""
+    follows = consumers_of(cluster)
+    expected = {producer: PARTITIONS * sum(producer in followed for followed in follows.values())
+                for producer in PRODUCERS}
 
     async def consumers(js):
         return {name: (await js.stream_info(f"KINDRED_{name.upper()}")).state.consumer_count for name in PRODUCERS}
-    wait_for("every durable consumer", lambda: on_jetstream(running, consumers) == expected, timeout=90, interval=1)
-    yield running
-    assert_clean_stop(running, running.pids())
+    wait_for("every durable consumer", lambda: on_jetstream(cluster, consumers) == expected, timeout=timeout,
+             interval=1)
 
 
 def nats_urls(cluster):

@@ -52,26 +52,28 @@ def spans(record):
     return [json.loads(line) for line in lines if line.strip()]
 
 
-def trace_of(record, trace_id, until, deadline=30.0):
-    """The spans of `trace_id` once `until(spans)` holds (the servers send them in batches, after the fact)."""
+def spans_until(record, select, until=bool, deadline=30.0):
+    """The recorded spans `select` picks, once `until(them)` holds or the deadline passed (the servers send them in
+    batches, after the fact)."""
     stop = time.monotonic() + deadline
     while True:
-        found = [span for span in spans(record) if span.get("trace_id") == trace_id]
+        found = [span for span in spans(record) if select(span)]
         if until(found) or time.monotonic() > stop:
             return found
         time.sleep(0.2)
 
 
-def linked_gateway_span(record, app_trace, caller_span, deadline=30.0):
+def trace_of(record, trace_id, until):
+    """The spans of `trace_id` once `until(spans)` holds."""
+    return spans_until(record, lambda span: span.get("trace_id") == trace_id, until)
+
+
+def linked_gateway_span(record, app_trace, caller_span):
     """The gateway's server span linked to the app's span `caller_span` of `app_trace`, once exported (or None)."""
     link = {"trace_id": app_trace, "span_id": caller_span}
-    stop = time.monotonic() + deadline
-    while time.monotonic() < stop:
-        for span in spans(record):
-            if span["service"] == "gateway" and span["kind"] == "SERVER" and link in span["links"]:
-                return span
-        time.sleep(0.2)
-    return None
+    found = spans_until(record, lambda span: span["service"] == "gateway" and span["kind"] == "SERVER"
+                        and link in span["links"])
+    return found[0] if found else None
 
 
 def only(found, description, **match):
