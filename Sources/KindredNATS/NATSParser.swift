@@ -31,7 +31,8 @@ struct NATSParser {
     mutating func next() throws(NATSProtocolError) -> NATSServerOperation? {
         let readable = self.buffer.readableBytesView
         guard let lineEnd = Self.crlf(in: readable) else {
-            if readable.count > self.maxControlLine {
+            // The line so far, and the CR of a line of exactly the limit whose LF has not arrived yet.
+            if readable.count > self.maxControlLine + 1 {
                 throw NATSProtocolError(.tooLarge, "a control line is longer than \(self.maxControlLine) bytes")
             }
             return nil
@@ -42,7 +43,8 @@ struct NATSParser {
         }
         let line = Array(readable[readable.startIndex..<lineEnd])
         let verbEnd = line.firstIndex { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") } ?? line.count
-        let verb = String(decoding: line[..<verbEnd], as: UTF8.self).uppercased()
+        // Verbs are ASCII, in either case; `uppercased()` would also map "pıng" (dotless i) to PING.
+        let verb = String(decoding: line[..<verbEnd].map { (97...122).contains($0) ? $0 - 32 : $0 }, as: UTF8.self)
         let rest = line[verbEnd...]
         let consumedLine = lineLength + 2
         switch verb {

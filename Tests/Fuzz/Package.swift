@@ -25,6 +25,7 @@ let package = Package(
         fuzzTarget("FuzzSMTPReply", kindred: ["KindredSMTP"], nio: true),
         fuzzTarget("FuzzPhotoContainer", kindred: ["KindredVips"]),
         fuzzTarget("FuzzHTTP2Server", kindred: ["KindredHTTP2"], nio: true),
+        fuzzTarget("FuzzNATS", kindred: ["KindredNATS"]),
         fuzzTarget(
             "FuzzHTTP1", kindred: ["KindredGRPCServices", "KindredGRPC", "KindredHTTP2"], nio: true,
             more: [

@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 seconds="${1:-5}"
 all="FuzzProtobuf FuzzGRPCFraming FuzzProtoJSON FuzzPageTokenMediaURL FuzzJWT FuzzSMTPReply FuzzTextGeohash"
-all+=" FuzzPhotoContainer FuzzHTTP2Server FuzzHTTP1"
+all+=" FuzzPhotoContainer FuzzHTTP2Server FuzzHTTP1 FuzzNATS"
 read -r -a targets <<<"${FUZZ_TARGETS:-$all}"
 jobs="${FUZZ_JOBS:-1}"
 

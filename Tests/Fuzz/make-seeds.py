@@ -11,19 +11,31 @@ import json
 import pathlib
 import re
 import shutil
+import socket
 import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 CORPUS = HERE / "Corpus"
 
 
+CLEARED = set()
+
+
 def write(target, name, data):
+    """Writes one seed. A target's first seed of a run clears its folder, except the inputs that once broke a
+    property (regression-*), which stay."""
     folder = CORPUS / target
     folder.mkdir(parents=True, exist_ok=True)
+    if target not in CLEARED:
+        CLEARED.add(target)
+        for seed in folder.iterdir():
+            if not seed.name.startswith("regression-"):
+                seed.unlink()
     (folder / name).write_bytes(bytes(data))
 
 
@@ -354,18 +366,68 @@ def http1_seeds():
     write("FuzzHTTP1", "post-chunked-split", [5] + list(seeds["post-chunked"]))
 
 
+def nats_seeds():
+    """What a real nats-server (JetStream on) sends a client: INFO, +OK in verbose mode, PING/PONG, MSG and HMSG
+    with headers, JetStream API answers, a 503 no-responders status, -ERR."""
+    with tempfile.TemporaryDirectory() as folder:
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        server = subprocess.Popen(["nats-server", "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", folder],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(100):
+                try:
+                    client = socket.create_connection(("127.0.0.1", port), timeout=5)
+                    break
+                except OSError:
+                    time.sleep(0.05)
+
+            def exchange(send, until):
+                client.sendall(send)
+                received = b""
+                while until not in received:
+                    more = client.recv(65536)
+                    if not more:
+                        raise RuntimeError(f"nats-server closed the connection after {received!r}")
+                    received += more
+                return received
+
+            greeting = exchange(b"", b"\r\n")
+            connect = b'CONNECT {"verbose":true,"pedantic":false,"headers":true,"no_responders":true}\r\nPING\r\n'
+            opened = exchange(connect, b"PONG\r\n")
+            stream = json.dumps({"name": "SEEDS", "subjects": ["seeds.>"]}).encode()
+            api = exchange(b"SUB _INBOX.seeds 1\r\nPUB $JS.API.STREAM.CREATE.SEEDS _INBOX.seeds %d\r\n%s\r\n"
+                           % (len(stream), stream), b"}\r\n")
+            headers = b"NATS/1.0\r\nNats-Msg-Id: 0b1e2f\r\nKindred-Event: MatchCreated\r\n\r\n"
+            payload = b"\x0a\x10match-created-01"
+            messages = exchange(b"SUB seeds.match.7.MatchCreated 2\r\nHPUB seeds.match.7.MatchCreated %d %d\r\n"
+                                b"%s%s\r\nPUB seeds.match.7.MatchCreated 5\r\nhello\r\nPING\r\n"
+                                % (len(headers), len(headers) + len(payload), headers, payload), b"PONG\r\n")
+            no_responders = exchange(b"PUB nobody.listens _INBOX.seeds 0\r\n\r\nPING\r\n", b"PONG\r\n")
+            get = b'{"seq":99}'
+            missing = exchange(b"PUB $JS.API.STREAM.MSG.GET.SEEDS _INBOX.seeds %d\r\n%s\r\nPING\r\n"
+                               % (len(get), get), b"PONG\r\n")
+            error = exchange(b"NOT A VERB\r\n", b"'\r\n")
+        finally:
+            server.kill()
+            server.wait()
+    choices = [0, 0]
+    for name, data in {"greeting": greeting, "connect-verbose": opened, "jetstream-api": api, "messages": messages,
+                       "no-responders": no_responders, "jetstream-not-found": missing, "error": error}.items():
+        write("FuzzNATS", name, choices + list(data))
+    write("FuzzNATS", "all-in-three-byte-chunks", [0, 3, 2, 2, 2] + list(greeting + opened + messages))
+    write("FuzzNATS", "small-limits", [200, 40, 0x00, 0x01, 0] + list(messages + error))
+    write("FuzzNATS", "message-over-small-limit", [200, 40, 5, 0, 0] + list(b"MSG a 1 6\r\nhello!\r\n"))
+
+
 if __name__ == "__main__":
-    # Inputs that once broke a property (regression-*) stay; every other seed is written anew.
-    for seed in CORPUS.glob("*/*"):
-        if not seed.name.startswith("regression-"):
-            seed.unlink()
-    protobuf_seeds()
-    framing_seeds()
-    photo_seeds()
-    jwt_seeds()
-    smtp_seeds()
-    token_and_text_seeds()
-    http2_seeds()
-    http1_seeds()
+    # Every generator, or those named (`make-seeds.py nats`).
+    generators = {"protobuf": protobuf_seeds, "framing": framing_seeds, "photo": photo_seeds, "jwt": jwt_seeds,
+                  "smtp": smtp_seeds, "token_and_text": token_and_text_seeds, "http2": http2_seeds,
+                  "http1": http1_seeds, "nats": nats_seeds}
+    for name in sys.argv[1:] or generators:
+        generators[name]()
     for folder in sorted(CORPUS.iterdir()):
         print(f"{folder.name}: {len(list(folder.iterdir()))} seeds, {sum(f.stat().st_size for f in folder.iterdir())} bytes")

@@ -74,6 +74,7 @@ import Testing
         "HMSG a 1 15 15\r\nNATS/1.0 4x\r\n\r\n\r\n",  // a status that is not three digits
         "MSG a 1 r s 3\r\nabc\r\n",  // too many fields
         "BOGUS\r\n",
+        "p\u{131}ng\r\n",  // a verb with a dotless i, which Unicode upper-cases to PING
         "INFO nope\r\n",
         "MSG a 1 9999999999999999999999\r\n",
     ])
@@ -91,6 +92,10 @@ import Testing
         #expect(throws: NATSProtocolError.self) {
             _ = try self.operations("MSG " + String(repeating: "a", count: 80), parser: &lines)
         }
+        // A line of exactly the limit split between its CR and its LF waits for the LF.
+        var split = NATSParser(maxControlLine: 10, maxPayload: 16)
+        #expect(try self.operations("MSG ab 1 0\r", parser: &split).isEmpty)
+        #expect(try self.operations("\n\r\n", parser: &split).count == 1)
         var exact = NATSParser(maxControlLine: 64, maxPayload: 16)
         #expect(try self.operations("MSG a 1 16\r\n0123456789abcdef\r\n", parser: &exact).count == 1)
     }
