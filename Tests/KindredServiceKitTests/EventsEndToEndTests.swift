@@ -98,6 +98,47 @@ import Testing
         await database.shutdown()
     }
 
+    /// A consumer that answers again ends the backoff of every partition that failed while it was down: the
+    /// first one delivered makes the others due, not the end of their own backoff (here 150 s or more).
+    @Test func aConsumerThatAnswersAgainEndsItsOtherPartitionsBackoff() async throws {
+        let database = try await EventsDatabase.make()
+        let consumer = TestConsumer(name: "sink", database: database.consumer)
+        let address = try await consumer.start()
+        await consumer.stop()
+        var configuration = database.relayConfiguration([address])
+        configuration.backoff = RetryBackoff(initial: .seconds(300), maximum: .seconds(300))
+        let relay = try await database.relay(configuration)
+        let running = Task { await relay.run() }
+        try await database.append(partition: "user-a")
+        try await database.append(partition: "user-b")
+        #expect(try await eventually {
+            try await database.producer.query(
+                """
+                SELECT count(*) FROM events_cursors
+                WHERE consumer = 'sink' AND attempts > 0 AND next_attempt_at > now() + interval '100 seconds'
+                """
+            ).scalar(Int64.self) == 2
+        })
+        _ = try await consumer.start(port: address.port)
+        // user-a's backoff ends (as the earliest of many would), again until the relay's client has reconnected
+        // and user-a is delivered; user-b's backoff has minutes to go.
+        #expect(try await eventually(timeout: .seconds(60)) {
+            try await database.producer.execute(
+                """
+                UPDATE events_cursors SET next_attempt_at = now()
+                WHERE consumer = 'sink' AND partition_key = 'user-a' AND attempts > 0
+                """
+            )
+            try await Task.sleep(for: .milliseconds(200))
+            return try await database.effects().contains { $0.partition == "user-a" }
+        })
+        #expect(try await eventually(timeout: .seconds(60)) { try await database.effects().count == 2 })
+        running.cancel()
+        await running.value
+        await consumer.stop()
+        await database.shutdown()
+    }
+
     @Test func lostAcknowledgementsRedeliverWithoutApplyingTwice() async throws {
         let database = try await EventsDatabase.make()
         let consumer = TestConsumer(name: "sink", database: database.consumer)

@@ -220,6 +220,17 @@ public final class OutboxRelay: Sendable {
                 try await Task.sleep(for: .milliseconds(100 * attempt))
             }
         }
+        // A partition that had failed was delivered: the consumer answers again. Its other partitions waiting out
+        // a backoff (up to `backoff.maximum` after it came back) are tried at the next pass instead.
+        let recovered = claimed.contains { claim in
+            guard claim.attempts > 0, case .delivered? = outcomes[claim.partition] else { return false }
+            return true
+        }
+        if recovered {
+            do { try await self.store.retryFailedNow(consumer: consumer.name) } catch {
+                self.logger.debug("events relay could not end its backoffs", metadata: ["error": "\(error)"])
+            }
+        }
         if delivered > 0 { self.metrics.recordDelivered(consumer.name, count: delivered) }
         // A consumer that stays down (or is not deployed yet) would log at every retry: warn when a partition
         // starts failing, then only at debug level; the failures counter shows the rest.

@@ -17,7 +17,8 @@ public struct OutboxRelayConfiguration: Sendable {
     public var lease: Duration = .seconds(30)
     /// Deadline of one DeliverEvents call. Default 10 s.
     public var callTimeout: Duration = .seconds(10)
-    /// Backoff of a partition whose delivery failed. Default 200 ms doubling to 60 s, with jitter.
+    /// Backoff of a partition whose delivery failed. Default 200 ms doubling to 60 s, with jitter. Once one of
+    /// a consumer's failed partitions is delivered, its others are due at once.
     public var backoff = RetryBackoff()
     /// Events per DeliverEvents call, 1...100. Default 100 (the contract's maximum).
     public var maxBatch = DeliveryPlan.maxBatch

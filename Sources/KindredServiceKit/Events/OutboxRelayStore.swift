@@ -130,6 +130,22 @@ struct OutboxRelayStore: Sendable {
         )
     }
 
+    /// Ends the backoff of `consumer`'s partitions that failed (it answers again): they are due at once. Rows
+    /// another transaction holds are skipped (an append or a delivery in flight), so this never waits on them.
+    func retryFailedNow(consumer: String) async throws {
+        try await self.database.execute(
+            """
+            WITH due AS (
+                SELECT consumer, partition_key FROM events_cursors
+                WHERE consumer = \(consumer) AND attempts > 0 AND next_attempt_at > now()
+                ORDER BY partition_key FOR UPDATE SKIP LOCKED
+            )
+            UPDATE events_cursors c SET next_attempt_at = now()
+            FROM due WHERE c.consumer = due.consumer AND c.partition_key = due.partition_key
+            """
+        )
+    }
+
     /// Ends every lease this relay holds (clean shutdown: the partitions are free at once, not at lease end).
     func releaseLeases() async throws {
         try await self.database.execute(
