@@ -184,6 +184,7 @@ class Driver:
         self.deck_answers = 0
         self.threads = []
         self.senders = {}
+        self.decks = None  # the deck fetcher thread, once started
 
     def start(self, name, target, *args):
         thread = threading.Thread(target=self._guarded, args=(target, *args), name=name, daemon=True)
@@ -305,6 +306,8 @@ class Driver:
     def fetch_decks(self):
         while not self.stop_sending.is_set():
             for member in self.members:
+                if self.stop_sending.is_set():
+                    return
                 try:
                     self.deck.GetDeck(deck_pb2.GetDeckRequest(page_size=20), metadata=member.auth, timeout=5)
                     with self.lock:
@@ -325,12 +328,13 @@ class Driver:
             self.swipe(a, b, LIKE)
             assert self.swipe(b, a, LIKE).outcome == deck_pb2.SWIPE_OUTCOME_MATCHED
         wait_for("a resume token on every stream", lambda: all(self.stream_tokens.values()), timeout=60)
-        self.start("decks", self.fetch_decks)
+        self.decks = self.start("decks", self.fetch_decks)
         return self.start("swiper", self.swipe_all, plan.later, swipe_pause)
 
     def stop_load(self):
         self.stop_sending.set()
-        for thread in list(self.senders.values()):
+        # Nothing of the driver's may call once the load is stopped: the cluster may be stopping.
+        for thread in [*self.senders.values(), *([self.decks] if self.decks else [])]:
             thread.join(60)
         assert not self.failures, self.failures
 

@@ -82,11 +82,14 @@ def settings_from(argv=None):
 
 class Sampler:
     """Every `every` seconds: RSS, open descriptors and threads of each server (by the cluster's pids file) and of
-    PostgreSQL (postmaster and backends together; proportional set size, so shared buffers count once)."""
+    PostgreSQL (postmaster and backends together; proportional set size, so shared buffers count once). Each
+    round is appended to `path` as it is taken, so a run that fails still leaves its samples."""
 
-    def __init__(self, cluster, every):
+    def __init__(self, cluster, every, path):
         self.cluster, self.every = cluster, every
         self.samples = []  # (time, name, pid, rss bytes, descriptors, threads)
+        self.path = path
+        path.write_text("time,name,pid,rss_bytes,fds,threads\n")
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="sampler", daemon=True)
 
@@ -97,6 +100,7 @@ class Sampler:
                 pids = self.cluster.pids()
             except (OSError, ValueError):
                 pids = {}
+            taken = []
             for name, pid in pids.items():
                 if name in SERVERS:
                     sample = self.process(pid)
@@ -105,7 +109,10 @@ class Sampler:
                 else:
                     continue
                 if sample:
-                    self.samples.append((moment, name, pid, *sample))
+                    taken.append((moment, name, pid, *sample))
+            self.samples += taken
+            with open(self.path, "a") as out:
+                out.writelines(",".join(str(v) for v in row) + "\n" for row in taken)
             self.stop.wait(self.every - (time.time() - moment) % self.every)
 
     @staticmethod
@@ -296,7 +303,8 @@ def run(settings) -> dict:
     duration = settings.minutes * 60
     settings.started = time.time()
     cluster = Cluster(**CLUSTER_SETTINGS)
-    sampler = Sampler(cluster, settings.sample_every)
+    sampler = Sampler(cluster, settings.sample_every, folder / "samples.csv")
+    chaos, load_started = None, settings.started
     sampler.thread.start()
     load = None
     report = {"binaries": str(bin_dir()), "minutes": settings.minutes, "cores": os.cpu_count(),
@@ -332,6 +340,8 @@ def run(settings) -> dict:
             load.process.kill()
         (folder / "kindred-load.out").write_text("".join(load.output) if load else "")
         shutil.copytree(cluster.run_dir / "logs", folder / "cluster-logs", dirs_exist_ok=True)
+        # Written whatever the outcome: a run stopped by a failure still shows how memory went.
+        plot_rss(sampler.samples, chaos.kills if chaos else [], load_started, folder / "rss.png")
         pids = cluster.pids()
         assert_clean_stop(cluster, pids, keep_folder=False)
 
@@ -344,12 +354,7 @@ def run(settings) -> dict:
             out.write(f"{moment - load_started:.3f} {what}: {reason}\n")
     loaded = [s for s in sampler.samples if s[0] >= load_started]
     grown = growth(loaded, settings.warmup, settings.growth_span * 60)
-    with open(folder / "samples.csv", "w") as out:
-        out.write("time,name,pid,rss_bytes,fds,threads\n")
-        for row in sampler.samples:
-            out.write(",".join(str(v) for v in row) + "\n")
     plot = folder / "rss.png"
-    plot_rss(sampler.samples, chaos.kills, load_started, plot)
     if settings.plot:
         pathlib.Path(settings.plot).write_bytes(plot.read_bytes())
     summary = {}
