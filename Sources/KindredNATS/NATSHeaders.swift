@@ -54,8 +54,9 @@ public struct NATSHeaders: Sendable, Hashable {
         let status = first.dropFirst("NATS/1.0".count).drop(while: { $0 == " " })
         if !status.isEmpty {
             let digits = status.prefix(while: \.isNumber)
-            guard digits.count == 3, let code = Int(digits) else {
-                throw NATSProtocolError(.malformed, "a header status must be three digits")
+            // Three digits, the first not 0 (100 Idle Heartbeat, 404, 408, 409, 503): "053" would be status 53.
+            guard digits.count == 3, let code = Int(digits), (100...999).contains(code) else {
+                throw NATSProtocolError(.malformed, "a header status must be three digits from 100 to 999")
             }
             headers.status = code
             headers.statusDescription = String(status.dropFirst(3).drop(while: { $0 == " " }))

@@ -72,6 +72,7 @@ import Testing
         "HMSG a 1 4 4\r\nab\r\n\r\n",  // header block shorter than NATS/1.0
         "HMSG a 1 12 12\r\nHTTP/1.0\r\n\r\n\r\n",  // not a NATS header block
         "HMSG a 1 15 15\r\nNATS/1.0 4x\r\n\r\n\r\n",  // a status that is not three digits
+        "HMSG a 1 16 16\r\nNATS/1.0 053\r\n\r\n\r\n",  // a status with a leading zero (53, not three digits)
         "MSG a 1 r s 3\r\nabc\r\n",  // too many fields
         "BOGUS\r\n",
         "p\u{131}ng\r\n",  // a verb with a dotless i, which Unicode upper-cases to PING
