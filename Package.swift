@@ -293,7 +293,7 @@ let package = Package(
         .target(name: "KindredDiscoveryQuality", dependencies: ["KindredDiscovery"]),
         .executableTarget(name: "kindred-discovery-quality", dependencies: ["KindredDiscoveryQuality"]),
         // Deck speed of the in-memory index at millions of members (issue 12).
-        .executableTarget(name: "kindred-discovery-bench", dependencies: ["KindredDiscovery", "KindredGeo"]),
+        .executableTarget(name: "kindred-discovery-bench", dependencies: ["KindredDiscovery", "KindredGeo", "KindredProto"]),
         .executableTarget(
             name: "kindred-discovery-pg-bench",
             dependencies: [

@@ -14,6 +14,8 @@ public struct CommunityState: Sendable {
     public var index = CommunityIndex()
     public var recommender = Recommender()
     public var rules = CommunityRules()
+    /// Filter facts of the members the index's region holds (the candidates a deck or search here can meet, and
+    /// every viewer served here); with shards, members beyond the region need none here.
     var facts: [UserKey: MemberFacts] = [:]
     /// Model state of members not in the index (deactivated, ineligible) who have swiped or been swiped.
     var departed: [UserKey: MemberState] = [:]
@@ -27,7 +29,31 @@ public struct CommunityState: Sendable {
     /// Fits the index's region to this replica's shards and the community's widest radius (after a rebuild and
     /// whenever the rules change).
     mutating func applyShards(_ shards: DiscoveryShards) {
-        self.index.setRegion(IndexRegion(shards: shards, maxRadiusKm: self.rules.maxRadiusKm))
+        let region = IndexRegion(shards: shards, maxRadiusKm: self.rules.maxRadiusKm)
+        guard region != self.index.region else { return }
+        self.index.setRegion(region)
+        // Members the region no longer holds need no facts; those it holds anew get theirs from the projection
+        // (`DiscoveryService.factsReached`, when the rules widen the reach).
+        self.facts = self.facts.filter { self.index.isHeld($0.key) }
+    }
+
+    /// Members who are indexed here and not held by this community's region under `before` but held under
+    /// `after` (a wider reach): the members whose facts must come from the projection. `moved` overrides the
+    /// index's positions (a batch's placements not applied yet: nil for a member leaving the community).
+    func reached(
+        before: IndexRegion, after: IndexRegion, moved: [UserKey: (latitude: Double, longitude: Double)?]
+    ) -> [UserKey] {
+        var reached: [UserKey] = []
+        func check(_ user: UserKey, _ latitude: Double, _ longitude: Double) {
+            if after.holds(latitude: latitude, longitude: longitude), !before.holds(latitude: latitude, longitude: longitude) {
+                reached.append(user)
+            }
+        }
+        self.index.forEachMember { user, latitude, longitude in
+            if moved[user] == nil { check(user, latitude, longitude) }
+        }
+        for case let (user, position?) in moved { check(user, position.latitude, position.longitude) }
+        return reached.sorted { $0 < $1 }
     }
 
     /// The farthest a viewer whose own radius is `own` km is shown members: the deck widens up to the
@@ -47,8 +73,9 @@ public struct CommunityState: Sendable {
                 self.refreshTasteBasis()
             }
         }
-        // Only members with filterable values or text words: most have none (5M empty entries were ~300 MB).
-        self.facts[member.user] = facts.isEmpty ? nil : facts
+        // Only members with filterable values or text words (5M empty entries were ~300 MB), and only those the
+        // region holds.
+        self.facts[member.user] = facts.isEmpty || !self.index.isHeld(member.user) ? nil : facts
         return isNew
     }
 

@@ -21,8 +21,9 @@ public final class DiscoveryIndex: @unchecked Sendable {
         self.shards = shards
     }
 
-    /// A community's state as this replica first holds it.
-    private func fresh(_ rules: CommunityRules = CommunityRules()) -> CommunityState {
+    /// A community's state as this replica first holds it (its shards applied: a rebuild's states, too, keep only
+    /// the swipes and blocks this replica needs from the start).
+    func fresh(_ rules: CommunityRules = CommunityRules()) -> CommunityState {
         var state = CommunityState(rules: rules)
         state.applyShards(self.shards)
         return state
@@ -44,6 +45,11 @@ public final class DiscoveryIndex: @unchecked Sendable {
             defer { self.communities[community]!.applyShards(self.shards) }
             return try body(&self.communities[community]!)
         }
+    }
+
+    /// Whether this replica serves the viewers at a published position (with one shard, everywhere).
+    public func owns(latitude: Double, longitude: Double) -> Bool {
+        !self.shards.isSharded || self.shards.owner(latitude: latitude, longitude: longitude) == self.shards.index
     }
 
     /// The community an indexed user is in.

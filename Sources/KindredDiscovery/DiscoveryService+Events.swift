@@ -69,7 +69,9 @@ extension DiscoveryService {
         case .communityUpdated(let updated)?:
             guard let community = updated.community, !community.communityId.isEmpty else { return [] }
             guard try await self.store.upsertCommunity(community, in: transaction) else { return [] }
-            return [.rules(community.communityId, CommunityRules(community))]
+            let rules = CommunityRules(community)
+            let reached = try await self.factsReached(by: rules, community: community.communityId, in: transaction, pending: pending)
+            return [.rules(community.communityId, rules)] + reached
         case .accountDeactivated?:
             guard let key, UUIDv7.isValid(user) else { return [] }
             _ = try await self.store.setDeactivated(true, user: user, in: transaction)

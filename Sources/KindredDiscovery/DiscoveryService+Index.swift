@@ -124,7 +124,7 @@ extension DiscoveryService {
             let states = try await self.store.rebuildTransaction(on: self.database) { transaction in
                 var states: [String: CommunityState] = [:]
                 for stored in try await self.store.communities(only: community, in: transaction) {
-                    states[stored.communityId] = CommunityState(rules: CommunityRules(stored))
+                    states[stored.communityId] = self.index.fresh(CommunityRules(stored))
                 }
                 var phase = ContinuousClock.now
                 var took: [String: Logger.MetadataValue] = [:]
@@ -138,7 +138,8 @@ extension DiscoveryService {
                     guard case .success(let (member, facts)) = MemberBuilder.member(
                         snapshot, rules: rules, user: key, offset: self.configuration.locationOffset)
                     else { return }
-                    states[snapshot.communityId, default: CommunityState(rules: rules)].upsert(member, facts: facts)
+                    if states[snapshot.communityId] == nil { states[snapshot.communityId] = self.index.fresh(rules) }
+                    states[snapshot.communityId]!.upsert(member, facts: facts)
                 }
                 // Slots by place: a deck then reads its candidates' per-slot data nearly in sequence. Then the
                 // taste directions from every member, before the swipes are replayed in them.

@@ -26,7 +26,7 @@ extension DiscoveryService {
     }
 
     /// An active member's snapshot as an index change: placed (with their swipes and blocks from PostgreSQL when
-    /// they are not in the index now) or removed (ineligible, no location).
+    /// they are not in the index now, or move into one of this shard's cells) or removed (ineligible, no location).
     func placement(
         _ snapshot: CommonApi.CandidateSnapshot, user: UserKey, in transaction: PostgresTransaction, pending: PendingChanges
     ) async throws -> [MemoryChange] {
@@ -40,11 +40,44 @@ extension DiscoveryService {
         case .success(let (member, facts)):
             var relations: [SwipeRow] = []
             var exclusions: [ExclusionRow] = []
-            if pending.community(of: user, in: self.index) != snapshot.communityId {
+            if pending.needsRelations(member, community: snapshot.communityId, in: self.index) {
                 (relations, exclusions) = try await self.store.relations(of: snapshot.userId, in: transaction)
             }
             return [.place(member, facts, community: snapshot.communityId, relations: relations, exclusions: exclusions)]
         }
+    }
+
+    /// With shards, a community's wider reach (a larger `max_radius_km`) brings members into this shard's region
+    /// whose filter facts it did not keep (`CommunityState.facts`): they are built from their snapshots in the
+    /// projection under the rules before the change, as the index built them when it placed the members (profile's
+    /// re-announcement after the change brings them under the new rules, here as in one index).
+    func factsReached(
+        by rules: CommunityRules, community: String, in transaction: PostgresTransaction, pending: PendingChanges
+    ) async throws -> [MemoryChange] {
+        let shards = self.index.shards
+        guard shards.isSharded,
+            let before = pending.rules[community] ?? self.index.read(community, { $0.rules }),
+            rules.maxRadiusKm > before.maxRadiusKm
+        else { return [] }
+        let moved = pending.moved(in: community)
+        let reached = self.index.read(community) { state in
+            state.reached(
+                before: IndexRegion(shards: shards, maxRadiusKm: before.maxRadiusKm),
+                after: IndexRegion(shards: shards, maxRadiusKm: rules.maxRadiusKm), moved: moved)
+        } ?? []
+        var facts: [(UserKey, MemberFacts)] = []
+        for start in stride(from: 0, to: reached.count, by: 1000) {
+            let users = reached[start..<min(reached.count, start + 1000)].map(\.uuidString)
+            for snapshot in try await self.store.snapshots(of: users, in: transaction) where snapshot.communityId == community {
+                guard let user = UserKey(uuidString: snapshot.userId.lowercased()),
+                    case .success(let (_, memberFacts)) = MemberBuilder.member(
+                        snapshot, rules: before, user: user, offset: self.configuration.locationOffset),
+                    !memberFacts.isEmpty
+                else { continue }
+                facts.append((user, memberFacts))
+            }
+        }
+        return facts.isEmpty ? [] : [.facts(community, facts)]
     }
 
     /// Carries out a committed change in memory.
@@ -68,6 +101,10 @@ extension DiscoveryService {
             self.index.erase(user)
         case .rules(let community, let rules):
             self.index.write(community) { $0.rules = rules }
+        case .facts(let community, let facts):
+            self.index.write(community) { state in
+                for (user, memberFacts) in facts where state.index.isHeld(user) { state.facts[user] = memberFacts }
+            }
         case .swipe(let swipe):
             guard let v = UserKey(uuidString: swipe.viewer), let t = UserKey(uuidString: swipe.target) else { return }
             self.index.write(swipe.community) { state in

@@ -5,6 +5,8 @@ enum MemoryChange: Sendable {
     case remove(UserKey)
     case erase(UserKey)
     case rules(String, CommunityRules)
+    /// Filter facts of members a community's wider reach brings into this shard's region (`factsReached`).
+    case facts(String, [(UserKey, MemberFacts)])
     case swipe(SwipeRow)
     case undo(SwipeRow)
     case block(UserKey, UserKey)

@@ -80,6 +80,15 @@ struct ProjectionStore: Sendable {
         return (true, try row.decode(Bool.self, at: 0))
     }
 
+    /// The snapshots held of active members among `users`.
+    func snapshots(of users: [String], in transaction: PostgresTransaction) async throws
+        -> [Kindred.Common.V1.CandidateSnapshot]
+    {
+        try await transaction.query(
+            "SELECT snapshot FROM candidates WHERE user_id = ANY(\(users)::uuid[]) AND NOT deactivated ORDER BY user_id"
+        ).map { try Kindred.Common.V1.CandidateSnapshot(serializedBytes: try $0.decode([UInt8].self, at: 0)) }
+    }
+
     /// Marks the account (de)activated, keeping the snapshot; returns the snapshot when one is held.
     func setDeactivated(_ deactivated: Bool, user: String, in transaction: PostgresTransaction) async throws
         -> Kindred.Common.V1.CandidateSnapshot?

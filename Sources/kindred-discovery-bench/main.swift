@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import KindredDiscovery
 import KindredGeo
+import KindredProto
 
 // Deck speed of discovery's in-memory index at scale (issue 12): generates N members (default 5,000,000) in
 // cities of Zipf-like sizes, S swipes each, builds the index, then runs decks (scan the covering cells for a
@@ -13,7 +14,11 @@ import KindredGeo
 // With a shard count (default 1), each geographic shard is measured in turn as one discovery replica of that many
 // runs it (`DiscoveryShards`, `IndexRegion`: its buckets hold the members its cells reach), with decks for the
 // viewers it owns only; the sum is what that many replicas serve on machines of their own.
-// Usage: kindred-discovery-bench [members] [swipes per member] [seconds] [threads] [pools, e.g. 100,200,500] [arrange 1|0] [shards]
+// With a shard to build as well (`only`), the process builds that shard alone as its replica does (the region set
+// before the members go in, so it keeps only the swipes of the members it owns) and reports its resident memory
+// next to one index's: run it once per shard, and once without, to compare the memory of N shards with one index.
+// Resident memory is reported by part: the members (slots and buckets), their swipe lists, the models.
+// Usage: kindred-discovery-bench [members] [swipes per member] [seconds] [threads] [pools, e.g. 100,200,500] [arrange 1|0] [shards] [only]
 let arguments = Array(CommandLine.arguments.dropFirst())
 let memberCount = arguments.count > 0 ? Int(arguments[0]) ?? 5_000_000 : 5_000_000
 let swipesPerMember = arguments.count > 1 ? Int(arguments[1]) ?? 10 : 10
@@ -24,6 +29,11 @@ let poolSizes = arguments.count > 4 ? arguments[4].split(separator: ",").compact
 let poolSize = poolSizes.first ?? DiscoveryConfiguration().deckPool
 let arrange = arguments.count > 5 ? arguments[5] != "0" : true
 let shardCount = arguments.count > 6 ? max(1, Int(arguments[6]) ?? 1) : 1
+/// The one shard this process builds and measures (nil: one index, each shard's region applied to it in turn).
+let onlyShard = arguments.count > 7 ? Int(arguments[7]).flatMap { DiscoveryShards(index: $0, count: shardCount) } : nil
+/// Whether members carry filter facts as in the bizmatch preset (a business field, a role, years of experience and
+/// a company's words), kept for the members the index's region holds (everyone in one index).
+let withFacts = arguments.count > 8 && arguments[8] == "1"
 
 func residentMiB() -> Double {
     guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
@@ -63,6 +73,7 @@ while cityOf.count < memberCount { cityOf.append(Int.random(in: 0..<cityCount, u
 func snap(_ value: Double, _ step: Double) -> Double { (value / step).rounded(.down) * step + step / 2 }
 let started = ContinuousClock.now
 var index = CommunityIndex()
+if let onlyShard { index.setRegion(IndexRegion(shards: onlyShard, maxRadiusKm: 160)) }
 var users: [UserKey] = []
 users.reserveCapacity(memberCount)
 var membersOfCity = [[Int32]](repeating: [], count: cityCount)
@@ -90,6 +101,7 @@ for n in 0..<memberCount {
 // As a rebuild does once its members are in: slots by place (member n keeps its key; slots change).
 if arrange { index.arrangeByPlace() }
 let indexed = ContinuousClock.now
+let residentMembers = residentMiB() - baseline
 var swipeCount = 0
 // As a rebuild loads them: collected as slot pairs, each member's lists built once (`CommunityIndex.load`).
 var swipes = SlotSwipes()
@@ -106,6 +118,7 @@ for n in 0..<memberCount {
 }
 index.load(swipes: swipes, blocks: [])
 swipes = SlotSwipes()
+let residentLists = residentMiB() - baseline - residentMembers
 // Every member's model state as after their swipes (likes, swipes given and received), 32 bytes each.
 var models = Recommender()
 models.refreshTasteBasis(from: users.prefix(50_000).compactMap { index.interests(of: $0) })
@@ -121,7 +134,27 @@ for n in 0..<memberCount {
 let built = ContinuousClock.now
 membersOfCity = []
 cityOf = []
+let residentModels = residentMiB() - baseline - residentMembers - residentLists
+// Facts as a community with filterable attributes keeps them (`CommunityState.facts`), for the members held.
+var facts: [UserKey: MemberFacts] = [:]
+if withFacts {
+    let fields = ["technology", "finance", "healthcare", "retail", "energy", "media", "education", "real_estate"]
+    let words = ["acme", "labs", "capital", "systems", "group", "partners", "studio", "ventures", "holdings", "digital"]
+    for (n, user) in users.enumerated() where index.isHeld(user) {
+        facts[user] = MemberFacts(
+            values: [
+                "business_field": .choiceValue(fields[n % fields.count]), "role": .choiceValue(n % 3 == 0 ? "investor" : "startup"),
+                "years_experience": .integerValue(Int64(n % 40)),
+            ],
+            words: [words[n % words.count], words[(n / 10) % words.count]])
+    }
+}
+let residentFacts = residentMiB() - baseline - residentMembers - residentLists - residentModels
 print("members \(memberCount), swipes \(swipeCount), index \(String(format: "%.1f", (indexed - started) / .seconds(1))) s + swipes \(String(format: "%.1f", (built - indexed) / .seconds(1))) s, resident \(Int(residentMiB() - baseline)) MiB")
+print(String(
+    format: "resident by part: members (slots, buckets) %.0f MiB, swipe lists %.0f MiB (%d entries), models %.0f MiB, facts %.0f MiB (%d members)",
+    residentMembers, residentLists, index.edgeCount, residentModels, residentFacts, facts.count)
+    + (onlyShard.map { ", built as shard \($0): \(index.bucketedCount) members in its buckets" } ?? ", one index"))
 
 let frozenIndex = index
 let frozenModels = models
@@ -138,20 +171,37 @@ final class Results: @unchecked Sendable {
 let configuration = DiscoveryConfiguration()
 let deckQuery = DeckQuery(limit: poolSize, today: 20261124, scanLimit: configuration.scanLimit)
 // A fingerprint of 2,000 fixed viewers' whole rankings (user, km, score, order): equal before and after a
-// change of the index's internals means the decks are identical.
-var fingerprint: UInt64 = 0xcbf2_9ce4_8422_2325
-for n in stride(from: 0, to: frozenUsers.count, by: max(1, frozenUsers.count / 2000)) {
-    let viewer = frozenUsers[n]
-    let ranked = frozenIndex.rank(
-        frozenIndex.candidates(for: viewer, deckQuery) ?? [], viewer: viewer, recommender: frozenModels, nowMinutes: 29_500_000)
-    for entry in ranked {
-        for word in [entry.match.user.high, entry.match.user.low, UInt64(entry.match.distanceKm), UInt64(entry.score.bitPattern)] {
-            fingerprint = (fingerprint ^ word) &* 0x100_0000_01b3
+// change of the index's internals means the decks are identical. Per shard, of those the shard owns (equal in a
+// shard built alone and in one index: the shard answers its viewers as one index does).
+func fingerprint(_ index: CommunityIndex, owner: DiscoveryShards? = nil) -> String {
+    var fingerprint: UInt64 = 0xcbf2_9ce4_8422_2325
+    for n in stride(from: 0, to: frozenUsers.count, by: max(1, frozenUsers.count / 2000)) {
+        let viewer = frozenUsers[n]
+        if let owner, let position = index.position(of: viewer),
+            owner.owner(latitude: position.latitude, longitude: position.longitude) != owner.index
+        {
+            continue
         }
+        let ranked = index.rank(
+            index.candidates(for: viewer, deckQuery) ?? [], viewer: viewer, recommender: frozenModels, nowMinutes: 29_500_000)
+        for entry in ranked {
+            for word in [entry.match.user.high, entry.match.user.low, UInt64(entry.match.distanceKm), UInt64(entry.score.bitPattern)] {
+                fingerprint = (fingerprint ^ word) &* 0x100_0000_01b3
+            }
+        }
+        fingerprint = (fingerprint ^ UInt64(ranked.count)) &* 0x100_0000_01b3
     }
-    fingerprint = (fingerprint ^ UInt64(ranked.count)) &* 0x100_0000_01b3
+    return String(fingerprint, radix: 16)
 }
-print("rankings fingerprint \(String(fingerprint, radix: 16))")
+if let onlyShard {
+    print("rankings fingerprint of shard \(onlyShard)'s viewers \(fingerprint(frozenIndex, owner: onlyShard))")
+} else {
+    print("rankings fingerprint \(fingerprint(frozenIndex))")
+    for shard in 0..<(shardCount > 1 ? shardCount : 0) {
+        let shards = DiscoveryShards(index: shard, count: shardCount)!
+        print("rankings fingerprint of shard \(shards)'s viewers \(fingerprint(frozenIndex, owner: shards))")
+    }
+}
 /// Decks/s of one replica: `index` (the shard's region applied) drawing for `viewers` on `threads` threads.
 func measure(_ frozenIndex: CommunityIndex, viewers frozenUsers: [UserKey], pool: Int, label: String) -> Double {
     let results = Results(threads)
@@ -187,6 +237,13 @@ func measure(_ frozenIndex: CommunityIndex, viewers frozenUsers: [UserKey], pool
     return Double(all.count) / seconds
 }
 for pool in poolSizes {
+    if let onlyShard {
+        let viewers = frozenUsers.filter { user in
+            frozenIndex.position(of: user).map { onlyShard.owner(latitude: $0.latitude, longitude: $0.longitude) == onlyShard.index } ?? false
+        }
+        _ = measure(frozenIndex, viewers: viewers, pool: pool, label: ", shard \(onlyShard) built alone: \(viewers.count) viewers")
+        continue
+    }
     guard shardCount > 1 else {
         _ = measure(frozenIndex, viewers: frozenUsers, pool: pool, label: "")
         continue

@@ -1,8 +1,10 @@
 """Discovery as three geographic shards (run-cluster.sh --discovery-shards=3), through the gateway: members on both
 sides of a boundary between two precision-2 geohash cells owned by different shards see each other in their decks;
 each deck is drawn by the shard owning the viewer's cell (its discovery_decks_total counts it); a member who passes
-on someone and then moves across the boundary is served by the other shard on the next call, and the pass still
-keeps that someone out of the deck (every shard applies every event)."""
+on two others and then moves across the boundary is served by the other shard on the next call, and both passes
+still keep them out of the deck: the pass on a member of the new shard's cell (every shard applies every event), and
+the pass on a member of the old cell, which the new shard did not keep (a shard keeps only the swipes of the members
+it owns) and reads back from its projection when the viewer moves into its cell."""
 import re
 import time
 import urllib.request
@@ -98,20 +100,24 @@ def test_decks_come_from_the_viewers_shard_and_a_move_keeps_the_exclusions(clust
         located = time.monotonic()
         passed, _ = member(cluster, channel, "Pa", 48.52, east)
         kept, _ = member(cluster, channel, "Ke", 48.48, east)
-        # The viewer's deck holds both eastern members, drawn by the western cell's shard alone.
+        # A neighbour ~4.4 km further west, in the viewer's own cell.
+        neighbour, _ = member(cluster, channel, "Ne", 48.46, west - 0.06)
+        # The viewer's deck holds all three, drawn by the western cell's shard alone.
         before = {shard: decks_drawn(port) for shard, port in admin.items()}
-        deck_ids(deck, viewer_auth, wanted={passed, kept})
+        deck_ids(deck, viewer_auth, wanted={passed, kept, neighbour})
         after = {shard: decks_drawn(port) for shard, port in admin.items()}
         assert after[west_shard] > before[west_shard], (before, after, west_shard)
         assert all(after[s] == before[s] for s in admin if s != west_shard), (before, after, west_shard)
 
-        deck.Swipe(deck_pb2.SwipeRequest(target_user_id=passed, action=common_pb2.SWIPE_ACTION_PASS),
-                   metadata=viewer_auth, timeout=TIMEOUT)
-        deck_ids(deck, viewer_auth, wanted={kept}, unwanted={passed})
+        for target in (passed, neighbour):
+            deck.Swipe(deck_pb2.SwipeRequest(target_user_id=target, action=common_pb2.SWIPE_ACTION_PASS),
+                       metadata=viewer_auth, timeout=TIMEOUT)
+        deck_ids(deck, viewer_auth, wanted={kept}, unwanted={passed, neighbour})
 
         # The viewer moves ~8.8 km east, into the other shard's cell (profile takes moves up to 1,000 km/h: 32 s):
-        # the next deck comes from that shard, and the pass recorded while the viewer was in the west still keeps
-        # `passed` out.
+        # the next deck comes from that shard, and the passes recorded while the viewer was in the west still keep
+        # `passed` and `neighbour` out (the eastern shard kept no swipe between two western members: it read the
+        # viewer's back when they moved in).
         time.sleep(max(0.0, located + 34 - time.monotonic()))
         profile_pb2_grpc.ProfileServiceStub(channel).UpdateLocation(profile_pb2.UpdateLocationRequest(
             location=common_pb2.GeoPoint(latitude_deg=48.5, longitude_deg=longitude + 0.06)), metadata=viewer_auth,
@@ -119,6 +125,6 @@ def test_decks_come_from_the_viewers_shard_and_a_move_keeps_the_exclusions(clust
         before = {shard: decks_drawn(port) for shard, port in admin.items()}
         ids = deck_ids(deck, viewer_auth, deadline=0.0)
         after = {shard: decks_drawn(port) for shard, port in admin.items()}
-        assert kept in ids and passed not in ids and viewer not in ids, ids
+        assert kept in ids and passed not in ids and neighbour not in ids and viewer not in ids, ids
         assert after[east_shard] > before[east_shard], (before, after, east_shard)
         assert all(after[s] == before[s] for s in admin if s != east_shard), (before, after, east_shard)

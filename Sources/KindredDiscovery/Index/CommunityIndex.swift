@@ -46,6 +46,10 @@ public struct CommunityIndex: Sendable {
     private var passedOn: [[Int32]] = []
     /// Blocks in either direction, per slot.
     private var blocked: [[Int32]] = []
+    /// Whether the member's published position lies in a cell this replica owns (`DiscoveryShards`): only then can
+    /// they be a viewer here. A swipe or block is kept only when one of its two members is owned (`keepsEdge`):
+    /// every lookup of these lists names the viewer, and the other pairs are another shard's.
+    private var owned: [Bool] = []
 
     /// Per precision-5 cell, its members' slots with a copy of their filter card: a deck reads a cell's members
     /// in sequence, and most fail the mutual filters without the walk touching any per-slot array (a cache miss
@@ -91,7 +95,35 @@ public struct CommunityIndex: Sendable {
         live[i] = true
         bucketOf[i] = GeoCell.bucketKey(latitude: member.latitude, longitude: member.longitude)
         if self.region.holds(latitude: member.latitude, longitude: member.longitude) { self.addToBucket(slot) }
+        let wasOwned = owned[i]
+        owned[i] = self.region.owns(latitude: member.latitude, longitude: member.longitude)
+        if wasOwned, !owned[i] { self.dropUnownedEdges(of: slot) }
         return slot
+    }
+
+    /// Whether `user` is indexed at a position this replica owns (always, with one shard). A member who becomes
+    /// owned by moving needs their swipes and blocks with unowned members back from the projection
+    /// (`DiscoveryIndex.needsRelations`).
+    public func isOwned(_ user: UserKey) -> Bool { slotOf[user].map { owned[Int($0)] } ?? false }
+
+    /// Whether a swipe or block between two slots is kept here: one of them is owned.
+    @inline(__always)
+    private func keepsEdge(_ a: Int32, _ b: Int32) -> Bool { owned[Int(a)] || owned[Int(b)] }
+
+    /// Forgets a slot's swipes and blocks with members this replica does not own (the slot is not owned either).
+    private mutating func dropUnownedEdges(of slot: Int32) {
+        let i = Int(slot)
+        for other in swiped[i] where !owned[Int(other)] { Self.removeSorted(slot, from: &passedOn[Int(other)]) }
+        for other in passedOn[i] where !owned[Int(other)] { Self.removeSorted(slot, from: &swiped[Int(other)]) }
+        for other in blocked[i] where !owned[Int(other)] { Self.removeSorted(slot, from: &blocked[Int(other)]) }
+        swiped[i].removeAll { !owned[Int($0)] }
+        passedOn[i].removeAll { !owned[Int($0)] }
+        blocked[i].removeAll { !owned[Int($0)] }
+    }
+
+    /// Swipes and blocks held (each counted once per list entry; the memory the lists take).
+    public var edgeCount: Int {
+        swiped.reduce(0) { $0 + $1.count } + passedOn.reduce(0) { $0 + $1.count } + blocked.reduce(0) { $0 + $1.count }
     }
 
     /// The members decks may walk: with several discovery shards, only those a viewer in one of this replica's
@@ -100,10 +132,20 @@ public struct CommunityIndex: Sendable {
     public private(set) var region = IndexRegion.everywhere
 
     /// Puts the members the new region holds into their buckets and takes the others out. Buckets wholly inside
-    /// the region keep their order (decks are unchanged).
+    /// the region keep their order (decks are unchanged). A replica's shards are set once, on a fresh state or
+    /// from one shard to its own (the reach changes with the rules): the swipes and blocks of members it does not
+    /// own are then dropped, and none is ever needed back.
     public mutating func setRegion(_ region: IndexRegion) {
         guard region != self.region else { return }
+        let shardsChanged = region.shards != self.region.shards
+        precondition(!shardsChanged || !self.region.shards.isSharded, "a replica's shards are set once")
         self.region = region
+        if shardsChanged {
+            for slot in self.slotOf.values {
+                self.owned[Int(slot)] = region.owns(latitude: latitudes[Int(slot)], longitude: geo[Int(slot)].longitude)
+            }
+            for slot in self.slotOf.values where !self.owned[Int(slot)] { self.dropUnownedEdges(of: slot) }
+        }
         for slot in self.slotOf.values.sorted() {
             let i = Int(slot)
             let held = region.holds(latitude: latitudes[i], longitude: geo[i].longitude)
@@ -117,6 +159,14 @@ public struct CommunityIndex: Sendable {
 
     /// Members in the buckets (those the region holds).
     public var bucketedCount: Int { buckets.values.reduce(0) { $0 + $1.count } }
+
+    /// Calls `body` with every indexed member and their published position.
+    func forEachMember(_ body: (UserKey, Double, Double) -> Void) {
+        for (user, slot) in slotOf { body(user, latitudes[Int(slot)], geo[Int(slot)].longitude) }
+    }
+
+    /// Whether `user` is indexed and in the region's buckets: a member a deck, search or check here can meet.
+    public func isHeld(_ user: UserKey) -> Bool { slotOf[user].map { positionInBucket[Int($0)] >= 0 } ?? false }
 
     /// A member's published position (latitude, longitude), nil when not indexed.
     public func position(of user: UserKey) -> (latitude: Double, longitude: Double)? {
@@ -151,7 +201,7 @@ public struct CommunityIndex: Sendable {
     /// Records a swipe between indexed members; a pass also hides the viewer from the swiper's target
     /// (nobody is shown someone who passed on them).
     public mutating func recordSwipe(viewer: UserKey, target: UserKey, liked: Bool) {
-        guard let v = slotOf[viewer], let t = slotOf[target] else { return }
+        guard let v = slotOf[viewer], let t = slotOf[target], keepsEdge(v, t) else { return }
         Self.insertSorted(t, into: &swiped[Int(v)])
         if !liked { Self.insertSorted(v, into: &passedOn[Int(t)]) }
     }
@@ -192,8 +242,10 @@ public struct CommunityIndex: Sendable {
             }
         }
         let slots = Int32(users.count)
-        let live = self.live
-        let valid = { (a: Int32, b: Int32) in a >= 0 && a < slots && b >= 0 && b < slots && live[Int(a)] && live[Int(b)] }
+        let (live, owned) = (self.live, self.owned)
+        let valid = { (a: Int32, b: Int32) in
+            a >= 0 && a < slots && b >= 0 && b < slots && live[Int(a)] && live[Int(b)] && (owned[Int(a)] || owned[Int(b)])
+        }
         var liveSwipes: [Int] = []
         liveSwipes.reserveCapacity(swipes.count)
         for i in 0..<swipes.count where valid(swipes.viewers[i], swipes.targets[i]) { liveSwipes.append(i) }
@@ -205,7 +257,7 @@ public struct CommunityIndex: Sendable {
     }
 
     /// Renumbers the slots in the order of the places (a rebuild, once its members are in): the cells by Z-order
-    /// of their grid row and column, each cell's members in their bucket order. Every per-slot array is then read
+    /// of their grid row and column, each cell's members in slot order (their bucket order when loaded afresh). Every per-slot array is then read
     /// nearly in sequence by a deck — a cell's members, and the cells next to it, sit in neighbouring slots —
     /// instead of one cache (and TLB) miss per candidate and per array: at 5M members in slot order of arrival,
     /// those misses were most of a deck's time. Returns each old slot's new slot (-1: a free slot, dropped).
@@ -224,13 +276,14 @@ public struct CommunityIndex: Sendable {
             }
             return spread(key >> 13) << 1 | spread(key & 0x1fff)
         }
-        var order: [Int32] = []  // order[new] = old
-        order.reserveCapacity(slotOf.count)
-        for key in buckets.keys.sorted(by: { zOrder($0) < zOrder($1) }) {
-            for entry in buckets[key]! { order.append(entry.slot) }
-        }
-        // Members outside the region (in no bucket) follow, in slot order.
-        for (slot, position) in positionInBucket.enumerated() where position < 0 && live[slot] { order.append(Int32(slot)) }
+        // Every member by their cell, in or out of the region, so that every shard numbers its members as one
+        // index does (the taste directions are estimated from the members in slot order: `refreshTasteBasis`).
+        var placed: [(z: UInt64, slot: Int32)] = []  // then order[new] = old
+        placed.reserveCapacity(slotOf.count)
+        for slot in slotOf.values { placed.append((zOrder(bucketOf[Int(slot)]), slot)) }
+        placed.sort { $0.z != $1.z ? $0.z < $1.z : $0.slot < $1.slot }
+        let order = placed.map(\.slot)
+        placed = []
         var newSlot = [Int32](repeating: -1, count: users.count)
         for (new, old) in order.enumerated() { newSlot[Int(old)] = Int32(new) }
         func arranged<T>(_ values: [T]) -> [T] { order.map { values[Int($0)] } }
@@ -247,6 +300,7 @@ public struct CommunityIndex: Sendable {
         lastActive = arranged(lastActive)
         joined = arranged(joined)
         live = arranged(live)
+        owned = arranged(owned)
         bucketOf = arranged(bucketOf)
         positionInBucket = arranged(positionInBucket)
         swiped = renumbered(swiped)
@@ -274,7 +328,7 @@ public struct CommunityIndex: Sendable {
     }
 
     public mutating func block(_ a: UserKey, _ b: UserKey) {
-        guard let x = slotOf[a], let y = slotOf[b] else { return }
+        guard let x = slotOf[a], let y = slotOf[b], keepsEdge(x, y) else { return }
         Self.insertSorted(y, into: &blocked[Int(x)])
         Self.insertSorted(x, into: &blocked[Int(y)])
     }
@@ -409,6 +463,7 @@ public struct CommunityIndex: Sendable {
         lastActive.append(0)
         joined.append(0)
         live.append(false)
+        owned.append(false)
         bucketOf.append(0)
         positionInBucket.append(-1)
         swiped.append([])

@@ -26,4 +26,9 @@ public struct IndexRegion: Sendable, Equatable {
     func holds(latitude: Double, longitude: Double) -> Bool {
         self.shards.holds(latitude: latitude, longitude: longitude, reachKm: self.reachKm)
     }
+
+    /// Whether a member here is served by this replica as a viewer (their cell is one of its own).
+    func owns(latitude: Double, longitude: Double) -> Bool {
+        !self.shards.isSharded || self.shards.owner(latitude: latitude, longitude: longitude) == self.shards.index
+    }
 }
