@@ -12,7 +12,9 @@
 #                postgres-N/   the same of server N, when the cluster runs several (services/postgres/servers.sh)
 #                files/        every other folder of $KINDRED_DATA_DIR: auth/ (auth's signing key), secrets/ (service
 #                              secrets, the media URL and location keys: without them restored members move on the
-#                              map and every issued URL and page token stops working)
+#                              map and every issued URL and page token stops working); not nats/ (--nats: the
+#                              JetStream store; a restored cluster starts on empty streams and its relays publish
+#                              their outboxes again)
 #                kindred-backup.txt  what was backed up, from where, and per server the first WAL segment a
 #                              restore needs and its WAL archive
 #              and, with KINDRED_PROFILE_PHOTO_DIR set (photos in a folder instead of PostgreSQL), DIR/photos/:
@@ -128,9 +130,11 @@ done
 database_seconds="$(seconds_since "$started")"
 
 # Every other folder of the data folder: auth's signing key (auth/), the service secrets (secrets/), and whatever
-# a server keeps in its KINDRED_<SERVER>_DATA_DIR.
+# a server keeps in its KINDRED_<SERVER>_DATA_DIR. Not the JetStream store (nats/): its streams hold events up to
+# now, while a restore brings the databases back to an earlier moment (and a copy of a live store is torn); the
+# restored relays find their streams new and publish their outboxes again (docs/operations.md).
 mkdir "$TARGET/files"
-skip=()
+skip=("$(realpath -m "$DATA_DIR/nats")")
 for ((number = 1; number <= ${#SERVER_NAMES[@]}; number++)); do
     skip+=("$(realpath "$DATA_DIR/${SERVER_NAMES[$((number - 1))]}")" "$(realpath -m "$(pg_server_archive "$WAL_ARCHIVE" "$number")")")
 done

@@ -5,8 +5,8 @@
 # and (when the backup has them) the photo files are put beside it. Then start the services on it:
 #   KINDRED_DATA_DIR=DIR services/run-cluster.sh
 # Events, decks and chat streams need no manual step: the outboxes, their cursors and every consumer's tables
-# come back from the same moment, discovery rebuilds its index from its tables at start. docs/operations.md,
-# "Backup and restore".
+# come back from the same moment, discovery rebuilds its index from its tables at start; on NATS JetStream (--nats)
+# the streams start empty and each relay publishes its outbox again. docs/operations.md, "Backup and restore".
 #
 # Usage: services/restore.sh --from BACKUP --to-data DIR [--target-time TIME] [--wal-archive ARCHIVE]
 #                            [--photo-dir PHOTOS]
@@ -180,8 +180,14 @@ for ((number = 1; number <= ${#SERVER_NAMES[@]}; number++)); do restore_server "
 replay_seconds="$(seconds_since "$started")"
 grep -E "recovery stopping|last completed transaction|archive recovery complete|redo done" "$LOG" | sed 's/^/    /' || true
 
-# Auth's signing key and the service secrets, as they were.
-if [ -d "$FROM/files" ]; then cp -a "$FROM/files/." "$DATA_DIR/"; fi
+# Auth's signing key and the service secrets, as they were. Never a JetStream store (nats/, which backups made
+# before backup.sh left it out hold): the restored cluster starts NATS on empty streams, not on those of a
+# timeline the databases no longer have.
+if [ -d "$FROM/files" ]; then
+    for folder in "$FROM/files"/* "$FROM/files"/.[!.]*; do
+        if [ -e "$folder" ] && [ "$(basename "$folder")" != nats ]; then cp -a "$folder" "$DATA_DIR/"; fi
+    done
+fi
 
 missing=0
 if [ -d "$BACKUPS_ROOT/photos" ]; then

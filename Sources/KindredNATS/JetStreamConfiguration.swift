@@ -125,6 +125,10 @@ public struct JetStreamStreamInfo: Decodable, Sendable, Hashable {
 
     public var config: JetStreamStreamConfiguration
     public var state: State
+    /// When the stream was created, as the server writes it (RFC 3339 to the nanosecond). It stays the same across
+    /// leader changes and restarts of the servers, and differs for a stream deleted and created again under the
+    /// same name: it tells one stream from another.
+    public var created: String
 }
 
 /// An error answer of the JetStream API (`{"error": {"code": 404, "err_code": 10059, "description": …}}`).

@@ -9,17 +9,25 @@ its consumers, decks answer, a new match opens its chat thread through the relay
 token from before T receive the new message). Also: a restore to a time the WAL archive does not reach is refused
 rather than silently restoring less.
 
+Notify is stopped (SIGSTOP) from a while before T until after it, so events are in flight at T: written and, on NATS
+JetStream, published, but not applied by notify. The restored cluster must deliver them: the push relay from its
+restored cursors; on NATS (KINDRED_TEST_SCALE_OUT=1), where the restored cluster starts on empty streams, the relays
+find a stream other than the one their cursors refer to and publish their outboxes again.
+
 Run on one PostgreSQL server and on two (run-cluster.sh --databases 2: auth, profile, discovery on the first; match,
 chat, notify on the second), backed up together and restored to the same T: the events between services on
 different servers (a swipe in match reaching discovery, a match opening chat's thread) recover as on one server:
 what the producer had recorded as acknowledged at T, the consumer had committed before T, and what was in flight
 at T is delivered again from the producer's outbox."""
+import asyncio
 import datetime
 import hashlib
 import io
+import os
 import pathlib
 import random
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -27,13 +35,14 @@ import time
 import uuid
 
 import grpc
+import nats
 import pytest
 from PIL import Image
 
 from cluster_harness import ROOT, Cluster, assert_clean_stop
 from test_cluster import PASSWORD, TIMEOUT, unique
-from acknowledged_writes import (BOOTSTRAP_SECRET, LIKE, PASS, TRANSIENT, Member, all_events_delivered, channel_to,
-                                 mutual_community, wait_for)
+from acknowledged_writes import (BOOTSTRAP_SECRET, EVENT_PRODUCERS, LIKE, PASS, TRANSIENT, Member,
+                                 all_events_delivered, channel_to, mutual_community, wait_for)
 
 from kindred.api.v1 import (account_pb2, account_pb2_grpc, chat_pb2, chat_pb2_grpc, deck_pb2,  # noqa: E402
                             deck_pb2_grpc, profile_pb2, profile_pb2_grpc)
@@ -268,11 +277,22 @@ def test_a_backup_restores_to_a_point_in_time_and_the_services_carry_on(workspac
         wait_for("the swipes between the backup and T", lambda: done[1].is_set() or writes.failures, timeout=120)
         with channel_to(source.gateway) as channel:
             photo_before_t = upload(channel, members[1], photo(2))
-        writes.progress(20)
-        tokens_before_t = dict(writes.tokens)
-        moment = time.time()  # T
-        gates[2].set()
-        writes.progress(40)
+        # Notify stops applying events (SIGSTOP of each notify process) from a while before T until after it: what
+        # auth and match published for it meanwhile is still unapplied at T, so the restored cluster must deliver
+        # it from the restored outboxes (the push relay's cursors; on NATS, the relays publish their outboxes again
+        # into the new, empty streams).
+        notify = [pid for name, pid in source.pids().items() if name.split(".")[0] == "notify"]
+        for pid in notify:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            writes.progress(20)
+            tokens_before_t = dict(writes.tokens)
+            moment = time.time()  # T
+            gates[2].set()
+            writes.progress(40)
+        finally:
+            for pid in notify:
+                os.kill(pid, signal.SIGCONT)
         with channel_to(source.gateway) as channel:
             photo_after_t = upload(channel, members[2], photo(3))
             late_email = f"{unique('late-')}@example.com"
@@ -314,6 +334,7 @@ def test_a_backup_restores_to_a_point_in_time_and_the_services_carry_on(workspac
         assert "KINDRED_DATABASES=auth,profile,discovery:match,chat,notify" in result.stdout, result.stdout
         assert (restored_folder / "data" / "postgres-2" / "kindred-services").read_text().split() == \
             ["match", "chat", "notify"]
+    assert not (restored_folder / "data" / "nats").exists(), "a JetStream store restored"
     restored = Cluster(folder=restored_folder, KINDRED_PROFILE_PHOTO_DIR=str(restored_photos),
                        KINDRED_DATABASES=databases, **SETTINGS)
     try:
@@ -324,6 +345,27 @@ def test_a_backup_restores_to_a_point_in_time_and_the_services_carry_on(workspac
     print(f"\nbackup+restore: {len(writes.swipes)} swipes, {len(writes.matches)} matches, "
           f"{sum(len(m) for m in writes.messages.values())} messages written; backup.sh {backup_seconds:.1f} s "
           f"({backed_up}), restore.sh {restore_seconds:.1f} s ({restored_line})")
+
+
+def durables_caught_up(cluster) -> bool:
+    """On NATS JetStream: no durable consumer of any producer's stream has a message left to take or to
+    acknowledge (read with nats-py, an independent client)."""
+    async def check():
+        connection = await nats.connect(servers=[f"nats://127.0.0.1:{cluster.base + 310 + node}" for node in range(3)],
+                                        connect_timeout=5, max_reconnect_attempts=5)
+        try:
+            js = connection.jetstream()
+            for producer in EVENT_PRODUCERS:
+                for consumer in await js.consumers_info(f"KINDRED_{producer.upper()}"):
+                    if consumer.num_pending or consumer.num_ack_pending:
+                        return False
+            return True
+        finally:
+            await connection.close()
+    try:
+        return asyncio.run(check())
+    except (nats.errors.Error, TimeoutError):
+        return False
 
 
 def check_restored(cluster, community, members, writes, moment, tokens_before_t, late_email, photo_ids):
@@ -397,8 +439,15 @@ def check_restored(cluster, community, members, writes, moment, tokens_before_t,
                                     timeout=TIMEOUT)
             assert Image.open(io.BytesIO(got.data)).size == (640, 800)
 
-        # Events: every event reaches its consumers; discovery holds every restored swipe, chat every restored match.
+        # Events: every event reaches its consumers, those notify had not applied at T too; discovery holds every
+        # restored swipe, chat every restored match. On NATS, every durable consumer has also gone through what the
+        # relays published again (the inboxes dropped what they held) before the writes below wait on them.
         wait_for("every event delivered", lambda: all_events_delivered(cluster), timeout=90, interval=0.5)
+        late = int(cluster.psql(f"SELECT count(*) FROM notify.events_inbox WHERE producer = 'match' "
+                                f"AND processed_at > '{utc(moment)}'"))
+        assert late > 0, "notify had applied everything at T: the test did not hold events back"
+        if cluster.on_nats:
+            wait_for("every durable consumer caught up", lambda: durables_caught_up(cluster), timeout=90, interval=1)
         assert cluster.psql(f"SELECT count(*) FROM discovery.swipes WHERE community_id = '{community}'") == \
             str(len(stored))
         assert set(cluster.psql(f"SELECT thread_id FROM chat.threads WHERE community_id = '{community}'")

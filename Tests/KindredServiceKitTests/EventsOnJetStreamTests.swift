@@ -177,6 +177,55 @@ import Testing
         await setup.stop()
     }
 
+    /// The stream lost while the relay's cursors say its events were published (NATS lost its store; or the
+    /// databases were restored to a point in time and the cluster started on empty streams): the relay finds another
+    /// stream than the one it recorded and publishes its outbox again; the consumer applies each event once, in
+    /// order: the events it had applied from the lost stream are dropped by its inbox, the ones published but not
+    /// yet applied when the stream went are applied now.
+    @Test func aLostStreamIsFilledAgainFromTheOutboxAndEveryEventAppliedOnce() async throws {
+        let setup = try await self.setUp()
+        let producer = setup.outbox.producer
+        let stream = EventBusLayout.stream(producer: producer)
+        let record = Record()
+        let bus = setup.bus("sink")
+        let follower = Self.follower(
+            "sink", producer: producer, database: setup.database.consumer, bus: bus, record: record)
+        let following = Task { await follower.run() }
+        let relaying = Task { await setup.relay.run() }
+        for index in 0..<6 { _ = try await setup.append(partition: "user-\(index % 3)") }
+        #expect(try await eventually { try await setup.database.effects().count == 6 })
+        // Three more, published (the relay's cursors say so) but held back by the consumer when the stream goes.
+        record.holdAll.withLock { $0 = true }
+        var held: [String] = []
+        for index in 0..<3 { held.append(try await setup.append(partition: "user-\(index)").eventId) }
+        #expect(try await eventually { record.seen.withLock { seen in held.allSatisfy(seen.contains) } })
+        #expect(try await bus.jetStream.streamInfo(stream).state.messages == 9)
+        let lost = try await bus.jetStream.streamInfo(stream).created
+        try await bus.jetStream.deleteStream(stream)
+        record.holdAll.withLock { $0 = false }
+
+        #expect(try await eventually { try await setup.database.effects().count == 9 })
+        let effects = try await setup.database.effects()
+        #expect(effects.count == 9 && inOrderExactlyOnce(effects))
+        #expect(Set(held).isSubset(of: effects.map(\.eventID)))
+        // The new stream holds the whole outbox again (the first six too: the inbox dropped them).
+        let now = try await bus.jetStream.streamInfo(stream)
+        #expect(now.created != lost && now.state.messages == 9)
+        // And the relay carries on: a new event is published once and the producer's wait for the consumer returns.
+        _ = try await setup.append(partition: "user-1")
+        #expect(
+            try await setup.outbox.awaitDelivery(
+                partition: "user-1", consumers: ["sink"], on: setup.database.producer, timeout: .seconds(30)))
+        #expect(try await setup.database.effects().count == 10)
+        #expect(try await bus.jetStream.streamInfo(stream).state.messages == 10)
+        #expect(!(try await setup.relay.checkStream()), "the stream recorded now: nothing to publish again")
+        for task in [following, relaying] { task.cancel() }
+        await following.value
+        await relaying.value
+        await bus.close()
+        await setup.stop()
+    }
+
     /// A producer's wait on a busy partition: the consumer acknowledged the partition's events up to the stream
     /// sequence the wait is for, while a later event of the same partition is still unacknowledged and another
     /// partition published in between (so the partition's ack floor is below that sequence and it has pending

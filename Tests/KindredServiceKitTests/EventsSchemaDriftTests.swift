@@ -11,7 +11,7 @@ import Testing
 /// service's real folder and compare its `events_*` tables with the kit's, column by column and index by
 /// index. A service may add indexes of its own; it may not lose or change one of the kit's.
 @Suite struct EventsSchemaDriftTests {
-    static let producers = ["auth", "profile", "match"]
+    static let producers = ["auth", "profile", "match", "chat"]
     static let consumers = ["profile", "discovery", "match", "chat"]
 
     @Test(arguments: Self.producers)

@@ -92,12 +92,40 @@ public final class JetStreamEventBus: Sendable {
         self.prepared.withLockedValue { _ = $0.insert(key) }
     }
 
-    /// Creates or updates one durable consumer (and the stream it reads).
+    /// The producer's stream as it is now (``StreamMark``); a stream that no longer exists (NATS lost its store while
+    /// this process ran) is created again first, as the consumers would.
+    func streamMark(producer: String) async throws -> StreamMark {
+        let name = EventBusLayout.stream(producer: producer)
+        let info: JetStreamStreamInfo
+        do {
+            info = try await self.jetStream.streamInfo(name)
+        } catch let error as JetStreamAPIError where error.errorCode == JetStreamAPIError.streamNotFound {
+            info = try await self.jetStream.createOrUpdateStream(self.streamConfiguration(producer: producer))
+        }
+        return StreamMark(created: info.created, lastSequence: Int64(clamping: info.state.lastSequence))
+    }
+
+    /// Deletes the producer's stream with its durable consumers and creates it again, empty; returns the new one. The
+    /// consumers' loops create their durables again when theirs are gone, from the start of the stream.
+    func renewStream(producer: String) async throws -> StreamMark {
+        do {
+            try await self.jetStream.deleteStream(EventBusLayout.stream(producer: producer))
+        } catch let error as JetStreamAPIError where error.errorCode == JetStreamAPIError.streamNotFound {}
+        return try await self.streamMark(producer: producer)
+    }
+
+    /// Creates or updates one durable consumer (and the stream it reads). A stream created before by this process
+    /// and gone since (NATS lost its store) is created again.
     public func ensureConsumer(consumer: String, producer: String, partition: Int) async throws {
         try await self.ensureStream(producer: producer)
-        try await self.jetStream.createOrUpdateConsumer(
-            stream: EventBusLayout.stream(producer: producer),
-            self.consumerConfiguration(consumer: consumer, producer: producer, partition: partition))
+        do {
+            try await self.jetStream.createOrUpdateConsumer(
+                stream: EventBusLayout.stream(producer: producer),
+                self.consumerConfiguration(consumer: consumer, producer: producer, partition: partition))
+        } catch let error as JetStreamAPIError where error.errorCode == JetStreamAPIError.streamNotFound {
+            self.prepared.withLockedValue { _ = $0.remove("stream/" + producer) }
+            throw error
+        }
     }
 
     // MARK: Publishing

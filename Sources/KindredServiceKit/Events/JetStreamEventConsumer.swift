@@ -24,6 +24,8 @@ public final class JetStreamEventConsumer: Sendable {
     private let apply: Apply
     private let logger: Logger
     private let backoff = RetryBackoff(initial: .milliseconds(200), maximum: .seconds(30))
+    /// How long one pull waits for a message.
+    private static let pullExpiry: Duration = .seconds(5)
 
     public init(consumer: String, producers: [String], bus: JetStreamEventBus, logger: Logger, apply: @escaping Apply) {
         self.consumer = consumer
@@ -57,11 +59,20 @@ public final class JetStreamEventConsumer: Sendable {
                     try await self.bus.ensureConsumer(consumer: self.consumer, producer: producer, partition: partition)
                     prepared = true
                 }
+                let pulled = ContinuousClock.now
                 guard
                     let message = try await self.bus.jetStream.fetch(
-                        stream: stream, consumer: durable, batch: 1, expires: .seconds(5)
+                        stream: stream, consumer: durable, batch: 1, expires: Self.pullExpiry
                     ).first
-                else { continue }
+                else {
+                    // The server ends an empty pull with a status when it expires; silence past that means nobody
+                    // took the pull: the durable or its stream is gone (NATS lost its store, or the producer's relay
+                    // renewed a stream that went back). Asking for the durable says which (and creates it again).
+                    if ContinuousClock.now - pulled > Self.pullExpiry + .seconds(1) {
+                        _ = try await self.bus.jetStream.consumerInfo(stream: stream, consumer: durable)
+                    }
+                    continue
+                }
                 if try await self.handle(message, producer: producer, failures: failures) {
                     failures = 0
                 } else {

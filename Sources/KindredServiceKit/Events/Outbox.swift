@@ -96,7 +96,9 @@ public struct Outbox: Sendable {
     ///
     /// - `events_outbox`: the events, kept after delivery for `OutboxRelay.purgeDelivered` to remove.
     /// - `events_partitions`: the last sequence per partition (the lock that orders appends).
-    /// - `events_consumers`: the consumers the relays deliver to (registered from configuration).
+    /// - `events_consumers`: the consumers the relays deliver to (registered from configuration). On the JetStream
+    ///   bus, the publisher's row (`jetstream`) also records the stream its cursors refer to (`stream_created`,
+    ///   `stream_sequence`: ``StreamMark``); NULL and 0 in every other row.
     /// - `events_cursors`: per consumer and partition, how far delivery got, and the lease and backoff of the
     ///   relay working on it. Pending = `acknowledged_sequence < appended_sequence`.
     public static let schemaSQL = """
@@ -118,8 +120,10 @@ public struct Outbox: Sendable {
             last_sequence bigint NOT NULL
         );
         CREATE TABLE events_consumers (
-            consumer      text PRIMARY KEY,
-            registered_at timestamptz NOT NULL DEFAULT now()
+            consumer        text PRIMARY KEY,
+            registered_at   timestamptz NOT NULL DEFAULT now(),
+            stream_created  text,
+            stream_sequence bigint NOT NULL DEFAULT 0
         );
         CREATE TABLE events_cursors (
             consumer              text NOT NULL REFERENCES events_consumers (consumer) ON DELETE CASCADE,

@@ -27,12 +27,12 @@ public final class OutboxRelay: Sendable {
     public let configuration: OutboxRelayConfiguration
     public let metrics: EventRelayMetrics
     private let database: PostgresClient
-    private let store: OutboxRelayStore
+    let store: OutboxRelayStore
     private let tokens: ServiceTokenSource?
     private let clients: [String: GRPCClient]
     /// The JetStream bus it publishes on instead of calling consumers; nil for the PostgreSQL push relay.
     public let bus: JetStreamEventBus?
-    private let logger: Logger
+    let logger: Logger
 
     public convenience init(
         configuration: OutboxRelayConfiguration,
@@ -103,6 +103,7 @@ public final class OutboxRelay: Sendable {
         guard !self.configuration.consumers.isEmpty else { return }
         if let bus = self.bus { await self.prepare(bus) }
         await self.registerConsumersUntilDone()
+        if self.bus != nil { await self.checkStreamUntilDone() }
         let loops = self.configuration.consumers.flatMap { consumer in
             Array(repeating: consumer, count: self.configuration.loopsPerConsumer)
         }
@@ -343,7 +344,12 @@ public final class OutboxRelay: Sendable {
         let clock = ContinuousClock()
         var nextMetrics = clock.now
         var nextPurge = clock.now + .seconds(60)
+        var nextStreamCheck = clock.now + self.configuration.streamCheckInterval
         while !Task.isCancelled {
+            if self.bus != nil && clock.now >= nextStreamCheck {
+                _ = try? await self.checkStream()
+                nextStreamCheck = clock.now + self.configuration.streamCheckInterval
+            }
             wakeAll()
             if clock.now >= nextMetrics {
                 await self.refreshMetrics()

@@ -31,6 +31,9 @@ public struct OutboxRelayConfiguration: Sendable {
     public var loopsPerConsumer = 4
     /// How often the pending and oldest-age gauges are recomputed. Default 5 s.
     public var metricsInterval: Duration = .seconds(5)
+    /// On the JetStream bus, how often the relay checks that its stream still holds what its cursors say was
+    /// published (``StreamContinuity``), besides once at start. Default 2 s.
+    public var streamCheckInterval: Duration = .seconds(2)
     /// Delivered events older than this are deleted from the outbox. Default 7 days.
     public var retention: Duration = .seconds(7 * 86_400)
 
