@@ -278,7 +278,7 @@ def test_a_backup_restores_to_a_point_in_time_and_the_services_carry_on(workspac
         with channel_to(source.gateway) as channel:
             photo_before_t = upload(channel, members[1], photo(2))
         # Notify stops applying events (SIGSTOP of each notify process) from a while before T until after it: what
-        # auth and match published for it meanwhile is still unapplied at T, so the restored cluster must deliver
+        # chat (the messages) published for it meanwhile is still unapplied at T, so the restored cluster must deliver
         # it from the restored outboxes (the push relay's cursors; on NATS, the relays publish their outboxes again
         # into the new, empty streams).
         notify = [pid for name, pid in source.pids().items() if name.split(".")[0] == "notify"]
@@ -442,9 +442,9 @@ def check_restored(cluster, community, members, writes, moment, tokens_before_t,
         # Events: every event reaches its consumers, those notify had not applied at T too; discovery holds every
         # restored swipe, chat every restored match. On NATS, every durable consumer has also gone through what the
         # relays published again (the inboxes dropped what they held) before the writes below wait on them.
-        wait_for("every event delivered", lambda: all_events_delivered(cluster), timeout=90, interval=0.5)
-        late = int(cluster.psql(f"SELECT count(*) FROM notify.events_inbox WHERE producer = 'match' "
-                                f"AND processed_at > '{utc(moment)}'"))
+        wait_for("every event delivered", lambda: all_events_delivered(cluster, EVENT_PRODUCERS), timeout=90,
+                 interval=0.5)
+        late = int(cluster.psql(f"SELECT count(*) FROM notify.events_inbox WHERE processed_at > '{utc(moment)}'"))
         assert late > 0, "notify had applied everything at T: the test did not hold events back"
         if cluster.on_nats:
             wait_for("every durable consumer caught up", lambda: durables_caught_up(cluster), timeout=90, interval=1)
