@@ -3,6 +3,24 @@ import KindredPostgres
 /// The SQL that queues activity broadcasts' notifications (table `notifications`, kind 'activity'), one
 /// statement per ActivityStarted event however many followers it names.
 struct ActivityNotificationStore: Sendable {
+    /// Holds the activity locks of `members` until the transaction ends, taken in the order given (sorted:
+    /// ``EventBatchLocks``). An ActivityStarted takes its broadcaster's, a UserBlocked both members': a block and a
+    /// broadcast applied at once are ordered, so that either the broadcast commits first (and the block's
+    /// cancellation takes what it queued) or its statement, after the lock, sees the block and queues nothing for
+    /// the pair.
+    func lock(activitiesOf members: [String], in transaction: PostgresTransaction) async throws {
+        guard !members.isEmpty else { return }
+        try await transaction.execute(
+            """
+            SELECT pg_advisory_xact_lock(\(Self.lockClass), hashtext(member))
+            FROM unnest(\(members)::text[]) WITH ORDINALITY AS locked(member, position) ORDER BY position
+            """
+        )
+    }
+
+    /// The first key of the activity locks (the second is the member's hash), apart from notify's other locks.
+    private static let lockClass: Int32 = 0x6e74_6163  // "ntac"
+
     /// Queues one notification per follower in `followers` (ids paired with `ids`, the notifications' ids)
     /// who did not turn activities off, whose account was not deleted since match listed them (a tombstone in
     /// `deleted_members`) and who neither blocked the broadcaster nor was blocked by them since (`blocks`), about

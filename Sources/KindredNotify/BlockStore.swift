@@ -11,9 +11,24 @@ import KindredPostgres
 struct BlockStore: Sendable {
     /// Holds the pair's lock (either order of the two ids is the same pair) until the transaction ends.
     func lock(between first: String, and second: String, in transaction: PostgresTransaction) async throws {
-        let pair = [first, second].sorted().joined(separator: "|")
+        let pair = Self.pair(first, second)
         try await transaction.execute("SELECT pg_advisory_xact_lock(\(Self.lockClass), hashtext(\(pair)))")
     }
+
+    /// Holds the locks of `pairs` (each "first|second", ids sorted, as ``lock(between:and:)`` names them) until the
+    /// transaction ends, taken in the order given (an event batch's, sorted: ``EventBatchLocks``).
+    func lock(pairs: [String], in transaction: PostgresTransaction) async throws {
+        guard !pairs.isEmpty else { return }
+        try await transaction.execute(
+            """
+            SELECT pg_advisory_xact_lock(\(Self.lockClass), hashtext(pair))
+            FROM unnest(\(pairs)::text[]) WITH ORDINALITY AS locked(pair, position) ORDER BY position
+            """
+        )
+    }
+
+    /// The name of the pair lock of two members (either order).
+    static func pair(_ first: String, _ second: String) -> String { [first, second].sorted().joined(separator: "|") }
 
     /// The first key of the pair locks (the second is the pair's hash), apart from notify's member and digest locks.
     private static let lockClass: Int32 = 0x6e74_626b  // "ntbk"

@@ -21,16 +21,24 @@ struct DeletedMemberStore: Sendable {
         )
     }
 
-    /// Whether any of `users` (valid UUIDs, lowercase, sorted so that locks are taken in one order) has a
-    /// tombstone; holds each member's lock shared until the transaction ends.
-    func containsAny(of users: [String], in transaction: PostgresTransaction) async throws -> Bool {
-        guard !users.isEmpty else { return false }
+    /// Holds the locks of `users` shared until the transaction ends, taken in the order given (an event batch's,
+    /// sorted: ``EventBatchLocks``), as ``containsAny(of:locked:in:)`` does before it looks.
+    func lockShared(_ users: [String], in transaction: PostgresTransaction) async throws {
+        guard !users.isEmpty else { return }
         try await transaction.execute(
             """
             SELECT pg_advisory_xact_lock_shared(\(Self.lockClass), hashtext(member))
             FROM unnest(\(users)::text[]) WITH ORDINALITY AS named(member, position) ORDER BY position
             """
         )
+    }
+
+    /// Whether any of `users` (valid UUIDs, lowercase, sorted so that locks are taken in one order) has a
+    /// tombstone; holds each member's lock shared until the transaction ends (`locked`: the transaction holds them
+    /// already, ``lockShared(_:in:)``).
+    func containsAny(of users: [String], locked: Bool = false, in transaction: PostgresTransaction) async throws -> Bool {
+        guard !users.isEmpty else { return false }
+        if !locked { try await self.lockShared(users, in: transaction) }
         return try await transaction.query(
             "SELECT EXISTS (SELECT 1 FROM deleted_members WHERE user_id = ANY(\(users)::uuid[]))"
         ).scalar(Bool.self)

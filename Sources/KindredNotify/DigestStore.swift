@@ -11,6 +11,18 @@ struct DigestStore: Sendable {
         try await transaction.execute("SELECT pg_advisory_xact_lock(\(Self.lockClass), hashtext(\(user)))")
     }
 
+    /// Holds the digest locks of `users` until the transaction ends, taken in the order given (an event batch's,
+    /// sorted: ``EventBatchLocks``).
+    func lock(digestsOf users: [String], in transaction: PostgresTransaction) async throws {
+        guard !users.isEmpty else { return }
+        try await transaction.execute(
+            """
+            SELECT pg_advisory_xact_lock(\(Self.lockClass), hashtext(member))
+            FROM unnest(\(users)::text[]) WITH ORDINALITY AS locked(member, position) ORDER BY position
+            """
+        )
+    }
+
     /// The first key of the digest locks (the second is the member's hash), apart from notify's member locks
     /// (`DeletedMemberStore`) and the migrations' single-key locks.
     private static let lockClass: Int32 = 0x6e74_6c6b  // "ntlk"

@@ -45,6 +45,9 @@ final class NotificationSender: Sendable {
     let concurrency: Int
     /// Events applied in this process wake the sender (``SendWakeup``); the poll does otherwise.
     let wakeup: SendWakeup
+    private let waiting = Mutex(false)
+    /// Attempts that ended since the loop last looked (``run()``).
+    private let ended = Mutex(EndedAttempts())
     /// The first retry's delay, doubled per attempt up to `maxBackoff`; after `maxAttempts` it is failed.
     static let firstBackoff: Duration = .seconds(2)
     static let maxBackoff: Duration = .seconds(3600)
@@ -80,94 +83,130 @@ final class NotificationSender: Sendable {
         self.counters = counters
     }
 
-    /// Claims due notifications and sends them, at most `concurrency` at once, until cancelled. A claim takes no
-    /// more than the free slots, so every claimed notification is in flight at once: a sender killed mid-burst leaves
-    /// at most `concurrency` pushes that a device may get twice (sent, but not recorded yet), each under its stable
-    /// id. Under load it claims again once a quarter of the slots are free, so that one claim and its reads
-    /// (``ClaimedBatch``) serve several notifications. A push that ends, events applied in this process
-    /// (``SendWakeup``) or, when nothing was due, the poll interval wake it.
+    /// Claims due notifications and sends them, at most `concurrency` at once, until cancelled. A notification holds
+    /// its slot from its claim until its end is recorded, so a sender killed mid-burst leaves at most `concurrency`
+    /// pushes that a device may get twice (sent, but not recorded yet), each under its stable id. Under load it
+    /// claims again once a quarter of the slots are free, so that one claim and its reads (``ClaimedBatch``) serve
+    /// several notifications.
+    ///
+    /// One loop does the database work, woken (``SendWakeup``) by events applied in this process, by a push that
+    /// ended and by the poll: it first records every end that came in since its last look, in one statement
+    /// (``NotificationStore/record(_:in:)``: one commit for a group of pushes, not one each), then claims.
     func run() async {
+        let (wakeups, wake) = self.wakeup.subscribe()
         let refill = max(1, self.concurrency / 4)
-        await withTaskGroup(of: Bool.self) { group in
-            var inFlight = 0
-            var ticking = false
-            while !Task.isCancelled {
-                var claimed = 0
-                if inFlight == 0 || self.concurrency - inFlight >= refill {
-                    do {
-                        let due = try await self.notifications.claimDue(
-                            limit: self.concurrency - inFlight, lease: self.lease, in: self.database)
-                        if !due.isEmpty {
-                            let batch = try await ClaimedBatch.read(due, sender: self, in: self.database)
-                            for notification in due {
-                                group.addTask {
-                                    await self.sendLogging(notification, in: batch)
-                                    return true
-                                }
+        var inFlight = 0
+        await withDiscardingTaskGroup { group in
+            group.addTask {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: self.pollInterval)
+                    wake.yield()
+                }
+            }
+            wake.yield()
+            var iterator = wakeups.makeAsyncIterator()
+            while true {
+                self.waiting.withLock { $0 = inFlight == 0 }
+                guard await iterator.next() != nil, !Task.isCancelled else { break }
+                self.waiting.withLock { $0 = false }
+                let done = self.ended.withLock { ended in
+                    defer { ended = EndedAttempts() }
+                    return ended
+                }
+                if !done.ends.isEmpty { await self.recordLogging(done.ends) }
+                inFlight -= done.ends.count + done.abandoned
+                guard inFlight == 0 || self.concurrency - inFlight >= refill else { continue }
+                do {
+                    let limit = self.concurrency - inFlight
+                    let due = try await self.notifications.claimDue(limit: limit, lease: self.lease, in: self.database)
+                    guard !due.isEmpty else { continue }
+                    let batch = try await ClaimedBatch.read(due, sender: self, in: self.database)
+                    inFlight += due.count
+                    for notification in due {
+                        group.addTask {
+                            let end = await self.attemptLogging(notification, in: batch)
+                            self.ended.withLock { ended in
+                                if let end { ended.ends.append(end) } else { ended.abandoned += 1 }
                             }
-                            inFlight += due.count
-                            claimed = due.count
+                            wake.yield()
                         }
-                    } catch is CancellationError {
-                        break
-                    } catch {
-                        // Claimed rows whose reads failed are taken again after their lease.
-                        self.logger.warning("notify sender: \(error)")
                     }
-                }
-                if claimed > 0, self.concurrency - inFlight >= refill { continue }  // more may be due already
-                if claimed == 0, !ticking {
-                    ticking = true
-                    group.addTask {
-                        await self.wakeup.wait(upTo: self.pollInterval)
-                        return false
-                    }
-                }
-                if let wasPush = await group.next() {
-                    if wasPush { inFlight -= 1 } else { ticking = false }
+                    if due.count == limit { wake.yield() }  // more may be due already
+                } catch is CancellationError {
+                    break
+                } catch {
+                    // Claimed rows whose reads failed are taken again after their lease.
+                    self.logger.warning("notify sender: \(error)")
                 }
             }
             group.cancelAll()
         }
+        wake.finish()
+        self.waiting.withLock { $0 = false }
     }
 
-    private func sendLogging(_ queued: QueuedNotification, in batch: ClaimedBatch) async {
-        do {
-            try await self.send(queued, in: batch)
-        } catch is CancellationError {
-        } catch {
-            // Left claimed: taken again after its lease, with the same id.
-            self.logger.warning("notify sender: \(error)", metadata: ["notification.id": "\(queued.id)"])
+    /// Whether the sender waits for work with nothing in flight (tests wait for it to be idle).
+    var isWaiting: Bool { self.waiting.withLock { $0 } }
+
+    /// Ends of attempts not recorded yet, and attempts that ended without one (left claimed: taken again after
+    /// their lease, with the same id).
+    private struct EndedAttempts: Sendable {
+        var ends: [NotificationEnd] = []
+        var abandoned = 0
+    }
+
+    /// Records `ends`; tried again twice (a deadlock with an event's cancellation makes PostgreSQL abort one side).
+    /// Ends not recorded leave their notifications claimed: they are taken again after their lease, with the same id.
+    private func recordLogging(_ ends: [NotificationEnd]) async {
+        for attempt in 1...3 {
+            do {
+                return try await self.notifications.record(ends, in: self.database)
+            } catch is CancellationError {
+                return
+            } catch {
+                if attempt == 3 {
+                    self.logger.warning(
+                        "notify sender: ends not recorded", metadata: ["error": "\(error)", "ends.count": "\(ends.count)"])
+                }
+            }
         }
     }
 
-    /// One notification to each of its recipient's devices not reached yet, with what `batch` read about it.
-    func send(_ claimed: QueuedNotification, in batch: ClaimedBatch) async throws {
+    private func attemptLogging(_ queued: QueuedNotification, in batch: ClaimedBatch) async -> NotificationEnd? {
+        do {
+            return try await self.attempt(queued, in: batch)
+        } catch is CancellationError {
+            return nil
+        } catch {
+            // Left claimed: taken again after its lease, with the same id.
+            self.logger.warning("notify sender: \(error)", metadata: ["notification.id": "\(queued.id)"])
+            return nil
+        }
+    }
+
+    /// One notification to each of its recipient's devices not reached yet, with what `batch` read about it; returns
+    /// how the attempt ended, for the sender's loop to record.
+    func attempt(_ claimed: QueuedNotification, in batch: ClaimedBatch) async throws -> NotificationEnd {
         var queued = claimed
         if let expires = queued.expiresUnixMs, PostgresTimestamp.now.millisecondsSinceEpoch >= expires {
             // An activity broadcast that ended while the push waited (quiet hours, an outage) is not news any more.
-            return try await self.notifications.finish(queued.id, as: "cancelled", in: self.database)
+            return .finished(queued.id, as: "cancelled")
         }
         if queued.kind == .likes {
             // A likes digest tells how many likes it still stands for (a block or a match may have taken some out).
             queued.itemCount = batch.likes[queued.id] ?? 0
-            if queued.itemCount == 0 {
-                return try await self.notifications.finish(queued.id, as: "cancelled", in: self.database)
-            }
+            if queued.itemCount == 0 { return .finished(queued.id, as: "cancelled") }
         }
         let preferences = batch.preferences(of: queued.user)
         let devices = batch.devices[queued.user] ?? []
-        guard queued.kind.isWanted(by: preferences) else {
-            return try await self.notifications.finish(queued.id, as: "cancelled", in: self.database)
-        }
+        guard queued.kind.isWanted(by: preferences) else { return .finished(queued.id, as: "cancelled") }
         let allowedInQuiet = queued.kind == .newMatch && preferences.quietHours.allowMatches
         if !allowedInQuiet, preferences.isQuiet(at: Date(), deviceTimeZone: devices.first?.timeZone ?? "UTC") {
             // An activity broadcast is looked at again when it ends at the latest (then cancelled, never sent late).
             let untilExpiry = queued.expiresUnixMs.map {
                 Duration.milliseconds(max(0, $0 - PostgresTimestamp.now.millisecondsSinceEpoch))
             }
-            let recheck = min(Self.quietRecheck, untilExpiry ?? Self.quietRecheck)
-            return try await self.notifications.retry(queued.id, after: recheck, attempt: false, in: self.database)
+            return .retry(queued.id, after: min(Self.quietRecheck, untilExpiry ?? Self.quietRecheck), attempt: false)
         }
         let delivered = batch.delivered[queued.id] ?? []
         let facts: NotificationTemplates.Facts
@@ -179,9 +218,9 @@ final class NotificationSender: Sendable {
             switch PushDecision.decide(queued, preferences: preferences, chat: context) {
             case .suppress:
                 for platform in Set(devices.map(\.platform)) { self.count(platform, "suppressed") }
-                return try await self.notifications.finish(queued.id, as: "suppressed", in: self.database)
+                return .finished(queued.id, as: "suppressed")
             case .cancel:
-                return try await self.notifications.finish(queued.id, as: "cancelled", in: self.database)
+                return .finished(queued.id, as: "cancelled")
             case .send(var decided, let count):
                 if let subject = queued.subject { decided.name = await self.names?.name(of: subject, for: queued.user) }
                 facts = decided
@@ -227,14 +266,13 @@ final class NotificationSender: Sendable {
         }
         if let retryAfter {
             if queued.attempts + 1 < Self.maxAttempts {
-                return try await self.notifications.retry(
-                    queued.id, after: retryAfter, attempt: true, delivered: reached, in: self.database)
+                return .retry(queued.id, after: retryAfter, attempt: true, delivered: reached)
             }
             rejected = true
             self.logger.warning("notify sender: notification \(queued.id) given up after \(Self.maxAttempts) attempts")
         }
         let state = rejected ? "failed" : !reached.isEmpty || !delivered.isEmpty ? "sent" : "skipped"
-        try await self.notifications.finish(queued.id, as: state, delivered: reached, in: self.database)
+        return .finished(queued.id, as: state, delivered: reached)
     }
 
     /// What the device shows, in its locale. Only kind and ids reach the payload's data. An activity broadcast

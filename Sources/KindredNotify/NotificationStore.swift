@@ -18,16 +18,20 @@ struct NotificationStore: Sendable {
     }
 
     /// The newest pending notification of `kind` and `collapseKey` (a thread's messages, a member's likes) to
-    /// `user`, locked until the transaction ends, for ``MessageCollapse`` or ``LikesDigest`` to decide on.
-    func waiting(_ kind: NotificationKind, to user: String, collapseKey: String, in transaction: PostgresTransaction)
-        async throws -> WaitingNotification?
-    {
+    /// `user`, for ``MessageCollapse`` or ``LikesDigest`` to decide on; `locking`: locked until the transaction ends
+    /// (a digest, which likes join without changing its row). A message joins with ``merge(message:into:in:)``,
+    /// which checks again in its own statement: the look takes no row lock, so it never waits for, nor holds up, a
+    /// sender recording how a claimed notification of the thread ended.
+    func waiting(
+        _ kind: NotificationKind, to user: String, collapseKey: String, locking: Bool = true,
+        in transaction: PostgresTransaction
+    ) async throws -> WaitingNotification? {
         try await transaction.query(
             """
             SELECT notification_id::text, claimed_at IS NOT NULL, attempts FROM notifications
             WHERE user_id = \(user)::uuid AND collapse_key = \(collapseKey) AND state = 'pending'
               AND kind = \(kind.rawValue)
-            ORDER BY created_at DESC LIMIT 1 FOR UPDATE
+            ORDER BY created_at DESC LIMIT 1 \(unescaped: locking ? "FOR UPDATE" : "")
             """
         ).first.map { row in
             let (id, claimed, attempts) = try row.decode((String, Bool, Int32).self)
@@ -52,14 +56,16 @@ struct NotificationStore: Sendable {
         )
     }
 
-    /// Folds one more message into the waiting notification `id` (it stays due when it was).
-    func merge(message: String, into id: String, in runner: some SQLRunner) async throws {
+    /// Folds one more message into the waiting notification `id` (it stays due when it was), if it still takes
+    /// more (``WaitingNotification/takesMore``: pending, not claimed, never attempted); false when a sender claimed it
+    /// since it was looked at (then the message needs a notification of its own).
+    func merge(message: String, into id: String, in runner: some SQLRunner) async throws -> Bool {
         try await runner.execute(
             """
             UPDATE notifications SET latest_message_id = \(message)::uuid, item_count = item_count + 1
-            WHERE notification_id = \(id)::uuid AND state = 'pending'
+            WHERE notification_id = \(id)::uuid AND state = 'pending' AND claimed_at IS NULL AND attempts = 0
             """
-        )
+        ) == 1
     }
 
     /// Cancels what is still pending between two members, either way (a block, an unmatch); returns how many.
@@ -109,13 +115,20 @@ struct NotificationStore: Sendable {
     }
 
     /// Claims up to `limit` due notifications for the sender: their next attempt moves `lease` ahead, so another
-    /// sender (or this one after a crash) takes them again only once the lease ran out.
+    /// sender (or this one after a crash) takes them again only once the lease ran out. A notification waits while
+    /// an older one of its collapse key (a thread's, a member's likes, a broadcaster's) is still pending (on its way,
+    /// or due later): pushes under one collapse id reach the device in the order they were queued, so the newest
+    /// is the one it keeps.
     func claimDue(limit: Int, lease: Duration, in runner: some SQLRunner) async throws -> [QueuedNotification] {
         try await runner.query(
             """
             UPDATE notifications n SET next_attempt_at = now() + \(Self.milliseconds(lease)) * interval '1 millisecond',
                                        claimed_at = now()
-            FROM (SELECT notification_id FROM notifications WHERE state = 'pending' AND next_attempt_at <= now()
+            FROM (SELECT notification_id FROM notifications d WHERE state = 'pending' AND next_attempt_at <= now()
+                    AND NOT EXISTS (SELECT 1 FROM notifications o
+                                    WHERE o.user_id = d.user_id AND o.collapse_key = d.collapse_key
+                                      AND o.state = 'pending'
+                                      AND (o.created_at, o.notification_id) < (d.created_at, d.notification_id))
                   ORDER BY next_attempt_at LIMIT \(limit) FOR UPDATE SKIP LOCKED) due
             WHERE n.notification_id = due.notification_id
             RETURNING n.notification_id::text, n.user_id::text, n.kind, n.subject_user_id::text, n.collapse_key,
@@ -152,19 +165,44 @@ struct NotificationStore: Sendable {
         return delivered
     }
 
-    /// Ends a pending notification as `state` (sent, failed, skipped, suppressed, cancelled); a cancelled one stays
-    /// cancelled. `delivered`: the devices that got it on this attempt, recorded in the same statement (a retry skips
-    /// them). The likes a digest stood for go with it (told, or not to be told).
-    func finish(
-        _ notification: String, as state: String, delivered: [String] = [], in runner: some SQLRunner
-    ) async throws {
+    /// Records how attempts ended, in one statement for all of them: a finished notification takes its state (a
+    /// cancelled one stays cancelled) and the likes a digest stood for go with it (told, or not to be told); a retried
+    /// one is due again after its delay and no longer claimed. The devices each reached on this attempt are recorded
+    /// in the same statement (a retry skips them). Only pending rows change.
+    func record(_ ends: [NotificationEnd], in runner: some SQLRunner) async throws {
+        guard !ends.isEmpty else { return }
+        var (ids, states, delays, attempts) = ([String](), [String](), [Int64](), [Int32]())
+        var (reachedIDs, reachedDevices) = ([String](), [String]())
+        for end in ends {
+            ids.append(end.id)
+            switch end.outcome {
+            case .finished(let state):
+                states.append(state)
+                delays.append(0)
+                attempts.append(0)
+            case .retry(let delay, let attempt):
+                states.append("")
+                delays.append(Self.milliseconds(delay))
+                attempts.append(attempt ? 1 : 0)
+            }
+            reachedIDs += end.delivered.map { _ in end.id }
+            reachedDevices += end.delivered
+        }
         try await runner.execute(
             """
-            WITH reached AS (INSERT INTO notification_deliveries (notification_id, device_id)
-                             SELECT \(notification)::uuid, unnest(\(delivered)::uuid[]) ON CONFLICT DO NOTHING),
-                 told AS (DELETE FROM digest_likes WHERE notification_id = \(notification)::uuid)
-            UPDATE notifications SET state = \(state), finished_at = now()
-            WHERE notification_id = \(notification)::uuid AND state = 'pending'
+            WITH ends AS (SELECT * FROM unnest(\(ids)::uuid[], \(states)::text[], \(delays)::bigint[], \(attempts)::int[])
+                          AS e(notification_id, state, delay_ms, attempt)),
+                 reached AS (INSERT INTO notification_deliveries (notification_id, device_id)
+                             SELECT * FROM unnest(\(reachedIDs)::uuid[], \(reachedDevices)::uuid[]) ON CONFLICT DO NOTHING),
+                 told AS (DELETE FROM digest_likes WHERE notification_id IN (SELECT notification_id FROM ends WHERE state <> ''))
+            UPDATE notifications n
+            SET state = CASE WHEN e.state = '' THEN n.state ELSE e.state END,
+                finished_at = CASE WHEN e.state = '' THEN n.finished_at ELSE now() END,
+                next_attempt_at = CASE WHEN e.state = '' THEN now() + e.delay_ms * interval '1 millisecond'
+                                       ELSE n.next_attempt_at END,
+                attempts = n.attempts + e.attempt,
+                claimed_at = CASE WHEN e.state = '' THEN NULL ELSE n.claimed_at END
+            FROM ends e WHERE n.notification_id = e.notification_id AND n.state = 'pending'
             """
         )
     }
@@ -185,24 +223,6 @@ struct NotificationStore: Sendable {
             """
             INSERT INTO notifications (notification_id, user_id, kind, source_id, collapse_key, next_attempt_at)
             VALUES (\(id)::uuid, \(user)::uuid, \(NotificationKind.likes.rawValue), \(id), \(LikesDigest.collapseKey), \(due))
-            """
-        )
-    }
-
-    /// Tries a pending notification again after `delay`; `attempt` counts it as a failed attempt (not so for quiet
-    /// hours). `delivered`: the devices that got it on this attempt, recorded in the same statement (the retry skips
-    /// them).
-    func retry(
-        _ notification: String, after delay: Duration, attempt: Bool, delivered: [String] = [],
-        in runner: some SQLRunner
-    ) async throws {
-        try await runner.execute(
-            """
-            WITH reached AS (INSERT INTO notification_deliveries (notification_id, device_id)
-                             SELECT \(notification)::uuid, unnest(\(delivered)::uuid[]) ON CONFLICT DO NOTHING)
-            UPDATE notifications SET next_attempt_at = now() + \(Self.milliseconds(delay)) * interval '1 millisecond',
-                                     attempts = attempts + \(attempt ? 1 : 0), claimed_at = NULL
-            WHERE notification_id = \(notification)::uuid AND state = 'pending'
             """
         )
     }

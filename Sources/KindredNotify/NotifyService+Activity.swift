@@ -4,12 +4,14 @@ import KindredServiceKit
 
 extension NotifyService {
     /// match's ActivityStarted: one notification to each follower it names who did not turn activities off
-    /// (match left out followers blocked either way and deactivated ones; a later block, unmatch or deletion
-    /// cancels what is still pending, as for every notification about a member), cancelled unsent once the
+    /// (match left out followers blocked either way and deactivated ones; a block applied before it, or at once,
+    /// leaves the pair out; a later block, unmatch or deletion cancels what is still pending, as for every
+    /// notification about a member), cancelled unsent once the
     /// broadcast expires. Ids are checked; a follower equal to the broadcaster is ignored.
     func queueActivity(
         _ started: Kindred.Common.V1.ActivityStarted,
         by broadcaster: String,
+        holding held: EventBatchLocks,
         in transaction: PostgresTransaction
     )
         async throws
@@ -25,6 +27,10 @@ extension NotifyService {
         guard !followers.isEmpty,
             started.expiresUnixMs > PostgresTimestamp.now.millisecondsSinceEpoch
         else { return }
+        // Ordered with a block of the broadcaster applied at once (``ActivityNotificationStore/lock(activitiesOf:in:)``).
+        if !held.holds(activitiesOf: broadcaster) {
+            try await self.activityNotifications.lock(activitiesOf: [broadcaster], in: transaction)
+        }
         let queued = try await self.activityNotifications.enqueue(
             ids: try followers.map { _ in try UUIDv7.generate() },
             followers: followers,

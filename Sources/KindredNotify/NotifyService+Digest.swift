@@ -10,17 +10,18 @@ extension NotifyService {
     /// when ``LikesDigest`` says. The liker is kept only until the digest is sent and never shown: the digest says
     /// how many, not who. A pass, and a like between members who blocked each other (either way, the block applied
     /// first), say nothing.
-    func countLike(_ swipe: Kindred.Common.V1.SwipeRecorded, by liker: String, in transaction: PostgresTransaction)
-        async throws
-    {
+    func countLike(
+        _ swipe: Kindred.Common.V1.SwipeRecorded, by liker: String, holding held: EventBatchLocks,
+        in transaction: PostgresTransaction
+    ) async throws {
         guard swipe.action == .like else { return }
         let liked = swipe.targetUserId.lowercased()
         guard UUIDv7.isValid(liker), UUIDv7.isValid(liked), liker != liked else { return }
         let preferences = try await self.settings.preferences(of: liked, in: transaction)
         guard NotificationKind.likes.isWanted(by: preferences) else { return }
-        try await self.blocks.lock(between: liker, and: liked, in: transaction)
+        if !held.holds(pair: liker, liked) { try await self.blocks.lock(between: liker, and: liked, in: transaction) }
         guard try await !self.blocks.isBlocked(between: liker, and: liked, in: transaction) else { return }
-        try await self.digests.lock(digestOf: liked, in: transaction)
+        if !held.holds(digestOf: liked) { try await self.digests.lock(digestOf: liked, in: transaction) }
         let waiting = try await self.notifications.waiting(
             .likes, to: liked, collapseKey: LikesDigest.collapseKey, in: transaction)
         let last = try await self.notifications.lastDigest(of: liked, in: transaction)

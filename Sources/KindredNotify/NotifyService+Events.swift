@@ -28,18 +28,39 @@ extension NotifyService {
     static let eventProducers: Set<String> = ["auth", "match", "chat"]
 
     /// Applies `producer`'s events (from `DeliverEvents` or the JetStream bus); returns the ids to acknowledge.
+    /// The whole batch is one transaction (one commit, each event in a savepoint: one that fails is rolled back alone
+    /// and holds its partition), which first takes the locks its events will need in one order
+    /// (``EventBatchLocks``). A failure of the transaction itself (the database away) applies and acknowledges
+    /// nothing: the producer delivers the batch again.
     func applyEvents(_ events: [Kindred.Common.V1.Event], from producer: String) async throws -> [String] {
-        let applied = try await self.inbox.process(events, from: producer) { event, transaction in
-            try await self.apply(event, in: transaction)
+        let locks = EventBatchLocks(events)
+        let applied: [String]
+        do {
+            applied = try await self.inbox.processInOneTransaction(
+                events, from: producer, state: (), prepare: { try await locks.take(in: $0, of: self) }
+            ) { event, transaction, _ in
+                try await self.apply(event, holding: locks, in: transaction)
+            }.acknowledged
+        } catch let error as RPCError {
+            throw error
+        } catch {
+            self.logger.warning("event batch not applied", metadata: ["error.type": "\(type(of: error))"])
+            applied = []
         }
-        self.sendWakeup.wake()
+        if !applied.isEmpty { self.sendWakeup.wake() }
         return applied
     }
 
-    func apply(_ event: Kindred.Common.V1.Event, in transaction: PostgresTransaction) async throws {
+    /// One event, in its batch's transaction; `held`: the locks the batch took first (``EventBatchLocks``).
+    func apply(
+        _ event: Kindred.Common.V1.Event, holding held: EventBatchLocks, in transaction: PostgresTransaction
+    ) async throws {
         let subject = event.userId.lowercased()
         let isDeletion = if case .accountDeleted? = event.payload { true } else { false }
-        if !isDeletion, try await self.deletedMembers.containsAny(of: Self.members(namedBy: event), in: transaction) {
+        let named = Self.members(namedBy: event)
+        if !isDeletion,
+            try await self.deletedMembers.containsAny(of: named, locked: held.holds(members: named), in: transaction)
+        {
             self.logger.debug("event about a deleted member dropped", metadata: ["event.id": "\(event.eventId)"])
             return
         }
@@ -54,13 +75,13 @@ extension NotifyService {
             try await self.notifications.cancelPending(involving: subject, in: transaction)
             try await self.digests.forget(likesBy: subject, in: transaction)
         case .matchCreated(let match)?:
-            try await self.queueMatch(match, in: transaction)
+            try await self.queueMatch(match, holding: held, in: transaction)
             let users = match.userIds.map { $0.lowercased() }
             if users.count == 2, users.allSatisfy(UUIDv7.isValid) {
                 try await self.digests.forget(between: users[0], and: users[1], in: transaction)
             }
         case .messageSent(let message)?:
-            try await self.queueMessage(message, from: subject, in: transaction)
+            try await self.queueMessage(message, from: subject, holding: held, in: transaction)
         case .matchEnded(let ended)?:
             let users = ended.userIds.map { $0.lowercased() }
             guard users.count == 2, users.allSatisfy(UUIDv7.isValid) else { return }
@@ -69,7 +90,9 @@ extension NotifyService {
         case .userBlocked(let blocked)?:
             let other = blocked.blockedUserId.lowercased()
             guard UUIDv7.isValid(subject), UUIDv7.isValid(other), subject != other else { return }
-            try await self.blocks.lock(between: subject, and: other, in: transaction)
+            if !held.holds(pair: subject, other) { try await self.blocks.lock(between: subject, and: other, in: transaction) }
+            let unheld = [subject, other].filter { !held.holds(activitiesOf: $0) }.sorted()
+            try await self.activityNotifications.lock(activitiesOf: unheld, in: transaction)
             // An older block than the row's (redelivered after a newer unblock) changes nothing.
             guard
                 try await self.blocks.record(
@@ -80,15 +103,15 @@ extension NotifyService {
         case .userUnblocked(let unblocked)?:
             let other = unblocked.unblockedUserId.lowercased()
             guard UUIDv7.isValid(subject), UUIDv7.isValid(other), subject != other else { return }
-            try await self.blocks.lock(between: subject, and: other, in: transaction)
+            if !held.holds(pair: subject, other) { try await self.blocks.lock(between: subject, and: other, in: transaction) }
             try await self.blocks.record(
                 blocker: subject, blocked: other, active: false, sequence: event.sequence, in: transaction)
         case .swipeRecorded(let swipe)?:
-            try await self.countLike(swipe, by: subject, in: transaction)
+            try await self.countLike(swipe, by: subject, holding: held, in: transaction)
         case .reportResolved(let resolved)?:
             try await self.queueReportOutcome(resolved, reporter: subject, in: transaction)
         case .activityStarted(let started)?:
-            try await self.queueActivity(started, by: subject, in: transaction)
+            try await self.queueActivity(started, by: subject, holding: held, in: transaction)
         default:
             break  // irrelevant here: acknowledged all the same
         }
@@ -125,13 +148,17 @@ extension NotifyService {
 
     /// A new match or connection: one notification for each side who wants them, about the other, with a stable
     /// id (a redelivered event queues nothing more); nothing when either blocked the other (the block came first).
-    func queueMatch(_ match: Kindred.Common.V1.MatchCreated, in transaction: PostgresTransaction) async throws {
+    func queueMatch(
+        _ match: Kindred.Common.V1.MatchCreated, holding held: EventBatchLocks, in transaction: PostgresTransaction
+    ) async throws {
         let users = match.userIds.map { $0.lowercased() }
         guard users.count == 2, users[0] != users[1], users.allSatisfy(UUIDv7.isValid), UUIDv7.isValid(match.matchId) else {
             self.logger.error("MatchCreated without a valid pair: ignored")
             return
         }
-        try await self.blocks.lock(between: users[0], and: users[1], in: transaction)
+        if !held.holds(pair: users[0], users[1]) {
+            try await self.blocks.lock(between: users[0], and: users[1], in: transaction)
+        }
         guard try await !self.blocks.isBlocked(between: users[0], and: users[1], in: transaction) else { return }
         for (user, other) in [(users[0], users[1]), (users[1], users[0])] {
             let preferences = try await self.settings.preferences(of: user, in: transaction)

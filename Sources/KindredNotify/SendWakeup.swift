@@ -1,54 +1,42 @@
 import Synchronization
 
-/// Wakes notify's sender when events were applied here (something may be due now), so that a notification queued
+/// Wakes notify's senders when events were applied here (something may be due now), so that a notification queued
 /// due at once waits neither for the poll (`KINDRED_NOTIFY_SEND_POLL_MS`) nor for a push in flight to end. The poll
 /// stays for what comes due later (a collapse window, a retry, quiet hours) and for other replicas' events.
-/// A wake-up ends every wait in progress; with nobody waiting it is kept for the next wait.
+///
+/// Each sender takes its own stream (``subscribe()``) keeping the newest wake-up only (`bufferingNewest(1)`, as the
+/// mail relay's and the events relay's loops wait): a wake-up while the sender is busy is kept for its next look,
+/// and several while it is busy are one. The sender yields into the same stream itself (its poll, a push that
+/// ended), so one loop waits for all of them.
 final class SendWakeup: Sendable {
-    private struct State {
-        var pending = false
-        var waiters: [CheckedContinuation<Void, Never>] = []
+    private struct Subscribers {
+        var nextID: UInt64 = 0
+        var continuations: [UInt64: AsyncStream<Void>.Continuation] = [:]
     }
 
-    private let state = Mutex(State())
+    private let subscribers = Mutex(Subscribers())
 
     init() {}
 
-    /// Whether the sender waits now (tests wait for it to be idle).
-    var isWaiting: Bool { self.state.withLock { !$0.waiters.isEmpty } }
-
-    func wake() {
-        let waiters = self.state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            if state.waiters.isEmpty { state.pending = true }
-            defer { state.waiters = [] }
-            return state.waiters
+    /// A stream of this wake-up's wake-ups for one sender, and its continuation (for the sender's own); finishing
+    /// the continuation ends the subscription.
+    func subscribe() -> (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation) {
+        let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let id = self.subscribers.withLock { subscribers in
+            subscribers.nextID += 1
+            subscribers.continuations[subscribers.nextID] = continuation
+            return subscribers.nextID
         }
-        for waiter in waiters { waiter.resume() }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.subscribers.withLock { $0.continuations.removeValue(forKey: id) }
+        }
+        return (stream, continuation)
     }
 
-    /// Returns at the next wake-up (at once when one came since the last wait), after `timeout`, or when the task
-    /// is cancelled.
-    func wait(upTo timeout: Duration) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                if (try? await Task.sleep(for: timeout)) != nil { self.wake() }
-            }
-            await withTaskCancellationHandler {
-                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                    let now = self.state.withLock { state -> Bool in
-                        if state.pending || Task.isCancelled {
-                            state.pending = false
-                            return true
-                        }
-                        state.waiters.append(continuation)
-                        return false
-                    }
-                    if now { continuation.resume() }
-                }
-            } onCancel: {
-                self.wake()
-            }
-            group.cancelAll()
-        }
+    /// Senders subscribed now (tests).
+    var subscriberCount: Int { self.subscribers.withLock { $0.continuations.count } }
+
+    func wake() {
+        for continuation in self.subscribers.withLock({ Array($0.continuations.values) }) { continuation.yield() }
     }
 }

@@ -33,7 +33,7 @@ export KINDRED_BIN_DIR
 
 WORK="$(mktemp -d /tmp/kindred-mixed.XXXXXX)"
 chmod 755 "$WORK"
-BASE="$(free_port_base 48050)"
+BASE="$(free_port_base)"
 # Access logs off (they measure the disk, not the services); the per-client limits lifted (export_load_limits).
 export KINDRED_CLUSTER_DIR="$WORK/run" KINDRED_DATA_DIR="$WORK/data" KINDRED_PORT_BASE="$BASE" \
     KINDRED_SMTP_PORT=$((BASE + 150)) KINDRED_LOG_LEVEL=warning \

@@ -16,6 +16,11 @@
 # fourth argument sets it (default 0 here: the pipeline's own latency; pass 3000 for the deployed behaviour).
 # The first 2 s of messages are the warm-up (connections opened, the provider token signed) and are not counted.
 #
+# Where the time goes, without a clock: PostgreSQL runs with pg_stat_statements, reset when the sending starts, and
+# the script prints per message sent the CPU time of every process of the pipeline (each server, PostgreSQL, the
+# peer, the driver; /proc) and, per service (database role), the statements and commits, then the statements that
+# took the most time.
+#
 # Usage: Tests/Benchmarks/push-e2e.sh [seconds (20)] [messages/s (500)] [pairs (2000)] [collapse ms (0)]
 # Settings: KINDRED_BIN_DIR (ready release binaries with kindred-chat-bench: no build), KINDRED_APNS_PEER_PROCESSES (2).
 set -euo pipefail
@@ -38,7 +43,7 @@ export KINDRED_BIN_DIR
 
 WORK="$(mktemp -d /tmp/kindred-push-e2e.XXXXXX)"
 chmod 755 "$WORK"
-BASE="$(free_port_base 46050)"
+BASE="$(free_port_base)"
 
 # The APNs peer, started here so that it can have several processes; notify is pointed at it below, and
 # run-cluster starts no peer of its own (--no-push-peers).
@@ -62,6 +67,9 @@ export KINDRED_CLUSTER_DIR="$WORK/run" KINDRED_DATA_DIR="$WORK/data" KINDRED_POR
     KINDRED_NOTIFY_APNS_TOPIC=dev.kindred.app KINDRED_NOTIFY_APNS_CA_FILE="$WORK/push/ca.pem" \
     KINDRED_NOTIFY_MESSAGE_COLLAPSE_MS="$COLLAPSE_MS"
 export_load_limits
+export KINDRED_POSTGRES_SETTINGS="shared_preload_libraries = 'pg_stat_statements'
+pg_stat_statements.max = 2000
+pg_stat_statements.track = top"
 start_cluster "$WORK" --no-push-peers
 trap 'stop_cluster; kill "$PEER" 2>/dev/null || true' EXIT
 wait_for_cluster "$WORK/cluster.log" "$CLUSTER"
@@ -70,9 +78,38 @@ NOTIFY_PID=$(ss -Htlnp "( sport = :$((BASE + 6)) )" | grep -o 'pid=[0-9]*' | hea
 echo "cluster ($KINDRED_BIN_DIR) on port base $BASE; APNs peer 127.0.0.1:$PEER_PORT ($PROCESSES processes); notify-server pid" \
     "$NOTIFY_PID, collapse window ${COLLAPSE_MS} ms; $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-"$KINDRED_BIN_DIR/kindred-chat-bench" --mode push --chat "127.0.0.1:$((BASE + 5))" --notify "127.0.0.1:$((BASE + 6))" \
+cluster_sql "$WORK/cluster.log"
+sql -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
+
+# cpu_snapshot: "name ticks" for every process of the pipeline (servers by their pids-file name, PostgreSQL's
+# processes summed, the peer's processes summed, the driver).
+cpu_snapshot() {
+    local name pid postmaster
+    ticks() { awk '{ split($0, after, ") "); split(after[2], f, " "); print f[12] + f[13] }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+    sum() { local total=0 p; for p in "$@"; do total=$((total + $(ticks "$p"))); done; echo "$total"; }
+    while read -r name pid; do
+        case "$name" in run-cluster | smtp-sink | postgres*) ;; *) echo "$name $(ticks "$pid")" ;; esac
+    done <"$WORK/run/pids"
+    for postmaster in $(awk '$1 ~ /^postgres/ { print $2 }' "$WORK/run/pids"); do
+        echo "postgresql $(sum "$postmaster" $(pgrep -P "$postmaster"))"
+    done
+    echo "apns-peer $(sum "$PEER" $(pgrep -P "$PEER"))"
+    echo "driver $(ticks "$DRIVER")"
+}
+OUT="$WORK/driver.out"
+: >"$OUT"
+stdbuf -oL "$KINDRED_BIN_DIR/kindred-chat-bench" --mode push --chat "127.0.0.1:$((BASE + 5))" --notify "127.0.0.1:$((BASE + 6))" \
     --signing-key "$WORK/data/auth/signing-key.pem" --users $((2 * PAIRS)) --rate "$RATE" --duration "$SECONDS_PER_RUN" \
-    --notify-pid "$NOTIFY_PID" --sends "$WORK/sends.txt" --record "$WORK/apns-peer.jsonl"
+    --notify-pid "$NOTIFY_PID" --sends "$WORK/sends.txt" --record "$WORK/apns-peer.jsonl" >"$OUT" &
+DRIVER=$!
+# The sending starts once the devices are registered: statistics and CPU times from there.
+until grep -q '^devices registered' "$OUT" || ! kill -0 "$DRIVER" 2>/dev/null; do sleep 0.05; done
+sql -c "SELECT pg_stat_statements_reset()" >/dev/null
+cpu_snapshot >"$WORK/cpu.before"
+RECORDED_BEFORE=$(wc -l <"$WORK/apns-peer.jsonl" 2>/dev/null || echo 0)
+wait "$DRIVER"
+cpu_snapshot >"$WORK/cpu.after"
+cat "$OUT"
 echo "load after the run: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 python3 - "$WORK/sends.txt" "$WORK/apns-peer.jsonl" <<'PY'
@@ -111,3 +148,26 @@ print(f"pushes accepted by the peer: {total} (refused {refused}); messages count
 print(f"SendMessage answered -> push at the APNs peer, ms: p50 {pick(0.5):.1f}  p90 {pick(0.9):.1f}  "
       f"p99 {pick(0.99):.1f}  max {latencies[-1] if latencies else float('nan'):.1f}")
 PY
+
+# Per message sent (the driver's messages, warm-up included) and per push: CPU by process, then statements and
+# commits by service.
+MESSAGES=$(wc -l <"$WORK/sends.txt")
+PUSHES=$(($(wc -l <"$WORK/apns-peer.jsonl") - RECORDED_BEFORE))
+echo "from the first message to the last push: $MESSAGES messages answered, $PUSHES pushes"
+awk -v messages="$MESSAGES" -v pushes="$PUSHES" -v hz="$(getconf CLK_TCK)" '
+    NR == FNR { before[$1] = $2; next }
+    { used = ($2 - before[$1]) / hz; total += used; line[$1] = used }
+    END {
+        printf "CPU per message, µs:"
+        for (name in line) printf " %s %.0f,", name, line[name] / messages * 1e6
+        printf " all %.0f (%.1f s over the run, per push %.0f)\n", total / messages * 1e6, total, total / (pushes ? pushes : 1) * 1e6
+    }' "$WORK/cpu.before" "$WORK/cpu.after"
+sql -c "SELECT replace(r.rolname, 'kindred_', '') AS role,
+    round(sum(s.calls)::numeric / $MESSAGES, 2) AS statements_per_message,
+    round((sum(s.calls) FILTER (WHERE s.query ~* '^\s*commit'))::numeric / $MESSAGES, 2) AS commits_per_message,
+    round(sum(s.total_exec_time)::numeric / $MESSAGES * 1000, 0) AS exec_us_per_message
+    FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid GROUP BY r.rolname ORDER BY 2 DESC" || true
+sql -c "SELECT replace(r.rolname, 'kindred_', '') AS role, round(s.calls::numeric / $MESSAGES, 2) AS per_message,
+    round(s.mean_exec_time::numeric, 3) AS mean_ms, left(regexp_replace(s.query, '\s+', ' ', 'g'), 110) AS query
+    FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid
+    ORDER BY s.calls DESC LIMIT ${KINDRED_BENCH_STATEMENTS:-30}" || true

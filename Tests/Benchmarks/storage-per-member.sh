@@ -30,7 +30,7 @@ export KINDRED_BIN_DIR
 
 WORK="$(mktemp -d /tmp/kindred-storage.XXXXXX)"
 chmod 755 "$WORK"
-BASE="$(free_port_base 48450)"
+BASE="$(free_port_base)"
 export KINDRED_CLUSTER_DIR="$WORK/run" KINDRED_DATA_DIR="$WORK/data" KINDRED_PORT_BASE="$BASE" \
     KINDRED_SMTP_PORT=$((BASE + 150)) KINDRED_LOG_LEVEL=warning KINDRED_DEMO_MEMBERS="$MEMBERS"
 export_load_limits

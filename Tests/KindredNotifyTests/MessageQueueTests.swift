@@ -66,6 +66,30 @@ struct MessageQueueTests {
         }
     }
 
+    /// With no collapse window a message arriving while its thread's notification is on its way queues another,
+    /// due at once: it is claimed only once the first one ended, so the device gets them in order (the newest,
+    /// which it keeps under the thread's collapse id, last).
+    @Test func aThreadsNextNotificationWaitsUntilTheOneOnItsWayEnded() async throws {
+        try await NotifyHarness.with(settings: ["KINDRED_NOTIFY_MESSAGE_COLLAPSE_MS": "0"]) { harness in
+            let (ann, bob) = (try NotifyHarness.member(), try NotifyHarness.member())
+            let (thread, other) = (try UUIDv7.generate(), try UUIDv7.generate())
+            let store = NotificationStore()
+            _ = try await harness.client.deliver(
+                N.deliverEvents, [try Self.sent(ann.id, to: bob.id, thread: thread)], from: "chat", tokens: testKeys)
+            let first = try await store.claimDue(limit: 10, lease: .seconds(60), in: harness.database)
+            #expect(first.count == 1)
+            _ = try await harness.client.deliver(
+                N.deliverEvents,
+                [try Self.sent(ann.id, to: bob.id, thread: thread), try Self.sent(ann.id, to: bob.id, thread: other)],
+                from: "chat", tokens: testKeys)
+            let meanwhile = try await store.claimDue(limit: 10, lease: .seconds(60), in: harness.database)
+            #expect(meanwhile.map(\.thread) == [other], "only the other thread's notification is claimed")
+            try await store.record([.finished(first[0].id, as: "sent")], in: harness.database)
+            let next = try await store.claimDue(limit: 10, lease: .seconds(60), in: harness.database)
+            #expect(next.map(\.thread) == [thread])
+        }
+    }
+
     @Test func aBlockCancelsWaitingMessagesAndTurningMessagesOffQueuesNone() async throws {
         try await NotifyHarness.with(settings: ["KINDRED_NOTIFY_MESSAGE_COLLAPSE_MS": "60000"]) { harness in
             let (ann, bob) = (try NotifyHarness.member(), try NotifyHarness.member())

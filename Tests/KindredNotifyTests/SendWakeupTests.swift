@@ -2,44 +2,64 @@ import Testing
 
 @testable import KindredNotify
 
-/// ``SendWakeup`` on its own. Each wait below has an hour's timeout, so a wait that returns at all returned for the
-/// reason the test gives.
+/// ``SendWakeup`` on its own: what a sender's stream holds after wake-ups. Nothing waits on a clock: each stream is
+/// finished before it is read to its end, so a count is exactly what was kept.
 @Suite("The sender's wake-up")
 struct SendWakeupTests {
-    @Test func aWakeUpWithNobodyWaitingIsKeptForTheNextWait() async {
+    static func count(_ stream: AsyncStream<Void>) async -> Int {
+        var count = 0
+        for await _ in stream { count += 1 }
+        return count
+    }
+
+    @Test func aWakeUpWithNobodyWaitingIsKeptForTheNextLook() async {
         let wakeup = SendWakeup()
+        let (stream, continuation) = wakeup.subscribe()
         wakeup.wake()
-        await wakeup.wait(upTo: .seconds(3600))
-        #expect(!wakeup.isWaiting)
+        continuation.finish()
+        #expect(await Self.count(stream) == 1)
+    }
+
+    @Test func wakeUpsWhileTheSenderIsBusyAreOne() async {
+        let wakeup = SendWakeup()
+        let (stream, continuation) = wakeup.subscribe()
+        wakeup.wake()
+        continuation.yield()  // the sender's own: a push ended
+        wakeup.wake()
+        continuation.finish()
+        #expect(await Self.count(stream) == 1)
+    }
+
+    @Test func everySenderIsWoken() async {
+        let wakeup = SendWakeup()
+        let senders = (0..<3).map { _ in wakeup.subscribe() }
+        wakeup.wake()
+        for (stream, continuation) in senders {
+            continuation.finish()
+            #expect(await Self.count(stream) == 1)
+        }
     }
 
     @Test func aWakeUpEndsAWait() async throws {
         let wakeup = SendWakeup()
-        let waiting = Task { await wakeup.wait(upTo: .seconds(3600)) }
-        while !wakeup.isWaiting { try await Task.sleep(for: .milliseconds(5)) }
+        let (stream, _) = wakeup.subscribe()
+        let waiting = Task {
+            var iterator = stream.makeAsyncIterator()
+            return await iterator.next() != nil
+        }
         wakeup.wake()
-        await waiting.value
-        #expect(!wakeup.isWaiting)
+        #expect(await waiting.value)
     }
 
-    @Test func cancellationEndsAWait() async throws {
+    @Test func aFinishedSenderIsNoLongerWoken() {
         let wakeup = SendWakeup()
-        let waiting = Task { await wakeup.wait(upTo: .seconds(3600)) }
-        while !wakeup.isWaiting { try await Task.sleep(for: .milliseconds(5)) }
-        waiting.cancel()
-        await waiting.value
-    }
-
-    @Test func theTimeoutEndsAWait() async {
-        await SendWakeup().wait(upTo: .milliseconds(20))
-    }
-
-    @Test func aWakeUpEndsEveryWaitInProgress() async throws {
-        let wakeup = SendWakeup()
-        let waits = (0..<2).map { _ in Task { await wakeup.wait(upTo: .seconds(3600)) } }
-        while !wakeup.isWaiting { try await Task.sleep(for: .milliseconds(5)) }
-        try await Task.sleep(for: .milliseconds(50))  // the second wait, if it is not in yet, takes the kept wake-up
+        let (_, first) = wakeup.subscribe()
+        let (_, second) = wakeup.subscribe()
+        #expect(wakeup.subscriberCount == 2)
+        first.finish()
+        #expect(wakeup.subscriberCount == 1)
+        second.finish()
+        #expect(wakeup.subscriberCount == 0)
         wakeup.wake()
-        for wait in waits { await wait.value }
     }
 }

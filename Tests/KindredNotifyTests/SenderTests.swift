@@ -41,6 +41,7 @@ struct SenderTests {
         logger.logLevel = .error
         var providers: [APNsProvider] = []
         var runs: [Task<Void, Never>] = []
+        var senders: [NotificationSender] = []
         for _ in 0..<count {
             var configuration = APNsConfiguration(
                 keyFile: keys.apnsKey, keyID: Self.keyID, teamID: Self.teamID, topic: Self.topic)
@@ -52,10 +53,11 @@ struct SenderTests {
                 database: harness.database, providers: [.apns: provider], apnsTopic: Self.topic,
                 pollInterval: poll, lease: .seconds(60), concurrency: concurrency, wakeup: wakeup,
                 metrics: NOOPMetricsHandler.instance, logger: logger)
+            senders.append(sender)
             runs.append(Task { await sender.run() })
         }
         let idle = ContinuousClock.now + .seconds(60)
-        while !wakeup.isWaiting, ContinuousClock.now < idle { try await Task.sleep(for: .milliseconds(10)) }
+        while !senders.allSatisfy(\.isWaiting), ContinuousClock.now < idle { try await Task.sleep(for: .milliseconds(10)) }
         try await whenIdle()
         let deadline = ContinuousClock.now + .seconds(90)
         var finished = false

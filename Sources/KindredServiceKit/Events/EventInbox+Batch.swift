@@ -13,10 +13,15 @@ extension EventInbox {
     /// an event's changes to it are dropped with its savepoint. When the transaction is retried (a conflict, a
     /// lost connection before COMMIT) the batch runs again from `state`. A failure of the transaction itself
     /// (BEGIN, COMMIT) throws: nothing is acknowledged and nothing applied.
+    ///
+    /// `prepare` runs first in the transaction, outside every savepoint: what it takes (advisory locks the batch's
+    /// events will need, in one order for every batch, so that two batches applied at once never wait on each other
+    /// in a cycle) is held until the commit.
     public func processInOneTransaction<State: Sendable>(
         _ events: [Kindred.Common.V1.Event],
         from producer: String,
         state initial: State,
+        prepare: (PostgresTransaction) async throws -> Void = { _ in },
         handler: (Kindred.Common.V1.Event, PostgresTransaction, inout State) async throws -> Void
     ) async throws -> (acknowledged: [String], state: State) {
         guard events.count <= DeliveryPlan.maxBatch else {
@@ -26,6 +31,7 @@ extension EventInbox {
             throw RPCError(.invalidArgument, "Events must come from their producer")
         }
         return try await self.database.withTransaction { transaction in
+            try await prepare(transaction)
             var decisions = InboxBatch()
             var state = initial
             for event in events {

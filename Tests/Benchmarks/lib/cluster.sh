@@ -1,17 +1,11 @@
 # Sourced by the benchmark scripts that start a cluster with services/run-cluster.sh in the background.
 
-# free_port_base START: prints the first port base from START (in steps of 10) at which every port a cluster
-# listens on is free: gRPC (base+0..6), admin (+100..106), SMTP (+150), media (+200), local push peers (+300..302).
+# free_port_base: prints a port base at which every port a cluster listens on is free: gRPC (base+0..6), admin
+# (+100..106), SMTP (+150), media (+200), local push peers (+300..302), NATS (+310..315). The cluster tests' choice
+# (Tests/Cluster/cluster_harness.py): below the kernel's ephemeral range, where an outgoing connection (to
+# PostgreSQL, between the services, the driver's) cannot take a port before the cluster binds it.
 free_port_base() {
-    local base="$1"
-    while ! cluster_ports_free "$base"; do base=$((base + 10)); done
-    echo "$base"
-}
-cluster_ports_free() {
-    local i
-    for i in 0 1 2 3 4 5 6 100 101 102 103 104 105 106 150 200 300 301 302; do
-        ! (: <"/dev/tcp/127.0.0.1/$(($1 + i))") 2>/dev/null || return 1 # a connection opened: in use
-    done
+    PYTHONPATH=Tests/Cluster python3 -c 'from cluster_harness import free_port_base; print(free_port_base()[0])'
 }
 
 # export_load_limits: lifts the per-client and per-account limits, which protect against abuse, not against a
