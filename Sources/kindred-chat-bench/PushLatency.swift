@@ -46,7 +46,6 @@ extension ChatBench {
         }
         await notify.close()
         print("devices registered: \(threads.count)")
-        fflush(stdout)  // the script starts its statistics at this line
 
         let clock = ContinuousClock()
         let interval = Duration.seconds(1) / self.rate

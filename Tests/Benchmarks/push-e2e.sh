@@ -98,12 +98,14 @@ cpu_snapshot() {
 }
 OUT="$WORK/driver.out"
 : >"$OUT"
-stdbuf -oL "$KINDRED_BIN_DIR/kindred-chat-bench" --mode push --chat "127.0.0.1:$((BASE + 5))" --notify "127.0.0.1:$((BASE + 6))" \
+"$KINDRED_BIN_DIR/kindred-chat-bench" --mode push --chat "127.0.0.1:$((BASE + 5))" --notify "127.0.0.1:$((BASE + 6))" \
     --signing-key "$WORK/data/auth/signing-key.pem" --users $((2 * PAIRS)) --rate "$RATE" --duration "$SECONDS_PER_RUN" \
     --notify-pid "$NOTIFY_PID" --sends "$WORK/sends.txt" --record "$WORK/apns-peer.jsonl" >"$OUT" &
 DRIVER=$!
 # The sending starts once the devices are registered: statistics and CPU times from there.
-until grep -q '^devices registered' "$OUT" || ! kill -0 "$DRIVER" 2>/dev/null; do sleep 0.05; done
+until [ "$(sql -tA -c "SELECT count(*) FROM notify.devices")" -ge "$PAIRS" ] || ! kill -0 "$DRIVER" 2>/dev/null; do
+    sleep 0.05
+done
 sql -c "SELECT pg_stat_statements_reset()" >/dev/null
 cpu_snapshot >"$WORK/cpu.before"
 RECORDED_BEFORE=$(wc -l <"$WORK/apns-peer.jsonl" 2>/dev/null || echo 0)
@@ -149,8 +151,8 @@ print(f"SendMessage answered -> push at the APNs peer, ms: p50 {pick(0.5):.1f}  
       f"p99 {pick(0.99):.1f}  max {latencies[-1] if latencies else float('nan'):.1f}")
 PY
 
-# Per message sent (the driver's messages, warm-up included) and per push: CPU by process, then statements and
-# commits by service.
+# Per message sent (the driver's messages, warm-up included) and per push: CPU by process, then statements,
+# commits and execution time by service, then the statements that took the most time (exec_us: per message).
 MESSAGES=$(wc -l <"$WORK/sends.txt")
 PUSHES=$(($(wc -l <"$WORK/apns-peer.jsonl") - RECORDED_BEFORE))
 echo "from the first message to the last push: $MESSAGES messages answered, $PUSHES pushes"
@@ -168,6 +170,7 @@ sql -c "SELECT replace(r.rolname, 'kindred_', '') AS role,
     round(sum(s.total_exec_time)::numeric / $MESSAGES * 1000, 0) AS exec_us_per_message
     FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid GROUP BY r.rolname ORDER BY 2 DESC" || true
 sql -c "SELECT replace(r.rolname, 'kindred_', '') AS role, round(s.calls::numeric / $MESSAGES, 2) AS per_message,
-    round(s.mean_exec_time::numeric, 3) AS mean_ms, left(regexp_replace(s.query, '\s+', ' ', 'g'), 110) AS query
+    round(s.mean_exec_time::numeric, 3) AS mean_ms, round(s.total_exec_time::numeric / $MESSAGES * 1000, 0) AS exec_us,
+    left(regexp_replace(s.query, '\s+', ' ', 'g'), 100) AS query
     FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid
-    ORDER BY s.calls DESC LIMIT ${KINDRED_BENCH_STATEMENTS:-30}" || true
+    ORDER BY s.total_exec_time DESC LIMIT ${KINDRED_BENCH_STATEMENTS:-30}" || true

@@ -13,7 +13,7 @@ struct EventBatchLocksTests {
         let (a, b, c, d) = try { (ids: [String]) in (ids[0], ids[1], ids[2], ids[3]) }(Self.ids(4))
         let locks = EventBatchLocks([
             try MessageQueueTests.sent(d, to: c, thread: try UUIDv7.generate()),
-            try LikesDigestTests.like(b, a),
+            try LikesDigestQueueTests.like(b, a),
             try MessageQueueTests.sent(a, to: b, thread: try UUIDv7.generate()),
         ])
         #expect(locks.members == [a, b, c, d])
@@ -40,7 +40,7 @@ struct EventBatchLocksTests {
         deleted.userId = a
         deleted.payload = .accountDeleted(.init())
         let locks = EventBatchLocks([
-            deleted, try LikesDigestTests.like(a, b, action: .pass),
+            deleted, try LikesDigestQueueTests.like(a, b, action: .pass),
             try MessageQueueTests.sent(a, to: "not-an-id", thread: try UUIDv7.generate()),
             try MessageQueueTests.sent(a, to: a, thread: try UUIDv7.generate()),
         ])
