@@ -53,13 +53,14 @@ struct SendWakeupTests {
 
     @Test func aFinishedSenderIsNoLongerWoken() {
         let wakeup = SendWakeup()
-        let (_, first) = wakeup.subscribe()
-        let (_, second) = wakeup.subscribe()
+        let (firstStream, first) = wakeup.subscribe()
+        let (secondStream, second) = wakeup.subscribe()
         #expect(wakeup.subscriberCount == 2)
         first.finish()
         #expect(wakeup.subscriberCount == 1)
         second.finish()
         #expect(wakeup.subscriberCount == 0)
         wakeup.wake()
+        withExtendedLifetime((firstStream, secondStream)) {}
     }
 }
