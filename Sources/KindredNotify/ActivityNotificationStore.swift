@@ -9,13 +9,7 @@ struct ActivityNotificationStore: Sendable {
     /// cancellation takes what it queued) or its statement, after the lock, sees the block and queues nothing for
     /// the pair.
     func lock(activitiesOf members: [String], in transaction: PostgresTransaction) async throws {
-        guard !members.isEmpty else { return }
-        try await transaction.execute(
-            """
-            SELECT pg_advisory_xact_lock(\(Self.lockClass), hashtext(member))
-            FROM unnest(\(members)::text[]) WITH ORDINALITY AS locked(member, position) ORDER BY position
-            """
-        )
+        try await AdvisoryLocks.take(members, class: Self.lockClass, in: transaction)
     }
 
     /// The first key of the activity locks (the second is the member's hash), apart from notify's other locks.

@@ -18,13 +18,7 @@ struct BlockStore: Sendable {
     /// Holds the locks of `pairs` (each "first|second", ids sorted, as ``lock(between:and:)`` names them) until the
     /// transaction ends, taken in the order given (an event batch's, sorted: ``EventBatchLocks``).
     func lock(pairs: [String], in transaction: PostgresTransaction) async throws {
-        guard !pairs.isEmpty else { return }
-        try await transaction.execute(
-            """
-            SELECT pg_advisory_xact_lock(\(Self.lockClass), hashtext(pair))
-            FROM unnest(\(pairs)::text[]) WITH ORDINALITY AS locked(pair, position) ORDER BY position
-            """
-        )
+        try await AdvisoryLocks.take(pairs, class: Self.lockClass, in: transaction)
     }
 
     /// The name of the pair lock of two members (either order).

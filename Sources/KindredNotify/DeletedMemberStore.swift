@@ -24,13 +24,7 @@ struct DeletedMemberStore: Sendable {
     /// Holds the locks of `users` shared until the transaction ends, taken in the order given (an event batch's,
     /// sorted: ``EventBatchLocks``), as ``containsAny(of:locked:in:)`` does before it looks.
     func lockShared(_ users: [String], in transaction: PostgresTransaction) async throws {
-        guard !users.isEmpty else { return }
-        try await transaction.execute(
-            """
-            SELECT pg_advisory_xact_lock_shared(\(Self.lockClass), hashtext(member))
-            FROM unnest(\(users)::text[]) WITH ORDINALITY AS named(member, position) ORDER BY position
-            """
-        )
+        try await AdvisoryLocks.take(users, class: Self.lockClass, shared: true, in: transaction)
     }
 
     /// Whether any of `users` (valid UUIDs, lowercase, sorted so that locks are taken in one order) has a

@@ -14,13 +14,7 @@ struct DigestStore: Sendable {
     /// Holds the digest locks of `users` until the transaction ends, taken in the order given (an event batch's,
     /// sorted: ``EventBatchLocks``).
     func lock(digestsOf users: [String], in transaction: PostgresTransaction) async throws {
-        guard !users.isEmpty else { return }
-        try await transaction.execute(
-            """
-            SELECT pg_advisory_xact_lock(\(Self.lockClass), hashtext(member))
-            FROM unnest(\(users)::text[]) WITH ORDINALITY AS locked(member, position) ORDER BY position
-            """
-        )
+        try await AdvisoryLocks.take(users, class: Self.lockClass, in: transaction)
     }
 
     /// The first key of the digest locks (the second is the member's hash), apart from notify's member locks
