@@ -25,19 +25,4 @@ extension OutboxRelay {
             ])
         return true
     }
-
-    /// ``checkStream()`` until it succeeds (NATS or PostgreSQL not answering yet), before the first delivery.
-    func checkStreamUntilDone() async {
-        var delay: Duration = .milliseconds(100)
-        while !Task.isCancelled {
-            do {
-                try await self.checkStream()
-                return
-            } catch {
-                self.logger.warning("events relay cannot check its stream yet", metadata: ["error": "\(error)"])
-                try? await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(5))
-            }
-        }
-    }
 }

@@ -102,8 +102,12 @@ public final class OutboxRelay: Sendable {
     public func run() async {
         guard !self.configuration.consumers.isEmpty else { return }
         if let bus = self.bus { await self.prepare(bus) }
-        await self.registerConsumersUntilDone()
-        if self.bus != nil { await self.checkStreamUntilDone() }
+        await self.untilDone("events relay cannot register its consumers yet", errorType: true) {
+            try await self.registerConsumers()
+        }
+        if self.bus != nil {
+            await self.untilDone("events relay cannot check its stream yet") { try await self.checkStream() }
+        }
         let loops = self.configuration.consumers.flatMap { consumer in
             Array(repeating: consumer, count: self.configuration.loopsPerConsumer)
         }
@@ -139,16 +143,8 @@ public final class OutboxRelay: Sendable {
     /// Connects to the bus and creates the producer's stream, retrying until done.
     private func prepare(_ bus: JetStreamEventBus) async {
         await bus.connected()
-        var delay: Duration = .milliseconds(100)
-        while !Task.isCancelled {
-            do {
-                try await bus.ensureStream(producer: self.configuration.producer)
-                return
-            } catch {
-                self.logger.warning("events relay cannot create its stream yet", metadata: ["error": "\(error)"])
-                try? await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(5))
-            }
+        await self.untilDone("events relay cannot create its stream yet") {
+            try await bus.ensureStream(producer: self.configuration.producer)
         }
     }
 
@@ -290,17 +286,20 @@ public final class OutboxRelay: Sendable {
 
     // MARK: Loops
 
-    private func registerConsumersUntilDone() async {
+    /// Runs `step` until it succeeds (PostgreSQL or NATS not answering yet) or the task is cancelled, 100 ms doubling
+    /// to 5 s between tries, each failure logged as `problem` with the error (its type alone when `errorType`).
+    private func untilDone(
+        _ problem: Logger.Message, errorType: Bool = false, _ step: () async throws -> Void
+    ) async {
         var delay: Duration = .milliseconds(100)
         while !Task.isCancelled {
             do {
-                try await self.registerConsumers()
+                try await step()
                 return
             } catch {
-                self.logger.warning(
-                    "events relay cannot register its consumers yet",
-                    metadata: ["error.type": "\(type(of: error))"]
-                )
+                let described: Logger.Metadata =
+                    errorType ? ["error.type": "\(type(of: error))"] : ["error": "\(error)"]
+                self.logger.warning(problem, metadata: described)
                 try? await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(5))
             }
