@@ -14,13 +14,8 @@ struct Limits {
 func parse(_ stream: [UInt8], chunks plan: [UInt8], limits: Limits) -> (operations: [NATSServerOperation], failed: Bool) {
     var parser = NATSParser(maxControlLine: limits.controlLine, maxPayload: limits.payload)
     var operations: [NATSServerOperation] = []
-    var offset = 0
-    var step = 0
-    repeat {
-        let size = plan.isEmpty ? stream.count - offset : min(stream.count - offset, 1 + Int(plan[step % plan.count]))
-        step += 1
-        parser.append(Array(stream[offset..<(offset + size)]))
-        offset += size
+    for piece in chunks(of: stream, plan: plan) {
+        parser.append(Array(piece))
         do {
             while let operation = try parser.next() { operations.append(operation) }
         } catch {
@@ -28,7 +23,7 @@ func parse(_ stream: [UInt8], chunks plan: [UInt8], limits: Limits) -> (operatio
             return (operations, true)
         }
         parser.compact()
-    } while offset < stream.count
+    }
     return (operations, false)
 }
 

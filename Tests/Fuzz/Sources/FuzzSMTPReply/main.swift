@@ -10,20 +10,15 @@ import NIOCore
 func parse(_ stream: [UInt8], chunks plan: [UInt8]) -> (replies: [SMTPReply], failed: Bool) {
     var parser = SMTPReplyParser()
     var replies: [SMTPReply] = []
-    var offset = 0
-    var step = 0
-    repeat {
-        let size = plan.isEmpty ? stream.count - offset : min(stream.count - offset, 1 + Int(plan[step % plan.count]))
-        step += 1
-        parser.append(ByteBuffer(bytes: stream[offset..<(offset + size)]))
-        offset += size
+    for piece in chunks(of: stream, plan: plan) {
+        parser.append(ByteBuffer(bytes: piece))
         do {
             while let reply = try parser.next() { replies.append(reply) }
         } catch {
             require(error.code == .protocolError, "a reply refused as \(error.code)")
             return (replies, true)
         }
-    } while offset < stream.count
+    }
     return (replies, false)
 }
 
