@@ -257,10 +257,10 @@ public struct CommunityIndex: Sendable {
     }
 
     /// Renumbers the slots in the order of the places (a rebuild, once its members are in): the cells by Z-order
-    /// of their grid row and column, each cell's members in slot order (their bucket order when loaded afresh). Every per-slot array is then read
-    /// nearly in sequence by a deck — a cell's members, and the cells next to it, sit in neighbouring slots —
-    /// instead of one cache (and TLB) miss per candidate and per array: at 5M members in slot order of arrival,
-    /// those misses were most of a deck's time. Returns each old slot's new slot (-1: a free slot, dropped).
+    /// of their grid row and column, each cell's members in slot order (their bucket order when loaded afresh).
+    /// Every per-slot array is then read nearly in sequence by a deck — a cell's members, and the cells next to
+    /// it, sit in neighbouring slots — instead of one cache (and TLB) miss per candidate and per array: at 5M
+    /// members in slot order of arrival, those misses were most of a deck's time. Returns each old slot's new slot (-1: a free slot, dropped).
     /// Decks are unchanged (the walk visits the same cells and reads each bucket in the same order); members
     /// inserted later take new slots at the end until the next rebuild.
     @discardableResult
