@@ -52,6 +52,44 @@ import Testing
         await database.shutdown()
     }
 
+    /// While the relay waits for an open append to the batch's last partition, an append to its first partition
+    /// goes through at once: the relay holds no cursor while it waits (it used to hold the batch's earlier
+    /// cursors, so that append queued behind an unrelated transaction until `lock_timeout` ended it).
+    @Test func anAppendNeverQueuesBehindARecordWaitingOnAnotherPartition() async throws {
+        let database = try await EventsDatabase.make()
+        let store = OutboxRelayStore(database: database.producer, owner: "relay-under-test")
+        try await store.register(consumers: ["sink"])
+        let partitions = (0..<5).map { "queue-p\($0)" }
+        for partition in partitions { try await database.append(partition: partition) }
+        let claimed = try await store.claim(consumer: "sink", limit: 100, lease: .seconds(60))
+        #expect(claimed.count == partitions.count)
+        let outcomes = Dictionary(uniqueKeysWithValues: claimed.map {
+            ($0.partition, DeliveryPlan.Outcome.delivered(acknowledged: $0.acknowledged + 1, count: 1))
+        })
+        let recording = try await database.producer.withTransaction(maxAttempts: 1) { transaction in
+            try await database.outbox.append(Self.event(partitions[4]), in: transaction)
+            let recording = Task {
+                try await store.record(consumer: "sink", outcomes: outcomes, delays: [:], error: nil)
+            }
+            #expect(try await eventually(timeout: .seconds(10)) { try await Self.recordIsWaitingOnALock(database) })
+            // Another producer's transaction, with a short lock_timeout, appends to the first partition.
+            try await database.producer.withTransaction(maxAttempts: 1) { other in
+                try await other.execute("SET LOCAL lock_timeout = '1s'")
+                try await database.outbox.append(Self.event(partitions[0]), in: other)
+            }
+            return recording
+        }
+        try await recording.value
+        let acknowledged = try await database.producer.query(
+            """
+            SELECT count(*) FROM events_cursors
+            WHERE consumer = 'sink' AND leased_by IS NULL AND acknowledged_sequence < appended_sequence
+            """
+        ).scalar(Int64.self)
+        #expect(acknowledged == 2)  // the two partitions with a new event since the batch
+        await database.shutdown()
+    }
+
     static func event(_ partition: String) -> Kindred.Common.V1.Event {
         var event = Kindred.Common.V1.Event()
         event.userId = partition

@@ -26,10 +26,10 @@ import KindredProto
 /// (`events_consumers`, written by the relay from its configuration) gets its cursor row marked pending, and
 /// the commit sends a NOTIFY on ``channel`` that wakes the relays at once.
 ///
-/// The cursor rows are locked partition by partition, each partition's in consumer order, and the relay takes
-/// them in the same order when it records a batch (``OutboxRelayStore``); so a transaction that appends to
-/// several partitions appends them in ascending partition key (as ``appendQuery(_:)`` does), or a relay
-/// recording those partitions at the same moment can deadlock with it.
+/// The cursor rows are locked partition by partition, each partition's in consumer order. A transaction that
+/// appends to several partitions appends them in ascending partition key (as ``appendQuery(_:)`` does), the
+/// order the relay's purge takes them in. When the relay records a batch (``OutboxRelayStore``), it skips the
+/// cursors an append holds and then waits on each alone, so it never holds a cursor that an append waits for.
 ///
 /// In a SERIALIZABLE transaction, two appends to the same partition at once conflict on the counter row;
 /// `withTransaction` retries the loser (up to its `maxAttempts`), as for any other conflict.

@@ -59,13 +59,21 @@ struct OutboxRelayStore: Sendable {
     }
 
     /// The events after each claimed partition's cursor, in outbox order, at most `limit`.
+    ///
+    /// Each partition's first `limit` events come from the `(partition_key, sequence)` index, then the earliest
+    /// of them all: read the other way (the outbox in id order, joined to the partitions), the plan walked every
+    /// delivered event the outbox still keeps before reaching the pending ones.
     func events(after claimed: [ClaimedPartition], limit: Int) async throws -> [OutboxEvent] {
         let rows = try await self.database.query(
             """
-            SELECT o.event_id::text, o.partition_key, o.sequence, o.payload FROM events_outbox o
-            JOIN unnest(\(claimed.map(\.partition))::text[], \(claimed.map(\.acknowledged))::int8[])
+            SELECT o.event_id::text, o.partition_key, o.sequence, o.payload
+            FROM unnest(\(claimed.map(\.partition))::text[], \(claimed.map(\.acknowledged))::int8[])
                 AS k(partition_key, acknowledged)
-              ON o.partition_key = k.partition_key AND o.sequence > k.acknowledged
+            CROSS JOIN LATERAL (
+                SELECT id, event_id, partition_key, sequence, payload FROM events_outbox
+                WHERE partition_key = k.partition_key AND sequence > k.acknowledged
+                ORDER BY sequence LIMIT \(Int64(limit))
+            ) o
             ORDER BY o.id LIMIT \(Int64(limit))
             """
         )
@@ -78,15 +86,32 @@ struct OutboxRelayStore: Sendable {
     /// Writes the outcome of a batch and ends this relay's leases on those partitions. Cursors only move
     /// forward (`GREATEST`), and only while this relay still holds the lease.
     ///
-    /// The cursor rows are locked in partition-key order first, the order appends take them (``Outbox``): an
-    /// append holding one partition's cursor makes this wait without holding any later partition, so a
-    /// transaction appending to several partitions and this update never wait on each other in a circle.
+    /// Appends lock a partition's cursor rows until their transaction commits (``Outbox``). The outcomes are
+    /// written first to every cursor no append holds (`SKIP LOCKED`), then to each held one alone, so the relay
+    /// waits on one append at a time while holding no other cursor: an append to another partition never waits
+    /// behind it, and a transaction appending to several partitions cannot wait on it in a circle.
     func record(
         consumer: String,
         outcomes: [String: DeliveryPlan.Outcome],
         delays: [String: Duration],
         error: String?
     ) async throws {
+        let written = try await self.write(consumer: consumer, outcomes, delays: delays, error: error, skipHeld: true)
+        for (partition, outcome) in outcomes where !written.contains(partition) {
+            _ = try await self.write(consumer: consumer, [partition: outcome], delays: delays, error: error,
+                                     skipHeld: false)
+        }
+    }
+
+    /// One statement of ``record(consumer:outcomes:delays:error:)``: writes `outcomes` to the cursors this relay
+    /// leases, skipping (`skipHeld`) or waiting on those another transaction holds; returns the partitions written.
+    private func write(
+        consumer: String,
+        _ outcomes: [String: DeliveryPlan.Outcome],
+        delays: [String: Duration],
+        error: String?,
+        skipHeld: Bool
+    ) async throws -> Set<String> {
         var partitions: [String] = []
         var acknowledged: [Int64] = []
         var codes: [Int32] = []
@@ -102,12 +127,12 @@ struct OutboxRelayStore: Sendable {
             delaySeconds.append(delays[partition]?.seconds ?? 0)
         }
         // Outcome codes: 0 untouched, 1 delivered, 2 failed, 3 nothing left to send (cursor to the end).
-        try await self.database.execute(
+        let rows = try await self.database.query(
             """
             WITH locked AS (
                 SELECT consumer, partition_key FROM events_cursors
                 WHERE consumer = \(consumer) AND partition_key = ANY(\(partitions)::text[]) AND leased_by = \(self.owner)
-                ORDER BY partition_key FOR UPDATE
+                ORDER BY partition_key FOR UPDATE \(unescaped: skipHeld ? "SKIP LOCKED" : "")
             )
             UPDATE events_cursors c SET
                 acknowledged_sequence = CASE WHEN u.outcome = 3 THEN c.appended_sequence
@@ -117,17 +142,22 @@ struct OutboxRelayStore: Sendable {
                     ELSE c.next_attempt_at END,
                 last_error = CASE WHEN u.outcome = 2 THEN \(error) WHEN u.outcome = 0 THEN c.last_error ELSE NULL END,
                 leased_by = NULL, leased_until = NULL,
+                -- The first pending event's time, read from the (partition_key, sequence) index (min(created_at)
+                -- was planned as a walk of the whole outbox in created_at order).
                 pending_since = (
-                    SELECT min(o.created_at) FROM events_outbox o
+                    SELECT o.created_at FROM events_outbox o
                     WHERE o.partition_key = c.partition_key AND o.sequence > CASE WHEN u.outcome = 3
                         THEN c.appended_sequence ELSE GREATEST(c.acknowledged_sequence, u.acknowledged) END
+                    ORDER BY o.sequence LIMIT 1
                 )
             FROM locked JOIN unnest(\(partitions)::text[], \(acknowledged)::int8[], \(codes)::int4[],
                                      \(delaySeconds)::float8[]) AS u(partition_key, acknowledged, outcome, delay)
                 ON u.partition_key = locked.partition_key
             WHERE c.consumer = locked.consumer AND c.partition_key = locked.partition_key AND c.leased_by = \(self.owner)
+            RETURNING c.partition_key
             """
         )
+        return Set(try rows.map { try $0[0, as: String.self] })
     }
 
     /// Ends the backoff of `consumer`'s partitions that failed (it answers again): they are due at once. Rows
