@@ -117,6 +117,30 @@ struct CandidateIndexTests {
         #expect(deck(index, 7) == [1, 2, 3, 4, 5])
     }
 
+    @Test("A freed slot takes none of the likes its last member received", arguments: [false, true])
+    func reusedSlotLosesReceivedLikes(loaded: Bool) {
+        var index = CommunityIndex()
+        for n: UInt64 in 1...4 { index.upsert(Self.member(n, gender: 0, wants: 0)) }
+        let (liker, liked, passer) = (Self.key(1), Self.key(2), Self.key(3))
+        if loaded {  // as a rebuild records them
+            var swipes = SlotSwipes()
+            swipes.append(viewer: index.slot(of: liker)!, target: index.slot(of: liked)!, liked: true)
+            swipes.append(viewer: index.slot(of: passer)!, target: index.slot(of: liked)!, liked: false)
+            index.load(swipes: swipes, blocks: [])
+        } else {
+            index.recordSwipe(viewer: liker, target: liked, liked: true)
+            index.recordSwipe(viewer: passer, target: liked, liked: false)
+        }
+        #expect(deck(index, 1) == [3, 4])
+        let freed = index.slot(of: liked)
+        index.remove(liked)
+        index.upsert(Self.member(5, gender: 0, wants: 0))
+        #expect(index.slot(of: Self.key(5)) == freed)
+        #expect(deck(index, 1) == [3, 4, 5])
+        #expect(deck(index, 3) == [1, 4, 5])
+        #expect(!index.hasSwiped(liker, Self.key(5)))
+    }
+
     @Test("Attribute filters require every listed value")
     func attributeFilters() {
         var index = CommunityIndex()

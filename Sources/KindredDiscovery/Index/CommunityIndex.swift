@@ -44,6 +44,9 @@ public struct CommunityIndex: Sendable {
     /// Slots each member swiped, and slots that passed on each member (kept sorted, small per member).
     private var swiped: [[Int32]] = []
     private var passedOn: [[Int32]] = []
+    /// Slots that liked each member (sorted): read only when the member's slot is freed, to take the likes it
+    /// received out of the likers' `swiped`, so that whoever gets the slot next is not hidden from them.
+    private var likedBy: [[Int32]] = []
     /// Blocks in either direction, per slot.
     private var blocked: [[Int32]] = []
     /// Whether the member's published position lies in a cell this replica owns (`DiscoveryShards`): only then can
@@ -113,17 +116,22 @@ public struct CommunityIndex: Sendable {
     /// Forgets a slot's swipes and blocks with members this replica does not own (the slot is not owned either).
     private mutating func dropUnownedEdges(of slot: Int32) {
         let i = Int(slot)
-        for other in swiped[i] where !owned[Int(other)] { Self.removeSorted(slot, from: &passedOn[Int(other)]) }
+        for other in swiped[i] where !owned[Int(other)] {
+            Self.removeSorted(slot, from: &passedOn[Int(other)])
+            Self.removeSorted(slot, from: &likedBy[Int(other)])
+        }
         for other in passedOn[i] where !owned[Int(other)] { Self.removeSorted(slot, from: &swiped[Int(other)]) }
+        for other in likedBy[i] where !owned[Int(other)] { Self.removeSorted(slot, from: &swiped[Int(other)]) }
         for other in blocked[i] where !owned[Int(other)] { Self.removeSorted(slot, from: &blocked[Int(other)]) }
         swiped[i].removeAll { !owned[Int($0)] }
         passedOn[i].removeAll { !owned[Int($0)] }
+        likedBy[i].removeAll { !owned[Int($0)] }
         blocked[i].removeAll { !owned[Int($0)] }
     }
 
     /// Swipes and blocks held (each counted once per list entry; the memory the lists take).
     public var edgeCount: Int {
-        swiped.reduce(0) { $0 + $1.count } + passedOn.reduce(0) { $0 + $1.count } + blocked.reduce(0) { $0 + $1.count }
+        [swiped, passedOn, likedBy, blocked].reduce(0) { total, lists in total + lists.reduce(0) { $0 + $1.count } }
     }
 
     /// The members decks may walk: with several discovery shards, only those a viewer in one of this replica's
@@ -188,11 +196,16 @@ public struct CommunityIndex: Sendable {
         let i = Int(slot)
         removeFromBucket(slot)
         live[i] = false
-        for other in swiped[i] { Self.removeSorted(slot, from: &passedOn[Int(other)]) }
+        for other in swiped[i] {
+            Self.removeSorted(slot, from: &passedOn[Int(other)])
+            Self.removeSorted(slot, from: &likedBy[Int(other)])
+        }
         for other in passedOn[i] { Self.removeSorted(slot, from: &swiped[Int(other)]) }
+        for other in likedBy[i] { Self.removeSorted(slot, from: &swiped[Int(other)]) }
         for other in blocked[i] { Self.removeSorted(slot, from: &blocked[Int(other)]) }
         swiped[i] = []
         passedOn[i] = []
+        likedBy[i] = []
         blocked[i] = []
         freeSlots.append(slot)
         return true
@@ -203,7 +216,11 @@ public struct CommunityIndex: Sendable {
     public mutating func recordSwipe(viewer: UserKey, target: UserKey, liked: Bool) {
         guard let v = slotOf[viewer], let t = slotOf[target], keepsEdge(v, t) else { return }
         Self.insertSorted(t, into: &swiped[Int(v)])
-        if !liked { Self.insertSorted(v, into: &passedOn[Int(t)]) }
+        if liked {
+            Self.insertSorted(v, into: &likedBy[Int(t)])
+        } else {
+            Self.insertSorted(v, into: &passedOn[Int(t)])
+        }
     }
 
     /// Records many swipes and blocks at once (a rebuild): each slot's lists are built once, sorted, at their
@@ -252,6 +269,8 @@ public struct CommunityIndex: Sendable {
         bulkAppend(&swiped, liveSwipes.lazy.map { (swipes.viewers[$0], swipes.targets[$0]) }, count: liveSwipes.count)
         let passes = liveSwipes.filter { !swipes.liked[$0] }
         bulkAppend(&passedOn, passes.lazy.map { (swipes.targets[$0], swipes.viewers[$0]) }, count: passes.count)
+        let likes = liveSwipes.filter { swipes.liked[$0] }
+        bulkAppend(&likedBy, likes.lazy.map { (swipes.targets[$0], swipes.viewers[$0]) }, count: likes.count)
         let liveBlocks = blocks.filter { valid($0.0, $0.1) }
         bulkAppend(&blocked, liveBlocks + liveBlocks.map { ($0.1, $0.0) }, count: liveBlocks.count * 2)
     }
@@ -305,6 +324,7 @@ public struct CommunityIndex: Sendable {
         positionInBucket = arranged(positionInBucket)
         swiped = renumbered(swiped)
         passedOn = renumbered(passedOn)
+        likedBy = renumbered(likedBy)
         blocked = renumbered(blocked)
         for key in Array(buckets.keys) {
             buckets[key] = buckets[key]!.map { BucketEntry(slot: newSlot[Int($0.slot)], card: $0.card) }
@@ -325,6 +345,7 @@ public struct CommunityIndex: Sendable {
         guard let v = slotOf[viewer], let t = slotOf[target] else { return }
         Self.removeSorted(t, from: &swiped[Int(v)])
         Self.removeSorted(v, from: &passedOn[Int(t)])
+        Self.removeSorted(v, from: &likedBy[Int(t)])
     }
 
     public mutating func block(_ a: UserKey, _ b: UserKey) {
@@ -468,6 +489,7 @@ public struct CommunityIndex: Sendable {
         positionInBucket.append(-1)
         swiped.append([])
         passedOn.append([])
+        likedBy.append([])
         blocked.append([])
     }
 
