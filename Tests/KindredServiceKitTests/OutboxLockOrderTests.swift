@@ -60,11 +60,13 @@ import Testing
         let store = OutboxRelayStore(database: database.producer, owner: "relay-under-test")
         try await store.register(consumers: ["sink"])
         let partitions = (0..<5).map { "queue-p\($0)" }
-        for partition in partitions { try await database.append(partition: partition) }
+        var appended: [String: Int64] = [:]
+        for partition in partitions { appended[partition] = try await database.append(partition: partition).sequence }
         let claimed = try await store.claim(consumer: "sink", limit: 100, lease: .seconds(60))
         #expect(claimed.count == partitions.count)
+        // Each partition delivered up to its one event.
         let outcomes = Dictionary(uniqueKeysWithValues: claimed.map {
-            ($0.partition, DeliveryPlan.Outcome.delivered(acknowledged: $0.acknowledged + 1, count: 1))
+            ($0.partition, DeliveryPlan.Outcome.delivered(acknowledged: appended[$0.partition]!, count: 1))
         })
         let recording = try await database.producer.withTransaction(maxAttempts: 1) { transaction in
             try await database.outbox.append(Self.event(partitions[4]), in: transaction)
