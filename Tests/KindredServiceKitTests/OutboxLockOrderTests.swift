@@ -5,8 +5,9 @@ import Testing
 @testable import KindredServiceKit
 
 /// An append and the relay's record of a batch lock the same cursor rows (`events_cursors`, one per consumer and
-/// partition); both take them in partition-key order, so a transaction appending to several partitions and a
-/// relay recording several cannot wait on each other in a circle (PostgreSQL would end one with a deadlock).
+/// partition). The record writes the rows no append holds and then waits on each held one alone, holding no other:
+/// a transaction appending to several partitions and a relay recording several cannot wait on each other in a
+/// circle (PostgreSQL would end one with a deadlock), and an append never queues behind a record.
 @Suite struct OutboxLockOrderTests {
     @Test func aRecordWaitingOnAnOpenAppendHoldsNoOtherPartition() async throws {
         let database = try await EventsDatabase.make()
