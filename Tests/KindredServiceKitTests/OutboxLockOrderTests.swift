@@ -75,9 +75,10 @@ import Testing
                 try await store.record(consumer: "sink", outcomes: outcomes, delays: [:], error: nil)
             }
             #expect(try await eventually(timeout: .seconds(10)) { try await Self.recordIsWaitingOnALock(database) })
-            // Another producer's transaction, with a short lock_timeout, appends to the first partition.
+            // Another producer's transaction appends to the first partition. Were the relay holding it, this would
+            // wait for the transaction above, which waits for it: `lock_timeout` ends that circle.
             try await database.producer.withTransaction(maxAttempts: 1) { other in
-                try await other.execute("SET LOCAL lock_timeout = '1s'")
+                try await other.execute("SET LOCAL lock_timeout = '10s'")
                 try await database.outbox.append(Self.event(partitions[0]), in: other)
             }
             return recording
