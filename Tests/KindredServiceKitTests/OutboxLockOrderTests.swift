@@ -83,14 +83,20 @@ import Testing
             }
             return recording
         }
-        try await recording.value
-        let acknowledged = try await database.producer.query(
+        do {
+            try await recording.value
+        } catch let error as PostgresError where error.code == .lockTimeout {
+            // A loaded machine kept the transaction above open past the relay's own lock_timeout (2 s) on the last
+            // partition: the relay records that partition again, as its next round would.
+            try await store.record(consumer: "sink", outcomes: outcomes, delays: [:], error: nil)
+        }
+        let pending = try await database.producer.query(
             """
             SELECT count(*) FROM events_cursors
             WHERE consumer = 'sink' AND leased_by IS NULL AND acknowledged_sequence < appended_sequence
             """
         ).scalar(Int64.self)
-        #expect(acknowledged == 2)  // the two partitions with a new event since the batch
+        #expect(pending == 2)  // the two partitions with a new event since the batch
         await database.shutdown()
     }
 
