@@ -9,20 +9,12 @@ enum AdvisoryLocks {
         _ keys: [String], class lockClass: Int32, shared: Bool = false, in transaction: PostgresTransaction
     ) async throws {
         guard !keys.isEmpty else { return }
-        if shared {
-            try await transaction.execute(
-                """
-                SELECT pg_advisory_xact_lock_shared(\(lockClass), hashtext(key))
-                FROM unnest(\(keys)::text[]) WITH ORDINALITY AS locked(key, position) ORDER BY position
-                """
-            )
-        } else {
-            try await transaction.execute(
-                """
-                SELECT pg_advisory_xact_lock(\(lockClass), hashtext(key))
-                FROM unnest(\(keys)::text[]) WITH ORDINALITY AS locked(key, position) ORDER BY position
-                """
-            )
-        }
+        let function = shared ? "pg_advisory_xact_lock_shared" : "pg_advisory_xact_lock"
+        try await transaction.execute(
+            """
+            SELECT \(unescaped: function)(\(lockClass), hashtext(key))
+            FROM unnest(\(keys)::text[]) WITH ORDINALITY AS locked(key, position) ORDER BY position
+            """
+        )
     }
 }
