@@ -75,10 +75,11 @@ import Testing
                 try await store.record(consumer: "sink", outcomes: outcomes, delays: [:], error: nil)
             }
             #expect(try await eventually(timeout: .seconds(10)) { try await Self.recordIsWaitingOnALock(database) })
-            // Another producer's transaction appends to the first partition. Were the relay holding it, this would
-            // wait for the transaction above, which waits for it: `lock_timeout` ends that circle.
+            // Another producer's transaction appends to the first partition. The relay holds no cursor now, so this
+            // waits for no lock at all, however loaded the machine. Were the relay holding the first partition, this
+            // append would wait until the relay's own lock_timeout (2 s) ended its statement: it allows itself 200 ms.
             try await database.producer.withTransaction(maxAttempts: 1) { other in
-                try await other.execute("SET LOCAL lock_timeout = '10s'")
+                try await other.execute("SET LOCAL lock_timeout = '200ms'")
                 try await database.outbox.append(Self.event(partitions[0]), in: other)
             }
             return recording
