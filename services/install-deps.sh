@@ -9,7 +9,7 @@ set -euo pipefail
 
 DEBIAN_PACKAGES=(
     pkg-config libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler libprotobuf-dev
-    libssl-dev openssl libpq-dev libargon2-dev postgresql nghttp2-client python3-pip docker-compose shellcheck
+    libssl-dev openssl libpq-dev libargon2-dev argon2 postgresql nghttp2-client python3-pip docker-compose shellcheck
     libvips-dev libvips-tools chromium chromium-driver valgrind rsync zstd nats-server
 )
 PYTHON_PACKAGES=(grpcio grpcio-tools grpcio-health-checking grpcio-reflection protobuf pytest h2 cryptography aiosmtpd pyyaml

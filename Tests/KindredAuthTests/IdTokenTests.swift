@@ -10,25 +10,28 @@ import Testing
 @Suite("SignInWithIdToken")
 struct IdTokenTests {
     /// Writes a JWKS into `directory` and returns ID tokens for `claims`, signed by `python/id_tokens.py`.
-    static func makeTokens(_ claims: [[String: Any]], directory: String) throws -> [String] {
+    /// The script runs off the cooperative pool (see `offThePool`).
+    static func makeTokens(_ claims: [[String: Any]], directory: String) async throws -> [String] {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
             "python/id_tokens.py"
         ).path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script, directory + "/jwks.json"]
-        let input = Pipe()
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
-        input.fileHandleForWriting.write(try JSONSerialization.data(withJSONObject: claims))
-        try input.fileHandleForWriting.close()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw TestSetupError(message: "id_tokens.py failed (cryptography installed?)")
+        let claimsJSON = try JSONSerialization.data(withJSONObject: claims)
+        let (status, data) = try await offThePool {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3", script, directory + "/jwks.json"]
+            let input = Pipe()
+            let output = Pipe()
+            process.standardInput = input
+            process.standardOutput = output
+            try process.run()
+            input.fileHandleForWriting.write(claimsJSON)
+            try input.fileHandleForWriting.close()
+            let data = output.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (process.terminationStatus, data)
         }
+        guard status == 0 else { throw TestSetupError(message: "id_tokens.py failed (cryptography installed?)") }
         return try JSONDecoder().decode([String].self, from: data)
     }
 
@@ -53,7 +56,7 @@ struct IdTokenTests {
         let newEmail = AuthHarness.uniqueEmail("google")
         let existingEmail = AuthHarness.uniqueEmail("existing")
         let nonces = (0..<5).map { _ in UUID().uuidString }
-        let tokens = try Self.makeTokens(
+        let tokens = try await Self.makeTokens(
             [
                 Self.claims(sub: "g-1", email: newEmail, nonce: nonces[0]),
                 Self.claims(sub: "g-1", email: newEmail, nonce: nonces[1]),
@@ -127,7 +130,7 @@ struct IdTokenTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let email = AuthHarness.uniqueEmail("jwks-url")
         let nonces = (0..<2).map { _ in UUID().uuidString }
-        let tokens = try Self.makeTokens(
+        let tokens = try await Self.makeTokens(
             [Self.claims(sub: "u-1", email: email, nonce: nonces[0]), Self.claims(sub: "u-1", email: email, nonce: nonces[1])],
             directory: directory
         )
@@ -159,7 +162,7 @@ struct IdTokenTests {
         let newEmail = AuthHarness.uniqueEmail("closed-new")
         let existingEmail = AuthHarness.uniqueEmail("closed-existing")
         let nonces = (0..<2).map { _ in UUID().uuidString }
-        let tokens = try Self.makeTokens(
+        let tokens = try await Self.makeTokens(
             [
                 Self.claims(sub: "c-1", email: newEmail, nonce: nonces[0]),
                 Self.claims(sub: "c-2", email: existingEmail, nonce: nonces[1]),

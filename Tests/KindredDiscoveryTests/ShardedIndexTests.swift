@@ -228,14 +228,19 @@ struct ShardedIndexTests {
             #expect(Self.search(shards[owner], viewer).map(\.user) == Self.search(single, viewer).map(\.user))
             compared += expected?.ranked.count ?? 0
             // What a viewer's cards and held pages ask about anyone (profile's card check, GetDeck's later pages).
-            let differing = users.filter { other in
-                let (one, shard) = (
-                    single.read(Self.community) { ($0.index.hasLiked(other, viewer), $0.index.isStillUnseen(viewer: viewer, target: other)) }!,
-                    shards[owner].read(Self.community) { ($0.index.hasLiked(other, viewer), $0.index.isStillUnseen(viewer: viewer, target: other)) }!
-                )
-                return one != shard
+            // Every fourth viewer against everyone, one read of each index: every pair of 1,200 members, a read
+            // each, made this test minutes of CPU in a debug build.
+            guard viewer.low % 4 == 0 else { continue }
+            func relations(_ index: DiscoveryIndex) -> [Bool] {
+                index.read(Self.community) { state in
+                    users.flatMap { other in
+                        [state.index.hasLiked(other, viewer), state.index.isStillUnseen(viewer: viewer, target: other)]
+                    }
+                } ?? []
             }
-            #expect(differing.isEmpty, "likes and unseen of \(viewer) differ for \(differing.count) members")
+            let (one, owned) = (relations(single), relations(shards[owner]))
+            let differing = zip(one, owned).filter { $0 != $1 }.count
+            #expect(differing == 0 && one.count == users.count * 2, "likes and unseen of \(viewer) differ for \(differing)")
         }
         // The same model everywhere: every member's state and the population slopes.
         for shard in shards {

@@ -138,10 +138,15 @@ import Testing
     }
 
     /// Feeds `wire` in chunks; returns the bytes released at once, and the messages' sizes with what each held.
-    static func feed(_ wire: [UInt8], chunk: Int, into inbound: inout InboundMessages) throws -> Int {
+    /// Yields now and then: two megabytes a byte at a time are seconds of work in a debug build, which would hold a
+    /// thread of the cooperative pool the whole parallel run shares.
+    static func feed(_ wire: [UInt8], chunk: Int, into inbound: inout InboundMessages) async throws -> Int {
         var released = 0
         var offset = 0
+        var fed = 0
         while offset < wire.count {
+            fed += 1
+            if fed % 4096 == 0 { await Task.yield() }
             let end = min(offset + chunk, wire.count)
             released += try wire[offset..<end].withUnsafeBytes { try inbound.receive($0, allocator: ByteBufferAllocator()) }
             offset = end
@@ -150,12 +155,13 @@ import Testing
     }
 
     @Test(arguments: [1, 7, 16_384, 100_000, 2_000_000])
-    func everyByteGoesBackExactlyOnce(chunk: Int) throws {
-        // Two ~1 MB messages and a small one: the sizes that stalled at a 1 MiB window.
-        let sizes = [1_000_000, 1_000_000, 10]
+    func everyByteGoesBackExactlyOnce(chunk: Int) async throws {
+        // Two ~1 MB messages and a small one: the sizes that stalled at a 1 MiB window. A byte at a time, messages
+        // past the 64 KiB default window instead (two megabytes of one-byte calls are a minute of a debug build).
+        let sizes = chunk == 1 ? [100_000, 100_000, 10] : [1_000_000, 1_000_000, 10]
         let wire = sizes.flatMap(Self.framed)
         var inbound = InboundMessages(maxMessageSize: 4 << 20)
-        var released = try Self.feed(wire, chunk: chunk, into: &inbound)
+        var released = try await Self.feed(wire, chunk: chunk, into: &inbound)
         #expect(inbound.count == 3)
         #expect(released + inbound.heldBytes == wire.count)
         while !inbound.isEmpty {
@@ -190,32 +196,32 @@ import Testing
         #expect(released + inbound.heldBytes == wire.count)
     }
 
-    @Test func aReaderThatStopsHoldsTheWindow() throws {
+    @Test func aReaderThatStopsHoldsTheWindow() async throws {
         // Three 64 KiB messages in 16 KiB frames, none read: after the first completes, the bytes of the next ones
         // stay held (up to the queued size), so the sender's window closes.
         var inbound = InboundMessages(maxMessageSize: 1 << 20)
         let size = (64 << 10) + 5
         let wire = Array(repeating: Self.framed(64 << 10), count: 3).flatMap { $0 }
-        let released = try Self.feed(wire, chunk: 16_384, into: &inbound)
+        let released = try await Self.feed(wire, chunk: 16_384, into: &inbound)
         #expect(inbound.count == 3)
         #expect(inbound.heldBytes >= 2 * size)
         #expect(released == 4 * 16_384, "only the first message's four partial frames went back")
         #expect(released + inbound.heldBytes == wire.count)
     }
 
-    @Test func unreadMessagesHoldTheirBytes() throws {
+    @Test func unreadMessagesHoldTheirBytes() async throws {
         var inbound = InboundMessages(maxMessageSize: 1 << 20)
         let wire = Self.framed(100) + Self.framed(200)
-        #expect(try Self.feed(wire, chunk: wire.count, into: &inbound) == 0)
+        #expect(try await Self.feed(wire, chunk: wire.count, into: &inbound) == 0)
         #expect(inbound.heldBytes == 105 + 205)
         #expect(inbound.removeAll() == 310)
         #expect(inbound.heldBytes == 0 && inbound.isEmpty)
     }
 
-    @Test func framingErrorReleasesEverything() throws {
+    @Test func framingErrorReleasesEverything() async throws {
         var inbound = InboundMessages(maxMessageSize: 1000)
         let first = Self.framed(100)
-        #expect(try Self.feed(first, chunk: first.count, into: &inbound) == 0)
+        #expect(try await Self.feed(first, chunk: first.count, into: &inbound) == 0)
         let bad = Self.framed(5000)
         do {
             _ = try bad.withUnsafeBytes { try inbound.receive($0, allocator: ByteBufferAllocator()) }
