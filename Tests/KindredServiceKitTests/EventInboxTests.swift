@@ -49,6 +49,50 @@ import Testing
         await database.shutdown()
     }
 
+    /// The batch path: applied whole without savepoints while every handler succeeds, and again event by event in
+    /// savepoints when one throws. Either way an effect is committed exactly once with its id, a failed event leaves
+    /// no id and holds the rest of its partition, and a duplicate (in the batch, or applied before) has no effect.
+    @Test func aBatchInOneTransactionAppliesEachEventOnceAndHoldsOnlyAFailedPartition() async throws {
+        let database = try await EventsDatabase.make()
+        let inbox = EventInbox(database: database.consumer, logger: testLogger)
+        let events = [try event("a", 1), try event("b", 1), try event("a", 2), try event("b", 2), try event("a", 3)]
+        func insert(_ event: Kindred.Common.V1.Event, _ transaction: PostgresTransaction) async throws {
+            try await transaction.execute(
+                """
+                INSERT INTO effects (event_id, partition_key, sequence)
+                VALUES (\(event.eventId)::uuid, \(event.partitionKey), \(event.sequence))
+                """
+            )
+        }
+        // b's first event applied before; the batch carries a's second event twice.
+        _ = try await inbox.processInOneTransaction([events[1]], from: "producer", state: 0) { event, transaction, _ in
+            try await insert(event, transaction)
+        }
+        let batch = [events[0], events[1], events[2], events[2], events[3], events[4]]
+        let failing = events[2].eventId
+        let first = try await inbox.processInOneTransaction(batch, from: "producer", state: 0) {
+            event, transaction, handled in
+            try await insert(event, transaction)
+            handled += 1
+            if event.eventId == failing { throw CancellationError() }
+        }
+        // a's first, b's first (applied before), b's second; a's second failed and holds a's third.
+        #expect(first.acknowledged == [events[0].eventId, events[1].eventId, events[3].eventId])
+        #expect(first.state == 2, "the state of the events applied (a1, b2), the failed one's dropped")
+        #expect(Set(try await database.effects().map(\.eventID)) == Set([0, 1, 3].map { events[$0].eventId }))
+        // Everything succeeds now: the rest is applied once, duplicates acknowledged without effect.
+        let again = try await inbox.processInOneTransaction(batch, from: "producer", state: 0) {
+            event, transaction, handled in
+            try await insert(event, transaction)
+            handled += 1
+        }
+        #expect(again.acknowledged == batch.map(\.eventId))
+        #expect(again.state == 2, "only a2 and a3 were new")
+        let effects = try await database.effects()
+        #expect(effects.count == 5 && inOrderExactlyOnce(effects))
+        await database.shutdown()
+    }
+
     @Test func batchesTooLargeOrFromAnotherProducerAreRefusedWhole() async throws {
         let database = try await EventsDatabase.make()
         let inbox = EventInbox(database: database.consumer, logger: testLogger)

@@ -4,10 +4,14 @@ import KindredProto
 import Logging
 
 extension EventInbox {
-    /// Like ``process(_:from:handler:)``, but the whole batch in ONE transaction (one commit, not one per event),
-    /// each event inside a savepoint: an event whose handler throws is rolled back alone and holds its partition
-    /// (the rest of that partition waits for redelivery), duplicates are acknowledged without effect, unknown
-    /// payloads acknowledged, exactly as `process` does.
+    /// Like ``process(_:from:handler:)``, but the whole batch in ONE transaction (one commit, not one per event):
+    /// an event whose handler throws is rolled back alone and holds its partition (the rest of that partition
+    /// waits for redelivery), duplicates are acknowledged without effect, unknown payloads acknowledged, exactly as
+    /// `process` does.
+    ///
+    /// A batch is first applied whole: one statement records every event id, then the handlers run, with no
+    /// savepoints (three statements fewer per event). Only when a handler throws is that attempt rolled back and
+    /// the batch applied again with each event inside a savepoint, so that the failing one is rolled back alone.
     ///
     /// `state` is what the handler builds up for the caller to act on after the commit (memory changes, say);
     /// an event's changes to it are dropped with its savepoint. When the transaction is retried (a conflict, a
@@ -29,6 +33,14 @@ extension EventInbox {
         }
         guard events.allSatisfy({ $0.producer == producer }) else {
             throw RPCError(.invalidArgument, "Events must come from their producer")
+        }
+        do {
+            return try await self.database.withTransaction { transaction in
+                try await prepare(transaction)
+                return try await self.applyWhole(events, state: initial, in: transaction, handler: handler)
+            }
+        } catch is HandlerFailedInWholeBatch {
+            // Rolled back: again, an event at a time, so that only the failing one is held.
         }
         return try await self.database.withTransaction { transaction in
             try await prepare(transaction)
@@ -78,4 +90,61 @@ extension EventInbox {
             return (decisions.acknowledged, state)
         }
     }
+    /// The batch without savepoints: records every id it will apply in one statement, then runs the handlers of
+    /// the events recorded now (not before). A handler that throws ends the attempt (``HandlerFailedInWholeBatch``,
+    /// the transaction rolled back); a lost connection is rethrown as it is, for the transaction to retry.
+    private func applyWhole<State: Sendable>(
+        _ events: [Kindred.Common.V1.Event],
+        state initial: State,
+        in transaction: PostgresTransaction,
+        handler: (Kindred.Common.V1.Event, PostgresTransaction, inout State) async throws -> Void
+    ) async throws -> (acknowledged: [String], state: State) {
+        // What needs no database: unknown payloads acknowledged, invalid ids holding their partitions.
+        var decisions = InboxBatch()
+        var applicable: [Kindred.Common.V1.Event] = []
+        for event in events {
+            guard decisions.shouldProcess(event) else { continue }
+            guard event.payload != nil else {
+                decisions.acknowledge(event)
+                continue
+            }
+            guard UUIDv7.isValid(event.eventId) else {
+                self.logger.error("event with an invalid id", metadata: ["events.producer": "\(event.producer)"])
+                decisions.fail(event)
+                continue
+            }
+            applicable.append(event)
+        }
+        var recorded = Set<String>()
+        if !applicable.isEmpty {
+            let rows = try await transaction.query(
+                """
+                INSERT INTO events_inbox (event_id, producer, partition_key, sequence)
+                SELECT * FROM unnest(\(applicable.map(\.eventId))::uuid[], \(applicable.map(\.producer))::text[],
+                    \(applicable.map(\.partitionKey))::text[], \(applicable.map(\.sequence))::int8[])
+                ON CONFLICT (event_id) DO NOTHING
+                RETURNING event_id::text
+                """
+            )
+            for row in rows { recorded.insert(try row.decode(String.self, at: 0)) }
+        }
+        var state = initial
+        for event in applicable {
+            // A duplicate within the batch, or an event recorded before: acknowledged without effect.
+            if recorded.remove(event.eventId.lowercased()) != nil {
+                do {
+                    try await EventTracing.handling(event) { try await handler(event, transaction, &state) }
+                } catch let error as PostgresError where error.code == .connectionLost {
+                    throw error
+                } catch {
+                    throw HandlerFailedInWholeBatch()
+                }
+            }
+            decisions.acknowledge(event)
+        }
+        return (decisions.acknowledged, state)
+    }
 }
+
+/// A handler threw while its batch was applied whole: the attempt is rolled back and made again with savepoints.
+private struct HandlerFailedInWholeBatch: Error {}
