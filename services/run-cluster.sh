@@ -239,10 +239,13 @@ if ! flock -n 9; then
     exit 1
 fi
 
-# The state of /proc says whether a pid is running (a zombie is not); kill -0 would count zombies.
+# The state of /proc says whether a pid is running (a zombie is not); kill -0 would count zombies. The watch loop
+# below runs this every second, so it reads with `read`, not a command substitution: bash 5.2 parses "$(...)" as
+# it runs it, and a Ctrl-C arriving then ran the INT trap in the half-parsed state ("interrupt trap: line 2:
+# unexpected EOF while looking for matching `)'"), so the stop ended with status 2.
 alive() {
     local stat
-    stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
+    { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
     stat="${stat##*) }"
     [ "${stat:0:1}" != Z ]
 }
@@ -991,7 +994,7 @@ while true; do
         fi
     done
     for i in "${!PG_NAMES[@]}"; do
-        pid="$(head -n 1 "${PG_DATAS[$i]}/postmaster.pid" 2>/dev/null || echo 0)"
+        { read -r pid <"${PG_DATAS[$i]}/postmaster.pid"; } 2>/dev/null || pid=0
         if ! alive "$pid"; then
             say "run-cluster: ${PG_NAMES[$i]} (pid $pid) exited unexpectedly; last lines of its log:" >&2
             tail -n 20 "${PG_LOGS[$i]}" 2>/dev/null | sed 's/^/    /' >&2

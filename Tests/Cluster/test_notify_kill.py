@@ -110,7 +110,9 @@ def test_kill_9_of_notify_mid_burst_loses_no_push_and_repeats_none_under_another
     most_times = max(ids.count(apns_id) for apns_id in set(ids))
     print(f"\nnotify kill -9 after {before} of {len(pushes)} pushes: {states()}, {len(sent)} messages, "
           f"{duplicates} pushed twice (same apns-id; the bound is {SEND_CONCURRENCY})")
-    assert len(expected) >= 6 + 10, "the burst was too small to mean anything"
+    # Six match notifications and the messages' (a message still waiting for the sender merges into its thread's
+    # notification, and on a loaded machine more of the 90 do: 7 message notifications in one run).
+    assert len(expected) >= 6 + 5, "the burst was too small to mean anything"
     assert len(pushes) > before, "nothing was pushed after the restart"
     assert expected <= set(ids)  # every notification sent arrived
     assert set(ids) <= expected | cancelled  # nothing under an id notify does not know
