@@ -13,4 +13,7 @@ swift build --build-tests
 swift test --skip-build --parallel --num-workers 2 --experimental-maximum-parallelization-width 8
 Tests/Fuzz/campaign.sh "${KINDRED_FUZZ_SECONDS:-5}"
 
-KINDRED_BIN_PATH="$(swift build --show-bin-path)" python3 -m pytest -q -p no:cacheprovider Tests/Interop Tests/Cluster
+# Two test files at a time (pytest-xdist, a file's tests in one worker so its module-scoped cluster is started once):
+# most of a cluster test is waiting on servers, and one at a time left half of the two cores idle (26 min against 15).
+KINDRED_BIN_PATH="$(swift build --show-bin-path)" python3 -m pytest -q -p no:cacheprovider -n 2 --dist loadfile \
+    Tests/Interop Tests/Cluster

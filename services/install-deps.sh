@@ -12,7 +12,7 @@ DEBIAN_PACKAGES=(
     libssl-dev openssl libpq-dev libargon2-dev argon2 postgresql nghttp2-client python3-pip docker-compose shellcheck
     libvips-dev libvips-tools chromium chromium-driver valgrind rsync zstd nats-server
 )
-PYTHON_PACKAGES=(grpcio grpcio-tools grpcio-health-checking grpcio-reflection protobuf pytest h2 cryptography aiosmtpd pyyaml
+PYTHON_PACKAGES=(grpcio grpcio-tools grpcio-health-checking grpcio-reflection protobuf pytest pytest-xdist h2 cryptography aiosmtpd pyyaml
     pillow piexif exifread pillow-heif openapi-spec-validator
     schemathesis selenium connectrpc httpx http-ece standardwebhooks opentelemetry-proto nats-py)
 
@@ -32,7 +32,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     fi
 fi
 
-if ! python3 -c "import grpc, grpc_tools, grpc_health, grpc_reflection, google.protobuf, pytest, h2, cryptography, aiosmtpd, yaml, PIL, piexif, exifread, pillow_heif, openapi_spec_validator, schemathesis, selenium, connectrpc, httpx, http_ece, standardwebhooks, opentelemetry.proto, nats" 2>/dev/null; then
+if ! python3 -c "import grpc, grpc_tools, grpc_health, grpc_reflection, google.protobuf, pytest, xdist, h2, cryptography, aiosmtpd, yaml, PIL, piexif, exifread, pillow_heif, openapi_spec_validator, schemathesis, selenium, connectrpc, httpx, http_ece, standardwebhooks, opentelemetry.proto, nats" 2>/dev/null; then
     echo "Installing Python packages: ${PYTHON_PACKAGES[*]}"
     python3 -m pip install -q "${PYTHON_PACKAGES[@]}" 2>/dev/null \
         || python3 -m pip install -q --break-system-packages "${PYTHON_PACKAGES[@]}"
