@@ -138,7 +138,7 @@ import Testing
     }
 
     /// Feeds `wire` in chunks; returns the bytes released at once, and the messages' sizes with what each held.
-    /// Yields now and then: two megabytes a byte at a time are seconds of work in a debug build, which would hold a
+    /// Yields now and then: megabytes in small chunks are seconds of work in a debug build, which would hold a
     /// thread of the cooperative pool the whole parallel run shares.
     static func feed(_ wire: [UInt8], chunk: Int, into inbound: inout InboundMessages) async throws -> Int {
         var released = 0

@@ -90,6 +90,7 @@ extension EventInbox {
             return (decisions.acknowledged, state)
         }
     }
+
     /// The batch without savepoints: records every id it will apply in one statement, then runs the handlers of
     /// the events recorded now (not before). A handler that throws ends the attempt (``HandlerFailedInWholeBatch``,
     /// the transaction rolled back); a lost connection is rethrown as it is, for the transaction to retry.
