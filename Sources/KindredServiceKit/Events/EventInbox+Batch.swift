@@ -47,16 +47,7 @@ extension EventInbox {
             var decisions = InboxBatch()
             var state = initial
             for event in events {
-                guard decisions.shouldProcess(event) else { continue }
-                guard event.payload != nil else {
-                    decisions.acknowledge(event)  // a payload type this build does not know
-                    continue
-                }
-                guard UUIDv7.isValid(event.eventId) else {
-                    self.logger.error("event with an invalid id", metadata: ["events.producer": "\(event.producer)"])
-                    decisions.fail(event)
-                    continue
-                }
+                guard self.screen(event, into: &decisions) else { continue }
                 try await transaction.execute("SAVEPOINT inbox_event")
                 var eventState = state
                 do {
@@ -100,22 +91,8 @@ extension EventInbox {
         in transaction: PostgresTransaction,
         handler: (Kindred.Common.V1.Event, PostgresTransaction, inout State) async throws -> Void
     ) async throws -> (acknowledged: [String], state: State) {
-        // What needs no database: unknown payloads acknowledged, invalid ids holding their partitions.
         var decisions = InboxBatch()
-        var applicable: [Kindred.Common.V1.Event] = []
-        for event in events {
-            guard decisions.shouldProcess(event) else { continue }
-            guard event.payload != nil else {
-                decisions.acknowledge(event)
-                continue
-            }
-            guard UUIDv7.isValid(event.eventId) else {
-                self.logger.error("event with an invalid id", metadata: ["events.producer": "\(event.producer)"])
-                decisions.fail(event)
-                continue
-            }
-            applicable.append(event)
-        }
+        let applicable = events.filter { self.screen($0, into: &decisions) }
         var recorded = Set<String>()
         if !applicable.isEmpty {
             let rows = try await transaction.query(

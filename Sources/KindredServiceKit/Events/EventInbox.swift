@@ -69,17 +69,7 @@ public struct EventInbox: Sendable {
         }
         var decisions = InboxBatch()
         for event in events {
-            guard decisions.shouldProcess(event) else { continue }
-            guard event.payload != nil else {
-                decisions.acknowledge(event)  // a payload type this build does not know
-                continue
-            }
-            guard UUIDv7.isValid(event.eventId) else {
-                // Cannot be recorded, so it can never be acknowledged: hold its partition and say so.
-                self.logger.error("event with an invalid id", metadata: ["events.producer": "\(event.producer)"])
-                decisions.fail(event)
-                continue
-            }
+            guard self.screen(event, into: &decisions) else { continue }
             do {
                 try await EventTracing.handling(event) {
                     try await self.database.withTransaction { transaction in
@@ -107,6 +97,23 @@ public struct EventInbox: Sendable {
             }
         }
         return decisions.acknowledged
+    }
+
+    /// What is decided about `event` of a batch without the database: false when it is not to be applied, because
+    /// its partition already failed in the batch, its payload is one this build does not know (acknowledged), or
+    /// its id is invalid (it cannot be recorded, so it can never be acknowledged: it holds its partition).
+    func screen(_ event: Kindred.Common.V1.Event, into decisions: inout InboxBatch) -> Bool {
+        guard decisions.shouldProcess(event) else { return false }
+        guard event.payload != nil else {
+            decisions.acknowledge(event)
+            return false
+        }
+        guard UUIDv7.isValid(event.eventId) else {
+            self.logger.error("event with an invalid id", metadata: ["events.producer": "\(event.producer)"])
+            decisions.fail(event)
+            return false
+        }
+        return true
     }
 
     /// Deletes ids older than `retention` (run it now and then, e.g. hourly); returns how many.
