@@ -24,10 +24,10 @@ public struct ProcessOutput: Sendable {
     public var errorText: String { String(decoding: self.standardError, as: UTF8.self) }
 }
 
-/// Runs `executable` with `arguments` to its end, off the cooperative pool; stdin is empty, stdout and stderr are
-/// collected (read concurrently, so a child filling one pipe cannot block on the other).
+/// Runs `executable` with `arguments` to its end, off the cooperative pool; stdin is `input` (empty by default),
+/// stdout and stderr are collected (read concurrently, so a child filling one pipe cannot block on the other).
 public func runProcess(
-    _ executable: String, _ arguments: [String], directory: String? = nil
+    _ executable: String, _ arguments: [String], directory: String? = nil, input: Data? = nil
 ) async throws -> ProcessOutput {
     try await offThePool {
         let process = Process()
@@ -36,13 +36,20 @@ public func runProcess(
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         let output = Pipe()
         let errors = Pipe()
-        process.standardInput = FileHandle.nullDevice
+        let stdin = input.map { _ in Pipe() }
+        process.standardInput = stdin ?? FileHandle.nullDevice
         process.standardOutput = output
         process.standardError = errors
         try process.run()
         let errorData = LockedData()
         let reader = Thread { errorData.set(errors.fileHandleForReading.readDataToEndOfFile()) }
         reader.start()
+        if let stdin, let input {  // written on its own thread, so a child answering before it read all cannot block
+            Thread {
+                stdin.fileHandleForWriting.write(input)
+                try? stdin.fileHandleForWriting.close()
+            }.start()
+        }
         let outputData = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         while !errorData.isSet { usleep(1000) }
@@ -51,8 +58,8 @@ public func runProcess(
 }
 
 /// `python3 script arguments...` through `/usr/bin/env`, off the cooperative pool.
-public func runPython(_ script: String, _ arguments: [String]) async throws -> ProcessOutput {
-    try await runProcess("/usr/bin/env", ["python3", script] + arguments)
+public func runPython(_ script: String, _ arguments: [String], input: Data? = nil) async throws -> ProcessOutput {
+    try await runProcess("/usr/bin/env", ["python3", script] + arguments, input: input)
 }
 
 private final class LockedData: @unchecked Sendable {

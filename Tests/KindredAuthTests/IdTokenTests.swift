@@ -10,29 +10,14 @@ import Testing
 @Suite("SignInWithIdToken")
 struct IdTokenTests {
     /// Writes a JWKS into `directory` and returns ID tokens for `claims`, signed by `python/id_tokens.py`.
-    /// The script runs off the cooperative pool (see `offThePool`).
     static func makeTokens(_ claims: [[String: Any]], directory: String) async throws -> [String] {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
             "python/id_tokens.py"
         ).path
-        let claimsJSON = try JSONSerialization.data(withJSONObject: claims)
-        let (status, data) = try await offThePool {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", script, directory + "/jwks.json"]
-            let input = Pipe()
-            let output = Pipe()
-            process.standardInput = input
-            process.standardOutput = output
-            try process.run()
-            input.fileHandleForWriting.write(claimsJSON)
-            try input.fileHandleForWriting.close()
-            let data = output.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, data)
-        }
-        guard status == 0 else { throw TestSetupError(message: "id_tokens.py failed (cryptography installed?)") }
-        return try JSONDecoder().decode([String].self, from: data)
+        let signed = try await runPython(
+            script, [directory + "/jwks.json"], input: try JSONSerialization.data(withJSONObject: claims))
+        guard signed.status == 0 else { throw TestSetupError(message: "id_tokens.py failed (cryptography installed?)") }
+        return try JSONDecoder().decode([String].self, from: signed.standardOutput)
     }
 
     static func nonceHash(_ nonce: String) -> String {
