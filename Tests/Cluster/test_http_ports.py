@@ -60,8 +60,15 @@ def answer(port, path) -> int:
 
 
 def metrics(cluster) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{cluster.admin_port('gateway')}/metrics", timeout=5) as response:
-        return response.read().decode()
+    """The gateway's metrics, read on a connection the server closes (`Connection: close`, read to its end): once
+    this returns, the server has let that connection go, so it no longer holds one of the admin port's places."""
+    with connect(cluster.admin_port("gateway"), b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n") as sock:
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    return body.decode()
 
 
 def wait_until_no_connection_is_held(cluster, label):
