@@ -2,7 +2,8 @@ import Foundation
 
 /// `nats-server` processes with JetStream for tests: one node, or a cluster of three on loopback (routes between
 /// them, each with its own store in a temporary folder). Nodes can be killed (SIGKILL) and started again on the
-/// same port and store. ``stop()`` kills them all and removes the folder.
+/// same port and store. ``stop()`` kills them all and removes the folder; so does dropping the cluster (a test that
+/// threw before its `stop()`), and a node outlives the test process by at most half a second.
 public final class NATSTestCluster: @unchecked Sendable {
     public let ports: [Int]
     private let clusterPorts: [Int]
@@ -60,9 +61,21 @@ public final class NATSTestCluster: @unchecked Sendable {
                 "--cluster_name", "kindred", "--cluster", "nats://127.0.0.1:\(self.clusterPorts[node])", "--routes", routes,
             ]
         }
+        // The shell becomes nats-server (`exec`, same pid: kill(_:) reaches the server itself) after starting a
+        // watcher that kills it once the test process is gone, however that ended. The watcher keeps no inherited
+        // descriptor: Foundation sees the server's exit when the last holder of one of them ends.
+        let watched = """
+            test_process=$1; shift
+            ( for fd in /proc/self/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-" 2>/dev/null; done
+              while kill -0 $$ 2>/dev/null; do
+                  if [ ! -d "/proc/$test_process" ]; then kill -9 $$; exit 0; fi
+                  sleep 0.5
+              done ) </dev/null >/dev/null 2>&1 &
+            exec "$@"
+            """
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.executable)
-        process.arguments = arguments
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")  // dash cannot close descriptors above 9
+        process.arguments = ["-c", watched, "bash", String(getpid()), Self.executable] + arguments
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
         let log = "\(self.folder)/n\(node).log"
@@ -78,6 +91,10 @@ public final class NATSTestCluster: @unchecked Sendable {
         Foundation.kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
         self.lock.withLock { self.processes[node] = nil }
+    }
+
+    deinit {
+        self.stop()
     }
 
     public func stop() {

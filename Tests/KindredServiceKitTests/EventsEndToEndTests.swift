@@ -193,6 +193,41 @@ import Testing
         await database.shutdown()
     }
 
+    /// A relay whose record of an answer failed (PostgreSQL restarting) records it before its next claim: the
+    /// partitions it leased are delivered again at once, not when the lease (here 60 s) ends.
+    @Test func anAnswerWhoseRecordFailedIsRecordedBeforeTheNextClaim() async throws {
+        let database = try await EventsDatabase.make()
+        let consumer = TestConsumer(name: "sink", database: database.consumer)
+        let address = try await consumer.start()
+        let relay = try await database.relay(database.relayConfiguration([address], lease: .seconds(60)))
+        // While `records_fail` says so, a statement that ends a lease fails, as the record does with PostgreSQL gone.
+        try await database.producer.execute("CREATE TABLE records_fail (failing boolean NOT NULL)")
+        try await database.producer.execute("INSERT INTO records_fail VALUES (true)")
+        try await database.producer.execute(
+            """
+            CREATE FUNCTION records_fail() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF OLD.leased_by IS NOT NULL AND NEW.leased_by IS NULL AND (SELECT failing FROM records_fail) THEN
+                    RAISE EXCEPTION 'the record is lost';
+                END IF;
+                RETURN NEW;
+            END $$
+            """)
+        try await database.producer.execute(
+            "CREATE TRIGGER records_fail BEFORE UPDATE ON events_cursors FOR EACH ROW EXECUTE FUNCTION records_fail()")
+        try await database.append(partition: "user-1")
+        await #expect(throws: PostgresError.self) { try await relay.deliverOnce(to: address) }
+        #expect(try await database.effects().count == 1)
+        try await database.producer.execute("UPDATE records_fail SET failing = false")
+        try await database.append(partition: "user-1")
+        // One pass records the first answer (ending its lease), claims user-1 again and delivers its second event.
+        #expect(try await relay.deliverOnce(to: address) == 1)
+        let effects = try await database.effects()
+        #expect(effects.count == 2 && inOrderExactlyOnce(effects))
+        await consumer.stop()
+        await database.shutdown()
+    }
+
     @Test func twoReplicasShareTheOutboxWithoutBreakingAPartitionsOrder() async throws {
         let database = try await EventsDatabase.make()
         let consumer = TestConsumer(name: "sink", database: database.consumer)

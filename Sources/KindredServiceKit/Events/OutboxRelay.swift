@@ -7,6 +7,7 @@ import KindredProto
 import KindredProtobuf
 import Logging
 import NIOCore
+import Synchronization
 
 /// Delivers a producer's `events_outbox` to each configured consumer's `DeliverEvents`, as the protocol in
 /// proto/kindred/common/v1/events.proto requires: at least once, in order per partition, batches of 1...100,
@@ -33,6 +34,9 @@ public final class OutboxRelay: Sendable {
     /// The JetStream bus it publishes on instead of calling consumers; nil for the PostgreSQL push relay.
     public let bus: JetStreamEventBus?
     let logger: Logger
+    /// Answers whose record failed (PostgreSQL unreachable then), recorded by the consumer's next pass while their
+    /// leases last (``recordLeftAnswers(of:)``).
+    private let unrecorded = Mutex<[UnrecordedAnswer]>([])
 
     public convenience init(
         configuration: OutboxRelayConfiguration,
@@ -153,6 +157,8 @@ public final class OutboxRelay: Sendable {
     @discardableResult
     public func deliverOnce(to consumer: EventConsumer) async throws -> Int {
         let configuration = self.configuration
+        try await self.recordLeftAnswers(of: consumer.name)
+        let leaseEnds = ContinuousClock.now + configuration.lease  // at the latest: the database's clock ran on
         let claimed = try await self.store.claim(
             consumer: consumer.name,
             limit: configuration.partitionsPerClaim,
@@ -169,12 +175,11 @@ public final class OutboxRelay: Sendable {
                 maxBatch: configuration.maxBatch
             )
         } catch {
-            try? await self.store.record(
+            let untouched = UnrecordedAnswer(
                 consumer: consumer.name,
                 outcomes: Dictionary(uniqueKeysWithValues: claimed.map { ($0.partition, .untouched) }),
-                delays: [:],
-                error: nil
-            )
+                delays: [:], error: nil, leaseEnds: leaseEnds)
+            do { try await self.record(untouched) } catch { self.unrecorded.withLock { $0.append(untouched) } }
             throw error
         }
         var outcomes: [String: DeliveryPlan.Outcome]
@@ -205,16 +210,21 @@ public final class OutboxRelay: Sendable {
             case .untouched, .nothingPending: break
             }
         }
-        let errorText = failure.map { Self.describe($0) } ?? (partitionFailed ? "not acknowledged" : nil)
-        // The consumer's answer is worth a few tries: lost, it costs a redelivery after the lease.
+        let answer = UnrecordedAnswer(
+            consumer: consumer.name, outcomes: outcomes, delays: delays,
+            error: failure.map { Self.describe($0) } ?? (partitionFailed ? "not acknowledged" : nil),
+            leaseEnds: leaseEnds)
+        // The consumer's answer is worth a few tries now, and more at the consumer's next passes: lost, it would
+        // cost a redelivery, and its leases would hold the partitions back until they end.
         for attempt in 1...3 {
             do {
-                try await self.store.record(consumer: consumer.name, outcomes: outcomes, delays: delays, error: errorText)
-                // Calls of this process waiting for these partitions (`Outbox.awaitDelivery`) look again now.
-                DeliveryNotices.of(producer: configuration.producer).answered(partitions: outcomes.keys)
+                try await self.record(answer)
                 break
             } catch where attempt < 3 && !Task.isCancelled {
                 try await Task.sleep(for: .milliseconds(100 * attempt))
+            } catch {
+                self.unrecorded.withLock { $0.append(answer) }
+                throw error
             }
         }
         // A partition that had failed was delivered: the consumer answers again. Its other partitions waiting out
@@ -253,6 +263,37 @@ public final class OutboxRelay: Sendable {
             )
         }
         return delivered
+    }
+
+    /// Records `answer` and tells the calls of this process waiting for its partitions (`Outbox.awaitDelivery`) to
+    /// look again.
+    private func record(_ answer: UnrecordedAnswer) async throws {
+        try await self.store.record(
+            consumer: answer.consumer, outcomes: answer.outcomes, delays: answer.delays, error: answer.error)
+        DeliveryNotices.of(producer: self.configuration.producer).answered(partitions: answer.outcomes.keys)
+    }
+
+    /// Records the answers to `consumer` whose record failed, before the consumer's next claim. Without it, a
+    /// record lost to a PostgreSQL restart leaves its leases behind: the claim skips those partitions until
+    /// `lease` ends (30 s), though the relay that holds them is alive, and a swipe's match waiting for chat times
+    /// out. An answer whose lease is about to end (less than `callTimeout` left) is dropped instead: once it
+    /// ends, another loop may claim the partition, and recording the old answer would end that loop's lease
+    /// (the events are then delivered again, which consumers' inboxes allow).
+    private func recordLeftAnswers(of consumer: String) async throws {
+        let latest = ContinuousClock.now + self.configuration.callTimeout
+        let left = self.unrecorded.withLock { answers in
+            let left = answers.filter { $0.consumer == consumer }
+            answers.removeAll { $0.consumer == consumer }
+            return left.filter { $0.leaseEnds > latest }
+        }
+        for (index, answer) in left.enumerated() {
+            do {
+                try await self.record(answer)
+            } catch {
+                self.unrecorded.withLock { $0.append(contentsOf: left[index...]) }
+                throw error
+            }
+        }
     }
 
     /// Deletes delivered events older than `retention` (up to 1000 a call), with the bookkeeping of
@@ -436,4 +477,14 @@ public enum DeliverEventsMethod {
     public static func method(for consumer: EventConsumer) -> ProtoMethod<Request, Response> {
         ProtoMethod(service: consumer.grpcService, name: "DeliverEvents", kind: .unary)
     }
+}
+
+/// A consumer's answer to one batch (each claimed partition's outcome) not yet written to its cursors.
+private struct UnrecordedAnswer: Sendable {
+    let consumer: String
+    let outcomes: [String: DeliveryPlan.Outcome]
+    let delays: [String: Duration]
+    let error: String?
+    /// When the batch's leases end, by this process's clock.
+    let leaseEnds: ContinuousClock.Instant
 }
