@@ -16,8 +16,9 @@ extension ChatService {
         let clientID = try ChatValidation.clientMessageID(request.clientMessageId)
         let body = try ChatValidation.body(request.body)
         let messageID = try UUIDv7.generate()
-        // Seven round trips: BEGIN, both users locked (in id order, the order every writer takes), the retry
-        // check, the thread locked with its limits, sequence and message, both event logs with NOTIFY, COMMIT.
+        // Eight round trips: BEGIN, both users locked (in id order, the order every writer takes), the retry
+        // check, the thread locked with its limits, sequence and message, both event logs with NOTIFY, the event
+        // for notify, COMMIT.
         return try await self.database.withTransaction { transaction in
             guard try await self.threads.lockParticipants(of: threadID, for: user, in: transaction) else {
                 throw ChatError.threadNotFound

@@ -76,6 +76,10 @@ struct ProfileHarness {
             "KINDRED_PROFILE_AUTH_ADDRESS": "127.0.0.1:\(auth.port)", "KINDRED_PROFILE_SERVICE_SECRET": Self.secret,
             "KINDRED_PROFILE_LOCATION_INTERVAL_MS": "1000", "KINDRED_PROFILE_PHOTO_WORKERS": "2",
             "KINDRED_LOCATION_KEY": Self.locationKey,
+            // Trusts the set of ended sessions for 30 s without news from auth (5 s by default): on a loaded
+            // machine, a long test's calls were refused as "session checks unavailable" when the feed's
+            // heartbeat came late. Session ends themselves still arrive at once.
+            "KINDRED_PROFILE_REVOCATION_STALE_MS": "30000",
         ]
         profileSettings.merge(settings) { $1 }
         let profile: TestServer<TestProfileDefinition>

@@ -60,35 +60,35 @@ public struct Outbox: Sendable {
         event.eventId = try UUIDv7.generate()
         if event.occurredUnixMs == 0 { event.occurredUnixMs = PostgresTimestamp.now.millisecondsSinceEpoch }
         EventTracing.stamp(&event)
-        // Locks the partition's counter row until the transaction ends (see the type's documentation).
+        // One statement: the partition's counter row (locked until the transaction ends, see the type's
+        // documentation), the event, and its consumers' cursors. The payload is stored without its sequence, as
+        // ``appendQuery(_:)`` stores it: the relay sets it from the column when it sends.
+        let occurred = PostgresTimestamp(millisecondsSinceEpoch: event.occurredUnixMs)
         event.sequence = try await transaction.query(
             """
-            INSERT INTO events_partitions (partition_key, last_sequence)
-            VALUES (\(partition), nextval(pg_get_serial_sequence('events_outbox', 'id')))
-            ON CONFLICT (partition_key) DO UPDATE SET last_sequence = events_partitions.last_sequence + 1
-            RETURNING last_sequence
-            """
-        ).scalar(Int64.self)
-        let occurred = PostgresTimestamp(millisecondsSinceEpoch: event.occurredUnixMs)
-        _ = try await transaction.query(
-            """
-            WITH written AS (
+            WITH bumped AS (
+                INSERT INTO events_partitions (partition_key, last_sequence)
+                VALUES (\(partition), nextval(pg_get_serial_sequence('events_outbox', 'id')))
+                ON CONFLICT (partition_key) DO UPDATE SET last_sequence = events_partitions.last_sequence + 1
+                RETURNING last_sequence
+            ), written AS (
                 INSERT INTO events_outbox
                     (event_id, user_id, community_id, partition_key, sequence, event_type, payload, created_at)
-                VALUES (\(event.eventId)::uuid, \(event.userId), \(event.communityId), \(partition), \(event.sequence),
-                        \(payload.typeName), \(try event.serializedBytes()), \(occurred))
-                RETURNING created_at
+                SELECT \(event.eventId)::uuid, \(event.userId), \(event.communityId), \(partition), last_sequence,
+                       \(payload.typeName), \(try event.serializedBytes()), \(occurred)
+                FROM bumped
+                RETURNING sequence, created_at
             ), pending AS (
                 INSERT INTO events_cursors (consumer, partition_key, appended_sequence, pending_since)
-                SELECT consumer, \(partition), \(event.sequence), written.created_at FROM events_consumers, written
+                SELECT consumer, \(partition), written.sequence, written.created_at FROM events_consumers, written
                 ORDER BY consumer
                 ON CONFLICT (consumer, partition_key) DO UPDATE SET
                     appended_sequence = EXCLUDED.appended_sequence,
                     pending_since = COALESCE(events_cursors.pending_since, EXCLUDED.pending_since)
             )
-            SELECT pg_notify(\(self.channel), '')
+            SELECT sequence, pg_notify(\(self.channel), '') IS NULL FROM written
             """
-        )
+        ).scalar(Int64.self)
         return event
     }
 
