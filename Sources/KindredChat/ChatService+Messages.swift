@@ -16,22 +16,20 @@ extension ChatService {
         let clientID = try ChatValidation.clientMessageID(request.clientMessageId)
         let body = try ChatValidation.body(request.body)
         let messageID = try UUIDv7.generate()
-        // Eight round trips: BEGIN, both users locked (in id order, the order every writer takes), the retry
-        // check, the thread locked with its limits, sequence and message, both event logs with NOTIFY, the event
+        // Seven round trips: BEGIN, both users locked (in id order, the order every writer takes), the thread
+        // locked with its limits and the retry check, sequence and message, both event logs with NOTIFY, the event
         // for notify, COMMIT.
         return try await self.database.withTransaction { transaction in
             guard try await self.threads.lockParticipants(of: threadID, for: user, in: transaction) else {
                 throw ChatError.threadNotFound
             }
-            // Under the sender's row lock: a concurrent retry has committed or will wait for us.
-            if let stored = try await self.messages.find(sender: user, clientMessageID: clientID, in: transaction) {
-                return try Self.replay(stored, threadID: threadID, body: body)
-            }
             let maxLimit = 10_000
+            // Under the sender's row lock: a concurrent retry has committed (and is found) or will wait for us.
             guard
-                let (thread, communityLimit, sent) = try await self.threads.lockForSend(
-                    threadID, by: user, countUpTo: maxLimit, in: transaction)
+                let (thread, communityLimit, sent, stored) = try await self.threads.lockForSend(
+                    threadID, by: user, clientMessageID: clientID, countUpTo: maxLimit, in: transaction)
             else { throw ChatError.threadNotFound }
+            if let stored { return try Self.replay(stored, threadID: threadID, body: body) }
             try Self.require(thread, to: .message)
             // Concurrent sends of one user count one after the other (the sender's row is locked).
             guard sent < (communityLimit ?? self.configuration.defaultHourlyMessageLimit) else {

@@ -3,18 +3,6 @@ import KindredProto
 
 /// The SQL of messages (table `messages`).
 struct MessageStore: Sendable {
-    /// The message `sender` stored under `clientMessageID`, if any (idempotent retries).
-    func find(sender: String, clientMessageID: String, in runner: some SQLRunner) async throws
-        -> Kindred.Chat.V1.ChatMessage?
-    {
-        try await runner.query(
-            """
-            SELECT \(unescaped: Kindred.Chat.V1.ChatMessage.columns) FROM messages m
-            WHERE m.sender_id = \(sender)::uuid AND m.client_message_id = \(clientMessageID)
-            """
-        ).first.map { try Kindred.Chat.V1.ChatMessage(row: $0) }
-    }
-
     /// Takes the thread's next sequence and stores the message with it, in one statement (the thread row is
     /// locked by the caller); returns it as stored. The server timestamp is taken now, under the lock, so
     /// timestamps never go backwards as sequences go up.

@@ -42,26 +42,38 @@ struct ThreadStore: Sendable {
     }
 
     /// What a send needs, in one statement under the thread's row lock: the thread as `user` sees it, the
-    /// community's hourly limit (nil when unknown) and how many messages `user` sent in the last hour (counted up
-    /// to `countUpTo`, enough to decide).
-    func lockForSend(_ threadID: String, by user: String, countUpTo: Int, in transaction: PostgresTransaction)
-        async throws -> (thread: ThreadRecord, limit: Int?, sentLastHour: Int)?
-    {
+    /// community's hourly limit (nil when unknown), how many messages `user` sent in the last hour (counted up
+    /// to `countUpTo`, enough to decide) and the message `user` already stored under `clientMessageID` (a retry).
+    /// The caller holds the sender's row lock: the statement's snapshot, taken after it, sees a concurrent retry
+    /// that committed first.
+    func lockForSend(
+        _ threadID: String, by user: String, clientMessageID: String, countUpTo: Int,
+        in transaction: PostgresTransaction
+    ) async throws -> (thread: ThreadRecord, limit: Int?, sentLastHour: Int, stored: Kindred.Chat.V1.ChatMessage?)? {
         guard
             let row = try await transaction.query(
                 """
                 SELECT \(unescaped: ThreadRecord.columns),
                        (SELECT hourly_message_limit FROM communities c WHERE c.community_id = t.community_id),
                        (SELECT count(*) FROM (SELECT 1 FROM messages s WHERE s.sender_id = \(user)::uuid
-                            AND s.sent_at > now() - interval '1 hour' LIMIT \(countUpTo)) recent)
+                            AND s.sent_at > now() - interval '1 hour' LIMIT \(countUpTo)) recent),
+                       \(unescaped: Kindred.Chat.V1.ChatMessage.columns)
                 FROM \(unescaped: ThreadRecord.from)
+                LEFT JOIN LATERAL (
+                    SELECT * FROM messages WHERE sender_id = \(user)::uuid AND client_message_id = \(clientMessageID)
+                ) m ON true
                 WHERE t.thread_id = \(threadID)::uuid AND (t.user_a = \(user)::uuid OR t.user_b = \(user)::uuid)
                 FOR UPDATE OF t
                 """
             ).first
         else { return nil }
         let limit = try row.decode(Int32?.self, at: ThreadRecord.columnCount).flatMap { $0 > 0 ? Int($0) : nil }
-        return (try ThreadRecord(row: row), limit, try row.decode(Int.self, at: ThreadRecord.columnCount + 1))
+        let sent = try row.decode(Int.self, at: ThreadRecord.columnCount + 1)
+        let storedAt = ThreadRecord.columnCount + 2
+        let stored =
+            try row.decode(String?.self, at: storedAt) == nil
+            ? nil : try Kindred.Chat.V1.ChatMessage(row: row, at: storedAt)
+        return (try ThreadRecord(row: row), limit, sent, stored)
     }
 
     /// Locks the two participants' user rows (in id order) of a thread `user` takes part in; false when there is
