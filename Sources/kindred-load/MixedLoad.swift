@@ -425,6 +425,7 @@ struct MixedRun {
                     while ContinuousClock.now < end {
                         let (kind, swipe) = self.next()
                         let sent = ContinuousClock.now
+                        let sentAt = Date()
                         do {
                             if try await self.call(kind, swipe) { partial.matched += 1 }
                             partial.latencies[kind, default: []].append(ContinuousClock.now - sent)
@@ -434,10 +435,10 @@ struct MixedRun {
                             // The code and the start of the message: which limit or failure it was.
                             let reason = "\(error.code) (\(error.message.prefix(60)))"
                             partial.outcomes[kind, default: [:]][reason, default: 0] += 1
-                            self.events.error(kind, reason)
+                            self.events.error(kind, reason, sentAt: sentAt)
                         } catch {
                             partial.outcomes[kind, default: [:]]["\(type(of: error))", default: 0] += 1
-                            self.events.error(kind, "\(type(of: error))")
+                            self.events.error(kind, "\(type(of: error))", sentAt: sentAt)
                         }
                     }
                     return partial

@@ -158,7 +158,8 @@ public final class OutboxRelay: Sendable {
     public func deliverOnce(to consumer: EventConsumer) async throws -> Int {
         let configuration = self.configuration
         try await self.recordLeftAnswers(of: consumer.name)
-        let leaseEnds = ContinuousClock.now + configuration.lease  // at the latest: the database's clock ran on
+        // The claim's leases end no earlier than this: the database stamps them after this moment.
+        let leaseEnds = ContinuousClock.now + configuration.lease
         let claimed = try await self.store.claim(
             consumer: consumer.name,
             limit: configuration.partitionsPerClaim,
@@ -280,11 +281,11 @@ public final class OutboxRelay: Sendable {
     /// ends, another loop may claim the partition, and recording the old answer would end that loop's lease
     /// (the events are then delivered again, which consumers' inboxes allow).
     private func recordLeftAnswers(of consumer: String) async throws {
-        let latest = ContinuousClock.now + self.configuration.callTimeout
+        let stillLeased = ContinuousClock.now + self.configuration.callTimeout
         let left = self.unrecorded.withLock { answers in
             let left = answers.filter { $0.consumer == consumer }
             answers.removeAll { $0.consumer == consumer }
-            return left.filter { $0.leaseEnds > latest }
+            return left.filter { $0.leaseEnds > stillLeased }
         }
         for (index, answer) in left.enumerated() {
             do {
