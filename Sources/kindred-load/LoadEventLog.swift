@@ -2,8 +2,7 @@ import Foundation
 import Synchronization
 
 /// `kindred-load mixed --events-file`: one line per failed call or broken stream, and a progress line every
-/// 10 s, each stamped with the wall-clock time (a failed call with the time it was sent: one sent during a fault
-/// may fail only at its deadline, seconds later), so a soak (Tests/Soak) can tell the errors around a fault from
+/// 10 s, each stamped with the wall-clock time, so a soak (Tests/Soak) can tell the errors around a fault from
 /// those outside it:
 ///
 ///     1764220000.123 error swipe UNAVAILABLE (connection refused)
@@ -27,8 +26,8 @@ final class LoadEventLog: Sendable {
 
     var enabled: Bool { self.handle.withLock { $0 != nil } }
 
-    func error(_ kind: String, _ reason: String, sentAt: Date) {
-        self.write("error \(kind) \(reason)", at: sentAt)
+    func error(_ kind: String, _ reason: String) {
+        self.write("error \(kind) \(reason)")
     }
 
     func streamEnded(_ reason: String) {
@@ -43,8 +42,8 @@ final class LoadEventLog: Sendable {
         self.write("progress \(self.acknowledged.load(ordering: .relaxed))")
     }
 
-    private func write(_ text: String, at moment: Date = Date()) {
-        let line = String(format: "%.3f ", moment.timeIntervalSince1970) + text.replacingOccurrences(of: "\n", with: " ") + "\n"
+    private func write(_ text: String) {
+        let line = String(format: "%.3f ", Date().timeIntervalSince1970) + text.replacingOccurrences(of: "\n", with: " ") + "\n"
         self.handle.withLock { handle in
             guard let handle else { return }
             handle.write(Data(line.utf8))

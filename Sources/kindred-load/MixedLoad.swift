@@ -425,7 +425,6 @@ struct MixedRun {
                     while ContinuousClock.now < end {
                         let (kind, swipe) = self.next()
                         let sent = ContinuousClock.now
-                        let sentAt = Date()
                         do {
                             if try await self.call(kind, swipe) { partial.matched += 1 }
                             partial.latencies[kind, default: []].append(ContinuousClock.now - sent)
@@ -435,10 +434,10 @@ struct MixedRun {
                             // The code and the start of the message: which limit or failure it was.
                             let reason = "\(error.code) (\(error.message.prefix(60)))"
                             partial.outcomes[kind, default: [:]][reason, default: 0] += 1
-                            self.events.error(kind, reason, sentAt: sentAt)
+                            self.events.error(kind, reason)
                         } catch {
                             partial.outcomes[kind, default: [:]]["\(type(of: error))", default: 0] += 1
-                            self.events.error(kind, "\(type(of: error))", sentAt: sentAt)
+                            self.events.error(kind, "\(type(of: error))")
                         }
                     }
                     return partial

@@ -179,7 +179,7 @@ class Driver:
         self.stream_tokens = {member.index: "" for member in members}
         self.resubscribes = 0
         self.retries = {}  # status code name -> count
-        self.transient = []  # (time.time() the call was sent, what, "CODE (details)") of every retry and broken stream
+        self.transient = []  # (time.time(), what, "CODE (details)") of every retry and broken stream
         self.failures = []  # unexpected errors
         self.deck_answers = 0
         self.threads = []
@@ -209,23 +209,22 @@ class Driver:
         with self.lock:
             return len(self.swipes) + sum(len(m) for m in self.messages.values())
 
-    def _transient(self, what, error, sent=None):
+    def _transient(self, what, error):
         code = error.code()
         with self.lock:
             self.retries[code.name] = self.retries.get(code.name, 0) + 1
-            self.transient.append((sent or time.time(), what, f"{code.name} ({error.details()})"))
+            self.transient.append((time.time(), what, f"{code.name} ({error.details()})"))
 
     def call(self, what, function, deadline_s=90.0):
         """function() until it succeeds, retrying transient errors; any other error is a failure."""
         deadline = time.monotonic() + deadline_s
         while True:
-            sent = time.time()  # a call sent during a fault may fail only at its deadline, seconds later
             try:
                 return function()
             except grpc.RpcError as error:
                 if error.code() not in TRANSIENT or time.monotonic() > deadline:
                     raise AssertionError(f"{what}: {error.code()} {error.details()}") from None
-                self._transient(what, error, sent)
+                self._transient(what, error)
                 time.sleep(0.1)
 
     # --- swipes -------------------------------------------------------------------------------------------
