@@ -170,12 +170,12 @@ public final class Gateway: Sendable {
             do {
                 verified = try await self.authenticator.authenticate(authorization: authorization)
             } catch {
+                guard self.authenticator.hasKeys else {
+                    throw GatewayErrors.make(.unavailable, "Sign-in is temporarily unavailable; retry with backoff", reason: "UNAVAILABLE")
+                }
                 if error.code == .unavailable {
                     self.metrics.revocationUnavailable()
                     throw GatewayErrors.make(.unavailable, CallerAuthenticator.sessionCheckUnavailable, reason: "UNAVAILABLE")
-                }
-                guard self.authenticator.hasKeys else {
-                    throw GatewayErrors.make(.unavailable, "Sign-in is temporarily unavailable; retry with backoff", reason: "UNAVAILABLE")
                 }
                 self.metrics.rejectedToken()
                 throw GatewayErrors.unauthenticated("The access token is missing, expired or invalid: refresh it and retry")

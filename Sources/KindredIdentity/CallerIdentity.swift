@@ -86,7 +86,8 @@ public final class CallerAuthenticator: Sendable {
     public var hasKeys: Bool { self.state.withLockedValue { !$0.verifier.keys.isEmpty } }
 
     /// The caller of this call; UNAUTHENTICATED when the token is missing, malformed, forged or expired, or its
-    /// session has ended; UNAVAILABLE when session ends cannot be checked (the feed is stale).
+    /// session has ended; UNAVAILABLE when no signing key was fetched yet or session ends cannot be checked (the
+    /// feed is stale).
     public func authenticate(_ context: ServerContext) async throws(RPCError) -> CallerIdentity {
         guard let header = context.metadata["authorization"] else {
             throw RPCError(.unauthenticated, "Missing authorization metadata")
@@ -118,6 +119,9 @@ public final class CallerAuthenticator: Sendable {
             await self.refreshKeys()
         }
         let verifier = self.state.withLockedValue { $0.verifier }
+        // No key at all yet (a service just started, auth not answering): the token cannot be judged, so the call
+        // is refused as retryable, not as a bad token (an app signs its member out on UNAUTHENTICATED).
+        guard !verifier.keys.isEmpty else { throw RPCError(.unavailable, Self.keysUnavailable) }
         let claims: AccessTokenClaims
         do {
             claims = try verifier.verify(token, now: now)
@@ -133,6 +137,9 @@ public final class CallerAuthenticator: Sendable {
         if checkingSession { try self.checkSession(claims) }
         return CallerIdentity(claims: claims)
     }
+
+    /// Message of the UNAVAILABLE answer before auth's signing keys were ever fetched.
+    public static let keysUnavailable = "Access tokens cannot be checked yet; retry with backoff"
 
     /// Message of the UNAVAILABLE answer when the revocation feed is stale.
     public static let sessionCheckUnavailable = "Session checks are temporarily unavailable; retry with backoff"

@@ -24,8 +24,8 @@ public struct ServiceAccess: Sendable {
     }
 
     /// The caller's verified identity: UNAUTHENTICATED for a missing, malformed, forged or expired token or an
-    /// ended session; UNAVAILABLE with a retry hint while session ends cannot be checked (the revocation feed is
-    /// stale: fail closed).
+    /// ended session; UNAVAILABLE with a retry hint while no signing key was fetched yet or session ends cannot be
+    /// checked (the revocation feed is stale: fail closed).
     public func authenticate(_ context: ServerContext) async throws(RPCError) -> CallerIdentity {
         try await self.authenticate(authorization: context.metadata["authorization"])
     }
@@ -36,7 +36,7 @@ public struct ServiceAccess: Sendable {
         do {
             return try await self.authenticator.authenticate(authorization: header)
         } catch where error.code == .unavailable {
-            throw Self.sessionCheckUnavailable
+            throw error.message == CallerAuthenticator.keysUnavailable ? Self.keysUnavailable : Self.sessionCheckUnavailable
         } catch {
             throw Self.unauthenticated
         }
@@ -165,6 +165,12 @@ public struct ServiceAccess: Sendable {
         RPCError.detailed(
             .unavailable, CallerAuthenticator.sessionCheckUnavailable, reason: "UNAVAILABLE",
             retryAfter: .seconds(1))
+    }
+
+    /// Auth's signing keys were never fetched yet (the service just started): the caller retries after the hint.
+    public static var keysUnavailable: RPCError {
+        RPCError.detailed(
+            .unavailable, CallerAuthenticator.keysUnavailable, reason: "UNAVAILABLE", retryAfter: .seconds(1))
     }
 
     /// PERMISSION_DENIED with `message` (a fixed text).

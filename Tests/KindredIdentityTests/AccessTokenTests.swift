@@ -3,6 +3,7 @@ import KindredTestSupport
 import KindredGRPC
 import KindredIdentity
 import KindredOpenSSL
+import Synchronization
 import Testing
 
 @Suite struct AccessTokenTests {
@@ -82,6 +83,27 @@ import Testing
     @Test(arguments: ["", "a.b", "a.b.c.d", "!!.??.**", String(repeating: "a", count: 9000)])
     func malformedTokensAreRefused(token: String) {
         #expect(throws: TokenError.self) { try self.verifier.verify(token, now: self.now) }
+    }
+
+    /// Before auth's keys were ever fetched (a service just started, auth not answering yet), a valid token is
+    /// refused as UNAVAILABLE, which clients retry, not UNAUTHENTICATED, which signs a member out.
+    @Test func aTokenIsRetryableUntilTheFirstKeysArrive() async throws {
+        let answering = Mutex(false)
+        let signer = self.signer
+        let authenticator = CallerAuthenticator(refetchInterval: .milliseconds(1)) {
+            guard answering.withLock({ $0 }) else { throw RPCError(.unavailable, "auth is not answering") }
+            return ["k1": signer.publicKey]
+        }
+        let claims = AccessTokenClaims(
+            subject: "user-4", issuedAt: Int64(Date().timeIntervalSince1970), lifetimeSeconds: 900, tokenID: "t",
+            sessionID: "s", roles: ["user"])
+        let header = "Bearer \(try signer.sign(claims))"
+        await #expect(throws: RPCError(.unavailable, CallerAuthenticator.keysUnavailable)) {
+            _ = try await authenticator.authenticate(authorization: header)
+        }
+        answering.withLock { $0 = true }
+        try await Task.sleep(for: .milliseconds(5))  // past the refetch interval
+        #expect(try await authenticator.authenticate(authorization: header).userID == "user-4")
     }
 
     @Test func authenticatorRefetchesKeysOnAnUnknownKeyID() async throws {
