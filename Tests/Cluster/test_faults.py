@@ -7,6 +7,7 @@ event reached its consumers (outbox cursors caught up; discovery's swipes and ch
 answer, and every resumed subscriber received each of its messages exactly once. On the same cluster: 210 live
 Subscribe streams through one gateway leave room for every other chat call (a limit `kindred-load mixed`
 found). The driver, the faults and the check are acknowledged_writes.py's, which the soak (Tests/Soak) shares."""
+import collections
 import threading
 import time
 
@@ -84,14 +85,16 @@ def test_hundreds_of_live_subscribers_leave_room_for_every_other_chat_call(clust
     channels = [grpc.insecure_channel(cluster.gateway, options=CHANNEL_OPTIONS + [
         ("grpc.use_local_subchannel_pool", 1)]) for _ in range(4)]
     seen = [[] for _ in range(210)]
+    ended = {}  # index -> how a stream that never started ended
     calls = []
 
     def read(index, call):
         try:
             for event in call:
                 seen[index].append(event.WhichOneof("event") == "message" and event.message.message_id)
-        except grpc.RpcError:
-            pass  # cancelled at the end
+        except grpc.RpcError as error:
+            if not seen[index]:
+                ended[index] = f"{error.code().name} ({error.details()})"
 
     try:
         for index in range(210):
@@ -102,7 +105,8 @@ def test_hundreds_of_live_subscribers_leave_room_for_every_other_chat_call(clust
         deadline = time.monotonic() + 30
         while not all(seen) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert all(seen), f"{sum(1 for s in seen if not s)} of 210 Subscribe streams never started"
+        assert all(seen), (f"{sum(1 for s in seen if not s)} of 210 Subscribe streams never started; "
+                           f"ended: {collections.Counter(ended.values())}")
         sent = chat_pb2_grpc.ChatServiceStub(channels[0]).SendMessage(chat_pb2.SendMessageRequest(
             thread_id=thread, client_message_id="with-210-streams", body="still room"),
             metadata=people[0].auth, timeout=5).message
