@@ -110,7 +110,7 @@ let package = Package(
         /// Push providers (APNs, FCM, Web Push): each speaks its protocol and reports a `PushOutcome`.
         .target(name: "KindredPush", dependencies: ["KindredGRPC", "KindredHTTP2", "KindredOpenSSL", logging] + nio),
         // Starts a private PostgreSQL (initdb into a temporary folder) for tests.
-        .target(name: "KindredPostgresTesting", dependencies: ["KindredPostgres", logging]),
+        .target(name: "KindredPostgresTesting", dependencies: ["KindredPostgres", "KindredTestSupport", logging]),
         // Tests: blocking work (subprocesses, seconds of CPU) off the cooperative pool, for every test target.
         .target(name: "KindredTestSupport"),
         // Texts per language chosen by a member's locale (notify's notifications, auth's mails); no dependencies.

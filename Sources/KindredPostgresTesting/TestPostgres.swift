@@ -1,5 +1,6 @@
 import Foundation
 import KindredPostgres
+import KindredTestSupport
 import Logging
 import Synchronization
 
@@ -338,11 +339,8 @@ private func serverUser() throws -> ServerUser? {
 /// Not Foundation's `Process`: its children start with most signals blocked, and a shell with
 /// SIGCHLD blocked never returns from `wait`, which the server wrapper relies on.
 private func spawnShell(_ script: String, _ arguments: [String], asUser user: String?, log: String) throws -> pid_t {
-    // The shell first closes every descriptor above 2: the test process's pipes are not close-on-exec, and a
-    // long-lived PostgreSQL holding the write end of another child's stdin pipe would keep that child from ever
-    // seeing EOF (seen: a Python helper waiting for EOF hung the whole test run). bash, since dash cannot name
-    // descriptors above 9.
-    let closeInherited = "for fd in /proc/$$/fd/*; do n=${fd##*/}; [ \"$n\" -gt 2 ] && eval \"exec $n>&-\"; done; "
+    // The shell first closes every descriptor above 2 (see `TestProcessShell`).
+    let closeInherited = TestProcessShell.closeInheritedDescriptors
     let shell = ["/bin/bash", "-c", closeInherited + "LC_ALL=C; export LC_ALL; exec >>\"$0\" 2>&1; " + script, log] + arguments
     // runuser stays alive as the server's parent, so it must not inherit descriptors either: a first shell
     // closes them and then becomes runuser (seen: runuser holding another test's stdin pipe hung that test).

@@ -36,7 +36,7 @@ public struct ServiceAccess: Sendable {
         do {
             return try await self.authenticator.authenticate(authorization: header)
         } catch where error.code == .unavailable {
-            throw error.message == CallerAuthenticator.keysUnavailable ? Self.keysUnavailable : Self.sessionCheckUnavailable
+            throw self.authenticator.hasKeys ? Self.sessionCheckUnavailable : Self.keysUnavailable
         } catch {
             throw Self.unauthenticated
         }

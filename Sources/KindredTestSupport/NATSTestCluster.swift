@@ -63,10 +63,10 @@ public final class NATSTestCluster: @unchecked Sendable {
         }
         // The shell becomes nats-server (`exec`, same pid: kill(_:) reaches the server itself) after starting a
         // watcher that kills it once the test process is gone, however that ended. The watcher keeps no inherited
-        // descriptor: Foundation sees the server's exit when the last holder of one of them ends.
+        // descriptor (`TestProcessShell`).
         let watched = """
             test_process=$1; shift
-            ( for fd in /proc/self/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-" 2>/dev/null; done
+            ( \(TestProcessShell.closeInheritedDescriptors)
               while kill -0 $$ 2>/dev/null; do
                   if [ ! -d "/proc/$test_process" ]; then kill -9 $$; exit 0; fi
                   sleep 0.5
@@ -74,7 +74,7 @@ public final class NATSTestCluster: @unchecked Sendable {
             exec "$@"
             """
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")  // dash cannot close descriptors above 9
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
         process.arguments = ["-c", watched, "bash", String(getpid()), Self.executable] + arguments
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
