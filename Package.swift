@@ -78,6 +78,8 @@ let package = Package(
         systemLibrary("CLibpq", pkgConfig: "libpq", apt: ["libpq-dev"]),
         systemLibrary("CArgon2", pkgConfig: "libargon2", apt: ["libargon2-dev"]),
         systemLibrary("CVips", pkgConfig: "vips", apt: ["libvips-dev"]),
+        // glibc's allocator (malloc.h): its statistics and its trimming, for the servers' memory (ProcessMemory).
+        .systemLibrary(name: "CMalloc"),
 
         // Wrappers: the one Swift module per C library.
         .target(name: "KindredHTTP2", dependencies: ["CNghttp2"] + nio, swiftSettings: hotPath),
@@ -141,7 +143,7 @@ let package = Package(
         .target(
             name: "KindredGRPCServices",
             dependencies: [
-                "KindredGRPC", "KindredProto", "KindredOpenSSL", logging, metrics,
+                "CMalloc", "KindredGRPC", "KindredProto", "KindredOpenSSL", logging, metrics,
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -88,6 +88,7 @@ public struct ServerRunner: Sendable {
         onListening: @escaping @Sendable (SocketAddress) -> Void = { _ in }
     ) -> [ServiceGroupConfiguration.ServiceConfiguration] {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        ProcessMemory.attach(to: self.metrics)
         if let admin = self.makeAdminServer(logger: logger) {
             services.append(.init(service: AdminPortService(server: admin)))
         }

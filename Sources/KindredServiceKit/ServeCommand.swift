@@ -12,6 +12,7 @@ public struct ServeCommand<Server: ServerDefinition>: AsyncParsableCommand {
     public init() {}
 
     public func run() async throws {
+        ProcessMemory.returnLargeBlocksWhenFreed()
         try await reportingConfigurationErrors {
             let logger = try self.logging.bootstrap(label: Server.loggerLabel)
             try await Server.serve(settings: EnvironmentReader(), logger: logger)

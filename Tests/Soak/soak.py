@@ -2,10 +2,10 @@
 load (`kindred-load mixed` through the gateway) and the fault test's driver (Tests/Cluster/acknowledged_writes.py:
 swipes, matches and messages recorded as acknowledged, a Subscribe stream per member) for a given time, while a
 chaos loop kills a random server with SIGKILL every few minutes and PostgreSQL once, each started again by
-run-cluster.sh. Every 10 s it samples each process's RSS, open descriptors and threads from /proc. At the end:
-requests served, kills, errors outside the seconds around each kill, RSS and descriptor growth per hour after
-warm-up, and the fault test's check that nothing acknowledged was lost; samples.csv, report.json and a PNG of RSS
-over time go to --out.
+run-cluster.sh. Every 10 s it samples each process's RSS (and its anonymous and file-backed parts), open descriptors
+and threads from /proc. At the end: requests served, kills, errors outside the seconds around each kill, RSS and
+descriptor growth per hour after warm-up, and the fault test's check that nothing acknowledged was lost;
+samples.csv, report.json and a PNG of RSS over time go to --out.
 
     python3 Tests/Soak/soak.py --minutes 30            # the binaries of KINDRED_BIN_PATH, else the debug build
     Tests/Soak/soak.sh --minutes 30                    # builds first (KINDRED_SOAK_RELEASE=1: release binaries)
@@ -87,9 +87,9 @@ class Sampler:
 
     def __init__(self, cluster, every, path):
         self.cluster, self.every = cluster, every
-        self.samples = []  # (time, name, pid, rss bytes, descriptors, threads)
+        self.samples = []  # (time, name, pid, rss bytes, descriptors, threads, anonymous bytes, file bytes)
         self.path = path
-        path.write_text("time,name,pid,rss_bytes,fds,threads\n")
+        path.write_text("time,name,pid,rss_bytes,fds,threads,anon_bytes,file_bytes\n")
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="sampler", daemon=True)
 
@@ -120,26 +120,28 @@ class Sampler:
         try:
             status = pathlib.Path(f"/proc/{pid}/status").read_text()
             fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-            rss = int(fields["VmRSS"].split()[0]) * 1024
+            rss, anonymous, files = (int(fields[key].split()[0]) * 1024 for key in ("VmRSS", "RssAnon", "RssFile"))
             threads = int(fields["Threads"])
             descriptors = len(os.listdir(f"/proc/{pid}/fd"))
-            return rss, descriptors, threads
+            return rss, descriptors, threads, anonymous, files
         except (OSError, KeyError, ValueError):
             return None
 
     @staticmethod
     def postgres(postmaster):
-        total_pss, descriptors, processes = 0, 0, 0
+        pss = {"Pss": 0, "Pss_Anon": 0, "Pss_File": 0}
+        descriptors, processes = 0, 0
         for pid in [postmaster, *children_of(postmaster)]:
             try:
                 rollup = pathlib.Path(f"/proc/{pid}/smaps_rollup").read_text()
-                total_pss += next(int(line.split()[1]) for line in rollup.splitlines()
-                                  if line.startswith("Pss:")) * 1024
+                fields = dict(line.split(":", 1) for line in rollup.splitlines()[1:] if ":" in line)
+                for key in pss:
+                    pss[key] += int(fields[key].split()[0]) * 1024
                 descriptors += len(os.listdir(f"/proc/{pid}/fd"))
                 processes += 1
-            except (OSError, StopIteration, ValueError):
+            except (OSError, KeyError, ValueError):
                 continue
-        return (total_pss, descriptors, processes) if processes else None
+        return (pss["Pss"], descriptors, processes, pss["Pss_Anon"], pss["Pss_File"]) if processes else None
 
 
 class Chaos:
@@ -266,12 +268,14 @@ class MixedLoad:
 
 
 def growth(samples, warmup, span_needed):
-    """Per process name: the longest-lived incarnation's RSS and descriptor growth per hour after its first
+    """Per process name: the longest-lived incarnation's growth per hour after its first
     `warmup` seconds (least-squares slope, as a share of the mean), or None when it lived less than span_needed
-    after warm-up."""
+    after warm-up. Of RSS, descriptors and threads, and of RSS's two parts: anonymous memory (heaps, stacks:
+    what a leak grows) and file-backed pages (the binary's and libraries' code and data, mapped in as paths run
+    for the first time)."""
     by_pid = {}
-    for moment, name, pid, rss, descriptors, threads in samples:
-        by_pid.setdefault((name, pid), []).append((moment, rss, descriptors, threads))
+    for moment, name, pid, rss, descriptors, threads, anonymous, files in samples:
+        by_pid.setdefault((name, pid), []).append((moment, rss, descriptors, threads, anonymous, files))
     result = {}
     for (name, pid), rows in by_pid.items():
         born = rows[0][0]
@@ -280,7 +284,7 @@ def growth(samples, warmup, span_needed):
         if span < span_needed or (name in result and result[name]["span_min"] * 60 >= span):
             continue
         figures = {"pid": pid, "span_min": round(span / 60, 1)}
-        for column, label in ((1, "rss"), (2, "fds"), (3, "threads")):
+        for column, label in ((1, "rss"), (2, "fds"), (3, "threads"), (4, "anon"), (5, "file")):
             xs = [r[0] for r in kept]
             ys = [r[column] for r in kept]
             mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)

@@ -9,7 +9,7 @@ LEFT, RIGHT, TOP, BOTTOM = 70, 150, 30, 50
 
 
 def plot_rss(samples, kills, load_started, path):
-    """samples: (time, name, pid, rss bytes, descriptors, threads); kills: (name, killed at, back at)."""
+    """samples: the soak sampler's (time, name, pid, rss bytes, ...); kills: (name, killed at, back at)."""
     image = Image.new("RGB", (WIDTH, HEIGHT), "white")
     draw = ImageDraw.Draw(image)
     font = ImageFont.load_default()
@@ -59,7 +59,7 @@ def plot_rss(samples, kills, load_started, path):
     for row, name in enumerate(names):
         colour = COLOURS.get(name, (0, 0, 0))
         points, pid = [], None
-        for moment, sample_name, sample_pid, rss, _, _ in samples:
+        for moment, sample_name, sample_pid, rss, *_ in samples:
             if sample_name != name:
                 continue
             if sample_pid != pid and len(points) > 1:
