@@ -83,6 +83,19 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        self.tearDown()
+        context.fireChannelInactive()
+    }
+
+    /// A channel that never became active (its connect was refused or timed out) gets no `channelInactive`, only
+    /// this: the handler, its context and its nghttp2 session hold each other and would outlive the channel.
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.tearDown()
+    }
+
+    /// Ends the calls still on the connection and lets go of the session, the context and the pool's callbacks.
+    private func tearDown() {
+        guard !self.isClosed else { return }
         self.isClosed = true
         self.isDraining = true
         // The pool first: the slots of the calls ended below go with the connection.
@@ -107,7 +120,6 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
         self.session?.delegate = nil
         self.session = nil
         self.context = nil
-        context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

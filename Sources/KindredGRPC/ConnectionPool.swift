@@ -268,7 +268,13 @@ final class ConnectionPool: Sendable {
         }
         // Events that came before the wiring (the connect callback normally runs first).
         if let limit = handler.peerStreamLimit { handler.onPeerStreamLimit?(limit, true) }
-        if handler.isClosed { handler.onDrain?() }
+        if handler.isClosed {
+            handler.onDrain?()
+            // Nothing calls them any more, and they hold the connection, which holds the handler.
+            handler.onPeerStreamLimit = nil
+            handler.onCallEnded = nil
+            handler.onDrain = nil
+        }
     }
 
     private func failed(entry: Int, error: any Error) {
