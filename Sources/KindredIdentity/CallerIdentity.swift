@@ -50,10 +50,21 @@ public final class CallerAuthenticator: Sendable {
         /// on every call for up to 15 minutes, so most calls skip the Ed25519 verification and the JSON
         /// parsing; the time checks (exp, nbf) still run on every call.
         var verified: [String: AccessTokenClaims] = [:]
+        /// The size of `verified` at which its expired tokens are dropped next.
+        var pruneAt = CallerAuthenticator.minPruneSize
     }
 
-    /// Bound on `verified`; when full it is emptied (cheap, and a flood of distinct tokens can't grow it).
+    /// Bound on `verified`; when full of unexpired tokens it is emptied (cheap, and a flood of distinct tokens
+    /// can't grow it).
     private static let maxCachedTokens = 10_000
+    /// Expired tokens leave `verified` when it has doubled since the last pass (and has at least this many): the
+    /// work stays constant per token, and the table holds about two tokens per client, the one in use and the one
+    /// it replaced until that expires. Left until the table was full, every client's refresh added its new token
+    /// beside the old: a gateway serving 800 members grew by about a mebibyte every ten minutes.
+    static let minPruneSize = 256
+
+    /// Tokens held as verified (tests).
+    var cachedTokenCount: Int { self.state.withLockedValue { $0.verified.count } }
 
     public init(
         refetchInterval: Duration = .seconds(30),
@@ -131,7 +142,12 @@ public final class CallerAuthenticator: Sendable {
         self.state.withLockedValue { state in
             // Only under the keys it was verified with (a refetch may have happened meanwhile).
             guard state.verifier.keys == verifier.keys else { return }
-            if state.verified.count >= Self.maxCachedTokens { state.verified.removeAll(keepingCapacity: true) }
+            if state.verified.count >= state.pruneAt {
+                let leeway = state.verifier.leewaySeconds
+                state.verified = state.verified.filter { $0.value.exp > now - leeway }
+                if state.verified.count >= Self.maxCachedTokens { state.verified.removeAll(keepingCapacity: true) }
+                state.pruneAt = min(Self.maxCachedTokens, max(Self.minPruneSize, 2 * state.verified.count))
+            }
             state.verified[token] = claims
         }
         if checkingSession { try self.checkSession(claims) }

@@ -1,7 +1,7 @@
 import Foundation
 import KindredTestSupport
 import KindredGRPC
-import KindredIdentity
+@testable import KindredIdentity
 import KindredOpenSSL
 import Synchronization
 import Testing
@@ -159,6 +159,28 @@ import Testing
         await #expect(throws: RPCError.self) {
             _ = try await authenticator.authenticate(authorization: String(forged), now: issued)
         }
+    }
+}
+
+extension AccessTokenTests {
+    /// Clients refresh their tokens every ten minutes (they live fifteen): the verified tokens the authenticator
+    /// holds stay near two per client, however long it serves, instead of gaining one per client per refresh.
+    @Test func expiredTokensLeaveTheCache() async throws {
+        let authenticator = CallerAuthenticator(keys: ["k1": self.signer.publicKey])
+        let clients = 300
+        var held: [Int] = []
+        for generation in 0..<10 {
+            let issued = self.now + Int64(generation) * 600
+            for client in 0..<clients {
+                let claims = AccessTokenClaims(
+                    subject: "user-\(client)", issuedAt: issued, lifetimeSeconds: 900, tokenID: "t\(generation)",
+                    sessionID: "s\(client)", roles: ["user"])
+                let header = "Bearer \(try self.signer.sign(claims))"
+                _ = try await authenticator.authenticate(authorization: header, now: issued)
+            }
+            held.append(authenticator.cachedTokenCount)
+        }
+        #expect(held.allSatisfy { $0 <= 4 * clients }, "tokens held after each refresh: \(held)")
     }
 }
 
