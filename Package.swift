@@ -78,7 +78,7 @@ let package = Package(
         systemLibrary("CLibpq", pkgConfig: "libpq", apt: ["libpq-dev"]),
         systemLibrary("CArgon2", pkgConfig: "libargon2", apt: ["libargon2-dev"]),
         systemLibrary("CVips", pkgConfig: "vips", apt: ["libvips-dev"]),
-        // glibc's allocator (malloc.h): its statistics and its trimming, for the servers' memory (ProcessMemory).
+        // glibc's allocator (malloc.h): its statistics and settings, for the servers' memory (ProcessMemory).
         .systemLibrary(name: "CMalloc"),
 
         // Wrappers: the one Swift module per C library.

@@ -58,9 +58,9 @@ public final class CallerAuthenticator: Sendable {
     /// can't grow it).
     private static let maxCachedTokens = 10_000
     /// Expired tokens leave `verified` when it has doubled since the last pass (and has at least this many): the
-    /// work stays constant per token, and the table holds about two tokens per client, the one in use and the one
-    /// it replaced until that expires. Left until the table was full, every client's refresh added its new token
-    /// beside the old: a gateway serving 800 members grew by about a mebibyte every ten minutes.
+    /// work stays constant per token, and the table holds two to four tokens per client: the one in use, the one
+    /// it replaced until that expires, and those of the pass before. Left until the table was full, every refresh
+    /// added its new token beside the old: a gateway serving 800 members grew by about a mebibyte every ten minutes.
     static let minPruneSize = 256
 
     /// Tokens held as verified (tests).
