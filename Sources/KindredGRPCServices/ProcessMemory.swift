@@ -33,7 +33,8 @@ public struct ProcessMemory: Sendable, Equatable {
         _ = mallopt(M_MMAP_THRESHOLD, Int32(threshold))
     }
 
-    private static func residentBytes() -> Int {
+    /// Resident set size now (`/proc/self/statm`), bytes; 0 where unreadable.
+    public static func residentBytes() -> Int {
         guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
         let fields = statm.split(separator: " ")
         guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }

@@ -1,5 +1,6 @@
 import Foundation
 import KindredGRPC
+import KindredGRPCServices
 import KindredProto
 import KindredProtobuf
 import NIOConcurrencyHelpers
@@ -79,7 +80,7 @@ public final class InteropService: GRPCService {
             var stats = V1.ServerStatsResponse()
             stats.activeCalls = Int32(context.serverMetrics.activeCalls)
             stats.openConnections = Int32(context.serverMetrics.openConnections)
-            stats.residentBytes = Self.residentBytes()
+            stats.residentBytes = Int64(ProcessMemory.residentBytes())
             return stats
         }
     }
@@ -138,15 +139,5 @@ public final class InteropService: GRPCService {
             }
         }
         return try await body()
-    }
-}
-
-extension InteropService {
-    /// This process's resident set size, from /proc/self/statm (second field, in pages); 0 where unreadable.
-    static func residentBytes() -> Int64 {
-        guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
-        let fields = statm.split(separator: " ")
-        guard fields.count > 1, let pages = Int64(fields[1]) else { return 0 }
-        return pages * Int64(sysconf(Int32(_SC_PAGESIZE)))
     }
 }
