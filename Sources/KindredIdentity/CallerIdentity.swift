@@ -50,18 +50,18 @@ public final class CallerAuthenticator: Sendable {
         /// on every call for up to 15 minutes, so most calls skip the Ed25519 verification and the JSON
         /// parsing; the time checks (exp, nbf) still run on every call.
         var verified: [String: AccessTokenClaims] = [:]
-        /// The size of `verified` at which its expired tokens are dropped next.
-        var pruneAt = CallerAuthenticator.minPruneSize
+        /// When (token time, seconds) the expired tokens leave `verified` next.
+        var nextPrune: Int64 = 0
     }
 
     /// Bound on `verified`; when full of unexpired tokens it is emptied (cheap, and a flood of distinct tokens
     /// can't grow it).
     private static let maxCachedTokens = 10_000
-    /// Expired tokens leave `verified` when it has doubled since the last pass (and has at least this many): the
-    /// work stays constant per token, and the table holds two to four tokens per client: the one in use, the one
-    /// it replaced until that expires, and those of the pass before. Left until the table was full, every refresh
-    /// added its new token beside the old: a gateway serving 800 members grew by about a mebibyte every ten minutes.
-    static let minPruneSize = 256
+    /// Expired tokens leave `verified` at most this often, when a token is added: the table holds the tokens
+    /// still valid (one or two per client: the one in use and, until it expires, the one it replaced) and those
+    /// that expired since the last pass. Left until the table was full, every refresh added its new token beside
+    /// the old: a gateway serving 800 members grew by about a mebibyte every ten minutes.
+    static let pruneIntervalSeconds: Int64 = 60
 
     /// Tokens held as verified (tests).
     var cachedTokenCount: Int { self.state.withLockedValue { $0.verified.count } }
@@ -142,12 +142,12 @@ public final class CallerAuthenticator: Sendable {
         self.state.withLockedValue { state in
             // Only under the keys it was verified with (a refetch may have happened meanwhile).
             guard state.verifier.keys == verifier.keys else { return }
-            if state.verified.count >= state.pruneAt {
+            if now >= state.nextPrune {
                 let leeway = state.verifier.leewaySeconds
                 state.verified = state.verified.filter { $0.value.exp > now - leeway }
-                if state.verified.count >= Self.maxCachedTokens { state.verified.removeAll(keepingCapacity: true) }
-                state.pruneAt = min(Self.maxCachedTokens, max(Self.minPruneSize, 2 * state.verified.count))
+                state.nextPrune = now + Self.pruneIntervalSeconds
             }
+            if state.verified.count >= Self.maxCachedTokens { state.verified.removeAll(keepingCapacity: true) }
             state.verified[token] = claims
         }
         if checkingSession { try self.checkSession(claims) }

@@ -180,7 +180,8 @@ extension AccessTokenTests {
             }
             held.append(authenticator.cachedTokenCount)
         }
-        #expect(held.allSatisfy { $0 <= 4 * clients }, "tokens held after each refresh: \(held)")
+        // The token in use and the one it replaced, which is still valid: two per client.
+        #expect(held.allSatisfy { $0 <= 2 * clients }, "tokens held after each refresh: \(held)")
     }
 }
 

@@ -1,11 +1,11 @@
 """The soak with faults: a cluster (services/run-cluster.sh with KINDRED_ON_SERVER_EXIT=restart) serves the mixed
 load (`kindred-load mixed` through the gateway) and the fault test's driver (Tests/Cluster/acknowledged_writes.py:
 swipes, matches and messages recorded as acknowledged, a Subscribe stream per member) for a given time, while a
-chaos loop kills a random server with SIGKILL every few minutes and PostgreSQL once, each started again by
-run-cluster.sh. Every 10 s it samples each process's RSS (and its anonymous and file-backed parts), open descriptors
-and threads from /proc. At the end: requests served, kills, errors outside the seconds around each kill, RSS and
-descriptor growth per hour after warm-up, and the fault test's check that nothing acknowledged was lost;
-samples.csv, report.json and a PNG of RSS over time go to --out.
+chaos loop kills a server with SIGKILL every few minutes (each server once, in a random order, before any twice)
+and PostgreSQL once, each started again by run-cluster.sh. Every 10 s it samples each process's RSS (and its
+anonymous and file-backed parts), open descriptors and threads from /proc. At the end: requests served, kills,
+errors outside the seconds around each kill, RSS and descriptor growth per hour after warm-up, and the fault test's
+check that nothing acknowledged was lost; samples.csv, report.json and a PNG of RSS over time go to --out.
 
     python3 Tests/Soak/soak.py --minutes 30            # the binaries of KINDRED_BIN_PATH, else the debug build
     Tests/Soak/soak.sh --minutes 30                    # builds first (KINDRED_SOAK_RELEASE=1: release binaries)
@@ -154,6 +154,7 @@ class Chaos:
         self.cluster, self.settings, self.duration, self.progress = cluster, settings, duration, progress
         self.baseline = progress()
         self.rng = random.Random(settings.seed)
+        self.round = []  # the servers still to kill in this round
         self.kills = []
         self.listening_after = {}  # PostgreSQL kill time -> seconds from its return until chat listened again
         self.failures = []
@@ -182,7 +183,10 @@ class Chaos:
                 postgres_at = None
                 self._kill("postgres", lambda: kill_postgres(self.cluster))
             elif elapsed >= next_kill and (limit is None or server_kills < limit) and elapsed < quiet_from:
-                name = self.rng.choice([n for n in self.cluster.pids() if n in SERVERS])
+                if not self.round:  # every server once, in a random order, before any twice
+                    self.round = sorted(n for n in self.cluster.pids() if n in SERVERS)
+                    self.rng.shuffle(self.round)
+                name = self.round.pop()
                 self._kill(name, lambda: kill_server(self.cluster, name))
                 server_kills += 1
                 next_kill = time.monotonic() - started + self.settings.kill_every
