@@ -37,6 +37,9 @@
 #   KINDRED_START_TIMEOUT seconds each step may take to come up (default 60)
 #   KINDRED_ON_SERVER_EXIT  stop (default): a server exiting on its own stops the cluster; keep: the rest runs on;
 #                         restart: it is started again, and so is PostgreSQL (fault tests)
+#   KINDRED_STOP_WITH_PID   a process id: once the cluster is up, it stops when that process is gone (the test
+#                         harnesses give their own, so a test run killed hard leaves nothing running); what it
+#                         says then goes to logs/run-cluster.log
 #   KINDRED_LOG_LEVEL, KINDRED_LOG_FORMAT and any KINDRED_<SERVICE>_* setting not set here pass through.
 # $KINDRED_CLUSTER_DIR/pids lists "name pid" per line (run-cluster, postgres, smtp-sink, apns-peer, auth, ...).
 #
@@ -111,7 +114,8 @@ fail() { printf 'run-cluster: %s\n' "$*" >&2; exit 1; }
 PORT_BASE="${KINDRED_PORT_BASE:-$KINDRED_DEFAULT_PORT_BASE}"
 SMTP_PORT="${KINDRED_SMTP_PORT:-$KINDRED_DEFAULT_SMTP_PORT}"
 START_TIMEOUT="${KINDRED_START_TIMEOUT:-60}"
-for number in "$PORT_BASE" "$SMTP_PORT" "$START_TIMEOUT"; do
+STOP_WITH_PID="${KINDRED_STOP_WITH_PID:-}"
+for number in "$PORT_BASE" "$SMTP_PORT" "$START_TIMEOUT" ${STOP_WITH_PID:+"$STOP_WITH_PID"}; do
     [[ "$number" =~ ^[0-9]+$ ]] || fail "not a number: $number"
 done
 ((PORT_BASE >= 1024 && PORT_BASE + KINDRED_ADMIN_PORT_OFFSET + 10 < 65536)) || fail "KINDRED_PORT_BASE out of range"
@@ -970,8 +974,14 @@ if [ -n "$DEMO" ]; then
 fi
 
 # Watch. A server that exits on its own stops the cluster (exit 1), unless KINDRED_ON_SERVER_EXIT=keep: then the
-# others keep running (tests stop one server on purpose). A push peer, the sink or PostgreSQL dying always stops it.
+# others keep running (tests stop one server on purpose). A push peer, the sink or PostgreSQL dying always stops it,
+# and so does the process KINDRED_STOP_WITH_PID names going away (exit 0).
 while true; do
+    if [ -n "$STOP_WITH_PID" ] && ! alive "$STOP_WITH_PID"; then
+        exec >>"$LOG_DIR/run-cluster.log" 2>&1 # whoever read the output may be gone with it
+        say "run-cluster: process $STOP_WITH_PID (KINDRED_STOP_WITH_PID) is gone; stopping the cluster"
+        stop_all 0
+    fi
     for entry in "${SERVER_PIDS[@]}"; do
         read -r name pid <<<"$entry"
         if [ -n "${EXITED[$name]:-}" ] || alive "$pid"; then continue; fi

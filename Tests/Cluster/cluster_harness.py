@@ -169,7 +169,9 @@ class Cluster:
         self.mail_dir = self.run_dir / "mail"
         self.env = dict(os.environ, KINDRED_BIN_DIR=str(bin_dir()), KINDRED_CLUSTER_DIR=str(self.run_dir),
                         KINDRED_DATA_DIR=str(self.data_dir), KINDRED_PORT_BASE=str(self.base),
-                        KINDRED_SMTP_PORT=str(self.smtp_port), **RELAXED_LIMITS, **extra_env)
+                        KINDRED_SMTP_PORT=str(self.smtp_port),
+                        # A test run killed hard (no finally runs) takes its clusters with it.
+                        **{"KINDRED_STOP_WITH_PID": str(os.getpid()), **RELAXED_LIMITS, **extra_env})
         self.lines = []
         self.up = threading.Event()
         # The tests stop the cluster with Ctrl-C (SIGINT). A test run started in the background (CI jobs often

@@ -22,7 +22,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cluster_config import SERVERS_WITH_TABLES
+from cluster_config import SERVERS, SERVERS_WITH_TABLES
 from cluster_harness import ROOT, Cluster, assert_clean_stop, bin_dir, free_port_base, processes_mentioning
 
 from kindred.api.v1 import (account_pb2, account_pb2_grpc, home_pb2, home_pb2_grpc, profile_pb2,  # noqa: E402
@@ -448,6 +448,30 @@ def test_a_restart_keeps_accounts_and_signing_keys():
             assert again.account.user_id == before.account.user_id
     finally:
         assert_clean_stop(second, pids)
+
+
+def test_a_cluster_stops_cleanly_when_the_process_it_stops_with_is_gone():
+    """A test run killed hard runs no `finally`: the harness gives run-cluster.sh its own pid
+    (KINDRED_STOP_WITH_PID), and the cluster stops cleanly once that process is gone. A sleeping process stands in
+    for the test run here, killed with SIGKILL."""
+    stand_in = subprocess.Popen(["sleep", "600"])
+    running = Cluster(KINDRED_STOP_WITH_PID=str(stand_in.pid))
+    pids = running.pids()
+    try:
+        stand_in.kill()
+        stand_in.wait()
+        assert running.wait_for_exit(timeout=120) == 0, running.output()
+        left = running.leftovers(pids)
+    finally:
+        running.stop(force_cleanup=True)
+    assert not left, f"processes left: {left}"
+    log = (running.run_dir / "logs" / "run-cluster.log").read_text()
+    assert f"process {stand_in.pid} (KINDRED_STOP_WITH_PID) is gone; stopping the cluster" in log, log
+    for name in pids:
+        if name in SERVERS:
+            assert f"  {name} stopped (exit 0)" in log, log
+    assert "  postgres stopped" in log and "Kindred stopped." in log, log
+    shutil.rmtree(running.folder, ignore_errors=True)
 
 
 def test_a_taken_port_stops_the_start_before_anything_runs():
