@@ -82,14 +82,18 @@ def settings_from(argv=None):
 
 class Sampler:
     """Every `every` seconds: RSS, open descriptors and threads of each server (by the cluster's pids file) and of
-    PostgreSQL (postmaster and backends together; proportional set size, so shared buffers count once). Each
-    round is appended to `path` as it is taken, so a run that fails still leaves its samples."""
+    PostgreSQL (postmaster and backends together; proportional set size, so shared buffers count once; processes
+    in place of threads; its descriptors apart: `data_fds` of files in its data directory, which each backend keeps
+    open as it touches tables, indexes and WAL, a cache bounded by max_files_per_process, and `fds` of the rest:
+    client connections, pipes, logs). Each round is appended to `path` as it is taken, so a run that fails still
+    leaves its samples."""
 
     def __init__(self, cluster, every, path):
         self.cluster, self.every = cluster, every
-        self.samples = []  # (time, name, pid, rss bytes, descriptors, threads, anonymous bytes, file bytes)
+        # (time, name, pid, rss bytes, descriptors, threads, anonymous bytes, file bytes, data-file descriptors)
+        self.samples = []
         self.path = path
-        path.write_text("time,name,pid,rss_bytes,fds,threads,anon_bytes,file_bytes\n")
+        path.write_text("time,name,pid,rss_bytes,fds,threads,anon_bytes,file_bytes,data_fds\n")
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="sampler", daemon=True)
 
@@ -123,25 +127,37 @@ class Sampler:
             rss, anonymous, files = (int(fields[key].split()[0]) * 1024 for key in ("VmRSS", "RssAnon", "RssFile"))
             threads = int(fields["Threads"])
             descriptors = len(os.listdir(f"/proc/{pid}/fd"))
-            return rss, descriptors, threads, anonymous, files
+            return rss, descriptors, threads, anonymous, files, 0
         except (OSError, KeyError, ValueError):
             return None
 
     @staticmethod
     def postgres(postmaster):
         pss = {"Pss": 0, "Pss_Anon": 0, "Pss_File": 0}
-        descriptors, processes = 0, 0
+        descriptors, data_files, processes = 0, 0, 0
+        try:
+            data_dir = os.readlink(f"/proc/{postmaster}/cwd") + "/"  # PostgreSQL runs in its data directory
+        except OSError:
+            return None
         for pid in [postmaster, *children_of(postmaster)]:
             try:
                 rollup = pathlib.Path(f"/proc/{pid}/smaps_rollup").read_text()
                 fields = dict(line.split(":", 1) for line in rollup.splitlines()[1:] if ":" in line)
                 for key in pss:
                     pss[key] += int(fields[key].split()[0]) * 1024
-                descriptors += len(os.listdir(f"/proc/{pid}/fd"))
+                for fd in os.listdir(f"/proc/{pid}/fd"):
+                    try:
+                        target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    except OSError:
+                        continue  # closed meanwhile
+                    if target.startswith(data_dir):
+                        data_files += 1
+                    else:
+                        descriptors += 1
                 processes += 1
             except (OSError, KeyError, ValueError):
                 continue
-        return (pss["Pss"], descriptors, processes, pss["Pss_Anon"], pss["Pss_File"]) if processes else None
+        return (pss["Pss"], descriptors, processes, pss["Pss_Anon"], pss["Pss_File"], data_files) if processes else None
 
 
 class Chaos:
@@ -274,12 +290,12 @@ class MixedLoad:
 def growth(samples, warmup, span_needed):
     """Per process name: the longest-lived incarnation's growth per hour after its first
     `warmup` seconds (least-squares slope, as a share of the mean), or None when it lived less than span_needed
-    after warm-up. Of RSS, descriptors and threads, and of RSS's two parts: anonymous memory (heaps, stacks:
-    what a leak grows) and file-backed pages (the binary's and libraries' code and data, mapped in as paths run
-    for the first time)."""
+    after warm-up. Of RSS, descriptors and threads, of RSS's two parts: anonymous memory (heaps, stacks: what a
+    leak grows) and file-backed pages (the binary's and libraries' code and data, mapped in as paths run for the
+    first time), and of PostgreSQL's data-file descriptors (its backends' file cache: reported, not judged)."""
     by_pid = {}
-    for moment, name, pid, rss, descriptors, threads, anonymous, files in samples:
-        by_pid.setdefault((name, pid), []).append((moment, rss, descriptors, threads, anonymous, files))
+    for moment, name, pid, rss, descriptors, threads, anonymous, files, data_files in samples:
+        by_pid.setdefault((name, pid), []).append((moment, rss, descriptors, threads, anonymous, files, data_files))
     result = {}
     for (name, pid), rows in by_pid.items():
         born = rows[0][0]
@@ -288,7 +304,7 @@ def growth(samples, warmup, span_needed):
         if span < span_needed or (name in result and result[name]["span_min"] * 60 >= span):
             continue
         figures = {"pid": pid, "span_min": round(span / 60, 1)}
-        for column, label in ((1, "rss"), (2, "fds"), (3, "threads"), (4, "anon"), (5, "file")):
+        for column, label in ((1, "rss"), (2, "fds"), (3, "threads"), (4, "anon"), (5, "file"), (6, "data_fds")):
             xs = [r[0] for r in kept]
             ys = [r[column] for r in kept]
             mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
