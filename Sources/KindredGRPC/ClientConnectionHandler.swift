@@ -169,7 +169,8 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2SessionDelegate
                 self.onCallEnded?()
                 return true
             }
-            headers.append(HTTP2Header("grpc-timeout", GRPCTimeout.format(.nanoseconds(remaining.nanoseconds))))
+            headers.append(
+                HTTP2Header("grpc-timeout", GRPCTimeout.format(.nanoseconds(remaining.nanoseconds)), indexed: false))
         }
         metadata.appendHeaders(to: &headers)
         let streamID: Int32

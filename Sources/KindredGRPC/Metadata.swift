@@ -134,11 +134,20 @@ extension Metadata {
             switch entry.value {
             case .string(let value):
                 guard !entry.key.hasSuffix("-bin"), Metadata.isValidASCIIValue(value) else { continue }
-                headers.append(HTTP2Header(entry.key, value))
+                headers.append(HTTP2Header(entry.key, value, indexed: !Metadata.isPerCall(entry.key)))
             case .binary(let value):
                 guard entry.key.hasSuffix("-bin") else { continue }
                 headers.append(HTTP2Header(entry.key, Base64.encode(value, padding: false)))
             }
+        }
+    }
+
+    /// Keys whose value is new on every call (the request id, the trace context): sent without HPACK indexing.
+    static func isPerCall(_ key: String) -> Bool {
+        switch key.utf8.count {
+        case 11: key == "traceparent"
+        case 12: key == "x-request-id"
+        default: false
         }
     }
 

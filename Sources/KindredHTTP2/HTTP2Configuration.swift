@@ -67,9 +67,22 @@ public struct HTTP2ErrorCode: Hashable, Sendable, CustomStringConvertible {
 public struct HTTP2Header: Hashable, Sendable {
     public var name: String
     public var value: String
-    public init(_ name: String, _ value: String) {
+    /// Whether HPACK may add the field to the connection's dynamic table when it is sent (RFC 7541 §6.2). A value
+    /// that changes with every message (a deadline, a request id) is sent without: indexed, each one would be
+    /// inserted by both ends and evict fields that do repeat, for nothing.
+    public var indexed: Bool
+    public init(_ name: String, _ value: String, indexed: Bool = true) {
         self.name = name
         self.value = value
+        self.indexed = indexed
+    }
+
+    /// Equal fields have equal names and values, however they are sent.
+    public static func == (lhs: HTTP2Header, rhs: HTTP2Header) -> Bool { lhs.name == rhs.name && lhs.value == rhs.value }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(self.name)
+        hasher.combine(self.value)
     }
 }
 

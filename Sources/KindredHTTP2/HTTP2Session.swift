@@ -201,6 +201,16 @@ public final class HTTP2Session {
         return nghttp2_session_get_last_proc_stream_id(session)
     }
 
+    /// The bytes in HPACK's dynamic tables (RFC 7541 §4.1): the encoder's, of the fields this side sent with
+    /// indexing, and the decoder's, of those the peer did.
+    var headerTableSizes: (encoder: Int, decoder: Int) {
+        guard let session = self.session else { return (0, 0) }
+        return (
+            nghttp2_session_get_hd_deflate_dynamic_table_size(session),
+            nghttp2_session_get_hd_inflate_dynamic_table_size(session)
+        )
+    }
+
     /// The peer's SETTINGS_MAX_CONCURRENT_STREAMS.
     public var remoteMaxConcurrentStreams: UInt32 {
         guard let session = self.session else { return 0 }
@@ -657,7 +667,7 @@ extension HTTP2Session {
                         value: base + offset + nameLength,
                         namelen: nameLength,
                         valuelen: valueLength,
-                        flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+                        flags: UInt8(header.indexed ? NGHTTP2_NV_FLAG_NONE.rawValue : NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
                     )
                 )
                 offset += nameLength + valueLength

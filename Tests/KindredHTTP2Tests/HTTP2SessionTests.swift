@@ -1,4 +1,4 @@
-import KindredHTTP2
+@testable import KindredHTTP2
 import NIOCore
 import Testing
 
@@ -173,6 +173,30 @@ private func pump(_ a: HTTP2Session, _ b: HTTP2Session) throws {
         #expect(clientEvents.headers[1].2)
         #expect(clientEvents.data[stream]?.count == 100_000)
         #expect(clientEvents.closed.map(\.1) == [.noError])
+    }
+
+    /// A value new on every request (a deadline) sent without indexing stays out of both ends' HPACK tables, and
+    /// arrives as sent; indexed, every one would be inserted at both ends.
+    @Test(arguments: [false, true])
+    func fieldsSentWithoutIndexingStayOutOfTheTables(indexed: Bool) throws {
+        let client = try HTTP2Session(role: .client)
+        let server = try HTTP2Session(role: .server)
+        let serverEvents = Recorder()
+        server.delegate = serverEvents
+        var sizes: [Int] = []
+        for index in 0..<20 {
+            let stream = try client.submitRequest(
+                headers: self.requestHeaders() + [.init("grpc-timeout", "\(1_000 + index)m", indexed: indexed)])
+            client.finish(streamID: stream, trailers: nil)
+            try pump(client, server)
+            #expect(serverEvents.headers.last?.1.last == HTTP2Header("grpc-timeout", "\(1_000 + index)m"))
+            let tables = client.headerTableSizes
+            #expect(tables.encoder == server.headerTableSizes.decoder)
+            sizes.append(tables.encoder)
+        }
+        // RFC 7541 §4.1: an entry's size is its name's and value's lengths plus 32.
+        let growth = sizes[19] - sizes[0]
+        #expect(growth == (indexed ? 19 * ("grpc-timeout".count + "1000m".count + 32) : 0), "table sizes: \(sizes)")
     }
 
     @Test func unconsumedDataStopsTheSender() throws {
