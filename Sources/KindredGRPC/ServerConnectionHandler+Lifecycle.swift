@@ -41,9 +41,9 @@ extension ServerConnectionHandler {
         case .sendGoAway(let code, let debugData):
             self.session?.goAway(errorCode: code, debugData: debugData)
             self.scheduleFlush()
-        case .failCalls:
+        case .failCalls(let cause):
             for call in self.calls.values where !call.state.isFinished {
-                self.finish(call, error: RPCError(.unavailable, "The server is shutting down"))
+                self.finish(call, error: RPCError(.unavailable, cause.message))
                 self.cancel(call)
             }
         case .timedOut(let kind):

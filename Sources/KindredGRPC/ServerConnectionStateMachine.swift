@@ -56,6 +56,23 @@ struct ServerConnectionStateMachine {
         case closed
     }
 
+    /// Why a connection is drained: the calls still open when its grace period ends are told.
+    enum DrainCause: Equatable {
+        /// The server is stopping.
+        case shutdown
+        /// The connection reached its maximum age (`maxAge`) and is being replaced; the server carries on.
+        case maxAge
+
+        /// The message of the UNAVAILABLE status the calls left end with: a client reconnects either way, and a
+        /// long-lived stream resumes on its new connection.
+        var message: String {
+            switch self {
+            case .shutdown: "The server is shutting down"
+            case .maxAge: "The connection reached its maximum age; reconnect"
+            }
+        }
+    }
+
     enum Timer: Int, CaseIterable {
         case handshake, idle, maxAge, keepalive, keepaliveTimeout, shutdownPing, grace
     }
@@ -68,8 +85,8 @@ struct ServerConnectionStateMachine {
         case sendPing(UInt64)
         /// GOAWAY with the last stream id processed.
         case sendGoAway(HTTP2ErrorCode, debugData: String)
-        /// The grace period is over: end the calls left with UNAVAILABLE.
-        case failCalls
+        /// The grace period is over: end the calls left with UNAVAILABLE, saying why.
+        case failCalls(DrainCause)
         /// Count and log a timeout of the connection.
         case timedOut(ServerMetrics.Timeout)
         /// Close after the calls left and the output are gone (the handler checks `isDrained` as it flushes).
@@ -95,6 +112,8 @@ struct ServerConnectionStateMachine {
     private var keepalive = KeepaliveState.idle
     /// When the grace period of a shutdown under way ends.
     private var graceDeadline: NIODeadline?
+    /// Why the connection is drained (the server stopping wins over the connection's age).
+    private var drainCause = DrainCause.shutdown
     /// Timers the handler has armed on our behalf, one bit per `Timer`.
     private var armed: UInt8 = 0
 
@@ -226,10 +245,11 @@ struct ServerConnectionStateMachine {
     /// Begins a graceful shutdown (server stopping, or max age): first GOAWAY and PING now, the final GOAWAY
     /// one round trip later, and whatever is left after `grace` is failed. A second request can only shorten
     /// the grace period.
-    mutating func beginGracefulShutdown(grace: TimeAmount, now: NIODeadline) -> [Action] {
+    mutating func beginGracefulShutdown(grace: TimeAmount, now: NIODeadline, cause: DrainCause = .shutdown) -> [Action] {
         switch self.phase {
         case .active:
             self.phase = .quiescing
+            self.drainCause = cause
             self.graceDeadline = now + grace
             return [
                 .sendShutdownNotice,
@@ -238,6 +258,7 @@ struct ServerConnectionStateMachine {
                 self.arm(.grace, grace),
             ]
         case .quiescing, .closing:
+            if cause == .shutdown { self.drainCause = .shutdown }
             guard let deadline = self.graceDeadline, now + grace < deadline else { return [] }
             self.graceDeadline = now + grace
             return [.cancel(.grace), self.arm(.grace, grace)]
@@ -300,7 +321,7 @@ struct ServerConnectionStateMachine {
             let goAway = Action.sendGoAway(.noError, debugData: "idle")
             return self.sawRequest ? [goAway, .close] : [.timedOut(.firstRequest), goAway, .close]
         case .maxAge:
-            return self.beginGracefulShutdown(grace: self.configuration.maxAgeGrace, now: now)
+            return self.beginGracefulShutdown(grace: self.configuration.maxAgeGrace, now: now, cause: .maxAge)
         case .keepalive:
             guard self.phase != .closed else { return [] }
             var actions: [Action] = []
@@ -324,10 +345,10 @@ struct ServerConnectionStateMachine {
                 self.phase = .closed
                 var actions: [Action] = [.sendGoAway(.noError, debugData: "")]
                 if let cancel = self.disarm(.shutdownPing) { actions.append(cancel) }
-                return actions + [.failCalls, .close]
+                return actions + [.failCalls(self.drainCause), .close]
             case .closing:
                 self.phase = .closed
-                return [.failCalls, .close]
+                return [.failCalls(self.drainCause), .close]
             case .notStarted, .active, .closed:
                 return []
             }

@@ -194,7 +194,7 @@ import Testing
         _ = quiescing.beginGracefulShutdown(grace: .seconds(5), now: Self.t0)
         #expect(
             quiescing.timerFired(.grace, now: Self.t0 + .seconds(5)) == [
-                .sendGoAway(.noError, debugData: ""), .cancel(.shutdownPing), .failCalls, .close,
+                .sendGoAway(.noError, debugData: ""), .cancel(.shutdownPing), .failCalls(.shutdown), .close,
             ]
         )
         #expect(quiescing.phase == .closed)
@@ -203,7 +203,7 @@ import Testing
         _ = closing.callOpened()
         _ = closing.beginGracefulShutdown(grace: .seconds(5), now: Self.t0)
         _ = closing.receivedPingAck(Machine.shutdownPing)
-        #expect(closing.timerFired(.grace, now: Self.t0 + .seconds(5)) == [.failCalls, .close])
+        #expect(closing.timerFired(.grace, now: Self.t0 + .seconds(5)) == [.failCalls(.shutdown), .close])
         #expect(closing.phase == .closed)
     }
 
@@ -228,6 +228,21 @@ import Testing
             ]
         )
         #expect(machine.phase == .quiescing)
+        // The calls left when its grace ends are told the connection was replaced, not that the server stops.
+        _ = machine.callOpened()
+        #expect(
+            machine.timerFired(.grace, now: Self.t0 + .seconds(90)) == [
+                .sendGoAway(.noError, debugData: ""), .cancel(.shutdownPing), .failCalls(.maxAge), .close,
+            ])
+        #expect(Machine.DrainCause.maxAge.message == "The connection reached its maximum age; reconnect")
+    }
+
+    @Test func aServerShutdownDuringAMaxAgeDrainIsWhatTheCallsAreTold() {
+        var machine = Self.active(Self.configuration(maxAge: .seconds(60)))
+        _ = machine.callOpened()
+        _ = machine.timerFired(.maxAge, now: Self.t0 + .seconds(60))
+        _ = machine.beginGracefulShutdown(grace: .seconds(5), now: Self.t0 + .seconds(61))
+        #expect(machine.timerFired(.grace, now: Self.t0 + .seconds(66)).contains(.failCalls(.shutdown)))
     }
 
     @Test func clientGoAwayDrains() {
