@@ -287,14 +287,18 @@ class MixedLoad:
         return None
 
 
-def growth(samples, warmup, span_needed):
+def growth(samples, warmup, span_needed, kills=()):
     """Per process name: the longest-lived incarnation's growth per hour after its first
     `warmup` seconds (least-squares slope, as a share of the mean), or None when it lived less than span_needed
     after warm-up. Of RSS, descriptors and threads, of RSS's two parts: anonymous memory (heaps, stacks: what a
     leak grows) and file-backed pages (the binary's and libraries' code and data, mapped in as paths run for the
-    first time), and of PostgreSQL's data-file descriptors (its backends' file cache: reported, not judged)."""
+    first time), and of PostgreSQL's data-file descriptors (its backends' file cache: reported, not judged).
+    Samples taken while a process of that name was being killed and started again (`kills`: name, killed at, back
+    at) are left out: PostgreSQL's processes do not all go at once, and a sample halfway says nothing of growth."""
     by_pid = {}
     for moment, name, pid, rss, descriptors, threads, anonymous, files, data_files in samples:
+        if any(name == killed_name and killed <= moment <= back for killed_name, killed, back in kills):
+            continue
         by_pid.setdefault((name, pid), []).append((moment, rss, descriptors, threads, anonymous, files, data_files))
     result = {}
     for (name, pid), rows in by_pid.items():
@@ -381,7 +385,7 @@ def run(settings) -> dict:
         for moment, what, reason in everything:
             out.write(f"{moment - load_started:.3f} {what}: {reason}\n")
     loaded = [s for s in sampler.samples if s[0] >= load_started]
-    grown = growth(loaded, settings.warmup, settings.growth_span * 60)
+    grown = growth(loaded, settings.warmup, settings.growth_span * 60, chaos.kills)
     plot = folder / "rss.png"
     if settings.plot:
         pathlib.Path(settings.plot).write_bytes(plot.read_bytes())
