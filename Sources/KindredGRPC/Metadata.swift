@@ -142,11 +142,12 @@ extension Metadata {
         }
     }
 
-    /// Keys whose value is new on every call (the request id, the trace context): sent without HPACK indexing.
+    /// Keys whose value is new on every call (the request id, the trace context: W3C `traceparent`, which
+    /// KindredTracing sets above this module): sent without HPACK indexing.
     static func isPerCall(_ key: String) -> Bool {
         switch key.utf8.count {
         case 11: key == "traceparent"
-        case 12: key == "x-request-id"
+        case 12: key == GRPCRequestID.metadataKey
         default: false
         }
     }
