@@ -119,93 +119,35 @@ struct NotificationStore: Sendable {
     /// an older one of its collapse key (a thread's, a member's likes, a broadcaster's) is still pending (on its way,
     /// or due later): pushes under one collapse id reach the device in the order they were queued, so the newest
     /// is the one it keeps.
-    ///
-    /// The claim walks the due rows in order (`notifications_due`), ``claimPage`` rows per statement, and stops once
-    /// it has `limit`: under a backlog it checks a page for waiting rows, not every due row. Rows that wait (and rows
-    /// another sender holds) never hold back the rows behind them: the next page starts after the last row walked.
     func claimDue(limit: Int, lease: Duration, in runner: some SQLRunner) async throws -> [QueuedNotification] {
-        var claimed: [QueuedNotification] = []
-        var after = DueRow.first
-        while claimed.count < limit {
-            let page = try await self.claimDue(limit: limit - claimed.count, after: after, lease: lease, in: runner)
-            claimed += page.claimed
-            guard page.walked == self.claimPage, let last = page.last else { break }
-            after = last
-        }
-        return claimed
-    }
-
-    /// Rows of the due index one claim statement walks.
-    var claimPage = 256
-
-    /// A position in the due index: rows are walked by when they are due, then by id.
-    struct DueRow: Sendable {
-        var due: PostgresTimestamp
-        var id: String
-
-        static let first = DueRow(due: .negativeInfinity, id: "00000000-0000-0000-0000-000000000000")
-    }
-
-    /// One page of ``claimDue(limit:lease:in:)``: the due rows after `after` (at most ``claimPage``), of which those
-    /// not waiting for an older one of their collapse key and not held by another sender are claimed, up to `limit`.
-    /// Always answers one row at least: how many rows were walked and the last, then the claimed ones (if any).
-    private func claimDue(
-        limit: Int, after: DueRow, lease: Duration, in runner: some SQLRunner
-    ) async throws -> (claimed: [QueuedNotification], walked: Int, last: DueRow?) {
-        let rows = try await runner.query(
+        try await runner.query(
             """
-            WITH walked AS MATERIALIZED (
-                     SELECT notification_id, next_attempt_at FROM notifications
-                     WHERE state = 'pending' AND next_attempt_at <= now()
-                       AND (next_attempt_at, notification_id) > (\(after.due), \(after.id)::uuid)
-                     ORDER BY next_attempt_at, notification_id LIMIT \(self.claimPage)),
-                 due AS (
-                     SELECT d.notification_id FROM notifications d
-                     WHERE d.notification_id IN (SELECT notification_id FROM walked)
-                       AND d.state = 'pending' AND d.next_attempt_at <= now()
-                       AND NOT EXISTS (SELECT 1 FROM notifications o
-                                       WHERE o.user_id = d.user_id AND o.collapse_key = d.collapse_key
-                                         AND o.state = 'pending'
-                                         AND (o.created_at, o.notification_id) < (d.created_at, d.notification_id))
-                     ORDER BY d.next_attempt_at, d.notification_id LIMIT \(limit) FOR UPDATE OF d SKIP LOCKED),
-                 claimed AS (
-                     UPDATE notifications n
-                     SET next_attempt_at = now() + \(Self.milliseconds(lease)) * interval '1 millisecond',
-                         claimed_at = now()
-                     FROM due WHERE n.notification_id = due.notification_id
-                     RETURNING n.notification_id, n.user_id, n.kind, n.subject_user_id, n.collapse_key, n.connection,
-                               n.attempts, n.thread_id, n.latest_message_id, n.item_count, n.activity, n.expires_at)
-            SELECT (SELECT count(*) FROM walked), last.next_attempt_at, last.notification_id::text,
-                   c.notification_id::text, c.user_id::text, c.kind, c.subject_user_id::text, c.collapse_key,
-                   c.connection, c.attempts, c.thread_id::text, c.latest_message_id::text, c.item_count, c.activity,
-                   c.expires_at
-            FROM (SELECT 1) one
-            LEFT JOIN (SELECT * FROM walked ORDER BY next_attempt_at DESC, notification_id DESC LIMIT 1) last ON true
-            LEFT JOIN claimed c ON true
+            UPDATE notifications n SET next_attempt_at = now() + \(Self.milliseconds(lease)) * interval '1 millisecond',
+                                       claimed_at = now()
+            FROM (SELECT notification_id FROM notifications d WHERE state = 'pending' AND next_attempt_at <= now()
+                    AND NOT EXISTS (SELECT 1 FROM notifications o
+                                    WHERE o.user_id = d.user_id AND o.collapse_key = d.collapse_key
+                                      AND o.state = 'pending'
+                                      AND (o.created_at, o.notification_id) < (d.created_at, d.notification_id))
+                  ORDER BY next_attempt_at LIMIT \(limit) FOR UPDATE SKIP LOCKED) due
+            WHERE n.notification_id = due.notification_id
+            RETURNING n.notification_id::text, n.user_id::text, n.kind, n.subject_user_id::text, n.collapse_key,
+                      n.connection, n.attempts, n.thread_id::text, n.latest_message_id::text, n.item_count, n.activity,
+                      n.expires_at
             """
-        )
-        guard let first = rows.first else { return ([], 0, nil) }
-        let (walked, lastDue, lastID) = try first.decode((Int64, PostgresTimestamp?, String?).self)
-        let claimed = try rows.compactMap { row -> QueuedNotification? in
-            guard let id = try row.decode(String?.self, at: 3) else { return nil }
-            let (user, kind, subject, collapseKey) = (
-                try row.decode(String.self, at: 4), try row.decode(String.self, at: 5),
-                try row.decode(String?.self, at: 6), try row.decode(String?.self, at: 7)
-            )
-            let (connection, attempts) = (try row.decode(Bool.self, at: 8), try row.decode(Int32.self, at: 9))
+        ).compactMap { row in
+            let (id, user, kind, subject, collapseKey, connection, attempts) = try row.decode(
+                (String, String, String, String?, String?, Bool, Int32).self)
             let (thread, message, count) = (
-                try row.decode(String?.self, at: 10), try row.decode(String?.self, at: 11),
-                try row.decode(Int32.self, at: 12)
+                try row.decode(String?.self, at: 7), try row.decode(String?.self, at: 8), try row.decode(Int32.self, at: 9)
             )
             guard let kind = NotificationKind(rawValue: kind) else { return nil }
             return QueuedNotification(
                 id: id, user: user, kind: kind, subject: subject, collapseKey: collapseKey, connection: connection,
                 attempts: Int(attempts), thread: thread, latestMessage: message, itemCount: Int(count),
-                activity: try row.decode(String?.self, at: 13),
-                expiresUnixMs: try row.decode(PostgresTimestamp?.self, at: 14)?.millisecondsSinceEpoch)
+                activity: try row.decode(String?.self, at: 10),
+                expiresUnixMs: try row.decode(PostgresTimestamp?.self, at: 11)?.millisecondsSinceEpoch)
         }
-        let last: DueRow? = if let lastDue, let lastID { DueRow(due: lastDue, id: lastID) } else { nil }
-        return (claimed, Int(walked), last)
     }
 
     /// The devices each of `notifications` was delivered to already (by notification; absent: none).

@@ -90,33 +90,6 @@ struct MessageQueueTests {
         }
     }
 
-    /// Notifications waiting for their thread's one on its way sit at the front of the due rows; the claim walks
-    /// past them a page at a time to the rows behind, and takes no more than it was asked for.
-    @Test func notificationsThatWaitDoNotHoldBackTheOnesBehindThem() async throws {
-        try await NotifyHarness.with(settings: ["KINDRED_NOTIFY_MESSAGE_COLLAPSE_MS": "0"]) { harness in
-            let (ann, bob) = (try NotifyHarness.member(), try NotifyHarness.member())
-            var store = NotificationStore()
-            store.claimPage = 2
-            let waiting = try (0..<3).map { _ in try UUIDv7.generate() }
-            _ = try await harness.client.deliver(
-                N.deliverEvents, try waiting.map { try Self.sent(ann.id, to: bob.id, thread: $0) }, from: "chat",
-                tokens: testKeys)
-            #expect(try await store.claimDue(limit: 10, lease: .seconds(60), in: harness.database).count == 3)
-            // Each thread's next message waits for the one on its way; three other threads' come due after them.
-            _ = try await harness.client.deliver(
-                N.deliverEvents, try waiting.map { try Self.sent(ann.id, to: bob.id, thread: $0) }, from: "chat",
-                tokens: testKeys)
-            let others = try (0..<3).map { _ in try UUIDv7.generate() }
-            _ = try await harness.client.deliver(
-                N.deliverEvents, try others.map { try Self.sent(ann.id, to: bob.id, thread: $0) }, from: "chat",
-                tokens: testKeys)
-            let one = try await store.claimDue(limit: 1, lease: .seconds(60), in: harness.database)
-            #expect(one.count == 1 && others.contains(one[0].thread ?? ""))
-            let rest = try await store.claimDue(limit: 10, lease: .seconds(60), in: harness.database)
-            #expect(Set(rest.compactMap(\.thread)) == Set(others).subtracting([one[0].thread ?? ""]))
-        }
-    }
-
     @Test func aBlockCancelsWaitingMessagesAndTurningMessagesOffQueuesNone() async throws {
         try await NotifyHarness.with(settings: ["KINDRED_NOTIFY_MESSAGE_COLLAPSE_MS": "60000"]) { harness in
             let (ann, bob) = (try NotifyHarness.member(), try NotifyHarness.member())
