@@ -22,17 +22,26 @@ struct DeletedMemberStore: Sendable {
     }
 
     /// Holds the locks of `users` shared until the transaction ends, taken in the order given (an event batch's,
-    /// sorted: ``EventBatchLocks``), as ``containsAny(of:locked:in:)`` does before it looks.
+    /// sorted: ``EventBatchLocks``), as ``containsAny(of:in:)`` does before it looks.
     func lockShared(_ users: [String], in transaction: PostgresTransaction) async throws {
         try await AdvisoryLocks.take(users, class: Self.lockClass, shared: true, in: transaction)
     }
 
+    /// Those of `users` (valid UUIDs, lowercase) who have a tombstone. Call it once the transaction holds their locks
+    /// (``lockShared(_:in:)``), in a statement of its own.
+    func deleted(among users: [String], in transaction: PostgresTransaction) async throws -> Set<String> {
+        guard !users.isEmpty else { return [] }
+        return Set(
+            try await transaction.query(
+                "SELECT user_id::text FROM deleted_members WHERE user_id = ANY(\(users)::uuid[])"
+            ).map { try $0.decode(String.self, at: 0) })
+    }
+
     /// Whether any of `users` (valid UUIDs, lowercase, sorted so that locks are taken in one order) has a
-    /// tombstone; holds each member's lock shared until the transaction ends (`locked`: the transaction holds them
-    /// already, ``lockShared(_:in:)``).
-    func containsAny(of users: [String], locked: Bool = false, in transaction: PostgresTransaction) async throws -> Bool {
+    /// tombstone; holds each member's lock shared until the transaction ends.
+    func containsAny(of users: [String], in transaction: PostgresTransaction) async throws -> Bool {
         guard !users.isEmpty else { return false }
-        if !locked { try await self.lockShared(users, in: transaction) }
+        try await self.lockShared(users, in: transaction)
         return try await transaction.query(
             "SELECT EXISTS (SELECT 1 FROM deleted_members WHERE user_id = ANY(\(users)::uuid[]))"
         ).scalar(Bool.self)

@@ -17,21 +17,17 @@ struct NotificationStore: Sendable {
         ) > 0
     }
 
-    /// The newest pending notification of `kind` and `collapseKey` (a thread's messages, a member's likes) to
-    /// `user`, for ``MessageCollapse`` or ``LikesDigest`` to decide on; `locking`: locked until the transaction ends
-    /// (a digest, which likes join without changing its row). A message joins with ``merge(message:into:in:)``,
-    /// which checks again in its own statement: the look takes no row lock, so it never waits for, nor holds up, a
-    /// sender recording how a claimed notification of the thread ended.
+    /// The newest pending notification of `kind` and `collapseKey` (a member's likes) to `user`, for
+    /// ``LikesDigest`` to decide on, locked until the transaction ends (likes join a digest without changing its row).
     func waiting(
-        _ kind: NotificationKind, to user: String, collapseKey: String, locking: Bool = true,
-        in transaction: PostgresTransaction
+        _ kind: NotificationKind, to user: String, collapseKey: String, in transaction: PostgresTransaction
     ) async throws -> WaitingNotification? {
         try await transaction.query(
             """
             SELECT notification_id::text, claimed_at IS NOT NULL, attempts FROM notifications
             WHERE user_id = \(user)::uuid AND collapse_key = \(collapseKey) AND state = 'pending'
               AND kind = \(kind.rawValue)
-            ORDER BY created_at DESC LIMIT 1 \(unescaped: locking ? "FOR UPDATE" : "")
+            ORDER BY created_at DESC LIMIT 1 FOR UPDATE
             """
         ).first.map { row in
             let (id, claimed, attempts) = try row.decode((String, Bool, Int32).self)
@@ -39,33 +35,67 @@ struct NotificationStore: Sendable {
         }
     }
 
-    /// Queues a message notification due after `delay`, unless the message has one already.
-    func enqueueMessage(
-        id: String, to user: String, from sender: String, thread: String, message: String, collapseKey: String,
-        delay: Duration, in runner: some SQLRunner
-    ) async throws {
-        try await runner.execute(
-            """
-            INSERT INTO notifications (notification_id, user_id, kind, subject_user_id, source_id, collapse_key,
-                                       thread_id, latest_message_id, next_attempt_at)
-            VALUES (\(id)::uuid, \(user)::uuid, \(NotificationKind.newMessage.rawValue), \(sender)::uuid, \(message),
-                    \(collapseKey), \(thread)::uuid, \(message)::uuid,
-                    now() + \(Self.milliseconds(delay)) * interval '1 millisecond')
-            ON CONFLICT (user_id, kind, source_id) DO NOTHING
-            """
-        )
+    /// What ``queueMessage(id:to:from:thread:message:collapseKey:delay:wantedByDefault:in:)`` did.
+    enum MessageQueueing: Sendable, Hashable {
+        /// The recipient turned message notifications off.
+        case unwanted
+        /// One of the two blocked the other.
+        case blocked
+        /// The thread's waiting notification took the message.
+        case merged
+        /// A new notification was queued.
+        case queued
+        /// The message has its notification already (a redelivery).
+        case present
     }
 
-    /// Folds one more message into the waiting notification `id` (it stays due when it was), if it still takes
-    /// more (``WaitingNotification/takesMore``: pending, not claimed, never attempted); false when a sender claimed it
-    /// since it was looked at (then the message needs a notification of its own).
-    func merge(message: String, into id: String, in runner: some SQLRunner) async throws -> Bool {
-        try await runner.execute(
+    /// A message to `user` from `sender` in one statement (the event's whole work in notify's schema, one round
+    /// trip): nothing when the recipient's settings (`settings`; `wantedByDefault` without a row) turn message
+    /// notifications off or either member blocked the other (`blocks`); otherwise the thread's newest pending
+    /// notification (`collapseKey`) takes it (its latest message, one more item; it stays due when it was) while no
+    /// sender holds it and no attempt was made yet (``MessageCollapse``), or a new one is queued, due after `delay`.
+    /// The merge checks its row in its own `WHERE`, so a sender claiming the notification meanwhile makes it queue a
+    /// new one; nothing is locked to look.
+    func queueMessage(
+        id: String, to user: String, from sender: String, thread: String, message: String, collapseKey: String,
+        delay: Duration, wantedByDefault: Bool, in runner: some SQLRunner
+    ) async throws -> MessageQueueing {
+        let kind = NotificationKind.newMessage.rawValue
+        let row = try await runner.query(
             """
-            UPDATE notifications SET latest_message_id = \(message)::uuid, item_count = item_count + 1
-            WHERE notification_id = \(id)::uuid AND state = 'pending' AND claimed_at IS NULL AND attempts = 0
+            WITH facts AS (
+                SELECT coalesce((SELECT new_message FROM settings WHERE user_id = \(user)::uuid), \(wantedByDefault)) AS wanted,
+                       EXISTS (SELECT 1 FROM blocks
+                               WHERE active AND ((blocker_id = \(sender)::uuid AND blocked_id = \(user)::uuid)
+                                              OR (blocker_id = \(user)::uuid AND blocked_id = \(sender)::uuid))) AS blocked
+            ), waiting AS (
+                SELECT notification_id FROM notifications
+                WHERE user_id = \(user)::uuid AND collapse_key = \(collapseKey) AND state = 'pending' AND kind = \(kind)
+                ORDER BY created_at DESC LIMIT 1
+            ), merged AS (
+                UPDATE notifications SET latest_message_id = \(message)::uuid, item_count = item_count + 1
+                WHERE notification_id = (SELECT notification_id FROM waiting)
+                  AND state = 'pending' AND claimed_at IS NULL AND attempts = 0
+                  AND (SELECT wanted AND NOT blocked FROM facts)
+                RETURNING 1
+            ), queued AS (
+                INSERT INTO notifications (notification_id, user_id, kind, subject_user_id, source_id, collapse_key,
+                                           thread_id, latest_message_id, next_attempt_at)
+                SELECT \(id)::uuid, \(user)::uuid, \(kind), \(sender)::uuid, \(message), \(collapseKey), \(thread)::uuid,
+                       \(message)::uuid, now() + \(Self.milliseconds(delay)) * interval '1 millisecond'
+                FROM facts WHERE wanted AND NOT blocked AND NOT EXISTS (SELECT 1 FROM merged)
+                ON CONFLICT (user_id, kind, source_id) DO NOTHING
+                RETURNING 1
+            )
+            SELECT wanted, blocked, EXISTS (SELECT 1 FROM merged), EXISTS (SELECT 1 FROM queued) FROM facts
             """
-        ) == 1
+        ).first
+        guard let row else { throw PostgresError(code: .queryFailed, reason: "the message statement returned no row") }
+        let (wanted, blocked, merged, queued) = try row.decode((Bool, Bool, Bool, Bool).self)
+        if !wanted { return .unwanted }
+        if blocked { return .blocked }
+        if merged { return .merged }
+        return queued ? .queued : .present
     }
 
     /// Cancels what is still pending between two members, either way (a block, an unmatch); returns how many.

@@ -28,18 +28,22 @@ extension NotifyService {
     static let eventProducers: Set<String> = ["auth", "match", "chat"]
 
     /// Applies `producer`'s events (from `DeliverEvents` or the JetStream bus); returns the ids to acknowledge.
-    /// The whole batch is one transaction (one commit, each event in a savepoint: one that fails is rolled back alone
-    /// and holds its partition), which first takes the locks its events will need in one order
-    /// (``EventBatchLocks``). A failure of the transaction itself (the database away) applies and acknowledges
-    /// nothing: the producer delivers the batch again.
+    /// The whole batch is one transaction (one commit; an event that fails is rolled back alone and holds its
+    /// partition), which first takes the locks its events will need in one order (``EventBatchLocks``), then reads
+    /// what every event is checked against (``EventBatchFacts``). A failure of the transaction itself (the database
+    /// away) applies and acknowledges nothing: the producer delivers the batch again.
     func applyEvents(_ events: [Kindred.Common.V1.Event], from producer: String) async throws -> [String] {
         let locks = EventBatchLocks(events)
         let applied: [String]
         do {
             applied = try await self.inbox.processInOneTransaction(
-                events, from: producer, state: (), prepare: { try await locks.take(in: $0, of: self) }
-            ) { event, transaction, _ in
-                try await self.apply(event, holding: locks, in: transaction)
+                events, from: producer, state: EventBatchFacts(),
+                prepare: { transaction, facts in
+                    try await locks.take(in: transaction, of: self)
+                    facts = try await self.facts(of: locks, in: transaction)
+                }
+            ) { event, transaction, facts in
+                try await self.apply(event, holding: locks, facts: &facts, in: transaction)
             }.acknowledged
         } catch let error as RPCError {
             throw error
@@ -51,25 +55,38 @@ extension NotifyService {
         return applied
     }
 
-    /// One event, in its batch's transaction; `held`: the locks the batch took first (``EventBatchLocks``).
+    /// What a batch's events are checked against, read once the batch holds its locks.
+    func facts(of locks: EventBatchLocks, in transaction: PostgresTransaction) async throws -> EventBatchFacts {
+        EventBatchFacts(
+            deleted: try await self.deletedMembers.deleted(among: locks.members, in: transaction),
+            endpoints: try await WebhookStore().enabledEndpointsByType(in: transaction))
+    }
+
+    /// One event, in its batch's transaction; `held`: the locks the batch took first (``EventBatchLocks``), `facts`:
+    /// what it read then (``EventBatchFacts``; a deletion adds its member).
     func apply(
-        _ event: Kindred.Common.V1.Event, holding held: EventBatchLocks, in transaction: PostgresTransaction
+        _ event: Kindred.Common.V1.Event, holding held: EventBatchLocks, facts: inout EventBatchFacts,
+        in transaction: PostgresTransaction
     ) async throws {
         let subject = event.userId.lowercased()
         let isDeletion = if case .accountDeleted? = event.payload { true } else { false }
         let named = Self.members(namedBy: event)
-        if !isDeletion,
-            try await self.deletedMembers.containsAny(of: named, locked: held.holds(members: named), in: transaction)
-        {
+        // Members the batch's facts do not cover (it holds no lock of theirs) are looked up alone, locks first.
+        let deleted =
+            held.holds(members: named)
+            ? !facts.deleted.isDisjoint(with: named)
+            : try await self.deletedMembers.containsAny(of: named, in: transaction)
+        if !isDeletion, deleted {
             self.logger.debug("event about a deleted member dropped", metadata: ["event.id": "\(event.eventId)"])
             return
         }
-        try await self.fanOutToWebhooks(event, in: transaction)
+        try await self.fanOutToWebhooks(event, endpoints: facts.endpoints, in: transaction)
         switch event.payload {
         case .accountDeleted?:
             guard UUIDv7.isValid(subject) else { return }
             try await self.erase(subject, in: transaction)
             try await self.deletedMembers.record(subject, in: transaction)
+            facts.deleted.insert(subject)
         case .accountDeactivated?:
             guard UUIDv7.isValid(subject) else { return }
             try await self.notifications.cancelPending(involving: subject, in: transaction)

@@ -3,11 +3,14 @@ import KindredProto
 import KindredServiceKit
 
 extension NotifyService {
-    /// Queues `event` for every enabled webhook endpoint whose filter holds its type, in the transaction that
-    /// records the event id (so an event delivered again queues nothing more, and none is lost).
-    func fanOutToWebhooks(_ event: Kindred.Common.V1.Event, in transaction: PostgresTransaction) async throws {
-        guard let webhook = WebhookEvent(event) else { return }
-        try await WebhookStore().fanOut(webhook, newID: { try UUIDv7.generate() }, in: transaction)
+    /// Queues `event` for every enabled webhook endpoint whose filter holds its type (`endpoints`, by type: the
+    /// batch's ``EventBatchFacts``), in the transaction that records the event id (so an event delivered again
+    /// queues nothing more, and none is lost).
+    func fanOutToWebhooks(
+        _ event: Kindred.Common.V1.Event, endpoints: [String: [String]], in transaction: PostgresTransaction
+    ) async throws {
+        guard let webhook = WebhookEvent(event), let endpoints = endpoints[webhook.type] else { return }
+        try await WebhookStore().fanOut(webhook, to: endpoints, newID: { try UUIDv7.generate() }, in: transaction)
     }
 
     /// Account deletion: every webhook delivery naming the member goes (the `account.deleted` notice itself names

@@ -119,12 +119,23 @@ struct WebhookStore: Sendable {
 
     // MARK: Deliveries
 
-    /// Queues `event` for every enabled endpoint whose filter holds its type, once per endpoint and event (a
-    /// redelivered event queues nothing more). `newID` makes each delivery's id (its `webhook-id`).
-    func fanOut(_ event: WebhookEvent, newID: () throws -> String, in runner: some SQLRunner) async throws {
-        let endpoints = try await runner.query(
-            "SELECT endpoint_id::text FROM webhook_endpoints WHERE enabled AND \(event.type) = ANY(event_types)"
-        ).map { try $0.decode(String.self, at: 0) }
+    /// The enabled endpoints' ids by the event types each takes (an event batch reads them once: ``EventBatchFacts``).
+    func enabledEndpointsByType(in runner: some SQLRunner) async throws -> [String: [String]] {
+        var endpoints: [String: [String]] = [:]
+        for row in try await runner.query(
+            "SELECT endpoint_id::text, event_types FROM webhook_endpoints WHERE enabled ORDER BY endpoint_id"
+        ) {
+            let (id, types) = try row.decode((String, [String]).self)
+            for type in Set(types) { endpoints[type, default: []].append(id) }
+        }
+        return endpoints
+    }
+
+    /// Queues `event` for each of `endpoints` (the enabled ones whose filter holds its type), once per endpoint and
+    /// event (a redelivered event queues nothing more). `newID` makes each delivery's id (its `webhook-id`).
+    func fanOut(
+        _ event: WebhookEvent, to endpoints: [String], newID: () throws -> String, in runner: some SQLRunner
+    ) async throws {
         for endpoint in endpoints {
             try await runner.execute(
                 """

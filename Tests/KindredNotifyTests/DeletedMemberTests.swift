@@ -66,6 +66,32 @@ struct DeletedMemberTests {
         }
     }
 
+    /// One batch of auth's: Ann's deletion, then her deactivation and Bob's. The batch reads the tombstones once,
+    /// before its first event; the deletion applied in it counts for the events after it: Ann's deactivation is
+    /// dropped (no webhook about her), Bob's is applied.
+    @Test func aDeletionCountsForTheLaterEventsOfItsOwnBatch() async throws {
+        try await NotifyHarness.with { harness in
+            let endpoint = try #require(
+                try await WebhookAdminTests.create(harness, events: ["account.deactivated"]).endpoint
+            ).endpointId
+            let (ann, bob) = (try NotifyHarness.member(), try NotifyHarness.member())
+            func deactivated(_ user: String) throws -> Kindred.Common.V1.Event {
+                var event = Kindred.Common.V1.Event()
+                event.eventId = try UUIDv7.generate()
+                event.userId = user
+                event.payload = .accountDeactivated(.init())
+                return event
+            }
+            _ = try await harness.client.deliver(
+                N.deliverEvents, [try Self.deleted(ann.id), try deactivated(ann.id), try deactivated(bob.id)],
+                from: "auth", tokens: testKeys)
+            let deliveries = try await WebhookAdminTests.deliveries(harness, endpoint)
+            #expect(deliveries.count == 1)
+            #expect(try await harness.footprint(ann.id) == Self.zero)
+            #expect(try await harness.footprint(bob.id)["webhook_deliveries"] == 1)
+        }
+    }
+
     /// A redelivered deletion keeps the first tombstone; the purge deletes tombstones older than the inbox's
     /// retention and keeps newer ones; once purged, an event about the member is applied again.
     @Test func tombstonesArePurgedAfterTheEventsRetention() async throws {

@@ -107,7 +107,8 @@ struct EventBatchTests {
             let delivery = try await harness.database.withTransaction { transaction in
                 let locks = EventBatchLocks([block])
                 try await locks.take(in: transaction, of: service)
-                try await service.apply(block, holding: locks, in: transaction)
+                var facts = try await service.facts(of: locks, in: transaction)
+                try await service.apply(block, holding: locks, facts: &facts, in: transaction)
                 let delivery = Task {
                     defer { answered.value.withLock { $0 = true } }
                     return try await harness.client.deliver(

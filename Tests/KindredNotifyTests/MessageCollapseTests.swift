@@ -4,26 +4,6 @@ import Testing
 
 @Suite("Message collapse and the push decision as values")
 struct MessageCollapseTests {
-    static let collapse = MessageCollapse(window: .seconds(3))
-
-    @Test(arguments: [
-        // Nothing waiting: a new notification, held for the window.
-        (nil, MessageCollapse.Action.queue(delay: .seconds(3))),
-        // Waiting, unclaimed, never tried: the message joins it.
-        (WaitingNotification(id: "n1", claimed: false, attempts: 0), .merge(into: "n1")),
-        // A sender is pushing it: folding the message in would lose it.
-        (WaitingNotification(id: "n1", claimed: true, attempts: 0), .queue(delay: .seconds(3))),
-        // Tried already (some device may show it): a new one, with the same collapse key.
-        (WaitingNotification(id: "n1", claimed: false, attempts: 1), .queue(delay: .seconds(3))),
-    ])
-    func aMessageJoinsOnlyANotificationNoDeviceHasYet(waiting: WaitingNotification?, expected: MessageCollapse.Action) {
-        #expect(Self.collapse.action(waiting: waiting) == expected)
-    }
-
-    @Test func aZeroWindowQueuesDueAtOnce() {
-        #expect(MessageCollapse(window: .zero).action(waiting: nil) == .queue(delay: .zero))
-    }
-
     @Test func theCollapseKeyIsTheThreadsThirtyTwoHexDigits() {
         let key = MessageCollapse.key(thread: "0193A5B2-7C1D-7E3F-8A9B-0C1D2E3F4A5B")
         #expect(key == "0193a5b27c1d7e3f8a9b0c1d2e3f4a5b")

@@ -90,6 +90,52 @@ struct MessageQueueTests {
         }
     }
 
+    /// The statement that queues a message, case by case: a message joins its thread's waiting notification only
+    /// while no sender holds it and no attempt was made (``MessageCollapse``); otherwise it queues a new one, unless
+    /// the message has one already; turned-off messages and a block queue nothing.
+    @Test func aMessageJoinsOnlyANotificationNoDeviceHasYet() async throws {
+        try await NotifyHarness.with { harness in
+            let (ann, bob, cat) = (try NotifyHarness.member(), try NotifyHarness.member(), try NotifyHarness.member())
+            let thread = try UUIDv7.generate()
+            let key = MessageCollapse.key(thread: thread)
+            let store = NotificationStore()
+            func queue(_ message: String, to user: String = bob.id, from sender: String = ann.id, wanted: Bool = true)
+                async throws -> NotificationStore.MessageQueueing
+            {
+                try await store.queueMessage(
+                    id: try UUIDv7.generate(), to: user, from: sender, thread: thread, message: message,
+                    collapseKey: key, delay: .zero, wantedByDefault: wanted, in: harness.database)
+            }
+            let first = try UUIDv7.generate()
+            #expect(try await queue(first) == .queued, "nothing waiting: a new notification")
+            #expect(try await queue(try UUIDv7.generate()) == .merged, "waiting, unclaimed, never tried: it joins")
+            #expect(try await Self.rows(harness, bob.id).map(\.1) == [2])
+
+            // Tried and put back for later: some device may show it, so it takes no more.
+            let tried = try await store.claimDue(limit: 10, lease: .seconds(60), in: harness.database)
+            #expect(tried.count == 1)
+            try await store.record(
+                [.init(id: tried[0].id, outcome: .retry(after: .seconds(60), attempt: true))], in: harness.database)
+            #expect(try await queue(try UUIDv7.generate()) == .queued, "tried already: a new one")
+            #expect(try await Self.rows(harness, bob.id).map(\.1) == [2, 1])
+
+            // The tried one sent; a sender holds the newer one: it takes no more either.
+            try await store.record([.finished(tried[0].id, as: "sent")], in: harness.database)
+            let held = try await store.claimDue(limit: 10, lease: .seconds(60), in: harness.database)
+            #expect(held.count == 1 && held[0].id != tried[0].id)
+            #expect(try await queue(first) == .present, "a message with a notification of its own: nothing more")
+            #expect(try await queue(try UUIDv7.generate()) == .queued, "a sender holds it: a new one")
+            #expect(try await Self.rows(harness, bob.id).map(\.1) == [2, 1, 1])
+
+            #expect(try await queue(try UUIDv7.generate(), to: cat.id, wanted: false) == .unwanted)
+            try await BlockStore().record(blocker: cat.id, blocked: ann.id, active: true, sequence: 1, in: harness.database)
+            #expect(try await queue(try UUIDv7.generate(), to: cat.id) == .blocked)
+            #expect(try await queue(try UUIDv7.generate(), to: ann.id, from: cat.id) == .blocked, "either way")
+            #expect(try await Self.rows(harness, cat.id).isEmpty)
+            #expect(try await Self.rows(harness, ann.id).isEmpty)
+        }
+    }
+
     @Test func aBlockCancelsWaitingMessagesAndTurningMessagesOffQueuesNone() async throws {
         try await NotifyHarness.with(settings: ["KINDRED_NOTIFY_MESSAGE_COLLAPSE_MS": "60000"]) { harness in
             let (ann, bob) = (try NotifyHarness.member(), try NotifyHarness.member())

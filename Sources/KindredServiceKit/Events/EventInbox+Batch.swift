@@ -20,12 +20,12 @@ extension EventInbox {
     ///
     /// `prepare` runs first in the transaction, outside every savepoint: what it takes (advisory locks the batch's
     /// events will need, in one order for every batch, so that two batches applied at once never wait on each other
-    /// in a cycle) is held until the commit.
+    /// in a cycle) is held until the commit, and what it reads once for the whole batch it may put in `state`.
     public func processInOneTransaction<State: Sendable>(
         _ events: [Kindred.Common.V1.Event],
         from producer: String,
         state initial: State,
-        prepare: (PostgresTransaction) async throws -> Void = { _ in },
+        prepare: (PostgresTransaction, inout State) async throws -> Void = { _, _ in },
         handler: (Kindred.Common.V1.Event, PostgresTransaction, inout State) async throws -> Void
     ) async throws -> (acknowledged: [String], state: State) {
         guard events.count <= DeliveryPlan.maxBatch else {
@@ -36,16 +36,17 @@ extension EventInbox {
         }
         do {
             return try await self.database.withTransaction { transaction in
-                try await prepare(transaction)
-                return try await self.applyWhole(events, state: initial, in: transaction, handler: handler)
+                var prepared = initial
+                try await prepare(transaction, &prepared)
+                return try await self.applyWhole(events, state: prepared, in: transaction, handler: handler)
             }
         } catch is HandlerFailedInWholeBatch {
             // Rolled back: again, an event at a time, so that only the failing one is held.
         }
         return try await self.database.withTransaction { transaction in
-            try await prepare(transaction)
-            var decisions = InboxBatch()
             var state = initial
+            try await prepare(transaction, &state)
+            var decisions = InboxBatch()
             for event in events {
                 guard self.screen(event, into: &decisions) else { continue }
                 try await transaction.execute("SAVEPOINT inbox_event")
