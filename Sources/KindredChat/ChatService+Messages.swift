@@ -38,7 +38,7 @@ extension ChatService {
             let message = try await self.messages.append(
                 id: messageID, threadID: threadID, sender: user, clientMessageID: clientID, body: body, in: transaction)
             try await self.log.append(
-                Self.event(.message(message), at: message.sentUnixMs), toAll: [thread.userA, thread.userB],
+                Self.event(.message(message), at: message.sentUnixMs), toBoth: thread.userA, thread.userB,
                 threadID: threadID, in: transaction)
             try await self.outbox.append(
                 Self.messageSent(message, recipient: thread.other(than: user), community: thread.communityID),

@@ -42,16 +42,19 @@ struct EventLogStore: Sendable {
         return try row.decode(Int64.self, at: 0)
     }
 
-    /// Appends `event` to the logs of several users in one statement (a message goes to both participants);
-    /// their rows must be locked by the caller, in id order.
+    /// Appends `event` to the logs of both members of a thread in one statement (a message goes to both); their
+    /// rows must be locked by the caller, in id order. The two ids are two parameters, not an array: PostgreSQL
+    /// plans a statement over an array of unknown length anew at every call, and this is one call per message.
     func append(
-        _ event: Kindred.Chat.V1.ChatEvent, toAll users: [String], threadID: String?, in transaction: PostgresTransaction
+        _ event: Kindred.Chat.V1.ChatEvent, toBoth first: String, _ second: String, threadID: String?,
+        in transaction: PostgresTransaction
     ) async throws {
         let bytes = try event.serializedBytes()
         let inline = bytes.count <= Self.maxInlineEventBytes ? Base64.encode(bytes, padding: false) : "-"
         let rows = try await transaction.query(
             """
-            WITH s AS (UPDATE users SET event_sequence = event_sequence + 1 WHERE user_id = ANY(\(users)::uuid[])
+            WITH s AS (UPDATE users SET event_sequence = event_sequence + 1
+                       WHERE user_id IN (\(first)::uuid, \(second)::uuid)
                        RETURNING user_id, event_sequence),
                  i AS (INSERT INTO stream_events (user_id, sequence, thread_id, event, occurred_at)
                        SELECT user_id, event_sequence, \(threadID)::uuid, \(bytes),
@@ -61,7 +64,9 @@ struct EventLogStore: Sendable {
             FROM i ORDER BY user_id
             """
         )
-        guard rows.count == Set(users).count else { throw ChatError(.unavailable, "The service is busy; try again") }
+        guard rows.count == Set([first, second]).count else {
+            throw ChatError(.unavailable, "The service is busy; try again")
+        }
     }
 
     /// Up to `limit` events of `user`'s log after `sequence`, in order.

@@ -55,7 +55,8 @@ struct NotificationStore: Sendable {
     /// notification (`collapseKey`) takes it (its latest message, one more item; it stays due when it was) while no
     /// sender holds it and no attempt was made yet (``MessageCollapse``), or a new one is queued, due after `delay`.
     /// The merge checks its row in its own `WHERE`, so a sender claiming the notification meanwhile makes it queue a
-    /// new one; nothing is locked to look.
+    /// new one; nothing is locked to look. That `WHERE` also names the thread (member and collapse key), so that
+    /// whichever index a plan made while the table was small picks, it reads the thread's rows only.
     func queueMessage(
         id: String, to user: String, from sender: String, thread: String, message: String, collapseKey: String,
         delay: Duration, wantedByDefault: Bool, in runner: some SQLRunner
@@ -75,6 +76,7 @@ struct NotificationStore: Sendable {
             ), merged AS (
                 UPDATE notifications SET latest_message_id = \(message)::uuid, item_count = item_count + 1
                 WHERE notification_id = (SELECT notification_id FROM waiting)
+                  AND user_id = \(user)::uuid AND collapse_key = \(collapseKey)
                   AND state = 'pending' AND claimed_at IS NULL AND attempts = 0
                   AND (SELECT wanted AND NOT blocked FROM facts)
                 RETURNING 1

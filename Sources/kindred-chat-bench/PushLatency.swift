@@ -51,7 +51,7 @@ extension ChatBench {
         let interval = Duration.seconds(1) / self.rate
         let total = self.duration * self.rate
         let answered = NIOLockedValueBox([String]())
-        let failures = NIOLockedValueBox(0)
+        let failures = NIOLockedValueBox([String: Int]())
         let recordedBefore = Self.lines(in: self.record)
         let cpuBefore = self.notifyPid.map(Self.cpuTicks(of:)) ?? 0
         let start = clock.now
@@ -70,7 +70,7 @@ extension ChatBench {
                         let line = "\(threads[pair]) \(devices[pair]) \(Date().timeIntervalSince1970)"
                         answered.withLockedValue { $0.append(line) }
                     } catch {
-                        failures.withLockedValue { $0 += 1 }
+                        failures.withLockedValue { $0["\(error)", default: 0] += 1 }
                     }
                 }
             }
@@ -81,7 +81,11 @@ extension ChatBench {
         try (lines.joined(separator: "\n") + "\n").write(toFile: self.sends, atomically: true, encoding: .utf8)
         print(String(
             format: "push: %d pairs, %d msg/s target (%.0f achieved), %d s: %d answered, %d failed", threads.count,
-            self.rate, Double(total) / sent.seconds, self.duration, lines.count, failures.withLockedValue { $0 }))
+            self.rate, Double(total) / sent.seconds, self.duration, lines.count,
+            failures.withLockedValue { $0.values.reduce(0, +) }))
+        for (failure, count) in failures.withLockedValue({ $0 }).sorted(by: { $0.value > $1.value }).prefix(5) {
+            print("  failed \(count)×: \(failure)")
+        }
 
         // The pushes still on their way: wait until the record has stopped growing for 5 s (at most 3 minutes).
         var (last, stable) = (Self.lines(in: self.record), 0)

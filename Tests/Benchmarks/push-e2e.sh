@@ -18,8 +18,9 @@
 #
 # Where the time goes, without a clock: PostgreSQL runs with pg_stat_statements, reset when the sending starts, and
 # the script prints per message sent the CPU time of every process of the pipeline (each server, PostgreSQL, the
-# peer, the driver; /proc) and, per service (database role), the statements and commits, then the statements that
-# took the most time.
+# peer, the driver; /proc) and, per service (database role), the statements, commits, execution and planning time
+# and buffers touched, then the statements that took the most time (execution and planning) with the plans made
+# per call (1: planned every time; 0: a cached plan) and the buffers each call touched.
 #
 # Usage: Tests/Benchmarks/push-e2e.sh [seconds (20)] [messages/s (500)] [pairs (2000)] [collapse ms (0)]
 # Settings: KINDRED_BIN_DIR (ready release binaries with kindred-chat-bench: no build), KINDRED_APNS_PEER_PROCESSES (2).
@@ -69,7 +70,9 @@ export KINDRED_CLUSTER_DIR="$WORK/run" KINDRED_DATA_DIR="$WORK/data" KINDRED_POR
 export_load_limits
 export KINDRED_POSTGRES_SETTINGS="shared_preload_libraries = 'pg_stat_statements'
 pg_stat_statements.max = 2000
-pg_stat_statements.track = top"
+pg_stat_statements.track = top
+pg_stat_statements.track_planning = on
+autovacuum_naptime = 1s"
 start_cluster "$WORK" --no-push-peers
 trap 'stop_cluster; kill "$PEER" 2>/dev/null || true' EXIT
 wait_for_cluster "$WORK/cluster.log" "$CLUSTER"
@@ -167,10 +170,14 @@ awk -v messages="$MESSAGES" -v pushes="$PUSHES" -v hz="$(getconf CLK_TCK)" '
 sql -c "SELECT replace(r.rolname, 'kindred_', '') AS role,
     round(sum(s.calls)::numeric / $MESSAGES, 2) AS statements_per_message,
     round((sum(s.calls) FILTER (WHERE s.query ~* '^\s*commit'))::numeric / $MESSAGES, 2) AS commits_per_message,
-    round(sum(s.total_exec_time)::numeric / $MESSAGES * 1000, 0) AS exec_us_per_message
+    round(sum(s.total_exec_time)::numeric / $MESSAGES * 1000, 0) AS exec_us_per_message,
+    round(sum(s.total_plan_time)::numeric / $MESSAGES * 1000, 0) AS plan_us_per_message,
+    round(sum(s.shared_blks_hit + s.shared_blks_read)::numeric / $MESSAGES, 1) AS buffers_per_message
     FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid GROUP BY r.rolname ORDER BY 2 DESC" || true
 sql -c "SELECT replace(r.rolname, 'kindred_', '') AS role, round(s.calls::numeric / $MESSAGES, 2) AS per_message,
     round(s.mean_exec_time::numeric, 3) AS mean_ms, round(s.total_exec_time::numeric / $MESSAGES * 1000, 0) AS exec_us,
-    left(regexp_replace(s.query, '\s+', ' ', 'g'), 100) AS query
+    round(s.total_plan_time::numeric / $MESSAGES * 1000, 0) AS plan_us, round(s.plans::numeric / greatest(s.calls, 1), 2) AS plans,
+    round((s.shared_blks_hit + s.shared_blks_read)::numeric / greatest(s.calls, 1), 1) AS buffers,
+    left(regexp_replace(s.query, '\s+', ' ', 'g'), 90) AS query
     FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid
-    ORDER BY s.total_exec_time DESC LIMIT ${KINDRED_BENCH_STATEMENTS:-30}" || true
+    ORDER BY s.total_exec_time + s.total_plan_time DESC LIMIT ${KINDRED_BENCH_STATEMENTS:-30}" || true
