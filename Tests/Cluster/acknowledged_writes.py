@@ -163,9 +163,12 @@ class Driver:
     member, every call retried on transient errors with the same idempotency key and recorded once
     acknowledged. Every retry and stream break is kept with its wall-clock time (`transient`)."""
 
-    def __init__(self, gateway, members, message_pause=0.05, channel=None):
-        """`channel`: the app's own (over several gateways, say); by default one to `gateway`."""
+    def __init__(self, gateway, members, message_pause=0.05, channel=None, swipe_timeout=5.0):
+        """`channel`: the app's own (over several gateways, say); by default one to `gateway`. `swipe_timeout`: each
+        Swipe's deadline, seconds (a swipe that makes a match waits for chat and profile to apply it, up to the
+        cluster's KINDRED_MATCH_MATCH_PROPAGATION_MS)."""
         self.gateway, self.members, self.message_pause = gateway, members, message_pause
+        self.swipe_timeout = swipe_timeout
         self.channel = channel or channel_to(gateway)
         self.deck = deck_pb2_grpc.DeckServiceStub(self.channel)
         self.chat = chat_pb2_grpc.ChatServiceStub(self.channel)
@@ -231,7 +234,8 @@ class Driver:
     def swipe(self, swiper, target, action):
         member = self.members[swiper]
         request = deck_pb2.SwipeRequest(target_user_id=self.members[target].id, action=action, surface="deck")
-        answer = self.call("Swipe", lambda: self.deck.Swipe(request, metadata=member.auth, timeout=5))
+        answer = self.call("Swipe", lambda: self.deck.Swipe(request, metadata=member.auth,
+                                                             timeout=self.swipe_timeout))
         match_id = answer.match.match_id if answer.outcome == deck_pb2.SWIPE_OUTCOME_MATCHED else ""
         with self.lock:
             self.swipes[(swiper, target)] = (action, answer.outcome, match_id)

@@ -23,14 +23,22 @@ from kindred.api.v1 import (account_pb2, account_pb2_grpc, chat_pb2, chat_pb2_gr
 from kindred.common.v1 import common_pb2  # noqa: E402
 
 MEMBERS = 8
+PROPAGATION_MS = 15_000
+SWIPE_TIMEOUT_S = 20
 
 
 @pytest.fixture(scope="module")
 def cluster():
     replicas = {f"KINDRED_REPLICAS_{name.upper()}": "2" for name in REPLICATED}
+    # A swipe that makes a match answers once chat and profile applied it (up to 4 s in the harness). With the two
+    # cores shared with another test file, a Swipe ran past the driver's 5 s deadline 2.8 s after chat.2's kill -9,
+    # though nothing was lost: here the wait is 15 s, and the gateway's downstream deadline and the driver's Swipe
+    # deadline 20 s. What the test checks is that no call fails and nothing is lost, not how long one takes meanwhile.
     running = Cluster(ports=scale_out_port_base(), KINDRED_ON_SERVER_EXIT="restart",
                       KINDRED_AUTH_BOOTSTRAP_SECRET=BOOTSTRAP_SECRET, KINDRED_CHAT_HEARTBEAT_MS="1000",
-                      KINDRED_MATCH_SWIPE_RATE="100000", KINDRED_MATCH_SWIPE_BURST="100000", **replicas)
+                      KINDRED_MATCH_SWIPE_RATE="100000", KINDRED_MATCH_SWIPE_BURST="100000",
+                      KINDRED_MATCH_MATCH_PROPAGATION_MS=str(PROPAGATION_MS),
+                      KINDRED_GATEWAY_DOWNSTREAM_TIMEOUT_MS=str(SWIPE_TIMEOUT_S * 1000), **replicas)
     yield running
     assert_clean_stop(running, running.pids())
 
@@ -106,20 +114,22 @@ def test_kill_and_drain_replicas_under_load_loses_and_fails_nothing(cluster, pop
     started = time.monotonic()
     community, members = population[0], population[1][:MEMBERS]
     plan = SwipePlan(MEMBERS, others=3)
-    driver = Driver(cluster.gateway, members, channel=app_channel(cluster))
+    driver = Driver(cluster.gateway, members, channel=app_channel(cluster), swipe_timeout=SWIPE_TIMEOUT_S)
     swiper = driver.start_load(plan, swipe_pause=0.25)
 
     driver.progress(20, "before the faults", timeout=60)
     # kill -9 of one replica of each service behind the gateways: the gateways' clients retry what the dead
     # replica never processed and every idempotent call it was serving; chat's streams resume on the other
     # replica. The app sees nothing.
-    since = time.time()
     for instance in ("auth", "profile", "match", "chat.2", "notify"):
+        since = time.time()
         old = cluster.pids()[instance]
         os.kill(old, signal.SIGKILL)
         driver.progress(15, f"after kill -9 of {instance}", timeout=60)
         restarted(cluster, instance, old)
-    assert transient_calls(driver, since) == [], "a call failed while a service replica died"
+        failed = [(f"{at - since:.1f} s after the kill", what, code) for at, what, code in driver.transient
+                  if at >= since]
+        assert failed == [], f"a call failed while {instance} died"
     # A drain (SIGTERM: GOAWAY, in-flight calls finish, the replica exits 0 and is started again).
     since = time.time()
     for instance in ("match.2", "chat", "profile.2"):
