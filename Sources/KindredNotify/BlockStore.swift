@@ -45,7 +45,8 @@ struct BlockStore: Sendable {
         ) == 1
     }
 
-    /// Whether either member blocks the other.
+    /// Whether either member blocks the other. (`NotificationStore.queueMessage` makes the same test inside its own
+    /// statement: a change to what counts as a block changes both.)
     func isBlocked(between first: String, and second: String, in runner: some SQLRunner) async throws -> Bool {
         try await runner.query(
             """

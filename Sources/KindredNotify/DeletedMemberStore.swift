@@ -42,9 +42,7 @@ struct DeletedMemberStore: Sendable {
     func containsAny(of users: [String], in transaction: PostgresTransaction) async throws -> Bool {
         guard !users.isEmpty else { return false }
         try await self.lockShared(users, in: transaction)
-        return try await transaction.query(
-            "SELECT EXISTS (SELECT 1 FROM deleted_members WHERE user_id = ANY(\(users)::uuid[]))"
-        ).scalar(Bool.self)
+        return !(try await self.deleted(among: users, in: transaction)).isEmpty
     }
 
     /// Deletes tombstones older than `retention`; returns how many.

@@ -62,6 +62,19 @@ extension NotifyService {
             endpoints: try await WebhookStore().enabledEndpointsByType(in: transaction))
     }
 
+    /// Whether `event` names a member with a tombstone: from the batch's facts, or for members the batch holds no
+    /// lock of (an event without a payload) looked up alone, their locks taken first.
+    private func namesDeletedMember(
+        _ event: Kindred.Common.V1.Event, holding held: EventBatchLocks, facts: EventBatchFacts,
+        in transaction: PostgresTransaction
+    ) async throws -> Bool {
+        let named = Self.members(namedBy: event)
+        guard held.holds(members: named) else {
+            return try await self.deletedMembers.containsAny(of: named, in: transaction)
+        }
+        return !facts.deleted.isDisjoint(with: named)
+    }
+
     /// One event, in its batch's transaction; `held`: the locks the batch took first (``EventBatchLocks``), `facts`:
     /// what it read then (``EventBatchFacts``; a deletion adds its member).
     func apply(
@@ -70,13 +83,7 @@ extension NotifyService {
     ) async throws {
         let subject = event.userId.lowercased()
         let isDeletion = if case .accountDeleted? = event.payload { true } else { false }
-        let named = Self.members(namedBy: event)
-        // Members the batch's facts do not cover (it holds no lock of theirs) are looked up alone, locks first.
-        let deleted =
-            held.holds(members: named)
-            ? !facts.deleted.isDisjoint(with: named)
-            : try await self.deletedMembers.containsAny(of: named, in: transaction)
-        if !isDeletion, deleted {
+        if !isDeletion, try await self.namesDeletedMember(event, holding: held, facts: facts, in: transaction) {
             self.logger.debug("event about a deleted member dropped", metadata: ["event.id": "\(event.eventId)"])
             return
         }

@@ -9,7 +9,10 @@ extension NotifyService {
     func fanOutToWebhooks(
         _ event: Kindred.Common.V1.Event, endpoints: [String: [String]], in transaction: PostgresTransaction
     ) async throws {
-        guard let webhook = WebhookEvent(event), let endpoints = endpoints[webhook.type] else { return }
+        // No endpoint at all (the usual case): the event's body is not even built.
+        guard !endpoints.isEmpty, let webhook = WebhookEvent(event), let endpoints = endpoints[webhook.type] else {
+            return
+        }
         try await WebhookStore().fanOut(webhook, to: endpoints, newID: { try UUIDv7.generate() }, in: transaction)
     }
 
