@@ -214,6 +214,11 @@ final class LibpqConnection: @unchecked Sendable {
         }
     }
 
+    /// Queues a `Parse` of `sql` as the prepared statement `name` (pipeline mode); its result is a result of its own.
+    func sendPrepare(name: String, sql: String, types: [UInt32]) -> Bool {
+        PQsendPrepare(self.handle, name, sql, Int32(types.count), types) == 1
+    }
+
     func sendQueryPrepared(name: String, _ bindings: PostgresBindings) -> Bool {
         bindings.withLibpqArrays { count, _, values, lengths, formats in
             PQsendQueryPrepared(self.handle, name, count, values, lengths, formats, 1) == 1

@@ -68,22 +68,39 @@ extension PostgresConnection {
             }
         }
 
+        // Each group's results in the order they come: a statement not in the prepared-statement cache yet is
+        // prepared in the pipeline just before it runs (a result of its own), so that PostgreSQL keeps its plan as
+        // it does for `query`'s statements instead of planning it at every call. A preparation is cached once it
+        // succeeded; a group's own preparations serve its later statements with the same text.
+        var slots: [[Slot]] = []
         for group in groups {
+            var groupSlots: [Slot] = []
+            var preparedHere: [String: PreparedStatement] = [:]
             for query in group {
-                let sent =
-                    if let name = self.cachedStatementName(for: query) {
-                        pq.sendQueryPrepared(name: name, query.bindings)
-                    } else {
-                        pq.sendQueryParams(query.sql, query.bindings)
-                    }
+                let sent: Bool
+                if let name = self.cachedStatementName(for: query) {
+                    sent = pq.sendQueryPrepared(name: name, query.bindings)
+                } else if let statement = preparedHere[query.sql], statement.types == query.bindings.parameterTypes {
+                    sent = pq.sendQueryPrepared(name: statement.name, query.bindings)
+                } else if let statement = self.statementToPrepare(for: query) {
+                    preparedHere[query.sql] = statement
+                    groupSlots.append(.preparation(statement))
+                    sent =
+                        pq.sendPrepare(name: statement.name, sql: query.sql, types: statement.types)
+                        && pq.sendQueryPrepared(name: statement.name, query.bindings)
+                } else {
+                    sent = pq.sendQueryParams(query.sql, query.bindings)
+                }
                 guard sent else { throw self.lostOrFailed("could not queue a pipeline statement") }
+                groupSlots.append(.statement)
             }
             guard pq.pipelineSync() else { throw self.lostOrFailed("could not queue the pipeline sync") }
+            slots.append(groupSlots)
         }
 
         var outcomes: [Result<[PostgresRows], PostgresError>] = []
         // The group being read: its results so far, its first error, the statement whose results come next.
-        var results: [LibpqResult?] = Array(repeating: nil, count: groups[0].count)
+        var results: [LibpqResult?] = Array(repeating: nil, count: slots[0].count)
         var firstError: PostgresError?
         var current = 0
         var pendingOutput = true
@@ -108,13 +125,23 @@ extension PostgresConnection {
                 switch result.status {
                 case .pipelineSync:
                     // The end of a group (no statement result follows a sync point).
+                    let groupSlots = slots[outcomes.count]
+                    for (slot, result) in zip(groupSlots, results) {
+                        if case .preparation(let statement) = slot, result?.status == .commandOK {
+                            self.cachePrepared(statement)
+                        }
+                    }
                     if let firstError {
                         outcomes.append(.failure(firstError))
                     } else {
-                        outcomes.append(.success(results.map { PostgresRows($0!) }))
+                        outcomes.append(
+                            .success(
+                                zip(groupSlots, results).compactMap { slot, result in
+                                    if case .statement = slot { PostgresRows(result!) } else { nil }
+                                }))
                     }
                     if outcomes.count == groups.count { return outcomes }
-                    results = Array(repeating: nil, count: groups[outcomes.count].count)
+                    results = Array(repeating: nil, count: slots[outcomes.count].count)
                     firstError = nil
                     current = 0
                 case .tuplesOK, .commandOK, .emptyQuery:
@@ -140,6 +167,12 @@ extension PostgresConnection {
                 throw self.lostOrFailed("the connection was lost during a pipeline")
             }
         }
+    }
+
+    /// What one result of a pipeline group answers.
+    private enum Slot {
+        case preparation(PreparedStatement)
+        case statement
     }
 
     private func lostOrFailed(_ reason: String) -> PostgresError {

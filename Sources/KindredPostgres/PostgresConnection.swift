@@ -41,7 +41,7 @@ public final class PostgresConnection: @unchecked Sendable {
         var transactionStatus = TransactionStatus.idle
     }
 
-    private struct StatementKey: Hashable {
+    fileprivate struct StatementKey: Hashable {
         var sql: String
         var types: [UInt32]
     }
@@ -332,6 +332,30 @@ public final class PostgresConnection: @unchecked Sendable {
     /// The name of the cached prepared statement for `query`, if there is one.
     func cachedStatementName(for query: PostgresQuery) -> String? {
         self.statements[StatementKey(sql: query.sql, types: query.bindings.parameterTypes)]
+    }
+
+    /// A new statement name for `query`, to prepare inside a pipeline and cache with ``cachePrepared(_:)`` once its
+    /// preparation succeeded; nil when the cache is off or full (a pipeline cannot empty it: the statements it
+    /// holds may be queued already).
+    func statementToPrepare(for query: PostgresQuery) -> PreparedStatement? {
+        guard self.cacheLimit > 0, self.statements.count < self.cacheLimit else { return nil }
+        self.nextStatementNumber += 1
+        return PreparedStatement(
+            key: StatementKey(sql: query.sql, types: query.bindings.parameterTypes),
+            name: "kindred_\(self.nextStatementNumber)"
+        )
+    }
+
+    /// Caches a statement prepared in a pipeline.
+    func cachePrepared(_ statement: PreparedStatement) {
+        self.statements[statement.key] = statement.name
+    }
+
+    /// A statement prepared under `name`.
+    struct PreparedStatement {
+        fileprivate var key: StatementKey
+        var name: String
+        var types: [UInt32] { self.key.types }
     }
 
     /// Turns a statement's result into rows or a ``PostgresError``.

@@ -1,4 +1,5 @@
 import Logging
+import Synchronization
 
 /// The transaction isolation level for ``PostgresClient/withTransaction(isolation:readOnly:maxAttempts:callerIsolation:_:)``.
 public enum PostgresIsolationLevel: Sendable, Hashable {
@@ -16,23 +17,121 @@ public enum PostgresIsolationLevel: Sendable, Hashable {
 }
 
 /// A transaction in progress: run statements through it.
+///
+/// Its `BEGIN` travels with its first statement (or pipeline), in one round trip; ``commit(after:)`` sends its last
+/// statements with the `COMMIT`, in one more. A transaction that runs no statement sends neither.
 public struct PostgresTransaction: Sendable {
     /// The connection the transaction runs on.
     public let connection: PostgresConnection
     /// 1 on the first run, 2 on the first retry, and so on.
     public let attempt: Int
+    let progress: Progress
+
+    init(connection: PostgresConnection, attempt: Int, begin: PostgresQuery) {
+        self.connection = connection
+        self.attempt = attempt
+        self.progress = Progress(begin: begin)
+    }
 
     public func query(_ query: PostgresQuery) async throws -> PostgresRows {
-        try await self.connection.query(query)
+        guard let begin = try self.progress.takeBegin() else { return try await self.connection.query(query) }
+        return try await self.sendingBegin(begin) { try await self.connection.pipeline([begin, query])[1] }
     }
 
     @discardableResult
     public func execute(_ query: PostgresQuery) async throws -> Int {
-        try await self.connection.execute(query)
+        try await self.query(query).affectedRows
     }
 
+    /// Runs `queries` in one round trip (libpq's pipeline mode) and returns their results in order; the first
+    /// that fails throws its error and aborts the transaction.
     public func pipeline(_ queries: [PostgresQuery]) async throws -> [PostgresRows] {
-        try await self.connection.pipeline(queries)
+        if queries.isEmpty { return [] }
+        guard let begin = try self.progress.takeBegin() else { return try await self.connection.pipeline(queries) }
+        return try await self.sendingBegin(begin) { Array(try await self.connection.pipeline([begin] + queries).dropFirst()) }
+    }
+
+    /// Runs `queries` and commits, in one round trip, and returns their results in order. The transaction has
+    /// ended when it returns: later statements throw. A statement that fails throws its error and rolls the
+    /// transaction back; a serialization failure or deadlock, in a statement or at `COMMIT`, makes
+    /// ``PostgresClient/withTransaction(isolation:readOnly:maxAttempts:callerIsolation:_:)`` run the body again as
+    /// usual, and a connection lost on the way leaves the outcome unknown (no retry), as at its own `COMMIT`.
+    public func commit(after queries: [PostgresQuery]) async throws -> [PostgresRows] {
+        let begin = try self.progress.takeBegin()
+        let statements = (begin.map { [$0] } ?? []) + queries + [PostgresQuery(unsafeSQL: "COMMIT")]
+        let results: [PostgresRows]
+        // Ended either way: committed, rolled back by a failing COMMIT, or aborted (rolled back by the caller's
+        // `withTransaction`).
+        defer { self.progress.end() }
+        do {
+            results = try await self.connection.pipeline(statements)
+        } catch let error as PostgresError where error.code == .connectionLost {
+            throw AmbiguousCommit(error: error)
+        }
+        if results.last?.commandTag == "ROLLBACK" {
+            throw PostgresError(code: .queryFailed, reason: "the transaction was rolled back instead of committed")
+        }
+        return Array(results.dropFirst(begin == nil ? 0 : 1).dropLast())
+    }
+
+    /// Runs `send`, which sends `begin` first; when it throws before the server began the transaction (the task was
+    /// cancelled before anything was sent), the next statement sends `begin` again.
+    private func sendingBegin<T>(_ begin: PostgresQuery, _ send: () async throws -> T) async throws -> T {
+        do {
+            return try await send()
+        } catch {
+            if self.connection.transactionStatus == .idle { self.progress.restore(begin) }
+            throw error
+        }
+    }
+
+    /// Where the transaction is: `BEGIN` not sent yet, begun, or ended by ``commit(after:)``.
+    final class Progress: Sendable {
+        private enum Phase {
+            case notBegun(PostgresQuery)
+            case begun
+            case ended
+        }
+
+        private let phase: Mutex<Phase>
+
+        init(begin: PostgresQuery) {
+            self.phase = Mutex(.notBegun(begin))
+        }
+
+        /// The `BEGIN` to send with the next statement, if it was not sent; throws once the transaction ended.
+        func takeBegin() throws(PostgresError) -> PostgresQuery? {
+            try self.phase.withLock { phase throws(PostgresError) in
+                switch phase {
+                case .notBegun(let begin):
+                    phase = .begun
+                    return begin
+                case .begun:
+                    return nil
+                case .ended:
+                    throw PostgresError(code: .queryFailed, reason: "the transaction has ended")
+                }
+            }
+        }
+
+        func restore(_ begin: PostgresQuery) {
+            self.phase.withLock { $0 = .notBegun(begin) }
+        }
+
+        func end() {
+            self.phase.withLock { $0 = .ended }
+        }
+
+        /// Whether a statement was sent (and so a `COMMIT` or `ROLLBACK` is due), and whether it was committed.
+        var state: (begun: Bool, ended: Bool) {
+            self.phase.withLock { phase in
+                switch phase {
+                case .notBegun: (false, false)
+                case .begun: (true, false)
+                case .ended: (true, true)
+                }
+            }
+        }
     }
 }
 
@@ -88,10 +187,10 @@ extension PostgresClient {
         attempt: Int,
         _ body: (PostgresTransaction) async throws -> T
     ) async throws -> T {
-        try await connection.execute(begin)
+        let transaction = PostgresTransaction(connection: connection, attempt: attempt, begin: begin)
         let value: T
         do {
-            value = try await body(PostgresTransaction(connection: connection, attempt: attempt))
+            value = try await body(transaction)
             if connection.transactionStatus == .inError {
                 throw PostgresError(
                     code: .queryFailed,
@@ -99,9 +198,12 @@ extension PostgresClient {
                 )
             }
         } catch {
-            _ = await Self.rollback(connection)
+            if connection.transactionStatus != .idle { _ = await Self.rollback(connection) }
             throw error
         }
+        // Nothing to commit when the body sent no statement, or committed with its last ones.
+        let (begun, ended) = transaction.progress.state
+        guard begun && !ended else { return value }
         let commit: PostgresRows
         do {
             commit = try await connection.run(cancellable: false) { connection throws(PostgresError) in

@@ -62,6 +62,39 @@ import Testing
         }
     }
 
+    /// A statement first run in a pipeline is prepared there, so PostgreSQL can keep its plan (an unnamed
+    /// statement is planned at every run), and later calls use the prepared one. A preparation the server skipped
+    /// (its group failed first) is not remembered.
+    @Test func aStatementFirstRunInAPipelineIsPreparedForLaterCalls() async throws {
+        try await withTestClient { client in
+            try await client.execute("CREATE TABLE items (id int PRIMARY KEY)")
+            let insert = "INSERT INTO items VALUES ($1)"
+            let skipped = "SELECT count(*) FROM items WHERE id > $1"
+            func prepared(_ sql: String) -> PostgresQuery {
+                "SELECT count(*) FROM pg_prepared_statements WHERE statement = \(sql)"
+            }
+            try await client.withConnection { connection in
+                let outcomes = try await connection.pipeline(groups: [
+                    // The same statement twice in a group: prepared once.
+                    ["INSERT INTO items VALUES (\(Int32(1)))", "INSERT INTO items VALUES (\(Int32(2)))"],
+                    // A group's preparations are its own (a preparation skipped in one cannot serve another).
+                    ["SELECT 1 / \(Int32(0))", "SELECT count(*) FROM items WHERE id > \(Int32(0))"],
+                ])
+                #expect((try? outcomes[0].get()) != nil)
+                #expect((try? outcomes[1].get()) == nil)
+                #expect(try await connection.query(prepared(insert)).scalar(Int.self) == 1)
+                #expect(try await connection.query(prepared(skipped)).scalar(Int.self) == 0)
+                // The skipped one is prepared when it runs next; the prepared one is used, not prepared again.
+                let again = try await connection.pipeline([
+                    "INSERT INTO items VALUES (\(Int32(3)))", "SELECT count(*) FROM items WHERE id > \(Int32(0))",
+                ])
+                #expect(try again[1].scalar(Int.self) == 3)
+                #expect(try await connection.query(prepared(insert)).scalar(Int.self) == 1)
+                #expect(try await connection.query(prepared(skipped)).scalar(Int.self) == 1)
+            }
+        }
+    }
+
     @Test func aLargePipelineDoesNotDeadlock() async throws {
         try await withTestClient { client in
             let blob = [UInt8](repeating: 0xAB, count: 64 * 1024)

@@ -54,7 +54,9 @@ import Testing
     /// Write skew: each transaction reads the whole table and inserts a row derived from what it
     /// read. Under SERIALIZABLE the two cannot both commit as they ran; PostgreSQL aborts one
     /// with 40001, withTransaction runs it again, and both end up committed.
-    @Test func serializationFailuresAreRetriedUntilBothCommit() async throws {
+    /// With `withCommit`, each transaction's write goes with its COMMIT (`commit(after:)`): the conflict then
+    /// surfaces in that round trip, and is retried the same way.
+    @Test(arguments: [false, true]) func serializationFailuresAreRetriedUntilBothCommit(withCommit: Bool) async throws {
         var pool = PostgresClient.PoolConfiguration()
         pool.maxConnections = 2
         try await withTestClient(pool: pool) { client in
@@ -69,7 +71,12 @@ import Testing
                             let total = try await tx.query("SELECT sum(total)::int8 FROM ledger").scalar(Int64.self)
                             // Both read before either writes, on the first run only.
                             if tx.attempt == 1 { await barrier.arrive() }
-                            try await tx.execute("INSERT INTO ledger VALUES (\(name), \(total))")
+                            let insert: PostgresQuery = "INSERT INTO ledger VALUES (\(name), \(total))"
+                            if withCommit {
+                                _ = try await tx.commit(after: [insert])
+                            } else {
+                                try await tx.execute(insert)
+                            }
                             return tx.attempt
                         }
                     }
@@ -85,6 +92,59 @@ import Testing
                 .map { try $0.decode((String, Int64).self) }
             // The retried transaction saw the other's row: 1 + 1 = 2.
             #expect(entries.map(\.1) == [1, 1, 2])
+        }
+    }
+
+    /// The BEGIN goes with the first statement: that statement runs inside the transaction, at its isolation.
+    @Test func theFirstStatementRunsInsideTheTransaction() async throws {
+        try await withTestClient { client in
+            let isolation = try await client.withTransaction(isolation: .repeatableRead, readOnly: true) { tx in
+                try await tx.query("SELECT current_setting('transaction_isolation')").scalar(String.self)
+            }
+            #expect(isolation == "repeatable read")
+            let inPipeline = try await client.withTransaction(isolation: .serializable) { tx in
+                try await tx.pipeline(["SELECT current_setting('transaction_isolation')", "SELECT 1"])[0]
+                    .scalar(String.self)
+            }
+            #expect(inPipeline == "serializable")
+            // A body that runs no statement commits nothing and leaves the connection usable.
+            try await client.withTransaction { _ in }
+            #expect(try await client.query("SELECT 1").scalar(Int32.self) == 1)
+        }
+    }
+
+    @Test func theLastStatementsCanGoWithTheCommit() async throws {
+        try await withTestClient { client in
+            try await client.execute("CREATE TABLE notes (id int PRIMARY KEY)")
+            let count = try await client.withTransaction { tx in
+                try await tx.execute("INSERT INTO notes VALUES (1)")
+                let results = try await tx.commit(after: [
+                    "INSERT INTO notes VALUES (2)", "SELECT count(*) FROM notes",
+                ])
+                #expect(results.count == 2)
+                // The transaction has ended: a later statement is refused rather than run on its own.
+                let late = await #expect(throws: PostgresError.self) { try await tx.execute("INSERT INTO notes VALUES (3)") }
+                #expect(late?.reason == "the transaction has ended")
+                return try results[1].scalar(Int.self)
+            }
+            #expect(count == 2)
+            // Only in the commit's round trip, BEGIN included.
+            let alone = try await client.withTransaction { tx in
+                try await tx.commit(after: ["INSERT INTO notes VALUES (4)", "SELECT count(*) FROM notes"])[1]
+                    .scalar(Int.self)
+            }
+            #expect(alone == 3)
+
+            // A statement that fails takes the whole transaction with it, the earlier statements included.
+            let error = await #expect(throws: PostgresError.self) {
+                try await client.withTransaction { tx in
+                    try await tx.execute("INSERT INTO notes VALUES (5)")
+                    _ = try await tx.commit(after: ["INSERT INTO notes VALUES (6)", "INSERT INTO notes VALUES (1)"])
+                }
+            }
+            #expect(error?.code == .uniqueViolation)
+            let ids = try await client.query("SELECT id FROM notes ORDER BY id").map { try $0.decode(Int32.self, at: 0) }
+            #expect(ids == [1, 2, 4])
         }
     }
 
