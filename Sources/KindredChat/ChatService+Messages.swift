@@ -16,33 +16,43 @@ extension ChatService {
         let clientID = try ChatValidation.clientMessageID(request.clientMessageId)
         let body = try ChatValidation.body(request.body)
         let messageID = try UUIDv7.generate()
-        // Seven round trips: BEGIN, both users locked (in id order, the order every writer takes), the thread
-        // locked with its limits and the retry check, sequence and message, both event logs with NOTIFY, the event
-        // for notify, COMMIT.
+        let maxLimit = 10_000
+        // Two round trips: BEGIN, both users locked (in id order, the order every writer takes) and the thread locked
+        // with its limits, the retry check and the time; then the message, both event logs with NOTIFY, the event for
+        // notify and COMMIT.
         return try await self.database.withTransaction { transaction in
-            guard try await self.threads.lockParticipants(of: threadID, for: user, in: transaction) else {
+            // Under the sender's row lock: a concurrent retry has committed (and is found) or will wait for us.
+            let locked = try await transaction.pipeline([
+                ThreadStore.lockParticipantsQuery(of: threadID, for: user),
+                ThreadStore.lockForSendQuery(threadID, by: user, clientMessageID: clientID, countUpTo: maxLimit),
+            ])
+            guard locked[0].count == 2, let send = try ThreadStore.SendState(locked[1]) else {
                 throw ChatError.threadNotFound
             }
-            let maxLimit = 10_000
-            // Under the sender's row lock: a concurrent retry has committed (and is found) or will wait for us.
-            guard
-                let (thread, communityLimit, sent, stored) = try await self.threads.lockForSend(
-                    threadID, by: user, clientMessageID: clientID, countUpTo: maxLimit, in: transaction)
-            else { throw ChatError.threadNotFound }
-            if let stored { return try Self.replay(stored, threadID: threadID, body: body) }
-            try Self.require(thread, to: .message)
+            if let stored = send.stored { return try Self.replay(stored, threadID: threadID, body: body) }
+            try Self.require(send.thread, to: .message)
             // Concurrent sends of one user count one after the other (the sender's row is locked).
-            guard sent < (communityLimit ?? self.configuration.defaultHourlyMessageLimit) else {
+            guard send.sentLastHour < (send.limit ?? self.configuration.defaultHourlyMessageLimit) else {
                 throw ChatError.rateLimited("Hourly message limit reached; try again later", retryAfter: .seconds(60))
             }
-            let message = try await self.messages.append(
-                id: messageID, threadID: threadID, sender: user, clientMessageID: clientID, body: body, in: transaction)
-            try await self.log.append(
-                Self.event(.message(message), at: message.sentUnixMs), toBoth: thread.userA, thread.userB,
-                threadID: threadID, in: transaction)
-            try await self.outbox.append(
-                Self.messageSent(message, recipient: thread.other(than: user), community: thread.communityID),
-                in: transaction)
+            var message = Chat.ChatMessage()
+            message.messageId = messageID
+            message.threadId = threadID
+            message.senderUserId = user
+            message.clientMessageId = clientID
+            message.body = body
+            message.sequence = send.thread.lastSequence + 1
+            message.sentUnixMs = send.now.millisecondsSinceEpoch
+            let thread = send.thread
+            _ = try await transaction.commit(after: [
+                MessageStore.appendQuery(message),
+                try EventLogStore.appendQuery(
+                    Self.event(.message(message), at: message.sentUnixMs), toBoth: thread.userA, thread.userB,
+                    threadID: threadID),
+                try self.outbox.appendQuery(
+                    event: Self.messageSent(message, recipient: thread.other(than: user), community: thread.communityID)
+                ).query,
+            ])
             var response = Chat.SendMessageResponse()
             response.message = message
             return response

@@ -42,17 +42,15 @@ struct EventLogStore: Sendable {
         return try row.decode(Int64.self, at: 0)
     }
 
-    /// Appends `event` to the logs of both members of a thread in one statement (a message goes to both); their
+    /// The statement that appends `event` to the logs of both members of a thread (a message goes to both); their
     /// rows must be locked by the caller, in id order. The two ids are two parameters, not an array: PostgreSQL
     /// plans a statement over an array of unknown length anew at every call, and this is one call per message.
-    func append(
-        _ event: Kindred.Chat.V1.ChatEvent, toBoth first: String, _ second: String, threadID: String?,
-        in transaction: PostgresTransaction
-    ) async throws {
+    static func appendQuery(
+        _ event: Kindred.Chat.V1.ChatEvent, toBoth first: String, _ second: String, threadID: String?
+    ) throws -> PostgresQuery {
         let bytes = try event.serializedBytes()
         let inline = bytes.count <= Self.maxInlineEventBytes ? Base64.encode(bytes, padding: false) : "-"
-        let rows = try await transaction.query(
-            """
+        return """
             WITH s AS (UPDATE users SET event_sequence = event_sequence + 1
                        WHERE user_id IN (\(first)::uuid, \(second)::uuid)
                        RETURNING user_id, event_sequence),
@@ -63,10 +61,6 @@ struct EventLogStore: Sendable {
             SELECT sequence, pg_notify(\(Self.channel), 'e ' || user_id || ' ' || sequence || ' ' || \(inline)::text) IS NULL
             FROM i ORDER BY user_id
             """
-        )
-        guard rows.count == Set([first, second]).count else {
-            throw ChatError(.unavailable, "The service is busy; try again")
-        }
     }
 
     /// Up to `limit` events of `user`'s log after `sequence`, in order.

@@ -3,24 +3,17 @@ import KindredProto
 
 /// The SQL of messages (table `messages`).
 struct MessageStore: Sendable {
-    /// Takes the thread's next sequence and stores the message with it, in one statement (the thread row is
-    /// locked by the caller); returns it as stored. The server timestamp is taken now, under the lock, so
-    /// timestamps never go backwards as sequences go up.
-    func append(
-        id: String, threadID: String, sender: String, clientMessageID: String, body: String,
-        in transaction: PostgresTransaction
-    ) async throws -> Kindred.Chat.V1.ChatMessage {
-        try await transaction.query(
+    /// The statement that stores `message` as the thread's next (its sequence is the thread's last plus one and its
+    /// time was read under the thread's row lock, which the caller holds) and moves the thread's last sequence.
+    static func appendQuery(_ message: Kindred.Chat.V1.ChatMessage) -> PostgresQuery {
+        let sentAt = PostgresTimestamp(millisecondsSinceEpoch: message.sentUnixMs)
+        return """
+            WITH s AS (UPDATE threads SET last_sequence = \(message.sequence), last_activity_at = now()
+                       WHERE thread_id = \(message.threadId)::uuid)
+            INSERT INTO messages (message_id, thread_id, sequence, sender_id, client_message_id, body, sent_at)
+            VALUES (\(message.messageId)::uuid, \(message.threadId)::uuid, \(message.sequence),
+                    \(message.senderUserId)::uuid, \(message.clientMessageId), \(message.body), \(sentAt))
             """
-            WITH s AS (UPDATE threads SET last_sequence = last_sequence + 1, last_activity_at = now()
-                       WHERE thread_id = \(threadID)::uuid RETURNING last_sequence)
-            INSERT INTO messages AS m (message_id, thread_id, sequence, sender_id, client_message_id, body, sent_at)
-            SELECT \(id)::uuid, \(threadID)::uuid, last_sequence, \(sender)::uuid, \(clientMessageID), \(body),
-                   clock_timestamp()
-            FROM s
-            RETURNING \(unescaped: Kindred.Chat.V1.ChatMessage.columns)
-            """
-        ).first.map { try Kindred.Chat.V1.ChatMessage(row: $0) }!
     }
 
     /// A page of a thread's messages after (NEWER, ascending) or before (OLDER, descending) `sequence`.

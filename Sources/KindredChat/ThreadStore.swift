@@ -41,52 +41,63 @@ struct ThreadStore: Sendable {
         return try rows.first.map { try ThreadRecord(row: $0) }
     }
 
-    /// What a send needs, in one statement under the thread's row lock: the thread as `user` sees it, the
-    /// community's hourly limit (nil when unknown), how many messages `user` sent in the last hour (counted up
-    /// to `countUpTo`, enough to decide) and the message `user` already stored under `clientMessageID` (a retry).
-    /// The caller holds the sender's row lock: the statement's snapshot, taken after it, sees a concurrent retry
-    /// that committed first.
-    func lockForSend(
-        _ threadID: String, by user: String, clientMessageID: String, countUpTo: Int,
-        in transaction: PostgresTransaction
-    ) async throws -> (thread: ThreadRecord, limit: Int?, sentLastHour: Int, stored: Kindred.Chat.V1.ChatMessage?)? {
-        guard
-            let row = try await transaction.query(
-                """
-                SELECT \(unescaped: ThreadRecord.columns),
-                       (SELECT hourly_message_limit FROM communities c WHERE c.community_id = t.community_id),
-                       (SELECT count(*) FROM (SELECT 1 FROM messages s WHERE s.sender_id = \(user)::uuid
-                            AND s.sent_at > now() - interval '1 hour' LIMIT \(countUpTo)) recent),
-                       \(unescaped: Kindred.Chat.V1.ChatMessage.columns)
-                FROM \(unescaped: ThreadRecord.from)
-                LEFT JOIN LATERAL (
-                    SELECT * FROM messages WHERE sender_id = \(user)::uuid AND client_message_id = \(clientMessageID)
-                ) m ON true
-                WHERE t.thread_id = \(threadID)::uuid AND (t.user_a = \(user)::uuid OR t.user_b = \(user)::uuid)
-                FOR UPDATE OF t
-                """
-            ).first
-        else { return nil }
-        let limit = try row.decode(Int32?.self, at: ThreadRecord.columnCount).flatMap { $0 > 0 ? Int($0) : nil }
-        let sent = try row.decode(Int.self, at: ThreadRecord.columnCount + 1)
-        let storedAt = ThreadRecord.columnCount + 2
-        let stored =
-            try row.decode(String?.self, at: storedAt) == nil
-            ? nil : try Kindred.Chat.V1.ChatMessage(row: row, at: storedAt)
-        return (try ThreadRecord(row: row), limit, sent, stored)
+    /// What a send needs, read under the thread's row lock by the statement of ``lockForSendQuery(_:by:clientMessageID:countUpTo:)``.
+    struct SendState {
+        /// The thread as the sender sees it (`lastSequence` is the last message's).
+        var thread: ThreadRecord
+        /// The community's hourly limit, nil when unknown.
+        var limit: Int?
+        /// How many messages the sender sent in the last hour, counted up to the statement's `countUpTo`.
+        var sentLastHour: Int
+        /// The message the sender already stored under the client message id (a retry).
+        var stored: Kindred.Chat.V1.ChatMessage?
+        /// The server's time, in whole milliseconds (what the API carries), read under the locks: the next message's
+        /// time, so that times never go backwards as sequences go up.
+        var now: PostgresTimestamp
+
+        /// nil when the statement found no thread the sender takes part in.
+        init?(_ rows: PostgresRows) throws {
+            guard let row = rows.first else { return nil }
+            self.thread = try ThreadRecord(row: row)
+            self.limit = try row.decode(Int32?.self, at: ThreadRecord.columnCount).flatMap { $0 > 0 ? Int($0) : nil }
+            self.sentLastHour = try row.decode(Int.self, at: ThreadRecord.columnCount + 1)
+            self.now = try row.decode(PostgresTimestamp.self, at: ThreadRecord.columnCount + 2)
+            let storedAt = ThreadRecord.columnCount + 3
+            self.stored =
+                try row.decode(String?.self, at: storedAt) == nil
+                ? nil : try Kindred.Chat.V1.ChatMessage(row: row, at: storedAt)
+        }
     }
 
-    /// Locks the two participants' user rows (in id order) of a thread `user` takes part in; false when there is
-    /// no such thread. The users are joined on `user_id = ANY(ARRAY[user_a, user_b])`, which the planner answers
-    /// with two primary-key lookups at any table size (it plans an `IN (SELECT unnest(…))` semi-join as a scan of
-    /// all of `users` while the table is small enough for a hash join to look cheaper).
-    func lockParticipants(of threadID: String, for user: String, in transaction: PostgresTransaction) async throws
-        -> Bool
+    /// The statement that reads a send's ``SendState`` in one go under the thread's row lock: the thread as `user`
+    /// sees it, the community's hourly limit, how many messages `user` sent in the last hour (counted up to
+    /// `countUpTo`, enough to decide), the time and the message `user` already stored under `clientMessageID`. It
+    /// runs after ``lockParticipantsQuery(of:for:)`` in the same transaction: its snapshot, taken after the sender's
+    /// row lock, sees a concurrent retry that committed first.
+    static func lockForSendQuery(_ threadID: String, by user: String, clientMessageID: String, countUpTo: Int)
+        -> PostgresQuery
     {
-        try await transaction.query(Self.lockParticipantsQuery(of: threadID, for: user)).count == 2
+        """
+        SELECT \(unescaped: ThreadRecord.columns),
+               (SELECT hourly_message_limit FROM communities c WHERE c.community_id = t.community_id),
+               (SELECT count(*) FROM (SELECT 1 FROM messages s WHERE s.sender_id = \(user)::uuid
+                    AND s.sent_at > now() - interval '1 hour' LIMIT \(countUpTo)) recent),
+               date_trunc('milliseconds', clock_timestamp()),
+               \(unescaped: Kindred.Chat.V1.ChatMessage.columns)
+        FROM \(unescaped: ThreadRecord.from)
+        LEFT JOIN LATERAL (
+            SELECT * FROM messages WHERE sender_id = \(user)::uuid AND client_message_id = \(clientMessageID)
+        ) m ON true
+        WHERE t.thread_id = \(threadID)::uuid AND (t.user_a = \(user)::uuid OR t.user_b = \(user)::uuid)
+        FOR UPDATE OF t
+        """
     }
 
-    /// The statement of ``lockParticipants(of:for:in:)`` (its plan is checked by a test).
+    /// The statement that locks the two participants' user rows (in id order, the order every writer takes) of a
+    /// thread `user` takes part in: two rows, or none when there is no such thread. The users are joined on
+    /// `user_id = ANY(ARRAY[user_a, user_b])`, which the planner answers with two primary-key lookups at any table
+    /// size (it plans an `IN (SELECT unnest(…))` semi-join as a scan of all of `users` while the table is small
+    /// enough for a hash join to look cheaper); a test checks the plan.
     static func lockParticipantsQuery(of threadID: String, for user: String) -> PostgresQuery {
         """
         SELECT u.user_id FROM threads t JOIN users u ON u.user_id = ANY(ARRAY[t.user_a, t.user_b])

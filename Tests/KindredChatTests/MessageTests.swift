@@ -33,14 +33,18 @@ struct MessageTests {
         try await ChatHarness.with { chat in
             let (alice, bob) = (try await chat.user(), try await chat.user())
             let thread = try await chat.thread(alice, bob)
-            try await withThrowingTaskGroup(of: Void.self) { group in
+            let answered = try await withThrowingTaskGroup(of: Chat.ChatMessage?.self) { group in
                 for index in 0..<40 {
-                    group.addTask { try await chat.send(index.isMultiple(of: 2) ? alice : bob, thread, "message \(index)") }
+                    group.addTask {
+                        try await chat.send(index.isMultiple(of: 2) ? alice : bob, thread, "message \(index)").message
+                    }
                 }
-                try await group.waitForAll()
+                return try await group.reduce(into: []) { $0.append($1) }
             }
             let all = try await chat.history(alice, thread, size: 100).messages
             #expect(all.map(\.sequence) == Array((1...40).reversed()))
+            // Each sender was answered with the message as stored.
+            #expect(answered.compactMap { $0 }.sorted { $0.sequence > $1.sequence } == all)
             #expect(zip(all, all.dropFirst()).allSatisfy { $0.sentUnixMs >= $1.sentUnixMs })
         }
     }

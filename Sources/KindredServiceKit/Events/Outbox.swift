@@ -52,6 +52,17 @@ public struct Outbox: Sendable {
     public func append(_ event: Kindred.Common.V1.Event, in transaction: PostgresTransaction) async throws
         -> Kindred.Common.V1.Event
     {
+        var (event, query) = try self.appendQuery(event: event)
+        event.sequence = try await transaction.query(query).scalar(Int64.self)
+        return event
+    }
+
+    /// The statement of ``append(_:in:)``, for a transaction that sends it with others in one round trip (a
+    /// pipeline, or ``PostgresTransaction/commit(after:)``), and the event with its envelope filled in but for the
+    /// sequence (the statement's one row and column).
+    public func appendQuery(event: Kindred.Common.V1.Event) throws
+        -> (event: Kindred.Common.V1.Event, query: PostgresQuery)
+    {
         guard let payload = event.payload else { throw OutboxError("an event needs a payload") }
         var event = event
         let partition = event.userId.isEmpty ? event.communityId : event.userId
@@ -61,11 +72,10 @@ public struct Outbox: Sendable {
         if event.occurredUnixMs == 0 { event.occurredUnixMs = PostgresTimestamp.now.millisecondsSinceEpoch }
         EventTracing.stamp(&event)
         // One statement: the partition's counter row (locked until the transaction ends, see the type's
-        // documentation), the event, and its consumers' cursors. The payload is stored without its sequence, as
-        // ``appendQuery(_:)`` stores it: the relay sets it from the column when it sends.
+        // documentation), the event, and its consumers' cursors. The payload is stored without its sequence, as the
+        // batch form ``appendQuery(_:)`` stores it: the relay sets it from the column when it sends.
         let occurred = PostgresTimestamp(millisecondsSinceEpoch: event.occurredUnixMs)
-        event.sequence = try await transaction.query(
-            """
+        let query: PostgresQuery = """
             WITH bumped AS (
                 INSERT INTO events_partitions (partition_key, last_sequence)
                 VALUES (\(partition), nextval(pg_get_serial_sequence('events_outbox', 'id')))
@@ -88,8 +98,7 @@ public struct Outbox: Sendable {
             )
             SELECT sequence, pg_notify(\(self.channel), '') IS NULL FROM written
             """
-        ).scalar(Int64.self)
-        return event
+        return (event, query)
     }
 
     /// The producer's tables, to copy into a numbered migration (in the service's schema).
