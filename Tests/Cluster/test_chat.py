@@ -3,9 +3,11 @@ grpcio through the gateway's public ChatService (threads opened by MatchCreated 
 service token, messages and receipts live on Subscribe, typing, the ownership matrix), and a chat-server killed
 with SIGKILL while clients send 10,000 messages with retries."""
 
+import atexit
 import os
 import pathlib
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +22,7 @@ import pytest
 from cluster_harness import ROOT, Cluster, assert_clean_stop, bin_dir
 
 _stubs = tempfile.mkdtemp(prefix="kindred-chat-stubs-")
+atexit.register(shutil.rmtree, _stubs, ignore_errors=True)  # generated stubs, removed at exit
 subprocess.run(
     [sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT / 'proto'}", f"--python_out={_stubs}",
      f"--grpc_python_out={_stubs}",

@@ -4,7 +4,9 @@
 The profile service is not in the cluster yet, so the projections match keeps of it (communities and members)
 are fed here the way profile will feed them: DeliverEvents with profile's service token. `ProfileProjection`
 is that one place; after the profile merge it becomes CreateProfile/UpdateCommunity calls."""
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,6 +23,7 @@ from test_cluster import sign_up_and_sign_in
 # IssueServiceToken);
 # the public API's stubs come from cluster_harness.
 _internal = tempfile.mkdtemp(prefix="kindred-match-stubs-")
+atexit.register(shutil.rmtree, _internal, ignore_errors=True)  # generated stubs, removed at exit
 subprocess.run(
     [sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT / 'proto'}", f"--python_out={_internal}",
      f"--grpc_python_out={_internal}", *(str(p.relative_to(ROOT / "proto")) for folder in ("kindred/match/v1",

@@ -4,8 +4,10 @@ gateway, a card's version does not
 move with location updates (polling it would tell when a member is active), only with what the viewer sees; signed
 photo URLs live minutes, not a day, and the gateway's media port answers 404 at once after the photo's removal and
 the owner's deactivation."""
+import atexit
 import hashlib
 import io
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,6 +25,7 @@ from test_cluster import PASSWORD, TIMEOUT, bearer, new_member, sign_up_and_veri
 
 # The profile service's own contract, to call it on its port.
 _stubs = tempfile.mkdtemp(prefix="kindred-photo-stubs-")
+atexit.register(shutil.rmtree, _stubs, ignore_errors=True)  # generated stubs, removed at exit
 subprocess.run(
     [sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT / 'proto'}", f"--python_out={_stubs}",
      f"--grpc_python_out={_stubs}",

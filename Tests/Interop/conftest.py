@@ -1,7 +1,9 @@
 """Fixtures for the Python grpcio interop suite: generated stubs, a Kindred interop server, a test CA."""
 
+import atexit
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +20,7 @@ PROTOS = [
 ]
 
 _stub_dir = tempfile.mkdtemp(prefix="kindred-stubs-")
+atexit.register(shutil.rmtree, _stub_dir, ignore_errors=True)  # generated stubs, removed at exit
 subprocess.run(
     [sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT / 'proto'}", f"--python_out={_stub_dir}",
      f"--grpc_python_out={_stub_dir}", *PROTOS],

@@ -4,6 +4,7 @@ Usage: python3 python_server.py  — prints "LISTENING 127.0.0.1:PORT", serves u
 """
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,6 +22,8 @@ sys.path.insert(0, stubs)
 
 from kindred.testing.v1 import interop_pb2 as pb  # noqa: E402
 from kindred.testing.v1 import interop_pb2_grpc as rpc  # noqa: E402
+
+shutil.rmtree(stubs, ignore_errors=True)  # imported: the generated files are not needed any more (the server is killed)
 
 
 class Interop(rpc.InteropServiceServicer):

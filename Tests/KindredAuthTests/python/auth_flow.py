@@ -4,10 +4,12 @@
 Usage: auth_flow.py ADDRESS MAIL_DIR EMAIL USERNAME COMMUNITY
 """
 
+import atexit
 import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -18,6 +20,7 @@ import grpc
 address, mail_dir, email, username, community = sys.argv[1:6]
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 stubs = tempfile.mkdtemp(prefix="kindred-auth-stubs-")
+atexit.register(shutil.rmtree, stubs, ignore_errors=True)  # generated stubs, removed at exit
 protos = [os.path.relpath(p, f"{root}/proto") for p in glob.glob(f"{root}/proto/kindred/auth/v1/*.proto")]
 protos += [os.path.relpath(p, f"{root}/proto") for p in glob.glob(f"{root}/proto/kindred/common/v1/*.proto")]
 subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{root}/proto", f"--python_out={stubs}",
