@@ -41,7 +41,8 @@ struct ThreadStore: Sendable {
         return try rows.first.map { try ThreadRecord(row: $0) }
     }
 
-    /// What a send needs, read under the thread's row lock by the statement of ``lockForSendQuery(_:by:clientMessageID:countUpTo:)``.
+    /// What a send needs, read under the thread's row lock by the statement of
+    /// ``lockForSendQuery(_:by:clientMessageID:countUpTo:)``.
     struct SendState {
         /// The thread as the sender sees it (`lastSequence` is the last message's).
         var thread: ThreadRecord

@@ -48,7 +48,9 @@ public struct PostgresTransaction: Sendable {
     public func pipeline(_ queries: [PostgresQuery]) async throws -> [PostgresRows] {
         if queries.isEmpty { return [] }
         guard let begin = try self.progress.takeBegin() else { return try await self.connection.pipeline(queries) }
-        return try await self.sendingBegin(begin) { Array(try await self.connection.pipeline([begin] + queries).dropFirst()) }
+        return try await self.sendingBegin(begin) {
+            Array(try await self.connection.pipeline([begin] + queries).dropFirst())
+        }
     }
 
     /// Runs `queries` and commits, in one round trip, and returns their results in order. The transaction has

@@ -123,7 +123,9 @@ import Testing
                 ])
                 #expect(results.count == 2)
                 // The transaction has ended: a later statement is refused rather than run on its own.
-                let late = await #expect(throws: PostgresError.self) { try await tx.execute("INSERT INTO notes VALUES (3)") }
+                let late = await #expect(throws: PostgresError.self) {
+                    try await tx.execute("INSERT INTO notes VALUES (3)")
+                }
                 #expect(late?.reason == "the transaction has ended")
                 return try results[1].scalar(Int.self)
             }
@@ -143,7 +145,9 @@ import Testing
                 }
             }
             #expect(error?.code == .uniqueViolation)
-            let ids = try await client.query("SELECT id FROM notes ORDER BY id").map { try $0.decode(Int32.self, at: 0) }
+            let ids = try await client.query("SELECT id FROM notes ORDER BY id").map {
+                try $0.decode(Int32.self, at: 0)
+            }
             #expect(ids == [1, 2, 4])
         }
     }

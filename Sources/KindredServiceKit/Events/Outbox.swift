@@ -59,7 +59,7 @@ public struct Outbox: Sendable {
 
     /// The statement of ``append(_:in:)``, for a transaction that sends it with others in one round trip (a
     /// pipeline, or ``PostgresTransaction/commit(after:)``), and the event with its envelope filled in but for the
-    /// sequence (the statement's one row and column).
+    /// sequence (the first column of the statement's one row).
     public func appendQuery(event: Kindred.Common.V1.Event) throws
         -> (event: Kindred.Common.V1.Event, query: PostgresQuery)
     {
