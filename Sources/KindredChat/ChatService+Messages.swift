@@ -30,7 +30,8 @@ extension ChatService {
                 throw ChatError.threadNotFound
             }
             if let stored = send.stored { return try Self.replay(stored, threadID: threadID, body: body) }
-            try Self.require(send.thread, to: .message)
+            let thread = send.thread
+            try Self.require(thread, to: .message)
             // Concurrent sends of one user count one after the other (the sender's row is locked).
             guard send.sentLastHour < (send.limit ?? self.configuration.defaultHourlyMessageLimit) else {
                 throw ChatError.rateLimited("Hourly message limit reached; try again later", retryAfter: .seconds(60))
@@ -41,9 +42,8 @@ extension ChatService {
             message.senderUserId = user
             message.clientMessageId = clientID
             message.body = body
-            message.sequence = send.thread.lastSequence + 1
+            message.sequence = thread.lastSequence + 1
             message.sentUnixMs = send.now.millisecondsSinceEpoch
-            let thread = send.thread
             _ = try await transaction.commit(after: [
                 MessageStore.appendQuery(message),
                 try EventLogStore.appendQuery(

@@ -75,18 +75,16 @@ extension PostgresConnection {
         var slots: [[Slot]] = []
         for group in groups {
             var groupSlots: [Slot] = []
-            var preparedHere: [String: PreparedStatement] = [:]
+            var preparedHere: [StatementKey: String] = [:]
             for query in group {
                 let sent: Bool
-                if let name = self.cachedStatementName(for: query) {
+                if let name = self.cachedStatementName(for: query) ?? preparedHere[StatementKey(query)] {
                     sent = pq.sendQueryPrepared(name: name, query.bindings)
-                } else if let statement = preparedHere[query.sql], statement.types == query.bindings.parameterTypes {
-                    sent = pq.sendQueryPrepared(name: statement.name, query.bindings)
                 } else if let statement = self.statementToPrepare(for: query) {
-                    preparedHere[query.sql] = statement
+                    preparedHere[statement.key] = statement.name
                     groupSlots.append(.preparation(statement))
                     sent =
-                        pq.sendPrepare(name: statement.name, sql: query.sql, types: statement.types)
+                        pq.sendPrepare(name: statement.name, sql: query.sql, types: statement.key.types)
                         && pq.sendQueryPrepared(name: statement.name, query.bindings)
                 } else {
                     sent = pq.sendQueryParams(query.sql, query.bindings)

@@ -41,9 +41,15 @@ public final class PostgresConnection: @unchecked Sendable {
         var transactionStatus = TransactionStatus.idle
     }
 
-    fileprivate struct StatementKey: Hashable {
+    /// What the prepared-statement cache tells statements apart by.
+    struct StatementKey: Hashable {
         var sql: String
         var types: [UInt32]
+
+        init(_ query: PostgresQuery) {
+            self.sql = query.sql
+            self.types = query.bindings.parameterTypes
+        }
     }
 
     private init(pq: LibpqConnection, configuration: PostgresConfiguration, threadPool: NIOThreadPool, logger: Logger) {
@@ -302,7 +308,7 @@ public final class PostgresConnection: @unchecked Sendable {
         guard self.cacheLimit > 0 else {
             return try self.checked(self.pq.execParams(query.sql, query.bindings))
         }
-        let key = StatementKey(sql: query.sql, types: query.bindings.parameterTypes)
+        let key = StatementKey(query)
         if let name = self.statements[key] {
             let result = self.pq.execPrepared(name: name, query.bindings)
             // "cached plan must not change result type": a table changed under the statement.
@@ -331,7 +337,7 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// The name of the cached prepared statement for `query`, if there is one.
     func cachedStatementName(for query: PostgresQuery) -> String? {
-        self.statements[StatementKey(sql: query.sql, types: query.bindings.parameterTypes)]
+        self.statements[StatementKey(query)]
     }
 
     /// A new statement name for `query`, to prepare inside a pipeline and cache with ``cachePrepared(_:)`` once its
@@ -340,10 +346,7 @@ public final class PostgresConnection: @unchecked Sendable {
     func statementToPrepare(for query: PostgresQuery) -> PreparedStatement? {
         guard self.cacheLimit > 0, self.statements.count < self.cacheLimit else { return nil }
         self.nextStatementNumber += 1
-        return PreparedStatement(
-            key: StatementKey(sql: query.sql, types: query.bindings.parameterTypes),
-            name: "kindred_\(self.nextStatementNumber)"
-        )
+        return PreparedStatement(key: StatementKey(query), name: "kindred_\(self.nextStatementNumber)")
     }
 
     /// Caches a statement prepared in a pipeline.
@@ -353,9 +356,8 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// A statement prepared under `name`.
     struct PreparedStatement {
-        fileprivate var key: StatementKey
+        var key: StatementKey
         var name: String
-        var types: [UInt32] { self.key.types }
     }
 
     /// Turns a statement's result into rows or a ``PostgresError``.
