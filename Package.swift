@@ -333,7 +333,7 @@ let package = Package(
             name: "KindredAuthTests",
             dependencies: [
                 "KindredAuth", "KindredPostgresTesting", "KindredGRPC", "KindredGRPCServices", "KindredProto",
-                "KindredIdentity", "KindredServiceKit", "KindredTestSupport", "KindredLocalization",
+                "KindredIdentity", "KindredServiceKit", "KindredServiceTesting", "KindredTestSupport", "KindredLocalization",
             ] + nio,
             exclude: ["python"]
         ),

@@ -14,15 +14,20 @@ extension AuthService {
         }
     }
 
-    /// The producers whose events auth applies.
-    static let eventProducers: Set<String> = ["profile"]
+    /// The producers whose events auth applies (``EventSubscriptions``).
+    static let eventProducers = EventSubscriptions.producers(of: "auth") ?? []
 
     /// Applies `producer`'s events (from `DeliverEvents` or the JetStream bus); returns the ids to acknowledge.
     func applyEvents(_ events: [Kindred.Common.V1.Event], from producer: String) async throws -> [String] {
-        try await self.inbox.process(events, from: producer) { event, transaction in
-            guard case .communityUpdated(let update)? = event.payload, let community = update.community,
-                !community.communityId.isEmpty
-            else { return }
+        try await self.inbox.process(events, from: producer) { self.effect(of: $0) }
+    }
+
+    /// What `event` does to auth, decided by its type (the kit's ``EventSubscriptions`` entry for auth lists the
+    /// same types); nil for an event auth does not apply.
+    func effect(of event: Kindred.Common.V1.Event) -> EventInbox.Effect? {
+        guard case .communityUpdated(let update)? = event.payload else { return nil }
+        return { transaction in
+            guard let community = update.community, !community.communityId.isEmpty else { return }
             try await self.communities.upsert(community, in: transaction)
         }
     }

@@ -15,55 +15,75 @@ extension ChatService {
         }
     }
 
-    /// The producers whose events chat applies.
-    static let eventProducers: Set<String> = ["auth", "profile", "match"]
+    /// The producers whose events chat applies (``EventSubscriptions``).
+    static let eventProducers = EventSubscriptions.producers(of: "chat") ?? []
 
     /// Applies `producer`'s events (from `DeliverEvents` or the JetStream bus); returns the ids to acknowledge.
     func applyEvents(_ events: [Kindred.Common.V1.Event], from producer: String) async throws -> [String] {
-        try await self.inbox.process(events, from: producer) { event, transaction in
-            try await self.apply(event, in: transaction)
-        }
+        try await self.inbox.process(events, from: producer) { self.effect(of: $0) }
     }
 
-    func apply(_ event: Kindred.Common.V1.Event, in transaction: PostgresTransaction) async throws {
+    /// One event's effect, in the inbox's transaction, decided by its type (the kit's ``EventSubscriptions`` entry
+    /// for chat lists the same types); nil for an event chat does not apply.
+    func effect(of event: Kindred.Common.V1.Event) -> EventInbox.Effect? {
         let subject = event.userId.lowercased()
         switch event.payload {
         case .matchCreated(let match)?:
-            guard let users = Self.pair(match.userIds), UUIDv7.isValid(match.matchId) else {
-                self.logger.error("MatchCreated without a valid pair: ignored", metadata: ["events.id": "\(event.eventId)"])
-                return
-            }
-            let initiator = users.contains(match.initiatorUserId.lowercased()) ? match.initiatorUserId.lowercased() : users[0]
-            _ = try await self.openThread(
-                matchID: match.matchId.lowercased(), users: users, communityID: event.communityId, initiator: initiator,
-                mode: match.mode, createdUnixMs: match.createdUnixMs > 0 ? match.createdUnixMs : event.occurredUnixMs,
-                in: transaction)
+            return { transaction in try await self.open(match, of: event, in: transaction) }
         case .matchEnded(let ended)?:
-            guard UUIDv7.isValid(ended.matchId) else { return }
-            let endedBy = UUIDv7.isValid(ended.endedByUserId) ? ended.endedByUserId.lowercased() : nil
-            _ = try await self.closeThread(ended.matchId.lowercased(), reason: ended.reason, endedBy: endedBy, in: transaction)
+            return { transaction in
+                guard UUIDv7.isValid(ended.matchId) else { return }
+                let endedBy = UUIDv7.isValid(ended.endedByUserId) ? ended.endedByUserId.lowercased() : nil
+                _ = try await self.closeThread(
+                    ended.matchId.lowercased(), reason: ended.reason, endedBy: endedBy, in: transaction)
+            }
         case .userBlocked(let blocked)?:
-            guard UUIDv7.isValid(subject), UUIDv7.isValid(blocked.blockedUserId) else { return }
-            let open = try await self.threads.openThreads(
-                between: subject, and: blocked.blockedUserId.lowercased(), in: transaction)
-            for thread in open {
-                _ = try await self.closeThread(thread, reason: .blocked, endedBy: subject, in: transaction)
+            return { transaction in
+                guard UUIDv7.isValid(subject), UUIDv7.isValid(blocked.blockedUserId) else { return }
+                let open = try await self.threads.openThreads(
+                    between: subject, and: blocked.blockedUserId.lowercased(), in: transaction)
+                for thread in open {
+                    _ = try await self.closeThread(thread, reason: .blocked, endedBy: subject, in: transaction)
+                }
             }
         case .accountDeactivated?:
-            guard UUIDv7.isValid(subject) else { return }
-            try await self.users.setDeactivated(subject, true, in: transaction)
+            return { transaction in
+                guard UUIDv7.isValid(subject) else { return }
+                try await self.users.setDeactivated(subject, true, in: transaction)
+            }
         case .accountReactivated?:
-            guard UUIDv7.isValid(subject) else { return }
-            try await self.users.setDeactivated(subject, false, in: transaction)
+            return { transaction in
+                guard UUIDv7.isValid(subject) else { return }
+                try await self.users.setDeactivated(subject, false, in: transaction)
+            }
         case .accountDeleted?:
-            guard UUIDv7.isValid(subject) else { return }
-            try await self.erase(subject, in: transaction)
+            return { transaction in
+                guard UUIDv7.isValid(subject) else { return }
+                try await self.erase(subject, in: transaction)
+            }
         case .communityUpdated(let update)?:
-            guard let community = update.community, !community.communityId.isEmpty else { return }
-            try await self.communities.upsert(community, in: transaction)
+            return { transaction in
+                guard let community = update.community, !community.communityId.isEmpty else { return }
+                try await self.communities.upsert(community, in: transaction)
+            }
         default:
-            break  // irrelevant here: acknowledged all the same
+            return nil  // irrelevant here: acknowledged without a transaction
         }
+    }
+
+    /// MatchCreated opens the thread; an event without a valid pair is ignored (logged).
+    private func open(
+        _ match: Kindred.Common.V1.MatchCreated, of event: Kindred.Common.V1.Event, in transaction: PostgresTransaction
+    ) async throws {
+        guard let users = Self.pair(match.userIds), UUIDv7.isValid(match.matchId) else {
+            self.logger.error("MatchCreated without a valid pair: ignored", metadata: ["events.id": "\(event.eventId)"])
+            return
+        }
+        let initiator = users.contains(match.initiatorUserId.lowercased()) ? match.initiatorUserId.lowercased() : users[0]
+        _ = try await self.openThread(
+            matchID: match.matchId.lowercased(), users: users, communityID: event.communityId, initiator: initiator,
+            mode: match.mode, createdUnixMs: match.createdUnixMs > 0 ? match.createdUnixMs : event.occurredUnixMs,
+            in: transaction)
     }
 
     /// Two distinct valid user ids, sorted.

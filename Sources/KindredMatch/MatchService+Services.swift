@@ -67,69 +67,87 @@ extension MatchService {
         }
     }
 
-    /// The producers whose events match applies.
-    static let eventProducers: Set<String> = ["auth", "profile"]
+    /// The producers whose events match applies (``EventSubscriptions``).
+    static let eventProducers = EventSubscriptions.producers(of: "match") ?? []
 
     /// Applies `producer`'s events (from `DeliverEvents` or the JetStream bus); returns the ids to acknowledge.
     func applyEvents(_ events: [CommonApi.Event], from producer: String) async throws -> [String] {
-        try await self.inbox.process(events, from: producer) { event, transaction in
-            try await self.apply(event, in: transaction)
-        }
+        try await self.inbox.process(events, from: producer) { self.effect(of: $0) }
     }
 
-    /// One event's effect, in the inbox's transaction. Malformed ids are ignored (acknowledged without effect).
-    func apply(_ event: CommonApi.Event, in transaction: PostgresTransaction) async throws {
+    /// One event's effect, in the inbox's transaction, decided by its type (the kit's ``EventSubscriptions`` entry
+    /// for match lists the same types); nil for an event match does not apply. Malformed ids are ignored
+    /// (acknowledged without effect).
+    func effect(of event: CommonApi.Event) -> EventInbox.Effect? {
         let user = event.userId.lowercased()
         switch event.payload {
         case .accountDeactivated?:
-            guard UUIDv7.isValid(user) else { return }
-            try await self.directory.setDeactivated(true, user: user, community: event.communityId, in: transaction)
-        case .accountReactivated?:
-            guard UUIDv7.isValid(user) else { return }
-            try await self.directory.setDeactivated(false, user: user, community: event.communityId, in: transaction)
-        case .accountDeleted?:
-            guard UUIDv7.isValid(user) else { return }
-            let ended = try await UserDataStore().erase(user, in: transaction)
-            // Each remaining user's MatchEnded goes to their partition; auth's event also erases the user's own
-            // (their swipes and blocks still in match's outbox go, and consumers get match's erasure after them).
-            // Partitions in ascending key, the outbox's lock order (Outbox.swift): `ended` comes sorted by the
-            // other user, and the user's own partition takes its place among them.
-            var erasing = event.producer == "auth"
-            for match in ended {
-                if erasing && user < match.other {
-                    try await self.outbox.eraseUser(user, community: event.communityId, in: transaction)
-                    erasing = false
-                }
-                var ending = CommonApi.Event()
-                ending.userId = match.other
-                ending.communityId = event.communityId
-                ending.payload = .matchEnded(
-                    .with {
-                        $0.matchId = match.matchID
-                        $0.userIds = [user, match.other].sorted()
-                        $0.reason = .accountDeleted
-                    })
-                try await self.outbox.append(ending, in: transaction)
+            return { transaction in
+                guard UUIDv7.isValid(user) else { return }
+                try await self.directory.setDeactivated(true, user: user, community: event.communityId, in: transaction)
             }
-            if erasing {
-                try await self.outbox.eraseUser(user, community: event.communityId, in: transaction)
+        case .accountReactivated?:
+            return { transaction in
+                guard UUIDv7.isValid(user) else { return }
+                try await self.directory.setDeactivated(false, user: user, community: event.communityId, in: transaction)
+            }
+        case .accountDeleted?:
+            return { transaction in
+                guard UUIDv7.isValid(user) else { return }
+                try await self.erase(user, announcedBy: event, in: transaction)
             }
         case .profileUpdated(let updated)?:
-            guard UUIDv7.isValid(updated.snapshot?.userId.lowercased() ?? "") else { return }
-            var snapshot = updated.snapshot!
-            snapshot.userId = snapshot.userId.lowercased()
-            try await self.directory.upsertMember(snapshot, in: transaction)
+            return { transaction in try await self.upsertMember(updated.snapshot, in: transaction) }
         case .locationChanged(let changed)?:
-            guard UUIDv7.isValid(changed.snapshot?.userId.lowercased() ?? "") else { return }
-            var snapshot = changed.snapshot!
-            snapshot.userId = snapshot.userId.lowercased()
-            try await self.directory.upsertMember(snapshot, in: transaction)
+            return { transaction in try await self.upsertMember(changed.snapshot, in: transaction) }
         case .communityUpdated(let updated)?:
-            guard let community = updated.community, !community.communityId.isEmpty else { return }
-            try await self.directory.upsertCommunity(community, in: transaction)
+            return { transaction in
+                guard let community = updated.community, !community.communityId.isEmpty else { return }
+                try await self.directory.upsertCommunity(community, in: transaction)
+            }
         default:
-            break  // not for match: acknowledged all the same
+            return nil  // not for match: acknowledged without a transaction
         }
+    }
+
+    /// An account deletion: the user's data goes, and each remaining user's MatchEnded goes to their partition;
+    /// auth's event also erases the user's own events (their swipes and blocks still in match's outbox go, and
+    /// consumers get match's erasure after them). Partitions in ascending key, the outbox's lock order
+    /// (Outbox.swift): `ended` comes sorted by the other user, and the user's own partition takes its place among
+    /// them.
+    private func erase(_ user: String, announcedBy event: CommonApi.Event, in transaction: PostgresTransaction)
+        async throws
+    {
+        let ended = try await UserDataStore().erase(user, in: transaction)
+        var erasing = event.producer == "auth"
+        for match in ended {
+            if erasing && user < match.other {
+                try await self.outbox.eraseUser(user, community: event.communityId, in: transaction)
+                erasing = false
+            }
+            var ending = CommonApi.Event()
+            ending.userId = match.other
+            ending.communityId = event.communityId
+            ending.payload = .matchEnded(
+                .with {
+                    $0.matchId = match.matchID
+                    $0.userIds = [user, match.other].sorted()
+                    $0.reason = .accountDeleted
+                })
+            try await self.outbox.append(ending, in: transaction)
+        }
+        if erasing {
+            try await self.outbox.eraseUser(user, community: event.communityId, in: transaction)
+        }
+    }
+
+    /// A member snapshot from profile (ProfileUpdated, LocationChanged); one without a valid user id is ignored.
+    private func upsertMember(_ snapshot: Kindred.Common.V1.CandidateSnapshot?, in transaction: PostgresTransaction)
+        async throws
+    {
+        guard var snapshot, UUIDv7.isValid(snapshot.userId.lowercased()) else { return }
+        snapshot.userId = snapshot.userId.lowercased()
+        try await self.directory.upsertMember(snapshot, in: transaction)
     }
 
     /// `GetUserFootprint` (admin or service): rows match holds about a user, per kind, zeros included.

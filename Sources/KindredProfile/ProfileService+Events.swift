@@ -21,40 +21,13 @@ extension ProfileService {
         }
     }
 
-    /// The producers whose events profile applies.
-    static let eventProducers: Set<String> = ["auth", "match"]
+    /// The producers whose events profile applies (``EventSubscriptions``).
+    static let eventProducers = EventSubscriptions.producers(of: "profile") ?? []
 
     /// Applies `producer`'s events (from `DeliverEvents` or the JetStream bus); returns the ids to acknowledge.
     func applyEvents(_ events: [Kindred.Common.V1.Event], from producer: String) async throws -> [String] {
         let erased = ErasedKeys()
-        let acknowledged = try await self.inbox.process(events, from: producer) { event, transaction in
-            let producer = event.producer
-            switch event.payload {
-            case .accountDeactivated? where producer == "auth":
-                try await self.setDeactivated(event.userId, true, in: transaction)
-            case .accountReactivated? where producer == "auth":
-                try await self.setDeactivated(event.userId, false, in: transaction)
-            case .accountDeleted? where producer == "auth":
-                erased.add(try await self.profiles.erase(event.userId, in: transaction))
-                // The snapshots still in profile's outbox go too; consumers get profile's own erasure after them.
-                try await Self.outbox.eraseUser(event.userId, community: event.communityId, in: transaction)
-            case .accountDeleted? where producer == "match":
-                // Match's re-announcement (after a block it sent just before the deletion): erase again.
-                erased.add(try await self.profiles.erase(event.userId, in: transaction))
-            case .userBlocked(let block)? where producer == "match":
-                try await self.profiles.setBlocked(
-                    blocker: event.userId, blocked: block.blockedUserId, true, in: transaction)
-            case .userUnblocked(let block)? where producer == "match":
-                try await self.profiles.setBlocked(
-                    blocker: event.userId, blocked: block.unblockedUserId, false, in: transaction)
-            case .matchCreated(let match)? where producer == "match":
-                try await self.profiles.recordMatch(match.matchId, match.userIds, in: transaction)
-            case .matchEnded(let match)? where producer == "match":
-                try await self.profiles.endMatch(match.matchId, match.userIds, in: transaction)
-            default:
-                break  // not for profile: acknowledged all the same
-            }
-        }
+        let acknowledged = try await self.inbox.process(events, from: producer) { self.effect(of: $0, erased: erased) }
         let candidates = erased.keys
         if !candidates.isEmpty {
             do {
@@ -67,6 +40,43 @@ extension ProfileService {
             }
         }
         return acknowledged
+    }
+
+    /// One event's effect, in the inbox's transaction, decided by its type and producer (the kit's
+    /// ``EventSubscriptions`` entry for profile lists the same); nil for an event profile does not apply. An erasure
+    /// adds the photo keys it left to `erased`.
+    func effect(of event: Kindred.Common.V1.Event, erased: ErasedKeys = ErasedKeys()) -> EventInbox.Effect? {
+        switch (event.payload, event.producer) {
+        case (.accountDeactivated?, "auth"):
+            return { transaction in try await self.setDeactivated(event.userId, true, in: transaction) }
+        case (.accountReactivated?, "auth"):
+            return { transaction in try await self.setDeactivated(event.userId, false, in: transaction) }
+        case (.accountDeleted?, "auth"):
+            return { transaction in
+                erased.add(try await self.profiles.erase(event.userId, in: transaction))
+                // The snapshots still in profile's outbox go too; consumers get profile's own erasure after them.
+                try await Self.outbox.eraseUser(event.userId, community: event.communityId, in: transaction)
+            }
+        case (.accountDeleted?, "match"):
+            // Match's re-announcement (after a block it sent just before the deletion): erase again.
+            return { transaction in erased.add(try await self.profiles.erase(event.userId, in: transaction)) }
+        case (.userBlocked(let block)?, "match"):
+            return { transaction in
+                try await self.profiles.setBlocked(
+                    blocker: event.userId, blocked: block.blockedUserId, true, in: transaction)
+            }
+        case (.userUnblocked(let block)?, "match"):
+            return { transaction in
+                try await self.profiles.setBlocked(
+                    blocker: event.userId, blocked: block.unblockedUserId, false, in: transaction)
+            }
+        case (.matchCreated(let match)?, "match"):
+            return { transaction in try await self.profiles.recordMatch(match.matchId, match.userIds, in: transaction) }
+        case (.matchEnded(let match)?, "match"):
+            return { transaction in try await self.profiles.endMatch(match.matchId, match.userIds, in: transaction) }
+        default:
+            return nil  // not for profile: acknowledged without a transaction
+        }
     }
 
     private func setDeactivated(_ userID: String, _ deactivated: Bool, in transaction: PostgresTransaction) async throws {

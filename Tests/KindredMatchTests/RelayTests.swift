@@ -10,13 +10,14 @@ import Testing
 /// Events appended by the group commit (one statement per batch) reach a consumer through the kit's relay, in
 /// order per partition, with their sequences.
 @Suite struct RelayTests {
-    /// A chat stand-in: DeliverEvents for match's service token, recording what arrives.
+    /// A discovery stand-in (discovery takes every event of match): DeliverEvents for match's service token,
+    /// recording what arrives.
     final class Consumer: GRPCService, Sendable {
         let received = Mutex<[CommonApi.Event]>([])
         let access = ServiceAccess(authenticator: CallerAuthenticator(keys: testKeys.trustedKeys))
 
         func register(in router: inout GRPCRouter) {
-            router.unary(Kindred.Chat.V1.ChatService.Method.deliverEvents) { request, context in
+            router.unary(Kindred.Discovery.V1.DiscoveryService.Method.deliverEvents) { request, context in
                 try await self.access.requireService(["match"], context)
                 self.received.withLock { $0 += request.events }
                 var response = CommonApi.DeliverEventsResponse()
@@ -36,7 +37,7 @@ import Testing
         let server = GRPCServer(configuration: configuration, services: [consumer], logger: logger)
         let port = try await server.start().port ?? 0
         try await MatchHarness.with(settings: [
-            "KINDRED_MATCH_EVENT_CONSUMERS": "chat=127.0.0.1:\(port)", "KINDRED_MATCH_EVENT_POLL_MS": "100",
+            "KINDRED_MATCH_EVENT_CONSUMERS": "discovery=127.0.0.1:\(port)", "KINDRED_MATCH_EVENT_POLL_MS": "100",
         ]) { h in
             try await h.community("dating")
             let m = try await h.members(3, community: "dating")

@@ -13,8 +13,10 @@ import Testing
         OutboxEvent(eventID: "\(partition)\(sequence)", partition: partition, sequence: sequence, payload: [])
     }
 
-    private func claimed(_ partition: String, after acknowledged: Int64 = 0, attempts: Int = 0) -> ClaimedPartition {
-        ClaimedPartition(partition: partition, acknowledged: acknowledged, attempts: attempts)
+    private func claimed(
+        _ partition: String, after acknowledged: Int64 = 0, through appended: Int64 = 1_000, attempts: Int = 0
+    ) -> ClaimedPartition {
+        ClaimedPartition(partition: partition, acknowledged: acknowledged, appended: appended, attempts: attempts)
     }
 
     @Test func batchKeepsOutboxOrderAndSkipsWhatIsNotNext() {
@@ -28,14 +30,15 @@ import Testing
 
     @Test func batchStopsAtTheLimit() {
         let events = (1...150).map { event("a", Int64($0)) }
-        let plan = DeliveryPlan(claimed: [claimed("a"), claimed("b")], events: events, readLimit: 200)
+        let plan = DeliveryPlan(claimed: [claimed("a"), claimed("b", through: 7)], events: events, readLimit: 200)
         #expect(plan.batch.count == 100 && plan.batch.last?.sequence == 100)
         #expect(
             plan.outcomes(acknowledgedIDs: Set(plan.batch.map(\.eventID)))["a"]
                 == .delivered(acknowledged: 100, count: 100)
         )
-        // b had nothing in a read that was not cut short: nothing pending.
-        #expect(plan.outcomes(acknowledgedIDs: [])["b"] == .nothingPending)
+        // b had nothing in a read that was not cut short: nothing pending up to where it was claimed (an event
+        // appended since is still to be sent).
+        #expect(plan.outcomes(acknowledgedIDs: [])["b"] == .nothingPending(through: 7))
         let cut = DeliveryPlan(
             claimed: [claimed("a"), claimed("b")],
             events: Array(events.prefix(100)),

@@ -29,6 +29,27 @@ import Testing
         await database.shutdown()
     }
 
+    /// A consumer sent only some types is waited for only for those: the partition's last event being of another
+    /// type (a swipe after the block) does not hold the wait until its timeout.
+    @Test func awaitDeliveryWaitsOnlyForTheTypesAConsumerApplies() async throws {
+        let database = try await EventsDatabase.make()
+        let consumer = TestConsumer(name: "sink", database: database.consumer)
+        var configuration = database.relayConfiguration([try await consumer.start()])
+        configuration.eventTypes["sink"] = [.userBlocked]
+        let relay = try await database.relay(configuration)
+        let running = Task { await relay.run() }
+        try await database.append(partition: "user-1")
+        try await database.append(partition: "user-1", payload: .swipeRecorded(.with { $0.targetUserId = "someone" }))
+        #expect(
+            try await database.outbox.awaitDelivery(
+                partition: "user-1", consumers: ["sink"], on: database.producer, timeout: .seconds(5)))
+        #expect(try await database.effects().map(\.partition) == ["user-1"])
+        running.cancel()
+        await running.value
+        await consumer.stop()
+        await database.shutdown()
+    }
+
     @Test func eraseUserLeavesOnlyTheDeletionNoticeAndTheRelayDeliversIt() async throws {
         let database = try await EventsDatabase.make()
         let consumer = TestConsumer(name: "sink", database: database.consumer)

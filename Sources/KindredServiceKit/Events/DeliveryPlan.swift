@@ -16,16 +16,19 @@ public struct OutboxEvent: Sendable, Hashable {
     }
 }
 
-/// A partition the relay has leased for one consumer, with the last sequence that consumer acknowledged.
+/// A partition the relay has leased for one consumer, with the last sequence that consumer acknowledged and the
+/// last one appended for it when the lease was taken.
 public struct ClaimedPartition: Sendable, Hashable {
     public var partition: String
     public var acknowledged: Int64
+    public var appended: Int64
     /// Failed attempts in a row so far (drives the backoff).
     public var attempts: Int
 
-    public init(partition: String, acknowledged: Int64, attempts: Int) {
+    public init(partition: String, acknowledged: Int64, appended: Int64, attempts: Int) {
         self.partition = partition
         self.acknowledged = acknowledged
+        self.appended = appended
         self.attempts = attempts
     }
 }
@@ -53,9 +56,10 @@ public struct DeliveryPlan: Sendable, Hashable {
         case failed(acknowledged: Int64, count: Int)
         /// Nothing of the partition was sent (the batch was full): release it as it was.
         case untouched
-        /// The outbox holds nothing after the cursor (events purged, or a cursor ahead of its events): move the
-        /// cursor to the partition's end so it stops being claimed.
-        case nothingPending
+        /// The outbox holds nothing for the consumer after the cursor (events purged, or of types it no longer
+        /// applies): move the cursor to `through`, the partition's end when it was claimed, so it stops being
+        /// claimed. Not to its end now: an event appended since is still to be sent.
+        case nothingPending(through: Int64)
     }
 
     public let claimed: [ClaimedPartition]
@@ -95,6 +99,7 @@ public struct DeliveryPlan: Sendable, Hashable {
     public func outcomes(acknowledgedIDs: Set<String>) -> [String: Outcome] {
         var outcomes: [String: Outcome] = [:]
         var acknowledged = Dictionary(uniqueKeysWithValues: self.claimed.map { ($0.partition, $0.acknowledged) })
+        let appended = Dictionary(uniqueKeysWithValues: self.claimed.map { ($0.partition, $0.appended) })
         var count: [String: Int] = [:]
         var broken = Set<String>()
         for event in self.batch {
@@ -111,7 +116,7 @@ public struct DeliveryPlan: Sendable, Hashable {
             let cursor = acknowledged[partition]!
             let delivered = count[partition] ?? 0
             if self.empty.contains(partition) {
-                outcomes[partition] = .nothingPending
+                outcomes[partition] = .nothingPending(through: appended[partition]!)
             } else if !sent.contains(partition) {
                 outcomes[partition] = .untouched
             } else if broken.contains(partition) {

@@ -13,11 +13,10 @@ import Logging
 /// {
 ///     let producer = try await self.access.requireService(["auth", "profile", "match"], context)
 ///     var response = DeliverEventsResponse()
-///     response.acknowledgedEventIds = try await self.inbox.process(request.events, from: producer) {
-///         event, transaction in
+///     response.acknowledgedEventIds = try await self.inbox.process(request.events, from: producer) { event in
 ///         switch event.payload {
-///         case .accountDeleted?: try await transaction.execute("DELETE FROM profiles WHERE user_id = \(event.userId)")
-///         default: break  // irrelevant here: acknowledged all the same
+///         case .accountDeleted?: { try await $0.execute("DELETE FROM profiles WHERE user_id = \(event.userId)") }
+///         default: nil  // irrelevant here: acknowledged without a transaction
 ///         }
 ///     }
 ///     return response
@@ -27,8 +26,9 @@ import Logging
 /// The rules of proto/kindred/common/v1/events.proto, kept here once:
 /// - A batch has at most 100 events, all from the calling service (`from`): anything else is refused with
 ///   INVALID_ARGUMENT before any effect, so a service cannot pass events off as another's.
-/// - Exactly-once effect: each event runs in its own transaction that first records `event_id` in
-///   `events_inbox`; a redelivered event finds its id there, runs nothing and is acknowledged.
+/// - Exactly-once effect: each event with an effect runs in its own transaction that first records `event_id` in
+///   `events_inbox`; a redelivered event finds its id there, runs nothing and is acknowledged. An event without
+///   one (a type this consumer does not apply) is acknowledged without touching the database.
 /// - Order per partition: once an event of a partition fails, the later events of that partition in the
 ///   batch are neither applied nor acknowledged (they come again after it); other partitions go on.
 /// - Events with a payload this build does not know (a newer producer) are acknowledged without effect.
@@ -41,6 +41,8 @@ public struct EventInbox: Sendable {
 
     /// Applies one event inside the transaction that records it. Throw to leave it unacknowledged.
     public typealias Handler = @Sendable (Kindred.Common.V1.Event, PostgresTransaction) async throws -> Void
+    /// One event's effect, run inside the transaction that records the event. Throw to leave it unacknowledged.
+    public typealias Effect = @Sendable (PostgresTransaction) async throws -> Void
 
     let database: PostgresClient
     let logger: Logger
@@ -55,11 +57,33 @@ public struct EventInbox: Sendable {
     }
 
     /// Processes `events` from `producer` (the caller's service name, from ``ServiceAccess``) in order and
-    /// returns the ids to acknowledge.
+    /// returns the ids to acknowledge; `handler` runs for every event, in the transaction that records it.
     public func process(
         _ events: [Kindred.Common.V1.Event],
         from producer: String,
-        handler: Handler
+        handler: @escaping Handler
+    ) async throws -> [String] {
+        try await self.process(events, from: producer) { event in { try await handler(event, $0) } }
+    }
+
+    /// Processes `events` from `producer` in order and returns the ids to acknowledge. `effect` says, without the
+    /// database, what an event does: nil for an event this consumer does not apply, which is acknowledged without a
+    /// transaction (a redelivery has no effect either); otherwise the effect runs in the transaction that records
+    /// the event. Deciding by the payload's case (and the producer) keeps the consumer's ``EventSubscriptions``
+    /// entry checkable against it; checks of the content belong in the effect.
+    ///
+    /// ```swift
+    /// func effect(of event: Kindred.Common.V1.Event) -> EventInbox.Effect? {
+    ///     switch event.payload {
+    ///     case .accountDeleted?: { try await self.profiles.erase(event.userId, in: $0) }
+    ///     default: nil
+    ///     }
+    /// }
+    /// ```
+    public func process(
+        _ events: [Kindred.Common.V1.Event],
+        from producer: String,
+        effect: (Kindred.Common.V1.Event) -> Effect?
     ) async throws -> [String] {
         guard events.count <= DeliveryPlan.maxBatch else {
             throw RPCError(.invalidArgument, "At most \(DeliveryPlan.maxBatch) events per call")
@@ -70,6 +94,10 @@ public struct EventInbox: Sendable {
         var decisions = InboxBatch()
         for event in events {
             guard self.screen(event, into: &decisions) else { continue }
+            guard let apply = effect(event) else {
+                decisions.acknowledge(event)
+                continue
+            }
             do {
                 try await EventTracing.handling(event) {
                     try await self.database.withTransaction { transaction in
@@ -81,7 +109,7 @@ public struct EventInbox: Sendable {
                             """
                         )
                         guard recorded == 1 else { return }  // processed before: no effect again
-                        try await handler(event, transaction)
+                        try await apply(transaction)
                     }
                 }
                 decisions.acknowledge(event)

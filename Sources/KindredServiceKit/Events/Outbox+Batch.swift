@@ -6,7 +6,8 @@ extension Outbox {
     /// The events of many state changes appended by ONE statement, for writers that commit many callers' changes
     /// in one transaction (match's group-committed swipes): the envelope is filled in as ``append(_:in:)`` does,
     /// each partition's counter row is bumped once by the number of its events (locked until the transaction
-    /// ends, so sequences commit in order), the consumers' cursors are marked pending and the relays notified.
+    /// ends, so sequences commit in order), the cursors of the consumers that apply them are marked pending and
+    /// the relays notified.
     ///
     /// The statement can go into a pipeline with the other writes of the transaction (one round trip). Its rows
     /// lock partitions in ascending key order (each partition's cursors in consumer order, as ``append(_:in:)``
@@ -69,14 +70,14 @@ extension Outbox {
                 SELECT event_id, user_id, community_id, partition_key, sequence, event_type,
                        decode(payload, 'base64'), created_at
                 FROM numbered ORDER BY ord
-                RETURNING partition_key, sequence, created_at
-            ), latest AS (
-                SELECT partition_key, max(sequence) AS sequence, min(created_at) AS created_at
-                FROM written GROUP BY partition_key
+                RETURNING partition_key, sequence, event_type, created_at
             ), pending AS (
+                -- Per partition, each consumer's last and first event of the types it applies.
                 INSERT INTO events_cursors (consumer, partition_key, appended_sequence, pending_since)
-                SELECT consumer, latest.partition_key, latest.sequence, latest.created_at
-                FROM events_consumers, latest ORDER BY 2, 1
+                SELECT c.consumer, w.partition_key, max(w.sequence), min(w.created_at)
+                FROM events_consumers c
+                JOIN written w ON c.event_types IS NULL OR w.event_type = ANY(c.event_types)
+                GROUP BY w.partition_key, c.consumer ORDER BY 2, 1
                 ON CONFLICT (consumer, partition_key) DO UPDATE SET
                     appended_sequence = EXCLUDED.appended_sequence,
                     pending_since = COALESCE(events_cursors.pending_since, EXCLUDED.pending_since)

@@ -13,7 +13,9 @@ extension Outbox {
     /// in-memory index), so an acknowledged event is an applied one. The cursors are read again whenever this
     /// process's relay records an answer for the partition (``DeliveryNotices``), and every `interval` for answers
     /// recorded by another replica's relay. A partition with no events (or none left after a purge), or a
-    /// consumer without a cursor for it (registered after those events), has nothing to wait for.
+    /// consumer without a cursor for it (registered after those events, or sent none of their types), has nothing
+    /// to wait for; a consumer waits only for the events of the types it applies (``EventSubscriptions``: its
+    /// cursor's last appended one).
     ///
     /// On the JetStream bus (this process's relay publishes: ``JetStreamEventBus/registered(producer:)``) the wait
     /// is in two steps within the same `timeout`: until the relay has published those events (its cursors), then
@@ -64,7 +66,7 @@ extension Outbox {
                 """
                 SELECT count(*) FROM events_cursors
                 WHERE consumer = ANY(\(consumers)::text[]) AND partition_key = \(partition)
-                  AND acknowledged_sequence < \(target)
+                  AND acknowledged_sequence < LEAST(appended_sequence, \(target))
                 """
             ).scalar(Int64.self)
             if behind == 0 { return true }

@@ -22,9 +22,10 @@ import KindredProto
 /// commit in sequence order: the relay can never see sequence n+1 without n. A partition's counter starts
 /// at the outbox's global id counter (which every append advances by two or more), so when the relay
 /// removes an idle partition's rows (``OutboxRelay``'s purge: no user id outlives its events by more than
-/// the retention) and the partition comes back, its sequences still only grow. Every registered consumer
-/// (`events_consumers`, written by the relay from its configuration) gets its cursor row marked pending, and
-/// the commit sends a NOTIFY on ``channel`` that wakes the relays at once.
+/// the retention) and the partition comes back, its sequences still only grow. Every registered consumer that
+/// applies the event's type (`events_consumers`, written by the relay from its configuration and
+/// ``EventSubscriptions``) gets its cursor row marked pending, and the commit sends a NOTIFY on ``channel`` that
+/// wakes the relays at once.
 ///
 /// The cursor rows are locked partition by partition, each partition's in consumer order. A transaction that
 /// appends to several partitions appends them in ascending partition key (as ``appendQuery(_:)`` does), the
@@ -91,6 +92,7 @@ public struct Outbox: Sendable {
             ), pending AS (
                 INSERT INTO events_cursors (consumer, partition_key, appended_sequence, pending_since)
                 SELECT consumer, \(partition), written.sequence, written.created_at FROM events_consumers, written
+                WHERE event_types IS NULL OR \(payload.typeName) = ANY(event_types)
                 ORDER BY consumer
                 ON CONFLICT (consumer, partition_key) DO UPDATE SET
                     appended_sequence = EXCLUDED.appended_sequence,
@@ -105,7 +107,8 @@ public struct Outbox: Sendable {
     ///
     /// - `events_outbox`: the events, kept after delivery for `OutboxRelay.purgeDelivered` to remove.
     /// - `events_partitions`: the last sequence per partition (the lock that orders appends).
-    /// - `events_consumers`: the consumers the relays deliver to (registered from configuration). On the JetStream
+    /// - `events_consumers`: the consumers the relays deliver to (registered from configuration), each with the
+    ///   event types it applies (`event_types`, NULL for all: ``EventSubscriptions``). On the JetStream
     ///   bus, the publisher's row (`jetstream`) also records the stream its cursors refer to (`stream_created`,
     ///   `stream_sequence`: ``StreamMark``); NULL and 0 in every other row.
     /// - `events_cursors`: per consumer and partition, how far delivery got, and the lease and backoff of the
@@ -132,7 +135,8 @@ public struct Outbox: Sendable {
             consumer        text PRIMARY KEY,
             registered_at   timestamptz NOT NULL DEFAULT now(),
             stream_created  text,
-            stream_sequence bigint NOT NULL DEFAULT 0
+            stream_sequence bigint NOT NULL DEFAULT 0,
+            event_types     text[]
         );
         CREATE TABLE events_cursors (
             consumer              text NOT NULL REFERENCES events_consumers (consumer) ON DELETE CASCADE,
@@ -156,27 +160,4 @@ public struct Outbox: Sendable {
 public struct OutboxError: Error, CustomStringConvertible {
     public var description: String
     init(_ description: String) { self.description = description }
-}
-
-extension Kindred.Common.V1.Event.Payload {
-    /// The `event_type` column: "<aggregate>.<past tense>", for operators reading the outbox.
-    public var typeName: String {
-        switch self {
-        case .accountDeactivated: "account.deactivated"
-        case .accountReactivated: "account.reactivated"
-        case .accountDeleted: "account.deleted"
-        case .profileUpdated: "profile.updated"
-        case .locationChanged: "profile.location_changed"
-        case .communityUpdated: "community.updated"
-        case .swipeRecorded: "swipe.recorded"
-        case .swipeUndone: "swipe.undone"
-        case .matchCreated: "match.created"
-        case .matchEnded: "match.ended"
-        case .userBlocked: "user.blocked"
-        case .userUnblocked: "user.unblocked"
-        case .reportResolved: "report.resolved"
-        case .activityStarted: "activity.started"
-        case .messageSent: "message.sent"
-        }
-    }
 }

@@ -89,7 +89,11 @@ public final class OutboxRelay: Sendable {
             factory: metricsFactory
         )
         let owner = "\(ProcessInfo.processInfo.hostName)/\(getpid())/\(UInt32.random(in: 0...UInt32.max))"
-        self.store = OutboxRelayStore(database: database, owner: owner)
+        self.store = OutboxRelayStore(
+            database: database, owner: owner,
+            subscriptions: configuration.consumers.reduce(into: [:]) { types, consumer in
+                types[consumer.name] = configuration.types(of: consumer)
+            })
         var clients: [String: GRPCClient] = [:]
         for consumer in configuration.consumers where bus == nil {
             var client = GRPCClientConfiguration(address: consumer.address)
@@ -168,7 +172,7 @@ public final class OutboxRelay: Sendable {
         guard !claimed.isEmpty else { return 0 }
         let plan: DeliveryPlan
         do {
-            let events = try await self.store.events(after: claimed, limit: configuration.maxBatch)
+            let events = try await self.store.events(of: consumer.name, after: claimed, limit: configuration.maxBatch)
             plan = DeliveryPlan(
                 claimed: claimed,
                 events: events,

@@ -36,6 +36,14 @@ public struct OutboxRelayConfiguration: Sendable {
     public var streamCheckInterval: Duration = .seconds(2)
     /// Delivered events older than this are deleted from the outbox. Default 7 days.
     public var retention: Duration = .seconds(7 * 86_400)
+    /// The event types of the consumers named here, instead of their service's in ``EventSubscriptions`` (tests'
+    /// consumers). Default empty.
+    public var eventTypes: [String: Set<EventType>] = [:]
+
+    /// The event types `consumer` is sent: nil for every type.
+    public func types(of consumer: EventConsumer) -> Set<EventType>? {
+        self.eventTypes[consumer.name] ?? EventSubscriptions.types(of: consumer.service, from: self.producer)
+    }
 
     public init(producer: String, consumers: [EventConsumer]) {
         self.producer = producer

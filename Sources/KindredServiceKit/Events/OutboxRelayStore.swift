@@ -5,12 +5,32 @@ struct OutboxRelayStore: Sendable {
     let database: PostgresClient
     /// This relay's name in `events_cursors.leased_by`.
     let owner: String
+    /// The event types each consumer applies (``OutboxRelayConfiguration/subscriptions``); a consumer not in it
+    /// gets every type.
+    var subscriptions: [String: Set<EventType>] = [:]
 
-    /// Adds the configured consumers to `events_consumers` (appends from now on mark them pending).
+    /// Adds the configured consumers to `events_consumers`, each with the types it applies (NULL: all), and
+    /// updates the types of those already there: appends from now on mark a consumer pending for those types only.
     func register(consumers: [String]) async throws {
+        // Each consumer's types as one comma-separated text, "*" for all (a SQL array of arrays must be rectangular).
+        let types: [String] = consumers.map { consumer in
+            self.subscriptions[consumer].map { $0.map(\.rawValue).sorted().joined(separator: ",") } ?? "*"
+        }
         try await self.database.execute(
-            "INSERT INTO events_consumers (consumer) SELECT unnest(\(consumers)::text[]) ON CONFLICT DO NOTHING"
+            """
+            INSERT INTO events_consumers (consumer, event_types)
+            SELECT consumer, CASE WHEN types = '*' THEN NULL ELSE string_to_array(types, ',') END
+            FROM unnest(\(consumers)::text[], \(types)::text[]) AS c(consumer, types)
+            ON CONFLICT (consumer) DO UPDATE SET event_types = EXCLUDED.event_types
+                WHERE events_consumers.event_types IS DISTINCT FROM EXCLUDED.event_types
+            """
         )
+    }
+
+    /// `consumer`'s types as the statements below filter on them: every type when it applies all.
+    private func filter(of consumer: String) -> (all: Bool, types: [String]) {
+        guard let types = self.subscriptions[consumer] else { return (true, []) }
+        return (false, types.map(\.rawValue).sorted())
     }
 
     /// Adds the bus's pseudo-consumer `name` (``JetStreamEventBus/relayConsumer``); the first time, with a cursor at
@@ -49,21 +69,23 @@ struct OutboxRelayStore: Sendable {
             UPDATE events_cursors c SET leased_by = \(self.owner),
                 leased_until = now() + make_interval(secs => \(lease.seconds))
             FROM due WHERE c.consumer = due.consumer AND c.partition_key = due.partition_key
-            RETURNING c.partition_key, c.acknowledged_sequence, c.attempts
+            RETURNING c.partition_key, c.acknowledged_sequence, c.appended_sequence, c.attempts
             """
         )
         return try rows.map { row in
-            let (partition, acknowledged, attempts) = try row.decode((String, Int64, Int32).self)
-            return ClaimedPartition(partition: partition, acknowledged: acknowledged, attempts: Int(attempts))
+            let (partition, acknowledged, appended, attempts) = try row.decode((String, Int64, Int64, Int32).self)
+            return ClaimedPartition(
+                partition: partition, acknowledged: acknowledged, appended: appended, attempts: Int(attempts))
         }
     }
 
-    /// The events after each claimed partition's cursor, in outbox order, at most `limit`.
+    /// The events `consumer` applies after each claimed partition's cursor, in outbox order, at most `limit`.
     ///
     /// Each partition's first `limit` events come from the `(partition_key, sequence)` index, then the earliest
     /// of them all: read the other way (the outbox in id order, joined to the partitions), the plan walked every
     /// delivered event the outbox still keeps before reaching the pending ones.
-    func events(after claimed: [ClaimedPartition], limit: Int) async throws -> [OutboxEvent] {
+    func events(of consumer: String, after claimed: [ClaimedPartition], limit: Int) async throws -> [OutboxEvent] {
+        let (all, types) = self.filter(of: consumer)
         let rows = try await self.database.query(
             """
             SELECT o.event_id::text, o.partition_key, o.sequence, o.payload
@@ -72,6 +94,7 @@ struct OutboxRelayStore: Sendable {
             CROSS JOIN LATERAL (
                 SELECT id, event_id, partition_key, sequence, payload FROM events_outbox
                 WHERE partition_key = k.partition_key AND sequence > k.acknowledged
+                  AND (\(all) OR event_type = ANY(\(types)::text[]))
                 ORDER BY sequence LIMIT \(Int64(limit))
             ) o
             ORDER BY o.id LIMIT \(Int64(limit))
@@ -119,14 +142,15 @@ struct OutboxRelayStore: Sendable {
         for (partition, outcome) in outcomes {
             partitions.append(partition)
             switch outcome {
-            case .delivered(let cursor, _): (acknowledged, codes) = (acknowledged + [cursor], codes + [1])
+            case .delivered(let cursor, _), .nothingPending(let cursor):
+                (acknowledged, codes) = (acknowledged + [cursor], codes + [1])
             case .failed(let cursor, _): (acknowledged, codes) = (acknowledged + [cursor], codes + [2])
             case .untouched: (acknowledged, codes) = (acknowledged + [0], codes + [0])
-            case .nothingPending: (acknowledged, codes) = (acknowledged + [0], codes + [3])
             }
             delaySeconds.append(delays[partition]?.seconds ?? 0)
         }
-        // Outcome codes: 0 untouched, 1 delivered, 2 failed, 3 nothing left to send (cursor to the end).
+        let (all, types) = self.filter(of: consumer)
+        // Outcome codes: 0 untouched, 1 delivered (or nothing to send up to the cursor), 2 failed.
         let rows = try await self.database.query(
             """
             WITH locked AS (
@@ -135,21 +159,21 @@ struct OutboxRelayStore: Sendable {
                 ORDER BY partition_key FOR UPDATE \(unescaped: skipHeld ? "SKIP LOCKED" : "")
             )
             UPDATE events_cursors c SET
-                acknowledged_sequence = CASE WHEN u.outcome = 3 THEN c.appended_sequence
-                    ELSE GREATEST(c.acknowledged_sequence, u.acknowledged) END,
+                acknowledged_sequence = GREATEST(c.acknowledged_sequence, u.acknowledged),
                 attempts = CASE WHEN u.outcome = 2 THEN c.attempts + 1 WHEN u.outcome = 0 THEN c.attempts ELSE 0 END,
                 next_attempt_at = CASE WHEN u.outcome = 2 THEN now() + make_interval(secs => u.delay)
                     ELSE c.next_attempt_at END,
                 last_error = CASE WHEN u.outcome = 2 THEN \(error) WHEN u.outcome = 0 THEN c.last_error ELSE NULL END,
                 leased_by = NULL, leased_until = NULL,
                 -- The first pending event's time, read from the (partition_key, sequence) index (min(created_at)
-                -- was planned as a walk of the whole outbox in created_at order).
-                pending_since = (
+                -- was planned as a walk of the whole outbox in created_at order); none once caught up.
+                pending_since = CASE WHEN GREATEST(c.acknowledged_sequence, u.acknowledged) < c.appended_sequence THEN (
                     SELECT o.created_at FROM events_outbox o
-                    WHERE o.partition_key = c.partition_key AND o.sequence > CASE WHEN u.outcome = 3
-                        THEN c.appended_sequence ELSE GREATEST(c.acknowledged_sequence, u.acknowledged) END
+                    WHERE o.partition_key = c.partition_key
+                      AND o.sequence > GREATEST(c.acknowledged_sequence, u.acknowledged)
+                      AND (\(all) OR o.event_type = ANY(\(types)::text[]))
                     ORDER BY o.sequence LIMIT 1
-                )
+                ) END
             FROM locked JOIN unnest(\(partitions)::text[], \(acknowledged)::int8[], \(codes)::int4[],
                                      \(delaySeconds)::float8[]) AS u(partition_key, acknowledged, outcome, delay)
                 ON u.partition_key = locked.partition_key
@@ -185,11 +209,14 @@ struct OutboxRelayStore: Sendable {
 
     /// Unacknowledged events of `consumer` and the age of the oldest, in seconds.
     func pending(consumer: String) async throws -> (count: Int, oldestSeconds: Double) {
+        let (all, types) = self.filter(of: consumer)
         let rows = try await self.database.query(
             """
             SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(o.created_at)), 0)::float8
             FROM events_cursors c
-            JOIN events_outbox o ON o.partition_key = c.partition_key AND o.sequence > c.acknowledged_sequence
+            JOIN events_outbox o ON o.partition_key = c.partition_key
+                AND o.sequence > c.acknowledged_sequence AND o.sequence <= c.appended_sequence
+                AND (\(all) OR o.event_type = ANY(\(types)::text[]))
             WHERE c.consumer = \(consumer) AND c.acknowledged_sequence < c.appended_sequence
             """
         )
@@ -197,8 +224,8 @@ struct OutboxRelayStore: Sendable {
         return (Int(count), oldest)
     }
 
-    /// Deletes up to 1000 events older than `retention` that every consumer (or each of `consumers`, when given:
-    /// on the bus, the publisher) has acknowledged, then the
+    /// Deletes up to 1000 events older than `retention` that every consumer applying their type (or each of
+    /// `consumers`, when given: on the bus, the publisher) has acknowledged, then the
     /// cursors and counters of partitions left without events (all caught up, none leased): a deleted
     /// user's id leaves the producer's tables with its last event. Returns how many events went.
     ///
@@ -216,8 +243,9 @@ struct OutboxRelayStore: Sendable {
                     SELECT o.id FROM events_outbox o
                     WHERE o.created_at < now() - make_interval(secs => \(retention.seconds))
                       AND NOT EXISTS (
-                          SELECT 1 FROM events_cursors c
+                          SELECT 1 FROM events_cursors c JOIN events_consumers k ON k.consumer = c.consumer
                           WHERE c.partition_key = o.partition_key AND c.acknowledged_sequence < o.sequence
+                            AND (k.event_types IS NULL OR o.event_type = ANY(k.event_types))
                             AND (\(all) OR c.consumer = ANY(\(only)::text[]))
                       )
                     ORDER BY o.id LIMIT 1000

@@ -88,7 +88,10 @@ struct EventsDatabase {
     /// one partition queue on its counter row; a parallel test run on a loaded machine can hold a commit that
     /// long) rolled the transaction back, so it is tried again, as a service's caller would retry "busy".
     @discardableResult
-    func append(partition: String) async throws -> Kindred.Common.V1.Event {
+    func append(
+        partition: String,
+        payload: Kindred.Common.V1.Event.Payload = .userBlocked(.with { $0.blockedUserId = "someone" })
+    ) async throws -> Kindred.Common.V1.Event {
         var attempt = 0
         while true {
             do {
@@ -96,7 +99,7 @@ struct EventsDatabase {
                     var event = Kindred.Common.V1.Event()
                     event.userId = partition
                     event.communityId = "dogs"
-                    event.payload = .userBlocked(.with { $0.blockedUserId = "someone" })
+                    event.payload = payload
                     return try await self.outbox.append(event, in: transaction)
                 }
             } catch let error as PostgresError where error.code == .lockTimeout && attempt < 5 {
