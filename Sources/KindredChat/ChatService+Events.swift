@@ -79,7 +79,8 @@ extension ChatService {
             self.logger.error("MatchCreated without a valid pair: ignored", metadata: ["events.id": "\(event.eventId)"])
             return
         }
-        let initiator = users.contains(match.initiatorUserId.lowercased()) ? match.initiatorUserId.lowercased() : users[0]
+        let initiator =
+            users.contains(match.initiatorUserId.lowercased()) ? match.initiatorUserId.lowercased() : users[0]
         _ = try await self.openThread(
             matchID: match.matchId.lowercased(), users: users, communityID: event.communityId, initiator: initiator,
             mode: match.mode, createdUnixMs: match.createdUnixMs > 0 ? match.createdUnixMs : event.occurredUnixMs,

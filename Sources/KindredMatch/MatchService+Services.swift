@@ -84,12 +84,14 @@ extension MatchService {
         case .accountDeactivated?:
             return { transaction in
                 guard UUIDv7.isValid(user) else { return }
-                try await self.directory.setDeactivated(true, user: user, community: event.communityId, in: transaction)
+                try await self.directory.setDeactivated(
+                    true, user: user, community: event.communityId, in: transaction)
             }
         case .accountReactivated?:
             return { transaction in
                 guard UUIDv7.isValid(user) else { return }
-                try await self.directory.setDeactivated(false, user: user, community: event.communityId, in: transaction)
+                try await self.directory.setDeactivated(
+                    false, user: user, community: event.communityId, in: transaction)
             }
         case .accountDeleted?:
             return { transaction in

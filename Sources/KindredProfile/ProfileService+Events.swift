@@ -27,7 +27,9 @@ extension ProfileService {
     /// Applies `producer`'s events (from `DeliverEvents` or the JetStream bus); returns the ids to acknowledge.
     func applyEvents(_ events: [Kindred.Common.V1.Event], from producer: String) async throws -> [String] {
         let erased = ErasedKeys()
-        let acknowledged = try await self.inbox.process(events, from: producer) { self.effect(of: $0, erased: erased) }
+        let acknowledged = try await self.inbox.process(events, from: producer) {
+            self.effect(of: $0, erased: erased)
+        }
         let candidates = erased.keys
         if !candidates.isEmpty {
             do {

@@ -409,26 +409,60 @@ def consumers_of(cluster, producers=EVENT_PRODUCERS) -> dict:
     return follows
 
 
-def outbox_event_ids(cluster, producer) -> set:
-    return set(cluster.psql(f"SELECT event_id FROM {producer}.events_outbox").split())
+# consumer -> producer -> the event types it applies: the service kit's EventSubscriptions, which the push relay sends
+# a consumer alone (events_consumers.event_types: `registered_subscriptions_agree` checks the two agree) and which
+# consumers on NATS JetStream acknowledge without recording the others in their inbox. Not named: every type.
+_CHAT_TYPES = {"match.created", "match.ended", "user.blocked", "account.deactivated", "account.reactivated",
+               "account.deleted", "community.updated"}
+_MATCH_TYPES = {"account.deactivated", "account.reactivated", "account.deleted", "profile.updated",
+                "profile.location_changed", "community.updated"}
+SUBSCRIPTIONS = {
+    "auth": {"profile": {"community.updated"}},
+    "chat": {producer: _CHAT_TYPES for producer in ("auth", "profile", "match")},
+    "match": {producer: _MATCH_TYPES for producer in ("auth", "profile")},
+    "profile": {"auth": {"account.deactivated", "account.reactivated", "account.deleted"},
+                "match": {"account.deleted", "user.blocked", "user.unblocked", "match.created", "match.ended"}},
+}
+
+
+def applied_types(consumer, producer):
+    """The event types `consumer` applies from `producer` (SUBSCRIPTIONS); None for every type."""
+    return SUBSCRIPTIONS[consumer].get(producer, set()) if consumer in SUBSCRIPTIONS else None
+
+
+def registered_subscriptions_agree(cluster, producer) -> bool:
+    """The types the push relay of `producer` registered for each consumer (events_consumers.event_types) are
+    SUBSCRIPTIONS' (NULL, every type, for a consumer not named there and the bus's publisher)."""
+    for line in cluster.psql(f"SELECT consumer, COALESCE(array_to_string(event_types, ',', ''), '*') "
+                             f"FROM {producer}.events_consumers").splitlines():
+        consumer, types = line.split("|")
+        expected = applied_types(consumer, producer)
+        if (None if types == "*" else set(filter(None, types.split(",")))) != expected:
+            raise AssertionError(f"{producer} registered {consumer} for {types}, SUBSCRIPTIONS says {expected}")
+    return True
+
+
+def outbox_event_ids(cluster, producer, types=None) -> set:
+    """The ids of the events in `producer`'s outbox, of `types` only when given."""
+    only = "" if types is None else " WHERE event_type IN (" + ",".join(f"'{t}'" for t in sorted(types) or ["-"]) + ")"
+    return set(cluster.psql(f"SELECT event_id FROM {producer}.events_outbox{only}").split())
 
 
 def everything_delivered(cluster, follows=None) -> bool:
     """On NATS JetStream: the relays published everything (their JetStream cursors) and every consumer's inbox
     holds every event of the producers it follows (`follows`: consumer -> producers; by default cluster.env's, every
-    discovery shard included) that is still in their outboxes."""
+    discovery shard included) that is still in their outboxes and of a type it applies (SUBSCRIPTIONS)."""
     follows = follows or consumers_of(cluster)
     producers = sorted({producer for followed in follows.values() for producer in followed})
     pending = sum(int(cluster.psql(f"SELECT count(*) FROM {producer}.events_cursors WHERE consumer = 'jetstream' "
                                    "AND acknowledged_sequence < appended_sequence")) for producer in producers)
     if pending:
         return False
-    outboxes = {producer: outbox_event_ids(cluster, producer) for producer in producers}
     for consumer, followed in follows.items():
         for producer in followed:
             applied = set(cluster.psql(f"SELECT event_id FROM {consumer}.events_inbox "
                                        f"WHERE producer = '{producer}'").split())
-            if not outboxes[producer] <= applied:
+            if not outbox_event_ids(cluster, producer, applied_types(consumer, producer)) <= applied:
                 return False
     return True
 
@@ -441,7 +475,7 @@ def all_events_delivered(cluster, producers=("auth", "profile", "match")) -> boo
     pending = sum(int(cluster.psql(f"SELECT count(*) FROM {schema}.events_cursors "
                                    "WHERE acknowledged_sequence < appended_sequence"))
                   for schema in producers)
-    return pending == 0
+    return pending == 0 and all(registered_subscriptions_agree(cluster, schema) for schema in producers)
 
 
 def check_nothing_lost(cluster, driver: Driver, community: str, plan: SwipePlan, events_delivered=None) -> dict:

@@ -22,7 +22,8 @@ import Testing
         let swipe: Kindred.Common.V1.Event.Payload = .swipeRecorded(.with { $0.targetUserId = "someone" })
         var blocks: [Kindred.Common.V1.Event] = []
         for index in 0..<8 {
-            let event = try await database.append(partition: "member", payload: index % 4 == 1 ? .userBlocked(.init()) : swipe)
+            let payload: Kindred.Common.V1.Event.Payload = index % 4 == 1 ? .userBlocked(.init()) : swipe
+            let event = try await database.append(partition: "member", payload: payload)
             if index % 4 == 1 { blocks.append(event) }
         }
         #expect(try await eventually { try await database.effects().count == 2 })

@@ -57,7 +57,7 @@ struct OutboxRelayStore: Sendable {
     /// a lock, then reserves the partition while its batch is out, so one partition is worked on by one
     /// relay at a time and its order holds.
     func claim(consumer: String, limit: Int, lease: Duration) async throws -> [ClaimedPartition] {
-        let rows = try await self.database.query(
+        let rows = try await self.bookkeeping(
             """
             WITH due AS (
                 SELECT consumer, partition_key FROM events_cursors
@@ -151,7 +151,7 @@ struct OutboxRelayStore: Sendable {
         }
         let (all, types) = self.filter(of: consumer)
         // Outcome codes: 0 untouched, 1 delivered (or nothing to send up to the cursor), 2 failed.
-        let rows = try await self.database.query(
+        let rows = try await self.bookkeeping(
             """
             WITH locked AS (
                 SELECT consumer, partition_key FROM events_cursors
@@ -187,7 +187,7 @@ struct OutboxRelayStore: Sendable {
     /// Ends the backoff of `consumer`'s partitions that failed (it answers again): they are due at once. Rows
     /// another transaction holds are skipped (an append or a delivery in flight), so this never waits on them.
     func retryFailedNow(consumer: String) async throws {
-        try await self.database.execute(
+        try await self.bookkeeping(
             """
             WITH due AS (
                 SELECT consumer, partition_key FROM events_cursors
@@ -202,10 +202,25 @@ struct OutboxRelayStore: Sendable {
 
     /// Ends every lease this relay holds (clean shutdown: the partitions are free at once, not at lease end).
     func releaseLeases() async throws {
-        try await self.database.execute(
+        try await self.bookkeeping(
             "UPDATE events_cursors SET leased_by = NULL, leased_until = NULL WHERE leased_by = \(self.owner)"
         )
     }
+
+    /// Runs `query` alone in a transaction whose COMMIT does not wait for its WAL to reach the disk
+    /// (`synchronous_commit = off` for it alone), in one round trip: for the relay's own bookkeeping, its leases and
+    /// cursors. A database crash can lose such a commit's last fraction of a second; that costs a redelivery (the
+    /// consumers' inboxes apply each event once) or a lease that was never held (a batch possibly sent twice at once,
+    /// which the inboxes take in order and once), never an event or an effect: those are committed by transactions
+    /// that wait for the disk, and each of those also flushes every commit before it.
+    @discardableResult
+    private func bookkeeping(_ query: PostgresQuery) async throws -> PostgresRows {
+        try await self.database.withTransaction { transaction in
+            try await transaction.commit(after: [Self.withoutFlushWait, query])[1]
+        }
+    }
+
+    private static let withoutFlushWait = PostgresQuery(unsafeSQL: "SET LOCAL synchronous_commit = off")
 
     /// Unacknowledged events of `consumer` and the age of the oldest, in seconds.
     func pending(consumer: String) async throws -> (count: Int, oldestSeconds: Double) {
