@@ -29,11 +29,15 @@ import Testing
         #expect(try await eventually { try await database.effects().count == 2 })
         #expect(try await database.effects().map(\.eventID) == blocks.map(\.eventId))
         #expect(Set(consumer.control.withLock { $0.received }) == Set(blocks.map(\.eventId)))
-        // The swipes after the last block marked nothing: the cursor ends at the block, and is not pending.
-        let (acknowledged, appended) = try await database.producer.query(
-            "SELECT acknowledged_sequence, appended_sequence FROM events_cursors WHERE consumer = 'sink'"
-        ).first!.decode((Int64, Int64).self)
-        #expect(acknowledged == blocks[1].sequence && appended == blocks[1].sequence)
+        // The swipes after the last block marked nothing: the cursor ends at the block (once the relay recorded the
+        // consumer's answer), and is not pending.
+        func cursor() async throws -> (acknowledged: Int64, appended: Int64) {
+            try await database.producer.query(
+                "SELECT acknowledged_sequence, appended_sequence FROM events_cursors WHERE consumer = 'sink'"
+            ).first!.decode((Int64, Int64).self)
+        }
+        _ = try await eventually { try await cursor().acknowledged == blocks[1].sequence }
+        #expect(try await cursor() == (blocks[1].sequence, blocks[1].sequence))
         #expect(try await eventually { relay.metrics.consumer("sink").pending == 0 })
         // The batch form (match's group-committed swipes) marks the cursors the same way.
         try await database.producer.withTransaction { transaction in

@@ -109,12 +109,14 @@ import Testing
         return event
     }
 
-    /// The relay's UPDATE waits on a row lock held by another transaction.
+    /// The relay's UPDATE waits on a row lock held by another transaction, in this test's database (tests running
+    /// beside it share the server, and their relays wait on locks of their own).
     static func recordIsWaitingOnALock(_ database: EventsDatabase) async throws -> Bool {
         try await database.producer.query(
             """
             SELECT count(*) FROM pg_stat_activity
-            WHERE wait_event_type = 'Lock' AND query LIKE '%leased_by = NULL, leased_until = NULL%'
+            WHERE datname = current_database() AND wait_event_type = 'Lock'
+              AND query LIKE '%leased_by = NULL, leased_until = NULL%'
             """
         ).scalar(Int64.self) > 0
     }

@@ -160,6 +160,18 @@ public final class OutboxRelay: Sendable {
     /// Returns the number of events acknowledged (0 when nothing was due); throws when the call failed.
     @discardableResult
     public func deliverOnce(to consumer: EventConsumer) async throws -> Int {
+        try await self.deliverPass(to: consumer).delivered
+    }
+
+    /// What one pass of a delivery loop did: the events acknowledged, and whether more may be due now (the claim or
+    /// the read reached its limit, or a partition it recorded has events appended meanwhile). A pass that says no
+    /// ends the loop's run until the next wake-up: an append after it sends a NOTIFY of its own.
+    struct Pass {
+        var delivered: Int
+        var more: Bool
+    }
+
+    func deliverPass(to consumer: EventConsumer) async throws -> Pass {
         let configuration = self.configuration
         try await self.recordLeftAnswers(of: consumer.name)
         // The claim's leases end no earlier than this: the database stamps them after this moment.
@@ -169,10 +181,12 @@ public final class OutboxRelay: Sendable {
             limit: configuration.partitionsPerClaim,
             lease: configuration.lease
         )
-        guard !claimed.isEmpty else { return 0 }
+        guard !claimed.isEmpty else { return Pass(delivered: 0, more: false) }
         let plan: DeliveryPlan
+        let cutShort: Bool
         do {
             let events = try await self.store.events(of: consumer.name, after: claimed, limit: configuration.maxBatch)
+            cutShort = claimed.count >= configuration.partitionsPerClaim || events.count >= configuration.maxBatch
             plan = DeliveryPlan(
                 claimed: claimed,
                 events: events,
@@ -221,9 +235,10 @@ public final class OutboxRelay: Sendable {
             leaseEnds: leaseEnds)
         // The consumer's answer is worth a few tries now, and more at the consumer's next passes: lost, it would
         // cost a redelivery, and its leases would hold the partitions back until they end.
+        var stillPending = false
         for attempt in 1...3 {
             do {
-                try await self.record(answer)
+                stillPending = try await self.record(answer)
                 break
             } catch where attempt < 3 && !Task.isCancelled {
                 try await Task.sleep(for: .milliseconds(100 * attempt))
@@ -267,15 +282,17 @@ public final class OutboxRelay: Sendable {
                 metadata: ["events.consumer": "\(consumer.name)", "events.acknowledged": "\(delivered)"]
             )
         }
-        return delivered
+        return Pass(delivered: delivered, more: cutShort || stillPending)
     }
 
     /// Records `answer` and tells the calls of this process waiting for its partitions (`Outbox.awaitDelivery`) to
-    /// look again.
-    private func record(_ answer: UnrecordedAnswer) async throws {
-        try await self.store.record(
+    /// look again. True when a partition it recorded still has events pending.
+    @discardableResult
+    private func record(_ answer: UnrecordedAnswer) async throws -> Bool {
+        let stillPending = try await self.store.record(
             consumer: answer.consumer, outcomes: answer.outcomes, delays: answer.delays, error: answer.error)
         DeliveryNotices.of(producer: self.configuration.producer).answered(partitions: answer.outcomes.keys)
+        return stillPending
     }
 
     /// Records the answers to `consumer` whose record failed, before the consumer's next claim. Without it, a
@@ -356,9 +373,10 @@ public final class OutboxRelay: Sendable {
         for await _ in wakeups.streams[index] {
             wakeups.setBusy(index, true)
             // Batch after batch while there is work; a failure waits for the next wake-up (its partitions
-            // back off in the database meanwhile).
+            // back off in the database meanwhile), and so does a pass that left nothing due (no claim that finds
+            // nothing after every run of work).
             while !Task.isCancelled {
-                guard let count = try? await self.deliverOnce(to: consumer), count > 0 else { break }
+                guard let pass = try? await self.deliverPass(to: consumer), pass.delivered > 0, pass.more else { break }
             }
             wakeups.setBusy(index, false)
         }

@@ -113,28 +113,36 @@ struct OutboxRelayStore: Sendable {
     /// written first to every cursor no append holds (`SKIP LOCKED`), then to each held one alone, so the relay
     /// waits on one append at a time while holding no other cursor: an append to another partition never waits
     /// behind it, and a transaction appending to several partitions cannot wait on it in a circle.
+    ///
+    /// Returns true when a partition written still has events pending for the consumer (appended meanwhile, or left
+    /// by a batch cut short).
+    @discardableResult
     func record(
         consumer: String,
         outcomes: [String: DeliveryPlan.Outcome],
         delays: [String: Duration],
         error: String?
-    ) async throws {
-        let written = try await self.write(consumer: consumer, outcomes, delays: delays, error: error, skipHeld: true)
-        for (partition, outcome) in outcomes where !written.contains(partition) {
-            _ = try await self.write(consumer: consumer, [partition: outcome], delays: delays, error: error,
-                                     skipHeld: false)
+    ) async throws -> Bool {
+        var written = try await self.write(consumer: consumer, outcomes, delays: delays, error: error, skipHeld: true)
+        for (partition, outcome) in outcomes where written[partition] == nil {
+            written.merge(
+                try await self.write(
+                    consumer: consumer, [partition: outcome], delays: delays, error: error, skipHeld: false)
+            ) { $1 }
         }
+        return written.values.contains(true)
     }
 
     /// One statement of ``record(consumer:outcomes:delays:error:)``: writes `outcomes` to the cursors this relay
-    /// leases, skipping (`skipHeld`) or waiting on those another transaction holds; returns the partitions written.
+    /// leases, skipping (`skipHeld`) or waiting on those another transaction holds; returns the partitions written,
+    /// each with whether it is still pending.
     private func write(
         consumer: String,
         _ outcomes: [String: DeliveryPlan.Outcome],
         delays: [String: Duration],
         error: String?,
         skipHeld: Bool
-    ) async throws -> Set<String> {
+    ) async throws -> [String: Bool] {
         var partitions: [String] = []
         var acknowledged: [Int64] = []
         var codes: [Int32] = []
@@ -178,10 +186,10 @@ struct OutboxRelayStore: Sendable {
                                      \(delaySeconds)::float8[]) AS u(partition_key, acknowledged, outcome, delay)
                 ON u.partition_key = locked.partition_key
             WHERE c.consumer = locked.consumer AND c.partition_key = locked.partition_key AND c.leased_by = \(self.owner)
-            RETURNING c.partition_key
+            RETURNING c.partition_key, c.acknowledged_sequence < c.appended_sequence
             """
         )
-        return Set(try rows.map { try $0[0, as: String.self] })
+        return Dictionary(try rows.map { try $0.decode((String, Bool).self) }) { $1 }
     }
 
     /// Ends the backoff of `consumer`'s partitions that failed (it answers again): they are due at once. Rows
