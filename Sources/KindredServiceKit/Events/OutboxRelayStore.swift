@@ -5,7 +5,7 @@ struct OutboxRelayStore: Sendable {
     let database: PostgresClient
     /// This relay's name in `events_cursors.leased_by`.
     let owner: String
-    /// The event types each consumer applies (``OutboxRelayConfiguration/subscriptions``); a consumer not in it
+    /// The event types each consumer applies (``OutboxRelayConfiguration/types(of:)``); a consumer not in it
     /// gets every type.
     var subscriptions: [String: Set<EventType>] = [:]
 
