@@ -67,7 +67,8 @@ import Testing
         await database.shutdown()
     }
 
-    /// Every type a consumer's table entry lists is one a producer sends it: the table names real producers.
+    /// The table names real producers for each consumer it lists; a consumer it does not list gets every type, and a
+    /// listed consumer nothing from a producer its entry does not name.
     @Test func theTableNamesProducersThatExist() {
         for consumer in ["auth", "chat", "match", "profile"] {
             let producers = EventSubscriptions.producers(of: consumer) ?? []
