@@ -91,8 +91,8 @@ public final class OutboxRelay: Sendable {
         let owner = "\(ProcessInfo.processInfo.hostName)/\(getpid())/\(UInt32.random(in: 0...UInt32.max))"
         self.store = OutboxRelayStore(
             database: database, owner: owner,
-            subscriptions: configuration.consumers.reduce(into: [:]) { types, consumer in
-                types[consumer.name] = configuration.types(of: consumer)
+            typeNames: configuration.consumers.reduce(into: [:]) { names, consumer in
+                names[consumer.name] = configuration.types(of: consumer)?.map(\.rawValue).sorted()
             })
         var clients: [String: GRPCClient] = [:]
         for consumer in configuration.consumers where bus == nil {

@@ -5,17 +5,15 @@ struct OutboxRelayStore: Sendable {
     let database: PostgresClient
     /// This relay's name in `events_cursors.leased_by`.
     let owner: String
-    /// The event types each consumer applies (``OutboxRelayConfiguration/types(of:)``); a consumer not in it
-    /// gets every type.
-    var subscriptions: [String: Set<EventType>] = [:]
+    /// The `event_type` values each consumer applies, sorted (``OutboxRelayConfiguration/types(of:)``); a consumer
+    /// not in it gets every type.
+    var typeNames: [String: [String]] = [:]
 
     /// Adds the configured consumers to `events_consumers`, each with the types it applies (NULL: all), and
     /// updates the types of those already there: appends from now on mark a consumer pending for those types only.
     func register(consumers: [String]) async throws {
         // Each consumer's types as one comma-separated text, "*" for all (a SQL array of arrays must be rectangular).
-        let types: [String] = consumers.map { consumer in
-            self.subscriptions[consumer].map { $0.map(\.rawValue).sorted().joined(separator: ",") } ?? "*"
-        }
+        let types: [String] = consumers.map { self.typeNames[$0]?.joined(separator: ",") ?? "*" }
         try await self.database.execute(
             """
             INSERT INTO events_consumers (consumer, event_types)
@@ -29,8 +27,8 @@ struct OutboxRelayStore: Sendable {
 
     /// `consumer`'s types as the statements below filter on them: every type when it applies all.
     private func filter(of consumer: String) -> (all: Bool, types: [String]) {
-        guard let types = self.subscriptions[consumer] else { return (true, []) }
-        return (false, types.map(\.rawValue).sorted())
+        guard let types = self.typeNames[consumer] else { return (true, []) }
+        return (false, types)
     }
 
     /// Adds the bus's pseudo-consumer `name` (``JetStreamEventBus/relayConsumer``); the first time, with a cursor at
