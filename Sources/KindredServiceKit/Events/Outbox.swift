@@ -151,7 +151,7 @@ public struct Outbox: Sendable {
             last_error            text,
             PRIMARY KEY (consumer, partition_key)
         );
-        CREATE INDEX events_cursors_pending ON events_cursors (consumer, next_attempt_at)
+        CREATE INDEX events_cursors_due ON events_cursors (consumer, pending_since NULLS FIRST)
             WHERE acknowledged_sequence < appended_sequence;
         """
 }

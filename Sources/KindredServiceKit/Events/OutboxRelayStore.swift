@@ -54,11 +54,24 @@ struct OutboxRelayStore: Sendable {
     /// replica leased and committed meanwhile is re-checked against the conditions and skipped. A lease, not
     /// a lock, then reserves the partition while its batch is out, so one partition is worked on by one
     /// relay at a time and its order holds.
+    ///
+    /// The due rows come from `events_cursors_due` in claim order, so the scan stops at `limit`; the leases are
+    /// then written by primary key (`partition_key = ANY(…)`): joined to the due rows instead, the plan made for a
+    /// table of a few thousand rows read all of them, at every claim.
     func claim(consumer: String, limit: Int, lease: Duration) async throws -> [ClaimedPartition] {
-        let rows = try await self.bookkeeping(
-            """
+        let rows = try await self.bookkeeping(self.claimQuery(consumer: consumer, limit: limit, lease: lease))
+        return try rows.map { row in
+            let (partition, acknowledged, appended, attempts) = try row.decode((String, Int64, Int64, Int32).self)
+            return ClaimedPartition(
+                partition: partition, acknowledged: acknowledged, appended: appended, attempts: Int(attempts))
+        }
+    }
+
+    /// The statement of ``claim(consumer:limit:lease:)``.
+    func claimQuery(consumer: String, limit: Int, lease: Duration) -> PostgresQuery {
+        """
             WITH due AS (
-                SELECT consumer, partition_key FROM events_cursors
+                SELECT partition_key FROM events_cursors
                 WHERE consumer = \(consumer) AND acknowledged_sequence < appended_sequence
                   AND next_attempt_at <= now() AND (leased_until IS NULL OR leased_until < now())
                 ORDER BY pending_since NULLS FIRST LIMIT \(Int64(limit))
@@ -66,15 +79,9 @@ struct OutboxRelayStore: Sendable {
             )
             UPDATE events_cursors c SET leased_by = \(self.owner),
                 leased_until = now() + make_interval(secs => \(lease.seconds))
-            FROM due WHERE c.consumer = due.consumer AND c.partition_key = due.partition_key
+            WHERE c.consumer = \(consumer) AND c.partition_key = ANY(ARRAY(SELECT partition_key FROM due))
             RETURNING c.partition_key, c.acknowledged_sequence, c.appended_sequence, c.attempts
             """
-        )
-        return try rows.map { row in
-            let (partition, acknowledged, appended, attempts) = try row.decode((String, Int64, Int64, Int32).self)
-            return ClaimedPartition(
-                partition: partition, acknowledged: acknowledged, appended: appended, attempts: Int(attempts))
-        }
     }
 
     /// The events `consumer` applies after each claimed partition's cursor, in outbox order, at most `limit`.
