@@ -201,14 +201,23 @@ struct NotificationStore: Sendable {
     /// cancelled one stays cancelled) and the likes a digest stood for go with it (told, or not to be told); a retried
     /// one is due again after its delay and no longer claimed. The devices each reached on this attempt are recorded
     /// in the same statement (a retry skips them). Only pending rows change.
+    ///
+    /// Planned once for batches of any size (``PostgresConfiguration/genericPlans``), the statement finds its rows by
+    /// primary key (`= ANY(ids)`) and checks their state afterwards: the state written as a plain `state = 'pending'`
+    /// matched `notifications_due`, which the planner chose whenever its statistics showed fewer pending rows than
+    /// a batch might hold (a likes digest stays pending for hours, so they are soon stale), then read every pending
+    /// row (3.5 ms a batch with a thousand pending). `IS TRUE` changes nothing but that match. The digests' likes
+    /// are joined to the finished ids, not filtered by `= ANY(…::uuid[])`: in a plan made without the values, such a
+    /// filter converts the array at every row it reads.
     func record(_ ends: [NotificationEnd], in runner: some SQLRunner) async throws {
         guard !ends.isEmpty else { return }
         var (ids, states, delays, attempts) = ([String](), [String](), [Int64](), [Int32]())
-        var (reachedIDs, reachedDevices) = ([String](), [String]())
+        var (reachedIDs, reachedDevices, finishedIDs) = ([String](), [String](), [String]())
         for end in ends {
             ids.append(end.id)
             switch end.outcome {
             case .finished(let state):
+                finishedIDs.append(end.id)
                 states.append(state)
                 delays.append(0)
                 attempts.append(0)
@@ -226,7 +235,8 @@ struct NotificationStore: Sendable {
                           AS e(notification_id, state, delay_ms, attempt)),
                  reached AS (INSERT INTO notification_deliveries (notification_id, device_id)
                              SELECT * FROM unnest(\(reachedIDs)::uuid[], \(reachedDevices)::uuid[]) ON CONFLICT DO NOTHING),
-                 told AS (DELETE FROM digest_likes WHERE notification_id IN (SELECT notification_id FROM ends WHERE state <> ''))
+                 told AS (DELETE FROM digest_likes d USING unnest(\(finishedIDs)::uuid[]) AS f(notification_id)
+                          WHERE d.notification_id = f.notification_id)
             UPDATE notifications n
             SET state = CASE WHEN e.state = '' THEN n.state ELSE e.state END,
                 finished_at = CASE WHEN e.state = '' THEN n.finished_at ELSE now() END,
@@ -234,7 +244,8 @@ struct NotificationStore: Sendable {
                                        ELSE n.next_attempt_at END,
                 attempts = n.attempts + e.attempt,
                 claimed_at = CASE WHEN e.state = '' THEN NULL ELSE n.claimed_at END
-            FROM ends e WHERE n.notification_id = e.notification_id AND n.state = 'pending'
+            FROM ends e WHERE n.notification_id = e.notification_id AND n.notification_id = ANY(\(ids)::uuid[])
+              AND (n.state = 'pending') IS TRUE
             """
         )
     }

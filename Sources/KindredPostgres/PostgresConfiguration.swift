@@ -12,7 +12,14 @@
 /// | ``statementTimeout`` | `-c statement_timeout` via `options` | 5 s |
 /// | ``lockTimeout`` | `-c lock_timeout` | 2 s |
 /// | ``idleInTransactionSessionTimeout`` | `-c idle_in_transaction_session_timeout` | 30 s |
+/// | ``genericPlans`` | `-c plan_cache_mode=force_generic_plan` | on |
 /// | ``settings`` | further `-c name=value` (e.g. `search_path`) | none |
+///
+/// Generic plans: every statement is prepared once per connection (``preparedStatementCacheSize``), and PostgreSQL
+/// then plans it once, without its parameter values, instead of choosing per execution between that plan and one
+/// made for the values. Its choice favoured planning anew at every call for statements over array parameters (the
+/// batch writes and reads, an `unnest` of ids): a ten-table read planned in 7.8 ms to run in 1.4 ms. A statement
+/// whose generic plan is poor is written so that it is not (an index condition the planner can see without values).
 ///
 /// `client_encoding` is always UTF8. `synchronous_commit` is left at the server's default (on), so
 /// an acknowledged commit survives a crash. An `options` value in the URL is appended after ours and
@@ -39,6 +46,8 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
     public var statementTimeout: Duration? = .seconds(5)
     public var lockTimeout: Duration? = .seconds(2)
     public var idleInTransactionSessionTimeout: Duration? = .seconds(30)
+    /// Statements planned once per connection, not per execution (see above); off leaves PostgreSQL's `auto`.
+    public var genericPlans = true
     /// Further session settings sent as `-c name=value`.
     public var settings: [String: String] = [:]
     /// Prepared statements kept per connection, keyed by SQL text and parameter types (0: none).
@@ -93,6 +102,7 @@ public struct PostgresConfiguration: Sendable, CustomStringConvertible {
         if let idleInTransactionSessionTimeout {
             setting("idle_in_transaction_session_timeout", Self.milliseconds(idleInTransactionSessionTimeout))
         }
+        if self.genericPlans { setting("plan_cache_mode", "force_generic_plan") }
         for (name, value) in self.settings.sorted(by: { $0.key < $1.key }) { setting(name, value) }
         if let userOptions = self.parameters["options"] { options.append(userOptions) }
         if !options.isEmpty { set("options", options.joined(separator: " ")) }

@@ -120,11 +120,11 @@ import Testing
                 SELECT current_setting('statement_timeout'), current_setting('lock_timeout'),
                        current_setting('idle_in_transaction_session_timeout'), current_setting('search_path'),
                        current_setting('synchronous_commit'), current_setting('application_name'),
-                       current_setting('client_encoding')
+                       current_setting('client_encoding'), current_setting('plan_cache_mode')
                 """
             )[0]
-            let settings = try (0..<7).map { try row.decode(String.self, at: $0) }
-            #expect(settings == ["1500ms", "3s", "30s", "app, public", "on", "kindred", "UTF8"])
+            let settings = try (0..<8).map { try row.decode(String.self, at: $0) }
+            #expect(settings == ["1500ms", "3s", "30s", "app, public", "on", "kindred", "UTF8", "force_generic_plan"])
         }
     }
 }

@@ -95,6 +95,33 @@ import Testing
         }
     }
 
+    /// A prepared statement over an array is planned once per connection, not at every call: PostgreSQL's own
+    /// choice (`plan_cache_mode = auto`) plans such a statement anew each time, since a plan made for the array at
+    /// hand always looks cheaper than one made for any array.
+    @Test(arguments: [true, false]) func aPreparedStatementIsPlannedOnce(genericPlans: Bool) async throws {
+        try await withTestClient(configure: { $0.genericPlans = genericPlans }) { client in
+            try await client.execute("CREATE TABLE items (id int PRIMARY KEY)")
+            try await client.execute("INSERT INTO items SELECT generate_series(1, 1000)")
+            try await client.execute("ANALYZE items")
+            let lookup = "SELECT count(*) FROM items WHERE id = ANY($1::int4[])"
+            try await client.withConnection { connection in
+                for size in 1...8 {
+                    let ids = (1...Int32(size)).map { $0 * 7 }
+                    let count = try await connection.query("SELECT count(*) FROM items WHERE id = ANY(\(ids)::int4[])")
+                    #expect(try count.scalar(Int.self) == size)
+                }
+                let plans = try await connection.query(
+                    "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = \(lookup)")
+                let (generic, custom) = try plans[0].decode((Int64, Int64).self)
+                if genericPlans {
+                    #expect(custom == 0 && generic == 8)
+                } else {
+                    #expect(custom >= 5)  // what the default does: planned for each call's values, at least at first
+                }
+            }
+        }
+    }
+
     @Test func aLargePipelineDoesNotDeadlock() async throws {
         try await withTestClient { client in
             let blob = [UInt8](repeating: 0xAB, count: 64 * 1024)
