@@ -10,7 +10,8 @@
 #
 # The database's work: PostgreSQL runs with pg_stat_statements, whose counters (and the table statistics) are
 # reset when the measured window starts (after setup and the warm-up), so the statements printed at the end -
-# per service (its database role), calls, mean time, rows per call - are the window's. Before the driver starts,
+# per service (its database role), calls, mean time, plans made and planning time, rows per call - are the
+# window's (planning is tracked: a statement planned at every call shows it). Before the driver starts,
 # the script adds KINDRED_BENCH_BALLAST members (default 100000) straight into profile's and match's tables, in a
 # community nobody in the load belongs to, with locations and 5 swipes each: the planner then chooses its plans
 # at a realistic size, not at the load's 1,000 members.
@@ -42,7 +43,8 @@ export KINDRED_CLUSTER_DIR="$WORK/run" KINDRED_DATA_DIR="$WORK/data" KINDRED_POR
 export_load_limits
 export KINDRED_POSTGRES_SETTINGS="shared_preload_libraries = 'pg_stat_statements'
 pg_stat_statements.max = 2000
-pg_stat_statements.track = top"
+pg_stat_statements.track = top
+pg_stat_statements.track_planning = on"
 
 start_cluster "$WORK"
 wait_for_cluster "$WORK/cluster.log" "$CLUSTER"
@@ -103,20 +105,23 @@ stdbuf -oL "$KINDRED_BIN_DIR/kindred-load" mixed --gateway "127.0.0.1:$BASE" --k
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 wait "$RESET" "$ANALYZE" || true
 # Where PostgreSQL's time went in the window: the tables read most by sequential scans, and the busiest by index;
-# then every statement by service (database role), with calls, mean and total time, and rows per call.
+# then every statement by service (database role), with calls, mean and total time, plans made and their time,
+# and rows per call; ordered by execution and planning time together.
 sql -c "SELECT schemaname || '.' || relname AS table, seq_scan, seq_tup_read, idx_scan,
     n_tup_ins + n_tup_upd + n_tup_del AS writes FROM pg_stat_user_tables
     ORDER BY seq_tup_read DESC, idx_scan DESC LIMIT 10" || true
 sql -c "SELECT sum(calls) AS statements, round(sum(total_exec_time)::numeric, 0) AS total_ms,
+    sum(plans) AS plans, round(sum(total_plan_time)::numeric, 0) AS plan_ms,
     (SELECT sum(xact_commit) FROM pg_stat_database) AS commits FROM pg_stat_statements" || true
 LIMIT="${KINDRED_BENCH_STATEMENTS:-40}"
 [[ "$LIMIT" =~ ^[0-9]+$ ]] || LIMIT=40
 sql -c "SELECT replace(r.rolname, 'kindred_', '') AS role, s.calls,
     round(s.mean_exec_time::numeric, 3) AS mean_ms, round(s.total_exec_time::numeric, 0) AS total_ms,
+    s.plans, round(s.total_plan_time::numeric, 0) AS plan_ms,
     round(s.rows::numeric / greatest(s.calls, 1), 1) AS rows_per_call, s.shared_blks_hit + s.shared_blks_read AS blocks,
     left(regexp_replace(s.query, '\s+', ' ', 'g'), 150) AS query
     FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid
-    ORDER BY s.total_exec_time DESC LIMIT $LIMIT" || true
+    ORDER BY s.total_exec_time + s.total_plan_time DESC LIMIT $LIMIT" || true
 if [ -n "${PERF:-}" ]; then
     wait "$PERF" || true
     perf report -i "$WORK/perf.data" --no-children --sort comm,dso --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -30
