@@ -116,7 +116,7 @@ import Testing
                 if genericPlans {
                     #expect(custom == 0 && generic == 8)
                 } else {
-                    #expect(custom >= 5)  // what the default does: planned for each call's values, at least at first
+                    #expect(custom == 8 && generic == 0)  // PostgreSQL's default: planned for each call's values
                 }
             }
         }
