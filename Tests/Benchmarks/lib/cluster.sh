@@ -52,8 +52,16 @@ wait_for_cluster() {
 }
 
 # cluster_sql LOG: makes `sql` (psql as the postgres user on the cluster's database, stopping at the first error)
-# from the db line run-cluster.sh printed in LOG.
+# from the (first) db line run-cluster.sh printed in LOG. That line comes a moment after "Kindred is up", so it is
+# waited for (up to 10 s).
 cluster_sql() {
-    read -r CLUSTER_PSQL CLUSTER_DB_URL <<<"$(sed -n 's/^ *db: *\(\S*\) "\(.*\)"$/\1 \2/p' "$1")"
+    local line=""
+    for _ in $(seq 100); do
+        line="$(sed -n 's/^ *db: *\(\S*\) "\(.*\)"$/\1 \2/p' "$1" | head -n 1)"
+        [ -n "$line" ] && break
+        sleep 0.1
+    done
+    [ -n "$line" ] || { echo "no db line in $1" >&2; exit 1; }
+    read -r CLUSTER_PSQL CLUSTER_DB_URL <<<"$line"
 }
 sql() { runuser -u postgres -- "$CLUSTER_PSQL" -X -q -v ON_ERROR_STOP=1 -P pager=off "$CLUSTER_DB_URL" "$@"; }
