@@ -48,6 +48,10 @@ analyze_soon() { (sleep 3; sql -c "ANALYZE" >/dev/null 2>&1) & }
 analyze_soon
 "$BIN/kindred-chat-bench" --mode latency --chat "$CHAT" --signing-key "$KEY" --users "$USERS" --rate "$RATE" \
     --duration "$SECONDS_PER_RUN"
+# The tables read most by sequential scans during the setup and the latency run: a plan that reads a whole table
+# per message shows here.
+sql -c "SELECT schemaname || '.' || relname AS table, seq_scan, seq_tup_read, idx_scan FROM pg_stat_user_tables
+    ORDER BY seq_tup_read DESC LIMIT 6" || true
 analyze_soon
 "$BIN/kindred-chat-bench" --mode throughput --chat "$CHAT" --signing-key "$KEY" --users 128 --senders 64 \
     --duration "$SECONDS_PER_RUN"
