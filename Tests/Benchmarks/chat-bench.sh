@@ -6,8 +6,8 @@
 #   2. throughput: concurrent senders as fast as chat acknowledges (each message durably committed);
 #   3. memory: chat-server's resident memory per idle subscriber.
 # The servers first plan their statements on empty tables, and PostgreSQL keeps a cached plan until the table's
-# statistics change (autovacuum gathers them after a running cluster's first minute): an ANALYZE 3 s into the latency
-# and the throughput runs (after their setup) gives them the plans a running cluster has.
+# statistics change (autovacuum gathers them after a running cluster's first minute): an ANALYZE 3 s after the latency
+# and the throughput runs start gives them statistics of tables their setup has begun to fill.
 # Usage: Tests/Benchmarks/chat-bench.sh [seconds per run (default 20)] [subscribers (1000)] [rate (1000)]
 # Settings: KINDRED_BIN_DIR (ready release binaries with kindred-chat-bench: no build).
 set -euo pipefail
