@@ -17,12 +17,7 @@ SECONDS_PER_RUN=${1:-20}
 USERS=${2:-1000}
 RATE=${3:-1000}
 
-if [ -z "${KINDRED_BIN_DIR:-}" ]; then
-    for product in chat-server auth-server gateway-server kindred-chat-bench; do
-        swift build -c release --product "$product" >/dev/null
-    done
-    KINDRED_BIN_DIR="$(swift build -c release --show-bin-path)"
-fi
+release_binaries chat-server auth-server gateway-server kindred-chat-bench
 BIN="$KINDRED_BIN_DIR"
 WORK="$(mktemp -d /tmp/kindred-chat-bench.XXXXXX)"
 chmod 755 "$WORK"

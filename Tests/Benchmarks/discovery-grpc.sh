@@ -45,12 +45,7 @@ CONNECTIONS=${5:-2}
 SHARDS=${6:-1}
 [[ "$SHARDS" =~ ^[1-6]$ ]] || { echo "discovery shards: 1 to 6" >&2; exit 2; }
 
-if [ -z "${KINDRED_BIN_DIR:-}" ]; then
-    for product in auth-server discovery-server kindred-load kindred-discovery-pg-bench; do
-        swift build -c release --product "$product" >/dev/null
-    done
-    KINDRED_BIN_DIR="$(swift build -c release --show-bin-path)"
-fi
+release_binaries auth-server discovery-server kindred-load kindred-discovery-pg-bench
 BIN="$(cd "$KINDRED_BIN_DIR" && pwd)"
 LOAD="$BIN/kindred-load"
 

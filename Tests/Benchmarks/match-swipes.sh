@@ -17,13 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 . Tests/Benchmarks/lib/cluster.sh
 
-if [ -z "${KINDRED_BIN_DIR:-}" ]; then
-    for product in auth-server gateway-server discovery-server match-server kindred kindred-load; do
-        swift build -c release --product "$product"
-    done
-    KINDRED_BIN_DIR="$(swift build -c release --show-bin-path)"
-fi
-export KINDRED_BIN_DIR
+release_binaries auth-server gateway-server discovery-server match-server kindred kindred-load
 
 WORK="$(mktemp -d /tmp/kindred-bench.XXXXXX)"
 chmod 755 "$WORK"

@@ -33,14 +33,8 @@ PAIRS=${3:-2000}
 COLLAPSE_MS=${4:-0}
 PROCESSES=${KINDRED_APNS_PEER_PROCESSES:-2}
 
-if [ -z "${KINDRED_BIN_DIR:-}" ]; then
-    for product in auth-server profile-server discovery-server match-server chat-server gateway-server notify-server \
-        kindred-chat-bench; do
-        swift build -c release --product "$product" >/dev/null
-    done
-    KINDRED_BIN_DIR="$(swift build -c release --show-bin-path)"
-fi
-export KINDRED_BIN_DIR
+release_binaries auth-server profile-server discovery-server match-server chat-server gateway-server notify-server \
+    kindred-chat-bench
 
 WORK="$(mktemp -d /tmp/kindred-push-e2e.XXXXXX)"
 chmod 755 "$WORK"

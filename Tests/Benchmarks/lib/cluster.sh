@@ -18,6 +18,17 @@ export_load_limits() {
         KINDRED_CHAT_DEFAULT_HOURLY_MESSAGE_LIMIT=10000
 }
 
+# release_binaries PRODUCT...: KINDRED_BIN_DIR, exported: the ready binaries it already names, or else a release build
+# of each PRODUCT (the build's bin path).
+release_binaries() {
+    if [ -z "${KINDRED_BIN_DIR:-}" ]; then
+        local product
+        for product in "$@"; do swift build -c release --product "$product"; done
+        KINDRED_BIN_DIR="$(swift build -c release --show-bin-path)"
+    fi
+    export KINDRED_BIN_DIR
+}
+
 # start_cluster WORK [run-cluster.sh arguments]: starts services/run-cluster.sh in its own session, logging to
 # WORK/cluster.log, with its process id in CLUSTER; on exit stops it and removes WORK.
 start_cluster() {
