@@ -94,8 +94,13 @@ public final class ChatEventHub: Sendable {
     /// Whether the LISTEN connection is up.
     public var isListening: Bool { self.state.withLockedValue { $0.listening } }
 
-    /// A notification payload: `e <user> <sequence> <base64 event or ->` or `t <user> <base64 event>`.
+    /// A notification payload: `e <user> <sequence> <base64 event or ->`, `t <user> <base64 event>`, or `r`
+    /// (a replica started: every stream reads its log for what may have been missed).
     public func dispatch(_ payload: String) {
+        if payload == "r" {
+            self.broadcast(.resynchronize)
+            return
+        }
         let parts = payload.split(separator: " ", maxSplits: 3, omittingEmptySubsequences: false)
         guard parts.count >= 3 else { return }
         let user = String(parts[1])

@@ -44,10 +44,19 @@ public final class ChatServer: ServiceServer {
             tokens: self.auth.serviceTokens, metricsFactory: metrics.factory, logger: logger)
         let feed = NotificationFeed(database: self.database, channel: EventLogStore.channel, logger: logger)
         let service = self.service
+        let database = self.database
         let heartbeat = configuration.heartbeatInterval
         runner.background = self.auth.backgroundTasks + [
             BackgroundTask("chat-feed") {
-                await feed.run(connected: { hub.connected() }, lost: { hub.lost() }) { hub.dispatch($0.payload) }
+                // Each (re)connection also asks every replica to look: notifications this one queued and never
+                // sent (it stopped between a commit and its notification) are then not waited for.
+                await feed.run(
+                    connected: {
+                        hub.connected()
+                        EventLogStore.resynchronizeAll(through: database)
+                    },
+                    lost: { hub.lost() }
+                ) { hub.dispatch($0.payload) }
             },
             BackgroundTask("chat-heartbeat") {
                 while !Task.isCancelled {

@@ -18,8 +18,8 @@ extension ChatService {
         let messageID = try UUIDv7.generate()
         let maxLimit = 10_000
         // Two round trips: BEGIN, both users locked (in id order, the order every writer takes) and the thread locked
-        // with its limits, the retry check and the time; then the message, both event logs with NOTIFY, the event for
-        // notify and COMMIT.
+        // with its limits, the retry check and the time; then the message, both event logs, the event for notify and
+        // COMMIT. The streams' and relays' notifications go after the commit.
         return try await self.database.withTransaction { transaction in
             // Under the sender's row lock: a concurrent retry has committed (and is found) or will wait for us.
             let locked = try await transaction.pipeline([
@@ -44,15 +44,18 @@ extension ChatService {
             message.body = body
             message.sequence = thread.lastSequence + 1
             message.sentUnixMs = send.now.millisecondsSinceEpoch
-            _ = try await transaction.commit(after: [
+            let logs = try EventLogStore.appendQuery(
+                Self.event(.message(message), at: message.sentUnixMs), toBoth: thread.userA, thread.userB,
+                threadID: threadID)
+            let written = try await transaction.commit(after: [
                 MessageStore.appendQuery(message),
-                try EventLogStore.appendQuery(
-                    Self.event(.message(message), at: message.sentUnixMs), toBoth: thread.userA, thread.userB,
-                    threadID: threadID),
+                logs.query,
                 try self.outbox.appendQuery(
-                    event: Self.messageSent(message, recipient: thread.other(than: user), community: thread.communityID)
+                    event: Self.messageSent(message, recipient: thread.other(than: user), community: thread.communityID),
+                    in: transaction
                 ).query,
             ])
+            try logs.announce(written[1], in: transaction)
             var response = Chat.SendMessageResponse()
             response.message = message
             return response

@@ -80,7 +80,7 @@ extension ChatService {
         var typing = Chat.TypingIndicator()
         typing.threadId = threadID
         typing.userId = user
-        try await self.log.notifyEphemeral(Self.event(.typing(typing)), to: thread.other(than: user), in: self.database)
+        try self.log.notifyEphemeral(Self.event(.typing(typing)), to: thread.other(than: user), through: self.database)
         return Chat.SendTypingResponse()
     }
 

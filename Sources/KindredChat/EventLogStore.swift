@@ -4,8 +4,10 @@ import KindredProto
 
 /// The SQL of each user's event log (table `stream_events`, counter `users.event_sequence`): what Subscribe
 /// streams and resumes from. An append takes the next position of the user's counter (the row is locked until
-/// commit, so positions commit in order) and announces itself with NOTIFY in the same transaction: listeners
-/// hear it at commit, never before.
+/// commit, so positions commit in order) and is announced with a NOTIFY queued for the commit
+/// (``PostgresTransaction/queueNotification(channel:payload:)``): listeners hear it after the commit, never before,
+/// and a stream that hears of a position beyond the next reads the log up to it (`SubscriptionCursor`), so
+/// notifications of two commits that arrive crossed still deliver in order.
 struct EventLogStore: Sendable {
     /// The NOTIFY channel of every chat-server replica.
     static let channel = "kindred_chat"
@@ -25,8 +27,6 @@ struct EventLogStore: Sendable {
         _ event: Kindred.Chat.V1.ChatEvent, to user: String, threadID: String?, in transaction: PostgresTransaction
     ) async throws -> Int64 {
         let bytes = try event.serializedBytes()
-        let inline = bytes.count <= Self.maxInlineEventBytes ? Base64.encode(bytes, padding: false) : "-"
-        let prefix = "e \(user) "
         let rows = try await transaction.query(
             """
             WITH s AS (UPDATE users SET event_sequence = event_sequence + 1 WHERE user_id = \(user)::uuid
@@ -35,22 +35,42 @@ struct EventLogStore: Sendable {
                        SELECT \(user)::uuid, event_sequence, \(threadID)::uuid, \(bytes),
                               to_timestamp(\(Double(event.occurredUnixMs) / 1000))
                        FROM s RETURNING sequence)
-            SELECT sequence, pg_notify(\(Self.channel), \(prefix)::text || sequence || ' ' || \(inline)::text) IS NULL FROM i
+            SELECT sequence FROM i
             """
         )
         guard let row = rows.first else { throw ChatError(.unavailable, "The service is busy; try again") }
-        return try row.decode(Int64.self, at: 0)
+        let sequence = try row.decode(Int64.self, at: 0)
+        transaction.queueNotification(
+            channel: Self.channel, payload: Self.notice(user: user, sequence: sequence, inline: Self.inline(bytes)))
+        return sequence
     }
 
-    /// The statement that appends `event` to the logs of both members of a thread (a message goes to both); their
-    /// rows must be locked by the caller, in id order. The two ids are two parameters, not an array: PostgreSQL
-    /// plans a statement over an array of unknown length anew at every call, and this is one call per message.
+    /// An event appended to the logs of both members of a thread (a message goes to both) by one statement.
+    struct BothLogs {
+        /// The statement; its rows are the two users' ids and positions.
+        var query: PostgresQuery
+        var inline: String
+
+        /// Queues the two notifications for the commit, from the statement's rows.
+        func announce(_ rows: PostgresRows, in transaction: PostgresTransaction) throws {
+            for row in rows {
+                transaction.queueNotification(
+                    channel: EventLogStore.channel,
+                    payload: EventLogStore.notice(
+                        user: try row.decode(String.self, at: 0), sequence: try row.decode(Int64.self, at: 1),
+                        inline: self.inline))
+            }
+        }
+    }
+
+    /// Appends `event` to the logs of both members of a thread; their rows must be locked by the caller, in id
+    /// order. The two ids are two parameters, not an array: PostgreSQL plans a statement over an array of unknown
+    /// length anew at every call, and this is one call per message.
     static func appendQuery(
         _ event: Kindred.Chat.V1.ChatEvent, toBoth first: String, _ second: String, threadID: String?
-    ) throws -> PostgresQuery {
+    ) throws -> BothLogs {
         let bytes = try event.serializedBytes()
-        let inline = bytes.count <= Self.maxInlineEventBytes ? Base64.encode(bytes, padding: false) : "-"
-        return """
+        let query: PostgresQuery = """
             WITH s AS (UPDATE users SET event_sequence = event_sequence + 1
                        WHERE user_id IN (\(first)::uuid, \(second)::uuid)
                        RETURNING user_id, event_sequence),
@@ -58,9 +78,18 @@ struct EventLogStore: Sendable {
                        SELECT user_id, event_sequence, \(threadID)::uuid, \(bytes),
                               to_timestamp(\(Double(event.occurredUnixMs) / 1000))
                        FROM s RETURNING user_id, sequence)
-            SELECT sequence, pg_notify(\(Self.channel), 'e ' || user_id || ' ' || sequence || ' ' || \(inline)::text) IS NULL
-            FROM i ORDER BY user_id
+            SELECT user_id::text, sequence FROM i ORDER BY user_id
             """
+        return BothLogs(query: query, inline: Self.inline(bytes))
+    }
+
+    /// A notification's payload: `e <user> <sequence> <base64 event, or - when it is too large to carry>`.
+    static func notice(user: String, sequence: Int64, inline: String) -> String {
+        "e \(user) \(sequence) \(inline)"
+    }
+
+    private static func inline(_ bytes: [UInt8]) -> String {
+        bytes.count <= Self.maxInlineEventBytes ? Base64.encode(bytes, padding: false) : "-"
     }
 
     /// Up to `limit` events of `user`'s log after `sequence`, in order.
@@ -102,9 +131,15 @@ struct EventLogStore: Sendable {
     }
 
     /// Sends an ephemeral event (typing) to `user`'s live subscribers: NOTIFY only, nothing stored.
-    func notifyEphemeral(_ event: Kindred.Chat.V1.ChatEvent, to user: String, in runner: some SQLRunner) async throws {
+    func notifyEphemeral(_ event: Kindred.Chat.V1.ChatEvent, to user: String, through database: PostgresClient) throws {
         let payload = "t \(user) " + Base64.encode(try event.serializedBytes(), padding: false)
-        _ = try await runner.query("SELECT pg_notify(\(Self.channel), \(payload)::text) IS NULL")
+        database.queueNotification(channel: Self.channel, payload: payload)
+    }
+
+    /// Tells every replica's streams to read their logs for what they may have missed: a replica that stopped
+    /// between a commit and its notification never sent it.
+    static func resynchronizeAll(through database: PostgresClient) {
+        database.queueNotification(channel: Self.channel, payload: "r")
     }
 
     /// Deletes `user`'s log and every event about the given threads (account deletion).

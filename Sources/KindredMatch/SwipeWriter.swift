@@ -169,6 +169,7 @@ public final class SwipeWriter: Sendable {
             switch committed {
             case .success:
                 self.commitTime.recordNanoseconds(Int64((ContinuousClock.now - started).nanoseconds))
+                if !decided.events.isEmpty { self.outbox.announce(through: self.database) }
                 for (pending, outcome) in zip(batch, decided.outcomes) {
                     pending.continuation.resume(with: outcome.mapError { $0 as any Error })
                 }
@@ -253,6 +254,7 @@ public final class SwipeWriter: Sendable {
                                 swipes: batch.newSwipes, created: batch.newMatches, reciprocated: batch.reciprocated,
                                 events: try self.outbox.appendQuery(Self.traced(batch.events, pending))),
                             on: connection)
+                        if !batch.events.isEmpty { self.outbox.announce(through: self.database) }
                         return batch.outcomes
                     } catch {
                         _ = try? await connection.execute("ROLLBACK")

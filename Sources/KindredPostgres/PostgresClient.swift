@@ -42,6 +42,7 @@ public final class PostgresClient: Sendable {
     let logger: Logger
     private let state: Mutex<PoolStateMachine<PostgresConnection>>
     private let listeners = Mutex(Listeners())
+    private let notifier: PostgresNotifier
 
     private struct Listeners {
         var tasks: [Int: Task<Void, Never>] = [:]
@@ -59,10 +60,12 @@ public final class PostgresClient: Sendable {
         self.state = Mutex(PoolStateMachine(maxConnections: pool.maxConnections, idleTimeout: pool.idleTimeout))
         self.threadPool = NIOThreadPool(numberOfThreads: pool.maxConnections + 2)
         self.threadPool.start()
+        self.notifier = PostgresNotifier(configuration: configuration, logger: logger)
     }
 
     deinit {
         // Dropped without shutdown(): connections close with their objects; stop the threads too.
+        self.notifier.stop()
         if !self.threadPoolStopped.withLock({ $0 }) {
             self.threadPool.shutdownGracefully { _ in }
         }
@@ -104,9 +107,23 @@ public final class PostgresClient: Sendable {
         try await self.withConnection { try await $0.pipeline(queries) }
     }
 
-    /// Sends a notification (`pg_notify`) to the listeners of `channel`.
+    /// Sends a notification (`pg_notify`) to the listeners of `channel`, as a durable commit of its own. To tell
+    /// listeners of something committed, ``queueNotification(channel:payload:)`` is cheaper.
     public func notify(channel: String, payload: String) async throws {
         try await self.execute("SELECT pg_notify(\(channel), \(payload))")
+    }
+
+    /// Queues a notification to the listeners of `channel` about something already committed, and returns at once:
+    /// it is sent on a connection of its own, after those queued before it, without waiting for durability. A NOTIFY
+    /// inside a writing transaction would make its commit wait for every other notifying commit of the server
+    /// (``PostgresNotifier`` says why); ``PostgresTransaction/queueNotification(channel:payload:)`` queues one when
+    /// a transaction commits.
+    public func queueNotification(channel: String, payload: String = "") {
+        self.notifier.send(CollectionOfOne((channel, payload)))
+    }
+
+    func queueNotifications(_ notifications: [(channel: String, payload: String)]) {
+        self.notifier.send(notifications)
     }
 
     /// The pool's current counters.
@@ -123,6 +140,7 @@ public final class PostgresClient: Sendable {
         }
         for task in listenerTasks { task.cancel() }
         for task in listenerTasks { await task.value }
+        await self.notifier.shutdown()
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             self.perform(self.state.withLock { $0.shutdown(continuation) })
         }

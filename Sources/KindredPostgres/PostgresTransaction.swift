@@ -26,11 +26,21 @@ public struct PostgresTransaction: Sendable {
     /// 1 on the first run, 2 on the first retry, and so on.
     public let attempt: Int
     let progress: Progress
+    let notifications: Notifications
 
-    init(connection: PostgresConnection, attempt: Int, begin: PostgresQuery) {
+    init(connection: PostgresConnection, attempt: Int, begin: PostgresQuery, client: PostgresClient) {
         self.connection = connection
         self.attempt = attempt
         self.progress = Progress(begin: begin)
+        self.notifications = Notifications(client: client)
+    }
+
+    /// Queues a notification to the listeners of `channel` for when the transaction commits (at once when it has
+    /// committed already, through ``commit(after:)``); a rollback drops it. It is sent after the commit, on the
+    /// client's notifying connection (``PostgresClient/queueNotification(channel:payload:)``): a `pg_notify` in the
+    /// transaction itself would make its commit wait for every other notifying commit of the server.
+    public func queueNotification(channel: String, payload: String = "") {
+        self.notifications.queue(channel: channel, payload: payload)
     }
 
     public func query(_ query: PostgresQuery) async throws -> PostgresRows {
@@ -73,6 +83,7 @@ public struct PostgresTransaction: Sendable {
         if results.last?.commandTag == "ROLLBACK" {
             throw PostgresError(code: .queryFailed, reason: "the transaction was rolled back instead of committed")
         }
+        self.notifications.committed()
         return Array(results.dropFirst(begin == nil ? 0 : 1).dropLast())
     }
 
@@ -84,6 +95,38 @@ public struct PostgresTransaction: Sendable {
         } catch {
             if self.connection.transactionStatus == .idle { self.progress.restore(begin) }
             throw error
+        }
+    }
+
+    /// The notifications queued for the commit, and whether it happened.
+    final class Notifications: Sendable {
+        private struct State {
+            var pending: [(channel: String, payload: String)] = []
+            var committed = false
+        }
+
+        private let client: PostgresClient
+        private let state = Mutex(State())
+
+        init(client: PostgresClient) {
+            self.client = client
+        }
+
+        func queue(channel: String, payload: String) {
+            let now = self.state.withLock { state -> Bool in
+                if !state.committed { state.pending.append((channel, payload)) }
+                return state.committed
+            }
+            if now { self.client.queueNotification(channel: channel, payload: payload) }
+        }
+
+        func committed() {
+            let pending = self.state.withLock { state in
+                state.committed = true
+                defer { state.pending = [] }
+                return state.pending
+            }
+            self.client.queueNotifications(pending)
         }
     }
 
@@ -165,7 +208,7 @@ extension PostgresClient {
             attempt += 1
             do {
                 return try await self.withConnection { connection in
-                    try await Self.runTransaction(on: connection, begin: begin, attempt: attempt, body)
+                    try await self.runTransaction(on: connection, begin: begin, attempt: attempt, body)
                 }
             } catch let error as PostgresError
                 where attempt < maxAttempts && (error.isTransactionConflict || error.code == .connectionLost)
@@ -183,13 +226,13 @@ extension PostgresClient {
         }
     }
 
-    private static func runTransaction<T>(
+    private func runTransaction<T>(
         on connection: PostgresConnection,
         begin: PostgresQuery,
         attempt: Int,
         _ body: (PostgresTransaction) async throws -> T
     ) async throws -> T {
-        let transaction = PostgresTransaction(connection: connection, attempt: attempt, begin: begin)
+        let transaction = PostgresTransaction(connection: connection, attempt: attempt, begin: begin, client: self)
         let value: T
         do {
             value = try await body(transaction)
@@ -205,7 +248,10 @@ extension PostgresClient {
         }
         // Nothing to commit when the body sent no statement, or committed with its last ones.
         let (begun, ended) = transaction.progress.state
-        guard begun && !ended else { return value }
+        guard begun && !ended else {
+            if !begun { transaction.notifications.committed() }  // nothing to commit: nothing can undo them
+            return value
+        }
         let commit: PostgresRows
         do {
             commit = try await connection.run(cancellable: false) { connection throws(PostgresError) in
@@ -217,6 +263,7 @@ extension PostgresClient {
         if commit.commandTag == "ROLLBACK" {
             throw PostgresError(code: .queryFailed, reason: "the transaction was rolled back instead of committed")
         }
+        transaction.notifications.committed()
         return value
     }
 }

@@ -6,8 +6,8 @@ extension Outbox {
     /// The events of many state changes appended by ONE statement, for writers that commit many callers' changes
     /// in one transaction (match's group-committed swipes): the envelope is filled in as ``append(_:in:)`` does,
     /// each partition's counter row is bumped once by the number of its events (locked until the transaction
-    /// ends, so sequences commit in order), the cursors of the consumers that apply them are marked pending and
-    /// the relays notified.
+    /// ends, so sequences commit in order) and the cursors of the consumers that apply them are marked pending.
+    /// After the commit, the writer wakes the relays with ``announce(through:)``.
     ///
     /// The statement can go into a pipeline with the other writes of the transaction (one round trip). Its rows
     /// lock partitions in ascending key order (each partition's cursors in consumer order, as ``append(_:in:)``
@@ -82,7 +82,7 @@ extension Outbox {
                     appended_sequence = EXCLUDED.appended_sequence,
                     pending_since = COALESCE(events_cursors.pending_since, EXCLUDED.pending_since)
             )
-            SELECT pg_notify(\(self.channel), '')
+            SELECT count(*) FROM written
             """
     }
 }

@@ -24,8 +24,10 @@ import KindredProto
 /// removes an idle partition's rows (``OutboxRelay``'s purge: no user id outlives its events by more than
 /// the retention) and the partition comes back, its sequences still only grow. Every registered consumer that
 /// applies the event's type (`events_consumers`, written by the relay from its configuration and
-/// ``EventSubscriptions``) gets its cursor row marked pending, and the commit sends a NOTIFY on ``channel`` that
-/// wakes the relays at once.
+/// ``EventSubscriptions``) gets its cursor row marked pending, and a NOTIFY on ``channel`` after the commit wakes
+/// the relays at once (queued with the transaction, ``PostgresTransaction/queueNotification(channel:payload:)``: a
+/// NOTIFY inside it would make the commit wait for every other notifying commit of the server). A notification
+/// lost with its process costs time, not events: the relays also look on a timer.
 ///
 /// The cursor rows are locked partition by partition, each partition's in consumer order. A transaction that
 /// appends to several partitions appends them in ascending partition key (as ``appendQuery(_:)`` does), the
@@ -53,15 +55,29 @@ public struct Outbox: Sendable {
     public func append(_ event: Kindred.Common.V1.Event, in transaction: PostgresTransaction) async throws
         -> Kindred.Common.V1.Event
     {
-        var (event, query) = try self.appendQuery(event: event)
+        var (event, query) = try self.appendQuery(event: event, in: transaction)
         event.sequence = try await transaction.query(query).scalar(Int64.self)
         return event
     }
 
     /// The statement of ``append(_:in:)``, for a transaction that sends it with others in one round trip (a
     /// pipeline, or ``PostgresTransaction/commit(after:)``), and the event with its envelope filled in but for the
-    /// sequence (the first column of the statement's one row).
-    public func appendQuery(event: Kindred.Common.V1.Event) throws
+    /// sequence (the first column of the statement's one row). The relays' wake-up is queued with `transaction`.
+    public func appendQuery(event: Kindred.Common.V1.Event, in transaction: PostgresTransaction) throws
+        -> (event: Kindred.Common.V1.Event, query: PostgresQuery)
+    {
+        let appended = try self.appendStatement(event: event)
+        transaction.queueNotification(channel: self.channel)
+        return appended
+    }
+
+    /// Wakes the relays after a commit that appended events by ``appendQuery(_:)`` (a writer committing on a
+    /// connection of its own, without a ``PostgresTransaction``).
+    public func announce(through database: PostgresClient) {
+        database.queueNotification(channel: self.channel)
+    }
+
+    private func appendStatement(event: Kindred.Common.V1.Event) throws
         -> (event: Kindred.Common.V1.Event, query: PostgresQuery)
     {
         guard let payload = event.payload else { throw OutboxError("an event needs a payload") }
@@ -98,7 +114,7 @@ public struct Outbox: Sendable {
                     appended_sequence = EXCLUDED.appended_sequence,
                     pending_since = COALESCE(events_cursors.pending_since, EXCLUDED.pending_since)
             )
-            SELECT sequence, pg_notify(\(self.channel), '') IS NULL FROM written
+            SELECT sequence FROM written
             """
         return (event, query)
     }
