@@ -138,6 +138,9 @@ struct ChatBench: AsyncParsableCommand {
         let origin = clock.now
         let measuring = NIOLockedValueBox(false)
         let samples = NIOLockedValueBox([Double]())
+        let acknowledgements = NIOLockedValueBox([Double]())
+        // Deliveries by the second of the run they arrived in (slow phases show as seconds with high medians).
+        let bySecond = NIOLockedValueBox([Int: [Double]]())
         let ids = ids
         let (tasks, ready) = try await self.subscribe(clients: clients, metadata: metadata) { user, message in
             // The recipient's stream only (the sender's own devices get it too).
@@ -145,8 +148,10 @@ struct ChatBench: AsyncParsableCommand {
             else { return }
             let elapsed = (clock.now - origin) - .nanoseconds(sent)
             if measuring.withLockedValue({ $0 }) {
-                let (seconds, attoseconds) = elapsed.components
-                samples.withLockedValue { $0.append(Double(seconds) * 1000 + Double(attoseconds) / 1e15) }
+                let milliseconds = elapsed.milliseconds
+                samples.withLockedValue { $0.append(milliseconds) }
+                let second = Int((clock.now - origin).components.seconds)
+                bySecond.withLockedValue { $0[second, default: []].append(milliseconds) }
             }
         }
         while ready.withLockedValue({ $0 }) < self.users { try await Task.sleep(for: .milliseconds(50)) }
@@ -164,13 +169,21 @@ struct ChatBench: AsyncParsableCommand {
                 let sender = 2 * pair + (index / threads.count) % 2
                 let client = clients[sender % clients.count]
                 let thread = threads[pair]
+                let measured = index >= 3 * self.rate
                 group.addTask {
-                    let stamp = (clock.now - origin).components
+                    let sendStart = clock.now
+                    let stamp = (sendStart - origin).components
                     var request = Chat.SendMessageRequest()
                     request.threadId = thread
                     request.clientMessageId = "b\(index)"
                     request.body = "bench \(stamp.seconds * 1_000_000_000 + stamp.attoseconds / 1_000_000_000)"
-                    do { _ = try await client.unary(Method.sendMessage, request, metadata: metadata(sender)) } catch {
+                    do {
+                        _ = try await client.unary(Method.sendMessage, request, metadata: metadata(sender))
+                        if measured {
+                            let milliseconds = (clock.now - sendStart).milliseconds
+                            acknowledgements.withLockedValue { $0.append(milliseconds) }
+                        }
+                    } catch {
                         failures.withLockedValue { $0 += 1 }
                     }
                 }
@@ -181,7 +194,10 @@ struct ChatBench: AsyncParsableCommand {
         measuring.withLockedValue { $0 = false }
         let sorted = samples.withLockedValue { $0 }.sorted()
         let sentMeasured = self.duration * self.rate
-        func percentile(_ p: Double) -> Double { sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
+        func percentile(_ p: Double, of sorted: [Double]) -> Double {
+            sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+        }
+        func percentile(_ p: Double) -> Double { percentile(p, of: sorted) }
         let achieved = Double(total) / (clock.now - start - .seconds(2)).seconds
         print(String(
             format: "latency: %d subscribers, %d msg/s target (%.0f achieved), %d s: received %d of %d, send failures %d",
@@ -189,6 +205,14 @@ struct ChatBench: AsyncParsableCommand {
         print(String(
             format: "send -> delivered ms: p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.2f", percentile(0.5),
             percentile(0.9), percentile(0.99), percentile(0.999), sorted.last ?? .nan))
+        let acknowledged = acknowledgements.withLockedValue { $0 }.sorted()
+        print(String(
+            format: "send -> acknowledged ms: p50 %.2f  p90 %.2f  p99 %.2f  max %.2f", percentile(0.5, of: acknowledged),
+            percentile(0.9, of: acknowledged), percentile(0.99, of: acknowledged), acknowledged.last ?? .nan))
+        let medians = bySecond.withLockedValue { $0 }.sorted { $0.key < $1.key }.map { second, values in
+            String(format: "%.0f", percentile(0.5, of: values.sorted()))
+        }
+        print("send -> delivered p50 ms by second: \(medians.joined(separator: " "))")
         for task in tasks { task.cancel() }
     }
 
@@ -256,4 +280,6 @@ extension Duration {
         let (seconds, attoseconds) = self.components
         return Double(seconds) + Double(attoseconds) / 1e18
     }
+
+    var milliseconds: Double { self.seconds * 1000 }
 }
