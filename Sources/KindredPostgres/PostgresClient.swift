@@ -20,7 +20,8 @@ import Synchronization
 /// ``PoolConfiguration/healthCheckAfterIdle``. Broken connections are closed and replaced.
 ///
 /// The client owns a `NIOThreadPool` for libpq's blocking calls (see ``PostgresConnection``) with a
-/// thread per pooled connection plus two for cancel requests; each LISTEN stream has its own thread.
+/// thread per pooled connection plus two for cancel requests; each LISTEN stream has its own thread, and so has
+/// the notifier's connection (``queueNotification(channel:payload:)``, opened with the first notification).
 /// Call ``shutdown()`` before dropping the client.
 public final class PostgresClient: Sendable {
     public struct PoolConfiguration: Sendable {

@@ -1,7 +1,10 @@
 import Foundation
 import KindredChat
 import KindredGRPC
+import KindredPostgres
 import KindredProto
+import KindredServiceKit
+import KindredServiceTesting
 import Testing
 
 @Suite("Chat Subscribe: live events, resume, replicas, backpressure", .serialized)
@@ -78,6 +81,44 @@ struct SubscribeTests {
             await onSecond.wait { $0.messages.count == 20 }
             #expect(onSecond.messages.map(\.sequence) == Array(1...20))
             await onSecond.cancel()
+        }
+    }
+
+    /// A replica that stops between a commit and its notification never sends it; the streams on the other replicas
+    /// then learn of the event when a replica's LISTEN connects (a restart), not with the user's next event only.
+    @Test func anEventWhoseNotificationWasNeverSentReachesTheStreamsWhenAReplicaStarts() async throws {
+        try await ChatHarness.with(servers: 2, settings: Self.live) { chat in
+            let (alice, bob) = (try await chat.user(), try await chat.user())
+            let thread = try await chat.thread(alice, bob)
+            let stream = StreamRecorder.start(chat.clients[1], bob)
+            await stream.waitUntilLive()
+            try await chat.send(alice, thread, "sent")
+            await stream.wait { $0.messages.count == 1 }
+            // Written into bob's log as a send writes it, without the notification.
+            var message = Kindred.Chat.V1.ChatMessage()
+            message.messageId = try UUIDv7.generate()
+            message.threadId = thread
+            message.senderUserId = alice.id
+            message.body = "never announced"
+            message.sequence = 2
+            var event = Kindred.Chat.V1.ChatEvent()
+            event.event = .message(message)
+            try await chat.database.execute(
+                """
+                WITH s AS (UPDATE users SET event_sequence = event_sequence + 1 WHERE user_id = \(bob.id)::uuid
+                           RETURNING event_sequence)
+                INSERT INTO stream_events (user_id, sequence, thread_id, event, occurred_at)
+                SELECT \(bob.id)::uuid, event_sequence, \(thread)::uuid, \(try event.serializedBytes()), now() FROM s
+                """
+            )
+            // Three heartbeats: the stream does not read its log by itself.
+            try await Task.sleep(for: .milliseconds(600))
+            #expect(stream.messages.count == 1)
+            let replica = try await TestServer<ChatServerDefinition>.start(settings: chat.chats[0].settings)
+            await stream.wait { $0.messages.count == 2 }
+            #expect(stream.messages.map(\.body) == ["sent", "never announced"])
+            await replica.stop()
+            await stream.cancel()
         }
     }
 
