@@ -16,15 +16,15 @@ extension ChatService {
         let clientID = try ChatValidation.clientMessageID(request.clientMessageId)
         let body = try ChatValidation.body(request.body)
         let messageID = try UUIDv7.generate()
-        let maxLimit = 10_000
         // Two round trips: BEGIN, both users locked (in id order, the order every writer takes) and the thread locked
-        // with its limits, the retry check and the time; then the message, both event logs, the event for notify and
-        // COMMIT. The streams' and relays' notifications go after the commit.
+        // with its limits, the sender's count of the last hour, the retry check and the time; then the message, both
+        // event logs, the sender's count, the event for notify and COMMIT. The streams' and relays' notifications go
+        // after the commit.
         return try await self.database.withTransaction { transaction in
             // Under the sender's row lock: a concurrent retry has committed (and is found) or will wait for us.
             let locked = try await transaction.pipeline([
                 ThreadStore.lockParticipantsQuery(of: threadID, for: user),
-                ThreadStore.lockForSendQuery(threadID, by: user, clientMessageID: clientID, countUpTo: maxLimit),
+                ThreadStore.lockForSendQuery(threadID, by: user, clientMessageID: clientID),
             ])
             guard locked[0].count == 2, let send = try ThreadStore.SendState(locked[1]) else {
                 throw ChatError.threadNotFound
@@ -50,6 +50,7 @@ extension ChatService {
             let written = try await transaction.commit(after: [
                 MessageStore.appendQuery(message),
                 logs.query,
+                UserStore.countSentQuery(by: user),
                 try self.outbox.appendQuery(
                     event: Self.messageSent(message, recipient: thread.other(than: user), community: thread.communityID),
                     in: transaction

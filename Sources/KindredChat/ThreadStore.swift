@@ -48,7 +48,7 @@ struct ThreadStore: Sendable {
         var thread: ThreadRecord
         /// The community's hourly limit, nil when unknown.
         var limit: Int?
-        /// How many messages the sender sent in the last hour, counted up to the statement's `countUpTo`.
+        /// How many messages the sender sent in the last hour (``UserStore/sentLastHour(of:)``).
         var sentLastHour: Int
         /// The message the sender already stored under the client message id (a retry).
         var stored: Kindred.Chat.V1.ChatMessage?
@@ -71,18 +71,15 @@ struct ThreadStore: Sendable {
     }
 
     /// The statement that reads a send's ``SendState`` in one go under the thread's row lock: the thread as `user`
-    /// sees it, the community's hourly limit, how many messages `user` sent in the last hour (counted up to
-    /// `countUpTo`, enough to decide), the time and the message `user` already stored under `clientMessageID`. It
-    /// runs after ``lockParticipantsQuery(of:for:)`` in the same transaction: its snapshot, taken after the sender's
-    /// row lock, sees a concurrent retry that committed first.
-    static func lockForSendQuery(_ threadID: String, by user: String, clientMessageID: String, countUpTo: Int)
-        -> PostgresQuery
-    {
+    /// sees it, the community's hourly limit, how many messages `user` sent in the last hour, the time and the
+    /// message `user` already stored under `clientMessageID`. It runs after ``lockParticipantsQuery(of:for:)`` in the
+    /// same transaction: its snapshot, taken after the sender's row lock, sees a concurrent retry that committed
+    /// first, and the sender's counts as the last send left them.
+    static func lockForSendQuery(_ threadID: String, by user: String, clientMessageID: String) -> PostgresQuery {
         """
         SELECT \(unescaped: ThreadRecord.columns),
                (SELECT hourly_message_limit FROM communities c WHERE c.community_id = t.community_id),
-               (SELECT count(*) FROM (SELECT 1 FROM messages s WHERE s.sender_id = \(user)::uuid
-                    AND s.sent_at > now() - interval '1 hour' LIMIT \(countUpTo)) recent),
+               (SELECT \(unescaped: UserStore.sentLastHour) FROM users WHERE user_id = \(user)::uuid),
                date_trunc('milliseconds', clock_timestamp()),
                \(unescaped: Kindred.Chat.V1.ChatMessage.columns)
         FROM \(unescaped: ThreadRecord.from)

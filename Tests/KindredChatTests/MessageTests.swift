@@ -141,6 +141,59 @@ struct MessageTests {
         }
     }
 
+    /// The hourly limit counts in the sender's row per clock hour: this hour's sends, plus the previous hour's times
+    /// the part of that hour still within the last 60 minutes; an older hour counts nothing, a retry counts once.
+    /// (A clock hour that ends while the test runs could change the answers: a window of about a second an hour.)
+    @Test func theHourlyLimitCountsThisHourAndThePreviousHoursShareOfTheLast60Minutes() async throws {
+        try await ChatHarness.with(settings: ["KINDRED_CHAT_DEFAULT_HOURLY_MESSAGE_LIMIT": "3"]) { chat in
+            let (alice, bob) = (try await chat.user(), try await chat.user())
+            let thread = try await chat.thread(alice, bob)
+            func counts() async throws -> [Int] {
+                let row = try await chat.database.query(
+                    """
+                    SELECT sent_in_hour, sent_in_previous_hour, (sent_hour = date_trunc('hour', now()))::int
+                    FROM users WHERE user_id = \(alice.id)::uuid
+                    """
+                ).first!
+                return [try row.decode(Int.self, at: 0), try row.decode(Int.self, at: 1), try row.decode(Int.self, at: 2)]
+            }
+            func set(hoursAgo: Int, inHour: Int, inPreviousHour: Int) async throws {
+                try await chat.database.execute(
+                    """
+                    UPDATE users SET sent_hour = date_trunc('hour', now()) - \(hoursAgo) * interval '1 hour',
+                                     sent_in_hour = \(inHour), sent_in_previous_hour = \(inPreviousHour)
+                    WHERE user_id = \(alice.id)::uuid
+                    """
+                )
+            }
+            _ = try await chat.send(alice, thread, "first", id: "first")
+            _ = try await chat.send(alice, thread, "first", id: "first")  // a retry: answered, not counted
+            #expect(try await counts() == [1, 0, 1])
+            // The previous hour's sends, weighed by the part of it within the last 60 minutes: far over the limit.
+            try await set(hoursAgo: 1, inHour: 1_000_000, inPreviousHour: 0)
+            _ = await expectRPCError(.resourceExhausted, reason: "RATE_LIMITED") {
+                _ = try await chat.send(alice, thread, "refused")
+            }
+            // Two hours ago counts nothing: the send goes, and this hour's count starts at one.
+            try await set(hoursAgo: 2, inHour: 1_000_000, inPreviousHour: 5)
+            _ = try await chat.send(alice, thread, "second")
+            #expect(try await counts() == [1, 0, 1])
+            // The hour turned since the last send: its count becomes the previous hour's.
+            try await set(hoursAgo: 1, inHour: 1, inPreviousHour: 9)
+            _ = try await chat.send(alice, thread, "third")
+            #expect(try await counts() == [1, 1, 1])
+            // This hour: two sent, the third goes, the fourth is refused.
+            try await set(hoursAgo: 0, inHour: 2, inPreviousHour: 0)
+            _ = try await chat.send(alice, thread, "fourth")
+            _ = await expectRPCError(.resourceExhausted, reason: "RATE_LIMITED") {
+                _ = try await chat.send(alice, thread, "fifth")
+            }
+            #expect(try await counts() == [3, 0, 1])
+            let bodies = try await chat.history(alice, thread).messages.sorted { $0.sequence < $1.sequence }.map(\.body)
+            #expect(bodies == ["first", "second", "third", "fourth"])
+        }
+    }
+
     @Test func hourlyLimitOfTheCommunityApplies() async throws {
         try await ChatHarness.with { chat in
             let (alice, bob) = (try await chat.user(), try await chat.user())
