@@ -510,8 +510,8 @@ CONF
     if [ "$(id -u)" -eq 0 ]; then chown postgres: "${PG_DATAS[$i]}/kindred.conf"; fi
 }
 # max_connections of a server: each process of its services (every replica, every discovery shard) may open its
-# pool (KINDRED_<SERVER>_DATABASE_POOL_SIZE, default 10) and a few more (listeners, relays, standby checks); plus
-# room for migrations, the CLI and psql. PostgreSQL's default of 100 ran out with two replicas of every service.
+# pool (KINDRED_<SERVER>_DATABASE_POOL_SIZE, default 10) and a few more (listeners, the notifier, relays, standby
+# checks); plus room for migrations, the CLI and psql. PostgreSQL's default of 100 ran out with two replicas of every service.
 max_connections_for() { # max_connections_for "SERVICES"
     local name pool processes total=40
     for name in $1; do
