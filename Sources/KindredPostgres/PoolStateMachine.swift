@@ -229,6 +229,12 @@ public struct PostgresPoolStatistics: Sendable, Hashable {
     public var totalClosed: Int
     /// Acquisitions that failed with ``PostgresError/Code/poolTimeout``.
     public var acquireTimeouts: Int
+    /// Notifications queued after commits and not sent yet (``PostgresClient/queueNotification(channel:payload:)``).
+    public var notificationsQueued: Int
+    /// Notifications sent since the client started.
+    public var notificationsSent: Int
+    /// Notifications dropped since the client started (the queue was full while the database was unreachable).
+    public var notificationsDropped: Int
 
     public init(
         inUse: Int,
@@ -237,7 +243,10 @@ public struct PostgresPoolStatistics: Sendable, Hashable {
         waiting: Int,
         totalOpened: Int,
         totalClosed: Int,
-        acquireTimeouts: Int
+        acquireTimeouts: Int,
+        notificationsQueued: Int = 0,
+        notificationsSent: Int = 0,
+        notificationsDropped: Int = 0
     ) {
         self.inUse = inUse
         self.idle = idle
@@ -246,5 +255,8 @@ public struct PostgresPoolStatistics: Sendable, Hashable {
         self.totalOpened = totalOpened
         self.totalClosed = totalClosed
         self.acquireTimeouts = acquireTimeouts
+        self.notificationsQueued = notificationsQueued
+        self.notificationsSent = notificationsSent
+        self.notificationsDropped = notificationsDropped
     }
 }

@@ -129,7 +129,10 @@ public final class PostgresClient: Sendable {
 
     /// The pool's current counters.
     public var statistics: PostgresPoolStatistics {
-        self.state.withLock { $0.statistics }
+        var statistics = self.state.withLock { $0.statistics }
+        (statistics.notificationsQueued, statistics.notificationsSent, statistics.notificationsDropped) =
+            self.notifier.counts
+        return statistics
     }
 
     /// Closes idle connections, fails waiting callers, waits for lent connections to come back and

@@ -26,14 +26,20 @@ import Synchronization
 final class PostgresNotifier: Sendable {
     /// Notifications sent per statement at most.
     static let maxBatch = 1000
-    /// Notifications kept while the database cannot be reached; the oldest are dropped beyond it.
+    /// Notifications kept while the database cannot be reached (beside the batch in hand); the oldest are dropped
+    /// beyond it.
     static let capacity = 100_000
 
     private struct State {
         var queue: [(channel: String, payload: String)] = []
         var waiter: CheckedContinuation<Void, Never>?
         var stopping = false
+        /// Dropped since the last warning.
         var dropped = 0
+        var totalSent = 0
+        var totalDropped = 0
+        /// The batch being sent (out of `queue`).
+        var inFlight = 0
     }
 
     private let state = Mutex(State())
@@ -55,8 +61,10 @@ final class PostgresNotifier: Sendable {
             guard !state.stopping else { return (nil, false) }
             state.queue.append(contentsOf: notifications)
             if state.queue.count > Self.capacity {
-                state.dropped += state.queue.count - Self.capacity
-                state.queue.removeFirst(state.queue.count - Self.capacity)
+                let excess = state.queue.count - Self.capacity
+                state.dropped += excess
+                state.totalDropped += excess
+                state.queue.removeFirst(excess)
             }
             defer { state.waiter = nil }
             return (state.waiter, true)
@@ -75,6 +83,11 @@ final class PostgresNotifier: Sendable {
         }
         await task.value
         deadline.cancel()
+    }
+
+    /// Notifications waiting or being sent, sent, and dropped (for the pool's statistics).
+    var counts: (queued: Int, sent: Int, dropped: Int) {
+        self.state.withLock { ($0.queue.count + $0.inFlight, $0.totalSent, $0.totalDropped) }
     }
 
     /// Refuses further notifications; the loop sends what is queued and ends.
@@ -101,9 +114,11 @@ final class PostgresNotifier: Sendable {
             let step = self.state.withLock { state -> Step in
                 if !state.queue.isEmpty {
                     let count = min(Self.maxBatch, state.queue.count)
+                    state.inFlight = count
                     defer { state.queue.removeFirst(count) }
                     return .batch(Array(state.queue.prefix(count)))
                 }
+                state.inFlight = 0
                 return state.stopping ? .done : .wait
             }
             switch step {
@@ -142,6 +157,8 @@ final class PostgresNotifier: Sendable {
                 )
                 failures = 0
                 let dropped = self.state.withLock { state in
+                    state.totalSent += notifications.count
+                    state.inFlight = 0
                     defer { state.dropped = 0 }
                     return state.dropped
                 }

@@ -6,7 +6,9 @@ import NIOConcurrencyHelpers
 /// A PostgreSQL pool's statistics as swift-metrics, labelled `pool`:
 ///
 /// - `db_pool_connections{pool,state}` (gauge; `in_use`, `idle`, `opening`), `db_pool_waiting{pool}` (gauge);
-/// - `db_pool_opened_total`, `db_pool_closed_total`, `db_pool_acquire_timeouts_total` (counters).
+/// - `db_pool_opened_total`, `db_pool_closed_total`, `db_pool_acquire_timeouts_total` (counters);
+/// - `db_notifications_queued{pool}` (gauge), `db_notifications_sent_total`, `db_notifications_dropped_total`
+///   (counters): the notifications the client sends after commits (`PostgresClient.queueNotification`).
 ///
 /// The pool keeps these numbers in its state machine (`PostgresClient.statistics`); they are copied into the
 /// backend by ``sample()``, which `attach(to:)` registers as a sampler of the server's metrics: it runs at every
@@ -14,8 +16,8 @@ import NIOConcurrencyHelpers
 /// backend, from the runner's `metrics-sampler` loop. Counters advance by the difference since the last sample.
 public final class PostgresPoolMetrics: Sendable {
     private let statistics: @Sendable () -> PostgresPoolStatistics
-    private let inUse, idle, opening, waiting: Gauge
-    private let opened, closed, acquireTimeouts: Counter
+    private let inUse, idle, opening, waiting, notificationsQueued: Gauge
+    private let opened, closed, acquireTimeouts, notificationsSent, notificationsDropped: Counter
     private let last = NIOLockedValueBox<PostgresPoolStatistics?>(nil)
 
     public init(
@@ -35,6 +37,9 @@ public final class PostgresPoolMetrics: Sendable {
         self.opened = Counter(label: "db_pool_opened_total", dimensions: label, factory: factory)
         self.closed = Counter(label: "db_pool_closed_total", dimensions: label, factory: factory)
         self.acquireTimeouts = Counter(label: "db_pool_acquire_timeouts_total", dimensions: label, factory: factory)
+        self.notificationsQueued = Gauge(label: "db_notifications_queued", dimensions: label, factory: factory)
+        self.notificationsSent = Counter(label: "db_notifications_sent_total", dimensions: label, factory: factory)
+        self.notificationsDropped = Counter(label: "db_notifications_dropped_total", dimensions: label, factory: factory)
     }
 
     /// Pool metrics of `database`, sampled whenever `metrics` samples.
@@ -60,5 +65,8 @@ public final class PostgresPoolMetrics: Sendable {
         self.opened.increment(by: max(0, now.totalOpened - (before?.totalOpened ?? 0)))
         self.closed.increment(by: max(0, now.totalClosed - (before?.totalClosed ?? 0)))
         self.acquireTimeouts.increment(by: max(0, now.acquireTimeouts - (before?.acquireTimeouts ?? 0)))
+        self.notificationsQueued.record(now.notificationsQueued)
+        self.notificationsSent.increment(by: max(0, now.notificationsSent - (before?.notificationsSent ?? 0)))
+        self.notificationsDropped.increment(by: max(0, now.notificationsDropped - (before?.notificationsDropped ?? 0)))
     }
 }

@@ -33,7 +33,26 @@ import Testing
                 if heard.count == 3 { break }
             }
             #expect(heard == ["2", "3", "4"])
+            #expect(client.statistics.notificationsSent == 3)
+            #expect(client.statistics.notificationsDropped == 0)
         }
+    }
+
+    /// While the database cannot be reached the queue holds at most 100,000 notifications beside the batch in hand
+    /// (at most 1,000); older ones are dropped and counted, and shutting down gives up on the rest after its timeout.
+    @Test func aQueueThatCannotBeSentIsBoundedAndCounted() async throws {
+        var configuration = PostgresConfiguration(host: "/nonexistent-kindred-socket", user: "nobody", database: "none")
+        configuration.connectTimeout = .seconds(1)
+        let client = PostgresClient(configuration: configuration, logger: testLogger)
+        for number in 0..<110_000 { client.queueNotification(channel: "lost", payload: "\(number)") }
+        try await Task.sleep(for: .milliseconds(200))
+        let statistics = client.statistics
+        #expect(statistics.notificationsQueued + statistics.notificationsDropped == 110_000)
+        #expect((100_000...101_000).contains(statistics.notificationsQueued))
+        #expect(statistics.notificationsSent == 0)
+        let started = ContinuousClock.now
+        await client.shutdown()
+        #expect(ContinuousClock.now - started < .seconds(10))
     }
 
     /// PostgreSQL serialises the commits of transactions that sent a NOTIFY (one lock for the whole server, held until

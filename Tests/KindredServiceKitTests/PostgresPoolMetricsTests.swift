@@ -21,15 +21,22 @@ struct PostgresPoolMetricsTests {
         #expect(text.contains("db_pool_waiting{pool=\"auth\"} 3.0\n"))
         #expect(text.contains("db_pool_opened_total{pool=\"auth\"} 5\n"))
         #expect(text.contains("db_pool_acquire_timeouts_total{pool=\"auth\"} 0\n"))
+        #expect(text.contains("db_notifications_sent_total{pool=\"auth\"} 0\n"))
         statistics.withLock {
             $0.inUse = 0
             $0.totalOpened = 7
             $0.acquireTimeouts = 1
+            $0.notificationsQueued = 4
+            $0.notificationsSent = 12
+            $0.notificationsDropped = 2
         }
         text = server.prometheusText()
         #expect(text.contains("db_pool_connections{pool=\"auth\",state=\"in_use\"} 0.0\n"))
         #expect(text.contains("db_pool_opened_total{pool=\"auth\"} 7\n"))
         #expect(text.contains("db_pool_acquire_timeouts_total{pool=\"auth\"} 1\n"))
+        #expect(text.contains("db_notifications_queued{pool=\"auth\"} 4.0\n"))
+        #expect(text.contains("db_notifications_sent_total{pool=\"auth\"} 12\n"))
+        #expect(text.contains("db_notifications_dropped_total{pool=\"auth\"} 2\n"))
         // A scrape without change adds nothing.
         #expect(server.prometheusText().contains("db_pool_opened_total{pool=\"auth\"} 7\n"))
     }
