@@ -136,8 +136,8 @@ struct EventLogStore: Sendable {
         database.queueNotification(channel: Self.channel, payload: payload)
     }
 
-    /// Tells every replica's streams to read their logs for what they may have missed: a replica that stopped
-    /// between a commit and its notification never sent it.
+    /// Tells every replica's streams to read their logs for what they may have missed (sent when a replica starts):
+    /// a replica that stopped between a commit and its notification never sent it.
     static func resynchronizeAll(through database: PostgresClient) {
         database.queueNotification(channel: Self.channel, payload: "r")
     }

@@ -48,7 +48,7 @@ struct ThreadStore: Sendable {
         var thread: ThreadRecord
         /// The community's hourly limit, nil when unknown.
         var limit: Int?
-        /// How many messages the sender sent in the last hour (``UserStore/sentLastHour(of:)``).
+        /// How many messages the sender sent in the last hour (``UserStore/sentLastHour``).
         var sentLastHour: Int
         /// The message the sender already stored under the client message id (a retry).
         var stored: Kindred.Chat.V1.ChatMessage?

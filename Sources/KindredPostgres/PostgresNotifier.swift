@@ -54,12 +54,25 @@ final class PostgresNotifier: Sendable {
         self.logger = logger
     }
 
-    /// Queues notifications; the first call starts the sending loop.
+    /// PostgreSQL refuses a payload of 8000 bytes or more, and a channel name is an identifier (63 bytes at most).
+    static func isSendable(channel: String, payload: String) -> Bool {
+        (1...63).contains(channel.utf8.count) && payload.utf8.count < 8000
+    }
+
+    /// Queues notifications; the first call starts the sending loop. One PostgreSQL would refuse is dropped (and
+    /// logged) here, so that it cannot hold back the others.
     func send(_ notifications: some Collection<(channel: String, payload: String)>) {
         guard !notifications.isEmpty else { return }
+        let sendable = notifications.filter { Self.isSendable(channel: $0.channel, payload: $0.payload) }
+        if sendable.count < notifications.count {
+            self.logger.error(
+                "postgres notification dropped: its channel or payload is too long",
+                metadata: ["db.notifications_dropped": "\(notifications.count - sendable.count)"])
+        }
         let (waiter, start) = self.state.withLock { state -> (CheckedContinuation<Void, Never>?, Bool) in
             guard !state.stopping else { return (nil, false) }
-            state.queue.append(contentsOf: notifications)
+            state.totalDropped += notifications.count - sendable.count
+            state.queue.append(contentsOf: sendable)
             if state.queue.count > Self.capacity {
                 let excess = state.queue.count - Self.capacity
                 state.dropped += excess
@@ -166,6 +179,16 @@ final class PostgresNotifier: Sendable {
                     self.logger.warning(
                         "postgres notifications dropped while the database was unreachable",
                         metadata: ["db.notifications_dropped": "\(dropped)"])
+                }
+                batch = await self.next()
+            } catch let error as PostgresError where error.sqlState?.hasPrefix("22") == true {
+                // A data exception is the batch's, not the connection's: sending it again would fail again.
+                self.logger.error(
+                    "postgres notifications dropped: the server refused them",
+                    metadata: ["db.error": "\(error)", "db.notifications_dropped": "\(notifications.count)"])
+                self.state.withLock { state in
+                    state.totalDropped += notifications.count
+                    state.inFlight = 0
                 }
                 batch = await self.next()
             } catch {
