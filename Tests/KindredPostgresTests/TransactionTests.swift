@@ -67,7 +67,11 @@ import Testing
             try await withThrowingTaskGroup(of: Int.self) { group in
                 for name in ["a", "b"] {
                     group.addTask {
-                        try await client.withTransaction(isolation: .serializable, maxAttempts: 5) { tx in
+                        try await client.withTransaction(isolation: .serializable, maxAttempts: 10) { tx in
+                            // A retry reading while the other is still committing conflicts again; on a loaded
+                            // machine that commit can take longer than withTransaction's own pauses (1-10 ms times
+                            // the attempt), so a retry here waits a little longer before it reads.
+                            if tx.attempt > 1 { try await Task.sleep(for: .milliseconds(20 * tx.attempt)) }
                             let total = try await tx.query("SELECT sum(total)::int8 FROM ledger").scalar(Int64.self)
                             // Both read before either writes, on the first run only.
                             if tx.attempt == 1 { await barrier.arrive() }
@@ -82,11 +86,12 @@ import Testing
                     }
                 }
                 // One ran once; the other failed with 40001 and committed on a later run (usually the second;
-                // on a loaded machine its retry can overlap the first's commit and fail once more).
+                // on a loaded machine its retry can overlap the first's commit and fail again: seen 5 times in a
+                // row in a CI run).
                 var finalAttempts: [Int] = []
                 for try await attempt in group { finalAttempts.append(attempt) }
                 let sorted = finalAttempts.sorted()
-                #expect(sorted.count == 2 && sorted[0] == 1 && (2...5).contains(sorted[1]), "\(sorted)")
+                #expect(sorted.count == 2 && sorted[0] == 1 && (2...10).contains(sorted[1]), "\(sorted)")
             }
             let entries = try await client.query("SELECT entry, total FROM ledger ORDER BY total, entry")
                 .map { try $0.decode((String, Int64).self) }
