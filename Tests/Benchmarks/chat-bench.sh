@@ -21,10 +21,10 @@ release_binaries chat-server auth-server gateway-server kindred-chat-bench
 BIN="$KINDRED_BIN_DIR"
 WORK="$(mktemp -d /tmp/kindred-chat-bench.XXXXXX)"
 chmod 755 "$WORK"
-BASE=$((52000 + RANDOM % 5000))
+BASE="$(free_port_base)"
 LOG="$WORK/run-cluster.log"
 KINDRED_BIN_DIR="$BIN" KINDRED_DATA_DIR="$WORK/data" KINDRED_CLUSTER_DIR="$WORK/run" KINDRED_PORT_BASE=$BASE \
-    KINDRED_SMTP_PORT=$((BASE + 900)) KINDRED_CHAT_DEFAULT_HOURLY_MESSAGE_LIMIT=10000 KINDRED_LOG_LEVEL=warning \
+    KINDRED_SMTP_PORT=$((BASE + 150)) KINDRED_CHAT_DEFAULT_HOURLY_MESSAGE_LIMIT=10000 KINDRED_LOG_LEVEL=warning \
     KINDRED_CHAT_ACCESS_LOG=false KINDRED_CHAT_DATABASE_POOL_SIZE=20 \
     setsid services/run-cluster.sh >"$LOG" 2>&1 </dev/null &
 CLUSTER=$!
