@@ -4,7 +4,6 @@ import KindredGRPCServices
 import KindredPostgres
 import KindredServiceKit
 import Logging
-import Synchronization
 
 /// The whole chat service, built from a configuration: database pool, the link to auth (keys, service token,
 /// session ends), the live-event hub on a LISTEN connection, housekeeping, and the gRPC server. `chat-server` is
@@ -47,24 +46,14 @@ public final class ChatServer: ServiceServer {
         let service = self.service
         let database = self.database
         let heartbeat = configuration.heartbeatInterval
-        let started = Mutex(false)
         runner.background = self.auth.backgroundTasks + [
             BackgroundTask("chat-feed") {
-                // The first connection also asks every replica's streams to read their logs: notifications a
-                // replica queued and never sent (it stopped between a commit and its notification) are lost, and
-                // a stopped replica starts again. A later reconnection loses none of this replica's (the notifier
-                // holds them), so it only makes this replica's own streams read (`hub.connected()`).
-                await feed.run(
-                    connected: {
-                        hub.connected()
-                        let first = started.withLock { started in
-                            defer { started = true }
-                            return !started
-                        }
-                        if first { EventLogStore.resynchronizeAll(through: database) }
-                    },
-                    lost: { hub.lost() }
-                ) { hub.dispatch($0.payload) }
+                // At start, every replica's streams are asked to read their logs: notifications a replica queued and
+                // never sent (it stopped between a commit and its notification) are lost, and a stopped replica
+                // starts again. A reconnection loses none of this replica's (the notifier holds them), so it only
+                // makes this replica's own streams read (`hub.connected()`).
+                EventLogStore.resynchronizeAll(through: database)
+                await feed.run(connected: { hub.connected() }, lost: { hub.lost() }) { hub.dispatch($0.payload) }
             },
             BackgroundTask("chat-heartbeat") {
                 while !Task.isCancelled {

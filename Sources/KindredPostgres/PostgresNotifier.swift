@@ -63,16 +63,21 @@ final class PostgresNotifier: Sendable {
     /// logged) here, so that it cannot hold back the others.
     func send(_ notifications: some Collection<(channel: String, payload: String)>) {
         guard !notifications.isEmpty else { return }
-        let sendable = notifications.filter { Self.isSendable(channel: $0.channel, payload: $0.payload) }
-        if sendable.count < notifications.count {
+        let refused = notifications.count { !Self.isSendable(channel: $0.channel, payload: $0.payload) }
+        if refused > 0 {
             self.logger.error(
                 "postgres notification dropped: its channel or payload is too long",
-                metadata: ["db.notifications_dropped": "\(notifications.count - sendable.count)"])
+                metadata: ["db.notifications_dropped": "\(refused)"])
         }
         let (waiter, start) = self.state.withLock { state -> (CheckedContinuation<Void, Never>?, Bool) in
             guard !state.stopping else { return (nil, false) }
-            state.totalDropped += notifications.count - sendable.count
-            state.queue.append(contentsOf: sendable)
+            state.totalDropped += refused
+            if refused == 0 {
+                state.queue.append(contentsOf: notifications)
+            } else {
+                state.queue.append(
+                    contentsOf: notifications.filter { Self.isSendable(channel: $0.channel, payload: $0.payload) })
+            }
             if state.queue.count > Self.capacity {
                 let excess = state.queue.count - Self.capacity
                 state.dropped += excess

@@ -26,13 +26,14 @@ public struct PostgresTransaction: Sendable {
     /// 1 on the first run, 2 on the first retry, and so on.
     public let attempt: Int
     let progress: Progress
-    let notifications: Notifications
+    /// Whose notifier sends the notifications queued for the commit.
+    let client: PostgresClient
 
     init(connection: PostgresConnection, attempt: Int, begin: PostgresQuery, client: PostgresClient) {
         self.connection = connection
         self.attempt = attempt
         self.progress = Progress(begin: begin)
-        self.notifications = Notifications(client: client)
+        self.client = client
     }
 
     /// Queues a notification to the listeners of `channel` for when the transaction commits (at once when it has
@@ -40,7 +41,12 @@ public struct PostgresTransaction: Sendable {
     /// client's notifying connection (``PostgresClient/queueNotification(channel:payload:)``): a `pg_notify` in the
     /// transaction itself would make its commit wait for every other notifying commit of the server.
     public func queueNotification(channel: String, payload: String = "") {
-        self.notifications.queue(channel: channel, payload: payload)
+        if self.progress.queue((channel, payload)) { self.client.queueNotification(channel: channel, payload: payload) }
+    }
+
+    /// The transaction committed: its queued notifications go to the notifier, and later ones at once.
+    func didCommit() {
+        self.client.queueNotifications(self.progress.committed())
     }
 
     public func query(_ query: PostgresQuery) async throws -> PostgresRows {
@@ -83,7 +89,7 @@ public struct PostgresTransaction: Sendable {
         if results.last?.commandTag == "ROLLBACK" {
             throw PostgresError(code: .queryFailed, reason: "the transaction was rolled back instead of committed")
         }
-        self.notifications.committed()
+        self.didCommit()
         return Array(results.dropFirst(begin == nil ? 0 : 1).dropLast())
     }
 
@@ -98,39 +104,8 @@ public struct PostgresTransaction: Sendable {
         }
     }
 
-    /// The notifications queued for the commit, and whether it happened.
-    final class Notifications: Sendable {
-        private struct State {
-            var pending: [(channel: String, payload: String)] = []
-            var committed = false
-        }
-
-        private let client: PostgresClient
-        private let state = Mutex(State())
-
-        init(client: PostgresClient) {
-            self.client = client
-        }
-
-        func queue(channel: String, payload: String) {
-            let now = self.state.withLock { state -> Bool in
-                if !state.committed { state.pending.append((channel, payload)) }
-                return state.committed
-            }
-            if now { self.client.queueNotification(channel: channel, payload: payload) }
-        }
-
-        func committed() {
-            let pending = self.state.withLock { state in
-                state.committed = true
-                defer { state.pending = [] }
-                return state.pending
-            }
-            self.client.queueNotifications(pending)
-        }
-    }
-
-    /// Where the transaction is: `BEGIN` not sent yet, begun, or ended by ``commit(after:)``.
+    /// Where the transaction is: `BEGIN` not sent yet, begun, or ended by ``commit(after:)``; and the notifications
+    /// queued for its commit, until it committed.
     final class Progress: Sendable {
         private enum Phase {
             case notBegun(PostgresQuery)
@@ -138,18 +113,24 @@ public struct PostgresTransaction: Sendable {
             case ended
         }
 
-        private let phase: Mutex<Phase>
+        private struct State {
+            var phase: Phase
+            var notifications: [(channel: String, payload: String)] = []
+            var committed = false
+        }
+
+        private let current: Mutex<State>
 
         init(begin: PostgresQuery) {
-            self.phase = Mutex(.notBegun(begin))
+            self.current = Mutex(State(phase: .notBegun(begin)))
         }
 
         /// The `BEGIN` to send with the next statement, if it was not sent; throws once the transaction ended.
         func takeBegin() throws(PostgresError) -> PostgresQuery? {
-            try self.phase.withLock { phase throws(PostgresError) in
-                switch phase {
+            try self.current.withLock { state throws(PostgresError) in
+                switch state.phase {
                 case .notBegun(let begin):
-                    phase = .begun
+                    state.phase = .begun
                     return begin
                 case .begun:
                     return nil
@@ -160,17 +141,34 @@ public struct PostgresTransaction: Sendable {
         }
 
         func restore(_ begin: PostgresQuery) {
-            self.phase.withLock { $0 = .notBegun(begin) }
+            self.current.withLock { $0.phase = .notBegun(begin) }
         }
 
         func end() {
-            self.phase.withLock { $0 = .ended }
+            self.current.withLock { $0.phase = .ended }
+        }
+
+        /// Keeps a notification for the commit; true when the transaction committed already (send it now).
+        func queue(_ notification: (channel: String, payload: String)) -> Bool {
+            self.current.withLock { state in
+                if !state.committed { state.notifications.append(notification) }
+                return state.committed
+            }
+        }
+
+        /// Marks the transaction committed and hands over the notifications queued until then.
+        func committed() -> [(channel: String, payload: String)] {
+            self.current.withLock { state in
+                state.committed = true
+                defer { state.notifications = [] }
+                return state.notifications
+            }
         }
 
         /// Whether a statement was sent (and so a `COMMIT` or `ROLLBACK` is due), and whether it was committed.
         var state: (begun: Bool, ended: Bool) {
-            self.phase.withLock { phase in
-                switch phase {
+            self.current.withLock { state in
+                switch state.phase {
                 case .notBegun: (false, false)
                 case .begun: (true, false)
                 case .ended: (true, true)
@@ -249,7 +247,7 @@ extension PostgresClient {
         // Nothing to commit when the body sent no statement, or committed with its last ones.
         let (begun, ended) = transaction.progress.state
         guard begun && !ended else {
-            if !begun { transaction.notifications.committed() }  // nothing to commit: nothing can undo them
+            if !begun { transaction.didCommit() }  // nothing to commit: nothing can undo them
             return value
         }
         let commit: PostgresRows
@@ -263,7 +261,7 @@ extension PostgresClient {
         if commit.commandTag == "ROLLBACK" {
             throw PostgresError(code: .queryFailed, reason: "the transaction was rolled back instead of committed")
         }
-        transaction.notifications.committed()
+        transaction.didCommit()
         return value
     }
 }
