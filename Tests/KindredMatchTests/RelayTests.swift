@@ -27,7 +27,10 @@ import Testing
         }
     }
 
-    @Test func batchAppendedEventsAreDeliveredInOrderWithTheirSequences() async throws {
+    /// Match with its relay delivering to a `Consumer`, polling every `pollMilliseconds`.
+    static func withConsumer(pollMilliseconds: Int, _ body: (Consumer, MatchHarness) async throws -> Void)
+        async throws
+    {
         let consumer = Consumer()
         var configuration = GRPCServerConfiguration()
         configuration.host = "127.0.0.1"
@@ -36,9 +39,34 @@ import Testing
         logger.logLevel = .error
         let server = GRPCServer(configuration: configuration, services: [consumer], logger: logger)
         let port = try await server.start().port ?? 0
-        try await MatchHarness.with(settings: [
-            "KINDRED_MATCH_EVENT_CONSUMERS": "discovery=127.0.0.1:\(port)", "KINDRED_MATCH_EVENT_POLL_MS": "100",
-        ]) { h in
+        do {
+            try await MatchHarness.with(settings: [
+                "KINDRED_MATCH_EVENT_CONSUMERS": "discovery=127.0.0.1:\(port)",
+                "KINDRED_MATCH_EVENT_POLL_MS": "\(pollMilliseconds)",
+            ]) { h in try await body(consumer, h) }
+        } catch {
+            await server.shutdown(grace: .milliseconds(200))
+            throw error
+        }
+        await server.shutdown(grace: .milliseconds(200))
+    }
+
+    /// A group commit wakes the relay after it commits: its events arrive long before the relay's poll (a minute).
+    @Test func aGroupCommitWakesTheRelay() async throws {
+        try await Self.withConsumer(pollMilliseconds: 60_000) { consumer, h in
+            try await h.community("dating")
+            let m = try await h.members(2, community: "dating")
+            try await h.swipe(m[0], m[1], .like)
+            let deadline = ContinuousClock.now + .seconds(20)
+            while consumer.received.withLock({ $0.isEmpty }), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(consumer.received.withLock { $0.map { $0.payload?.typeName } } == ["swipe.recorded"])
+        }
+    }
+
+    @Test func batchAppendedEventsAreDeliveredInOrderWithTheirSequences() async throws {
+        try await Self.withConsumer(pollMilliseconds: 100) { consumer, h in
             try await h.community("dating")
             let m = try await h.members(3, community: "dating")
             try await h.swipe(m[0], m[1], .like)
@@ -61,6 +89,5 @@ import Testing
             #expect(created.first?.userIds == [m[0].id, m[1].id].sorted())
             #expect(created.first?.initiatorUserId == m[0].id)
         }
-        await server.shutdown(grace: .milliseconds(200))
     }
 }
