@@ -101,6 +101,24 @@ public final class PostgresConnection: @unchecked Sendable {
         try await self.query(query).affectedRows
     }
 
+    /// The plan this connection runs for `query`, as `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)` shows it, run with
+    /// `query`'s values on the statement prepared for it earlier (nil when none is cached): the plan made once per
+    /// connection, on the tables as they were then. For tests and benchmarks that check a statement's plan holds as
+    /// its tables grow. The statement runs: wrap a write in a transaction and roll it back.
+    public func explainPreparedPlan(of query: PostgresQuery) async throws -> String? {
+        let name = try await self.run { connection throws(PostgresError) in connection.cachedStatementName(for: query) }
+        guard let name else { return nil }
+        // EXECUTE inside EXPLAIN takes no bound parameters: the values go as literals, quoted by the server.
+        var literals: [String] = []
+        if query.bindings.count > 0 {
+            let quoted = (1...query.bindings.count).map { "quote_nullable($\($0))" }.joined(separator: ", ")
+            let row = try await self.query(PostgresQuery(unsafeSQL: "SELECT " + quoted, bindings: query.bindings))[0]
+            literals = try (0..<query.bindings.count).map { try row.decode(String.self, at: $0) }
+        }
+        let explain = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE \(name)(\(literals.joined(separator: ", ")))"
+        return try await self.query(PostgresQuery(unsafeSQL: explain)).scalar(String.self)
+    }
+
     /// Whether the connection has been closed or found broken.
     public var isClosed: Bool {
         self.state.withLock { $0.closed || $0.broken }

@@ -148,6 +148,23 @@ struct OutboxRelayStore: Sendable {
         error: String?,
         skipHeld: Bool
     ) async throws -> [String: Bool] {
+        let query = self.writeQuery(consumer: consumer, outcomes, delays: delays, error: error, skipHeld: skipHeld)
+        let rows = try await self.bookkeeping(query)
+        return Dictionary(try rows.map { try $0.decode((String, Bool).self) }) { $1 }
+    }
+
+    /// The statement of ``write(consumer:_:delays:error:skipHeld:)``.
+    ///
+    /// The write names its consumer itself (the primary key's first column), so each leased row is read by primary
+    /// key whatever the plan: joined on `locked.consumer` instead, the plan a connection made while the table was
+    /// small looked each row up by the key's second column alone, through the whole index (`ClaimPlanTests`).
+    func writeQuery(
+        consumer: String,
+        _ outcomes: [String: DeliveryPlan.Outcome],
+        delays: [String: Duration],
+        error: String?,
+        skipHeld: Bool
+    ) -> PostgresQuery {
         var partitions: [String] = []
         var acknowledged: [Int64] = []
         var codes: [Int32] = []
@@ -156,18 +173,22 @@ struct OutboxRelayStore: Sendable {
             partitions.append(partition)
             switch outcome {
             case .delivered(let cursor, _), .nothingPending(let cursor):
-                (acknowledged, codes) = (acknowledged + [cursor], codes + [1])
-            case .failed(let cursor, _): (acknowledged, codes) = (acknowledged + [cursor], codes + [2])
-            case .untouched: (acknowledged, codes) = (acknowledged + [0], codes + [0])
+                acknowledged.append(cursor)
+                codes.append(1)
+            case .failed(let cursor, _):
+                acknowledged.append(cursor)
+                codes.append(2)
+            case .untouched:
+                acknowledged.append(0)
+                codes.append(0)
             }
             delaySeconds.append(delays[partition]?.seconds ?? 0)
         }
         let (all, types) = self.filter(of: consumer)
         // Outcome codes: 0 untouched, 1 delivered (or nothing to send up to the cursor), 2 failed.
-        let rows = try await self.bookkeeping(
-            """
+        return """
             WITH locked AS (
-                SELECT consumer, partition_key FROM events_cursors
+                SELECT partition_key FROM events_cursors
                 WHERE consumer = \(consumer) AND partition_key = ANY(\(partitions)::text[]) AND leased_by = \(self.owner)
                 ORDER BY partition_key FOR UPDATE \(unescaped: skipHeld ? "SKIP LOCKED" : "")
             )
@@ -190,11 +211,9 @@ struct OutboxRelayStore: Sendable {
             FROM locked JOIN unnest(\(partitions)::text[], \(acknowledged)::int8[], \(codes)::int4[],
                                      \(delaySeconds)::float8[]) AS u(partition_key, acknowledged, outcome, delay)
                 ON u.partition_key = locked.partition_key
-            WHERE c.consumer = locked.consumer AND c.partition_key = locked.partition_key AND c.leased_by = \(self.owner)
+            WHERE c.consumer = \(consumer) AND c.partition_key = locked.partition_key AND c.leased_by = \(self.owner)
             RETURNING c.partition_key, c.acknowledged_sequence < c.appended_sequence
             """
-        )
-        return Dictionary(try rows.map { try $0.decode((String, Bool).self) }) { $1 }
     }
 
     /// Ends the backoff of `consumer`'s partitions that failed (it answers again): they are due at once. Rows
