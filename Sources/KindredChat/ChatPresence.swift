@@ -50,6 +50,11 @@ public final class ChatPresence: Sendable {
         try await self.store.isOnline(user, freshness: self.freshness, in: self.database)
     }
 
+    /// The statement of ``isOnline(_:)``, to send with others in one round trip (one row, one boolean).
+    func isOnlineQuery(_ user: String) -> PostgresQuery {
+        self.store.isOnlineQuery(user, freshness: self.freshness)
+    }
+
     /// Refreshes this server's streams every `interval` until cancelled.
     func run() async {
         while !Task.isCancelled {

@@ -17,16 +17,21 @@ extension ChatService {
         if messageID != nil, threadID == nil {
             throw ChatError.invalid("thread_id", "REQUIRED", "the thread of message_id")
         }
+        // One round trip: presence, the unread totals, the thread as the member sees it and the message asked for.
+        var statements = [self.presence.isOnlineQuery(user), self.threads.unreadTotalsQuery(for: user)]
+        if let threadID { statements.append(self.threads.findQuery(threadID, for: user)) }
+        if let messageID { statements.append(self.messages.byIDsQuery([messageID])) }
+        let results = try await self.database.pipeline(statements)
         var response = Chat.GetNotificationContextResponse()
-        response.online = try await self.presence.isOnline(user)
-        response.unreadMessages = try await self.threads.unreadTotals(for: user, in: self.database).messages
-        if let threadID, let thread = try await self.threads.find(threadID, for: user, lock: false, in: self.database),
+        response.online = try results[0].scalar(Bool.self)
+        response.unreadMessages = try ThreadStore.unreadTotals(from: results[1]).messages
+        if let threadID, let thread = try results[2].first.map({ try ThreadRecord(row: $0) }),
             VisibilityPolicy.allows(.thread, thread.relation)
         {
             response.threadOpen = true
-            if let messageID,
-                let message = try await self.messages.byIDs([messageID], between: (thread.userA, thread.userB), in: self.database)
-                    .first, message.threadId == threadID
+            // The message's thread is this one, so its pair is the member's and the other's of the thread.
+            if messageID != nil, let message = try results[3].first.map({ try Kindred.Chat.V1.ChatMessage(row: $0) }),
+                message.threadId == threadID
             {
                 response.messageBody = message.body
             }

@@ -57,14 +57,17 @@ struct MessageStore: Sendable {
     func byIDs(_ ids: [String], between pair: (String, String)? = nil, in runner: some SQLRunner) async throws
         -> [Kindred.Chat.V1.ChatMessage]
     {
+        try await runner.query(self.byIDsQuery(ids, between: pair)).map { try Kindred.Chat.V1.ChatMessage(row: $0) }
+    }
+
+    /// The statement of ``byIDs(_:between:in:)``: rows of `Kindred.Chat.V1.ChatMessage`.
+    func byIDsQuery(_ ids: [String], between pair: (String, String)? = nil) -> PostgresQuery {
         let (first, second) = pair.map { $0 < $1 ? ($0, $1) : ($1, $0) } ?? (nil, nil)
-        return try await runner.query(
-            """
+        return """
             SELECT \(unescaped: Kindred.Chat.V1.ChatMessage.columns) FROM messages m
             JOIN threads t ON t.thread_id = m.thread_id
             WHERE m.message_id = ANY(\(ids)::uuid[])
               AND (\(first)::uuid IS NULL OR (t.user_a = \(first)::uuid AND t.user_b = \(second)::uuid))
             """
-        ).map { try Kindred.Chat.V1.ChatMessage(row: $0) }
     }
 }

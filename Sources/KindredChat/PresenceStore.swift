@@ -20,12 +20,15 @@ struct PresenceStore: Sendable {
 
     /// Whether `user` has a stream refreshed within `freshness`.
     func isOnline(_ user: String, freshness: Duration, in runner: some SQLRunner) async throws -> Bool {
-        try await runner.query(
-            """
-            SELECT EXISTS (SELECT 1 FROM live_streams WHERE user_id = \(user)::uuid
-                             AND refreshed_at > now() - \(Self.milliseconds(freshness)) * interval '1 millisecond')
-            """
-        ).scalar(Bool.self)
+        try await runner.query(self.isOnlineQuery(user, freshness: freshness)).scalar(Bool.self)
+    }
+
+    /// The statement of ``isOnline(_:freshness:in:)`` (one row, one boolean).
+    func isOnlineQuery(_ user: String, freshness: Duration) -> PostgresQuery {
+        """
+        SELECT EXISTS (SELECT 1 FROM live_streams WHERE user_id = \(user)::uuid
+                         AND refreshed_at > now() - \(Self.milliseconds(freshness)) * interval '1 millisecond')
+        """
     }
 
     /// Deletes rows of streams whose server stopped refreshing them (it died) and of a deleted account.

@@ -31,14 +31,16 @@ struct ThreadStore: Sendable {
     func find(_ threadID: String, for user: String, lock: Bool = false, in runner: some SQLRunner) async throws
         -> ThreadRecord?
     {
-        let rows = try await runner.query(
-            """
-            SELECT \(unescaped: ThreadRecord.columns) FROM \(unescaped: ThreadRecord.from)
-            WHERE t.thread_id = \(threadID)::uuid AND (t.user_a = \(user)::uuid OR t.user_b = \(user)::uuid)
-            \(unescaped: lock ? "FOR UPDATE OF t" : "")
-            """
-        )
-        return try rows.first.map { try ThreadRecord(row: $0) }
+        try await runner.query(self.findQuery(threadID, for: user, lock: lock)).first.map { try ThreadRecord(row: $0) }
+    }
+
+    /// The statement of ``find(_:for:lock:in:)``: at most one row, a ``ThreadRecord``.
+    func findQuery(_ threadID: String, for user: String, lock: Bool = false) -> PostgresQuery {
+        """
+        SELECT \(unescaped: ThreadRecord.columns) FROM \(unescaped: ThreadRecord.from)
+        WHERE t.thread_id = \(threadID)::uuid AND (t.user_a = \(user)::uuid OR t.user_b = \(user)::uuid)
+        \(unescaped: lock ? "FOR UPDATE OF t" : "")
+        """
     }
 
     /// What a send needs, read under the thread's row lock by the statement of
@@ -191,16 +193,23 @@ struct ThreadStore: Sendable {
 
     /// Unread messages and threads with unread messages across `user`'s open, visible threads.
     func unreadTotals(for user: String, in runner: some SQLRunner) async throws -> (messages: Int32, threads: Int32) {
-        let row = try await runner.query(
-            """
-            SELECT count(*), count(DISTINCT m.thread_id)
-            FROM \(unescaped: ThreadRecord.from)
-            JOIN read_states r ON r.thread_id = t.thread_id AND r.user_id = \(user)::uuid
-            JOIN messages m ON m.thread_id = t.thread_id AND m.sequence > r.read_up_to AND m.sender_id <> \(user)::uuid
-            WHERE (t.user_a = \(user)::uuid OR t.user_b = \(user)::uuid) AND t.state = 'open'
-              AND NOT ua.deactivated AND NOT ub.deactivated
-            """
-        )[0]
+        try Self.unreadTotals(from: try await runner.query(self.unreadTotalsQuery(for: user)))
+    }
+
+    /// The statement of ``unreadTotals(for:in:)``; its rows read by ``unreadTotals(from:)``.
+    func unreadTotalsQuery(for user: String) -> PostgresQuery {
+        """
+        SELECT count(*), count(DISTINCT m.thread_id)
+        FROM \(unescaped: ThreadRecord.from)
+        JOIN read_states r ON r.thread_id = t.thread_id AND r.user_id = \(user)::uuid
+        JOIN messages m ON m.thread_id = t.thread_id AND m.sequence > r.read_up_to AND m.sender_id <> \(user)::uuid
+        WHERE (t.user_a = \(user)::uuid OR t.user_b = \(user)::uuid) AND t.state = 'open'
+          AND NOT ua.deactivated AND NOT ub.deactivated
+        """
+    }
+
+    static func unreadTotals(from rows: PostgresRows) throws -> (messages: Int32, threads: Int32) {
+        let row = rows[0]
         return (Int32(clamping: try row.decode(Int64.self, at: 0)), Int32(clamping: try row.decode(Int64.self, at: 1)))
     }
 

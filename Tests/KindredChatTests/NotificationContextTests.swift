@@ -56,6 +56,11 @@ struct NotificationContextTests {
             // Someone else's thread reads as not open and gives no body.
             context = try await Self.context(chat, eve, thread: thread, message: messageID)
             #expect(!context.threadOpen && context.messageBody.isEmpty && context.unreadMessages == 0)
+            // A message of another of the member's threads is not this thread's body.
+            let other = try await chat.thread(eve, bob)
+            let elsewhere = try #require(try await chat.send(eve, other, "not for this thread").message?.messageId)
+            context = try await Self.context(chat, bob, thread: thread, message: elsewhere)
+            #expect(context.threadOpen && context.messageBody.isEmpty && context.unreadMessages == 3)
 
             let stream = StreamRecorder.start(chat.client, bob)
             var online = false
