@@ -7,8 +7,8 @@
 //   throughput: S concurrent senders in S threads, as fast as chat acknowledges; durable messages/s.
 //   memory:     chat-server's resident memory before and after N idle Subscribe streams (--chat-pid).
 //   push:       members with an APNs device registered at notify and no Subscribe stream, messages sent at a fixed
-//               rate, one sender per thread; each message's SendMessage answer time is written to --sends, for
-//               Tests/Benchmarks/push-e2e.sh to link to the APNs peer's record (PushLatency.swift).
+//               rate, one sender per thread; when each message's SendMessage was called and answered is written
+//               to --sends, for Tests/Benchmarks/push-e2e.sh to link to the APNs peer's record (PushLatency.swift).
 import ArgumentParser
 import Foundation
 import KindredAuth

@@ -9,7 +9,8 @@ extension ChatBench {
     /// Push mode: the way from a message to the recipient's phone when the app is closed. The second member of every
     /// pair registers an APNs device at notify and opens no Subscribe stream, so each message is pushed; the first
     /// sends at `rate` for `duration` seconds (open loop), pairs taken in turn, so a thread sees one message every
-    /// pairs / rate seconds. Each answered message is written to `sends` as "thread device answered-unix-seconds";
+    /// pairs / rate seconds. Each answered message is written to `sends` as "thread device sent answered" (Unix seconds:
+    /// when SendMessage was called and when it answered);
     /// the script links it to the push the APNs peer recorded. Then it waits until the peer's record stops growing
     /// and prints notify-server's CPU time per push and its resident memory over the sending.
     func pushLatency(
@@ -65,9 +66,10 @@ extension ChatBench {
                     request.threadId = threads[pair]
                     request.clientMessageId = "p\(index)"
                     request.body = "push bench \(index)"
+                    let sentAt = Date().timeIntervalSince1970
                     do {
                         _ = try await client.unary(Method.sendMessage, request, metadata: metadata(2 * pair))
-                        let line = "\(threads[pair]) \(devices[pair]) \(Date().timeIntervalSince1970)"
+                        let line = "\(threads[pair]) \(devices[pair]) \(sentAt) \(Date().timeIntervalSince1970)"
                         answered.withLockedValue { $0.append(line) }
                     } catch {
                         failures.withLockedValue { $0["\(error)", default: 0] += 1 }
