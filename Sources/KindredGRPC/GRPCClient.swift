@@ -102,8 +102,9 @@ public struct CallOptions: Sendable {
     /// The call's timeout; the effective deadline is the earlier of this and the propagated one.
     public var timeout: Duration?
     /// The call may run twice without harm (a read, or a write carrying its idempotency key): on a target with
-    /// several replicas it is also retried on another when its connection broke mid-call. Every call is retried
-    /// when it failed before the server could have acted on it (see `ReplicaBalancer`).
+    /// several replicas it is also retried on another when its connection broke mid-call. Every unary call is
+    /// retried when it failed before the server could have acted on it: on another replica (see `ReplicaBalancer`),
+    /// or on a target with one address once, on another connection.
     public var idempotent: Bool
     public init(timeout: Duration? = nil, idempotent: Bool = false) {
         self.timeout = timeout
@@ -188,7 +189,15 @@ public final class GRPCClient: Sendable {
         do {
             switch self.route {
             case .single(let pool):
-                outcome = try await pool.unary(path: method.path, metadata: metadata, deadline: deadline, request: framed)
+                var attempt = try await pool.unary(
+                    path: method.path, metadata: metadata, deadline: deadline, request: framed)
+                if attempt.retry == .unprocessed, !Task.isCancelled, deadline.map({ $0 > .now() }) ?? true {
+                    // The server never saw the call (a GOAWAY, say of a connection it closed as idle, crossed it):
+                    // once more, on a connection of the pool that is not going away (gRPC's transparent retry).
+                    attempt = try await pool.unary(
+                        path: method.path, metadata: metadata, deadline: deadline, request: framed)
+                }
+                outcome = attempt
             case .replicas(let balancer):
                 outcome = try await balancer.unary(
                     path: method.path, metadata: metadata, deadline: deadline, request: framed,

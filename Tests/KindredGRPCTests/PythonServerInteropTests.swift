@@ -13,12 +13,13 @@ import Testing
         let input = Pipe()
         let port: Int
 
-        init() throws {
+        /// `script`, from the repository's root, prints "LISTENING host:port" once it listens.
+        init(script: String = "Tests/Interop/python_server.py", arguments: [String] = []) throws {
             let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
                 .deletingLastPathComponent()
             let output = Pipe()
             self.process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            self.process.arguments = ["python3", root.appendingPathComponent("Tests/Interop/python_server.py").path]
+            self.process.arguments = ["python3", root.appendingPathComponent(script).path] + arguments
             self.process.standardInput = self.input
             self.process.standardOutput = output
             try self.process.run()
@@ -30,14 +31,16 @@ import Testing
             }
             let text = String(decoding: line, as: UTF8.self)
             guard text.hasPrefix("LISTENING "), let port = Int(text.split(separator: ":").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") else {
-                throw RPCError(.unavailable, "python server did not start (is grpcio installed?): \(text)")
+                throw RPCError(.unavailable, "\(script) did not start (are grpcio and h2 installed?): \(text)")
             }
             self.port = port
         }
 
         /// Starts the server on a thread of its own (reading its first line blocks).
-        static func start() async throws -> PythonServer {
-            try await offThePool { try PythonServer() }
+        static func start(script: String = "Tests/Interop/python_server.py", arguments: [String] = []) async throws
+            -> PythonServer
+        {
+            try await offThePool { try PythonServer(script: script, arguments: arguments) }
         }
 
         func stop() async {
