@@ -9,10 +9,10 @@ extension ChatBench {
     /// Push mode: the way from a message to the recipient's phone when the app is closed. The second member of every
     /// pair registers an APNs device at notify and opens no Subscribe stream, so each message is pushed; the first
     /// sends at `rate` for `duration` seconds (open loop), pairs taken in turn, so a thread sees one message every
-    /// pairs / rate seconds. Each answered message is written to `sends` as "thread device sent answered" (Unix seconds:
-    /// when SendMessage was called and when it answered);
-    /// the script links it to the push the APNs peer recorded. Then it waits until the peer's record stops growing
-    /// and prints notify-server's CPU time per push and its resident memory over the sending.
+    /// pairs / rate seconds. Each answered message is written to `sends` as "thread device sent answered" (Unix
+    /// seconds: when SendMessage was called and when it answered); the script links it to the push the APNs peer
+    /// recorded. Then it waits until the peer's record stops growing and prints notify-server's CPU time per push
+    /// and its resident memory over the sending.
     func pushLatency(
         clients: [GRPCClient], tokens: [String], threads: [String], metadata: @escaping @Sendable (Int) -> Metadata
     ) async throws {

@@ -26,5 +26,8 @@ import Testing
         }
         #expect(requests.map { $0["connection"] as? Int } == [1, 2], "refused on the first connection, then a new one")
         #expect(requests.map { $0["refused"] as? Bool } == [true, false])
+        // The retry carries the request again: its gRPC frame's 5 bytes and the message.
+        let message: [UInt8] = try echo("twice").serializedBytes()
+        #expect(requests.last?["bytes"] as? Int == 5 + message.count)
     }
 }

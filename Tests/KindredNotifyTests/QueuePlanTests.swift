@@ -22,7 +22,8 @@ struct QueuePlanTests {
                     """
                     INSERT INTO notifications
                         (notification_id, user_id, kind, source_id, collapse_key, created_at, next_attempt_at)
-                    SELECT gen_random_uuid(), md5('member' || g % 2000)::uuid, 'new_message', g::text, 'thread-' || g % 2000,
+                    SELECT gen_random_uuid(), md5('member' || g % 2000)::uuid, 'new_message', g::text,
+                           'thread-' || g % 2000,
                            now() - (5000 - g) * interval '1 second', now() - (5000 - g) * interval '1 second'
                     FROM generate_series(1, 5000) AS g
                     """
