@@ -58,6 +58,7 @@ let package = Package(
         .library(name: "KindredOpenSSL", targets: ["KindredOpenSSL"]),
         .library(name: "KindredGRPCServices", targets: ["KindredGRPCServices"]),
         .executable(name: "kindred-photo-bench", targets: ["kindred-photo-bench"]),
+        .executable(name: "kindred-postgres-bench", targets: ["kindred-postgres-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -94,6 +95,8 @@ let package = Package(
             dependencies: ["KindredVips", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .target(name: "KindredPostgres", dependencies: ["CLibpq", "KindredTracing", logging, tracing] + nio),
+        // Measures what a statement costs the client (Tests/Benchmarks/postgres-client.sh, beside pgbench).
+        .executableTarget(name: "kindred-postgres-bench", dependencies: ["KindredPostgres", logging]),
         // Whether this process makes spans, and W3C trace context in and out (swift-distributed-tracing API only).
         .target(name: "KindredTracing", dependencies: [tracing]),
         // The servers' OTLP export (swift-otel): installs the tracer when an endpoint is configured. Only the server
