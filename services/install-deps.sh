@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building and testing Kindred needs on Debian/Ubuntu: the C libraries, protoc and protoc-c,
-# the PostgreSQL server, h2load and valgrind (benchmarks), the Python packages of the interop tests, and the tools the cluster tests use
+# the PostgreSQL server, h2load, valgrind and time (benchmarks), the Python packages of the interop tests, and the tools the cluster tests use
 # (docker-compose validates compose.yaml without a Docker engine; shellcheck lints the shell scripts; chromium and
 # chromium-driver run the web app's browser test) and the backup scripts (rsync copies photo files, zstd
 # compresses archived WAL), and nats-server (the JetStream event bus, in tests and `run-cluster.sh --nats`).
@@ -10,7 +10,7 @@ set -euo pipefail
 DEBIAN_PACKAGES=(
     pkg-config libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler libprotobuf-dev
     libssl-dev openssl libpq-dev libargon2-dev argon2 postgresql nghttp2-client python3-pip docker-compose shellcheck
-    libvips-dev libvips-tools chromium chromium-driver valgrind rsync zstd nats-server
+    libvips-dev libvips-tools chromium chromium-driver valgrind time rsync zstd nats-server
 )
 PYTHON_PACKAGES=(grpcio grpcio-tools grpcio-health-checking grpcio-reflection protobuf pytest pytest-xdist h2 cryptography aiosmtpd pyyaml
     pillow piexif exifread pillow-heif openapi-spec-validator
