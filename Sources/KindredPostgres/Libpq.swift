@@ -243,6 +243,9 @@ final class LibpqConnection: @unchecked Sendable {
 
     var isBusy: Bool { PQisBusy(self.handle) == 1 }
 
+    /// The connection's socket (`PQsocket`), -1 when there is none.
+    var socket: Int32 { PQsocket(self.handle) }
+
     /// The next result, or nil at the end of the current statement's results. Only call when
     /// `!isBusy`, or it blocks.
     func getResult() -> LibpqResult? {

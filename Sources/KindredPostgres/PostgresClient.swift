@@ -40,6 +40,8 @@ public final class PostgresClient: Sendable {
     public let configuration: PostgresConfiguration
     public let poolConfiguration: PoolConfiguration
     private let threadPool: NIOThreadPool
+    /// Where pooled connections' prepared statements wait for their results (nil without epoll).
+    private let poller: PostgresPoller?
     let logger: Logger
     private let state: Mutex<PoolStateMachine<PostgresConnection>>
     private let listeners = Mutex(Listeners())
@@ -61,12 +63,14 @@ public final class PostgresClient: Sendable {
         self.state = Mutex(PoolStateMachine(maxConnections: pool.maxConnections, idleTimeout: pool.idleTimeout))
         self.threadPool = NIOThreadPool(numberOfThreads: pool.maxConnections + 2)
         self.threadPool.start()
+        self.poller = PostgresPoller()
         self.notifier = PostgresNotifier(configuration: configuration, logger: logger)
     }
 
     deinit {
         // Dropped without shutdown(): connections close with their objects; stop the threads too.
         self.notifier.stop()
+        self.poller?.stop()
         if !self.threadPoolStopped.withLock({ $0 }) {
             self.threadPool.shutdownGracefully { _ in }
         }
@@ -153,6 +157,7 @@ public final class PostgresClient: Sendable {
             return !stopped
         }
         if stopThreads {
+            self.poller?.stop()
             try? await self.threadPool.shutdownGracefully()
         }
     }
@@ -173,6 +178,7 @@ public final class PostgresClient: Sendable {
                     let connection = try await PostgresConnection.connect(
                         configuration: self.configuration,
                         threadPool: self.threadPool,
+                        poller: self.poller,
                         logger: self.logger
                     )
                     self.state.withLock { $0.opened() }

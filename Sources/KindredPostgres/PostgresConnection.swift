@@ -6,11 +6,14 @@ import Synchronization
 /// One libpq connection.
 ///
 /// **Threads.** libpq's calls block (connect, and every statement until its result arrives). They
-/// never run on the caller's thread: each operation is submitted to a `NIOThreadPool` (the client's,
+/// never block the caller's thread: an operation is submitted to a `NIOThreadPool` (the client's,
 /// sized so every pooled connection has a thread) and the calling task is suspended until the
-/// result is back. Event loops and the Swift cooperative pool are never blocked; pipeline mode and
-/// LISTEN use libpq's non-blocking calls and `poll(2)` on such a thread. Cancelling the calling task
-/// sends a cancel request (`PQcancel`) for the running statement.
+/// result is back; pipeline mode and LISTEN use libpq's non-blocking calls and `poll(2)` on such a
+/// thread. A statement a pooled connection has prepared already goes another way: the caller sends it
+/// with libpq's non-blocking calls and is suspended, and the client's ``PostgresPoller`` reads the
+/// result when the socket is readable and resumes it, which saves the hand-off to a pool thread and
+/// that thread's sleep and wake-up. Event loops and the Swift cooperative pool are never blocked.
+/// Cancelling the calling task sends a cancel request (`PQcancel`) for the running statement.
 ///
 /// One operation at a time: a connection belongs to one task (``PostgresClient/withConnection(isolation:_:)``);
 /// concurrent use throws ``PostgresError/Code/connectionBusy``.
@@ -23,10 +26,15 @@ public final class PostgresConnection: @unchecked Sendable {
     let pq: LibpqConnection
     private let canceller: LibpqCanceller?
     let threadPool: NIOThreadPool
+    /// Where a cached prepared statement waits for its result instead of on a pool thread (``PostgresPoller``);
+    /// nil: every statement runs on `threadPool`.
+    let poller: PostgresPoller?
     let logger: Logger
     private let cacheLimit: Int
     private var statements: [StatementKey: String] = [:]
     private var nextStatementNumber = 0
+    /// Statements answered through the poller (tests).
+    private(set) var polledStatements = 0
     private let state = Mutex(State())
 
     /// The server process serving this connection (`pg_backend_pid()`).
@@ -52,10 +60,14 @@ public final class PostgresConnection: @unchecked Sendable {
         }
     }
 
-    private init(pq: LibpqConnection, configuration: PostgresConfiguration, threadPool: NIOThreadPool, logger: Logger) {
+    private init(
+        pq: LibpqConnection, configuration: PostgresConfiguration, threadPool: NIOThreadPool, poller: PostgresPoller?,
+        logger: Logger
+    ) {
         self.pq = pq
         self.canceller = pq.makeCanceller()
         self.threadPool = threadPool
+        self.poller = poller
         self.cacheLimit = max(0, configuration.preparedStatementCacheSize)
         self.backendPID = pq.backendPID
         var logger = logger
@@ -71,6 +83,16 @@ public final class PostgresConnection: @unchecked Sendable {
         threadPool: NIOThreadPool = .singleton,
         logger: Logger
     ) async throws -> PostgresConnection {
+        try await self.connect(configuration: configuration, threadPool: threadPool, poller: nil, logger: logger)
+    }
+
+    /// Opens a connection whose cached prepared statements wait for their results on `poller`.
+    static func connect(
+        configuration: PostgresConfiguration,
+        threadPool: NIOThreadPool,
+        poller: PostgresPoller?,
+        logger: Logger
+    ) async throws -> PostgresConnection {
         let parameters = configuration.libpqParameters
         let pq = try await runBlocking(on: threadPool) { () throws(PostgresError) in
             try LibpqConnection.connect(parameters: parameters, logger: logger)
@@ -79,6 +101,7 @@ public final class PostgresConnection: @unchecked Sendable {
             pq: pq,
             configuration: configuration,
             threadPool: threadPool,
+            poller: poller,
             logger: logger
         )
         connection.logger.debug("postgres connection opened")
@@ -89,7 +112,8 @@ public final class PostgresConnection: @unchecked Sendable {
     public func query(_ query: PostgresQuery) async throws -> PostgresRows {
         try query.bindings.validate()
         return try await StatementTracing.traced(query) {
-            try await self.run { connection throws(PostgresError) in
+            if let poller = self.poller, let rows = try await self.queryPolled(query, on: poller) { return rows }
+            return try await self.run { connection throws(PostgresError) in
                 PostgresRows(try connection.executeOnThread(query))
             }
         }
@@ -270,6 +294,91 @@ public final class PostgresConnection: @unchecked Sendable {
         }
     }
 
+    /// A statement this connection has prepared already, sent from the caller's thread (libpq non-blocking), its
+    /// result read by `poller` when the socket is readable: no hand-off to a pool thread before the round trip, one
+    /// wake-up after it. nil when the statement is not prepared here yet, or prepared no longer ("cached plan must
+    /// not change result type" outside a transaction): `run` prepares it on the thread pool.
+    private func queryPolled(_ query: PostgresQuery, on poller: PostgresPoller) async throws -> PostgresRows? {
+        if Task.isCancelled { throw PostgresError(code: .cancelled, reason: "the task was cancelled") }
+        try self.state.withLock { state throws(PostgresError) in
+            if state.closed || state.broken {
+                throw PostgresError(code: .connectionLost, reason: "the connection is closed")
+            }
+            guard state.phase == .idle else {
+                throw PostgresError(code: .connectionBusy, reason: "the connection is used by another task")
+            }
+            state.phase = .running
+            state.cancelRequested = false
+        }
+        let key = StatementKey(query)
+        guard self.cacheLimit > 0, let name = self.statements[key] else {
+            self.state.withLock { $0.phase = .idle }
+            return nil
+        }
+        self.polledStatements += 1
+        let result = await withTaskCancellationHandler {
+            await self.sendAndAwait(name: name, query.bindings, on: poller)
+        } onCancel: {
+            self.requestCancel()
+        }
+        // Blocking again for the thread pool's calls (they would block anyway; a pipeline sets its own mode).
+        _ = self.pq.setNonBlocking(false)
+        self.endOperation()
+        if case .success(let result) = result, result.status == .fatalError, result.errorFields.sqlState == "0A000" {
+            // A table changed under the statement: prepare it again, as `executeOnThread` does.
+            self.statements[key] = nil
+            if self.transactionStatus == .idle { return nil }
+        }
+        return PostgresRows(try self.checked(try result.get()))
+    }
+
+    /// Sends the prepared statement `name` and waits on `poller` for its one result.
+    private func sendAndAwait(name: String, _ bindings: PostgresBindings, on poller: PostgresPoller) async
+        -> Result<LibpqResult, PostgresError>
+    {
+        let pq = self.pq
+        guard pq.setNonBlocking(true), pq.sendQueryPrepared(name: name, bindings) else {
+            return .failure(self.lostOrFailedToSend("could not send the statement"))
+        }
+        let reader = PolledResult(pq: pq)
+        if case .finished(let outcome) = reader.step(readable: false) { return outcome }
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Result<LibpqResult, PostgresError>, Never>) in
+            let waiter = PostgresPoller.Waiter(
+                step: { readable in
+                    switch reader.step(readable: readable) {
+                    case .waiting(let writable): return .wait(writable: writable)
+                    case .finished(let outcome): return .finished { continuation.resume(returning: outcome) }
+                    }
+                },
+                abandon: {
+                    continuation.resume(
+                        returning: .failure(PostgresError(code: .connectionLost, reason: "the connection's wait was given up")))
+                })
+            if !poller.watch(pq.socket, writable: reader.pendingOutput, waiter) {
+                continuation.resume(
+                    returning: .failure(PostgresError(code: .connectionLost, reason: "the connection cannot be watched")))
+            }
+        }
+    }
+
+    /// What `run` does when its body ends: the connection idle again, its transaction status and health noted, and
+    /// closed if ``close()`` came meanwhile.
+    private func endOperation() {
+        let (transactionStatus, bad) = (self.pq.transactionStatus, self.pq.isBad)
+        let finish = self.state.withLock { state -> Bool in
+            state.phase = .idle
+            state.transactionStatus = transactionStatus
+            state.broken = state.broken || bad
+            return state.closed
+        }
+        if finish { self.pq.finish() }
+    }
+
+    private func lostOrFailedToSend(_ reason: String) -> PostgresError {
+        PostgresError(
+            code: self.pq.isBad ? .connectionLost : .queryFailed, reason: reason, serverMessage: self.pq.errorMessage)
+    }
+
     /// Cancels the running statement (the server answers it with SQLSTATE 57014).
     private func requestCancel() {
         let send = self.state.withLock { state -> Bool in
@@ -404,6 +513,53 @@ public final class PostgresConnection: @unchecked Sendable {
         case .pipelineSync, .pipelineAborted, .other:
             throw PostgresError(code: .queryFailed, reason: "unexpected result status")
         }
+    }
+}
+
+/// One statement's result read as it arrives: flushes what libpq could not send at once, takes input when the
+/// socket is readable, and keeps the statement's result until libpq says it has no more (a NULL result). Used by one
+/// operation, on the caller's thread first and then on the poller's, never on two at once.
+private final class PolledResult: @unchecked Sendable {
+    enum Step {
+        case waiting(writable: Bool)
+        case finished(Result<LibpqResult, PostgresError>)
+    }
+
+    let pq: LibpqConnection
+    var pendingOutput = true
+    var result: LibpqResult?
+
+    init(pq: LibpqConnection) {
+        self.pq = pq
+    }
+
+    func step(readable: Bool) -> Step {
+        if self.pendingOutput {
+            switch self.pq.flush() {
+            case .done: self.pendingOutput = false
+            case .pending: break
+            case .failed: return .finished(.failure(self.lost("could not send the statement")))
+            }
+        }
+        if readable, !self.pq.consumeInput() {
+            return .finished(.failure(self.lost("the connection to the server was lost")))
+        }
+        while !self.pq.isBusy {
+            guard let next = self.pq.getResult() else {
+                guard let result = self.result else {
+                    return .finished(.failure(self.lost("libpq returned no result")))
+                }
+                return .finished(.success(result))
+            }
+            // A statement's results: one, then NULL (an error is the one).
+            if self.result == nil { self.result = next }
+        }
+        return .waiting(writable: self.pendingOutput)
+    }
+
+    private func lost(_ reason: String) -> PostgresError {
+        PostgresError(
+            code: self.pq.isBad ? .connectionLost : .queryFailed, reason: reason, serverMessage: self.pq.errorMessage)
     }
 }
 

@@ -104,17 +104,4 @@ import Testing
         let error = await #expect(throws: PostgresError.self) { _ = try await client.query("SELECT 1") }
         #expect(error?.code == .poolShutdown)
     }
-
-    /// Terminates a backend from another session and waits until it is gone.
-    private func terminate(_ pid: Int32, using client: PostgresClient) async throws {
-        let admin = try await PostgresConnection.connect(configuration: client.configuration, logger: testLogger)
-        defer { admin.close() }
-        #expect(try await admin.query("SELECT pg_terminate_backend(\(pid))").scalar(Bool.self))
-        for _ in 0..<200 {
-            let alive = try await admin.query("SELECT count(*) FROM pg_stat_activity WHERE pid = \(pid)")
-            if try alive.scalar(Int.self) == 0 { return }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        Issue.record("backend \(pid) did not go away")
-    }
 }

@@ -1,6 +1,7 @@
 import KindredPostgres
 import KindredPostgresTesting
 import Logging
+import Testing
 
 /// Every test gets a fresh database on the process-wide test server.
 func withTestClient<T>(
@@ -27,3 +28,16 @@ let testLogger: Logger = {
     logger.logLevel = .warning
     return logger
 }()
+
+/// Terminates a backend from another session and waits until it is gone.
+func terminate(_ pid: Int32, using client: PostgresClient) async throws {
+    let admin = try await PostgresConnection.connect(configuration: client.configuration, logger: testLogger)
+    defer { admin.close() }
+    #expect(try await admin.query("SELECT pg_terminate_backend(\(pid))").scalar(Bool.self))
+    for _ in 0..<200 {
+        let alive = try await admin.query("SELECT count(*) FROM pg_stat_activity WHERE pid = \(pid)")
+        if try alive.scalar(Int.self) == 0 { return }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+    Issue.record("backend \(pid) did not go away")
+}
