@@ -243,6 +243,12 @@ final class LibpqConnection: @unchecked Sendable {
 
     var isBusy: Bool { PQisBusy(self.handle) == 1 }
 
+    /// An error for a call that failed on this connection: lost when libpq found the connection bad, else failed,
+    /// with libpq's message.
+    func lostOrFailed(_ reason: String) -> PostgresError {
+        PostgresError(code: self.isBad ? .connectionLost : .queryFailed, reason: reason, serverMessage: self.errorMessage)
+    }
+
     /// The connection's socket (`PQsocket`), -1 when there is none.
     var socket: Int32 { PQsocket(self.handle) }
 

@@ -58,7 +58,7 @@ extension PostgresConnection {
         }
         guard pq.setNonBlocking(true) else {
             _ = pq.exitPipelineMode()
-            throw self.lostOrFailed("could not make the socket non-blocking")
+            throw self.pq.lostOrFailed("could not make the socket non-blocking")
         }
         defer {
             // Exiting fails when results are still pending (an error path left the batch half read):
@@ -89,10 +89,10 @@ extension PostgresConnection {
                 } else {
                     sent = pq.sendQueryParams(query.sql, query.bindings)
                 }
-                guard sent else { throw self.lostOrFailed("could not queue a pipeline statement") }
+                guard sent else { throw self.pq.lostOrFailed("could not queue a pipeline statement") }
                 groupSlots.append(.statement)
             }
-            guard pq.pipelineSync() else { throw self.lostOrFailed("could not queue the pipeline sync") }
+            guard pq.pipelineSync() else { throw self.pq.lostOrFailed("could not queue the pipeline sync") }
             slots.append(groupSlots)
         }
 
@@ -107,7 +107,7 @@ extension PostgresConnection {
                 switch pq.flush() {
                 case .done: pendingOutput = false
                 case .pending: break
-                case .failed: throw self.lostOrFailed("could not send the pipeline")
+                case .failed: throw self.pq.lostOrFailed("could not send the pipeline")
                 }
             }
             // Take every result libpq can hand out without blocking.
@@ -116,7 +116,7 @@ extension PostgresConnection {
                     // The end of one statement's results.
                     current += 1
                     guard current <= results.count else {
-                        throw self.lostOrFailed("the pipeline ended without its sync point")
+                        throw self.pq.lostOrFailed("the pipeline ended without its sync point")
                     }
                     continue
                 }
@@ -143,7 +143,7 @@ extension PostgresConnection {
                     firstError = nil
                     current = 0
                 case .tuplesOK, .commandOK, .emptyQuery:
-                    guard current < results.count else { throw self.lostOrFailed("unexpected pipeline result") }
+                    guard current < results.count else { throw self.pq.lostOrFailed("unexpected pipeline result") }
                     results[current] = result
                 case .fatalError:
                     let error = PostgresError(
@@ -162,7 +162,7 @@ extension PostgresConnection {
             }
             let readable = pq.waitForIO(write: pendingOutput, timeoutMilliseconds: -1)
             if readable && !pq.consumeInput() {
-                throw self.lostOrFailed("the connection was lost during a pipeline")
+                throw self.pq.lostOrFailed("the connection was lost during a pipeline")
             }
         }
     }
@@ -171,13 +171,5 @@ extension PostgresConnection {
     private enum Slot {
         case preparation(PreparedStatement)
         case statement
-    }
-
-    private func lostOrFailed(_ reason: String) -> PostgresError {
-        PostgresError(
-            code: self.pq.isBad ? .connectionLost : .queryFailed,
-            reason: reason,
-            serverMessage: self.pq.errorMessage
-        )
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import NIOCore
 import NIOPosix
@@ -129,7 +130,7 @@ public final class PostgresConnection: @unchecked Sendable {
     /// `query`'s values on the statement prepared for it earlier (nil when none is cached): the plan made once per
     /// connection, on the tables as they were then. For tests and benchmarks that check a statement's plan holds as
     /// its tables grow. The statement runs: wrap a write in a transaction and roll it back.
-    public func explainPreparedPlan(of query: PostgresQuery) async throws -> String? {
+    public func explainPreparedPlan(of query: PostgresQuery) async throws -> PreparedPlan? {
         let name = try await self.run { connection throws(PostgresError) in connection.cachedStatementName(for: query) }
         guard let name else { return nil }
         // EXECUTE inside EXPLAIN takes no bound parameters: the values go as literals, quoted by the server.
@@ -140,7 +141,7 @@ public final class PostgresConnection: @unchecked Sendable {
             literals = try (0..<query.bindings.count).map { try row.decode(String.self, at: $0) }
         }
         let explain = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE \(name)(\(literals.joined(separator: ", ")))"
-        return try await self.query(PostgresQuery(unsafeSQL: explain)).scalar(String.self)
+        return try PreparedPlan(json: try await self.query(PostgresQuery(unsafeSQL: explain)).scalar(String.self))
     }
 
     /// Whether the connection has been closed or found broken.
@@ -254,16 +255,7 @@ public final class PostgresConnection: @unchecked Sendable {
         if cancellable && Task.isCancelled {
             throw PostgresError(code: .cancelled, reason: "the task was cancelled")
         }
-        try self.state.withLock { state throws(PostgresError) in
-            if state.closed || state.broken {
-                throw PostgresError(code: .connectionLost, reason: "the connection is closed")
-            }
-            guard state.phase == .idle else {
-                throw PostgresError(code: .connectionBusy, reason: "the connection is used by another task")
-            }
-            state.phase = .queued
-            state.cancelRequested = false
-        }
+        try self.claim(as: .queued)
         let operation = { () async throws -> T in
             try await Self.runBlocking(on: self.threadPool) { () throws(PostgresError) -> T in
                 try self.state.withLock { state throws(PostgresError) in
@@ -274,14 +266,7 @@ public final class PostgresConnection: @unchecked Sendable {
                     state.phase = .running
                 }
                 let result = Result { () throws(PostgresError) in try body(self) }
-                let (transactionStatus, bad) = (self.pq.transactionStatus, self.pq.isBad)
-                let finish = self.state.withLock { state -> Bool in
-                    state.phase = .idle
-                    state.transactionStatus = transactionStatus
-                    state.broken = state.broken || bad
-                    return state.closed
-                }
-                if finish { self.pq.finish() }
+                self.endOperation()
                 return try result.get()
             } onShutdown: {
                 self.state.withLock { $0.phase = .idle }
@@ -300,16 +285,7 @@ public final class PostgresConnection: @unchecked Sendable {
     /// not change result type" outside a transaction): `run` prepares it on the thread pool.
     private func queryPolled(_ query: PostgresQuery, on poller: PostgresPoller) async throws -> PostgresRows? {
         if Task.isCancelled { throw PostgresError(code: .cancelled, reason: "the task was cancelled") }
-        try self.state.withLock { state throws(PostgresError) in
-            if state.closed || state.broken {
-                throw PostgresError(code: .connectionLost, reason: "the connection is closed")
-            }
-            guard state.phase == .idle else {
-                throw PostgresError(code: .connectionBusy, reason: "the connection is used by another task")
-            }
-            state.phase = .running
-            state.cancelRequested = false
-        }
+        try self.claim(as: .running)
         let key = StatementKey(query)
         guard self.cacheLimit > 0, let name = self.statements[key] else {
             self.state.withLock { $0.phase = .idle }
@@ -338,7 +314,7 @@ public final class PostgresConnection: @unchecked Sendable {
     {
         let pq = self.pq
         guard pq.setNonBlocking(true), pq.sendQueryPrepared(name: name, bindings) else {
-            return .failure(self.lostOrFailedToSend("could not send the statement"))
+            return .failure(pq.lostOrFailed("could not send the statement"))
         }
         let reader = PolledResult(pq: pq)
         if case .finished(let outcome) = reader.step(readable: false) { return outcome }
@@ -361,8 +337,23 @@ public final class PostgresConnection: @unchecked Sendable {
         }
     }
 
-    /// What `run` does when its body ends: the connection idle again, its transaction status and health noted, and
-    /// closed if ``close()`` came meanwhile.
+    /// Takes the connection for one operation (`phase`: queued for the thread pool, running when it starts at once);
+    /// throws when it is closed or another task holds it.
+    private func claim(as phase: State.Phase) throws(PostgresError) {
+        try self.state.withLock { state throws(PostgresError) in
+            if state.closed || state.broken {
+                throw PostgresError(code: .connectionLost, reason: "the connection is closed")
+            }
+            guard state.phase == .idle else {
+                throw PostgresError(code: .connectionBusy, reason: "the connection is used by another task")
+            }
+            state.phase = phase
+            state.cancelRequested = false
+        }
+    }
+
+    /// When an operation's body ends (`run`'s or a polled statement's): the connection idle again, its transaction
+    /// status and health noted, and closed if ``close()`` came meanwhile.
     private func endOperation() {
         let (transactionStatus, bad) = (self.pq.transactionStatus, self.pq.isBad)
         let finish = self.state.withLock { state -> Bool in
@@ -372,11 +363,6 @@ public final class PostgresConnection: @unchecked Sendable {
             return state.closed
         }
         if finish { self.pq.finish() }
-    }
-
-    private func lostOrFailedToSend(_ reason: String) -> PostgresError {
-        PostgresError(
-            code: self.pq.isBad ? .connectionLost : .queryFailed, reason: reason, serverMessage: self.pq.errorMessage)
     }
 
     /// Cancels the running statement (the server answers it with SQLSTATE 57014).
@@ -538,16 +524,16 @@ private final class PolledResult: @unchecked Sendable {
             switch self.pq.flush() {
             case .done: self.pendingOutput = false
             case .pending: break
-            case .failed: return .finished(.failure(self.lost("could not send the statement")))
+            case .failed: return .finished(.failure(self.pq.lostOrFailed("could not send the statement")))
             }
         }
         if readable, !self.pq.consumeInput() {
-            return .finished(.failure(self.lost("the connection to the server was lost")))
+            return .finished(.failure(self.pq.lostOrFailed("the connection to the server was lost")))
         }
         while !self.pq.isBusy {
             guard let next = self.pq.getResult() else {
                 guard let result = self.result else {
-                    return .finished(.failure(self.lost("libpq returned no result")))
+                    return .finished(.failure(self.pq.lostOrFailed("libpq returned no result")))
                 }
                 return .finished(.success(result))
             }
@@ -556,10 +542,24 @@ private final class PolledResult: @unchecked Sendable {
         }
         return .waiting(writable: self.pendingOutput)
     }
+}
 
-    private func lost(_ reason: String) -> PostgresError {
-        PostgresError(
-            code: self.pq.isBad ? .connectionLost : .queryFailed, reason: reason, serverMessage: self.pq.errorMessage)
+/// A statement's plan as ``PostgresConnection/explainPreparedPlan(of:)`` ran it: the whole EXPLAIN (JSON) and, from
+/// its top node, the rows it returned and the shared buffers it touched (hit and read).
+public struct PreparedPlan: Sendable {
+    public var json: String
+    public var actualRows: Int
+    public var buffers: Int
+
+    init(json: String) throws {
+        let root = (try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]])?.first?["Plan"]
+            as? [String: Any]
+        guard let root, let rows = root["Actual Rows"] as? Int, let hit = root["Shared Hit Blocks"] as? Int else {
+            throw PostgresError(code: .queryFailed, reason: "the EXPLAIN output has no plan with rows and buffers")
+        }
+        self.json = json
+        self.actualRows = rows
+        self.buffers = hit + (root["Shared Read Blocks"] as? Int ?? 0)
     }
 }
 
