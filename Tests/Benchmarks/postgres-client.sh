@@ -14,22 +14,8 @@ cd "$(dirname "$0")/../.."
 source Tests/Benchmarks/lib/cluster.sh
 ROUNDS="${1:-3}" STATEMENTS="${2:-20000}"
 release_binaries kindred-postgres-bench
-PG_BIN="$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin -type d | sort -V | tail -n 1)"
 WORK="$(mktemp -d /tmp/kindred-postgres-bench.XXXXXX)"
-mkdir -p "$WORK/data" "$WORK/socket"
-if [ "$(id -u)" -eq 0 ]; then
-    chmod 0755 "$WORK"
-    chown -R postgres: "$WORK"
-    as_postgres() { runuser -u postgres -- "$@"; }
-else
-    as_postgres() { "$@"; }
-fi
-stop() {
-    as_postgres "$PG_BIN/pg_ctl" -D "$WORK/data" -m immediate -w stop >/dev/null 2>&1 || true
-    rm -rf "$WORK"
-}
-trap stop EXIT
-as_postgres "$PG_BIN/initdb" -D "$WORK/data" -U postgres -A trust -E UTF8 --locale=C >/dev/null
+private_postgres "$WORK"
 printf '%s\n' "listen_addresses = ''" "unix_socket_directories = '$WORK/socket'" \
     | as_postgres tee -a "$WORK/data/postgresql.conf" >/dev/null
 as_postgres "$PG_BIN/pg_ctl" -D "$WORK/data" -l "$WORK/postgres.log" -w start >/dev/null

@@ -10,23 +10,12 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=services/postgres/wal-archive.sh
 source services/postgres/wal-archive.sh
+# shellcheck source=Tests/Benchmarks/lib/cluster.sh
+source Tests/Benchmarks/lib/cluster.sh
 ROUNDS="${1:-3}" SECONDS_PER_ROUND="${2:-20}" CLIENTS="${3:-16}"
-PG_BIN="$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin -type d | sort -V | tail -n 1)"
 WORK="$(mktemp -d /tmp/kindred-wal-bench.XXXXXX)"
-mkdir -p "$WORK/data" "$WORK/socket" "$WORK/archive"
-if [ "$(id -u)" -eq 0 ]; then
-    chmod 0755 "$WORK"
-    chown -R postgres: "$WORK"
-    as_postgres() { runuser -u postgres -- "$@"; }
-else
-    as_postgres() { "$@"; }
-fi
-stop() {
-    as_postgres "$PG_BIN/pg_ctl" -D "$WORK/data" -m immediate -w stop >/dev/null 2>&1 || true
-    rm -rf "$WORK"
-}
-trap stop EXIT
-as_postgres "$PG_BIN/initdb" -D "$WORK/data" -U postgres -A trust -E UTF8 --locale=C >/dev/null
+mkdir -p "$WORK/archive"
+private_postgres "$WORK"
 echo "include_if_exists = 'kindred.conf'" >>"$WORK/data/postgresql.conf"
 cat >"$WORK/swipes.sql" <<'SQL'
 BEGIN;

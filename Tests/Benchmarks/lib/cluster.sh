@@ -1,4 +1,5 @@
-# Sourced by the benchmark scripts that start a cluster with services/run-cluster.sh in the background.
+# Sourced by the benchmark scripts: a cluster started with services/run-cluster.sh in the background, or a
+# PostgreSQL server of their own (private_postgres).
 
 # free_port_base: prints a port base at which every port a cluster listens on is free: gRPC (base+0..6), admin
 # (+100..106), SMTP (+150), media (+200), local push peers (+300..302), NATS (+310..315). The cluster tests' choice
@@ -76,3 +77,26 @@ cluster_sql() {
     read -r CLUSTER_PSQL CLUSTER_DB_URL <<<"$line"
 }
 sql() { runuser -u postgres -- "$CLUSTER_PSQL" -X -q -v ON_ERROR_STOP=1 -P pager=off "$CLUSTER_DB_URL" "$@"; }
+
+# private_postgres WORK: for a benchmark with a PostgreSQL server of its own in WORK/data (socket in WORK/socket):
+# sets PG_BIN (the newest installed server), makes WORK the server user's (as root: postgres, as initdb refuses
+# root), defines as_postgres to run its tools as that user, runs initdb, and on exit stops the server and removes WORK.
+private_postgres() {
+    PRIVATE_POSTGRES_WORK="$1"
+    PG_BIN="$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin -type d | sort -V | tail -n 1)"
+    mkdir -p "$1/data" "$1/socket"
+    if [ "$(id -u)" -eq 0 ]; then
+        chmod 0755 "$1"
+        chown -R postgres: "$1"
+        as_postgres() { runuser -u postgres -- "$@"; }
+    else
+        as_postgres() { "$@"; }
+    fi
+    trap stop_private_postgres EXIT
+    as_postgres "$PG_BIN/initdb" -D "$1/data" -U postgres -A trust -E UTF8 --locale=C >/dev/null
+}
+
+stop_private_postgres() {
+    as_postgres "$PG_BIN/pg_ctl" -D "$PRIVATE_POSTGRES_WORK/data" -m immediate -w stop >/dev/null 2>&1 || true
+    rm -rf "$PRIVATE_POSTGRES_WORK"
+}
