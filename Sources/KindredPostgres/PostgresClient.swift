@@ -56,14 +56,21 @@ public final class PostgresClient: Sendable {
     /// Whether ``shutdown()`` has stopped the thread pool.
     private let threadPoolStopped = Mutex(false)
 
-    public init(configuration: PostgresConfiguration, pool: PoolConfiguration = PoolConfiguration(), logger: Logger) {
+    public convenience init(
+        configuration: PostgresConfiguration, pool: PoolConfiguration = PoolConfiguration(), logger: Logger
+    ) {
+        self.init(configuration: configuration, pool: pool, logger: logger, usesPoller: true)
+    }
+
+    /// - Parameter usesPoller: false: every statement waits on the thread pool (tests of that path).
+    init(configuration: PostgresConfiguration, pool: PoolConfiguration, logger: Logger, usesPoller: Bool) {
         self.configuration = configuration
         self.poolConfiguration = pool
         self.logger = logger
         self.state = Mutex(PoolStateMachine(maxConnections: pool.maxConnections, idleTimeout: pool.idleTimeout))
         self.threadPool = NIOThreadPool(numberOfThreads: pool.maxConnections + 2)
         self.threadPool.start()
-        self.poller = PostgresPoller()
+        self.poller = usesPoller ? PostgresPoller() : nil
         self.notifier = PostgresNotifier(configuration: configuration, logger: logger)
     }
 

@@ -10,10 +10,10 @@ import Synchronization
 /// never block the caller's thread: an operation is submitted to a `NIOThreadPool` (the client's,
 /// sized so every pooled connection has a thread) and the calling task is suspended until the
 /// result is back; pipeline mode and LISTEN use libpq's non-blocking calls and `poll(2)` on such a
-/// thread. A statement a pooled connection has prepared already goes another way: the caller sends it
-/// with libpq's non-blocking calls and is suspended, and the client's ``PostgresPoller`` reads the
-/// result when the socket is readable and resumes it, which saves the hand-off to a pool thread and
-/// that thread's sleep and wake-up. Event loops and the Swift cooperative pool are never blocked.
+/// thread. A pooled connection's pipelines, and its statements prepared already, go another way: the
+/// caller sends them with libpq's non-blocking calls and is suspended, and the client's
+/// ``PostgresPoller`` reads the results when the socket is readable and resumes it, which saves the
+/// hand-off to a pool thread and that thread's sleep and wake-up. Event loops and the Swift cooperative pool are never blocked.
 /// Cancelling the calling task sends a cancel request (`PQcancel`) for the running statement.
 ///
 /// One operation at a time: a connection belongs to one task (``PostgresClient/withConnection(isolation:_:)``);
@@ -23,25 +23,27 @@ import Synchronization
 /// per-connection cache keyed by SQL text and parameter types), with binary results.
 public final class PostgresConnection: @unchecked Sendable {
     // Safety: `pq` and the statement cache are touched only by the one operation that holds the
-    // `phase` in `state` (running on one thread-pool thread), or by the owner when no operation can run.
+    // `phase` in `state` (on one thread at a time: a pool thread, or the caller and then the poller), or by the
+    // owner when no operation can run.
     let pq: LibpqConnection
     private let canceller: LibpqCanceller?
     let threadPool: NIOThreadPool
-    /// Where a cached prepared statement waits for its result instead of on a pool thread (``PostgresPoller``);
-    /// nil: every statement runs on `threadPool`.
+    /// Where pipelines and cached prepared statements wait for their results instead of on a pool thread
+    /// (``PostgresPoller``); nil: every statement runs on `threadPool`.
     let poller: PostgresPoller?
     let logger: Logger
     private let cacheLimit: Int
     private var statements: [StatementKey: String] = [:]
     private var nextStatementNumber = 0
-    /// Statements answered through the poller (tests).
+    /// Single statements and pipelines answered through the poller (tests).
     private(set) var polledStatements = 0
+    var polledPipelines = 0
     private let state = Mutex(State())
 
     /// The server process serving this connection (`pg_backend_pid()`).
     public let backendPID: Int32
 
-    private struct State {
+    struct State {
         enum Phase { case idle, queued, running }
         var phase = Phase.idle
         var cancelRequested = false
@@ -316,12 +318,23 @@ public final class PostgresConnection: @unchecked Sendable {
         guard pq.setNonBlocking(true), pq.sendQueryPrepared(name: name, bindings) else {
             return .failure(pq.lostOrFailed("could not send the statement"))
         }
-        let reader = PolledResult(pq: pq)
-        if case .finished(let outcome) = reader.step(readable: false) { return outcome }
-        return await withCheckedContinuation { (continuation: CheckedContinuation<Result<LibpqResult, PostgresError>, Never>) in
+        return await self.awaitPolled(PolledResult(pq: pq), on: poller)
+    }
+
+    /// Takes `operation`'s first step on the caller's thread and, while it waits for the socket, the next ones on
+    /// `poller`'s thread; resumes with its outcome. The caller holds the connection (`phase` running) throughout.
+    func awaitPolled<Operation: PolledOperation>(_ operation: Operation, on poller: PostgresPoller) async
+        -> Result<Operation.Output, PostgresError>
+    {
+        let writable: Bool
+        switch operation.step(readable: false) {
+        case .finished(let outcome): return outcome
+        case .waiting(let pendingOutput): writable = pendingOutput
+        }
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Result<Operation.Output, PostgresError>, Never>) in
             let waiter = PostgresPoller.Waiter(
                 step: { readable in
-                    switch reader.step(readable: readable) {
+                    switch operation.step(readable: readable) {
                     case .waiting(let writable): return .wait(writable: writable)
                     case .finished(let outcome): return .finished { continuation.resume(returning: outcome) }
                     }
@@ -330,7 +343,7 @@ public final class PostgresConnection: @unchecked Sendable {
                     continuation.resume(
                         returning: .failure(PostgresError(code: .connectionLost, reason: "the connection's wait was given up")))
                 })
-            if !poller.watch(pq.socket, writable: reader.pendingOutput, waiter) {
+            if !poller.watch(self.pq.socket, writable: writable, waiter) {
                 continuation.resume(
                     returning: .failure(PostgresError(code: .connectionLost, reason: "the connection cannot be watched")))
             }
@@ -339,7 +352,7 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// Takes the connection for one operation (`phase`: queued for the thread pool, running when it starts at once);
     /// throws when it is closed or another task holds it.
-    private func claim(as phase: State.Phase) throws(PostgresError) {
+    func claim(as phase: State.Phase) throws(PostgresError) {
         try self.state.withLock { state throws(PostgresError) in
             if state.closed || state.broken {
                 throw PostgresError(code: .connectionLost, reason: "the connection is closed")
@@ -354,7 +367,7 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// When an operation's body ends (`run`'s or a polled statement's): the connection idle again, its transaction
     /// status and health noted, and closed if ``close()`` came meanwhile.
-    private func endOperation() {
+    func endOperation() {
         let (transactionStatus, bad) = (self.pq.transactionStatus, self.pq.isBad)
         let finish = self.state.withLock { state -> Bool in
             state.phase = .idle
@@ -366,7 +379,7 @@ public final class PostgresConnection: @unchecked Sendable {
     }
 
     /// Cancels the running statement (the server answers it with SQLSTATE 57014).
-    private func requestCancel() {
+    func requestCancel() {
         let send = self.state.withLock { state -> Bool in
             switch state.phase {
             case .idle:
@@ -505,21 +518,16 @@ public final class PostgresConnection: @unchecked Sendable {
 /// One statement's result read as it arrives: flushes what libpq could not send at once, takes input when the
 /// socket is readable, and keeps the statement's result until libpq says it has no more (a NULL result). Used by one
 /// operation, on the caller's thread first and then on the poller's, never on two at once.
-private final class PolledResult: @unchecked Sendable {
-    enum Step {
-        case waiting(writable: Bool)
-        case finished(Result<LibpqResult, PostgresError>)
-    }
-
+private final class PolledResult: PolledOperation, @unchecked Sendable {
     let pq: LibpqConnection
-    var pendingOutput = true
+    private var pendingOutput = true
     var result: LibpqResult?
 
     init(pq: LibpqConnection) {
         self.pq = pq
     }
 
-    func step(readable: Bool) -> Step {
+    func step(readable: Bool) -> PolledStep<LibpqResult> {
         if self.pendingOutput {
             switch self.pq.flush() {
             case .done: self.pendingOutput = false

@@ -128,3 +128,19 @@ final class PostgresPoller: @unchecked Sendable {
         close(self.wakeFD)
     }
 }
+
+/// Where an operation the poller drives stands after a step.
+enum PolledStep<Output: Sendable> {
+    /// Wait until the socket is readable again (or writable, while output is pending).
+    case waiting(writable: Bool)
+    case finished(Result<Output, PostgresError>)
+}
+
+/// An operation sent with libpq's non-blocking calls whose results are read step by step as the socket allows: the
+/// first step on the caller's thread, the next ones on the poller's (or, without a poller, on a pool thread that waits
+/// in `poll(2)` between steps). Never stepped on two threads at once.
+protocol PolledOperation: AnyObject, Sendable {
+    associatedtype Output: Sendable
+    /// Flushes pending output, takes input when `readable`, and reads every result libpq can give without blocking.
+    func step(readable: Bool) -> PolledStep<Output>
+}

@@ -1,9 +1,10 @@
 import KindredPostgres
 import Testing
 
+/// Each test runs with the client's poller reading the results (`polled`) and with a pool thread waiting for them.
 @Suite struct PipelineTests {
-    @Test func aHundredInsertsThenAHundredSelectsInOneRoundTripEach() async throws {
-        try await withTestClient { client in
+    @Test(arguments: [true, false]) func aHundredInsertsThenAHundredSelectsInOneRoundTripEach(polled: Bool) async throws {
+        try await withTestClient(polled: polled) { client in
             try await client.execute("CREATE TABLE items (id bigserial PRIMARY KEY, name text NOT NULL)")
             let inserts: [PostgresQuery] = (0..<100).map {
                 "INSERT INTO items (name) VALUES (\("item \($0)")) RETURNING id"
@@ -19,8 +20,8 @@ import Testing
         }
     }
 
-    @Test func oneFailingStatementFailsTheBatchAndUndoesIt() async throws {
-        try await withTestClient { client in
+    @Test(arguments: [true, false]) func oneFailingStatementFailsTheBatchAndUndoesIt(polled: Bool) async throws {
+        try await withTestClient(polled: polled) { client in
             try await client.execute("CREATE TABLE items (id int PRIMARY KEY)")
             try await client.withConnection { connection in
                 let error = await #expect(throws: PostgresError.self) {
@@ -41,8 +42,8 @@ import Testing
         }
     }
 
-    @Test func pipelinesInsideTransactionsAndWithCachedStatements() async throws {
-        try await withTestClient { client in
+    @Test(arguments: [true, false]) func pipelinesInsideTransactionsAndWithCachedStatements(polled: Bool) async throws {
+        try await withTestClient(polled: polled) { client in
             try await client.execute("CREATE TABLE items (id int PRIMARY KEY, note text)")
             try await client.withConnection { connection in
                 // Prepared (cached) by an ordinary call first, then used by the pipeline.
@@ -65,8 +66,8 @@ import Testing
     /// A statement first run in a pipeline is prepared there, so PostgreSQL can keep its plan (an unnamed
     /// statement is planned at every run), and later calls use the prepared one. A preparation the server skipped
     /// (its group failed first) is not remembered.
-    @Test func aStatementFirstRunInAPipelineIsPreparedForLaterCalls() async throws {
-        try await withTestClient { client in
+    @Test(arguments: [true, false]) func aStatementFirstRunInAPipelineIsPreparedForLaterCalls(polled: Bool) async throws {
+        try await withTestClient(polled: polled) { client in
             try await client.execute("CREATE TABLE items (id int PRIMARY KEY)")
             let insert = "INSERT INTO items VALUES ($1)"
             let skipped = "SELECT count(*) FROM items WHERE id > $1"
@@ -122,8 +123,8 @@ import Testing
         }
     }
 
-    @Test func aLargePipelineDoesNotDeadlock() async throws {
-        try await withTestClient { client in
+    @Test(arguments: [true, false]) func aLargePipelineDoesNotDeadlock(polled: Bool) async throws {
+        try await withTestClient(polled: polled) { client in
             let blob = [UInt8](repeating: 0xAB, count: 64 * 1024)
             let queries: [PostgresQuery] = (0..<200).map { _ in "SELECT \(blob)" }
             let results = try await client.pipeline(queries)
@@ -132,8 +133,8 @@ import Testing
         }
     }
 
-    @Test func groupsFailAloneAndOneCommitsWhileTheNextBegins() async throws {
-        try await withTestClient { client in
+    @Test(arguments: [true, false]) func groupsFailAloneAndOneCommitsWhileTheNextBegins(polled: Bool) async throws {
+        try await withTestClient(polled: polled) { client in
             try await client.execute("CREATE TABLE items (id int PRIMARY KEY)")
             try await client.withConnection { connection in
                 // Outside a transaction each group is its own implicit transaction: the failing one leaves

@@ -3,9 +3,10 @@ import Testing
 
 @testable import KindredPostgres
 
-/// A statement a connection has prepared already is sent from the caller's thread and its result read by the client's
-/// poller (`PostgresPoller`): each test runs its statement once to prepare it, then again through the poller, and
-/// checks what the thread pool's path gives — rows, errors, cancellation, a lost connection, a changed table.
+/// Pipelines, and statements a connection has prepared already, are sent from the caller's thread and their results
+/// read by the client's poller (`PostgresPoller`): the tests of single statements run each once to prepare it, then
+/// again through the poller, and check what the thread pool's path gives — rows, errors, cancellation, a lost
+/// connection, a changed table.
 @Suite struct PollerTests {
     @Test func aPreparedStatementIsAnsweredThroughThePoller() async throws {
         try await withTestClient { client in
@@ -80,6 +81,50 @@ import Testing
                 return connection.backendPID
             }
             #expect(try await client.query("SELECT pg_backend_pid()").scalar(Int32.self) != oldPID)
+        }
+    }
+
+    @Test func pipelinesAndTransactionsAreAnsweredThroughThePoller() async throws {
+        try await withTestClient { client in
+            try await client.execute("CREATE TABLE items (id int PRIMARY KEY)")
+            try await client.withConnection { (connection: PostgresConnection) async throws in
+                // First runs too: a pipeline prepares its new statements in the pipeline itself.
+                let results = try await connection.pipeline([
+                    "INSERT INTO items VALUES (\(Int32(1)))", "SELECT count(*) FROM items",
+                ])
+                #expect(try results[1].scalar(Int.self) == 1)
+                #expect(connection.polledPipelines == 1)
+            }
+            // A transaction's BEGIN travels with its first statement, its COMMIT with its last: two pipelines.
+            try await client.withTransaction { transaction in
+                try await transaction.execute("INSERT INTO items VALUES (\(Int32(2)))")
+                _ = try await transaction.commit(after: ["INSERT INTO items VALUES (\(Int32(3)))"])
+                #expect(transaction.connection.polledPipelines >= 2)
+            }
+            #expect(try await client.query("SELECT count(*) FROM items").scalar(Int.self) == 3)
+        }
+    }
+
+    @Test func aPolledPipelineIsCancelledOrLostAsOnThePool() async throws {
+        try await withTestClient { client in
+            try await client.withConnection { (connection: PostgresConnection) async throws in
+                let start = ContinuousClock.now
+                let sleeping = Task { try await connection.pipeline(["SELECT 1", "SELECT pg_sleep(\(30.0))"]) }
+                try await Task.sleep(for: .milliseconds(200))
+                sleeping.cancel()
+                let cancelled = await #expect(throws: PostgresError.self) { _ = try await sleeping.value }
+                #expect(cancelled?.code == .cancelled)
+                #expect(ContinuousClock.now - start < .seconds(15))
+                #expect(try await connection.pipeline(["SELECT \(Int64(4))"])[0].scalar(Int64.self) == 4)
+                #expect(connection.polledPipelines == 2)
+
+                let lost = Task { try await connection.pipeline(["SELECT 1", "SELECT pg_sleep(\(30.0))"]) }
+                try await Task.sleep(for: .milliseconds(200))
+                try await terminate(connection.backendPID, using: client)
+                let error = await #expect(throws: PostgresError.self) { _ = try await lost.value }
+                #expect(error?.code == .connectionLost)
+                #expect(connection.isClosed)
+            }
         }
     }
 }

@@ -1,10 +1,13 @@
-import KindredPostgres
 import KindredPostgresTesting
 import Logging
 import Testing
 
+@testable import KindredPostgres
+
 /// Every test gets a fresh database on the process-wide test server.
+/// - Parameter polled: false: the client has no poller, every statement waits on its thread pool.
 func withTestClient<T>(
+    polled: Bool = true,
     pool: PostgresClient.PoolConfiguration = PostgresClient.PoolConfiguration(),
     configure: (inout PostgresConfiguration) -> Void = { _ in },
     _ body: (PostgresClient) async throws -> T
@@ -12,7 +15,7 @@ func withTestClient<T>(
     let server = try await TestPostgres.shared()
     var configuration = try await server.createDatabase()
     configure(&configuration)
-    let client = PostgresClient(configuration: configuration, pool: pool, logger: testLogger)
+    let client = PostgresClient(configuration: configuration, pool: pool, logger: testLogger, usesPoller: polled)
     do {
         let value = try await body(client)
         await client.shutdown()
