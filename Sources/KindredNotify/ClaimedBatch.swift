@@ -1,7 +1,7 @@
 import KindredPostgres
 
 /// What the sender needs to know about a batch of notifications it claimed, read with one query per table for the
-/// whole batch rather than several round trips per notification: the recipients' settings and devices, the devices
+/// whole batch, all in one round trip (a pipeline: one snapshot): the recipients' settings and devices, the devices
 /// each notification reached on earlier attempts, and the likes each digest still stands for.
 struct ClaimedBatch: Sendable {
     var notifications: [QueuedNotification]
@@ -15,17 +15,23 @@ struct ClaimedBatch: Sendable {
     var likes: [String: Int]
 
     static func read(
-        _ notifications: [QueuedNotification], sender: NotificationSender, in runner: some SQLRunner
+        _ notifications: [QueuedNotification], sender: NotificationSender, in database: PostgresClient
     ) async throws -> ClaimedBatch {
         let users = Array(Set(notifications.map(\.user)))
-        let ids = notifications.map(\.id)
         let digests = notifications.filter { $0.kind == .likes }.map(\.id)
+        var statements = [
+            sender.settings.preferencesQuery(of: users),
+            sender.devices.listQuery(users),
+            sender.notifications.deliveredDevicesQuery(of: notifications.map(\.id)),
+        ]
+        if !digests.isEmpty { statements.append(sender.digests.countsQuery(of: digests)) }
+        let rows = try await database.pipeline(statements)
         return ClaimedBatch(
             notifications: notifications,
-            preferences: try await sender.settings.preferences(of: users, in: runner),
-            devices: try await sender.devices.list(users, in: runner),
-            delivered: try await sender.notifications.deliveredDevices(of: ids, in: runner),
-            likes: digests.isEmpty ? [:] : try await sender.digests.counts(of: digests, in: runner))
+            preferences: try sender.settings.preferences(from: rows[0]),
+            devices: try sender.devices.devices(from: rows[1]),
+            delivered: try sender.notifications.deliveredDevices(from: rows[2]),
+            likes: digests.isEmpty ? [:] : try sender.digests.counts(from: rows[3]))
     }
 
     func preferences(of user: String) -> NotificationPreferences { self.preferences[user] ?? .defaults }

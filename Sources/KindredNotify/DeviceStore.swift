@@ -56,15 +56,19 @@ struct DeviceStore: Sendable {
         ).map(Self.record)
     }
 
-    /// The devices of each of `users` (the sender reads a claimed batch's at once), by member, newest first.
-    func list(_ users: [String], in runner: some SQLRunner) async throws -> [String: [DeviceRecord]] {
+    /// The statement reading the devices of each of `users` (the sender reads a claimed batch's at once, with its other
+    /// reads: ``ClaimedBatch``).
+    func listQuery(_ users: [String]) -> PostgresQuery {
+        """
+        SELECT \(unescaped: Self.columns), user_id::text FROM devices WHERE user_id = ANY(\(users)::uuid[])
+        ORDER BY registered_at DESC, device_id DESC
+        """
+    }
+
+    /// The devices ``listQuery(_:)`` read, by member, newest first.
+    func devices(from rows: PostgresRows) throws -> [String: [DeviceRecord]] {
         var devices: [String: [DeviceRecord]] = [:]
-        for row in try await runner.query(
-            """
-            SELECT \(unescaped: Self.columns), user_id::text FROM devices WHERE user_id = ANY(\(users)::uuid[])
-            ORDER BY registered_at DESC, device_id DESC
-            """
-        ) {
+        for row in rows {
             devices[try row.decode(String.self, at: 11), default: []].append(try Self.record(row))
         }
         return devices

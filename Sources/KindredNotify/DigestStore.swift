@@ -42,13 +42,21 @@ struct DigestStore: Sendable {
 
     /// Likes each of the digests `notifications` stands for now, by digest (absent: none left).
     func counts(of notifications: [String], in runner: some SQLRunner) async throws -> [String: Int] {
+        try self.counts(from: try await runner.query(self.countsQuery(of: notifications)))
+    }
+
+    /// The statement of ``counts(of:in:)``, for a pipeline (``ClaimedBatch``).
+    func countsQuery(of notifications: [String]) -> PostgresQuery {
+        """
+        SELECT notification_id::text, count(*) FROM digest_likes WHERE notification_id = ANY(\(notifications)::uuid[])
+        GROUP BY notification_id
+        """
+    }
+
+    /// The counts ``countsQuery(of:)`` read, by digest.
+    func counts(from rows: PostgresRows) throws -> [String: Int] {
         var counts: [String: Int] = [:]
-        for row in try await runner.query(
-            """
-            SELECT notification_id::text, count(*) FROM digest_likes WHERE notification_id = ANY(\(notifications)::uuid[])
-            GROUP BY notification_id
-            """
-        ) {
+        for row in rows {
             let (id, count) = try row.decode((String, Int64).self)
             counts[id] = Int(count)
         }

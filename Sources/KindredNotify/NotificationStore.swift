@@ -194,15 +194,19 @@ struct NotificationStore: Sendable {
         """
     }
 
-    /// The devices each of `notifications` was delivered to already (by notification; absent: none).
-    func deliveredDevices(of notifications: [String], in runner: some SQLRunner) async throws -> [String: Set<String>] {
+    /// The statement reading the devices each of `notifications` was delivered to already (for a pipeline:
+    /// ``ClaimedBatch``).
+    func deliveredDevicesQuery(of notifications: [String]) -> PostgresQuery {
+        """
+        SELECT notification_id::text, device_id::text FROM notification_deliveries
+        WHERE notification_id = ANY(\(notifications)::uuid[])
+        """
+    }
+
+    /// The devices ``deliveredDevicesQuery(of:)`` read, by notification (absent: none).
+    func deliveredDevices(from rows: PostgresRows) throws -> [String: Set<String>] {
         var delivered: [String: Set<String>] = [:]
-        for row in try await runner.query(
-            """
-            SELECT notification_id::text, device_id::text FROM notification_deliveries
-            WHERE notification_id = ANY(\(notifications)::uuid[])
-            """
-        ) {
+        for row in rows {
             let (notification, device) = try row.decode((String, String).self)
             delivered[notification, default: []].insert(device)
         }

@@ -17,13 +17,16 @@ struct SettingsStore: Sendable {
         return try Self.preferences(row)
     }
 
-    /// The settings of those of `users` who changed theirs, by member (the others have the defaults): the sender
-    /// reads a claimed batch's at once.
-    func preferences(of users: [String], in runner: some SQLRunner) async throws -> [String: NotificationPreferences] {
+    /// The statement reading the settings of those of `users` who changed theirs (the others have the defaults): the
+    /// sender reads a claimed batch's at once, with its other reads (``ClaimedBatch``).
+    func preferencesQuery(of users: [String]) -> PostgresQuery {
+        "SELECT \(unescaped: Self.columns), user_id::text FROM settings WHERE user_id = ANY(\(users)::uuid[])"
+    }
+
+    /// The settings ``preferencesQuery(of:)`` read, by member.
+    func preferences(from rows: PostgresRows) throws -> [String: NotificationPreferences] {
         var preferences: [String: NotificationPreferences] = [:]
-        for row in try await runner.query(
-            "SELECT \(unescaped: Self.columns), user_id::text FROM settings WHERE user_id = ANY(\(users)::uuid[])"
-        ) {
+        for row in rows {
             preferences[try row.decode(String.self, at: 11)] = try Self.preferences(row)
         }
         return preferences
