@@ -13,7 +13,8 @@ import Synchronization
 /// thread. A pooled connection's pipelines, and its statements prepared already, go another way: the
 /// caller sends them with libpq's non-blocking calls and is suspended, and the client's
 /// ``PostgresPoller`` reads the results when the socket is readable and resumes it, which saves the
-/// hand-off to a pool thread and that thread's sleep and wake-up. Event loops and the Swift cooperative pool are never blocked.
+/// hand-off to a pool thread and that thread's sleep and wake-up. Event loops and the Swift
+/// cooperative pool are never blocked.
 /// Cancelling the calling task sends a cancel request (`PQcancel`) for the running statement.
 ///
 /// One operation at a time: a connection belongs to one task (``PostgresClient/withConnection(isolation:_:)``);
@@ -331,7 +332,8 @@ public final class PostgresConnection: @unchecked Sendable {
         case .finished(let outcome): return outcome
         case .waiting(let pendingOutput): writable = pendingOutput
         }
-        return await withCheckedContinuation { (continuation: CheckedContinuation<Result<Operation.Output, PostgresError>, Never>) in
+        typealias Outcome = Result<Operation.Output, PostgresError>
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
             let waiter = PostgresPoller.Waiter(
                 step: { readable in
                     switch operation.step(readable: readable) {

@@ -3,7 +3,8 @@ import Testing
 
 /// Each test runs with the client's poller reading the results (`polled`) and with a pool thread waiting for them.
 @Suite struct PipelineTests {
-    @Test(arguments: [true, false]) func aHundredInsertsThenAHundredSelectsInOneRoundTripEach(polled: Bool) async throws {
+    @Test(arguments: [true, false])
+    func aHundredInsertsThenAHundredSelectsInOneRoundTripEach(polled: Bool) async throws {
         try await withTestClient(polled: polled) { client in
             try await client.execute("CREATE TABLE items (id bigserial PRIMARY KEY, name text NOT NULL)")
             let inserts: [PostgresQuery] = (0..<100).map {
@@ -66,7 +67,8 @@ import Testing
     /// A statement first run in a pipeline is prepared there, so PostgreSQL can keep its plan (an unnamed
     /// statement is planned at every run), and later calls use the prepared one. A preparation the server skipped
     /// (its group failed first) is not remembered.
-    @Test(arguments: [true, false]) func aStatementFirstRunInAPipelineIsPreparedForLaterCalls(polled: Bool) async throws {
+    @Test(arguments: [true, false])
+    func aStatementFirstRunInAPipelineIsPreparedForLaterCalls(polled: Bool) async throws {
         try await withTestClient(polled: polled) { client in
             try await client.execute("CREATE TABLE items (id int PRIMARY KEY)")
             let insert = "INSERT INTO items VALUES ($1)"
