@@ -56,8 +56,12 @@ final class PostgresPoller: @unchecked Sendable {
         }
         self.epollFD = epollFD
         self.wakeFD = wakeFD
-        let thread = Thread { [self] in self.loop() }
-        thread.name = "PG-poll"
+        let thread = Thread { [self] in
+            // Foundation's `Thread.name` set before start names the Thread object, not the OS thread: without this the
+            // poller shows in top and perf under its creator's name.
+            kindred_name_thread("PG-poll")
+            self.loop()
+        }
         thread.start()
     }
 

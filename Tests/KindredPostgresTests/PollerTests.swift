@@ -21,6 +21,15 @@ import Testing
         }
     }
 
+    /// Operators find the poller in top and perf by its thread's name.
+    @Test func thePollerThreadIsNamed() async throws {
+        try await withTestClient { _ in
+            let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")
+            let names = tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+            #expect(names.contains("PG-poll\n"))
+        }
+    }
+
     @Test func aLargeResultAndALargeParameterArriveWhole() async throws {
         try await withTestClient { client in
             try await client.withConnection { (connection: PostgresConnection) async throws in
