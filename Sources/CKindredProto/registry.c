@@ -343,6 +343,8 @@ static const void *const message_descriptors[] = {
     &kindred__chat__v1__get_messages_response__descriptor,
     &kindred__chat__v1__get_notification_context_request__descriptor,
     &kindred__chat__v1__get_notification_context_response__descriptor,
+    &kindred__chat__v1__get_notification_contexts_request__descriptor,
+    &kindred__chat__v1__get_notification_contexts_response__descriptor,
     &kindred__chat__v1__chat_thread__descriptor,
     &kindred__chat__v1__chat_message__descriptor,
     &kindred__chat__v1__chat_event__descriptor,

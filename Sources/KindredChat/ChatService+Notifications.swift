@@ -1,4 +1,5 @@
 import KindredGRPC
+import KindredPostgres
 import KindredProto
 import KindredServiceKit
 
@@ -11,31 +12,94 @@ extension ChatService {
         -> Chat.GetNotificationContextResponse
     {
         _ = try await self.access.requireService(["notify"], context)
-        let user = try ChatValidation.id(request.userId, field: "user_id")
-        let threadID = request.threadId.isEmpty ? nil : try ChatValidation.id(request.threadId, field: "thread_id")
-        let messageID = request.messageId.isEmpty ? nil : try ChatValidation.id(request.messageId, field: "message_id")
-        if messageID != nil, threadID == nil {
-            throw ChatError.invalid("thread_id", "REQUIRED", "the thread of message_id")
+        return try await self.notificationContexts([try NotificationContextAsk(request, field: "")])[0]
+    }
+
+    /// `GetNotificationContexts`: `GetNotificationContext` for a batch of notify's sender, in one round trip to the
+    /// database.
+    func getNotificationContexts(_ request: Chat.GetNotificationContextsRequest, _ context: ServerContext)
+        async throws -> Chat.GetNotificationContextsResponse
+    {
+        _ = try await self.access.requireService(["notify"], context)
+        guard request.requests.count <= Self.maxNotificationContexts else {
+            throw ChatError.invalid("requests", "OUT_OF_RANGE", "at most \(Self.maxNotificationContexts)")
         }
-        // One round trip: presence, the unread totals, the thread as the member sees it and the message asked for.
-        var statements = [self.presence.isOnlineQuery(user), self.threads.unreadTotalsQuery(for: user)]
-        if let threadID { statements.append(self.threads.findQuery(threadID, for: user)) }
-        if let messageID { statements.append(self.messages.byIDsQuery([messageID])) }
-        let results = try await self.database.pipeline(statements)
-        var response = Chat.GetNotificationContextResponse()
-        response.online = try results[0].scalar(Bool.self)
-        response.unreadMessages = try ThreadStore.unreadTotals(from: results[1]).messages
-        if let threadID, let thread = try results[2].first.map({ try ThreadRecord(row: $0) }),
-            VisibilityPolicy.allows(.thread, thread.relation)
-        {
-            response.threadOpen = true
-            // The message's thread is this one, so its pair is the member's and the other's of the thread.
-            if messageID != nil, let message = try results[3].first.map({ try Kindred.Chat.V1.ChatMessage(row: $0) }),
-                message.threadId == threadID
-            {
-                response.messageBody = message.body
-            }
+        let asks = try request.requests.enumerated().map { index, ask in
+            try NotificationContextAsk(ask, field: "requests[\(index)].")
         }
+        var response = Chat.GetNotificationContextsResponse()
+        response.contexts = try await self.notificationContexts(asks)
         return response
+    }
+
+    static let maxNotificationContexts = 256
+
+    /// The contexts of `asks`, in their order, from one pipeline: each member's presence and unread totals once,
+    /// each ask's thread as the member sees it and the message asked for.
+    private func notificationContexts(_ asks: [NotificationContextAsk]) async throws
+        -> [Chat.GetNotificationContextResponse]
+    {
+        if asks.isEmpty { return [] }
+        var statements: [PostgresQuery] = []
+        /// Where each member's presence (its unread totals follow) and each ask's thread and message are.
+        var members: [String: Int] = [:]
+        var rows: [(member: Int, thread: Int?, message: Int?)] = []
+        for ask in asks {
+            let member =
+                members[ask.user]
+                ?? {
+                    members[ask.user] = statements.count
+                    statements += [self.presence.isOnlineQuery(ask.user), self.threads.unreadTotalsQuery(for: ask.user)]
+                    return statements.count - 2
+                }()
+            var thread: Int?
+            var message: Int?
+            if let threadID = ask.threadID {
+                thread = statements.count
+                statements.append(self.threads.findQuery(threadID, for: ask.user))
+            }
+            if let messageID = ask.messageID {
+                message = statements.count
+                statements.append(self.messages.byIDsQuery([messageID]))
+            }
+            rows.append((member, thread, message))
+        }
+        let results = try await self.database.pipeline(statements)
+        return try zip(asks, rows).map { ask, at in
+            var response = Chat.GetNotificationContextResponse()
+            response.online = try results[at.member].scalar(Bool.self)
+            response.unreadMessages = try ThreadStore.unreadTotals(from: results[at.member + 1]).messages
+            if let threadID = ask.threadID, let thread = try results[at.thread!].first.map({ try ThreadRecord(row: $0) }),
+                VisibilityPolicy.allows(.thread, thread.relation)
+            {
+                response.threadOpen = true
+                // The message's thread is this one, so its pair is the member's and the other's of the thread.
+                if let index = at.message,
+                    let message = try results[index].first.map({ try Kindred.Chat.V1.ChatMessage(row: $0) }),
+                    message.threadId == threadID
+                {
+                    response.messageBody = message.body
+                }
+            }
+            return response
+        }
+    }
+}
+
+/// One member's notification context asked for, its ids checked.
+private struct NotificationContextAsk {
+    var user: String
+    var threadID: String?
+    var messageID: String?
+
+    /// `field`: the request's place in a batch ("requests[2].") or "".
+    init(_ request: Chat.GetNotificationContextRequest, field: String) throws {
+        self.user = try ChatValidation.id(request.userId, field: field + "user_id")
+        self.threadID = request.threadId.isEmpty ? nil : try ChatValidation.id(request.threadId, field: field + "thread_id")
+        self.messageID =
+            request.messageId.isEmpty ? nil : try ChatValidation.id(request.messageId, field: field + "message_id")
+        if self.messageID != nil, self.threadID == nil {
+            throw ChatError.invalid(field + "thread_id", "REQUIRED", "the thread of message_id")
+        }
     }
 }

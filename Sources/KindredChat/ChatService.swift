@@ -74,6 +74,7 @@ public final class ChatService: GRPCService, Sendable {
         router.unary(M.updateChatSettings) { try await self.updateChatSettings($0, $1) }
         router.unary(M.getMessages) { try await self.getMessages($0, $1) }
         router.unary(M.getNotificationContext) { try await self.getNotificationContext($0, $1) }
+        router.unary(M.getNotificationContexts) { try await self.getNotificationContexts($0, $1) }
         router.unary(M.deliverEvents) { try await self.deliverEvents($0, $1) }
         router.unary(M.getUserFootprint) { try await self.getUserFootprint($0, $1) }
         router.serverStreaming(M.subscribe) { request, writer, context in

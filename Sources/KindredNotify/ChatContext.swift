@@ -1,3 +1,11 @@
+/// What the sender asks chat about a notification it is about to push: its member, its thread, and the message whose
+/// body the member shows on the lock screen.
+struct ChatContextAsk: Sendable, Hashable {
+    var user: String
+    var thread: String?
+    var bodyOf: String?
+}
+
 /// What chat says about a member at the moment a notification is pushed (`GetNotificationContext`).
 struct ChatContext: Sendable, Hashable {
     /// A live Subscribe stream on any chat replica: the app is open.

@@ -25,23 +25,54 @@ final class ChatContextClient: Sendable {
     }
 
     /// nil when chat cannot answer: the push then goes out without presence, badge or text.
-    func context(of user: String, thread: String?, bodyOf message: String?) async -> ChatContext? {
-        var request = Kindred.Chat.V1.GetNotificationContextRequest()
-        request.userId = user
-        request.threadId = thread ?? ""
-        request.messageId = message ?? ""
+    func context(of ask: ChatContextAsk) async -> ChatContext? {
         do {
             let token = try await self.tokens.token()
             let response = try await self.client.unary(
-                Kindred.Chat.V1.ChatService.Method.getNotificationContext, request,
+                Kindred.Chat.V1.ChatService.Method.getNotificationContext, Self.request(ask),
                 metadata: ["authorization": .string("Bearer " + token)], options: CallOptions(timeout: self.timeout))
-            return ChatContext(
-                online: response.online, unreadMessages: Int(response.unreadMessages), threadOpen: response.threadOpen,
-                messageBody: response.messageBody.isEmpty ? nil : response.messageBody)
+            return Self.context(response)
         } catch {
             self.logger.warning("notify sender: chat's notification context failed", metadata: ["error": "\(error)"])
             return nil
         }
+    }
+
+    /// The contexts of `asks` in one call (`GetNotificationContexts`), in their order; nil when chat cannot answer.
+    func contexts(of asks: [ChatContextAsk]) async -> [ChatContext]? {
+        var request = Kindred.Chat.V1.GetNotificationContextsRequest()
+        request.requests = asks.map(Self.request)
+        do {
+            let token = try await self.tokens.token()
+            let response = try await self.client.unary(
+                Kindred.Chat.V1.ChatService.Method.getNotificationContexts, request,
+                metadata: ["authorization": .string("Bearer " + token)], options: CallOptions(timeout: self.timeout))
+            guard response.contexts.count == asks.count else {
+                self.logger.warning("notify sender: chat answered \(response.contexts.count) contexts for \(asks.count)")
+                return nil
+            }
+            return response.contexts.map(Self.context)
+        } catch {
+            self.logger.warning("notify sender: chat's notification contexts failed", metadata: ["error": "\(error)"])
+            return nil
+        }
+    }
+
+    /// At most this many asks per call (chat's limit).
+    static let maxBatch = 256
+
+    private static func request(_ ask: ChatContextAsk) -> Kindred.Chat.V1.GetNotificationContextRequest {
+        var request = Kindred.Chat.V1.GetNotificationContextRequest()
+        request.userId = ask.user
+        request.threadId = ask.thread ?? ""
+        request.messageId = ask.bodyOf ?? ""
+        return request
+    }
+
+    private static func context(_ response: Kindred.Chat.V1.GetNotificationContextResponse) -> ChatContext {
+        ChatContext(
+            online: response.online, unreadMessages: Int(response.unreadMessages), threadOpen: response.threadOpen,
+            messageBody: response.messageBody.isEmpty ? nil : response.messageBody)
     }
 
     func close() async { await self.client.close() }

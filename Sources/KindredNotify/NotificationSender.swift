@@ -120,7 +120,9 @@ final class NotificationSender: Sendable {
                     let limit = self.concurrency - inFlight
                     let due = try await self.notifications.claimDue(limit: limit, lease: self.lease, in: self.database)
                     guard !due.isEmpty else { continue }
-                    let batch = try await ClaimedBatch.read(due, sender: self, in: self.database)
+                    var read = try await ClaimedBatch.read(due, sender: self, in: self.database)
+                    await self.askChat(about: &read)
+                    let batch = read
                     inFlight += due.count
                     for notification in due {
                         group.addTask {
@@ -184,37 +186,90 @@ final class NotificationSender: Sendable {
         }
     }
 
-    /// One notification to each of its recipient's devices not reached yet, with what `batch` read about it; returns
-    /// how the attempt ended, for the sender's loop to record.
-    func attempt(_ claimed: QueuedNotification, in batch: ClaimedBatch) async throws -> NotificationEnd {
-        var queued = claimed
+    /// Where a notification stands before anything is pushed: ended (an activity broadcast expired, a digest with no
+    /// likes left, a kind the member turned off), held (quiet hours), or to go to its member's devices, with what
+    /// chat is to be asked first (nil: every device was reached on an earlier attempt). Sets a digest's count.
+    enum Screened {
+        case ended(NotificationEnd)
+        case push(ToPush)
+    }
+
+    struct ToPush {
+        var preferences: NotificationPreferences
+        var devices: [DeviceRecord]
+        /// The devices reached on earlier attempts.
+        var delivered: Set<String>
+        var ask: ChatContextAsk?
+    }
+
+    func screen(_ queued: inout QueuedNotification, in batch: ClaimedBatch) -> Screened {
         if let expires = queued.expiresUnixMs, PostgresTimestamp.now.millisecondsSinceEpoch >= expires {
             // An activity broadcast that ended while the push waited (quiet hours, an outage) is not news any more.
-            return .finished(queued.id, as: "cancelled")
+            return .ended(.finished(queued.id, as: "cancelled"))
         }
         if queued.kind == .likes {
             // A likes digest tells how many likes it still stands for (a block or a match may have taken some out).
             queued.itemCount = batch.likes[queued.id] ?? 0
-            if queued.itemCount == 0 { return .finished(queued.id, as: "cancelled") }
+            if queued.itemCount == 0 { return .ended(.finished(queued.id, as: "cancelled")) }
         }
         let preferences = batch.preferences(of: queued.user)
         let devices = batch.devices[queued.user] ?? []
-        guard queued.kind.isWanted(by: preferences) else { return .finished(queued.id, as: "cancelled") }
+        guard queued.kind.isWanted(by: preferences) else { return .ended(.finished(queued.id, as: "cancelled")) }
         let allowedInQuiet = queued.kind == .newMatch && preferences.quietHours.allowMatches
         if !allowedInQuiet, preferences.isQuiet(at: Date(), deviceTimeZone: devices.first?.timeZone ?? "UTC") {
             // An activity broadcast is looked at again when it ends at the latest (then cancelled, never sent late).
             let untilExpiry = queued.expiresUnixMs.map {
                 Duration.milliseconds(max(0, $0 - PostgresTimestamp.now.millisecondsSinceEpoch))
             }
-            return .retry(queued.id, after: min(Self.quietRecheck, untilExpiry ?? Self.quietRecheck), attempt: false)
+            return .ended(
+                .retry(queued.id, after: min(Self.quietRecheck, untilExpiry ?? Self.quietRecheck), attempt: false))
         }
         let delivered = batch.delivered[queued.id] ?? []
+        let ask =
+            devices.contains(where: { !delivered.contains($0.deviceID) })
+            ? ChatContextAsk(
+                user: queued.user, thread: queued.thread,
+                bodyOf: preferences.showMessageText && queued.kind == .newMessage ? queued.latestMessage : nil)
+            : nil
+        return .push(ToPush(preferences: preferences, devices: devices, delivered: delivered, ask: ask))
+    }
+
+    /// Asks chat about every notification of `batch` that is to be pushed, in one call (``ChatContextClient/maxBatch``
+    /// at most each), rather than one call per push. An attempt whose question differs by the time it runs (a quiet
+    /// hour began in between) asks alone.
+    func askChat(about batch: inout ClaimedBatch) async {
+        guard let chat = self.chat else { return }
+        var asks: [(id: String, ask: ChatContextAsk)] = []
+        for notification in batch.notifications {
+            var queued = notification
+            if case .push(let push) = self.screen(&queued, in: batch), let ask = push.ask { asks.append((queued.id, ask)) }
+        }
+        for start in stride(from: 0, to: asks.count, by: ChatContextClient.maxBatch) {
+            let part = asks[start..<min(start + ChatContextClient.maxBatch, asks.count)]
+            let answers = await chat.contexts(of: part.map(\.ask))
+            for (index, item) in part.enumerated() {
+                batch.askedChat[item.id] = item.ask
+                if let answers { batch.contexts[item.id] = answers[index] }
+            }
+        }
+    }
+
+    /// One notification to each of its recipient's devices not reached yet, with what `batch` read about it; returns
+    /// how the attempt ended, for the sender's loop to record.
+    func attempt(_ claimed: QueuedNotification, in batch: ClaimedBatch) async throws -> NotificationEnd {
+        var queued = claimed
+        let push: ToPush
+        switch self.screen(&queued, in: batch) {
+        case .ended(let end): return end
+        case .push(let screened): push = screened
+        }
+        let (preferences, devices, delivered) = (push.preferences, push.devices, push.delivered)
         let facts: NotificationTemplates.Facts
         var badge: Int?
-        if devices.contains(where: { !delivered.contains($0.deviceID) }) {
-            let context = await self.chat?.context(
-                of: queued.user, thread: queued.thread,
-                bodyOf: preferences.showMessageText && queued.kind == .newMessage ? queued.latestMessage : nil)
+        if let ask = push.ask {
+            // Chat's answer for the batch (none when it did not answer), unless the question changed since.
+            let context =
+                batch.askedChat[queued.id] == ask ? batch.contexts[queued.id] : await self.chat?.context(of: ask)
             switch PushDecision.decide(queued, preferences: preferences, chat: context) {
             case .suppress:
                 for platform in Set(devices.map(\.platform)) { self.count(platform, "suppressed") }

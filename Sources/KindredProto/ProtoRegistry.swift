@@ -353,6 +353,8 @@ public enum ProtoRegistry {
         Kindred.Chat.V1.GetMessagesResponse.self,
         Kindred.Chat.V1.GetNotificationContextRequest.self,
         Kindred.Chat.V1.GetNotificationContextResponse.self,
+        Kindred.Chat.V1.GetNotificationContextsRequest.self,
+        Kindred.Chat.V1.GetNotificationContextsResponse.self,
         Kindred.Discovery.V1.Candidate.self,
         Kindred.Discovery.V1.GetDeckRequest.self,
         Kindred.Discovery.V1.GetDeckResponse.self,
@@ -3239,6 +3241,10 @@ public enum ProtoRegistry {
                 "kindred.chat.v1.GetNotificationContextResponse.unread_messages",
                 "kindred.chat.v1.GetNotificationContextResponse.thread_open",
                 "kindred.chat.v1.GetNotificationContextResponse.message_body",
+                "kindred.chat.v1.GetNotificationContextsRequest",
+                "kindred.chat.v1.GetNotificationContextsRequest.requests",
+                "kindred.chat.v1.GetNotificationContextsResponse",
+                "kindred.chat.v1.GetNotificationContextsResponse.contexts",
                 "kindred.chat.v1.HistoryDirection",
                 "kindred.chat.v1.HISTORY_DIRECTION_UNSPECIFIED",
                 "kindred.chat.v1.HISTORY_DIRECTION_OLDER",
@@ -3259,6 +3265,7 @@ public enum ProtoRegistry {
                 "kindred.chat.v1.ChatService.UpdateChatSettings",
                 "kindred.chat.v1.ChatService.GetMessages",
                 "kindred.chat.v1.ChatService.GetNotificationContext",
+                "kindred.chat.v1.ChatService.GetNotificationContexts",
                 "kindred.chat.v1.ChatService.DeliverEvents",
                 "kindred.chat.v1.ChatService.GetUserFootprint",
             ],
@@ -3302,31 +3309,36 @@ public enum ProtoRegistry {
             Q29udGV4dFJlcXVlc3QSFwoHdXNlcl9pZBgBIAEoCVIGdXNlcklkEhsKCXRocmVhZF9pZBgCIAEoCVIIdGhyZWFkSWQSHQoK
             bWVzc2FnZV9pZBgDIAEoCVIJbWVzc2FnZUlkIqUBCh5HZXROb3RpZmljYXRpb25Db250ZXh0UmVzcG9uc2USFgoGb25saW5l
             GAEgASgIUgZvbmxpbmUSJwoPdW5yZWFkX21lc3NhZ2VzGAIgASgFUg51bnJlYWRNZXNzYWdlcxIfCgt0aHJlYWRfb3BlbhgD
-            IAEoCFIKdGhyZWFkT3BlbhIhCgxtZXNzYWdlX2JvZHkYBCABKAlSC21lc3NhZ2VCb2R5Km8KEEhpc3RvcnlEaXJlY3Rpb24S
-            IQodSElTVE9SWV9ESVJFQ1RJT05fVU5TUEVDSUZJRUQQABIbChdISVNUT1JZX0RJUkVDVElPTl9PTERFUhABEhsKF0hJU1RP
-            UllfRElSRUNUSU9OX05FV0VSEAIy0gwKC0NoYXRTZXJ2aWNlElUKCk9wZW5UaHJlYWQSIi5raW5kcmVkLmNoYXQudjEuT3Bl
-            blRocmVhZFJlcXVlc3QaIy5raW5kcmVkLmNoYXQudjEuT3BlblRocmVhZFJlc3BvbnNlElgKC0Nsb3NlVGhyZWFkEiMua2lu
-            ZHJlZC5jaGF0LnYxLkNsb3NlVGhyZWFkUmVxdWVzdBokLmtpbmRyZWQuY2hhdC52MS5DbG9zZVRocmVhZFJlc3BvbnNlElgK
-            C0xpc3RUaHJlYWRzEiMua2luZHJlZC5jaGF0LnYxLkxpc3RUaHJlYWRzUmVxdWVzdBokLmtpbmRyZWQuY2hhdC52MS5MaXN0
-            VGhyZWFkc1Jlc3BvbnNlEm0KEkdldFRocmVhZFN1bW1hcmllcxIqLmtpbmRyZWQuY2hhdC52MS5HZXRUaHJlYWRTdW1tYXJp
-            ZXNSZXF1ZXN0Gisua2luZHJlZC5jaGF0LnYxLkdldFRocmVhZFN1bW1hcmllc1Jlc3BvbnNlElgKC1NlbmRNZXNzYWdlEiMu
-            a2luZHJlZC5jaGF0LnYxLlNlbmRNZXNzYWdlUmVxdWVzdBokLmtpbmRyZWQuY2hhdC52MS5TZW5kTWVzc2FnZVJlc3BvbnNl
-            EkwKB0hpc3RvcnkSHy5raW5kcmVkLmNoYXQudjEuSGlzdG9yeVJlcXVlc3QaIC5raW5kcmVkLmNoYXQudjEuSGlzdG9yeVJl
-            c3BvbnNlEk8KCE1hcmtSZWFkEiAua2luZHJlZC5jaGF0LnYxLk1hcmtSZWFkUmVxdWVzdBohLmtpbmRyZWQuY2hhdC52MS5N
-            YXJrUmVhZFJlc3BvbnNlEl4KDU1hcmtEZWxpdmVyZWQSJS5raW5kcmVkLmNoYXQudjEuTWFya0RlbGl2ZXJlZFJlcXVlc3Qa
-            Ji5raW5kcmVkLmNoYXQudjEuTWFya0RlbGl2ZXJlZFJlc3BvbnNlEmEKDkdldFVucmVhZENvdW50EiYua2luZHJlZC5jaGF0
-            LnYxLkdldFVucmVhZENvdW50UmVxdWVzdBonLmtpbmRyZWQuY2hhdC52MS5HZXRVbnJlYWRDb3VudFJlc3BvbnNlElQKCVN1
-            YnNjcmliZRIhLmtpbmRyZWQuY2hhdC52MS5TdWJzY3JpYmVSZXF1ZXN0GiIua2luZHJlZC5jaGF0LnYxLlN1YnNjcmliZVJl
-            c3BvbnNlMAESVQoKU2VuZFR5cGluZxIiLmtpbmRyZWQuY2hhdC52MS5TZW5kVHlwaW5nUmVxdWVzdBojLmtpbmRyZWQuY2hh
-            dC52MS5TZW5kVHlwaW5nUmVzcG9uc2USWQoPR2V0Q2hhdFNldHRpbmdzEicua2luZHJlZC5jaGF0LnYxLkdldENoYXRTZXR0
-            aW5nc1JlcXVlc3QaHS5raW5kcmVkLmNoYXQudjEuQ2hhdFNldHRpbmdzEl8KElVwZGF0ZUNoYXRTZXR0aW5ncxIqLmtpbmRy
-            ZWQuY2hhdC52MS5VcGRhdGVDaGF0U2V0dGluZ3NSZXF1ZXN0Gh0ua2luZHJlZC5jaGF0LnYxLkNoYXRTZXR0aW5ncxJYCgtH
-            ZXRNZXNzYWdlcxIjLmtpbmRyZWQuY2hhdC52MS5HZXRNZXNzYWdlc1JlcXVlc3QaJC5raW5kcmVkLmNoYXQudjEuR2V0TWVz
-            c2FnZXNSZXNwb25zZRJ5ChZHZXROb3RpZmljYXRpb25Db250ZXh0Ei4ua2luZHJlZC5jaGF0LnYxLkdldE5vdGlmaWNhdGlv
-            bkNvbnRleHRSZXF1ZXN0Gi8ua2luZHJlZC5jaGF0LnYxLkdldE5vdGlmaWNhdGlvbkNvbnRleHRSZXNwb25zZRJiCg1EZWxp
-            dmVyRXZlbnRzEicua2luZHJlZC5jb21tb24udjEuRGVsaXZlckV2ZW50c1JlcXVlc3QaKC5raW5kcmVkLmNvbW1vbi52MS5E
-            ZWxpdmVyRXZlbnRzUmVzcG9uc2USawoQR2V0VXNlckZvb3RwcmludBIqLmtpbmRyZWQuY29tbW9uLnYxLkdldFVzZXJGb290
-            cHJpbnRSZXF1ZXN0Gisua2luZHJlZC5jb21tb24udjEuR2V0VXNlckZvb3RwcmludFJlc3BvbnNlYgZwcm90bzM=
+            IAEoCFIKdGhyZWFkT3BlbhIhCgxtZXNzYWdlX2JvZHkYBCABKAlSC21lc3NhZ2VCb2R5ImwKHkdldE5vdGlmaWNhdGlvbkNv
+            bnRleHRzUmVxdWVzdBJKCghyZXF1ZXN0cxgBIAMoCzIuLmtpbmRyZWQuY2hhdC52MS5HZXROb3RpZmljYXRpb25Db250ZXh0
+            UmVxdWVzdFIIcmVxdWVzdHMibgofR2V0Tm90aWZpY2F0aW9uQ29udGV4dHNSZXNwb25zZRJLCghjb250ZXh0cxgBIAMoCzIv
+            LmtpbmRyZWQuY2hhdC52MS5HZXROb3RpZmljYXRpb25Db250ZXh0UmVzcG9uc2VSCGNvbnRleHRzKm8KEEhpc3RvcnlEaXJl
+            Y3Rpb24SIQodSElTVE9SWV9ESVJFQ1RJT05fVU5TUEVDSUZJRUQQABIbChdISVNUT1JZX0RJUkVDVElPTl9PTERFUhABEhsK
+            F0hJU1RPUllfRElSRUNUSU9OX05FV0VSEAIy0A0KC0NoYXRTZXJ2aWNlElUKCk9wZW5UaHJlYWQSIi5raW5kcmVkLmNoYXQu
+            djEuT3BlblRocmVhZFJlcXVlc3QaIy5raW5kcmVkLmNoYXQudjEuT3BlblRocmVhZFJlc3BvbnNlElgKC0Nsb3NlVGhyZWFk
+            EiMua2luZHJlZC5jaGF0LnYxLkNsb3NlVGhyZWFkUmVxdWVzdBokLmtpbmRyZWQuY2hhdC52MS5DbG9zZVRocmVhZFJlc3Bv
+            bnNlElgKC0xpc3RUaHJlYWRzEiMua2luZHJlZC5jaGF0LnYxLkxpc3RUaHJlYWRzUmVxdWVzdBokLmtpbmRyZWQuY2hhdC52
+            MS5MaXN0VGhyZWFkc1Jlc3BvbnNlEm0KEkdldFRocmVhZFN1bW1hcmllcxIqLmtpbmRyZWQuY2hhdC52MS5HZXRUaHJlYWRT
+            dW1tYXJpZXNSZXF1ZXN0Gisua2luZHJlZC5jaGF0LnYxLkdldFRocmVhZFN1bW1hcmllc1Jlc3BvbnNlElgKC1NlbmRNZXNz
+            YWdlEiMua2luZHJlZC5jaGF0LnYxLlNlbmRNZXNzYWdlUmVxdWVzdBokLmtpbmRyZWQuY2hhdC52MS5TZW5kTWVzc2FnZVJl
+            c3BvbnNlEkwKB0hpc3RvcnkSHy5raW5kcmVkLmNoYXQudjEuSGlzdG9yeVJlcXVlc3QaIC5raW5kcmVkLmNoYXQudjEuSGlz
+            dG9yeVJlc3BvbnNlEk8KCE1hcmtSZWFkEiAua2luZHJlZC5jaGF0LnYxLk1hcmtSZWFkUmVxdWVzdBohLmtpbmRyZWQuY2hh
+            dC52MS5NYXJrUmVhZFJlc3BvbnNlEl4KDU1hcmtEZWxpdmVyZWQSJS5raW5kcmVkLmNoYXQudjEuTWFya0RlbGl2ZXJlZFJl
+            cXVlc3QaJi5raW5kcmVkLmNoYXQudjEuTWFya0RlbGl2ZXJlZFJlc3BvbnNlEmEKDkdldFVucmVhZENvdW50EiYua2luZHJl
+            ZC5jaGF0LnYxLkdldFVucmVhZENvdW50UmVxdWVzdBonLmtpbmRyZWQuY2hhdC52MS5HZXRVbnJlYWRDb3VudFJlc3BvbnNl
+            ElQKCVN1YnNjcmliZRIhLmtpbmRyZWQuY2hhdC52MS5TdWJzY3JpYmVSZXF1ZXN0GiIua2luZHJlZC5jaGF0LnYxLlN1YnNj
+            cmliZVJlc3BvbnNlMAESVQoKU2VuZFR5cGluZxIiLmtpbmRyZWQuY2hhdC52MS5TZW5kVHlwaW5nUmVxdWVzdBojLmtpbmRy
+            ZWQuY2hhdC52MS5TZW5kVHlwaW5nUmVzcG9uc2USWQoPR2V0Q2hhdFNldHRpbmdzEicua2luZHJlZC5jaGF0LnYxLkdldENo
+            YXRTZXR0aW5nc1JlcXVlc3QaHS5raW5kcmVkLmNoYXQudjEuQ2hhdFNldHRpbmdzEl8KElVwZGF0ZUNoYXRTZXR0aW5ncxIq
+            LmtpbmRyZWQuY2hhdC52MS5VcGRhdGVDaGF0U2V0dGluZ3NSZXF1ZXN0Gh0ua2luZHJlZC5jaGF0LnYxLkNoYXRTZXR0aW5n
+            cxJYCgtHZXRNZXNzYWdlcxIjLmtpbmRyZWQuY2hhdC52MS5HZXRNZXNzYWdlc1JlcXVlc3QaJC5raW5kcmVkLmNoYXQudjEu
+            R2V0TWVzc2FnZXNSZXNwb25zZRJ5ChZHZXROb3RpZmljYXRpb25Db250ZXh0Ei4ua2luZHJlZC5jaGF0LnYxLkdldE5vdGlm
+            aWNhdGlvbkNvbnRleHRSZXF1ZXN0Gi8ua2luZHJlZC5jaGF0LnYxLkdldE5vdGlmaWNhdGlvbkNvbnRleHRSZXNwb25zZRJ8
+            ChdHZXROb3RpZmljYXRpb25Db250ZXh0cxIvLmtpbmRyZWQuY2hhdC52MS5HZXROb3RpZmljYXRpb25Db250ZXh0c1JlcXVl
+            c3QaMC5raW5kcmVkLmNoYXQudjEuR2V0Tm90aWZpY2F0aW9uQ29udGV4dHNSZXNwb25zZRJiCg1EZWxpdmVyRXZlbnRzEicu
+            a2luZHJlZC5jb21tb24udjEuRGVsaXZlckV2ZW50c1JlcXVlc3QaKC5raW5kcmVkLmNvbW1vbi52MS5EZWxpdmVyRXZlbnRz
+            UmVzcG9uc2USawoQR2V0VXNlckZvb3RwcmludBIqLmtpbmRyZWQuY29tbW9uLnYxLkdldFVzZXJGb290cHJpbnRSZXF1ZXN0
+            Gisua2luZHJlZC5jb21tb24udjEuR2V0VXNlckZvb3RwcmludFJlc3BvbnNlYgZwcm90bzM=
             """
         ),
         ProtoFileDescriptor(

@@ -716,6 +716,50 @@ extension Kindred.Chat.V1 {
 }
 
 extension Kindred.Chat.V1 {
+    /// Several members' notification contexts.
+    public struct GetNotificationContextsRequest: ProtoMessage {
+        /// 0..256 requests; a member may appear in several.
+        public var requests: [Kindred.Chat.V1.GetNotificationContextRequest] = []
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.chat.v1.GetNotificationContextsRequest" }
+        public static let protoMessageLayout = ProtoDescriptors.layout("kindred.chat.v1.GetNotificationContextsRequest")
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setRepeatedMessage(1, self.requests)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.requests = try decoder.repeatedMessage(1, as: Kindred.Chat.V1.GetNotificationContextRequest.self)
+        }
+    }
+}
+
+extension Kindred.Chat.V1 {
+    /// The contexts asked for.
+    public struct GetNotificationContextsResponse: ProtoMessage {
+        /// One per request, in request order.
+        public var contexts: [Kindred.Chat.V1.GetNotificationContextResponse] = []
+
+        public init() {}
+
+        public static var protoMessageName: Swift.String { "kindred.chat.v1.GetNotificationContextsResponse" }
+        public static let protoMessageLayout = ProtoDescriptors.layout(
+            "kindred.chat.v1.GetNotificationContextsResponse"
+        )
+
+        public func encode(to encoder: inout ProtoEncoder) {
+            encoder.setRepeatedMessage(1, self.contexts)
+        }
+
+        public init(decoder: borrowing ProtoDecoder) throws(ProtoError) {
+            self.contexts = try decoder.repeatedMessage(1, as: Kindred.Chat.V1.GetNotificationContextResponse.self)
+        }
+    }
+}
+
+extension Kindred.Chat.V1 {
     /// Which way History pages.
     public enum HistoryDirection: ProtoEnum {
         /// Older messages, newest first (the default).
@@ -905,6 +949,16 @@ extension Kindred.Chat.V1 {
                     kind: .unary
                 )
 
+            /// GetNotificationContext for several members at once (notify's sender asks for a claimed batch
+            /// in one call): at most 256, each answered as GetNotificationContext would. Service token of
+            /// notify. INVALID_ARGUMENT: more than 256, or a malformed id in any of them.
+            public static let getNotificationContexts =
+                ProtoMethod<Kindred.Chat.V1.GetNotificationContextsRequest, Kindred.Chat.V1.GetNotificationContextsResponse>(
+                    service: "kindred.chat.v1.ChatService",
+                    name: "GetNotificationContexts",
+                    kind: .unary
+                )
+
             /// Consumes events: MatchCreated (open thread, notify both), MatchEnded (close),
             /// UserBlocked, AccountDeactivated/Reactivated, AccountDeleted (erase the user's messages),
             /// CommunityUpdated. Service token only. Idempotent per event id.
@@ -943,6 +997,7 @@ extension Kindred.Chat.V1 {
                 Method.updateChatSettings.descriptor,
                 Method.getMessages.descriptor,
                 Method.getNotificationContext.descriptor,
+                Method.getNotificationContexts.descriptor,
                 Method.deliverEvents.descriptor,
                 Method.getUserFootprint.descriptor,
             ]

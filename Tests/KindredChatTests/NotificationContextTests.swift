@@ -96,4 +96,58 @@ struct NotificationContextTests {
             }
         }
     }
+
+    @Test func aBatchAnswersEachAskAsTheSingleCallDoes() async throws {
+        try await ChatHarness.with { chat in
+            let (alice, bob, eve) = (try await chat.user(), try await chat.user(), try await chat.user())
+            let thread = try await chat.thread(alice, bob)
+            let other = try await chat.thread(eve, bob)
+            let sent = try #require(try await chat.send(alice, thread, "see you at 8").message?.messageId)
+            let elsewhere = try #require(try await chat.send(eve, other, "not for this thread").message?.messageId)
+            // A member twice, someone else's thread, another thread's message, no thread at all.
+            let asks: [(ChatHarness.User, String, String)] = [
+                (bob, thread, sent), (bob, other, ""), (eve, thread, sent), (bob, thread, elsewhere), (alice, "", ""),
+            ]
+            var request = Chat.GetNotificationContextsRequest()
+            request.requests = asks.map { user, thread, message in
+                .with {
+                    $0.userId = user.id
+                    $0.threadId = thread
+                    $0.messageId = message
+                }
+            }
+            let batch = try await chat.client.unary(
+                ChatMethod.getNotificationContexts, request, metadata: try chat.serviceMetadata("notify"))
+            var singles: [Chat.GetNotificationContextResponse] = []
+            for (user, thread, message) in asks {
+                singles.append(try await Self.context(chat, user, thread: thread, message: message))
+            }
+            #expect(batch.contexts == singles)
+            #expect(batch.contexts[0].messageBody == "see you at 8" && batch.contexts[0].unreadMessages == 2)
+            #expect(!batch.contexts[2].threadOpen && batch.contexts[3].messageBody.isEmpty)
+
+            // Checked as the single call is, each ask named by its place; at most 256; notify only.
+            request.requests[1].userId = "nope"
+            let error = await expectRPCError(.invalidArgument) {
+                _ = try await chat.client.unary(
+                    ChatMethod.getNotificationContexts, request, metadata: try chat.serviceMetadata("notify"))
+            }
+            #expect(error?.errorDetail?.fieldViolations.map(\.field) == ["requests[1].user_id"])
+            request.requests = Array(repeating: .with { $0.userId = bob.id }, count: 257)
+            await expectRPCError(.invalidArgument) {
+                _ = try await chat.client.unary(
+                    ChatMethod.getNotificationContexts, request, metadata: try chat.serviceMetadata("notify"))
+            }
+            request.requests = [.with { $0.userId = bob.id }]
+            await expectRPCError(.permissionDenied) {
+                _ = try await chat.client.unary(
+                    ChatMethod.getNotificationContexts, request, metadata: try chat.serviceMetadata("match"))
+            }
+            request.requests = []
+            #expect(
+                try await chat.client.unary(
+                    ChatMethod.getNotificationContexts, request, metadata: try chat.serviceMetadata("notify")
+                ).contexts.isEmpty)
+        }
+    }
 }

@@ -1267,6 +1267,96 @@ void   kindred__chat__v1__get_notification_context_response__free_unpacked
   assert(message->base.descriptor == &kindred__chat__v1__get_notification_context_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   kindred__chat__v1__get_notification_contexts_request__init
+                     (Kindred__Chat__V1__GetNotificationContextsRequest         *message)
+{
+  static const Kindred__Chat__V1__GetNotificationContextsRequest init_value = KINDRED__CHAT__V1__GET_NOTIFICATION_CONTEXTS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t kindred__chat__v1__get_notification_contexts_request__get_packed_size
+                     (const Kindred__Chat__V1__GetNotificationContextsRequest *message)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__get_notification_contexts_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__chat__v1__get_notification_contexts_request__pack
+                     (const Kindred__Chat__V1__GetNotificationContextsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__get_notification_contexts_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__chat__v1__get_notification_contexts_request__pack_to_buffer
+                     (const Kindred__Chat__V1__GetNotificationContextsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__get_notification_contexts_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Chat__V1__GetNotificationContextsRequest *
+       kindred__chat__v1__get_notification_contexts_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Chat__V1__GetNotificationContextsRequest *)
+     protobuf_c_message_unpack (&kindred__chat__v1__get_notification_contexts_request__descriptor,
+                                allocator, len, data);
+}
+void   kindred__chat__v1__get_notification_contexts_request__free_unpacked
+                     (Kindred__Chat__V1__GetNotificationContextsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__chat__v1__get_notification_contexts_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   kindred__chat__v1__get_notification_contexts_response__init
+                     (Kindred__Chat__V1__GetNotificationContextsResponse         *message)
+{
+  static const Kindred__Chat__V1__GetNotificationContextsResponse init_value = KINDRED__CHAT__V1__GET_NOTIFICATION_CONTEXTS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t kindred__chat__v1__get_notification_contexts_response__get_packed_size
+                     (const Kindred__Chat__V1__GetNotificationContextsResponse *message)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__get_notification_contexts_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t kindred__chat__v1__get_notification_contexts_response__pack
+                     (const Kindred__Chat__V1__GetNotificationContextsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__get_notification_contexts_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t kindred__chat__v1__get_notification_contexts_response__pack_to_buffer
+                     (const Kindred__Chat__V1__GetNotificationContextsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &kindred__chat__v1__get_notification_contexts_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Kindred__Chat__V1__GetNotificationContextsResponse *
+       kindred__chat__v1__get_notification_contexts_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Kindred__Chat__V1__GetNotificationContextsResponse *)
+     protobuf_c_message_unpack (&kindred__chat__v1__get_notification_contexts_response__descriptor,
+                                allocator, len, data);
+}
+void   kindred__chat__v1__get_notification_contexts_response__free_unpacked
+                     (Kindred__Chat__V1__GetNotificationContextsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &kindred__chat__v1__get_notification_contexts_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor kindred__chat__v1__open_thread_request__field_descriptors[5] =
 {
   {
@@ -2622,6 +2712,82 @@ const ProtobufCMessageDescriptor kindred__chat__v1__get_notification_context_res
   (ProtobufCMessageInit) kindred__chat__v1__get_notification_context_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor kindred__chat__v1__get_notification_contexts_request__field_descriptors[1] =
+{
+  {
+    "requests",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Kindred__Chat__V1__GetNotificationContextsRequest, n_requests),
+    offsetof(Kindred__Chat__V1__GetNotificationContextsRequest, requests),
+    &kindred__chat__v1__get_notification_context_request__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__chat__v1__get_notification_contexts_request__field_indices_by_name[] = {
+  0,   /* field[0] = requests */
+};
+static const ProtobufCIntRange kindred__chat__v1__get_notification_contexts_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor kindred__chat__v1__get_notification_contexts_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.chat.v1.GetNotificationContextsRequest",
+  "GetNotificationContextsRequest",
+  "Kindred__Chat__V1__GetNotificationContextsRequest",
+  "kindred.chat.v1",
+  sizeof(Kindred__Chat__V1__GetNotificationContextsRequest),
+  1,
+  kindred__chat__v1__get_notification_contexts_request__field_descriptors,
+  kindred__chat__v1__get_notification_contexts_request__field_indices_by_name,
+  1,  kindred__chat__v1__get_notification_contexts_request__number_ranges,
+  (ProtobufCMessageInit) kindred__chat__v1__get_notification_contexts_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor kindred__chat__v1__get_notification_contexts_response__field_descriptors[1] =
+{
+  {
+    "contexts",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Kindred__Chat__V1__GetNotificationContextsResponse, n_contexts),
+    offsetof(Kindred__Chat__V1__GetNotificationContextsResponse, contexts),
+    &kindred__chat__v1__get_notification_context_response__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned kindred__chat__v1__get_notification_contexts_response__field_indices_by_name[] = {
+  0,   /* field[0] = contexts */
+};
+static const ProtobufCIntRange kindred__chat__v1__get_notification_contexts_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor kindred__chat__v1__get_notification_contexts_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "kindred.chat.v1.GetNotificationContextsResponse",
+  "GetNotificationContextsResponse",
+  "Kindred__Chat__V1__GetNotificationContextsResponse",
+  "kindred.chat.v1",
+  sizeof(Kindred__Chat__V1__GetNotificationContextsResponse),
+  1,
+  kindred__chat__v1__get_notification_contexts_response__field_descriptors,
+  kindred__chat__v1__get_notification_contexts_response__field_indices_by_name,
+  1,  kindred__chat__v1__get_notification_contexts_response__number_ranges,
+  (ProtobufCMessageInit) kindred__chat__v1__get_notification_contexts_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCEnumValue kindred__chat__v1__history_direction__enum_values_by_number[3] =
 {
   { "HISTORY_DIRECTION_UNSPECIFIED", "KINDRED__CHAT__V1__HISTORY_DIRECTION__HISTORY_DIRECTION_UNSPECIFIED", 0 },
@@ -2652,7 +2818,7 @@ const ProtobufCEnumDescriptor kindred__chat__v1__history_direction__descriptor =
   kindred__chat__v1__history_direction__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCMethodDescriptor kindred__chat__v1__chat_service__method_descriptors[17] =
+static const ProtobufCMethodDescriptor kindred__chat__v1__chat_service__method_descriptors[18] =
 {
   { "OpenThread", &kindred__chat__v1__open_thread_request__descriptor, &kindred__chat__v1__open_thread_response__descriptor },
   { "CloseThread", &kindred__chat__v1__close_thread_request__descriptor, &kindred__chat__v1__close_thread_response__descriptor },
@@ -2669,18 +2835,20 @@ static const ProtobufCMethodDescriptor kindred__chat__v1__chat_service__method_d
   { "UpdateChatSettings", &kindred__chat__v1__update_chat_settings_request__descriptor, &kindred__chat__v1__chat_settings__descriptor },
   { "GetMessages", &kindred__chat__v1__get_messages_request__descriptor, &kindred__chat__v1__get_messages_response__descriptor },
   { "GetNotificationContext", &kindred__chat__v1__get_notification_context_request__descriptor, &kindred__chat__v1__get_notification_context_response__descriptor },
+  { "GetNotificationContexts", &kindred__chat__v1__get_notification_contexts_request__descriptor, &kindred__chat__v1__get_notification_contexts_response__descriptor },
   { "DeliverEvents", &kindred__common__v1__deliver_events_request__descriptor, &kindred__common__v1__deliver_events_response__descriptor },
   { "GetUserFootprint", &kindred__common__v1__get_user_footprint_request__descriptor, &kindred__common__v1__get_user_footprint_response__descriptor },
 };
 const unsigned kindred__chat__v1__chat_service__method_indices_by_name[] = {
   1,        /* CloseThread */
-  15,        /* DeliverEvents */
+  16,        /* DeliverEvents */
   11,        /* GetChatSettings */
   13,        /* GetMessages */
   14,        /* GetNotificationContext */
+  15,        /* GetNotificationContexts */
   3,        /* GetThreadSummaries */
   8,        /* GetUnreadCount */
-  16,        /* GetUserFootprint */
+  17,        /* GetUserFootprint */
   5,        /* History */
   2,        /* ListThreads */
   7,        /* MarkDelivered */
@@ -2698,7 +2866,7 @@ const ProtobufCServiceDescriptor kindred__chat__v1__chat_service__descriptor =
   "ChatService",
   "Kindred__Chat__V1__ChatService",
   "kindred.chat.v1",
-  17,
+  18,
   kindred__chat__v1__chat_service__method_descriptors,
   kindred__chat__v1__chat_service__method_indices_by_name
 };
@@ -2822,13 +2990,21 @@ void kindred__chat__v1__chat_service__get_notification_context(ProtobufCService 
   assert(service->descriptor == &kindred__chat__v1__chat_service__descriptor);
   service->invoke(service, 14, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
+void kindred__chat__v1__chat_service__get_notification_contexts(ProtobufCService *service,
+                                                                const Kindred__Chat__V1__GetNotificationContextsRequest *input,
+                                                                Kindred__Chat__V1__GetNotificationContextsResponse_Closure closure,
+                                                                void *closure_data)
+{
+  assert(service->descriptor == &kindred__chat__v1__chat_service__descriptor);
+  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+}
 void kindred__chat__v1__chat_service__deliver_events(ProtobufCService *service,
                                                      const Kindred__Common__V1__DeliverEventsRequest *input,
                                                      Kindred__Common__V1__DeliverEventsResponse_Closure closure,
                                                      void *closure_data)
 {
   assert(service->descriptor == &kindred__chat__v1__chat_service__descriptor);
-  service->invoke(service, 15, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 16, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__chat__v1__chat_service__get_user_footprint(ProtobufCService *service,
                                                          const Kindred__Common__V1__GetUserFootprintRequest *input,
@@ -2836,7 +3012,7 @@ void kindred__chat__v1__chat_service__get_user_footprint(ProtobufCService *servi
                                                          void *closure_data)
 {
   assert(service->descriptor == &kindred__chat__v1__chat_service__descriptor);
-  service->invoke(service, 16, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
+  service->invoke(service, 17, (const ProtobufCMessage *) input, (ProtobufCClosure) closure, closure_data);
 }
 void kindred__chat__v1__chat_service__init (Kindred__Chat__V1__ChatService_Service *service,
                                             Kindred__Chat__V1__ChatService_ServiceDestroy destroy)

@@ -46,6 +46,8 @@ typedef struct Kindred__Chat__V1__GetMessagesRequest Kindred__Chat__V1__GetMessa
 typedef struct Kindred__Chat__V1__GetMessagesResponse Kindred__Chat__V1__GetMessagesResponse;
 typedef struct Kindred__Chat__V1__GetNotificationContextRequest Kindred__Chat__V1__GetNotificationContextRequest;
 typedef struct Kindred__Chat__V1__GetNotificationContextResponse Kindred__Chat__V1__GetNotificationContextResponse;
+typedef struct Kindred__Chat__V1__GetNotificationContextsRequest Kindred__Chat__V1__GetNotificationContextsRequest;
+typedef struct Kindred__Chat__V1__GetNotificationContextsResponse Kindred__Chat__V1__GetNotificationContextsResponse;
 
 
 /* --- enums --- */
@@ -634,6 +636,40 @@ struct  Kindred__Chat__V1__GetNotificationContextResponse
     , 0, 0, 0, (char *)protobuf_c_empty_string }
 
 
+/*
+ * Several members' notification contexts.
+ */
+struct  Kindred__Chat__V1__GetNotificationContextsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * 0..256 requests; a member may appear in several.
+   */
+  size_t n_requests;
+  Kindred__Chat__V1__GetNotificationContextRequest **requests;
+};
+#define KINDRED__CHAT__V1__GET_NOTIFICATION_CONTEXTS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__chat__v1__get_notification_contexts_request__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * The contexts asked for.
+ */
+struct  Kindred__Chat__V1__GetNotificationContextsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * One per request, in request order.
+   */
+  size_t n_contexts;
+  Kindred__Chat__V1__GetNotificationContextResponse **contexts;
+};
+#define KINDRED__CHAT__V1__GET_NOTIFICATION_CONTEXTS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&kindred__chat__v1__get_notification_contexts_response__descriptor) \
+    , 0,NULL }
+
+
 /* Kindred__Chat__V1__OpenThreadRequest methods */
 void   kindred__chat__v1__open_thread_request__init
                      (Kindred__Chat__V1__OpenThreadRequest         *message);
@@ -1166,6 +1202,44 @@ Kindred__Chat__V1__GetNotificationContextResponse *
 void   kindred__chat__v1__get_notification_context_response__free_unpacked
                      (Kindred__Chat__V1__GetNotificationContextResponse *message,
                       ProtobufCAllocator *allocator);
+/* Kindred__Chat__V1__GetNotificationContextsRequest methods */
+void   kindred__chat__v1__get_notification_contexts_request__init
+                     (Kindred__Chat__V1__GetNotificationContextsRequest         *message);
+size_t kindred__chat__v1__get_notification_contexts_request__get_packed_size
+                     (const Kindred__Chat__V1__GetNotificationContextsRequest   *message);
+size_t kindred__chat__v1__get_notification_contexts_request__pack
+                     (const Kindred__Chat__V1__GetNotificationContextsRequest   *message,
+                      uint8_t             *out);
+size_t kindred__chat__v1__get_notification_contexts_request__pack_to_buffer
+                     (const Kindred__Chat__V1__GetNotificationContextsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Chat__V1__GetNotificationContextsRequest *
+       kindred__chat__v1__get_notification_contexts_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__chat__v1__get_notification_contexts_request__free_unpacked
+                     (Kindred__Chat__V1__GetNotificationContextsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Kindred__Chat__V1__GetNotificationContextsResponse methods */
+void   kindred__chat__v1__get_notification_contexts_response__init
+                     (Kindred__Chat__V1__GetNotificationContextsResponse         *message);
+size_t kindred__chat__v1__get_notification_contexts_response__get_packed_size
+                     (const Kindred__Chat__V1__GetNotificationContextsResponse   *message);
+size_t kindred__chat__v1__get_notification_contexts_response__pack
+                     (const Kindred__Chat__V1__GetNotificationContextsResponse   *message,
+                      uint8_t             *out);
+size_t kindred__chat__v1__get_notification_contexts_response__pack_to_buffer
+                     (const Kindred__Chat__V1__GetNotificationContextsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Kindred__Chat__V1__GetNotificationContextsResponse *
+       kindred__chat__v1__get_notification_contexts_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   kindred__chat__v1__get_notification_contexts_response__free_unpacked
+                     (Kindred__Chat__V1__GetNotificationContextsResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Kindred__Chat__V1__OpenThreadRequest_Closure)
@@ -1252,6 +1326,12 @@ typedef void (*Kindred__Chat__V1__GetNotificationContextRequest_Closure)
 typedef void (*Kindred__Chat__V1__GetNotificationContextResponse_Closure)
                  (const Kindred__Chat__V1__GetNotificationContextResponse *message,
                   void *closure_data);
+typedef void (*Kindred__Chat__V1__GetNotificationContextsRequest_Closure)
+                 (const Kindred__Chat__V1__GetNotificationContextsRequest *message,
+                  void *closure_data);
+typedef void (*Kindred__Chat__V1__GetNotificationContextsResponse_Closure)
+                 (const Kindred__Chat__V1__GetNotificationContextsResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1319,6 +1399,10 @@ struct Kindred__Chat__V1__ChatService_Service
                                    const Kindred__Chat__V1__GetNotificationContextRequest *input,
                                    Kindred__Chat__V1__GetNotificationContextResponse_Closure closure,
                                    void *closure_data);
+  void (*get_notification_contexts)(Kindred__Chat__V1__ChatService_Service *service,
+                                    const Kindred__Chat__V1__GetNotificationContextsRequest *input,
+                                    Kindred__Chat__V1__GetNotificationContextsResponse_Closure closure,
+                                    void *closure_data);
   void (*deliver_events)(Kindred__Chat__V1__ChatService_Service *service,
                          const Kindred__Common__V1__DeliverEventsRequest *input,
                          Kindred__Common__V1__DeliverEventsResponse_Closure closure,
@@ -1350,6 +1434,7 @@ void kindred__chat__v1__chat_service__init (Kindred__Chat__V1__ChatService_Servi
       function_prefix__ ## update_chat_settings,\
       function_prefix__ ## get_messages,\
       function_prefix__ ## get_notification_context,\
+      function_prefix__ ## get_notification_contexts,\
       function_prefix__ ## deliver_events,\
       function_prefix__ ## get_user_footprint  }
 void kindred__chat__v1__chat_service__open_thread(ProtobufCService *service,
@@ -1412,6 +1497,10 @@ void kindred__chat__v1__chat_service__get_notification_context(ProtobufCService 
                                                                const Kindred__Chat__V1__GetNotificationContextRequest *input,
                                                                Kindred__Chat__V1__GetNotificationContextResponse_Closure closure,
                                                                void *closure_data);
+void kindred__chat__v1__chat_service__get_notification_contexts(ProtobufCService *service,
+                                                                const Kindred__Chat__V1__GetNotificationContextsRequest *input,
+                                                                Kindred__Chat__V1__GetNotificationContextsResponse_Closure closure,
+                                                                void *closure_data);
 void kindred__chat__v1__chat_service__deliver_events(ProtobufCService *service,
                                                      const Kindred__Common__V1__DeliverEventsRequest *input,
                                                      Kindred__Common__V1__DeliverEventsResponse_Closure closure,
@@ -1452,6 +1541,8 @@ extern const ProtobufCMessageDescriptor kindred__chat__v1__get_messages_request_
 extern const ProtobufCMessageDescriptor kindred__chat__v1__get_messages_response__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__get_notification_context_request__descriptor;
 extern const ProtobufCMessageDescriptor kindred__chat__v1__get_notification_context_response__descriptor;
+extern const ProtobufCMessageDescriptor kindred__chat__v1__get_notification_contexts_request__descriptor;
+extern const ProtobufCMessageDescriptor kindred__chat__v1__get_notification_contexts_response__descriptor;
 extern const ProtobufCServiceDescriptor kindred__chat__v1__chat_service__descriptor;
 
 PROTOBUF_C__END_DECLS
