@@ -41,7 +41,7 @@ extension ChatService {
     {
         if asks.isEmpty { return [] }
         var statements: [PostgresQuery] = []
-        /// Where each member's presence (its unread totals follow) and each ask's thread and message are.
+        // Where each member's presence (its unread totals follow) and each ask's thread and message are.
         var members: [String: Int] = [:]
         var rows: [(member: Int, thread: Int?, message: Int?)] = []
         for ask in asks {
@@ -69,7 +69,8 @@ extension ChatService {
             var response = Chat.GetNotificationContextResponse()
             response.online = try results[at.member].scalar(Bool.self)
             response.unreadMessages = try ThreadStore.unreadTotals(from: results[at.member + 1]).messages
-            if let threadID = ask.threadID, let thread = try results[at.thread!].first.map({ try ThreadRecord(row: $0) }),
+            if let threadID = ask.threadID, let index = at.thread,
+                let thread = try results[index].first.map({ try ThreadRecord(row: $0) }),
                 VisibilityPolicy.allows(.thread, thread.relation)
             {
                 response.threadOpen = true

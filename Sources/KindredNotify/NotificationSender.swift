@@ -91,7 +91,9 @@ final class NotificationSender: Sendable {
     ///
     /// One loop does the database work, woken (``SendWakeup``) by events applied in this process, by a push that
     /// ended and by the poll: it first records every end that came in since its last look, in one statement
-    /// (``NotificationStore/record(_:in:)``: one commit for a group of pushes, not one each), then claims.
+    /// (``NotificationStore/record(_:in:)``: one commit for a group of pushes, not one each), then claims, reads the
+    /// batch and asks chat about it (``askChat(about:)``: one call, which the loop waits for, up to the client's
+    /// timeout when chat does not answer).
     func run() async {
         let (wakeups, wake) = self.wakeup.subscribe()
         let refill = max(1, self.concurrency / 4)
