@@ -45,13 +45,14 @@ extension ChatService {
         var members: [String: Int] = [:]
         var rows: [(member: Int, thread: Int?, message: Int?)] = []
         for ask in asks {
-            let member =
-                members[ask.user]
-                ?? {
-                    members[ask.user] = statements.count
-                    statements += [self.presence.isOnlineQuery(ask.user), self.threads.unreadTotalsQuery(for: ask.user)]
-                    return statements.count - 2
-                }()
+            let member: Int
+            if let known = members[ask.user] {
+                member = known
+            } else {
+                member = statements.count
+                members[ask.user] = member
+                statements += [self.presence.isOnlineQuery(ask.user), self.threads.unreadTotalsQuery(for: ask.user)]
+            }
             var thread: Int?
             var message: Int?
             if let threadID = ask.threadID {
