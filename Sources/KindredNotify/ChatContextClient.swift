@@ -4,8 +4,8 @@ import KindredIdentity
 import KindredProto
 import Logging
 
-/// Chat's `GetNotificationContext`, asked by the sender just before a push, with notify's service token and a
-/// deadline of its own. Asking at the push rather than reading a flag in MessageSent (computed at the message's
+/// Chat's `GetNotificationContexts` (a claimed batch's, in one call) and `GetNotificationContext` (one), asked by the
+/// sender just before its pushes, with notify's service token and a deadline of its own. Asking at the push rather than reading a flag in MessageSent (computed at the message's
 /// commit) answers for the moment the member would be disturbed, from every chat replica's streams, and keeps
 /// message bodies in chat: the body travels only when the member shows message text, straight into the push.
 final class ChatContextClient: Sendable {
