@@ -55,12 +55,7 @@ extension PostgresConnection {
         self.polledPipelines += 1
         let outcome: Result<[Result<[PostgresRows], PostgresError>], PostgresError>
         do throws(PostgresError) {
-            let reader = try self.startPipeline(groups)
-            outcome = await withTaskCancellationHandler {
-                await self.awaitPolled(reader, on: poller)
-            } onCancel: {
-                self.requestCancel()
-            }
+            outcome = await self.awaitPolled(try self.startPipeline(groups), on: poller)
         } catch {
             outcome = .failure(error)
         }

@@ -295,11 +295,7 @@ public final class PostgresConnection: @unchecked Sendable {
             return nil
         }
         self.polledStatements += 1
-        let result = await withTaskCancellationHandler {
-            await self.sendAndAwait(name: name, query.bindings, on: poller)
-        } onCancel: {
-            self.requestCancel()
-        }
+        let result = await self.sendAndAwait(name: name, query.bindings, on: poller)
         // Blocking again for the thread pool's calls (they would block anyway; a pipeline sets its own mode).
         _ = self.pq.setNonBlocking(false)
         self.endOperation()
@@ -323,8 +319,19 @@ public final class PostgresConnection: @unchecked Sendable {
     }
 
     /// Takes `operation`'s first step on the caller's thread and, while it waits for the socket, the next ones on
-    /// `poller`'s thread; resumes with its outcome. The caller holds the connection (`phase` running) throughout.
+    /// `poller`'s thread; resumes with its outcome. The caller holds the connection (`phase` running) throughout;
+    /// cancelling its task cancels the statement running (the server answers it with an error).
     func awaitPolled<Operation: PolledOperation>(_ operation: Operation, on poller: PostgresPoller) async
+        -> Result<Operation.Output, PostgresError>
+    {
+        await withTaskCancellationHandler {
+            await self.stepPolled(operation, on: poller)
+        } onCancel: {
+            self.requestCancel()
+        }
+    }
+
+    private func stepPolled<Operation: PolledOperation>(_ operation: Operation, on poller: PostgresPoller) async
         -> Result<Operation.Output, PostgresError>
     {
         let writable: Bool
@@ -381,7 +388,7 @@ public final class PostgresConnection: @unchecked Sendable {
     }
 
     /// Cancels the running statement (the server answers it with SQLSTATE 57014).
-    func requestCancel() {
+    private func requestCancel() {
         let send = self.state.withLock { state -> Bool in
             switch state.phase {
             case .idle:

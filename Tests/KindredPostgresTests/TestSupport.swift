@@ -32,6 +32,21 @@ let testLogger: Logger = {
     return logger
 }()
 
+/// Runs `statement` (one that sleeps 30 s) in a task, cancels the task 200 ms later, and expects it to end with
+/// ``PostgresError/Code/cancelled`` long before the sleep would have: the cancel request reached the server.
+func expectCancellingTheTaskCancels(
+    _ statement: @escaping @Sendable () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation
+) async throws {
+    let start = ContinuousClock.now
+    let task = Task { try await statement() }
+    try await Task.sleep(for: .milliseconds(200))
+    task.cancel()
+    let error = await #expect(throws: PostgresError.self, sourceLocation: sourceLocation) { try await task.value }
+    #expect(error?.code == .cancelled, sourceLocation: sourceLocation)
+    // Far below the 30 s sleep; generous for loaded CI machines.
+    #expect(ContinuousClock.now - start < .seconds(15), sourceLocation: sourceLocation)
+}
+
 /// Terminates a backend from another session and waits until it is gone.
 func terminate(_ pid: Int32, using client: PostgresClient) async throws {
     let admin = try await PostgresConnection.connect(configuration: client.configuration, logger: testLogger)
