@@ -4,8 +4,8 @@ import KindredIdentity
 import KindredProto
 import Logging
 
-/// Chat's `GetNotificationContexts` (a claimed batch's, in one call) and `GetNotificationContext` (one), asked by the
-/// sender just before its pushes, with notify's service token and a deadline of its own. Asking at the push rather than reading a flag in MessageSent (computed at the message's
+/// Chat's `GetNotificationContexts`, asked by the sender about a claimed batch just before its pushes, with notify's
+/// service token and a deadline of its own. Asking at the push rather than reading a flag in MessageSent (computed at the message's
 /// commit) answers for the moment the member would be disturbed, from every chat replica's streams, and keeps
 /// message bodies in chat: the body travels only when the member shows message text, straight into the push.
 final class ChatContextClient: Sendable {
@@ -24,21 +24,8 @@ final class ChatContextClient: Sendable {
         self.logger = logger
     }
 
-    /// nil when chat cannot answer: the push then goes out without presence, badge or text.
-    func context(of ask: ChatContextAsk) async -> ChatContext? {
-        do {
-            let token = try await self.tokens.token()
-            let response = try await self.client.unary(
-                Kindred.Chat.V1.ChatService.Method.getNotificationContext, Self.request(ask),
-                metadata: ["authorization": .string("Bearer " + token)], options: CallOptions(timeout: self.timeout))
-            return Self.context(response)
-        } catch {
-            self.logger.warning("notify sender: chat's notification context failed", metadata: ["error": "\(error)"])
-            return nil
-        }
-    }
-
-    /// The contexts of `asks` in one call (`GetNotificationContexts`), in their order; nil when chat cannot answer.
+    /// The contexts of `asks` in one call (`GetNotificationContexts`), in their order; nil when chat cannot answer: the
+    /// pushes then go out without presence, badge or text.
     func contexts(of asks: [ChatContextAsk]) async -> [ChatContext]? {
         var request = Kindred.Chat.V1.GetNotificationContextsRequest()
         request.requests = asks.map(Self.request)

@@ -13,10 +13,9 @@ struct ClaimedBatch: Sendable {
     var delivered: [String: Set<String>]
     /// By likes digest: the likes it stands for now (a block or a match may have taken some out); absent: none.
     var likes: [String: Int]
-    /// Chat's answers for the notifications that were to be pushed when the batch was read, by notification (absent
-    /// for one asked about: chat did not answer), and what was asked (``NotificationSender/askChat(about:)``).
+    /// Chat's answers about the notifications with a device left to reach (``NotificationSender/askChat(about:)``), by
+    /// notification; absent: chat did not answer.
     var contexts: [String: ChatContext] = [:]
-    var askedChat: [String: ChatContextAsk] = [:]
 
     static func read(
         _ notifications: [QueuedNotification], sender: NotificationSender, in database: PostgresClient

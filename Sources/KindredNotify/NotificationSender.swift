@@ -188,71 +188,25 @@ final class NotificationSender: Sendable {
         }
     }
 
-    /// Where a notification stands before anything is pushed: ended (an activity broadcast expired, a digest with no
-    /// likes left, a kind the member turned off), held (quiet hours), or to go to its member's devices, with what
-    /// chat is to be asked first (nil: every device was reached on an earlier attempt). Sets a digest's count.
-    enum Screened {
-        case ended(NotificationEnd)
-        case push(ToPush)
-    }
-
-    struct ToPush {
-        var preferences: NotificationPreferences
-        var devices: [DeviceRecord]
-        /// The devices reached on earlier attempts.
-        var delivered: Set<String>
-        var ask: ChatContextAsk?
-    }
-
-    func screen(_ queued: inout QueuedNotification, in batch: ClaimedBatch) -> Screened {
-        if let expires = queued.expiresUnixMs, PostgresTimestamp.now.millisecondsSinceEpoch >= expires {
-            // An activity broadcast that ended while the push waited (quiet hours, an outage) is not news any more.
-            return .ended(.finished(queued.id, as: "cancelled"))
-        }
-        if queued.kind == .likes {
-            // A likes digest tells how many likes it still stands for (a block or a match may have taken some out).
-            queued.itemCount = batch.likes[queued.id] ?? 0
-            if queued.itemCount == 0 { return .ended(.finished(queued.id, as: "cancelled")) }
-        }
-        let preferences = batch.preferences(of: queued.user)
-        let devices = batch.devices[queued.user] ?? []
-        guard queued.kind.isWanted(by: preferences) else { return .ended(.finished(queued.id, as: "cancelled")) }
-        let allowedInQuiet = queued.kind == .newMatch && preferences.quietHours.allowMatches
-        if !allowedInQuiet, preferences.isQuiet(at: Date(), deviceTimeZone: devices.first?.timeZone ?? "UTC") {
-            // An activity broadcast is looked at again when it ends at the latest (then cancelled, never sent late).
-            let untilExpiry = queued.expiresUnixMs.map {
-                Duration.milliseconds(max(0, $0 - PostgresTimestamp.now.millisecondsSinceEpoch))
-            }
-            return .ended(
-                .retry(queued.id, after: min(Self.quietRecheck, untilExpiry ?? Self.quietRecheck), attempt: false))
-        }
+    /// What the sender asks chat before pushing `queued`: its member, its thread, and the latest message's body when
+    /// the member shows message text; nil when every device was reached on an earlier attempt (nothing to push).
+    func chatAsk(for queued: QueuedNotification, in batch: ClaimedBatch) -> ChatContextAsk? {
         let delivered = batch.delivered[queued.id] ?? []
-        let ask =
-            devices.contains(where: { !delivered.contains($0.deviceID) })
-            ? ChatContextAsk(
-                user: queued.user, thread: queued.thread,
-                bodyOf: preferences.showMessageText && queued.kind == .newMessage ? queued.latestMessage : nil)
-            : nil
-        return .push(ToPush(preferences: preferences, devices: devices, delivered: delivered, ask: ask))
+        guard (batch.devices[queued.user] ?? []).contains(where: { !delivered.contains($0.deviceID) }) else { return nil }
+        let showsText = batch.preferences(of: queued.user).showMessageText && queued.kind == .newMessage
+        return ChatContextAsk(user: queued.user, thread: queued.thread, bodyOf: showsText ? queued.latestMessage : nil)
     }
 
-    /// Asks chat about every notification of `batch` that is to be pushed, in one call (``ChatContextClient/maxBatch``
-    /// at most each), rather than one call per push. An attempt whose question differs by the time it runs (a quiet
-    /// hour began in between) asks alone.
+    /// Asks chat about the notifications of `batch` with a device left to reach, in one call
+    /// (``ChatContextClient/maxBatch`` at most each), rather than one call per push. Chat's answer for one that ends
+    /// before its push (quiet hours, a kind turned off, an expired broadcast) goes unused.
     func askChat(about batch: inout ClaimedBatch) async {
         guard let chat = self.chat else { return }
-        var asks: [(id: String, ask: ChatContextAsk)] = []
-        for notification in batch.notifications {
-            var queued = notification
-            if case .push(let push) = self.screen(&queued, in: batch), let ask = push.ask { asks.append((queued.id, ask)) }
-        }
+        let asks = batch.notifications.compactMap { queued in self.chatAsk(for: queued, in: batch).map { (queued.id, $0) } }
         for start in stride(from: 0, to: asks.count, by: ChatContextClient.maxBatch) {
             let part = asks[start..<min(start + ChatContextClient.maxBatch, asks.count)]
-            let answers = await chat.contexts(of: part.map(\.ask))
-            for (index, item) in part.enumerated() {
-                batch.askedChat[item.id] = item.ask
-                if let answers { batch.contexts[item.id] = answers[index] }
-            }
+            guard let answers = await chat.contexts(of: part.map(\.1)) else { continue }
+            for ((id, _), answer) in zip(part, answers) { batch.contexts[id] = answer }
         }
     }
 
@@ -260,18 +214,32 @@ final class NotificationSender: Sendable {
     /// how the attempt ended, for the sender's loop to record.
     func attempt(_ claimed: QueuedNotification, in batch: ClaimedBatch) async throws -> NotificationEnd {
         var queued = claimed
-        let push: ToPush
-        switch self.screen(&queued, in: batch) {
-        case .ended(let end): return end
-        case .push(let screened): push = screened
+        if let expires = queued.expiresUnixMs, PostgresTimestamp.now.millisecondsSinceEpoch >= expires {
+            // An activity broadcast that ended while the push waited (quiet hours, an outage) is not news any more.
+            return .finished(queued.id, as: "cancelled")
         }
-        let (preferences, devices, delivered) = (push.preferences, push.devices, push.delivered)
+        if queued.kind == .likes {
+            // A likes digest tells how many likes it still stands for (a block or a match may have taken some out).
+            queued.itemCount = batch.likes[queued.id] ?? 0
+            if queued.itemCount == 0 { return .finished(queued.id, as: "cancelled") }
+        }
+        let preferences = batch.preferences(of: queued.user)
+        let devices = batch.devices[queued.user] ?? []
+        guard queued.kind.isWanted(by: preferences) else { return .finished(queued.id, as: "cancelled") }
+        let allowedInQuiet = queued.kind == .newMatch && preferences.quietHours.allowMatches
+        if !allowedInQuiet, preferences.isQuiet(at: Date(), deviceTimeZone: devices.first?.timeZone ?? "UTC") {
+            // An activity broadcast is looked at again when it ends at the latest (then cancelled, never sent late).
+            let untilExpiry = queued.expiresUnixMs.map {
+                Duration.milliseconds(max(0, $0 - PostgresTimestamp.now.millisecondsSinceEpoch))
+            }
+            return .retry(queued.id, after: min(Self.quietRecheck, untilExpiry ?? Self.quietRecheck), attempt: false)
+        }
+        let delivered = batch.delivered[queued.id] ?? []
         let facts: NotificationTemplates.Facts
         var badge: Int?
-        if let ask = push.ask {
-            // Chat's answer for the batch (none when it did not answer), unless the question changed since.
-            let context =
-                batch.askedChat[queued.id] == ask ? batch.contexts[queued.id] : await self.chat?.context(of: ask)
+        if devices.contains(where: { !delivered.contains($0.deviceID) }) {
+            // Chat's answer for the batch (``askChat(about:)``); none when chat did not answer.
+            let context = batch.contexts[queued.id]
             switch PushDecision.decide(queued, preferences: preferences, chat: context) {
             case .suppress:
                 for platform in Set(devices.map(\.platform)) { self.count(platform, "suppressed") }
