@@ -128,6 +128,11 @@ final class PostgresPoller: @unchecked Sendable {
             return Array(waiters.values)
         }
         for waiter in left { waiter.abandon() }
+    }
+
+    // The descriptors close with the object, not when the loop ends: `stop()` may still be writing to `wakeFD` after
+    // the loop saw `stopped` (woken by a socket meanwhile), and a number closed there could already name another file.
+    deinit {
         close(self.epollFD)
         close(self.wakeFD)
     }
