@@ -75,8 +75,9 @@ final class PostgresPoller: @unchecked Sendable {
         }
         guard accepted else { return false }
         guard self.arm(fd, writable: writable) else {
-            _ = self.waiters.withLock { $0.removeValue(forKey: fd) }
-            return false
+            // The caller finishes the operation, unless a stopping loop took the waiter meanwhile: it abandons it, and
+            // the operation must not end twice.
+            return self.waiters.withLock { $0.removeValue(forKey: fd) } == nil
         }
         return true
     }
