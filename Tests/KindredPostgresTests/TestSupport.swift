@@ -1,5 +1,6 @@
 import KindredPostgresTesting
 import Logging
+import NIOPosix
 import Testing
 
 @testable import KindredPostgres
@@ -47,9 +48,14 @@ func expectCancellingTheTaskCancels(
     #expect(ContinuousClock.now - start < .seconds(15), sourceLocation: sourceLocation)
 }
 
-/// Terminates a backend from another session and waits until it is gone.
+/// Terminates a backend from another session and waits until it is gone. The session has a thread of its own: on the
+/// process-wide pool it could wait for seconds behind other tests' blocking calls, past the statement a test kills.
 func terminate(_ pid: Int32, using client: PostgresClient) async throws {
-    let admin = try await PostgresConnection.connect(configuration: client.configuration, logger: testLogger)
+    let thread = NIOThreadPool(numberOfThreads: 1)
+    thread.start()
+    defer { thread.shutdownGracefully { _ in } }
+    let admin = try await PostgresConnection.connect(
+        configuration: client.configuration, threadPool: thread, logger: testLogger)
     defer { admin.close() }
     #expect(try await admin.query("SELECT pg_terminate_backend(\(pid))").scalar(Bool.self))
     for _ in 0..<200 {
