@@ -58,6 +58,17 @@ import Testing
             """
         ).first!.decode((Int64, Int64).self)
         #expect(batch.0 == batch.1)
+        // The consumer's answer for the batch recorded (its effect is written before the relay hears the answer): until
+        // then the block is not acknowledged and stays.
+        #expect(
+            try await eventually {
+                try await database.producer.query(
+                    """
+                    SELECT acknowledged_sequence = appended_sequence FROM events_cursors
+                    WHERE consumer = 'sink' AND partition_key = 'batch'
+                    """
+                ).scalar(Bool.self)
+            })
         // Every event past the retention goes, the swipes behind the consumer's cursors included.
         try await database.producer.execute("UPDATE events_outbox SET created_at = now() - interval '8 days'")
         #expect(try await relay.purgeDelivered() == 11)
